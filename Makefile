@@ -1,0 +1,41 @@
+# substatus — the two commands that matter: `make run` and `make test`.
+SWIFT ?= swift
+SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
+
+.PHONY: run test build release deps test-deps protos bench fmt clean
+
+deps:
+	@scripts/install-deps
+
+test-deps:
+	@scripts/install-deps --test
+
+build: deps
+	$(SWIFT) build $(SWIFT_FLAGS)
+
+release: deps
+	$(SWIFT) build -c release $(SWIFT_FLAGS)
+
+## Starts substatusd on ./data with the embedded SQLite store.
+run: release
+	@mkdir -p data
+	.build/release/substatusd --data-dir data
+
+## Builds and runs every test (unit, interop with real peers, end to end).
+test: test-deps
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build
+
+## Regenerates the C and Swift code for Protos/ (checked in; a test fails when it is stale).
+protos: deps
+	scripts/generate-protos
+
+## Benchmarks; writes BENCHMARKS.md.
+bench: test-deps release
+	scripts/bench
+
+fmt:
+	$(SWIFT) format --in-place --recursive Sources Tests Clients
+
+clean:
+	rm -rf .build .venv

@@ -1,0 +1,2 @@
+/// Namespace of the HTTPServer module; filled by its issue.
+public enum HTTPServerModule {}

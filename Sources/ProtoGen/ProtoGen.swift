@@ -1,0 +1,2 @@
+/// Namespace of the ProtoGen module; filled by its issue.
+public enum ProtoGenModule {}

@@ -1,0 +1,2 @@
+/// Namespace of the RPCCore module; filled by its issue.
+public enum RPCCoreModule {}

@@ -1,0 +1,2 @@
+/// Namespace of the RPCInProcessTransport module; filled by its issue.
+public enum RPCInProcessTransportModule {}

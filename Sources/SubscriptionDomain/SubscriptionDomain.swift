@@ -1,0 +1,2 @@
+/// Namespace of the SubscriptionDomain module; filled by its issue.
+public enum SubscriptionDomainModule {}

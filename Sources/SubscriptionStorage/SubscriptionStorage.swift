@@ -1,0 +1,2 @@
+/// Namespace of the SubscriptionStorage module; filled by its issue.
+public enum SubscriptionStorageModule {}

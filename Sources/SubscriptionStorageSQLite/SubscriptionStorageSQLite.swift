@@ -1,0 +1,2 @@
+/// Namespace of the SubscriptionStorageSQLite module; filled by its issue.
+public enum SubscriptionStorageSQLiteModule {}

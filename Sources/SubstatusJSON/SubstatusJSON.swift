@@ -1,0 +1,2 @@
+/// Namespace of the SubstatusJSON module; filled by its issue.
+public enum SubstatusJSONModule {}

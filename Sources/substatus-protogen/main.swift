@@ -1,0 +1,1 @@
+print("substatus-protogen: not built yet")

@@ -1,0 +1,1 @@
+print("substatusd: the service is not built yet (see the service issue)")

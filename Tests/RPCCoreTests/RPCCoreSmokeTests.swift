@@ -1,0 +1,4 @@
+import Testing
+@testable import RPCCore
+
+@Test func RPCCoreLinks() { #expect(String(describing: RPCCoreModule.self).contains("RPCCore")) }

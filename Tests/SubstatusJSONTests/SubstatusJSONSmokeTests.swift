@@ -1,0 +1,4 @@
+import Testing
+@testable import SubstatusJSON
+
+@Test func SubstatusJSONLinks() { #expect(String(describing: SubstatusJSONModule.self).contains("SubstatusJSON")) }
