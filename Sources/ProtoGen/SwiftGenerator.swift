@@ -322,6 +322,16 @@ public struct SwiftGenerator {
   }
 
   func json(_ m: ProtoMessage, swiftName: String) -> String {
+    // Well-known types with their own JSON form (proto3 JSON mapping).
+    if let special = ["google.protobuf.Duration": "duration", "google.protobuf.Any": "any"][m.fullName] {
+      var s = "extension \(swiftName) {\n"
+      s += "  /// The message in the proto3 JSON mapping for `\(m.fullName)`.\n"
+      s += "  public func jsonValue() -> JSONValue { ProtoJSON.\(special)JSON(self) }\n\n"
+      s += "  /// Reads the message from the proto3 JSON mapping for `\(m.fullName)`.\n"
+      s += "  /// - Throws: `WireError` when the value does not fit.\n"
+      s += "  public init(jsonValue: JSONValue) throws(WireError) { self = try ProtoJSON.\(special)(jsonValue) }\n}\n"
+      return s
+    }
     let fields = fieldInfos(m)
     var s = "extension \(swiftName) {\n"
     s += "  /// The message in the canonical proto3 JSON mapping.\n"

@@ -18,6 +18,9 @@ def load(protos):
     if protoc.main(["protoc", f"-I{protos}", f"-I{builtin}", f"--python_out={out}", *files]) != 0:
         sys.exit("protoc failed")
     sys.path.insert(0, out)
+    # Our grpc/... protos share the top-level package name with grpcio itself: extend it.
+    import grpc
+    grpc.__path__.append(os.path.join(out, "grpc"))
     types = {}
     for f in files:
         module = importlib.import_module(f[:-len(".proto")].replace("/", ".") + "_pb2")
@@ -60,6 +63,18 @@ def scalar(field, rng):
 
 def fill(msg, rng, depth=0):
     d = msg.DESCRIPTOR
+    # Well-known types with a JSON form of their own: only valid values.
+    if d.full_name == "google.protobuf.Duration":
+        seconds = rng.randint(-315576000000, 315576000000)
+        nanos = rng.choice([0, 500000000, 1000, 7])
+        msg.seconds, msg.nanos = seconds, (-nanos if seconds < 0 else nanos)
+        return msg
+    if d.full_name == "google.protobuf.Any":
+        from google.rpc import error_details_pb2
+        inner = error_details_pb2.BadRequest()
+        fill(inner, rng, depth + 1)
+        msg.Pack(inner)
+        return msg
     chosen = {o.name: rng.choice(list(o.fields) + [None]) for o in d.oneofs}
     for field in d.fields:
         if field.containing_oneof is not None and chosen[field.containing_oneof.name] is not field:
