@@ -71,6 +71,12 @@ let package = Package(
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
 
+    // MARK: Service
+    .target(
+      name: "SubstatusService",
+      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      swiftSettings: swiftSettings),
+
     // MARK: Executables
     .executableTarget(
       name: "substatusd",
@@ -100,6 +106,10 @@ let package = Package(
       name: "SubscriptionStorageTests",
       dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain"],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusServiceTests",
+      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
   ]
