@@ -17,9 +17,32 @@ struct StringTable: Sendable {
 
   @inline(__always)
   static func hash(_ key: String) -> Int {
+    if let h = key.utf8.withContiguousStorageIfAvailable({ hash(bytes: UnsafeRawBufferPointer($0)) }) {
+      return h
+    }
     var h: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in key.utf8 { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
     return Int(truncatingIfNeeded: h ^ (h >> 29))
+  }
+
+  /// FNV-1a over 8-byte words, then the tail bytes, then a final mix.
+  @inline(__always)
+  static func hash(bytes: UnsafeRawBufferPointer) -> Int {
+    var h: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(bytes.count)
+    var offset = 0
+    while offset + 8 <= bytes.count {
+      let word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+      h = (h ^ word) &* 0x100_0000_01b3
+      h ^= h >> 32
+      offset += 8
+    }
+    while offset < bytes.count {
+      h = (h ^ UInt64(bytes[offset])) &* 0x100_0000_01b3
+      offset += 1
+    }
+    h ^= h >> 29
+    h = h &* 0xbf58_476d_1ce4_e5b9
+    return Int(truncatingIfNeeded: h ^ (h >> 32))
   }
 
   /// The position stored for `key`, where `keyAt(position)` gives each stored position's key.

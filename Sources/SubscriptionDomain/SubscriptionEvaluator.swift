@@ -270,7 +270,6 @@ private struct Engine {
     self.groupIds = catalog.subscriptionGroupIds
   }
 
-  @inline(__always) func transaction(_ fact: Int) -> Transaction { history[source[fact]] }
   @inline(__always) func transactionId(_ fact: Int) -> String { history[source[fact]].transactionId }
 
   // MARK: Loading (rules 1, 2, 11)
@@ -292,50 +291,52 @@ private struct Engine {
     // Classify (rule 2); groups seen only in the history are numbered after the catalog's.
     let base = groupIds.count
     facts.reserveCapacity(source.count)
-    var lastProductId = ""
-    var lastProduct: Int? = nil
-    for position in source {
-      let t = history[position]
-      var fact = Fact(
-        purchase: t.purchaseDate, expires: t.expiresDate ?? .min, revocation: t.revocationDate ?? .max,
-        group: -1, product: -1, kind: .ignored, upgraded: t.isUpgraded,
-        usesIntro: t.usesIntroductoryOffer, freeTrial: t.isFreeTrial,
-        familyShared: t.ownership == .familyShared, refund: false)
-      if t.revocationDate != nil { fact.refund = RevocationKind(classifying: t) == .refund }
-      guard fact.purchase <= time else {
-        facts.append(fact)  // not purchased yet at `time`: ignored
-        continue
-      }
-      let product: Int?
-      if t.productId == lastProductId {
-        product = lastProduct
-      } else {
-        product = catalog.position(of: t.productId)
-        lastProductId = t.productId
-        lastProduct = product
-      }
-      if let product {
-        fact.product = Int32(truncatingIfNeeded: product)
-        switch catalog.products[product].type {
-        case .autoRenewable:
-          fact.kind = .autoRenewable
-          fact.group = Int32(truncatingIfNeeded: catalog.groupIndexOfProduct[product])
-        case .nonRenewing: fact.kind = .nonRenewing
-        case .nonConsumable: fact.kind = .nonConsumable
-        case .consumable: fact.kind = .consumable
-        case .freeSubscription: fact.kind = .free
+    var lastProduct = -1
+    history.withUnsafeBufferPointer { buffer in
+      for position in source {
+        var fact = Fact(
+          purchase: buffer[position].purchaseDate, expires: buffer[position].expiresDate ?? .min,
+          revocation: buffer[position].revocationDate ?? .max, group: -1, product: -1,
+          kind: .ignored, upgraded: buffer[position].isUpgraded,
+          usesIntro: buffer[position].usesIntroductoryOffer, freeTrial: buffer[position].isFreeTrial,
+          familyShared: buffer[position].ownership == .familyShared, refund: false)
+        if fact.revocation != .max {
+          fact.refund = RevocationKind(classifying: buffer[position]) == .refund
         }
-      } else if let group = t.subscriptionGroupIdentifier, !group.isEmpty {
-        fact.kind = .autoRenewable
-        if let existing = groupIds.firstIndex(of: group) {
-          fact.group = Int32(truncatingIfNeeded: existing)
+        guard fact.purchase <= time else {
+          facts.append(fact)  // not purchased yet at `time`: ignored
+          continue
+        }
+        let product: Int?
+        if lastProduct >= 0 && catalog.products[lastProduct].productId == buffer[position].productId {
+          product = lastProduct  // renewals repeat the product: skip the lookup
         } else {
-          fact.group = Int32(truncatingIfNeeded: groupIds.count)
-          groupIds.append(group)
+          product = catalog.position(of: buffer[position].productId)
         }
+        if let product {
+          lastProduct = product
+          fact.product = Int32(truncatingIfNeeded: product)
+          switch catalog.products[product].type {
+          case .autoRenewable:
+            fact.kind = .autoRenewable
+            fact.group = Int32(truncatingIfNeeded: catalog.groupIndexOfProduct[product])
+          case .nonRenewing: fact.kind = .nonRenewing
+          case .nonConsumable: fact.kind = .nonConsumable
+          case .consumable: fact.kind = .consumable
+          case .freeSubscription: fact.kind = .free
+          }
+        } else if let group = buffer[position].subscriptionGroupIdentifier, !group.isEmpty {
+          fact.kind = .autoRenewable
+          if let existing = groupIds.firstIndex(of: group) {
+            fact.group = Int32(truncatingIfNeeded: existing)
+          } else {
+            fact.group = Int32(truncatingIfNeeded: groupIds.count)
+            groupIds.append(group)
+          }
+        }
+        // Otherwise: an unknown product without a group, kept in history, ignored by evaluation.
+        facts.append(fact)
       }
-      // Otherwise: an unknown product without a group, kept in history, ignored by evaluation.
-      facts.append(fact)
     }
     // Number the history-only groups in id order, so the output does not depend on input order.
     if groupIds.count - base > 1 {
