@@ -416,8 +416,13 @@ private struct Engine {
 
   mutating func applyRenewals(_ input: [RenewalInfo]) {
     renewals = input.count <= 1 ? input : RenewalInfo.merged(input)
+    // The newest transaction of each renewal's subscription, found before mutating anything.
+    var lapsedOf = [Int](repeating: -1, count: renewals.count)
     for r in renewals.indices {
-      let lapsed = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+      lapsedOf[r] = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+    }
+    for r in renewals.indices {
+      let lapsed = lapsedOf[r]
       let g: Int
       if lapsed >= 0 {
         g = Int(facts[lapsed].group)
