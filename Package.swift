@@ -61,7 +61,7 @@ let package = Package(
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
