@@ -78,6 +78,14 @@ let package = Package(
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-storage-crashtest",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-storage-bench",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
+    .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
 

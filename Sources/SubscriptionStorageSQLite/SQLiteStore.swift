@@ -108,8 +108,9 @@ public final class SQLiteStore: Sendable {
       return c
     }
     if wasClosed { return }
-    writer.close()
+    // Readers first: the writer's connection closes last and checkpoints the WAL into the file.
     readers.close()
+    writer.close()
   }
 
   deinit { close() }

@@ -91,6 +91,7 @@ final class SQLiteWriter: Sendable {
     self.counters = counters
     let thread = Thread {
       SQLiteWriter.loop(connection: connection, queue: queue, counters: counters)
+      connection.close()
       finished.signal()
     }
     thread.name = "substatus-sqlite-writer"
@@ -208,6 +209,7 @@ final class SQLiteReaderPool: Sendable {
           if jobs.isEmpty { break }
           for job in jobs { job(connection) }
         }
+        connection.close()
         finished.signal()
       }
       thread.name = "substatus-sqlite-reader-\(i)"

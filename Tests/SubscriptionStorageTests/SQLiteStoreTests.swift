@@ -200,6 +200,47 @@ struct SQLiteStoreTests {
     }
   }
 
+  @Test("two stores on one file, writing and reading under load: no SQLITE_BUSY reaches a caller")
+  func contention() async throws {
+    let dir = TemporaryDirectory()
+    let first = try open(dir)
+    let second = try open(dir)
+    defer {
+      first.close()
+      second.close()
+    }
+    try await Fixture.seed(first)
+    let stores = [first, second]
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for w in 0..<6 {
+        group.addTask {
+          let store = stores[w % 2]
+          for i in 0..<60 {
+            _ = try await store.ingest([
+              UserPurchases(
+                user: Fixture.user("w\(w)"),
+                transactions: (0..<5).map { Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0)) })
+            ])
+          }
+        }
+      }
+      for r in 0..<6 {
+        group.addTask {
+          let store = stores[(r + 1) % 2]
+          for _ in 0..<150 {
+            let h = try await store.history(of: Fixture.user("w\(r)"))
+            #expect(h.transactions.count % 5 == 0, "a reader saw half of an ingest")
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+    for w in 0..<6 {
+      #expect(try await second.history(of: Fixture.user("w\(w)")).transactions.count == 300)
+    }
+    #expect(try await first.integrityCheck() == ["ok"])
+  }
+
   @Test("after close, calls fail with unavailable instead of hanging")
   func closed() async throws {
     let dir = TemporaryDirectory()
