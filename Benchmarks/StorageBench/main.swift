@@ -5,7 +5,8 @@
 //
 // Usage: swift build -c release --product substatus-storage-bench
 //        .build/release/substatus-storage-bench [--transactions N] [--apps N] [--dir DIR]
-//          [--writers N] [--users-per-call N] [--samples N] [--synchronous full|normal] [--json]
+//          [--writers N] [--users-per-call N] [--samples N] [--synchronous full|normal]
+//          [--integrity-check]
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
@@ -171,6 +172,34 @@ for checkpoint in checkpoints {
   print(String(format: "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
                report.p50, report.p99, report.mean, report.readsPerSecond))
 }
+// The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
+try await store.putProducts(
+  appId: "app-0",
+  products: (0..<20).map { p in
+    Product(
+      productId: "com.example.app0.p\(p)", type: .autoRenewable, subscriptionGroupId: "g\(p % 3)",
+      duration: try! ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
+      promotionalOfferIds: ["promo1", "promo2"])
+  })
+func measure(_ label: String, _ body: () async throws -> Void) async throws {
+  var latencies: [Double] = []
+  for _ in 0..<samples {
+    let t0 = now()
+    try await body()
+    latencies.append(now() - t0)
+  }
+  latencies.sort()
+  print(String(format: "  %@: p50 %.0f µs, p99 %.0f µs", label, percentile(latencies, 0.5) * 1e6,
+               percentile(latencies, 0.99) * 1e6))
+}
+try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
+try await measure("products(appId:), 20 products") { _ = try await store.products(appId: "app-0") }
+try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
+try await measure("histories of 10 users in one read") {
+  _ = try await store.histories(
+    appId: "app-0", environment: .production, userIds: (0..<10).map { "user-\($0 * appCount)" })
+}
+
 let commitsAfter = store.groupCommitStatistics
 let rss = rssKiB()
 let dbBytes = fileSize(dbPath)

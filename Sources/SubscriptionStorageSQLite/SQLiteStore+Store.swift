@@ -138,7 +138,9 @@ extension SQLiteStore: Store {
 
   /// See ``Store/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.tenant(tenantId) { return cached }
+    let generation = cache.generation
+    let tenant = try await readers.read { db throws(StoreError) in
       guard
         let t = try db.first(
           "SELECT tenant_id, name, disabled, created_ms FROM tenants WHERE tenant_id = ?",
@@ -146,6 +148,8 @@ extension SQLiteStore: Store {
       else { throw StoreError.notFound("tenant", tenantId) }
       return t
     }
+    cache.fill(generation, tenant: tenant)
+    return tenant
   }
 
   /// See ``Store/listTenants(page:)``.
@@ -163,7 +167,8 @@ extension SQLiteStore: Store {
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
-    try await writer.write { db throws(StoreError) in
+    defer { cache.invalidate(tenant: tenantId) }
+    return try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE tenants SET disabled = ? WHERE tenant_id = ?", [.bool(disabled), .text(tenantId)])
       guard
@@ -207,12 +212,16 @@ extension SQLiteStore: Store {
 
   /// See ``Store/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.app(appId) { return cached }
+    let generation = cache.generation
+    let app = try await readers.read { db throws(StoreError) in
       guard
         let a = try db.first(HotQueries.appById, [.text(appId)], Self.appRecord)
       else { throw StoreError.notFound("app", appId) }
       return a
     }
+    cache.fill(generation, app: app)
+    return app
   }
 
   /// See ``Store/app(tenantId:appId:)``.
@@ -236,6 +245,7 @@ extension SQLiteStore: Store {
   /// See ``Store/setPolicy(appId:policy:)``.
   public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
     let encoded = try PayloadCodec.encodeJSON(policy)
+    defer { cache.invalidate(app: appId) }
     return try await writer.write { db throws(StoreError) in
       try db.run("UPDATE apps SET policy = ? WHERE app_id = ?", [.blob(encoded), .text(appId)])
       guard
@@ -272,6 +282,7 @@ extension SQLiteStore: Store {
       throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
     }
     let fingerprint = SecretFingerprint.of(secret)
+    defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       try db.run(
@@ -377,6 +388,7 @@ extension SQLiteStore: Store {
     var encoded: [(String, [UInt8])] = []
     for p in products { encoded.append((p.productId, try PayloadCodec.encodeJSON(p))) }
     let rows = encoded.map { ProductRow(productId: $0.0, payload: $0.1) }
+    defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       for row in rows {
@@ -396,12 +408,16 @@ extension SQLiteStore: Store {
 
   /// See ``Store/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.products(appId) { return cached }
+    let generation = cache.generation
+    let products = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.all(
         "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id", [.text(appId)]
       ) { r throws(StoreError) in try PayloadCodec.decodeJSON(Product.self, r.blob(0)) }
     }
+    cache.fill(generation, products: products, appId: appId)
+    return products
   }
 
   // MARK: API keys
@@ -437,11 +453,16 @@ extension SQLiteStore: Store {
 
   /// See ``Store/apiKey(hash:)``.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
+    // The index (or the cache's hash table) finds the row; the final comparison is constant-time.
+    if let cached = cache.key(hash: hash) {
+      return ConstantTime.equals(cached.keyHash, hash) ? cached : nil
+    }
+    let generation = cache.generation
     let found = try await readers.read { db throws(StoreError) in
       try db.first(HotQueries.keyByHash, [.blob(hash)], Self.keyRecord)
     }
-    // The index finds the row; the final comparison is constant-time.
     guard let found, ConstantTime.equals(found.keyHash, hash) else { return nil }
+    cache.fill(generation, key: found)
     return found
   }
 
@@ -469,7 +490,8 @@ extension SQLiteStore: Store {
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
-    try await writer.write { db throws(StoreError) in
+    defer { cache.invalidateKeys() }
+    return try await writer.write { db throws(StoreError) in
       guard
         let key = try db.first("SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
         key.tenantId == tenantId
@@ -490,6 +512,7 @@ extension SQLiteStore: Store {
       return true
     }
     guard due else { return }
+    defer { cache.invalidateKeys() }
     try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE api_keys SET last_used_ms = ? WHERE key_id = ? AND (last_used_ms IS NULL OR last_used_ms < ?)",

@@ -66,6 +66,8 @@ public final class SQLiteStore: Sendable {
   private let closed = Mutex(false)
   /// Last-used times already written per key id, so `touchApiKey` writes at most once a minute.
   let touchedKeys = Mutex<[String: Int64]>([:])
+  /// Tenants, apps, catalogs and keys read on every RPC (see ``ReadCache``).
+  let cache = ReadCache()
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file

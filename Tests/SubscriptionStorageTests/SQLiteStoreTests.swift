@@ -241,6 +241,33 @@ struct SQLiteStoreTests {
     #expect(try await first.integrityCheck() == ["ok"])
   }
 
+  @Test("reads racing with writes never leave a stale app or catalog in the cache")
+  func cacheRaces() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    for round in 0..<40 {
+      let policy = EligibilityPolicy(refundsBlockIntro: round % 2 == 0)
+      let product = Product(productId: "p", type: .consumable, promotionalOfferIds: ["r\(round)"])
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<4 {
+          group.addTask {
+            _ = try await store.app(id: "a1")
+            _ = try await store.products(appId: "a1")
+          }
+        }
+        group.addTask {
+          _ = try await store.setPolicy(appId: "a1", policy: policy)
+          try await store.putProducts(appId: "a1", products: [product])
+        }
+        try await group.waitForAll()
+      }
+      #expect(try await store.app(id: "a1").policy == policy, "round \(round)")
+      #expect(try await store.products(appId: "a1") == [product], "round \(round)")
+    }
+  }
+
   @Test("after close, calls fail with unavailable instead of hanging")
   func closed() async throws {
     let dir = TemporaryDirectory()

@@ -92,6 +92,7 @@ struct StoreContractTests {
       let policy = EligibilityPolicy(
         refundsBlockIntro: true, lapsedSubscribersGetIntro: false, billingRetryEntitled: true,
         promoScope: .app)
+      #expect(try await store.app(id: "a1").policy == .default)  // read first: no stale cache after
       let updated = try await store.setPolicy(appId: "a1", policy: policy)
       #expect(updated.policy == policy)
       #expect(try await store.app(id: "a1").policy == policy)
@@ -114,6 +115,7 @@ struct StoreContractTests {
       #expect(one.current == SharedSecretVersion(secret: "first-secret", fingerprint: f1, setMs: 10))
       #expect(one.previous == nil)
       #expect(one.valid(at: 11).map(\.secret) == ["first-secret"])
+      #expect(try await store.app(tenantId: "t1", appId: "a1").sharedSecretFingerprint == f1)
       #expect(try await store.app(id: "a1").sharedSecretFingerprint == f1)
 
       let f2 = try await store.setSharedSecret(
@@ -177,6 +179,8 @@ struct StoreContractTests {
       let pages = try await collectPages(size: 1) { try await store.listApiKeys(tenantId: "t1", page: $0) }
       #expect(pages.map { $0.map(\.keyId) } == [["k1"], ["k2"]])
 
+      #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == false)  // read before the change
+      #expect(try await store.apiKey(hash: reader.keyHash)?.lastUsedMs == nil)
       await expectStoreError(.notFound) { try await store.revokeApiKey(tenantId: "t2", keyId: "k1", atMs: 5) }
       let revoked = try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 5_000)
       #expect(revoked.revokedMs == 5_000)
