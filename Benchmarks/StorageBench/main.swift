@@ -125,95 +125,100 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
     readsPerSecond: Double(concurrentReads) / elapsed)
 }
 
-let store = try SQLiteStore(
-  configuration: .init(path: dbPath, readerCount: 4, synchronous: synchronous))
-try await store.createTenant(TenantRecord(tenantId: "bench", name: "bench", createdMs: 0))
-for a in 0..<appCount {
-  try await store.createApp(
-    AppRecord(appId: "app-\(a)", tenantId: "bench", bundleId: "com.example.app\(a)", createdMs: 0))
-}
+/// The whole run, off the main actor so that store calls are measured without main-actor hops.
+@Sendable func runBench() async throws {
+  let store = try SQLiteStore(
+    configuration: .init(path: dbPath, readerCount: 4, synchronous: synchronous))
+  try await store.createTenant(TenantRecord(tenantId: "bench", name: "bench", createdMs: 0))
+  for a in 0..<appCount {
+    try await store.createApp(
+      AppRecord(appId: "app-\(a)", tenantId: "bench", bundleId: "com.example.app\(a)", createdMs: 0))
+  }
 
-print("substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps")
-print("  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call")
+  print("substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps")
+  print("  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call")
 
-let checkpoints = [10_000, 100_000, 1_000_000].filter { $0 <= totalTransactions } + (
-  [10_000, 100_000, 1_000_000].contains(totalTransactions) ? [] : [totalTransactions])
-var reports: [LatencyReport] = []
-var filledUsers = 0
-var ingestSeconds = 0.0
-let commitsBefore = store.groupCommitStatistics
-for checkpoint in checkpoints {
-  let targetUsers = checkpoint / perUser
-  let t0 = now()
-  let next = filledUsers
-  let calls = (targetUsers - next + usersPerCall - 1) / usersPerCall
-  try await withThrowingTaskGroup(of: Void.self) { group in
-    for w in 0..<writers {
-      group.addTask {
-        var call = w
-        while call < calls {
-          let first = next + call * usersPerCall
-          let last = min(first + usersPerCall, targetUsers)
-          _ = try await store.ingest((first..<last).map(purchases))
-          call += writers
+  let checkpoints = [10_000, 100_000, 1_000_000].filter { $0 <= totalTransactions } + (
+    [10_000, 100_000, 1_000_000].contains(totalTransactions) ? [] : [totalTransactions])
+  var reports: [LatencyReport] = []
+  var filledUsers = 0
+  var ingestSeconds = 0.0
+  let commitsBefore = store.groupCommitStatistics
+  for checkpoint in checkpoints {
+    let targetUsers = checkpoint / perUser
+    let t0 = now()
+    let next = filledUsers
+    let calls = (targetUsers - next + usersPerCall - 1) / usersPerCall
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for w in 0..<writers {
+        group.addTask {
+          var call = w
+          while call < calls {
+            let first = next + call * usersPerCall
+            let last = min(first + usersPerCall, targetUsers)
+            _ = try await store.ingest((first..<last).map(purchases))
+            call += writers
+          }
         }
       }
+      try await group.waitForAll()
     }
-    try await group.waitForAll()
+    let elapsed = now() - t0
+    ingestSeconds += elapsed
+    let written = (targetUsers - filledUsers) * perUser
+    filledUsers = targetUsers
+    print(String(format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
+                 checkpoint, written, elapsed, Double(written) / elapsed))
+    let report = try await measureReads(store, users: filledUsers)
+    reports.append(report)
+    print(String(format: "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
+                 report.p50, report.p99, report.mean, report.readsPerSecond))
   }
-  let elapsed = now() - t0
-  ingestSeconds += elapsed
-  let written = (targetUsers - filledUsers) * perUser
-  filledUsers = targetUsers
-  print(String(format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
-               checkpoint, written, elapsed, Double(written) / elapsed))
-  let report = try await measureReads(store, users: filledUsers)
-  reports.append(report)
-  print(String(format: "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
-               report.p50, report.p99, report.mean, report.readsPerSecond))
-}
-// The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
-try await store.putProducts(
-  appId: "app-0",
-  products: (0..<20).map { p in
-    Product(
-      productId: "com.example.app0.p\(p)", type: .autoRenewable, subscriptionGroupId: "g\(p % 3)",
-      duration: try! ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
-      promotionalOfferIds: ["promo1", "promo2"])
-  })
-func measure(_ label: String, _ body: () async throws -> Void) async throws {
-  var latencies: [Double] = []
-  for _ in 0..<samples {
-    let t0 = now()
-    try await body()
-    latencies.append(now() - t0)
+  // The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
+  try await store.putProducts(
+    appId: "app-0",
+    products: (0..<20).map { p in
+      Product(
+        productId: "com.example.app0.p\(p)", type: .autoRenewable, subscriptionGroupId: "g\(p % 3)",
+        duration: try! ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
+        promotionalOfferIds: ["promo1", "promo2"])
+    })
+  func measure(_ label: String, _ body: () async throws -> Void) async throws {
+    var latencies: [Double] = []
+    for _ in 0..<samples {
+      let t0 = now()
+      try await body()
+      latencies.append(now() - t0)
+    }
+    latencies.sort()
+    print(String(format: "  %@: p50 %.1f µs, p99 %.1f µs", label, percentile(latencies, 0.5) * 1e6,
+                 percentile(latencies, 0.99) * 1e6))
   }
-  latencies.sort()
-  print(String(format: "  %@: p50 %.0f µs, p99 %.0f µs", label, percentile(latencies, 0.5) * 1e6,
-               percentile(latencies, 0.99) * 1e6))
-}
-try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
-try await measure("products(appId:), 20 products") { _ = try await store.products(appId: "app-0") }
-try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
-try await measure("histories of 10 users in one read") {
-  _ = try await store.histories(
-    appId: "app-0", environment: .production, userIds: (0..<10).map { "user-\($0 * appCount)" })
+  try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
+  try await measure("products(appId:), 20 products") { _ = try await store.products(appId: "app-0") }
+  try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
+  try await measure("histories of 10 users in one read") {
+    _ = try await store.histories(
+      appId: "app-0", environment: .production, userIds: (0..<10).map { "user-\($0 * appCount)" })
+  }
+
+  let commitsAfter = store.groupCommitStatistics
+  let rss = rssKiB()
+  let dbBytes = fileSize(dbPath)
+  let walBytes = fileSize(dbPath + "-wal")
+  print(String(format: "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
+               filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
+               commitsAfter.commits - commitsBefore.commits,
+               Double(commitsAfter.writes - commitsBefore.writes) / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
+  print(String(format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
+               Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)))
+  print(String(format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024, Double(rss.peak) / 1024))
+  let integrityStart = now()
+  if CommandLine.arguments.contains("--integrity-check") {
+    print("integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s")
+  }
+  store.close()
+  if keepDir == nil { try? FileManager.default.removeItem(atPath: dir) }
 }
 
-let commitsAfter = store.groupCommitStatistics
-let rss = rssKiB()
-let dbBytes = fileSize(dbPath)
-let walBytes = fileSize(dbPath + "-wal")
-print(String(format: "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
-             filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
-             commitsAfter.commits - commitsBefore.commits,
-             Double(commitsAfter.writes - commitsBefore.writes) / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
-print(String(format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
-             Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)))
-print(String(format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024, Double(rss.peak) / 1024))
-let integrityStart = now()
-if CommandLine.arguments.contains("--integrity-check") {
-  print("integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s")
-}
-store.close()
-if keepDir == nil { try? FileManager.default.removeItem(atPath: dir) }
+try await Task.detached { try await runBench() }.value

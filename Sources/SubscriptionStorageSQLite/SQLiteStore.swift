@@ -81,6 +81,8 @@ public final class SQLiteStore: Sendable {
       throw StoreError(.unavailable, "cannot enable WAL mode on \(configuration.path) (got \(mode ?? "nothing"))")
     }
     try writerConnection.execute("PRAGMA foreign_keys=ON")
+    // After a burst the WAL is truncated back to this size when it restarts (64 MiB).
+    try writerConnection.execute("PRAGMA journal_size_limit=67108864")
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     schemaVersion = try Schema.migrate(writerConnection, now: now)
     var readerConnections: [SQLiteConnection] = []

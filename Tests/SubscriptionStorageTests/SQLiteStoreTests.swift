@@ -268,6 +268,40 @@ struct SQLiteStoreTests {
     }
   }
 
+  @Test("a full database fails writes with unavailable, keeps serving reads, and recovers")
+  func diskFull() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest([
+      UserPurchases(user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
+    ])
+    // max_page_count makes SQLite answer SQLITE_FULL exactly as a full disk does.
+    let pages = try await store.writer.write { db throws(StoreError) in
+      try db.first("PRAGMA page_count") { $0.int(0) } ?? 0
+    }
+    try await store.writer.write { db throws(StoreError) in
+      try db.execute("PRAGMA max_page_count=\(pages + 2)")
+    }
+    let big = (0..<400).map { Fixture.transaction("big-\($0)", purchase: Int64($0)) }
+    do {
+      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+      Issue.record("an ingest larger than the free space succeeded")
+    } catch {
+      #expect(error.code == .unavailable, "\(error)")
+      #expect(error.message.contains("full"), "\(error)")
+    }
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+    #expect(try await store.history(of: Fixture.user("u0")).transactions.map(\.transactionId) == ["kept"])
+    try await store.writer.write { db throws(StoreError) in
+      try db.execute("PRAGMA max_page_count=1073741823")
+    }
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.count == 400)
+    #expect(try await store.integrityCheck() == ["ok"])
+  }
+
   @Test("after close, calls fail with unavailable instead of hanging")
   func closed() async throws {
     let dir = TemporaryDirectory()
