@@ -28,7 +28,10 @@ let samples = Int(argument("--samples") ?? "") ?? 2000
 let synchronous: SQLiteStore.Configuration.Synchronous =
   argument("--synchronous") == "normal" ? .normal : .full
 let keepDir = argument("--dir")
-let dir = keepDir ?? (NSTemporaryDirectory() + "substatus-storage-bench-\(ProcessInfo.processInfo.processIdentifier)")
+let dir =
+  keepDir
+  ?? (NSTemporaryDirectory()
+    + "substatus-storage-bench-\(ProcessInfo.processInfo.processIdentifier)")
 try? FileManager.default.removeItem(atPath: dir)
 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
 let dbPath = dir + "/bench.sqlite"
@@ -36,7 +39,9 @@ let dbPath = dir + "/bench.sqlite"
 func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
 func rssKiB() -> (current: Int, peak: Int) {
-  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return (0, 0) }
+  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else {
+    return (0, 0)
+  }
   func field(_ name: String) -> Int {
     for line in status.split(separator: "\n") where line.hasPrefix(name) {
       return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "") ?? 0
@@ -65,7 +70,8 @@ func purchases(_ i: Int) -> UserPurchases {
     let start = base + Int64(k) * 2_592_000_000
     transactions.append(
       Transaction(
-        transactionId: String(2_000_000_000_000_000 + i * perUser + k), originalTransactionId: original,
+        transactionId: String(2_000_000_000_000_000 + i * perUser + k),
+        originalTransactionId: original,
         productId: "com.example.app\(app).monthly", subscriptionGroupIdentifier: "2100\(app)",
         purchaseDate: start, originalPurchaseDate: base, expiresDate: start + 2_592_000_000,
         isTrialPeriod: k == 0, inAppOwnershipType: .purchased, environment: .production,
@@ -102,7 +108,8 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
     let t0 = now()
     let h = try await store.history(of: userKey(i))
     latencies.append(now() - t0)
-    precondition(h.transactions.count == perUser, "user \(i) has \(h.transactions.count) transactions")
+    precondition(
+      h.transactions.count == perUser, "user \(i) has \(h.transactions.count) transactions")
   }
   latencies.sort()
   let concurrentReads = 4 * (samples / 2)
@@ -121,7 +128,8 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
   let elapsed = now() - t0
   return LatencyReport(
     transactions: users * perUser, p50: percentile(latencies, 0.5) * 1e6,
-    p99: percentile(latencies, 0.99) * 1e6, mean: latencies.reduce(0, +) / Double(latencies.count) * 1e6,
+    p99: percentile(latencies, 0.99) * 1e6,
+    mean: latencies.reduce(0, +) / Double(latencies.count) * 1e6,
     readsPerSecond: Double(concurrentReads) / elapsed)
 }
 
@@ -132,14 +140,20 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
   try await store.createTenant(TenantRecord(tenantId: "bench", name: "bench", createdMs: 0))
   for a in 0..<appCount {
     try await store.createApp(
-      AppRecord(appId: "app-\(a)", tenantId: "bench", bundleId: "com.example.app\(a)", createdMs: 0))
+      AppRecord(appId: "app-\(a)", tenantId: "bench", bundleId: "com.example.app\(a)", createdMs: 0)
+    )
   }
 
-  print("substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps")
-  print("  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call")
+  print(
+    "substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps"
+  )
+  print(
+    "  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call"
+  )
 
-  let checkpoints = [10_000, 100_000, 1_000_000].filter { $0 <= totalTransactions } + (
-    [10_000, 100_000, 1_000_000].contains(totalTransactions) ? [] : [totalTransactions])
+  let checkpoints =
+    [10_000, 100_000, 1_000_000].filter { $0 <= totalTransactions }
+    + ([10_000, 100_000, 1_000_000].contains(totalTransactions) ? [] : [totalTransactions])
   var reports: [LatencyReport] = []
   var filledUsers = 0
   var ingestSeconds = 0.0
@@ -167,12 +181,17 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
     ingestSeconds += elapsed
     let written = (targetUsers - filledUsers) * perUser
     filledUsers = targetUsers
-    print(String(format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
-                 checkpoint, written, elapsed, Double(written) / elapsed))
+    print(
+      String(
+        format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
+        checkpoint, written, elapsed, Double(written) / elapsed))
     let report = try await measureReads(store, users: filledUsers)
     reports.append(report)
-    print(String(format: "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
-                 report.p50, report.p99, report.mean, report.readsPerSecond))
+    print(
+      String(
+        format:
+          "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
+        report.p50, report.p99, report.mean, report.readsPerSecond))
   }
   // The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
   try await store.putProducts(
@@ -191,11 +210,15 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
       latencies.append(now() - t0)
     }
     latencies.sort()
-    print(String(format: "  %@: p50 %.1f µs, p99 %.1f µs", label, percentile(latencies, 0.5) * 1e6,
-                 percentile(latencies, 0.99) * 1e6))
+    print(
+      String(
+        format: "  %@: p50 %.1f µs, p99 %.1f µs", label, percentile(latencies, 0.5) * 1e6,
+        percentile(latencies, 0.99) * 1e6))
   }
   try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
-  try await measure("products(appId:), 20 products") { _ = try await store.products(appId: "app-0") }
+  try await measure("products(appId:), 20 products") {
+    _ = try await store.products(appId: "app-0")
+  }
   try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
   try await measure("histories of 10 users in one read") {
     _ = try await store.histories(
@@ -206,16 +229,28 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
   let rss = rssKiB()
   let dbBytes = fileSize(dbPath)
   let walBytes = fileSize(dbPath + "-wal")
-  print(String(format: "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
-               filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
-               commitsAfter.commits - commitsBefore.commits,
-               Double(commitsAfter.writes - commitsBefore.writes) / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
-  print(String(format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
-               Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)))
-  print(String(format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024, Double(rss.peak) / 1024))
+  print(
+    String(
+      format:
+        "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
+      filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
+      commitsAfter.commits - commitsBefore.commits,
+      Double(commitsAfter.writes - commitsBefore.writes)
+        / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
+  print(
+    String(
+      format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
+      Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)
+    ))
+  print(
+    String(
+      format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024,
+      Double(rss.peak) / 1024))
   let integrityStart = now()
   if CommandLine.arguments.contains("--integrity-check") {
-    print("integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s")
+    print(
+      "integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s"
+    )
   }
   store.close()
   if keepDir == nil { try? FileManager.default.removeItem(atPath: dir) }

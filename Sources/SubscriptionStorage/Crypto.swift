@@ -311,7 +311,8 @@ public enum SecretBox {
   ) throws(SecretBoxError) -> [UInt8] {
     guard let key = keyring.key(id: sealed.keyId) else {
       throw SecretBoxError(
-        .unknownKey, "the secret was sealed with master key \(sealed.keyId), which is not configured")
+        .unknownKey,
+        "the secret was sealed with master key \(sealed.keyId), which is not configured")
     }
     return try open(sealed.box, context: context, key: key)
   }
@@ -356,7 +357,8 @@ public enum SecretBox {
       ERR_clear_error()
       throw SecretBoxError(
         .authenticationFailed,
-        "the sealed secret failed GCM authentication (wrong master key, wrong context or tampered data)")
+        "the sealed secret failed GCM authentication (wrong master key, wrong context or tampered data)"
+      )
     }
     total += Int(written)
     return Array(out[0..<total])
@@ -368,6 +370,7 @@ public enum SecretBox {
     _ sealed: SealedSecret, context: String, keyring: MasterKeyring
   ) throws(SecretBoxError) -> SealedSecret {
     if sealed.keyId == keyring.current.id { return sealed }
-    return try seal(open(sealed, context: context, keyring: keyring), context: context, keyring: keyring)
+    return try seal(
+      open(sealed, context: context, keyring: keyring), context: context, keyring: keyring)
   }
 }

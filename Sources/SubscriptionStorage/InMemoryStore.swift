@@ -121,11 +121,15 @@ public final class InMemoryStore: Store {
   /// See ``Store/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
-      guard s.tenants[app.tenantId] != nil else { throw StoreError.notFound("tenant", app.tenantId) }
+      guard s.tenants[app.tenantId] != nil else {
+        throw StoreError.notFound("tenant", app.tenantId)
+      }
       guard s.apps[app.appId] == nil else {
         throw StoreError(.alreadyExists, "app \"\(app.appId)\" already exists")
       }
-      if s.apps.values.contains(where: { $0.tenantId == app.tenantId && $0.bundleId == app.bundleId }) {
+      if s.apps.values.contains(where: {
+        $0.tenantId == app.tenantId && $0.bundleId == app.bundleId
+      }) {
         throw StoreError(.alreadyExists, "bundle id \"\(app.bundleId)\" is already registered")
       }
       var stored = app
@@ -145,13 +149,17 @@ public final class InMemoryStore: Store {
   /// See ``Store/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
-      guard let a = s.apps[appId], a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
+      guard let a = s.apps[appId], a.tenantId == tenantId else {
+        throw StoreError.notFound("app", appId)
+      }
       return Self.filled(a, s)
     }
   }
 
   /// See ``Store/listApps(tenantId:page:)``.
-  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
+    AppRecord
+  > {
     let all = state.withLock { s in
       s.apps.values.filter { $0.tenantId == tenantId }.map { Self.filled($0, s) }
     }
@@ -159,7 +167,9 @@ public final class InMemoryStore: Store {
   }
 
   /// See ``Store/setPolicy(appId:policy:)``.
-  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
+    -> AppRecord
+  {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
       a.policy = policy
@@ -180,7 +190,8 @@ public final class InMemoryStore: Store {
         secret: secret, fingerprint: SecretFingerprint.of(secret), setMs: atMs)
       let old = s.secrets[appId]?.current
       s.secrets[appId] = SharedSecrets(
-        current: version, previous: old, previousValidUntilMs: old == nil ? nil : previousValidUntilMs)
+        current: version, previous: old,
+        previousValidUntilMs: old == nil ? nil : previousValidUntilMs)
       return version.fingerprint
     }
   }
@@ -222,7 +233,8 @@ public final class InMemoryStore: Store {
       throw StoreError(.invalidArgument, "a \(key.role.rawValue) key needs a tenant")
     }
     if key.keyHash.count != 32 {
-      throw StoreError(.invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
+      throw StoreError(
+        .invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
     }
   }
 
@@ -293,7 +305,8 @@ public final class InMemoryStore: Store {
       for t in update.transactions {
         if let old = data.transactions[t.transactionId] {
           if old == t
-            || !UpsertRule.incomingWins(incomingSignedMs: t.signedDate, storedSignedMs: old.signedDate)
+            || !UpsertRule.incomingWins(
+              incomingSignedMs: t.signedDate, storedSignedMs: old.signedDate)
           {
             continue
           }
@@ -304,7 +317,8 @@ public final class InMemoryStore: Store {
       for r in update.renewalInfos {
         if let old = data.renewalInfos[r.originalTransactionId] {
           if old == r
-            || !UpsertRule.incomingWins(incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
+            || !UpsertRule.incomingWins(
+              incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
           {
             continue
           }
@@ -336,7 +350,8 @@ public final class InMemoryStore: Store {
   }
 
   /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
-  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+  public func isNotificationProcessed(appId: String, notificationId: String)
+    async throws(StoreError)
     -> Bool
   {
     state.withLock { $0.notifications.contains([appId, notificationId]) }
@@ -349,7 +364,9 @@ public final class InMemoryStore: Store {
       transactions: data.transactions.values.sorted {
         ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
       },
-      renewalInfos: data.renewalInfos.values.sorted { $0.originalTransactionId < $1.originalTransactionId })
+      renewalInfos: data.renewalInfos.values.sorted {
+        $0.originalTransactionId < $1.originalTransactionId
+      })
   }
 
   /// See ``Store/history(of:)``.
@@ -392,7 +409,9 @@ public final class InMemoryStore: Store {
     state.withLock { s in
       s.users.compactMap { key, data -> String? in
         guard key.appId == appId, key.environment == environment,
-          data.transactions.values.contains(where: { $0.originalTransactionId == originalTransactionId })
+          data.transactions.values.contains(where: {
+            $0.originalTransactionId == originalTransactionId
+          })
         else { return nil }
         return key.userId
       }.sorted()
@@ -422,7 +441,9 @@ public final class InMemoryStore: Store {
   }
 
   /// See ``Store/auditLog(tenantId:page:)``.
-  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    AuditEntry
+  > {
     let all = state.withLock { s in s.audit.filter { $0.tenantId == tenantId } }
     return try Self.page(
       all, key: \.sequence, cursor: { String($0.sequence) }, decode: { Int64($0) }, request: page)

@@ -137,7 +137,8 @@ enum Schema {
     try db.execute(
       "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
     )
-    let current = try db.first("SELECT COALESCE(MAX(version), 0) FROM schema_version") { $0.int(0) } ?? 0
+    let current =
+      try db.first("SELECT COALESCE(MAX(version), 0) FROM schema_version") { $0.int(0) } ?? 0
     if current > Int64(latestVersion) {
       throw StoreError(
         .newerSchema,

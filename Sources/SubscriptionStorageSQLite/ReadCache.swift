@@ -34,12 +34,16 @@ final class ReadCache: Sendable {
     }
   }
 
-  func fill(_ generation: UInt64, tenant: TenantRecord) { fill(generation) { $0.tenants[tenant.tenantId] = tenant } }
+  func fill(_ generation: UInt64, tenant: TenantRecord) {
+    fill(generation) { $0.tenants[tenant.tenantId] = tenant }
+  }
   func fill(_ generation: UInt64, app: AppRecord) { fill(generation) { $0.apps[app.appId] = app } }
   func fill(_ generation: UInt64, products: [Product], appId: String) {
     fill(generation) { $0.products[appId] = products }
   }
-  func fill(_ generation: UInt64, key: ApiKeyRecord) { fill(generation) { $0.keysByHash[key.keyHash] = key } }
+  func fill(_ generation: UInt64, key: ApiKeyRecord) {
+    fill(generation) { $0.keysByHash[key.keyHash] = key }
+  }
 
   func invalidate(tenant id: String) {
     state.withLock { s in

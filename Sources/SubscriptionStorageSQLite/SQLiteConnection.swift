@@ -25,7 +25,8 @@ struct SQLRow {
   func int(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
   /// Column `index` as an optional integer.
   func optionalInt(_ index: Int32) -> Int64? {
-    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, index)
+    sqlite3_column_type(statement, index) == SQLITE_NULL
+      ? nil : sqlite3_column_int64(statement, index)
   }
   /// Column `index` as a boolean.
   func bool(_ index: Int32) -> Bool { sqlite3_column_int64(statement, index) != 0 }
@@ -118,7 +119,8 @@ final class SQLiteConnection: @unchecked Sendable {
   private func prepared(_ sql: String) throws(StoreError) -> OpaquePointer {
     if let cached = statements[sql] { return cached }
     var statement: OpaquePointer?
-    let rc = sqlite3_prepare_v3(try open(), sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+    let rc = sqlite3_prepare_v3(
+      try open(), sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
     guard rc == SQLITE_OK, let statement else { throw fail(rc, "preparing \(sql.prefix(60))") }
     statements[sql] = statement
     return statement
@@ -134,8 +136,9 @@ final class SQLiteConnection: @unchecked Sendable {
       case .blob(let b):
         rc = b.withUnsafeBytes { raw in
           // A zero-length blob still needs a non-NULL pointer to be a blob, not NULL.
-          sqlite3_bind_blob(statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                            Int32(b.count), csqlite_transient())
+          sqlite3_bind_blob(
+            statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+            Int32(b.count), csqlite_transient())
         }
       case .null: rc = sqlite3_bind_null(statement, index)
       }

@@ -11,7 +11,9 @@ private func makePage<T>(_ rows: [T], limit: Int, cursor: (T) -> String) -> Page
   return Page(items: rows, nextCursor: nil)
 }
 
-private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue]) throws(StoreError) -> Bool {
+private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue]) throws(StoreError)
+  -> Bool
+{
   try db.first(sql, values) { _ in true } ?? false
 }
 
@@ -60,7 +62,8 @@ private struct EncodedPurchases: Sendable {
 
 /// The statements on hot paths, named so `QueryPlanTests` can check each is an index lookup.
 enum HotQueries {
-  static let userKey = "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
+  static let userKey =
+    "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
   static let historyTransactions = "SELECT payload FROM transactions WHERE user_key = ?"
   static let historyRenewalInfos =
     "SELECT payload FROM renewal_infos WHERE user_key = ? ORDER BY original_transaction_id"
@@ -78,7 +81,8 @@ enum HotQueries {
     SELECT key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
     last_used_ms, revoked_ms FROM api_keys WHERE key_hash = ?
     """
-  static let notificationSeen = "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
+  static let notificationSeen =
+    "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
   static let appById = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
@@ -98,7 +102,8 @@ extension SQLiteStore: Store {
   private static func appRecord(_ r: SQLRow) throws(StoreError) -> AppRecord {
     AppRecord(
       appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
-      displayName: r.text(4), policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
+      displayName: r.text(4),
+      policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
       createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
   }
 
@@ -114,7 +119,8 @@ extension SQLiteStore: Store {
     return ApiKeyRecord(
       keyId: r.text(0), tenantId: r.optionalText(1), role: role,
       appIds: try PayloadCodec.decodeJSON([String].self, r.blob(3)), description: r.text(4),
-      keyHash: r.blob(5), displayPrefix: r.text(6), createdMs: r.int(7), lastUsedMs: r.optionalInt(8),
+      keyHash: r.blob(5), displayPrefix: r.text(6), createdMs: r.int(7),
+      lastUsedMs: r.optionalInt(8),
       revokedMs: r.optionalInt(9))
   }
 
@@ -128,7 +134,10 @@ extension SQLiteStore: Store {
       }
       try db.run(
         "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES(?, ?, ?, ?)",
-        [.text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled), .int(tenant.createdMs)])
+        [
+          .text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled),
+          .int(tenant.createdMs),
+        ])
     }
   }
 
@@ -186,7 +195,8 @@ extension SQLiteStore: Store {
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     let policy = try PayloadCodec.encodeJSON(app.policy)
     try await writer.write { db throws(StoreError) in
-      guard try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(app.tenantId)]) else {
+      guard try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(app.tenantId)])
+      else {
         throw StoreError.notFound("tenant", app.tenantId)
       }
       if try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(app.appId)]) {
@@ -232,7 +242,9 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/listApps(tenantId:page:)``.
-  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
+    AppRecord
+  > {
     let limit = page.limit
     return try await readers.read { db throws(StoreError) in
       let rows = try db.all(
@@ -243,7 +255,9 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/setPolicy(appId:policy:)``.
-  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
+    -> AppRecord
+  {
     let encoded = try PayloadCodec.encodeJSON(policy)
     defer { cache.invalidate(app: appId) }
     return try await writer.write { db throws(StoreError) in
@@ -258,7 +272,9 @@ extension SQLiteStore: Store {
 
   // MARK: Shared secrets
 
-  private static func secretContext(_ appId: String) -> String { "substatus/shared-secret/" + appId }
+  private static func secretContext(_ appId: String) -> String {
+    "substatus/shared-secret/" + appId
+  }
 
   private func requireKeyring() throws(StoreError) -> MasterKeyring {
     guard let keyring = configuration.keyring else {
@@ -277,7 +293,8 @@ extension SQLiteStore: Store {
     let keyring = try requireKeyring()
     let sealed: SealedSecret
     do {
-      sealed = try SecretBox.seal(Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
+      sealed = try SecretBox.seal(
+        Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
     } catch {
       throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
     }
@@ -337,7 +354,8 @@ extension SQLiteStore: Store {
           SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(appId),
           keyring: keyring)
         return SharedSecretVersion(
-          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint, setMs: part.setMs)
+          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint,
+          setMs: part.setMs)
       } catch {
         throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
       }
@@ -354,9 +372,16 @@ extension SQLiteStore: Store {
   public func resealSecrets() async throws(StoreError) -> Int {
     let keyring = try requireKeyring()
     return try await writer.write { db throws(StoreError) in
-      struct Part { var appId: String; var column: String; var keyId: String; var box: [UInt8] }
+      struct Part {
+        var appId: String
+        var column: String
+        var keyId: String
+        var box: [UInt8]
+      }
       var parts: [Part] = []
-      try db.query("SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets") { r in
+      try db.query(
+        "SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets"
+      ) { r in
         parts.append(Part(appId: r.text(0), column: "current", keyId: r.text(1), box: r.blob(2)))
         if let k = r.optionalText(3) {
           parts.append(Part(appId: r.text(0), column: "previous", keyId: k, box: r.blob(4)))
@@ -370,7 +395,8 @@ extension SQLiteStore: Store {
             SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(part.appId),
             keyring: keyring)
         } catch {
-          throw StoreError(.secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
+          throw StoreError(
+            .secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
         }
         try db.run(
           "UPDATE shared_secrets SET \(part.column)_key_id = ?, \(part.column)_box = ? WHERE app_id = ?",
@@ -493,7 +519,8 @@ extension SQLiteStore: Store {
     defer { cache.invalidateKeys() }
     return try await writer.write { db throws(StoreError) in
       guard
-        let key = try db.first("SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
+        let key = try db.first(
+          "SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
         key.tenantId == tenantId
       else { throw StoreError.notFound("API key", keyId) }
       if key.revokedMs != nil { return key }
@@ -522,12 +549,14 @@ extension SQLiteStore: Store {
 
   // MARK: Purchase data
 
-  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool) throws(StoreError)
+  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool)
+    throws(StoreError)
     -> Int64?
   {
-    let values: [SQLValue] = [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)]
-    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) })
-    {
+    let values: [SQLValue] = [
+      .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
+    ]
+    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) {
       return key
     }
     guard create else { return nil }
@@ -608,7 +637,8 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
-  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+  public func isNotificationProcessed(appId: String, notificationId: String)
+    async throws(StoreError)
     -> Bool
   {
     try await readers.read { db throws(StoreError) in
@@ -620,9 +650,13 @@ extension SQLiteStore: Store {
     -> UserHistory
   {
     guard let key = try userKey(db, user, create: false) else { return UserHistory(user: user) }
-    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) {
+      r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0))
+    }
     transactions.sort { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
-    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeRenewalInfo(r.blob(0)) }
+    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) {
+      r throws(StoreError) in try PayloadCodec.decodeRenewalInfo(r.blob(0))
+    }
     return UserHistory(user: user, transactions: transactions, renewalInfos: renewalInfos)
   }
 
@@ -639,7 +673,8 @@ extension SQLiteStore: Store {
       var out: [UserHistory] = []
       out.reserveCapacity(userIds.count)
       for id in userIds {
-        out.append(try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
+        out.append(
+          try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
       }
       return out
     }
@@ -694,7 +729,10 @@ extension SQLiteStore: Store {
         SELECT user_id FROM users WHERE app_id = ? AND environment = ? AND user_id > ?
         ORDER BY user_id LIMIT ?
         """,
-        [.text(appId), .text(environment.rawValue), .text(page.cursor ?? ""), .int(Int64(limit + 1))]
+        [
+          .text(appId), .text(environment.rawValue), .text(page.cursor ?? ""),
+          .int(Int64(limit + 1)),
+        ]
       ) { $0.text(0) }
       return makePage(rows, limit: limit) { $0 }
     }
@@ -721,7 +759,9 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/auditLog(tenantId:page:)``.
-  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    AuditEntry
+  > {
     var after: Int64 = 0
     if let cursor = page.cursor {
       guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
@@ -730,7 +770,8 @@ extension SQLiteStore: Store {
     let limit = page.limit
     let start = after
     return try await readers.read { db throws(StoreError) in
-      let columns = "sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
+      let columns =
+        "sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
       let map: (SQLRow) -> AuditEntry = { r in
         AuditEntry(
           sequence: r.int(0), tenantId: r.optionalText(1), atMs: r.int(2), actorKeyId: r.text(3),

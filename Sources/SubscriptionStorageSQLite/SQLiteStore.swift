@@ -74,11 +74,13 @@ public final class SQLiteStore: Sendable {
   ///   that is not a database, `.unavailable` when it cannot be opened.
   public init(configuration: Configuration) throws(StoreError) {
     self.configuration = configuration
-    let writerConnection = try SQLiteConnection(path: configuration.path, readOnly: false, create: true)
+    let writerConnection = try SQLiteConnection(
+      path: configuration.path, readOnly: false, create: true)
     try Self.configure(writerConnection, configuration, cacheKiB: configuration.cacheSizeKiB)
     let mode = try writerConnection.first("PRAGMA journal_mode=WAL") { $0.text(0) }
     guard mode?.lowercased() == "wal" else {
-      throw StoreError(.unavailable, "cannot enable WAL mode on \(configuration.path) (got \(mode ?? "nothing"))")
+      throw StoreError(
+        .unavailable, "cannot enable WAL mode on \(configuration.path) (got \(mode ?? "nothing"))")
     }
     try writerConnection.execute("PRAGMA foreign_keys=ON")
     // After a burst the WAL is truncated back to this size when it restarts (64 MiB).

@@ -103,7 +103,9 @@ final class SQLiteWriter: Sendable {
     (counters.commits.load(ordering: .relaxed), counters.writes.load(ordering: .relaxed))
   }
 
-  private static func loop(connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters) {
+  private static func loop(
+    connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters
+  ) {
     while true {
       let jobs = queue.take(max: maxGroup)
       if jobs.isEmpty { return }
@@ -170,13 +172,16 @@ final class SQLiteWriter: Sendable {
         }
         var failed = false
         if case .failure = outcome { failed = true }
-        return (failed, { commitError in
-          if let commitError, case .success = outcome {
-            continuation.resume(returning: .failure(commitError))
-          } else {
-            continuation.resume(returning: outcome)
+        return (
+          failed,
+          { commitError in
+            if let commitError, case .success = outcome {
+              continuation.resume(returning: .failure(commitError))
+            } else {
+              continuation.resume(returning: outcome)
+            }
           }
-        })
+        )
       } abandon: { error in
         continuation.resume(returning: .failure(error))
       }

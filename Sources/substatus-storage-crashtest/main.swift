@@ -24,7 +24,9 @@ func fail(_ message: String) -> Never {
   exit(2)
 }
 
-guard let dbPath = argument("--db"), let ackedPath = argument("--acked"), let run = argument("--run") else {
+guard let dbPath = argument("--db"), let ackedPath = argument("--acked"),
+  let run = argument("--run")
+else {
   fail("usage: --db PATH --acked PATH --run N [--writers N] [--batch N]")
 }
 let writers = Int(argument("--writers") ?? "") ?? 4
@@ -42,8 +44,9 @@ do {
 
 do {
   try await store.createTenant(TenantRecord(tenantId: "t1", name: "crash", createdMs: 0))
-  try await store.createApp(AppRecord(appId: "a1", tenantId: "t1", bundleId: "com.example.crash", createdMs: 0))
-} catch where error.code == .alreadyExists {
+  try await store.createApp(
+    AppRecord(appId: "a1", tenantId: "t1", bundleId: "com.example.crash", createdMs: 0))
+} catch  where error.code == .alreadyExists {
   // A previous run created them.
 } catch {
   fail("seeding failed: \(error)")
@@ -55,7 +58,9 @@ func appendAcked(_ ids: [String]) {
   var bytes = Array(text.utf8)
   var offset = 0
   while offset < bytes.count {
-    let n = bytes.withUnsafeMutableBytes { write(ackedFD, $0.baseAddress! + offset, $0.count - offset) }
+    let n = bytes.withUnsafeMutableBytes {
+      write(ackedFD, $0.baseAddress! + offset, $0.count - offset)
+    }
     if n <= 0 { fail("cannot write \(ackedPath)") }
     offset += n
   }

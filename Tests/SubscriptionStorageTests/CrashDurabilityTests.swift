@@ -1,8 +1,9 @@
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
-@testable import SubscriptionStorageSQLite
 import Testing
+
+@testable import SubscriptionStorageSQLite
 
 #if canImport(Glibc)
   import Glibc
@@ -65,11 +66,15 @@ struct CrashDurabilityTests {
       store.close()
       #expect(integrity == ["ok"], "integrity after run \(run)")
       let missing = lines.filter { !stored.contains($0) }
-      #expect(missing.isEmpty, "run \(run): \(missing.count) acknowledged ids missing, e.g. \(missing.prefix(3))")
+      #expect(
+        missing.isEmpty,
+        "run \(run): \(missing.count) acknowledged ids missing, e.g. \(missing.prefix(3))")
       #expect(lines.count >= totalAcked)
       totalAcked = lines.count
     }
     #expect(totalAcked > 0)
-    print("crash test: 20 kills, \(totalAcked) acknowledged transactions verified in \(Int(Date().timeIntervalSince(started))) s")
+    print(
+      "crash test: 20 kills, \(totalAcked) acknowledged transactions verified in \(Int(Date().timeIntervalSince(started))) s"
+    )
   }
 }

@@ -1,13 +1,17 @@
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
-@testable import SubscriptionStorageSQLite
 import Testing
+
+@testable import SubscriptionStorageSQLite
 
 @Suite("SQLite store")
 struct SQLiteStoreTests {
-  private func open(_ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring) throws -> SQLiteStore {
-    try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2))
+  private func open(_ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring) throws
+    -> SQLiteStore
+  {
+    try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2))
   }
 
   @Test("data survives close and reopen; the schema version is recorded")
@@ -17,7 +21,8 @@ struct SQLiteStoreTests {
       let store = try open(dir)
       try await Fixture.seed(store)
       _ = try await store.ingest([
-        UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
       ])
       store.close()
     }
@@ -25,7 +30,8 @@ struct SQLiteStoreTests {
     defer { store.close() }
     #expect(store.schemaVersion == Schema.latestVersion)
     #expect(try await store.app(id: "a1").bundleId == "com.example.a1")
-    #expect(try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["1"])
+    #expect(
+      try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["1"])
     #expect(try await store.integrityCheck() == ["ok"])
   }
 
@@ -83,7 +89,8 @@ struct SQLiteStoreTests {
     do {
       let store = try open(dir)
       try await Fixture.seed(store)
-      _ = try await store.setSharedSecret(appId: "a1", secret: secret, atMs: 1, previousValidUntilMs: 0)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: secret, atMs: 1, previousValidUntilMs: 0)
       store.close()
     }
     // Nothing in the file (or its WAL) holds the plaintext.
@@ -112,8 +119,10 @@ struct SQLiteStoreTests {
     do {
       let store = try open(dir, keyring: MasterKeyring(current: oldKey))
       try await Fixture.seed(store)
-      _ = try await store.setSharedSecret(appId: "a1", secret: "one", atMs: 1, previousValidUntilMs: 0)
-      _ = try await store.setSharedSecret(appId: "a1", secret: "two", atMs: 2, previousValidUntilMs: 50)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: "one", atMs: 1, previousValidUntilMs: 0)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: "two", atMs: 2, previousValidUntilMs: 50)
       store.close()
     }
     do {
@@ -130,7 +139,9 @@ struct SQLiteStoreTests {
     #expect(secrets.previous?.secret == "one")
   }
 
-  @Test("every hot read is an index lookup (EXPLAIN QUERY PLAN has no full scan)", arguments: HotQueries.all)
+  @Test(
+    "every hot read is an index lookup (EXPLAIN QUERY PLAN has no full scan)",
+    arguments: HotQueries.all)
   func queryPlans(sql: String) async throws {
     let dir = TemporaryDirectory()
     let store = try open(dir)
@@ -154,7 +165,9 @@ struct SQLiteStoreTests {
       for i in 0..<200 {
         group.addTask {
           _ = try await store.ingest([
-            UserPurchases(user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)])
+            UserPurchases(
+              user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)]
+            )
           ])
         }
       }
@@ -181,13 +194,19 @@ struct SQLiteStoreTests {
           if i % 5 == 0 {
             await expectStoreError(.notFound) {
               try await store.ingest([
-                UserPurchases(user: Fixture.user("ok\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)]),
-                UserPurchases(user: Fixture.user("bad\(i)", app: "nope"), transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
+                UserPurchases(
+                  user: Fixture.user("ok\(i)"),
+                  transactions: [Fixture.transaction("x\(i)", purchase: 1)]),
+                UserPurchases(
+                  user: Fixture.user("bad\(i)", app: "nope"),
+                  transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
               ])
             }
           } else {
             _ = try await store.ingest([
-              UserPurchases(user: Fixture.user("ok\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
+              UserPurchases(
+                user: Fixture.user("ok\(i)"),
+                transactions: [Fixture.transaction("x\(i)", purchase: 1)])
             ])
           }
         }
@@ -219,7 +238,9 @@ struct SQLiteStoreTests {
             _ = try await store.ingest([
               UserPurchases(
                 user: Fixture.user("w\(w)"),
-                transactions: (0..<5).map { Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0)) })
+                transactions: (0..<5).map {
+                  Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0))
+                })
             ])
           }
         }
@@ -275,7 +296,8 @@ struct SQLiteStoreTests {
     defer { store.close() }
     try await Fixture.seed(store)
     _ = try await store.ingest([
-      UserPurchases(user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
+      UserPurchases(
+        user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
     ])
     // max_page_count makes SQLite answer SQLITE_FULL exactly as a full disk does.
     let pages = try await store.writer.write { db throws(StoreError) in
@@ -293,7 +315,8 @@ struct SQLiteStoreTests {
       #expect(error.message.contains("full"), "\(error)")
     }
     #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
-    #expect(try await store.history(of: Fixture.user("u0")).transactions.map(\.transactionId) == ["kept"])
+    #expect(
+      try await store.history(of: Fixture.user("u0")).transactions.map(\.transactionId) == ["kept"])
     try await store.writer.write { db throws(StoreError) in
       try db.execute("PRAGMA max_page_count=1073741823")
     }
@@ -317,7 +340,8 @@ struct PayloadCodecTests {
   @Test("the binary layouts cover every stored property of the domain types")
   func fieldCounts() {
     #expect(
-      Mirror(reflecting: Transaction(transactionId: "1", productId: "p", purchaseDate: 0)).children.count
+      Mirror(reflecting: Transaction(transactionId: "1", productId: "p", purchaseDate: 0)).children
+        .count
         == PayloadCodec.transactionFieldCount)
     #expect(
       Mirror(reflecting: RenewalInfo(originalTransactionId: "1", productId: "p")).children.count
@@ -328,7 +352,8 @@ struct PayloadCodecTests {
   func transactionRoundTrip() throws {
     var t = Transaction(
       transactionId: "2000000123", originalTransactionId: "1000000001", productId: "com.x.monthly",
-      subscriptionGroupIdentifier: "g1", purchaseDate: 1_700_000_000_000, originalPurchaseDate: 1_600_000_000_000,
+      subscriptionGroupIdentifier: "g1", purchaseDate: 1_700_000_000_000,
+      originalPurchaseDate: 1_600_000_000_000,
       expiresDate: 1_702_592_000_000, isTrialPeriod: true, isInIntroOfferPeriod: true,
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
@@ -361,7 +386,9 @@ struct PayloadCodecTests {
   func truncated() {
     let bytes = PayloadCodec.encode(Fixture.transaction("123456", purchase: 42, expires: 99))
     for n in 0..<bytes.count {
-      #expect(throws: StoreError.self) { try PayloadCodec.decodeTransaction(Array(bytes.prefix(n))) }
+      #expect(throws: StoreError.self) {
+        try PayloadCodec.decodeTransaction(Array(bytes.prefix(n)))
+      }
     }
     #expect(throws: StoreError.self) { try PayloadCodec.decodeRenewalInfo([9, 1, 2]) }
   }
