@@ -88,6 +88,9 @@ let package = Package(
     .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
+      swiftSettings: swiftSettings),
 
     // MARK: Tests
     .testTarget(

@@ -42,6 +42,8 @@ public struct Catalog: Sendable, Hashable, Codable {
   let index: [String: Int]
   /// For each product, the index of its group in `subscriptionGroupIds` (auto-renewables), or -1.
   let groupIndexOfProduct: [Int]
+  /// productId -> index into `products`, for evaluation's hot path.
+  let table: StringTable
 
   /// An empty catalog: every transaction is then classified from its own fields (rule 2).
   public static let empty = Catalog(products: [])
@@ -71,6 +73,11 @@ public struct Catalog: Sendable, Hashable, Codable {
       }
     }
     self.index = index
+    var table = StringTable(capacity: products.count)
+    for (productId, position) in index {
+      _ = table.insert(productId, position: position) { products[$0].productId }
+    }
+    self.table = table
     self.subscriptionGroupIds = groups
     self.groupIndexOfProduct = groupOfProduct
   }
@@ -78,6 +85,13 @@ public struct Catalog: Sendable, Hashable, Codable {
   /// The product with this identifier, if the catalog has it.
   public subscript(productId: String) -> Product? {
     index[productId].map { products[$0] }
+  }
+
+  /// The position of a product in ``products`` (fast path for evaluation).
+  @inline(__always)
+  func position(of productId: String) -> Int? {
+    let products = self.products
+    return table.find(productId) { products[$0].productId }
   }
 
   private enum CodingKeys: String, CodingKey { case products }
