@@ -58,13 +58,12 @@ public final class InMemoryStore: Store {
     return Page(items: taken, nextCursor: next)
   }
 
+  /// Runs `body` under the lock. Every body validates before it mutates, so a thrown error leaves
+  /// the state untouched (all-or-nothing, like a transaction) without copying the whole state.
   private func withState<T>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
     let result: Result<T, StoreError> = state.withLock { s in
-      var copy = s
       do throws(StoreError) {
-        let value = try body(&copy)
-        s = copy  // all-or-nothing, like a transaction
-        return .success(value)
+        return .success(try body(&s))
       } catch {
         return .failure(error)
       }
