@@ -34,7 +34,7 @@ public final class InMemoryStore: Store {
     var products: [String: [String: Product]] = [:]
     var keys: [String: ApiKeyRecord] = [:]
     var users: [UserKey: UserData] = [:]
-    var notifications: Set<[String]> = []
+    var notifications: [[String]: Int64] = [:]
     var audit: [AuditEntry] = []
   }
 
@@ -341,9 +341,9 @@ public final class InMemoryStore: Store {
   ) async throws(StoreError) -> Bool {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
-      if s.notifications.contains([appId, notificationId]) { return false }
+      if s.notifications[[appId, notificationId]] != nil { return false }
       _ = try Self.apply(updates, to: &s)
-      s.notifications.insert([appId, notificationId])
+      s.notifications[[appId, notificationId]] = receivedMs
       return true
     }
   }
@@ -353,7 +353,16 @@ public final class InMemoryStore: Store {
     async throws(StoreError)
     -> Bool
   {
-    state.withLock { $0.notifications.contains([appId, notificationId]) }
+    state.withLock { $0.notifications[[appId, notificationId]] != nil }
+  }
+
+  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
+    state.withLock { s in
+      let old = s.notifications.filter { $0.value < receivedBeforeMs }.keys
+      for key in old { s.notifications[key] = nil }
+      return old.count
+    }
   }
 
   private static func history(_ user: UserKey, _ s: State) -> UserHistory {

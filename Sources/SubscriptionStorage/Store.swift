@@ -203,6 +203,10 @@ public protocol Store: Sendable {
   func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool
+  /// Forgets processed notification ids received before `receivedBeforeMs` (Apple stops retrying a
+  /// notification after a few days; keep well beyond that, e.g. 30 days).
+  /// - Returns: how many ids were forgotten.
+  func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int
   /// Whether a notification id was already processed for the app.
   func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
     -> Bool

@@ -87,9 +87,10 @@ enum HotQueries {
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
     """
+  static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
   static let all = [
     userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
-    keyByHash, notificationSeen, appById,
+    keyByHash, notificationSeen, appById, pruneNotifications,
   ]
 }
 
@@ -633,6 +634,14 @@ extension SQLiteStore: Store {
       guard db.changes == 1 else { return false }
       _ = try Self.apply(encoded, db)
       return true
+    }
+  }
+
+  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
+    try await writer.write { db throws(StoreError) in
+      try db.run(HotQueries.pruneNotifications, [.int(receivedBeforeMs)])
+      return db.changes
     }
   }
 

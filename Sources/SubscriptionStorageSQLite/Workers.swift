@@ -6,6 +6,27 @@ import Foundation
 import SubscriptionStorage
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Names the calling thread (visible in `top -H`, `ps -L`, debuggers; at most 15 characters).
+/// Foundation's `Thread.name` does not reach the kernel on Linux, so this writes
+/// `/proc/thread-self/comm`; on failure the thread just keeps its inherited name.
+func nameCurrentThread(_ name: String) {
+  let fd = open("/proc/thread-self/comm", O_WRONLY)
+  guard fd >= 0 else { return }
+  defer { close(fd) }
+  let bytes = Array(name.utf8.prefix(15))
+  _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}
+
+/// The calling thread's kernel name.
+func currentThreadName() -> String {
+  (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
+    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+}
+
 /// A multi-producer job queue drained by worker threads.
 final class JobQueue<Job: Sendable>: Sendable {
   private struct State {
@@ -90,11 +111,11 @@ final class SQLiteWriter: Sendable {
     let counters = Counters()
     self.counters = counters
     let thread = Thread {
+      nameCurrentThread("sqlite-writer")
       SQLiteWriter.loop(connection: connection, queue: queue, counters: counters)
       connection.close()
       finished.signal()
     }
-    thread.name = "substatus-sqlite-writer"
     thread.start()
   }
 
@@ -209,6 +230,7 @@ final class SQLiteReaderPool: Sendable {
       let queue = self.queue
       let finished = self.finished
       let thread = Thread {
+        nameCurrentThread("sqlite-reader-\(i)")
         while true {
           let jobs = queue.take(max: 1)
           if jobs.isEmpty { break }
@@ -217,7 +239,6 @@ final class SQLiteReaderPool: Sendable {
         connection.close()
         finished.signal()
       }
-      thread.name = "substatus-sqlite-reader-\(i)"
       thread.start()
     }
   }

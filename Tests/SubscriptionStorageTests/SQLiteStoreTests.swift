@@ -71,6 +71,67 @@ struct SQLiteStoreTests {
     }
   }
 
+  @Test("a database at schema version 1 is migrated to the latest version, data kept")
+  func migratesOldDatabase() async throws {
+    let dir = TemporaryDirectory()
+    do {
+      let raw = try SQLiteConnection(path: dir.file("store.sqlite"), readOnly: false, create: true)
+      #expect(try Schema.migrate(raw, now: 0, through: 1) == 1)
+      try raw.run(
+        "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES('t1', 'old', 0, 5)")
+      raw.close()
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(store.schemaVersion == Schema.latestVersion)
+    #expect(try await store.tenant(id: "t1").name == "old")
+    let versions = try await store.readers.read { db throws(StoreError) in
+      try db.all("SELECT version FROM schema_version ORDER BY version") { $0.int(0) }
+    }
+    #expect(versions == Schema.migrations.map { Int64($0.version) })
+  }
+
+  @Test("reads and writes run on the store's own threads, never the caller's")
+  func ownThreads() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let readerName = try await store.readers.read { _ throws(StoreError) in currentThreadName() }
+    let writerName = try await store.writer.write { _ throws(StoreError) in currentThreadName() }
+    #expect(readerName.hasPrefix("sqlite-reader-"))
+    #expect(writerName == "sqlite-writer")
+    #expect(currentThreadName() != readerName)
+  }
+
+  @Test("touchApiKey writes at most once a minute per key")
+  func touchThrottle() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    let key = Fixture.key("k1")
+    try await store.createApiKey(key)
+    let before = store.groupCommitStatistics.writes
+    try await store.touchApiKey(keyId: "k1", atMs: 100_000)
+    try await store.touchApiKey(keyId: "k1", atMs: 130_000)
+    #expect(store.groupCommitStatistics.writes == before + 1)
+    #expect(try await store.apiKey(hash: key.keyHash)?.lastUsedMs == 100_000)
+    try await store.touchApiKey(keyId: "k1", atMs: 160_001)
+    #expect(try await store.apiKey(hash: key.keyHash)?.lastUsedMs == 160_001)
+  }
+
+  @Test(
+    "SQLite result codes map to store error codes",
+    arguments: [
+      (Int32(19), StoreError.Code.alreadyExists), (11, .corrupt), (26, .corrupt),
+      (13, .unavailable),
+      (10, .unavailable), (5, .unavailable), (14, .unavailable), (1, .internalError),
+      (13 | (1 << 8), .unavailable),
+    ])
+  func errorMapping(code: Int32, expected: StoreError.Code) {
+    #expect(SQLiteConnection.error(code: code, message: "m").code == expected)
+  }
+
   @Test("a file that is not a database is reported as corrupt")
   func notADatabase() throws {
     let dir = TemporaryDirectory()

@@ -364,6 +364,21 @@ struct StoreContractTests {
     }
   }
 
+  @Test("old processed notification ids can be pruned", arguments: StoreKind.allCases)
+  func pruneNotifications(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      for (id, ms) in [("old1", 100), ("old2", 199), ("new", 200)] {
+        _ = try await store.applyNotification(
+          appId: "a1", notificationId: id, receivedMs: Int64(ms), updates: [])
+      }
+      #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 2)
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "old1"))
+      #expect(try await store.isNotificationProcessed(appId: "a1", notificationId: "new"))
+      #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 0)
+    }
+  }
+
   @Test("original transaction id routes to every user holding it", arguments: StoreKind.allCases)
   func routing(kind: StoreKind) async throws {
     try await withStore(kind) { store in
