@@ -246,6 +246,50 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
     String(
       format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024,
       Double(rss.peak) / 1024))
+  // Mixed load: writers keep ingesting new users while 4 readers read existing histories.
+  let mixedSeconds = 3.0
+  let mixedStart = now()
+  try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
+    let base = filledUsers
+    for w in 0..<writers {
+      group.addTask {
+        var users = 0
+        var call = 0
+        while now() - mixedStart < mixedSeconds {
+          let first = base + (call * writers + w) * usersPerCall
+          _ = try await store.ingest((first..<(first + usersPerCall)).map(purchases))
+          users += usersPerCall
+          call += 1
+        }
+        return (users * perUser, [])
+      }
+    }
+    for _ in 0..<4 {
+      group.addTask {
+        var g = SystemRandomNumberGenerator()
+        var latencies: [Double] = []
+        while now() - mixedStart < mixedSeconds {
+          let t0 = now()
+          _ = try await store.history(of: userKey(Int.random(in: 0..<base, using: &g)))
+          latencies.append(now() - t0)
+        }
+        return (0, latencies)
+      }
+    }
+    var total = 0
+    var latencies: [Double] = []
+    for try await (n, l) in group {
+      total += n
+      latencies += l
+    }
+    latencies.sort()
+    print(
+      String(
+        format:
+          "mixed load %.0f s, %d writers + 4 readers: %.0f transactions/s ingested while %.0f history reads/s (p50 %.0f µs, p99 %.0f µs)",
+        mixedSeconds, writers, Double(total) / mixedSeconds, Double(latencies.count) / mixedSeconds,
+        percentile(latencies, 0.5) * 1e6, percentile(latencies, 0.99) * 1e6))
+  }
   let integrityStart = now()
   if CommandLine.arguments.contains("--integrity-check") {
     print(
