@@ -64,11 +64,16 @@ private struct EncodedPurchases: Sendable {
 enum HotQueries {
   static let userKey =
     "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
-  static let historyTransactions = "SELECT payload FROM transactions WHERE user_key = ?"
-  static let historyRenewalInfos =
-    "SELECT payload FROM renewal_infos WHERE user_key = ? ORDER BY original_transaction_id"
+  static let historyTransactions = """
+    SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
+    WHERE user_key = ?
+    """
+  static let historyRenewalInfos = """
+    SELECT original_transaction_id, payload FROM renewal_infos WHERE user_key = ?
+    ORDER BY original_transaction_id
+    """
   static let transactionPage = """
-    SELECT payload FROM transactions
+    SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
     WHERE user_key = ? AND (purchase_ms, transaction_id) > (?, ?)
     ORDER BY purchase_ms, transaction_id LIMIT ?
     """
@@ -655,16 +660,23 @@ extension SQLiteStore: Store {
     }
   }
 
+  /// A transaction from a row of (transaction_id, original_transaction_id, purchase_ms, payload).
+  private static func transaction(_ r: SQLRow) throws(StoreError) -> Transaction {
+    try PayloadCodec.decodeTransaction(
+      r.blob(3), transactionId: r.text(0), originalTransactionId: r.text(1), purchaseDate: r.int(2))
+  }
+
   private static func readHistory(_ db: SQLiteConnection, _ user: UserKey) throws(StoreError)
     -> UserHistory
   {
     guard let key = try userKey(db, user, create: false) else { return UserHistory(user: user) }
     var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) {
-      r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0))
+      r throws(StoreError) in try Self.transaction(r)
     }
     transactions.sort { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
     let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) {
-      r throws(StoreError) in try PayloadCodec.decodeRenewalInfo(r.blob(0))
+      r throws(StoreError) in
+      try PayloadCodec.decodeRenewalInfo(r.blob(1), originalTransactionId: r.text(0))
     }
     return UserHistory(user: user, transactions: transactions, renewalInfos: renewalInfos)
   }
@@ -710,7 +722,7 @@ extension SQLiteStore: Store {
       }
       let rows = try db.all(
         HotQueries.transactionPage, [.int(key), .int(ms), .text(id), .int(Int64(limit + 1))]
-      ) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+      ) { r throws(StoreError) in try Self.transaction(r) }
       return makePage(rows, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
     }
   }

@@ -398,6 +398,21 @@ struct SQLiteStoreTests {
 
 @Suite("Payload codec")
 struct PayloadCodecTests {
+  private func roundTrip(_ t: Transaction) throws -> Transaction {
+    try PayloadCodec.decodeTransaction(
+      PayloadCodec.encode(t), transactionId: t.transactionId,
+      originalTransactionId: t.originalTransactionId, purchaseDate: t.purchaseDate)
+  }
+
+  @Test("the well-known string table has no duplicates and covers the domain's raw values")
+  func wellKnownTable() {
+    #expect(Set(WellKnownStrings.table).count == WellKnownStrings.table.count)
+    for value in Environment.allCases.map(\.rawValue) + OwnershipType.allCases.map(\.rawValue) {
+      #expect(WellKnownStrings.index[value] != nil, "\(value)")
+    }
+    #expect(WellKnownStrings.table.count < 126)  // one-byte varint tags
+  }
+
   @Test("the binary layouts cover every stored property of the domain types")
   func fieldCounts() {
     #expect(
@@ -425,9 +440,15 @@ struct PayloadCodecTests {
     t.rawRevocationType = "FAMILY_REVOKED"
     t.rawInAppOwnershipType = "FAMILY_SHARED"
     t.rawType = "Auto-Renewable Subscription"
-    #expect(try PayloadCodec.decodeTransaction(PayloadCodec.encode(t)) == t)
+    #expect(try roundTrip(t) == t)
     let minimal = Transaction(transactionId: "é✓", productId: "", purchaseDate: Int64.min)
-    #expect(try PayloadCodec.decodeTransaction(PayloadCodec.encode(minimal)) == minimal)
+    #expect(try roundTrip(minimal) == minimal)
+    // Strings outside the well-known table are kept literally.
+    var unusual = t
+    unusual.rawEnvironment = "Xcode"
+    unusual.rawType = "Something New"
+    unusual.notificationType = "ONE_TIME_CHARGE"
+    #expect(try roundTrip(unusual) == unusual)
   }
 
   @Test("a renewal info with every field set round-trips")
@@ -440,7 +461,8 @@ struct PayloadCodecTests {
     r.rawExpirationIntent = 2
     r.rawPriceConsentStatus = 1
     r.rawOfferType = 3
-    #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r)) == r)
+    #expect(
+      try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
   }
 
   @Test("truncated or foreign bytes are corrupt, never a crash")
@@ -448,9 +470,16 @@ struct PayloadCodecTests {
     let bytes = PayloadCodec.encode(Fixture.transaction("123456", purchase: 42, expires: 99))
     for n in 0..<bytes.count {
       #expect(throws: StoreError.self) {
-        try PayloadCodec.decodeTransaction(Array(bytes.prefix(n)))
+        try PayloadCodec.decodeTransaction(
+          Array(bytes.prefix(n)), transactionId: "1", originalTransactionId: "1", purchaseDate: 0)
       }
     }
-    #expect(throws: StoreError.self) { try PayloadCodec.decodeRenewalInfo([9, 1, 2]) }
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeTransaction(
+        bytes + [0], transactionId: "1", originalTransactionId: "1", purchaseDate: 0)
+    }
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeRenewalInfo([9, 1, 2], originalTransactionId: "1")
+    }
   }
 }
