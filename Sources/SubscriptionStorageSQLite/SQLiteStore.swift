@@ -119,7 +119,13 @@ public final class SQLiteStore: Sendable {
     writer.close()
   }
 
-  deinit { close() }
+  /// Without an explicit ``close()``, the threads are told to finish but not waited for: the last
+  /// reference may be dropped on a worker thread itself, which must not wait for its own end.
+  deinit {
+    if closed.withLock({ $0 }) { return }
+    readers.close(wait: false)
+    writer.close(wait: false)
+  }
 
   /// Commits and writes acknowledged so far (writes per commit shows group commit at work).
   public var groupCommitStatistics: (commits: Int, writes: Int) { writer.statistics }

@@ -211,10 +211,10 @@ final class SQLiteWriter: Sendable {
     return try result.get()
   }
 
-  /// Refuses new writes, lets queued ones finish and waits for the thread to end.
-  func close() {
+  /// Refuses new writes, lets queued ones finish and (if `wait`) waits for the thread to end.
+  func close(wait: Bool = true) {
     queue.close()
-    finished.wait()
+    if wait { finished.wait() }
   }
 }
 
@@ -266,9 +266,9 @@ final class SQLiteReaderPool: Sendable {
     return try result.get()
   }
 
-  /// Refuses new reads, lets queued ones finish and waits for every reader thread to end.
-  func close() {
+  /// Refuses new reads, lets queued ones finish and (if `wait`) waits for the reader threads to end.
+  func close(wait: Bool = true) {
     queue.close()
-    for _ in 0..<count { finished.wait() }
+    if wait { for _ in 0..<count { finished.wait() } }
   }
 }

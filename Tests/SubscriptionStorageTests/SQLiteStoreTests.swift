@@ -386,6 +386,18 @@ struct SQLiteStoreTests {
     #expect(try await store.integrityCheck() == ["ok"])
   }
 
+  @Test("a store released without close() stops its threads without hanging; the file reopens")
+  func releasedWithoutClose() async throws {
+    let dir = TemporaryDirectory()
+    do {
+      let store = try open(dir)
+      try await Fixture.seed(store)
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(try await store.app(id: "a1").tenantId == "t1")
+  }
+
   @Test("after close, calls fail with unavailable instead of hanging")
   func closed() async throws {
     let dir = TemporaryDirectory()
