@@ -219,6 +219,9 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
   try await measure("products(appId:), 20 products") {
     _ = try await store.products(appId: "app-0")
   }
+  try await measure("isNotificationProcessed (one PK probe: the reader round trip)") {
+    _ = try await store.isNotificationProcessed(appId: "app-0", notificationId: "n")
+  }
   try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
   try await measure("histories of 10 users in one read") {
     _ = try await store.histories(

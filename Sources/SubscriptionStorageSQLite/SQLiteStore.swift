@@ -22,7 +22,7 @@ import Synchronization
 public final class SQLiteStore: Sendable {
   /// How the store opens its database.
   public struct Configuration: Sendable {
-    /// The database file; created with its directory missing parent excepted.
+    /// The database file; created if missing (its directory must exist).
     public var path: String
     /// The master keys that seal shared secrets; without them secrets cannot be set or read.
     public var keyring: MasterKeyring?
