@@ -4,7 +4,8 @@ public struct Product: Sendable, Hashable, Codable {
   public var productId: String
   /// The product's kind.
   public var type: ProductType
-  /// The subscription group (auto-renewables; optional for the other kinds).
+  /// The subscription group (auto-renewables; optional for the other kinds). An auto-renewable
+  /// without one forms a group of its own, named by its product id.
   public var subscriptionGroupId: String?
   /// The subscription period; required for non-renewing subscriptions, whose terms it defines.
   public var duration: ISO8601Duration?

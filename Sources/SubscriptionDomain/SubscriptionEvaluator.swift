@@ -13,7 +13,10 @@ public enum SubscriptionEvaluator {
   ///   - history: every transaction stored for the user in one app and environment, in any order,
   ///     duplicates allowed: they are merged by `transactionId`, newest data winning
   ///     (``Transaction/supersedes(_:)``).
-  ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`.
+  ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`. A renewal
+  ///     info belongs to the group of its subscription's transactions (or, without any, of its
+  ///     product). It describes the present: it is ignored at instants before its subscription's
+  ///     first purchase, and a grace period does not apply to a revoked lapsed transaction.
   ///   - catalog: the app's products: type and group of each transaction (rule 2).
   ///   - policy: the app's eligibility policy (rule 10).
   ///   - time: the instant. Intervals are half-open (`start <= time < end`): a subscription whose
@@ -402,31 +405,42 @@ private struct Engine {
 
   // MARK: Renewal infos (rule 5: grace, billing retry)
 
-  /// The newest transaction of a subscription (its original transaction id) in the history.
+  /// The newest transaction of a subscription (its original transaction id) purchased by `time`;
+  /// -1 when there is none, -2 when the subscription only starts after `time` (its renewal info
+  /// then describes a future that has not happened yet).
   func lapsedTransaction(originalTransactionId: String) -> Int {
     var best = -1
+    var later = false
     for i in facts.indices
-    where facts[i].kind == .autoRenewable
-      && history[source[i]].originalTransactionId == originalTransactionId
-    {
-      if best < 0 || isNewer(i, than: best) { best = i }
+    where history[source[i]].originalTransactionId == originalTransactionId {
+      if facts[i].kind == .autoRenewable {
+        if best < 0 || isNewer(i, than: best) { best = i }
+      } else if facts[i].purchase > time {
+        later = true
+      }
     }
-    return best
+    return best < 0 && later ? -2 : best
   }
 
   mutating func applyRenewals(_ input: [RenewalInfo]) {
     renewals = input.count <= 1 ? input : RenewalInfo.merged(input)
+    // The newest transaction of each renewal's subscription, found before mutating anything.
+    var lapsedOf = [Int](repeating: -1, count: renewals.count)
     for r in renewals.indices {
-      let lapsed = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+      lapsedOf[r] = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+    }
+    for r in renewals.indices {
+      let lapsed = lapsedOf[r]
       let g: Int
       if lapsed >= 0 {
         g = Int(facts[lapsed].group)
-      } else if let product = catalog.position(of: renewals[r].productId),
+      } else if lapsed == -1, let product = catalog.position(of: renewals[r].productId),
         catalog.groupIndexOfProduct[product] >= 0
       {
+        // A renewal info without transactions: placed by its product.
         g = catalog.groupIndexOfProduct[product]
       } else {
-        continue  // a renewal of a group this evaluation cannot place
+        continue  // not subscribed yet at `time`, or a group this evaluation cannot place
       }
       var acc = groups[g]
       if let grace = renewals[r].gracePeriodExpiresDate, time < grace,
