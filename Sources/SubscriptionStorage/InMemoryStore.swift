@@ -223,23 +223,9 @@ public final class InMemoryStore: Store {
 
   // MARK: API keys
 
-  /// Checks the operator/tenant invariant of a key (shared with other implementations).
-  public static func validate(_ key: ApiKeyRecord) throws(StoreError) {
-    if key.role == .operator, key.tenantId != nil {
-      throw StoreError(.invalidArgument, "an operator key belongs to no tenant")
-    }
-    if key.role != .operator, key.tenantId == nil {
-      throw StoreError(.invalidArgument, "a \(key.role.rawValue) key needs a tenant")
-    }
-    if key.keyHash.count != 32 {
-      throw StoreError(
-        .invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
-    }
-  }
-
   /// See ``Store/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
-    try Self.validate(key)
+    try StoreValidation.validate(key)
     try withState { (s: inout State) throws(StoreError) in
       if let t = key.tenantId, s.tenants[t] == nil { throw StoreError.notFound("tenant", t) }
       guard s.keys[key.keyId] == nil else {
@@ -332,14 +318,16 @@ public final class InMemoryStore: Store {
 
   /// See ``Store/ingest(_:)``.
   public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
-    try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
+    try StoreValidation.validate(batch)
+    return try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
   }
 
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool {
-    try withState { (s: inout State) throws(StoreError) in
+    try StoreValidation.validate(updates)
+    return try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       if s.notifications[[appId, notificationId]] != nil { return false }
       _ = try Self.apply(updates, to: &s)

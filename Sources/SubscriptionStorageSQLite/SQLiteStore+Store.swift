@@ -456,7 +456,7 @@ extension SQLiteStore: Store {
 
   /// See ``Store/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
-    try InMemoryStore.validate(key)
+    try StoreValidation.validate(key)
     let appIds = try PayloadCodec.encodeJSON(key.appIds)
     try await writer.write { db throws(StoreError) in
       if let t = key.tenantId,
@@ -620,6 +620,7 @@ extension SQLiteStore: Store {
 
   /// See ``Store/ingest(_:)``.
   public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+    try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
     return try await writer.write { db throws(StoreError) in try Self.apply(encoded, db) }
   }
@@ -628,6 +629,7 @@ extension SQLiteStore: Store {
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool {
+    try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
     return try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)

@@ -305,6 +305,32 @@ struct StoreContractTests {
     }
   }
 
+  @Test(
+    "empty ids in purchase data are refused before anything is stored",
+    arguments: StoreKind.allCases)
+  func ingestValidation(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let good = UserPurchases(
+        user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
+      for bad in [
+        UserPurchases(
+          user: Fixture.user(""), transactions: [Fixture.transaction("2", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u2"), transactions: [Fixture.transaction("", purchase: 1)]),
+        UserPurchases(user: Fixture.user("u2"), renewalInfos: [Fixture.renewal("")]),
+      ] {
+        await expectStoreError(.invalidArgument) { try await store.ingest([good, bad]) }
+        await expectStoreError(.invalidArgument) {
+          try await store.applyNotification(
+            appId: "a1", notificationId: "n", receivedMs: 1, updates: [bad])
+        }
+      }
+      #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n"))
+    }
+  }
+
   @Test("environments and apps keep separate histories", arguments: StoreKind.allCases)
   func separation(kind: StoreKind) async throws {
     try await withStore(kind) { store in
