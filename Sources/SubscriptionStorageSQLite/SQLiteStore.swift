@@ -35,6 +35,18 @@ public final class SQLiteStore: Sendable {
     /// Page cache per connection, KiB. Default 8 MiB for the writer, a quarter per reader.
     public var cacheSizeKiB: Int
 
+    /// The database file name inside a data directory.
+    public static let databaseFileName = "substatus.sqlite"
+
+    /// The configuration for `substatusd --data-dir DIR`: `DIR/substatus.sqlite`.
+    /// - Parameters:
+    ///   - directory: the data directory (must exist).
+    ///   - keyring: the master keys (see ``MasterKeyring/load(environment:)``).
+    public static func dataDirectory(_ directory: String, keyring: MasterKeyring?) -> Configuration
+    {
+      Configuration(path: directory + "/" + databaseFileName, keyring: keyring)
+    }
+
     /// The `synchronous` setting.
     public enum Synchronous: String, Sendable {
       /// fsync the WAL at every commit: acknowledged writes survive power loss.

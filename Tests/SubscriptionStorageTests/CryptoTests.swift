@@ -127,6 +127,22 @@ struct CryptoTests {
     #expect(fromFile.current.id == (try MasterKey(text: b)).id)
   }
 
+  @Test("loadOrCreate writes a 0600 key file once and reads the same key afterwards")
+  func loadOrCreate() throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("master.key")
+    let created = try MasterKeyring.loadOrCreate(file: path)
+    let attributes = try FileManager.default.attributesOfItem(atPath: path)
+    #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+    let loaded = try MasterKeyring.loadOrCreate(file: path)
+    #expect(loaded.current.id == created.current.id)
+    #expect(try MasterKeyring.load(file: path).current.id == created.current.id)
+    try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: dir.file("bad.key")))
+    #expect(throws: SecretBoxError.self) {
+      try MasterKeyring.loadOrCreate(file: dir.file("bad.key"))
+    }
+  }
+
   @Test("fingerprints are stable, short and do not contain the secret")
   func fingerprint() {
     let secret = "0123456789abcdef0123456789abcdef"

@@ -35,6 +35,15 @@ struct SQLiteStoreTests {
     #expect(try await store.integrityCheck() == ["ok"])
   }
 
+  @Test("the data-directory configuration puts substatus.sqlite in the directory")
+  func dataDirectory() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .dataDirectory(dir.path, keyring: testKeyring))
+    try await store.createTenant(Fixture.tenant())
+    store.close()
+    #expect(FileManager.default.fileExists(atPath: dir.file("substatus.sqlite")))
+  }
+
   @Test("WAL mode, synchronous=FULL and a busy timeout are in effect")
   func pragmas() async throws {
     let dir = TemporaryDirectory()
