@@ -84,6 +84,14 @@ let package = Package(
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-storage-crashtest",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-storage-bench",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
+    .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .executableTarget(
