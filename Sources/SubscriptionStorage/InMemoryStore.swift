@@ -1,10 +1,12 @@
 import SubscriptionDomain
 import Synchronization
 
-/// The rule that decides which version of a record is kept on upsert ("the newest data wins").
+/// The rule that decides which version of a renewal info is kept on upsert ("the newest data
+/// wins"); transactions follow the domain's ``Transaction/supersedes(_:)``, which also keeps facts
+/// Apple only adds (a revocation, an upgrade, a later expiry) when an older copy arrives later.
 public enum UpsertRule {
-  /// Whether an incoming record replaces the stored one: yes, unless both carry a signed date and the
-  /// incoming one is older (an out-of-order notification must not roll data back).
+  /// Whether an incoming renewal info replaces the stored one: yes, unless both carry a signed date
+  /// and the incoming one is older (an out-of-order notification must not roll data back).
   /// - Parameters:
   ///   - incomingSignedMs: the incoming record's `signedDate`.
   ///   - storedSignedMs: the stored record's `signedDate`.
@@ -288,14 +290,7 @@ public final class InMemoryStore: Store {
     for update in batch {
       var data = s.users[update.user] ?? UserData()
       for t in update.transactions {
-        if let old = data.transactions[t.transactionId] {
-          if old == t
-            || !UpsertRule.incomingWins(
-              incomingSignedMs: t.signedDate, storedSignedMs: old.signedDate)
-          {
-            continue
-          }
-        }
+        if let old = data.transactions[t.transactionId], old == t || !t.supersedes(old) { continue }
         data.transactions[t.transactionId] = t
         summary.transactionsWritten += 1
       }

@@ -30,6 +30,8 @@ private struct EncodedTransaction: Sendable {
   var purchaseMs: Int64
   var signedMs: Int64?
   var payload: [UInt8]
+  /// The decoded value, to compare with a stored version (``Transaction/supersedes(_:)``).
+  var transaction: Transaction
 }
 
 /// A renewal info ready to write.
@@ -50,7 +52,8 @@ private struct EncodedPurchases: Sendable {
     transactions = update.transactions.map {
       EncodedTransaction(
         transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
-        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0))
+        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
+        transaction: $0)
     }
     renewalInfos = update.renewalInfos.map {
       EncodedRenewalInfo(
@@ -583,6 +586,18 @@ extension SQLiteStore: Store {
       if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
       for t in update.transactions {
+        // The domain decides which version is newer (signed date, then facts Apple only adds:
+        // a revocation, an upgrade, a later expiry), so an old receipt never undoes a refund.
+        if let stored = try db.first(
+          "SELECT payload FROM transactions WHERE user_key = ? AND transaction_id = ?",
+          [.int(key), .text(t.transactionId)], { $0.blob(0) })
+        {
+          if stored == t.payload { continue }
+          let old = try PayloadCodec.decodeTransaction(
+            stored, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
+            purchaseDate: t.purchaseMs)
+          if !t.transaction.supersedes(old) { continue }
+        }
         try db.run(
           """
           INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
@@ -590,9 +605,6 @@ extension SQLiteStore: Store {
           ON CONFLICT(user_key, transaction_id) DO UPDATE SET
             original_transaction_id = excluded.original_transaction_id,
             purchase_ms = excluded.purchase_ms, signed_ms = excluded.signed_ms, payload = excluded.payload
-          WHERE transactions.payload IS NOT excluded.payload
-            AND (excluded.signed_ms IS NULL OR transactions.signed_ms IS NULL
-                 OR excluded.signed_ms >= transactions.signed_ms)
           """,
           [
             .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
