@@ -90,8 +90,8 @@ let package = Package(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore"],
-      swiftSettings: swiftSettings),
+      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
