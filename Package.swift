@@ -38,7 +38,8 @@ let package = Package(
     .target(name: "CProtobufDescriptor", dependencies: ["CProtobufC"]),
 
     // MARK: Wire
-    .target(name: "SubstatusJSON", swiftSettings: swiftSettings),
+    // Foundation-free; links libm itself for Double rounding.
+    .target(name: "SubstatusJSON", swiftSettings: swiftSettings, linkerSettings: [.linkedLibrary("m")]),
     .target(
       name: "SubstatusWire",
       dependencies: ["CProtobufC", "CSubstatusProto", "SubstatusJSON"],
@@ -60,7 +61,7 @@ let package = Package(
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
