@@ -75,16 +75,9 @@ do {
 }
 let server = RPCServer(transport: transport, router: router)
 
-signal(SIGTERM, SIG_IGN)
-signal(SIGINT, SIG_IGN)
-var signalSources: [any DispatchSourceSignal] = []
-for number in [SIGTERM, SIGINT] {
-  let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-  source.setEventHandler { server.beginGracefulShutdown() }
-  source.resume()
-  signalSources.append(source)
-}
+let signalSources = onTerminationSignals { [server] in server.beginGracefulShutdown() }
 
 FileHandle.standardError.write(
   Data("substatus-bench-server listening on \(host):\(transport.port) (threads=\(configuration.threads), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
 try await server.run()
+withExtendedLifetime(signalSources) {}
