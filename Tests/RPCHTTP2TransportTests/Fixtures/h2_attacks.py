@@ -168,6 +168,36 @@ elif case == "half_open":
     for s in sockets:
         read_until_closed(s, limit=10)
         s.close()
+elif case in ("no_ping_ack", "expect_goaway"):
+    # Completes the handshake, then never answers: keepalive (no PING ACK) or idle/age limits
+    # must close the connection; for expect_goaway a GOAWAY frame must come first.
+    s = connect()
+    s.sendall(PREFACE + frame(4, 0, 0, b""))
+    data = read_until_closed(s, limit=10)
+    kinds = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        kinds.append(data[3])
+        data = data[9 + length:]
+    if case == "no_ping_ack":
+        assert 6 in kinds, f"no PING before close: {kinds}"
+    else:
+        assert 7 in kinds, f"no GOAWAY before close: {kinds}"
+    s.close()
+elif case == "connection_limit":
+    # The server allows 2 connections: the third is closed at once, the first two stay open.
+    first = [connect() for _ in range(2)]
+    time.sleep(0.2)
+    third = connect()
+    read_until_closed(third, limit=5)
+    for s in first:
+        s.settimeout(0.5)
+        try:
+            assert s.recv(1) != b"", "an allowed connection was closed"
+        except socket.timeout:
+            pass
+        s.close()
+    third.close()
 else:
     raise SystemExit(f"unknown case {case}")
 print(f"DONE {case}", flush=True)
