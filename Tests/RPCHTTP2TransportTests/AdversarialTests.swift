@@ -8,7 +8,10 @@ func serverConnectionCount(port: Int) -> Int {
   let hexPort = String(format: ":%04X", port)
   var inodes = Set<String>()
   for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-    guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+    // /proc files report size 0: read to the end rather than by size.
+    guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+    let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+    try? handle.close()
     for line in text.split(separator: "\n").dropFirst() {
       let fields = line.split(separator: " ", omittingEmptySubsequences: true)
       guard fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] != "0A" else { continue }
