@@ -22,6 +22,7 @@ let package = Package(
     .library(name: "SubscriptionDomain", targets: ["SubscriptionDomain"]),
     .executable(name: "substatusd", targets: ["substatusd"]),
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
+    .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
   ],
   targets: [
@@ -92,6 +93,9 @@ let package = Package(
       dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-bench-server",
+      dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
+    .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .executableTarget(
@@ -108,8 +112,8 @@ let package = Package(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore"],
-      swiftSettings: swiftSettings),
+      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
