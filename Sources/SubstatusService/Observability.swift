@@ -58,6 +58,7 @@ public final class ServiceMetrics: Sendable {
     var eligibilityUsers: UInt64 = 0
     var eligibilityItems: UInt64 = 0
     var notifications: [String: UInt64] = [:]
+    var refreshes: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -90,6 +91,8 @@ public final class ServiceMetrics: Sendable {
 
   func notification(outcome: String) { state.withLock { $0.notifications[outcome, default: 0] += 1 } }
 
+  func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
+
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
@@ -119,6 +122,10 @@ public final class ServiceMetrics: Sendable {
     out += "# HELP substatus_notifications_total App Store notifications received, by outcome.\n# TYPE substatus_notifications_total counter\n"
     for (outcome, n) in s.notifications.sorted(by: { $0.key < $1.key }) {
       out += "substatus_notifications_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
+    out += "# HELP substatus_receipt_refreshes_total Background receipt refreshes, by outcome.\n# TYPE substatus_receipt_refreshes_total counter\n"
+    for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
     }
     return out
   }
