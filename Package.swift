@@ -38,7 +38,8 @@ let package = Package(
     .target(name: "CProtobufDescriptor", dependencies: ["CProtobufC"]),
 
     // MARK: Wire
-    .target(name: "SubstatusJSON", swiftSettings: swiftSettings),
+    // Foundation-free; links libm itself for Double rounding.
+    .target(name: "SubstatusJSON", swiftSettings: swiftSettings, linkerSettings: [.linkedLibrary("m")]),
     .target(
       name: "SubstatusWire",
       dependencies: ["CProtobufC", "CSubstatusProto", "SubstatusJSON"],

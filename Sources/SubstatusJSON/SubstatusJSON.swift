@@ -1,2 +1,0 @@
-/// Namespace of the SubstatusJSON module; filled by its issue.
-public enum SubstatusJSONModule {}
