@@ -77,8 +77,11 @@ let package = Package(
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubscriptionDomain",
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
+    .target(
+      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
+      swiftSettings: swiftSettings),
     .executableTarget(
-      name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
+      name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
       swiftSettings: swiftSettings),
 
     // MARK: Tests
@@ -102,5 +105,9 @@ let package = Package(
       swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "AppStoreSimulatorTests",
+      dependencies: ["AppStoreSimulator", "HTTPServer", "SubstatusJSON"],
+      swiftSettings: swiftSettings),
   ]
 )
