@@ -82,7 +82,7 @@ let package = Package(
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
-      swiftSettings: swiftSettings),
+      exclude: ["README.md"], swiftSettings: swiftSettings),
 
     // MARK: Tests
     .testTarget(

@@ -521,7 +521,7 @@ struct SimulatorState: Sendable {
   }
 
   /// Ends the subscription now (a simulator shortcut): auto-renew off, the current period cut
-  /// at the current instant, `expiration_intent` set.
+  /// at the current instant (for family shares too), `expiration_intent` set.
   mutating func expire(bundleID: String, userID: String, groupID: String, intent: String)
     throws(SimError) -> [String]
   {
@@ -534,27 +534,29 @@ struct SimulatorState: Sendable {
     subscription.billingRetrySinceMs = nil
     subscription.gracePeriodExpiresMs = nil
     var changed: [String] = []
-    var ids = [subscription.originalTransactionID]
-    ids += familyShares[subscription.originalTransactionID] ?? []
     if now < subscription.expiresMs {
       subscription.expiresMs = now
-      for id in ids {
-        guard let sub = id == subscription.originalTransactionID ? subscription : subscriptions[id],
-          var transaction = transactions[sub.latestTransactionID]
-        else { continue }
-        transaction.expiresMs = now
-        transactions[transaction.transactionID] = transaction
-        changed.append(transaction.transactionID)
-      }
+      changed += truncate(subscription.latestTransactionID, at: now)
     }
     subscriptions[subscription.originalTransactionID] = subscription
+    mirrorRenewalState(subscription)
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      guard var member = subscriptions[memberID], !member.revoked, now < member.expiresMs else { continue }
+      member.expiresMs = now
+      changed += truncate(member.latestTransactionID, at: now)
+      subscriptions[memberID] = member
+    }
     if wasOn { emit(.autoRenewDisabled, subscription, at: now) }
     emit(.expired(intent: intent), subscription, at: now)
-    mirrorRenewalState(subscription)
-    for id in ids.dropFirst() where subscriptions[id] != nil {
-      subscriptions[id]!.expiresMs = min(subscriptions[id]!.expiresMs, subscription.expiresMs)
-    }
     return changed
+  }
+
+  private mutating func truncate(_ transactionID: String, at now: Int64) -> [String] {
+    guard var transaction = transactions[transactionID], let expires = transaction.expiresMs, now < expires
+    else { return [] }
+    transaction.expiresMs = now
+    transactions[transactionID] = transaction
+    return [transactionID]
   }
 
   // MARK: Billing
@@ -589,7 +591,14 @@ struct SimulatorState: Sendable {
   ) -> [String] {
     guard let app = apps[subscription.bundleID],
       let product = app.products[subscription.autoRenewProductID]
-    else { return [] }
+    else {
+      // The product left the catalog: Apple cannot renew it ("product not available", intent 4).
+      subscription.renewalStopped = true
+      subscription.autoRenewEnabled = false
+      subscription.expirationIntent = "4"
+      subscriptions[subscription.originalTransactionID] = subscription
+      return []
+    }
     if let pending = subscription.pendingOffer {
       subscription.offerInProgress = pending
       subscription.pendingOffer = nil
