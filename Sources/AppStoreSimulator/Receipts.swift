@@ -1,19 +1,27 @@
 import Foundation
 import SubstatusJSON
 
-/// The opaque receipt an app would send: base64 of `asim1:<env>:<seq>:<issued ms>:<bundle>:<user>`.
-/// `seq` is the snapshot: `receipt.in_app` lists the transactions that existed when it was issued.
+/// The opaque receipt an app would send: base64 of
+/// `asim1:<env>:<seq>:<issued ms>:<bundle>:<user>` for an app receipt, whose `seq` is the snapshot
+/// (`receipt.in_app` lists the transactions that existed when it was issued), or of
+/// `asim1t:<env>:<seq>:<issued ms>:<bundle>:<user>:<transaction id>` for an iOS 6-style
+/// transaction receipt. Bundle and user ids never contain `:`.
 struct ReceiptToken: Sendable, Equatable {
   static let prefix = "asim1"
+  static let transactionPrefix = "asim1t"
   var environment: StoreEnvironment
   var snapshotSeq: Int
   var issuedMs: Int64
   var bundleID: String
   var userID: String
+  /// Set for an iOS 6-style transaction receipt.
+  var transactionID: String?
 
   var encoded: String {
-    Data("\(Self.prefix):\(environment.rawValue):\(snapshotSeq):\(issuedMs):\(bundleID):\(userID)".utf8)
-      .base64EncodedString()
+    var text = "\(transactionID == nil ? Self.prefix : Self.transactionPrefix):\(environment.rawValue):"
+      + "\(snapshotSeq):\(issuedMs):\(bundleID):\(userID)"
+    if let transactionID { text += ":\(transactionID)" }
+    return Data(text.utf8).base64EncodedString()
   }
 
   /// Decodes a token; nil when it is not base64 or not one of ours (Apple's 21002).
@@ -21,22 +29,27 @@ struct ReceiptToken: Sendable, Equatable {
     guard let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters),
       let string = String(data: data, encoding: .utf8)
     else { return nil }
-    let parts = string.split(separator: ":", maxSplits: 5, omittingEmptySubsequences: false)
-    guard parts.count == 6, parts[0] == Self.prefix,
-      let environment = StoreEnvironment(rawValue: String(parts[1])),
+    let parts = string.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+    let isTransaction = parts.first == Self.transactionPrefix
+    guard parts.count == (isTransaction ? 7 : 6), isTransaction || parts[0] == Self.prefix,
+      let environment = StoreEnvironment(rawValue: parts[1]),
       let seq = Int(parts[2]), let issued = Int64(parts[3]), !parts[4].isEmpty, !parts[5].isEmpty
     else { return nil }
     self.init(
-      environment: environment, snapshotSeq: seq, issuedMs: issued, bundleID: String(parts[4]),
-      userID: String(parts[5]))
+      environment: environment, snapshotSeq: seq, issuedMs: issued, bundleID: parts[4],
+      userID: parts[5], transactionID: isTransaction ? parts[6] : nil)
   }
 
-  init(environment: StoreEnvironment, snapshotSeq: Int, issuedMs: Int64, bundleID: String, userID: String) {
+  init(
+    environment: StoreEnvironment, snapshotSeq: Int, issuedMs: Int64, bundleID: String, userID: String,
+    transactionID: String? = nil
+  ) {
     self.environment = environment
     self.snapshotSeq = snapshotSeq
     self.issuedMs = issuedMs
     self.bundleID = bundleID
     self.userID = userID
+    self.transactionID = transactionID
   }
 }
 
@@ -149,7 +162,13 @@ extension SimulatorState {
     guard let user = users[token.userID], let app = apps[token.bundleID] else { return status(21003) }
     if user.deleted { return status(21010) }
     let all = receiptTransactions(token.bundleID, token.userID)
-    let hasAutoRenewable = all.contains { $0.productType == .autoRenewable }
+    var hasAutoRenewable = all.contains { $0.productType == .autoRenewable }
+    if let id = token.transactionID {
+      guard let transaction = transactions[id], transaction.userID == user.userID,
+        transaction.bundleID == app.bundleID
+      else { return status(21003) }
+      hasAutoRenewable = transaction.productType == .autoRenewable
+    }
     if hasAutoRenewable {
       guard let password, !password.isEmpty else { return status(21003) }
       guard app.sharedSecrets.contains(password) else { return status(21004) }
@@ -157,6 +176,9 @@ extension SimulatorState {
       return status(21004)
     }
     let now = self.now
+    if let id = token.transactionID, let transaction = transactions[id] {
+      return transactionReceiptResponse(transaction, app: app, endpoint: endpoint, now: now)
+    }
     var receipt = JSONObject()
     receipt.append("receipt_type", .string(endpoint == .production ? "Production" : "ProductionSandbox"))
     receipt.append("adam_id", .integer(endpoint == .production ? app.appleAppID : 0))
@@ -183,6 +205,58 @@ extension SimulatorState {
         "latest_receipt",
         .string(currentToken(bundleID: app.bundleID, userID: user.userID)?.encoded ?? receiptData))
       body.append("pending_renewal_info", .array(pendingRenewalInfo(bundleID: app.bundleID, userID: user.userID)))
+    }
+    return .object(body)
+  }
+}
+
+extension SimulatorState {
+  /// A transaction in the flat iOS 6 receipt form: `bid`, `bvrs`, `item_id`, `expires_date` in
+  /// ms, `expires_date_formatted`.
+  func renderIOS6(_ transaction: Transaction, app: App) -> JSONValue {
+    var object = JSONObject()
+    object.append("quantity", .string("1"))
+    object.append("product_id", .string(transaction.productID))
+    object.append("transaction_id", .string(transaction.transactionID))
+    object.append("original_transaction_id", .string(transaction.originalTransactionID))
+    appendDate(&object, "purchase_date", transaction.purchaseMs)
+    appendDate(&object, "original_purchase_date", transaction.originalPurchaseMs)
+    if let expires = transaction.expiresMs {
+      object.append("expires_date", .string(String(expires)))
+      object.append("expires_date_formatted", .string(AppleTime.gmt(expires)))
+      object.append("expires_date_formatted_pst", .string(AppleTime.pst(expires)))
+    }
+    if let web = transaction.webOrderLineItemID { object.append("web_order_line_item_id", .string(web)) }
+    object.append("is_trial_period", .string(transaction.isTrialPeriod ? "true" : "false"))
+    if let cancelled = transaction.cancellationMs { appendDate(&object, "cancellation_date", cancelled) }
+    object.append("item_id", .string(String(app.appleAppID)))
+    object.append("bid", .string(app.bundleID))
+    object.append("bvrs", .string("1"))
+    return .object(object)
+  }
+
+  /// verifyReceipt for an iOS 6-style transaction receipt: status 0 with `latest_receipt_info`
+  /// while the subscription is active, 21006 with `latest_expired_receipt_info` once it expired
+  /// (the receipt is still decoded and returned, as Apple documents).
+  func transactionReceiptResponse(
+    _ transaction: Transaction, app: App, endpoint: StoreEnvironment, now: Int64
+  ) -> JSONValue {
+    var body: JSONObject = ["status": .integer(0), "environment": .string(endpoint.receiptValue)]
+    body.append("receipt", renderIOS6(transaction, app: app))
+    guard transaction.productType == .autoRenewable,
+      let subscription = subscriptions[transaction.originalTransactionID],
+      let latest = transactions[subscription.latestTransactionID]
+    else { return .object(body) }
+    let expired = latest.cancellationMs != nil || now >= (latest.expiresMs ?? 0)
+    if expired {
+      body["status"] = .integer(21006)
+      body.append("latest_expired_receipt_info", renderIOS6(latest, app: app))
+    } else {
+      body.append("latest_receipt_info", renderIOS6(latest, app: app))
+      let token = ReceiptToken(
+        environment: subscription.environment, snapshotSeq: latest.seq, issuedMs: now,
+        bundleID: app.bundleID, userID: latest.userID, transactionID: latest.transactionID)
+      body.append("latest_receipt", .string(token.encoded))
     }
     return .object(body)
   }

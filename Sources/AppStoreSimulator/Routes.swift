@@ -465,6 +465,22 @@ extension AppStoreSimulator {
         return state.receiptTransactions(bundleID, userID).map(\.transactionID)
       }
     }
+    router.add("GET", prefix + "/transaction-receipt") { [self] request in
+      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      guard let id = request.query("transaction_id"), !id.isEmpty else {
+        throw HTTPError.badRequest("query argument 'transaction_id' is required")
+      }
+      let token = try state.withLock { state throws(HTTPError) -> String in
+        guard let transaction = state.transactions[id], transaction.bundleID == bundleID,
+          transaction.userID == userID, let user = state.users[userID]
+        else { throw .notFound("transaction '\(id)' is not in the receipt of '\(userID)'") }
+        return ReceiptToken(
+          environment: user.environment, snapshotSeq: transaction.seq, issuedMs: state.now,
+          bundleID: bundleID, userID: userID, transactionID: id
+        ).encoded
+      }
+      return jsonResponse(.object(["receipt": .string(token)]))
+    }
     router.add("POST", prefix + "/purchase") { [self] request in
       let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
       let body = try JSONBody(request)

@@ -43,6 +43,33 @@ struct VerifyReceiptTests {
     await sim.stop()
   }
 
+  @Test func iOS6TransactionReceiptsAnswer21006OnceExpired() async throws {
+    let sim = try Sim()
+    try await sim.ok("POST", "/control/apps", catalog())
+    try await sim.ok("POST", "/control/users", #"{"user_id":"old","environment":"production"}"#)
+    let bought = try await sim.ok("POST", "\(app)/users/old/purchase", #"{"product_id":"pro.monthly"}"#)
+    let id = try #require(bought["transactions"]?[0]?["transaction_id"]?.string)
+    let token = try #require(
+      try await sim.ok("GET", "\(app)/users/old/transaction-receipt?transaction_id=\(id)")["receipt"]?.string)
+    var verify = try await sim.verify(token)
+    #expect(verify["status"]?.int64 == 0)
+    #expect(verify["receipt"]?["transaction_id"]?.string == id)
+    #expect(verify["receipt"]?["bid"]?.string == "com.example.app")
+    #expect(verify["receipt"]?["expires_date"]?.string == "1769904000000")
+    #expect(verify["receipt"]?["expires_date_formatted"]?.string == "2026-02-01 00:00:00 Etc/GMT")
+    #expect(verify["latest_receipt_info"]?["transaction_id"]?.string == id)
+    try await sim.ok("POST", "\(app)/users/old/cancel-auto-renew", #"{"group_id":"pro"}"#)
+    try await sim.advance(#"{"days":40}"#)
+    verify = try await sim.verify(token)
+    #expect(verify["status"]?.int64 == 21006)
+    #expect(verify["receipt"]?["transaction_id"]?.string == id)
+    #expect(verify["latest_expired_receipt_info"]?["transaction_id"]?.string == id)
+    #expect(try await sim.verify(token, password: "nope")["status"]?.int64 == 21004)
+    try await sim.fails(404, "GET", "\(app)/users/old/transaction-receipt?transaction_id=999")
+    try await sim.fails(400, "GET", "\(app)/users/old/transaction-receipt")
+    await sim.stop()
+  }
+
   @Test func excludeOldTransactionsKeepsTheNewestPerSubscription() async throws {
     let sim = try Sim()
     let (_, production) = try await subscribedUsers(sim)
@@ -271,6 +298,10 @@ struct AppleTimeTests {
     let token = ReceiptToken(
       environment: .sandbox, snapshotSeq: 7, issuedMs: 42, bundleID: "com.a.b", userID: "u-1")
     #expect(ReceiptToken(decoding: token.encoded) == token)
+    var transaction = token
+    transaction.transactionID = "2000000000000009"
+    #expect(ReceiptToken(decoding: transaction.encoded) == transaction)
+    #expect(ReceiptToken(decoding: Data("asim1t:sandbox:1:2:b:u".utf8).base64EncodedString()) == nil)
     #expect(ReceiptToken(decoding: "") == nil)
   }
 }

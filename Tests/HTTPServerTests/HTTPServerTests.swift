@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import HTTPServer
+import HTTPServer
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
