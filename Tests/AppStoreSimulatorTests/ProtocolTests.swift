@@ -1,5 +1,9 @@
 import Foundation
 import HTTPServer
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 import SubstatusJSON
 import Testing
 
@@ -217,9 +221,21 @@ struct NotificationDeliveryTests {
   }
 
   @Test func unreachableReceiverCountsAsFailure() async throws {
-    let receiver = try startReceiver()
-    let url = receiver.url
-    await receiver.stop()  // nothing listens there now
+    // A port that is bound but not listening refuses connections, and no other test can take
+    // it while we hold it (a stopped server's port could be reused by a concurrent test).
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+      }
+    }
+    try #require(bound)
+    let url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/notifications"
     let sim = try Sim(.init(startMs: startMs, defaultNotificationURL: url, notificationTimeoutSeconds: 5))
     try await sim.ok("POST", "/control/apps", catalog())
     try await sim.ok("POST", "/control/users", #"{"user_id":"p","environment":"production"}"#)
