@@ -24,6 +24,7 @@ run: release
 ## Builds and runs every test (unit, interop with real peers, end to end).
 test: test-deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	scripts/check-protos
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build
 
 ## Regenerates the C and Swift code for Protos/ (checked in; a test fails when it is stale).

@@ -22,6 +22,7 @@ let package = Package(
     .library(name: "SubscriptionDomain", targets: ["SubscriptionDomain"]),
     .executable(name: "substatusd", targets: ["substatusd"]),
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
+    .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
   ],
   targets: [
@@ -61,7 +62,7 @@ let package = Package(
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
@@ -71,18 +72,38 @@ let package = Package(
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
 
+    // MARK: Service
+    .target(
+      name: "SubstatusService",
+      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      swiftSettings: swiftSettings),
+
     // MARK: Executables
     .executableTarget(
       name: "substatusd",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubscriptionDomain",
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-storage-crashtest",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-storage-bench",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-bench-server",
+      dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(
       name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
       exclude: ["README.md"], swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
+      swiftSettings: swiftSettings),
 
     // MARK: Tests
     .testTarget(
@@ -94,8 +115,8 @@ let package = Package(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore"],
-      swiftSettings: swiftSettings),
+      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
@@ -103,6 +124,10 @@ let package = Package(
       name: "SubscriptionStorageTests",
       dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain"],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusServiceTests",
+      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(

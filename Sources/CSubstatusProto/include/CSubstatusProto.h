@@ -1,2 +1,0 @@
-#pragma once
-#include <protobuf-c/protobuf-c.h>

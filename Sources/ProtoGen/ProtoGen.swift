@@ -1,2 +1,0 @@
-/// Namespace of the ProtoGen module; filled by its issue.
-public enum ProtoGenModule {}

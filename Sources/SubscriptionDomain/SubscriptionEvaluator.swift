@@ -1,0 +1,683 @@
+/// Evaluates one user's history at an instant: group status, entitlements, revocations and
+/// offer eligibility (DESIGN "Domain rules" 1-11). Pure: no I/O, no clock; time is a parameter.
+///
+/// ```swift
+/// let evaluation = SubscriptionEvaluator.evaluate(
+///   history: transactions, renewals: renewals, catalog: catalog, policy: .default, at: nowMs)
+/// let answers = evaluation.eligibility(for: ["com.app.monthly", "com.app.yearly"])
+/// ```
+public enum SubscriptionEvaluator {
+  /// Evaluates a user's history at `time` (milliseconds since the epoch).
+  ///
+  /// - Parameters:
+  ///   - history: every transaction stored for the user in one app and environment, in any order,
+  ///     duplicates allowed: they are merged by `transactionId`, newest data winning
+  ///     (``Transaction/supersedes(_:)``).
+  ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`. A renewal
+  ///     info belongs to the group of its subscription's transactions (or, without any, of its
+  ///     product). It describes the present: it is ignored at instants before its subscription's
+  ///     first purchase, and a grace period does not apply to a revoked lapsed transaction.
+  ///   - catalog: the app's products: type and group of each transaction (rule 2).
+  ///   - policy: the app's eligibility policy (rule 10).
+  ///   - time: the instant. Intervals are half-open (`start <= time < end`): a subscription whose
+  ///     `expiresDate == time` has expired. Transactions purchased after `time` and revocations
+  ///     dated after it have not happened yet.
+  /// - Returns: the evaluation; ask it for eligibility with
+  ///   ``SubscriptionEvaluation/eligibility(for:)-(String)``.
+  public static func evaluate(
+    history: [Transaction], renewals: [RenewalInfo], catalog: Catalog,
+    policy: EligibilityPolicy = .default, at time: Int64
+  ) -> SubscriptionEvaluation {
+    var engine = Engine(catalog: catalog, policy: policy, time: time, history: history)
+    engine.load()
+    engine.aggregate()
+    engine.applyRenewals(renewals)
+    return engine.finish()
+  }
+}
+
+/// The evaluation of one user's history at one instant.
+public struct SubscriptionEvaluation: Sendable, Hashable {
+  /// The instant evaluated.
+  public let time: Int64
+  /// One status per catalog group (in catalog order, `NEVER_SUBSCRIBED` included), then one per
+  /// other group seen in the history (sorted by id).
+  public let groups: [GroupStatus]
+  /// What the user may use at ``time``, sorted by product id then transaction id.
+  public let entitlements: [Entitlement]
+  /// Revocations that happened by ``time`` (refunds, Family Sharing removals, upgrades), sorted by
+  /// date then transaction id. Transactions of products evaluation ignores are not included.
+  public let revocations: [Revocation]
+
+  let facts: [GroupFacts]
+  let appFacts: AppFacts
+  let catalog: Catalog
+  let policy: EligibilityPolicy
+
+  /// The status of one group, if it is in the catalog or the history.
+  public func status(ofGroup subscriptionGroupId: String) -> GroupStatus? {
+    groups.first { $0.subscriptionGroupId == subscriptionGroupId }
+  }
+
+  /// Intro and promotional eligibility for several products, in the order asked.
+  public func eligibility(for productIds: [String]) -> [ProductEligibility] {
+    var result: [ProductEligibility] = []
+    result.reserveCapacity(productIds.count)
+    for productId in productIds { result.append(eligibility(for: productId)) }
+    return result
+  }
+
+  /// Intro (rule 8) and promotional (rule 9) eligibility for one product, under the policy
+  /// (rule 10). Checks, first match wins:
+  /// - both offers: `UNKNOWN_PRODUCT` (not in the catalog), `NOT_A_SUBSCRIPTION` (not
+  ///   auto-renewable);
+  /// - intro: `NO_INTRO_OFFER`, `INTRO_ALREADY_USED`, `ACTIVE_SUBSCRIPTION` / `IN_GRACE_PERIOD` /
+  ///   `IN_BILLING_RETRY`, `REFUNDED_IN_GROUP` (if `refundsBlockIntro`), a lapsed subscriber
+  ///   (`LAPSED_NO_INTRO_USED`, eligible, or `LAPSED_SUBSCRIBER`, not eligible, when
+  ///   `lapsedSubscribersGetIntro` is off), else `NEW_CUSTOMER`;
+  /// - promotional: `EXISTING_SUBSCRIBER` (active, grace or retry), `LAPSED_SUBSCRIBER` (any
+  ///   auto-renewable transaction), else `NEVER_SUBSCRIBED`, in the product's group or, with
+  ///   `promoScope` `APP`, in any group.
+  public func eligibility(for productId: String) -> ProductEligibility {
+    guard let position = catalog.position(of: productId) else {
+      let unknown = OfferEligibility(eligible: false, reason: .unknownProduct)
+      return ProductEligibility(
+        productId: productId, subscriptionGroupId: nil, introductory: unknown,
+        promotional: unknown)
+    }
+    let groupIndex = catalog.groupIndexOfProduct[position]
+    guard groupIndex >= 0 else {
+      let none = OfferEligibility(eligible: false, reason: .notASubscription)
+      return ProductEligibility(
+        productId: productId, subscriptionGroupId: catalog.products[position].subscriptionGroupId,
+        introductory: none, promotional: none)
+    }
+    return ProductEligibility(
+      productId: productId, subscriptionGroupId: facts[groupIndex].id,
+      introductory: introductory(
+        hasIntroductoryOffer: catalog.products[position].hasIntroductoryOffer,
+        group: facts[groupIndex]),
+      promotional: promotional(group: facts[groupIndex]))
+  }
+
+  private func introductory(hasIntroductoryOffer: Bool, group: GroupFacts) -> OfferEligibility {
+    if !hasIntroductoryOffer {
+      return OfferEligibility(eligible: false, reason: .noIntroOffer)
+    }
+    if let evidence = group.introEvidence {
+      return OfferEligibility(
+        eligible: false, reason: .introAlreadyUsed, evidenceTransactionId: evidence)
+    }
+    switch group.state {
+    case .active:
+      return OfferEligibility(
+        eligible: false, reason: .activeSubscription, evidenceTransactionId: group.stateEvidence)
+    case .gracePeriod:
+      return OfferEligibility(
+        eligible: false, reason: .inGracePeriod, evidenceTransactionId: group.stateEvidence)
+    case .billingRetry:
+      return OfferEligibility(
+        eligible: false, reason: .inBillingRetry, evidenceTransactionId: group.stateEvidence)
+    case .expired, .revoked, .neverSubscribed: break
+    }
+    if policy.refundsBlockIntro, let evidence = group.refundEvidence {
+      return OfferEligibility(
+        eligible: false, reason: .refundedInGroup, evidenceTransactionId: evidence)
+    }
+    if let newest = group.newestTransactionId {
+      return policy.lapsedSubscribersGetIntro
+        ? OfferEligibility(eligible: true, reason: .lapsedNoIntroUsed, evidenceTransactionId: newest)
+        : OfferEligibility(eligible: false, reason: .lapsedSubscriber, evidenceTransactionId: newest)
+    }
+    return OfferEligibility(eligible: true, reason: .newCustomer)
+  }
+
+  private func promotional(group: GroupFacts) -> OfferEligibility {
+    let existing: String?
+    let newest: String?
+    let current: Bool
+    switch policy.promoScope {
+    case .group:
+      current = group.state == .active || group.state == .gracePeriod
+        || group.state == .billingRetry
+      existing = group.stateEvidence
+      newest = group.newestTransactionId
+    case .app:
+      current = appFacts.hasCurrentSubscription
+      existing = appFacts.currentEvidence
+      newest = appFacts.newestTransactionId
+    }
+    if current {
+      return OfferEligibility(
+        eligible: true, reason: .existingSubscriber, evidenceTransactionId: existing)
+    }
+    if let newest {
+      return OfferEligibility(
+        eligible: true, reason: .lapsedSubscriber, evidenceTransactionId: newest)
+    }
+    return OfferEligibility(eligible: false, reason: .neverSubscribed)
+  }
+
+  /// This user's contribution to an app report at ``time`` (see ``ReportCounts``).
+  public var reportCounts: ReportCounts {
+    var counts = ReportCounts()
+    var current = false
+    var lapsed = false
+    for group in groups {
+      switch group.state {
+      case .active:
+        counts.active = 1
+        current = true
+        if group.inTrial { counts.inTrial = 1 }
+        if group.inIntroOffer { counts.inIntroOffer = 1 }
+      case .gracePeriod:
+        counts.inGracePeriod = 1
+        current = true
+      case .billingRetry:
+        counts.inBillingRetry = 1
+        current = true
+      case .expired, .revoked: lapsed = true
+      case .neverSubscribed: break
+      }
+    }
+    if lapsed && !current { counts.expired = 1 }
+    for revocation in revocations {
+      switch revocation.kind {
+      case .refund: counts.refunded = 1
+      case .familyRemoval: counts.familyAccessRevoked = 1
+      case .upgrade: break
+      }
+    }
+    if entitlements.contains(where: { $0.ownership == .familyShared }) {
+      counts.familySharedBeneficiaries = 1
+    }
+    return counts
+  }
+}
+
+/// What eligibility needs to know about one group.
+struct GroupFacts: Sendable, Hashable {
+  var id: String
+  var state: SubscriptionState = .neverSubscribed
+  /// The transaction that decided the state.
+  var stateEvidence: String?
+  /// The newest transaction of the group (any state).
+  var newestTransactionId: String?
+  /// The earliest transaction of the group that used an intro offer.
+  var introEvidence: String?
+  /// The earliest refund in the group (by ``time``).
+  var refundEvidence: String?
+}
+
+/// What app-scoped promotional eligibility needs.
+struct AppFacts: Sendable, Hashable {
+  var hasCurrentSubscription = false
+  var currentEvidence: String?
+  var newestTransactionId: String?
+}
+
+/// The evaluation's working state: flat arrays of plain facts indexed by position; strings are
+/// read from the caller's transactions only where an answer needs them or to break a tie.
+private struct Engine {
+  enum Kind: UInt8 { case ignored, autoRenewable, nonRenewing, nonConsumable, consumable, free }
+
+  /// What evaluation needs of one (deduplicated) transaction, without strings.
+  struct Fact {
+    var purchase: Int64
+    var expires: Int64  // .min when absent
+    var revocation: Int64  // .max when absent
+    var group: Int32
+    var product: Int32
+    var kind: Kind
+    var upgraded: Bool
+    var usesIntro: Bool
+    var freeTrial: Bool
+    var familyShared: Bool
+    var refund: Bool  // revoked (at any date) and classified as a refund
+
+    @inline(__always) func isRevoked(at time: Int64) -> Bool { revocation <= time }
+    @inline(__always) func covers(_ time: Int64) -> Bool {
+      purchase <= time && time < expires && time < revocation
+    }
+  }
+
+  struct GroupAccumulator {
+    var newest = -1
+    var newestNonUpgraded = -1
+    var covering = -1
+    var intro = -1
+    var refund = -1
+    var grace = -1  // renewal index
+    var graceLapsed = -1
+    var retry = -1  // renewal index
+    var retryLapsed = -1
+  }
+
+  let catalog: Catalog
+  let policy: EligibilityPolicy
+  let time: Int64
+  let history: [Transaction]
+
+  /// For each fact, the position of its (winning) record in `history`.
+  var source: [Int] = []
+  var facts: [Fact] = []
+  var groupIds: [String]
+  var groups: [GroupAccumulator] = []
+  var renewals: [RenewalInfo] = []
+
+  init(catalog: Catalog, policy: EligibilityPolicy, time: Int64, history: [Transaction]) {
+    self.catalog = catalog
+    self.policy = policy
+    self.time = time
+    self.history = history
+    self.groupIds = catalog.subscriptionGroupIds
+  }
+
+  @inline(__always) func transactionId(_ fact: Int) -> String { history[source[fact]].transactionId }
+
+  // MARK: Loading (rules 1, 2, 11)
+
+  mutating func load() {
+    // Deduplicate by transaction id, newest data winning (Transaction.supersedes).
+    let history = self.history
+    source.reserveCapacity(history.count)
+    var table = StringTable(capacity: history.count)
+    for position in history.indices {
+      let id = history[position].transactionId
+      let existing = table.insert(id, position: source.count) { history[source[$0]].transactionId }
+      if let existing {
+        if history[position].supersedes(history[source[existing]]) { source[existing] = position }
+      } else {
+        source.append(position)
+      }
+    }
+    // Classify (rule 2); groups seen only in the history are numbered after the catalog's.
+    let base = groupIds.count
+    facts.reserveCapacity(source.count)
+    var lastProduct = -1
+    history.withUnsafeBufferPointer { buffer in
+      for position in source {
+        var fact = Fact(
+          purchase: buffer[position].purchaseDate, expires: buffer[position].expiresDate ?? .min,
+          revocation: buffer[position].revocationDate ?? .max, group: -1, product: -1,
+          kind: .ignored, upgraded: buffer[position].isUpgraded,
+          usesIntro: buffer[position].usesIntroductoryOffer, freeTrial: buffer[position].isFreeTrial,
+          familyShared: buffer[position].ownership == .familyShared, refund: false)
+        if fact.revocation != .max {
+          fact.refund = RevocationKind(classifying: buffer[position]) == .refund
+        }
+        guard fact.purchase <= time else {
+          facts.append(fact)  // not purchased yet at `time`: ignored
+          continue
+        }
+        let product: Int?
+        if lastProduct >= 0 && catalog.products[lastProduct].productId == buffer[position].productId {
+          product = lastProduct  // renewals repeat the product: skip the lookup
+        } else {
+          product = catalog.position(of: buffer[position].productId)
+        }
+        if let product {
+          lastProduct = product
+          fact.product = Int32(truncatingIfNeeded: product)
+          switch catalog.products[product].type {
+          case .autoRenewable:
+            fact.kind = .autoRenewable
+            fact.group = Int32(truncatingIfNeeded: catalog.groupIndexOfProduct[product])
+          case .nonRenewing: fact.kind = .nonRenewing
+          case .nonConsumable: fact.kind = .nonConsumable
+          case .consumable: fact.kind = .consumable
+          case .freeSubscription: fact.kind = .free
+          }
+        } else if let group = buffer[position].subscriptionGroupIdentifier, !group.isEmpty {
+          fact.kind = .autoRenewable
+          if let existing = groupIds.firstIndex(of: group) {
+            fact.group = Int32(truncatingIfNeeded: existing)
+          } else {
+            fact.group = Int32(truncatingIfNeeded: groupIds.count)
+            groupIds.append(group)
+          }
+        }
+        // Otherwise: an unknown product without a group, kept in history, ignored by evaluation.
+        facts.append(fact)
+      }
+    }
+    // Number the history-only groups in id order, so the output does not depend on input order.
+    if groupIds.count - base > 1 {
+      let extras = groupIds[base...].enumerated().sorted { $0.element < $1.element }
+      var remap = [Int32](repeating: 0, count: extras.count)
+      for (newOffset, entry) in extras.enumerated() {
+        remap[entry.offset] = Int32(truncatingIfNeeded: base + newOffset)
+      }
+      groupIds.replaceSubrange(base..., with: extras.map(\.element))
+      for i in facts.indices where facts[i].group >= base {
+        facts[i].group = remap[Int(facts[i].group) - base]
+      }
+    }
+    groups = [GroupAccumulator](repeating: GroupAccumulator(), count: groupIds.count)
+  }
+
+  // MARK: Ordering helpers (total orders: the transaction id breaks every tie)
+
+  /// `a` is newer than `b`: later purchase, then later expiry, then larger id.
+  func isNewer(_ a: Int, than b: Int) -> Bool {
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase > facts[b].purchase }
+    if facts[a].expires != facts[b].expires { return facts[a].expires > facts[b].expires }
+    return transactionId(a) > transactionId(b)
+  }
+
+  /// `a` is earlier than `b`: earlier purchase, then smaller id.
+  func isEarlier(_ a: Int, than b: Int) -> Bool {
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase < facts[b].purchase }
+    return transactionId(a) < transactionId(b)
+  }
+
+  /// `a` is the better covering transaction: later expiry, then purchased over family-shared,
+  /// then later purchase, then smaller id.
+  func isBetterCover(_ a: Int, than b: Int) -> Bool {
+    if facts[a].expires != facts[b].expires { return facts[a].expires > facts[b].expires }
+    if facts[a].familyShared != facts[b].familyShared { return !facts[a].familyShared }
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase > facts[b].purchase }
+    return transactionId(a) < transactionId(b)
+  }
+
+  // MARK: Auto-renewable aggregation (rules 3, 4, 5, 8)
+
+  mutating func aggregate() {
+    for i in facts.indices where facts[i].kind == .autoRenewable {
+      let g = Int(facts[i].group)
+      var acc = groups[g]
+      let fact = facts[i]
+      if acc.newest < 0 || isNewer(i, than: acc.newest) { acc.newest = i }
+      if !fact.upgraded && (acc.newestNonUpgraded < 0 || isNewer(i, than: acc.newestNonUpgraded)) {
+        acc.newestNonUpgraded = i
+      }
+      if fact.covers(time) && (acc.covering < 0 || isBetterCover(i, than: acc.covering)) {
+        acc.covering = i
+      }
+      if fact.usesIntro && (acc.intro < 0 || isEarlier(i, than: acc.intro)) { acc.intro = i }
+      if fact.refund && fact.isRevoked(at: time) && (acc.refund < 0 || isEarlier(i, than: acc.refund))
+      {
+        acc.refund = i
+      }
+      groups[g] = acc
+    }
+  }
+
+  // MARK: Renewal infos (rule 5: grace, billing retry)
+
+  /// The newest transaction of a subscription (its original transaction id) purchased by `time`;
+  /// -1 when there is none, -2 when the subscription only starts after `time` (its renewal info
+  /// then describes a future that has not happened yet).
+  func lapsedTransaction(originalTransactionId: String) -> Int {
+    var best = -1
+    var later = false
+    for i in facts.indices
+    where history[source[i]].originalTransactionId == originalTransactionId {
+      if facts[i].kind == .autoRenewable {
+        if best < 0 || isNewer(i, than: best) { best = i }
+      } else if facts[i].purchase > time {
+        later = true
+      }
+    }
+    return best < 0 && later ? -2 : best
+  }
+
+  mutating func applyRenewals(_ input: [RenewalInfo]) {
+    renewals = input.count <= 1 ? input : RenewalInfo.merged(input)
+    // The newest transaction of each renewal's subscription, found before mutating anything.
+    var lapsedOf = [Int](repeating: -1, count: renewals.count)
+    for r in renewals.indices {
+      lapsedOf[r] = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+    }
+    for r in renewals.indices {
+      let lapsed = lapsedOf[r]
+      let g: Int
+      if lapsed >= 0 {
+        g = Int(facts[lapsed].group)
+      } else if lapsed == -1, let product = catalog.position(of: renewals[r].productId),
+        catalog.groupIndexOfProduct[product] >= 0
+      {
+        // A renewal info without transactions: placed by its product.
+        g = catalog.groupIndexOfProduct[product]
+      } else {
+        continue  // not subscribed yet at `time`, or a group this evaluation cannot place
+      }
+      var acc = groups[g]
+      if let grace = renewals[r].gracePeriodExpiresDate, time < grace,
+        lapsed < 0 || !facts[lapsed].isRevoked(at: time)
+      {
+        if acc.grace < 0 || isBetterGrace(r, than: acc.grace) {
+          acc.grace = r
+          acc.graceLapsed = lapsed
+        }
+      }
+      if renewals[r].isInBillingRetryPeriod {
+        if acc.retry < 0
+          || renewals[r].originalTransactionId < renewals[acc.retry].originalTransactionId
+        {
+          acc.retry = r
+          acc.retryLapsed = lapsed
+        }
+      }
+      groups[g] = acc
+    }
+  }
+
+  func isBetterGrace(_ a: Int, than b: Int) -> Bool {
+    let x = renewals[a].gracePeriodExpiresDate ?? .min
+    let y = renewals[b].gracePeriodExpiresDate ?? .min
+    if x != y { return x > y }
+    return renewals[a].originalTransactionId < renewals[b].originalTransactionId
+  }
+
+  func renewalIndex(for originalTransactionId: String?) -> Int? {
+    guard let originalTransactionId else { return nil }
+    for r in renewals.indices where renewals[r].originalTransactionId == originalTransactionId {
+      return r
+    }
+    return nil
+  }
+
+  // MARK: Results
+
+  func finish() -> SubscriptionEvaluation {
+    var statuses: [GroupStatus] = []
+    statuses.reserveCapacity(groupIds.count)
+    var groupFacts: [GroupFacts] = []
+    groupFacts.reserveCapacity(groupIds.count)
+    var entitlements: [Entitlement] = []
+    var appFacts = AppFacts()
+    var appNewest = -1
+
+    for g in groupIds.indices {
+      let acc = groups[g]
+      let id = groupIds[g]
+      var status = GroupStatus(subscriptionGroupId: id, state: .neverSubscribed)
+      var deciding = -1
+      var decidingRenewal = -1
+      if acc.covering >= 0 {
+        status.state = .active
+        deciding = acc.covering
+      } else if acc.grace >= 0 {
+        status.state = .gracePeriod
+        decidingRenewal = acc.grace
+        deciding = acc.graceLapsed >= 0 ? acc.graceLapsed : acc.newestNonUpgraded
+        status.gracePeriodExpiresDate = renewals[acc.grace].gracePeriodExpiresDate
+        status.billingIssue = true
+      } else if acc.retry >= 0 {
+        status.state = .billingRetry
+        decidingRenewal = acc.retry
+        deciding = acc.retryLapsed >= 0 ? acc.retryLapsed : acc.newestNonUpgraded
+        status.gracePeriodExpiresDate = renewals[acc.retry].gracePeriodExpiresDate
+        status.billingIssue = true
+      } else if acc.newest >= 0 {
+        deciding = acc.newestNonUpgraded >= 0 ? acc.newestNonUpgraded : acc.newest
+        status.state = facts[deciding].isRevoked(at: time) ? .revoked : .expired
+      }
+      if deciding >= 0 {
+        let position = source[deciding]
+        status.productId = history[position].productId
+        status.transactionId = history[position].transactionId
+        status.originalTransactionId = history[position].originalTransactionId
+        status.expiresDate = history[position].expiresDate
+        status.ownership = facts[deciding].familyShared ? .familyShared : .purchased
+        if status.state == .active {
+          status.inTrial = facts[deciding].freeTrial
+          status.inIntroOffer = facts[deciding].usesIntro && !facts[deciding].freeTrial
+        }
+      } else if decidingRenewal >= 0 {
+        // Grace or retry known only from a renewal info: report its subscription.
+        status.productId = renewals[decidingRenewal].productId
+        status.originalTransactionId = renewals[decidingRenewal].originalTransactionId
+      }
+      if decidingRenewal < 0, let r = renewalIndex(for: status.originalTransactionId) {
+        decidingRenewal = r
+      }
+      if decidingRenewal >= 0 {
+        status.autoRenewEnabled = renewals[decidingRenewal].willAutoRenew
+        status.autoRenewProductId =
+          renewals[decidingRenewal].autoRenewProductId ?? renewals[decidingRenewal].productId
+      }
+
+      // Entitlement (rule 6).
+      let entitled: Bool
+      let entitlementExpires: Int64?
+      switch status.state {
+      case .active: entitled = true; entitlementExpires = status.expiresDate
+      case .gracePeriod: entitled = true; entitlementExpires = status.gracePeriodExpiresDate
+      case .billingRetry: entitled = policy.billingRetryEntitled; entitlementExpires = nil
+      case .expired, .revoked, .neverSubscribed: entitled = false; entitlementExpires = nil
+      }
+      if entitled, let productId = status.productId {
+        entitlements.append(
+          Entitlement(
+            productId: productId, type: .autoRenewable, expiresDate: entitlementExpires,
+            ownership: status.ownership ?? .purchased,
+            transactionId: status.transactionId ?? status.originalTransactionId ?? "",
+            subscriptionGroupId: id))
+      }
+
+      // Facts for eligibility (rules 8, 9).
+      var fact = GroupFacts(id: id, state: status.state)
+      fact.stateEvidence = status.transactionId
+      if acc.newest >= 0 { fact.newestTransactionId = transactionId(acc.newest) }
+      if acc.intro >= 0 { fact.introEvidence = transactionId(acc.intro) }
+      if acc.refund >= 0 { fact.refundEvidence = transactionId(acc.refund) }
+      groupFacts.append(fact)
+      if !appFacts.hasCurrentSubscription
+        && (status.state == .active || status.state == .gracePeriod
+          || status.state == .billingRetry)
+      {
+        appFacts.hasCurrentSubscription = true
+        appFacts.currentEvidence = status.transactionId
+      }
+      if acc.newest >= 0 && (appNewest < 0 || isNewer(acc.newest, than: appNewest)) {
+        appNewest = acc.newest
+      }
+      statuses.append(status)
+    }
+    if appNewest >= 0 { appFacts.newestTransactionId = transactionId(appNewest) }
+
+    appendOtherEntitlements(to: &entitlements)
+    if entitlements.count > 1 {
+      entitlements.sort {
+        $0.productId != $1.productId
+          ? $0.productId < $1.productId : $0.transactionId < $1.transactionId
+      }
+    }
+
+    return SubscriptionEvaluation(
+      time: time, groups: statuses, entitlements: entitlements, revocations: revocations(),
+      facts: groupFacts, appFacts: appFacts, catalog: catalog, policy: policy)
+  }
+
+  /// Non-renewing terms, non-consumables and free subscriptions (rule 6).
+  func appendOtherEntitlements(to entitlements: inout [Entitlement]) {
+    // (product, fact) pairs; sorted, they give per-product chains in purchase order.
+    var nonRenewing: [(product: Int32, purchase: Int64, fact: Int)] = []
+    // product -> the earliest non-revoked transaction (non-consumable, free subscription)
+    var owned: [(product: Int32, fact: Int)] = []
+    for i in facts.indices {
+      switch facts[i].kind {
+      case .nonRenewing:
+        if !facts[i].isRevoked(at: time) {
+          nonRenewing.append((facts[i].product, facts[i].purchase, i))
+        }
+      case .nonConsumable, .free:
+        guard !facts[i].isRevoked(at: time) else { continue }
+        if let slot = owned.firstIndex(where: { $0.product == facts[i].product }) {
+          if isEarlier(i, than: owned[slot].fact) { owned[slot].fact = i }
+        } else {
+          owned.append((facts[i].product, i))
+        }
+      case .ignored, .autoRenewable, .consumable: continue
+      }
+    }
+    for (product, i) in owned {
+      let position = source[i]
+      entitlements.append(
+        Entitlement(
+          productId: history[position].productId, type: catalog.products[Int(product)].type,
+          expiresDate: nil, ownership: facts[i].familyShared ? .familyShared : .purchased,
+          transactionId: history[position].transactionId,
+          subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
+    }
+    guard !nonRenewing.isEmpty else { return }
+    // Terms chain per product: each starts at max(purchase, end of the previous term).
+    if nonRenewing.count > 1 {
+      let history = self.history
+      let source = self.source
+      nonRenewing.sort { a, b in
+        if a.product != b.product { return a.product < b.product }
+        if a.purchase != b.purchase { return a.purchase < b.purchase }
+        return history[source[a.fact]].transactionId < history[source[b.fact]].transactionId
+      }
+    }
+    var start = 0
+    while start < nonRenewing.count {
+      let product = nonRenewing[start].product
+      var end = start
+      while end < nonRenewing.count && nonRenewing[end].product == product { end += 1 }
+      if let duration = catalog.products[Int(product)].duration {
+        var termEnd = Int64.min
+        var covering = -1
+        for k in start..<end {
+          let termStart = max(nonRenewing[k].purchase, termEnd)
+          termEnd = duration.added(to: termStart)
+          if termStart <= time && time < termEnd { covering = nonRenewing[k].fact }
+        }
+        if covering >= 0 {
+          let position = source[covering]
+          entitlements.append(
+            Entitlement(
+              productId: history[position].productId, type: .nonRenewing, expiresDate: termEnd,
+              ownership: facts[covering].familyShared ? .familyShared : .purchased,
+              transactionId: history[position].transactionId,
+              subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
+        }
+      }
+      start = end
+    }
+  }
+
+  /// Revocations by `time` of every transaction evaluation classifies (rule 7).
+  func revocations() -> [Revocation] {
+    var result: [Revocation] = []
+    for i in facts.indices where facts[i].kind != .ignored && facts[i].isRevoked(at: time) {
+      let t = history[source[i]]
+      guard let kind = RevocationKind(classifying: t) else { continue }
+      result.append(
+        Revocation(
+          transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
+          productId: t.productId, revocationDate: facts[i].revocation, kind: kind,
+          ownership: facts[i].familyShared ? .familyShared : .purchased))
+    }
+    if result.count > 1 {
+      result.sort {
+        $0.revocationDate != $1.revocationDate
+          ? $0.revocationDate < $1.revocationDate : $0.transactionId < $1.transactionId
+      }
+    }
+    return result
+  }
+}
