@@ -132,7 +132,7 @@ let package = Package(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
-      dependencies: ["AppStoreSimulator", "HTTPServer", "SubstatusJSON"],
+      dependencies: ["AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain"],
       swiftSettings: swiftSettings),
   ]
 )
