@@ -132,7 +132,9 @@ let package = Package(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
-      dependencies: ["AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain"],
+      dependencies: [
+        "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
+      ],
       swiftSettings: swiftSettings),
   ]
 )

@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Foundation
 import SubscriptionDomain
 import SubstatusJSON
+import SubstatusService
 import Testing
 
 // The simulator's output read by our own domain layer: the parsers must accept every body the
@@ -126,6 +127,56 @@ struct DomainInteropTests {
     #expect(monthly.promotional.reason == .lapsedSubscriber)
     // And the simulator agrees: the intro offer and the promotional offer are both redeemable.
     try await sim.ok("POST", "\(app)/users/l/purchase", #"{"product_id":"pro.monthly","offer":{"type":"introductory"}}"#)
+    await sim.stop()
+  }
+}
+
+@Suite("SubstatusService's verifyReceipt client against the simulator")
+struct VerifyReceiptClientInteropTests {
+  private func client(_ sim: Sim, maxAttempts: Int = 3) -> VerifyReceiptClient {
+    VerifyReceiptClient(
+      productionURL: URL(string: "http://\(sim.base)/production/verifyReceipt")!,
+      sandboxURL: URL(string: "http://\(sim.base)/sandbox/verifyReceipt")!,
+      timeout: .seconds(5), maxAttempts: maxAttempts, initialBackoff: .milliseconds(5))
+  }
+
+  @Test func productionFirstThenSandboxOn21007() async throws {
+    let sim = try Sim()
+    try await sim.ok("POST", "/control/apps", catalog())
+    try await sim.ok("POST", "/control/users", #"{"user_id":"s","environment":"sandbox"}"#)
+    let bought = try await sim.ok("POST", "\(app)/users/s/purchase", #"{"product_id":"pro.monthly"}"#)
+    let receipt = try #require(bought["receipt"]?.string)
+    let response = try await client(sim).verify(receiptData: receipt, password: "s3cret")
+    #expect(response.environment == .sandbox)
+    #expect(response.transactions.count == 1)
+    #expect(response.pendingRenewalInfo.count == 1)
+    do {
+      _ = try await client(sim).verify(receiptData: receipt, password: "wrong")
+      Issue.record("a wrong secret must fail")
+    } catch {
+      #expect(error.kind == .wrongSharedSecret)
+      #expect(error.status?.code == 21004)
+    }
+    await sim.stop()
+  }
+
+  @Test func retriesInjectedTemporaryFailures() async throws {
+    let sim = try Sim()
+    try await sim.ok("POST", "/control/apps", catalog())
+    try await sim.ok("POST", "/control/users", #"{"user_id":"p","environment":"production"}"#)
+    let bought = try await sim.ok("POST", "\(app)/users/p/purchase", #"{"product_id":"pro.monthly"}"#)
+    let receipt = try #require(bought["receipt"]?.string)
+    try await sim.ok("POST", "/control/faults", #"{"status":21005,"count":1}"#)
+    try await sim.ok("POST", "/control/faults", #"{"http_status":503,"count":1}"#)
+    let response = try await client(sim).verify(receiptData: receipt, password: "s3cret")
+    #expect(response.environment == .production)
+    try await sim.ok("POST", "/control/faults", #"{"status":21104,"count":5}"#)
+    do {
+      _ = try await client(sim, maxAttempts: 2).verify(receiptData: receipt, password: "s3cret")
+      Issue.record("a retryable status that persists must fail")
+    } catch {
+      #expect(error.kind == .unavailable)
+    }
     await sim.stop()
   }
 }
