@@ -357,6 +357,13 @@ struct CommandLineTests {
     process.arguments = ["--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0"]
     process.standardError = FileHandle.nullDevice
     try process.run()
+    defer {
+      // On any failure below, do not leave the simulator running.
+      if process.isRunning {
+        process.terminate()
+        process.waitUntilExit()
+      }
+    }
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(10)
     while !FileManager.default.fileExists(atPath: ready.path) && clock.now < deadline {

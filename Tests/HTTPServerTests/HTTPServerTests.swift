@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 import HTTPServer
@@ -95,6 +96,15 @@ struct HTTPServerTests {
     }
   }
 
+  @Test func headIsAnsweredByTheGetRouteWithoutABody() async throws {
+    try await withServer { server in
+      let reply = try await rawExchange(
+        port: server.port, Array("HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+      #expect(reply.hasPrefix("HTTP/1.1 200"))
+      #expect(reply.hasSuffix("\r\n\r\n"))
+    }
+  }
+
   @Test func bodyOverTheLimitGets413AndTheServerKeepsServing() async throws {
     try await withServer { server in
       let big = Data(repeating: 0x41, count: 4096)
@@ -114,11 +124,11 @@ struct HTTPServerTests {
       let request =
         "POST /v1/apps/a/apple/notifications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
         + "Connection: close\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n"
-      let reply = try rawExchange(port: server.port, Array(request.utf8))
+      let reply = try await rawExchange(port: server.port, Array(request.utf8))
       #expect(reply.hasPrefix("HTTP/1.1 413"))
       let small = "POST /v1/apps/a/apple/notifications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
         + "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-      let ok = try rawExchange(port: server.port, Array(small.utf8))
+      let ok = try await rawExchange(port: server.port, Array(small.utf8))
       #expect(ok.hasPrefix("HTTP/1.1 201"))
       #expect(ok.contains("\"body\":\"abc\""))
     }
@@ -133,7 +143,7 @@ struct HTTPServerTests {
   ])
   func malformedRequestsAreRejectedAndTheServerStaysUp(raw: String) async throws {
     try await withServer { server in
-      let reply = try rawExchange(port: server.port, Array(raw.utf8))
+      let reply = try await rawExchange(port: server.port, Array(raw.utf8))
       #expect(reply.isEmpty || reply.hasPrefix("HTTP/1.1 4") || reply.hasPrefix("HTTP/1.1 5"))
       #expect(!reply.contains("\r\n\r\nok"))
       #expect(try await send("GET", server, "/healthz").text == "ok")
@@ -171,19 +181,40 @@ struct HTTPServerTests {
     }
   }
 
+  /// A server whose `/slow` handler records that it started, then sleeps `delay`.
+  private func slowServer(delay: Duration) throws -> (HTTPServer, Counter) {
+    let started = Counter()
+    var router = HTTPRouter()
+    router.add("GET", "/slow") { _ in
+      started.increment()
+      try await Task.sleep(for: delay)
+      return .text("slow")
+    }
+    return (try HTTPServer(configuration: .init(), router: router), started)
+  }
+
+  private func waitUntilStarted(_ started: Counter) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(10)
+    while started.value == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+    try #require(started.value == 1)
+  }
+
   @Test func stopWaitsForHandlersInFlightThenRefusesConnections() async throws {
-    let server = try HTTPServer(configuration: .init(), router: makeRouter())
+    let (server, started) = try slowServer(delay: .milliseconds(800))
     async let slow = send("GET", server, "/slow")
-    try await Task.sleep(for: .milliseconds(200))
+    try await waitUntilStarted(started)
     await server.stop(gracePeriod: .seconds(5))
     #expect(try await slow.text == "slow")
-    #expect(throws: (any Error).self) { try rawExchange(port: server.port, Array("GET / HTTP/1.1\r\n\r\n".utf8)) }
+    await #expect(throws: (any Error).self) {
+      try await rawExchange(port: server.port, Array("GET / HTTP/1.1\r\n\r\n".utf8))
+    }
   }
 
   @Test func stopAnswers503WhenTheGracePeriodRunsOut() async throws {
-    let server = try HTTPServer(configuration: .init(), router: makeRouter())
+    let (server, started) = try slowServer(delay: .seconds(3))
     async let slow = send("GET", server, "/slow")
-    try await Task.sleep(for: .milliseconds(200))
+    try await waitUntilStarted(started)
     let clock = ContinuousClock()
     let start = clock.now
     await server.stop(gracePeriod: .milliseconds(100))
