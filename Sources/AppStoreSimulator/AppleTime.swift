@@ -98,8 +98,8 @@ enum AppleTime {
 }
 
 /// A subscription or offer duration in ISO-8601 form with one component: `P3D`, `P1W`, `P1M`, `P1Y`.
-struct SubscriptionDuration: Sendable, Equatable, CustomStringConvertible {
-  enum Unit: String, Sendable { case day = "D", week = "W", month = "M", year = "Y" }
+struct SubscriptionDuration: Sendable, Equatable, Codable, CustomStringConvertible {
+  enum Unit: String, Sendable, Codable { case day = "D", week = "W", month = "M", year = "Y" }
   var count: Int64
   var unit: Unit
 

@@ -10,7 +10,7 @@ import HTTPServer
 /// ```
 /// appstore-sim --listen HOST:PORT [--ready-file F] [--notify-url-default URL] [--time-scale N]
 ///              [--start-ms MS] [--id-base N] [--notification-retry-compression F]
-///              [--notification-timeout SECONDS]
+///              [--notification-timeout SECONDS] [--state-file F]
 /// ```
 public struct SimulatorCommandLine: Sendable, Equatable {
   /// `--listen HOST:PORT` (default `127.0.0.1:0`).
@@ -29,12 +29,16 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   public var notificationRetryCompression: Double = 1
   /// `--notification-timeout SECONDS` (default 30, as Apple).
   public var notificationTimeoutSeconds: Double = 30
+  /// `--state-file F`: the state is loaded from F at start (if it exists) and saved there on
+  /// graceful stop.
+  public var stateFile: String?
 
   /// The usage text.
   public static let usage = """
     usage: appstore-sim --listen HOST:PORT [--ready-file F] [--notify-url-default URL]
                         [--time-scale N] [--start-ms MS] [--id-base N]
                         [--notification-retry-compression F] [--notification-timeout SECONDS]
+                        [--state-file F]
     """
 
   /// Defaults.
@@ -59,6 +63,7 @@ public struct SimulatorCommandLine: Sendable, Equatable {
         listen = try value(argument)
         _ = try HTTPServerConfiguration(listen: listen)
       case "--ready-file": readyFile = try value(argument)
+      case "--state-file": stateFile = try value(argument)
       case "--notify-url-default":
         let url = try value(argument)
         guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https" else {
@@ -97,6 +102,13 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   /// - Throws: ``HTTPServerError`` if the address cannot be bound or the ready file written.
   public func run() async throws(HTTPServerError) {
     let simulator = AppStoreSimulator(configuration: configuration)
+    if let stateFile, let data = FileManager.default.contents(atPath: stateFile) {
+      do throws(SnapshotError) {
+        try simulator.restore(snapshotJSON: Array(data))
+      } catch {
+        throw HTTPServerError(message: "cannot load state file '\(stateFile)': \(error.message)")
+      }
+    }
     var serverConfiguration = try HTTPServerConfiguration(listen: listen)
     serverConfiguration.maxBodySize = 4 << 20
     let server = try HTTPServer(configuration: serverConfiguration, router: simulator.router())
@@ -113,6 +125,13 @@ public struct SimulatorCommandLine: Sendable, Equatable {
     await waitForTerminationSignal()
     await server.stop(gracePeriod: .seconds(5))
     simulator.shutdown()
+    if let stateFile {
+      do {
+        try Data(simulator.snapshotJSON()).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
+      } catch {
+        throw HTTPServerError(message: "cannot save state file '\(stateFile)': \(error)")
+      }
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 /// Which App Store environment a user, receipt or notification belongs to.
-public enum StoreEnvironment: String, Sendable, CaseIterable {
+public enum StoreEnvironment: String, Sendable, CaseIterable, Codable {
   /// The live App Store (`buy.itunes.apple.com`).
   case production
   /// The sandbox (`sandbox.itunes.apple.com`), with compressed subscription periods.
@@ -12,7 +12,7 @@ public enum StoreEnvironment: String, Sendable, CaseIterable {
 }
 
 /// Product types as App Store Connect names them.
-enum ProductType: String, Sendable {
+enum ProductType: String, Sendable, Codable {
   case autoRenewable = "auto_renewable"
   case nonRenewing = "non_renewing"
   case nonConsumable = "non_consumable"
@@ -20,14 +20,14 @@ enum ProductType: String, Sendable {
 }
 
 /// How an offer is priced.
-enum OfferMode: String, Sendable {
+enum OfferMode: String, Sendable, Codable {
   case freeTrial = "free_trial"
   case payAsYouGo = "pay_as_you_go"
   case payUpFront = "pay_up_front"
 }
 
 /// An introductory offer, promotional offer or offer code of a product.
-struct Offer: Sendable, Equatable {
+struct Offer: Sendable, Equatable, Codable {
   var mode: OfferMode
   /// Free trial and pay up front: the one discounted period. Pay as you go: unused (each of
   /// `periods` periods has the product's duration).
@@ -36,7 +36,7 @@ struct Offer: Sendable, Equatable {
   var periods: Int
 }
 
-struct Product: Sendable {
+struct Product: Sendable, Codable {
   var productID: String
   var type: ProductType
   var groupID: String?
@@ -49,7 +49,7 @@ struct Product: Sendable {
   var offerCodes: [String: Offer]
 }
 
-struct App: Sendable {
+struct App: Sendable, Codable {
   var bundleID: String
   var appleAppID: Int64
   var sharedSecrets: [String]
@@ -63,7 +63,7 @@ struct App: Sendable {
   var sandboxNotificationRetries: Bool
 }
 
-struct User: Sendable {
+struct User: Sendable, Codable {
   var userID: String
   var environment: StoreEnvironment
   var createdMs: Int64
@@ -76,12 +76,12 @@ struct User: Sendable {
   var familyMembers: [String] = []
 }
 
-enum Ownership: String, Sendable {
+enum Ownership: String, Sendable, Codable {
   case purchased = "PURCHASED"
   case familyShared = "FAMILY_SHARED"
 }
 
-struct Transaction: Sendable {
+struct Transaction: Sendable, Codable {
   var seq: Int
   var transactionID: String
   var originalTransactionID: String
@@ -105,8 +105,8 @@ struct Transaction: Sendable {
 }
 
 /// An offer being applied over several renewals (pay as you go), or one redeemed for the next renewal.
-struct OfferInProgress: Sendable {
-  enum Kind: Sendable, Equatable {
+struct OfferInProgress: Sendable, Codable {
+  enum Kind: Sendable, Equatable, Codable {
     case introductory
     case promotional(String)
     case offerCode(String)
@@ -117,7 +117,7 @@ struct OfferInProgress: Sendable {
 }
 
 /// One auto-renewable subscription: a chain of transactions sharing an original transaction id.
-struct Subscription: Sendable {
+struct Subscription: Sendable, Codable {
   var originalTransactionID: String
   var bundleID: String
   var userID: String

@@ -582,6 +582,16 @@ extension AppStoreSimulator {
       return jsonResponse(.object(["drained": .bool(drained)]), status: drained ? 200 : 504)
     }
 
+    router.add("GET", "/control/state") { [self] _ in .json(snapshotJSON()) }
+    router.add("PUT", "/control/state") { [self] request in
+      do throws(SnapshotError) {
+        try restore(snapshotJSON: request.body)
+      } catch {
+        throw HTTPError.badRequest(error.message)
+      }
+      return jsonResponse(.object(["now_ms": .integer(nowMs)]))
+    }
+
     router.add("GET", "/control/faults") { [self] _ in
       jsonResponse(.object(["faults": .array(faults.withLock { $0.map(\.json) })]))
     }

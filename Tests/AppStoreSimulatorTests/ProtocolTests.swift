@@ -158,6 +158,42 @@ struct VerifyReceiptTests {
   }
 }
 
+@Suite("State snapshots")
+struct SnapshotTests {
+  @Test func aRestoredSimulatorContinuesExactlyWhereTheFirstStood() async throws {
+    let first = try Sim()
+    try await first.ok("POST", "/control/apps", catalog(graceDays: 3))
+    try await first.ok("POST", "/control/users", #"{"user_id":"a","environment":"production"}"#)
+    try await first.ok("POST", "/control/users", #"{"user_id":"b","environment":"production"}"#)
+    try await first.ok("POST", "/control/users/a/family/members", #"{"user_id":"b"}"#)
+    let bought = try await first.ok(
+      "POST", "\(app)/users/a/purchase", #"{"product_id":"pro.monthly","offer":{"type":"introductory"}}"#)
+    try await first.ok("POST", "/control/users/a/billing-failure")
+    try await first.advance(#"{"days":8}"#)
+    let receipt = try #require(bought["receipt"]?.string)
+
+    let (status, snapshot) = try await call("GET", first.base, "/control/state")
+    #expect(status == 200)
+    let second = try Sim(.init(startMs: 0))
+    try await second.ok("PUT", "/control/state", snapshot.serialized())
+    #expect(try await second.ok("GET", "/control/clock")["now_ms"] == (try await first.ok("GET", "/control/clock"))["now_ms"])
+    #expect(try await second.verify(receipt).serialized() == (try await first.verify(receipt)).serialized())
+    // Both continue identically: same ids, same renewals.
+    let next1 = try await first.ok("POST", "/control/users/a/billing-recover")
+    let next2 = try await second.ok("POST", "/control/users/a/billing-recover")
+    #expect(next1["transactions"]?.arrayValue?.count == 2)
+    #expect(next1["transactions"] == next2["transactions"])
+    let user1 = try await first.ok("POST", "/control/users", #"{}"#)
+    let user2 = try await second.ok("POST", "/control/users", #"{}"#)
+    #expect(user1["user_id"] == user2["user_id"])
+
+    try await second.fails(400, "PUT", "/control/state", #"{"version":99}"#)
+    try await second.fails(400, "PUT", "/control/state", "[]")
+    await first.stop()
+    await second.stop()
+  }
+}
+
 @Suite("Notification delivery")
 struct NotificationDeliveryTests {
   @Test func retriesFollowAppleV1ScheduleCompressed() async throws {
@@ -376,6 +412,58 @@ struct CommandLineTests {
     #expect(status == 200)
     process.terminate()  // SIGTERM
     process.waitUntilExit()
+    #expect(process.terminationReason == .exit)
     #expect(process.terminationStatus == 0)
+  }
+
+  @Test func stateFileSurvivesARestart() async throws {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let binary = root.appendingPathComponent(".build/debug/appstore-sim")
+    try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build appstore-sim first")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-sim-\(UUID())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let stateFile = directory.appendingPathComponent("state.json").path
+
+    func start() async throws -> (Process, String) {
+      let ready = directory.appendingPathComponent("ready-\(UUID()).json")
+      let process = Process()
+      process.executableURL = binary
+      process.arguments = [
+        "--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0",
+        "--start-ms", String(startMs), "--state-file", stateFile,
+      ]
+      process.standardError = FileHandle.nullDevice
+      try process.run()
+      let clock = ContinuousClock()
+      let deadline = clock.now + .seconds(10)
+      while !FileManager.default.fileExists(atPath: ready.path) && clock.now < deadline {
+        try await Task.sleep(for: .milliseconds(20))
+      }
+      let json = try JSONValue(parsing: Array(try Data(contentsOf: ready)))
+      return (process, try #require(json["http"]?.stringValue))
+    }
+    func stop(_ process: Process) {
+      process.terminate()
+      process.waitUntilExit()
+    }
+
+    var (process, address) = try await start()
+    defer { if process.isRunning { stop(process) } }
+    _ = try await call("POST", address, "/control/apps", catalog())
+    _ = try await call("POST", address, "/control/users", #"{"user_id":"keep","environment":"production"}"#)
+    let (_, bought) = try await call("POST", address, "\(app)/users/keep/purchase", #"{"product_id":"pro.monthly"}"#)
+    let receipt = try #require(bought["receipt"]?.string)
+    stop(process)
+    #expect(process.terminationStatus == 0)
+    #expect(FileManager.default.fileExists(atPath: stateFile))
+
+    (process, address) = try await start()
+    let (_, verify) = try await call(
+      "POST", address, "/production/verifyReceipt", #"{"receipt-data":"\#(receipt)","password":"s3cret"}"#)
+    #expect(verify["status"]?.int64 == 0)
+    #expect(verify["latest_receipt_info"]?.arrayValue?.count == 1)
+    stop(process)
   }
 }
