@@ -211,6 +211,19 @@ struct HTTPServerTests {
     }
   }
 
+  @Test func aClientThatHangsUpDuringTheHandlerLeavesNothingBehind() async throws {
+    let (server, started) = try slowServer(delay: .milliseconds(300))
+    // Send a request and hang up at once (timeout 0: read nothing back).
+    _ = try? await rawExchange(
+      port: server.port, Array("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n".utf8), timeout: .milliseconds(1))
+    try await waitUntilStarted(started)
+    let clock = ContinuousClock()
+    let start = clock.now
+    // The abandoned request completes when its handler returns, so stop need not wait long.
+    await server.stop(gracePeriod: .seconds(5))
+    #expect(clock.now - start < .seconds(2))
+  }
+
   @Test func stopAnswers503WhenTheGracePeriodRunsOut() async throws {
     let (server, started) = try slowServer(delay: .seconds(3))
     async let slow = send("GET", server, "/slow")

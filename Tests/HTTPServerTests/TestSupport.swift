@@ -70,7 +70,8 @@ private func blockingExchange(port: Int, _ bytes: [UInt8], timeout: Duration) th
     }
   }
   guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-  var tv = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+  let micros = timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000
+  var tv = timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
   _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
   var received: [UInt8] = []
