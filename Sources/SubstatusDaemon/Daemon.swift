@@ -108,7 +108,16 @@ public enum SubstatusDaemon {
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
     }
 
+    // Background receipt refresh (off with --refresh-interval 0).
+    let refresher = configuration.refreshInterval > 0
+      ? ReceiptRefresher(service: service, configuration: .init(
+          interval: .milliseconds(max(10, Int64(configuration.refreshInterval * 1000))),
+          maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency))
+      : nil
+    let refreshing = refresher.map { r in Task { await r.run() } }
+
     let signals = onTerminationSignals {
+      refresher?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
       health.setDraining()
       log.info("draining: finishing in-flight calls")
@@ -136,6 +145,8 @@ public enum SubstatusDaemon {
         }
       }
       let status = await group.next() ?? 1
+      refresher?.beginGracefulShutdown()
+      await refreshing?.value
       await http.stop()
       withExtendedLifetime(signals) {}
       log.info("stopped")
