@@ -126,7 +126,8 @@ extension SubstatusService {
 /// - 21004 (wrong shared secret) or no secret set: the app's receipts are not sent to Apple again
 ///   while the app keeps the same secret (each is pushed back by `wrongSecretBackoff`); a new secret
 ///   lifts that at the next due time, a new SubmitReceipt at once;
-/// - other rejections (21003, 21010, a malformed receipt): the receipt is no longer due.
+/// - other rejections (21003, 21010, a malformed receipt): the receipt is no longer due;
+/// - a disabled tenant's receipts are not sent to Apple (each is pushed back by `wrongSecretBackoff`).
 ///
 /// One log line per batch with counts (never a receipt or a secret); counters by outcome in
 /// ``ServiceMetrics`` (`substatus_receipt_refreshes_total`).
@@ -190,6 +191,8 @@ public final class ReceiptRefresher: Sendable {
     case rejected = "rejected"
     /// The app no longer exists; no longer due.
     case appNotFound = "app_not_found"
+    /// The app's tenant is disabled; held back like a wrong secret.
+    case tenantDisabled = "tenant_disabled"
   }
 
   /// What one batch did.
@@ -345,6 +348,10 @@ public final class ReceiptRefresher: Sendable {
   private func attempt(_ receipt: StoredReceipt, _ app: SubstatusService.CachedApp) async -> Outcome {
     let now = service.environment.now()
     let appId = receipt.user.appId
+    if (try? await service.store.tenant(id: app.app.tenantId))?.disabled == true {
+      _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: receipt.failureCount)
+      return .tenantDisabled
+    }
     let secret: SharedSecretVersion
     do {
       guard let current = try await service.store.sharedSecrets(appId: appId)?.current else {

@@ -336,6 +336,21 @@ struct ReceiptRefresherTests {
     #expect(stored.receiptData == "t1/app1/u1")
   }
 
+  @Test("a disabled tenant's receipts are held back, not sent to Apple")
+  func disabledTenant() async throws {
+    let fake = FakeAppStore { _ in (200, FakeAppStore.body(periods: [(0, 1)], latest: "x")) }
+    let w = RefreshWorld(fake: fake)
+    try await w.makeApp("app1", tenant: "t1")
+    try await w.makeApp("app2", tenant: "t2")
+    try await w.saveDue("u1", app: "app1", tenant: "t1")
+    try await w.saveDue("u1", app: "app2", tenant: "t2")
+    _ = try await w.store.setTenantDisabled(id: "t1", disabled: true)
+    let summary = try #require(await w.refresher(.init(wrongSecretBackoff: .seconds(3600))).refreshDue())
+    #expect(summary.outcomes == [.tenantDisabled: 1, .refreshed: 1])
+    #expect(fake.calls.map(\.receipt) == ["t2/app2/u1"])
+    #expect(try await w.receipt("u1", app: "app1")?.nextDueMs == w.now + hour)
+  }
+
   @Test("run() refreshes on its interval and stops gracefully")
   func runAndStop() async throws {
     let t = TestWorld().now.withLock { $0 }
