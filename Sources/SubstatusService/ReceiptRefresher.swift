@@ -124,8 +124,9 @@ extension SubstatusService {
 ///   store error): exponential backoff per receipt, `initialBackoff × 2^(failures-1)` with jitter,
 ///   capped at `maxBackoff`;
 /// - 21004 (wrong shared secret) or no secret set: the app's receipts are not sent to Apple again
-///   while the app keeps the same secret (each is pushed back by `wrongSecretBackoff`); a new secret
-///   lifts that at the next due time, a new SubmitReceipt at once;
+///   while the app keeps the same secret (each is pushed back by `wrongSecretBackoff`); when the
+///   app's secret changes, the held receipts are due at the next tick (the refresher remembers
+///   them in memory; after a restart the backoff applies);
 /// - other rejections (21003, 21010, a malformed receipt): the receipt is no longer due;
 /// - a disabled tenant's receipts are not sent to Apple (each is pushed back by `wrongSecretBackoff`).
 ///
@@ -213,8 +214,12 @@ public final class ReceiptRefresher: Sendable {
   private struct State {
     var stopping = false
     var sleeper: Task<Void, any Error>?
-    /// Apps whose current secret Apple rejected: app id → that secret's fingerprint.
+    /// Apps whose current secret Apple rejected: app id → that secret's fingerprint ("" for an
+    /// app without a secret).
     var rejectedSecrets: [String: String] = [:]
+    /// Receipts held back for an app's secret: app id → user → failure count. Released (due at
+    /// once) when the app's secret fingerprint changes; after a restart the backoff applies.
+    var held: [String: [UserKey: Int]] = [:]
   }
 
   private let state = Mutex(State())
@@ -267,6 +272,7 @@ public final class ReceiptRefresher: Sendable {
   public func refreshDue() async -> BatchSummary? {
     let now = service.environment.now()
     let started = ContinuousClock.now
+    await releaseHeld(now: now)
     let due: [StoredReceipt]
     do {
       due = try await service.store.dueReceipts(atMs: now, limit: configuration.batchSize)
@@ -355,7 +361,8 @@ public final class ReceiptRefresher: Sendable {
     let secret: SharedSecretVersion
     do {
       guard let current = try await service.store.sharedSecrets(appId: appId)?.current else {
-        return await holdForSecret(receipt, now: now)
+        state.withLock { $0.rejectedSecrets[appId] = "" }
+        return await holdForSecret(receipt, now: now, failureCount: receipt.failureCount)
       }
       secret = current
     } catch {
@@ -367,7 +374,7 @@ public final class ReceiptRefresher: Sendable {
       s.rejectedSecrets[appId] = nil  // a new secret: try again
       return false
     }
-    if known { return await holdForSecret(receipt, now: now) }
+    if known { return await holdForSecret(receipt, now: now, failureCount: receipt.failureCount) }
 
     let started = ContinuousClock.now
     let response: VerifyReceiptResponse
@@ -379,7 +386,7 @@ public final class ReceiptRefresher: Sendable {
       switch error.kind {
       case .wrongSharedSecret:
         state.withLock { $0.rejectedSecrets[appId] = secret.fingerprint }
-        _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: receipt.failureCount + 1)
+        _ = await holdForSecret(receipt, now: now, failureCount: receipt.failureCount + 1)
         return .wrongSharedSecret
       case .unavailable:
         return await backOff(receipt, now: now)
@@ -399,10 +406,46 @@ public final class ReceiptRefresher: Sendable {
     }
   }
 
-  /// Pushes a receipt of an app without a usable secret back by `wrongSecretBackoff`.
-  private func holdForSecret(_ receipt: StoredReceipt, now: Int64) async -> Outcome {
-    _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: receipt.failureCount)
+  /// Pushes a receipt of an app without a usable secret back by `wrongSecretBackoff` and remembers
+  /// it, so a new secret makes it due at once (``releaseHeld(now:)``).
+  private func holdForSecret(_ receipt: StoredReceipt, now: Int64, failureCount: Int) async -> Outcome {
+    state.withLock { $0.held[receipt.user.appId, default: [:]][receipt.user] = failureCount }
+    _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: failureCount)
     return .skippedSharedSecret
+  }
+
+  /// Makes the held receipts of apps whose secret changed since Apple rejected it due now.
+  /// - Returns: how many receipts were released.
+  @discardableResult
+  func releaseHeld(now: Int64) async -> Int {
+    let apps = state.withLock { s in s.held.keys.map { ($0, s.rejectedSecrets[$0]) } }
+    var released = 0
+    for (appId, rejected) in apps {
+      let current: String?
+      do {
+        guard let app = try await service.loadApp(appId) else {
+          _ = state.withLock { $0.held.removeValue(forKey: appId) }  // the app is gone
+          continue
+        }
+        current = app.app.sharedSecretFingerprint
+      } catch {
+        continue  // the store is failing: try at the next tick
+      }
+      guard let current, current != rejected else { continue }  // still the rejected secret, or none
+      let users = state.withLock { s -> [UserKey: Int] in
+        s.rejectedSecrets[appId] = nil
+        return s.held.removeValue(forKey: appId) ?? [:]
+      }
+      for (user, failures) in users {
+        do {
+          try await service.store.rescheduleReceipt(user: user, nextDueMs: now, failureCount: failures)
+          released += 1
+        } catch {
+          continue  // replaced or gone: the stored schedule stands
+        }
+      }
+    }
+    return released
   }
 
   /// Exponential backoff with jitter after a temporary failure.

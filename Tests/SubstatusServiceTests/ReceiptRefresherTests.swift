@@ -315,11 +315,30 @@ struct ReceiptRefresherTests {
     w.advance(1)
     #expect(try #require(await refresher.refreshDue()).outcomes == [.skippedSharedSecret: 3])
     #expect(fake.calls.filter { $0.password == "secret-of-bad" }.count == 1)
-    // A new secret: refreshed at the next due time.
+    // A new secret: the held receipts are due at the next tick (once the app cache has seen it).
     _ = try await w.store.setSharedSecret(appId: "bad", secret: "the-right-one", atMs: w.now, previousValidUntilMs: w.now)
-    w.advance(day)
+    w.advance(10_000)
     #expect(try #require(await refresher.refreshDue()).outcomes == [.refreshed: 3])
+    #expect(fake.calls.filter { $0.password == "the-right-one" }.count == 3)
     #expect(w.service.metrics.prometheusText().contains("substatus_receipt_refreshes_total{outcome=\"wrong_shared_secret\"} 1"))
+  }
+
+  @Test("an app without a secret holds its receipts until one is set")
+  func noSecretYet() async throws {
+    let t = TestWorld().now.withLock { $0 }
+    let fake = FakeAppStore { _ in (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: "x")) }
+    let w = RefreshWorld(fake: fake)
+    try await w.store.createTenant(TenantRecord(tenantId: "t1", name: "t1", createdMs: 0))
+    try await w.store.createApp(AppRecord(appId: "app1", tenantId: "t1", bundleId: "b", createdMs: 0))
+    try await w.saveDue("u1", app: "app1", tenant: "t1")
+    let refresher = w.refresher()
+    #expect(try #require(await refresher.refreshDue()).outcomes == [.skippedSharedSecret: 1])
+    w.advance(hour)
+    #expect(try #require(await refresher.refreshDue()).due == 0)
+    _ = try await w.store.setSharedSecret(appId: "app1", secret: "s", atMs: w.now, previousValidUntilMs: w.now)
+    w.advance(10_000)  // the service's app cache (5 s) sees the new fingerprint
+    #expect(try #require(await refresher.refreshDue()).outcomes == [.refreshed: 1])
+    #expect(fake.calls.map(\.password) == ["s"])
   }
 
   @Test("a receipt Apple rejects (account deleted, 21010) is no longer due")
