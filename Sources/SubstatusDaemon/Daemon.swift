@@ -145,8 +145,16 @@ public enum SubstatusDaemon {
         }
       }
       let status = await group.next() ?? 1
+      // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
       refresher?.beginGracefulShutdown()
-      await refreshing?.value
+      if let refreshing {
+        let deadline = Task {
+          try await Task.sleep(for: .seconds(5))
+          refreshing.cancel()
+        }
+        await refreshing.value
+        deadline.cancel()
+      }
       await http.stop()
       withExtendedLifetime(signals) {}
       log.info("stopped")
