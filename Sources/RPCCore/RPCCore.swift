@@ -1,2 +1,0 @@
-/// Namespace of the RPCCore module; filled by its issue.
-public enum RPCCoreModule {}

@@ -1,0 +1,233 @@
+public import SubstatusWire
+
+/// Code that runs around every RPC a server handles: authentication, logging, metrics.
+///
+/// An interceptor may read the request metadata, reject the RPC by throwing (an ``RPCError`` goes
+/// to the caller as it is), and attach typed values to the context for the handler:
+///
+/// ```swift
+/// struct AuthInterceptor: ServerInterceptor {
+///   func intercept(
+///     _ context: ServerContext, next: (ServerContext) async throws -> Void
+///   ) async throws {
+///     guard let key = context.metadata.firstString(forKey: "authorization") else {
+///       throw RPCError(code: .unauthenticated, message: "missing authorization")
+///     }
+///     var context = context
+///     context[TenantKey.self] = try lookUp(key)
+///     try await next(context)
+///   }
+/// }
+/// ```
+public protocol ServerInterceptor: Sendable {
+  /// Runs the interceptor; call `next` to continue with the next interceptor and the handler.
+  ///
+  /// - Parameters:
+  ///   - context: The RPC's context.
+  ///   - next: The rest of the chain; throws what the handler throws.
+  func intercept(
+    _ context: ServerContext, next: (ServerContext) async throws -> Void
+  ) async throws
+}
+
+/// A handler at the transport's level: reads serialized requests, writes response parts.
+public typealias RPCStreamHandler =
+  @Sendable (RPCRequestStream, any RPCResponseWriter, ServerContext) async throws -> Void
+
+/// Maps method paths (`/package.Service/Method`) to handlers.
+///
+/// ```swift
+/// var router = RPCRouter()
+/// router.registerUnary(
+///   method: "/subs.bench.v1.Bench/Echo", request: EchoRequest.self, response: EchoReply.self
+/// ) { request, context in
+///   EchoReply.with { $0.payload = request.payload }
+/// }
+/// ```
+public struct RPCRouter: Sendable {
+  private var handlers: [String: RPCStreamHandler] = [:]
+  private var services: Set<Substring> = []
+
+  /// An empty router.
+  public init() {}
+
+  /// The registered method paths, sorted.
+  public var methods: [String] { handlers.keys.sorted() }
+
+  /// The registered service names, sorted (for reflection and health).
+  public var serviceNames: [String] { services.map(String.init).sorted() }
+
+  /// Registers a handler that reads and writes serialized messages itself.
+  ///
+  /// - Parameters:
+  ///   - method: The full method path, `/package.Service/Method`.
+  ///   - handler: Reads the request stream and writes `.metadata`/`.message` parts; the router
+  ///     writes the final `.status` when it returns or throws.
+  public mutating func registerStreaming(method: String, handler: @escaping RPCStreamHandler) {
+    precondition(method.hasPrefix("/") && method.dropFirst().contains("/"), "bad method path \(method)")
+    handlers[method] = handler
+    let service = method.dropFirst().prefix { $0 != "/" }
+    services.insert(service)
+  }
+
+  /// Registers a unary handler over bytes.
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - handler: Receives the serialized request, returns the serialized response.
+  public mutating func registerUnaryBytes(
+    method: String, handler: @escaping @Sendable ([UInt8], ServerContext) async throws -> [UInt8]
+  ) {
+    registerStreaming(method: method) { requests, responses, context in
+      let request = try await requests.single()
+      let response = try await handler(request, context)
+      responses.write([.metadata(context.response.initial), .message(response)])
+    }
+  }
+
+  /// Registers a typed unary handler.
+  ///
+  /// A request that does not decode fails with `INTERNAL`, as in grpc-go.
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - request: The request message type.
+  ///   - response: The response message type.
+  ///   - handler: Handles one request.
+  public mutating func registerUnary<Request: ProtobufMessage, Response: ProtobufMessage>(
+    method: String, request: Request.Type, response: Response.Type,
+    handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
+  ) {
+    registerUnaryBytes(method: method) { bytes, context in
+      let request: Request
+      do throws(WireError) {
+        request = try Request(serializedBytes: bytes)
+      } catch {
+        throw RPCError(
+          code: .internal, message: "failed to decode \(Request.protoMessageName): \(error.message)",
+          cause: error)
+      }
+      return try await handler(request, context).serializedBytes()
+    }
+  }
+
+  /// The handler for a method path.
+  public func handler(for method: String) -> RPCStreamHandler? { handlers[method] }
+
+  /// Whether a service has any registered method.
+  public func hasService(_ service: Substring) -> Bool { services.contains(service) }
+}
+
+/// Serves the methods of a router over a transport, running interceptors around each RPC.
+///
+/// ```swift
+/// let server = RPCServer(transport: transport, router: router, interceptors: [AuthInterceptor()])
+/// try await server.run()          // returns after beginGracefulShutdown() and draining
+/// ```
+public struct RPCServer: Sendable {
+  /// The transport RPCs arrive on.
+  public let transport: any ServerTransport
+  /// The method table.
+  public let router: RPCRouter
+  /// Interceptors, outermost first.
+  public let interceptors: [any ServerInterceptor]
+
+  /// Creates a server.
+  public init(transport: any ServerTransport, router: RPCRouter, interceptors: [any ServerInterceptor] = []) {
+    self.transport = transport
+    self.router = router
+    self.interceptors = interceptors
+  }
+
+  /// Serves until ``beginGracefulShutdown()`` and in-flight RPCs have finished.
+  ///
+  /// - Throws: When the transport cannot start.
+  public func run() async throws {
+    let router = router
+    let interceptors = interceptors
+    try await transport.listen { call in
+      await RPCServer.handle(call, router: router, interceptors: interceptors)
+    }
+  }
+
+  /// Stops accepting RPCs; ``run()`` returns once the in-flight ones are done.
+  public func beginGracefulShutdown() { transport.beginGracefulShutdown() }
+
+  /// Handles one call: routes it, runs the interceptors and the handler, writes the status.
+  public static func handle(
+    _ call: RPCServerCall, router: RPCRouter, interceptors: [any ServerInterceptor]
+  ) async {
+    let context = call.context
+    guard let handler = router.handler(for: context.method) else {
+      let service = context.service
+      let message =
+        router.hasService(service)
+        ? "unknown method \(context.method.split(separator: "/").last ?? "") for service \(service)"
+        : "unknown service \(service)"
+      call.responses.write([.status(.unimplemented, message: message, trailers: [:])])
+      return
+    }
+    do {
+      try await run(interceptors[...], context: context) { context in
+        try await handler(call.requests, call.responses, context)
+      }
+      call.responses.write([.status(.ok, message: "", trailers: context.response.trailing)])
+    } catch {
+      var error = RPCError(mapping: error)
+      var trailers = context.response.trailing
+      trailers.add(contentsOf: error.metadata)
+      error.metadata = trailers
+      call.responses.write([.status(error.code, message: error.message, trailers: error.metadata)])
+    }
+  }
+
+  private static func run(
+    _ interceptors: ArraySlice<any ServerInterceptor>, context: ServerContext,
+    handler: (ServerContext) async throws -> Void
+  ) async throws {
+    guard let first = interceptors.first else { return try await handler(context) }
+    try await first.intercept(context) { context in
+      try await run(interceptors.dropFirst(), context: context, handler: handler)
+    }
+  }
+}
+
+/// Calls unary methods with typed messages over any client transport.
+///
+/// ```swift
+/// let client = RPCClient(transport: transport)
+/// let reply = try await client.unary(
+///   method: "/subs.bench.v1.Bench/Echo", request: request, response: EchoReply.self)
+/// ```
+public struct RPCClient: Sendable {
+  /// The transport calls go over.
+  public let transport: any ClientTransport
+
+  /// Creates a client.
+  public init(transport: any ClientTransport) { self.transport = transport }
+
+  /// Calls a unary method.
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - request: The request message.
+  ///   - response: The response message type.
+  ///   - metadata: Request metadata.
+  ///   - options: Timeout and other options.
+  /// - Returns: The decoded response.
+  /// - Throws: ``RPCError``; a response that does not decode is `INTERNAL`.
+  public func unary<Request: ProtobufMessage, Response: ProtobufMessage>(
+    method: String, request: Request, response: Response.Type, metadata: Metadata = [:],
+    options: CallOptions = CallOptions()
+  ) async throws(RPCError) -> Response {
+    let reply = try await transport.unary(
+      method: method, request: request.serializedBytes(), metadata: metadata, options: options)
+    do throws(WireError) {
+      return try Response(serializedBytes: reply.message)
+    } catch {
+      throw RPCError(
+        code: .internal, message: "failed to decode \(Response.protoMessageName): \(error.message)",
+        cause: error)
+    }
+  }
+}

@@ -1,0 +1,191 @@
+public import RPCCore
+import Synchronization
+
+/// A client and a server transport joined in memory, so that service tests need no sockets.
+///
+/// ```swift
+/// let transport = InProcessTransport()
+/// let server = RPCServer(transport: transport.server, router: router)
+/// try await withThrowingDiscardingTaskGroup { group in
+///   group.addTask { try await server.run() }
+///   let client = RPCClient(transport: transport.client)
+///   ...
+///   server.beginGracefulShutdown()
+/// }
+/// ```
+///
+/// It behaves like the HTTP/2 transport where handlers can tell: deadlines cancel the handler and
+/// fail the call with `DEADLINE_EXCEEDED`, cancelling the caller's task cancels the handler.
+public struct InProcessTransport: Sendable {
+  /// The server side; give it to ``RPCServer``.
+  public let server: Server
+  /// The client side; give it to ``RPCClient``.
+  public let client: Client
+
+  /// Creates a joined pair.
+  /// - Parameter peer: The peer address handlers see.
+  public init(peer: String = "in-process") {
+    server = Server()
+    client = Client(server: server, peer: peer)
+  }
+
+  /// The server side of an in-process transport.
+  public final class Server: ServerTransport {
+    private struct State {
+      var handler: (@Sendable (RPCServerCall) async -> Void)?
+      var listening = false
+      var shuttingDown = false
+      var inFlight = 0
+      var done: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// Serves calls from ``InProcessTransport/client`` until shut down and drained.
+    public func listen(_ handler: @escaping @Sendable (RPCServerCall) async -> Void) async throws {
+      try state.withLock { state in
+        guard !state.listening else {
+          throw RPCError(code: .failedPrecondition, message: "the in-process server is already listening")
+        }
+        state.listening = true
+        state.handler = handler
+      }
+      await withCheckedContinuation { continuation in
+        let finished = state.withLock { state -> Bool in
+          if state.shuttingDown && state.inFlight == 0 { return true }
+          state.done = continuation
+          return false
+        }
+        if finished { continuation.resume() }
+      }
+    }
+
+    /// Refuses new calls with `UNAVAILABLE`; ``listen(_:)`` returns once in-flight calls end.
+    public func beginGracefulShutdown() {
+      let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        state.shuttingDown = true
+        guard state.inFlight == 0 else { return nil }
+        defer { state.done = nil }
+        return state.done
+      }
+      done?.resume()
+    }
+
+    func begin() -> (@Sendable (RPCServerCall) async -> Void)? {
+      state.withLock { state in
+        guard !state.shuttingDown, let handler = state.handler else { return nil }
+        state.inFlight += 1
+        return handler
+      }
+    }
+
+    func end() {
+      let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        state.inFlight -= 1
+        guard state.shuttingDown && state.inFlight == 0 else { return nil }
+        defer { state.done = nil }
+        return state.done
+      }
+      done?.resume()
+    }
+  }
+
+  /// The client side of an in-process transport.
+  public struct Client: ClientTransport {
+    let server: Server
+    let peer: String
+
+    /// Calls a unary method on the joined server.
+    public func unary(
+      method: String, request: [UInt8], metadata: Metadata, options: CallOptions
+    ) async throws(RPCError) -> ClientResponse {
+      guard let handler = server.begin() else {
+        throw RPCError(code: .unavailable, message: "the in-process server is not serving")
+      }
+      let deadline = options.timeout.map { ContinuousClock.now + $0 }
+      let collector = ResponseCollector()
+      let context = ServerContext(method: method, metadata: metadata, deadline: deadline, peer: peer)
+      let call = RPCServerCall(
+        context: context, requests: RPCRequestStream(messages: [request]), responses: collector)
+      let server = server
+      let handlerTask = Task {
+        await handler(call)
+        collector.complete(.failure(RPCError(code: .internal, message: "the handler sent no status")))
+        server.end()
+      }
+      let timer = deadline.map { deadline in
+        Task {
+          try await Task.sleep(until: deadline, clock: .continuous)
+          collector.complete(.failure(RPCError(code: .deadlineExceeded, message: "deadline exceeded")))
+          handlerTask.cancel()
+        }
+      }
+      defer { timer?.cancel() }
+      let result = await withTaskCancellationHandler {
+        await collector.result()
+      } onCancel: {
+        collector.complete(.failure(RPCError(code: .cancelled, message: "the call was cancelled")))
+        handlerTask.cancel()
+      }
+      return try result.get()
+    }
+  }
+}
+
+/// Collects the response parts of one in-process call into a result.
+private final class ResponseCollector: RPCResponseWriter {
+  private struct State {
+    var initial: Metadata = [:]
+    var message: [UInt8]?
+    var result: Result<ClientResponse, RPCError>?
+    var waiter: CheckedContinuation<Result<ClientResponse, RPCError>, Never>?
+  }
+  private let state = Mutex(State())
+
+  func write(_ parts: [RPCResponsePart]) {
+    for part in parts {
+      switch part {
+      case .metadata(let metadata):
+        state.withLock { $0.initial = metadata }
+      case .message(let message):
+        state.withLock { state in
+          if state.message == nil { state.message = message }
+        }
+      case .status(let code, let message, let trailers):
+        let result = state.withLock { state -> Result<ClientResponse, RPCError> in
+          if code == .ok {
+            guard let body = state.message else {
+              return .failure(RPCError(code: .internal, message: "the server sent no response message"))
+            }
+            return .success(
+              ClientResponse(initialMetadata: state.initial, message: body, trailingMetadata: trailers))
+          }
+          return .failure(RPCError(code: code, message: message, metadata: trailers))
+        }
+        complete(result)
+      }
+    }
+  }
+
+  func complete(_ result: Result<ClientResponse, RPCError>) {
+    let waiter = state.withLock { state -> CheckedContinuation<Result<ClientResponse, RPCError>, Never>? in
+      guard state.result == nil else { return nil }
+      state.result = result
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume(returning: result)
+  }
+
+  func result() async -> Result<ClientResponse, RPCError> {
+    await withCheckedContinuation { continuation in
+      let ready = state.withLock { state -> Result<ClientResponse, RPCError>? in
+        if let result = state.result { return result }
+        state.waiter = continuation
+        return nil
+      }
+      if let ready { continuation.resume(returning: ready) }
+    }
+  }
+}

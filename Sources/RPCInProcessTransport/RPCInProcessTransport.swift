@@ -1,2 +1,0 @@
-/// Namespace of the RPCInProcessTransport module; filled by its issue.
-public enum RPCInProcessTransportModule {}
