@@ -23,6 +23,8 @@ let package = Package(
     .executable(name: "substatusd", targets: ["substatusd"]),
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
+    .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
+    .executable(name: "substatus", targets: ["substatus"]),
   ],
   targets: [
     // MARK: C libraries and shims
@@ -81,6 +83,17 @@ let package = Package(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
 
+    // MARK: Swift client library and CLI
+    .target(
+      name: "SubstatusClient", dependencies: ["RPCCore", "SubstatusWire"],
+      path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
+    .target(
+      name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire"],
+      path: "Clients/SubstatusCLI", swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus", dependencies: ["SubstatusCLI"], path: "Clients/substatus",
+      swiftSettings: swiftSettings),
+
     // MARK: Tests
     .testTarget(
       name: "SubstatusJSONTests", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
@@ -100,6 +113,14 @@ let package = Package(
       name: "SubscriptionStorageTests",
       dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain"],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusClientTests",
+      dependencies: ["SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusCLITests",
+      dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
   ]
