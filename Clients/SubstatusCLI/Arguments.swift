@@ -168,7 +168,7 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
       let choices = commands.filter { Array($0.words.prefix(words.count)) == words }
         .map { $0.words[words.count] }
       throw UsageError(
-        message: "'\(words.joined(separator: " "))' needs a subcommand: \(choices.joined(separator: ", "))",
+        message: "missing subcommand: \(choices.joined(separator: ", "))",
         command: words.joined(separator: " "))
     }
   }

@@ -2,6 +2,7 @@ public import Foundation
 public import RPCCore
 import SubstatusClient
 import SubstatusWire
+import Synchronization
 
 /// What the CLI reads and writes, so that tests run it in process.
 public struct CLIEnvironment: Sendable {
@@ -122,6 +123,37 @@ public enum SubstatusCLI {
   }
 }
 
+/// Connects on the first call, so that a command checks all its input before it connects.
+final class LazyTransport: ClientTransport {
+  private let address: String
+  private let connect: @Sendable (String) throws -> any ClientTransport
+  private let transport = Mutex<(any ClientTransport)?>(nil)
+
+  init(address: String, connect: @escaping @Sendable (String) throws -> any ClientTransport) {
+    self.address = address
+    self.connect = connect
+  }
+
+  func unary(method: String, request: [UInt8], metadata: Metadata, options: CallOptions)
+    async throws(RPCError) -> ClientResponse
+  {
+    let connected: any ClientTransport
+    do {
+      connected = try transport.withLock { slot in
+        if let existing = slot { return existing }
+        let created = try connect(address)
+        slot = created
+        return created
+      }
+    } catch let error as RPCError {
+      throw error
+    } catch {
+      throw RPCError(code: .unavailable, message: "cannot connect to \(address): \(error)", cause: error)
+    }
+    return try await connected.unary(method: method, request: request, metadata: metadata, options: options)
+  }
+}
+
 /// A failure that is not the command line's fault and not an RPC status (exit status 1).
 struct CommandFailure: Error {
   let message: String
@@ -158,7 +190,7 @@ struct CommandContext: Sendable {
           message: "no API key: pass --key KEY or set SUBSTATUS_API_KEY", command: command.name)
       }
     }
-    let transport = try environment.connect(address)
+    let transport = LazyTransport(address: address, connect: environment.connect)
     client = SubstatusClient(transport: transport, apiKey: key, defaultTimeout: timeout)
   }
 
