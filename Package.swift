@@ -63,7 +63,7 @@ let package = Package(
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
@@ -104,8 +104,8 @@ let package = Package(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore"],
-      swiftSettings: swiftSettings),
+      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),

@@ -1,6 +1,87 @@
 #define _GNU_SOURCE
 #include "CLinuxShims.h"
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 int clinux_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
   return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int clinux_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int clinux_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
+  struct epoll_event ev;
+  ev.events = events;
+  ev.data.u64 = token;
+  int cop = op == 1 ? EPOLL_CTL_ADD : op == 2 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+  return epoll_ctl(epfd, cop, fd, &ev);
+}
+
+int clinux_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int timeout_ms) {
+  struct epoll_event evs[256];
+  if (max > 256) max = 256;
+  int n;
+  do {
+    n = epoll_wait(epfd, evs, max, timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  for (int i = 0; i < n; i++) {
+    tokens[i] = evs[i].data.u64;
+    events[i] = evs[i].events;
+  }
+  return n;
+}
+
+int clinux_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+void clinux_eventfd_signal(int fd) {
+  uint64_t one = 1;
+  ssize_t r = write(fd, &one, sizeof one);
+  (void)r;
+}
+
+void clinux_eventfd_drain(int fd) {
+  uint64_t value;
+  ssize_t r = read(fd, &value, sizeof value);
+  (void)r;
+}
+
+uint64_t clinux_monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int clinux_set_reuse(int fd) {
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) return -1;
+  return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+}
+
+int clinux_set_nodelay(int fd) {
+  int one = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int clinux_tcp_socket(int family) {
+  return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+void clinux_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+int clinux_count_open_fds(void) {
+  DIR *dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int count = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir)) != NULL) {
+    if (entry->d_name[0] != '.') count++;
+  }
+  closedir(dir);
+  return count - 1;  // the directory stream itself
 }

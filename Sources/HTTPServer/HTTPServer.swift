@@ -1,2 +1,431 @@
-/// Namespace of the HTTPServer module; filled by its issue.
-public enum HTTPServerModule {}
+import CMicroHTTPD
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// How an ``HTTPServer`` listens and what it accepts.
+public struct HTTPServerConfiguration: Sendable {
+  /// The address to bind: an IPv4 or IPv6 literal or a host name (`127.0.0.1`, `::1`, `localhost`).
+  public var host: String
+  /// The TCP port; 0 binds a free port, see ``HTTPServer/port``.
+  public var port: Int
+  /// The largest request body accepted; larger ones get 413 before the body is read.
+  public var maxBodySize: Int
+  /// The most simultaneous connections (`MHD_OPTION_CONNECTION_LIMIT`).
+  public var connectionLimit: Int
+  /// Idle seconds after which a connection is closed (`MHD_OPTION_CONNECTION_TIMEOUT`); 0 never.
+  public var connectionTimeoutSeconds: Int
+  /// Per-connection buffer for the request line and headers (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`).
+  public var connectionMemoryLimit: Int
+
+  /// Creates a configuration; the defaults suit a notifications/health endpoint.
+  public init(
+    host: String = "127.0.0.1", port: Int = 0, maxBodySize: Int = 1 << 20,
+    connectionLimit: Int = 1024, connectionTimeoutSeconds: Int = 30,
+    connectionMemoryLimit: Int = 64 * 1024
+  ) {
+    self.host = host
+    self.port = port
+    self.maxBodySize = maxBodySize
+    self.connectionLimit = connectionLimit
+    self.connectionTimeoutSeconds = connectionTimeoutSeconds
+    self.connectionMemoryLimit = connectionMemoryLimit
+  }
+
+  /// Parses `HOST:PORT` (`127.0.0.1:8080`, `[::1]:0`, `localhost:0`) into a configuration.
+  /// - Throws: ``HTTPServerError`` when the text is not `HOST:PORT` with a port in 0...65535.
+  public init(listen: String) throws(HTTPServerError) {
+    guard let colon = listen.lastIndex(of: ":") else {
+      throw HTTPServerError(message: "listen address '\(listen)' is not HOST:PORT")
+    }
+    var host = String(listen[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    guard !host.isEmpty, let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port)
+    else { throw HTTPServerError(message: "listen address '\(listen)' is not HOST:PORT") }
+    self.init(host: host, port: port)
+  }
+}
+
+/// A failure to start the server (bad address, port in use, libmicrohttpd refusing the options).
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+  /// What went wrong.
+  public var message: String
+  /// Creates an error.
+  public init(message: String) { self.message = message }
+  /// The message.
+  public var description: String { message }
+}
+
+/// An HTTP/1.1 server on libmicrohttpd.
+///
+/// Threading: libmicrohttpd runs one internal epoll thread (`MHD_USE_INTERNAL_POLLING_THREAD |
+/// MHD_USE_EPOLL`). When a request's body is complete, its connection is suspended
+/// (`MHD_suspend_connection`) and the handler runs as a Swift task on the cooperative pool; when
+/// it returns, the connection is resumed (`MHD_resume_connection`) and the response queued from
+/// the event thread. The event thread therefore never waits on a handler: a slow handler holds
+/// only its own suspended connection, and the number of handlers in flight is bounded by the
+/// connection limit rather than by a thread pool's size (which is what blocking worker threads
+/// with a bounded wait would cost).
+///
+/// ```swift
+/// let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { request in
+///   .text("hello \(request.path)")
+/// }
+/// print(server.port)
+/// await server.stop()
+/// ```
+public final class HTTPServer: Sendable {
+  /// The port the server is bound to (the chosen one when the configuration asked for port 0).
+  public let port: Int
+  /// The host the server was bound to, as configured.
+  public let host: String
+  private let core: ServerCore
+
+  /// Binds and starts serving at once.
+  /// - Parameters:
+  ///   - configuration: where to listen and the limits.
+  ///   - handler: answers every request; it runs off libmicrohttpd's threads.
+  /// - Throws: ``HTTPServerError`` if the address does not resolve or cannot be bound.
+  public init(
+    configuration: HTTPServerConfiguration,
+    handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse
+  ) throws(HTTPServerError) {
+    let core = ServerCore(handler: handler, maxBodySize: configuration.maxBodySize)
+    self.port = try core.start(configuration)
+    self.host = configuration.host
+    self.core = core
+  }
+
+  /// Binds and starts serving the routes of `router`.
+  /// - Throws: ``HTTPServerError`` if the address does not resolve or cannot be bound.
+  public convenience init(configuration: HTTPServerConfiguration, router: HTTPRouter) throws(HTTPServerError) {
+    try self.init(configuration: configuration) { request in await router.respond(to: request) }
+  }
+
+  /// `host:port` as a client would dial it (`[::1]:PORT` for IPv6).
+  public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+  /// Stops gracefully: stops accepting connections, answers new requests on open connections
+  /// with 503, waits up to `gracePeriod` for handlers in flight, answers those still running
+  /// with 503, then shuts libmicrohttpd down. Calling it again does nothing.
+  public func stop(gracePeriod: Duration = .seconds(5)) async {
+    guard core.beginStopping() else { return }
+    let clock = ContinuousClock()
+    let deadline = clock.now + gracePeriod
+    while core.liveRequests > 0 && clock.now < deadline {
+      try? await Task.sleep(for: .milliseconds(5))
+    }
+    core.abortInFlight()
+    let flushDeadline = clock.now + .milliseconds(500)
+    while core.liveRequests > 0 && clock.now < flushDeadline {
+      try? await Task.sleep(for: .milliseconds(5))
+    }
+    core.shutDown()
+  }
+
+  deinit {
+    core.abortInFlight()
+    core.shutDown()
+  }
+}
+
+// MARK: - libmicrohttpd glue (everything below talks to C)
+
+/// A pointer owned by libmicrohttpd, passed between the event thread and handler tasks. Only
+/// used under `ServerCore.state`'s lock or on the event thread.
+private struct UnsafeHandle: @unchecked Sendable {
+  let raw: OpaquePointer
+}
+
+/// Per-request state, shared by the event thread and the handler task.
+private final class RequestContext: Sendable {
+  enum Phase {
+    case receiving
+    case running
+    case completed(HTTPResponse)
+    case sent
+  }
+
+  struct Mutable {
+    var body: [UInt8] = []
+    var tooLarge = false
+    var phase = Phase.receiving
+  }
+
+  let connection: UnsafeHandle
+  let method: String
+  let path: String
+  let headers: HTTPHeaders
+  let queryItems: [(name: String, value: String)]
+  let state = Mutex(Mutable())
+
+  init(
+    connection: UnsafeHandle, method: String, path: String, headers: HTTPHeaders,
+    queryItems: [(name: String, value: String)]
+  ) {
+    self.connection = connection
+    self.method = method
+    self.path = path
+    self.headers = headers
+    self.queryItems = queryItems
+  }
+
+  /// Stores the response if the handler is still running; false if someone answered already.
+  func complete(_ response: HTTPResponse) -> Bool {
+    state.withLock { state in
+      guard case .running = state.phase else { return false }
+      state.phase = .completed(response)
+      return true
+    }
+  }
+}
+
+private final class ServerCore: Sendable {
+  struct State {
+    var daemon: UnsafeHandle?
+    var listenSocket: Int32 = -1
+    var stopping = false
+    var live = 0
+    var inFlight: [ObjectIdentifier: RequestContext] = [:]
+  }
+
+  let handler: @Sendable (HTTPRequest) async -> HTTPResponse
+  let maxBodySize: Int
+  let state = Mutex(State())
+
+  init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, maxBodySize: Int) {
+    self.handler = handler
+    self.maxBodySize = maxBodySize
+  }
+
+  var liveRequests: Int { state.withLock { $0.live } }
+
+  func start(_ configuration: HTTPServerConfiguration) throws(HTTPServerError) -> Int {
+    var hints = addrinfo()
+    hints.ai_family = AF_UNSPEC
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+    var result: UnsafeMutablePointer<addrinfo>?
+    let rc = getaddrinfo(configuration.host, String(configuration.port), &hints, &result)
+    guard rc == 0, let info = result else {
+      throw HTTPServerError(message: "cannot resolve host '\(configuration.host)'")
+    }
+    defer { freeaddrinfo(result) }
+    var flags =
+      MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+      | MHD_ALLOW_SUSPEND_RESUME.rawValue
+    if info.pointee.ai_family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
+    let cls = Unmanaged.passRetained(self).toOpaque()
+    guard
+      let daemon = substatus_mhd_start(
+        flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
+        UInt32(clamping: configuration.connectionTimeoutSeconds),
+        configuration.connectionMemoryLimit, mhdAccessHandler, cls, mhdRequestCompleted, cls)
+    else {
+      Unmanaged<ServerCore>.fromOpaque(cls).release()
+      throw HTTPServerError(
+        message: "cannot listen on \(configuration.host):\(configuration.port) (address in use?)")
+    }
+    state.withLock { $0.daemon = UnsafeHandle(raw: daemon) }
+    return Int(substatus_mhd_bound_port(daemon))
+  }
+
+  /// Stops accepting; returns false if already stopping.
+  func beginStopping() -> Bool {
+    state.withLock { state in
+      guard !state.stopping, let daemon = state.daemon else { return false }
+      state.stopping = true
+      state.listenSocket = Int32(MHD_quiesce_daemon(daemon.raw))
+      return true
+    }
+  }
+
+  /// Answers every handler still running with 503 and resumes its connection.
+  func abortInFlight() {
+    state.withLock { state in
+      state.stopping = true
+      guard let daemon = state.daemon else { return }
+      _ = daemon
+      for context in state.inFlight.values
+      where context.complete(.error(status: 503, message: "server is shutting down")) {
+        MHD_resume_connection(context.connection.raw)
+      }
+      state.inFlight.removeAll()
+    }
+  }
+
+  /// Stops libmicrohttpd (after ``abortInFlight()``: no connection may be suspended).
+  func shutDown() {
+    let (daemon, listenSocket) = state.withLock { state -> (UnsafeHandle?, Int32) in
+      defer {
+        state.daemon = nil
+        state.listenSocket = -1
+      }
+      return (state.daemon, state.listenSocket)
+    }
+    guard let daemon else { return }
+    MHD_stop_daemon(daemon.raw)
+    if listenSocket >= 0 { close(listenSocket) }
+    Unmanaged.passUnretained(self).release()
+  }
+
+  /// Runs the handler for `context` as a task; the connection is already suspended.
+  func dispatch(_ context: RequestContext, body: [UInt8]) {
+    let request = HTTPRequest(
+      method: context.method, path: context.path, queryItems: context.queryItems,
+      headers: context.headers, body: body)
+    Task { [self] in
+      let response = await handler(request)
+      state.withLock { state in
+        // The daemon is alive while we hold the lock and it is set; resume only if we answered.
+        guard state.daemon != nil, context.complete(response) else { return }
+        state.inFlight[ObjectIdentifier(context)] = nil
+        MHD_resume_connection(context.connection.raw)
+      }
+    }
+  }
+}
+
+private final class ValueCollector {
+  var fields: [(name: String, value: String)] = []
+}
+
+private func collectValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(
+  name: String, value: String
+)] {
+  let collector = ValueCollector()
+  withExtendedLifetime(collector) {
+    _ = MHD_get_connection_values_n(
+      connection, kind,
+      { cls, _, key, keySize, value, valueSize in
+        guard let cls, let key else { return MHD_Result.YES }
+        let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
+        let text =
+          value.map {
+            String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+          } ?? ""
+        collector.fields.append((name: name, value: text))
+        return MHD_Result.YES
+      }, Unmanaged.passUnretained(collector).toOpaque())
+  }
+  return collector.fields
+}
+
+@discardableResult
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+  let created: OpaquePointer? = response.body.withUnsafeBytes { bytes in
+    if let base = bytes.baseAddress, bytes.count > 0 {
+      return MHD_create_response_from_buffer(
+        bytes.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+    }
+    return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+  }
+  guard let mhdResponse = created else { return MHD_Result.NO }
+  defer { MHD_destroy_response(mhdResponse) }
+  for field in response.headers where field.name.lowercased() != "content-length" {
+    // MHD rejects fields with CR/LF; such a field is dropped rather than sent.
+    _ = MHD_add_response_header(mhdResponse, field.name, field.value)
+  }
+  return MHD_queue_response(connection, UInt32(clamping: response.status), mhdResponse)
+}
+
+private let mhdAccessHandler: MHD_AccessHandlerCallback = {
+  cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+  guard let cls, let connection, let conCls, let uploadDataSize else { return MHD_Result.NO }
+  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+
+  guard let existing = conCls.pointee else {
+    // First call: the request line and headers are in.
+    let context = RequestContext(
+      connection: UnsafeHandle(raw: connection),
+      method: method.map { String(cString: $0) } ?? "",
+      path: url.map { String(cString: $0) } ?? "/",
+      headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)),
+      queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND))
+    conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+    let stopping = core.state.withLock { state in
+      state.live += 1
+      return state.stopping
+    }
+    if stopping {
+      context.state.withLock { $0.phase = .sent }
+      var response = HTTPResponse.error(status: 503, message: "server is shutting down")
+      response.headers.add(name: "Connection", value: "close")
+      return queue(response, on: connection)
+    }
+    if let length = context.headers["Content-Length"].flatMap({ Int($0) }), length > core.maxBodySize {
+      context.state.withLock { $0.phase = .sent }
+      return queue(
+        .error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"),
+        on: connection)
+    }
+    return MHD_Result.YES
+  }
+
+  let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
+  let size = uploadDataSize.pointee
+  if size > 0 {
+    // A chunk of the body: keep it, or discard it once the limit is passed.
+    context.state.withLock { state in
+      if !state.tooLarge, state.body.count + size <= core.maxBodySize, let uploadData {
+        state.body.append(
+          contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
+      } else {
+        state.tooLarge = true
+        state.body = []
+      }
+    }
+    uploadDataSize.pointee = 0
+    return MHD_Result.YES
+  }
+
+  enum Step {
+    case dispatch([UInt8])
+    case send(HTTPResponse)
+    case nothing
+  }
+  let step = context.state.withLock { state -> Step in
+    switch state.phase {
+    case .receiving:
+      if state.tooLarge {
+        state.phase = .sent
+        return .send(.error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"))
+      }
+      state.phase = .running
+      defer { state.body = [] }
+      return .dispatch(state.body)
+    case .completed(let response):
+      state.phase = .sent
+      return .send(response)
+    case .running, .sent:
+      return .nothing
+    }
+  }
+  switch step {
+  case .send(let response):
+    return queue(response, on: connection)
+  case .nothing:
+    return MHD_Result.YES
+  case .dispatch(let body):
+    MHD_suspend_connection(connection)
+    core.state.withLock { $0.inFlight[ObjectIdentifier(context)] = context }
+    core.dispatch(context, body: body)
+    return MHD_Result.YES
+  }
+}
+
+private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+  guard let cls, let conCls, let existing = conCls.pointee else { return }
+  conCls.pointee = nil
+  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+  let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
+  core.state.withLock { state in
+    state.live -= 1
+    state.inFlight[ObjectIdentifier(context)] = nil
+  }
+}

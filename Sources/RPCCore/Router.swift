@@ -30,9 +30,11 @@ public protocol ServerInterceptor: Sendable {
   ) async throws
 }
 
-/// A handler at the transport's level: reads serialized requests, writes response parts.
+/// A handler at the transport's level: reads serialized requests, writes response parts, and
+/// returns the parts to send together with the final `OK` status (a unary handler returns its
+/// metadata and message, so that the whole response goes to the transport in one write).
 public typealias RPCStreamHandler =
-  @Sendable (RPCRequestStream, any RPCResponseWriter, ServerContext) async throws -> Void
+  @Sendable (RPCRequestStream, any RPCResponseWriter, ServerContext) async throws -> [RPCResponsePart]
 
 /// Maps method paths (`/package.Service/Method`) to handlers.
 ///
@@ -62,7 +64,8 @@ public struct RPCRouter: Sendable {
   /// - Parameters:
   ///   - method: The full method path, `/package.Service/Method`.
   ///   - handler: Reads the request stream and writes `.metadata`/`.message` parts; the router
-  ///     writes the final `.status` when it returns or throws.
+  ///     writes the parts it returns and the final `.status` when it returns, or the error's status
+  ///     when it throws.
   public mutating func registerStreaming(method: String, handler: @escaping RPCStreamHandler) {
     precondition(method.hasPrefix("/") && method.dropFirst().contains("/"), "bad method path \(method)")
     handlers[method] = handler
@@ -81,7 +84,7 @@ public struct RPCRouter: Sendable {
     registerStreaming(method: method) { requests, responses, context in
       let request = try await requests.single()
       let response = try await handler(request, context)
-      responses.write([.metadata(context.response.initial), .message(response)])
+      return [.metadata(context.response.initial), .message(response)]
     }
   }
 
@@ -168,10 +171,12 @@ public struct RPCServer: Sendable {
       return
     }
     do {
+      var parts: [RPCResponsePart] = []
       try await run(interceptors[...], context: context) { context in
-        try await handler(call.requests, call.responses, context)
+        parts = try await handler(call.requests, call.responses, context)
       }
-      call.responses.write([.status(.ok, message: "", trailers: context.response.trailing)])
+      parts.append(.status(.ok, message: "", trailers: context.response.trailing))
+      call.responses.write(parts)
     } catch {
       var error = RPCError(mapping: error)
       var trailers = context.response.trailing

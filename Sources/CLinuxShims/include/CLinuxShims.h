@@ -1,11 +1,35 @@
 #pragma once
 // Linux system calls that Swift's Glibc module does not export (epoll, eventfd, accept4).
 // Declarations only; code lives in shims.c so that no two modules inline libc-heavy code.
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC.
 int clinux_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
+
+/// epoll_create1(EPOLL_CLOEXEC).
+int clinux_epoll_create(void);
+/// epoll_ctl with a 64-bit token; op is 1 add, 2 delete, 3 modify. events: 1 in, 4 out (EPOLLIN/OUT).
+int clinux_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token);
+/// epoll_wait writing tokens and event masks into two arrays of `max` entries.
+int clinux_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int timeout_ms);
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC).
+int clinux_eventfd(void);
+/// Adds 1 to an eventfd.
+void clinux_eventfd_signal(int fd);
+/// Resets an eventfd.
+void clinux_eventfd_drain(int fd);
+/// CLOCK_MONOTONIC in nanoseconds.
+uint64_t clinux_monotonic_ns(void);
+/// Sets SO_REUSEADDR and SO_REUSEPORT.
+int clinux_set_reuse(int fd);
+/// Sets TCP_NODELAY.
+int clinux_set_nodelay(int fd);
+/// Creates a nonblocking, close-on-exec TCP socket for the family.
+int clinux_tcp_socket(int family);
+/// Ignores SIGPIPE process-wide.
+void clinux_ignore_sigpipe(void);
+/// Counts the open file descriptors of this process (entries of /proc/self/fd), or -1.
+int clinux_count_open_fds(void);

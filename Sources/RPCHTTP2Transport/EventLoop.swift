@@ -1,0 +1,221 @@
+import CLinuxShims
+import Foundation
+import Synchronization
+
+/// Something registered with an event loop for readiness events on a file descriptor.
+protocol LoopChannel: AnyObject {
+  /// Called on the loop thread with the epoll event mask.
+  func handleEvents(readable: Bool, writable: Bool, hangup: Bool)
+}
+
+/// Monotonic time in nanoseconds.
+typealias Nanoseconds = UInt64
+
+/// Epoll constants (Linux, all architectures).
+enum Epoll {
+  static let input: UInt32 = 0x001
+  static let output: UInt32 = 0x004
+  static let error: UInt32 = 0x008
+  static let hangup: UInt32 = 0x010
+  static let readHangup: UInt32 = 0x2000
+}
+
+/// One thread running epoll: it owns its channels (sockets), timers and a mailbox that other
+/// threads post work to, woken through an eventfd.
+///
+/// Everything but ``execute(_:)`` and ``stop()`` must run on the loop's own thread; this is why
+/// the class is `@unchecked Sendable`.
+final class EventLoop: @unchecked Sendable {
+  private let epollFD: Int32
+  private let wakeFD: Int32
+  private let mailbox = Mutex<(jobs: [@Sendable () -> Void], signalled: Bool)>(([], false))
+  private var channels: [UInt64: any LoopChannel] = [:]
+  private var nextToken: UInt64 = 1
+  private var timers = TimerHeap()
+  private var flushList: [() -> Void] = []
+  private var running = true
+  /// A buffer for reads, shared by all channels of this loop.
+  let readBuffer: UnsafeMutableRawBufferPointer
+  let name: String
+
+  init(name: String) throws {
+    self.name = name
+    epollFD = clinux_epoll_create()
+    wakeFD = clinux_eventfd()
+    guard epollFD >= 0, wakeFD >= 0 else { throw SocketError.system("epoll/eventfd", errno) }
+    readBuffer = .allocate(byteCount: 256 << 10, alignment: 16)
+    _ = clinux_epoll_ctl(epollFD, 1, wakeFD, Epoll.input, 0)
+  }
+
+  deinit {
+    readBuffer.deallocate()
+    close(epollFD)
+    close(wakeFD)
+  }
+
+  /// Runs `job` on the loop thread soon. Safe from any thread.
+  func execute(_ job: @escaping @Sendable () -> Void) {
+    let signal = mailbox.withLock { box -> Bool in
+      box.jobs.append(job)
+      if box.signalled { return false }
+      box.signalled = true
+      return true
+    }
+    if signal { clinux_eventfd_signal(wakeFD) }
+  }
+
+  /// Registers a channel for a descriptor; returns its token.
+  func register(fd: Int32, events: UInt32, channel: any LoopChannel) -> UInt64 {
+    let token = nextToken
+    nextToken += 1
+    channels[token] = channel
+    _ = clinux_epoll_ctl(epollFD, 1, fd, events, token)
+    return token
+  }
+
+  /// Changes the events a descriptor is watched for.
+  func modify(fd: Int32, events: UInt32, token: UInt64) {
+    _ = clinux_epoll_ctl(epollFD, 3, fd, events, token)
+  }
+
+  /// Unregisters a descriptor (before closing it).
+  func unregister(fd: Int32, token: UInt64) {
+    _ = clinux_epoll_ctl(epollFD, 2, fd, 0, token)
+    channels[token] = nil
+  }
+
+  /// The number of registered channels.
+  var channelCount: Int { channels.count }
+
+  /// Calls `action` once, at the end of this loop iteration (batches output per wake-up).
+  func deferUntilEndOfIteration(_ action: @escaping () -> Void) { flushList.append(action) }
+
+  /// Schedules `action` at a monotonic time; returns an id for ``cancelTimer(_:)``.
+  @discardableResult
+  func schedule(at when: Nanoseconds, _ action: @escaping () -> Void) -> UInt64 {
+    timers.schedule(at: when, action)
+  }
+
+  /// Cancels a timer; harmless when it already ran.
+  func cancelTimer(_ id: UInt64) { timers.cancel(id) }
+
+  /// Makes ``run()`` return after the current iteration.
+  func stop() { execute { [self] in running = false } }
+
+  /// Runs the loop on the calling thread until ``stop()``.
+  func run() {
+    let maxEvents = 256
+    let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: maxEvents)
+    let masks = UnsafeMutablePointer<UInt32>.allocate(capacity: maxEvents)
+    defer {
+      tokens.deallocate()
+      masks.deallocate()
+    }
+    while running {
+      let timeout = timers.timeoutMilliseconds(now: clinux_monotonic_ns())
+      let n = clinux_epoll_wait(epollFD, tokens, masks, Int32(maxEvents), timeout)
+      if n > 0 {
+        for i in 0..<Int(n) {
+          let token = tokens[i]
+          if token == 0 {
+            clinux_eventfd_drain(wakeFD)
+            continue
+          }
+          guard let channel = channels[token] else { continue }
+          let mask = masks[i]
+          channel.handleEvents(
+            readable: mask & (Epoll.input | Epoll.readHangup) != 0, writable: mask & Epoll.output != 0,
+            hangup: mask & (Epoll.hangup | Epoll.error) != 0)
+        }
+      }
+      runJobs()
+      for action in timers.popDue(now: clinux_monotonic_ns()) { action() }
+      runJobs()
+      while !flushList.isEmpty {
+        let list = flushList
+        flushList.removeAll(keepingCapacity: true)
+        for action in list { action() }
+      }
+    }
+  }
+
+  private func runJobs() {
+    let jobs = mailbox.withLock { box -> [@Sendable () -> Void] in
+      box.signalled = false
+      defer { box.jobs.removeAll(keepingCapacity: true) }
+      return box.jobs
+    }
+    for job in jobs { job() }
+  }
+
+  /// Starts a thread running this loop; `onExit` runs on it after the loop ends.
+  func startThread(onExit: @escaping @Sendable () -> Void) {
+    let thread = Thread { [self] in
+      self.run()
+      onExit()
+    }
+    thread.name = name
+    thread.stackSize = 1 << 20
+    thread.start()
+  }
+}
+
+/// A binary min-heap of timers with lazy cancellation.
+struct TimerHeap {
+  private var heap: [(when: Nanoseconds, id: UInt64)] = []
+  private var actions: [UInt64: () -> Void] = [:]
+  private var nextID: UInt64 = 1
+
+  mutating func schedule(at when: Nanoseconds, _ action: @escaping () -> Void) -> UInt64 {
+    let id = nextID
+    nextID += 1
+    actions[id] = action
+    heap.append((when, id))
+    var i = heap.count - 1
+    while i > 0 {
+      let parent = (i - 1) / 2
+      guard heap[parent].when > heap[i].when else { break }
+      heap.swapAt(parent, i)
+      i = parent
+    }
+    return id
+  }
+
+  mutating func cancel(_ id: UInt64) { actions[id] = nil }
+
+  func timeoutMilliseconds(now: Nanoseconds) -> Int32 {
+    guard let first = heap.first else { return 1000 }
+    if first.when <= now { return 0 }
+    return Int32(min(1000, (first.when - now + 999_999) / 1_000_000))
+  }
+
+  /// Removes and returns the actions that are due (run them after this call: they may schedule).
+  mutating func popDue(now: Nanoseconds) -> [() -> Void] {
+    var due: [() -> Void] = []
+    while let first = heap.first, first.when <= now {
+      pop()
+      if let action = actions.removeValue(forKey: first.id) { due.append(action) }
+    }
+    if heap.count > 64 && actions.count < heap.count / 4 {
+      heap.removeAll { actions[$0.id] == nil }
+      heap.sort { $0.when < $1.when }
+    }
+    return due
+  }
+
+  private mutating func pop() {
+    heap.swapAt(0, heap.count - 1)
+    heap.removeLast()
+    var i = 0
+    while true {
+      let l = 2 * i + 1
+      let r = l + 1
+      var smallest = i
+      if l < heap.count && heap[l].when < heap[smallest].when { smallest = l }
+      if r < heap.count && heap[r].when < heap[smallest].when { smallest = r }
+      if smallest == i { return }
+      heap.swapAt(i, smallest)
+      i = smallest
+    }
+  }
+}

@@ -1,0 +1,336 @@
+import CNGHTTP2
+
+// The only file that calls libnghttp2. The session is driven with mem_recv/mem_send, so it is a
+// pure state machine: bytes in, events out; submitted frames in, bytes out. A port to the post-1.60
+// API (`nghttp2_data_provider2`, `nghttp2_ssize`) touches this file alone.
+
+/// One header field as received or sent.
+struct HeaderField {
+  var name: String
+  var value: String
+}
+
+/// The HTTP/2 settings a session announces.
+struct H2Settings {
+  var maxConcurrentStreams: UInt32
+  var initialWindowSize: UInt32
+  var connectionWindowSize: Int32
+  var maxHeaderListSize: UInt32
+}
+
+/// A fatal HTTP/2 error: the connection must close.
+struct H2SessionError: Error, CustomStringConvertible {
+  var code: Int
+  var description: String { String(cString: nghttp2_strerror(Int32(truncatingIfNeeded: code))) }
+}
+
+/// HTTP/2 error codes used in RST_STREAM and GOAWAY.
+enum H2ErrorCode {
+  static let noError: UInt32 = 0x0
+  static let protocolError: UInt32 = 0x1
+  static let internalError: UInt32 = 0x2
+  static let cancel: UInt32 = 0x8
+  static let enhanceYourCalm: UInt32 = 0xB
+}
+
+/// A libnghttp2 session owned by one thread.
+final class H2Session {
+  /// Something the peer did, reported after `receive` or `send`.
+  enum Event {
+    /// A complete header block (request or response headers, or trailers).
+    case headers(streamID: Int32, fields: [HeaderField], endStream: Bool)
+    /// A chunk of DATA payload.
+    case data(streamID: Int32, bytes: [UInt8])
+    /// A DATA frame ended the peer's side of the stream.
+    case endStream(streamID: Int32)
+    /// The stream is closed; `errorCode` is non-zero after RST_STREAM or a protocol error.
+    case streamClosed(streamID: Int32, errorCode: UInt32)
+    /// The peer sent a PING (already acknowledged by nghttp2).
+    case ping
+    /// The peer acknowledged our PING.
+    case pingAck
+    /// The peer sent GOAWAY.
+    case goaway(lastStreamID: Int32, errorCode: UInt32)
+  }
+
+  /// The bytes still to send on one stream, and how the stream ends.
+  private final class Outbound {
+    var bytes: [UInt8] = []
+    var offset = 0
+    var trailers: [HeaderField]?
+    var endStream = false
+    var deferred = false
+    var done = false
+  }
+
+  private var session: OpaquePointer?
+  private let maxHeaderListSize: Int
+  private var pendingHeaders: [Int32: [HeaderField]] = [:]
+  private var pendingHeaderBytes: [Int32: Int] = [:]
+  private var outbound: [Int32: Outbound] = [:]
+  /// Events since the last `takeEvents()`.
+  private(set) var events: [Event] = []
+
+  /// Creates a server or client session and queues its SETTINGS.
+  init(isServer: Bool, settings: H2Settings) {
+    maxHeaderListSize = Int(settings.maxHeaderListSize)
+    var callbacks: OpaquePointer?
+    nghttp2_session_callbacks_new(&callbacks)
+    defer { nghttp2_session_callbacks_del(callbacks) }
+    nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+      _, frame, name, nameLength, value, valueLength, _, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      return session.onHeader(
+        streamID: frame!.pointee.hd.stream_id, name: UnsafeBufferPointer(start: name, count: nameLength),
+        value: UnsafeBufferPointer(start: value, count: valueLength))
+    }
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      session.onFrame(frame!)
+      return 0
+    }
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
+      _, _, streamID, data, length, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      session.events.append(.data(streamID: streamID, bytes: Array(UnsafeBufferPointer(start: data, count: length))))
+      return 0
+    }
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      session.outbound[streamID] = nil
+      session.pendingHeaders[streamID] = nil
+      session.pendingHeaderBytes[streamID] = nil
+      session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
+      return 0
+    }
+    var option: OpaquePointer?
+    nghttp2_option_new(&option)
+    defer { nghttp2_option_del(option) }
+    nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
+    let userData = Unmanaged.passUnretained(self).toOpaque()
+    if isServer {
+      nghttp2_session_server_new2(&session, callbacks, userData, option)
+    } else {
+      nghttp2_session_client_new2(&session, callbacks, userData, option)
+    }
+    var entries = [
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.maxConcurrentStreams),
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: settings.maxHeaderListSize),
+    ]
+    if !isServer { entries.removeFirst() }
+    nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+    nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, settings.connectionWindowSize)
+  }
+
+  deinit {
+    nghttp2_session_del(session)
+  }
+
+  /// Returns and clears the collected events.
+  func takeEvents() -> [Event] {
+    defer { events.removeAll(keepingCapacity: true) }
+    return events
+  }
+
+  /// Feeds received bytes.
+  ///
+  /// - Throws: ``H2SessionError`` when the connection must close (bad preface, flood, protocol).
+  func receive(_ bytes: UnsafeRawBufferPointer) throws(H2SessionError) {
+    guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+    let n = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+    if n < 0 { throw H2SessionError(code: n) }
+  }
+
+  /// Appends serialized frames to `buffer` until nghttp2 has nothing more or `limit` is reached.
+  ///
+  /// - Throws: ``H2SessionError`` on a fatal session error.
+  func send(into buffer: inout [UInt8], limit: Int) throws(H2SessionError) {
+    while buffer.count < limit {
+      var pointer: UnsafePointer<UInt8>?
+      let n = nghttp2_session_mem_send(session, &pointer)
+      if n < 0 { throw H2SessionError(code: n) }
+      if n == 0 { return }
+      buffer.append(contentsOf: UnsafeBufferPointer(start: pointer, count: n))
+    }
+  }
+
+  /// Whether the session wants to read more.
+  var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
+  /// Whether the session has frames to send.
+  var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
+  /// The highest stream id the session has processed (for GOAWAY).
+  var lastProcessedStreamID: Int32 { nghttp2_session_get_last_proc_stream_id(session) }
+
+  /// Submits response headers. With `body == nil` the header block ends the stream (Trailers-Only
+  /// or an HTTP error); otherwise DATA follows from ``sendData(streamID:bytes:)`` and the stream
+  /// ends with ``sendTrailers(streamID:_:)``.
+  @discardableResult
+  func submitResponse(streamID: Int32, headers: [HeaderField], body: [UInt8]?) -> Bool {
+    if let body {
+      let ob = Outbound()
+      ob.bytes = body
+      outbound[streamID] = ob
+      var provider = Self.provider
+      return withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
+    }
+    return withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, nil) } == 0
+  }
+
+  /// Submits a request whose body is `body`, ending the stream after it.
+  ///
+  /// - Returns: The new stream id, or `nil` when the session cannot open a stream now.
+  func submitRequest(headers: [HeaderField], body: [UInt8]) -> Int32? {
+    let ob = Outbound()
+    ob.bytes = body
+    ob.endStream = true
+    var provider = Self.provider
+    let id = withNameValues(headers) { nghttp2_submit_request(session, nil, $0, $1, &provider, nil) }
+    guard id > 0 else { return nil }
+    outbound[id] = ob
+    return id
+  }
+
+  /// Appends bytes to a stream's outgoing DATA.
+  func sendData(streamID: Int32, bytes: [UInt8]) {
+    guard let ob = outbound[streamID], !ob.done else { return }
+    ob.bytes.append(contentsOf: bytes)
+    resumeIfDeferred(streamID, ob)
+  }
+
+  /// Ends a stream with trailers after its pending DATA.
+  func sendTrailers(streamID: Int32, _ trailers: [HeaderField]) {
+    guard let ob = outbound[streamID], !ob.done else { return }
+    ob.trailers = trailers
+    resumeIfDeferred(streamID, ob)
+  }
+
+  /// The number of bytes a stream has queued but nghttp2 has not taken yet.
+  func pendingBytes(streamID: Int32) -> Int {
+    guard let ob = outbound[streamID] else { return 0 }
+    return ob.bytes.count - ob.offset
+  }
+
+  private func resumeIfDeferred(_ streamID: Int32, _ ob: Outbound) {
+    if ob.deferred {
+      ob.deferred = false
+      nghttp2_session_resume_data(session, streamID)
+    }
+  }
+
+  /// Resets a stream.
+  func resetStream(streamID: Int32, errorCode: UInt32) {
+    nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode)
+  }
+
+  /// Queues GOAWAY with the last processed stream id; nghttp2 then refuses newer streams.
+  func submitGoaway(errorCode: UInt32, debug: String) {
+    var debugBytes = Array(debug.utf8)
+    nghttp2_submit_goaway(
+      session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastProcessedStreamID, errorCode, &debugBytes, debugBytes.count)
+  }
+
+  /// Queues a PING.
+  func submitPing() {
+    nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+  }
+
+  private static let provider = nghttp2_data_provider(
+    source: nghttp2_data_source(ptr: nil),
+    read_callback: { _, streamID, buffer, length, flags, _, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      return session.readData(streamID: streamID, into: buffer!, length: length, flags: flags!)
+    })
+
+  private func readData(
+    streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>
+  ) -> Int {
+    guard let ob = outbound[streamID] else {
+      return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+    }
+    let n = min(ob.bytes.count - ob.offset, length)
+    if n > 0 {
+      ob.bytes.withUnsafeBufferPointer { source in
+        buffer.update(from: source.baseAddress! + ob.offset, count: n)
+      }
+      ob.offset += n
+      if ob.offset == ob.bytes.count {
+        ob.bytes.removeAll(keepingCapacity: ob.bytes.count <= 64 << 10)
+        ob.offset = 0
+      }
+    }
+    if ob.offset == ob.bytes.count {
+      if let trailers = ob.trailers {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+        ob.done = true
+        withNameValues(trailers) { _ = nghttp2_submit_trailer(session, streamID, $0, $1) }
+      } else if ob.endStream {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+        ob.done = true
+      } else if n == 0 {
+        ob.deferred = true
+        return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+      }
+    }
+    return n
+  }
+
+  private func onHeader(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    let size = pendingHeaderBytes[streamID, default: 0] + name.count + value.count + 32
+    if size > maxHeaderListSize {
+      pendingHeaders[streamID] = nil
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+    }
+    pendingHeaderBytes[streamID] = size
+    pendingHeaders[streamID, default: []].append(
+      HeaderField(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+    return 0
+  }
+
+  private func onFrame(_ frame: UnsafePointer<nghttp2_frame>) {
+    let header = frame.pointee.hd
+    let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    switch UInt32(header.type) {
+    case NGHTTP2_HEADERS.rawValue:
+      let fields = pendingHeaders.removeValue(forKey: header.stream_id) ?? []
+      pendingHeaderBytes[header.stream_id] = nil
+      events.append(.headers(streamID: header.stream_id, fields: fields, endStream: endStream))
+    case NGHTTP2_DATA.rawValue:
+      if endStream { events.append(.endStream(streamID: header.stream_id)) }
+    case NGHTTP2_PING.rawValue:
+      events.append(header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 ? .pingAck : .ping)
+    case NGHTTP2_GOAWAY.rawValue:
+      events.append(.goaway(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code))
+    default:
+      break
+    }
+  }
+
+  /// Lays header fields out in one buffer and calls `body` with an `nghttp2_nv` array over it;
+  /// nghttp2 copies the fields during the call.
+  private func withNameValues<R>(_ fields: [HeaderField], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
+    var blob = [UInt8]()
+    var spans: [(Int, Int, Int, Int)] = []
+    spans.reserveCapacity(fields.count)
+    for field in fields {
+      let nameStart = blob.count
+      blob.append(contentsOf: field.name.utf8)
+      let valueStart = blob.count
+      blob.append(contentsOf: field.value.utf8)
+      spans.append((nameStart, valueStart - nameStart, valueStart, blob.count - valueStart))
+    }
+    blob.append(0)
+    return blob.withUnsafeMutableBufferPointer { buffer in
+      let base = buffer.baseAddress!
+      let nvs = spans.map { span in
+        nghttp2_nv(
+          name: base + span.0, value: base + span.2, namelen: span.1, valuelen: span.3,
+          flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+      }
+      return nvs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+    }
+  }
+}

@@ -1,0 +1,270 @@
+public import RPCCore
+import CLinuxShims
+import Foundation
+import Synchronization
+
+/// A gRPC server transport on HTTP/2 (libnghttp2) and epoll.
+///
+/// One event loop per thread, each with its own listening socket on the same address
+/// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. Handlers run in
+/// Swift tasks off the loops; their responses come back through each loop's eventfd-woken queue,
+/// so a slow handler never stalls other connections.
+///
+/// The socket is bound in `init`, so ``port`` is known before ``listen(_:)`` (bind port 0 in tests):
+///
+/// ```swift
+/// let transport = try HTTP2ServerTransport(configuration: .init(host: "127.0.0.1", port: 0))
+/// let server = RPCServer(transport: transport, router: router)
+/// print("listening on", transport.port)
+/// try await server.run()
+/// ```
+public final class HTTP2ServerTransport: ServerTransport {
+  /// Settings of the server transport; defaults follow grpc-go.
+  public struct Configuration: Sendable {
+    /// The host or address to bind, such as `127.0.0.1`, `::` or `0.0.0.0`.
+    public var host: String
+    /// The port; 0 picks a free port (see ``HTTP2ServerTransport/port``).
+    public var port: Int
+    /// The number of event loop threads (one listening socket each).
+    public var threads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// The largest request message accepted; larger ones fail with `RESOURCE_EXHAUSTED`.
+    public var maxReceiveMessageSize: Int = 4 << 20
+    /// The largest response message sent; larger ones fail with `RESOURCE_EXHAUSTED`.
+    public var maxSendMessageSize: Int = 4 << 20
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` per connection.
+    public var maxConcurrentStreams: Int = 1024
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE`; a larger header block resets the stream.
+    public var maxHeaderListSize: Int = 64 << 10
+    /// After this long without reading anything, the server sends a keepalive PING.
+    public var keepaliveTime: Duration = .seconds(7200)
+    /// A keepalive PING not acknowledged within this time closes the connection.
+    public var keepaliveTimeout: Duration = .seconds(20)
+    /// Client PINGs more often than this count as strikes (grpc-go's `MinTime`).
+    public var minPingInterval: Duration = .seconds(300)
+    /// Whether clients may ping when no call is active (grpc-go's `PermitWithoutStream`).
+    public var permitPingWithoutCalls: Bool = false
+    /// Strikes tolerated before `GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")`.
+    public var maxPingStrikes: Int = 2
+    /// A connection without calls for this long is closed with GOAWAY; `nil` never.
+    public var maxConnectionIdle: Duration? = nil
+    /// A connection older than this is sent GOAWAY; `nil` never.
+    public var maxConnectionAge: Duration? = nil
+    /// After GOAWAY for age, calls get this long to finish before the connection closes.
+    public var maxConnectionAgeGrace: Duration = .seconds(30)
+    /// The most connections served at once; more are closed on accept. `nil` is unlimited.
+    public var maxConnections: Int? = nil
+    /// A connection that has not sent the HTTP/2 preface within this time is closed.
+    public var handshakeTimeout: Duration = .seconds(20)
+    /// After ``HTTP2ServerTransport/beginGracefulShutdown()``, calls get this long to finish.
+    public var shutdownGracePeriod: Duration = .seconds(30)
+    /// `SETTINGS_INITIAL_WINDOW_SIZE` for each stream.
+    public var initialWindowSize: Int = 1 << 20
+    /// The receive window of each connection.
+    public var connectionWindowSize: Int = 16 << 20
+
+    /// Creates a configuration with defaults.
+    /// - Parameters:
+    ///   - host: The host or address to bind.
+    ///   - port: The port; 0 picks a free one.
+    public init(host: String, port: Int) {
+      self.host = host
+      self.port = port
+    }
+  }
+
+  /// The configuration this transport was created with.
+  public let configuration: Configuration
+  /// The bound port (the chosen one when the configuration said 0).
+  public let port: Int
+  /// The bound host, as configured.
+  public var host: String { configuration.host }
+
+  let connectionCount = Atomic<Int>(0)
+  private let listenFDs: [Int32]
+  private let state = Mutex<State>(.idle)
+
+  private enum State {
+    case idle
+    case running(loops: [LoopServer], remaining: Int, done: CheckedContinuation<Void, Never>?)
+    case shutDownBeforeStart
+    case stopped
+  }
+
+  /// Binds the listening sockets.
+  ///
+  /// - Parameter configuration: Address, threads and limits.
+  /// - Throws: ``SocketError`` when the address cannot be resolved or bound.
+  public init(configuration: Configuration) throws {
+    clinux_ignore_sigpipe()
+    self.configuration = configuration
+    (listenFDs, port) = try Sockets.listen(
+      host: configuration.host, port: configuration.port, count: configuration.threads, backlog: 1024)
+  }
+
+  deinit {
+    if case .idle = state.withLock({ $0 }) { for fd in listenFDs { close(fd) } }
+  }
+
+  /// Serves until ``beginGracefulShutdown()`` and in-flight calls have finished (or the grace
+  /// period has passed).
+  ///
+  /// - Throws: ``SocketError`` when an event loop cannot be created.
+  public func listen(_ handler: @escaping @Sendable (RPCServerCall) async -> Void) async throws {
+    let loops = try listenFDs.enumerated().map { index, fd in
+      LoopServer(
+        loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler)
+    }
+    let start = try state.withLock { state -> Bool in
+      switch state {
+      case .idle:
+        state = .running(loops: loops, remaining: loops.count, done: nil)
+        return true
+      case .shutDownBeforeStart:
+        state = .stopped
+        return false
+      case .running, .stopped:
+        throw SocketError(description: "the transport is already listening or stopped")
+      }
+    }
+    guard start else {
+      for fd in listenFDs { close(fd) }
+      return
+    }
+    await withCheckedContinuation { continuation in
+      state.withLock { state in
+        if case .running(let loops, let remaining, _) = state {
+          state = .running(loops: loops, remaining: remaining, done: continuation)
+        }
+      }
+      for server in loops {
+        server.loop.execute { server.start() }
+        server.loop.startThread { [self] in loopExited() }
+      }
+    }
+  }
+
+  private func loopExited() {
+    let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      guard case .running(let loops, let remaining, let done) = state else { return nil }
+      if remaining == 1 {
+        state = .stopped
+        return done
+      }
+      state = .running(loops: loops, remaining: remaining - 1, done: done)
+      return nil
+    }
+    done?.resume()
+  }
+
+  /// Stops accepting connections, sends GOAWAY on every connection and lets in-flight calls
+  /// finish; ``listen(_:)`` returns once they have (or after the grace period).
+  public func beginGracefulShutdown() {
+    let loops = state.withLock { state -> [LoopServer] in
+      switch state {
+      case .idle:
+        state = .shutDownBeforeStart
+        return []
+      case .running(let loops, _, _): return loops
+      default: return []
+      }
+    }
+    for server in loops { server.loop.execute { server.beginShutdown() } }
+  }
+}
+
+/// The part of the server that lives on one event loop: its listening socket and connections.
+/// Confined to the loop thread (hence `@unchecked Sendable`: only ``loop`` is used elsewhere).
+final class LoopServer: LoopChannel, @unchecked Sendable {
+  let loop: EventLoop
+  let configuration: HTTP2ServerTransport.Configuration
+  let handler: @Sendable (RPCServerCall) async -> Void
+  private let transport: HTTP2ServerTransport
+  private var listenFD: Int32
+  private var listenToken: UInt64 = 0
+  private var connections: [UInt64: ServerConnection] = [:]
+  private var stopping = false
+
+  init(
+    loop: EventLoop, listenFD: Int32, transport: HTTP2ServerTransport,
+    handler: @escaping @Sendable (RPCServerCall) async -> Void
+  ) {
+    self.loop = loop
+    self.listenFD = listenFD
+    self.transport = transport
+    self.configuration = transport.configuration
+    self.handler = handler
+  }
+
+  func start() {
+    listenToken = loop.register(fd: listenFD, events: Epoll.input, channel: self)
+  }
+
+  func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
+    for _ in 0..<64 {
+      let fd = clinux_accept_nonblocking(listenFD, nil, nil)
+      if fd < 0 { return }
+      if let limit = configuration.maxConnections,
+        transport.connectionCount.wrappingAdd(1, ordering: .relaxed).newValue > limit
+      {
+        transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+        close(fd)
+        continue
+      }
+      if configuration.maxConnections == nil { transport.connectionCount.wrappingAdd(1, ordering: .relaxed) }
+      _ = clinux_set_nodelay(fd)
+      let connection = ServerConnection(fd: fd, server: self)
+      connection.start()
+      connections[connection.token] = connection
+    }
+  }
+
+  /// Delivers response parts from a handler task (runs on the loop).
+  func deliver(token: UInt64, streamID: Int32, parts: [RPCResponsePart]) {
+    connections[token]?.respond(streamID: streamID, parts: parts)
+  }
+
+  func connectionClosed(_ connection: ServerConnection) {
+    connections[connection.token] = nil
+    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    if stopping && connections.isEmpty { loop.stop() }
+  }
+
+  func beginShutdown() {
+    guard !stopping else { return }
+    stopping = true
+    if listenFD >= 0 {
+      loop.unregister(fd: listenFD, token: listenToken)
+      close(listenFD)
+      listenFD = -1
+    }
+    if connections.isEmpty {
+      loop.stop()
+      return
+    }
+    let graceEnd = clinux_monotonic_ns() + configuration.shutdownGracePeriod.nanoseconds
+    for connection in connections.values { connection.beginDrain(debug: "server shutdown", closeAt: graceEnd) }
+  }
+}
+
+/// Sends a stream's response parts to its connection's loop.
+struct StreamResponseWriter: RPCResponseWriter {
+  let server: LoopServer
+  let token: UInt64
+  let streamID: Int32
+
+  func write(_ parts: [RPCResponsePart]) {
+    let server = server
+    let token = token
+    let streamID = streamID
+    server.loop.execute { server.deliver(token: token, streamID: streamID, parts: parts) }
+  }
+}
+
+extension Duration {
+  /// The duration in whole nanoseconds, clamped at zero.
+  var nanoseconds: UInt64 {
+    let (seconds, attoseconds) = components
+    if seconds < 0 { return 0 }
+    return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+  }
+}

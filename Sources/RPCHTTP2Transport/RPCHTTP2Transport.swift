@@ -1,2 +1,0 @@
-/// Namespace of the RPCHTTP2Transport module; filled by its issue.
-public enum RPCHTTP2TransportModule {}

@@ -1,0 +1,137 @@
+/// One product of an app's catalog, as the tenant admin defines it (`PutProducts`).
+public struct Product: Sendable, Hashable, Codable {
+  /// The App Store product identifier.
+  public var productId: String
+  /// The product's kind.
+  public var type: ProductType
+  /// The subscription group (auto-renewables; optional for the other kinds).
+  public var subscriptionGroupId: String?
+  /// The subscription period; required for non-renewing subscriptions, whose terms it defines.
+  public var duration: ISO8601Duration?
+  /// Whether the product has an introductory offer; without one, intro answers `NO_INTRO_OFFER`.
+  public var hasIntroductoryOffer: Bool
+  /// The promotional offer identifiers configured for the product.
+  public var promotionalOfferIds: [String]
+
+  /// Creates a product.
+  public init(
+    productId: String, type: ProductType, subscriptionGroupId: String? = nil,
+    duration: ISO8601Duration? = nil, hasIntroductoryOffer: Bool = false,
+    promotionalOfferIds: [String] = []
+  ) {
+    self.productId = productId
+    self.type = type
+    self.subscriptionGroupId = subscriptionGroupId
+    self.duration = duration
+    self.hasIntroductoryOffer = hasIntroductoryOffer
+    self.promotionalOfferIds = promotionalOfferIds
+  }
+}
+
+/// An app's product catalog: where a transaction's type and group come from (rule 2).
+///
+/// Build it once per catalog version and reuse it: it indexes products by identifier and numbers
+/// the subscription groups, so evaluation does no string hashing beyond one lookup per product.
+/// When two products share an identifier, the later one wins.
+public struct Catalog: Sendable, Hashable, Codable {
+  /// The products, in the order given.
+  public let products: [Product]
+  /// The auto-renewable subscription groups, in order of first appearance in ``products``.
+  public let subscriptionGroupIds: [String]
+  /// productId -> index into `products`.
+  let index: [String: Int]
+  /// For each product, the index of its group in `subscriptionGroupIds` (auto-renewables), or -1.
+  let groupIndexOfProduct: [Int]
+
+  /// An empty catalog: every transaction is then classified from its own fields (rule 2).
+  public static let empty = Catalog(products: [])
+
+  /// Creates a catalog from products.
+  public init(products: [Product]) {
+    self.products = products
+    var index: [String: Int] = [:]
+    index.reserveCapacity(products.count)
+    var groups: [String] = []
+    var groupIndex: [String: Int] = [:]
+    var groupOfProduct: [Int] = []
+    groupOfProduct.reserveCapacity(products.count)
+    for (position, product) in products.enumerated() {
+      index[product.productId] = position
+      if product.type == .autoRenewable {
+        let group = product.subscriptionGroupId ?? product.productId
+        if let existing = groupIndex[group] {
+          groupOfProduct.append(existing)
+        } else {
+          groupIndex[group] = groups.count
+          groupOfProduct.append(groups.count)
+          groups.append(group)
+        }
+      } else {
+        groupOfProduct.append(-1)
+      }
+    }
+    self.index = index
+    self.subscriptionGroupIds = groups
+    self.groupIndexOfProduct = groupOfProduct
+  }
+
+  /// The product with this identifier, if the catalog has it.
+  public subscript(productId: String) -> Product? {
+    index[productId].map { products[$0] }
+  }
+
+  private enum CodingKeys: String, CodingKey { case products }
+
+  /// Encodes the products.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(products, forKey: .products)
+  }
+
+  /// Decodes the products and rebuilds the index.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.init(products: try container.decode([Product].self, forKey: .products))
+  }
+
+  /// Two catalogs are equal when their products are.
+  public static func == (lhs: Catalog, rhs: Catalog) -> Bool { lhs.products == rhs.products }
+
+  /// Hashes the products.
+  public func hash(into hasher: inout Hasher) { hasher.combine(products) }
+}
+
+/// An app's eligibility policy where sources disagree (rule 10). The defaults follow DESIGN.
+public struct EligibilityPolicy: Sendable, Hashable, Codable {
+  /// Any refund in the group makes intro ineligible (`REFUNDED_IN_GROUP`). Default `false`.
+  public var refundsBlockIntro: Bool
+  /// A lapsed subscriber who never used an intro offer in the group is eligible (StoreKit's
+  /// reading). `false` gives "never subscribed in the group" (`LAPSED_SUBSCRIBER`). Default `true`.
+  public var lapsedSubscribersGetIntro: Bool
+  /// A group in billing retry still entitles. Default `false`.
+  public var billingRetryEntitled: Bool
+  /// Whether promotional eligibility looks at the product's group or the whole app.
+  public var promoScope: PromoScope
+
+  /// The scope of promotional-offer eligibility.
+  public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
+    /// A subscription in the product's group is required (default).
+    case group = "GROUP"
+    /// A subscription in any group of the app is enough.
+    case app = "APP"
+  }
+
+  /// Creates a policy; every switch defaults to DESIGN's default.
+  public init(
+    refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
+    billingRetryEntitled: Bool = false, promoScope: PromoScope = .group
+  ) {
+    self.refundsBlockIntro = refundsBlockIntro
+    self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
+    self.billingRetryEntitled = billingRetryEntitled
+    self.promoScope = promoScope
+  }
+
+  /// DESIGN's defaults.
+  public static let `default` = EligibilityPolicy()
+}

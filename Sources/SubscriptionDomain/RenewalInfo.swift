@@ -1,0 +1,107 @@
+/// The pending renewal of one auto-renewable subscription (one per `original_transaction_id`).
+///
+/// Built from a verifyReceipt / V1 `pending_renewal_info` element or a decoded
+/// `JWSRenewalInfoDecodedPayload`. It describes the upcoming period: auto-renew preference, billing
+/// retry and grace. Enumerated fields keep Apple's raw value next to the typed view.
+public struct RenewalInfo: Sendable, Hashable, Codable {
+  /// `original_transaction_id` / `originalTransactionId`: the subscription this renewal continues.
+  public var originalTransactionId: String
+  /// `product_id` / `productId`: the product of the current (or lapsed) period.
+  public var productId: String
+  /// `auto_renew_product_id` / `autoRenewProductId`: the product that renews next (differs after a
+  /// downgrade or crossgrade).
+  public var autoRenewProductId: String?
+  /// Apple's `auto_renew_status` / `autoRenewStatus` value (0 off, 1 on).
+  public var rawAutoRenewStatus: Int?
+  /// Apple's `expiration_intent` / `expirationIntent` value.
+  public var rawExpirationIntent: Int?
+  /// `is_in_billing_retry_period` / `isInBillingRetryPeriod`: Apple still tries to charge.
+  public var isInBillingRetryPeriod: Bool
+  /// `grace_period_expires_date_ms` / `gracePeriodExpiresDate`: the end of the billing grace
+  /// period (exclusive). Its length is read from here, never assumed.
+  public var gracePeriodExpiresDate: Int64?
+  /// Apple's `price_consent_status` (V1) / `priceIncreaseStatus` (V2) value.
+  public var rawPriceConsentStatus: Int?
+  /// Apple's renewal `offerType` value.
+  public var rawOfferType: Int?
+  /// The renewal's `offerIdentifier` (V1 `promotional_offer_id` / `offer_code_ref_name`).
+  public var offerIdentifier: String?
+  /// Apple's `environment` value.
+  public var rawEnvironment: String?
+  /// `renewalDate` (V2): the next (or last) renewal.
+  public var renewalDate: Int64?
+  /// `recentSubscriptionStartDate` (V2).
+  public var recentSubscriptionStartDate: Int64?
+  /// `eligibleWinBackOfferIds` (V2), best first.
+  public var eligibleWinBackOfferIds: [String]
+  /// `signedDate` of the JWS this version came from (V2). Newer signed data wins a merge.
+  public var signedDate: Int64?
+
+  /// Creates a renewal info; every field but the identifiers is optional.
+  public init(
+    originalTransactionId: String,
+    productId: String,
+    autoRenewProductId: String? = nil,
+    autoRenewStatus: AutoRenewStatus? = nil,
+    expirationIntent: ExpirationIntent? = nil,
+    isInBillingRetryPeriod: Bool = false,
+    gracePeriodExpiresDate: Int64? = nil,
+    priceConsentStatus: PriceConsentStatus? = nil,
+    offerType: OfferType? = nil,
+    offerIdentifier: String? = nil,
+    environment: Environment? = nil,
+    renewalDate: Int64? = nil,
+    recentSubscriptionStartDate: Int64? = nil,
+    eligibleWinBackOfferIds: [String] = [],
+    signedDate: Int64? = nil
+  ) {
+    self.originalTransactionId = originalTransactionId
+    self.productId = productId
+    self.autoRenewProductId = autoRenewProductId
+    self.rawAutoRenewStatus = autoRenewStatus?.rawValue
+    self.rawExpirationIntent = expirationIntent?.rawValue
+    self.isInBillingRetryPeriod = isInBillingRetryPeriod
+    self.gracePeriodExpiresDate = gracePeriodExpiresDate
+    self.rawPriceConsentStatus = priceConsentStatus?.rawValue
+    self.rawOfferType = offerType?.rawValue
+    self.offerIdentifier = offerIdentifier
+    self.rawEnvironment = environment?.rawValue
+    self.renewalDate = renewalDate
+    self.recentSubscriptionStartDate = recentSubscriptionStartDate
+    self.eligibleWinBackOfferIds = eligibleWinBackOfferIds
+    self.signedDate = signedDate
+  }
+
+  /// The auto-renew status; `nil` when absent or unknown (see ``rawAutoRenewStatus``).
+  public var autoRenewStatus: AutoRenewStatus? {
+    get { rawAutoRenewStatus.flatMap(AutoRenewStatus.init(rawValue:)) }
+    set { rawAutoRenewStatus = newValue?.rawValue }
+  }
+
+  /// The expiration intent; `nil` when absent or unknown (see ``rawExpirationIntent``).
+  public var expirationIntent: ExpirationIntent? {
+    get { rawExpirationIntent.flatMap(ExpirationIntent.init(rawValue:)) }
+    set { rawExpirationIntent = newValue?.rawValue }
+  }
+
+  /// The price consent status; `nil` when absent or unknown (see ``rawPriceConsentStatus``).
+  public var priceConsentStatus: PriceConsentStatus? {
+    get { rawPriceConsentStatus.flatMap(PriceConsentStatus.init(rawValue:)) }
+    set { rawPriceConsentStatus = newValue?.rawValue }
+  }
+
+  /// The renewal's offer type; `nil` when absent or unknown (see ``rawOfferType``).
+  public var offerType: OfferType? {
+    get { rawOfferType.flatMap(OfferType.init(rawValue:)) }
+    set { rawOfferType = newValue?.rawValue }
+  }
+
+  /// The environment; `nil` when absent or not production/sandbox (see ``rawEnvironment``).
+  public var environment: Environment? {
+    get { rawEnvironment.flatMap(Environment.init(appleValue:)) }
+    set { rawEnvironment = newValue?.rawValue }
+  }
+
+  /// Whether the subscription renews: `auto_renew_status` is 1.
+  public var willAutoRenew: Bool { rawAutoRenewStatus == AutoRenewStatus.on.rawValue }
+}

@@ -1,2 +1,0 @@
-/// Namespace of the SubscriptionDomain module; filled by its issue.
-public enum SubscriptionDomainModule {}

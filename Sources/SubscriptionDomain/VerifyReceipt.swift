@@ -1,0 +1,157 @@
+import SubstatusJSON
+
+/// A verifyReceipt response body with `status` 0, read into the model (rule 1).
+///
+/// `receipt.in_app` ∪ `latest_receipt_info` become ``transactions`` (the `latest_receipt_info`
+/// record wins on the same `transaction_id`); `pending_renewal_info` becomes ``pendingRenewalInfo``.
+/// A non-zero status is an error with Apple's code, meaning and action, never "no purchases".
+///
+/// ```swift
+/// do {
+///   let response = try VerifyReceiptResponse(parsing: body)
+///   store(response.transactions, response.pendingRenewalInfo, response.environment)
+/// } catch let error where error.code == .verifyReceiptStatus {
+///   switch error.verifyReceiptStatus!.action { case .retryInSandbox: ... }
+/// }
+/// ```
+public struct VerifyReceiptResponse: Sendable, Hashable {
+  /// Apple's `environment` value (`Production` or `Sandbox`).
+  public var rawEnvironment: String?
+  /// The receipt's `bundle_id`.
+  public var bundleId: String?
+  /// Every transaction of the body, deduplicated, ordered by purchase date then id.
+  public var transactions: [Transaction]
+  /// `pending_renewal_info`, ordered by original transaction id.
+  public var pendingRenewalInfo: [RenewalInfo]
+  /// `latest_receipt` (Base64), when present.
+  public var latestReceipt: String?
+
+  /// The environment; `nil` when absent or unknown (see ``rawEnvironment``).
+  public var environment: Environment? { rawEnvironment.flatMap(Environment.init(appleValue:)) }
+
+  /// Parses a verifyReceipt response body (UTF-8 JSON).
+  ///
+  /// - Throws: ``AppleDataError``: `invalidJSON`, `missingField` / `invalidValue` (with the
+  ///   field's path), or `verifyReceiptStatus` for a non-zero `status` (see
+  ///   ``AppleDataError/verifyReceiptStatus``).
+  public init(parsing bytes: [UInt8]) throws(AppleDataError) {
+    try self.init(json: try parseJSON(bytes))
+  }
+
+  /// Reads an already parsed verifyReceipt response body.
+  /// - Throws: ``AppleDataError`` as ``init(parsing:)``.
+  public init(json: JSONValue) throws(AppleDataError) {
+    let body = try AppleObject(json, path: "")
+    let receipt = try ReceiptReader(body, statusKey: "status")
+    rawEnvironment = receipt.rawEnvironment
+    bundleId = try body.object("receipt")?.string("bundle_id")
+    latestReceipt = try body.string("latest_receipt")
+    var records: [Transaction] = []
+    if let inner = try body.object("receipt") {
+      for element in try inner.objects("in_app") {
+        records.append(
+          try Transaction(receiptElement: element, environment: rawEnvironment, bundleId: bundleId))
+      }
+    }
+    var latest: [Transaction] = []
+    for element in try body.objects("latest_receipt_info") {
+      latest.append(
+        try Transaction(receiptElement: element, environment: rawEnvironment, bundleId: bundleId))
+    }
+    // latest_receipt_info wins over receipt.in_app on the same id.
+    let latestIds = Set(latest.map(\.transactionId))
+    records.removeAll { latestIds.contains($0.transactionId) }
+    transactions = Transaction.merged(Transaction.merged(records) + Transaction.merged(latest))
+    var renewals: [RenewalInfo] = []
+    for element in try body.objects("pending_renewal_info") {
+      renewals.append(try RenewalInfo(pendingRenewalElement: element, environment: rawEnvironment))
+    }
+    pendingRenewalInfo = RenewalInfo.merged(renewals)
+  }
+}
+
+/// The `status`/`environment`/retry part shared by verifyReceipt bodies and V1 unified receipts.
+struct ReceiptReader {
+  let rawEnvironment: String?
+
+  init(_ body: AppleObject, statusKey: String) throws(AppleDataError) {
+    guard let status = try body.int(statusKey) else { throw body.missing(statusKey) }
+    rawEnvironment = try body.string("environment")
+    if status != 0 {
+      var retryable = try body.bool("is-retryable")
+      if retryable == nil { retryable = try body.bool("is_retryable") }
+      let described = VerifyReceiptStatus(
+        code: status, isRetryable: retryable,
+        environment: rawEnvironment.flatMap(Environment.init(appleValue:)))
+      throw AppleDataError(
+        code: .verifyReceiptStatus, field: body.fieldPath(statusKey),
+        message: described.description, verifyReceiptStatus: described)
+    }
+  }
+}
+
+extension Transaction {
+  /// Reads one `in_app` / `latest_receipt_info` element (V1 field names).
+  init(receiptElement e: AppleObject, environment: String?, bundleId: String?)
+    throws(AppleDataError)
+  {
+    let transactionId = try e.requiredString("transaction_id")
+    guard let purchase = try e.date(ms: "purchase_date_ms", text: "purchase_date") else {
+      throw e.missing("purchase_date_ms")
+    }
+    self.init(
+      transactionId: transactionId,
+      originalTransactionId: try e.string("original_transaction_id"),
+      productId: try e.requiredString("product_id"),
+      purchaseDate: purchase)
+    subscriptionGroupIdentifier = try e.string("subscription_group_identifier")
+    originalPurchaseDate = try e.date(ms: "original_purchase_date_ms", text: "original_purchase_date")
+    expiresDate = try e.date(ms: "expires_date_ms", text: "expires_date")
+    isTrialPeriod = try e.bool("is_trial_period") ?? false
+    isInIntroOfferPeriod = try e.bool("is_in_intro_offer_period") ?? false
+    if let promo = try e.string("promotional_offer_id") {
+      rawOfferType = OfferType.promotional.rawValue
+      offerIdentifier = promo
+    } else if let code = try e.string("offer_code_ref_name") {
+      rawOfferType = OfferType.offerCode.rawValue
+      offerIdentifier = code
+    }
+    revocationDate = try e.date(ms: "cancellation_date_ms", text: "cancellation_date")
+    rawRevocationReason = try e.int("cancellation_reason")
+    rawInAppOwnershipType = try e.string("in_app_ownership_type")
+    isUpgraded = try e.bool("is_upgraded") ?? false
+    rawEnvironment = environment
+    webOrderLineItemId = try e.string("web_order_line_item_id")
+    quantity = try e.int("quantity") ?? 1
+    self.bundleId = bundleId
+    appAccountToken = try e.string("app_account_token")
+  }
+}
+
+extension RenewalInfo {
+  /// Reads one `pending_renewal_info` element (V1 field names).
+  init(pendingRenewalElement e: AppleObject, environment: String?) throws(AppleDataError) {
+    let autoRenewProductId = try e.string("auto_renew_product_id")
+    guard let productId = try e.string("product_id") ?? autoRenewProductId else {
+      throw e.missing("product_id")
+    }
+    self.init(
+      originalTransactionId: try e.requiredString("original_transaction_id"),
+      productId: productId)
+    self.autoRenewProductId = autoRenewProductId
+    rawAutoRenewStatus = try e.intOrBool("auto_renew_status")
+    rawExpirationIntent = try e.int("expiration_intent")
+    isInBillingRetryPeriod = try e.bool("is_in_billing_retry_period") ?? false
+    gracePeriodExpiresDate = try e.date(
+      ms: "grace_period_expires_date_ms", text: "grace_period_expires_date")
+    rawPriceConsentStatus = try e.intOrBool("price_consent_status")
+    if let promo = try e.string("promotional_offer_id") {
+      rawOfferType = OfferType.promotional.rawValue
+      offerIdentifier = promo
+    } else if let code = try e.string("offer_code_ref_name") {
+      rawOfferType = OfferType.offerCode.rawValue
+      offerIdentifier = code
+    }
+    rawEnvironment = environment
+  }
+}

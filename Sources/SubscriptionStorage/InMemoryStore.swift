@@ -1,0 +1,430 @@
+import SubscriptionDomain
+import Synchronization
+
+/// The rule that decides which version of a record is kept on upsert ("the newest data wins").
+public enum UpsertRule {
+  /// Whether an incoming record replaces the stored one: yes, unless both carry a signed date and the
+  /// incoming one is older (an out-of-order notification must not roll data back).
+  /// - Parameters:
+  ///   - incomingSignedMs: the incoming record's `signedDate`.
+  ///   - storedSignedMs: the stored record's `signedDate`.
+  public static func incomingWins(incomingSignedMs: Int64?, storedSignedMs: Int64?) -> Bool {
+    guard let incoming = incomingSignedMs, let stored = storedSignedMs else { return true }
+    return incoming >= stored
+  }
+}
+
+/// A ``Store`` in memory: the test kit the service's tests use. It behaves like the SQLite store
+/// (same contract suite) but keeps nothing across restarts; secrets are kept in plaintext memory.
+///
+/// ```swift
+/// let store = InMemoryStore()
+/// try await store.createTenant(TenantRecord(tenantId: "t1", name: "Acme", createdMs: 0))
+/// ```
+public final class InMemoryStore: Store {
+  private struct UserData {
+    var transactions: [String: Transaction] = [:]
+    var renewalInfos: [String: RenewalInfo] = [:]
+  }
+
+  private struct State {
+    var tenants: [String: TenantRecord] = [:]
+    var apps: [String: AppRecord] = [:]
+    var secrets: [String: SharedSecrets] = [:]
+    var products: [String: [String: Product]] = [:]
+    var keys: [String: ApiKeyRecord] = [:]
+    var users: [UserKey: UserData] = [:]
+    var notifications: Set<[String]> = []
+    var audit: [AuditEntry] = []
+  }
+
+  private let state = Mutex(State())
+
+  /// An empty store.
+  public init() {}
+
+  private static func page<T, K: Comparable>(
+    _ items: [T], key: (T) -> K, cursor: (T) -> String, decode: (String) -> K?, request: PageRequest
+  ) throws(StoreError) -> Page<T> {
+    var start: K?
+    if let c = request.cursor {
+      guard let k = decode(c) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      start = k
+    }
+    let sorted = items.sorted { key($0) < key($1) }
+    let rest = start.map { s in sorted.filter { key($0) > s } } ?? sorted
+    let taken = Array(rest.prefix(request.limit))
+    let next = rest.count > taken.count ? taken.last.map(cursor) : nil
+    return Page(items: taken, nextCursor: next)
+  }
+
+  private func withState<T>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
+    let result: Result<T, StoreError> = state.withLock { s in
+      var copy = s
+      do throws(StoreError) {
+        let value = try body(&copy)
+        s = copy  // all-or-nothing, like a transaction
+        return .success(value)
+      } catch {
+        return .failure(error)
+      }
+    }
+    return try result.get()
+  }
+
+  // MARK: Tenants
+
+  /// See ``Store/createTenant(_:)``.
+  public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.tenants[tenant.tenantId] == nil else {
+        throw StoreError(.alreadyExists, "tenant \"\(tenant.tenantId)\" already exists")
+      }
+      s.tenants[tenant.tenantId] = tenant
+    }
+  }
+
+  /// See ``Store/tenant(id:)``.
+  public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
+    try withState { (s: inout State) throws(StoreError) in
+      guard let t = s.tenants[tenantId] else { throw StoreError.notFound("tenant", tenantId) }
+      return t
+    }
+  }
+
+  /// See ``Store/listTenants(page:)``.
+  public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
+    let all = state.withLock { Array($0.tenants.values) }
+    return try Self.page(all, key: \.tenantId, cursor: \.tenantId, decode: { $0 }, request: page)
+  }
+
+  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
+    -> TenantRecord
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard var t = s.tenants[tenantId] else { throw StoreError.notFound("tenant", tenantId) }
+      t.disabled = disabled
+      s.tenants[tenantId] = t
+      return t
+    }
+  }
+
+  // MARK: Apps
+
+  private static func filled(_ app: AppRecord, _ s: State) -> AppRecord {
+    var a = app
+    a.sharedSecretFingerprint = s.secrets[app.appId]?.current.fingerprint
+    return a
+  }
+
+  /// See ``Store/createApp(_:)``.
+  public func createApp(_ app: AppRecord) async throws(StoreError) {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.tenants[app.tenantId] != nil else { throw StoreError.notFound("tenant", app.tenantId) }
+      guard s.apps[app.appId] == nil else {
+        throw StoreError(.alreadyExists, "app \"\(app.appId)\" already exists")
+      }
+      if s.apps.values.contains(where: { $0.tenantId == app.tenantId && $0.bundleId == app.bundleId }) {
+        throw StoreError(.alreadyExists, "bundle id \"\(app.bundleId)\" is already registered")
+      }
+      var stored = app
+      stored.sharedSecretFingerprint = nil
+      s.apps[app.appId] = stored
+    }
+  }
+
+  /// See ``Store/app(id:)``.
+  public func app(id appId: String) async throws(StoreError) -> AppRecord {
+    try withState { (s: inout State) throws(StoreError) in
+      guard let a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
+      return Self.filled(a, s)
+    }
+  }
+
+  /// See ``Store/app(tenantId:appId:)``.
+  public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
+    try withState { (s: inout State) throws(StoreError) in
+      guard let a = s.apps[appId], a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
+      return Self.filled(a, s)
+    }
+  }
+
+  /// See ``Store/listApps(tenantId:page:)``.
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+    let all = state.withLock { s in
+      s.apps.values.filter { $0.tenantId == tenantId }.map { Self.filled($0, s) }
+    }
+    return try Self.page(all, key: \.appId, cursor: \.appId, decode: { $0 }, request: page)
+  }
+
+  /// See ``Store/setPolicy(appId:policy:)``.
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+    try withState { (s: inout State) throws(StoreError) in
+      guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
+      a.policy = policy
+      s.apps[appId] = a
+      return Self.filled(a, s)
+    }
+  }
+
+  // MARK: Shared secrets
+
+  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  public func setSharedSecret(
+    appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
+  ) async throws(StoreError) -> String {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      let version = SharedSecretVersion(
+        secret: secret, fingerprint: SecretFingerprint.of(secret), setMs: atMs)
+      let old = s.secrets[appId]?.current
+      s.secrets[appId] = SharedSecrets(
+        current: version, previous: old, previousValidUntilMs: old == nil ? nil : previousValidUntilMs)
+      return version.fingerprint
+    }
+  }
+
+  /// See ``Store/sharedSecrets(appId:)``.
+  public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      return s.secrets[appId]
+    }
+  }
+
+  // MARK: Catalog
+
+  /// See ``Store/putProducts(appId:products:)``.
+  public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      for p in products { s.products[appId, default: [:]][p.productId] = p }
+    }
+  }
+
+  /// See ``Store/products(appId:)``.
+  public func products(appId: String) async throws(StoreError) -> [Product] {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      return (s.products[appId] ?? [:]).values.sorted { $0.productId < $1.productId }
+    }
+  }
+
+  // MARK: API keys
+
+  /// Checks the operator/tenant invariant of a key (shared with other implementations).
+  public static func validate(_ key: ApiKeyRecord) throws(StoreError) {
+    if key.role == .operator, key.tenantId != nil {
+      throw StoreError(.invalidArgument, "an operator key belongs to no tenant")
+    }
+    if key.role != .operator, key.tenantId == nil {
+      throw StoreError(.invalidArgument, "a \(key.role.rawValue) key needs a tenant")
+    }
+    if key.keyHash.count != 32 {
+      throw StoreError(.invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
+    }
+  }
+
+  /// See ``Store/createApiKey(_:)``.
+  public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
+    try Self.validate(key)
+    try withState { (s: inout State) throws(StoreError) in
+      if let t = key.tenantId, s.tenants[t] == nil { throw StoreError.notFound("tenant", t) }
+      guard s.keys[key.keyId] == nil else {
+        throw StoreError(.alreadyExists, "API key \"\(key.keyId)\" already exists")
+      }
+      if s.keys.values.contains(where: { $0.keyHash == key.keyHash }) {
+        throw StoreError(.alreadyExists, "an API key with this hash already exists")
+      }
+      s.keys[key.keyId] = key
+    }
+  }
+
+  /// See ``Store/apiKey(hash:)``.
+  public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
+    state.withLock { s in s.keys.values.first { ConstantTime.equals($0.keyHash, hash) } }
+  }
+
+  /// See ``Store/listApiKeys(tenantId:page:)``.
+  public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
+    -> Page<ApiKeyRecord>
+  {
+    let all = state.withLock { s in s.keys.values.filter { $0.tenantId == tenantId } }
+    return try Self.page(all, key: \.keyId, cursor: \.keyId, decode: { $0 }, request: page)
+  }
+
+  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
+    -> ApiKeyRecord
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard var k = s.keys[keyId], k.tenantId == tenantId else {
+        throw StoreError.notFound("API key", keyId)
+      }
+      if k.revokedMs == nil { k.revokedMs = atMs }
+      s.keys[keyId] = k
+      return k
+    }
+  }
+
+  /// See ``Store/touchApiKey(keyId:atMs:)``.
+  public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
+    state.withLock { s in
+      guard var k = s.keys[keyId] else { return }
+      if (k.lastUsedMs ?? Int64.min) < atMs {
+        k.lastUsedMs = atMs
+        s.keys[keyId] = k
+      }
+    }
+  }
+
+  // MARK: Purchase data
+
+  private static func apply(_ batch: [UserPurchases], to s: inout State) throws(StoreError)
+    -> IngestSummary
+  {
+    for update in batch where s.apps[update.user.appId] == nil {
+      throw StoreError.notFound("app", update.user.appId)
+    }
+    var summary = IngestSummary()
+    for update in batch {
+      var data = s.users[update.user] ?? UserData()
+      for t in update.transactions {
+        if let old = data.transactions[t.transactionId] {
+          if old == t
+            || !UpsertRule.incomingWins(incomingSignedMs: t.signedDate, storedSignedMs: old.signedDate)
+          {
+            continue
+          }
+        }
+        data.transactions[t.transactionId] = t
+        summary.transactionsWritten += 1
+      }
+      for r in update.renewalInfos {
+        if let old = data.renewalInfos[r.originalTransactionId] {
+          if old == r
+            || !UpsertRule.incomingWins(incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
+          {
+            continue
+          }
+        }
+        data.renewalInfos[r.originalTransactionId] = r
+        summary.renewalInfosWritten += 1
+      }
+      if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
+    }
+    return summary
+  }
+
+  /// See ``Store/ingest(_:)``.
+  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+    try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
+  }
+
+  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
+  public func applyNotification(
+    appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
+  ) async throws(StoreError) -> Bool {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      if s.notifications.contains([appId, notificationId]) { return false }
+      _ = try Self.apply(updates, to: &s)
+      s.notifications.insert([appId, notificationId])
+      return true
+    }
+  }
+
+  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+    -> Bool
+  {
+    state.withLock { $0.notifications.contains([appId, notificationId]) }
+  }
+
+  private static func history(_ user: UserKey, _ s: State) -> UserHistory {
+    guard let data = s.users[user] else { return UserHistory(user: user) }
+    return UserHistory(
+      user: user,
+      transactions: data.transactions.values.sorted {
+        ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
+      },
+      renewalInfos: data.renewalInfos.values.sorted { $0.originalTransactionId < $1.originalTransactionId })
+  }
+
+  /// See ``Store/history(of:)``.
+  public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
+    state.withLock { Self.history(user, $0) }
+  }
+
+  /// See ``Store/histories(appId:environment:userIds:)``.
+  public func histories(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [UserHistory] {
+    state.withLock { s in
+      userIds.map { Self.history(UserKey(appId: appId, environment: environment, userId: $0), s) }
+    }
+  }
+
+  /// See ``Store/transactions(of:page:)``.
+  public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
+    -> Page<Transaction>
+  {
+    let all = state.withLock { Self.history(user, $0).transactions }
+    struct Position: Comparable {
+      var ms: Int64
+      var id: String
+      static func < (a: Position, b: Position) -> Bool { (a.ms, a.id) < (b.ms, b.id) }
+    }
+    return try Self.page(
+      all, key: { Position(ms: $0.purchaseDate, id: $0.transactionId) },
+      cursor: { "\($0.purchaseDate):\($0.transactionId)" },
+      decode: { c in
+        guard let colon = c.firstIndex(of: ":"), let ms = Int64(c[..<colon]) else { return nil }
+        return Position(ms: ms, id: String(c[c.index(after: colon)...]))
+      }, request: page)
+  }
+
+  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  public func users(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [String] {
+    state.withLock { s in
+      s.users.compactMap { key, data -> String? in
+        guard key.appId == appId, key.environment == environment,
+          data.transactions.values.contains(where: { $0.originalTransactionId == originalTransactionId })
+        else { return nil }
+        return key.userId
+      }.sorted()
+    }
+  }
+
+  /// See ``Store/listUsers(appId:environment:page:)``.
+  public func listUsers(
+    appId: String, environment: Environment, page: PageRequest
+  ) async throws(StoreError) -> Page<String> {
+    let all = state.withLock { s in
+      s.users.keys.filter { $0.appId == appId && $0.environment == environment }.map(\.userId)
+    }
+    return try Self.page(all, key: { $0 }, cursor: { $0 }, decode: { $0 }, request: page)
+  }
+
+  // MARK: Audit
+
+  /// See ``Store/appendAudit(_:)``.
+  public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
+    state.withLock { s in
+      var e = entry
+      e.sequence = Int64(s.audit.count + 1)
+      s.audit.append(e)
+      return e
+    }
+  }
+
+  /// See ``Store/auditLog(tenantId:page:)``.
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+    let all = state.withLock { s in s.audit.filter { $0.tenantId == tenantId } }
+    return try Self.page(
+      all, key: \.sequence, cursor: { String($0.sequence) }, decode: { Int64($0) }, request: page)
+  }
+}

@@ -1,0 +1,228 @@
+import SubscriptionDomain
+
+/// An app registered by a tenant.
+public struct AppRecord: Sendable, Hashable {
+  /// The app id (chosen by the service).
+  public var appId: String
+  /// The owning tenant.
+  public var tenantId: String
+  /// The bundle identifier; unique within the tenant.
+  public var bundleId: String
+  /// Apple's numeric app id, if known.
+  public var appleAppId: Int64?
+  /// A display name.
+  public var displayName: String
+  /// The app's eligibility policy.
+  public var policy: EligibilityPolicy
+  /// When it was registered.
+  public var createdMs: Int64
+  /// The current shared secret's fingerprint, if a secret is set (filled by the store on reads).
+  public var sharedSecretFingerprint: String?
+
+  /// Creates an app record.
+  public init(
+    appId: String, tenantId: String, bundleId: String, appleAppId: Int64? = nil,
+    displayName: String = "", policy: EligibilityPolicy = .default, createdMs: Int64,
+    sharedSecretFingerprint: String? = nil
+  ) {
+    self.appId = appId
+    self.tenantId = tenantId
+    self.bundleId = bundleId
+    self.appleAppId = appleAppId
+    self.displayName = displayName
+    self.policy = policy
+    self.createdMs = createdMs
+    self.sharedSecretFingerprint = sharedSecretFingerprint
+  }
+}
+
+/// Identifies one user's purchase history: an app, an App Store environment, the app's user id.
+public struct UserKey: Sendable, Hashable {
+  /// The app.
+  public var appId: String
+  /// Production or sandbox: the two histories are kept apart.
+  public var environment: Environment
+  /// The app's own id for the user.
+  public var userId: String
+
+  /// Creates a key.
+  public init(appId: String, environment: Environment, userId: String) {
+    self.appId = appId
+    self.environment = environment
+    self.userId = userId
+  }
+}
+
+/// New or updated purchase data for one user: what an ingest or a notification brings.
+public struct UserPurchases: Sendable, Hashable {
+  /// Whose data it is.
+  public var user: UserKey
+  /// Transactions to upsert (by transaction id).
+  public var transactions: [Transaction]
+  /// Renewal infos to upsert (by original transaction id).
+  public var renewalInfos: [RenewalInfo]
+
+  /// Creates an update.
+  public init(user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = []) {
+    self.user = user
+    self.transactions = transactions
+    self.renewalInfos = renewalInfos
+  }
+}
+
+/// A user's whole stored history: every transaction (deduplicated by id) and renewal info.
+public struct UserHistory: Sendable, Hashable {
+  /// Whose history it is.
+  public var user: UserKey
+  /// Every stored transaction, in purchase order (then by transaction id).
+  public var transactions: [Transaction]
+  /// Every stored renewal info, ordered by original transaction id.
+  public var renewalInfos: [RenewalInfo]
+
+  /// Creates a history.
+  public init(user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = []) {
+    self.user = user
+    self.transactions = transactions
+    self.renewalInfos = renewalInfos
+  }
+}
+
+/// What an ingest changed.
+public struct IngestSummary: Sendable, Hashable {
+  /// Transactions inserted or replaced (identical or older data is not counted).
+  public var transactionsWritten: Int
+  /// Renewal infos inserted or replaced.
+  public var renewalInfosWritten: Int
+
+  /// Creates a summary.
+  public init(transactionsWritten: Int = 0, renewalInfosWritten: Int = 0) {
+    self.transactionsWritten = transactionsWritten
+    self.renewalInfosWritten = renewalInfosWritten
+  }
+}
+
+/// Where substatus keeps its state. Implementations: ``InMemoryStore`` (tests), `SQLiteStore`
+/// (default), PostgreSQL later. Every implementation must pass the contract suite in
+/// `Tests/SubscriptionStorageTests`.
+///
+/// Rules every implementation follows:
+/// - A method returns only after its change is durable (committed).
+/// - Ids and times come from the caller; the store reads no clock and makes up no ids.
+/// - Errors are ``StoreError``; "belongs to another tenant" is reported as ``StoreError/Code-swift.struct/notFound``.
+/// - Upserts of purchase data deduplicate by transaction id (renewal infos by original transaction
+///   id); the newest data wins: an incoming record replaces the stored one unless both carry a
+///   `signedDate` and the incoming one is older.
+/// - Lists that can grow are paged with opaque cursors.
+public protocol Store: Sendable {
+  // MARK: Tenants
+
+  /// Creates a tenant.
+  /// - Throws: `alreadyExists` if the id is taken.
+  func createTenant(_ tenant: TenantRecord) async throws(StoreError)
+  /// The tenant with id `tenantId`.
+  /// - Throws: `notFound`.
+  func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord
+  /// Tenants ordered by id.
+  func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord>
+  /// Disables or re-enables a tenant and returns it.
+  /// - Throws: `notFound`.
+  func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError) -> TenantRecord
+
+  // MARK: Apps
+
+  /// Registers an app.
+  /// - Throws: `notFound` if the tenant does not exist, `alreadyExists` if the app id or the bundle id
+  ///   (within the tenant) is taken.
+  func createApp(_ app: AppRecord) async throws(StoreError)
+  /// The app with id `appId`, whatever its tenant (the notification endpoint has only the app id).
+  /// - Throws: `notFound`.
+  func app(id appId: String) async throws(StoreError) -> AppRecord
+  /// The app with id `appId` if it belongs to `tenantId`.
+  /// - Throws: `notFound` if it does not exist or belongs to another tenant.
+  func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord
+  /// The tenant's apps, ordered by app id.
+  func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord>
+  /// Replaces the app's eligibility policy and returns the app.
+  /// - Throws: `notFound`.
+  func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord
+
+  // MARK: Shared secrets
+
+  /// Sets the app's shared secret (sealed at rest). The current secret becomes the previous one,
+  /// still accepted until `previousValidUntilMs`.
+  /// - Returns: the new secret's fingerprint.
+  /// - Throws: `notFound` for an unknown app; `secretUnavailable` if the store has no master key.
+  func setSharedSecret(
+    appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
+  ) async throws(StoreError) -> String
+  /// The app's secrets, opened; `nil` when none was ever set.
+  /// - Throws: `notFound` for an unknown app; `secretUnavailable` if a secret cannot be opened
+  ///   (master key missing or wrong).
+  func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets?
+
+  // MARK: Catalog
+
+  /// Inserts or replaces products (by product id) in the app's catalog.
+  /// - Throws: `notFound` for an unknown app.
+  func putProducts(appId: String, products: [Product]) async throws(StoreError)
+  /// The app's whole catalog, ordered by product id.
+  /// - Throws: `notFound` for an unknown app.
+  func products(appId: String) async throws(StoreError) -> [Product]
+
+  // MARK: API keys
+
+  /// Stores a new key.
+  /// - Throws: `alreadyExists` if the id or hash is taken; `notFound` if its tenant does not exist;
+  ///   `invalidArgument` unless operator keys have no tenant and other keys have one.
+  func createApiKey(_ key: ApiKeyRecord) async throws(StoreError)
+  /// The key whose SHA-256 is `hash` (compared in constant time), revoked ones included; `nil` if none.
+  func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord?
+  /// Keys of a tenant (or operator keys for `nil`), ordered by key id.
+  func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<ApiKeyRecord>
+  /// Revokes a key of the tenant (`nil`: an operator key) and returns it; revoking twice keeps the
+  /// first time.
+  /// - Throws: `notFound` if it does not exist or belongs to another tenant.
+  func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError) -> ApiKeyRecord
+  /// Records that a key was used. Cheap and coalesced: implementations may skip the write when the
+  /// stored time is less than a minute older.
+  func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError)
+
+  // MARK: Purchase data
+
+  /// Upserts many users' transactions and renewal infos in one durable commit.
+  /// - Throws: `notFound` if an app does not exist (nothing of the batch is stored).
+  func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary
+  /// Applies a notification exactly once: if `notificationId` is new for the app, records it and
+  /// upserts `updates` atomically and returns `true`; if it was seen before, changes nothing and
+  /// returns `false`.
+  /// - Throws: `notFound` if an app does not exist.
+  func applyNotification(
+    appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
+  ) async throws(StoreError) -> Bool
+  /// Whether a notification id was already processed for the app.
+  func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError) -> Bool
+  /// One user's whole history (empty for a user never seen).
+  func history(of user: UserKey) async throws(StoreError) -> UserHistory
+  /// Several users' histories of one app and environment in one read, in the order of `userIds`.
+  func histories(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [UserHistory]
+  /// One user's transactions, paged, in purchase order (then by transaction id).
+  func transactions(of user: UserKey, page: PageRequest) async throws(StoreError) -> Page<Transaction>
+  /// The users of an app and environment whose history holds `originalTransactionId` (notification
+  /// routing), ordered by user id.
+  func users(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [String]
+  /// The users of an app and environment that have any stored data, ordered by user id (reports).
+  func listUsers(
+    appId: String, environment: Environment, page: PageRequest
+  ) async throws(StoreError) -> Page<String>
+
+  // MARK: Audit
+
+  /// Appends an entry and returns it with its sequence number.
+  func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry
+  /// The tenant's audit entries (`nil`: operator entries), oldest first.
+  func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry>
+}

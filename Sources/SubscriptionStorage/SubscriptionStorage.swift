@@ -1,2 +1,0 @@
-/// Namespace of the SubscriptionStorage module; filled by its issue.
-public enum SubscriptionStorageModule {}

@@ -1,0 +1,162 @@
+// Versioned schema migrations, applied in order at start. Never edit a released migration: add one.
+import SubscriptionStorage
+
+/// One schema step.
+struct Migration {
+  /// The schema version this migration produces.
+  let version: Int
+  /// What it does, recorded in `schema_version`.
+  let description: String
+  /// The statements.
+  let sql: String
+}
+
+/// The schema, as the list of migrations from an empty database.
+///
+/// Layout notes (every hot read is a primary-key or index range lookup, see `QueryPlanTests`):
+/// - `users` maps (app, environment, user id) to a small integer `user_key`, so the per-transaction
+///   rows and their indexes do not repeat the long ids.
+/// - `transactions` is `WITHOUT ROWID` clustered on (user_key, transaction_id): one user's history is
+///   one contiguous range; `transactions_by_original` routes notifications (original id -> users);
+///   `transactions_by_purchase` pages the history in purchase order.
+/// - `api_keys.key_hash` is UNIQUE (an index lookup by hash); `notifications` is keyed by
+///   (app, notification id), so "insert if new" is one primary-key probe.
+enum Schema {
+  static let migrations: [Migration] = [
+    Migration(
+      version: 1, description: "tenants, apps, secrets, products, keys, users, transactions, audit",
+      sql: """
+        CREATE TABLE tenants(
+          tenant_id TEXT PRIMARY KEY,
+          name TEXT NOT NULL,
+          disabled INTEGER NOT NULL DEFAULT 0,
+          created_ms INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE apps(
+          app_id TEXT PRIMARY KEY,
+          tenant_id TEXT NOT NULL REFERENCES tenants(tenant_id),
+          bundle_id TEXT NOT NULL,
+          apple_app_id INTEGER,
+          display_name TEXT NOT NULL,
+          policy BLOB NOT NULL,
+          created_ms INTEGER NOT NULL,
+          UNIQUE(tenant_id, bundle_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX apps_by_tenant ON apps(tenant_id, app_id);
+
+        CREATE TABLE shared_secrets(
+          app_id TEXT PRIMARY KEY REFERENCES apps(app_id),
+          current_key_id TEXT NOT NULL,
+          current_box BLOB NOT NULL,
+          current_fingerprint TEXT NOT NULL,
+          current_set_ms INTEGER NOT NULL,
+          previous_key_id TEXT,
+          previous_box BLOB,
+          previous_fingerprint TEXT,
+          previous_set_ms INTEGER,
+          previous_valid_until_ms INTEGER
+        ) WITHOUT ROWID;
+
+        CREATE TABLE products(
+          app_id TEXT NOT NULL REFERENCES apps(app_id),
+          product_id TEXT NOT NULL,
+          payload BLOB NOT NULL,
+          PRIMARY KEY(app_id, product_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE api_keys(
+          key_id TEXT PRIMARY KEY,
+          tenant_id TEXT REFERENCES tenants(tenant_id),
+          role TEXT NOT NULL,
+          app_ids TEXT NOT NULL,
+          description TEXT NOT NULL,
+          key_hash BLOB NOT NULL UNIQUE,
+          display_prefix TEXT NOT NULL,
+          created_ms INTEGER NOT NULL,
+          last_used_ms INTEGER,
+          revoked_ms INTEGER
+        ) WITHOUT ROWID;
+        CREATE INDEX api_keys_by_tenant ON api_keys(tenant_id, key_id);
+
+        CREATE TABLE users(
+          user_key INTEGER PRIMARY KEY,
+          app_id TEXT NOT NULL,
+          environment TEXT NOT NULL,
+          user_id TEXT NOT NULL,
+          UNIQUE(app_id, environment, user_id)
+        );
+
+        CREATE TABLE transactions(
+          user_key INTEGER NOT NULL,
+          transaction_id TEXT NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          purchase_ms INTEGER NOT NULL,
+          signed_ms INTEGER,
+          payload BLOB NOT NULL,
+          PRIMARY KEY(user_key, transaction_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX transactions_by_original ON transactions(original_transaction_id, user_key);
+        CREATE INDEX transactions_by_purchase ON transactions(user_key, purchase_ms, transaction_id);
+
+        CREATE TABLE renewal_infos(
+          user_key INTEGER NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          signed_ms INTEGER,
+          payload BLOB NOT NULL,
+          PRIMARY KEY(user_key, original_transaction_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE notifications(
+          app_id TEXT NOT NULL,
+          notification_id TEXT NOT NULL,
+          received_ms INTEGER NOT NULL,
+          PRIMARY KEY(app_id, notification_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE audit_log(
+          sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+          tenant_id TEXT,
+          at_ms INTEGER NOT NULL,
+          actor_key_id TEXT NOT NULL,
+          action TEXT NOT NULL,
+          resource TEXT NOT NULL,
+          details TEXT NOT NULL
+        );
+        CREATE INDEX audit_by_tenant ON audit_log(tenant_id, sequence);
+        """)
+  ]
+
+  /// The newest schema version this build knows.
+  static var latestVersion: Int { migrations.last?.version ?? 0 }
+
+  /// Creates `schema_version` if needed, refuses a newer database, applies pending migrations (each in
+  /// its own transaction) and returns the resulting version.
+  /// - Throws: `StoreError.newerSchema` when the file was written by a newer substatus.
+  static func migrate(_ db: SQLiteConnection, now: Int64) throws(StoreError) -> Int {
+    try db.execute(
+      "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
+    )
+    let current = try db.first("SELECT COALESCE(MAX(version), 0) FROM schema_version") { $0.int(0) } ?? 0
+    if current > Int64(latestVersion) {
+      throw StoreError(
+        .newerSchema,
+        "database \(db.path) has schema version \(current), newer than version \(latestVersion) known to this substatus; upgrade substatus or use a backup"
+      )
+    }
+    for migration in migrations where migration.version > Int(current) {
+      try db.execute("BEGIN IMMEDIATE")
+      do {
+        try db.execute(migration.sql)
+        try db.run(
+          "INSERT INTO schema_version(version, description, applied_ms) VALUES(?, ?, ?)",
+          [.int(Int64(migration.version)), .text(migration.description), .int(now)])
+        try db.execute("COMMIT")
+      } catch {
+        try? db.execute("ROLLBACK")
+        throw error
+      }
+    }
+    return latestVersion
+  }
+}

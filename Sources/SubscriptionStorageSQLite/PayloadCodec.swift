@@ -1,0 +1,253 @@
+// How domain values are kept in BLOB columns.
+//
+// Transactions and renewal infos are the bulk of the database and are decoded on every history read,
+// so they use a compact binary form (a format byte, then each field in a fixed order: varints,
+// length-prefixed UTF-8, presence bytes for optionals): ~3x smaller and much faster than JSON.
+// The field lists below must follow the domain types; `PayloadCodecTests` fails when a stored
+// property is added to `Transaction` or `RenewalInfo` without being added here.
+// Small, rarely read values (policy, products, key scopes) use JSON through Codable.
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+
+enum PayloadCodec {
+  /// Format byte of the binary transaction layout.
+  static let transactionFormat: UInt8 = 1
+  /// Format byte of the binary renewal-info layout.
+  static let renewalInfoFormat: UInt8 = 1
+  /// Stored properties the transaction layout covers (checked against the type by a test).
+  static let transactionFieldCount = 25
+  /// Stored properties the renewal-info layout covers.
+  static let renewalInfoFieldCount = 15
+
+  static func encode(_ t: Transaction) -> [UInt8] {
+    var w = BinaryWriter()
+    w.byte(transactionFormat)
+    w.string(t.transactionId)
+    w.string(t.originalTransactionId)
+    w.string(t.productId)
+    w.string(t.subscriptionGroupIdentifier)
+    w.int(t.purchaseDate)
+    w.int(t.originalPurchaseDate)
+    w.int(t.expiresDate)
+    w.bool(t.isTrialPeriod)
+    w.bool(t.isInIntroOfferPeriod)
+    w.int(t.rawOfferType.map(Int64.init))
+    w.string(t.offerIdentifier)
+    w.string(t.rawOfferDiscountType)
+    w.int(t.revocationDate)
+    w.int(t.rawRevocationReason.map(Int64.init))
+    w.string(t.rawRevocationType)
+    w.string(t.rawInAppOwnershipType)
+    w.bool(t.isUpgraded)
+    w.string(t.rawEnvironment)
+    w.string(t.webOrderLineItemId)
+    w.int(Int64(t.quantity))
+    w.string(t.rawType)
+    w.string(t.bundleId)
+    w.string(t.appAccountToken)
+    w.int(t.signedDate)
+    w.string(t.notificationType)
+    return w.bytes
+  }
+
+  static func decodeTransaction(_ bytes: [UInt8]) throws(StoreError) -> Transaction {
+    var r = BinaryReader(bytes)
+    guard try r.byte() == transactionFormat else {
+      throw StoreError(.corrupt, "stored transaction has an unknown format")
+    }
+    var t = Transaction(transactionId: try r.string(), productId: "", purchaseDate: 0)
+    t.originalTransactionId = try r.string()
+    t.productId = try r.string()
+    t.subscriptionGroupIdentifier = try r.optionalString()
+    t.purchaseDate = try r.int()
+    t.originalPurchaseDate = try r.optionalInt()
+    t.expiresDate = try r.optionalInt()
+    t.isTrialPeriod = try r.bool()
+    t.isInIntroOfferPeriod = try r.bool()
+    t.rawOfferType = try r.optionalInt().map { Int($0) }
+    t.offerIdentifier = try r.optionalString()
+    t.rawOfferDiscountType = try r.optionalString()
+    t.revocationDate = try r.optionalInt()
+    t.rawRevocationReason = try r.optionalInt().map { Int($0) }
+    t.rawRevocationType = try r.optionalString()
+    t.rawInAppOwnershipType = try r.optionalString()
+    t.isUpgraded = try r.bool()
+    t.rawEnvironment = try r.optionalString()
+    t.webOrderLineItemId = try r.optionalString()
+    t.quantity = Int(try r.int())
+    t.rawType = try r.optionalString()
+    t.bundleId = try r.optionalString()
+    t.appAccountToken = try r.optionalString()
+    t.signedDate = try r.optionalInt()
+    t.notificationType = try r.optionalString()
+    return t
+  }
+
+  static func encode(_ i: RenewalInfo) -> [UInt8] {
+    var w = BinaryWriter()
+    w.byte(renewalInfoFormat)
+    w.string(i.originalTransactionId)
+    w.string(i.productId)
+    w.string(i.autoRenewProductId)
+    w.int(i.rawAutoRenewStatus.map(Int64.init))
+    w.int(i.rawExpirationIntent.map(Int64.init))
+    w.bool(i.isInBillingRetryPeriod)
+    w.int(i.gracePeriodExpiresDate)
+    w.int(i.rawPriceConsentStatus.map(Int64.init))
+    w.int(i.rawOfferType.map(Int64.init))
+    w.string(i.offerIdentifier)
+    w.string(i.rawEnvironment)
+    w.int(i.renewalDate)
+    w.int(i.recentSubscriptionStartDate)
+    w.int(Int64(i.eligibleWinBackOfferIds.count))
+    for id in i.eligibleWinBackOfferIds { w.string(id) }
+    w.int(i.signedDate)
+    return w.bytes
+  }
+
+  static func decodeRenewalInfo(_ bytes: [UInt8]) throws(StoreError) -> RenewalInfo {
+    var r = BinaryReader(bytes)
+    guard try r.byte() == renewalInfoFormat else {
+      throw StoreError(.corrupt, "stored renewal info has an unknown format")
+    }
+    var i = RenewalInfo(originalTransactionId: try r.string(), productId: try r.string())
+    i.autoRenewProductId = try r.optionalString()
+    i.rawAutoRenewStatus = try r.optionalInt().map { Int($0) }
+    i.rawExpirationIntent = try r.optionalInt().map { Int($0) }
+    i.isInBillingRetryPeriod = try r.bool()
+    i.gracePeriodExpiresDate = try r.optionalInt()
+    i.rawPriceConsentStatus = try r.optionalInt().map { Int($0) }
+    i.rawOfferType = try r.optionalInt().map { Int($0) }
+    i.offerIdentifier = try r.optionalString()
+    i.rawEnvironment = try r.optionalString()
+    i.renewalDate = try r.optionalInt()
+    i.recentSubscriptionStartDate = try r.optionalInt()
+    let count = try r.int()
+    guard count >= 0, count < 10_000 else {
+      throw StoreError(.corrupt, "stored renewal info has a bad list length")
+    }
+    var ids: [String] = []
+    for _ in 0..<count { ids.append(try r.string()) }
+    i.eligibleWinBackOfferIds = ids
+    i.signedDate = try r.optionalInt()
+    return i
+  }
+
+  static func encodeJSON<T: Encodable>(_ value: T) throws(StoreError) -> [UInt8] {
+    do {
+      let encoder = JSONEncoder()
+      encoder.outputFormatting = .sortedKeys
+      return Array(try encoder.encode(value))
+    } catch {
+      throw StoreError(.invalidArgument, "cannot encode \(T.self): \(error)")
+    }
+  }
+
+  static func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws(StoreError) -> T {
+    do {
+      return try JSONDecoder().decode(T.self, from: Data(bytes))
+    } catch {
+      throw StoreError(.corrupt, "stored \(T.self) cannot be decoded: \(error)")
+    }
+  }
+}
+
+/// Appends varints and length-prefixed strings.
+struct BinaryWriter {
+  var bytes: [UInt8] = []
+
+  init() { bytes.reserveCapacity(160) }
+
+  mutating func byte(_ b: UInt8) { bytes.append(b) }
+
+  mutating func varint(_ v: UInt64) {
+    var v = v
+    while v >= 0x80 {
+      bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+      v >>= 7
+    }
+    bytes.append(UInt8(v))
+  }
+
+  /// Zigzag varint.
+  mutating func int(_ v: Int64) { varint(UInt64(bitPattern: (v << 1) ^ (v >> 63))) }
+
+  mutating func int(_ v: Int64?) {
+    if let v {
+      byte(1)
+      int(v)
+    } else {
+      byte(0)
+    }
+  }
+
+  mutating func bool(_ v: Bool) { byte(v ? 1 : 0) }
+
+  mutating func string(_ s: String) {
+    var s = s
+    s.withUTF8 { utf8 in
+      varint(UInt64(utf8.count))
+      bytes.append(contentsOf: utf8)
+    }
+  }
+
+  mutating func string(_ s: String?) {
+    if let s {
+      byte(1)
+      string(s)
+    } else {
+      byte(0)
+    }
+  }
+}
+
+/// Reads what ``BinaryWriter`` wrote; any overrun is a `corrupt` error.
+struct BinaryReader {
+  private let bytes: [UInt8]
+  private var position = 0
+
+  init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+  private static let truncated = StoreError(.corrupt, "stored record is truncated")
+
+  mutating func byte() throws(StoreError) -> UInt8 {
+    guard position < bytes.count else { throw Self.truncated }
+    defer { position += 1 }
+    return bytes[position]
+  }
+
+  mutating func varint() throws(StoreError) -> UInt64 {
+    var result: UInt64 = 0
+    var shift: UInt64 = 0
+    while true {
+      let b = try byte()
+      result |= UInt64(b & 0x7f) << shift
+      if b < 0x80 { return result }
+      shift += 7
+      guard shift < 64 else { throw StoreError(.corrupt, "stored record has a bad varint") }
+    }
+  }
+
+  mutating func int() throws(StoreError) -> Int64 {
+    let z = try varint()
+    return Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
+  }
+
+  mutating func optionalInt() throws(StoreError) -> Int64? {
+    try byte() == 0 ? nil : try int()
+  }
+
+  mutating func bool() throws(StoreError) -> Bool { try byte() != 0 }
+
+  mutating func string() throws(StoreError) -> String {
+    let n = Int(try varint())
+    guard n >= 0, n <= bytes.count - position else { throw Self.truncated }
+    defer { position += n }
+    return String(decoding: bytes[position..<(position + n)], as: UTF8.self)
+  }
+
+  mutating func optionalString() throws(StoreError) -> String? {
+    try byte() == 0 ? nil : try string()
+  }
+}

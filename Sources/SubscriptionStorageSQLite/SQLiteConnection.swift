@@ -1,0 +1,190 @@
+// The thin layer that talks to libsqlite3. Only this file touches sqlite3 pointers.
+import CSQLite
+import SubscriptionStorage
+
+/// A value bound to a statement parameter.
+enum SQLValue {
+  case int(Int64)
+  case text(String)
+  case blob([UInt8])
+  case null
+
+  /// `.int` or `.null`.
+  static func optional(_ value: Int64?) -> SQLValue { value.map { .int($0) } ?? .null }
+  /// `.text` or `.null`.
+  static func optional(_ value: String?) -> SQLValue { value.map { .text($0) } ?? .null }
+  /// A boolean as 0/1.
+  static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
+}
+
+/// A row of a stepping statement; valid only inside the row callback.
+struct SQLRow {
+  fileprivate let statement: OpaquePointer
+
+  /// Column `index` as an integer (0 for NULL).
+  func int(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
+  /// Column `index` as an optional integer.
+  func optionalInt(_ index: Int32) -> Int64? {
+    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, index)
+  }
+  /// Column `index` as a boolean.
+  func bool(_ index: Int32) -> Bool { sqlite3_column_int64(statement, index) != 0 }
+  /// Column `index` as text ("" for NULL).
+  func text(_ index: Int32) -> String {
+    guard let p = sqlite3_column_text(statement, index) else { return "" }
+    let n = Int(sqlite3_column_bytes(statement, index))
+    return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+  }
+  /// Column `index` as optional text.
+  func optionalText(_ index: Int32) -> String? {
+    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : text(index)
+  }
+  /// Column `index` as bytes (empty for NULL).
+  func blob(_ index: Int32) -> [UInt8] {
+    let n = Int(sqlite3_column_bytes(statement, index))
+    guard n > 0, let p = sqlite3_column_blob(statement, index) else { return [] }
+    return Array(UnsafeRawBufferPointer(start: p, count: n))
+  }
+}
+
+/// One SQLite connection with its prepared-statement cache.
+///
+/// Not thread-safe: it is opened by the store, handed to exactly one worker thread (the writer or a
+/// reader) and from then on used only there. `@unchecked Sendable` covers that single hand-over.
+final class SQLiteConnection: @unchecked Sendable {
+  private let handle: OpaquePointer
+  private var statements: [String: OpaquePointer] = [:]
+  /// The file path, for messages.
+  let path: String
+
+  /// Opens (creating if `create`) the database at `path`.
+  /// - Throws: `StoreError.unavailable` when it cannot be opened.
+  init(path: String, readOnly: Bool, create: Bool) throws(StoreError) {
+    self.path = path
+    var db: OpaquePointer?
+    var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_PRIVATECACHE
+    flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
+    if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
+    let rc = sqlite3_open_v2(path, &db, flags, nil)
+    guard rc == SQLITE_OK, let db else {
+      let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+      if let db { sqlite3_close_v2(db) }
+      throw SQLiteConnection.error(code: rc, message: "cannot open database \(path): \(message)")
+    }
+    handle = db
+    sqlite3_extended_result_codes(db, 1)
+  }
+
+  deinit {
+    for (_, statement) in statements { sqlite3_finalize(statement) }
+    sqlite3_close_v2(handle)
+  }
+
+  /// Maps an SQLite result code to a ``StoreError``.
+  static func error(code: Int32, message: String) -> StoreError {
+    switch code & 0xff {
+    case SQLITE_CONSTRAINT: return StoreError(.alreadyExists, message)
+    case SQLITE_CORRUPT, SQLITE_NOTADB: return StoreError(.corrupt, message)
+    case SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY,
+      SQLITE_NOMEM, SQLITE_PERM, SQLITE_PROTOCOL, SQLITE_NOLFS, SQLITE_AUTH:
+      return StoreError(.unavailable, message)
+    default: return StoreError(.internalError, message)
+    }
+  }
+
+  private func fail(_ rc: Int32, _ context: String) -> StoreError {
+    let message = String(cString: sqlite3_errmsg(handle))
+    return SQLiteConnection.error(code: rc, message: "\(context): \(message) (\(path))")
+  }
+
+  /// Runs one or more statements without results (schema, pragmas).
+  func execute(_ sql: String) throws(StoreError) {
+    let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+    guard rc == SQLITE_OK else { throw fail(rc, "executing \(sql.prefix(60))") }
+  }
+
+  /// The cached prepared statement for `sql`, reset and with bindings cleared.
+  private func prepared(_ sql: String) throws(StoreError) -> OpaquePointer {
+    if let cached = statements[sql] { return cached }
+    var statement: OpaquePointer?
+    let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+    guard rc == SQLITE_OK, let statement else { throw fail(rc, "preparing \(sql.prefix(60))") }
+    statements[sql] = statement
+    return statement
+  }
+
+  private func bind(_ statement: OpaquePointer, _ values: [SQLValue]) throws(StoreError) {
+    for (i, value) in values.enumerated() {
+      let index = Int32(i + 1)
+      let rc: Int32
+      switch value {
+      case .int(let v): rc = sqlite3_bind_int64(statement, index, v)
+      case .text(let s): rc = sqlite3_bind_text(statement, index, s, -1, csqlite_transient())
+      case .blob(let b):
+        rc = b.withUnsafeBytes { raw in
+          // A zero-length blob still needs a non-NULL pointer to be a blob, not NULL.
+          sqlite3_bind_blob(statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+                            Int32(b.count), csqlite_transient())
+        }
+      case .null: rc = sqlite3_bind_null(statement, index)
+      }
+      guard rc == SQLITE_OK else { throw fail(rc, "binding parameter \(index)") }
+    }
+  }
+
+  /// Runs `sql` with `values`, calling `row` for each result row.
+  func query(
+    _ sql: String, _ values: [SQLValue] = [], row: (SQLRow) throws(StoreError) -> Void
+  ) throws(StoreError) {
+    let statement = try prepared(sql)
+    defer {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+    }
+    try bind(statement, values)
+    while true {
+      let rc = sqlite3_step(statement)
+      if rc == SQLITE_ROW {
+        try row(SQLRow(statement: statement))
+      } else if rc == SQLITE_DONE {
+        return
+      } else {
+        throw fail(rc, "running \(sql.prefix(60))")
+      }
+    }
+  }
+
+  /// Runs `sql` and maps every row.
+  func all<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (SQLRow) throws(StoreError) -> T)
+    throws(StoreError) -> [T]
+  {
+    var out: [T] = []
+    try query(sql, values) { (r: SQLRow) throws(StoreError) in out.append(try map(r)) }
+    return out
+  }
+
+  /// Runs `sql` and maps the first row, if any.
+  func first<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (SQLRow) throws(StoreError) -> T)
+    throws(StoreError) -> T?
+  {
+    var out: T?
+    try query(sql, values) { (r: SQLRow) throws(StoreError) in
+      if out == nil { out = try map(r) }
+    }
+    return out
+  }
+
+  /// Runs a statement without result rows.
+  func run(_ sql: String, _ values: [SQLValue] = []) throws(StoreError) {
+    try query(sql, values) { _ in }
+  }
+
+  /// Rows changed by the last INSERT/UPDATE/DELETE.
+  var changes: Int { Int(sqlite3_changes(handle)) }
+
+  /// The rowid of the last INSERT.
+  var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+  /// Whether a transaction is open.
+  var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}

@@ -1,0 +1,729 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+
+/// A page query helper: `rows` holds up to `limit + 1` items; the extra one only says "there is more".
+private func makePage<T>(_ rows: [T], limit: Int, cursor: (T) -> String) -> Page<T> {
+  if rows.count > limit {
+    let items = Array(rows.prefix(limit))
+    return Page(items: items, nextCursor: items.last.map(cursor))
+  }
+  return Page(items: rows, nextCursor: nil)
+}
+
+private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue]) throws(StoreError) -> Bool {
+  try db.first(sql, values) { _ in true } ?? false
+}
+
+private func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreError) {
+  guard try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(appId)]) else {
+    throw StoreError.notFound("app", appId)
+  }
+}
+
+/// A transaction ready to write: its key columns and encoded payload (encoded off the writer thread).
+private struct EncodedTransaction: Sendable {
+  var transactionId: String
+  var originalTransactionId: String
+  var purchaseMs: Int64
+  var signedMs: Int64?
+  var payload: [UInt8]
+}
+
+/// A renewal info ready to write.
+private struct EncodedRenewalInfo: Sendable {
+  var originalTransactionId: String
+  var signedMs: Int64?
+  var payload: [UInt8]
+}
+
+/// One user's encoded update.
+private struct EncodedPurchases: Sendable {
+  var user: UserKey
+  var transactions: [EncodedTransaction]
+  var renewalInfos: [EncodedRenewalInfo]
+
+  init(_ update: UserPurchases) {
+    user = update.user
+    transactions = update.transactions.map {
+      EncodedTransaction(
+        transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
+        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0))
+    }
+    renewalInfos = update.renewalInfos.map {
+      EncodedRenewalInfo(
+        originalTransactionId: $0.originalTransactionId, signedMs: $0.signedDate,
+        payload: PayloadCodec.encode($0))
+    }
+  }
+}
+
+/// The statements on hot paths, named so `QueryPlanTests` can check each is an index lookup.
+enum HotQueries {
+  static let userKey = "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
+  static let historyTransactions = "SELECT payload FROM transactions WHERE user_key = ?"
+  static let historyRenewalInfos =
+    "SELECT payload FROM renewal_infos WHERE user_key = ? ORDER BY original_transaction_id"
+  static let transactionPage = """
+    SELECT payload FROM transactions
+    WHERE user_key = ? AND (purchase_ms, transaction_id) > (?, ?)
+    ORDER BY purchase_ms, transaction_id LIMIT ?
+    """
+  static let usersByOriginalTransaction = """
+    SELECT DISTINCT u.user_id FROM transactions t JOIN users u ON u.user_key = t.user_key
+    WHERE t.original_transaction_id = ? AND u.app_id = ? AND u.environment = ?
+    ORDER BY u.user_id
+    """
+  static let keyByHash = """
+    SELECT key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
+    last_used_ms, revoked_ms FROM api_keys WHERE key_hash = ?
+    """
+  static let notificationSeen = "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
+  static let appById = """
+    SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
+    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
+    """
+  static let all = [
+    userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
+    keyByHash, notificationSeen, appById,
+  ]
+}
+
+extension SQLiteStore: Store {
+  private static let appColumns = """
+    a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
+    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id
+    """
+
+  private static func appRecord(_ r: SQLRow) throws(StoreError) -> AppRecord {
+    AppRecord(
+      appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
+      displayName: r.text(4), policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
+      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
+  }
+
+  private static let keyColumns = """
+    key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
+    last_used_ms, revoked_ms FROM api_keys
+    """
+
+  private static func keyRecord(_ r: SQLRow) throws(StoreError) -> ApiKeyRecord {
+    guard let role = ApiKeyRecord.Role(rawValue: r.text(2)) else {
+      throw StoreError(.corrupt, "API key \(r.text(0)) has unknown role \(r.text(2))")
+    }
+    return ApiKeyRecord(
+      keyId: r.text(0), tenantId: r.optionalText(1), role: role,
+      appIds: try PayloadCodec.decodeJSON([String].self, r.blob(3)), description: r.text(4),
+      keyHash: r.blob(5), displayPrefix: r.text(6), createdMs: r.int(7), lastUsedMs: r.optionalInt(8),
+      revokedMs: r.optionalInt(9))
+  }
+
+  // MARK: Tenants
+
+  /// See ``Store/createTenant(_:)``.
+  public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
+    try await writer.write { db throws(StoreError) in
+      if try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(tenant.tenantId)]) {
+        throw StoreError(.alreadyExists, "tenant \"\(tenant.tenantId)\" already exists")
+      }
+      try db.run(
+        "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES(?, ?, ?, ?)",
+        [.text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled), .int(tenant.createdMs)])
+    }
+  }
+
+  private static func tenantRecord(_ r: SQLRow) -> TenantRecord {
+    TenantRecord(tenantId: r.text(0), name: r.text(1), disabled: r.bool(2), createdMs: r.int(3))
+  }
+
+  /// See ``Store/tenant(id:)``.
+  public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
+    try await readers.read { db throws(StoreError) in
+      guard
+        let t = try db.first(
+          "SELECT tenant_id, name, disabled, created_ms FROM tenants WHERE tenant_id = ?",
+          [.text(tenantId)], Self.tenantRecord)
+      else { throw StoreError.notFound("tenant", tenantId) }
+      return t
+    }
+  }
+
+  /// See ``Store/listTenants(page:)``.
+  public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
+    let limit = page.limit
+    return try await readers.read { db throws(StoreError) in
+      let rows = try db.all(
+        "SELECT tenant_id, name, disabled, created_ms FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
+        [.text(page.cursor ?? ""), .int(Int64(limit + 1))], Self.tenantRecord)
+      return makePage(rows, limit: limit) { $0.tenantId }
+    }
+  }
+
+  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
+    -> TenantRecord
+  {
+    try await writer.write { db throws(StoreError) in
+      try db.run(
+        "UPDATE tenants SET disabled = ? WHERE tenant_id = ?", [.bool(disabled), .text(tenantId)])
+      guard
+        let t = try db.first(
+          "SELECT tenant_id, name, disabled, created_ms FROM tenants WHERE tenant_id = ?",
+          [.text(tenantId)], Self.tenantRecord)
+      else { throw StoreError.notFound("tenant", tenantId) }
+      return t
+    }
+  }
+
+  // MARK: Apps
+
+  /// See ``Store/createApp(_:)``.
+  public func createApp(_ app: AppRecord) async throws(StoreError) {
+    let policy = try PayloadCodec.encodeJSON(app.policy)
+    try await writer.write { db throws(StoreError) in
+      guard try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(app.tenantId)]) else {
+        throw StoreError.notFound("tenant", app.tenantId)
+      }
+      if try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(app.appId)]) {
+        throw StoreError(.alreadyExists, "app \"\(app.appId)\" already exists")
+      }
+      if try exists(
+        db, "SELECT 1 FROM apps WHERE tenant_id = ? AND bundle_id = ?",
+        [.text(app.tenantId), .text(app.bundleId)])
+      {
+        throw StoreError(.alreadyExists, "bundle id \"\(app.bundleId)\" is already registered")
+      }
+      try db.run(
+        """
+        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms)
+        VALUES(?, ?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
+          .text(app.displayName), .blob(policy), .int(app.createdMs),
+        ])
+    }
+  }
+
+  /// See ``Store/app(id:)``.
+  public func app(id appId: String) async throws(StoreError) -> AppRecord {
+    try await readers.read { db throws(StoreError) in
+      guard
+        let a = try db.first(HotQueries.appById, [.text(appId)], Self.appRecord)
+      else { throw StoreError.notFound("app", appId) }
+      return a
+    }
+  }
+
+  /// See ``Store/app(tenantId:appId:)``.
+  public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
+    let a = try await app(id: appId)
+    guard a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
+    return a
+  }
+
+  /// See ``Store/listApps(tenantId:page:)``.
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+    let limit = page.limit
+    return try await readers.read { db throws(StoreError) in
+      let rows = try db.all(
+        "SELECT \(Self.appColumns) WHERE a.tenant_id = ? AND a.app_id > ? ORDER BY a.app_id LIMIT ?",
+        [.text(tenantId), .text(page.cursor ?? ""), .int(Int64(limit + 1))], Self.appRecord)
+      return makePage(rows, limit: limit) { $0.appId }
+    }
+  }
+
+  /// See ``Store/setPolicy(appId:policy:)``.
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+    let encoded = try PayloadCodec.encodeJSON(policy)
+    return try await writer.write { db throws(StoreError) in
+      try db.run("UPDATE apps SET policy = ? WHERE app_id = ?", [.blob(encoded), .text(appId)])
+      guard
+        let a = try db.first(
+          "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
+      else { throw StoreError.notFound("app", appId) }
+      return a
+    }
+  }
+
+  // MARK: Shared secrets
+
+  private static func secretContext(_ appId: String) -> String { "substatus/shared-secret/" + appId }
+
+  private func requireKeyring() throws(StoreError) -> MasterKeyring {
+    guard let keyring = configuration.keyring else {
+      throw StoreError(
+        .secretUnavailable,
+        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
+      )
+    }
+    return keyring
+  }
+
+  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  public func setSharedSecret(
+    appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
+  ) async throws(StoreError) -> String {
+    let keyring = try requireKeyring()
+    let sealed: SealedSecret
+    do {
+      sealed = try SecretBox.seal(Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
+    } catch {
+      throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
+    }
+    let fingerprint = SecretFingerprint.of(secret)
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run(
+        """
+        INSERT INTO shared_secrets(app_id, current_key_id, current_box, current_fingerprint, current_set_ms)
+        VALUES(?, ?, ?, ?, ?)
+        ON CONFLICT(app_id) DO UPDATE SET
+          previous_key_id = current_key_id, previous_box = current_box,
+          previous_fingerprint = current_fingerprint, previous_set_ms = current_set_ms,
+          previous_valid_until_ms = ?,
+          current_key_id = excluded.current_key_id, current_box = excluded.current_box,
+          current_fingerprint = excluded.current_fingerprint, current_set_ms = excluded.current_set_ms
+        """,
+        [
+          .text(appId), .text(sealed.keyId), .blob(sealed.box), .text(fingerprint), .int(atMs),
+          .int(previousValidUntilMs),
+        ])
+    }
+    return fingerprint
+  }
+
+  private struct SealedRow: Sendable {
+    var current: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64)
+    var previous: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64)?
+    var previousValidUntilMs: Int64?
+  }
+
+  /// See ``Store/sharedSecrets(appId:)``.
+  public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
+    let row: SealedRow? = try await readers.read { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.first(
+        """
+        SELECT current_key_id, current_box, current_fingerprint, current_set_ms, previous_key_id,
+          previous_box, previous_fingerprint, previous_set_ms, previous_valid_until_ms
+        FROM shared_secrets WHERE app_id = ?
+        """, [.text(appId)]
+      ) { r in
+        SealedRow(
+          current: (r.text(0), r.blob(1), r.text(2), r.int(3)),
+          previous: r.optionalText(4).map { ($0, r.blob(5), r.text(6), r.int(7)) },
+          previousValidUntilMs: r.optionalInt(8))
+      }
+    }
+    guard let row else { return nil }
+    let keyring = try requireKeyring()
+    func open(_ part: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64))
+      throws(StoreError) -> SharedSecretVersion
+    {
+      do {
+        let plain = try SecretBox.open(
+          SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(appId),
+          keyring: keyring)
+        return SharedSecretVersion(
+          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint, setMs: part.setMs)
+      } catch {
+        throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
+      }
+    }
+    return SharedSecrets(
+      current: try open(row.current), previous: try row.previous.map(open),
+      previousValidUntilMs: row.previousValidUntilMs)
+  }
+
+  /// Re-seals every stored secret under the keyring's current master key (after a rotation), so the
+  /// old key can then be removed from the keyring.
+  /// - Returns: how many sealed values were re-sealed.
+  /// - Throws: `secretUnavailable` if a value cannot be opened with the keyring.
+  public func resealSecrets() async throws(StoreError) -> Int {
+    let keyring = try requireKeyring()
+    return try await writer.write { db throws(StoreError) in
+      struct Part { var appId: String; var column: String; var keyId: String; var box: [UInt8] }
+      var parts: [Part] = []
+      try db.query("SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets") { r in
+        parts.append(Part(appId: r.text(0), column: "current", keyId: r.text(1), box: r.blob(2)))
+        if let k = r.optionalText(3) {
+          parts.append(Part(appId: r.text(0), column: "previous", keyId: k, box: r.blob(4)))
+        }
+      }
+      var count = 0
+      for part in parts where part.keyId != keyring.current.id {
+        let resealed: SealedSecret
+        do throws(SecretBoxError) {
+          resealed = try SecretBox.reseal(
+            SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(part.appId),
+            keyring: keyring)
+        } catch {
+          throw StoreError(.secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
+        }
+        try db.run(
+          "UPDATE shared_secrets SET \(part.column)_key_id = ?, \(part.column)_box = ? WHERE app_id = ?",
+          [.text(resealed.keyId), .blob(resealed.box), .text(part.appId)])
+        count += 1
+      }
+      return count
+    }
+  }
+
+  // MARK: Catalog
+
+  /// See ``Store/putProducts(appId:products:)``.
+  public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
+    var encoded: [(String, [UInt8])] = []
+    for p in products { encoded.append((p.productId, try PayloadCodec.encodeJSON(p))) }
+    let rows = encoded.map { ProductRow(productId: $0.0, payload: $0.1) }
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      for row in rows {
+        try db.run(
+          """
+          INSERT INTO products(app_id, product_id, payload) VALUES(?, ?, ?)
+          ON CONFLICT(app_id, product_id) DO UPDATE SET payload = excluded.payload
+          """, [.text(appId), .text(row.productId), .blob(row.payload)])
+      }
+    }
+  }
+
+  private struct ProductRow: Sendable {
+    var productId: String
+    var payload: [UInt8]
+  }
+
+  /// See ``Store/products(appId:)``.
+  public func products(appId: String) async throws(StoreError) -> [Product] {
+    try await readers.read { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.all(
+        "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id", [.text(appId)]
+      ) { r throws(StoreError) in try PayloadCodec.decodeJSON(Product.self, r.blob(0)) }
+    }
+  }
+
+  // MARK: API keys
+
+  /// See ``Store/createApiKey(_:)``.
+  public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
+    try InMemoryStore.validate(key)
+    let appIds = try PayloadCodec.encodeJSON(key.appIds)
+    try await writer.write { db throws(StoreError) in
+      if let t = key.tenantId,
+        try !exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(t)])
+      {
+        throw StoreError.notFound("tenant", t)
+      }
+      if try exists(db, "SELECT 1 FROM api_keys WHERE key_id = ?", [.text(key.keyId)]) {
+        throw StoreError(.alreadyExists, "API key \"\(key.keyId)\" already exists")
+      }
+      if try exists(db, "SELECT 1 FROM api_keys WHERE key_hash = ?", [.blob(key.keyHash)]) {
+        throw StoreError(.alreadyExists, "an API key with this hash already exists")
+      }
+      try db.run(
+        """
+        INSERT INTO api_keys(key_id, tenant_id, role, app_ids, description, key_hash, display_prefix,
+          created_ms, last_used_ms, revoked_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .text(key.keyId), .optional(key.tenantId), .text(key.role.rawValue), .blob(appIds),
+          .text(key.description), .blob(key.keyHash), .text(key.displayPrefix), .int(key.createdMs),
+          .optional(key.lastUsedMs), .optional(key.revokedMs),
+        ])
+    }
+  }
+
+  /// See ``Store/apiKey(hash:)``.
+  public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
+    let found = try await readers.read { db throws(StoreError) in
+      try db.first(HotQueries.keyByHash, [.blob(hash)], Self.keyRecord)
+    }
+    // The index finds the row; the final comparison is constant-time.
+    guard let found, ConstantTime.equals(found.keyHash, hash) else { return nil }
+    return found
+  }
+
+  /// See ``Store/listApiKeys(tenantId:page:)``.
+  public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
+    -> Page<ApiKeyRecord>
+  {
+    let limit = page.limit
+    return try await readers.read { db throws(StoreError) in
+      let rows: [ApiKeyRecord]
+      if let tenantId {
+        rows = try db.all(
+          "SELECT \(Self.keyColumns) WHERE tenant_id = ? AND key_id > ? ORDER BY key_id LIMIT ?",
+          [.text(tenantId), .text(page.cursor ?? ""), .int(Int64(limit + 1))], Self.keyRecord)
+      } else {
+        rows = try db.all(
+          "SELECT \(Self.keyColumns) WHERE tenant_id IS NULL AND key_id > ? ORDER BY key_id LIMIT ?",
+          [.text(page.cursor ?? ""), .int(Int64(limit + 1))], Self.keyRecord)
+      }
+      return makePage(rows, limit: limit) { $0.keyId }
+    }
+  }
+
+  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
+    -> ApiKeyRecord
+  {
+    try await writer.write { db throws(StoreError) in
+      guard
+        let key = try db.first("SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
+        key.tenantId == tenantId
+      else { throw StoreError.notFound("API key", keyId) }
+      if key.revokedMs != nil { return key }
+      try db.run("UPDATE api_keys SET revoked_ms = ? WHERE key_id = ?", [.int(atMs), .text(keyId)])
+      var revoked = key
+      revoked.revokedMs = atMs
+      return revoked
+    }
+  }
+
+  /// See ``Store/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key.
+  public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
+    let due = touchedKeys.withLock { touched -> Bool in
+      if let last = touched[keyId], atMs - last < 60_000 { return false }
+      touched[keyId] = atMs
+      return true
+    }
+    guard due else { return }
+    try await writer.write { db throws(StoreError) in
+      try db.run(
+        "UPDATE api_keys SET last_used_ms = ? WHERE key_id = ? AND (last_used_ms IS NULL OR last_used_ms < ?)",
+        [.int(atMs), .text(keyId), .int(atMs)])
+    }
+  }
+
+  // MARK: Purchase data
+
+  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool) throws(StoreError)
+    -> Int64?
+  {
+    let values: [SQLValue] = [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)]
+    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) })
+    {
+      return key
+    }
+    guard create else { return nil }
+    try db.run("INSERT INTO users(app_id, environment, user_id) VALUES(?, ?, ?)", values)
+    return db.lastInsertRowID
+  }
+
+  private static func apply(_ batch: [EncodedPurchases], _ db: SQLiteConnection) throws(StoreError)
+    -> IngestSummary
+  {
+    var checked = Set<String>()
+    for update in batch where !checked.contains(update.user.appId) {
+      try requireApp(db, update.user.appId)
+      checked.insert(update.user.appId)
+    }
+    var summary = IngestSummary()
+    for update in batch {
+      if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
+      guard let key = try userKey(db, update.user, create: true) else { continue }
+      for t in update.transactions {
+        try db.run(
+          """
+          INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
+            signed_ms, payload) VALUES(?, ?, ?, ?, ?, ?)
+          ON CONFLICT(user_key, transaction_id) DO UPDATE SET
+            original_transaction_id = excluded.original_transaction_id,
+            purchase_ms = excluded.purchase_ms, signed_ms = excluded.signed_ms, payload = excluded.payload
+          WHERE transactions.payload IS NOT excluded.payload
+            AND (excluded.signed_ms IS NULL OR transactions.signed_ms IS NULL
+                 OR excluded.signed_ms >= transactions.signed_ms)
+          """,
+          [
+            .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
+            .optional(t.signedMs), .blob(t.payload),
+          ])
+        summary.transactionsWritten += db.changes
+      }
+      for r in update.renewalInfos {
+        try db.run(
+          """
+          INSERT INTO renewal_infos(user_key, original_transaction_id, signed_ms, payload)
+          VALUES(?, ?, ?, ?)
+          ON CONFLICT(user_key, original_transaction_id) DO UPDATE SET
+            signed_ms = excluded.signed_ms, payload = excluded.payload
+          WHERE renewal_infos.payload IS NOT excluded.payload
+            AND (excluded.signed_ms IS NULL OR renewal_infos.signed_ms IS NULL
+                 OR excluded.signed_ms >= renewal_infos.signed_ms)
+          """,
+          [.int(key), .text(r.originalTransactionId), .optional(r.signedMs), .blob(r.payload)])
+        summary.renewalInfosWritten += db.changes
+      }
+    }
+    return summary
+  }
+
+  /// See ``Store/ingest(_:)``.
+  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+    let encoded = batch.map(EncodedPurchases.init)
+    return try await writer.write { db throws(StoreError) in try Self.apply(encoded, db) }
+  }
+
+  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
+  public func applyNotification(
+    appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
+  ) async throws(StoreError) -> Bool {
+    let encoded = updates.map(EncodedPurchases.init)
+    return try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run(
+        """
+        INSERT INTO notifications(app_id, notification_id, received_ms) VALUES(?, ?, ?)
+        ON CONFLICT(app_id, notification_id) DO NOTHING
+        """, [.text(appId), .text(notificationId), .int(receivedMs)])
+      guard db.changes == 1 else { return false }
+      _ = try Self.apply(encoded, db)
+      return true
+    }
+  }
+
+  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+    -> Bool
+  {
+    try await readers.read { db throws(StoreError) in
+      try exists(db, HotQueries.notificationSeen, [.text(appId), .text(notificationId)])
+    }
+  }
+
+  private static func readHistory(_ db: SQLiteConnection, _ user: UserKey) throws(StoreError)
+    -> UserHistory
+  {
+    guard let key = try userKey(db, user, create: false) else { return UserHistory(user: user) }
+    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+    transactions.sort { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeRenewalInfo(r.blob(0)) }
+    return UserHistory(user: user, transactions: transactions, renewalInfos: renewalInfos)
+  }
+
+  /// See ``Store/history(of:)``.
+  public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
+    try await readers.read { db throws(StoreError) in try Self.readHistory(db, user) }
+  }
+
+  /// See ``Store/histories(appId:environment:userIds:)``.
+  public func histories(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [UserHistory] {
+    try await readers.read { db throws(StoreError) in
+      var out: [UserHistory] = []
+      out.reserveCapacity(userIds.count)
+      for id in userIds {
+        out.append(try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
+      }
+      return out
+    }
+  }
+
+  /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
+  public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
+    -> Page<Transaction>
+  {
+    var afterMs = Int64.min
+    var afterId = ""
+    if let cursor = page.cursor {
+      guard let colon = cursor.firstIndex(of: ":"), let ms = Int64(cursor[..<colon]) else {
+        throw StoreError(.invalidArgument, "invalid page cursor")
+      }
+      afterMs = ms
+      afterId = String(cursor[cursor.index(after: colon)...])
+    }
+    let limit = page.limit
+    let (ms, id) = (afterMs, afterId)
+    return try await readers.read { db throws(StoreError) in
+      guard let key = try Self.userKey(db, user, create: false) else {
+        return Page(items: [], nextCursor: nil)
+      }
+      let rows = try db.all(
+        HotQueries.transactionPage, [.int(key), .int(ms), .text(id), .int(Int64(limit + 1))]
+      ) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+      return makePage(rows, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
+    }
+  }
+
+  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  public func users(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [String] {
+    try await readers.read { db throws(StoreError) in
+      try db.all(
+        HotQueries.usersByOriginalTransaction,
+        [.text(originalTransactionId), .text(appId), .text(environment.rawValue)]
+      ) { $0.text(0) }
+    }
+  }
+
+  /// See ``Store/listUsers(appId:environment:page:)``.
+  public func listUsers(
+    appId: String, environment: Environment, page: PageRequest
+  ) async throws(StoreError) -> Page<String> {
+    let limit = page.limit
+    return try await readers.read { db throws(StoreError) in
+      let rows = try db.all(
+        """
+        SELECT user_id FROM users WHERE app_id = ? AND environment = ? AND user_id > ?
+        ORDER BY user_id LIMIT ?
+        """,
+        [.text(appId), .text(environment.rawValue), .text(page.cursor ?? ""), .int(Int64(limit + 1))]
+      ) { $0.text(0) }
+      return makePage(rows, limit: limit) { $0 }
+    }
+  }
+
+  // MARK: Audit
+
+  /// See ``Store/appendAudit(_:)``.
+  public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
+    try await writer.write { db throws(StoreError) in
+      try db.run(
+        """
+        INSERT INTO audit_log(tenant_id, at_ms, actor_key_id, action, resource, details)
+        VALUES(?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .optional(entry.tenantId), .int(entry.atMs), .text(entry.actorKeyId), .text(entry.action),
+          .text(entry.resource), .text(entry.details),
+        ])
+      var e = entry
+      e.sequence = db.lastInsertRowID
+      return e
+    }
+  }
+
+  /// See ``Store/auditLog(tenantId:page:)``.
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+    var after: Int64 = 0
+    if let cursor = page.cursor {
+      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      after = n
+    }
+    let limit = page.limit
+    let start = after
+    return try await readers.read { db throws(StoreError) in
+      let columns = "sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
+      let map: (SQLRow) -> AuditEntry = { r in
+        AuditEntry(
+          sequence: r.int(0), tenantId: r.optionalText(1), atMs: r.int(2), actorKeyId: r.text(3),
+          action: r.text(4), resource: r.text(5), details: r.text(6))
+      }
+      let rows: [AuditEntry]
+      if let tenantId {
+        rows = try db.all(
+          "SELECT \(columns) WHERE tenant_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+          [.text(tenantId), .int(start), .int(Int64(limit + 1))], map)
+      } else {
+        rows = try db.all(
+          "SELECT \(columns) WHERE tenant_id IS NULL AND sequence > ? ORDER BY sequence LIMIT ?",
+          [.int(start), .int(Int64(limit + 1))], map)
+      }
+      return makePage(rows, limit: limit) { String($0.sequence) }
+    }
+  }
+}

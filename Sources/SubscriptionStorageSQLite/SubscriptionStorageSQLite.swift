@@ -1,2 +1,0 @@
-/// Namespace of the SubscriptionStorageSQLite module; filled by its issue.
-public enum SubscriptionStorageSQLiteModule {}

@@ -1,0 +1,246 @@
+// The threads that own the connections: one writer doing group commit, a pool of readers.
+// Callers never run SQLite on their own thread (an event loop or the cooperative pool): they enqueue
+// a job and await a continuation that the worker resumes.
+import Dispatch
+import Foundation
+import SubscriptionStorage
+import Synchronization
+
+/// A multi-producer job queue drained by worker threads.
+final class JobQueue<Job: Sendable>: Sendable {
+  private struct State {
+    var jobs: [Job] = []
+    var head = 0
+    var closed = false
+  }
+  private let state = Mutex(State())
+  private let signal = DispatchSemaphore(value: 0)
+
+  /// Adds a job; `false` if the queue is closed.
+  func push(_ job: Job) -> Bool {
+    let accepted = state.withLock { s -> Bool in
+      if s.closed { return false }
+      s.jobs.append(job)
+      return true
+    }
+    if accepted { signal.signal() }
+    return accepted
+  }
+
+  /// Waits for jobs and takes up to `max` of them; an empty result means closed and drained.
+  func take(max: Int) -> [Job] {
+    while true {
+      signal.wait()
+      let (taken, closed) = state.withLock { s -> ([Job], Bool) in
+        let available = s.jobs.count - s.head
+        let n = Swift.min(available, max)
+        let taken = Array(s.jobs[s.head..<(s.head + n)])
+        s.head += n
+        if s.head == s.jobs.count {
+          s.jobs.removeAll(keepingCapacity: true)
+          s.head = 0
+        } else if s.head > 4096 {
+          s.jobs.removeFirst(s.head)
+          s.head = 0
+        }
+        return (taken, s.closed)
+      }
+      if !taken.isEmpty { return taken }
+      if closed {
+        signal.signal()  // wake the next worker so it sees the close too
+        return []
+      }
+    }
+  }
+
+  /// Refuses further jobs and wakes the workers; queued jobs are still handed out.
+  func close() {
+    state.withLock { $0.closed = true }
+    signal.signal()
+  }
+}
+
+/// A write: runs inside the group transaction; `finish` is called once the commit's outcome is known.
+struct WriteJob: Sendable {
+  /// Runs the body on the writer's connection. Returns whether it failed (its savepoint is then rolled
+  /// back) and a completion to call with the commit error (nil: durably committed).
+  let execute: @Sendable (SQLiteConnection) -> (failed: Bool, finish: (StoreError?) -> Void)
+  /// Reports `error` to the caller without running the body.
+  let abandon: @Sendable (StoreError) -> Void
+}
+
+/// The single writer thread: takes every pending write, runs them in one transaction (each in its
+/// own savepoint), commits once (one fsync for all of them) and only then acknowledges each caller.
+final class SQLiteWriter: Sendable {
+  private let queue = JobQueue<WriteJob>()
+  private let finished = DispatchSemaphore(value: 0)
+  /// The most writes grouped into one commit.
+  static let maxGroup = 256
+  private let counters: Counters
+
+  /// Group-commit counters.
+  final class Counters: Sendable {
+    let commits = Atomic<Int>(0)
+    let writes = Atomic<Int>(0)
+  }
+
+  init(connection: SQLiteConnection) {
+    let queue = self.queue
+    let finished = self.finished
+    let counters = Counters()
+    self.counters = counters
+    let thread = Thread {
+      SQLiteWriter.loop(connection: connection, queue: queue, counters: counters)
+      finished.signal()
+    }
+    thread.name = "substatus-sqlite-writer"
+    thread.start()
+  }
+
+  /// Commits done so far and writes acknowledged by them (group commit efficiency).
+  var statistics: (commits: Int, writes: Int) {
+    (counters.commits.load(ordering: .relaxed), counters.writes.load(ordering: .relaxed))
+  }
+
+  private static func loop(connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters) {
+    while true {
+      let jobs = queue.take(max: maxGroup)
+      if jobs.isEmpty { return }
+      do {
+        try connection.run("BEGIN IMMEDIATE")
+      } catch {
+        for job in jobs { job.abandon(error) }
+        continue
+      }
+      var finishers: [(StoreError?) -> Void] = []
+      finishers.reserveCapacity(jobs.count)
+      var poisoned: StoreError?
+      for job in jobs {
+        if let poisoned {
+          job.abandon(poisoned)
+          continue
+        }
+        do {
+          try connection.run("SAVEPOINT job")
+        } catch {
+          poisoned = error
+          job.abandon(error)
+          continue
+        }
+        let (failed, finish) = job.execute(connection)
+        finishers.append(finish)
+        do {
+          if failed { try connection.run("ROLLBACK TO job") }
+          try connection.run("RELEASE job")
+        } catch {
+          // The savepoint machinery failed: the transaction cannot be trusted; roll it all back.
+          poisoned = error
+        }
+      }
+      var commitError: StoreError? = poisoned
+      if commitError == nil {
+        do {
+          try connection.run("COMMIT")
+        } catch {
+          commitError = error
+        }
+      }
+      if commitError != nil, connection.inTransaction { try? connection.run("ROLLBACK") }
+      if commitError == nil {
+        counters.commits.add(1, ordering: .relaxed)
+        counters.writes.add(jobs.count, ordering: .relaxed)
+      }
+      for finish in finishers { finish(commitError) }
+    }
+  }
+
+  /// Runs `body` in the next group transaction and returns its result once that commit is durable.
+  /// - Throws: the body's error (its changes are rolled back), or the commit's error.
+  func write<T: Sendable>(
+    _ body: @escaping @Sendable (SQLiteConnection) throws(StoreError) -> T
+  ) async throws(StoreError) -> T {
+    let result: Result<T, StoreError> = await withCheckedContinuation { continuation in
+      let job = WriteJob { connection in
+        let outcome: Result<T, StoreError>
+        do throws(StoreError) {
+          outcome = .success(try body(connection))
+        } catch {
+          outcome = .failure(error)
+        }
+        var failed = false
+        if case .failure = outcome { failed = true }
+        return (failed, { commitError in
+          if let commitError, case .success = outcome {
+            continuation.resume(returning: .failure(commitError))
+          } else {
+            continuation.resume(returning: outcome)
+          }
+        })
+      } abandon: { error in
+        continuation.resume(returning: .failure(error))
+      }
+      if !queue.push(job) { job.abandon(StoreError(.unavailable, "the store is closed")) }
+    }
+    return try result.get()
+  }
+
+  /// Refuses new writes, lets queued ones finish and waits for the thread to end.
+  func close() {
+    queue.close()
+    finished.wait()
+  }
+}
+
+/// Reader threads, each with its own read-only connection; any idle one takes the next read.
+final class SQLiteReaderPool: Sendable {
+  private let queue = JobQueue<@Sendable (SQLiteConnection) -> Void>()
+  private let finished = DispatchSemaphore(value: 0)
+  private let count: Int
+
+  init(connections: [SQLiteConnection]) {
+    count = connections.count
+    for (i, connection) in connections.enumerated() {
+      let queue = self.queue
+      let finished = self.finished
+      let thread = Thread {
+        while true {
+          let jobs = queue.take(max: 1)
+          if jobs.isEmpty { break }
+          for job in jobs { job(connection) }
+        }
+        finished.signal()
+      }
+      thread.name = "substatus-sqlite-reader-\(i)"
+      thread.start()
+    }
+  }
+
+  /// Runs `body` on a reader thread inside one read transaction (a consistent snapshot).
+  func read<T: Sendable>(
+    _ body: @escaping @Sendable (SQLiteConnection) throws(StoreError) -> T
+  ) async throws(StoreError) -> T {
+    let result: Result<T, StoreError> = await withCheckedContinuation { continuation in
+      let accepted = queue.push { connection in
+        let outcome: Result<T, StoreError>
+        do throws(StoreError) {
+          try connection.run("BEGIN")
+          outcome = .success(try body(connection))
+        } catch {
+          outcome = .failure(error)
+        }
+        if connection.inTransaction { try? connection.run("COMMIT") }
+        continuation.resume(returning: outcome)
+      }
+      if !accepted {
+        continuation.resume(returning: .failure(StoreError(.unavailable, "the store is closed")))
+      }
+    }
+    return try result.get()
+  }
+
+  /// Refuses new reads, lets queued ones finish and waits for every reader thread to end.
+  func close() {
+    queue.close()
+    for _ in 0..<count { finished.wait() }
+  }
+}

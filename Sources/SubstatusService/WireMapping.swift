@@ -1,0 +1,420 @@
+// Conversions between the wire types of Protos/substatus/v1 and the domain model. Validation of
+// caller input happens here, so handlers see only well-formed domain values; every failure names
+// the field, as INVALID_ARGUMENT with a google.rpc.BadRequest field violation.
+import RPCCore
+import SubscriptionDomain
+import SubstatusWire
+
+// MARK: Environment
+
+extension SubscriptionDomain.Environment {
+  /// The domain environment of a request: unspecified means production (DESIGN).
+  init(wire: Substatus_V1_Environment) throws(RPCError) {
+    switch wire {
+    case .unspecified, .production: self = .production
+    case .sandbox: self = .sandbox
+    case .UNRECOGNIZED(let n): throw invalidArgument("environment", "unknown environment \(n)")
+    }
+  }
+
+  var wire: Substatus_V1_Environment { self == .sandbox ? .sandbox : .production }
+}
+
+// MARK: Catalog
+
+extension Product {
+  /// Validates and converts a catalog entry; `field` prefixes the field names in errors.
+  init(wire p: Substatus_V1_Product, field: String) throws(RPCError) {
+    guard !p.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
+    guard p.productID.utf8.count <= 255 else { throw invalidArgument("\(field).product_id", "longer than 255 bytes") }
+    let type: ProductType
+    switch p.type {
+    case .autoRenewable: type = .autoRenewable
+    case .nonRenewing: type = .nonRenewing
+    case .nonConsumable: type = .nonConsumable
+    case .consumable: type = .consumable
+    case .freeSubscription: type = .freeSubscription
+    case .unspecified, .UNRECOGNIZED:
+      throw invalidArgument("\(field).type", "must be one of AUTO_RENEWABLE, NON_RENEWING, NON_CONSUMABLE, CONSUMABLE, FREE_SUBSCRIPTION")
+    }
+    var duration: ISO8601Duration? = nil
+    if !p.duration.isEmpty {
+      do { duration = try ISO8601Duration(parsing: p.duration) } catch {
+        throw invalidArgument("\(field).duration", "\"\(p.duration)\" is not an ISO-8601 duration such as P1M: \(error.message)")
+      }
+    }
+    if type == .autoRenewable && p.subscriptionGroupID.isEmpty {
+      throw invalidArgument("\(field).subscription_group_id", "required for AUTO_RENEWABLE products")
+    }
+    if type == .nonRenewing && duration == nil {
+      throw invalidArgument("\(field).duration", "required for NON_RENEWING products")
+    }
+    self.init(
+      productId: p.productID, type: type,
+      subscriptionGroupId: p.subscriptionGroupID.isEmpty ? nil : p.subscriptionGroupID,
+      duration: duration, hasIntroductoryOffer: p.hasIntroductoryOffer,
+      promotionalOfferIds: p.promotionalOfferIDs)
+  }
+
+  var wire: Substatus_V1_Product {
+    var p = Substatus_V1_Product()
+    p.productID = productId
+    p.type = type.wire
+    p.subscriptionGroupID = subscriptionGroupId ?? ""
+    p.duration = duration?.description ?? ""
+    p.hasIntroductoryOffer = hasIntroductoryOffer
+    p.promotionalOfferIDs = promotionalOfferIds
+    return p
+  }
+}
+
+extension ProductType {
+  var wire: Substatus_V1_ProductType {
+    switch self {
+    case .autoRenewable: .autoRenewable
+    case .nonRenewing: .nonRenewing
+    case .nonConsumable: .nonConsumable
+    case .consumable: .consumable
+    case .freeSubscription: .freeSubscription
+    }
+  }
+
+  init?(wire: Substatus_V1_ProductType) {
+    switch wire {
+    case .autoRenewable: self = .autoRenewable
+    case .nonRenewing: self = .nonRenewing
+    case .nonConsumable: self = .nonConsumable
+    case .consumable: self = .consumable
+    case .freeSubscription: self = .freeSubscription
+    case .unspecified, .UNRECOGNIZED: return nil
+    }
+  }
+}
+
+// MARK: Policy
+
+extension EligibilityPolicy {
+  var wire: Substatus_V1_EligibilityPolicy {
+    var p = Substatus_V1_EligibilityPolicy()
+    p.refundsBlockIntro = refundsBlockIntro
+    p.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
+    p.billingRetryEntitled = billingRetryEntitled
+    p.promoScope = promoScope == .app ? .app : .group
+    return p
+  }
+
+  /// Applies a SetPolicy request: the fields named in `mask`, or the whole policy when it is empty.
+  func updated(with wire: Substatus_V1_EligibilityPolicy, mask: [String]) throws(RPCError) -> EligibilityPolicy {
+    var out = self
+    let all = ["refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope"]
+    let fields = mask.isEmpty ? all : mask
+    for (n, f) in fields.enumerated() {
+      switch f {
+      case "refunds_block_intro", "refundsBlockIntro": out.refundsBlockIntro = wire.refundsBlockIntro
+      case "lapsed_subscribers_get_intro", "lapsedSubscribersGetIntro":
+        out.lapsedSubscribersGetIntro = wire.lapsedSubscribersGetIntro
+      case "billing_retry_entitled", "billingRetryEntitled": out.billingRetryEntitled = wire.billingRetryEntitled
+      case "promo_scope", "promoScope":
+        switch wire.promoScope {
+        case .group, .unspecified: out.promoScope = .group
+        case .app: out.promoScope = .app
+        case .UNRECOGNIZED(let v): throw invalidArgument("policy.promo_scope", "unknown value \(v)")
+        }
+      default:
+        throw invalidArgument("update_mask[\(n)]", "unknown policy field \"\(f)\"; known: \(all.joined(separator: ", "))")
+      }
+    }
+    return out
+  }
+}
+
+// MARK: Transactions and renewal infos
+
+extension SubscriptionDomain.Transaction {
+  /// Validates and converts an imported transaction; `field` prefixes field names in errors.
+  init(wire t: Substatus_V1_Transaction, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
+    guard !t.transactionID.isEmpty else { throw invalidArgument("\(field).transaction_id", "must not be empty") }
+    guard t.transactionID.utf8.count <= 64 else { throw invalidArgument("\(field).transaction_id", "longer than 64 bytes") }
+    guard !t.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
+    guard t.purchaseDateMs > 0 else { throw invalidArgument("\(field).purchase_date_ms", "must be a positive time in milliseconds") }
+    if t.expiresDateMs < 0 { throw invalidArgument("\(field).expires_date_ms", "must not be negative") }
+    if t.environment != .unspecified, (try? SubscriptionDomain.Environment(wire: t.environment)) != environment {
+      throw invalidArgument("\(field).environment", "does not match the request's environment")
+    }
+    self.init(
+      transactionId: t.transactionID,
+      originalTransactionId: t.originalTransactionID.isEmpty ? nil : t.originalTransactionID,
+      productId: t.productID,
+      subscriptionGroupIdentifier: t.subscriptionGroupID.isEmpty ? nil : t.subscriptionGroupID,
+      purchaseDate: t.purchaseDateMs,
+      originalPurchaseDate: t.originalPurchaseDateMs == 0 ? nil : t.originalPurchaseDateMs,
+      expiresDate: t.expiresDateMs == 0 ? nil : t.expiresDateMs,
+      isTrialPeriod: t.isTrialPeriod, isInIntroOfferPeriod: t.isInIntroOfferPeriod,
+      offerType: OfferType(rawValue: Int(t.offerType.rawValue)),
+      offerIdentifier: t.offerID.isEmpty ? nil : t.offerID,
+      offerDiscountType: t.offerDiscountType.domain,
+      revocationDate: t.revocationDateMs == 0 ? nil : t.revocationDateMs,
+      revocationReason: t.revocationReason.domain,
+      revocationType: t.revocationType.domain,
+      inAppOwnershipType: t.ownership.domain,
+      isUpgraded: t.isUpgraded,
+      environment: environment,
+      webOrderLineItemId: t.webOrderLineItemID.isEmpty ? nil : t.webOrderLineItemID,
+      quantity: t.quantity == 0 ? 1 : Int(t.quantity),
+      type: ProductType(wire: t.type),
+      appAccountToken: t.appAccountToken.isEmpty ? nil : t.appAccountToken,
+      signedDate: t.signedDateMs == 0 ? nil : t.signedDateMs)
+  }
+
+  var wire: Substatus_V1_Transaction {
+    var t = Substatus_V1_Transaction()
+    t.transactionID = transactionId
+    t.originalTransactionID = originalTransactionId
+    t.productID = productId
+    t.subscriptionGroupID = subscriptionGroupIdentifier ?? ""
+    t.purchaseDateMs = purchaseDate
+    t.originalPurchaseDateMs = originalPurchaseDate ?? 0
+    t.expiresDateMs = expiresDate ?? 0
+    t.isTrialPeriod = isTrialPeriod
+    t.isInIntroOfferPeriod = isInIntroOfferPeriod
+    t.offerType = rawOfferType.map { Substatus_V1_OfferType(rawValue: Int32(truncatingIfNeeded: $0)) } ?? .unspecified
+    t.offerID = offerIdentifier ?? ""
+    t.offerDiscountType = offerDiscountType?.wire ?? .unspecified
+    t.revocationDateMs = revocationDate ?? 0
+    t.revocationReason = revocationReason?.wire ?? .unspecified
+    t.revocationType = revocationType?.wire ?? .unspecified
+    t.ownership = ownership.wire
+    t.isUpgraded = isUpgraded
+    t.environment = environment?.wire ?? .unspecified
+    t.webOrderLineItemID = webOrderLineItemId ?? ""
+    t.quantity = Int32(clamping: quantity)
+    t.type = type?.wire ?? .unspecified
+    t.appAccountToken = appAccountToken ?? ""
+    t.signedDateMs = signedDate ?? 0
+    return t
+  }
+}
+
+extension RenewalInfo {
+  /// Validates and converts an imported renewal info.
+  init(wire r: Substatus_V1_RenewalInfo, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
+    guard !r.originalTransactionID.isEmpty else {
+      throw invalidArgument("\(field).original_transaction_id", "must not be empty")
+    }
+    guard !r.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
+    self.init(
+      originalTransactionId: r.originalTransactionID, productId: r.productID,
+      autoRenewProductId: r.autoRenewProductID.isEmpty ? nil : r.autoRenewProductID,
+      autoRenewStatus: r.autoRenewEnabled ? .on : .off,
+      expirationIntent: ExpirationIntent(rawValue: Int(r.expirationIntent.rawValue)),
+      isInBillingRetryPeriod: r.isInBillingRetryPeriod,
+      gracePeriodExpiresDate: r.gracePeriodExpiresDateMs == 0 ? nil : r.gracePeriodExpiresDateMs,
+      offerType: OfferType(rawValue: Int(r.offerType.rawValue)),
+      offerIdentifier: r.offerID.isEmpty ? nil : r.offerID,
+      environment: environment,
+      renewalDate: r.renewalDateMs == 0 ? nil : r.renewalDateMs,
+      recentSubscriptionStartDate: r.recentSubscriptionStartDateMs == 0 ? nil : r.recentSubscriptionStartDateMs,
+      eligibleWinBackOfferIds: r.eligibleWinBackOfferIDs,
+      signedDate: r.signedDateMs == 0 ? nil : r.signedDateMs)
+  }
+
+  var wire: Substatus_V1_RenewalInfo {
+    var r = Substatus_V1_RenewalInfo()
+    r.originalTransactionID = originalTransactionId
+    r.productID = productId
+    r.autoRenewProductID = autoRenewProductId ?? ""
+    r.autoRenewEnabled = autoRenewStatus == .on
+    r.expirationIntent = rawExpirationIntent.map { Substatus_V1_ExpirationIntent(rawValue: Int32(truncatingIfNeeded: $0)) } ?? .unspecified
+    r.isInBillingRetryPeriod = isInBillingRetryPeriod
+    r.gracePeriodExpiresDateMs = gracePeriodExpiresDate ?? 0
+    r.environment = environment?.wire ?? .unspecified
+    r.signedDateMs = signedDate ?? 0
+    r.renewalDateMs = renewalDate ?? 0
+    r.offerType = rawOfferType.map { Substatus_V1_OfferType(rawValue: Int32(truncatingIfNeeded: $0)) } ?? .unspecified
+    r.offerID = offerIdentifier ?? ""
+    r.eligibleWinBackOfferIDs = eligibleWinBackOfferIds
+    r.recentSubscriptionStartDateMs = recentSubscriptionStartDate ?? 0
+    return r
+  }
+}
+
+extension Substatus_V1_OfferDiscountType {
+  var domain: OfferDiscountType? {
+    switch self {
+    case .freeTrial: .freeTrial
+    case .payAsYouGo: .payAsYouGo
+    case .payUpFront: .payUpFront
+    case .oneTime: .oneTime
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+}
+
+extension OfferDiscountType {
+  var wire: Substatus_V1_OfferDiscountType {
+    switch self {
+    case .freeTrial: .freeTrial
+    case .payAsYouGo: .payAsYouGo
+    case .payUpFront: .payUpFront
+    case .oneTime: .oneTime
+    }
+  }
+}
+
+extension Substatus_V1_RevocationReason {
+  // The wire numbers are Apple's plus one: proto3 needs 0 for "not set".
+  var domain: RevocationReason? {
+    switch self {
+    case .other: .other
+    case .appIssue: .appIssue
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+}
+
+extension RevocationReason {
+  var wire: Substatus_V1_RevocationReason { self == .appIssue ? .appIssue : .other }
+}
+
+extension Substatus_V1_RevocationType {
+  var domain: RevocationType? {
+    switch self {
+    case .refundFull: .refundFull
+    case .refundProrated: .refundProrated
+    case .familyRevoke: .familyRevoke
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+}
+
+extension RevocationType {
+  var wire: Substatus_V1_RevocationType {
+    switch self {
+    case .refundFull: .refundFull
+    case .refundProrated: .refundProrated
+    case .familyRevoke: .familyRevoke
+    }
+  }
+}
+
+extension Substatus_V1_OwnershipType {
+  var domain: OwnershipType? {
+    switch self {
+    case .purchased: .purchased
+    case .familyShared: .familyShared
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+}
+
+extension OwnershipType {
+  var wire: Substatus_V1_OwnershipType { self == .familyShared ? .familyShared : .purchased }
+}
+
+// MARK: Answers
+
+extension GroupStatus {
+  var wire: Substatus_V1_GroupStatus {
+    var g = Substatus_V1_GroupStatus()
+    g.subscriptionGroupID = subscriptionGroupId
+    g.state = state.wire
+    g.productID = productId ?? ""
+    g.expiresMs = expiresDate ?? 0
+    g.gracePeriodExpiresMs = gracePeriodExpiresDate ?? 0
+    g.autoRenewEnabled = autoRenewEnabled
+    g.autoRenewProductID = autoRenewProductId ?? ""
+    g.ownership = ownership?.wire ?? .unspecified
+    g.billingIssue = billingIssue
+    g.inTrial = inTrial
+    g.inIntroOffer = inIntroOffer
+    g.originalTransactionID = originalTransactionId ?? ""
+    return g
+  }
+}
+
+extension SubscriptionState {
+  var wire: Substatus_V1_SubscriptionState {
+    switch self {
+    case .active: .active
+    case .gracePeriod: .gracePeriod
+    case .billingRetry: .billingRetry
+    case .expired: .expired
+    case .revoked: .revoked
+    case .neverSubscribed: .neverSubscribed
+    }
+  }
+}
+
+extension Entitlement {
+  var wire: Substatus_V1_Entitlement {
+    var e = Substatus_V1_Entitlement()
+    e.productID = productId
+    e.type = type.wire
+    e.expiresMs = expiresDate ?? 0
+    e.ownership = ownership.wire
+    e.transactionID = transactionId
+    e.subscriptionGroupID = subscriptionGroupId ?? ""
+    return e
+  }
+}
+
+extension ProductEligibility {
+  func wire(type: ProductType?) -> Substatus_V1_ProductEligibility {
+    var p = Substatus_V1_ProductEligibility()
+    p.productID = productId
+    p.subscriptionGroupID = subscriptionGroupId ?? ""
+    p.introductory = introductory.wire
+    p.promotional = promotional.wire
+    p.type = type?.wire ?? .unspecified
+    return p
+  }
+}
+
+extension OfferEligibility {
+  var wire: Substatus_V1_OfferEligibility {
+    var o = Substatus_V1_OfferEligibility()
+    o.eligible = eligible
+    o.reason = reason.wire
+    o.evidenceTransactionID = evidenceTransactionId ?? ""
+    return o
+  }
+}
+
+extension EligibilityReason {
+  var wire: Substatus_V1_EligibilityReason {
+    switch self {
+    case .newCustomer: .newCustomer
+    case .lapsedNoIntroUsed: .lapsedNoIntroUsed
+    case .introAlreadyUsed: .introAlreadyUsed
+    case .activeSubscription: .activeSubscription
+    case .inGracePeriod: .inGracePeriod
+    case .inBillingRetry: .inBillingRetry
+    case .refundedInGroup: .refundedInGroup
+    case .noIntroOffer: .noIntroOffer
+    case .existingSubscriber: .existingSubscriber
+    case .lapsedSubscriber: .lapsedSubscriber
+    case .neverSubscribed: .neverSubscribed
+    case .notASubscription: .notASubscription
+    case .unknownProduct: .unknownProduct
+    }
+  }
+}
+
+// MARK: Errors
+
+/// `INVALID_ARGUMENT` naming the field, with a `google.rpc.BadRequest` field violation in
+/// `grpc-status-details-bin` (AIP-193).
+func invalidArgument(_ field: String, _ description: String) -> RPCError {
+  var violation = Google_Rpc_BadRequest.FieldViolation()
+  violation.field = field
+  violation.description = description
+  var badRequest = Google_Rpc_BadRequest()
+  badRequest.fieldViolations = [violation]
+  var status = Google_Rpc_Status()
+  status.code = Int32(RPCError.Code.invalidArgument.rawValue)
+  status.message = "\(field): \(description)"
+  status.details = [Google_Protobuf_Any(packing: badRequest)]
+  var error = RPCError(code: .invalidArgument, message: status.message)
+  error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
+  return error
+}

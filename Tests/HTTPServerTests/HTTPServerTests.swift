@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+
+@testable import HTTPServer
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+private struct Boom: Error {}
+
+private func makeRouter() -> HTTPRouter {
+  var router = HTTPRouter()
+  router.add("GET", "/healthz") { _ in .text("ok") }
+  router.add("POST", "/v1/apps/{app_id}/apple/notifications") { request in
+    let echo: [String: Any] = [
+      "app_id": request.pathParameters["app_id"] ?? "",
+      "method": request.method,
+      "path": request.path,
+      "mode": request.query("mode") ?? "",
+      "content_type": request.headers["content-type"] ?? "",
+      "body": String(decoding: request.body, as: UTF8.self),
+    ]
+    let data = try JSONSerialization.data(withJSONObject: echo, options: [.sortedKeys])
+    return .json(Array(data), status: 201)
+  }
+  router.add("GET", "/v1/apps/{app_id}/apple/notifications") { _ in .text("list") }
+  router.add("GET", "/bad") { _ in throw HTTPError.badRequest("field 'x' is missing") }
+  router.add("GET", "/crash") { _ in throw Boom() }
+  router.add("GET", "/slow") { _ in
+    try await Task.sleep(for: .milliseconds(1500))
+    return .text("slow")
+  }
+  return router
+}
+
+private func withServer(
+  _ configuration: HTTPServerConfiguration = HTTPServerConfiguration(maxBodySize: 1024),
+  _ body: (HTTPServer) async throws -> Void
+) async throws {
+  let server = try HTTPServer(configuration: configuration, router: makeRouter())
+  do {
+    try await body(server)
+  } catch {
+    await server.stop(gracePeriod: .milliseconds(100))
+    throw error
+  }
+  await server.stop(gracePeriod: .seconds(2))
+}
+
+@Suite("HTTPServer")
+struct HTTPServerTests {
+  @Test func bindsAFreePortWhenAskedForPortZero() async throws {
+    let a = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { _ in .text("a") }
+    let b = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { _ in .text("b") }
+    #expect(a.port > 0 && b.port > 0 && a.port != b.port)
+    #expect(try await send("GET", a, "/").text == "a")
+    #expect(try await send("GET", b, "/").text == "b")
+    await a.stop()
+    await b.stop()
+  }
+
+  @Test func routesWithPathParametersQueryHeadersAndBody() async throws {
+    try await withServer { server in
+      let response = try await send(
+        "POST", server, "/v1/apps/app%2D7/apple/notifications?mode=test&x",
+        body: Data("{\"a\":1}".utf8), headers: ["Content-Type": "application/json"])
+      #expect(response.status == 201)
+      #expect(response.headers["content-type"] == "application/json")
+      let json = try response.json()
+      #expect(json["app_id"] as? String == "app-7")
+      #expect(json["method"] as? String == "POST")
+      #expect(json["path"] as? String == "/v1/apps/app-7/apple/notifications")
+      #expect(json["mode"] as? String == "test")
+      #expect(json["content_type"] as? String == "application/json")
+      #expect(json["body"] as? String == "{\"a\":1}")
+      #expect(try await send("GET", server, "/healthz").text == "ok")
+    }
+  }
+
+  @Test(arguments: [
+    ("GET", "/nope", 404), ("DELETE", "/healthz", 405), ("PUT", "/v1/apps/a/apple/notifications", 405),
+    ("GET", "/bad", 400), ("GET", "/crash", 500),
+  ])
+  func errorsHavePreciseStatusesAndJSONBodies(method: String, path: String, status: Int) async throws {
+    try await withServer { server in
+      let response = try await send(method, server, path)
+      #expect(response.status == status)
+      #expect(response.headers["content-type"] == "application/json")
+      let error = try #require(try response.json()["error"] as? [String: Any])
+      #expect(error["status"] as? Int == status)
+      #expect((error["message"] as? String)?.isEmpty == false)
+      if status == 405 { #expect(response.headers["allow"] != nil) }
+      if status == 500 { #expect(error["message"] as? String == "internal error") }
+    }
+  }
+
+  @Test func bodyOverTheLimitGets413AndTheServerKeepsServing() async throws {
+    try await withServer { server in
+      let big = Data(repeating: 0x41, count: 4096)
+      let response = try await send("POST", server, "/v1/apps/a/apple/notifications", body: big)
+      #expect(response.status == 413)
+      #expect(try await send("GET", server, "/healthz").status == 200)
+      // At the limit exactly is accepted.
+      let exact = Data(repeating: 0x41, count: 1024)
+      #expect(try await send("POST", server, "/v1/apps/a/apple/notifications", body: exact).status == 201)
+    }
+  }
+
+  @Test func chunkedBodyOverTheLimitGets413() async throws {
+    try await withServer { server in
+      let chunk = String(repeating: "B", count: 800)
+      let hex = String(chunk.utf8.count, radix: 16)
+      let request =
+        "POST /v1/apps/a/apple/notifications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        + "Connection: close\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n"
+      let reply = try rawExchange(port: server.port, Array(request.utf8))
+      #expect(reply.hasPrefix("HTTP/1.1 413"))
+      let small = "POST /v1/apps/a/apple/notifications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        + "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+      let ok = try rawExchange(port: server.port, Array(small.utf8))
+      #expect(ok.hasPrefix("HTTP/1.1 201"))
+      #expect(ok.contains("\"body\":\"abc\""))
+    }
+  }
+
+  @Test(arguments: [
+    "GARBAGE\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nNo colon here\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    "\u{1}\u{2}\u{3}\r\n\r\n",
+    "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n",
+  ])
+  func malformedRequestsAreRejectedAndTheServerStaysUp(raw: String) async throws {
+    try await withServer { server in
+      let reply = try rawExchange(port: server.port, Array(raw.utf8))
+      #expect(reply.isEmpty || reply.hasPrefix("HTTP/1.1 4") || reply.hasPrefix("HTTP/1.1 5"))
+      #expect(!reply.contains("\r\n\r\nok"))
+      #expect(try await send("GET", server, "/healthz").text == "ok")
+    }
+  }
+
+  @Test func aSlowHandlerDoesNotBlockOthers() async throws {
+    try await withServer { server in
+      let clock = ContinuousClock()
+      async let slow = send("GET", server, "/slow")
+      try await Task.sleep(for: .milliseconds(100))
+      let start = clock.now
+      for _ in 0..<10 { #expect(try await send("GET", server, "/healthz").status == 200) }
+      #expect(clock.now - start < .milliseconds(1000))
+      #expect(try await slow.text == "slow")
+    }
+  }
+
+  @Test func manyConcurrentRequestsAllSucceed() async throws {
+    try await withServer { server in
+      try await withThrowingTaskGroup(of: Bool.self) { group in
+        for i in 0..<64 {
+          group.addTask {
+            let response = try await send(
+              "POST", server, "/v1/apps/app\(i)/apple/notifications", body: Data("\(i)".utf8))
+            let json = try response.json()
+            return response.status == 201 && json["app_id"] as? String == "app\(i)"
+              && json["body"] as? String == "\(i)"
+          }
+        }
+        var ok = 0
+        for try await result in group where result { ok += 1 }
+        #expect(ok == 64)
+      }
+    }
+  }
+
+  @Test func stopWaitsForHandlersInFlightThenRefusesConnections() async throws {
+    let server = try HTTPServer(configuration: .init(), router: makeRouter())
+    async let slow = send("GET", server, "/slow")
+    try await Task.sleep(for: .milliseconds(200))
+    await server.stop(gracePeriod: .seconds(5))
+    #expect(try await slow.text == "slow")
+    #expect(throws: (any Error).self) { try rawExchange(port: server.port, Array("GET / HTTP/1.1\r\n\r\n".utf8)) }
+  }
+
+  @Test func stopAnswers503WhenTheGracePeriodRunsOut() async throws {
+    let server = try HTTPServer(configuration: .init(), router: makeRouter())
+    async let slow = send("GET", server, "/slow")
+    try await Task.sleep(for: .milliseconds(200))
+    let clock = ContinuousClock()
+    let start = clock.now
+    await server.stop(gracePeriod: .milliseconds(100))
+    #expect(clock.now - start < .milliseconds(1200))
+    #expect(try await slow.status == 503)
+  }
+
+  @Test(arguments: ["127.0.0.1:0", "[::1]:0", "localhost:0"])
+  func parsesListenAddresses(listen: String) async throws {
+    let configuration = try HTTPServerConfiguration(listen: listen)
+    #expect(configuration.port == 0)
+    let server = try HTTPServer(configuration: configuration) { _ in .text("hi") }
+    #expect(server.port > 0)
+    await server.stop()
+  }
+
+  @Test(arguments: ["nohost", "1.2.3.4:99999", ":80", "127.0.0.1:x"])
+  func rejectsBadListenAddresses(listen: String) {
+    #expect(throws: HTTPServerError.self) { try HTTPServerConfiguration(listen: listen) }
+  }
+
+  @Test func bindingAPortInUseThrows() async throws {
+    let first = try HTTPServer(configuration: .init()) { _ in .text("1") }
+    #expect(throws: HTTPServerError.self) {
+      _ = try HTTPServer(configuration: .init(host: "127.0.0.1", port: first.port)) { _ in .text("2") }
+    }
+    await first.stop()
+  }
+
+  @Test func routerMatchesWithoutSockets() async {
+    let router = makeRouter()
+    let response = await router.respond(to: HTTPRequest(method: "get", path: "/healthz/"))
+    #expect(response.status == 200)
+    #expect(String(decoding: response.body, as: UTF8.self) == "ok")
+    #expect(await router.respond(to: HTTPRequest(method: "GET", path: "/v1/apps//apple/notifications")).status == 404)
+  }
+
+  @Test func errorMessagesAreJSONEscaped() {
+    let response = HTTPResponse.error(status: 400, message: "bad \"x\"\n\u{1}")
+    #expect(String(decoding: response.body, as: UTF8.self)
+      == "{\"error\":{\"status\":400,\"message\":\"bad \\\"x\\\"\\n\\u0001\"}}")
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import HTTPServer
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A URLSession for tests: no caches, no cookies, bounded timeouts.
+let testSession: URLSession = {
+  let configuration = URLSessionConfiguration.ephemeral
+  configuration.timeoutIntervalForRequest = 20
+  configuration.httpMaximumConnectionsPerHost = 64
+  return URLSession(configuration: configuration)
+}()
+
+struct TestResponse {
+  var status: Int
+  var headers: [String: String]
+  var body: Data
+  var text: String { String(decoding: body, as: UTF8.self) }
+  func json() throws -> [String: Any] {
+    try JSONSerialization.jsonObject(with: body) as? [String: Any] ?? [:]
+  }
+}
+
+func send(
+  _ method: String, _ server: HTTPServer, _ pathAndQuery: String, body: Data? = nil,
+  headers: [String: String] = [:]
+) async throws -> TestResponse {
+  var request = URLRequest(url: URL(string: "http://\(server.address)\(pathAndQuery)")!)
+  request.httpMethod = method
+  request.httpBody = body
+  for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+  let (data, response) = try await testSession.data(for: request)
+  let http = response as! HTTPURLResponse
+  var fields: [String: String] = [:]
+  for (name, value) in http.allHeaderFields {
+    fields[String(describing: name).lowercased()] = String(describing: value)
+  }
+  return TestResponse(status: http.statusCode, headers: fields, body: data)
+}
+
+/// Writes `bytes` to a fresh TCP connection, half-closes, and reads until the server closes
+/// or `timeout` passes. Returns what the server sent.
+func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) throws -> String {
+  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  precondition(fd >= 0)
+  defer { close(fd) }
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+  var tv = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+  _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+  var received: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 4096)
+  while true {
+    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+    if n <= 0 { break }
+    received.append(contentsOf: buffer[0..<n])
+  }
+  return String(decoding: received, as: UTF8.self)
+}

@@ -1,0 +1,37 @@
+import Testing
+import RPCCore
+import RPCHTTP2Transport
+
+/// A stock Python grpcio client against our server, case by case (see Fixtures/grpcio_client.py).
+@Suite struct GRPCIOInteropTests {
+  @Test(arguments: [
+    "unary", "metadata", "unknown", "too_large", "large", "concurrent", "error_message", "compressed",
+  ])
+  func grpcioClientCase(name: String) async throws {
+    try await withTestServer { server in
+      try await runGRPCIOCase(name, port: server.port)
+    }
+  }
+
+  @Test func deadlineExceededCancelsHandler() async throws {
+    try await withTestServer { server in
+      try await runGRPCIOCase("deadline", port: server.port)
+      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == 1 })
+      #expect(server.probe.sleepsCompleted.withLock { $0 } == 0)
+    }
+  }
+
+  @Test func clientCancelCancelsHandler() async throws {
+    try await withTestServer { server in
+      try await runGRPCIOCase("cancel", port: server.port)
+      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == 1 })
+      #expect(server.probe.sleepsCompleted.withLock { $0 } == 0)
+    }
+  }
+
+  @Test func servesOnSeveralLoopThreads() async throws {
+    try await withTestServer(threads: 2) { server in
+      try await runGRPCIOCase("unary", port: server.port)
+    }
+  }
+}

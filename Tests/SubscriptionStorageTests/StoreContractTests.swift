@@ -1,0 +1,422 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+/// Expects `body` to throw a StoreError with `code`.
+func expectStoreError<T>(
+  _ code: StoreError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+  _ body: () async throws -> T
+) async {
+  do {
+    _ = try await body()
+    Issue.record("expected StoreError \(code), got success", sourceLocation: sourceLocation)
+  } catch let error as StoreError {
+    #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+  } catch {
+    Issue.record("expected StoreError \(code), got \(error)", sourceLocation: sourceLocation)
+  }
+}
+
+/// Reads every page of a paged list.
+func collectPages<T>(size: Int, _ read: (PageRequest) async throws -> Page<T>) async throws -> [[T]] {
+  var pages: [[T]] = []
+  var cursor: String?
+  repeat {
+    let page = try await read(PageRequest(size: size, cursor: cursor))
+    pages.append(page.items)
+    cursor = page.nextCursor
+    if pages.count > 100 { Issue.record("paging does not end"); break }
+  } while cursor != nil
+  return pages
+}
+
+/// The behaviour every Store implementation must have, run against each of them.
+@Suite("Store contract")
+struct StoreContractTests {
+  @Test("tenants: create, read, conflict, not found, disable", arguments: StoreKind.allCases)
+  func tenants(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await store.createTenant(Fixture.tenant("t1"))
+      #expect(try await store.tenant(id: "t1") == Fixture.tenant("t1"))
+      await expectStoreError(.alreadyExists) { try await store.createTenant(Fixture.tenant("t1")) }
+      await expectStoreError(.notFound) { try await store.tenant(id: "nope") }
+      let disabled = try await store.setTenantDisabled(id: "t1", disabled: true)
+      #expect(disabled.disabled)
+      #expect(try await store.tenant(id: "t1").disabled)
+      await expectStoreError(.notFound) { try await store.setTenantDisabled(id: "nope", disabled: true) }
+    }
+  }
+
+  @Test("tenants page in id order without gaps or repeats", arguments: StoreKind.allCases)
+  func tenantPaging(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      for i in [3, 1, 5, 2, 4] { try await store.createTenant(Fixture.tenant("t\(i)")) }
+      let pages = try await collectPages(size: 2) { try await store.listTenants(page: $0) }
+      #expect(pages.map { $0.map(\.tenantId) } == [["t1", "t2"], ["t3", "t4"], ["t5"]])
+    }
+  }
+
+  @Test("apps: tenant required, unique id and bundle per tenant, tenant isolation", arguments: StoreKind.allCases)
+  func apps(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      await expectStoreError(.notFound) { try await store.createApp(Fixture.app("a1")) }
+      try await store.createTenant(Fixture.tenant("t1"))
+      try await store.createTenant(Fixture.tenant("t2"))
+      try await store.createApp(Fixture.app("a1"))
+      #expect(try await store.app(id: "a1") == Fixture.app("a1"))
+      #expect(try await store.app(tenantId: "t1", appId: "a1") == Fixture.app("a1"))
+      await expectStoreError(.notFound) { try await store.app(tenantId: "t2", appId: "a1") }
+      await expectStoreError(.notFound) { try await store.app(id: "zz") }
+      await expectStoreError(.alreadyExists) { try await store.createApp(Fixture.app("a1", bundle: "other")) }
+      await expectStoreError(.alreadyExists) {
+        try await store.createApp(Fixture.app("a2", bundle: "com.example.a1"))
+      }
+      // The same bundle id in another tenant is another app.
+      try await store.createApp(Fixture.app("a3", tenant: "t2", bundle: "com.example.a1"))
+      try await store.createApp(Fixture.app("a2"))
+      var noAppleId = Fixture.app("a4")
+      noAppleId.appleAppId = nil
+      try await store.createApp(noAppleId)
+      #expect(try await store.app(id: "a4").appleAppId == nil)
+      let pages = try await collectPages(size: 2) { try await store.listApps(tenantId: "t1", page: $0) }
+      #expect(pages.map { $0.map(\.appId) } == [["a1", "a2"], ["a4"]])
+      #expect(try await store.listApps(tenantId: "t2", page: PageRequest()).items.map(\.appId) == ["a3"])
+    }
+  }
+
+  @Test("policy is stored and returned", arguments: StoreKind.allCases)
+  func policy(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let policy = EligibilityPolicy(
+        refundsBlockIntro: true, lapsedSubscribersGetIntro: false, billingRetryEntitled: true,
+        promoScope: .app)
+      let updated = try await store.setPolicy(appId: "a1", policy: policy)
+      #expect(updated.policy == policy)
+      #expect(try await store.app(id: "a1").policy == policy)
+      await expectStoreError(.notFound) { try await store.setPolicy(appId: "zz", policy: policy) }
+    }
+  }
+
+  @Test("shared secrets: current, previous with overlap, fingerprint on the app", arguments: StoreKind.allCases)
+  func sharedSecrets(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      #expect(try await store.sharedSecrets(appId: "a1") == nil)
+      await expectStoreError(.notFound) {
+        try await store.setSharedSecret(appId: "zz", secret: "s", atMs: 1, previousValidUntilMs: 2)
+      }
+      let f1 = try await store.setSharedSecret(
+        appId: "a1", secret: "first-secret", atMs: 10, previousValidUntilMs: 0)
+      #expect(f1 == SecretFingerprint.of("first-secret"))
+      let one = try #require(try await store.sharedSecrets(appId: "a1"))
+      #expect(one.current == SharedSecretVersion(secret: "first-secret", fingerprint: f1, setMs: 10))
+      #expect(one.previous == nil)
+      #expect(one.valid(at: 11).map(\.secret) == ["first-secret"])
+      #expect(try await store.app(id: "a1").sharedSecretFingerprint == f1)
+
+      let f2 = try await store.setSharedSecret(
+        appId: "a1", secret: "second-secret", atMs: 20, previousValidUntilMs: 100)
+      let two = try #require(try await store.sharedSecrets(appId: "a1"))
+      #expect(two.current.secret == "second-secret")
+      #expect(two.previous?.secret == "first-secret")
+      #expect(two.previousValidUntilMs == 100)
+      #expect(two.valid(at: 99).map(\.secret) == ["second-secret", "first-secret"])
+      #expect(two.valid(at: 100).map(\.secret) == ["second-secret"])
+      #expect(try await store.app(id: "a1").sharedSecretFingerprint == f2)
+    }
+  }
+
+  @Test("products: upsert by id, sorted catalog, unknown app", arguments: StoreKind.allCases)
+  func products(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let monthly = Product(
+        productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1",
+        duration: try ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true, promotionalOfferIds: ["promo1"])
+      let lifetime = Product(productId: "lifetime", type: .nonConsumable)
+      try await store.putProducts(appId: "a1", products: [monthly, lifetime])
+      #expect(try await store.products(appId: "a1") == [lifetime, monthly])
+      var changed = monthly
+      changed.hasIntroductoryOffer = false
+      try await store.putProducts(appId: "a1", products: [changed])
+      #expect(try await store.products(appId: "a1") == [lifetime, changed])
+      await expectStoreError(.notFound) { try await store.putProducts(appId: "zz", products: [monthly]) }
+      await expectStoreError(.notFound) { try await store.products(appId: "zz") }
+    }
+  }
+
+  @Test("API keys: lookup by hash, uniqueness, roles, listing, revocation, last use", arguments: StoreKind.allCases)
+  func apiKeys(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      try await store.createTenant(Fixture.tenant("t2"))
+      let admin = Fixture.key("k1")
+      let reader = Fixture.key("k2", role: .read, apps: ["a1"])
+      let other = Fixture.key("k3", tenant: "t2", role: .ingest)
+      let op = Fixture.key("k0", tenant: nil, role: .operator)
+      for k in [admin, reader, other, op] { try await store.createApiKey(k) }
+      #expect(try await store.apiKey(hash: SHA256.hash("secret-of-k2")) == reader)
+      #expect(try await store.apiKey(hash: SHA256.hash("secret-of-k0")) == op)
+      #expect(try await store.apiKey(hash: SHA256.hash("unknown")) == nil)
+      await expectStoreError(.alreadyExists) { try await store.createApiKey(admin) }
+      var sameHash = Fixture.key("k9")
+      sameHash.keyHash = admin.keyHash
+      await expectStoreError(.alreadyExists) { try await store.createApiKey(sameHash) }
+      await expectStoreError(.invalidArgument) {
+        try await store.createApiKey(Fixture.key("k8", tenant: "t1", role: .operator))
+      }
+      await expectStoreError(.invalidArgument) {
+        try await store.createApiKey(Fixture.key("k7", tenant: nil, role: .read))
+      }
+      await expectStoreError(.notFound) { try await store.createApiKey(Fixture.key("k6", tenant: "nope")) }
+
+      #expect(try await store.listApiKeys(tenantId: "t1", page: PageRequest()).items == [admin, reader])
+      #expect(try await store.listApiKeys(tenantId: nil, page: PageRequest()).items == [op])
+      let pages = try await collectPages(size: 1) { try await store.listApiKeys(tenantId: "t1", page: $0) }
+      #expect(pages.map { $0.map(\.keyId) } == [["k1"], ["k2"]])
+
+      await expectStoreError(.notFound) { try await store.revokeApiKey(tenantId: "t2", keyId: "k1", atMs: 5) }
+      let revoked = try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 5_000)
+      #expect(revoked.revokedMs == 5_000)
+      #expect(try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 9_000).revokedMs == 5_000)
+      #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == true)
+
+      try await store.touchApiKey(keyId: "k2", atMs: 7_000)
+      #expect(try await store.apiKey(hash: reader.keyHash)?.lastUsedMs == 7_000)
+    }
+  }
+
+  @Test("ingest: many users in one call, history sorted by purchase, upsert by transaction id", arguments: StoreKind.allCases)
+  func ingestAndHistory(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let t1 = Fixture.transaction("1000", purchase: 300, expires: 400)
+      let t2 = Fixture.transaction("999", original: "1000", purchase: 100, expires: 200, trial: true)
+      let t3 = Fixture.transaction("2000", purchase: 50)
+      let summary = try await store.ingest([
+        UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2], renewalInfos: [Fixture.renewal("1000")]),
+        UserPurchases(user: Fixture.user("u2"), transactions: [t3]),
+      ])
+      #expect(summary == IngestSummary(transactionsWritten: 3, renewalInfosWritten: 1))
+      let h1 = try await store.history(of: Fixture.user("u1"))
+      #expect(h1.transactions == [t2, t1])
+      #expect(h1.renewalInfos == [Fixture.renewal("1000")])
+      #expect(try await store.history(of: Fixture.user("u2")).transactions == [t3])
+      #expect(try await store.history(of: Fixture.user("nobody")).transactions.isEmpty)
+
+      // The same data again changes nothing; new data for an id replaces the old.
+      let again = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2])])
+      #expect(again.transactionsWritten == 0)
+      let refunded = Fixture.transaction("1000", purchase: 300, expires: 400, revoked: 350)
+      let r = try await store.ingest([
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [refunded],
+          renewalInfos: [Fixture.renewal("1000", retry: true)])
+      ])
+      #expect(r == IngestSummary(transactionsWritten: 1, renewalInfosWritten: 1))
+      let h2 = try await store.history(of: Fixture.user("u1"))
+      #expect(h2.transactions == [t2, refunded])
+      #expect(h2.renewalInfos.first?.isInBillingRetryPeriod == true)
+    }
+  }
+
+  @Test("newest signed data wins; older signed data is ignored", arguments: StoreKind.allCases)
+  func newestWins(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let user = Fixture.user("u1")
+      let newer = Fixture.transaction("1", purchase: 10, expires: 20, signed: 500)
+      let older = Fixture.transaction("1", purchase: 10, expires: 15, signed: 400)
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [newer], renewalInfos: [Fixture.renewal("1", signed: 500)])])
+      let s = try await store.ingest([
+        UserPurchases(user: user, transactions: [older], renewalInfos: [Fixture.renewal("1", signed: 400, retry: true)])
+      ])
+      #expect(s == IngestSummary())
+      let h = try await store.history(of: user)
+      #expect(h.transactions == [newer])
+      #expect(h.renewalInfos == [Fixture.renewal("1", signed: 500)])
+      let newest = Fixture.transaction("1", purchase: 10, expires: 30, signed: 600)
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [newest])])
+      #expect(try await store.history(of: user).transactions == [newest])
+    }
+  }
+
+  @Test("an ingest naming an unknown app stores nothing of the batch", arguments: StoreKind.allCases)
+  func ingestIsAtomic(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      await expectStoreError(.notFound) {
+        try await store.ingest([
+          UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)]),
+          UserPurchases(user: Fixture.user("u2", app: "nope"), transactions: [Fixture.transaction("2", purchase: 1)]),
+        ])
+      }
+      #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+    }
+  }
+
+  @Test("environments and apps keep separate histories", arguments: StoreKind.allCases)
+  func separation(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      try await store.createApp(Fixture.app("a2"))
+      let prod = Fixture.transaction("1", purchase: 1)
+      let sandbox = Fixture.transaction("2", purchase: 2)
+      _ = try await store.ingest([
+        UserPurchases(user: Fixture.user("u1"), transactions: [prod]),
+        UserPurchases(user: Fixture.user("u1", environment: .sandbox), transactions: [sandbox]),
+      ])
+      #expect(try await store.history(of: Fixture.user("u1")).transactions == [prod])
+      #expect(try await store.history(of: Fixture.user("u1", environment: .sandbox)).transactions == [sandbox])
+      #expect(try await store.history(of: Fixture.user("u1", app: "a2")).transactions.isEmpty)
+    }
+  }
+
+  @Test("notifications apply exactly once", arguments: StoreKind.allCases)
+  func notificationDedupe(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let user = Fixture.user("u1")
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n1"))
+      let first = try await store.applyNotification(
+        appId: "a1", notificationId: "n1", receivedMs: 5,
+        updates: [UserPurchases(user: user, transactions: [Fixture.transaction("1", purchase: 1)])])
+      #expect(first)
+      #expect(try await store.isNotificationProcessed(appId: "a1", notificationId: "n1"))
+      let second = try await store.applyNotification(
+        appId: "a1", notificationId: "n1", receivedMs: 6,
+        updates: [UserPurchases(user: user, transactions: [Fixture.transaction("2", purchase: 2)])])
+      #expect(!second)
+      #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["1"])
+      // The same id for another app is another notification.
+      try await store.createApp(Fixture.app("a2"))
+      #expect(try await store.applyNotification(appId: "a2", notificationId: "n1", receivedMs: 7, updates: []))
+      await expectStoreError(.notFound) {
+        try await store.applyNotification(appId: "zz", notificationId: "n1", receivedMs: 7, updates: [])
+      }
+      // A notification whose data names an unknown app is not recorded either.
+      await expectStoreError(.notFound) {
+        try await store.applyNotification(
+          appId: "a1", notificationId: "n2", receivedMs: 8,
+          updates: [UserPurchases(user: Fixture.user("u1", app: "zz"), transactions: [Fixture.transaction("3", purchase: 3)])])
+      }
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n2"))
+    }
+  }
+
+  @Test("original transaction id routes to every user holding it", arguments: StoreKind.allCases)
+  func routing(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      _ = try await store.ingest([
+        UserPurchases(user: Fixture.user("u2"), transactions: [Fixture.transaction("11", original: "10", purchase: 2)]),
+        UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("10", purchase: 1)]),
+        UserPurchases(user: Fixture.user("u3"), transactions: [Fixture.transaction("20", purchase: 1)]),
+        UserPurchases(user: Fixture.user("u4", environment: .sandbox), transactions: [Fixture.transaction("10", purchase: 1)]),
+      ])
+      #expect(try await store.users(appId: "a1", environment: .production, originalTransactionId: "10") == ["u1", "u2"])
+      #expect(try await store.users(appId: "a1", environment: .sandbox, originalTransactionId: "10") == ["u4"])
+      #expect(try await store.users(appId: "a1", environment: .production, originalTransactionId: "99").isEmpty)
+    }
+  }
+
+  @Test("histories of many users come back in request order", arguments: StoreKind.allCases)
+  func batchHistories(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      _ = try await store.ingest((1...5).map { i in
+        UserPurchases(user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("\(i)", purchase: Int64(i))])
+      })
+      let hs = try await store.histories(appId: "a1", environment: .production, userIds: ["u3", "nobody", "u1"])
+      #expect(hs.map(\.user.userId) == ["u3", "nobody", "u1"])
+      #expect(hs.map { $0.transactions.map(\.transactionId) } == [["3"], [], ["1"]])
+    }
+  }
+
+  @Test("transaction history and users page in order", arguments: StoreKind.allCases)
+  func historyPaging(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let user = Fixture.user("u1")
+      // Two transactions share a purchase time: the id breaks the tie.
+      let txs = [
+        Fixture.transaction("c", purchase: 30), Fixture.transaction("a", purchase: 10),
+        Fixture.transaction("b2", purchase: 20), Fixture.transaction("b1", purchase: 20),
+        Fixture.transaction("d", purchase: 40),
+      ]
+      _ = try await store.ingest([UserPurchases(user: user, transactions: txs)])
+      let pages = try await collectPages(size: 2) { try await store.transactions(of: user, page: $0) }
+      #expect(pages.map { $0.map(\.transactionId) } == [["a", "b1"], ["b2", "c"], ["d"]])
+      #expect(try await store.transactions(of: Fixture.user("nobody"), page: PageRequest()).items.isEmpty)
+      await expectStoreError(.invalidArgument) {
+        try await store.transactions(of: user, page: PageRequest(size: 2, cursor: "garbage"))
+      }
+
+      _ = try await store.ingest((1...5).map { i in
+        UserPurchases(user: Fixture.user("v\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
+      })
+      let users = try await collectPages(size: 4) {
+        try await store.listUsers(appId: "a1", environment: .production, page: $0)
+      }
+      #expect(users == [["u1", "v1", "v2", "v3"], ["v4", "v5"]])
+    }
+  }
+
+  @Test("audit log: append, per tenant, paged oldest first", arguments: StoreKind.allCases)
+  func audit(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      var appended: [AuditEntry] = []
+      for i in 0..<5 {
+        appended.append(
+          try await store.appendAudit(
+            AuditEntry(
+              tenantId: i == 2 ? "t2" : "t1", atMs: Int64(i), actorKeyId: "k1", action: "RegisterApp",
+              resource: "apps/a\(i)", details: "bundle com.example.a\(i)")))
+      }
+      _ = try await store.appendAudit(
+        AuditEntry(tenantId: nil, atMs: 9, actorKeyId: "op", action: "CreateTenant", resource: "tenants/t1"))
+      #expect(Set(appended.map(\.sequence)).count == 5)
+      let pages = try await collectPages(size: 3) { try await store.auditLog(tenantId: "t1", page: $0) }
+      #expect(pages.map { $0.map(\.resource) } == [["apps/a0", "apps/a1", "apps/a3"], ["apps/a4"]])
+      #expect(pages[0][0] == appended[0])
+      #expect(try await store.auditLog(tenantId: nil, page: PageRequest()).items.map(\.action) == ["CreateTenant"])
+      await expectStoreError(.invalidArgument) {
+        try await store.auditLog(tenantId: "t1", page: PageRequest(size: 1, cursor: "x"))
+      }
+    }
+  }
+
+  @Test("concurrent writers and readers all succeed", arguments: StoreKind.allCases)
+  func concurrency(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for w in 0..<8 {
+          group.addTask {
+            for i in 0..<25 {
+              _ = try await store.ingest([
+                UserPurchases(
+                  user: Fixture.user("w\(w)"), transactions: [Fixture.transaction("w\(w)-\(i)", purchase: Int64(i))])
+              ])
+            }
+          }
+        }
+        for r in 0..<8 {
+          group.addTask {
+            for _ in 0..<25 {
+              let h = try await store.history(of: Fixture.user("w\(r)"))
+              // A snapshot is a prefix of the writer's sequence: ids 0..<n, nothing torn.
+              #expect(h.transactions.map(\.purchaseDate) == (0..<Int64(h.transactions.count)).map { $0 })
+            }
+          }
+        }
+        try await group.waitForAll()
+      }
+      for w in 0..<8 {
+        #expect(try await store.history(of: Fixture.user("w\(w)")).transactions.count == 25)
+      }
+    }
+  }
+}
