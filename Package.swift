@@ -22,6 +22,7 @@ let package = Package(
     .library(name: "SubscriptionDomain", targets: ["SubscriptionDomain"]),
     .executable(name: "substatusd", targets: ["substatusd"]),
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
+    .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
     .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
     .executable(name: "substatus", targets: ["substatus"]),
@@ -79,6 +80,9 @@ let package = Package(
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubscriptionDomain",
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-bench-server",
+      dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),

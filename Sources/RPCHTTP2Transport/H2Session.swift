@@ -70,6 +70,8 @@ final class H2Session {
   private var outbound: [Int32: Outbound] = [:]
   /// Events since the last `takeEvents()`.
   private(set) var events: [Event] = []
+  /// Whether a DATA or HEADERS frame was sent since the last ``takeSentDataOrHeaders()``.
+  private var sentDataOrHeaders = false
 
   /// Creates a server or client session and queues its SETTINGS.
   init(isServer: Bool, settings: H2Settings) {
@@ -103,6 +105,13 @@ final class H2Session {
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
+      let type = UInt32(frame!.pointee.hd.type)
+      if type == NGHTTP2_DATA.rawValue || type == NGHTTP2_HEADERS.rawValue {
+        Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue().sentDataOrHeaders = true
+      }
+      return 0
+    }
     var option: OpaquePointer?
     nghttp2_option_new(&option)
     defer { nghttp2_option_del(option) }
@@ -128,6 +137,12 @@ final class H2Session {
 
   deinit {
     nghttp2_session_del(session)
+  }
+
+  /// Whether DATA or HEADERS went out since the last call (grpc-go resets ping strikes then).
+  func takeSentDataOrHeaders() -> Bool {
+    defer { sentDataOrHeaders = false }
+    return sentDataOrHeaders
   }
 
   /// Returns and clears the collected events.

@@ -48,7 +48,7 @@ final class ServerConnection: LoopChannel {
   private var idleSince: Nanoseconds
   private var bytesReceived = 0
   private var pingSentAt: Nanoseconds?
-  private var lastPingReceivedAt: Nanoseconds = 0
+  private var lastPingReceivedAt: Nanoseconds?
   private var pingStrikes = 0
   private var draining = false
   private var closeAt: Nanoseconds?
@@ -380,7 +380,6 @@ final class ServerConnection: LoopChannel {
     } else if !body.isEmpty {
       session.sendData(streamID: streamID, bytes: body)
     }
-    pingStrikes = 0
     if let status {
       stream.finished = true
       if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
@@ -408,7 +407,6 @@ final class ServerConnection: LoopChannel {
       ]
       session.submitResponse(streamID: stream.id, headers: headers + fields, body: nil)
     }
-    pingStrikes = 0
     scheduleFlush()
   }
 
@@ -450,14 +448,21 @@ final class ServerConnection: LoopChannel {
 
   // MARK: Connection management
 
+  /// grpc-go's keepalive enforcement: a PING sooner than allowed after the previous one is a
+  /// strike, unless the server has sent DATA or HEADERS since; too many strikes end the connection.
   private func policePing() {
     let now = clinux_monotonic_ns()
-    defer { lastPingReceivedAt = now }
-    if streams.isEmpty && !configuration.permitPingWithoutCalls {
-      pingStrikes += 1
-    } else if now &- lastPingReceivedAt < configuration.minPingInterval.nanoseconds {
-      pingStrikes += 1
+    let previous = lastPingReceivedAt
+    lastPingReceivedAt = now
+    if session.takeSentDataOrHeaders() {
+      pingStrikes = 0
+      return
     }
+    // Without calls (and without permission), keepalive pings must be 2 hours apart, as in grpc-go.
+    let minimum =
+      streams.isEmpty && !configuration.permitPingWithoutCalls
+      ? Duration.seconds(7200).nanoseconds : configuration.minPingInterval.nanoseconds
+    if let previous, now &- previous < minimum { pingStrikes += 1 }
     if pingStrikes > configuration.maxPingStrikes {
       session.submitGoaway(errorCode: H2ErrorCode.enhanceYourCalm, debug: "too_many_pings")
       draining = true

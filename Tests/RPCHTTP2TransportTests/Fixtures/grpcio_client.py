@@ -76,6 +76,9 @@ elif case == "error_message":
 elif case == "compressed":
     error = expect_code(lambda: echo(b"z" * 100, timeout=10, compression=grpc.Compression.Gzip),
                         grpc.StatusCode.UNIMPLEMENTED)
+elif case == "inflight":
+    # Started before the server begins its graceful shutdown; must still complete.
+    assert stub("/interop.Test/Sleep")(b"800", timeout=20) == b"800"
 else:
     raise SystemExit(f"unknown case {case}")
 print(f"PASS {case}")

@@ -1,0 +1,83 @@
+// substatus-bench-server: subs.bench.v1.Bench (peer-bench/proto/bench.proto) on our gRPC runtime,
+// with the WORKLOAD.md data set, for conformance (`loadgen -verify`) and load comparisons.
+//
+//   substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint]
+import Dispatch
+import Foundation
+import RPCCore
+import RPCHTTP2Transport
+import SubstatusWire
+
+func usage() -> Never {
+  FileHandle.standardError.write(Data("usage: substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint]\n".utf8))
+  exit(2)
+}
+
+var listen = "127.0.0.1:57053"
+var threads: Int?
+var fingerprintOnly = false
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+  switch argument {
+  case "--listen":
+    guard let value = arguments.popFirst() else { usage() }
+    listen = value
+  case "--threads":
+    guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else { usage() }
+    threads = value
+  case "--fingerprint": fingerprintOnly = true
+  default: usage()
+  }
+}
+
+let workload = BenchWorkload()
+let print = workload.fingerprint()
+if fingerprintOnly {
+  Swift.print("users=\(BenchWorkload.userCount) products=\(BenchWorkload.productCount) txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue)")
+  exit(0)
+}
+
+guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else { usage() }
+var host = String(listen[..<colon])
+if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+
+var router = RPCRouter()
+router.registerUnary(
+  method: "/subs.bench.v1.Bench/Echo", request: Subs_Bench_V1_EchoRequest.self, response: Subs_Bench_V1_EchoReply.self
+) { request, _ in
+  var reply = Subs_Bench_V1_EchoReply()
+  reply.payload = request.payload
+  return reply
+}
+router.registerUnary(
+  method: "/subs.bench.v1.Bench/CheckEligibility", request: Subs_Bench_V1_EligibilityRequest.self,
+  response: Subs_Bench_V1_EligibilityReply.self
+) { request, _ in
+  var reply = Subs_Bench_V1_EligibilityReply()
+  reply.results = workload.check(userID: request.userID, productIDs: request.productIDs).map { result in
+    var item = Subs_Bench_V1_ProductEligibility()
+    item.productID = result.productID
+    item.introEligible = result.intro
+    item.promoEligible = result.promo
+    return item
+  }
+  return reply
+}
+
+var configuration = HTTP2ServerTransport.Configuration(host: host, port: port)
+if let threads { configuration.threads = threads }
+let transport: HTTP2ServerTransport
+do {
+  transport = try HTTP2ServerTransport(configuration: configuration)
+} catch {
+  FileHandle.standardError.write(Data("substatus-bench-server: \(error)\n".utf8))
+  exit(1)
+}
+let server = RPCServer(transport: transport, router: router)
+
+let signalSources = onTerminationSignals { [server] in server.beginGracefulShutdown() }
+
+FileHandle.standardError.write(
+  Data("substatus-bench-server listening on \(host):\(transport.port) (threads=\(configuration.threads), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
+try await server.run()
+withExtendedLifetime(signalSources) {}

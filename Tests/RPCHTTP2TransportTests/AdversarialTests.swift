@@ -1,0 +1,81 @@
+import Foundation
+import RPCCore
+import RPCHTTP2Transport
+import Testing
+
+/// The number of server-side TCP connections on `port` whose descriptors this process holds.
+func serverConnectionCount(port: Int) -> Int {
+  let hexPort = String(format: ":%04X", port)
+  var inodes = Set<String>()
+  for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+    // /proc files report size 0: read to the end rather than by size.
+    guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+    let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+    try? handle.close()
+    for line in text.split(separator: "\n").dropFirst() {
+      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+      guard fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] != "0A" else { continue }
+      inodes.insert(String(fields[9]))
+    }
+  }
+  guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return -1 }
+  var count = 0
+  for entry in entries {
+    guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
+      target.hasPrefix("socket:[")
+    else { continue }
+    if inodes.contains(String(target.dropFirst(8).dropLast())) { count += 1 }
+  }
+  return count
+}
+
+/// Waits until the server holds no connection on `port`.
+func waitForNoConnections(port: Int, timeout: Duration = .seconds(10)) async -> Bool {
+  let end = ContinuousClock.now + timeout
+  while ContinuousClock.now < end {
+    if serverConnectionCount(port: port) == 0 { return true }
+    try? await Task.sleep(for: .milliseconds(20))
+  }
+  return serverConnectionCount(port: port) == 0
+}
+
+/// Misbehaving peers: the server stays up, releases their descriptors, and keeps serving others.
+@Suite struct AdversarialTests {
+  @Test(arguments: [
+    "garbage_preface", "truncated_frames", "oversized_headers", "continuation_flood", "rapid_reset", "ping_flood",
+  ])
+  func serverSurvivesMisbehavingPeer(name: String) async throws {
+    try await withTestServer { server in
+      let result = try await runProcess(python, [fixture("h2_attacks.py"), String(server.port), name])
+      #expect(result.status == 0, "attack \(name) failed:\n\(result.stdout)\n\(result.stderr)")
+      #expect(result.stdout.contains("DONE \(name)"))
+      #expect(await waitForNoConnections(port: server.port), "descriptors not released after \(name)")
+      try await runGRPCIOCase("unary", port: server.port)
+      #expect(await waitForNoConnections(port: server.port))
+    }
+  }
+
+  @Test func halfOpenConnectionsAreClosedByHandshakeTimeout() async throws {
+    try await withTestServer(configure: { $0.handshakeTimeout = .milliseconds(300) }) { server in
+      let result = try await runProcess(python, [fixture("h2_attacks.py"), String(server.port), "half_open"])
+      #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+      #expect(await waitForNoConnections(port: server.port))
+    }
+  }
+
+  @Test func slowReaderDoesNotStallOtherClients() async throws {
+    try await withTestServer { server in
+      let slow = Task {
+        try await runProcess(python, [fixture("h2_attacks.py"), String(server.port), "slow_reader", "3"])
+      }
+      try await Task.sleep(for: .milliseconds(500))
+      let start = ContinuousClock.now
+      try await runGRPCIOCase("unary", port: server.port)
+      try await runGRPCIOCase("large", port: server.port)
+      #expect(ContinuousClock.now - start < .seconds(3))
+      let result = try await slow.value
+      #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+      #expect(await waitForNoConnections(port: server.port))
+    }
+  }
+}

@@ -1,0 +1,203 @@
+"""Misbehaving HTTP/2 peers for RPCHTTP2TransportTests (raw sockets and the `h2` library).
+
+Usage: h2_attacks.py PORT CASE. Each case misbehaves, checks what the server did where that is
+observable, closes its sockets and prints "DONE CASE". The Swift test then checks that the server
+still serves other clients and that its descriptors are back to the baseline.
+"""
+import socket
+import struct
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
+port, case = int(sys.argv[1]), sys.argv[2]
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def connect():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def frame(kind, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def read_until_closed(s, limit=10.0):
+    """Reads until EOF or reset; returns the bytes read. Fails if the server keeps it open."""
+    s.settimeout(limit)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return data
+    except socket.timeout:
+        raise AssertionError("the server kept the connection open")
+
+
+def h2_client(window=65535):
+    s = connect()
+    config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+    conn = h2.connection.H2Connection(config=config)
+    conn.initiate_connection()
+    if window != 65535:
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        conn.increment_flow_control_window(window - 65535)
+    s.sendall(conn.data_to_send())
+    return s, conn
+
+
+def grpc_headers(path="/interop.Test/Echo", extra=()):
+    return [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "localhost"),
+            ("content-type", "application/grpc"), ("te", "trailers")] + list(extra)
+
+
+def grpc_body(payload):
+    return b"\x00" + struct.pack(">I", len(payload)) + payload
+
+
+def collect(s, conn, until, limit=10.0):
+    """Feeds server bytes to `conn` until `until(events)` is true; returns all events."""
+    events = []
+    deadline = time.monotonic() + limit
+    s.settimeout(limit)
+    while not until(events):
+        assert time.monotonic() < deadline, f"timed out; events so far: {events}"
+        data = s.recv(65536)
+        if not data:
+            break
+        events += conn.receive_data(data)
+        out = conn.data_to_send()
+        if out:
+            s.sendall(out)
+    return events
+
+
+if case == "garbage_preface":
+    s = connect()
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + bytes(range(256)) * 4)
+    read_until_closed(s)
+    s.close()
+elif case == "truncated_frames":
+    for cut in (3, 30, 60):
+        s = connect()
+        data = PREFACE + frame(4, 0, 0, b"") + frame(1, 0x5, 1, b"\x82" * 40)  # HEADERS
+        s.sendall(data[: len(PREFACE) + cut] if cut < 9 else data[: len(PREFACE) + 9 + cut])
+        time.sleep(0.05)
+        s.close()
+    # A frame header that announces more than it sends, then the peer goes away.
+    s = connect()
+    s.sendall(PREFACE + frame(4, 0, 0, b"") + struct.pack(">I", 16000)[1:] + bytes([0, 0]) + struct.pack(">I", 1) + b"x" * 100)
+    s.close()
+elif case == "oversized_headers":
+    s, conn = h2_client()
+    conn.send_headers(1, grpc_headers(extra=[("x-big", "a" * 100_000)]), end_stream=False)
+    s.sendall(conn.data_to_send())
+    events = collect(s, conn, lambda ev: any(isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated)) for e in ev))
+    # The connection stays usable when only the stream was reset.
+    if not any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+        conn.send_headers(3, grpc_headers(), end_stream=False)
+        conn.send_data(3, grpc_body(b"ok"), end_stream=True)
+        s.sendall(conn.data_to_send())
+        events = collect(s, conn, lambda ev: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == 3 for e in ev))
+        trailers = [dict(e.headers) for e in events if isinstance(e, h2.events.TrailersReceived)]
+        assert trailers and trailers[0].get("grpc-status") == "0", events
+    s.close()
+elif case == "continuation_flood":
+    s = connect()
+    s.sendall(PREFACE + frame(4, 0, 0, b""))
+    # HEADERS without END_HEADERS, then endless CONTINUATION frames of literal headers.
+    literal = b"\x40\x05x-abc\x7f\x81\x07" + b"a" * 1000 + b"\x00" * 0
+    s.sendall(frame(1, 0x1, 1, b"\x83\x86\x84"))
+    try:
+        for _ in range(20000):
+            s.sendall(frame(9, 0, 1, literal[:900]))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    read_until_closed(s)
+    s.close()
+elif case == "rapid_reset":
+    s, conn = h2_client()
+    stream = 1
+    try:
+        for i in range(3000):
+            conn.send_headers(stream, grpc_headers(), end_stream=False)
+            conn.reset_stream(stream)
+            stream += 2
+            if i % 100 == 0:
+                s.sendall(conn.data_to_send())
+        s.sendall(conn.data_to_send())
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    s.close()
+elif case == "ping_flood":
+    s = connect()
+    s.sendall(PREFACE + frame(4, 0, 0, b""))
+    try:
+        for i in range(20000):
+            s.sendall(frame(6, 0, 0, struct.pack(">Q", i)))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = read_until_closed(s)
+    s.close()
+elif case == "slow_reader":
+    # Asks for 16 x 1 MiB with large windows and never reads; the Swift test meanwhile serves others.
+    s, conn = h2_client(window=64 << 20)
+    for i in range(16):
+        sid = 1 + 2 * i
+        conn.send_headers(sid, grpc_headers("/interop.Test/Big"), end_stream=False)
+        conn.send_data(sid, grpc_body(str(1 << 20).encode()), end_stream=True)
+    s.sendall(conn.data_to_send())
+    print("READY", flush=True)
+    time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 2.0)
+    s.close()
+elif case == "half_open":
+    # Connections that connect and send nothing, or only part of the preface, and stay open: the
+    # server must close them (handshake timeout).
+    sockets = [connect() for _ in range(5)]
+    sockets[0].sendall(PREFACE[:10])
+    for s in sockets:
+        read_until_closed(s, limit=10)
+        s.close()
+elif case in ("no_ping_ack", "expect_goaway"):
+    # Completes the handshake, then never answers: keepalive (no PING ACK) or idle/age limits
+    # must close the connection; for expect_goaway a GOAWAY frame must come first.
+    s = connect()
+    s.sendall(PREFACE + frame(4, 0, 0, b""))
+    data = read_until_closed(s, limit=10)
+    kinds = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        kinds.append(data[3])
+        data = data[9 + length:]
+    if case == "no_ping_ack":
+        assert 6 in kinds, f"no PING before close: {kinds}"
+    else:
+        assert 7 in kinds, f"no GOAWAY before close: {kinds}"
+    s.close()
+elif case == "connection_limit":
+    # The server allows 2 connections: the third is closed at once, the first two stay open.
+    first = [connect() for _ in range(2)]
+    time.sleep(0.2)
+    third = connect()
+    read_until_closed(third, limit=5)
+    for s in first:
+        s.settimeout(0.5)
+        try:
+            assert s.recv(1) != b"", "an allowed connection was closed"
+        except socket.timeout:
+            pass
+        s.close()
+    third.close()
+else:
+    raise SystemExit(f"unknown case {case}")
+print(f"DONE {case}", flush=True)
