@@ -89,13 +89,14 @@ let package = Package(
 
     // MARK: Swift client library and CLI
     .target(
-      name: "SubstatusClient", dependencies: ["RPCCore", "SubstatusWire"],
+      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
       path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
     .target(
       name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire"],
       path: "Clients/SubstatusCLI", swiftSettings: swiftSettings),
     .executableTarget(
-      name: "substatus", dependencies: ["SubstatusCLI"], path: "Clients/substatus",
+      name: "substatus", dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport"],
+      path: "Clients/substatus",
       swiftSettings: swiftSettings),
 
     // MARK: Tests
@@ -124,6 +125,13 @@ let package = Package(
     .testTarget(
       name: "SubstatusCLITests",
       dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
+    .testTarget(
+      name: "SubstatusCLIEndToEndTests",
+      dependencies: [
+        "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "substatus",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),

@@ -1,7 +1,9 @@
 // The `substatus` command-line client; the logic lives in SubstatusCLI.
 import Foundation
 import RPCCore
+import RPCHTTP2Transport
 import SubstatusCLI
+import SubstatusClient
 
 let environment = CLIEnvironment(
   variables: ProcessInfo.processInfo.environment,
@@ -9,7 +11,9 @@ let environment = CLIEnvironment(
   standardError: { FileHandle.standardError.write(Data($0.utf8)) },
   readStandardInput: { [UInt8](FileHandle.standardInput.readDataToEndOfFile()) },
   connect: { address throws -> any ClientTransport in
-    // The HTTP/2 client transport (RPCHTTP2Transport) is not on this branch yet.
-    throw RPCError(code: .unavailable, message: "no HTTP/2 client transport in this build (\(address))")
+    let (host, port) = try SubstatusClient.parseAddress(address)
+    var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
+    configuration.connectTimeout = .seconds(5)
+    return try HTTP2ClientTransport(configuration: configuration)
   })
 exit(await SubstatusCLI.run(Array(CommandLine.arguments.dropFirst()), environment: environment))
