@@ -74,6 +74,12 @@ let package = Package(
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
 
+    // MARK: Service
+    .target(
+      name: "SubstatusService",
+      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      swiftSettings: swiftSettings),
+
     // MARK: Executables
     .executableTarget(
       name: "substatusd",
@@ -81,10 +87,21 @@ let package = Package(
                      "SubscriptionStorageSQLite", "HTTPServer"],
       swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-storage-crashtest",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-storage-bench",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
+    .executableTarget(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
+      swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
       swiftSettings: swiftSettings),
 
     // MARK: Swift client library and CLI
@@ -118,6 +135,10 @@ let package = Package(
       name: "SubscriptionStorageTests",
       dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain"],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusServiceTests",
+      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",
       dependencies: ["SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],

@@ -4,7 +4,8 @@ public struct Product: Sendable, Hashable, Codable {
   public var productId: String
   /// The product's kind.
   public var type: ProductType
-  /// The subscription group (auto-renewables; optional for the other kinds).
+  /// The subscription group (auto-renewables; optional for the other kinds). An auto-renewable
+  /// without one forms a group of its own, named by its product id.
   public var subscriptionGroupId: String?
   /// The subscription period; required for non-renewing subscriptions, whose terms it defines.
   public var duration: ISO8601Duration?
@@ -42,6 +43,8 @@ public struct Catalog: Sendable, Hashable, Codable {
   let index: [String: Int]
   /// For each product, the index of its group in `subscriptionGroupIds` (auto-renewables), or -1.
   let groupIndexOfProduct: [Int]
+  /// productId -> index into `products`, for evaluation's hot path.
+  let table: StringTable
 
   /// An empty catalog: every transaction is then classified from its own fields (rule 2).
   public static let empty = Catalog(products: [])
@@ -71,6 +74,11 @@ public struct Catalog: Sendable, Hashable, Codable {
       }
     }
     self.index = index
+    var table = StringTable(capacity: products.count)
+    for (productId, position) in index {
+      _ = table.insert(productId, position: position) { products[$0].productId }
+    }
+    self.table = table
     self.subscriptionGroupIds = groups
     self.groupIndexOfProduct = groupOfProduct
   }
@@ -78,6 +86,13 @@ public struct Catalog: Sendable, Hashable, Codable {
   /// The product with this identifier, if the catalog has it.
   public subscript(productId: String) -> Product? {
     index[productId].map { products[$0] }
+  }
+
+  /// The position of a product in ``products`` (fast path for evaluation).
+  @inline(__always)
+  func position(of productId: String) -> Int? {
+    let products = self.products
+    return table.find(productId) { products[$0].productId }
   }
 
   private enum CodingKeys: String, CodingKey { case products }

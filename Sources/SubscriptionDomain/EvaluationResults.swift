@@ -28,7 +28,8 @@ public struct GroupStatus: Sendable, Hashable, Codable {
   public var originalTransactionId: String?
   /// Its expires date.
   public var expiresDate: Int64?
-  /// The grace period's end, when in grace (or when a renewal info reports one).
+  /// The grace period's end: in grace, and in billing retry when the renewal info still carries
+  /// the (past) date.
   public var gracePeriodExpiresDate: Int64?
   /// Whether the subscription renews (from its renewal info; `false` without one).
   public var autoRenewEnabled: Bool

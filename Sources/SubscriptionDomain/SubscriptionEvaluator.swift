@@ -13,7 +13,10 @@ public enum SubscriptionEvaluator {
   ///   - history: every transaction stored for the user in one app and environment, in any order,
   ///     duplicates allowed: they are merged by `transactionId`, newest data winning
   ///     (``Transaction/supersedes(_:)``).
-  ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`.
+  ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`. A renewal
+  ///     info belongs to the group of its subscription's transactions (or, without any, of its
+  ///     product). It describes the present: it is ignored at instants before its subscription's
+  ///     first purchase, and a grace period does not apply to a revoked lapsed transaction.
   ///   - catalog: the app's products: type and group of each transaction (rule 2).
   ///   - policy: the app's eligibility policy (rule 10).
   ///   - time: the instant. Intervals are half-open (`start <= time < end`): a subscription whose
@@ -25,8 +28,8 @@ public enum SubscriptionEvaluator {
     history: [Transaction], renewals: [RenewalInfo], catalog: Catalog,
     policy: EligibilityPolicy = .default, at time: Int64
   ) -> SubscriptionEvaluation {
-    var engine = Engine(catalog: catalog, policy: policy, time: time)
-    engine.load(history)
+    var engine = Engine(catalog: catalog, policy: policy, time: time, history: history)
+    engine.load()
     engine.aggregate()
     engine.applyRenewals(renewals)
     return engine.finish()
@@ -76,29 +79,29 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   ///   auto-renewable transaction), else `NEVER_SUBSCRIBED`, in the product's group or, with
   ///   `promoScope` `APP`, in any group.
   public func eligibility(for productId: String) -> ProductEligibility {
-    guard let position = catalog.index[productId] else {
+    guard let position = catalog.position(of: productId) else {
       let unknown = OfferEligibility(eligible: false, reason: .unknownProduct)
       return ProductEligibility(
         productId: productId, subscriptionGroupId: nil, introductory: unknown,
         promotional: unknown)
     }
-    let product = catalog.products[position]
     let groupIndex = catalog.groupIndexOfProduct[position]
-    guard product.type == .autoRenewable, groupIndex >= 0 else {
+    guard groupIndex >= 0 else {
       let none = OfferEligibility(eligible: false, reason: .notASubscription)
       return ProductEligibility(
-        productId: productId, subscriptionGroupId: product.subscriptionGroupId,
+        productId: productId, subscriptionGroupId: catalog.products[position].subscriptionGroupId,
         introductory: none, promotional: none)
     }
-    let group = facts[groupIndex]
     return ProductEligibility(
-      productId: productId, subscriptionGroupId: group.id,
-      introductory: introductory(product: product, group: group),
-      promotional: promotional(group: group))
+      productId: productId, subscriptionGroupId: facts[groupIndex].id,
+      introductory: introductory(
+        hasIntroductoryOffer: catalog.products[position].hasIntroductoryOffer,
+        group: facts[groupIndex]),
+      promotional: promotional(group: facts[groupIndex]))
   }
 
-  private func introductory(product: Product, group: GroupFacts) -> OfferEligibility {
-    if !product.hasIntroductoryOffer {
+  private func introductory(hasIntroductoryOffer: Bool, group: GroupFacts) -> OfferEligibility {
+    if !hasIntroductoryOffer {
       return OfferEligibility(eligible: false, reason: .noIntroOffer)
     }
     if let evidence = group.introEvidence {
@@ -213,10 +216,30 @@ struct AppFacts: Sendable, Hashable {
   var newestTransactionId: String?
 }
 
-/// The evaluation's working state: flat arrays indexed by position, no string-keyed maps beyond
-/// the deduplication and catalog lookups.
+/// The evaluation's working state: flat arrays of plain facts indexed by position; strings are
+/// read from the caller's transactions only where an answer needs them or to break a tie.
 private struct Engine {
   enum Kind: UInt8 { case ignored, autoRenewable, nonRenewing, nonConsumable, consumable, free }
+
+  /// What evaluation needs of one (deduplicated) transaction, without strings.
+  struct Fact {
+    var purchase: Int64
+    var expires: Int64  // .min when absent
+    var revocation: Int64  // .max when absent
+    var group: Int32
+    var product: Int32
+    var kind: Kind
+    var upgraded: Bool
+    var usesIntro: Bool
+    var freeTrial: Bool
+    var familyShared: Bool
+    var refund: Bool  // revoked (at any date) and classified as a refund
+
+    @inline(__always) func isRevoked(at time: Int64) -> Bool { revocation <= time }
+    @inline(__always) func covers(_ time: Int64) -> Bool {
+      purchase <= time && time < expires && time < revocation
+    }
+  }
 
   struct GroupAccumulator {
     var newest = -1
@@ -233,81 +256,102 @@ private struct Engine {
   let catalog: Catalog
   let policy: EligibilityPolicy
   let time: Int64
+  let history: [Transaction]
 
-  var transactions: [Transaction] = []
-  var kinds: [Kind] = []
-  var groupOf: [Int] = []
-  var productOf: [Int] = []
+  /// For each fact, the position of its (winning) record in `history`.
+  var source: [Int] = []
+  var facts: [Fact] = []
   var groupIds: [String]
   var groups: [GroupAccumulator] = []
   var renewals: [RenewalInfo] = []
 
-  init(catalog: Catalog, policy: EligibilityPolicy, time: Int64) {
+  init(catalog: Catalog, policy: EligibilityPolicy, time: Int64, history: [Transaction]) {
     self.catalog = catalog
     self.policy = policy
     self.time = time
+    self.history = history
     self.groupIds = catalog.subscriptionGroupIds
   }
 
+  @inline(__always) func transactionId(_ fact: Int) -> String { history[source[fact]].transactionId }
+
   // MARK: Loading (rules 1, 2, 11)
 
-  mutating func load(_ history: [Transaction]) {
-    // Deduplicate by transaction id, newest data winning.
-    var position: [String: Int] = [:]
-    position.reserveCapacity(history.count)
-    transactions.reserveCapacity(history.count)
-    for transaction in history {
-      if let existing = position[transaction.transactionId] {
-        if transaction.supersedes(transactions[existing]) { transactions[existing] = transaction }
+  mutating func load() {
+    // Deduplicate by transaction id, newest data winning (Transaction.supersedes).
+    let history = self.history
+    source.reserveCapacity(history.count)
+    var table = StringTable(capacity: history.count)
+    for position in history.indices {
+      let id = history[position].transactionId
+      let existing = table.insert(id, position: source.count) { history[source[$0]].transactionId }
+      if let existing {
+        if history[position].supersedes(history[source[existing]]) { source[existing] = position }
       } else {
-        position[transaction.transactionId] = transactions.count
-        transactions.append(transaction)
+        source.append(position)
       }
     }
     // Classify (rule 2); groups seen only in the history are numbered after the catalog's.
     let base = groupIds.count
-    kinds.reserveCapacity(transactions.count)
-    groupOf.reserveCapacity(transactions.count)
-    productOf.reserveCapacity(transactions.count)
-    for transaction in transactions {
-      guard transaction.purchaseDate <= time else {
-        // Not purchased yet at `time`.
-        kinds.append(.ignored); groupOf.append(-1); productOf.append(-1)
-        continue
-      }
-      if let product = catalog.index[transaction.productId] {
-        productOf.append(product)
-        let type = catalog.products[product].type
-        switch type {
-        case .autoRenewable:
-          kinds.append(.autoRenewable)
-          groupOf.append(catalog.groupIndexOfProduct[product])
-        case .nonRenewing: kinds.append(.nonRenewing); groupOf.append(-1)
-        case .nonConsumable: kinds.append(.nonConsumable); groupOf.append(-1)
-        case .consumable: kinds.append(.consumable); groupOf.append(-1)
-        case .freeSubscription: kinds.append(.free); groupOf.append(-1)
+    facts.reserveCapacity(source.count)
+    var lastProduct = -1
+    history.withUnsafeBufferPointer { buffer in
+      for position in source {
+        var fact = Fact(
+          purchase: buffer[position].purchaseDate, expires: buffer[position].expiresDate ?? .min,
+          revocation: buffer[position].revocationDate ?? .max, group: -1, product: -1,
+          kind: .ignored, upgraded: buffer[position].isUpgraded,
+          usesIntro: buffer[position].usesIntroductoryOffer, freeTrial: buffer[position].isFreeTrial,
+          familyShared: buffer[position].ownership == .familyShared, refund: false)
+        if fact.revocation != .max {
+          fact.refund = RevocationKind(classifying: buffer[position]) == .refund
         }
-      } else if let group = transaction.subscriptionGroupIdentifier, !group.isEmpty {
-        productOf.append(-1)
-        kinds.append(.autoRenewable)
-        if let existing = groupIds.firstIndex(of: group) {
-          groupOf.append(existing)
+        guard fact.purchase <= time else {
+          facts.append(fact)  // not purchased yet at `time`: ignored
+          continue
+        }
+        let product: Int?
+        if lastProduct >= 0 && catalog.products[lastProduct].productId == buffer[position].productId {
+          product = lastProduct  // renewals repeat the product: skip the lookup
         } else {
-          groupOf.append(groupIds.count)
-          groupIds.append(group)
+          product = catalog.position(of: buffer[position].productId)
         }
-      } else {
-        // Unknown product without a group: kept in history, ignored by evaluation.
-        kinds.append(.ignored); groupOf.append(-1); productOf.append(-1)
+        if let product {
+          lastProduct = product
+          fact.product = Int32(truncatingIfNeeded: product)
+          switch catalog.products[product].type {
+          case .autoRenewable:
+            fact.kind = .autoRenewable
+            fact.group = Int32(truncatingIfNeeded: catalog.groupIndexOfProduct[product])
+          case .nonRenewing: fact.kind = .nonRenewing
+          case .nonConsumable: fact.kind = .nonConsumable
+          case .consumable: fact.kind = .consumable
+          case .freeSubscription: fact.kind = .free
+          }
+        } else if let group = buffer[position].subscriptionGroupIdentifier, !group.isEmpty {
+          fact.kind = .autoRenewable
+          if let existing = groupIds.firstIndex(of: group) {
+            fact.group = Int32(truncatingIfNeeded: existing)
+          } else {
+            fact.group = Int32(truncatingIfNeeded: groupIds.count)
+            groupIds.append(group)
+          }
+        }
+        // Otherwise: an unknown product without a group, kept in history, ignored by evaluation.
+        facts.append(fact)
       }
     }
     // Number the history-only groups in id order, so the output does not depend on input order.
     if groupIds.count - base > 1 {
       let extras = groupIds[base...].enumerated().sorted { $0.element < $1.element }
-      var remap = [Int](repeating: 0, count: extras.count)
-      for (newOffset, entry) in extras.enumerated() { remap[entry.offset] = base + newOffset }
+      var remap = [Int32](repeating: 0, count: extras.count)
+      for (newOffset, entry) in extras.enumerated() {
+        remap[entry.offset] = Int32(truncatingIfNeeded: base + newOffset)
+      }
       groupIds.replaceSubrange(base..., with: extras.map(\.element))
-      for i in groupOf.indices where groupOf[i] >= base { groupOf[i] = remap[groupOf[i] - base] }
+      for i in facts.indices where facts[i].group >= base {
+        facts[i].group = remap[Int(facts[i].group) - base]
+      }
     }
     groups = [GroupAccumulator](repeating: GroupAccumulator(), count: groupIds.count)
   }
@@ -316,109 +360,100 @@ private struct Engine {
 
   /// `a` is newer than `b`: later purchase, then later expiry, then larger id.
   func isNewer(_ a: Int, than b: Int) -> Bool {
-    let x = transactions[a]
-    let y = transactions[b]
-    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
-    let ex = x.expiresDate ?? .min
-    let ey = y.expiresDate ?? .min
-    if ex != ey { return ex > ey }
-    return x.transactionId > y.transactionId
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase > facts[b].purchase }
+    if facts[a].expires != facts[b].expires { return facts[a].expires > facts[b].expires }
+    return transactionId(a) > transactionId(b)
   }
 
   /// `a` is earlier than `b`: earlier purchase, then smaller id.
   func isEarlier(_ a: Int, than b: Int) -> Bool {
-    let x = transactions[a]
-    let y = transactions[b]
-    if x.purchaseDate != y.purchaseDate { return x.purchaseDate < y.purchaseDate }
-    return x.transactionId < y.transactionId
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase < facts[b].purchase }
+    return transactionId(a) < transactionId(b)
   }
 
   /// `a` is the better covering transaction: later expiry, then purchased over family-shared,
   /// then later purchase, then smaller id.
   func isBetterCover(_ a: Int, than b: Int) -> Bool {
-    let x = transactions[a]
-    let y = transactions[b]
-    let ex = x.expiresDate ?? .min
-    let ey = y.expiresDate ?? .min
-    if ex != ey { return ex > ey }
-    let ox = x.ownership
-    let oy = y.ownership
-    if ox != oy { return ox == .purchased }
-    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
-    return x.transactionId < y.transactionId
-  }
-
-  func isRefund(_ index: Int) -> Bool {
-    let transaction = transactions[index]
-    guard transaction.isRevoked(at: time) else { return false }
-    return RevocationKind(classifying: transaction) == .refund
+    if facts[a].expires != facts[b].expires { return facts[a].expires > facts[b].expires }
+    if facts[a].familyShared != facts[b].familyShared { return !facts[a].familyShared }
+    if facts[a].purchase != facts[b].purchase { return facts[a].purchase > facts[b].purchase }
+    return transactionId(a) < transactionId(b)
   }
 
   // MARK: Auto-renewable aggregation (rules 3, 4, 5, 8)
 
   mutating func aggregate() {
-    for i in transactions.indices where kinds[i] == .autoRenewable {
-      let g = groupOf[i]
+    for i in facts.indices where facts[i].kind == .autoRenewable {
+      let g = Int(facts[i].group)
       var acc = groups[g]
-      let transaction = transactions[i]
+      let fact = facts[i]
       if acc.newest < 0 || isNewer(i, than: acc.newest) { acc.newest = i }
-      if !transaction.isUpgraded
-        && (acc.newestNonUpgraded < 0 || isNewer(i, than: acc.newestNonUpgraded))
-      {
+      if !fact.upgraded && (acc.newestNonUpgraded < 0 || isNewer(i, than: acc.newestNonUpgraded)) {
         acc.newestNonUpgraded = i
       }
-      if let expires = transaction.expiresDate, time < expires, !transaction.isRevoked(at: time),
-        acc.covering < 0 || isBetterCover(i, than: acc.covering)
-      {
+      if fact.covers(time) && (acc.covering < 0 || isBetterCover(i, than: acc.covering)) {
         acc.covering = i
       }
-      if transaction.usesIntroductoryOffer && (acc.intro < 0 || isEarlier(i, than: acc.intro)) {
-        acc.intro = i
+      if fact.usesIntro && (acc.intro < 0 || isEarlier(i, than: acc.intro)) { acc.intro = i }
+      if fact.refund && fact.isRevoked(at: time) && (acc.refund < 0 || isEarlier(i, than: acc.refund))
+      {
+        acc.refund = i
       }
-      if isRefund(i) && (acc.refund < 0 || isEarlier(i, than: acc.refund)) { acc.refund = i }
       groups[g] = acc
     }
   }
 
   // MARK: Renewal infos (rule 5: grace, billing retry)
 
-  /// The newest transaction of a subscription (its original transaction id) in the history.
+  /// The newest transaction of a subscription (its original transaction id) purchased by `time`;
+  /// -1 when there is none, -2 when the subscription only starts after `time` (its renewal info
+  /// then describes a future that has not happened yet).
   func lapsedTransaction(originalTransactionId: String) -> Int {
     var best = -1
-    for i in transactions.indices
-    where kinds[i] == .autoRenewable && transactions[i].originalTransactionId == originalTransactionId
-    {
-      if best < 0 || isNewer(i, than: best) { best = i }
+    var later = false
+    for i in facts.indices
+    where history[source[i]].originalTransactionId == originalTransactionId {
+      if facts[i].kind == .autoRenewable {
+        if best < 0 || isNewer(i, than: best) { best = i }
+      } else if facts[i].purchase > time {
+        later = true
+      }
     }
-    return best
+    return best < 0 && later ? -2 : best
   }
 
   mutating func applyRenewals(_ input: [RenewalInfo]) {
     renewals = input.count <= 1 ? input : RenewalInfo.merged(input)
+    // The newest transaction of each renewal's subscription, found before mutating anything.
+    var lapsedOf = [Int](repeating: -1, count: renewals.count)
     for r in renewals.indices {
-      let renewal = renewals[r]
-      let lapsed = lapsedTransaction(originalTransactionId: renewal.originalTransactionId)
+      lapsedOf[r] = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+    }
+    for r in renewals.indices {
+      let lapsed = lapsedOf[r]
       let g: Int
       if lapsed >= 0 {
-        g = groupOf[lapsed]
-      } else if let product = catalog.index[renewal.productId],
+        g = Int(facts[lapsed].group)
+      } else if lapsed == -1, let product = catalog.position(of: renewals[r].productId),
         catalog.groupIndexOfProduct[product] >= 0
       {
+        // A renewal info without transactions: placed by its product.
         g = catalog.groupIndexOfProduct[product]
       } else {
-        continue  // a renewal of a group this evaluation cannot place
+        continue  // not subscribed yet at `time`, or a group this evaluation cannot place
       }
       var acc = groups[g]
-      if let grace = renewal.gracePeriodExpiresDate, time < grace,
-        lapsed < 0 || !transactions[lapsed].isRevoked(at: time)
+      if let grace = renewals[r].gracePeriodExpiresDate, time < grace,
+        lapsed < 0 || !facts[lapsed].isRevoked(at: time)
       {
         if acc.grace < 0 || isBetterGrace(r, than: acc.grace) {
           acc.grace = r
           acc.graceLapsed = lapsed
         }
       }
-      if renewal.isInBillingRetryPeriod {
-        if acc.retry < 0 || renewal.originalTransactionId < renewals[acc.retry].originalTransactionId
+      if renewals[r].isInBillingRetryPeriod {
+        if acc.retry < 0
+          || renewals[r].originalTransactionId < renewals[acc.retry].originalTransactionId
         {
           acc.retry = r
           acc.retryLapsed = lapsed
@@ -435,10 +470,10 @@ private struct Engine {
     return renewals[a].originalTransactionId < renewals[b].originalTransactionId
   }
 
-  func renewal(for originalTransactionId: String?) -> RenewalInfo? {
+  func renewalIndex(for originalTransactionId: String?) -> Int? {
     guard let originalTransactionId else { return nil }
-    for renewal in renewals where renewal.originalTransactionId == originalTransactionId {
-      return renewal
+    for r in renewals.indices where renewals[r].originalTransactionId == originalTransactionId {
+      return r
     }
     return nil
   }
@@ -448,8 +483,8 @@ private struct Engine {
   func finish() -> SubscriptionEvaluation {
     var statuses: [GroupStatus] = []
     statuses.reserveCapacity(groupIds.count)
-    var facts: [GroupFacts] = []
-    facts.reserveCapacity(groupIds.count)
+    var groupFacts: [GroupFacts] = []
+    groupFacts.reserveCapacity(groupIds.count)
     var entitlements: [Entitlement] = []
     var appFacts = AppFacts()
     var appNewest = -1
@@ -459,47 +494,50 @@ private struct Engine {
       let id = groupIds[g]
       var status = GroupStatus(subscriptionGroupId: id, state: .neverSubscribed)
       var deciding = -1
-      var decidingRenewal: RenewalInfo? = nil
+      var decidingRenewal = -1
       if acc.covering >= 0 {
         status.state = .active
         deciding = acc.covering
       } else if acc.grace >= 0 {
         status.state = .gracePeriod
-        decidingRenewal = renewals[acc.grace]
+        decidingRenewal = acc.grace
         deciding = acc.graceLapsed >= 0 ? acc.graceLapsed : acc.newestNonUpgraded
-        status.gracePeriodExpiresDate = decidingRenewal?.gracePeriodExpiresDate
+        status.gracePeriodExpiresDate = renewals[acc.grace].gracePeriodExpiresDate
         status.billingIssue = true
       } else if acc.retry >= 0 {
         status.state = .billingRetry
-        decidingRenewal = renewals[acc.retry]
+        decidingRenewal = acc.retry
         deciding = acc.retryLapsed >= 0 ? acc.retryLapsed : acc.newestNonUpgraded
-        status.gracePeriodExpiresDate = decidingRenewal?.gracePeriodExpiresDate
+        status.gracePeriodExpiresDate = renewals[acc.retry].gracePeriodExpiresDate
         status.billingIssue = true
       } else if acc.newest >= 0 {
         deciding = acc.newestNonUpgraded >= 0 ? acc.newestNonUpgraded : acc.newest
-        status.state = transactions[deciding].isRevoked(at: time) ? .revoked : .expired
+        status.state = facts[deciding].isRevoked(at: time) ? .revoked : .expired
       }
       if deciding >= 0 {
-        let transaction = transactions[deciding]
-        status.productId = transaction.productId
-        status.transactionId = transaction.transactionId
-        status.originalTransactionId = transaction.originalTransactionId
-        status.expiresDate = transaction.expiresDate
-        status.ownership = transaction.ownership
+        let position = source[deciding]
+        status.productId = history[position].productId
+        status.transactionId = history[position].transactionId
+        status.originalTransactionId = history[position].originalTransactionId
+        status.expiresDate = history[position].expiresDate
+        status.ownership = facts[deciding].familyShared ? .familyShared : .purchased
         if status.state == .active {
-          status.inTrial = transaction.isFreeTrial
-          status.inIntroOffer = transaction.usesIntroductoryOffer && !transaction.isFreeTrial
+          status.inTrial = facts[deciding].freeTrial
+          status.inIntroOffer = facts[deciding].usesIntro && !facts[deciding].freeTrial
         }
-      } else if let decidingRenewal {
+      } else if decidingRenewal >= 0 {
         // Grace or retry known only from a renewal info: report its subscription.
-        status.productId = decidingRenewal.productId
-        status.originalTransactionId = decidingRenewal.originalTransactionId
+        status.productId = renewals[decidingRenewal].productId
+        status.originalTransactionId = renewals[decidingRenewal].originalTransactionId
       }
-      if let renewal = decidingRenewal ?? renewal(for: status.originalTransactionId) {
-        status.autoRenewEnabled = renewal.willAutoRenew
-        status.autoRenewProductId = renewal.autoRenewProductId ?? renewal.productId
+      if decidingRenewal < 0, let r = renewalIndex(for: status.originalTransactionId) {
+        decidingRenewal = r
       }
-      statuses.append(status)
+      if decidingRenewal >= 0 {
+        status.autoRenewEnabled = renewals[decidingRenewal].willAutoRenew
+        status.autoRenewProductId =
+          renewals[decidingRenewal].autoRenewProductId ?? renewals[decidingRenewal].productId
+      }
 
       // Entitlement (rule 6).
       let entitled: Bool
@@ -522,10 +560,10 @@ private struct Engine {
       // Facts for eligibility (rules 8, 9).
       var fact = GroupFacts(id: id, state: status.state)
       fact.stateEvidence = status.transactionId
-      if acc.newest >= 0 { fact.newestTransactionId = transactions[acc.newest].transactionId }
-      if acc.intro >= 0 { fact.introEvidence = transactions[acc.intro].transactionId }
-      if acc.refund >= 0 { fact.refundEvidence = transactions[acc.refund].transactionId }
-      facts.append(fact)
+      if acc.newest >= 0 { fact.newestTransactionId = transactionId(acc.newest) }
+      if acc.intro >= 0 { fact.introEvidence = transactionId(acc.intro) }
+      if acc.refund >= 0 { fact.refundEvidence = transactionId(acc.refund) }
+      groupFacts.append(fact)
       if !appFacts.hasCurrentSubscription
         && (status.state == .active || status.state == .gracePeriod
           || status.state == .billingRetry)
@@ -536,8 +574,9 @@ private struct Engine {
       if acc.newest >= 0 && (appNewest < 0 || isNewer(acc.newest, than: appNewest)) {
         appNewest = acc.newest
       }
+      statuses.append(status)
     }
-    if appNewest >= 0 { appFacts.newestTransactionId = transactions[appNewest].transactionId }
+    if appNewest >= 0 { appFacts.newestTransactionId = transactionId(appNewest) }
 
     appendOtherEntitlements(to: &entitlements)
     if entitlements.count > 1 {
@@ -549,62 +588,72 @@ private struct Engine {
 
     return SubscriptionEvaluation(
       time: time, groups: statuses, entitlements: entitlements, revocations: revocations(),
-      facts: facts, appFacts: appFacts, catalog: catalog, policy: policy)
+      facts: groupFacts, appFacts: appFacts, catalog: catalog, policy: policy)
   }
 
   /// Non-renewing terms, non-consumables and free subscriptions (rule 6).
   func appendOtherEntitlements(to entitlements: inout [Entitlement]) {
-    var nonRenewing: [Int] = []
-    // product index -> the earliest non-revoked transaction (non-consumable, free subscription)
-    var owned: [(product: Int, transaction: Int)] = []
-    for i in transactions.indices {
-      switch kinds[i] {
+    // (product, fact) pairs; sorted, they give per-product chains in purchase order.
+    var nonRenewing: [(product: Int32, purchase: Int64, fact: Int)] = []
+    // product -> the earliest non-revoked transaction (non-consumable, free subscription)
+    var owned: [(product: Int32, fact: Int)] = []
+    for i in facts.indices {
+      switch facts[i].kind {
       case .nonRenewing:
-        if !transactions[i].isRevoked(at: time) { nonRenewing.append(i) }
+        if !facts[i].isRevoked(at: time) {
+          nonRenewing.append((facts[i].product, facts[i].purchase, i))
+        }
       case .nonConsumable, .free:
-        guard !transactions[i].isRevoked(at: time) else { continue }
-        if let slot = owned.firstIndex(where: { $0.product == productOf[i] }) {
-          if isEarlier(i, than: owned[slot].transaction) { owned[slot].transaction = i }
+        guard !facts[i].isRevoked(at: time) else { continue }
+        if let slot = owned.firstIndex(where: { $0.product == facts[i].product }) {
+          if isEarlier(i, than: owned[slot].fact) { owned[slot].fact = i }
         } else {
-          owned.append((productOf[i], i))
+          owned.append((facts[i].product, i))
         }
       case .ignored, .autoRenewable, .consumable: continue
       }
     }
     for (product, i) in owned {
-      let transaction = transactions[i]
+      let position = source[i]
       entitlements.append(
         Entitlement(
-          productId: transaction.productId, type: catalog.products[product].type, expiresDate: nil,
-          ownership: transaction.ownership, transactionId: transaction.transactionId,
-          subscriptionGroupId: catalog.products[product].subscriptionGroupId))
+          productId: history[position].productId, type: catalog.products[Int(product)].type,
+          expiresDate: nil, ownership: facts[i].familyShared ? .familyShared : .purchased,
+          transactionId: history[position].transactionId,
+          subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
     }
     guard !nonRenewing.isEmpty else { return }
     // Terms chain per product: each starts at max(purchase, end of the previous term).
-    nonRenewing.sort {
-      productOf[$0] != productOf[$1] ? productOf[$0] < productOf[$1] : isEarlier($0, than: $1)
+    if nonRenewing.count > 1 {
+      let history = self.history
+      let source = self.source
+      nonRenewing.sort { a, b in
+        if a.product != b.product { return a.product < b.product }
+        if a.purchase != b.purchase { return a.purchase < b.purchase }
+        return history[source[a.fact]].transactionId < history[source[b.fact]].transactionId
+      }
     }
     var start = 0
     while start < nonRenewing.count {
-      let product = productOf[nonRenewing[start]]
+      let product = nonRenewing[start].product
       var end = start
-      while end < nonRenewing.count && productOf[nonRenewing[end]] == product { end += 1 }
-      if let duration = catalog.products[product].duration {
+      while end < nonRenewing.count && nonRenewing[end].product == product { end += 1 }
+      if let duration = catalog.products[Int(product)].duration {
         var termEnd = Int64.min
         var covering = -1
         for k in start..<end {
-          let i = nonRenewing[k]
-          let termStart = max(transactions[i].purchaseDate, termEnd)
+          let termStart = max(nonRenewing[k].purchase, termEnd)
           termEnd = duration.added(to: termStart)
-          if termStart <= time && time < termEnd { covering = i }
+          if termStart <= time && time < termEnd { covering = nonRenewing[k].fact }
         }
         if covering >= 0 {
-          let transaction = transactions[covering]
+          let position = source[covering]
           entitlements.append(
             Entitlement(
-              productId: transaction.productId, type: .nonRenewing, expiresDate: termEnd,
-              ownership: transaction.ownership, transactionId: transaction.transactionId,
-              subscriptionGroupId: catalog.products[product].subscriptionGroupId))
+              productId: history[position].productId, type: .nonRenewing, expiresDate: termEnd,
+              ownership: facts[covering].familyShared ? .familyShared : .purchased,
+              transactionId: history[position].transactionId,
+              subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
         }
       }
       start = end
@@ -614,17 +663,14 @@ private struct Engine {
   /// Revocations by `time` of every transaction evaluation classifies (rule 7).
   func revocations() -> [Revocation] {
     var result: [Revocation] = []
-    for i in transactions.indices where kinds[i] != .ignored {
-      let transaction = transactions[i]
-      guard let date = transaction.revocationDate, date <= time,
-        let kind = RevocationKind(classifying: transaction)
-      else { continue }
+    for i in facts.indices where facts[i].kind != .ignored && facts[i].isRevoked(at: time) {
+      let t = history[source[i]]
+      guard let kind = RevocationKind(classifying: t) else { continue }
       result.append(
         Revocation(
-          transactionId: transaction.transactionId,
-          originalTransactionId: transaction.originalTransactionId,
-          productId: transaction.productId, revocationDate: date, kind: kind,
-          ownership: transaction.ownership))
+          transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
+          productId: t.productId, revocationDate: facts[i].revocation, kind: kind,
+          ownership: facts[i].familyShared ? .familyShared : .purchased))
     }
     if result.count > 1 {
       result.sort {

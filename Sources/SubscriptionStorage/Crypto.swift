@@ -8,6 +8,10 @@
 import CCrypto
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// SHA-256 digests through libcrypto.
 public enum SHA256 {
   /// The 32-byte SHA-256 digest of `bytes`.
@@ -164,6 +168,9 @@ public struct MasterKey: Sendable {
     }
   }
 
+  /// The key in hex, for writing a key file. Handle like the secret it is.
+  public var hexEncoded: String { Hex.encode(bytes) }
+
   /// A fresh random key.
   public static func generate() -> MasterKey {
     // 32 bytes always makes a valid key.
@@ -230,6 +237,31 @@ public struct MasterKeyring: Sendable {
       return try load(file: path)
     }
     return nil
+  }
+
+  /// Loads the key file at `path`, or, if there is none, creates it (mode 0600, created exclusively
+  /// and fsynced) holding a fresh random key. For a first start without configuration; keeping the
+  /// key file away from the database (another disk, a secret store) is what makes encryption at rest
+  /// worth having.
+  /// - Throws: `SecretBoxError.invalidKey` when the file exists but holds no valid key or cannot be
+  ///   created.
+  public static func loadOrCreate(file path: String) throws(SecretBoxError) -> MasterKeyring {
+    if FileManager.default.fileExists(atPath: path) { return try load(file: path) }
+    let key = MasterKey.generate()
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+    guard fd >= 0 else {
+      // Lost a race with another creator: use its key.
+      if errno == EEXIST { return try load(file: path) }
+      throw SecretBoxError(.invalidKey, "cannot create master key file \(path)")
+    }
+    defer { close(fd) }
+    let text = Array((key.hexEncoded + "\n").utf8)
+    let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    guard written == text.count, fsync(fd) == 0 else {
+      unlink(path)
+      throw SecretBoxError(.invalidKey, "cannot write master key file \(path)")
+    }
+    return MasterKeyring(current: key)
   }
 
   /// Loads the keyring from a key file (see ``parse(_:)``).
@@ -311,7 +343,8 @@ public enum SecretBox {
   ) throws(SecretBoxError) -> [UInt8] {
     guard let key = keyring.key(id: sealed.keyId) else {
       throw SecretBoxError(
-        .unknownKey, "the secret was sealed with master key \(sealed.keyId), which is not configured")
+        .unknownKey,
+        "the secret was sealed with master key \(sealed.keyId), which is not configured")
     }
     return try open(sealed.box, context: context, key: key)
   }
@@ -356,7 +389,8 @@ public enum SecretBox {
       ERR_clear_error()
       throw SecretBoxError(
         .authenticationFailed,
-        "the sealed secret failed GCM authentication (wrong master key, wrong context or tampered data)")
+        "the sealed secret failed GCM authentication (wrong master key, wrong context or tampered data)"
+      )
     }
     total += Int(written)
     return Array(out[0..<total])
@@ -368,6 +402,7 @@ public enum SecretBox {
     _ sealed: SealedSecret, context: String, keyring: MasterKeyring
   ) throws(SecretBoxError) -> SealedSecret {
     if sealed.keyId == keyring.current.id { return sealed }
-    return try seal(open(sealed, context: context, keyring: keyring), context: context, keyring: keyring)
+    return try seal(
+      open(sealed, context: context, keyring: keyring), context: context, keyring: keyring)
   }
 }

@@ -1,10 +1,12 @@
 import SubscriptionDomain
 import Synchronization
 
-/// The rule that decides which version of a record is kept on upsert ("the newest data wins").
+/// The rule that decides which version of a renewal info is kept on upsert ("the newest data
+/// wins"); transactions follow the domain's ``Transaction/supersedes(_:)``, which also keeps facts
+/// Apple only adds (a revocation, an upgrade, a later expiry) when an older copy arrives later.
 public enum UpsertRule {
-  /// Whether an incoming record replaces the stored one: yes, unless both carry a signed date and the
-  /// incoming one is older (an out-of-order notification must not roll data back).
+  /// Whether an incoming renewal info replaces the stored one: yes, unless both carry a signed date
+  /// and the incoming one is older (an out-of-order notification must not roll data back).
   /// - Parameters:
   ///   - incomingSignedMs: the incoming record's `signedDate`.
   ///   - storedSignedMs: the stored record's `signedDate`.
@@ -34,7 +36,7 @@ public final class InMemoryStore: Store {
     var products: [String: [String: Product]] = [:]
     var keys: [String: ApiKeyRecord] = [:]
     var users: [UserKey: UserData] = [:]
-    var notifications: Set<[String]> = []
+    var notifications: [[String]: Int64] = [:]
     var audit: [AuditEntry] = []
   }
 
@@ -58,13 +60,12 @@ public final class InMemoryStore: Store {
     return Page(items: taken, nextCursor: next)
   }
 
+  /// Runs `body` under the lock. Every body validates before it mutates, so a thrown error leaves
+  /// the state untouched (all-or-nothing, like a transaction) without copying the whole state.
   private func withState<T>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
     let result: Result<T, StoreError> = state.withLock { s in
-      var copy = s
       do throws(StoreError) {
-        let value = try body(&copy)
-        s = copy  // all-or-nothing, like a transaction
-        return .success(value)
+        return .success(try body(&s))
       } catch {
         return .failure(error)
       }
@@ -121,11 +122,15 @@ public final class InMemoryStore: Store {
   /// See ``Store/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
-      guard s.tenants[app.tenantId] != nil else { throw StoreError.notFound("tenant", app.tenantId) }
+      guard s.tenants[app.tenantId] != nil else {
+        throw StoreError.notFound("tenant", app.tenantId)
+      }
       guard s.apps[app.appId] == nil else {
         throw StoreError(.alreadyExists, "app \"\(app.appId)\" already exists")
       }
-      if s.apps.values.contains(where: { $0.tenantId == app.tenantId && $0.bundleId == app.bundleId }) {
+      if s.apps.values.contains(where: {
+        $0.tenantId == app.tenantId && $0.bundleId == app.bundleId
+      }) {
         throw StoreError(.alreadyExists, "bundle id \"\(app.bundleId)\" is already registered")
       }
       var stored = app
@@ -145,13 +150,17 @@ public final class InMemoryStore: Store {
   /// See ``Store/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
-      guard let a = s.apps[appId], a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
+      guard let a = s.apps[appId], a.tenantId == tenantId else {
+        throw StoreError.notFound("app", appId)
+      }
       return Self.filled(a, s)
     }
   }
 
   /// See ``Store/listApps(tenantId:page:)``.
-  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
+    AppRecord
+  > {
     let all = state.withLock { s in
       s.apps.values.filter { $0.tenantId == tenantId }.map { Self.filled($0, s) }
     }
@@ -159,7 +168,9 @@ public final class InMemoryStore: Store {
   }
 
   /// See ``Store/setPolicy(appId:policy:)``.
-  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
+    -> AppRecord
+  {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
       a.policy = policy
@@ -180,7 +191,8 @@ public final class InMemoryStore: Store {
         secret: secret, fingerprint: SecretFingerprint.of(secret), setMs: atMs)
       let old = s.secrets[appId]?.current
       s.secrets[appId] = SharedSecrets(
-        current: version, previous: old, previousValidUntilMs: old == nil ? nil : previousValidUntilMs)
+        current: version, previous: old,
+        previousValidUntilMs: old == nil ? nil : previousValidUntilMs)
       return version.fingerprint
     }
   }
@@ -213,22 +225,9 @@ public final class InMemoryStore: Store {
 
   // MARK: API keys
 
-  /// Checks the operator/tenant invariant of a key (shared with other implementations).
-  public static func validate(_ key: ApiKeyRecord) throws(StoreError) {
-    if key.role == .operator, key.tenantId != nil {
-      throw StoreError(.invalidArgument, "an operator key belongs to no tenant")
-    }
-    if key.role != .operator, key.tenantId == nil {
-      throw StoreError(.invalidArgument, "a \(key.role.rawValue) key needs a tenant")
-    }
-    if key.keyHash.count != 32 {
-      throw StoreError(.invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
-    }
-  }
-
   /// See ``Store/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
-    try Self.validate(key)
+    try StoreValidation.validate(key)
     try withState { (s: inout State) throws(StoreError) in
       if let t = key.tenantId, s.tenants[t] == nil { throw StoreError.notFound("tenant", t) }
       guard s.keys[key.keyId] == nil else {
@@ -291,20 +290,15 @@ public final class InMemoryStore: Store {
     for update in batch {
       var data = s.users[update.user] ?? UserData()
       for t in update.transactions {
-        if let old = data.transactions[t.transactionId] {
-          if old == t
-            || !UpsertRule.incomingWins(incomingSignedMs: t.signedDate, storedSignedMs: old.signedDate)
-          {
-            continue
-          }
-        }
+        if let old = data.transactions[t.transactionId], old == t || !t.supersedes(old) { continue }
         data.transactions[t.transactionId] = t
         summary.transactionsWritten += 1
       }
       for r in update.renewalInfos {
         if let old = data.renewalInfos[r.originalTransactionId] {
           if old == r
-            || !UpsertRule.incomingWins(incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
+            || !UpsertRule.incomingWins(
+              incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
           {
             continue
           }
@@ -319,27 +313,39 @@ public final class InMemoryStore: Store {
 
   /// See ``Store/ingest(_:)``.
   public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
-    try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
+    try StoreValidation.validate(batch)
+    return try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
   }
 
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool {
-    try withState { (s: inout State) throws(StoreError) in
+    try StoreValidation.validate(updates)
+    return try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
-      if s.notifications.contains([appId, notificationId]) { return false }
+      if s.notifications[[appId, notificationId]] != nil { return false }
       _ = try Self.apply(updates, to: &s)
-      s.notifications.insert([appId, notificationId])
+      s.notifications[[appId, notificationId]] = receivedMs
       return true
     }
   }
 
   /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
-  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+  public func isNotificationProcessed(appId: String, notificationId: String)
+    async throws(StoreError)
     -> Bool
   {
-    state.withLock { $0.notifications.contains([appId, notificationId]) }
+    state.withLock { $0.notifications[[appId, notificationId]] != nil }
+  }
+
+  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
+    state.withLock { s in
+      let old = s.notifications.filter { $0.value < receivedBeforeMs }.keys
+      for key in old { s.notifications[key] = nil }
+      return old.count
+    }
   }
 
   private static func history(_ user: UserKey, _ s: State) -> UserHistory {
@@ -349,7 +355,9 @@ public final class InMemoryStore: Store {
       transactions: data.transactions.values.sorted {
         ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
       },
-      renewalInfos: data.renewalInfos.values.sorted { $0.originalTransactionId < $1.originalTransactionId })
+      renewalInfos: data.renewalInfos.values.sorted {
+        $0.originalTransactionId < $1.originalTransactionId
+      })
   }
 
   /// See ``Store/history(of:)``.
@@ -392,7 +400,9 @@ public final class InMemoryStore: Store {
     state.withLock { s in
       s.users.compactMap { key, data -> String? in
         guard key.appId == appId, key.environment == environment,
-          data.transactions.values.contains(where: { $0.originalTransactionId == originalTransactionId })
+          data.transactions.values.contains(where: {
+            $0.originalTransactionId == originalTransactionId
+          })
         else { return nil }
         return key.userId
       }.sorted()
@@ -422,7 +432,9 @@ public final class InMemoryStore: Store {
   }
 
   /// See ``Store/auditLog(tenantId:page:)``.
-  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    AuditEntry
+  > {
     let all = state.withLock { s in s.audit.filter { $0.tenantId == tenantId } }
     return try Self.page(
       all, key: \.sequence, cursor: { String($0.sequence) }, decode: { Int64($0) }, request: page)

@@ -105,7 +105,9 @@ public struct SharedSecrets: Sendable, Hashable {
   public var previousValidUntilMs: Int64?
 
   /// Creates the pair.
-  public init(current: SharedSecretVersion, previous: SharedSecretVersion?, previousValidUntilMs: Int64?) {
+  public init(
+    current: SharedSecretVersion, previous: SharedSecretVersion?, previousValidUntilMs: Int64?
+  ) {
     self.current = current
     self.previous = previous
     self.previousValidUntilMs = previousValidUntilMs

@@ -126,7 +126,8 @@ public protocol Store: Sendable {
   func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord>
   /// Disables or re-enables a tenant and returns it.
   /// - Throws: `notFound`.
-  func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError) -> TenantRecord
+  func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
+    -> TenantRecord
 
   // MARK: Apps
 
@@ -178,11 +179,14 @@ public protocol Store: Sendable {
   /// The key whose SHA-256 is `hash` (compared in constant time), revoked ones included; `nil` if none.
   func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord?
   /// Keys of a tenant (or operator keys for `nil`), ordered by key id.
-  func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<ApiKeyRecord>
+  func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    ApiKeyRecord
+  >
   /// Revokes a key of the tenant (`nil`: an operator key) and returns it; revoking twice keeps the
   /// first time.
   /// - Throws: `notFound` if it does not exist or belongs to another tenant.
-  func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError) -> ApiKeyRecord
+  func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
+    -> ApiKeyRecord
   /// Records that a key was used. Cheap and coalesced: implementations may skip the write when the
   /// stored time is less than a minute older.
   func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError)
@@ -199,8 +203,13 @@ public protocol Store: Sendable {
   func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool
+  /// Forgets processed notification ids received before `receivedBeforeMs` (Apple stops retrying a
+  /// notification after a few days; keep well beyond that, e.g. 30 days).
+  /// - Returns: how many ids were forgotten.
+  func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int
   /// Whether a notification id was already processed for the app.
-  func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError) -> Bool
+  func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+    -> Bool
   /// One user's whole history (empty for a user never seen).
   func history(of user: UserKey) async throws(StoreError) -> UserHistory
   /// Several users' histories of one app and environment in one read, in the order of `userIds`.
@@ -208,7 +217,9 @@ public protocol Store: Sendable {
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory]
   /// One user's transactions, paged, in purchase order (then by transaction id).
-  func transactions(of user: UserKey, page: PageRequest) async throws(StoreError) -> Page<Transaction>
+  func transactions(of user: UserKey, page: PageRequest) async throws(StoreError) -> Page<
+    Transaction
+  >
   /// The users of an app and environment whose history holds `originalTransactionId` (notification
   /// routing), ordered by user id.
   func users(

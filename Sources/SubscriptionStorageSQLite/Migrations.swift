@@ -124,27 +124,40 @@ enum Schema {
           details TEXT NOT NULL
         );
         CREATE INDEX audit_by_tenant ON audit_log(tenant_id, sequence);
-        """)
+        """),
+    Migration(
+      version: 2, description: "index processed notifications by time, for pruning",
+      sql: """
+        CREATE INDEX notifications_by_received ON notifications(received_ms);
+        """),
   ]
 
   /// The newest schema version this build knows.
   static var latestVersion: Int { migrations.last?.version ?? 0 }
 
+  /// Migrations up to and including `version` (tests build older databases with it).
+  static func migrations(through version: Int) -> [Migration] {
+    migrations.filter { $0.version <= version }
+  }
+
   /// Creates `schema_version` if needed, refuses a newer database, applies pending migrations (each in
   /// its own transaction) and returns the resulting version.
   /// - Throws: `StoreError.newerSchema` when the file was written by a newer substatus.
-  static func migrate(_ db: SQLiteConnection, now: Int64) throws(StoreError) -> Int {
+  static func migrate(
+    _ db: SQLiteConnection, now: Int64, through target: Int = latestVersion
+  ) throws(StoreError) -> Int {
     try db.execute(
       "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
     )
-    let current = try db.first("SELECT COALESCE(MAX(version), 0) FROM schema_version") { $0.int(0) } ?? 0
+    let current =
+      try db.first("SELECT COALESCE(MAX(version), 0) FROM schema_version") { $0.int(0) } ?? 0
     if current > Int64(latestVersion) {
       throw StoreError(
         .newerSchema,
         "database \(db.path) has schema version \(current), newer than version \(latestVersion) known to this substatus; upgrade substatus or use a backup"
       )
     }
-    for migration in migrations where migration.version > Int(current) {
+    for migration in migrations(through: target) where migration.version > Int(current) {
       try db.execute("BEGIN IMMEDIATE")
       do {
         try db.execute(migration.sql)
@@ -157,6 +170,6 @@ enum Schema {
         throw error
       }
     }
-    return latestVersion
+    return max(Int(current), target)
   }
 }

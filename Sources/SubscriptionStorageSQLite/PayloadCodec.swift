@@ -3,6 +3,9 @@
 // Transactions and renewal infos are the bulk of the database and are decoded on every history read,
 // so they use a compact binary form (a format byte, then each field in a fixed order: varints,
 // length-prefixed UTF-8, presence bytes for optionals): ~3x smaller and much faster than JSON.
+// Fields that are also key columns (transaction id, original transaction id, purchase date) are not
+// repeated in the payload; Apple's enumerated strings ("Production", "PURCHASED", ...) are stored as
+// one-byte references into an append-only table.
 // The field lists below must follow the domain types; `PayloadCodecTests` fails when a stored
 // property is added to `Transaction` or `RenewalInfo` without being added here.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
@@ -23,71 +26,73 @@ enum PayloadCodec {
   static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
     w.byte(transactionFormat)
-    w.string(t.transactionId)
-    w.string(t.originalTransactionId)
+    // transactionId, originalTransactionId and purchaseDate live in their own columns.
     w.string(t.productId)
     w.string(t.subscriptionGroupIdentifier)
-    w.int(t.purchaseDate)
     w.int(t.originalPurchaseDate)
     w.int(t.expiresDate)
     w.bool(t.isTrialPeriod)
     w.bool(t.isInIntroOfferPeriod)
     w.int(t.rawOfferType.map(Int64.init))
     w.string(t.offerIdentifier)
-    w.string(t.rawOfferDiscountType)
+    w.interned(t.rawOfferDiscountType)
     w.int(t.revocationDate)
     w.int(t.rawRevocationReason.map(Int64.init))
-    w.string(t.rawRevocationType)
-    w.string(t.rawInAppOwnershipType)
+    w.interned(t.rawRevocationType)
+    w.interned(t.rawInAppOwnershipType)
     w.bool(t.isUpgraded)
-    w.string(t.rawEnvironment)
+    w.interned(t.rawEnvironment)
     w.string(t.webOrderLineItemId)
     w.int(Int64(t.quantity))
-    w.string(t.rawType)
+    w.interned(t.rawType)
     w.string(t.bundleId)
     w.string(t.appAccountToken)
     w.int(t.signedDate)
-    w.string(t.notificationType)
+    w.interned(t.notificationType)
     return w.bytes
   }
 
-  static func decodeTransaction(_ bytes: [UInt8]) throws(StoreError) -> Transaction {
+  /// Decodes a transaction payload; the key columns supply the fields the payload omits.
+  static func decodeTransaction(
+    _ bytes: [UInt8], transactionId: String, originalTransactionId: String, purchaseDate: Int64
+  ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
     guard try r.byte() == transactionFormat else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
-    var t = Transaction(transactionId: try r.string(), productId: "", purchaseDate: 0)
-    t.originalTransactionId = try r.string()
+    var t = Transaction(
+      transactionId: transactionId, originalTransactionId: originalTransactionId, productId: "",
+      purchaseDate: purchaseDate)
     t.productId = try r.string()
     t.subscriptionGroupIdentifier = try r.optionalString()
-    t.purchaseDate = try r.int()
     t.originalPurchaseDate = try r.optionalInt()
     t.expiresDate = try r.optionalInt()
     t.isTrialPeriod = try r.bool()
     t.isInIntroOfferPeriod = try r.bool()
     t.rawOfferType = try r.optionalInt().map { Int($0) }
     t.offerIdentifier = try r.optionalString()
-    t.rawOfferDiscountType = try r.optionalString()
+    t.rawOfferDiscountType = try r.interned()
     t.revocationDate = try r.optionalInt()
     t.rawRevocationReason = try r.optionalInt().map { Int($0) }
-    t.rawRevocationType = try r.optionalString()
-    t.rawInAppOwnershipType = try r.optionalString()
+    t.rawRevocationType = try r.interned()
+    t.rawInAppOwnershipType = try r.interned()
     t.isUpgraded = try r.bool()
-    t.rawEnvironment = try r.optionalString()
+    t.rawEnvironment = try r.interned()
     t.webOrderLineItemId = try r.optionalString()
     t.quantity = Int(try r.int())
-    t.rawType = try r.optionalString()
+    t.rawType = try r.interned()
     t.bundleId = try r.optionalString()
     t.appAccountToken = try r.optionalString()
     t.signedDate = try r.optionalInt()
-    t.notificationType = try r.optionalString()
+    t.notificationType = try r.interned()
+    guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return t
   }
 
   static func encode(_ i: RenewalInfo) -> [UInt8] {
     var w = BinaryWriter()
     w.byte(renewalInfoFormat)
-    w.string(i.originalTransactionId)
+    // originalTransactionId lives in its own column.
     w.string(i.productId)
     w.string(i.autoRenewProductId)
     w.int(i.rawAutoRenewStatus.map(Int64.init))
@@ -97,7 +102,7 @@ enum PayloadCodec {
     w.int(i.rawPriceConsentStatus.map(Int64.init))
     w.int(i.rawOfferType.map(Int64.init))
     w.string(i.offerIdentifier)
-    w.string(i.rawEnvironment)
+    w.interned(i.rawEnvironment)
     w.int(i.renewalDate)
     w.int(i.recentSubscriptionStartDate)
     w.int(Int64(i.eligibleWinBackOfferIds.count))
@@ -106,12 +111,15 @@ enum PayloadCodec {
     return w.bytes
   }
 
-  static func decodeRenewalInfo(_ bytes: [UInt8]) throws(StoreError) -> RenewalInfo {
+  /// Decodes a renewal-info payload; the key column supplies the original transaction id.
+  static func decodeRenewalInfo(_ bytes: [UInt8], originalTransactionId: String) throws(StoreError)
+    -> RenewalInfo
+  {
     var r = BinaryReader(bytes)
     guard try r.byte() == renewalInfoFormat else {
       throw StoreError(.corrupt, "stored renewal info has an unknown format")
     }
-    var i = RenewalInfo(originalTransactionId: try r.string(), productId: try r.string())
+    var i = RenewalInfo(originalTransactionId: originalTransactionId, productId: try r.string())
     i.autoRenewProductId = try r.optionalString()
     i.rawAutoRenewStatus = try r.optionalInt().map { Int($0) }
     i.rawExpirationIntent = try r.optionalInt().map { Int($0) }
@@ -120,7 +128,7 @@ enum PayloadCodec {
     i.rawPriceConsentStatus = try r.optionalInt().map { Int($0) }
     i.rawOfferType = try r.optionalInt().map { Int($0) }
     i.offerIdentifier = try r.optionalString()
-    i.rawEnvironment = try r.optionalString()
+    i.rawEnvironment = try r.interned()
     i.renewalDate = try r.optionalInt()
     i.recentSubscriptionStartDate = try r.optionalInt()
     let count = try r.int()
@@ -131,6 +139,7 @@ enum PayloadCodec {
     for _ in 0..<count { ids.append(try r.string()) }
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
+    guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }
 
@@ -151,6 +160,26 @@ enum PayloadCodec {
       throw StoreError(.corrupt, "stored \(T.self) cannot be decoded: \(error)")
     }
   }
+}
+
+/// Apple's enumerated string values, stored as a one-byte reference (tag 2 + index). APPEND ONLY:
+/// stored payloads refer to these positions.
+enum WellKnownStrings {
+  static let table: [String] = [
+    "Production", "Sandbox",
+    "Auto-Renewable Subscription", "Non-Renewing Subscription", "Non-Consumable", "Consumable",
+    "FREE_SUBSCRIPTION",
+    "PURCHASED", "FAMILY_SHARED",
+    "FREE_TRIAL", "PAY_AS_YOU_GO", "PAY_UP_FRONT", "ONE_TIME",
+    "REFUND_FULL", "REFUND_PRORATED", "FAMILY_REVOKE",
+    "SUBSCRIBED", "DID_RENEW", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS",
+    "DID_FAIL_TO_RENEW", "GRACE_PERIOD_EXPIRED", "EXPIRED", "OFFER_REDEEMED", "PRICE_INCREASE",
+    "REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "REVOKE", "RENEWAL_EXTENDED",
+    "CONSUMPTION_REQUEST",
+    "INITIAL_BUY", "INTERACTIVE_RENEWAL", "CANCEL", "DID_RECOVER", "RENEWAL",
+  ]
+  static let index: [String: Int] = Dictionary(
+    uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
 }
 
 /// Appends varints and length-prefixed strings.
@@ -198,6 +227,17 @@ struct BinaryWriter {
       string(s)
     } else {
       byte(0)
+    }
+  }
+
+  /// An optional string: 0 nil, 1 literal, 2 + i the well-known string i.
+  mutating func interned(_ s: String?) {
+    guard let s else { return byte(0) }
+    if let i = WellKnownStrings.index[s] {
+      varint(UInt64(2 + i))
+    } else {
+      byte(1)
+      string(s)
     }
   }
 }
@@ -250,4 +290,22 @@ struct BinaryReader {
   mutating func optionalString() throws(StoreError) -> String? {
     try byte() == 0 ? nil : try string()
   }
+
+  /// Reads what ``BinaryWriter/interned(_:)`` wrote.
+  mutating func interned() throws(StoreError) -> String? {
+    let tag = try varint()
+    switch tag {
+    case 0: return nil
+    case 1: return try string()
+    default:
+      let i = Int(tag - 2)
+      guard i < WellKnownStrings.table.count else {
+        throw StoreError(.corrupt, "stored record refers to unknown string \(i)")
+      }
+      return WellKnownStrings.table[i]
+    }
+  }
+
+  /// Whether every byte was read.
+  var isAtEnd: Bool { position == bytes.count }
 }

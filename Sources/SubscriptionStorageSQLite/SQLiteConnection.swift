@@ -25,7 +25,8 @@ struct SQLRow {
   func int(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
   /// Column `index` as an optional integer.
   func optionalInt(_ index: Int32) -> Int64? {
-    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, index)
+    sqlite3_column_type(statement, index) == SQLITE_NULL
+      ? nil : sqlite3_column_int64(statement, index)
   }
   /// Column `index` as a boolean.
   func bool(_ index: Int32) -> Bool { sqlite3_column_int64(statement, index) != 0 }
@@ -52,7 +53,7 @@ struct SQLRow {
 /// Not thread-safe: it is opened by the store, handed to exactly one worker thread (the writer or a
 /// reader) and from then on used only there. `@unchecked Sendable` covers that single hand-over.
 final class SQLiteConnection: @unchecked Sendable {
-  private let handle: OpaquePointer
+  private var handle: OpaquePointer?
   private var statements: [String: OpaquePointer] = [:]
   /// The file path, for messages.
   let path: String
@@ -75,9 +76,20 @@ final class SQLiteConnection: @unchecked Sendable {
     sqlite3_extended_result_codes(db, 1)
   }
 
-  deinit {
+  /// Finalizes the cached statements and closes the connection (the last connection to close
+  /// checkpoints the WAL). Idempotent; any later use fails with `unavailable`.
+  func close() {
     for (_, statement) in statements { sqlite3_finalize(statement) }
-    sqlite3_close_v2(handle)
+    statements = [:]
+    if let handle { sqlite3_close_v2(handle) }
+    handle = nil
+  }
+
+  deinit { close() }
+
+  private func open() throws(StoreError) -> OpaquePointer {
+    guard let handle else { throw StoreError(.unavailable, "the connection to \(path) is closed") }
+    return handle
   }
 
   /// Maps an SQLite result code to a ``StoreError``.
@@ -93,13 +105,13 @@ final class SQLiteConnection: @unchecked Sendable {
   }
 
   private func fail(_ rc: Int32, _ context: String) -> StoreError {
-    let message = String(cString: sqlite3_errmsg(handle))
+    let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
     return SQLiteConnection.error(code: rc, message: "\(context): \(message) (\(path))")
   }
 
   /// Runs one or more statements without results (schema, pragmas).
   func execute(_ sql: String) throws(StoreError) {
-    let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+    let rc = sqlite3_exec(try open(), sql, nil, nil, nil)
     guard rc == SQLITE_OK else { throw fail(rc, "executing \(sql.prefix(60))") }
   }
 
@@ -107,7 +119,8 @@ final class SQLiteConnection: @unchecked Sendable {
   private func prepared(_ sql: String) throws(StoreError) -> OpaquePointer {
     if let cached = statements[sql] { return cached }
     var statement: OpaquePointer?
-    let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+    let rc = sqlite3_prepare_v3(
+      try open(), sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
     guard rc == SQLITE_OK, let statement else { throw fail(rc, "preparing \(sql.prefix(60))") }
     statements[sql] = statement
     return statement
@@ -123,8 +136,9 @@ final class SQLiteConnection: @unchecked Sendable {
       case .blob(let b):
         rc = b.withUnsafeBytes { raw in
           // A zero-length blob still needs a non-NULL pointer to be a blob, not NULL.
-          sqlite3_bind_blob(statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                            Int32(b.count), csqlite_transient())
+          sqlite3_bind_blob(
+            statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+            Int32(b.count), csqlite_transient())
         }
       case .null: rc = sqlite3_bind_null(statement, index)
       }
@@ -180,11 +194,11 @@ final class SQLiteConnection: @unchecked Sendable {
   }
 
   /// Rows changed by the last INSERT/UPDATE/DELETE.
-  var changes: Int { Int(sqlite3_changes(handle)) }
+  var changes: Int { handle.map { Int(sqlite3_changes($0)) } ?? 0 }
 
   /// The rowid of the last INSERT.
-  var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+  var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
   /// Whether a transaction is open.
-  var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+  var inTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 }

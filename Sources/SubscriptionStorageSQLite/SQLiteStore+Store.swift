@@ -11,7 +11,9 @@ private func makePage<T>(_ rows: [T], limit: Int, cursor: (T) -> String) -> Page
   return Page(items: rows, nextCursor: nil)
 }
 
-private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue]) throws(StoreError) -> Bool {
+private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue]) throws(StoreError)
+  -> Bool
+{
   try db.first(sql, values) { _ in true } ?? false
 }
 
@@ -28,6 +30,8 @@ private struct EncodedTransaction: Sendable {
   var purchaseMs: Int64
   var signedMs: Int64?
   var payload: [UInt8]
+  /// The decoded value, to compare with a stored version (``Transaction/supersedes(_:)``).
+  var transaction: Transaction
 }
 
 /// A renewal info ready to write.
@@ -48,7 +52,8 @@ private struct EncodedPurchases: Sendable {
     transactions = update.transactions.map {
       EncodedTransaction(
         transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
-        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0))
+        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
+        transaction: $0)
     }
     renewalInfos = update.renewalInfos.map {
       EncodedRenewalInfo(
@@ -60,12 +65,18 @@ private struct EncodedPurchases: Sendable {
 
 /// The statements on hot paths, named so `QueryPlanTests` can check each is an index lookup.
 enum HotQueries {
-  static let userKey = "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
-  static let historyTransactions = "SELECT payload FROM transactions WHERE user_key = ?"
-  static let historyRenewalInfos =
-    "SELECT payload FROM renewal_infos WHERE user_key = ? ORDER BY original_transaction_id"
+  static let userKey =
+    "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
+  static let historyTransactions = """
+    SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
+    WHERE user_key = ?
+    """
+  static let historyRenewalInfos = """
+    SELECT original_transaction_id, payload FROM renewal_infos WHERE user_key = ?
+    ORDER BY original_transaction_id
+    """
   static let transactionPage = """
-    SELECT payload FROM transactions
+    SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
     WHERE user_key = ? AND (purchase_ms, transaction_id) > (?, ?)
     ORDER BY purchase_ms, transaction_id LIMIT ?
     """
@@ -78,14 +89,16 @@ enum HotQueries {
     SELECT key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
     last_used_ms, revoked_ms FROM api_keys WHERE key_hash = ?
     """
-  static let notificationSeen = "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
+  static let notificationSeen =
+    "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
   static let appById = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
     """
+  static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
   static let all = [
     userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
-    keyByHash, notificationSeen, appById,
+    keyByHash, notificationSeen, appById, pruneNotifications,
   ]
 }
 
@@ -98,7 +111,8 @@ extension SQLiteStore: Store {
   private static func appRecord(_ r: SQLRow) throws(StoreError) -> AppRecord {
     AppRecord(
       appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
-      displayName: r.text(4), policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
+      displayName: r.text(4),
+      policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
       createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
   }
 
@@ -114,7 +128,8 @@ extension SQLiteStore: Store {
     return ApiKeyRecord(
       keyId: r.text(0), tenantId: r.optionalText(1), role: role,
       appIds: try PayloadCodec.decodeJSON([String].self, r.blob(3)), description: r.text(4),
-      keyHash: r.blob(5), displayPrefix: r.text(6), createdMs: r.int(7), lastUsedMs: r.optionalInt(8),
+      keyHash: r.blob(5), displayPrefix: r.text(6), createdMs: r.int(7),
+      lastUsedMs: r.optionalInt(8),
       revokedMs: r.optionalInt(9))
   }
 
@@ -128,7 +143,10 @@ extension SQLiteStore: Store {
       }
       try db.run(
         "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES(?, ?, ?, ?)",
-        [.text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled), .int(tenant.createdMs)])
+        [
+          .text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled),
+          .int(tenant.createdMs),
+        ])
     }
   }
 
@@ -138,7 +156,9 @@ extension SQLiteStore: Store {
 
   /// See ``Store/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.tenant(tenantId) { return cached }
+    let generation = cache.generation
+    let tenant = try await readers.read { db throws(StoreError) in
       guard
         let t = try db.first(
           "SELECT tenant_id, name, disabled, created_ms FROM tenants WHERE tenant_id = ?",
@@ -146,6 +166,8 @@ extension SQLiteStore: Store {
       else { throw StoreError.notFound("tenant", tenantId) }
       return t
     }
+    cache.fill(generation, tenant: tenant)
+    return tenant
   }
 
   /// See ``Store/listTenants(page:)``.
@@ -163,7 +185,8 @@ extension SQLiteStore: Store {
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
-    try await writer.write { db throws(StoreError) in
+    defer { cache.invalidate(tenant: tenantId) }
+    return try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE tenants SET disabled = ? WHERE tenant_id = ?", [.bool(disabled), .text(tenantId)])
       guard
@@ -181,7 +204,8 @@ extension SQLiteStore: Store {
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     let policy = try PayloadCodec.encodeJSON(app.policy)
     try await writer.write { db throws(StoreError) in
-      guard try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(app.tenantId)]) else {
+      guard try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(app.tenantId)])
+      else {
         throw StoreError.notFound("tenant", app.tenantId)
       }
       if try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(app.appId)]) {
@@ -207,12 +231,16 @@ extension SQLiteStore: Store {
 
   /// See ``Store/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.app(appId) { return cached }
+    let generation = cache.generation
+    let app = try await readers.read { db throws(StoreError) in
       guard
         let a = try db.first(HotQueries.appById, [.text(appId)], Self.appRecord)
       else { throw StoreError.notFound("app", appId) }
       return a
     }
+    cache.fill(generation, app: app)
+    return app
   }
 
   /// See ``Store/app(tenantId:appId:)``.
@@ -223,7 +251,9 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/listApps(tenantId:page:)``.
-  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<AppRecord> {
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
+    AppRecord
+  > {
     let limit = page.limit
     return try await readers.read { db throws(StoreError) in
       let rows = try db.all(
@@ -234,8 +264,11 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/setPolicy(appId:policy:)``.
-  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord {
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
+    -> AppRecord
+  {
     let encoded = try PayloadCodec.encodeJSON(policy)
+    defer { cache.invalidate(app: appId) }
     return try await writer.write { db throws(StoreError) in
       try db.run("UPDATE apps SET policy = ? WHERE app_id = ?", [.blob(encoded), .text(appId)])
       guard
@@ -248,7 +281,9 @@ extension SQLiteStore: Store {
 
   // MARK: Shared secrets
 
-  private static func secretContext(_ appId: String) -> String { "substatus/shared-secret/" + appId }
+  private static func secretContext(_ appId: String) -> String {
+    "substatus/shared-secret/" + appId
+  }
 
   private func requireKeyring() throws(StoreError) -> MasterKeyring {
     guard let keyring = configuration.keyring else {
@@ -267,11 +302,13 @@ extension SQLiteStore: Store {
     let keyring = try requireKeyring()
     let sealed: SealedSecret
     do {
-      sealed = try SecretBox.seal(Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
+      sealed = try SecretBox.seal(
+        Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
     } catch {
       throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
     }
     let fingerprint = SecretFingerprint.of(secret)
+    defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       try db.run(
@@ -326,7 +363,8 @@ extension SQLiteStore: Store {
           SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(appId),
           keyring: keyring)
         return SharedSecretVersion(
-          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint, setMs: part.setMs)
+          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint,
+          setMs: part.setMs)
       } catch {
         throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
       }
@@ -343,9 +381,16 @@ extension SQLiteStore: Store {
   public func resealSecrets() async throws(StoreError) -> Int {
     let keyring = try requireKeyring()
     return try await writer.write { db throws(StoreError) in
-      struct Part { var appId: String; var column: String; var keyId: String; var box: [UInt8] }
+      struct Part {
+        var appId: String
+        var column: String
+        var keyId: String
+        var box: [UInt8]
+      }
       var parts: [Part] = []
-      try db.query("SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets") { r in
+      try db.query(
+        "SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets"
+      ) { r in
         parts.append(Part(appId: r.text(0), column: "current", keyId: r.text(1), box: r.blob(2)))
         if let k = r.optionalText(3) {
           parts.append(Part(appId: r.text(0), column: "previous", keyId: k, box: r.blob(4)))
@@ -359,7 +404,8 @@ extension SQLiteStore: Store {
             SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(part.appId),
             keyring: keyring)
         } catch {
-          throw StoreError(.secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
+          throw StoreError(
+            .secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
         }
         try db.run(
           "UPDATE shared_secrets SET \(part.column)_key_id = ?, \(part.column)_box = ? WHERE app_id = ?",
@@ -377,6 +423,7 @@ extension SQLiteStore: Store {
     var encoded: [(String, [UInt8])] = []
     for p in products { encoded.append((p.productId, try PayloadCodec.encodeJSON(p))) }
     let rows = encoded.map { ProductRow(productId: $0.0, payload: $0.1) }
+    defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       for row in rows {
@@ -396,19 +443,23 @@ extension SQLiteStore: Store {
 
   /// See ``Store/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
-    try await readers.read { db throws(StoreError) in
+    if let cached = cache.products(appId) { return cached }
+    let generation = cache.generation
+    let products = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.all(
         "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id", [.text(appId)]
       ) { r throws(StoreError) in try PayloadCodec.decodeJSON(Product.self, r.blob(0)) }
     }
+    cache.fill(generation, products: products, appId: appId)
+    return products
   }
 
   // MARK: API keys
 
   /// See ``Store/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
-    try InMemoryStore.validate(key)
+    try StoreValidation.validate(key)
     let appIds = try PayloadCodec.encodeJSON(key.appIds)
     try await writer.write { db throws(StoreError) in
       if let t = key.tenantId,
@@ -437,11 +488,16 @@ extension SQLiteStore: Store {
 
   /// See ``Store/apiKey(hash:)``.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
+    // The index (or the cache's hash table) finds the row; the final comparison is constant-time.
+    if let cached = cache.key(hash: hash) {
+      return ConstantTime.equals(cached.keyHash, hash) ? cached : nil
+    }
+    let generation = cache.generation
     let found = try await readers.read { db throws(StoreError) in
       try db.first(HotQueries.keyByHash, [.blob(hash)], Self.keyRecord)
     }
-    // The index finds the row; the final comparison is constant-time.
     guard let found, ConstantTime.equals(found.keyHash, hash) else { return nil }
+    cache.fill(generation, key: found)
     return found
   }
 
@@ -469,9 +525,11 @@ extension SQLiteStore: Store {
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
-    try await writer.write { db throws(StoreError) in
+    defer { cache.invalidateKeys() }
+    return try await writer.write { db throws(StoreError) in
       guard
-        let key = try db.first("SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
+        let key = try db.first(
+          "SELECT \(Self.keyColumns) WHERE key_id = ?", [.text(keyId)], Self.keyRecord),
         key.tenantId == tenantId
       else { throw StoreError.notFound("API key", keyId) }
       if key.revokedMs != nil { return key }
@@ -490,6 +548,7 @@ extension SQLiteStore: Store {
       return true
     }
     guard due else { return }
+    defer { cache.invalidateKeys() }
     try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE api_keys SET last_used_ms = ? WHERE key_id = ? AND (last_used_ms IS NULL OR last_used_ms < ?)",
@@ -499,12 +558,14 @@ extension SQLiteStore: Store {
 
   // MARK: Purchase data
 
-  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool) throws(StoreError)
+  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool)
+    throws(StoreError)
     -> Int64?
   {
-    let values: [SQLValue] = [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)]
-    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) })
-    {
+    let values: [SQLValue] = [
+      .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
+    ]
+    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) {
       return key
     }
     guard create else { return nil }
@@ -525,6 +586,18 @@ extension SQLiteStore: Store {
       if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
       for t in update.transactions {
+        // The domain decides which version is newer (signed date, then facts Apple only adds:
+        // a revocation, an upgrade, a later expiry), so an old receipt never undoes a refund.
+        if let stored = try db.first(
+          "SELECT payload FROM transactions WHERE user_key = ? AND transaction_id = ?",
+          [.int(key), .text(t.transactionId)], { $0.blob(0) })
+        {
+          if stored == t.payload { continue }
+          let old = try PayloadCodec.decodeTransaction(
+            stored, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
+            purchaseDate: t.purchaseMs)
+          if !t.transaction.supersedes(old) { continue }
+        }
         try db.run(
           """
           INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
@@ -532,9 +605,6 @@ extension SQLiteStore: Store {
           ON CONFLICT(user_key, transaction_id) DO UPDATE SET
             original_transaction_id = excluded.original_transaction_id,
             purchase_ms = excluded.purchase_ms, signed_ms = excluded.signed_ms, payload = excluded.payload
-          WHERE transactions.payload IS NOT excluded.payload
-            AND (excluded.signed_ms IS NULL OR transactions.signed_ms IS NULL
-                 OR excluded.signed_ms >= transactions.signed_ms)
           """,
           [
             .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
@@ -562,6 +632,7 @@ extension SQLiteStore: Store {
 
   /// See ``Store/ingest(_:)``.
   public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+    try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
     return try await writer.write { db throws(StoreError) in try Self.apply(encoded, db) }
   }
@@ -570,6 +641,7 @@ extension SQLiteStore: Store {
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> Bool {
+    try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
     return try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
@@ -584,8 +656,17 @@ extension SQLiteStore: Store {
     }
   }
 
+  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
+    try await writer.write { db throws(StoreError) in
+      try db.run(HotQueries.pruneNotifications, [.int(receivedBeforeMs)])
+      return db.changes
+    }
+  }
+
   /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
-  public func isNotificationProcessed(appId: String, notificationId: String) async throws(StoreError)
+  public func isNotificationProcessed(appId: String, notificationId: String)
+    async throws(StoreError)
     -> Bool
   {
     try await readers.read { db throws(StoreError) in
@@ -593,13 +674,24 @@ extension SQLiteStore: Store {
     }
   }
 
+  /// A transaction from a row of (transaction_id, original_transaction_id, purchase_ms, payload).
+  private static func transaction(_ r: SQLRow) throws(StoreError) -> Transaction {
+    try PayloadCodec.decodeTransaction(
+      r.blob(3), transactionId: r.text(0), originalTransactionId: r.text(1), purchaseDate: r.int(2))
+  }
+
   private static func readHistory(_ db: SQLiteConnection, _ user: UserKey) throws(StoreError)
     -> UserHistory
   {
     guard let key = try userKey(db, user, create: false) else { return UserHistory(user: user) }
-    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) {
+      r throws(StoreError) in try Self.transaction(r)
+    }
     transactions.sort { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
-    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) { r throws(StoreError) in try PayloadCodec.decodeRenewalInfo(r.blob(0)) }
+    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) {
+      r throws(StoreError) in
+      try PayloadCodec.decodeRenewalInfo(r.blob(1), originalTransactionId: r.text(0))
+    }
     return UserHistory(user: user, transactions: transactions, renewalInfos: renewalInfos)
   }
 
@@ -616,7 +708,8 @@ extension SQLiteStore: Store {
       var out: [UserHistory] = []
       out.reserveCapacity(userIds.count)
       for id in userIds {
-        out.append(try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
+        out.append(
+          try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
       }
       return out
     }
@@ -643,7 +736,7 @@ extension SQLiteStore: Store {
       }
       let rows = try db.all(
         HotQueries.transactionPage, [.int(key), .int(ms), .text(id), .int(Int64(limit + 1))]
-      ) { r throws(StoreError) in try PayloadCodec.decodeTransaction(r.blob(0)) }
+      ) { r throws(StoreError) in try Self.transaction(r) }
       return makePage(rows, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
     }
   }
@@ -671,7 +764,10 @@ extension SQLiteStore: Store {
         SELECT user_id FROM users WHERE app_id = ? AND environment = ? AND user_id > ?
         ORDER BY user_id LIMIT ?
         """,
-        [.text(appId), .text(environment.rawValue), .text(page.cursor ?? ""), .int(Int64(limit + 1))]
+        [
+          .text(appId), .text(environment.rawValue), .text(page.cursor ?? ""),
+          .int(Int64(limit + 1)),
+        ]
       ) { $0.text(0) }
       return makePage(rows, limit: limit) { $0 }
     }
@@ -698,7 +794,9 @@ extension SQLiteStore: Store {
   }
 
   /// See ``Store/auditLog(tenantId:page:)``.
-  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry> {
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    AuditEntry
+  > {
     var after: Int64 = 0
     if let cursor = page.cursor {
       guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
@@ -707,7 +805,8 @@ extension SQLiteStore: Store {
     let limit = page.limit
     let start = after
     return try await readers.read { db throws(StoreError) in
-      let columns = "sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
+      let columns =
+        "sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
       let map: (SQLRow) -> AuditEntry = { r in
         AuditEntry(
           sequence: r.int(0), tenantId: r.optionalText(1), atMs: r.int(2), actorKeyId: r.text(3),

@@ -22,7 +22,7 @@ import Synchronization
 public final class SQLiteStore: Sendable {
   /// How the store opens its database.
   public struct Configuration: Sendable {
-    /// The database file; created with its directory missing parent excepted.
+    /// The database file; created if missing (its directory must exist).
     public var path: String
     /// The master keys that seal shared secrets; without them secrets cannot be set or read.
     public var keyring: MasterKeyring?
@@ -34,6 +34,18 @@ public final class SQLiteStore: Sendable {
     public var busyTimeoutMs: Int
     /// Page cache per connection, KiB. Default 8 MiB for the writer, a quarter per reader.
     public var cacheSizeKiB: Int
+
+    /// The database file name inside a data directory.
+    public static let databaseFileName = "substatus.sqlite"
+
+    /// The configuration for `substatusd --data-dir DIR`: `DIR/substatus.sqlite`.
+    /// - Parameters:
+    ///   - directory: the data directory (must exist).
+    ///   - keyring: the master keys (see ``MasterKeyring/load(environment:)``).
+    public static func dataDirectory(_ directory: String, keyring: MasterKeyring?) -> Configuration
+    {
+      Configuration(path: directory + "/" + databaseFileName, keyring: keyring)
+    }
 
     /// The `synchronous` setting.
     public enum Synchronous: String, Sendable {
@@ -66,19 +78,25 @@ public final class SQLiteStore: Sendable {
   private let closed = Mutex(false)
   /// Last-used times already written per key id, so `touchApiKey` writes at most once a minute.
   let touchedKeys = Mutex<[String: Int64]>([:])
+  /// Tenants, apps, catalogs and keys read on every RPC (see ``ReadCache``).
+  let cache = ReadCache()
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file
   ///   that is not a database, `.unavailable` when it cannot be opened.
   public init(configuration: Configuration) throws(StoreError) {
     self.configuration = configuration
-    let writerConnection = try SQLiteConnection(path: configuration.path, readOnly: false, create: true)
+    let writerConnection = try SQLiteConnection(
+      path: configuration.path, readOnly: false, create: true)
     try Self.configure(writerConnection, configuration, cacheKiB: configuration.cacheSizeKiB)
     let mode = try writerConnection.first("PRAGMA journal_mode=WAL") { $0.text(0) }
     guard mode?.lowercased() == "wal" else {
-      throw StoreError(.unavailable, "cannot enable WAL mode on \(configuration.path) (got \(mode ?? "nothing"))")
+      throw StoreError(
+        .unavailable, "cannot enable WAL mode on \(configuration.path) (got \(mode ?? "nothing"))")
     }
     try writerConnection.execute("PRAGMA foreign_keys=ON")
+    // After a burst the WAL is truncated back to this size when it restarts (64 MiB).
+    try writerConnection.execute("PRAGMA journal_size_limit=67108864")
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     schemaVersion = try Schema.migrate(writerConnection, now: now)
     var readerConnections: [SQLiteConnection] = []
@@ -108,11 +126,18 @@ public final class SQLiteStore: Sendable {
       return c
     }
     if wasClosed { return }
-    writer.close()
+    // Readers first: the writer's connection closes last and checkpoints the WAL into the file.
     readers.close()
+    writer.close()
   }
 
-  deinit { close() }
+  /// Without an explicit ``close()``, the threads are told to finish but not waited for: the last
+  /// reference may be dropped on a worker thread itself, which must not wait for its own end.
+  deinit {
+    if closed.withLock({ $0 }) { return }
+    readers.close(wait: false)
+    writer.close(wait: false)
+  }
 
   /// Commits and writes acknowledged so far (writes per commit shows group commit at work).
   public var groupCommitStatistics: (commits: Int, writes: Int) { writer.statistics }

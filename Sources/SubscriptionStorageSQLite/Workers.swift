@@ -6,6 +6,27 @@ import Foundation
 import SubscriptionStorage
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Names the calling thread (visible in `top -H`, `ps -L`, debuggers; at most 15 characters).
+/// Foundation's `Thread.name` does not reach the kernel on Linux, so this writes
+/// `/proc/thread-self/comm`; on failure the thread just keeps its inherited name.
+func nameCurrentThread(_ name: String) {
+  let fd = open("/proc/thread-self/comm", O_WRONLY)
+  guard fd >= 0 else { return }
+  defer { close(fd) }
+  let bytes = Array(name.utf8.prefix(15))
+  _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}
+
+/// The calling thread's kernel name.
+func currentThreadName() -> String {
+  (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
+    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+}
+
 /// A multi-producer job queue drained by worker threads.
 final class JobQueue<Job: Sendable>: Sendable {
   private struct State {
@@ -90,10 +111,11 @@ final class SQLiteWriter: Sendable {
     let counters = Counters()
     self.counters = counters
     let thread = Thread {
+      nameCurrentThread("sqlite-writer")
       SQLiteWriter.loop(connection: connection, queue: queue, counters: counters)
+      connection.close()
       finished.signal()
     }
-    thread.name = "substatus-sqlite-writer"
     thread.start()
   }
 
@@ -102,7 +124,9 @@ final class SQLiteWriter: Sendable {
     (counters.commits.load(ordering: .relaxed), counters.writes.load(ordering: .relaxed))
   }
 
-  private static func loop(connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters) {
+  private static func loop(
+    connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters
+  ) {
     while true {
       let jobs = queue.take(max: maxGroup)
       if jobs.isEmpty { return }
@@ -169,13 +193,16 @@ final class SQLiteWriter: Sendable {
         }
         var failed = false
         if case .failure = outcome { failed = true }
-        return (failed, { commitError in
-          if let commitError, case .success = outcome {
-            continuation.resume(returning: .failure(commitError))
-          } else {
-            continuation.resume(returning: outcome)
+        return (
+          failed,
+          { commitError in
+            if let commitError, case .success = outcome {
+              continuation.resume(returning: .failure(commitError))
+            } else {
+              continuation.resume(returning: outcome)
+            }
           }
-        })
+        )
       } abandon: { error in
         continuation.resume(returning: .failure(error))
       }
@@ -184,10 +211,10 @@ final class SQLiteWriter: Sendable {
     return try result.get()
   }
 
-  /// Refuses new writes, lets queued ones finish and waits for the thread to end.
-  func close() {
+  /// Refuses new writes, lets queued ones finish and (if `wait`) waits for the thread to end.
+  func close(wait: Bool = true) {
     queue.close()
-    finished.wait()
+    if wait { finished.wait() }
   }
 }
 
@@ -203,14 +230,15 @@ final class SQLiteReaderPool: Sendable {
       let queue = self.queue
       let finished = self.finished
       let thread = Thread {
+        nameCurrentThread("sqlite-reader-\(i)")
         while true {
           let jobs = queue.take(max: 1)
           if jobs.isEmpty { break }
           for job in jobs { job(connection) }
         }
+        connection.close()
         finished.signal()
       }
-      thread.name = "substatus-sqlite-reader-\(i)"
       thread.start()
     }
   }
@@ -238,9 +266,9 @@ final class SQLiteReaderPool: Sendable {
     return try result.get()
   }
 
-  /// Refuses new reads, lets queued ones finish and waits for every reader thread to end.
-  func close() {
+  /// Refuses new reads, lets queued ones finish and (if `wait`) waits for the reader threads to end.
+  func close(wait: Bool = true) {
     queue.close()
-    for _ in 0..<count { finished.wait() }
+    if wait { for _ in 0..<count { finished.wait() } }
   }
 }

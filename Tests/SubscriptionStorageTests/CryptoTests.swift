@@ -4,10 +4,12 @@ import Testing
 
 @Suite("Crypto helpers")
 struct CryptoTests {
-  @Test("SHA-256 matches the FIPS 180-2 test vectors", arguments: [
-    ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
-    ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-  ])
+  @Test(
+    "SHA-256 matches the FIPS 180-2 test vectors",
+    arguments: [
+      ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+      ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+    ])
   func sha256Vectors(input: String, expected: String) {
     #expect(Hex.encode(SHA256.hash(input)) == expected)
   }
@@ -45,7 +47,8 @@ struct CryptoTests {
   func wrongKeyFails() throws {
     let key = MasterKey.generate()
     let other = MasterKey.generate()
-    let sealed = try SecretBox.seal(Array("s3cret".utf8), context: "app-1", keyring: MasterKeyring(current: key))
+    let sealed = try SecretBox.seal(
+      Array("s3cret".utf8), context: "app-1", keyring: MasterKeyring(current: key))
     do {
       _ = try SecretBox.open(sealed.box, context: "app-1", key: other)
       Issue.record("opened with the wrong key")
@@ -78,12 +81,15 @@ struct CryptoTests {
   func rotation() throws {
     let old = MasterKey.generate()
     let new = MasterKey.generate()
-    let sealed = try SecretBox.seal(Array("x".utf8), context: "c", keyring: MasterKeyring(current: old))
+    let sealed = try SecretBox.seal(
+      Array("x".utf8), context: "c", keyring: MasterKeyring(current: old))
     let rotated = MasterKeyring(current: new, previous: [old])
     #expect(try SecretBox.open(sealed, context: "c", keyring: rotated) == Array("x".utf8))
     let resealed = try SecretBox.reseal(sealed, context: "c", keyring: rotated)
     #expect(resealed.keyId == new.id)
-    #expect(try SecretBox.open(resealed, context: "c", keyring: MasterKeyring(current: new)) == Array("x".utf8))
+    #expect(
+      try SecretBox.open(resealed, context: "c", keyring: MasterKeyring(current: new))
+        == Array("x".utf8))
   }
 
   @Test("master keys parse from hex and base64; other text is refused")
@@ -95,7 +101,8 @@ struct CryptoTests {
     #expect(hex.id.count == 16)
     #expect(throws: SecretBoxError.self) { try MasterKey(text: "too short") }
     #expect(throws: SecretBoxError.self) { try MasterKey(bytes: [1, 2, 3]) }
-    let ring = try MasterKeyring.parse("# current\n\(Hex.encode(raw))\n\n\(Hex.encode([UInt8](repeating: 9, count: 32)))\n")
+    let ring = try MasterKeyring.parse(
+      "# current\n\(Hex.encode(raw))\n\n\(Hex.encode([UInt8](repeating: 9, count: 32)))\n")
     #expect(ring.current.id == hex.id)
     #expect(ring.previous.count == 1)
     #expect(throws: SecretBoxError.self) { try MasterKeyring.parse("# nothing\n") }
@@ -105,15 +112,35 @@ struct CryptoTests {
   func keyringFromEnvironment() throws {
     let a = Hex.encode([UInt8](repeating: 1, count: 32))
     let b = Hex.encode([UInt8](repeating: 2, count: 32))
-    let ring = try #require(try MasterKeyring.load(environment: [MasterKeyring.environmentVariable: "\(a),\(b)"]))
+    let ring = try #require(
+      try MasterKeyring.load(environment: [MasterKeyring.environmentVariable: "\(a),\(b)"]))
     #expect(ring.current.id == (try MasterKey(text: a)).id)
     #expect(ring.previous.map(\.id) == [(try MasterKey(text: b)).id])
     #expect(try MasterKeyring.load(environment: [:]) == nil)
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("mk-\(UUID().uuidString)").path
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "mk-\(UUID().uuidString)"
+    ).path
     try Data((b + "\n").utf8).write(to: URL(fileURLWithPath: path))
     defer { try? FileManager.default.removeItem(atPath: path) }
-    let fromFile = try #require(try MasterKeyring.load(environment: [MasterKeyring.fileEnvironmentVariable: path]))
+    let fromFile = try #require(
+      try MasterKeyring.load(environment: [MasterKeyring.fileEnvironmentVariable: path]))
     #expect(fromFile.current.id == (try MasterKey(text: b)).id)
+  }
+
+  @Test("loadOrCreate writes a 0600 key file once and reads the same key afterwards")
+  func loadOrCreate() throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("master.key")
+    let created = try MasterKeyring.loadOrCreate(file: path)
+    let attributes = try FileManager.default.attributesOfItem(atPath: path)
+    #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+    let loaded = try MasterKeyring.loadOrCreate(file: path)
+    #expect(loaded.current.id == created.current.id)
+    #expect(try MasterKeyring.load(file: path).current.id == created.current.id)
+    try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: dir.file("bad.key")))
+    #expect(throws: SecretBoxError.self) {
+      try MasterKeyring.loadOrCreate(file: dir.file("bad.key"))
+    }
   }
 
   @Test("fingerprints are stable, short and do not contain the secret")
@@ -129,7 +156,8 @@ struct CryptoTests {
 extension Array where Element == UInt8 {
   fileprivate func contains(subsequence: [UInt8]) -> Bool {
     guard subsequence.count <= count else { return false }
-    for i in 0...(count - subsequence.count) where Array(self[i..<(i + subsequence.count)]) == subsequence {
+    for i in 0...(count - subsequence.count)
+    where Array(self[i..<(i + subsequence.count)]) == subsequence {
       return true
     }
     return false

@@ -1,13 +1,17 @@
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
-@testable import SubscriptionStorageSQLite
 import Testing
+
+@testable import SubscriptionStorageSQLite
 
 @Suite("SQLite store")
 struct SQLiteStoreTests {
-  private func open(_ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring) throws -> SQLiteStore {
-    try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2))
+  private func open(_ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring) throws
+    -> SQLiteStore
+  {
+    try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2))
   }
 
   @Test("data survives close and reopen; the schema version is recorded")
@@ -17,7 +21,8 @@ struct SQLiteStoreTests {
       let store = try open(dir)
       try await Fixture.seed(store)
       _ = try await store.ingest([
-        UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
       ])
       store.close()
     }
@@ -25,8 +30,18 @@ struct SQLiteStoreTests {
     defer { store.close() }
     #expect(store.schemaVersion == Schema.latestVersion)
     #expect(try await store.app(id: "a1").bundleId == "com.example.a1")
-    #expect(try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["1"])
+    #expect(
+      try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["1"])
     #expect(try await store.integrityCheck() == ["ok"])
+  }
+
+  @Test("the data-directory configuration puts substatus.sqlite in the directory")
+  func dataDirectory() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .dataDirectory(dir.path, keyring: testKeyring))
+    try await store.createTenant(Fixture.tenant())
+    store.close()
+    #expect(FileManager.default.fileExists(atPath: dir.file("substatus.sqlite")))
   }
 
   @Test("WAL mode, synchronous=FULL and a busy timeout are in effect")
@@ -65,6 +80,67 @@ struct SQLiteStoreTests {
     }
   }
 
+  @Test("a database at schema version 1 is migrated to the latest version, data kept")
+  func migratesOldDatabase() async throws {
+    let dir = TemporaryDirectory()
+    do {
+      let raw = try SQLiteConnection(path: dir.file("store.sqlite"), readOnly: false, create: true)
+      #expect(try Schema.migrate(raw, now: 0, through: 1) == 1)
+      try raw.run(
+        "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES('t1', 'old', 0, 5)")
+      raw.close()
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(store.schemaVersion == Schema.latestVersion)
+    #expect(try await store.tenant(id: "t1").name == "old")
+    let versions = try await store.readers.read { db throws(StoreError) in
+      try db.all("SELECT version FROM schema_version ORDER BY version") { $0.int(0) }
+    }
+    #expect(versions == Schema.migrations.map { Int64($0.version) })
+  }
+
+  @Test("reads and writes run on the store's own threads, never the caller's")
+  func ownThreads() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let readerName = try await store.readers.read { _ throws(StoreError) in currentThreadName() }
+    let writerName = try await store.writer.write { _ throws(StoreError) in currentThreadName() }
+    #expect(readerName.hasPrefix("sqlite-reader-"))
+    #expect(writerName == "sqlite-writer")
+    #expect(currentThreadName() != readerName)
+  }
+
+  @Test("touchApiKey writes at most once a minute per key")
+  func touchThrottle() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    let key = Fixture.key("k1")
+    try await store.createApiKey(key)
+    let before = store.groupCommitStatistics.writes
+    try await store.touchApiKey(keyId: "k1", atMs: 100_000)
+    try await store.touchApiKey(keyId: "k1", atMs: 130_000)
+    #expect(store.groupCommitStatistics.writes == before + 1)
+    #expect(try await store.apiKey(hash: key.keyHash)?.lastUsedMs == 100_000)
+    try await store.touchApiKey(keyId: "k1", atMs: 160_001)
+    #expect(try await store.apiKey(hash: key.keyHash)?.lastUsedMs == 160_001)
+  }
+
+  @Test(
+    "SQLite result codes map to store error codes",
+    arguments: [
+      (Int32(19), StoreError.Code.alreadyExists), (11, .corrupt), (26, .corrupt),
+      (13, .unavailable),
+      (10, .unavailable), (5, .unavailable), (14, .unavailable), (1, .internalError),
+      (13 | (1 << 8), .unavailable),
+    ])
+  func errorMapping(code: Int32, expected: StoreError.Code) {
+    #expect(SQLiteConnection.error(code: code, message: "m").code == expected)
+  }
+
   @Test("a file that is not a database is reported as corrupt")
   func notADatabase() throws {
     let dir = TemporaryDirectory()
@@ -83,7 +159,8 @@ struct SQLiteStoreTests {
     do {
       let store = try open(dir)
       try await Fixture.seed(store)
-      _ = try await store.setSharedSecret(appId: "a1", secret: secret, atMs: 1, previousValidUntilMs: 0)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: secret, atMs: 1, previousValidUntilMs: 0)
       store.close()
     }
     // Nothing in the file (or its WAL) holds the plaintext.
@@ -112,8 +189,10 @@ struct SQLiteStoreTests {
     do {
       let store = try open(dir, keyring: MasterKeyring(current: oldKey))
       try await Fixture.seed(store)
-      _ = try await store.setSharedSecret(appId: "a1", secret: "one", atMs: 1, previousValidUntilMs: 0)
-      _ = try await store.setSharedSecret(appId: "a1", secret: "two", atMs: 2, previousValidUntilMs: 50)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: "one", atMs: 1, previousValidUntilMs: 0)
+      _ = try await store.setSharedSecret(
+        appId: "a1", secret: "two", atMs: 2, previousValidUntilMs: 50)
       store.close()
     }
     do {
@@ -130,7 +209,9 @@ struct SQLiteStoreTests {
     #expect(secrets.previous?.secret == "one")
   }
 
-  @Test("every hot read is an index lookup (EXPLAIN QUERY PLAN has no full scan)", arguments: HotQueries.all)
+  @Test(
+    "every hot read is an index lookup (EXPLAIN QUERY PLAN has no full scan)",
+    arguments: HotQueries.all)
   func queryPlans(sql: String) async throws {
     let dir = TemporaryDirectory()
     let store = try open(dir)
@@ -154,7 +235,9 @@ struct SQLiteStoreTests {
       for i in 0..<200 {
         group.addTask {
           _ = try await store.ingest([
-            UserPurchases(user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)])
+            UserPurchases(
+              user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)]
+            )
           ])
         }
       }
@@ -181,13 +264,19 @@ struct SQLiteStoreTests {
           if i % 5 == 0 {
             await expectStoreError(.notFound) {
               try await store.ingest([
-                UserPurchases(user: Fixture.user("ok\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)]),
-                UserPurchases(user: Fixture.user("bad\(i)", app: "nope"), transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
+                UserPurchases(
+                  user: Fixture.user("ok\(i)"),
+                  transactions: [Fixture.transaction("x\(i)", purchase: 1)]),
+                UserPurchases(
+                  user: Fixture.user("bad\(i)", app: "nope"),
+                  transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
               ])
             }
           } else {
             _ = try await store.ingest([
-              UserPurchases(user: Fixture.user("ok\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
+              UserPurchases(
+                user: Fixture.user("ok\(i)"),
+                transactions: [Fixture.transaction("x\(i)", purchase: 1)])
             ])
           }
         }
@@ -198,6 +287,124 @@ struct SQLiteStoreTests {
       let count = try await store.history(of: Fixture.user("ok\(i)")).transactions.count
       #expect(count == (i % 5 == 0 ? 0 : 1), "user ok\(i)")
     }
+  }
+
+  @Test("two stores on one file, writing and reading under load: no SQLITE_BUSY reaches a caller")
+  func contention() async throws {
+    let dir = TemporaryDirectory()
+    let first = try open(dir)
+    let second = try open(dir)
+    defer {
+      first.close()
+      second.close()
+    }
+    try await Fixture.seed(first)
+    let stores = [first, second]
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for w in 0..<6 {
+        group.addTask {
+          let store = stores[w % 2]
+          for i in 0..<60 {
+            _ = try await store.ingest([
+              UserPurchases(
+                user: Fixture.user("w\(w)"),
+                transactions: (0..<5).map {
+                  Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0))
+                })
+            ])
+          }
+        }
+      }
+      for r in 0..<6 {
+        group.addTask {
+          let store = stores[(r + 1) % 2]
+          for _ in 0..<150 {
+            let h = try await store.history(of: Fixture.user("w\(r)"))
+            #expect(h.transactions.count % 5 == 0, "a reader saw half of an ingest")
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+    for w in 0..<6 {
+      #expect(try await second.history(of: Fixture.user("w\(w)")).transactions.count == 300)
+    }
+    #expect(try await first.integrityCheck() == ["ok"])
+  }
+
+  @Test("reads racing with writes never leave a stale app or catalog in the cache")
+  func cacheRaces() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    for round in 0..<40 {
+      let policy = EligibilityPolicy(refundsBlockIntro: round % 2 == 0)
+      let product = Product(productId: "p", type: .consumable, promotionalOfferIds: ["r\(round)"])
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<4 {
+          group.addTask {
+            _ = try await store.app(id: "a1")
+            _ = try await store.products(appId: "a1")
+          }
+        }
+        group.addTask {
+          _ = try await store.setPolicy(appId: "a1", policy: policy)
+          try await store.putProducts(appId: "a1", products: [product])
+        }
+        try await group.waitForAll()
+      }
+      #expect(try await store.app(id: "a1").policy == policy, "round \(round)")
+      #expect(try await store.products(appId: "a1") == [product], "round \(round)")
+    }
+  }
+
+  @Test("a full database fails writes with unavailable, keeps serving reads, and recovers")
+  func diskFull() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
+    ])
+    // max_page_count makes SQLite answer SQLITE_FULL exactly as a full disk does.
+    let pages = try await store.writer.write { db throws(StoreError) in
+      try db.first("PRAGMA page_count") { $0.int(0) } ?? 0
+    }
+    try await store.writer.write { db throws(StoreError) in
+      try db.execute("PRAGMA max_page_count=\(pages + 2)")
+    }
+    let big = (0..<400).map { Fixture.transaction("big-\($0)", purchase: Int64($0)) }
+    do {
+      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+      Issue.record("an ingest larger than the free space succeeded")
+    } catch {
+      #expect(error.code == .unavailable, "\(error)")
+      #expect(error.message.contains("full"), "\(error)")
+    }
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+    #expect(
+      try await store.history(of: Fixture.user("u0")).transactions.map(\.transactionId) == ["kept"])
+    try await store.writer.write { db throws(StoreError) in
+      try db.execute("PRAGMA max_page_count=1073741823")
+    }
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.count == 400)
+    #expect(try await store.integrityCheck() == ["ok"])
+  }
+
+  @Test("a store released without close() stops its threads without hanging; the file reopens")
+  func releasedWithoutClose() async throws {
+    let dir = TemporaryDirectory()
+    do {
+      let store = try open(dir)
+      try await Fixture.seed(store)
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(try await store.app(id: "a1").tenantId == "t1")
   }
 
   @Test("after close, calls fail with unavailable instead of hanging")
@@ -212,10 +419,26 @@ struct SQLiteStoreTests {
 
 @Suite("Payload codec")
 struct PayloadCodecTests {
+  private func roundTrip(_ t: Transaction) throws -> Transaction {
+    try PayloadCodec.decodeTransaction(
+      PayloadCodec.encode(t), transactionId: t.transactionId,
+      originalTransactionId: t.originalTransactionId, purchaseDate: t.purchaseDate)
+  }
+
+  @Test("the well-known string table has no duplicates and covers the domain's raw values")
+  func wellKnownTable() {
+    #expect(Set(WellKnownStrings.table).count == WellKnownStrings.table.count)
+    for value in Environment.allCases.map(\.rawValue) + OwnershipType.allCases.map(\.rawValue) {
+      #expect(WellKnownStrings.index[value] != nil, "\(value)")
+    }
+    #expect(WellKnownStrings.table.count < 126)  // one-byte varint tags
+  }
+
   @Test("the binary layouts cover every stored property of the domain types")
   func fieldCounts() {
     #expect(
-      Mirror(reflecting: Transaction(transactionId: "1", productId: "p", purchaseDate: 0)).children.count
+      Mirror(reflecting: Transaction(transactionId: "1", productId: "p", purchaseDate: 0)).children
+        .count
         == PayloadCodec.transactionFieldCount)
     #expect(
       Mirror(reflecting: RenewalInfo(originalTransactionId: "1", productId: "p")).children.count
@@ -226,7 +449,8 @@ struct PayloadCodecTests {
   func transactionRoundTrip() throws {
     var t = Transaction(
       transactionId: "2000000123", originalTransactionId: "1000000001", productId: "com.x.monthly",
-      subscriptionGroupIdentifier: "g1", purchaseDate: 1_700_000_000_000, originalPurchaseDate: 1_600_000_000_000,
+      subscriptionGroupIdentifier: "g1", purchaseDate: 1_700_000_000_000,
+      originalPurchaseDate: 1_600_000_000_000,
       expiresDate: 1_702_592_000_000, isTrialPeriod: true, isInIntroOfferPeriod: true,
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
@@ -237,9 +461,15 @@ struct PayloadCodecTests {
     t.rawRevocationType = "FAMILY_REVOKED"
     t.rawInAppOwnershipType = "FAMILY_SHARED"
     t.rawType = "Auto-Renewable Subscription"
-    #expect(try PayloadCodec.decodeTransaction(PayloadCodec.encode(t)) == t)
+    #expect(try roundTrip(t) == t)
     let minimal = Transaction(transactionId: "é✓", productId: "", purchaseDate: Int64.min)
-    #expect(try PayloadCodec.decodeTransaction(PayloadCodec.encode(minimal)) == minimal)
+    #expect(try roundTrip(minimal) == minimal)
+    // Strings outside the well-known table are kept literally.
+    var unusual = t
+    unusual.rawEnvironment = "Xcode"
+    unusual.rawType = "Something New"
+    unusual.notificationType = "ONE_TIME_CHARGE"
+    #expect(try roundTrip(unusual) == unusual)
   }
 
   @Test("a renewal info with every field set round-trips")
@@ -252,15 +482,25 @@ struct PayloadCodecTests {
     r.rawExpirationIntent = 2
     r.rawPriceConsentStatus = 1
     r.rawOfferType = 3
-    #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r)) == r)
+    #expect(
+      try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
   }
 
   @Test("truncated or foreign bytes are corrupt, never a crash")
   func truncated() {
     let bytes = PayloadCodec.encode(Fixture.transaction("123456", purchase: 42, expires: 99))
     for n in 0..<bytes.count {
-      #expect(throws: StoreError.self) { try PayloadCodec.decodeTransaction(Array(bytes.prefix(n))) }
+      #expect(throws: StoreError.self) {
+        try PayloadCodec.decodeTransaction(
+          Array(bytes.prefix(n)), transactionId: "1", originalTransactionId: "1", purchaseDate: 0)
+      }
     }
-    #expect(throws: StoreError.self) { try PayloadCodec.decodeRenewalInfo([9, 1, 2]) }
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeTransaction(
+        bytes + [0], transactionId: "1", originalTransactionId: "1", purchaseDate: 0)
+    }
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeRenewalInfo([9, 1, 2], originalTransactionId: "1")
+    }
   }
 }

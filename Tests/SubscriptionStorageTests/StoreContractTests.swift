@@ -19,14 +19,18 @@ func expectStoreError<T>(
 }
 
 /// Reads every page of a paged list.
-func collectPages<T>(size: Int, _ read: (PageRequest) async throws -> Page<T>) async throws -> [[T]] {
+func collectPages<T>(size: Int, _ read: (PageRequest) async throws -> Page<T>) async throws -> [[T]]
+{
   var pages: [[T]] = []
   var cursor: String?
   repeat {
     let page = try await read(PageRequest(size: size, cursor: cursor))
     pages.append(page.items)
     cursor = page.nextCursor
-    if pages.count > 100 { Issue.record("paging does not end"); break }
+    if pages.count > 100 {
+      Issue.record("paging does not end")
+      break
+    }
   } while cursor != nil
   return pages
 }
@@ -44,7 +48,9 @@ struct StoreContractTests {
       let disabled = try await store.setTenantDisabled(id: "t1", disabled: true)
       #expect(disabled.disabled)
       #expect(try await store.tenant(id: "t1").disabled)
-      await expectStoreError(.notFound) { try await store.setTenantDisabled(id: "nope", disabled: true) }
+      await expectStoreError(.notFound) {
+        try await store.setTenantDisabled(id: "nope", disabled: true)
+      }
     }
   }
 
@@ -57,7 +63,9 @@ struct StoreContractTests {
     }
   }
 
-  @Test("apps: tenant required, unique id and bundle per tenant, tenant isolation", arguments: StoreKind.allCases)
+  @Test(
+    "apps: tenant required, unique id and bundle per tenant, tenant isolation",
+    arguments: StoreKind.allCases)
   func apps(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       await expectStoreError(.notFound) { try await store.createApp(Fixture.app("a1")) }
@@ -68,7 +76,9 @@ struct StoreContractTests {
       #expect(try await store.app(tenantId: "t1", appId: "a1") == Fixture.app("a1"))
       await expectStoreError(.notFound) { try await store.app(tenantId: "t2", appId: "a1") }
       await expectStoreError(.notFound) { try await store.app(id: "zz") }
-      await expectStoreError(.alreadyExists) { try await store.createApp(Fixture.app("a1", bundle: "other")) }
+      await expectStoreError(.alreadyExists) {
+        try await store.createApp(Fixture.app("a1", bundle: "other"))
+      }
       await expectStoreError(.alreadyExists) {
         try await store.createApp(Fixture.app("a2", bundle: "com.example.a1"))
       }
@@ -79,9 +89,12 @@ struct StoreContractTests {
       noAppleId.appleAppId = nil
       try await store.createApp(noAppleId)
       #expect(try await store.app(id: "a4").appleAppId == nil)
-      let pages = try await collectPages(size: 2) { try await store.listApps(tenantId: "t1", page: $0) }
+      let pages = try await collectPages(size: 2) {
+        try await store.listApps(tenantId: "t1", page: $0)
+      }
       #expect(pages.map { $0.map(\.appId) } == [["a1", "a2"], ["a4"]])
-      #expect(try await store.listApps(tenantId: "t2", page: PageRequest()).items.map(\.appId) == ["a3"])
+      #expect(
+        try await store.listApps(tenantId: "t2", page: PageRequest()).items.map(\.appId) == ["a3"])
     }
   }
 
@@ -92,6 +105,7 @@ struct StoreContractTests {
       let policy = EligibilityPolicy(
         refundsBlockIntro: true, lapsedSubscribersGetIntro: false, billingRetryEntitled: true,
         promoScope: .app)
+      #expect(try await store.app(id: "a1").policy == .default)  // read first: no stale cache after
       let updated = try await store.setPolicy(appId: "a1", policy: policy)
       #expect(updated.policy == policy)
       #expect(try await store.app(id: "a1").policy == policy)
@@ -99,7 +113,9 @@ struct StoreContractTests {
     }
   }
 
-  @Test("shared secrets: current, previous with overlap, fingerprint on the app", arguments: StoreKind.allCases)
+  @Test(
+    "shared secrets: current, previous with overlap, fingerprint on the app",
+    arguments: StoreKind.allCases)
   func sharedSecrets(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
@@ -111,9 +127,11 @@ struct StoreContractTests {
         appId: "a1", secret: "first-secret", atMs: 10, previousValidUntilMs: 0)
       #expect(f1 == SecretFingerprint.of("first-secret"))
       let one = try #require(try await store.sharedSecrets(appId: "a1"))
-      #expect(one.current == SharedSecretVersion(secret: "first-secret", fingerprint: f1, setMs: 10))
+      #expect(
+        one.current == SharedSecretVersion(secret: "first-secret", fingerprint: f1, setMs: 10))
       #expect(one.previous == nil)
       #expect(one.valid(at: 11).map(\.secret) == ["first-secret"])
+      #expect(try await store.app(tenantId: "t1", appId: "a1").sharedSecretFingerprint == f1)
       #expect(try await store.app(id: "a1").sharedSecretFingerprint == f1)
 
       let f2 = try await store.setSharedSecret(
@@ -134,7 +152,8 @@ struct StoreContractTests {
       try await Fixture.seed(store)
       let monthly = Product(
         productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1",
-        duration: try ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true, promotionalOfferIds: ["promo1"])
+        duration: try ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
+        promotionalOfferIds: ["promo1"])
       let lifetime = Product(productId: "lifetime", type: .nonConsumable)
       try await store.putProducts(appId: "a1", products: [monthly, lifetime])
       #expect(try await store.products(appId: "a1") == [lifetime, monthly])
@@ -142,12 +161,16 @@ struct StoreContractTests {
       changed.hasIntroductoryOffer = false
       try await store.putProducts(appId: "a1", products: [changed])
       #expect(try await store.products(appId: "a1") == [lifetime, changed])
-      await expectStoreError(.notFound) { try await store.putProducts(appId: "zz", products: [monthly]) }
+      await expectStoreError(.notFound) {
+        try await store.putProducts(appId: "zz", products: [monthly])
+      }
       await expectStoreError(.notFound) { try await store.products(appId: "zz") }
     }
   }
 
-  @Test("API keys: lookup by hash, uniqueness, roles, listing, revocation, last use", arguments: StoreKind.allCases)
+  @Test(
+    "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use",
+    arguments: StoreKind.allCases)
   func apiKeys(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
@@ -170,17 +193,27 @@ struct StoreContractTests {
       await expectStoreError(.invalidArgument) {
         try await store.createApiKey(Fixture.key("k7", tenant: nil, role: .read))
       }
-      await expectStoreError(.notFound) { try await store.createApiKey(Fixture.key("k6", tenant: "nope")) }
+      await expectStoreError(.notFound) {
+        try await store.createApiKey(Fixture.key("k6", tenant: "nope"))
+      }
 
-      #expect(try await store.listApiKeys(tenantId: "t1", page: PageRequest()).items == [admin, reader])
+      #expect(
+        try await store.listApiKeys(tenantId: "t1", page: PageRequest()).items == [admin, reader])
       #expect(try await store.listApiKeys(tenantId: nil, page: PageRequest()).items == [op])
-      let pages = try await collectPages(size: 1) { try await store.listApiKeys(tenantId: "t1", page: $0) }
+      let pages = try await collectPages(size: 1) {
+        try await store.listApiKeys(tenantId: "t1", page: $0)
+      }
       #expect(pages.map { $0.map(\.keyId) } == [["k1"], ["k2"]])
 
-      await expectStoreError(.notFound) { try await store.revokeApiKey(tenantId: "t2", keyId: "k1", atMs: 5) }
+      #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == false)  // read before the change
+      #expect(try await store.apiKey(hash: reader.keyHash)?.lastUsedMs == nil)
+      await expectStoreError(.notFound) {
+        try await store.revokeApiKey(tenantId: "t2", keyId: "k1", atMs: 5)
+      }
       let revoked = try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 5_000)
       #expect(revoked.revokedMs == 5_000)
-      #expect(try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 9_000).revokedMs == 5_000)
+      #expect(
+        try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 9_000).revokedMs == 5_000)
       #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == true)
 
       try await store.touchApiKey(keyId: "k2", atMs: 7_000)
@@ -188,15 +221,19 @@ struct StoreContractTests {
     }
   }
 
-  @Test("ingest: many users in one call, history sorted by purchase, upsert by transaction id", arguments: StoreKind.allCases)
+  @Test(
+    "ingest: many users in one call, history sorted by purchase, upsert by transaction id",
+    arguments: StoreKind.allCases)
   func ingestAndHistory(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
       let t1 = Fixture.transaction("1000", purchase: 300, expires: 400)
-      let t2 = Fixture.transaction("999", original: "1000", purchase: 100, expires: 200, trial: true)
+      let t2 = Fixture.transaction(
+        "999", original: "1000", purchase: 100, expires: 200, trial: true)
       let t3 = Fixture.transaction("2000", purchase: 50)
       let summary = try await store.ingest([
-        UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2], renewalInfos: [Fixture.renewal("1000")]),
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [t1, t2], renewalInfos: [Fixture.renewal("1000")]),
         UserPurchases(user: Fixture.user("u2"), transactions: [t3]),
       ])
       #expect(summary == IngestSummary(transactionsWritten: 3, renewalInfosWritten: 1))
@@ -207,7 +244,9 @@ struct StoreContractTests {
       #expect(try await store.history(of: Fixture.user("nobody")).transactions.isEmpty)
 
       // The same data again changes nothing; new data for an id replaces the old.
-      let again = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2])])
+      let again = try await store.ingest([
+        UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2])
+      ])
       #expect(again.transactionsWritten == 0)
       let refunded = Fixture.transaction("1000", purchase: 300, expires: 400, revoked: 350)
       let r = try await store.ingest([
@@ -229,9 +268,14 @@ struct StoreContractTests {
       let user = Fixture.user("u1")
       let newer = Fixture.transaction("1", purchase: 10, expires: 20, signed: 500)
       let older = Fixture.transaction("1", purchase: 10, expires: 15, signed: 400)
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [newer], renewalInfos: [Fixture.renewal("1", signed: 500)])])
+      _ = try await store.ingest([
+        UserPurchases(
+          user: user, transactions: [newer], renewalInfos: [Fixture.renewal("1", signed: 500)])
+      ])
       let s = try await store.ingest([
-        UserPurchases(user: user, transactions: [older], renewalInfos: [Fixture.renewal("1", signed: 400, retry: true)])
+        UserPurchases(
+          user: user, transactions: [older],
+          renewalInfos: [Fixture.renewal("1", signed: 400, retry: true)])
       ])
       #expect(s == IngestSummary())
       let h = try await store.history(of: user)
@@ -243,17 +287,47 @@ struct StoreContractTests {
     }
   }
 
-  @Test("an ingest naming an unknown app stores nothing of the batch", arguments: StoreKind.allCases)
+  @Test(
+    "an ingest naming an unknown app stores nothing of the batch", arguments: StoreKind.allCases)
   func ingestIsAtomic(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
       await expectStoreError(.notFound) {
         try await store.ingest([
-          UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)]),
-          UserPurchases(user: Fixture.user("u2", app: "nope"), transactions: [Fixture.transaction("2", purchase: 1)]),
+          UserPurchases(
+            user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)]),
+          UserPurchases(
+            user: Fixture.user("u2", app: "nope"),
+            transactions: [Fixture.transaction("2", purchase: 1)]),
         ])
       }
       #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+    }
+  }
+
+  @Test(
+    "empty ids in purchase data are refused before anything is stored",
+    arguments: StoreKind.allCases)
+  func ingestValidation(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      let good = UserPurchases(
+        user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
+      for bad in [
+        UserPurchases(
+          user: Fixture.user(""), transactions: [Fixture.transaction("2", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u2"), transactions: [Fixture.transaction("", purchase: 1)]),
+        UserPurchases(user: Fixture.user("u2"), renewalInfos: [Fixture.renewal("")]),
+      ] {
+        await expectStoreError(.invalidArgument) { try await store.ingest([good, bad]) }
+        await expectStoreError(.invalidArgument) {
+          try await store.applyNotification(
+            appId: "a1", notificationId: "n", receivedMs: 1, updates: [bad])
+        }
+      }
+      #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n"))
     }
   }
 
@@ -269,7 +343,10 @@ struct StoreContractTests {
         UserPurchases(user: Fixture.user("u1", environment: .sandbox), transactions: [sandbox]),
       ])
       #expect(try await store.history(of: Fixture.user("u1")).transactions == [prod])
-      #expect(try await store.history(of: Fixture.user("u1", environment: .sandbox)).transactions == [sandbox])
+      #expect(
+        try await store.history(of: Fixture.user("u1", environment: .sandbox)).transactions == [
+          sandbox
+        ])
       #expect(try await store.history(of: Fixture.user("u1", app: "a2")).transactions.isEmpty)
     }
   }
@@ -292,17 +369,39 @@ struct StoreContractTests {
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["1"])
       // The same id for another app is another notification.
       try await store.createApp(Fixture.app("a2"))
-      #expect(try await store.applyNotification(appId: "a2", notificationId: "n1", receivedMs: 7, updates: []))
+      #expect(
+        try await store.applyNotification(
+          appId: "a2", notificationId: "n1", receivedMs: 7, updates: []))
       await expectStoreError(.notFound) {
-        try await store.applyNotification(appId: "zz", notificationId: "n1", receivedMs: 7, updates: [])
+        try await store.applyNotification(
+          appId: "zz", notificationId: "n1", receivedMs: 7, updates: [])
       }
       // A notification whose data names an unknown app is not recorded either.
       await expectStoreError(.notFound) {
         try await store.applyNotification(
           appId: "a1", notificationId: "n2", receivedMs: 8,
-          updates: [UserPurchases(user: Fixture.user("u1", app: "zz"), transactions: [Fixture.transaction("3", purchase: 3)])])
+          updates: [
+            UserPurchases(
+              user: Fixture.user("u1", app: "zz"),
+              transactions: [Fixture.transaction("3", purchase: 3)])
+          ])
       }
       #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n2"))
+    }
+  }
+
+  @Test("old processed notification ids can be pruned", arguments: StoreKind.allCases)
+  func pruneNotifications(kind: StoreKind) async throws {
+    try await withStore(kind) { store in
+      try await Fixture.seed(store)
+      for (id, ms) in [("old1", 100), ("old2", 199), ("new", 200)] {
+        _ = try await store.applyNotification(
+          appId: "a1", notificationId: id, receivedMs: Int64(ms), updates: [])
+      }
+      #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 2)
+      #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "old1"))
+      #expect(try await store.isNotificationProcessed(appId: "a1", notificationId: "new"))
+      #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 0)
     }
   }
 
@@ -311,14 +410,27 @@ struct StoreContractTests {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
       _ = try await store.ingest([
-        UserPurchases(user: Fixture.user("u2"), transactions: [Fixture.transaction("11", original: "10", purchase: 2)]),
-        UserPurchases(user: Fixture.user("u1"), transactions: [Fixture.transaction("10", purchase: 1)]),
-        UserPurchases(user: Fixture.user("u3"), transactions: [Fixture.transaction("20", purchase: 1)]),
-        UserPurchases(user: Fixture.user("u4", environment: .sandbox), transactions: [Fixture.transaction("10", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u2"),
+          transactions: [Fixture.transaction("11", original: "10", purchase: 2)]),
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [Fixture.transaction("10", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u3"), transactions: [Fixture.transaction("20", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u4", environment: .sandbox),
+          transactions: [Fixture.transaction("10", purchase: 1)]),
       ])
-      #expect(try await store.users(appId: "a1", environment: .production, originalTransactionId: "10") == ["u1", "u2"])
-      #expect(try await store.users(appId: "a1", environment: .sandbox, originalTransactionId: "10") == ["u4"])
-      #expect(try await store.users(appId: "a1", environment: .production, originalTransactionId: "99").isEmpty)
+      #expect(
+        try await store.users(appId: "a1", environment: .production, originalTransactionId: "10")
+          == ["u1", "u2"])
+      #expect(
+        try await store.users(appId: "a1", environment: .sandbox, originalTransactionId: "10") == [
+          "u4"
+        ])
+      #expect(
+        try await store.users(appId: "a1", environment: .production, originalTransactionId: "99")
+          .isEmpty)
     }
   }
 
@@ -326,10 +438,14 @@ struct StoreContractTests {
   func batchHistories(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
-      _ = try await store.ingest((1...5).map { i in
-        UserPurchases(user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("\(i)", purchase: Int64(i))])
-      })
-      let hs = try await store.histories(appId: "a1", environment: .production, userIds: ["u3", "nobody", "u1"])
+      _ = try await store.ingest(
+        (1...5).map { i in
+          UserPurchases(
+            user: Fixture.user("u\(i)"),
+            transactions: [Fixture.transaction("\(i)", purchase: Int64(i))])
+        })
+      let hs = try await store.histories(
+        appId: "a1", environment: .production, userIds: ["u3", "nobody", "u1"])
       #expect(hs.map(\.user.userId) == ["u3", "nobody", "u1"])
       #expect(hs.map { $0.transactions.map(\.transactionId) } == [["3"], [], ["1"]])
     }
@@ -347,16 +463,21 @@ struct StoreContractTests {
         Fixture.transaction("d", purchase: 40),
       ]
       _ = try await store.ingest([UserPurchases(user: user, transactions: txs)])
-      let pages = try await collectPages(size: 2) { try await store.transactions(of: user, page: $0) }
+      let pages = try await collectPages(size: 2) {
+        try await store.transactions(of: user, page: $0)
+      }
       #expect(pages.map { $0.map(\.transactionId) } == [["a", "b1"], ["b2", "c"], ["d"]])
-      #expect(try await store.transactions(of: Fixture.user("nobody"), page: PageRequest()).items.isEmpty)
+      #expect(
+        try await store.transactions(of: Fixture.user("nobody"), page: PageRequest()).items.isEmpty)
       await expectStoreError(.invalidArgument) {
         try await store.transactions(of: user, page: PageRequest(size: 2, cursor: "garbage"))
       }
 
-      _ = try await store.ingest((1...5).map { i in
-        UserPurchases(user: Fixture.user("v\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
-      })
+      _ = try await store.ingest(
+        (1...5).map { i in
+          UserPurchases(
+            user: Fixture.user("v\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
+        })
       let users = try await collectPages(size: 4) {
         try await store.listUsers(appId: "a1", environment: .production, page: $0)
       }
@@ -372,16 +493,24 @@ struct StoreContractTests {
         appended.append(
           try await store.appendAudit(
             AuditEntry(
-              tenantId: i == 2 ? "t2" : "t1", atMs: Int64(i), actorKeyId: "k1", action: "RegisterApp",
+              tenantId: i == 2 ? "t2" : "t1", atMs: Int64(i), actorKeyId: "k1",
+              action: "RegisterApp",
               resource: "apps/a\(i)", details: "bundle com.example.a\(i)")))
       }
       _ = try await store.appendAudit(
-        AuditEntry(tenantId: nil, atMs: 9, actorKeyId: "op", action: "CreateTenant", resource: "tenants/t1"))
+        AuditEntry(
+          tenantId: nil, atMs: 9, actorKeyId: "op", action: "CreateTenant", resource: "tenants/t1"))
       #expect(Set(appended.map(\.sequence)).count == 5)
-      let pages = try await collectPages(size: 3) { try await store.auditLog(tenantId: "t1", page: $0) }
-      #expect(pages.map { $0.map(\.resource) } == [["apps/a0", "apps/a1", "apps/a3"], ["apps/a4"]])
+      let pages = try await collectPages(size: 3) {
+        try await store.auditLog(tenantId: "t1", page: $0)
+      }
+      #expect(
+        pages.map { $0.map(\.resource) } == [["apps/a0", "apps/a1", "apps/a3"], ["apps/a4"]])
       #expect(pages[0][0] == appended[0])
-      #expect(try await store.auditLog(tenantId: nil, page: PageRequest()).items.map(\.action) == ["CreateTenant"])
+      #expect(
+        try await store.auditLog(tenantId: nil, page: PageRequest()).items.map(\.action) == [
+          "CreateTenant"
+        ])
       await expectStoreError(.invalidArgument) {
         try await store.auditLog(tenantId: "t1", page: PageRequest(size: 1, cursor: "x"))
       }
@@ -398,7 +527,8 @@ struct StoreContractTests {
             for i in 0..<25 {
               _ = try await store.ingest([
                 UserPurchases(
-                  user: Fixture.user("w\(w)"), transactions: [Fixture.transaction("w\(w)-\(i)", purchase: Int64(i))])
+                  user: Fixture.user("w\(w)"),
+                  transactions: [Fixture.transaction("w\(w)-\(i)", purchase: Int64(i))])
               ])
             }
           }
@@ -408,7 +538,8 @@ struct StoreContractTests {
             for _ in 0..<25 {
               let h = try await store.history(of: Fixture.user("w\(r)"))
               // A snapshot is a prefix of the writer's sequence: ids 0..<n, nothing torn.
-              #expect(h.transactions.map(\.purchaseDate) == (0..<Int64(h.transactions.count)).map { $0 })
+              #expect(
+                h.transactions.map(\.purchaseDate) == (0..<Int64(h.transactions.count)).map { $0 })
             }
           }
         }

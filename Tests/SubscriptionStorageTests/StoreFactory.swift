@@ -17,7 +17,8 @@ final class TemporaryDirectory: Sendable {
   let path: String
 
   init() {
-    path = FileManager.default.temporaryDirectory
+    path =
+      FileManager.default.temporaryDirectory
       .appendingPathComponent("substatus-storage-\(UUID().uuidString)").path
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
   }
@@ -63,7 +64,8 @@ enum Fixture {
   ) -> ApiKeyRecord {
     ApiKeyRecord(
       keyId: id, tenantId: tenant, role: role, appIds: apps, description: "key \(id)",
-      keyHash: SHA256.hash("secret-of-\(id)"), displayPrefix: "sk_\(id.prefix(4))", createdMs: 3_000)
+      keyHash: SHA256.hash("secret-of-\(id)"), displayPrefix: "sk_\(id.prefix(4))", createdMs: 3_000
+    )
   }
 
   static func transaction(
@@ -76,7 +78,9 @@ enum Fixture {
       isTrialPeriod: trial, revocationDate: revoked, environment: .production, signedDate: signed)
   }
 
-  static func renewal(_ original: String, product: String = "monthly", signed: Int64? = nil, retry: Bool = false)
+  static func renewal(
+    _ original: String, product: String = "monthly", signed: Int64? = nil, retry: Bool = false
+  )
     -> RenewalInfo
   {
     RenewalInfo(
@@ -84,7 +88,9 @@ enum Fixture {
       autoRenewStatus: .on, isInBillingRetryPeriod: retry, signedDate: signed)
   }
 
-  static func user(_ id: String, app: String = "a1", environment: Environment = .production) -> UserKey {
+  static func user(_ id: String, app: String = "a1", environment: Environment = .production)
+    -> UserKey
+  {
     UserKey(appId: app, environment: environment, userId: id)
   }
 

@@ -1,0 +1,306 @@
+// substatus-storage-bench: fills a SQLite store with transactions (default 1,000,000 for 100,000
+// users across 10 apps, 10 transactions and one renewal info per user, each user ingested whole in
+// one batch entry) and reports durable ingest throughput, single-user history latency at 10k, 100k
+// and 1M transactions, concurrent read throughput, database size and RSS.
+//
+// Usage: swift build -c release --product substatus-storage-bench
+//        .build/release/substatus-storage-bench [--transactions N] [--apps N] [--dir DIR]
+//          [--writers N] [--users-per-call N] [--samples N] [--synchronous full|normal]
+//          [--integrity-check]
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+import SubscriptionStorageSQLite
+
+func argument(_ name: String) -> String? {
+  let args = CommandLine.arguments
+  guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
+  return args[i + 1]
+}
+
+let totalTransactions = Int(argument("--transactions") ?? "") ?? 1_000_000
+let appCount = Int(argument("--apps") ?? "") ?? 10
+let perUser = 10
+let userCount = totalTransactions / perUser
+let writers = Int(argument("--writers") ?? "") ?? 8
+let usersPerCall = Int(argument("--users-per-call") ?? "") ?? 10
+let samples = Int(argument("--samples") ?? "") ?? 2000
+let synchronous: SQLiteStore.Configuration.Synchronous =
+  argument("--synchronous") == "normal" ? .normal : .full
+let keepDir = argument("--dir")
+let dir =
+  keepDir
+  ?? (NSTemporaryDirectory()
+    + "substatus-storage-bench-\(ProcessInfo.processInfo.processIdentifier)")
+try? FileManager.default.removeItem(atPath: dir)
+try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+let dbPath = dir + "/bench.sqlite"
+
+func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+func rssKiB() -> (current: Int, peak: Int) {
+  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else {
+    return (0, 0)
+  }
+  func field(_ name: String) -> Int {
+    for line in status.split(separator: "\n") where line.hasPrefix(name) {
+      return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "") ?? 0
+    }
+    return 0
+  }
+  return (field("VmRSS:"), field("VmHWM:"))
+}
+
+func fileSize(_ path: String) -> Int {
+  ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+}
+
+/// The user with global index `i`: app `i % appCount`, id `user-<i>`.
+func userKey(_ i: Int) -> UserKey {
+  UserKey(appId: "app-\(i % appCount)", environment: .production, userId: "user-\(i)")
+}
+
+/// Ten transactions (a monthly subscription renewing, the first a free trial) and a renewal info.
+func purchases(_ i: Int) -> UserPurchases {
+  let app = i % appCount
+  let base: Int64 = 1_700_000_000_000 + Int64(i) * 1000
+  let original = String(2_000_000_000_000_000 + i * perUser)
+  var transactions: [Transaction] = []
+  for k in 0..<perUser {
+    let start = base + Int64(k) * 2_592_000_000
+    transactions.append(
+      Transaction(
+        transactionId: String(2_000_000_000_000_000 + i * perUser + k),
+        originalTransactionId: original,
+        productId: "com.example.app\(app).monthly", subscriptionGroupIdentifier: "2100\(app)",
+        purchaseDate: start, originalPurchaseDate: base, expiresDate: start + 2_592_000_000,
+        isTrialPeriod: k == 0, inAppOwnershipType: .purchased, environment: .production,
+        webOrderLineItemId: String(3_000_000_000_000_000 + i * perUser + k), quantity: 1,
+        type: .autoRenewable, bundleId: "com.example.app\(app)", signedDate: start + 1000))
+  }
+  let renewal = RenewalInfo(
+    originalTransactionId: original, productId: "com.example.app\(app).monthly",
+    autoRenewProductId: "com.example.app\(app).monthly", autoRenewStatus: .on,
+    environment: .production, signedDate: base + 1000)
+  return UserPurchases(user: userKey(i), transactions: transactions, renewalInfos: [renewal])
+}
+
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+  guard !sorted.isEmpty else { return 0 }
+  return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+struct LatencyReport {
+  var transactions: Int
+  var p50: Double
+  var p99: Double
+  var mean: Double
+  var readsPerSecond: Double
+}
+
+/// Sequential single-user history reads of random existing users, then 4-way concurrent reads.
+func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyReport {
+  var generator = SystemRandomNumberGenerator()
+  var latencies: [Double] = []
+  latencies.reserveCapacity(samples)
+  for _ in 0..<samples {
+    let i = Int.random(in: 0..<users, using: &generator)
+    let t0 = now()
+    let h = try await store.history(of: userKey(i))
+    latencies.append(now() - t0)
+    precondition(
+      h.transactions.count == perUser, "user \(i) has \(h.transactions.count) transactions")
+  }
+  latencies.sort()
+  let concurrentReads = 4 * (samples / 2)
+  let t0 = now()
+  try await withThrowingTaskGroup(of: Void.self) { group in
+    for _ in 0..<4 {
+      group.addTask {
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<(samples / 2) {
+          _ = try await store.history(of: userKey(Int.random(in: 0..<users, using: &g)))
+        }
+      }
+    }
+    try await group.waitForAll()
+  }
+  let elapsed = now() - t0
+  return LatencyReport(
+    transactions: users * perUser, p50: percentile(latencies, 0.5) * 1e6,
+    p99: percentile(latencies, 0.99) * 1e6,
+    mean: latencies.reduce(0, +) / Double(latencies.count) * 1e6,
+    readsPerSecond: Double(concurrentReads) / elapsed)
+}
+
+/// The whole run, off the main actor so that store calls are measured without main-actor hops.
+@Sendable func runBench() async throws {
+  let store = try SQLiteStore(
+    configuration: .init(path: dbPath, readerCount: 4, synchronous: synchronous))
+  try await store.createTenant(TenantRecord(tenantId: "bench", name: "bench", createdMs: 0))
+  for a in 0..<appCount {
+    try await store.createApp(
+      AppRecord(appId: "app-\(a)", tenantId: "bench", bundleId: "com.example.app\(a)", createdMs: 0)
+    )
+  }
+
+  print(
+    "substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps"
+  )
+  print(
+    "  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call"
+  )
+
+  let checkpoints =
+    [10_000, 100_000, 1_000_000].filter { $0 <= totalTransactions }
+    + ([10_000, 100_000, 1_000_000].contains(totalTransactions) ? [] : [totalTransactions])
+  var reports: [LatencyReport] = []
+  var filledUsers = 0
+  var ingestSeconds = 0.0
+  let commitsBefore = store.groupCommitStatistics
+  for checkpoint in checkpoints {
+    let targetUsers = checkpoint / perUser
+    let t0 = now()
+    let next = filledUsers
+    let calls = (targetUsers - next + usersPerCall - 1) / usersPerCall
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for w in 0..<writers {
+        group.addTask {
+          var call = w
+          while call < calls {
+            let first = next + call * usersPerCall
+            let last = min(first + usersPerCall, targetUsers)
+            _ = try await store.ingest((first..<last).map(purchases))
+            call += writers
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+    let elapsed = now() - t0
+    ingestSeconds += elapsed
+    let written = (targetUsers - filledUsers) * perUser
+    filledUsers = targetUsers
+    print(
+      String(
+        format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
+        checkpoint, written, elapsed, Double(written) / elapsed))
+    let report = try await measureReads(store, users: filledUsers)
+    reports.append(report)
+    print(
+      String(
+        format:
+          "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
+        report.p50, report.p99, report.mean, report.readsPerSecond))
+  }
+  // The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
+  try await store.putProducts(
+    appId: "app-0",
+    products: (0..<20).map { p in
+      Product(
+        productId: "com.example.app0.p\(p)", type: .autoRenewable, subscriptionGroupId: "g\(p % 3)",
+        duration: try! ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
+        promotionalOfferIds: ["promo1", "promo2"])
+    })
+  func measure(_ label: String, _ body: () async throws -> Void) async throws {
+    var latencies: [Double] = []
+    for _ in 0..<samples {
+      let t0 = now()
+      try await body()
+      latencies.append(now() - t0)
+    }
+    latencies.sort()
+    print(
+      String(
+        format: "  %@: p50 %.1f µs, p99 %.1f µs", label, percentile(latencies, 0.5) * 1e6,
+        percentile(latencies, 0.99) * 1e6))
+  }
+  try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
+  try await measure("products(appId:), 20 products") {
+    _ = try await store.products(appId: "app-0")
+  }
+  try await measure("isNotificationProcessed (one PK probe: the reader round trip)") {
+    _ = try await store.isNotificationProcessed(appId: "app-0", notificationId: "n")
+  }
+  try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
+  try await measure("histories of 10 users in one read") {
+    _ = try await store.histories(
+      appId: "app-0", environment: .production, userIds: (0..<10).map { "user-\($0 * appCount)" })
+  }
+
+  let commitsAfter = store.groupCommitStatistics
+  let rss = rssKiB()
+  let dbBytes = fileSize(dbPath)
+  let walBytes = fileSize(dbPath + "-wal")
+  print(
+    String(
+      format:
+        "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
+      filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
+      commitsAfter.commits - commitsBefore.commits,
+      Double(commitsAfter.writes - commitsBefore.writes)
+        / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
+  print(
+    String(
+      format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
+      Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)
+    ))
+  print(
+    String(
+      format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024,
+      Double(rss.peak) / 1024))
+  // Mixed load: writers keep ingesting new users while 4 readers read existing histories.
+  let mixedSeconds = 3.0
+  let mixedStart = now()
+  try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
+    let base = filledUsers
+    for w in 0..<writers {
+      group.addTask {
+        var users = 0
+        var call = 0
+        while now() - mixedStart < mixedSeconds {
+          let first = base + (call * writers + w) * usersPerCall
+          _ = try await store.ingest((first..<(first + usersPerCall)).map(purchases))
+          users += usersPerCall
+          call += 1
+        }
+        return (users * perUser, [])
+      }
+    }
+    for _ in 0..<4 {
+      group.addTask {
+        var g = SystemRandomNumberGenerator()
+        var latencies: [Double] = []
+        while now() - mixedStart < mixedSeconds {
+          let t0 = now()
+          _ = try await store.history(of: userKey(Int.random(in: 0..<base, using: &g)))
+          latencies.append(now() - t0)
+        }
+        return (0, latencies)
+      }
+    }
+    var total = 0
+    var latencies: [Double] = []
+    for try await (n, l) in group {
+      total += n
+      latencies += l
+    }
+    latencies.sort()
+    print(
+      String(
+        format:
+          "mixed load %.0f s, %d writers + 4 readers: %.0f transactions/s ingested while %.0f history reads/s (p50 %.0f µs, p99 %.0f µs)",
+        mixedSeconds, writers, Double(total) / mixedSeconds, Double(latencies.count) / mixedSeconds,
+        percentile(latencies, 0.5) * 1e6, percentile(latencies, 0.99) * 1e6))
+  }
+  let integrityStart = now()
+  if CommandLine.arguments.contains("--integrity-check") {
+    print(
+      "integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s"
+    )
+  }
+  store.close()
+  if keepDir == nil { try? FileManager.default.removeItem(atPath: dir) }
+}
+
+try await Task.detached { try await runBench() }.value

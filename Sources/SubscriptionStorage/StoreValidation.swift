@@ -1,0 +1,42 @@
+/// Argument checks every ``Store`` implementation applies before touching its data, so all of them
+/// refuse the same input with the same ``StoreError/Code-swift.struct/invalidArgument`` message.
+public enum StoreValidation {
+  /// Checks a key: operator keys have no tenant, other keys have one, the hash is a SHA-256.
+  /// - Throws: `invalidArgument` naming the problem.
+  public static func validate(_ key: ApiKeyRecord) throws(StoreError) {
+    if key.keyId.isEmpty { throw StoreError(.invalidArgument, "key_id is empty") }
+    if key.role == .operator, key.tenantId != nil {
+      throw StoreError(.invalidArgument, "an operator key belongs to no tenant")
+    }
+    if key.role != .operator, key.tenantId == nil {
+      throw StoreError(.invalidArgument, "a \(key.role.rawValue) key needs a tenant")
+    }
+    if key.keyHash.count != 32 {
+      throw StoreError(
+        .invalidArgument, "key_hash must be a 32-byte SHA-256, got \(key.keyHash.count) bytes")
+    }
+  }
+
+  /// Checks purchase data: app, user, transaction and original transaction ids are non-empty.
+  /// - Throws: `invalidArgument` naming the first bad item by its position in the batch.
+  public static func validate(_ batch: [UserPurchases]) throws(StoreError) {
+    for (i, update) in batch.enumerated() {
+      if update.user.appId.isEmpty {
+        throw StoreError(.invalidArgument, "batch[\(i)]: app_id is empty")
+      }
+      if update.user.userId.isEmpty {
+        throw StoreError(.invalidArgument, "batch[\(i)]: user_id is empty")
+      }
+      for (j, t) in update.transactions.enumerated()
+      where t.transactionId.isEmpty || t.originalTransactionId.isEmpty {
+        throw StoreError(
+          .invalidArgument,
+          "batch[\(i)].transactions[\(j)]: transaction_id and original_transaction_id are required")
+      }
+      for (j, r) in update.renewalInfos.enumerated() where r.originalTransactionId.isEmpty {
+        throw StoreError(
+          .invalidArgument, "batch[\(i)].renewal_infos[\(j)]: original_transaction_id is required")
+      }
+    }
+  }
+}

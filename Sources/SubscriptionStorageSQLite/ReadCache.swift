@@ -1,0 +1,69 @@
+import SubscriptionDomain
+import SubscriptionStorage
+import Synchronization
+
+/// In-process cache of the small, hot, rarely changed records every RPC reads: tenants, apps (with
+/// policy and secret fingerprint), catalogs, API keys by hash. Purchase data is never cached.
+///
+/// Consistency: every write through this store invalidates the entries it changes before the write
+/// call returns, so a caller always reads its own writes. A read that raced with a write does not
+/// fill the cache (a generation counter, bumped by each invalidation, must be unchanged between the
+/// start of the read and the fill). The cache assumes this store is the only writer of its file,
+/// which is how substatusd runs; another process's admin changes would only be seen after restart.
+final class ReadCache: Sendable {
+  private struct State {
+    var generation: UInt64 = 0
+    var tenants: [String: TenantRecord] = [:]
+    var apps: [String: AppRecord] = [:]
+    var products: [String: [Product]] = [:]
+    var keysByHash: [[UInt8]: ApiKeyRecord] = [:]
+  }
+  private let state = Mutex(State())
+
+  /// The generation to pass to a later fill.
+  var generation: UInt64 { state.withLock { $0.generation } }
+
+  func tenant(_ id: String) -> TenantRecord? { state.withLock { $0.tenants[id] } }
+  func app(_ id: String) -> AppRecord? { state.withLock { $0.apps[id] } }
+  func products(_ appId: String) -> [Product]? { state.withLock { $0.products[appId] } }
+  func key(hash: [UInt8]) -> ApiKeyRecord? { state.withLock { $0.keysByHash[hash] } }
+
+  private func fill(_ generation: UInt64, _ body: (inout State) -> Void) {
+    state.withLock { s in
+      if s.generation == generation { body(&s) }
+    }
+  }
+
+  func fill(_ generation: UInt64, tenant: TenantRecord) {
+    fill(generation) { $0.tenants[tenant.tenantId] = tenant }
+  }
+  func fill(_ generation: UInt64, app: AppRecord) { fill(generation) { $0.apps[app.appId] = app } }
+  func fill(_ generation: UInt64, products: [Product], appId: String) {
+    fill(generation) { $0.products[appId] = products }
+  }
+  func fill(_ generation: UInt64, key: ApiKeyRecord) {
+    fill(generation) { $0.keysByHash[key.keyHash] = key }
+  }
+
+  func invalidate(tenant id: String) {
+    state.withLock { s in
+      s.generation &+= 1
+      s.tenants[id] = nil
+    }
+  }
+
+  func invalidate(app id: String) {
+    state.withLock { s in
+      s.generation &+= 1
+      s.apps[id] = nil
+      s.products[id] = nil
+    }
+  }
+
+  func invalidateKeys() {
+    state.withLock { s in
+      s.generation &+= 1
+      s.keysByHash = [:]
+    }
+  }
+}

@@ -1,0 +1,329 @@
+import Foundation
+import RPCCore
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusWire
+
+// MARK: IngestService
+
+extension SubstatusService {
+  func submitReceipt(_ request: Substatus_V1_SubmitReceiptRequest, _ context: ServerContext) async throws -> Substatus_V1_SubmitReceiptResponse {
+    let cached = try await app(request.appID, context)
+    try requireID(request.userID, "user_id", limits: limits)
+    guard !request.receiptData.isEmpty else { throw invalidArgument("receipt_data", "must not be empty") }
+    guard request.receiptData.utf8.count <= 4 << 20 else { throw invalidArgument("receipt_data", "larger than 4 MiB") }
+    let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: request.appID) }
+    guard let secret = secrets?.current.secret else {
+      throw RPCError(code: .failedPrecondition, message: "app \"\(request.appID)\" has no shared secret: set one with SetSharedSecret")
+    }
+    let started = ContinuousClock.now
+    let response: VerifyReceiptResponse
+    do {
+      response = try await verifyReceipt.verify(
+        receiptData: request.receiptData, password: secret, excludeOldTransactions: request.excludeOldTransactions)
+      metrics.upstream(status: "0", seconds: started.duration(to: .now).seconds)
+    } catch {
+      metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: started.duration(to: .now).seconds)
+      switch error.kind {
+      case .wrongSharedSecret:
+        throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \"\(request.appID)\" (status 21004): set the right one with SetSharedSecret")
+      case .unavailable:
+        throw RPCError(code: .unavailable, message: error.message)
+      case .rejected:
+        throw invalidArgument("receipt_data", error.message)
+      }
+    }
+    let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
+    var out = Substatus_V1_SubmitReceiptResponse()
+    out.userID = request.userID
+    out.groups = evaluation.groups.map(\.wire)
+    out.entitlements = evaluation.entitlements.map(\.wire)
+    out.asOfMs = evaluation.time
+    out.environment = environment.wire
+    out.transactionCount = Int32(clamping: total)
+    out.storedTransactionCount = Int32(clamping: written)
+    return out
+  }
+
+  func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
+    let cached = try await app(request.appID, context)
+    try requireID(request.userID, "user_id", limits: limits)
+    guard !request.verifyReceiptResponseJson.isEmpty else {
+      throw invalidArgument("verify_receipt_response_json", "must not be empty")
+    }
+    let response: VerifyReceiptResponse
+    do {
+      response = try VerifyReceiptResponse(parsing: request.verifyReceiptResponseJson)
+    } catch {
+      if let status = error.verifyReceiptStatus, status.action == .checkSharedSecret {
+        throw RPCError(code: .failedPrecondition, message: "the response has status 21004: the shared secret used to obtain it was wrong")
+      }
+      let field = error.field.map { "verify_receipt_response_json.\($0)" } ?? "verify_receipt_response_json"
+      throw invalidArgument(field, error.message)
+    }
+    let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
+    var out = Substatus_V1_ImportReceiptResponseResponse()
+    out.userID = request.userID
+    out.groups = evaluation.groups.map(\.wire)
+    out.entitlements = evaluation.entitlements.map(\.wire)
+    out.asOfMs = evaluation.time
+    out.environment = environment.wire
+    out.transactionCount = Int32(clamping: total)
+    out.storedTransactionCount = Int32(clamping: written)
+    return out
+  }
+
+  /// Stores a verifyReceipt body's purchase data for a user and evaluates the fresh history.
+  func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp) async throws(RPCError)
+    -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation)
+  {
+    let environment = response.environment ?? .production
+    let user = UserKey(appId: cached.app.appId, environment: environment, userId: userId)
+    let summary = try await stored { () throws(StoreError) in
+      try await store.ingest([UserPurchases(user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo)])
+    }
+    metrics.ingested(summary.transactionsWritten)
+    let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
+    return (environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()))
+  }
+
+  func importTransactions(_ request: Substatus_V1_ImportTransactionsRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportTransactionsResponse {
+    let cached = try await app(request.appID, context)
+    try requireID(request.userID, "user_id", limits: limits)
+    guard !request.transactions.isEmpty || !request.renewalInfos.isEmpty else {
+      throw invalidArgument("transactions", "transactions and renewal_infos are both empty")
+    }
+    guard request.transactions.count <= limits.maxImportItems, request.renewalInfos.count <= limits.maxImportItems else {
+      throw RPCError(code: .resourceExhausted, message: "at most \(limits.maxImportItems) transactions and \(limits.maxImportItems) renewal infos per call")
+    }
+    // Validate each item on its own: one bad item is reported, the others are stored.
+    var transactionResults: [Substatus_V1_TransactionImportResult] = []
+    var accepted: [SubscriptionDomain.Environment: [SubscriptionDomain.Transaction]] = [:]
+    for (n, wire) in request.transactions.enumerated() {
+      var result = Substatus_V1_TransactionImportResult()
+      result.transactionID = wire.transactionID
+      do {
+        let environment = try SubscriptionDomain.Environment(wire: wire.environment)
+        accepted[environment, default: []].append(try SubscriptionDomain.Transaction(wire: wire, environment: environment, field: "transactions[\(n)]"))
+      } catch {
+        result.outcome = .rejected
+        result.error = itemError(error)
+      }
+      transactionResults.append(result)
+    }
+    var renewalResults: [Substatus_V1_RenewalInfoImportResult] = []
+    var acceptedRenewals: [SubscriptionDomain.Environment: [RenewalInfo]] = [:]
+    for (n, wire) in request.renewalInfos.enumerated() {
+      var result = Substatus_V1_RenewalInfoImportResult()
+      result.originalTransactionID = wire.originalTransactionID
+      do {
+        let environment = try SubscriptionDomain.Environment(wire: wire.environment)
+        acceptedRenewals[environment, default: []].append(try RenewalInfo(wire: wire, environment: environment, field: "renewal_infos[\(n)]"))
+      } catch {
+        result.outcome = .rejected
+        result.error = itemError(error)
+      }
+      renewalResults.append(result)
+    }
+    // Outcomes relative to what is stored now.
+    var batch: [UserPurchases] = []
+    var outcomes: [String: Substatus_V1_ImportOutcome] = [:]
+    var renewalOutcomes: [String: Substatus_V1_ImportOutcome] = [:]
+    for environment in Set(accepted.keys).union(acceptedRenewals.keys) {
+      let user = UserKey(appId: cached.app.appId, environment: environment, userId: request.userID)
+      let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
+      let existing = Dictionary(history.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+      for t in accepted[environment] ?? [] {
+        outcomes[t.transactionId] = existing[t.transactionId].map { $0 == t || !t.supersedes($0) ? .unchanged : .updated } ?? .created
+      }
+      let existingRenewals = Dictionary(history.renewalInfos.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+      for r in acceptedRenewals[environment] ?? [] {
+        renewalOutcomes[r.originalTransactionId] = existingRenewals[r.originalTransactionId].map { $0 == r || !r.supersedes($0) ? .unchanged : .updated } ?? .created
+      }
+      batch.append(UserPurchases(user: user, transactions: accepted[environment] ?? [], renewalInfos: acceptedRenewals[environment] ?? []))
+    }
+    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
+    metrics.ingested(summary.transactionsWritten)
+    for i in transactionResults.indices where transactionResults[i].outcome != .rejected {
+      transactionResults[i].outcome = outcomes[transactionResults[i].transactionID] ?? .unchanged
+    }
+    for i in renewalResults.indices where renewalResults[i].outcome != .rejected {
+      renewalResults[i].outcome = renewalOutcomes[renewalResults[i].originalTransactionID] ?? .unchanged
+    }
+    var response = Substatus_V1_ImportTransactionsResponse()
+    response.transactionResults = transactionResults
+    response.renewalInfoResults = renewalResults
+    return response
+  }
+
+  func itemError(_ error: RPCError) -> Substatus_V1_ItemError {
+    var e = Substatus_V1_ItemError()
+    e.code = Int32(error.code.rawValue)
+    e.message = error.message
+    e.field = error.message.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+    return e
+  }
+}
+
+// MARK: EligibilityService
+
+extension SubstatusService {
+  func checkEligibility(_ request: Substatus_V1_CheckEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_CheckEligibilityResponse {
+    let cached = try await app(request.appID, context)
+    guard !request.queries.isEmpty else { throw invalidArgument("queries", "must not be empty") }
+    guard request.queries.count <= limits.maxEligibilityQueries else {
+      throw invalidArgument("queries", "at most \(limits.maxEligibilityQueries) users per call, got \(request.queries.count)")
+    }
+    var items = 0
+    for (n, q) in request.queries.enumerated() {
+      guard q.productIDs.count <= limits.maxProductsPerQuery else {
+        throw invalidArgument("queries[\(n)].product_ids", "at most \(limits.maxProductsPerQuery) products per user, got \(q.productIDs.count)")
+      }
+      items += q.productIDs.isEmpty ? cached.catalog.products.count : q.productIDs.count
+    }
+    guard items <= limits.maxEligibilityItems else {
+      throw invalidArgument("queries", "at most \(limits.maxEligibilityItems) user × product answers per call, got \(items)")
+    }
+    let environment = try SubscriptionDomain.Environment(wire: request.environment)
+    let time = try asOf(request.asOfMs)
+    // Per-user problems are answered per user; the others are read in one store call.
+    var valid: [String] = []
+    var errors: [Int: RPCError] = [:]
+    for (n, q) in request.queries.enumerated() {
+      do { try requireID(q.userID, "queries[\(n)].user_id", limits: limits); valid.append(q.userID) } catch { errors[n] = error }
+    }
+    let unique = Array(Set(valid))
+    let histories = try await stored { () throws(StoreError) in
+      try await store.histories(appId: cached.app.appId, environment: environment, userIds: unique)
+    }
+    var evaluations: [String: SubscriptionEvaluation] = [:]
+    evaluations.reserveCapacity(histories.count)
+    for h in histories { evaluations[h.user.userId] = evaluate(h, cached, at: time) }
+    var response = Substatus_V1_CheckEligibilityResponse()
+    response.asOfMs = time
+    response.users.reserveCapacity(request.queries.count)
+    for (n, q) in request.queries.enumerated() {
+      var user = Substatus_V1_UserEligibility()
+      user.userID = q.userID
+      if let error = errors[n] {
+        user.error = itemError(error)
+      } else if let evaluation = evaluations[q.userID] {
+        let ids = q.productIDs.isEmpty ? cached.catalog.products.map(\.productId) : q.productIDs
+        user.products = evaluation.eligibility(for: ids).map { $0.wire(type: cached.catalog[$0.productId]?.type) }
+      }
+      response.users.append(user)
+    }
+    metrics.evaluated(users: request.queries.count, items: items)
+    return response
+  }
+}
+
+// MARK: StatusService
+
+extension SubstatusService {
+  func userEvaluation(appID: String, userID: String, environment wire: Substatus_V1_Environment, asOfMs: Int64, _ context: ServerContext)
+    async throws(RPCError) -> (SubscriptionDomain.Environment, SubscriptionEvaluation)
+  {
+    let cached = try await app(appID, context)
+    try requireID(userID, "user_id", limits: limits)
+    let environment = try SubscriptionDomain.Environment(wire: wire)
+    let time = try asOf(asOfMs)
+    let history = try await stored { () throws(StoreError) in
+      try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
+    }
+    return (environment, evaluate(history, cached, at: time))
+  }
+
+  func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
+    let (environment, evaluation) = try await userEvaluation(
+      appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
+    var response = Substatus_V1_GetStatusResponse()
+    response.userID = request.userID
+    response.groups = evaluation.groups.map(\.wire)
+    response.entitlements = evaluation.entitlements.map(\.wire)
+    response.asOfMs = evaluation.time
+    response.environment = environment.wire
+    return response
+  }
+
+  func getEntitlements(_ request: Substatus_V1_GetEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetEntitlementsResponse {
+    let (environment, evaluation) = try await userEvaluation(
+      appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
+    var response = Substatus_V1_GetEntitlementsResponse()
+    response.userID = request.userID
+    response.entitlements = evaluation.entitlements.map(\.wire)
+    response.asOfMs = evaluation.time
+    response.environment = environment.wire
+    return response
+  }
+
+  func getTransactionHistory(_ request: Substatus_V1_GetTransactionHistoryRequest, _ context: ServerContext) async throws -> Substatus_V1_GetTransactionHistoryResponse {
+    _ = try await app(request.appID, context)
+    try requireID(request.userID, "user_id", limits: limits)
+    let environment = try SubscriptionDomain.Environment(wire: request.environment)
+    let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
+    let user = UserKey(appId: request.appID, environment: environment, userId: request.userID)
+    let result = try await stored { () throws(StoreError) in try await store.transactions(of: user, page: page) }
+    var response = Substatus_V1_GetTransactionHistoryResponse()
+    response.transactions = result.items.map(\.wire)
+    response.nextPageToken = PageToken.encode(result.nextCursor)
+    if page.cursor == nil {
+      // The renewal infos come with the first page.
+      response.renewalInfos = try await stored { () throws(StoreError) in try await store.history(of: user) }.renewalInfos.map(\.wire)
+    }
+    return response
+  }
+}
+
+// MARK: ReportService
+
+extension SubstatusService {
+  func getReport(_ request: Substatus_V1_GetReportRequest, _ context: ServerContext) async throws -> Substatus_V1_GetReportResponse {
+    let cached = try await app(request.appID, context)
+    let environment = try SubscriptionDomain.Environment(wire: request.environment)
+    let time = try asOf(request.asOfMs)
+    var counts = ReportCounts()
+    var users: Int64 = 0
+    var subscriptions: Int64 = 0
+    var cursor: String? = nil
+    repeat {
+      let page = try await stored { () throws(StoreError) in
+        try await store.listUsers(appId: request.appID, environment: environment, page: PageRequest(size: 500, cursor: cursor))
+      }
+      let histories = try await stored { () throws(StoreError) in
+        try await store.histories(appId: request.appID, environment: environment, userIds: page.items)
+      }
+      for h in histories {
+        let evaluation = evaluate(h, cached, at: time)
+        counts += evaluation.reportCounts
+        users += 1
+        subscriptions += Int64(evaluation.groups.filter { $0.state != .neverSubscribed }.count)
+      }
+      cursor = page.nextCursor
+      try Task.checkCancellation()
+    } while cursor != nil
+    var report = Substatus_V1_Report()
+    report.appID = request.appID
+    report.environment = environment.wire
+    report.asOfMs = time
+    report.users = users
+    report.subscriptions = subscriptions
+    report.active = Int64(counts.active)
+    report.inTrial = Int64(counts.inTrial)
+    report.inIntro = Int64(counts.inIntroOffer)
+    report.inGrace = Int64(counts.inGracePeriod)
+    report.inBillingRetry = Int64(counts.inBillingRetry)
+    report.expired = Int64(counts.expired)
+    report.refunded = Int64(counts.refunded)
+    report.familySharedBeneficiaries = Int64(counts.familySharedBeneficiaries)
+    report.familyAccessRevoked = Int64(counts.familyAccessRevoked)
+    var response = Substatus_V1_GetReportResponse()
+    response.report = report
+    return response
+  }
+}
+
+extension Duration {
+  /// The duration in seconds as a double.
+  var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import RPCCore
+import Synchronization
+import SubscriptionStorage
+import SubstatusWire
+
+/// Which roles may call each method; methods not listed (health, reflection) need no key.
+enum MethodPolicy {
+  static let operatorOnly: Set<ApiKeyRecord.Role> = [.operator]
+  static let admin: Set<ApiKeyRecord.Role> = [.admin]
+  static let ingest: Set<ApiKeyRecord.Role> = [.admin, .ingest]
+  static let read: Set<ApiKeyRecord.Role> = [.admin, .ingest, .read]
+
+  static func roles(forService service: Substring) -> Set<ApiKeyRecord.Role>? {
+    switch service {
+    case "substatus.v1.TenantService": operatorOnly
+    case "substatus.v1.AdminService", "substatus.v1.ReportService": admin
+    case "substatus.v1.IngestService": ingest
+    case "substatus.v1.EligibilityService", "substatus.v1.StatusService": read
+    default: service.hasPrefix("substatus.") ? admin : nil
+    }
+  }
+}
+
+/// Authenticates `authorization: Bearer <key>`, checks the role for the method and the tenant's
+/// rate limit, and attaches the ``Principal`` for the handlers.
+///
+/// Errors: no or malformed header → `UNAUTHENTICATED`; unknown or revoked key → `UNAUTHENTICATED`;
+/// wrong role or disabled tenant → `PERMISSION_DENIED`; over the rate → `RESOURCE_EXHAUSTED` with a
+/// `google.rpc.RetryInfo`.
+struct AuthInterceptor: ServerInterceptor {
+  let service: SubstatusService
+
+  func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
+    guard let roles = MethodPolicy.roles(forService: context.service) else { return try await next(context) }
+    guard let header = context.metadata.firstString(forKey: "authorization") else {
+      throw RPCError(code: .unauthenticated, message: "missing authorization: send \"authorization: Bearer <key>\"")
+    }
+    let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+    guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 256 else {
+      throw RPCError(code: .unauthenticated, message: "malformed authorization: expected \"Bearer <key>\"")
+    }
+    let (record, tenantDisabled) = try await service.lookUpKey(String(parts[1]))
+    guard !record.isRevoked else { throw RPCError(code: .unauthenticated, message: "the API key is revoked") }
+    guard !tenantDisabled else { throw RPCError(code: .permissionDenied, message: "the tenant is disabled") }
+    guard roles.contains(record.role) else {
+      throw RPCError(code: .permissionDenied, message: "a \(record.role.rawValue) key may not call \(context.method)")
+    }
+    if let tenant = record.tenantId, let wait = service.rateLimiter.take(tenant: tenant, now: service.environment.now()) {
+      var retry = Google_Rpc_RetryInfo()
+      retry.retryDelay = Google_Protobuf_Duration()
+      retry.retryDelay?.seconds = Int64(wait / 1000)
+      retry.retryDelay?.nanos = Int32((wait % 1000) * 1_000_000)
+      var status = Google_Rpc_Status()
+      status.code = Int32(RPCError.Code.resourceExhausted.rawValue)
+      status.message = "tenant request rate exceeded; retry in \(wait) ms"
+      status.details = [Google_Protobuf_Any(packing: retry)]
+      var error = RPCError(code: .resourceExhausted, message: status.message)
+      error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
+      throw error
+    }
+    var context = context
+    let principal = Principal(keyId: record.keyId, tenantId: record.tenantId, role: record.role, appIds: record.appIds)
+    context[PrincipalKey.self] = principal
+    context[RPCAnnotations.Key.self]?.principal.withLock { $0 = principal }
+    try await next(context)
+  }
+}
+
+extension SubstatusService {
+  /// The key record for a presented key, cached briefly; throws UNAUTHENTICATED for an unknown key.
+  func lookUpKey(_ key: String) async throws(RPCError) -> (ApiKeyRecord, Bool) {
+    let hash = SHA256.hash(key)
+    let now = environment.now()
+    if let hit = keys.withLock({ $0[hash] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds {
+      return (hit.record, hit.tenantDisabled)
+    }
+    guard let record = try await stored({ () throws(StoreError) in try await store.apiKey(hash: hash) }) else {
+      throw RPCError(code: .unauthenticated, message: "unknown API key")
+    }
+    var disabled = false
+    if let tenant = record.tenantId {
+      disabled = (try? await store.tenant(id: tenant))?.disabled ?? true
+    }
+    keys.withLock {
+      if $0.count > 10_000 { $0.removeAll() }
+      $0[hash] = CachedKey(record: record, tenantDisabled: disabled, fetchedMs: now)
+    }
+    if !record.isRevoked { _ = try? await store.touchApiKey(keyId: record.keyId, atMs: now) }
+    return (record, disabled)
+  }
+}
+
+/// Token buckets per tenant.
+final class TenantRateLimiter: Sendable {
+  let rate: Double
+  let burst: Double
+  private let buckets = Mutex<[String: (tokens: Double, atMs: Int64)]>([:])
+
+  init(rate: Double, burst: Double) {
+    self.rate = rate
+    self.burst = max(1, burst)
+  }
+
+  /// Takes a token; returns `nil` if allowed, or the milliseconds until one is available.
+  func take(tenant: String, now: Int64) -> Int64? {
+    guard rate > 0 else { return nil }
+    return buckets.withLock { buckets in
+      var b = buckets[tenant] ?? (burst, now)
+      b.tokens = min(burst, b.tokens + Double(max(0, now - b.atMs)) * rate / 1000)
+      b.atMs = now
+      defer { buckets[tenant] = b }
+      if b.tokens >= 1 {
+        b.tokens -= 1
+        return nil
+      }
+      return Int64(((1 - b.tokens) / rate * 1000).rounded(.up))
+    }
+  }
+}
+
+/// Writes one JSON line per RPC (method, tenant, key id, status, duration; never a key or a secret)
+/// and records the RPC's metrics.
+struct AccessLogInterceptor: ServerInterceptor {
+  let service: SubstatusService
+
+  func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
+    let started = ContinuousClock.now
+    let annotations = RPCAnnotations()
+    var context = context
+    context[RPCAnnotations.Key.self] = annotations
+    var code = RPCError.Code.ok
+    var failure: String? = nil
+    defer {
+      let seconds = started.duration(to: .now).seconds
+      service.metrics.rpc(method: context.method, code: code, seconds: seconds)
+      var line = JSONObject()
+      line.append("ts", .integer(service.environment.now()))
+      line.append("level", .string(code == .ok ? "info" : "warn"))
+      line.append("msg", .string("rpc"))
+      line.append("method", .string(context.method))
+      line.append("status", .string(code.description))
+      line.append("duration_ms", .double((seconds * 1e6).rounded() / 1000))
+      line.append("peer", .string(context.peer))
+      if let failure { line.append("error", .string(failure)) }
+      if let principal = annotations.principal.withLock({ $0 }) {
+        line.append("key_id", .string(principal.keyId))
+        if let tenant = principal.tenantId { line.append("tenant", .string(tenant)) }
+      }
+      service.log.write(.object(line))
+    }
+    do {
+      try await next(context)
+    } catch {
+      let mapped = RPCError(mapping: error)
+      code = mapped.code
+      failure = mapped.message
+      throw error
+    }
+  }
+}
+
+/// What inner interceptors learn about an RPC that the access log reports.
+final class RPCAnnotations: Sendable {
+  enum Key: ServerContextKey { typealias Value = RPCAnnotations }
+  let principal = Mutex<Principal?>(nil)
+}

@@ -1,0 +1,136 @@
+import Foundation
+import RPCCore
+import Synchronization
+import SubstatusJSON
+
+/// Where log lines go: one JSON object per line.
+public struct LogSink: Sendable {
+  private let sink: @Sendable (String) -> Void
+
+  /// A sink that calls `write` with each line (without the newline).
+  public init(_ write: @escaping @Sendable (String) -> Void) { sink = write }
+
+  /// Writes a JSON object as one line.
+  public func write(_ value: JSONValue) { sink(value.serialized()) }
+
+  /// Writes a message with fields.
+  public func info(_ message: String, _ fields: [(String, JSONValue)] = []) {
+    var o = JSONObject()
+    o.append("ts", .integer(Int64((Date().timeIntervalSince1970 * 1000).rounded())))
+    o.append("level", .string("info"))
+    o.append("msg", .string(message))
+    for (k, v) in fields { o.append(k, v) }
+    write(.object(o))
+  }
+
+  /// Lines to standard error.
+  public static let standardError = LogSink { line in
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+  }
+
+  /// Discards every line.
+  public static let discard = LogSink { _ in }
+}
+
+/// Prometheus metrics of the service: RPCs by method and status with latency histograms, store
+/// ingest counts, upstream verifyReceipt calls by status, eligibility answers.
+public final class ServiceMetrics: Sendable {
+  static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+  struct Histogram {
+    var counts = [UInt64](repeating: 0, count: ServiceMetrics.buckets.count)
+    var sum = 0.0
+    var count: UInt64 = 0
+
+    mutating func observe(_ seconds: Double) {
+      for (i, b) in ServiceMetrics.buckets.enumerated() where seconds <= b { counts[i] += 1 }
+      sum += seconds
+      count += 1
+    }
+  }
+
+  struct State {
+    var rpcs: [String: [String: UInt64]] = [:]  // method -> code -> count
+    var rpcLatency: [String: Histogram] = [:]  // method
+    var upstream: [String: UInt64] = [:]
+    var upstreamLatency = Histogram()
+    var ingestedTransactions: UInt64 = 0
+    var eligibilityUsers: UInt64 = 0
+    var eligibilityItems: UInt64 = 0
+    var notifications: [String: UInt64] = [:]
+  }
+
+  private let state = Mutex(State())
+
+  /// Empty metrics.
+  public init() {}
+
+  func rpc(method: String, code: RPCError.Code, seconds: Double) {
+    state.withLock {
+      $0.rpcs[method, default: [:]][code.description, default: 0] += 1
+      $0.rpcLatency[method, default: Histogram()].observe(seconds)
+    }
+  }
+
+  func upstream(status: String, seconds: Double) {
+    state.withLock {
+      $0.upstream[status, default: 0] += 1
+      $0.upstreamLatency.observe(seconds)
+    }
+  }
+
+  func ingested(_ n: Int) { state.withLock { $0.ingestedTransactions += UInt64(max(0, n)) } }
+
+  func evaluated(users: Int, items: Int) {
+    state.withLock {
+      $0.eligibilityUsers += UInt64(users)
+      $0.eligibilityItems += UInt64(items)
+    }
+  }
+
+  func notification(outcome: String) { state.withLock { $0.notifications[outcome, default: 0] += 1 } }
+
+  /// The metrics in the Prometheus text exposition format (version 0.0.4).
+  public func prometheusText() -> String {
+    let s = state.withLock { $0 }
+    var out = ""
+    out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
+    for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
+      for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
+        out += "substatus_rpcs_total{method=\"\(method)\",code=\"\(code)\"} \(n)\n"
+      }
+    }
+    out += "# HELP substatus_rpc_duration_seconds RPC latency, by method.\n# TYPE substatus_rpc_duration_seconds histogram\n"
+    for (method, h) in s.rpcLatency.sorted(by: { $0.key < $1.key }) {
+      out += histogram("substatus_rpc_duration_seconds", "method=\"\(method)\",", h)
+    }
+    out += "# HELP substatus_upstream_verify_receipt_total verifyReceipt calls, by Apple status.\n# TYPE substatus_upstream_verify_receipt_total counter\n"
+    for (status, n) in s.upstream.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_upstream_verify_receipt_total{status=\"\(status)\"} \(n)\n"
+    }
+    out += "# HELP substatus_upstream_verify_receipt_duration_seconds verifyReceipt latency.\n# TYPE substatus_upstream_verify_receipt_duration_seconds histogram\n"
+    out += histogram("substatus_upstream_verify_receipt_duration_seconds", "", s.upstreamLatency)
+    out += "# HELP substatus_ingested_transactions_total Transactions written to the store.\n# TYPE substatus_ingested_transactions_total counter\n"
+    out += "substatus_ingested_transactions_total \(s.ingestedTransactions)\n"
+    out += "# HELP substatus_eligibility_users_total Users answered by CheckEligibility.\n# TYPE substatus_eligibility_users_total counter\n"
+    out += "substatus_eligibility_users_total \(s.eligibilityUsers)\n"
+    out += "# HELP substatus_eligibility_answers_total User x product answers of CheckEligibility.\n# TYPE substatus_eligibility_answers_total counter\n"
+    out += "substatus_eligibility_answers_total \(s.eligibilityItems)\n"
+    out += "# HELP substatus_notifications_total App Store notifications received, by outcome.\n# TYPE substatus_notifications_total counter\n"
+    for (outcome, n) in s.notifications.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_notifications_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
+    return out
+  }
+
+  private func histogram(_ name: String, _ labels: String, _ h: Histogram) -> String {
+    var out = ""
+    for (i, b) in ServiceMetrics.buckets.enumerated() {
+      out += "\(name)_bucket{\(labels)le=\"\(b)\"} \(h.counts[i])\n"
+    }
+    out += "\(name)_bucket{\(labels)le=\"+Inf\"} \(h.count)\n"
+    let trimmed = labels.isEmpty ? "" : "{\(labels.dropLast())}"
+    out += "\(name)_sum\(trimmed) \(h.sum)\n\(name)_count\(trimmed) \(h.count)\n"
+    return out
+  }
+}

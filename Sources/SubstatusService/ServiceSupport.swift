@@ -1,0 +1,158 @@
+import Foundation
+import RPCCore
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusWire
+
+/// What the service takes from the outside world: time and randomness (DESIGN: the domain and the
+/// handlers read no clock; tests pass fixed ones).
+public struct ServiceEnvironment: Sendable {
+  /// Now, in milliseconds since the epoch.
+  public var now: @Sendable () -> Int64
+  /// Cryptographically secure random bytes.
+  public var randomBytes: @Sendable (Int) -> [UInt8]
+
+  /// Creates an environment.
+  public init(now: @escaping @Sendable () -> Int64, randomBytes: @escaping @Sendable (Int) -> [UInt8]) {
+    self.now = now
+    self.randomBytes = randomBytes
+  }
+
+  /// The system clock and OpenSSL's random generator.
+  public static let live = ServiceEnvironment(
+    now: { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }, randomBytes: SecureRandom.bytes)
+}
+
+/// Limits on request sizes and rates; exceeding one is `INVALID_ARGUMENT` (batch sizes) or
+/// `RESOURCE_EXHAUSTED` (rates).
+public struct ServiceLimits: Sendable {
+  /// Users per CheckEligibility call.
+  public var maxEligibilityQueries = 1000
+  /// Products per user in a CheckEligibility call.
+  public var maxProductsPerQuery = 200
+  /// Users × products per CheckEligibility call.
+  public var maxEligibilityItems = 10_000
+  /// Products per PutProducts call.
+  public var maxProductsPerPut = 1000
+  /// Transactions (and renewal infos) per ImportTransactions call.
+  public var maxImportItems = 1000
+  /// The longest id accepted (user, app, product ids), in bytes.
+  public var maxIdLength = 255
+  /// Default page size of list calls.
+  public var defaultPageSize = 50
+  /// Largest page size of list calls.
+  public var maxPageSize = 1000
+  /// Requests per second per tenant (token bucket refill rate); 0 turns rate limiting off.
+  public var tenantRequestsPerSecond: Double = 0
+  /// Bucket size of the per-tenant rate limit.
+  public var tenantBurst: Double = 100
+  /// How long a previous shared secret stays valid by default after a rotation.
+  public var defaultSecretOverlapSeconds: Int64 = 7 * 86_400
+  /// The longest overlap a caller may ask for.
+  public var maxSecretOverlapSeconds: Int64 = 30 * 86_400
+  /// How long an API key lookup, an app and its catalog are cached (changes made through this
+  /// instance are seen at once; other instances' changes after at most this long).
+  public var cacheTTLMilliseconds: Int64 = 5_000
+
+  /// The defaults.
+  public init() {}
+}
+
+/// Who is calling: the API key that authenticated the RPC.
+public struct Principal: Sendable, Hashable {
+  /// The key's id.
+  public var keyId: String
+  /// The key's tenant; `nil` for the operator key.
+  public var tenantId: String?
+  /// The key's role.
+  public var role: ApiKeyRecord.Role
+  /// The apps the key is limited to; empty means every app of the tenant.
+  public var appIds: [String]
+
+  /// Whether the key may reach an app (its scope).
+  public func mayAccess(appId: String) -> Bool { appIds.isEmpty || appIds.contains(appId) }
+}
+
+/// The context key under which the auth interceptor stores the ``Principal``.
+public enum PrincipalKey: ServerContextKey {
+  /// The principal.
+  public typealias Value = Principal
+}
+
+extension RPCError {
+  /// Maps a store failure to a status: NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, UNAVAILABLE,
+  /// FAILED_PRECONDITION for unopenable secrets, INTERNAL for the rest (generic message).
+  init(store error: StoreError) {
+    switch error.code {
+    case .notFound: self.init(code: .notFound, message: error.message)
+    case .alreadyExists: self.init(code: .alreadyExists, message: error.message)
+    case .invalidArgument: self.init(code: .invalidArgument, message: error.message)
+    case .unavailable: self.init(code: .unavailable, message: "storage unavailable: \(error.message)")
+    case .secretUnavailable:
+      self.init(code: .failedPrecondition, message: "a stored secret cannot be opened: check the master key")
+    default: self.init(code: .internal, message: "internal storage error")
+    }
+  }
+}
+
+/// Runs a store call, mapping its error to an RPC status.
+func stored<T>(_ body: () async throws(StoreError) -> T) async throws(RPCError) -> T {
+  do { return try await body() } catch { throw RPCError(store: error) }
+}
+
+/// AIP-158 page tokens: opaque to callers, wrapping the store's cursor.
+enum PageToken {
+  static func encode(_ cursor: String?) -> String {
+    guard let cursor else { return "" }
+    return Data(("v1:" + cursor).utf8).base64EncodedString()
+      .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+  }
+
+  static func decode(_ token: String, field: String = "page_token") throws(RPCError) -> String? {
+    guard !token.isEmpty else { return nil }
+    var b64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while b64.count % 4 != 0 { b64 += "=" }
+    guard let data = Data(base64Encoded: b64), let text = String(data: data, encoding: .utf8), text.hasPrefix("v1:") else {
+      throw invalidArgument(field, "not a page token returned by this service")
+    }
+    return String(text.dropFirst(3))
+  }
+
+  static func page(size: Int32, token: String, limits: ServiceLimits) throws(RPCError) -> PageRequest {
+    guard size >= 0 else { throw invalidArgument("page_size", "must not be negative") }
+    let n = size == 0 ? limits.defaultPageSize : min(Int(size), limits.maxPageSize)
+    return PageRequest(size: n, cursor: try decode(token))
+  }
+}
+
+/// Identifier checks shared by the handlers.
+func requireID(_ value: String, _ field: String, limits: ServiceLimits) throws(RPCError) {
+  guard !value.isEmpty else { throw invalidArgument(field, "must not be empty") }
+  guard value.utf8.count <= limits.maxIdLength else {
+    throw invalidArgument(field, "longer than \(limits.maxIdLength) bytes")
+  }
+  guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+    throw invalidArgument(field, "contains control characters")
+  }
+}
+
+/// Random identifiers and keys.
+enum Identifiers {
+  static let alphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
+
+  /// A prefixed random id such as `app_4kq8w2n7mx3p`.
+  static func make(_ prefix: String, _ environment: ServiceEnvironment) -> String {
+    prefix + "_" + String(environment.randomBytes(12).map { alphabet[Int($0) % alphabet.count] })
+  }
+
+  /// A new API key: `sk_` then 43 base64url characters (32 random bytes).
+  static func apiKey(_ environment: ServiceEnvironment) -> String {
+    "sk_" + Data(environment.randomBytes(32)).base64EncodedString()
+      .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+  }
+
+  /// What listings show of a key: enough to tell keys apart, too little to use.
+  static func displayPrefix(_ key: String) -> String { String(key.prefix(10)) + "…" }
+}

@@ -1,0 +1,287 @@
+import Foundation
+import RPCCore
+import Synchronization
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusWire
+
+/// The substatus API: the handlers of every service in `Protos/substatus/v1`, over a ``Store``.
+///
+/// ```swift
+/// let service = SubstatusService(store: store)
+/// var router = RPCRouter()
+/// service.register(in: &router)
+/// let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
+/// ```
+public final class SubstatusService: Sendable {
+  /// Where state lives.
+  public let store: any Store
+  /// Time and randomness.
+  public let environment: ServiceEnvironment
+  /// Size and rate limits.
+  public let limits: ServiceLimits
+  /// The upstream to Apple (or the App Store simulator).
+  public let verifyReceipt: VerifyReceiptClient
+  /// Counters and histograms for `/metrics`.
+  public let metrics: ServiceMetrics
+  /// Where the one-line-per-RPC JSON log goes.
+  public let log: LogSink
+
+  let apps = Mutex<[String: CachedApp]>([:])
+  let keys = Mutex<[[UInt8]: CachedKey]>([:])
+  let rateLimiter: TenantRateLimiter
+
+  struct CachedApp {
+    var app: AppRecord
+    var catalog: Catalog
+    var fetchedMs: Int64
+  }
+
+  struct CachedKey {
+    var record: ApiKeyRecord
+    var tenantDisabled: Bool
+    var fetchedMs: Int64
+  }
+
+  /// Creates the service.
+  public init(
+    store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
+    verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
+    log: LogSink = .standardError
+  ) {
+    self.store = store
+    self.environment = environment
+    self.limits = limits
+    self.verifyReceipt = verifyReceipt
+    self.metrics = metrics
+    self.log = log
+    self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
+  }
+
+  /// The interceptors to install, outermost first: access log and metrics, then authentication,
+  /// authorization and the per-tenant rate limit.
+  public func interceptors() -> [any ServerInterceptor] {
+    [AccessLogInterceptor(service: self), AuthInterceptor(service: self)]
+  }
+
+  /// Registers every method of the six substatus services.
+  public func register(in router: inout RPCRouter) {
+    func add<Req: ProtobufMessage, Res: ProtobufMessage>(
+      _ method: ProtoMethodDescriptor<Req, Res>,
+      _ handler: @escaping @Sendable (SubstatusService) -> @Sendable (Req, ServerContext) async throws -> Res
+    ) {
+      let bound = handler(self)
+      router.registerUnary(method: method.path, request: Req.self, response: Res.self) { request, context in
+        try await bound(request, context)
+      }
+    }
+    add(Substatus_V1_TenantService.createTenant, { $0.createTenant })
+    add(Substatus_V1_TenantService.listTenants, { $0.listTenants })
+    add(Substatus_V1_TenantService.disableTenant, { $0.disableTenant })
+    add(Substatus_V1_AdminService.registerApp, { $0.registerApp })
+    add(Substatus_V1_AdminService.getApp, { $0.getApp })
+    add(Substatus_V1_AdminService.listApps, { $0.listApps })
+    add(Substatus_V1_AdminService.setSharedSecret, { $0.setSharedSecret })
+    add(Substatus_V1_AdminService.putProducts, { $0.putProducts })
+    add(Substatus_V1_AdminService.listProducts, { $0.listProducts })
+    add(Substatus_V1_AdminService.setPolicy, { $0.setPolicy })
+    add(Substatus_V1_AdminService.createApiKey, { $0.createApiKey })
+    add(Substatus_V1_AdminService.listApiKeys, { $0.listApiKeys })
+    add(Substatus_V1_AdminService.revokeApiKey, { $0.revokeApiKey })
+    add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
+    add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
+    add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
+    add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
+    add(Substatus_V1_StatusService.getStatus, { $0.getStatus })
+    add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })
+    add(Substatus_V1_StatusService.getTransactionHistory, { $0.getTransactionHistory })
+    add(Substatus_V1_ReportService.getReport, { $0.getReport })
+  }
+
+  // MARK: Shared lookups
+
+  func principal(_ context: ServerContext) throws(RPCError) -> Principal {
+    guard let p = context[PrincipalKey.self] else {
+      throw RPCError(code: .unauthenticated, message: "missing authorization")
+    }
+    return p
+  }
+
+  func tenantID(_ context: ServerContext) throws(RPCError) -> (Principal, String) {
+    let p = try principal(context)
+    guard let tenant = p.tenantId else {
+      throw RPCError(code: .permissionDenied, message: "the operator key manages tenants, not what is inside them")
+    }
+    return (p, tenant)
+  }
+
+  /// The app if the caller's tenant owns it and the key's scope includes it; otherwise NOT_FOUND,
+  /// as if it did not exist (one tenant never learns about another's apps).
+  func app(_ appId: String, _ context: ServerContext) async throws(RPCError) -> CachedApp {
+    try requireID(appId, "app_id", limits: limits)
+    let (p, tenant) = try tenantID(context)
+    let cached = try await loadApp(appId)
+    guard let cached, cached.app.tenantId == tenant, p.mayAccess(appId: appId) else {
+      throw RPCError(code: .notFound, message: "app \"\(appId)\" not found")
+    }
+    return cached
+  }
+
+  /// The app and catalog by id, cached for `cacheTTLMilliseconds`; `nil` if it does not exist.
+  func loadApp(_ appId: String) async throws(RPCError) -> CachedApp? {
+    let now = environment.now()
+    if let hit = apps.withLock({ $0[appId] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds { return hit }
+    do {
+      let record = try await store.app(id: appId)
+      let products = try await store.products(appId: appId)
+      let entry = CachedApp(app: record, catalog: Catalog(products: products), fetchedMs: now)
+      apps.withLock { $0[appId] = entry }
+      return entry
+    } catch {
+      if error.code == .notFound { return nil }
+      throw RPCError(store: error)
+    }
+  }
+
+  func invalidateApp(_ appId: String) { _ = apps.withLock { $0.removeValue(forKey: appId) } }
+
+  func audit(_ context: ServerContext, tenant: String?, action: String, resource: String, details: String = "") async {
+    guard let p = context[PrincipalKey.self] else { return }
+    _ = try? await store.appendAudit(
+      AuditEntry(tenantId: tenant, atMs: environment.now(), actorKeyId: p.keyId, action: action, resource: resource, details: details))
+  }
+
+  func asOf(_ ms: Int64) throws(RPCError) -> Int64 {
+    guard ms >= 0 else { throw invalidArgument("as_of_ms", "must not be negative") }
+    return ms == 0 ? environment.now() : ms
+  }
+
+  func evaluate(_ history: UserHistory, _ app: CachedApp, at time: Int64) -> SubscriptionEvaluation {
+    SubscriptionEvaluator.evaluate(
+      history: history.transactions, renewals: history.renewalInfos, catalog: app.catalog, policy: app.app.policy, at: time)
+  }
+}
+
+// MARK: TenantService
+
+extension SubstatusService {
+  func createTenant(_ request: Substatus_V1_CreateTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateTenantResponse {
+    try requireOperator(context)
+    let name = request.name.trimmingCharacters(in: .whitespaces)
+    guard !name.isEmpty else { throw invalidArgument("name", "must not be empty") }
+    guard name.utf8.count <= 200 else { throw invalidArgument("name", "longer than 200 bytes") }
+    let now = environment.now()
+    let tenant = TenantRecord(tenantId: Identifiers.make("tn", environment), name: name, createdMs: now)
+    try await stored { () throws(StoreError) in try await store.createTenant(tenant) }
+    let (key, record) = try await newKey(tenant: tenant.tenantId, role: .admin, appIds: [], description: "first admin key", now: now)
+    await audit(context, tenant: tenant.tenantId, action: "CreateTenant", resource: "tenants/\(tenant.tenantId)")
+    var response = Substatus_V1_CreateTenantResponse()
+    response.tenant = tenant.wire
+    response.adminKey = key
+    response.adminKeyInfo = record.wire
+    return response
+  }
+
+  func listTenants(_ request: Substatus_V1_ListTenantsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListTenantsResponse {
+    try requireOperator(context)
+    let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
+    let result = try await stored { () throws(StoreError) in try await store.listTenants(page: page) }
+    var response = Substatus_V1_ListTenantsResponse()
+    response.tenants = result.items.map(\.wire)
+    response.nextPageToken = PageToken.encode(result.nextCursor)
+    return response
+  }
+
+  func disableTenant(_ request: Substatus_V1_DisableTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_DisableTenantResponse {
+    try requireOperator(context)
+    try requireID(request.tenantID, "tenant_id", limits: limits)
+    let tenant = try await stored { () throws(StoreError) in try await store.setTenantDisabled(id: request.tenantID, disabled: true) }
+    keys.withLock { $0 = $0.filter { $0.value.record.tenantId != request.tenantID } }
+    await audit(context, tenant: tenant.tenantId, action: "DisableTenant", resource: "tenants/\(tenant.tenantId)")
+    var response = Substatus_V1_DisableTenantResponse()
+    response.tenant = tenant.wire
+    return response
+  }
+
+  func requireOperator(_ context: ServerContext) throws(RPCError) {
+    guard try principal(context).role == .operator else {
+      throw RPCError(code: .permissionDenied, message: "only the operator key manages tenants")
+    }
+  }
+
+  /// Creates and stores a new API key; returns the key (shown once) and its record.
+  func newKey(tenant: String?, role: ApiKeyRecord.Role, appIds: [String], description: String, now: Int64) async throws(RPCError) -> (String, ApiKeyRecord) {
+    let key = Identifiers.apiKey(environment)
+    let record = ApiKeyRecord(
+      keyId: Identifiers.make("key", environment), tenantId: tenant, role: role, appIds: appIds,
+      description: description, keyHash: SHA256.hash(key), displayPrefix: Identifiers.displayPrefix(key), createdMs: now)
+    try await stored { () throws(StoreError) in try await store.createApiKey(record) }
+    return (key, record)
+  }
+}
+
+extension TenantRecord {
+  var wire: Substatus_V1_Tenant {
+    var t = Substatus_V1_Tenant()
+    t.tenantID = tenantId
+    t.name = name
+    t.disabled = disabled
+    t.createdMs = createdMs
+    return t
+  }
+}
+
+extension ApiKeyRecord {
+  var wire: Substatus_V1_ApiKeyInfo {
+    var k = Substatus_V1_ApiKeyInfo()
+    k.keyID = keyId
+    k.role = role.wire
+    k.appIDs = appIds
+    k.description = description
+    k.displayPrefix = displayPrefix
+    k.createdMs = createdMs
+    k.lastUsedMs = lastUsedMs ?? 0
+    k.revoked = isRevoked
+    k.revokedMs = revokedMs ?? 0
+    return k
+  }
+}
+
+extension ApiKeyRecord.Role {
+  var wire: Substatus_V1_ApiKeyRole {
+    switch self {
+    case .admin: .admin
+    case .ingest: .ingest
+    case .read: .read
+    case .operator: .unspecified
+    }
+  }
+}
+
+extension AppRecord {
+  var wire: Substatus_V1_App {
+    var a = Substatus_V1_App()
+    a.appID = appId
+    a.bundleID = bundleId
+    a.appleAppID = appleAppId ?? 0
+    a.displayName = displayName
+    a.sharedSecretFingerprint = sharedSecretFingerprint ?? ""
+    a.policy = policy.wire
+    a.createdMs = createdMs
+    return a
+  }
+}
+
+// MARK: First start
+
+extension SubstatusService {
+  /// Creates the operator key on first start: when the store holds no operator key, makes one and
+  /// returns it (the only time it is visible; only its hash is stored). Returns `nil` otherwise.
+  /// - Throws: `RPCError` when the store fails.
+  public func bootstrapOperatorKey() async throws(RPCError) -> String? {
+    let existing = try await stored { () throws(StoreError) in try await store.listApiKeys(tenantId: nil, page: PageRequest(size: 1)) }
+    guard existing.items.isEmpty else { return nil }
+    let (key, _) = try await newKey(tenant: nil, role: .operator, appIds: [], description: "operator key (first start)", now: environment.now())
+    return key
+  }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+@testable import SubscriptionStorageSQLite
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Finds an executable product built next to the test bundle (or in the package's .build/debug).
+func builtExecutable(_ name: String, filePath: String = #filePath) -> String? {
+  var candidates: [String] = []
+  let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+  var dir = testBinary.deletingLastPathComponent()
+  for _ in 0..<4 {
+    candidates.append(dir.appendingPathComponent(name).path)
+    dir = dir.deletingLastPathComponent()
+  }
+  let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+  candidates.append(root.appendingPathComponent(".build/debug/\(name)").path)
+  return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+}
+
+@Suite("Crash durability")
+struct CrashDurabilityTests {
+  /// Kills a writer process with SIGKILL at random moments, at least 20 times, and checks after each
+  /// kill that every acknowledged transaction is in the database and the database is intact.
+  @Test("SIGKILL at random moments loses no acknowledged write (20 kills)", .timeLimit(.minutes(2)))
+  func sigkill() async throws {
+    let executable = try #require(
+      builtExecutable("substatus-storage-crashtest"),
+      "build substatus-storage-crashtest first (swift build --build-tests)")
+    let dir = TemporaryDirectory()
+    let db = dir.file("crash.sqlite")
+    let acked = dir.file("acked.txt")
+    var generator = SystemRandomNumberGenerator()
+    var totalAcked = 0
+    let started = Date()
+    for run in 0..<20 {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: executable)
+      process.arguments = ["--db", db, "--acked", acked, "--run", String(run)]
+      let stdout = Pipe()
+      process.standardOutput = stdout
+      try process.run()
+      // Wait until it is ingesting ("ready"), then let it run a random while and kill it.
+      let ready = stdout.fileHandleForReading.availableData
+      #expect(String(decoding: ready, as: UTF8.self).hasPrefix("ready"), "run \(run) did not start")
+      let delayMs = UInt32.random(in: 0...800, using: &generator)
+      usleep(delayMs * 1000)
+      kill(process.processIdentifier, SIGKILL)
+      process.waitUntilExit()
+      #expect(process.terminationReason == .uncaughtSignal, "run \(run) exited by itself")
+
+      let text = (try? String(contentsOfFile: acked, encoding: .utf8)) ?? ""
+      var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+      if !text.isEmpty && !text.hasSuffix("\n") { lines.removeLast() }  // a torn last line
+      let store = try SQLiteStore(configuration: .init(path: db, readerCount: 1))
+      let stored = try await store.readers.read { db throws(StoreError) in
+        Set(try db.all("SELECT transaction_id FROM transactions") { $0.text(0) })
+      }
+      let integrity = try await store.integrityCheck()
+      store.close()
+      #expect(integrity == ["ok"], "integrity after run \(run)")
+      let missing = lines.filter { !stored.contains($0) }
+      #expect(
+        missing.isEmpty,
+        "run \(run): \(missing.count) acknowledged ids missing, e.g. \(missing.prefix(3))")
+      #expect(lines.count >= totalAcked)
+      totalAcked = lines.count
+    }
+    #expect(totalAcked > 0)
+    print(
+      "crash test: 20 kills, \(totalAcked) acknowledged transactions verified in \(Int(Date().timeIntervalSince(started))) s"
+    )
+  }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Synchronization
+import Testing
+import RPCCore
+import RPCInProcessTransport
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusWire
+@testable import SubstatusService
+
+/// A fixed, advanceable clock and a log that keeps every line.
+final class TestWorld: Sendable {
+  let now = Mutex<Int64>(1_711_324_800_000)  // 2024-03-25T00:00:00Z
+  let lines = Mutex<[String]>([])
+  let counter = Mutex<UInt64>(0)
+
+  var environment: ServiceEnvironment {
+    ServiceEnvironment(
+      now: { self.now.withLock { $0 } },
+      randomBytes: { n in
+        // Deterministic but distinct bytes per call.
+        let seed = self.counter.withLock { $0 += 1; return $0 }
+        return (0..<n).map { UInt8(truncatingIfNeeded: (seed &* 0x9E37_79B9_7F4A_7C15) >> (UInt64($0 % 8) * 8) &+ UInt64($0)) }
+      })
+  }
+
+  var log: LogSink { LogSink { line in self.lines.withLock { $0.append(line) } } }
+}
+
+/// A service over an in-memory store, reachable through an in-process transport.
+struct Harness {
+  let world: TestWorld
+  let service: SubstatusService
+  let client: RPCClient
+  let operatorKey: String
+
+  func call<Req: ProtobufMessage, Res: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Req, Res>, _ request: Req, key: String?
+  ) async throws -> Res {
+    var metadata: Metadata = [:]
+    if let key { metadata.addString("Bearer \(key)", forKey: "authorization") }
+    return try await client.unary(method: method.path, request: request, response: Res.self, metadata: metadata)
+  }
+
+  /// A tenant with an app, its secret and catalog; returns (admin key, app id).
+  func makeTenantWithApp(name: String = "acme", bundleID: String = "com.example.app") async throws -> (String, String) {
+    var create = Substatus_V1_CreateTenantRequest()
+    create.name = name
+    let tenant = try await call(Substatus_V1_TenantService.createTenant, create, key: operatorKey)
+    var register = Substatus_V1_RegisterAppRequest()
+    register.bundleID = bundleID
+    register.displayName = "Example"
+    let app = try await call(Substatus_V1_AdminService.registerApp, register, key: tenant.adminKey)
+    var put = try Substatus_V1_PutProductsRequest(jsonString: try fixture("catalog.json"))
+    put.appID = app.app!.appID
+    _ = try await call(Substatus_V1_AdminService.putProducts, put, key: tenant.adminKey)
+    return (tenant.adminKey, app.app!.appID)
+  }
+}
+
+func fixture(_ name: String) throws -> String {
+  let url = try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil))
+  return try String(contentsOf: url, encoding: .utf8)
+}
+
+func withService(limits: ServiceLimits = ServiceLimits(), _ body: (Harness) async throws -> Void) async throws {
+  let world = TestWorld()
+  let service = SubstatusService(
+    store: InMemoryStore(), environment: world.environment, limits: limits, log: world.log)
+  let operatorKey = try #require(try await service.bootstrapOperatorKey())
+  #expect(try await service.bootstrapOperatorKey() == nil)
+  var router = RPCRouter()
+  service.register(in: &router)
+  let transport = InProcessTransport()
+  let server = RPCServer(transport: transport.server, router: router, interceptors: service.interceptors())
+  try await withThrowingTaskGroup(of: Void.self) { group in
+    group.addTask { try await server.run() }
+    try await Task.sleep(for: .milliseconds(10))  // let the server start listening
+    let harness = Harness(world: world, service: service, client: RPCClient(transport: transport.client), operatorKey: operatorKey)
+    do {
+      try await body(harness)
+    } catch {
+      server.beginGracefulShutdown()  // otherwise the group would wait for the server forever
+      throw error
+    }
+    server.beginGracefulShutdown()
+    try await group.waitForAll()
+  }
+}
+
+/// Expects an RPC to fail with a status; returns the error.
+@discardableResult
+func expectStatus(_ code: RPCError.Code, _ what: String = "", _ call: () async throws -> Void) async -> RPCError? {
+  do {
+    try await call()
+    Issue.record("\(what): expected \(code), got OK")
+  } catch let error as RPCError {
+    #expect(error.code == code, "\(what): \(error)")
+    return error
+  } catch {
+    Issue.record("\(what): expected RPCError, got \(error)")
+  }
+  return nil
+}
