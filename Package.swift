@@ -152,6 +152,7 @@ let package = Package(
       name: "SubstatusCLIEndToEndTests",
       dependencies: [
         "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "substatus",
+        "substatusd",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

@@ -114,3 +114,8 @@ func runSubstatusBinary(_ arguments: [String], stdin: [UInt8] = [], environment:
     status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
     stderr: String(decoding: err, as: UTF8.self))
 }
+
+/// The path of a test fixture.
+func fixture(_ name: String) -> String {
+  Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)?.path ?? "missing-fixture-\(name)"
+}
