@@ -14,6 +14,10 @@ let commandTable: [CommandSpec] = [
     words: ["tenant", "create"], positionals: ["NAME"], options: [],
     summary: "create a tenant; prints its id and its first admin key (operator key)",
     details: "The admin key is shown only once: store it now."),
+  CommandSpec(words: ["tenant", "list"], positionals: [], options: [], summary: "list the tenants (operator key)"),
+  CommandSpec(
+    words: ["tenant", "disable"], positionals: ["TENANT_ID"], options: [],
+    summary: "disable a tenant: its keys stop working, its data is kept (operator key)"),
   CommandSpec(
     words: ["app", "register"], positionals: [],
     options: [
@@ -120,6 +124,30 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ("name", response.tenant?.name ?? ""),
         ("admin key id", response.adminKeyInfo?.keyID ?? "-"),
         ("admin key", response.adminKey),
+      ])
+    }
+
+  case "tenant list":
+    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListTenantsResponse.nextPageToken) {
+      token throws(RPCError) in try await client.listTenants(pageSize: 1000, pageToken: token)
+    }.collect()
+    var all = Substatus_V1_ListTenantsResponse()
+    all.tenants = pages.flatMap(\.tenants)
+    return render(context, all) { report in
+      report.table(
+        ["TENANT ID", "NAME", "CREATED", "DISABLED"],
+        all.tenants.map {
+          [$0.tenantID, $0.name, Format.time($0.createdMs), $0.disabled ? Format.time($0.disabledMs) : "-"]
+        }, empty: "no tenants")
+    }
+
+  case "tenant disable":
+    let response = try await client.disableTenant(tenantID: context.argument(0))
+    let tenant = response.tenant ?? Substatus_V1_Tenant()
+    return render(context, response) {
+      $0.fields([
+        ("tenant id", tenant.tenantID), ("name", tenant.name),
+        ("disabled", tenant.disabled ? Format.time(tenant.disabledMs) : "no"),
       ])
     }
 

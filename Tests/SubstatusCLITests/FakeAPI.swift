@@ -42,6 +42,13 @@ enum Canned {
       $0.role = .admin
     }
   }
+  static let disabledTenant = message(Substatus_V1_Tenant.self) {
+    $0.tenantID = "ten_2"
+    $0.name = "Gone"
+    $0.disabled = true
+    $0.createdMs = newYear2026
+    $0.disabledMs = newYear2026 + 60_000
+  }
   static let keyInfo = message(Substatus_V1_ApiKeyInfo.self) {
     $0.keyID = "key_read"
     $0.role = .read
@@ -205,6 +212,14 @@ enum Canned {
 func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
   var router = RPCRouter()
   router.fake(Substatus_V1_TenantService.createTenant, log: log, reply: Canned.tenant)
+  router.fake(Substatus_V1_TenantService.listTenants, log: log) { _, _ in
+    message { $0.tenants = [Canned.tenant.tenant!, Canned.disabledTenant] }
+  }
+  router.fake(Substatus_V1_TenantService.disableTenant, log: log) { request, _ in
+    var tenant = Canned.disabledTenant
+    tenant.tenantID = request.tenantID
+    return message { $0.tenant = tenant }
+  }
   router.fake(Substatus_V1_AdminService.registerApp, log: log) { request, _ in
     var app = Canned.app1
     app.bundleID = request.bundleID

@@ -24,6 +24,16 @@ let outputCases: [OutputCase] = [
     table: ["tenant id     ten_1", "name          Example Inc.", "admin key id  key_admin", "admin key     sk_admin_0123456789"],
     json: decodes(Canned.tenant)),
   OutputCase(
+    arguments: ["tenant", "list"],
+    table: [
+      "TENANT ID  NAME          CREATED               DISABLED", "ten_1      Example Inc.  2026-01-01T00:00:00Z  -",
+      "ten_2      Gone          2026-01-01T00:00:00Z  2026-01-01T00:01:00Z",
+    ],
+    json: decodes(message(Substatus_V1_ListTenantsResponse.self) { $0.tenants = [Canned.tenant.tenant!, Canned.disabledTenant] })),
+  OutputCase(
+    arguments: ["tenant", "disable", "ten_9"], table: ["tenant id  ten_9", "disabled   2026-01-01T00:01:00Z"],
+    json: { text in try Substatus_V1_DisableTenantResponse(jsonString: text).tenant?.tenantID == "ten_9" }),
+  OutputCase(
     arguments: ["app", "register", "--bundle-id", "com.example.app", "--name", "Example", "--apple-app-id", "1234567"],
     table: [
       "app id                        app_1", "bundle id                     com.example.app",

@@ -17,6 +17,7 @@ let usageCases: [UsageCase] = [
   UsageCase(arguments: ["tenant", "create"], message: "substatus tenant create: missing argument NAME"),
   UsageCase(arguments: ["tenant", "create", "a", "b"], message: "substatus tenant create: unexpected argument 'b'"),
   UsageCase(arguments: ["app", "show"], message: "substatus app show: missing argument APP"),
+  UsageCase(arguments: ["tenant", "disable"], message: "substatus tenant disable: missing argument TENANT_ID"),
   UsageCase(arguments: ["app", "show", "a", "b"], message: "substatus app show: unexpected argument 'b'"),
   UsageCase(arguments: ["app", "list", "extra"], message: "substatus app list: unexpected argument 'extra'"),
   UsageCase(arguments: ["app", "register"], message: "substatus app register: missing required flag --bundle-id ID"),
@@ -109,7 +110,7 @@ struct ParserTests {
   }
 
   static let commandWords: [[String]] = [
-    ["tenant", "create"], ["app", "register"], ["app", "list"], ["app", "show"], ["app", "set-secret"],
+    ["tenant", "create"], ["tenant", "list"], ["tenant", "disable"], ["app", "register"], ["app", "list"], ["app", "show"], ["app", "set-secret"],
     ["app", "set-policy"], ["product", "put"], ["product", "list"], ["key", "create"], ["key", "list"],
     ["key", "revoke"], ["receipt", "submit"], ["receipt", "import"], ["eligibility"], ["status"], ["history"],
     ["report"], ["health"],
