@@ -61,6 +61,9 @@ let package = Package(
       dependencies: ["RPCCore", "SubstatusWire", "CNGHTTP2", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
+    .target(
+      name: "RPCStandardServices", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
+
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
@@ -80,12 +83,15 @@ let package = Package(
       dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
       swiftSettings: swiftSettings),
 
+    .target(
+      name: "SubstatusDaemon",
+      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "RPCStandardServices",
+                     "SubscriptionStorage", "SubscriptionStorageSQLite", "HTTPServer", "SubstatusJSON"],
+      swiftSettings: swiftSettings),
+
     // MARK: Executables
     .executableTarget(
-      name: "substatusd",
-      dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubscriptionDomain",
-                     "SubscriptionStorageSQLite", "HTTPServer"],
-      swiftSettings: swiftSettings),
+      name: "substatusd", dependencies: ["SubstatusDaemon"], swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-storage-crashtest",
       dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
@@ -138,6 +144,9 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",

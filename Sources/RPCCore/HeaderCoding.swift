@@ -139,11 +139,13 @@ package enum HeaderCoding {
   }
 
   /// Whether a header is reserved by HTTP/2 or gRPC and so never exposed as metadata.
+  /// `grpc-status-details-bin` is not reserved: handlers set it (a serialized `google.rpc.Status`
+  /// with details such as `BadRequest`, AIP-193) and clients read it, as in grpc-go.
   package static func isReserved(_ name: String) -> Bool {
     if name.hasPrefix(":") { return true }
     switch name {
     case "content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding",
-      "grpc-status", "grpc-message", "grpc-status-details-bin", "content-length", "connection",
+      "grpc-status", "grpc-message", "content-length", "connection",
       "host", "trailer", "transfer-encoding", "upgrade", "keep-alive":
       return true
     default: return false

@@ -1,0 +1,176 @@
+import Dispatch
+import Foundation
+import Glibc
+import HTTPServer
+import RPCCore
+import RPCHTTP2Transport
+import RPCStandardServices
+import Synchronization
+import SubscriptionStorage
+import SubscriptionStorageSQLite
+import SubstatusJSON
+import SubstatusService
+
+/// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
+public enum SubstatusDaemon {
+  /// Runs the daemon until a termination signal has drained it.
+  /// - Returns: the process exit status.
+  public static func run(_ configuration: DaemonConfiguration, environment: [String: String]) async -> Int32 {
+    let log = LogSink.standardError
+    func fail(_ message: String, status: Int32 = 1) -> Int32 {
+      log.write(.object(["level": .string("error"), "msg": .string(message)]))
+      return status
+    }
+    if configuration.store != "sqlite" {
+      return fail("the PostgreSQL store is not available in this build; use --store sqlite", status: 2)
+    }
+    do {
+      try FileManager.default.createDirectory(
+        atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    } catch {
+      return fail("cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)")
+    }
+
+    // Secrets at rest: the master key from a file, the environment, or one created on first start.
+    let keyring: MasterKeyring
+    do {
+      if let file = configuration.masterKeyFile {
+        keyring = try MasterKeyring.load(file: file)
+      } else if let fromEnvironment = try MasterKeyring.load(environment: environment) {
+        keyring = fromEnvironment
+      } else {
+        keyring = try MasterKeyring.loadOrCreate(file: configuration.dataDirectory + "/master.key")
+      }
+    } catch {
+      return fail("master key: \(error)")
+    }
+
+    let store: SQLiteStore
+    do {
+      store = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+    } catch {
+      return fail("cannot open the store: \(error)")
+    }
+    defer { store.close() }
+
+    guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
+      let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)
+    else { return fail("invalid verifyReceipt URL", status: 2) }
+    var limits = ServiceLimits()
+    limits.tenantRequestsPerSecond = configuration.tenantRateLimit
+    limits.tenantBurst = configuration.tenantBurst
+    let service = SubstatusService(
+      store: store, limits: limits,
+      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log)
+
+    // The operator key, created on first start: shown once, stored as a hash.
+    do {
+      if let key = try await service.bootstrapOperatorKey() {
+        if let file = configuration.operatorKeyFile {
+          try writeSecretFile(file, key + "\n")
+          log.info("created the operator key", [("file", .string(file))])
+        } else {
+          print("substatusd: created the operator key (shown once; keep it safe):\n\(key)")
+          fflush(nil)
+        }
+      }
+    } catch {
+      return fail("cannot create the operator key: \(error)")
+    }
+
+    // gRPC.
+    guard let grpcAddress = HostPort(configuration.grpcListen), let httpAddress = HostPort(configuration.httpListen) else {
+      return fail("invalid listen address", status: 2)
+    }
+    var router = RPCRouter()
+    service.register(in: &router)
+    let health = HealthStatus()
+    StandardServices.register(in: &router, health: health)
+    var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
+    if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    let transport: HTTP2ServerTransport
+    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch {
+      return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
+    }
+    let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
+
+    // HTTP.
+    let draining = Atomic<Bool>(false)
+    let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    let http: HTTPServer
+    do {
+      http = try HTTPServer(
+        configuration: HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port),
+        handler: { request in await httpRouter.respond(to: request) })
+    } catch {
+      server.beginGracefulShutdown()
+      return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
+    }
+
+    let signals = onTerminationSignals {
+      draining.store(true, ordering: .relaxed)
+      health.setDraining()
+      log.info("draining: finishing in-flight calls")
+      server.beginGracefulShutdown()
+    }
+    let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
+    let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
+
+    return await withTaskGroup(of: Int32.self) { group in
+      group.addTask {
+        do {
+          try await server.run()
+          return 0
+        } catch {
+          return fail("gRPC server failed: \(error)")
+        }
+      }
+      // The transport accepts as soon as it is bound; announce once the loops run.
+      try? await Task.sleep(for: .milliseconds(20))
+      log.info("listening", [("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory))])
+      if let readyFile = configuration.readyFile {
+        let ready: JSONObject = ["grpc": .string(grpcBound), "http": .string(httpBound)]
+        do { try writeAtomically(readyFile, JSONValue.object(ready).serialized() + "\n") } catch {
+          log.write(.object(["level": .string("error"), "msg": .string("cannot write the ready file: \(error.localizedDescription)")]))
+        }
+      }
+      let status = await group.next() ?? 1
+      await http.stop()
+      withExtendedLifetime(signals) {}
+      log.info("stopped")
+      return status
+    }
+  }
+
+  static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+  /// Writes a file readable only by its owner.
+  static func writeSecretFile(_ path: String, _ text: String) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    _ = fchmod(fd, 0o600)
+    let bytes = Array(text.utf8)
+    guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+      throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
+  }
+
+  /// Writes a file so that readers see either nothing or all of it.
+  static func writeAtomically(_ path: String, _ text: String) throws {
+    let temporary = path + ".tmp-\(getpid())"
+    try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
+    guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+  }
+}
+
+/// Runs `action` on SIGTERM and SIGINT (Dispatch signal sources; the default handlers are ignored).
+func onTerminationSignals(_ action: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+  [SIGTERM, SIGINT].map { number in
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler(handler: action)
+    source.resume()
+    return source
+  }
+}

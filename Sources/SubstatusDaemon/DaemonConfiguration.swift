@@ -1,0 +1,202 @@
+import Foundation
+import SubstatusJSON
+
+/// substatusd's settings, from a JSON config file, then environment variables, then flags (each
+/// overriding the one before).
+///
+/// | flag | environment | config file key | default |
+/// | --- | --- | --- | --- |
+/// | `--data-dir DIR` | `SUBSTATUS_DATA_DIR` | `data_dir` | required |
+/// | `--store sqlite\|postgres://…` | `SUBSTATUS_STORE` | `store` | `sqlite` |
+/// | `--grpc-listen HOST:PORT` | `SUBSTATUS_GRPC_LISTEN` | `grpc_listen` | `127.0.0.1:50051` |
+/// | `--http-listen HOST:PORT` | `SUBSTATUS_HTTP_LISTEN` | `http_listen` | `127.0.0.1:8080` |
+/// | `--ready-file F` | `SUBSTATUS_READY_FILE` | `ready_file` | none |
+/// | `--operator-key-file F` | `SUBSTATUS_OPERATOR_KEY_FILE` | `operator_key_file` | none (printed) |
+/// | `--verify-receipt-production-url URL` | `SUBSTATUS_VERIFY_RECEIPT_PRODUCTION_URL` | `verify_receipt_production_url` | Apple's |
+/// | `--verify-receipt-sandbox-url URL` | `SUBSTATUS_VERIFY_RECEIPT_SANDBOX_URL` | `verify_receipt_sandbox_url` | Apple's |
+/// | `--grpc-threads N` | `SUBSTATUS_GRPC_THREADS` | `grpc_threads` | cores |
+/// | `--tenant-rate-limit RPS` | `SUBSTATUS_TENANT_RATE_LIMIT` | `tenant_rate_limit` | 0 (off) |
+/// | `--tenant-burst N` | `SUBSTATUS_TENANT_BURST` | `tenant_burst` | 100 |
+/// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
+public struct DaemonConfiguration: Sendable, Equatable {
+  /// Where the SQLite database (and, by default, the master key) live.
+  public var dataDirectory: String = ""
+  /// `sqlite`, or a `postgres://` URL.
+  public var store: String = "sqlite"
+  /// The gRPC listener.
+  public var grpcListen: String = "127.0.0.1:50051"
+  /// The HTTP/1.1 listener (notifications, health, metrics).
+  public var httpListen: String = "127.0.0.1:8080"
+  /// Where to write `{"grpc":"HOST:PORT","http":"HOST:PORT"}` once both listeners accept.
+  public var readyFile: String?
+  /// Where to write the operator key created on first start (mode 0600) instead of printing it.
+  public var operatorKeyFile: String?
+  /// Apple's production verifyReceipt URL, or the App Store simulator's.
+  public var verifyReceiptProductionURL: String = "https://buy.itunes.apple.com/verifyReceipt"
+  /// Apple's sandbox verifyReceipt URL, or the App Store simulator's.
+  public var verifyReceiptSandboxURL: String = "https://sandbox.itunes.apple.com/verifyReceipt"
+  /// gRPC event loop threads; `nil` means one per core.
+  public var grpcThreads: Int?
+  /// Requests per second per tenant; 0 turns the limit off.
+  public var tenantRateLimit: Double = 0
+  /// Burst of the per-tenant limit.
+  public var tenantBurst: Double = 100
+  /// The master key file; `nil` means `SUBSTATUS_MASTER_KEY(_FILE)` or `DATA_DIR/master.key`.
+  public var masterKeyFile: String?
+
+  /// The defaults.
+  public init() {}
+
+  /// A usage error: a one-line message, exit status 2.
+  public struct UsageError: Error, Equatable, CustomStringConvertible {
+    /// What is wrong.
+    public var description: String
+  }
+
+  /// The `--help` text.
+  public static let help = """
+    usage: substatusd --data-dir DIR [options]
+
+    Serves the substatus gRPC API and the HTTP endpoints for Apple's notifications.
+
+    options (flags override environment variables, which override the --config file):
+      --data-dir DIR                         database directory (env SUBSTATUS_DATA_DIR)
+      --store sqlite|postgres://...          the store (default sqlite)
+      --grpc-listen HOST:PORT                gRPC address (default 127.0.0.1:50051; port 0 picks one)
+      --http-listen HOST:PORT                HTTP address (default 127.0.0.1:8080; port 0 picks one)
+      --ready-file F                         write {"grpc":...,"http":...} once listening
+      --operator-key-file F                  write the first-start operator key here (0600)
+      --config FILE                          JSON file with the same settings (keys: data_dir, ...)
+      --verify-receipt-production-url URL    verifyReceipt production endpoint (default Apple's)
+      --verify-receipt-sandbox-url URL       verifyReceipt sandbox endpoint (default Apple's)
+      --grpc-threads N                       gRPC event loops (default: one per core)
+      --tenant-rate-limit RPS                requests per second per tenant (default 0: off)
+      --tenant-burst N                       burst of the per-tenant limit (default 100)
+      --master-key-file F                    AES-256-GCM master key for secrets at rest
+                                             (default SUBSTATUS_MASTER_KEY(_FILE), else DATA_DIR/master.key)
+      --help                                 this text
+    """
+
+  private static let keys: [(flag: String, env: String, key: String)] = [
+    ("--data-dir", "SUBSTATUS_DATA_DIR", "data_dir"),
+    ("--store", "SUBSTATUS_STORE", "store"),
+    ("--grpc-listen", "SUBSTATUS_GRPC_LISTEN", "grpc_listen"),
+    ("--http-listen", "SUBSTATUS_HTTP_LISTEN", "http_listen"),
+    ("--ready-file", "SUBSTATUS_READY_FILE", "ready_file"),
+    ("--operator-key-file", "SUBSTATUS_OPERATOR_KEY_FILE", "operator_key_file"),
+    ("--verify-receipt-production-url", "SUBSTATUS_VERIFY_RECEIPT_PRODUCTION_URL", "verify_receipt_production_url"),
+    ("--verify-receipt-sandbox-url", "SUBSTATUS_VERIFY_RECEIPT_SANDBOX_URL", "verify_receipt_sandbox_url"),
+    ("--grpc-threads", "SUBSTATUS_GRPC_THREADS", "grpc_threads"),
+    ("--tenant-rate-limit", "SUBSTATUS_TENANT_RATE_LIMIT", "tenant_rate_limit"),
+    ("--tenant-burst", "SUBSTATUS_TENANT_BURST", "tenant_burst"),
+    ("--master-key-file", "SUBSTATUS_MASTER_KEY_FILE", "master_key_file"),
+  ]
+
+  /// Reads the settings.
+  /// - Parameters:
+  ///   - arguments: the command-line arguments after the program name.
+  ///   - environment: the process environment.
+  ///   - readFile: reads the config file.
+  /// - Returns: the configuration, or `nil` when `--help` was asked for.
+  /// - Throws: ``UsageError``.
+  public static func parse(
+    arguments: [String], environment: [String: String],
+    readFile: (String) throws -> [UInt8] = { [UInt8](try Data(contentsOf: URL(fileURLWithPath: $0))) }
+  ) throws(UsageError) -> DaemonConfiguration? {
+    var flags: [String: String] = [:]
+    var configPath: String? = environment["SUBSTATUS_CONFIG"]
+    var rest = arguments[...]
+    while let arg = rest.popFirst() {
+      if arg == "--help" || arg == "-h" { return nil }
+      var name = arg
+      var value: String? = nil
+      if let eq = arg.firstIndex(of: "="), arg.hasPrefix("--") {
+        name = String(arg[..<eq])
+        value = String(arg[arg.index(after: eq)...])
+      }
+      guard name == "--config" || keys.contains(where: { $0.flag == name }) else {
+        throw UsageError(description: "unknown option \(name) (see --help)")
+      }
+      if value == nil { value = rest.popFirst() }
+      guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
+      if name == "--config" { configPath = value } else { flags[name] = value }
+    }
+    var values: [String: String] = [:]
+    if let configPath {
+      let json: JSONValue
+      do { json = try JSONValue(parsing: try readFile(configPath)) } catch {
+        throw UsageError(description: "cannot read config file \(configPath): \(error)")
+      }
+      guard let object = json.objectValue else { throw UsageError(description: "config file \(configPath) must hold a JSON object") }
+      for (key, value) in object {
+        guard let entry = keys.first(where: { $0.key == key }) else {
+          throw UsageError(description: "config file \(configPath): unknown key \"\(key)\"")
+        }
+        switch value {
+        case .string(let s): values[entry.flag] = s
+        case .number(let n): values[entry.flag] = n
+        default: throw UsageError(description: "config file \(configPath): \"\(key)\" must be a string or a number")
+        }
+      }
+    }
+    for entry in keys { if let v = environment[entry.env] { values[entry.flag] = v } }
+    for (flag, v) in flags { values[flag] = v }
+
+    var c = DaemonConfiguration()
+    func number(_ flag: String) throws(UsageError) -> Double? {
+      guard let text = values[flag] else { return nil }
+      guard let n = Double(text), n >= 0, n.isFinite else { throw UsageError(description: "\(flag) must be a non-negative number, not \"\(text)\"") }
+      return n
+    }
+    c.dataDirectory = values["--data-dir"] ?? ""
+    guard !c.dataDirectory.isEmpty else { throw UsageError(description: "--data-dir is required (see --help)") }
+    if let v = values["--store"] {
+      guard v == "sqlite" || v.hasPrefix("postgres://") || v.hasPrefix("postgresql://") else {
+        throw UsageError(description: "--store must be sqlite or a postgres:// URL")
+      }
+      c.store = v
+    }
+    for (flag, path) in [("--grpc-listen", \DaemonConfiguration.grpcListen), ("--http-listen", \.httpListen)] {
+      if let v = values[flag] {
+        guard HostPort(v) != nil else { throw UsageError(description: "\(flag) must be HOST:PORT, not \"\(v)\"") }
+        c[keyPath: path] = v
+      }
+    }
+    c.readyFile = values["--ready-file"]
+    c.operatorKeyFile = values["--operator-key-file"]
+    c.masterKeyFile = values["--master-key-file"]
+    for (flag, path) in [("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL)] {
+      if let v = values[flag] {
+        guard let url = URL(string: v), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+          throw UsageError(description: "\(flag) must be an http(s) URL, not \"\(v)\"")
+        }
+        c[keyPath: path] = v
+      }
+    }
+    if let n = try number("--grpc-threads") {
+      guard n >= 1, n <= 256, n == n.rounded() else { throw UsageError(description: "--grpc-threads must be between 1 and 256") }
+      c.grpcThreads = Int(n)
+    }
+    if let n = try number("--tenant-rate-limit") { c.tenantRateLimit = n }
+    if let n = try number("--tenant-burst") { c.tenantBurst = n }
+    return c
+  }
+}
+
+/// A `HOST:PORT` address (`[::1]:0` for IPv6).
+public struct HostPort: Sendable, Equatable {
+  /// The host, without brackets.
+  public var host: String
+  /// The port; 0 asks for a free one.
+  public var port: Int
+
+  /// Parses `HOST:PORT`.
+  public init?(_ text: String) {
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+    var host = String(text[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    guard !host.isEmpty else { return nil }
+    self.host = host
+    self.port = port
+  }
+}

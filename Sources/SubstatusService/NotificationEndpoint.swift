@@ -1,0 +1,113 @@
+import Foundation
+import HTTPServer
+import RPCCore
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusJSON
+
+extension SubstatusService {
+  /// The HTTP/1.1 endpoints: Apple's notifications, health, readiness and metrics.
+  ///
+  /// - `POST /v1/apps/{app_id}/apple/notifications`: App Store Server Notifications. V1 bodies are
+  ///   authenticated by their `password` (the app's current or, during a rotation, previous shared
+  ///   secret, compared in constant time), deduplicated (a V1 body has no id: its SHA-256 is the
+  ///   id, and Apple's retries resend the same body), applied atomically with the dedupe record,
+  ///   and answered 200 only after the commit. V2 bodies (`signedPayload`) answer 501 until signed
+  ///   data is supported.
+  /// - `GET /healthz`: 200 while the process serves.
+  /// - `GET /readyz`: 200 when the store answers and the server is not draining, else 503.
+  /// - `GET /metrics`: Prometheus text.
+  ///
+  /// - Parameter isDraining: whether the server is shutting down (readiness turns 503).
+  public func httpRouter(isDraining: @escaping @Sendable () -> Bool = { false }) -> HTTPRouter {
+    var router = HTTPRouter()
+    router.add("POST", "/v1/apps/{app_id}/apple/notifications") { request in
+      try await self.receiveNotification(appID: request.pathParameters["app_id"] ?? "", body: request.body)
+    }
+    router.add("GET", "/healthz") { _ in HTTPResponse.json(["status": .string("ok")]) }
+    router.add("GET", "/readyz") { _ in
+      if isDraining() { return HTTPResponse.json(["status": .string("draining")], status: 503) }
+      do {
+        _ = try await self.store.listTenants(page: PageRequest(size: 1))
+        return HTTPResponse.json(["status": .string("ready")])
+      } catch {
+        return HTTPResponse.json(["status": .string("store unavailable")], status: 503)
+      }
+    }
+    router.add("GET", "/metrics") { _ in
+      HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array(self.metrics.prometheusText().utf8))
+    }
+    return router
+  }
+
+  func receiveNotification(appID: String, body: [UInt8]) async throws -> HTTPResponse {
+    let json: JSONValue
+    do { json = try JSONValue(parsing: body) } catch {
+      metrics.notification(outcome: "malformed")
+      throw HTTPError(status: 400, message: "the body is not JSON: \(error)")
+    }
+    if json["signedPayload"] != nil {
+      metrics.notification(outcome: "v2_unsupported")
+      throw HTTPError(status: 501, message: "App Store Server Notifications V2 (signedPayload) are not supported yet; use V1")
+    }
+    let notification: NotificationV1
+    do { notification = try NotificationV1(json: json) } catch {
+      metrics.notification(outcome: "malformed")
+      throw HTTPError(status: 400, message: "not an App Store Server Notification V1 body: \(error.message)")
+    }
+    guard !appID.isEmpty, let cached = try await loadApp(appID) else {
+      metrics.notification(outcome: "unknown_app")
+      throw HTTPError(status: 404, message: "app \"\(appID)\" not found")
+    }
+    // Authenticate by the shared secret, current or previous during its overlap.
+    let now = environment.now()
+    let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: appID) }
+    let presented = Array((notification.password ?? "").utf8)
+    let valid = secrets?.valid(at: now) ?? []
+    var matched = false
+    for version in valid where ConstantTime.equals(SHA256.hash(presented), SHA256.hash(version.secret)) { matched = true }
+    guard matched else {
+      metrics.notification(outcome: "unauthenticated")
+      throw HTTPError(status: 401, message: "the notification's password does not match the app's shared secret")
+    }
+    let environment = notification.environment ?? .production
+    // Route to the users whose history holds each original transaction id. Data for ids no user
+    // has submitted yet is kept under the pseudo-user "apple:<original_transaction_id>" so that
+    // nothing is lost.
+    var byUser: [String: UserPurchases] = [:]
+    func route(_ otid: String) async throws(RPCError) -> [String] {
+      let users = try await stored { () throws(StoreError) in
+        try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
+      }
+      return users.isEmpty ? ["apple:\(otid)"] : users
+    }
+    for t in notification.transactions {
+      for user in try await route(t.originalTransactionId) {
+        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].transactions.append(t)
+      }
+    }
+    for r in notification.pendingRenewalInfo {
+      for user in try await route(r.originalTransactionId) {
+        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].renewalInfos.append(r)
+      }
+    }
+    let id = "v1:" + Hex.encode(SHA256.hash(body))
+    let updates = byUser.keys.sorted().map { byUser[$0]! }
+    let applied = try await stored { () throws(StoreError) in
+      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
+    }
+    metrics.notification(outcome: applied ? "applied" : "duplicate")
+    log.info("notification", [
+      ("app_id", .string(cached.app.appId)), ("type", .string(notification.rawNotificationType)),
+      ("environment", .string(environment.rawValue)), ("users", .integer(updates.count)),
+      ("duplicate", .bool(!applied)),
+    ])
+    return HTTPResponse.json(["status": .string(applied ? "applied" : "duplicate")])
+  }
+}
+
+extension HTTPResponse {
+  static func json(_ object: JSONObject, status: Int = 200) -> HTTPResponse {
+    HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: JSONValue.object(object).serializedBytes())
+  }
+}
