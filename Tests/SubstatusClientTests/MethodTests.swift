@@ -321,7 +321,7 @@ struct SubstatusClientMethodTests {
     #expect(call.metadata.firstString(forKey: "x-request-id") == "r-42")
     #expect(call.metadata.strings(forKey: "authorization") == ["Bearer sk_test"])
     let remaining = try #require(call.timeRemaining)
-    #expect(remaining > .seconds(3) && remaining <= .seconds(5))
+    #expect(remaining > .seconds(1) && remaining <= .seconds(5))
   }
 
   @Test("a client without a key sends no authorization")
