@@ -39,8 +39,8 @@ public struct RetryPolicy: Sendable, Hashable {
   ///   - multiplier: The growth factor, at least 1.
   ///   - jitter: The randomized fraction of each wait, clamped to `0...1`.
   public init(
-    maximumAttempts: Int = 4, initialBackoff: Duration = .milliseconds(100),
-    maximumBackoff: Duration = .seconds(2), multiplier: Double = 2, jitter: Double = 0.5
+    maximumAttempts: Int = 5, initialBackoff: Duration = .milliseconds(200),
+    maximumBackoff: Duration = .seconds(3), multiplier: Double = 2, jitter: Double = 0.5
   ) {
     self.maximumAttempts = max(1, maximumAttempts)
     self.initialBackoff = initialBackoff
@@ -49,7 +49,8 @@ public struct RetryPolicy: Sendable, Hashable {
     self.jitter = min(1, max(0, jitter))
   }
 
-  /// The default: 4 attempts, backoff 100 ms doubling up to 2 s, half of it jittered.
+  /// The default: 5 attempts, backoff 200 ms doubling up to 3 s, half of it jittered (at most
+  /// 3 s of waiting in all, enough to span a reconnection of the HTTP/2 transport).
   public static let `default` = RetryPolicy()
 
   /// No retries at all.

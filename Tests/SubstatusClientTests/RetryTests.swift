@@ -123,7 +123,9 @@ struct SubstatusClientRetryTests {
         #expect(wait <= cap && wait >= cap / 2)
       }
     }
-    #expect(RetryPolicy(jitter: 0).backoff(beforeRetry: 1, random: 1) == .milliseconds(100))
+    #expect(RetryPolicy(jitter: 0).backoff(beforeRetry: 1, random: 1) == .milliseconds(200))
+    #expect(RetryPolicy.default.maximumAttempts == 5)
+    #expect(RetryPolicy.default.backoff(beforeRetry: 9, random: 0) == .seconds(3))
     #expect(RetryPolicy(jitter: 1).backoff(beforeRetry: 1, random: 1) == .zero)
   }
 
