@@ -160,8 +160,8 @@ let package = Package(
     .testTarget(
       name: "SubstatusCLIEndToEndTests",
       dependencies: [
-        "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "substatus",
-        "substatusd",
+        "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "HTTPServer",
+        "substatus", "substatusd",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

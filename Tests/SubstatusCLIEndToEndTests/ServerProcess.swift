@@ -20,7 +20,10 @@ final class ServerProcess: @unchecked Sendable {
 
   /// Starts `substatusd --grpc-listen 127.0.0.1:0 --http-listen 127.0.0.1:0` and waits for its
   /// ready file.
-  init(timeout: Duration = .seconds(30)) async throws {
+  /// - Parameters:
+  ///   - extraArguments: More flags, such as `--verify-receipt-production-url`.
+  ///   - timeout: How long to wait for the ready file.
+  init(extraArguments: [String] = [], timeout: Duration = .seconds(30)) async throws {
     let fileManager = FileManager.default
     directory = fileManager.temporaryDirectory.appendingPathComponent("substatus-e2e-\(UUID().uuidString)")
     try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -34,7 +37,7 @@ final class ServerProcess: @unchecked Sendable {
       "--data-dir", directory.appendingPathComponent("data").path,
       "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
       "--ready-file", ready.path, "--operator-key-file", keyFile.path,
-    ]
+    ] + extraArguments
     let handle = try FileHandle(forWritingTo: log)
     process.standardOutput = handle
     process.standardError = handle
