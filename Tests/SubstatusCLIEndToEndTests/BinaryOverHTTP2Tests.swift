@@ -72,30 +72,30 @@ struct BinaryOverHTTP2Tests {
   func binary() async throws {
     try await withFakeHTTP2Server { port, received in
       let address = "127.0.0.1:\(port)"
-      let health = try runSubstatusBinary(["health", "--addr", address])
-      #expect(health.status == 0)
+      let health = try await runSubstatusBinary(["health", "--addr", address])
+      #expect(health.status == 0, "\(health.stderr)")
       #expect(health.stdout == "SERVING\n")
 
-      let show = try runSubstatusBinary(["app", "show", "app_1", "--json"], environment: [
+      let show = try await runSubstatusBinary(["app", "show", "app_1", "--json"], environment: [
         "SUBSTATUS_ADDR": address, "SUBSTATUS_API_KEY": "sk_admin",
       ])
       #expect(show.status == 0, "\(show.stderr)")
       let app = try Substatus_V1_GetAppResponse(jsonString: show.stdout).app
       #expect(app?.bundleID == "com.example.app")
 
-      let missing = try runSubstatusBinary(["app", "show", "nope", "--addr", address, "--key", "sk_admin"])
+      let missing = try await runSubstatusBinary(["app", "show", "nope", "--addr", address, "--key", "sk_admin"])
       #expect(missing.status == 1)
       #expect(missing.stdout == "")
       #expect(missing.stderr == "substatus: NOT_FOUND: app \"nope\" not found\n")
 
-      let secret = try runSubstatusBinary(
+      let secret = try await runSubstatusBinary(
         ["app", "set-secret", "app_1", "--addr", address, "--key", "sk_admin"],
         stdin: Array("0123456789abcdef0123456789abcdef\n".utf8))
       #expect(secret.status == 0, "\(secret.stderr)")
       #expect(secret.stdout == "fingerprint  sha256:0011223344556677\n")
       #expect(received.secrets.withLock { $0 } == ["0123456789abcdef0123456789abcdef"])
 
-      let usage = try runSubstatusBinary(["app", "show", "--addr", address, "--key", "k"])
+      let usage = try await runSubstatusBinary(["app", "show", "--addr", address, "--key", "k"])
       #expect(usage.status == 2)
       #expect(usage.stderr.hasPrefix("substatus app show: missing argument APP\n"))
 
@@ -110,7 +110,7 @@ struct BinaryOverHTTP2Tests {
     let port = try HTTP2ServerTransport(configuration: .init(host: "127.0.0.1", port: 0)).port
     let clock = ContinuousClock()
     let start = clock.now
-    let run = try runSubstatusBinary(["health", "--addr", "127.0.0.1:\(port)", "--timeout", "3"])
+    let run = try await runSubstatusBinary(["health", "--addr", "127.0.0.1:\(port)", "--timeout", "3"])
     #expect(run.status == 1)
     #expect(run.stderr.hasPrefix("substatus: UNAVAILABLE: "))
     #expect(run.stderr.split(separator: "\n").count == 1)

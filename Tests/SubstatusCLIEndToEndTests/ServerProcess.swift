@@ -94,7 +94,22 @@ struct ProcessRun: Sendable {
 }
 
 /// Runs the built `substatus` executable with arguments and standard input.
-func runSubstatusBinary(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws
+///
+/// The blocking reads and wait happen on a thread of their own: blocking one of the few threads
+/// of Swift's cooperative pool would starve the in-process servers the executable talks to.
+func runSubstatusBinary(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:])
+  async throws -> ProcessRun
+{
+  try await withCheckedThrowingContinuation { continuation in
+    let thread = Thread {
+      continuation.resume(
+        with: Result { try runSubstatusBinaryBlocking(arguments, stdin: stdin, environment: environment) })
+    }
+    thread.start()
+  }
+}
+
+private func runSubstatusBinaryBlocking(_ arguments: [String], stdin: [UInt8], environment: [String: String]) throws
   -> ProcessRun
 {
   let process = Process()
