@@ -7,8 +7,10 @@ import SubstatusClient
 
 let environment = CLIEnvironment(
   variables: ProcessInfo.processInfo.environment,
-  standardOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
-  standardError: { FileHandle.standardError.write(Data($0.utf8)) },
+  // A closed pipe (`substatus app list | head -1`) must not crash the program: write errors are
+  // dropped (SIGPIPE is ignored by the transport).
+  standardOutput: { try? FileHandle.standardOutput.write(contentsOf: Data($0.utf8)) },
+  standardError: { try? FileHandle.standardError.write(contentsOf: Data($0.utf8)) },
   readStandardInput: { [UInt8](FileHandle.standardInput.readDataToEndOfFile()) },
   connect: { address throws -> any ClientTransport in
     let (host, port) = try SubstatusClient.parseAddress(address)
