@@ -103,9 +103,12 @@ let package = Package(
     .executableTarget(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
-    .executableTarget(
-      name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
+    .target(
+      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
+      exclude: ["README.md"], swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
       swiftSettings: swiftSettings),
@@ -166,5 +169,11 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "AppStoreSimulatorTests",
+      dependencies: [
+        "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
+      ],
+      swiftSettings: swiftSettings),
   ]
 )

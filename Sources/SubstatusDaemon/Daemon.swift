@@ -19,6 +19,7 @@ public enum SubstatusDaemon {
     let log = LogSink.standardError
     func fail(_ message: String, status: Int32 = 1) -> Int32 {
       log.write(.object(["level": .string("error"), "msg": .string(message)]))
+      log.flush()
       return status
     }
     if configuration.store != "sqlite" {
@@ -138,6 +139,7 @@ public enum SubstatusDaemon {
       await http.stop()
       withExtendedLifetime(signals) {}
       log.info("stopped")
+      log.flush()
       return status
     }
   }
