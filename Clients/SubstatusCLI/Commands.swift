@@ -101,7 +101,7 @@ let commandTable: [CommandSpec] = [
     summary: "the user's state in every subscription group, and entitlements"),
   CommandSpec(
     words: ["history"], positionals: ["APP", "USER"], options: [environmentOption],
-    summary: "the user's stored transactions (newest first) and renewal infos"),
+    summary: "the user's stored transactions (oldest purchase first) and renewal infos"),
   CommandSpec(
     words: ["report"], positionals: ["APP"], options: [asOfOption, environmentOption],
     summary: "the app's subscription counts by state"),

@@ -529,7 +529,7 @@ extension SubstatusClient {
       Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent, options: options)
   }
 
-  /// Returns one page of the user's stored transactions, newest purchase first
+  /// Returns one page of the user's stored transactions, oldest purchase first
   /// (`StatusService.GetTransactionHistory`). Idempotent. See
   /// ``transactionHistoryPages(appID:userID:environment:pageSize:options:)`` for every page.
   ///

