@@ -77,7 +77,8 @@ let globalOptions: [OptionSpec] = [
     help: "print the response message as canonical proto3 JSON instead of tables"),
   OptionSpec(
     name: "--timeout", value: "SECONDS",
-    help: "the deadline of the call, retries included (default \(SubstatusCLI.defaultTimeoutSeconds))"),
+    help:
+      "the deadline of the call, retries included (default \(SubstatusCLI.defaultTimeoutSeconds))"),
   OptionSpec(name: "--help", value: nil, help: "show help for the command"),
 ]
 
@@ -85,7 +86,9 @@ let globalOptions: [OptionSpec] = [
 ///
 /// Global flags may come anywhere; a command's flags after its words. `--flag=value` and
 /// `--flag value` are both accepted; `--` ends the flags; `-` is an ordinary value.
-func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> ParsedArguments {
+func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(UsageError)
+  -> ParsedArguments
+{
   var parsed = ParsedArguments()
   var words: [String] = []
   var onlyPositionals = false
@@ -114,11 +117,15 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
         globalOptions.first { $0.name == name } ?? parsed.command?.options.first { $0.name == name }
       guard let spec else {
         if let command = parsed.command {
-          throw UsageError(message: "unknown flag \(name) for '\(command.name)'", command: command.name)
-        }
-        if !words.isEmpty, commands.contains(where: { Array($0.words.prefix(words.count)) == words }) {
           throw UsageError(
-            message: "unknown flag \(name) before the command is complete ('\(words.joined(separator: " "))')",
+            message: "unknown flag \(name) for '\(command.name)'", command: command.name)
+        }
+        if !words.isEmpty,
+          commands.contains(where: { Array($0.words.prefix(words.count)) == words })
+        {
+          throw UsageError(
+            message:
+              "unknown flag \(name) before the command is complete ('\(words.joined(separator: " "))')",
             command: nil)
         }
         throw UsageError(message: "unknown flag \(name)", command: nil)
@@ -130,7 +137,8 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
         } else {
           guard index < arguments.count else {
             throw UsageError(
-              message: "flag \(name) needs a value (\(name) \(placeholder))", command: parsed.command?.name)
+              message: "flag \(name) needs a value (\(name) \(placeholder))",
+              command: parsed.command?.name)
           }
           value = arguments[index]
           index += 1
@@ -142,7 +150,8 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
         value = ""
       }
       if parsed.options[name] != nil && !spec.repeatable && spec.value != nil {
-        throw UsageError(message: "flag \(name) given more than once", command: parsed.command?.name)
+        throw UsageError(
+          message: "flag \(name) given more than once", command: parsed.command?.name)
       }
       parsed.options[name, default: []].append(value)
       continue
@@ -220,7 +229,8 @@ func help(commands: [CommandSpec], group: [String] = []) -> String {
   text += formatColumns(rows)
   text += "\nGlobal flags:\n" + optionTable(globalOptions)
   text += "\nRun 'substatus COMMAND --help' for a command's flags.\n"
-  text += "Exit status: 0 success, 1 the call failed (the message names the gRPC status), 2 usage.\n"
+  text +=
+    "Exit status: 0 success, 1 the call failed (the message names the gRPC status), 2 usage.\n"
   return text
 }
 

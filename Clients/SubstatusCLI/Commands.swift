@@ -4,9 +4,11 @@ import SubstatusClient
 import SubstatusWire
 
 private let asOfOption = OptionSpec(
-  name: "--as-of", value: "MS", help: "answer as of this instant, in ms since the epoch (default: now)")
+  name: "--as-of", value: "MS",
+  help: "answer as of this instant, in ms since the epoch (default: now)")
 private let environmentOption = OptionSpec(
-  name: "--environment", value: "production|sandbox", help: "whose purchases count (default production)")
+  name: "--environment", value: "production|sandbox",
+  help: "whose purchases count (default production)")
 
 /// Every command of the CLI contract (DESIGN.md "The CLI contract").
 let commandTable: [CommandSpec] = [
@@ -14,25 +16,32 @@ let commandTable: [CommandSpec] = [
     words: ["tenant", "create"], positionals: ["NAME"], options: [],
     summary: "create a tenant; prints its id and its first admin key (operator key)",
     details: "The admin key is shown only once: store it now."),
-  CommandSpec(words: ["tenant", "list"], positionals: [], options: [], summary: "list the tenants (operator key)"),
+  CommandSpec(
+    words: ["tenant", "list"], positionals: [], options: [],
+    summary: "list the tenants (operator key)"),
   CommandSpec(
     words: ["tenant", "disable"], positionals: ["TENANT_ID"], options: [],
     summary: "disable a tenant: its keys stop working, its data is kept (operator key)"),
   CommandSpec(
     words: ["app", "register"], positionals: [],
     options: [
-      OptionSpec(name: "--bundle-id", value: "ID", help: "the app's bundle identifier", required: true),
+      OptionSpec(
+        name: "--bundle-id", value: "ID", help: "the app's bundle identifier", required: true),
       OptionSpec(name: "--name", value: "N", help: "a display name (default: the bundle id)"),
       OptionSpec(name: "--apple-app-id", value: "N", help: "App Store Connect's numeric app id"),
     ],
     summary: "register an app of the tenant; prints its app id"),
-  CommandSpec(words: ["app", "list"], positionals: [], options: [], summary: "list the tenant's apps"),
-  CommandSpec(words: ["app", "show"], positionals: ["APP"], options: [], summary: "show one app and its policy"),
+  CommandSpec(
+    words: ["app", "list"], positionals: [], options: [], summary: "list the tenant's apps"),
+  CommandSpec(
+    words: ["app", "show"], positionals: ["APP"], options: [],
+    summary: "show one app and its policy"),
   CommandSpec(
     words: ["app", "set-secret"], positionals: ["APP"],
     options: [
       OptionSpec(
-        name: "--secret-file", value: "F", help: "read the shared secret from F (default: standard input)")
+        name: "--secret-file", value: "F",
+        help: "read the shared secret from F (default: standard input)")
     ],
     summary: "set the app's App Store shared secret; prints its fingerprint",
     details:
@@ -41,12 +50,16 @@ let commandTable: [CommandSpec] = [
   CommandSpec(
     words: ["app", "set-policy"], positionals: ["APP"],
     options: [
-      OptionSpec(name: "--refunds-block-intro", value: "BOOL", help: "a refund in a group blocks its intro offer"),
+      OptionSpec(
+        name: "--refunds-block-intro", value: "BOOL",
+        help: "a refund in a group blocks its intro offer"),
       OptionSpec(
         name: "--lapsed-subscribers-get-intro", value: "BOOL",
         help: "lapsed subscribers who never used an intro offer get it"),
-      OptionSpec(name: "--billing-retry-entitled", value: "BOOL", help: "billing retry entitles like grace"),
-      OptionSpec(name: "--promo-scope", value: "group|app", help: "where promotional eligibility looks"),
+      OptionSpec(
+        name: "--billing-retry-entitled", value: "BOOL", help: "billing retry entitles like grace"),
+      OptionSpec(
+        name: "--promo-scope", value: "group|app", help: "where promotional eligibility looks"),
     ],
     summary: "change the app's eligibility policy (only the fields given)",
     details: "BOOL is true or false. At least one flag is needed; the others keep their values."),
@@ -54,34 +67,43 @@ let commandTable: [CommandSpec] = [
     words: ["product", "put"], positionals: ["APP"],
     options: [
       OptionSpec(
-        name: "--file", value: "CATALOG.json", help: "{\"products\":[Product in proto3 JSON, ...]}; - for stdin",
+        name: "--file", value: "CATALOG.json",
+        help: "{\"products\":[Product in proto3 JSON, ...]}; - for stdin",
         required: true)
     ],
     summary: "insert or replace catalog products",
     details:
       "Example catalog:\n  {\"products\":[{\"productId\":\"pro.monthly\",\"type\":\"PRODUCT_TYPE_AUTO_RENEWABLE\",\n    \"subscriptionGroupId\":\"pro\",\"duration\":\"P1M\",\"hasIntroductoryOffer\":true}]}"
   ),
-  CommandSpec(words: ["product", "list"], positionals: ["APP"], options: [], summary: "list the app's catalog"),
+  CommandSpec(
+    words: ["product", "list"], positionals: ["APP"], options: [], summary: "list the app's catalog"
+  ),
   CommandSpec(
     words: ["key", "create"], positionals: [],
     options: [
-      OptionSpec(name: "--role", value: "admin|ingest|read", help: "what the key may call", required: true),
       OptionSpec(
-        name: "--app", value: "APP", help: "limit the key to this app (repeatable; default: all apps)",
+        name: "--role", value: "admin|ingest|read", help: "what the key may call", required: true),
+      OptionSpec(
+        name: "--app", value: "APP",
+        help: "limit the key to this app (repeatable; default: all apps)",
         repeatable: true),
-      OptionSpec(name: "--description", value: "TEXT", help: "a note, such as \"billing backend, prod\""),
+      OptionSpec(
+        name: "--description", value: "TEXT", help: "a note, such as \"billing backend, prod\""),
     ],
     summary: "create an API key; prints its id and the key (shown only once)"),
   CommandSpec(
     words: ["key", "list"], positionals: [],
     options: [OptionSpec(name: "--show-revoked", value: nil, help: "list revoked keys too")],
     summary: "list the tenant's API keys (never the keys themselves)"),
-  CommandSpec(words: ["key", "revoke"], positionals: ["KEY_ID"], options: [], summary: "revoke an API key at once"),
+  CommandSpec(
+    words: ["key", "revoke"], positionals: ["KEY_ID"], options: [],
+    summary: "revoke an API key at once"),
   CommandSpec(
     words: ["receipt", "submit"], positionals: ["APP", "USER"],
     options: [
       OptionSpec(
-        name: "--receipt-file", value: "F|-", help: "the App Store receipt (binary or base64); - for stdin",
+        name: "--receipt-file", value: "F|-",
+        help: "the App Store receipt (binary or base64); - for stdin",
         required: true)
     ],
     summary: "verify a receipt with Apple and store its purchases; prints the user's status"),
@@ -89,12 +111,14 @@ let commandTable: [CommandSpec] = [
     words: ["receipt", "import"], positionals: ["APP", "USER"],
     options: [
       OptionSpec(
-        name: "--file", value: "RESPONSE.json|-", help: "a verifyReceipt response body; - for stdin",
+        name: "--file", value: "RESPONSE.json|-",
+        help: "a verifyReceipt response body; - for stdin",
         required: true)
     ],
     summary: "store a verifyReceipt response body; prints the user's status"),
   CommandSpec(
-    words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."], options: [asOfOption, environmentOption],
+    words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."],
+    options: [asOfOption, environmentOption],
     summary: "which products the user may buy with an introductory or promotional offer, and why"),
   CommandSpec(
     words: ["status"], positionals: ["APP", "USER"], options: [asOfOption, environmentOption],
@@ -107,7 +131,8 @@ let commandTable: [CommandSpec] = [
     summary: "the app's subscription counts by state"),
   CommandSpec(
     words: ["health"], positionals: [], options: [],
-    summary: "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
+    summary:
+      "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
 ]
 
@@ -128,7 +153,9 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     }
 
   case "tenant list":
-    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListTenantsResponse.nextPageToken) {
+    let pages = try await PagedSequence(
+      nextPageToken: \Substatus_V1_ListTenantsResponse.nextPageToken
+    ) {
       token throws(RPCError) in try await client.listTenants(pageSize: 1000, pageToken: token)
     }.collect()
     var all = Substatus_V1_ListTenantsResponse()
@@ -137,7 +164,10 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       report.table(
         ["TENANT ID", "NAME", "CREATED", "DISABLED"],
         all.tenants.map {
-          [$0.tenantID, $0.name, Format.time($0.createdMs), $0.disabled ? Format.time($0.disabledMs) : "-"]
+          [
+            $0.tenantID, $0.name, Format.time($0.createdMs),
+            $0.disabled ? Format.time($0.disabledMs) : "-",
+          ]
         }, empty: "no tenants")
     }
 
@@ -162,7 +192,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "app list":
-    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListAppsResponse.nextPageToken) {
+    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListAppsResponse.nextPageToken)
+    {
       token throws(RPCError) in try await client.listApps(pageSize: 1000, pageToken: token)
     }.collect()
     var all = Substatus_V1_ListAppsResponse()
@@ -172,7 +203,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ["APP ID", "BUNDLE ID", "NAME", "APPLE APP ID", "SECRET", "CREATED"],
         all.apps.map {
           [
-            $0.appID, $0.bundleID, Format.orDash($0.displayName), $0.appleAppID == 0 ? "-" : String($0.appleAppID),
+            $0.appID, $0.bundleID, Format.orDash($0.displayName),
+            $0.appleAppID == 0 ? "-" : String($0.appleAppID),
             Format.orDash($0.sharedSecretFingerprint), Format.time($0.createdMs),
           ]
         }, empty: "no apps")
@@ -181,11 +213,13 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
   case "app show":
     var request = Substatus_V1_GetAppRequest()
     request.appID = context.argument(0)
-    let response = try await client.call(Substatus_V1_AdminService.getApp, request, idempotency: .idempotent)
+    let response = try await client.call(
+      Substatus_V1_AdminService.getApp, request, idempotency: .idempotent)
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "app set-secret":
-    let bytes = try context.read(context.parsed.value("--secret-file") ?? "-", what: "the shared secret")
+    let bytes = try context.read(
+      context.parsed.value("--secret-file") ?? "-", what: "the shared secret")
     guard let text = String(validating: bytes, as: UTF8.self) else {
       throw UsageError(message: "the shared secret is not UTF-8 text", command: command.name)
     }
@@ -193,7 +227,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     guard !secret.isEmpty else {
       throw UsageError(message: "the shared secret is empty", command: command.name)
     }
-    let response = try await client.setSharedSecret(appID: context.argument(0), sharedSecret: secret)
+    let response = try await client.setSharedSecret(
+      appID: context.argument(0), sharedSecret: secret)
     var fields = [("fingerprint", response.fingerprint)]
     if !response.previousFingerprint.isEmpty {
       fields.append(("previous fingerprint", response.previousFingerprint))
@@ -245,7 +280,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       catalog = try Substatus_V1_PutProductsResponse(jsonString: text)
     } catch {
       throw UsageError(
-        message: "\(path == "-" ? "standard input" : path) is not a catalog {\"products\":[...]}: \(error.message)",
+        message:
+          "\(path == "-" ? "standard input" : path) is not a catalog {\"products\":[...]}: \(error.message)",
         command: command.name)
     }
     guard !catalog.products.isEmpty else {
@@ -260,8 +296,11 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   case "product list":
     let app = context.argument(0)
-    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListProductsResponse.nextPageToken) {
-      token throws(RPCError) in try await client.listProducts(appID: app, pageSize: 1000, pageToken: token)
+    let pages = try await PagedSequence(
+      nextPageToken: \Substatus_V1_ListProductsResponse.nextPageToken
+    ) {
+      token throws(RPCError) in
+      try await client.listProducts(appID: app, pageSize: 1000, pageToken: token)
     }.collect()
     var all = Substatus_V1_ListProductsResponse()
     all.products = pages.flatMap(\.products)
@@ -289,7 +328,9 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   case "key list":
     let showRevoked = context.parsed.has("--show-revoked")
-    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListApiKeysResponse.nextPageToken) {
+    let pages = try await PagedSequence(
+      nextPageToken: \Substatus_V1_ListApiKeysResponse.nextPageToken
+    ) {
       token throws(RPCError) in
       try await client.listApiKeys(showRevoked: showRevoked, pageSize: 1000, pageToken: token)
     }.collect()
@@ -301,7 +342,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         all.apiKeys.map {
           [
             $0.keyID, Format.name($0.role, prefix: "API_KEY_ROLE_"),
-            $0.appIDs.isEmpty ? "all" : $0.appIDs.joined(separator: ","), Format.orDash($0.displayPrefix),
+            $0.appIDs.isEmpty ? "all" : $0.appIDs.joined(separator: ","),
+            Format.orDash($0.displayPrefix),
             Format.orDash($0.description), Format.time($0.createdMs), Format.time($0.lastUsedMs),
             $0.revoked ? Format.time($0.revokedMs) : "-",
           ]
@@ -324,26 +366,35 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
   case "receipt submit":
     let bytes = try context.read(context.parsed.value("--receipt-file") ?? "-", what: "the receipt")
     let receipt = receiptBase64(bytes)
-    guard !receipt.isEmpty else { throw UsageError(message: "the receipt is empty", command: command.name) }
+    guard !receipt.isEmpty else {
+      throw UsageError(message: "the receipt is empty", command: command.name)
+    }
     let response = try await client.submitReceipt(
       appID: context.argument(0), userID: context.argument(1), receiptData: receipt)
     return render(context, response) { report in
       report.fields([
         ("user", response.userID), ("environment", Format.environment(response.environment)),
-        ("transactions", "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"),
+        (
+          "transactions",
+          "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"
+        ),
         ("as of", Format.time(response.asOfMs)),
       ])
       statusTables(&report, response.groups, response.entitlements)
     }
 
   case "receipt import":
-    let bytes = try context.read(context.parsed.value("--file") ?? "-", what: "the verifyReceipt response")
+    let bytes = try context.read(
+      context.parsed.value("--file") ?? "-", what: "the verifyReceipt response")
     let response = try await client.importReceiptResponse(
       appID: context.argument(0), userID: context.argument(1), json: bytes)
     return render(context, response) { report in
       report.fields([
         ("user", response.userID), ("environment", Format.environment(response.environment)),
-        ("transactions", "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"),
+        (
+          "transactions",
+          "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"
+        ),
         ("as of", Format.time(response.asOfMs)),
       ])
       statusTables(&report, response.groups, response.entitlements)
@@ -372,7 +423,9 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         user.products.map { product in
           let intro = product.introductory ?? Substatus_V1_OfferEligibility()
           let promo = product.promotional ?? Substatus_V1_OfferEligibility()
-          let evidence = [intro.evidenceTransactionID, promo.evidenceTransactionID].filter { !$0.isEmpty }
+          let evidence = [intro.evidenceTransactionID, promo.evidenceTransactionID].filter {
+            !$0.isEmpty
+          }
           return [
             product.productID,
             product.type == .unspecified ? "-" : Format.name(product.type, prefix: "PRODUCT_TYPE_"),
@@ -408,20 +461,26 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     all.renewalInfos = pages.flatMap(\.renewalInfos)
     return render(context, all) { report in
       report.table(
-        ["TRANSACTION", "ORIGINAL", "PRODUCT", "PURCHASED", "EXPIRES", "REVOKED", "OFFER", "OWNERSHIP", "FLAGS"],
+        [
+          "TRANSACTION", "ORIGINAL", "PRODUCT", "PURCHASED", "EXPIRES", "REVOKED", "OFFER",
+          "OWNERSHIP", "FLAGS",
+        ],
         all.transactions.map { transaction in
           var flags: [String] = []
           if transaction.isTrialPeriod { flags.append("trial") }
           if transaction.isInIntroOfferPeriod { flags.append("intro") }
           if transaction.isUpgraded { flags.append("upgraded") }
           if transaction.revocationType != .unspecified {
-            flags.append(Format.name(transaction.revocationType, prefix: "REVOCATION_TYPE_").lowercased())
+            flags.append(
+              Format.name(transaction.revocationType, prefix: "REVOCATION_TYPE_").lowercased())
           }
           return [
-            transaction.transactionID, Format.orDash(transaction.originalTransactionID), transaction.productID,
+            transaction.transactionID, Format.orDash(transaction.originalTransactionID),
+            transaction.productID,
             Format.time(transaction.purchaseDateMs), Format.time(transaction.expiresDateMs),
             Format.time(transaction.revocationDateMs),
-            transaction.offerType == .unspecified ? "-" : Format.name(transaction.offerType, prefix: "OFFER_TYPE_"),
+            transaction.offerType == .unspecified
+              ? "-" : Format.name(transaction.offerType, prefix: "OFFER_TYPE_"),
             transaction.ownership == .unspecified
               ? "-" : Format.name(transaction.ownership, prefix: "OWNERSHIP_TYPE_"),
             flags.isEmpty ? "-" : flags.joined(separator: ","),
@@ -433,7 +492,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
           ["ORIGINAL", "PRODUCT", "AUTO-RENEW", "RENEWS INTO", "BILLING RETRY", "GRACE EXPIRES"],
           all.renewalInfos.map {
             [
-              $0.originalTransactionID, Format.orDash($0.productID), Format.yesNo($0.autoRenewEnabled),
+              $0.originalTransactionID, Format.orDash($0.productID),
+              Format.yesNo($0.autoRenewEnabled),
               Format.orDash($0.autoRenewProductID), Format.yesNo($0.isInBillingRetryPeriod),
               Format.time($0.gracePeriodExpiresDateMs),
             ]
@@ -443,7 +503,8 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   case "report":
     let counts = try await client.report(
-      appID: context.argument(0), asOf: try context.asOf(), environment: try context.environmentFlag())
+      appID: context.argument(0), asOf: try context.asOf(),
+      environment: try context.environmentFlag())
     var response = Substatus_V1_GetReportResponse()
     response.report = counts
     return render(context, response) {
@@ -489,12 +550,16 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
     ("app id", app.appID), ("bundle id", app.bundleID),
     ("apple app id", app.appleAppID == 0 ? "-" : String(app.appleAppID)),
     ("name", Format.orDash(app.displayName)),
-    ("shared secret", app.sharedSecretFingerprint.isEmpty ? "not set" : app.sharedSecretFingerprint),
+    (
+      "shared secret", app.sharedSecretFingerprint.isEmpty ? "not set" : app.sharedSecretFingerprint
+    ),
   ]
   if !app.previousSharedSecretFingerprint.isEmpty {
     fields.append(
-      ("previous secret",
-       "\(app.previousSharedSecretFingerprint) until \(Format.time(app.previousSharedSecretValidUntilMs))"))
+      (
+        "previous secret",
+        "\(app.previousSharedSecretFingerprint) until \(Format.time(app.previousSharedSecretValidUntilMs))"
+      ))
   }
   fields.append(("created", Format.time(app.createdMs)))
   if let policy = app.policy {
@@ -502,7 +567,11 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
       ("refunds block intro", String(policy.refundsBlockIntro)),
       ("lapsed subscribers get intro", String(policy.lapsedSubscribersGetIntro)),
       ("billing retry entitled", String(policy.billingRetryEntitled)),
-      ("promo scope", policy.promoScope == .unspecified ? "GROUP" : Format.name(policy.promoScope, prefix: "PROMO_SCOPE_")),
+      (
+        "promo scope",
+        policy.promoScope == .unspecified
+          ? "GROUP" : Format.name(policy.promoScope, prefix: "PROMO_SCOPE_")
+      ),
     ]
   }
   report.fields(fields)
@@ -513,7 +582,8 @@ private func productTable(_ report: inout Report, _ products: [Substatus_V1_Prod
     ["PRODUCT", "TYPE", "GROUP", "DURATION", "INTRO OFFER", "PROMOTIONAL OFFERS"],
     products.map {
       [
-        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"), Format.orDash($0.subscriptionGroupID),
+        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"),
+        Format.orDash($0.subscriptionGroupID),
         Format.orDash($0.duration), Format.yesNo($0.hasIntroductoryOffer),
         $0.promotionalOfferIDs.isEmpty ? "-" : $0.promotionalOfferIDs.joined(separator: ","),
       ]
@@ -521,7 +591,8 @@ private func productTable(_ report: inout Report, _ products: [Substatus_V1_Prod
 }
 
 private func statusTables(
-  _ report: inout Report, _ groups: [Substatus_V1_GroupStatus], _ entitlements: [Substatus_V1_Entitlement]
+  _ report: inout Report, _ groups: [Substatus_V1_GroupStatus],
+  _ entitlements: [Substatus_V1_Entitlement]
 ) {
   report.gap()
   report.table(
@@ -536,9 +607,11 @@ private func statusTables(
       }
       return [
         group.subscriptionGroupID, Format.name(group.state, prefix: "SUBSCRIPTION_STATE_"),
-        Format.orDash(group.productID), Format.time(group.expiresMs), Format.time(group.gracePeriodExpiresMs),
+        Format.orDash(group.productID), Format.time(group.expiresMs),
+        Format.time(group.gracePeriodExpiresMs),
         group.state == .neverSubscribed ? "-" : Format.yesNo(group.autoRenewEnabled),
-        group.ownership == .unspecified ? "-" : Format.name(group.ownership, prefix: "OWNERSHIP_TYPE_"),
+        group.ownership == .unspecified
+          ? "-" : Format.name(group.ownership, prefix: "OWNERSHIP_TYPE_"),
         notes.isEmpty ? "-" : notes.joined(separator: ", "),
       ]
     }, empty: "no subscription groups")
@@ -547,7 +620,8 @@ private func statusTables(
     ["ENTITLEMENT", "TYPE", "GROUP", "EXPIRES", "OWNERSHIP", "TRANSACTION"],
     entitlements.map {
       [
-        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"), Format.orDash($0.subscriptionGroupID),
+        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"),
+        Format.orDash($0.subscriptionGroupID),
         $0.expiresMs == 0 ? "never" : Format.time($0.expiresMs),
         $0.ownership == .unspecified ? "-" : Format.name($0.ownership, prefix: "OWNERSHIP_TYPE_"),
         Format.orDash($0.transactionID),

@@ -60,7 +60,8 @@ enum Format {
 
   private static func pad(_ value: Int64, _ width: Int) -> String {
     let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    return digits.count >= width
+      ? digits : String(repeating: "0", count: width - digits.count) + digits
   }
 }
 

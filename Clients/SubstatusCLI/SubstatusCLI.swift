@@ -148,9 +148,11 @@ final class LazyTransport: ClientTransport {
     } catch let error as RPCError {
       throw error
     } catch {
-      throw RPCError(code: .unavailable, message: "cannot connect to \(address): \(error)", cause: error)
+      throw RPCError(
+        code: .unavailable, message: "cannot connect to \(address): \(error)", cause: error)
     }
-    return try await connected.unary(method: method, request: request, metadata: metadata, options: options)
+    return try await connected.unary(
+      method: method, request: request, metadata: metadata, options: options)
   }
 }
 
@@ -172,13 +174,16 @@ struct CommandContext: Sendable {
     self.command = command
     self.environment = environment
     json = parsed.has("--json")
-    let address = parsed.value("--addr") ?? environment.variables["SUBSTATUS_ADDR"] ?? SubstatusCLI.defaultAddress
+    let address =
+      parsed.value("--addr") ?? environment.variables["SUBSTATUS_ADDR"]
+      ?? SubstatusCLI.defaultAddress
     try Self.checkAddress(address, command: command.name)
     var timeout = Duration.seconds(SubstatusCLI.defaultTimeoutSeconds)
     if let text = parsed.value("--timeout") {
       guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
         throw UsageError(
-          message: "--timeout needs a positive number of seconds, not '\(text)'", command: command.name)
+          message: "--timeout needs a positive number of seconds, not '\(text)'",
+          command: command.name)
       }
       timeout = .nanoseconds(Int64(seconds * 1e9))
     }
@@ -210,7 +215,8 @@ struct CommandContext: Sendable {
     guard let text = parsed.value(flag) else { return nil }
     guard let value = Int64(text), value >= minimum else {
       throw UsageError(
-        message: "\(flag) needs an integer of at least \(minimum), not '\(text)'", command: command.name)
+        message: "\(flag) needs an integer of at least \(minimum), not '\(text)'",
+        command: command.name)
     }
     return value
   }
@@ -257,7 +263,9 @@ struct CommandContext: Sendable {
       return path == "-" ? try environment.readStandardInput() : try environment.readFile(path)
     } catch {
       let source = path == "-" ? "standard input" : "'\(path)'"
-      throw UsageError(message: "cannot read \(what) from \(source): \(error.localizedDescription)", command: command.name)
+      throw UsageError(
+        message: "cannot read \(what) from \(source): \(error.localizedDescription)",
+        command: command.name)
     }
   }
 }

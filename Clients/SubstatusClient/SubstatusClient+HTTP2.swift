@@ -20,16 +20,20 @@ extension SubstatusClient {
   /// - Throws: `RPCError` `INVALID_ARGUMENT` for a malformed address, `UNAVAILABLE` when the
   ///   transport cannot start.
   public init(
-    address: String, apiKey: String?, defaultTimeout: Duration? = nil, retryPolicy: RetryPolicy = .default
+    address: String, apiKey: String?, defaultTimeout: Duration? = nil,
+    retryPolicy: RetryPolicy = .default
   ) throws(RPCError) {
     let (host, port) = try Self.parseAddress(address)
     let transport: HTTP2ClientTransport
     do {
       transport = try HTTP2ClientTransport(configuration: .init(host: host, port: port))
     } catch {
-      throw RPCError(code: .unavailable, message: "cannot start the HTTP/2 transport: \(error)", cause: error)
+      throw RPCError(
+        code: .unavailable, message: "cannot start the HTTP/2 transport: \(error)", cause: error)
     }
-    self.init(transport: transport, apiKey: apiKey, defaultTimeout: defaultTimeout, retryPolicy: retryPolicy)
+    self.init(
+      transport: transport, apiKey: apiKey, defaultTimeout: defaultTimeout, retryPolicy: retryPolicy
+    )
   }
 
   /// Splits `HOST:PORT` (`[V6]:PORT` for IPv6) into host and port.

@@ -36,7 +36,8 @@ extension SubstatusClient {
     var request = Substatus_V1_CreateTenantRequest()
     request.name = name
     return try await call(
-      Substatus_V1_TenantService.createTenant, request, idempotency: .nonIdempotent, options: options)
+      Substatus_V1_TenantService.createTenant, request, idempotency: .nonIdempotent,
+      options: options)
   }
 
   /// Lists tenants, oldest first (`TenantService.ListTenants`; operator key). Idempotent.
@@ -48,7 +49,8 @@ extension SubstatusClient {
   /// - Returns: One page of tenants.
   /// - Throws: `RPCError`.
   public func listTenants(
-    pageSize: Int32 = 0, pageToken: String = "", options: SubstatusCallOptions = SubstatusCallOptions()
+    pageSize: Int32 = 0, pageToken: String = "",
+    options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Substatus_V1_ListTenantsResponse {
     var request = Substatus_V1_ListTenantsRequest()
     request.pageSize = pageSize
@@ -64,13 +66,16 @@ extension SubstatusClient {
   ///   - options: Deadline and metadata.
   /// - Returns: The tenant as it is now.
   /// - Throws: `RPCError` (`NOT_FOUND` for an unknown tenant).
-  public func disableTenant(tenantID: String, options: SubstatusCallOptions = SubstatusCallOptions())
+  public func disableTenant(
+    tenantID: String, options: SubstatusCallOptions = SubstatusCallOptions()
+  )
     async throws(RPCError) -> Substatus_V1_DisableTenantResponse
   {
     var request = Substatus_V1_DisableTenantRequest()
     request.tenantID = tenantID
     return try await call(
-      Substatus_V1_TenantService.disableTenant, request, idempotency: .nonIdempotent, options: options)
+      Substatus_V1_TenantService.disableTenant, request, idempotency: .nonIdempotent,
+      options: options)
   }
 }
 
@@ -130,7 +135,8 @@ extension SubstatusClient {
   /// - Returns: One page of apps.
   /// - Throws: `RPCError`.
   public func listApps(
-    pageSize: Int32 = 0, pageToken: String = "", options: SubstatusCallOptions = SubstatusCallOptions()
+    pageSize: Int32 = 0, pageToken: String = "",
+    options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Substatus_V1_ListAppsResponse {
     var request = Substatus_V1_ListAppsRequest()
     request.pageSize = pageSize
@@ -160,7 +166,8 @@ extension SubstatusClient {
     request.sharedSecret = sharedSecret
     request.previousSecretOverlapSeconds = previousSecretOverlapSeconds
     return try await call(
-      Substatus_V1_AdminService.setSharedSecret, request, idempotency: .nonIdempotent, options: options)
+      Substatus_V1_AdminService.setSharedSecret, request, idempotency: .nonIdempotent,
+      options: options)
   }
 
   /// Inserts or replaces catalog products by product id (`AdminService.PutProducts`). Not retried.
@@ -270,7 +277,8 @@ extension SubstatusClient {
     request.appIDs = appIDs
     request.description = description
     return try await call(
-      Substatus_V1_AdminService.createApiKey, request, idempotency: .nonIdempotent, options: options)
+      Substatus_V1_AdminService.createApiKey, request, idempotency: .nonIdempotent, options: options
+    )
   }
 
   /// Lists the tenant's API keys, oldest first (`AdminService.ListApiKeys`). Idempotent.
@@ -307,7 +315,8 @@ extension SubstatusClient {
     var request = Substatus_V1_RevokeApiKeyRequest()
     request.keyID = keyID
     let response = try await call(
-      Substatus_V1_AdminService.revokeApiKey, request, idempotency: .nonIdempotent, options: options)
+      Substatus_V1_AdminService.revokeApiKey, request, idempotency: .nonIdempotent, options: options
+    )
     return response.info ?? Substatus_V1_ApiKeyInfo()
   }
 }
@@ -526,7 +535,8 @@ extension SubstatusClient {
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
     return try await call(
-      Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent, options: options)
+      Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent,
+      options: options)
   }
 
   /// Returns one page of the user's stored transactions, oldest purchase first

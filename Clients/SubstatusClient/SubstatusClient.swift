@@ -140,7 +140,8 @@ public struct SubstatusClient: Sendable {
       if let deadline {
         let remaining = deadline - .now
         guard remaining > .zero else {
-          throw RPCError(code: .deadlineExceeded, message: "deadline exceeded before \(method.method)")
+          throw RPCError(
+            code: .deadlineExceeded, message: "deadline exceeded before \(method.method)")
         }
         callOptions.timeout = remaining
       }
@@ -152,10 +153,13 @@ public struct SubstatusClient: Sendable {
         } catch {
           throw RPCError(
             code: .internal,
-            message: "failed to decode \(Response.protoMessageName): \(error.message)", cause: error)
+            message: "failed to decode \(Response.protoMessageName): \(error.message)", cause: error
+          )
         }
       } catch {
-        guard RetryPolicy.isRetryable(error.code), attempt < policy.maximumAttempts else { throw error }
+        guard RetryPolicy.isRetryable(error.code), attempt < policy.maximumAttempts else {
+          throw error
+        }
         let wait = policy.backoff(beforeRetry: attempt, random: Double.random(in: 0...1))
         if let deadline, ContinuousClock.now + wait >= deadline {
           throw error

@@ -20,7 +20,9 @@ func withFakeHTTP2Server(_ body: (Int, Received) async throws -> Void) async thr
     method: Substatus_V1_AdminService.getApp.path, request: Substatus_V1_GetAppRequest.self,
     response: Substatus_V1_GetAppResponse.self
   ) { request, context in
-    received.authorizations.withLock { $0.append(context.metadata.firstString(forKey: "authorization")) }
+    received.authorizations.withLock {
+      $0.append(context.metadata.firstString(forKey: "authorization"))
+    }
     guard request.appID == "app_1" else {
       throw RPCError(code: .notFound, message: "app \"\(request.appID)\" not found")
     }
@@ -32,7 +34,8 @@ func withFakeHTTP2Server(_ body: (Int, Received) async throws -> Void) async thr
     return response
   }
   router.registerUnary(
-    method: Substatus_V1_AdminService.setSharedSecret.path, request: Substatus_V1_SetSharedSecretRequest.self,
+    method: Substatus_V1_AdminService.setSharedSecret.path,
+    request: Substatus_V1_SetSharedSecretRequest.self,
     response: Substatus_V1_SetSharedSecretResponse.self
   ) { request, _ in
     received.secrets.withLock { $0.append(request.sharedSecret) }
@@ -44,7 +47,9 @@ func withFakeHTTP2Server(_ body: (Int, Received) async throws -> Void) async thr
     method: Grpc_Health_V1_Health.check.path, request: Grpc_Health_V1_HealthCheckRequest.self,
     response: Grpc_Health_V1_HealthCheckResponse.self
   ) { _, context in
-    received.authorizations.withLock { $0.append(context.metadata.firstString(forKey: "authorization")) }
+    received.authorizations.withLock {
+      $0.append(context.metadata.firstString(forKey: "authorization"))
+    }
     var response = Grpc_Health_V1_HealthCheckResponse()
     response.status = .serving
     return response
@@ -76,14 +81,18 @@ struct BinaryOverHTTP2Tests {
       #expect(health.status == 0, "\(health.stderr)")
       #expect(health.stdout == "SERVING\n")
 
-      let show = try await runSubstatusBinary(["app", "show", "app_1", "--json"], environment: [
-        "SUBSTATUS_ADDR": address, "SUBSTATUS_API_KEY": "sk_admin",
-      ])
+      let show = try await runSubstatusBinary(
+        ["app", "show", "app_1", "--json"],
+        environment: [
+          "SUBSTATUS_ADDR": address, "SUBSTATUS_API_KEY": "sk_admin",
+        ])
       #expect(show.status == 0, "\(show.stderr)")
       let app = try Substatus_V1_GetAppResponse(jsonString: show.stdout).app
       #expect(app?.bundleID == "com.example.app")
 
-      let missing = try await runSubstatusBinary(["app", "show", "nope", "--addr", address, "--key", "sk_admin"])
+      let missing = try await runSubstatusBinary([
+        "app", "show", "nope", "--addr", address, "--key", "sk_admin",
+      ])
       #expect(missing.status == 1)
       #expect(missing.stdout == "")
       #expect(missing.stderr == "substatus: NOT_FOUND: app \"nope\" not found\n")
@@ -100,7 +109,8 @@ struct BinaryOverHTTP2Tests {
       #expect(usage.stderr.hasPrefix("substatus app show: missing argument APP\n"))
 
       // health sends no key; the others send the bearer key.
-      #expect(received.authorizations.withLock { $0 } == [nil, "Bearer sk_admin", "Bearer sk_admin"])
+      #expect(
+        received.authorizations.withLock { $0 } == [nil, "Bearer sk_admin", "Bearer sk_admin"])
     }
   }
 
@@ -110,7 +120,9 @@ struct BinaryOverHTTP2Tests {
     let port = try HTTP2ServerTransport(configuration: .init(host: "127.0.0.1", port: 0)).port
     let clock = ContinuousClock()
     let start = clock.now
-    let run = try await runSubstatusBinary(["health", "--addr", "127.0.0.1:\(port)", "--timeout", "3"])
+    let run = try await runSubstatusBinary([
+      "health", "--addr", "127.0.0.1:\(port)", "--timeout", "3",
+    ])
     #expect(run.status == 1)
     #expect(run.stderr.hasPrefix("substatus: UNAVAILABLE: "))
     #expect(run.stderr.split(separator: "\n").count == 1)
@@ -128,15 +140,20 @@ struct BinaryOverHTTP2Tests {
     }
   }
 
-  @Test("addresses parse as HOST:PORT", arguments: [
-    ("127.0.0.1:50051", "127.0.0.1", 50051), ("[::1]:7", "::1", 7), ("substatus.internal:443", "substatus.internal", 443),
-  ] as [(String, String, Int)])
+  @Test(
+    "addresses parse as HOST:PORT",
+    arguments: [
+      ("127.0.0.1:50051", "127.0.0.1", 50051), ("[::1]:7", "::1", 7),
+      ("substatus.internal:443", "substatus.internal", 443),
+    ] as [(String, String, Int)])
   func addresses(_ address: String, _ host: String, _ port: Int) throws {
     let parsed = try SubstatusClient.parseAddress(address)
     #expect(parsed.host == host && parsed.port == port)
   }
 
-  @Test("malformed addresses are INVALID_ARGUMENT", arguments: ["", "host", ":80", "host:0", "host:65536", "host:x"])
+  @Test(
+    "malformed addresses are INVALID_ARGUMENT",
+    arguments: ["", "host", ":80", "host:0", "host:65536", "host:x"])
   func badAddresses(_ address: String) {
     #expect(throws: RPCError.self) { try SubstatusClient.parseAddress(address) }
   }

@@ -25,7 +25,8 @@ final class ServerProcess: @unchecked Sendable {
   ///   - timeout: How long to wait for the ready file.
   init(extraArguments: [String] = [], timeout: Duration = .seconds(30)) async throws {
     let fileManager = FileManager.default
-    directory = fileManager.temporaryDirectory.appendingPathComponent("substatus-e2e-\(UUID().uuidString)")
+    directory = fileManager.temporaryDirectory.appendingPathComponent(
+      "substatus-e2e-\(UUID().uuidString)")
     try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json")
     let keyFile = directory.appendingPathComponent("operator.key")
@@ -33,11 +34,12 @@ final class ServerProcess: @unchecked Sendable {
     _ = fileManager.createFile(atPath: log.path, contents: nil)
     process = Process()
     process.executableURL = Self.binDirectory.appendingPathComponent("substatusd")
-    process.arguments = [
-      "--data-dir", directory.appendingPathComponent("data").path,
-      "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-      "--ready-file", ready.path, "--operator-key-file", keyFile.path,
-    ] + extraArguments
+    process.arguments =
+      [
+        "--data-dir", directory.appendingPathComponent("data").path,
+        "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+        "--ready-file", ready.path, "--operator-key-file", keyFile.path,
+      ] + extraArguments
     let handle = try FileHandle(forWritingTo: log)
     process.standardOutput = handle
     process.standardError = handle
@@ -62,7 +64,8 @@ final class ServerProcess: @unchecked Sendable {
     }
     grpcAddress = grpc
     httpAddress = http
-    operatorKey = (try String(contentsOf: keyFile, encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines)
+    operatorKey = (try String(contentsOf: keyFile, encoding: .utf8)).trimmingCharacters(
+      in: .whitespacesAndNewlines)
   }
 
   /// What the server printed so far.
@@ -74,7 +77,9 @@ final class ServerProcess: @unchecked Sendable {
       process.terminate()
       let clock = ContinuousClock()
       let deadline = clock.now + .seconds(5)
-      while process.isRunning && clock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+      while process.isRunning && clock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(20))
+      }
       if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
     try? FileManager.default.removeItem(at: directory)
@@ -97,19 +102,25 @@ struct ProcessRun: Sendable {
 ///
 /// The blocking reads and wait happen on a thread of their own: blocking one of the few threads
 /// of Swift's cooperative pool would starve the in-process servers the executable talks to.
-func runSubstatusBinary(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:])
+func runSubstatusBinary(
+  _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]
+)
   async throws -> ProcessRun
 {
   try await withCheckedThrowingContinuation { continuation in
     let thread = Thread {
       continuation.resume(
-        with: Result { try runSubstatusBinaryBlocking(arguments, stdin: stdin, environment: environment) })
+        with: Result {
+          try runSubstatusBinaryBlocking(arguments, stdin: stdin, environment: environment)
+        })
     }
     thread.start()
   }
 }
 
-private func runSubstatusBinaryBlocking(_ arguments: [String], stdin: [UInt8], environment: [String: String]) throws
+private func runSubstatusBinaryBlocking(
+  _ arguments: [String], stdin: [UInt8], environment: [String: String]
+) throws
   -> ProcessRun
 {
   let process = Process()
@@ -135,5 +146,6 @@ private func runSubstatusBinaryBlocking(_ arguments: [String], stdin: [UInt8], e
 
 /// The path of a test fixture.
 func fixture(_ name: String) -> String {
-  Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)?.path ?? "missing-fixture-\(name)"
+  Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)?.path
+    ?? "missing-fixture-\(name)"
 }

@@ -235,7 +235,10 @@ func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
   }
   router.fake(Substatus_V1_AdminService.listApps, log: log) { request, _ in
     request.pageToken.isEmpty
-      ? message { $0.apps = [Canned.app1]; $0.nextPageToken = "apps2" } : message { $0.apps = [Canned.app2] }
+      ? message {
+        $0.apps = [Canned.app1]
+        $0.nextPageToken = "apps2"
+      } : message { $0.apps = [Canned.app2] }
   }
   router.fake(Substatus_V1_AdminService.setSharedSecret, log: log) { _, _ in
     message {
@@ -248,7 +251,8 @@ func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
     message { $0.products = request.products }
   }
   router.fake(Substatus_V1_AdminService.listProducts, log: log) { _, _ in
-    let catalog = try Substatus_V1_PutProductsResponse(jsonString: String(decoding: try fixtureBytes("catalog.json"), as: UTF8.self))
+    let catalog = try Substatus_V1_PutProductsResponse(
+      jsonString: String(decoding: try fixtureBytes("catalog.json"), as: UTF8.self))
     return message { $0.products = catalog.products }
   }
   router.fake(Substatus_V1_AdminService.setPolicy, log: log) { request, _ in
@@ -307,7 +311,9 @@ func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
   router.fake(Substatus_V1_StatusService.getTransactionHistory, log: log) { request, _ in
     request.pageToken == "page2" ? Canned.historyPages[1] : Canned.historyPages[0]
   }
-  router.fake(Substatus_V1_ReportService.getReport, log: log) { _, _ in message { $0.report = Canned.report } }
+  router.fake(Substatus_V1_ReportService.getReport, log: log) { _, _ in
+    message { $0.report = Canned.report }
+  }
   router.fake(Grpc_Health_V1_Health.check, log: log) { _, _ in
     message { $0.status = healthy ? .serving : .notServing }
   }

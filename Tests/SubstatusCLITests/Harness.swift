@@ -31,7 +31,9 @@ func runCLI(
     readStandardInput: { stdin },
     connect: { address in
       capture.connected.withLock { $0.append(address) }
-      guard let transport else { throw RPCError(code: .unavailable, message: "connection refused (\(address))") }
+      guard let transport else {
+        throw RPCError(code: .unavailable, message: "connection refused (\(address))")
+      }
       return transport
     })
   let status = await SubstatusCLI.run(arguments, environment: environment)

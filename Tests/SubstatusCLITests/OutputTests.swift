@@ -21,29 +21,44 @@ private func decodes<M: ProtobufJSONMessage>(_ expected: M) -> @Sendable (String
 let outputCases: [OutputCase] = [
   OutputCase(
     arguments: ["tenant", "create", "Example Inc."],
-    table: ["tenant id     ten_1", "name          Example Inc.", "admin key id  key_admin", "admin key     sk_admin_0123456789"],
+    table: [
+      "tenant id     ten_1", "name          Example Inc.", "admin key id  key_admin",
+      "admin key     sk_admin_0123456789",
+    ],
     json: decodes(Canned.tenant)),
   OutputCase(
     arguments: ["tenant", "list"],
     table: [
-      "TENANT ID  NAME          CREATED               DISABLED", "ten_1      Example Inc.  2026-01-01T00:00:00Z  -",
+      "TENANT ID  NAME          CREATED               DISABLED",
+      "ten_1      Example Inc.  2026-01-01T00:00:00Z  -",
       "ten_2      Gone          2026-01-01T00:00:00Z  2026-01-01T00:01:00Z",
     ],
-    json: decodes(message(Substatus_V1_ListTenantsResponse.self) { $0.tenants = [Canned.tenant.tenant!, Canned.disabledTenant] })),
+    json: decodes(
+      message(Substatus_V1_ListTenantsResponse.self) {
+        $0.tenants = [Canned.tenant.tenant!, Canned.disabledTenant]
+      })),
   OutputCase(
-    arguments: ["tenant", "disable", "ten_9"], table: ["tenant id  ten_9", "disabled   2026-01-01T00:01:00Z"],
-    json: { text in try Substatus_V1_DisableTenantResponse(jsonString: text).tenant?.tenantID == "ten_9" }),
+    arguments: ["tenant", "disable", "ten_9"],
+    table: ["tenant id  ten_9", "disabled   2026-01-01T00:01:00Z"],
+    json: { text in
+      try Substatus_V1_DisableTenantResponse(jsonString: text).tenant?.tenantID == "ten_9"
+    }),
   OutputCase(
-    arguments: ["app", "register", "--bundle-id", "com.example.app", "--name", "Example", "--apple-app-id", "1234567"],
+    arguments: [
+      "app", "register", "--bundle-id", "com.example.app", "--name", "Example", "--apple-app-id",
+      "1234567",
+    ],
     table: [
       "app id                        app_1", "bundle id                     com.example.app",
-      "apple app id                  1234567", "shared secret                 sha256:0011223344556677",
+      "apple app id                  1234567",
+      "shared secret                 sha256:0011223344556677",
       "created                       2026-01-01T00:00:00Z", "lapsed subscribers get intro  true",
       "promo scope                   GROUP",
     ],
     json: decodes(message(Substatus_V1_RegisterAppResponse.self) { $0.app = Canned.app1 })),
   OutputCase(
-    arguments: ["app", "show", "app_1"], table: ["app id                        app_1", "name                          Example"],
+    arguments: ["app", "show", "app_1"],
+    table: ["app id                        app_1", "name                          Example"],
     json: decodes(message(Substatus_V1_GetAppResponse.self) { $0.app = Canned.app1 })),
   OutputCase(
     arguments: ["app", "list"],
@@ -52,16 +67,24 @@ let outputCases: [OutputCase] = [
       "app_1   com.example.app    Example  1234567       sha256:0011223344556677  2026-01-01T00:00:00Z",
       "app_2   com.example.other  -        -             -                        2026-01-01T00:00:01.500Z",
     ],
-    json: decodes(message(Substatus_V1_ListAppsResponse.self) { $0.apps = [Canned.app1, Canned.app2] })),
+    json: decodes(
+      message(Substatus_V1_ListAppsResponse.self) { $0.apps = [Canned.app1, Canned.app2] })),
   OutputCase(
-    arguments: ["app", "set-secret", "app_1"], stdin: Array("  0123456789abcdef0123456789abcdef\n".utf8),
+    arguments: ["app", "set-secret", "app_1"],
+    stdin: Array("  0123456789abcdef0123456789abcdef\n".utf8),
     table: [
-      "fingerprint           sha256:8899aabbccddeeff", "previous fingerprint  sha256:0011223344556677",
+      "fingerprint           sha256:8899aabbccddeeff",
+      "previous fingerprint  sha256:0011223344556677",
       "previous valid until  2026-01-08T00:00:00Z",
     ],
-    json: { text in try Substatus_V1_SetSharedSecretResponse(jsonString: text).fingerprint == "sha256:8899aabbccddeeff" }),
+    json: { text in
+      try Substatus_V1_SetSharedSecretResponse(jsonString: text).fingerprint
+        == "sha256:8899aabbccddeeff"
+    }),
   OutputCase(
-    arguments: ["app", "set-policy", "app_1", "--refunds-block-intro", "true", "--promo-scope", "app"],
+    arguments: [
+      "app", "set-policy", "app_1", "--refunds-block-intro", "true", "--promo-scope", "app",
+    ],
     table: ["refunds block intro           true", "promo scope                   APP"],
     json: { text in
       let app = try Substatus_V1_SetPolicyResponse(jsonString: text).app
@@ -77,12 +100,24 @@ let outputCases: [OutputCase] = [
     json: { text in try Substatus_V1_PutProductsResponse(jsonString: text).products.count == 6 }),
   OutputCase(
     arguments: ["product", "list", "app_1"],
-    table: ["pro.yearly       AUTO_RENEWABLE  20002002  P1Y       no           -", "coins.100        CONSUMABLE"],
-    json: { text in try Substatus_V1_ListProductsResponse(jsonString: text).products.map(\.productID).count == 6 }),
+    table: [
+      "pro.yearly       AUTO_RENEWABLE  20002002  P1Y       no           -",
+      "coins.100        CONSUMABLE",
+    ],
+    json: { text in
+      try Substatus_V1_ListProductsResponse(jsonString: text).products.map(\.productID).count == 6
+    }),
   OutputCase(
-    arguments: ["key", "create", "--role", "read", "--app", "app_1", "--app", "app_2", "--description", "paywall"],
-    table: ["key id  key_read", "role    READ", "apps    app_1,app_2", "key     sk_new_secret_key"],
-    json: { text in try Substatus_V1_CreateApiKeyResponse(jsonString: text).key == "sk_new_secret_key" }),
+    arguments: [
+      "key", "create", "--role", "read", "--app", "app_1", "--app", "app_2", "--description",
+      "paywall",
+    ],
+    table: [
+      "key id  key_read", "role    READ", "apps    app_1,app_2", "key     sk_new_secret_key",
+    ],
+    json: { text in
+      try Substatus_V1_CreateApiKeyResponse(jsonString: text).key == "sk_new_secret_key"
+    }),
   OutputCase(
     arguments: ["key", "list"],
     table: [
@@ -90,9 +125,14 @@ let outputCases: [OutputCase] = [
       "key_admin  ADMIN   all   -       -            -        -                     -",
       "key_old    INGEST  all   -       -            -        2025-12-31T23:59:00Z  2026-01-01T00:00:00Z",
     ],
-    json: { text in try Substatus_V1_ListApiKeysResponse(jsonString: text).apiKeys.map(\.keyID) == ["key_admin", "key_old"] }),
+    json: { text in
+      try Substatus_V1_ListApiKeysResponse(jsonString: text).apiKeys.map(\.keyID) == [
+        "key_admin", "key_old",
+      ]
+    }),
   OutputCase(
-    arguments: ["key", "revoke", "key_read"], table: ["key id   key_read", "revoked  2026-01-01T00:00:00Z"],
+    arguments: ["key", "revoke", "key_read"],
+    table: ["key id   key_read", "revoked  2026-01-01T00:00:00Z"],
     json: { text in try Substatus_V1_RevokeApiKeyResponse(jsonString: text).info?.revoked == true }),
   OutputCase(
     arguments: ["receipt", "import", "app_1", "u1", "--file", fixture("verify_receipt.json")],
@@ -107,11 +147,15 @@ let outputCases: [OutputCase] = [
     ],
     json: decodes(Canned.imported)),
   OutputCase(
-    arguments: ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"], stdin: [0x30, 0x82, 0x01, 0xFF, 0x00],
+    arguments: ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"],
+    stdin: [0x30, 0x82, 0x01, 0xFF, 0x00],
     table: ["environment   SANDBOX", "transactions  2 (2 new or changed)", "20001001  ACTIVE"],
     json: decodes(Canned.submitted)),
   OutputCase(
-    arguments: ["eligibility", "app_1", "u1", "premium.monthly", "pro.monthly", "nope", "--as-of", "1767225600000"],
+    arguments: [
+      "eligibility", "app_1", "u1", "premium.monthly", "pro.monthly", "nope", "--as-of",
+      "1767225600000",
+    ],
     table: [
       "user   u1", "as of  2026-01-01T00:00:00Z",
       "PRODUCT          TYPE            GROUP     INTRO  INTRO REASON        PROMO  PROMO REASON         EVIDENCE",
@@ -121,16 +165,21 @@ let outputCases: [OutputCase] = [
     ],
     json: { text in
       let response = try Substatus_V1_CheckEligibilityResponse(jsonString: text)
-      return response.users.first?.products == ["premium.monthly", "pro.monthly", "nope"].map(Canned.eligibility)
+      return response.users.first?.products
+        == ["premium.monthly", "pro.monthly", "nope"].map(Canned.eligibility)
         && text.contains(#""reason": "ELIGIBILITY_REASON_INTRO_ALREADY_USED""#)
     }),
   OutputCase(
     arguments: ["status", "app_1", "u1", "--environment", "sandbox"],
-    table: ["user         u1", "environment  SANDBOX", "as of        2025-12-31T23:59:59Z", "20002002  GRACE_PERIOD"],
+    table: [
+      "user         u1", "environment  SANDBOX", "as of        2025-12-31T23:59:59Z",
+      "20002002  GRACE_PERIOD",
+    ],
     json: { text in
       // int64 as strings, enum names, lowerCamelCase: the canonical proto3 JSON mapping.
       try Substatus_V1_GetStatusResponse(jsonString: text) == Canned.status
-        && text.contains(#""expiresMs": "1767225600000""#) && text.contains(#""state": "SUBSCRIPTION_STATE_ACTIVE""#)
+        && text.contains(#""expiresMs": "1767225600000""#)
+        && text.contains(#""state": "SUBSCRIPTION_STATE_ACTIVE""#)
     }),
   OutputCase(
     arguments: ["history", "app_1", "u1"],
@@ -149,7 +198,8 @@ let outputCases: [OutputCase] = [
   OutputCase(
     arguments: ["report", "app_1"],
     table: [
-      "app                          app_1", "users                        12", "active                       5",
+      "app                          app_1", "users                        12",
+      "active                       5",
       "in billing retry             1", "family-shared beneficiaries  1",
     ],
     json: decodes(message(Substatus_V1_GetReportResponse.self) { $0.report = Canned.report })),
@@ -169,7 +219,8 @@ struct OutputTests {
     #expect(run.status == 0, "stderr: \(run.stderr)")
     let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     for expected in testCase.table {
-      #expect(lines.contains { $0.hasPrefix(expected) }, "missing line \(expected) in:\n\(run.stdout)")
+      #expect(
+        lines.contains { $0.hasPrefix(expected) }, "missing line \(expected) in:\n\(run.stdout)")
     }
     #expect(!run.stdout.contains("{"))
   }
@@ -223,7 +274,10 @@ struct OutputTests {
   @Test("set-policy sets the update mask from the flags given")
   func setPolicyMask() async throws {
     let (_, sent) = try await request(
-      ["app", "set-policy", "app_1", "--billing-retry-entitled", "false", "--lapsed-subscribers-get-intro", "FALSE"],
+      [
+        "app", "set-policy", "app_1", "--billing-retry-entitled", "false",
+        "--lapsed-subscribers-get-intro", "FALSE",
+      ],
       Substatus_V1_SetPolicyRequest.self)
     #expect(sent.appID == "app_1")
     #expect(sent.updateMask == ["lapsed_subscribers_get_intro", "billing_retry_entitled"])
@@ -234,14 +288,17 @@ struct OutputTests {
   @Test("the shared secret comes from --secret-file or stdin, trimmed; it is never printed")
   func sharedSecret() async throws {
     let (fromFile, sentFile) = try await request(
-      ["app", "set-secret", "app_1", "--secret-file", fixture("shared_secret.txt")], Substatus_V1_SetSharedSecretRequest.self)
+      ["app", "set-secret", "app_1", "--secret-file", fixture("shared_secret.txt")],
+      Substatus_V1_SetSharedSecretRequest.self)
     #expect(sentFile.sharedSecret == "0123456789abcdef0123456789abcdef")
     let (fromStdin, sentStdin) = try await request(
       ["app", "set-secret", "app_1"], stdin: Array("0123456789abcdef0123456789abcdef\r\n".utf8),
       Substatus_V1_SetSharedSecretRequest.self)
     #expect(sentStdin.sharedSecret == "0123456789abcdef0123456789abcdef")
     for run in [fromFile, fromStdin] {
-      #expect(!run.stdout.contains("0123456789abcdef0123") && !run.stderr.contains("0123456789abcdef0123"))
+      #expect(
+        !run.stdout.contains("0123456789abcdef0123") && !run.stderr.contains("0123456789abcdef0123")
+      )
     }
   }
 
@@ -259,7 +316,10 @@ struct OutputTests {
   @Test("eligibility sends every product in order, --as-of and --environment")
   func eligibilityRequest() async throws {
     let (_, sent) = try await request(
-      ["eligibility", "app_1", "u1", "b", "a", "b", "--as-of", "1767225600123", "--environment", "sandbox"],
+      [
+        "eligibility", "app_1", "u1", "b", "a", "b", "--as-of", "1767225600123", "--environment",
+        "sandbox",
+      ],
       Substatus_V1_CheckEligibilityRequest.self)
     #expect(sent.queries.count == 1)
     #expect(sent.queries.first?.userID == "u1")
@@ -270,7 +330,8 @@ struct OutputTests {
 
   @Test("status without flags asks for now in the default environment")
   func statusDefaults() async throws {
-    let (_, sent) = try await request(["status", "app_1", "u1"], Substatus_V1_GetStatusRequest.self)
+    let (_, sent) = try await request(
+      ["status", "app_1", "u1"], Substatus_V1_GetStatusRequest.self)
     #expect(sent.asOfMs == 0)
     #expect(sent.environment == .unspecified)
   }
@@ -287,11 +348,13 @@ struct OutputTests {
   @Test("receipt submit base64-encodes a binary receipt and passes base64 text through")
   func receiptSubmitEncoding() async throws {
     let (_, binary) = try await request(
-      ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"], stdin: [0x30, 0x82, 0x01, 0xFF, 0x00],
+      ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"],
+      stdin: [0x30, 0x82, 0x01, 0xFF, 0x00],
       Substatus_V1_SubmitReceiptRequest.self)
     #expect(binary.receiptData == "MIIB/wA=")
     let (_, text) = try await request(
-      ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"], stdin: Array("MIIB\n/wA=\n".utf8),
+      ["receipt", "submit", "app_1", "u1", "--receipt-file", "-"],
+      stdin: Array("MIIB\n/wA=\n".utf8),
       Substatus_V1_SubmitReceiptRequest.self)
     #expect(text.receiptData == "MIIB/wA=")
   }
@@ -299,7 +362,8 @@ struct OutputTests {
   @Test("key create sends role, every --app and the description")
   func keyCreateRequest() async throws {
     let (run, sent) = try await request(
-      ["key", "create", "--role", "INGEST", "--app", "app_1", "--app", "app_2"], Substatus_V1_CreateApiKeyRequest.self)
+      ["key", "create", "--role", "INGEST", "--app", "app_1", "--app", "app_2"],
+      Substatus_V1_CreateApiKeyRequest.self)
     #expect(sent.role == .ingest)
     #expect(sent.appIDs == ["app_1", "app_2"])
     #expect(run.stderr == "substatus: the key is shown only once: store it now\n")
@@ -308,7 +372,8 @@ struct OutputTests {
   @Test("app register sends bundle id, name and Apple app id")
   func registerRequest() async throws {
     let (_, sent) = try await request(
-      ["app", "register", "--bundle-id", "com.example.app", "--apple-app-id", "42"], Substatus_V1_RegisterAppRequest.self)
+      ["app", "register", "--bundle-id", "com.example.app", "--apple-app-id", "42"],
+      Substatus_V1_RegisterAppRequest.self)
     #expect(sent.bundleID == "com.example.app")
     #expect(sent.appleAppID == 42)
     #expect(sent.displayName == "")
@@ -318,7 +383,9 @@ struct OutputTests {
   func badCatalog() async throws {
     let log = CallLog()
     let run = try await withFakeServer(fakeAPIRouter(log: log)) { transport in
-      await runCLI(["product", "put", "app_1", "--file", fixture("catalog_unknown_field.json")], transport: transport)
+      await runCLI(
+        ["product", "put", "app_1", "--file", fixture("catalog_unknown_field.json")],
+        transport: transport)
     }
     #expect(run.status == 2)
     #expect(run.stderr.contains("is not a catalog {\"products\":[...]}"))
@@ -332,7 +399,9 @@ struct OutputTests {
     _ = try await withFakeServer(fakeAPIRouter(log: log)) { transport in
       await runCLI(["history", "app_1", "u1"], transport: transport)
     }
-    let tokens = try log.all.map { try Substatus_V1_GetTransactionHistoryRequest(serializedBytes: $0.request).pageToken }
+    let tokens = try log.all.map {
+      try Substatus_V1_GetTransactionHistoryRequest(serializedBytes: $0.request).pageToken
+    }
     #expect(tokens == ["", "page2"])
   }
 }

@@ -12,15 +12,25 @@ struct UsageCase: Sendable, CustomTestStringConvertible {
 let usageCases: [UsageCase] = [
   UsageCase(arguments: ["frobnicate"], message: "substatus: unknown command 'frobnicate'"),
   UsageCase(
-    arguments: ["app"], message: "substatus app: missing subcommand: register, list, show, set-secret, set-policy"),
+    arguments: ["app"],
+    message: "substatus app: missing subcommand: register, list, show, set-secret, set-policy"),
   UsageCase(arguments: ["app", "frob"], message: "substatus: unknown command 'frob' for 'app'"),
-  UsageCase(arguments: ["tenant", "create"], message: "substatus tenant create: missing argument NAME"),
-  UsageCase(arguments: ["tenant", "create", "a", "b"], message: "substatus tenant create: unexpected argument 'b'"),
+  UsageCase(
+    arguments: ["tenant", "create"], message: "substatus tenant create: missing argument NAME"),
+  UsageCase(
+    arguments: ["tenant", "create", "a", "b"],
+    message: "substatus tenant create: unexpected argument 'b'"),
   UsageCase(arguments: ["app", "show"], message: "substatus app show: missing argument APP"),
-  UsageCase(arguments: ["tenant", "disable"], message: "substatus tenant disable: missing argument TENANT_ID"),
-  UsageCase(arguments: ["app", "show", "a", "b"], message: "substatus app show: unexpected argument 'b'"),
-  UsageCase(arguments: ["app", "list", "extra"], message: "substatus app list: unexpected argument 'extra'"),
-  UsageCase(arguments: ["app", "register"], message: "substatus app register: missing required flag --bundle-id ID"),
+  UsageCase(
+    arguments: ["tenant", "disable"],
+    message: "substatus tenant disable: missing argument TENANT_ID"),
+  UsageCase(
+    arguments: ["app", "show", "a", "b"], message: "substatus app show: unexpected argument 'b'"),
+  UsageCase(
+    arguments: ["app", "list", "extra"], message: "substatus app list: unexpected argument 'extra'"),
+  UsageCase(
+    arguments: ["app", "register"],
+    message: "substatus app register: missing required flag --bundle-id ID"),
   UsageCase(
     arguments: ["app", "register", "--bundle-id"],
     message: "substatus app register: flag --bundle-id needs a value (--bundle-id ID)"),
@@ -30,9 +40,12 @@ let usageCases: [UsageCase] = [
   UsageCase(
     arguments: ["app", "register", "--bundle-id", "x", "--bundle-id", "y"],
     message: "substatus app register: flag --bundle-id given more than once"),
-  UsageCase(arguments: ["app", "list", "--bogus"], message: "substatus app list: unknown flag --bogus for 'app list'"),
+  UsageCase(
+    arguments: ["app", "list", "--bogus"],
+    message: "substatus app list: unknown flag --bogus for 'app list'"),
   UsageCase(arguments: ["--bogus", "app", "list"], message: "substatus: unknown flag --bogus"),
-  UsageCase(arguments: ["app", "list", "-x"], message: "substatus app list: unknown flag -x for 'app list'"),
+  UsageCase(
+    arguments: ["app", "list", "-x"], message: "substatus app list: unknown flag -x for 'app list'"),
   UsageCase(
     arguments: ["app", "set-secret", "a", "--secret", "hunter2"],
     message: "substatus app set-secret: unknown flag --secret for 'app set-secret'"),
@@ -47,50 +60,72 @@ let usageCases: [UsageCase] = [
   UsageCase(
     arguments: ["app", "set-policy", "a", "--promo-scope", "world"],
     message: "substatus app set-policy: --promo-scope must be one of group, app, not 'world'"),
-  UsageCase(arguments: ["product", "put", "a"], message: "substatus product put: missing required flag --file CATALOG.json"),
+  UsageCase(
+    arguments: ["product", "put", "a"],
+    message: "substatus product put: missing required flag --file CATALOG.json"),
   UsageCase(
     arguments: ["product", "put", "a", "--file", "/nonexistent/catalog.json"],
     message: "substatus product put: cannot read the catalog from '/nonexistent/catalog.json'"),
-  UsageCase(arguments: ["product", "list"], message: "substatus product list: missing argument APP"),
-  UsageCase(arguments: ["key", "create"], message: "substatus key create: missing required flag --role admin|ingest|read"),
+  UsageCase(
+    arguments: ["product", "list"], message: "substatus product list: missing argument APP"),
+  UsageCase(
+    arguments: ["key", "create"],
+    message: "substatus key create: missing required flag --role admin|ingest|read"),
   UsageCase(
     arguments: ["key", "create", "--role", "root"],
     message: "substatus key create: --role must be one of admin, ingest, read, not 'root'"),
-  UsageCase(arguments: ["key", "revoke"], message: "substatus key revoke: missing argument KEY_ID"),
   UsageCase(
-    arguments: ["receipt", "submit", "a", "u"], message: "substatus receipt submit: missing required flag --receipt-file F|-"),
-  UsageCase(arguments: ["receipt", "import", "a"], message: "substatus receipt import: missing argument USER"),
-  UsageCase(arguments: ["receipt", "import"], message: "substatus receipt import: missing arguments APP USER"),
-  UsageCase(arguments: ["eligibility", "a", "u"], message: "substatus eligibility: missing argument PRODUCT"),
+    arguments: ["key", "revoke"], message: "substatus key revoke: missing argument KEY_ID"),
+  UsageCase(
+    arguments: ["receipt", "submit", "a", "u"],
+    message: "substatus receipt submit: missing required flag --receipt-file F|-"),
+  UsageCase(
+    arguments: ["receipt", "import", "a"],
+    message: "substatus receipt import: missing argument USER"),
+  UsageCase(
+    arguments: ["receipt", "import"],
+    message: "substatus receipt import: missing arguments APP USER"),
+  UsageCase(
+    arguments: ["eligibility", "a", "u"], message: "substatus eligibility: missing argument PRODUCT"
+  ),
   UsageCase(
     arguments: ["eligibility", "a", "u", "p", "--as-of", "-5"],
     message: "substatus eligibility: --as-of needs an integer of at least 0, not '-5'"),
   UsageCase(
     arguments: ["status", "a", "u", "--environment", "staging"],
     message: "substatus status: --environment must be one of production, sandbox, not 'staging'"),
-  UsageCase(arguments: ["history", "a", "u", "--as-of", "5"], message: "substatus history: unknown flag --as-of for 'history'"),
+  UsageCase(
+    arguments: ["history", "a", "u", "--as-of", "5"],
+    message: "substatus history: unknown flag --as-of for 'history'"),
   UsageCase(arguments: ["report"], message: "substatus report: missing argument APP"),
-  UsageCase(arguments: ["health", "extra"], message: "substatus health: unexpected argument 'extra'"),
+  UsageCase(
+    arguments: ["health", "extra"], message: "substatus health: unexpected argument 'extra'"),
   UsageCase(
     arguments: ["status", "a", "u", "--timeout", "0"],
     message: "substatus status: --timeout needs a positive number of seconds, not '0'"),
   UsageCase(
-    arguments: ["status", "a", "u", "--addr", "nohost"], message: "substatus status: --addr must be HOST:PORT, not 'nohost'"),
+    arguments: ["status", "a", "u", "--addr", "nohost"],
+    message: "substatus status: --addr must be HOST:PORT, not 'nohost'"),
   UsageCase(
-    arguments: ["status", "a", "u"], message: "substatus status: --addr must be HOST:PORT, not 'h:99999'",
+    arguments: ["status", "a", "u"],
+    message: "substatus status: --addr must be HOST:PORT, not 'h:99999'",
     variables: ["SUBSTATUS_API_KEY": "k", "SUBSTATUS_ADDR": "h:99999"]),
-  UsageCase(arguments: ["status", "a", "u", "--json=yes"], message: "substatus status: flag --json takes no value"),
+  UsageCase(
+    arguments: ["status", "a", "u", "--json=yes"],
+    message: "substatus status: flag --json takes no value"),
   UsageCase(
     arguments: ["status", "a", "u", "--addr", "h:1", "--addr", "h:2"],
     message: "substatus status: flag --addr given more than once"),
   UsageCase(
-    arguments: ["status", "a", "u"], message: "substatus status: no API key: pass --key KEY or set SUBSTATUS_API_KEY",
+    arguments: ["status", "a", "u"],
+    message: "substatus status: no API key: pass --key KEY or set SUBSTATUS_API_KEY",
     variables: [:]),
 ]
 
 @Suite("substatus command line parsing")
 struct ParserTests {
-  @Test("usage errors exit 2 with a precise message and a pointer to the help", arguments: usageCases)
+  @Test(
+    "usage errors exit 2 with a precise message and a pointer to the help", arguments: usageCases)
   func usageError(_ testCase: UsageCase) async {
     let run = await runCLI(testCase.arguments, variables: testCase.variables)
     #expect(run.status == 2)
@@ -110,9 +145,12 @@ struct ParserTests {
   }
 
   static let commandWords: [[String]] = [
-    ["tenant", "create"], ["tenant", "list"], ["tenant", "disable"], ["app", "register"], ["app", "list"], ["app", "show"], ["app", "set-secret"],
-    ["app", "set-policy"], ["product", "put"], ["product", "list"], ["key", "create"], ["key", "list"],
-    ["key", "revoke"], ["receipt", "submit"], ["receipt", "import"], ["eligibility"], ["status"], ["history"],
+    ["tenant", "create"], ["tenant", "list"], ["tenant", "disable"], ["app", "register"],
+    ["app", "list"], ["app", "show"], ["app", "set-secret"],
+    ["app", "set-policy"], ["product", "put"], ["product", "list"], ["key", "create"],
+    ["key", "list"],
+    ["key", "revoke"], ["receipt", "submit"], ["receipt", "import"], ["eligibility"], ["status"],
+    ["history"],
     ["report"], ["health"],
   ]
 
@@ -122,7 +160,10 @@ struct ParserTests {
       let run = await runCLI(words + [flag], variables: [:])
       #expect(run.status == 0)
       #expect(run.stdout.hasPrefix("Usage: substatus \(words.joined(separator: " "))"))
-      for global in ["--addr HOST:PORT", "--key KEY", "--json", "--timeout SECONDS", "SUBSTATUS_ADDR", "SUBSTATUS_API_KEY"] {
+      for global in [
+        "--addr HOST:PORT", "--key KEY", "--json", "--timeout SECONDS", "SUBSTATUS_ADDR",
+        "SUBSTATUS_API_KEY",
+      ] {
         #expect(run.stdout.contains(global))
       }
       #expect(run.connected.isEmpty)
@@ -137,7 +178,8 @@ struct ParserTests {
       (
         ["app", "set-policy"],
         [
-          "[--refunds-block-intro BOOL]", "[--lapsed-subscribers-get-intro BOOL]", "[--billing-retry-entitled BOOL]",
+          "[--refunds-block-intro BOOL]", "[--lapsed-subscribers-get-intro BOOL]",
+          "[--billing-retry-entitled BOOL]",
           "[--promo-scope group|app]",
         ]
       ),
@@ -152,7 +194,8 @@ struct ParserTests {
       (["report"], ["APP [--as-of MS]"]),
     ]
     for (words, fragments) in expected {
-      let usage = await runCLI(words + ["--help"]).stdout.split(separator: "\n").first.map(String.init) ?? ""
+      let usage =
+        await runCLI(words + ["--help"]).stdout.split(separator: "\n").first.map(String.init) ?? ""
       for fragment in fragments {
         #expect(usage.contains(fragment), "\(usage) lacks \(fragment)")
       }
@@ -190,10 +233,18 @@ struct ParserTests {
   @Test("the address comes from --addr, else SUBSTATUS_ADDR, else the default")
   func addressResolution() async {
     let fast = ["--timeout", "0.05"]
-    #expect(Set(await runCLI(["health"] + fast, variables: [:]).connected) == [SubstatusCLI.defaultAddress])
-    #expect(Set(await runCLI(["health"] + fast, variables: ["SUBSTATUS_ADDR": "h:1"]).connected) == ["h:1"])
     #expect(
-      Set(await runCLI(["health", "--addr", "[::1]:2"] + fast, variables: ["SUBSTATUS_ADDR": "h:1"]).connected)
+      Set(await runCLI(["health"] + fast, variables: [:]).connected) == [
+        SubstatusCLI.defaultAddress
+      ])
+    #expect(
+      Set(await runCLI(["health"] + fast, variables: ["SUBSTATUS_ADDR": "h:1"]).connected) == [
+        "h:1"
+      ])
+    #expect(
+      Set(
+        await runCLI(["health", "--addr", "[::1]:2"] + fast, variables: ["SUBSTATUS_ADDR": "h:1"])
+          .connected)
         == ["[::1]:2"])
   }
 

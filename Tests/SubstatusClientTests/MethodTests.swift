@@ -20,7 +20,8 @@ struct MethodCase: Sendable, CustomTestStringConvertible {
 
   static func make<Request: ProtobufMessage, Response: ProtobufMessage>(
     _ name: String, _ method: ProtoMethodDescriptor<Request, Response>, authenticated: Bool = true,
-    expect: Request, reply: Response, invoke: @escaping @Sendable (SubstatusClient, Response) async throws -> Void
+    expect: Request, reply: Response,
+    invoke: @escaping @Sendable (SubstatusClient, Response) async throws -> Void
   ) -> MethodCase {
     MethodCase(
       name: name, path: method.path, authenticated: authenticated,
@@ -60,7 +61,10 @@ let methodCases: [MethodCase] = [
   },
   .make(
     "listTenants", Substatus_V1_TenantService.listTenants,
-    expect: message { $0.pageSize = 10; $0.pageToken = "t2" },
+    expect: message {
+      $0.pageSize = 10
+      $0.pageToken = "t2"
+    },
     reply: message(Substatus_V1_ListTenantsResponse.self) { $0.nextPageToken = "t3" }
   ) { client, reply async throws in
     #expect(try await client.listTenants(pageSize: 10, pageToken: "t2") == reply)
@@ -68,17 +72,24 @@ let methodCases: [MethodCase] = [
   .make(
     "disableTenant", Substatus_V1_TenantService.disableTenant,
     expect: message { $0.tenantID = "ten_1" },
-    reply: message(Substatus_V1_DisableTenantResponse.self) { $0.tenant = message { $0.disabled = true } }
+    reply: message(Substatus_V1_DisableTenantResponse.self) {
+      $0.tenant = message { $0.disabled = true }
+    }
   ) { client, reply async throws in
     #expect(try await client.disableTenant(tenantID: "ten_1") == reply)
   },
   .make(
     "registerApp", Substatus_V1_AdminService.registerApp,
-    expect: message { $0.bundleID = "com.example.app"; $0.displayName = "Example"; $0.appleAppID = 42 },
+    expect: message {
+      $0.bundleID = "com.example.app"
+      $0.displayName = "Example"
+      $0.appleAppID = 42
+    },
     reply: message(Substatus_V1_RegisterAppResponse.self) { $0.app = sampleApp }
   ) { client, _ async throws in
     #expect(
-      try await client.registerApp(bundleID: "com.example.app", displayName: "Example", appleAppID: 42)
+      try await client.registerApp(
+        bundleID: "com.example.app", displayName: "Example", appleAppID: 42)
         == sampleApp)
   },
   .make(
@@ -100,21 +111,36 @@ let methodCases: [MethodCase] = [
       $0.sharedSecret = "0123456789abcdef0123456789abcdef"
       $0.previousSecretOverlapSeconds = 60
     },
-    reply: message(Substatus_V1_SetSharedSecretResponse.self) { $0.fingerprint = "sha256:0011223344556677" }
+    reply: message(Substatus_V1_SetSharedSecretResponse.self) {
+      $0.fingerprint = "sha256:0011223344556677"
+    }
   ) { client, reply async throws in
     #expect(
       try await client.setSharedSecret(
-        appID: "app_1", sharedSecret: "0123456789abcdef0123456789abcdef", previousSecretOverlapSeconds: 60)
+        appID: "app_1", sharedSecret: "0123456789abcdef0123456789abcdef",
+        previousSecretOverlapSeconds: 60)
         == reply)
   },
   .make(
     "putProducts", Substatus_V1_AdminService.putProducts,
     expect: message {
       $0.appID = "app_1"
-      $0.products = [message { $0.productID = "pro.monthly"; $0.type = .autoRenewable; $0.subscriptionGroupID = "pro" }]
+      $0.products = [
+        message {
+          $0.productID = "pro.monthly"
+          $0.type = .autoRenewable
+          $0.subscriptionGroupID = "pro"
+        }
+      ]
     },
     reply: message(Substatus_V1_PutProductsResponse.self) {
-      $0.products = [message { $0.productID = "pro.monthly"; $0.type = .autoRenewable; $0.subscriptionGroupID = "pro" }]
+      $0.products = [
+        message {
+          $0.productID = "pro.monthly"
+          $0.type = .autoRenewable
+          $0.subscriptionGroupID = "pro"
+        }
+      ]
     }
   ) { client, reply async throws in
     let product = message(Substatus_V1_Product.self) {
@@ -126,10 +152,18 @@ let methodCases: [MethodCase] = [
   },
   .make(
     "listProducts", Substatus_V1_AdminService.listProducts,
-    expect: message { $0.appID = "app_1"; $0.subscriptionGroupID = "pro"; $0.pageToken = "p2" },
-    reply: message(Substatus_V1_ListProductsResponse.self) { $0.products = [message { $0.productID = "x" }] }
+    expect: message {
+      $0.appID = "app_1"
+      $0.subscriptionGroupID = "pro"
+      $0.pageToken = "p2"
+    },
+    reply: message(Substatus_V1_ListProductsResponse.self) {
+      $0.products = [message { $0.productID = "x" }]
+    }
   ) { client, reply async throws in
-    #expect(try await client.listProducts(appID: "app_1", subscriptionGroupID: "pro", pageToken: "p2") == reply)
+    #expect(
+      try await client.listProducts(appID: "app_1", subscriptionGroupID: "pro", pageToken: "p2")
+        == reply)
   },
   .make(
     "setPolicy", Substatus_V1_AdminService.setPolicy,
@@ -142,44 +176,72 @@ let methodCases: [MethodCase] = [
   ) { client, _ async throws in
     let policy = message(Substatus_V1_EligibilityPolicy.self) { $0.refundsBlockIntro = true }
     #expect(
-      try await client.setPolicy(appID: "app_1", policy: policy, updateMask: ["refunds_block_intro"]) == sampleApp)
+      try await client.setPolicy(
+        appID: "app_1", policy: policy, updateMask: ["refunds_block_intro"]) == sampleApp)
   },
   .make(
     "createApiKey", Substatus_V1_AdminService.createApiKey,
-    expect: message { $0.role = .read; $0.appIDs = ["app_1"]; $0.description = "paywall" },
+    expect: message {
+      $0.role = .read
+      $0.appIDs = ["app_1"]
+      $0.description = "paywall"
+    },
     reply: message(Substatus_V1_CreateApiKeyResponse.self) { $0.key = "sk_read" }
   ) { client, reply async throws in
-    #expect(try await client.createApiKey(role: .read, appIDs: ["app_1"], description: "paywall") == reply)
+    #expect(
+      try await client.createApiKey(role: .read, appIDs: ["app_1"], description: "paywall") == reply
+    )
   },
   .make(
     "listApiKeys", Substatus_V1_AdminService.listApiKeys,
     expect: message { $0.showRevoked = true },
-    reply: message(Substatus_V1_ListApiKeysResponse.self) { $0.apiKeys = [message { $0.keyID = "key_1" }] }
+    reply: message(Substatus_V1_ListApiKeysResponse.self) {
+      $0.apiKeys = [message { $0.keyID = "key_1" }]
+    }
   ) { client, reply async throws in
     #expect(try await client.listApiKeys(showRevoked: true) == reply)
   },
   .make(
     "revokeApiKey", Substatus_V1_AdminService.revokeApiKey, expect: message { $0.keyID = "key_1" },
-    reply: message(Substatus_V1_RevokeApiKeyResponse.self) { $0.info = message { $0.keyID = "key_1"; $0.revoked = true } }
+    reply: message(Substatus_V1_RevokeApiKeyResponse.self) {
+      $0.info = message {
+        $0.keyID = "key_1"
+        $0.revoked = true
+      }
+    }
   ) { client, reply async throws in
     #expect(try await client.revokeApiKey(keyID: "key_1") == reply.info)
   },
   .make(
     "submitReceipt", Substatus_V1_IngestService.submitReceipt,
-    expect: message { $0.appID = "app_1"; $0.userID = "u1"; $0.receiptData = "TUlJ"; $0.excludeOldTransactions = true },
-    reply: message(Substatus_V1_SubmitReceiptResponse.self) { $0.userID = "u1"; $0.groups = [sampleGroup] }
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+      $0.receiptData = "TUlJ"
+      $0.excludeOldTransactions = true
+    },
+    reply: message(Substatus_V1_SubmitReceiptResponse.self) {
+      $0.userID = "u1"
+      $0.groups = [sampleGroup]
+    }
   ) { client, reply async throws in
     #expect(
-      try await client.submitReceipt(appID: "app_1", userID: "u1", receiptData: "TUlJ", excludeOldTransactions: true)
+      try await client.submitReceipt(
+        appID: "app_1", userID: "u1", receiptData: "TUlJ", excludeOldTransactions: true)
         == reply)
   },
   .make(
     "importReceiptResponse", Substatus_V1_IngestService.importReceiptResponse,
-    expect: message { $0.appID = "app_1"; $0.userID = "u1"; $0.verifyReceiptResponseJson = Array(#"{"status":0}"#.utf8) },
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+      $0.verifyReceiptResponseJson = Array(#"{"status":0}"#.utf8)
+    },
     reply: message(Substatus_V1_ImportReceiptResponseResponse.self) { $0.transactionCount = 3 }
   ) { client, reply async throws in
     #expect(
-      try await client.importReceiptResponse(appID: "app_1", userID: "u1", json: Array(#"{"status":0}"#.utf8))
+      try await client.importReceiptResponse(
+        appID: "app_1", userID: "u1", json: Array(#"{"status":0}"#.utf8))
         == reply)
   },
   .make(
@@ -191,7 +253,12 @@ let methodCases: [MethodCase] = [
       $0.renewalInfos = [message { $0.originalTransactionID = "t1" }]
     },
     reply: message(Substatus_V1_ImportTransactionsResponse.self) {
-      $0.transactionResults = [message { $0.transactionID = "t1"; $0.outcome = .created }]
+      $0.transactionResults = [
+        message {
+          $0.transactionID = "t1"
+          $0.outcome = .created
+        }
+      ]
     }
   ) { client, reply async throws in
     #expect(
@@ -203,7 +270,16 @@ let methodCases: [MethodCase] = [
     "checkEligibility", Substatus_V1_EligibilityService.checkEligibility,
     expect: message {
       $0.appID = "app_1"
-      $0.queries = [message { $0.userID = "u1"; $0.productIDs = ["a", "b"] }, message { $0.userID = "u2"; $0.productIDs = ["a"] }]
+      $0.queries = [
+        message {
+          $0.userID = "u1"
+          $0.productIDs = ["a", "b"]
+        },
+        message {
+          $0.userID = "u2"
+          $0.productIDs = ["a"]
+        },
+      ]
       $0.asOfMs = 1_767_225_600_123
       $0.environment = .sandbox
     },
@@ -212,41 +288,84 @@ let methodCases: [MethodCase] = [
     }
   ) { client, reply async throws in
     let queries: [Substatus_V1_EligibilityQuery] = [
-      message { $0.userID = "u1"; $0.productIDs = ["a", "b"] }, message { $0.userID = "u2"; $0.productIDs = ["a"] },
+      message {
+        $0.userID = "u1"
+        $0.productIDs = ["a", "b"]
+      },
+      message {
+        $0.userID = "u2"
+        $0.productIDs = ["a"]
+      },
     ]
     #expect(
-      try await client.checkEligibility(appID: "app_1", queries: queries, asOf: asOf, environment: .sandbox) == reply)
+      try await client.checkEligibility(
+        appID: "app_1", queries: queries, asOf: asOf, environment: .sandbox) == reply)
   },
   .make(
     "checkEligibility (one user)", Substatus_V1_EligibilityService.checkEligibility,
     expect: message {
       $0.appID = "app_1"
-      $0.queries = [message { $0.userID = "u1"; $0.productIDs = ["a"] }]
+      $0.queries = [
+        message {
+          $0.userID = "u1"
+          $0.productIDs = ["a"]
+        }
+      ]
     },
     reply: message(Substatus_V1_CheckEligibilityResponse.self) {
-      $0.users = [message { $0.userID = "u1"; $0.products = [message { $0.productID = "a" }] }]
+      $0.users = [
+        message {
+          $0.userID = "u1"
+          $0.products = [message { $0.productID = "a" }]
+        }
+      ]
     }
   ) { client, reply async throws in
-    #expect(try await client.checkEligibility(appID: "app_1", userID: "u1", productIDs: ["a"]) == reply.users[0])
+    #expect(
+      try await client.checkEligibility(appID: "app_1", userID: "u1", productIDs: ["a"])
+        == reply.users[0])
   },
   .make(
     "status", Substatus_V1_StatusService.getStatus,
-    expect: message { $0.appID = "app_1"; $0.userID = "u1"; $0.asOfMs = 1_767_225_600_123; $0.environment = .production },
-    reply: message(Substatus_V1_GetStatusResponse.self) { $0.userID = "u1"; $0.groups = [sampleGroup] }
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+      $0.asOfMs = 1_767_225_600_123
+      $0.environment = .production
+    },
+    reply: message(Substatus_V1_GetStatusResponse.self) {
+      $0.userID = "u1"
+      $0.groups = [sampleGroup]
+    }
   ) { client, reply async throws in
-    #expect(try await client.status(appID: "app_1", userID: "u1", asOf: asOf, environment: .production) == reply)
+    #expect(
+      try await client.status(appID: "app_1", userID: "u1", asOf: asOf, environment: .production)
+        == reply)
   },
   .make(
     "entitlements", Substatus_V1_StatusService.getEntitlements,
-    expect: message { $0.appID = "app_1"; $0.userID = "u1" },
-    reply: message(Substatus_V1_GetEntitlementsResponse.self) { $0.entitlements = [message { $0.productID = "pro" }] }
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+    },
+    reply: message(Substatus_V1_GetEntitlementsResponse.self) {
+      $0.entitlements = [message { $0.productID = "pro" }]
+    }
   ) { client, reply async throws in
     #expect(try await client.entitlements(appID: "app_1", userID: "u1") == reply)
   },
   .make(
     "transactionHistory", Substatus_V1_StatusService.getTransactionHistory,
-    expect: message { $0.appID = "app_1"; $0.userID = "u1"; $0.environment = .sandbox; $0.pageSize = 2; $0.pageToken = "h2" },
-    reply: message(Substatus_V1_GetTransactionHistoryResponse.self) { $0.transactions = [message { $0.transactionID = "t9" }] }
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+      $0.environment = .sandbox
+      $0.pageSize = 2
+      $0.pageToken = "h2"
+    },
+    reply: message(Substatus_V1_GetTransactionHistoryResponse.self) {
+      $0.transactions = [message { $0.transactionID = "t9" }]
+    }
   ) { client, reply async throws in
     #expect(
       try await client.transactionHistory(
@@ -254,13 +373,22 @@ let methodCases: [MethodCase] = [
   },
   .make(
     "report", Substatus_V1_ReportService.getReport,
-    expect: message { $0.appID = "app_1"; $0.asOfMs = 1_767_225_600_123 },
-    reply: message(Substatus_V1_GetReportResponse.self) { $0.report = message { $0.appID = "app_1"; $0.active = 7 } }
+    expect: message {
+      $0.appID = "app_1"
+      $0.asOfMs = 1_767_225_600_123
+    },
+    reply: message(Substatus_V1_GetReportResponse.self) {
+      $0.report = message {
+        $0.appID = "app_1"
+        $0.active = 7
+      }
+    }
   ) { client, reply async throws in
     #expect(try await client.report(appID: "app_1", asOf: asOf) == reply.report)
   },
   .make(
-    "health", Grpc_Health_V1_Health.check, authenticated: false, expect: message { $0.service = "" },
+    "health", Grpc_Health_V1_Health.check, authenticated: false,
+    expect: message { $0.service = "" },
     reply: message(Grpc_Health_V1_HealthCheckResponse.self) { $0.status = .serving }
   ) { client, reply async throws in
     #expect(try await client.health() == reply)
@@ -296,10 +424,13 @@ struct SubstatusClientMethodTests {
       Substatus_V1_AdminService.putProducts.path, Substatus_V1_AdminService.listProducts.path,
       Substatus_V1_AdminService.setPolicy.path, Substatus_V1_AdminService.createApiKey.path,
       Substatus_V1_AdminService.listApiKeys.path, Substatus_V1_AdminService.revokeApiKey.path,
-      Substatus_V1_IngestService.submitReceipt.path, Substatus_V1_IngestService.importReceiptResponse.path,
-      Substatus_V1_IngestService.importTransactions.path, Substatus_V1_EligibilityService.checkEligibility.path,
+      Substatus_V1_IngestService.submitReceipt.path,
+      Substatus_V1_IngestService.importReceiptResponse.path,
+      Substatus_V1_IngestService.importTransactions.path,
+      Substatus_V1_EligibilityService.checkEligibility.path,
       Substatus_V1_StatusService.getStatus.path, Substatus_V1_StatusService.getEntitlements.path,
-      Substatus_V1_StatusService.getTransactionHistory.path, Substatus_V1_ReportService.getReport.path,
+      Substatus_V1_StatusService.getTransactionHistory.path,
+      Substatus_V1_ReportService.getReport.path,
       Grpc_Health_V1_Health.check.path,
     ]
     #expect(Set(services).subtracting(paths).isEmpty)
@@ -315,7 +446,8 @@ struct SubstatusClientMethodTests {
       _ = try await client.getApp(
         appID: "a",
         options: SubstatusCallOptions(
-          timeout: .seconds(5), metadata: ["x-request-id": "r-42", "authorization": "Bearer other"]))
+          timeout: .seconds(5), metadata: ["x-request-id": "r-42", "authorization": "Bearer other"])
+      )
     }
     let call = try #require(log.all.first)
     #expect(call.metadata.firstString(forKey: "x-request-id") == "r-42")
@@ -339,7 +471,8 @@ struct SubstatusClientMethodTests {
   func serverError() async throws {
     let log = CallLog()
     var router = RPCRouter()
-    router.fake(Substatus_V1_AdminService.getApp, log: log) { request, _ -> Substatus_V1_GetAppResponse in
+    router.fake(Substatus_V1_AdminService.getApp, log: log) {
+      request, _ -> Substatus_V1_GetAppResponse in
       throw RPCError(code: .notFound, message: "app \"\(request.appID)\" not found")
     }
     try await withFakeServer(router) { transport in
@@ -397,11 +530,15 @@ struct SubstatusClientMethodTests {
       return ids
     }
     #expect(ids == ["t0", "t1", "t2"])
-    let tokens = log.all.map { (try? Substatus_V1_GetTransactionHistoryRequest(serializedBytes: $0.request))?.pageToken }
+    let tokens = log.all.map {
+      (try? Substatus_V1_GetTransactionHistoryRequest(serializedBytes: $0.request))?.pageToken
+    }
     #expect(tokens == ["", "p1", "p2"])
   }
 
-  @Test("asOf dates convert to milliseconds exactly", arguments: [0, 1, 1_767_225_600_123, 4_102_444_799_999] as [Int64])
+  @Test(
+    "asOf dates convert to milliseconds exactly",
+    arguments: [0, 1, 1_767_225_600_123, 4_102_444_799_999] as [Int64])
   func milliseconds(_ ms: Int64) {
     #expect(Date(substatusMilliseconds: ms).substatusMilliseconds == ms)
   }

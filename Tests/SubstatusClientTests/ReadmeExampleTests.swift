@@ -61,7 +61,8 @@ struct ReadmeExampleTests {
     }
     #expect(
       lines == [
-        "pro.monthly: full price", "pro.yearly: show the free trial", "ask the user to update their payment method",
+        "pro.monthly: full price", "pro.yearly: show the free trial",
+        "ask the user to update their payment method",
         "1000 pro.monthly",
       ])
   }

@@ -5,10 +5,13 @@ import Testing
 
 /// A fast policy for tests: 1 ms doubling to 4 ms.
 private let quick = RetryPolicy(
-  maximumAttempts: 4, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(4), multiplier: 2, jitter: 0.5)
+  maximumAttempts: 4, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(4),
+  multiplier: 2, jitter: 0.5)
 
 /// A router whose methods fail with `code` for the first `failures` calls, then succeed.
-private func flakyRouter(failures: Int, code: RPCError.Code = .unavailable, log: CallLog) -> RPCRouter {
+private func flakyRouter(failures: Int, code: RPCError.Code = .unavailable, log: CallLog)
+  -> RPCRouter
+{
   var router = RPCRouter()
   router.fake(Substatus_V1_AdminService.getApp, log: log) { request, count in
     if count <= failures { throw RPCError(code: code, message: "try again (\(count))") }
@@ -39,7 +42,8 @@ struct SubstatusClientRetryTests {
   func readRetried(failures: Int) async throws {
     let log = CallLog()
     let app = try await withFakeServer(flakyRouter(failures: failures, log: log)) { transport in
-      try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick).getApp(appID: "app_1")
+      try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick).getApp(
+        appID: "app_1")
     }
     #expect(app.appID == "app_1")
     #expect(log.count == failures + 1)
@@ -85,7 +89,9 @@ struct SubstatusClientRetryTests {
     #expect(log.count == 1)
   }
 
-  @Test("statuses other than UNAVAILABLE are not retried", arguments: [RPCError.Code.internal, .deadlineExceeded, .resourceExhausted, .unknown])
+  @Test(
+    "statuses other than UNAVAILABLE are not retried",
+    arguments: [RPCError.Code.internal, .deadlineExceeded, .resourceExhausted, .unknown])
   func otherStatusesNotRetried(code: RPCError.Code) async throws {
     let log = CallLog()
     try await withFakeServer(flakyRouter(failures: 1, code: code, log: log)) { transport in
@@ -102,7 +108,8 @@ struct SubstatusClientRetryTests {
     try await withFakeServer(flakyRouter(failures: 5, log: log)) { transport in
       let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
       await #expect(throws: RPCError.self) {
-        try await client.getApp(appID: "a", options: SubstatusCallOptions(retryPolicy: RetryPolicy.none))
+        try await client.getApp(
+          appID: "a", options: SubstatusCallOptions(retryPolicy: RetryPolicy.none))
       }
     }
     #expect(log.count == 1)
@@ -111,11 +118,15 @@ struct SubstatusClientRetryTests {
   @Test("backoff grows exponentially, is capped, and jitter stays within its fraction")
   func backoffBounds() {
     let policy = RetryPolicy(
-      maximumAttempts: 10, initialBackoff: .milliseconds(100), maximumBackoff: .seconds(1), multiplier: 2,
+      maximumAttempts: 10, initialBackoff: .milliseconds(100), maximumBackoff: .seconds(1),
+      multiplier: 2,
       jitter: 0.5)
     let longest: [Duration] = (1...6).map { policy.backoff(beforeRetry: $0, random: 0) }
     #expect(
-      longest == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
+      longest == [
+        .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1),
+        .seconds(1),
+      ])
     for retry in 1...8 {
       for random in stride(from: 0.0, through: 1.0, by: 0.125) {
         let wait = policy.backoff(beforeRetry: retry, random: random)
@@ -132,7 +143,8 @@ struct SubstatusClientRetryTests {
   @Test("retries wait the backoff: total time stays within the policy's bounds")
   func backoffTiming() async throws {
     let policy = RetryPolicy(
-      maximumAttempts: 4, initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(40), multiplier: 2,
+      maximumAttempts: 4, initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(40),
+      multiplier: 2,
       jitter: 0.5)
     let log = CallLog()
     let clock = ContinuousClock()
@@ -159,10 +171,12 @@ struct SubstatusClientRetryTests {
     }
     let clock = ContinuousClock()
     try await withFakeServer(router) { transport in
-      let client = SubstatusClient(transport: transport, apiKey: "k", defaultTimeout: .seconds(10), retryPolicy: quick)
+      let client = SubstatusClient(
+        transport: transport, apiKey: "k", defaultTimeout: .seconds(10), retryPolicy: quick)
       let start = clock.now
       let error = await #expect(throws: RPCError.self) {
-        try await client.status(appID: "a", userID: "u", options: SubstatusCallOptions(timeout: .milliseconds(100)))
+        try await client.status(
+          appID: "a", userID: "u", options: SubstatusCallOptions(timeout: .milliseconds(100)))
       }
       #expect(error?.code == .deadlineExceeded)
       #expect(clock.now - start < .seconds(10))
@@ -173,14 +187,16 @@ struct SubstatusClientRetryTests {
   @Test("the timeout bounds retries and backoffs as a whole")
   func deadlineBoundsRetries() async throws {
     let slow = RetryPolicy(
-      maximumAttempts: 50, initialBackoff: .milliseconds(100), maximumBackoff: .milliseconds(100), jitter: 0)
+      maximumAttempts: 50, initialBackoff: .milliseconds(100), maximumBackoff: .milliseconds(100),
+      jitter: 0)
     let log = CallLog()
     let clock = ContinuousClock()
     try await withFakeServer(flakyRouter(failures: 1000, log: log)) { transport in
       let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: slow)
       let start = clock.now
       let error = await #expect(throws: RPCError.self) {
-        try await client.getApp(appID: "a", options: SubstatusCallOptions(timeout: .milliseconds(350)))
+        try await client.getApp(
+          appID: "a", options: SubstatusCallOptions(timeout: .milliseconds(350)))
       }
       // UNAVAILABLE from the last attempt, or DEADLINE_EXCEEDED when a slow machine makes an
       // attempt itself outlast the deadline; never all 50 attempts.
