@@ -153,11 +153,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     }
 
   case "tenant list":
-    let pages = try await PagedSequence(
-      nextPageToken: \Substatus_V1_ListTenantsResponse.nextPageToken
-    ) {
-      token throws(RPCError) in try await client.listTenants(pageSize: 1000, pageToken: token)
-    }.collect()
+    let pages = try await client.tenantPages(pageSize: 1000).collect()
     var all = Substatus_V1_ListTenantsResponse()
     all.tenants = pages.flatMap(\.tenants)
     return render(context, all) { report in
@@ -192,10 +188,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "app list":
-    let pages = try await PagedSequence(nextPageToken: \Substatus_V1_ListAppsResponse.nextPageToken)
-    {
-      token throws(RPCError) in try await client.listApps(pageSize: 1000, pageToken: token)
-    }.collect()
+    let pages = try await client.appPages(pageSize: 1000).collect()
     var all = Substatus_V1_ListAppsResponse()
     all.apps = pages.flatMap(\.apps)
     return render(context, all) { report in
@@ -296,12 +289,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   case "product list":
     let app = context.argument(0)
-    let pages = try await PagedSequence(
-      nextPageToken: \Substatus_V1_ListProductsResponse.nextPageToken
-    ) {
-      token throws(RPCError) in
-      try await client.listProducts(appID: app, pageSize: 1000, pageToken: token)
-    }.collect()
+    let pages = try await client.productPages(appID: app, pageSize: 1000).collect()
     var all = Substatus_V1_ListProductsResponse()
     all.products = pages.flatMap(\.products)
     return render(context, all) { productTable(&$0, all.products) }
@@ -328,12 +316,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   case "key list":
     let showRevoked = context.parsed.has("--show-revoked")
-    let pages = try await PagedSequence(
-      nextPageToken: \Substatus_V1_ListApiKeysResponse.nextPageToken
-    ) {
-      token throws(RPCError) in
-      try await client.listApiKeys(showRevoked: showRevoked, pageSize: 1000, pageToken: token)
-    }.collect()
+    let pages = try await client.apiKeyPages(showRevoked: showRevoked, pageSize: 1000).collect()
     var all = Substatus_V1_ListApiKeysResponse()
     all.apiKeys = pages.flatMap(\.apiKeys)
     return render(context, all) { report in

@@ -536,6 +536,53 @@ struct SubstatusClientMethodTests {
     #expect(tokens == ["", "p1", "p2"])
   }
 
+  @Test("the list page sequences follow next_page_token for apps, products, keys and tenants")
+  func listPaging() async throws {
+    let log = CallLog()
+    var router = RPCRouter()
+    // Two pages each: token "" answers "next", token "next" ends.
+    router.fake(Substatus_V1_AdminService.listApps, log: log) { request, _ in
+      message {
+        $0.apps = [message { $0.appID = request.pageToken.isEmpty ? "a1" : "a2" }]
+        $0.nextPageToken = request.pageToken.isEmpty ? "next" : ""
+      }
+    }
+    router.fake(Substatus_V1_AdminService.listProducts, log: log) { request, _ in
+      message {
+        $0.products = [
+          message { $0.productID = request.appID + (request.pageToken.isEmpty ? "/p1" : "/p2") }
+        ]
+        $0.nextPageToken = request.pageToken.isEmpty ? "next" : ""
+      }
+    }
+    router.fake(Substatus_V1_AdminService.listApiKeys, log: log) { request, _ in
+      message {
+        $0.apiKeys = [message { $0.keyID = request.showRevoked ? "revoked-too" : "k" }]
+        $0.nextPageToken = request.pageToken.isEmpty ? "next" : ""
+      }
+    }
+    router.fake(Substatus_V1_TenantService.listTenants, log: log) { request, _ in
+      message {
+        $0.tenants = [message { $0.tenantID = "t\(request.pageSize)" }]
+        $0.nextPageToken = request.pageToken.isEmpty ? "next" : ""
+      }
+    }
+    try await withFakeServer(router) { transport async throws in
+      let client = SubstatusClient(transport: transport, apiKey: "k")
+      #expect(try await client.appPages().collect().flatMap(\.apps).map(\.appID) == ["a1", "a2"])
+      #expect(
+        try await client.productPages(appID: "x").collect().flatMap(\.products).map(\.productID)
+          == ["x/p1", "x/p2"])
+      #expect(
+        try await client.apiKeyPages(showRevoked: true).collect().flatMap(\.apiKeys).map(\.keyID)
+          == ["revoked-too", "revoked-too"])
+      #expect(
+        try await client.tenantPages(pageSize: 7).collect().flatMap(\.tenants).map(\.tenantID)
+          == ["t7", "t7"])
+    }
+    #expect(log.count == 8)
+  }
+
   @Test(
     "asOf dates convert to milliseconds exactly",
     arguments: [0, 1, 1_767_225_600_123, 4_102_444_799_999] as [Int64])
