@@ -24,6 +24,8 @@ let package = Package(
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
     .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
+    .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
+    .executable(name: "substatus", targets: ["substatus"]),
   ],
   targets: [
     // MARK: C libraries and shims
@@ -111,6 +113,18 @@ let package = Package(
       name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
       swiftSettings: swiftSettings),
 
+    // MARK: Swift client library and CLI
+    .target(
+      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
+    .target(
+      name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire"],
+      path: "Clients/SubstatusCLI", swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus", dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport"],
+      path: "Clients/substatus",
+      swiftSettings: swiftSettings),
+
     // MARK: Tests
     .testTarget(
       name: "SubstatusJSONTests", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
@@ -136,6 +150,22 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusClientTests",
+      dependencies: ["SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusCLITests",
+      dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
+    .testTarget(
+      name: "SubstatusCLIEndToEndTests",
+      dependencies: [
+        "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "HTTPServer",
+        "substatus", "substatusd",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
