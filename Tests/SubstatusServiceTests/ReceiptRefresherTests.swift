@@ -433,3 +433,44 @@ struct SubmitReceiptStoresReceiptTests {
     }
   }
 }
+
+@Suite("Receipt refresh through the API")
+struct ReceiptRefreshThroughAPITests {
+  @Test("SubmitReceipt, then a 21004 at refresh time; SetSharedSecret makes the held receipt due at once")
+  func setSharedSecretReleasesHeldReceipts() async throws {
+    let t = TestWorld().now.withLock { $0 }
+    let accepted = Mutex("first-secret")
+    let fake = FakeAppStore { call in
+      call.password == accepted.withLock { $0 }
+        ? (200, FakeAppStore.body(periods: [(t - 7 * day + hour, t + hour)], latest: "latest"))
+        : (200, #"{"status":21004}"#)
+    }
+    let client = VerifyReceiptClient(
+      productionURL: URL(string: "http://apple.invalid/p")!, sandboxURL: URL(string: "http://apple.invalid/s")!, maxAttempts: 1, poster: fake)
+    try await withService(verifyReceipt: client) { h in
+      let (admin, appID) = try await h.makeTenantWithApp()
+      var secret = Substatus_V1_SetSharedSecretRequest()
+      secret.appID = appID
+      secret.sharedSecret = "first-secret"
+      _ = try await h.call(Substatus_V1_AdminService.setSharedSecret, secret, key: admin)
+      var submit = Substatus_V1_SubmitReceiptRequest()
+      submit.appID = appID
+      submit.userID = "alice"
+      submit.receiptData = "submitted"
+      _ = try await h.call(Substatus_V1_IngestService.submitReceipt, submit, key: admin)
+      let user = UserKey(appId: appID, environment: .production, userId: "alice")
+      let due = try #require(try await h.service.store.receipt(of: user)?.nextDueMs)
+      // Apple now wants another secret (rotated in App Store Connect, not yet here).
+      accepted.withLock { $0 = "second-secret" }
+      h.world.now.withLock { $0 = due }
+      let refresher = ReceiptRefresher(service: h.service, configuration: .init())
+      #expect(try #require(await refresher.refreshDue()).outcomes == [.wrongSharedSecret: 1])
+      #expect(try #require(await refresher.refreshDue()).due == 0)
+      secret.sharedSecret = "second-secret"
+      _ = try await h.call(Substatus_V1_AdminService.setSharedSecret, secret, key: admin)
+      #expect(try #require(await refresher.refreshDue()).outcomes == [.refreshed: 1])
+      #expect(fake.calls.map(\.password) == ["first-secret", "first-secret", "second-secret"])
+      #expect(try await h.service.store.receipt(of: user)?.failureCount == 0)
+    }
+  }
+}
