@@ -458,7 +458,9 @@ public final class InMemoryStore: Store {
       throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
     }
     try withState { (s: inout State) throws(StoreError) in
-      guard var r = s.receipts[user] else { throw StoreError.notFound("receipt of user", user.userId) }
+      guard var r = s.receipts[user] else {
+        throw StoreError.notFound("receipt of user", user.userId)
+      }
       r.lastVerifiedMs = atMs
       r.nextDueMs = nextDueMs
       r.failureCount = 0
@@ -473,7 +475,9 @@ public final class InMemoryStore: Store {
   {
     if failureCount < 0 { throw StoreError(.invalidArgument, "receipt: failure_count is negative") }
     try withState { (s: inout State) throws(StoreError) in
-      guard var r = s.receipts[user] else { throw StoreError.notFound("receipt of user", user.userId) }
+      guard var r = s.receipts[user] else {
+        throw StoreError.notFound("receipt of user", user.userId)
+      }
       r.nextDueMs = nextDueMs
       r.failureCount = failureCount
       s.receipts[user] = r

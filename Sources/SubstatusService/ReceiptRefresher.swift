@@ -1,9 +1,9 @@
 import Foundation
 import RPCCore
-import Synchronization
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import Synchronization
 
 // MARK: Due policy
 
@@ -103,7 +103,8 @@ extension SubstatusService {
     evaluation: SubscriptionEvaluation
   ) async throws(RPCError) {
     let receipt = StoredReceipt(
-      user: user, receiptData: response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 } ?? submitted,
+      user: user,
+      receiptData: response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 } ?? submitted,
       lastVerifiedMs: evaluation.time,
       nextDueMs: limits.receiptRefresh.nextDue(evaluation, response), failureCount: 0)
     try await stored { () throws(StoreError) in try await store.saveReceipt(receipt) }
@@ -238,7 +239,9 @@ public final class ReceiptRefresher: Sendable {
       var batches = 0
       while !isStopping, !Task.isCancelled, batches < configuration.maxBatchesPerTick {
         batches += 1
-        guard let summary = await refreshDue(), summary.due >= configuration.batchSize else { break }
+        guard let summary = await refreshDue(), summary.due >= configuration.batchSize else {
+          break
+        }
       }
       let sleeper = Task { try await Task.sleep(for: configuration.interval) }
       let stopped = state.withLock { s -> Bool in
@@ -277,7 +280,8 @@ public final class ReceiptRefresher: Sendable {
     do {
       due = try await service.store.dueReceipts(atMs: now, limit: configuration.batchSize)
     } catch {
-      service.log.info("receipt refresh: cannot read due receipts", [("error", .string(error.description))])
+      service.log.info(
+        "receipt refresh: cannot read due receipts", [("error", .string(error.description))])
       return nil
     }
     var summary = BatchSummary()
@@ -301,7 +305,12 @@ public final class ReceiptRefresher: Sendable {
       var inFlight = 0
       var perTenant: [String: Int] = [:]
       while !pending.isEmpty || inFlight > 0 {
-        let startable = isStopping ? nil : pending.firstIndex { perTenant[$0.1.app.tenantId, default: 0] < configuration.maxConcurrentPerTenant }
+        let startable =
+          isStopping
+          ? nil
+          : pending.firstIndex {
+            perTenant[$0.1.app.tenantId, default: 0] < configuration.maxConcurrentPerTenant
+          }
         if inFlight < configuration.maxConcurrent, let index = startable {
           let (receipt, app) = pending.remove(at: index)
           let tenant = app.app.tenantId
@@ -319,7 +328,9 @@ public final class ReceiptRefresher: Sendable {
     }
 
     var fields: [(String, JSONValue)] = [("due", .integer(summary.due))]
-    for outcome in Outcome.allCases { fields.append((outcome.rawValue, .integer(summary.outcomes[outcome] ?? 0))) }
+    for outcome in Outcome.allCases {
+      fields.append((outcome.rawValue, .integer(summary.outcomes[outcome] ?? 0)))
+    }
     fields.append(("max_in_flight", .integer(summary.maxInFlight)))
     fields.append(("duration_ms", .integer(Int64(started.duration(to: .now).seconds * 1000))))
     service.log.info("receipt refresh batch", fields)
@@ -351,11 +362,14 @@ public final class ReceiptRefresher: Sendable {
     return outcome
   }
 
-  private func attempt(_ receipt: StoredReceipt, _ app: SubstatusService.CachedApp) async -> Outcome {
+  private func attempt(_ receipt: StoredReceipt, _ app: SubstatusService.CachedApp) async -> Outcome
+  {
     let now = service.environment.now()
     let appId = receipt.user.appId
     if (try? await service.store.tenant(id: app.app.tenantId))?.disabled == true {
-      _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: receipt.failureCount)
+      _ = await reschedule(
+        receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds,
+        failureCount: receipt.failureCount)
       return .tenantDisabled
     }
     let secret: SharedSecretVersion
@@ -379,10 +393,13 @@ public final class ReceiptRefresher: Sendable {
     let started = ContinuousClock.now
     let response: VerifyReceiptResponse
     do {
-      response = try await service.verifyReceipt.verify(receiptData: receipt.receiptData, password: secret.secret)
+      response = try await service.verifyReceipt.verify(
+        receiptData: receipt.receiptData, password: secret.secret)
       service.metrics.upstream(status: "0", seconds: started.duration(to: .now).seconds)
     } catch {
-      service.metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: started.duration(to: .now).seconds)
+      service.metrics.upstream(
+        status: error.status.map { String($0.code) } ?? "error",
+        seconds: started.duration(to: .now).seconds)
       switch error.kind {
       case .wrongSharedSecret:
         state.withLock { $0.rejectedSecrets[appId] = secret.fingerprint }
@@ -396,10 +413,12 @@ public final class ReceiptRefresher: Sendable {
       }
     }
     do {
-      let (_, _, _, evaluation) = try await service.ingestVerified(response, for: receipt.user.userId, in: app)
+      let (_, _, _, evaluation) = try await service.ingestVerified(
+        response, for: receipt.user.userId, in: app)
       let next = service.limits.receiptRefresh.nextDue(evaluation, response)
       let fresh = response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 }
-      try await service.store.markReceiptVerified(user: receipt.user, atMs: evaluation.time, nextDueMs: next, receiptData: fresh)
+      try await service.store.markReceiptVerified(
+        user: receipt.user, atMs: evaluation.time, nextDueMs: next, receiptData: fresh)
       return .refreshed
     } catch {
       return await backOff(receipt, now: now)
@@ -408,9 +427,13 @@ public final class ReceiptRefresher: Sendable {
 
   /// Pushes a receipt of an app without a usable secret back by `wrongSecretBackoff` and remembers
   /// it, so a new secret makes it due at once (``releaseHeld(now:)``).
-  private func holdForSecret(_ receipt: StoredReceipt, now: Int64, failureCount: Int) async -> Outcome {
+  private func holdForSecret(_ receipt: StoredReceipt, now: Int64, failureCount: Int) async
+    -> Outcome
+  {
     state.withLock { $0.held[receipt.user.appId, default: [:]][receipt.user] = failureCount }
-    _ = await reschedule(receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds, failureCount: failureCount)
+    _ = await reschedule(
+      receipt, nextDueMs: now + configuration.wrongSecretBackoff.milliseconds,
+      failureCount: failureCount)
     return .skippedSharedSecret
   }
 
@@ -438,7 +461,8 @@ public final class ReceiptRefresher: Sendable {
       }
       for (user, failures) in users {
         do {
-          try await service.store.rescheduleReceipt(user: user, nextDueMs: now, failureCount: failures)
+          try await service.store.rescheduleReceipt(
+            user: user, nextDueMs: now, failureCount: failures)
           released += 1
         } catch {
           continue  // replaced or gone: the stored schedule stands
@@ -451,7 +475,8 @@ public final class ReceiptRefresher: Sendable {
   /// Exponential backoff with jitter after a temporary failure.
   private func backOff(_ receipt: StoredReceipt, now: Int64) async -> Outcome {
     let failures = receipt.failureCount + 1
-    _ = await reschedule(receipt, nextDueMs: now + backoffMs(failures: failures), failureCount: failures)
+    _ = await reschedule(
+      receipt, nextDueMs: now + backoffMs(failures: failures), failureCount: failures)
     return .temporaryFailure
   }
 
@@ -462,16 +487,22 @@ public final class ReceiptRefresher: Sendable {
     let cap = configuration.maxBackoff.milliseconds
     let ceiling = min(cap, initial << Int64(min(max(failures - 1, 0), 30)))
     let random = service.environment.randomBytes(2)
-    let fraction = Double(UInt16(random.first ?? 0) << 8 | UInt16(random.last ?? 0)) / Double(UInt16.max)
+    let fraction =
+      Double(UInt16(random.first ?? 0) << 8 | UInt16(random.last ?? 0)) / Double(UInt16.max)
     return max(1, Int64(Double(ceiling) * (0.5 + 0.5 * fraction)))
   }
 
-  private func reschedule(_ receipt: StoredReceipt, nextDueMs: Int64?, failureCount: Int) async -> Bool {
+  private func reschedule(_ receipt: StoredReceipt, nextDueMs: Int64?, failureCount: Int) async
+    -> Bool
+  {
     do {
-      try await service.store.rescheduleReceipt(user: receipt.user, nextDueMs: nextDueMs, failureCount: failureCount)
+      try await service.store.rescheduleReceipt(
+        user: receipt.user, nextDueMs: nextDueMs, failureCount: failureCount)
       return true
     } catch {
-      service.log.info("receipt refresh: cannot reschedule", [("app_id", .string(receipt.user.appId)), ("error", .string(error.description))])
+      service.log.info(
+        "receipt refresh: cannot reschedule",
+        [("app_id", .string(receipt.user.appId)), ("error", .string(error.description))])
       return false
     }
   }

@@ -17,7 +17,9 @@ extension StoreContractTests {
       failureCount: failures)
   }
 
-  @Test("receipts: save, read, replace; unknown app and bad input refused", arguments: StoreKind.allCases)
+  @Test(
+    "receipts: save, read, replace; unknown app and bad input refused",
+    arguments: StoreKind.allCases)
   func receiptsSaveAndRead(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       await expectStoreError(.notFound) { try await store.saveReceipt(Self.receipt("u1", due: 5)) }
@@ -30,15 +32,23 @@ extension StoreContractTests {
       try await store.saveReceipt(newer)
       #expect(try await store.receipt(of: Fixture.user("u1")) == newer)
       #expect(try await store.receipt(of: Fixture.user("u1", environment: .sandbox)) == nil)
-      await expectStoreError(.invalidArgument) { try await store.saveReceipt(Self.receipt("u2", data: "", due: 1)) }
-      await expectStoreError(.invalidArgument) { try await store.saveReceipt(Self.receipt("", due: 1)) }
-      await expectStoreError(.invalidArgument) { try await store.saveReceipt(Self.receipt("u2", due: 1, failures: -1)) }
+      await expectStoreError(.invalidArgument) {
+        try await store.saveReceipt(Self.receipt("u2", data: "", due: 1))
+      }
+      await expectStoreError(.invalidArgument) {
+        try await store.saveReceipt(Self.receipt("", due: 1))
+      }
+      await expectStoreError(.invalidArgument) {
+        try await store.saveReceipt(Self.receipt("u2", due: 1, failures: -1))
+      }
       // A user without purchase data can have a receipt; its history stays empty.
       #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
     }
   }
 
-  @Test("due receipts: at or before the time, most overdue first, limited, none without a due time", arguments: StoreKind.allCases)
+  @Test(
+    "due receipts: at or before the time, most overdue first, limited, none without a due time",
+    arguments: StoreKind.allCases)
   func dueReceipts(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
@@ -51,7 +61,10 @@ extension StoreContractTests {
       try await store.saveReceipt(Self.receipt("never", due: nil))
       try await store.saveReceipt(Self.receipt("future", due: 301))
       let names = { (rs: [StoredReceipt]) in rs.map { "\($0.user.appId)/\($0.user.userId)" } }
-      #expect(names(try await store.dueReceipts(atMs: 300, limit: 100)) == ["a1/s", "a0/a", "a1/a", "a1/b", "a1/late"])
+      #expect(
+        names(try await store.dueReceipts(atMs: 300, limit: 100)) == [
+          "a1/s", "a0/a", "a1/a", "a1/b", "a1/late",
+        ])
       #expect(names(try await store.dueReceipts(atMs: 100, limit: 2)) == ["a1/s", "a0/a"])
       #expect(try await store.dueReceipts(atMs: 49, limit: 100).isEmpty)
       let all = try await store.dueReceipts(atMs: Int64.max, limit: 100)
@@ -61,13 +74,19 @@ extension StoreContractTests {
     }
   }
 
-  @Test("marking verified and rescheduling change the schedule; unknown receipts are not found", arguments: StoreKind.allCases)
+  @Test(
+    "marking verified and rescheduling change the schedule; unknown receipts are not found",
+    arguments: StoreKind.allCases)
   func receiptSchedule(kind: StoreKind) async throws {
     try await withStore(kind) { store in
       try await Fixture.seed(store)
       let user = Fixture.user("u1")
-      await expectStoreError(.notFound) { try await store.markReceiptVerified(user: user, atMs: 1, nextDueMs: 2, receiptData: nil) }
-      await expectStoreError(.notFound) { try await store.rescheduleReceipt(user: user, nextDueMs: 2, failureCount: 1) }
+      await expectStoreError(.notFound) {
+        try await store.markReceiptVerified(user: user, atMs: 1, nextDueMs: 2, receiptData: nil)
+      }
+      await expectStoreError(.notFound) {
+        try await store.rescheduleReceipt(user: user, nextDueMs: 2, failureCount: 1)
+      }
       try await store.saveReceipt(Self.receipt("u1", due: 100))
       try await store.rescheduleReceipt(user: user, nextDueMs: 500, failureCount: 3)
       #expect(try await store.receipt(of: user) == Self.receipt("u1", due: 500, failures: 3))
@@ -75,11 +94,18 @@ extension StoreContractTests {
       // Verified: the failure count resets, the receipt is replaced only when a new one is given.
       try await store.markReceiptVerified(user: user, atMs: 600, nextDueMs: 900, receiptData: nil)
       #expect(try await store.receipt(of: user) == Self.receipt("u1", due: 900, verified: 600))
-      try await store.markReceiptVerified(user: user, atMs: 700, nextDueMs: nil, receiptData: "MIIT-latest")
-      #expect(try await store.receipt(of: user) == Self.receipt("u1", data: "MIIT-latest", due: nil, verified: 700))
+      try await store.markReceiptVerified(
+        user: user, atMs: 700, nextDueMs: nil, receiptData: "MIIT-latest")
+      #expect(
+        try await store.receipt(of: user)
+          == Self.receipt("u1", data: "MIIT-latest", due: nil, verified: 700))
       #expect(try await store.dueReceipts(atMs: Int64.max, limit: 10).isEmpty)
-      await expectStoreError(.invalidArgument) { try await store.markReceiptVerified(user: user, atMs: 1, nextDueMs: 2, receiptData: "") }
-      await expectStoreError(.invalidArgument) { try await store.rescheduleReceipt(user: user, nextDueMs: 2, failureCount: -1) }
+      await expectStoreError(.invalidArgument) {
+        try await store.markReceiptVerified(user: user, atMs: 1, nextDueMs: 2, receiptData: "")
+      }
+      await expectStoreError(.invalidArgument) {
+        try await store.rescheduleReceipt(user: user, nextDueMs: 2, failureCount: -1)
+      }
     }
   }
 }
@@ -89,10 +115,13 @@ struct SQLiteReceiptTests {
   @Test("the due query is a range read of the receipts_by_due index, joined by primary key")
   func dueQueryUsesTheIndex() async throws {
     let dir = TemporaryDirectory()
-    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    let store = try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
     defer { store.close() }
     let plan = try await store.queryPlan(HotQueries.dueReceipts)
-    #expect(plan.contains { $0.hasPrefix("SEARCH r USING INDEX receipts_by_due (next_due_ms<?)") }, "\(plan)")
+    #expect(
+      plan.contains { $0.hasPrefix("SEARCH r USING INDEX receipts_by_due (next_due_ms<?)") },
+      "\(plan)")
     #expect(plan.contains { $0.hasPrefix("SEARCH u USING INTEGER PRIMARY KEY") }, "\(plan)")
     #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
   }
@@ -103,14 +132,17 @@ struct SQLiteReceiptTests {
     do {
       let raw = try SQLiteConnection(path: dir.file("store.sqlite"), readOnly: false, create: true)
       #expect(try Schema.migrate(raw, now: 0, through: 2) == 2)
-      try raw.run("INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES('t1', 'old', 0, 5)")
+      try raw.run(
+        "INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES('t1', 'old', 0, 5)")
       raw.close()
     }
-    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    let store = try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
     defer { store.close() }
     #expect(store.schemaVersion >= 3)
     try await store.createApp(Fixture.app())
-    try await store.saveReceipt(StoredReceipt(user: Fixture.user("u1"), receiptData: "MIIT", nextDueMs: 7))
+    try await store.saveReceipt(
+      StoredReceipt(user: Fixture.user("u1"), receiptData: "MIIT", nextDueMs: 7))
     #expect(try await store.dueReceipts(atMs: 7, limit: 1).map(\.user.userId) == ["u1"])
     #expect(try await store.tenant(id: "t1").name == "old")
   }

@@ -1,12 +1,13 @@
 import Foundation
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusDaemon
 import SubstatusWire
 import Testing
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
 
 /// A running appstore-sim on a free port with a frozen clock, stopped with SIGTERM.
 final class RunningSimulator: @unchecked Sendable {
@@ -15,22 +16,30 @@ final class RunningSimulator: @unchecked Sendable {
   let address: String
 
   init() throws {
-    directory = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-sim-\(UUID().uuidString)")
+    directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "appstore-sim-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json").path
     process.executableURL = URL(fileURLWithPath: try builtExecutable("appstore-sim"))
     // The clock only moves through the control API; it starts an hour in the past.
     let start = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
-    process.arguments = ["--listen", "127.0.0.1:0", "--ready-file", ready, "--time-scale", "0", "--start-ms", String(start)]
+    process.arguments = [
+      "--listen", "127.0.0.1:0", "--ready-file", ready, "--time-scale", "0", "--start-ms",
+      String(start),
+    ]
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     try process.run()
     let deadline = Date().addingTimeInterval(30)
     while !FileManager.default.fileExists(atPath: ready) {
-      guard process.isRunning, Date() < deadline else { throw DaemonFailure("appstore-sim did not become ready") }
+      guard process.isRunning, Date() < deadline else {
+        throw DaemonFailure("appstore-sim did not become ready")
+      }
       Thread.sleep(forTimeInterval: 0.02)
     }
-    let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready))) as? [String: String]
+    let json =
+      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready)))
+      as? [String: String]
     address = try #require(json?["http"])
   }
 
@@ -43,7 +52,8 @@ final class RunningSimulator: @unchecked Sendable {
     let (data, response) = try await URLSession.shared.data(for: request)
     let status = (response as? HTTPURLResponse)?.statusCode ?? 0
     guard (200..<300).contains(status) else {
-      throw DaemonFailure("appstore-sim \(path) answered \(status): \(String(decoding: data, as: UTF8.self))")
+      throw DaemonFailure(
+        "appstore-sim \(path) answered \(status): \(String(decoding: data, as: UTF8.self))")
     }
     return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
   }
@@ -68,7 +78,8 @@ final class RunningSimulator: @unchecked Sendable {
     ])
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     let address = try #require(HostPort(daemon.grpc))
-    let transport = try HTTP2ClientTransport(configuration: .init(host: address.host, port: address.port))
+    let transport = try HTTP2ClientTransport(
+      configuration: .init(host: address.host, port: address.port))
     defer { transport.close() }
     let client = RPCClient(transport: transport)
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
@@ -76,28 +87,37 @@ final class RunningSimulator: @unchecked Sendable {
     ) async throws -> Res {
       var metadata: Metadata = [:]
       metadata.addString("Bearer \(key)", forKey: "authorization")
-      return try await client.unary(method: method.path, request: request, response: Res.self, metadata: metadata)
+      return try await client.unary(
+        method: method.path, request: request, response: Res.self, metadata: metadata)
     }
 
     // The simulated App Store: an app with a monthly subscription that starts with a week's trial
     // (sandbox compresses them: 3 minutes of trial, then 5-minute months).
     let secret = "0123456789abcdef0123456789abcdef"
-    _ = try await sim.post("/control/apps", [
-      "bundle_id": "com.example.refresh", "shared_secret": secret,
-      "products": [[
-        "product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro", "duration": "P1M",
-        "introductory_offer": ["type": "free_trial", "duration": "P1W"],
-      ]],
-    ])
+    _ = try await sim.post(
+      "/control/apps",
+      [
+        "bundle_id": "com.example.refresh", "shared_secret": secret,
+        "products": [
+          [
+            "product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro",
+            "duration": "P1M",
+            "introductory_offer": ["type": "free_trial", "duration": "P1W"],
+          ]
+        ],
+      ])
     _ = try await sim.post("/control/users", ["user_id": "alice", "environment": "sandbox"])
 
     // substatusd: tenant, app, secret, catalog.
     var createTenant = Substatus_V1_CreateTenantRequest()
     createTenant.name = "refresh"
-    let admin = try await call(Substatus_V1_TenantService.createTenant, createTenant, key: daemon.operatorKey).adminKey
+    let admin = try await call(
+      Substatus_V1_TenantService.createTenant, createTenant, key: daemon.operatorKey
+    ).adminKey
     var register = Substatus_V1_RegisterAppRequest()
     register.bundleID = "com.example.refresh"
-    let appID = try #require(try await call(Substatus_V1_AdminService.registerApp, register, key: admin).app?.appID)
+    let appID = try #require(
+      try await call(Substatus_V1_AdminService.registerApp, register, key: admin).app?.appID)
     var setSecret = Substatus_V1_SetSharedSecretRequest()
     setSecret.appID = appID
     setSecret.sharedSecret = secret
@@ -117,7 +137,8 @@ final class RunningSimulator: @unchecked Sendable {
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     _ = try await sim.post("/control/clock/set", ["now_ms": now - 180_000 + 6_000])
     let purchase = try await sim.post(
-      "/control/apps/com.example.refresh/users/alice/purchase", ["product_id": "pro.monthly", "offer": ["type": "introductory"]])
+      "/control/apps/com.example.refresh/users/alice/purchase",
+      ["product_id": "pro.monthly", "offer": ["type": "introductory"]])
     let receipt = try #require(purchase["receipt"] as? String)
 
     var submit = Substatus_V1_SubmitReceiptRequest()
@@ -143,7 +164,8 @@ final class RunningSimulator: @unchecked Sendable {
     let started = Date()
     var group: Substatus_V1_GroupStatus?
     while Date().timeIntervalSince(started) < 60 {
-      group = try await call(Substatus_V1_StatusService.getStatus, status, key: admin).groups.first { $0.subscriptionGroupID == "pro" }
+      group = try await call(Substatus_V1_StatusService.getStatus, status, key: admin).groups.first
+      { $0.subscriptionGroupID == "pro" }
       if let g = group, g.expiresMs > trialEnd { break }
       try await Task.sleep(for: .milliseconds(250))
     }
@@ -151,7 +173,9 @@ final class RunningSimulator: @unchecked Sendable {
     let waited = Date().timeIntervalSince(started)
     #expect(renewed.state == .active)
     #expect(!renewed.inTrial)
-    #expect(renewed.expiresMs == trialEnd + 300_000, "expires \(renewed.expiresMs), trial ended \(trialEnd)")
+    #expect(
+      renewed.expiresMs == trialEnd + 300_000,
+      "expires \(renewed.expiresMs), trial ended \(trialEnd)")
 
     // Two verifyReceipt calls in all (the submit and one refresh), no receipt or secret in the log.
     let (exitStatus, daemonLog) = daemon.stop()
@@ -160,20 +184,26 @@ final class RunningSimulator: @unchecked Sendable {
     #expect(batches.contains { $0.contains("\"refreshed\":1") }, "\(batches)")
     #expect(!daemonLog.contains(secret))
     #expect(!daemonLog.contains(String(receipt.prefix(40))))
-    print("refresh end-to-end: renewal visible \(String(format: "%.1f", waited)) s after the clock advance; \(batches.count) refresh batch(es)")
+    print(
+      "refresh end-to-end: renewal visible \(String(format: "%.1f", waited)) s after the clock advance; \(batches.count) refresh batch(es)"
+    )
   }
 }
 
 @Suite struct RefreshConfigurationTests {
   @Test func refreshSettingsFromFileEnvironmentAndFlags() throws {
-    let defaults = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    let defaults = try #require(
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
     #expect(defaults.refreshInterval == 60)
     #expect(defaults.refreshConcurrency == 8)
     #expect(defaults.refreshTenantConcurrency == 2)
-    let file: [UInt8] = Array(#"{"data_dir": "/d", "refresh_interval": 30, "refresh_concurrency": 3, "refresh_tenant_concurrency": 1}"#.utf8)
-    let c = try #require(try DaemonConfiguration.parse(
-      arguments: ["--config", "c.json", "--refresh-interval", "0"],
-      environment: ["SUBSTATUS_REFRESH_CONCURRENCY": "16"], readFile: { _ in file }))
+    let file: [UInt8] = Array(
+      #"{"data_dir": "/d", "refresh_interval": 30, "refresh_concurrency": 3, "refresh_tenant_concurrency": 1}"#
+        .utf8)
+    let c = try #require(
+      try DaemonConfiguration.parse(
+        arguments: ["--config", "c.json", "--refresh-interval", "0"],
+        environment: ["SUBSTATUS_REFRESH_CONCURRENCY": "16"], readFile: { _ in file }))
     #expect(c.refreshInterval == 0)  // off
     #expect(c.refreshConcurrency == 16)
     #expect(c.refreshTenantConcurrency == 1)
@@ -181,8 +211,13 @@ final class RunningSimulator: @unchecked Sendable {
 
   @Test(arguments: [
     (["--refresh-interval", "-1"], "--refresh-interval must be a non-negative number"),
-    (["--refresh-concurrency", "0"], "--refresh-concurrency must be a whole number between 1 and 1000"),
-    (["--refresh-tenant-concurrency", "1.5"], "--refresh-tenant-concurrency must be a whole number"),
+    (
+      ["--refresh-concurrency", "0"],
+      "--refresh-concurrency must be a whole number between 1 and 1000"
+    ),
+    (
+      ["--refresh-tenant-concurrency", "1.5"], "--refresh-tenant-concurrency must be a whole number"
+    ),
   ])
   func badRefreshSettings(arguments: [String], message: String) {
     #expect {
