@@ -37,7 +37,7 @@ bench: test-deps release
 
 ## Fuzzes the parsers with libFuzzer + ASan, FUZZ_SECONDS per target (default 60); see RELIABILITY.md.
 ## `make test` runs the checked-in corpora through the same targets (SubstatusFuzzRegressionTests).
-fuzz: test-deps
+fuzz: deps
 	scripts/fuzz
 
 ## Soak test of substatusd under mixed load, SOAK_SECONDS (default 600); see RELIABILITY.md.
