@@ -47,8 +47,11 @@ DAY = 86400000
 T0 = 1711324800000
 PRODUCTS = ["premium.monthly", "premium.yearly", "pro.monthly", "lifetime", "unknown.product"]
 
+IDS_PER_USER = 60  # bounded data: after warm-up imports update existing rows, so the store stops growing
+
 def txn(i, user, k):
     base = T0 - 60 * DAY + k * DAY
+    i %= IDS_PER_USER
     return pb.Transaction(transaction_id=f"{user}-{i}", original_transaction_id=f"{user}-0", product_id="pro.monthly",
                           purchase_date_ms=base, expires_date_ms=base + 30 * DAY, is_trial_period=(i == 0))
 
@@ -155,6 +158,16 @@ def worker(index, grpc_addr, http_addr, app_id, keys, secret, deadline, start, r
     channel.close()
     results.put({f"{m}|{op}": v for (m, op), v in stats.items()})
 
+def data_size(directory):
+    total = 0
+    for dirpath, _, names in os.walk(directory):
+        for n in names:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, n))
+            except OSError:
+                pass
+    return total / (1 << 20)
+
 def sample(pid):
     rss = threads = None
     with open(f"/proc/{pid}/status") as f:
@@ -206,7 +219,7 @@ def main():
             crashed = server.returncode
             break
         rss, fds, threads = sample(server.pid)
-        samples.append((time.time() - start, rss, fds, threads))
+        samples.append((time.time() - start, rss, fds, threads, data_size(data)))
         time.sleep(2)
     merged = {}
     for _ in procs:
@@ -240,8 +253,8 @@ def main():
         values = sorted(values)
         return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
     rows = []
-    print("| minute | calls | calls/s | OK | expected errors | unexpected | p50 ms | p99 ms | RSS MB (max) | fds (max) | threads (max) |")
-    print("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| minute | calls | calls/s | OK | expected errors | unexpected | p50 ms | p99 ms | RSS MB (max) | fds (max) | threads (max) | data dir MB |")
+    print("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for m in minutes:
         entries = [v for k, v in merged.items() if int(k.split("|")[0]) == m]
         lat = [x for v in entries for x in v["lat"]]
@@ -255,9 +268,9 @@ def main():
         span = min(60, max(1, seconds - m * 60))
         row = (m + 1, len(lat), len(lat) / span, ok, ", ".join(f"{c} {n}" for c, n in sorted(codes.items())), unexpected,
                pct(lat, 50), pct(lat, 99), max((s[1] for s in window), default=0), max((s[2] for s in window), default=0),
-               max((s[3] for s in window), default=0))
+               max((s[3] for s in window), default=0), max((s[4] for s in window), default=0))
         rows.append(row)
-        print("| %d | %d | %.0f | %d | %s | %d | %.1f | %.1f | %.1f | %d | %d |" % row)
+        print("| %d | %d | %.0f | %d | %s | %d | %.1f | %.1f | %.1f | %d | %d | %.1f |" % row)
     print()
     print("| call | count | p50 ms | p99 ms | statuses |")
     print("| --- | ---: | ---: | ---: | --- |")

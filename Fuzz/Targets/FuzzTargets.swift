@@ -57,9 +57,10 @@ public enum NotificationFuzzSetup {
 
 enum FuzzTargets {
   /// Every message type, in a stable order so that a corpus input keeps meaning the same type.
-  static let messageTypes: [any ProtobufJSONMessage.Type] = ProtoFiles.messageTypes.keys.sorted().map {
-    ProtoFiles.messageTypes[$0]!
-  }
+  static let messageTypes: [any ProtobufJSONMessage.Type] = ProtoFiles.messageTypes.keys.sorted()
+    .map {
+      ProtoFiles.messageTypes[$0]!
+    }
 
   static func pickType(_ input: [UInt8]) -> (any ProtobufJSONMessage.Type, [UInt8])? {
     guard let first = input.first else { return nil }
@@ -102,7 +103,8 @@ enum FuzzTargets {
       return "\(M.protoMessageName): its own JSON \(text.prefix(200)) does not read back: \(error)"
     }
     guard back.jsonString() == text else {
-      return "\(M.protoMessageName): JSON round trip changed the message: \(text.prefix(200)) vs \(back.jsonString().prefix(200))"
+      return
+        "\(M.protoMessageName): JSON round trip changed the message: \(text.prefix(200)) vs \(back.jsonString().prefix(200))"
     }
     return nil
   }
@@ -115,11 +117,15 @@ enum FuzzTargets {
   }
 
   static func protoJSONDecode<M: ProtobufJSONMessage>(_: M.Type, _ body: [UInt8]) -> String? {
-    guard let value = try? JSONValue(parsing: body), let message = try? M(jsonValue: value) else { return nil }
+    guard let value = try? JSONValue(parsing: body), let message = try? M(jsonValue: value) else {
+      return nil
+    }
     // Whatever was accepted encodes, decodes back to itself, and prints JSON that reads back.
     let encoded = message.serializedBytes()
-    guard let decoded = try? M(serializedBytes: encoded), decoded.serializedBytes() == encoded else {
-      return "\(M.protoMessageName): a message read from JSON does not survive the binary round trip"
+    guard let decoded = try? M(serializedBytes: encoded), decoded.serializedBytes() == encoded
+    else {
+      return
+        "\(M.protoMessageName): a message read from JSON does not survive the binary round trip"
     }
     return jsonRoundTrip(message)
   }
@@ -131,9 +137,12 @@ enum FuzzTargets {
     let text = value.serializedBytes()
     let back: JSONValue
     do { back = try JSONValue(parsing: text) } catch {
-      return "serialized JSON does not parse back: \(error): \(String(decoding: text.prefix(200), as: UTF8.self))"
+      return
+        "serialized JSON does not parse back: \(error): \(String(decoding: text.prefix(200), as: UTF8.self))"
     }
-    guard back.serializedBytes() == text else { return "JSON serialization is not stable across a round trip" }
+    guard back.serializedBytes() == text else {
+      return "JSON serialization is not stable across a round trip"
+    }
     return nil
   }
 
@@ -168,7 +177,9 @@ enum FuzzTargets {
     // The messages, framed again, are the stream up to where deframing stopped.
     var reframed: [UInt8] = []
     for message in whole.messages { GRPCFraming.appendFrame(message, to: &reframed) }
-    guard stream.starts(with: reframed) else { return "reframing the messages does not give the input back" }
+    guard stream.starts(with: reframed) else {
+      return "reframing the messages does not give the input back"
+    }
     return nil
   }
 
@@ -176,7 +187,9 @@ enum FuzzTargets {
     var messages: [[UInt8]] = []
     var error: WireError?
     var leftover = 0
-    var description: String { "\(messages.count) messages, error \(String(describing: error)), \(leftover) left" }
+    var description: String {
+      "\(messages.count) messages, error \(String(describing: error)), \(leftover) left"
+    }
   }
 
   static func deframe(_ stream: [UInt8], limit: Int, chunk: Int) -> Deframed {
@@ -211,7 +224,8 @@ enum FuzzTargets {
     switch response.status {
     case 200, 400, 401, 404, 501: return nil
     default:
-      return "notification answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
+      return
+        "notification answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
     }
   }
 }
@@ -262,7 +276,8 @@ final class NotificationWorld: Sendable {
     var rpcRouter = RPCRouter()
     service.register(in: &rpcRouter)
     let transport = InProcessTransport()
-    let server = RPCServer(transport: transport.server, router: rpcRouter, interceptors: service.interceptors())
+    let server = RPCServer(
+      transport: transport.server, router: rpcRouter, interceptors: service.interceptors())
     Task { try? await server.run() }
     let client = RPCClient(transport: transport.client)
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
@@ -272,8 +287,9 @@ final class NotificationWorld: Sendable {
       metadata.addString("Bearer \(key)", forKey: "authorization")
       for _ in 0..<200 {
         do {
-          return try await client.unary(method: method.path, request: request, response: Res.self, metadata: metadata)
-        } catch where error.code == .unavailable {
+          return try await client.unary(
+            method: method.path, request: request, response: Res.self, metadata: metadata)
+        } catch  where error.code == .unavailable {
           try? await Task.sleep(for: .milliseconds(5))  // the server is not listening yet
         } catch {
           fatalError("fuzz setup: \(method.path) failed: \(error)")
@@ -281,7 +297,9 @@ final class NotificationWorld: Sendable {
       }
       fatalError("fuzz setup: \(method.path) stayed unavailable")
     }
-    guard let operatorKey = try? await service.bootstrapOperatorKey() else { fatalError("fuzz setup: no operator key") }
+    guard let operatorKey = try? await service.bootstrapOperatorKey() else {
+      fatalError("fuzz setup: no operator key")
+    }
     var create = Substatus_V1_CreateTenantRequest()
     create.name = "fuzz"
     let tenant = await call(Substatus_V1_TenantService.createTenant, create, key: operatorKey)

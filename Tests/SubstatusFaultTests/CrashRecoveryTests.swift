@@ -62,12 +62,18 @@ final class IngestLoad: Sendable {
             }
             n += batch.count
             do {
-              let response = try await writer.importTransactions(appID: appID, userID: user, transactions: batch)
+              let response = try await writer.importTransactions(
+                appID: appID, userID: user, transactions: batch)
               guard response.transactionResults.count == batch.count else {
-                load.failures.withLock { $0.append("\(user): \(response.transactionResults.count) results for \(batch.count)") }
+                load.failures.withLock {
+                  $0.append(
+                    "\(user): \(response.transactionResults.count) results for \(batch.count)")
+                }
                 return
               }
-              load.acknowledged.withLock { $0[user, default: []].formUnion(batch.map(\.transactionID)) }
+              load.acknowledged.withLock {
+                $0[user, default: []].formUnion(batch.map(\.transactionID))
+              }
             } catch {
               // Once the server is gone every call fails (UNAVAILABLE); before, none may.
               if !load.killed.load(ordering: .acquiring) {
@@ -93,7 +99,9 @@ final class IngestLoad: Sendable {
       try await group.waitForAll()
     }
     first.process.waitUntilExit()
-    #expect(first.process.terminationReason == .uncaughtSignal && first.process.terminationStatus == SIGKILL)
+    #expect(
+      first.process.terminationReason == .uncaughtSignal
+        && first.process.terminationStatus == SIGKILL)
     #expect(load.failures.withLock { $0 }.isEmpty, "\(load.failures.withLock { $0 })")
     let acked = load.acknowledged.withLock { $0 }
     let total = acked.values.reduce(0) { $0 + $1.count }
@@ -107,14 +115,19 @@ final class IngestLoad: Sendable {
     for (user, ids) in acked {
       let history = try await storedTransactionIDs(reader, appID: appID, userID: user)
       let lost = ids.subtracting(history)
-      #expect(lost.isEmpty, "\(user): \(lost.count) acknowledged transactions lost, e.g. \(lost.sorted().prefix(5))")
+      #expect(
+        lost.isEmpty,
+        "\(user): \(lost.count) acknowledged transactions lost, e.g. \(lost.sorted().prefix(5))")
       stored += history.count
     }
     // The store still takes writes after the recovery.
     _ = try await reader.importTransactions(
-      appID: appID, userID: "after-restart", transactions: [transaction("after-1", original: "after-1", day: 1)])
-    #expect(try await storedTransactionIDs(reader, appID: appID, userID: "after-restart") == ["after-1"])
-    #expect(second.stop() == 0, "substatusd exited badly after recovery: \(second.log().suffix(2000))")
+      appID: appID, userID: "after-restart",
+      transactions: [transaction("after-1", original: "after-1", day: 1)])
+    #expect(
+      try await storedTransactionIDs(reader, appID: appID, userID: "after-restart") == ["after-1"])
+    #expect(
+      second.stop() == 0, "substatusd exited badly after recovery: \(second.log().suffix(2000))")
     #expect(integrityCheck(data.appendingPathComponent("substatus.sqlite").path) == "ok")
     print("crash test: \(total) acknowledged before SIGKILL, \(stored) stored after restart")
   }

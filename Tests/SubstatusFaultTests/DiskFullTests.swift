@@ -23,16 +23,22 @@ struct SmallTmpfs {
 
   /// Whether this process may mount a tmpfs (tried once, on a throwaway directory).
   static let isPermitted: Bool = {
-    guard getuid() == 0, let probe = try? temporaryDirectory("substatus-mount-probe") else { return false }
+    guard getuid() == 0, let probe = try? temporaryDirectory("substatus-mount-probe") else {
+      return false
+    }
     defer { try? FileManager.default.removeItem(at: probe) }
-    guard runMount("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]) else { return false }
+    guard runMount("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]) else {
+      return false
+    }
     runMount("/bin/umount", ["-l", probe.path])
     return true
   }()
 
   init(sizeKiB: Int) throws {
     directory = try temporaryDirectory("substatus-diskfull")
-    guard runMount("/bin/mount", ["-t", "tmpfs", "-o", "size=\(sizeKiB)k", "tmpfs", directory.path]) else {
+    guard
+      runMount("/bin/mount", ["-t", "tmpfs", "-o", "size=\(sizeKiB)k", "tmpfs", directory.path])
+    else {
       try? FileManager.default.removeItem(at: directory)
       throw FaultTestFailure("mount -t tmpfs failed")
     }
@@ -62,13 +68,16 @@ func fillUp(_ path: String) -> Int {
 /// The data directory on a 4 MiB tmpfs that is then filled: writes fail with UNAVAILABLE, reads go
 /// on, and writes succeed again once space returns — without restarting substatusd.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct DiskFullTests {
-  @Test(.enabled(if: SmallTmpfs.isPermitted, "needs root to mount a small tmpfs (mount -t tmpfs); skipped"))
+  @Test(
+    .enabled(
+      if: SmallTmpfs.isPermitted, "needs root to mount a small tmpfs (mount -t tmpfs); skipped"))
   func writesFailWithUnavailableWhileTheDiskIsFullAndReadsGoOn() async throws {
     let disk = try SmallTmpfs(sizeKiB: 4096)
     defer { disk.unmount() }
     let work = try temporaryDirectory("substatus-diskfull-work")
     defer { try? FileManager.default.removeItem(at: work) }
-    let daemon = try startDaemon(dataDirectory: disk.directory.appendingPathComponent("data"), workDirectory: work)
+    let daemon = try startDaemon(
+      dataDirectory: disk.directory.appendingPathComponent("data"), workDirectory: work)
     defer { daemon.stop(SIGKILL) }  // before the unmount
     let (adminKey, appID) = try await makeTenantAndApp(daemon, workDirectory: work)
     let api = try client(daemon, key: adminKey)
@@ -82,23 +91,33 @@ func fillUp(_ path: String) -> Int {
     var n = 0
     for _ in 0..<30 where failure == nil {
       let batch = (0..<1000).map { i in
-        transaction("full-\(n + i)-" + String(repeating: "x", count: 50), original: "full-0", day: Int64(i % 300))
+        transaction(
+          "full-\(n + i)-" + String(repeating: "x", count: 50), original: "full-0",
+          day: Int64(i % 300))
       }
       n += batch.count
       do {
-        let response = try await api.importTransactions(appID: appID, userID: "bob", transactions: batch)
+        let response = try await api.importTransactions(
+          appID: appID, userID: "bob", transactions: batch)
         let rejected = response.transactionResults.filter { $0.outcome != .created }
-        #expect(rejected.count == 0, "\(rejected.count) not stored, e.g. \(rejected.first?.error?.message ?? "")")
+        #expect(
+          rejected.count == 0,
+          "\(rejected.count) not stored, e.g. \(rejected.first?.error?.message ?? "")")
       } catch {
         failure = error
       }
     }
-    let error = try #require(failure, "no write failed on a full disk: \(try? runProcessOutput("/bin/df", ["-k", disk.directory.path]))")
+    let error = try #require(
+      failure,
+      "no write failed on a full disk: \(try? runProcessOutput("/bin/df", ["-k", disk.directory.path]))"
+    )
     #expect(error.code == .unavailable, "\(error)")
     print("disk full: \(error.code): \(error.message)")
 
     // Reads go on.
-    #expect(try await storedTransactionIDs(api, appID: appID, userID: "alice") == Set(before.map(\.transactionID)))
+    #expect(
+      try await storedTransactionIDs(api, appID: appID, userID: "alice")
+        == Set(before.map(\.transactionID)))
     let status = try await api.status(appID: appID, userID: "alice")
     #expect(!status.groups.isEmpty)
     #expect(try await client(daemon, key: nil).health().status == .serving)

@@ -10,14 +10,18 @@ import Testing
 #endif
 
 /// The repository root, found from this file's path.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+  .deletingLastPathComponent()
   .deletingLastPathComponent()
 
 /// A built executable of this package (`swift build --build-tests` builds them next to the tests).
 func builtExecutable(_ name: String) throws -> String {
   let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-  let candidates = [binDir, binDir.deletingLastPathComponent()].map { $0.appendingPathComponent(name).path }
-  return try #require(candidates.first(where: FileManager.default.isExecutableFile(atPath:)), "\(name) is not built")
+  let candidates = [binDir, binDir.deletingLastPathComponent()].map {
+    $0.appendingPathComponent(name).path
+  }
+  return try #require(
+    candidates.first(where: FileManager.default.isExecutableFile(atPath:)), "\(name) is not built")
 }
 
 struct FaultTestFailure: Error, CustomStringConvertible {
@@ -27,7 +31,8 @@ struct FaultTestFailure: Error, CustomStringConvertible {
 
 /// A fresh directory under the system's temporary directory.
 func temporaryDirectory(_ prefix: String) throws -> URL {
-  let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+  let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+    "\(prefix)-\(UUID().uuidString)")
   try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
   return url
 }
@@ -82,14 +87,17 @@ final class ChildProcess: @unchecked Sendable {
 }
 
 /// substatusd on free ports over `dataDirectory`.
-func startDaemon(dataDirectory: URL, workDirectory: URL, round: Int = 0, extraArguments: [String] = []) throws
+func startDaemon(
+  dataDirectory: URL, workDirectory: URL, round: Int = 0, extraArguments: [String] = []
+) throws
   -> ChildProcess
 {
   try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
   return try ChildProcess(
     "substatusd",
     [
-      "--data-dir", dataDirectory.path, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+      "--data-dir", dataDirectory.path, "--grpc-listen", "127.0.0.1:0", "--http-listen",
+      "127.0.0.1:0",
       "--ready-file", workDirectory.appendingPathComponent("ready-\(round).json").path,
       "--operator-key-file", workDirectory.appendingPathComponent("operator.key").path,
       "--refresh-interval", "0",
@@ -105,7 +113,9 @@ func client(_ daemon: ChildProcess, key: String?) throws -> SubstatusClient {
 }
 
 /// Creates a tenant and an app with the daemon tests' catalog; returns (admin key, app id).
-func makeTenantAndApp(_ daemon: ChildProcess, workDirectory: URL, bundleID: String = "com.example.app")
+func makeTenantAndApp(
+  _ daemon: ChildProcess, workDirectory: URL, bundleID: String = "com.example.app"
+)
   async throws -> (String, String)
 {
   let operatorKey = try String(
@@ -115,10 +125,12 @@ func makeTenantAndApp(_ daemon: ChildProcess, workDirectory: URL, bundleID: Stri
   let admin = try client(daemon, key: tenant.adminKey)
   let app = try await admin.registerApp(bundleID: bundleID)
   let catalog = try String(
-    contentsOf: packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures/catalog.json"), encoding: .utf8)
+    contentsOf: packageRoot.appendingPathComponent(
+      "Tests/SubstatusDaemonTests/Fixtures/catalog.json"), encoding: .utf8)
   var products = try Substatus_V1_PutProductsRequest(jsonString: catalog)
   products.appID = app.appID
-  _ = try await admin.call(Substatus_V1_AdminService.putProducts, products, idempotency: .idempotent)
+  _ = try await admin.call(
+    Substatus_V1_AdminService.putProducts, products, idempotency: .idempotent)
   return (tenant.adminKey, app.appID)
 }
 
@@ -134,11 +146,14 @@ func transaction(_ id: String, original: String, day: Int64) -> Substatus_V1_Tra
 }
 
 /// Every transaction id in the user's stored history (all pages).
-func storedTransactionIDs(_ client: SubstatusClient, appID: String, userID: String) async throws -> Set<String> {
+func storedTransactionIDs(_ client: SubstatusClient, appID: String, userID: String) async throws
+  -> Set<String>
+{
   var ids = Set<String>()
   var token = ""
   repeat {
-    let page = try await client.transactionHistory(appID: appID, userID: userID, pageSize: 1000, pageToken: token)
+    let page = try await client.transactionHistory(
+      appID: appID, userID: userID, pageSize: 1000, pageToken: token)
     ids.formUnion(page.transactions.map(\.transactionID))
     token = page.nextPageToken
   } while !token.isEmpty
@@ -153,7 +168,9 @@ let httpSession: URLSession = {
 
 /// An HTTP call with a JSON body; returns the status and the body's JSON object (if any).
 @discardableResult
-func http(_ method: String, _ url: String, _ body: String? = nil) async throws -> (Int, [String: Any]) {
+func http(_ method: String, _ url: String, _ body: String? = nil) async throws -> (
+  Int, [String: Any]
+) {
   var request = URLRequest(url: URL(string: url)!)
   request.httpMethod = method
   if let body { request.httpBody = Data(body.utf8) }
@@ -163,7 +180,9 @@ func http(_ method: String, _ url: String, _ body: String? = nil) async throws -
 }
 
 /// Runs `body`, expecting `RPCError` with `code`; returns the error.
-func expectRPCError<T>(_ code: RPCError.Code, _ what: String, _ body: () async throws -> T) async -> RPCError? {
+func expectRPCError<T>(_ code: RPCError.Code, _ what: String, _ body: () async throws -> T) async
+  -> RPCError?
+{
   do {
     _ = try await body()
     Issue.record("\(what): expected \(code), got OK")

@@ -7,7 +7,8 @@ import Testing
 /// substatusd's SubmitReceipt against appstore-sim whose verifyReceipt is slowed, failed and
 /// flapped through the simulator's fault injection (`POST /control/faults`), all on one substatusd.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct UpstreamFaultTests {
-  @Test func submitReceiptAnswersUnavailableWhileAppleFailsAndRecoversWithoutRestart() async throws {
+  @Test func submitReceiptAnswersUnavailableWhileAppleFailsAndRecoversWithoutRestart() async throws
+  {
     let work = try temporaryDirectory("substatus-upstream")
     defer { try? FileManager.default.removeItem(at: work) }
     // The simulated clock starts now: substatusd judges the purchase by its own (real) clock.
@@ -18,7 +19,8 @@ import Testing
         "--listen", "127.0.0.1:0", "--ready-file", work.appendingPathComponent("sim.json").path,
         "--time-scale", "0", "--start-ms", String(startMs),
       ],
-      readyFile: work.appendingPathComponent("sim.json"), logFile: work.appendingPathComponent("sim.log"))
+      readyFile: work.appendingPathComponent("sim.json"),
+      logFile: work.appendingPathComponent("sim.log"))
     defer { sim.stop() }
     let simURL = "http://\(sim.ready["http"]!)"
     let secret = "0123456789abcdef0123456789abcdef"
@@ -27,9 +29,11 @@ import Testing
       #"{"bundle_id": "com.example.app", "shared_secret": "\#(secret)", "products": [{"product_id": "premium.monthly", "type": "auto_renewable", "subscription_group_id": "20001001", "duration": "P1M"}]}"#
     )
     #expect(registered / 100 == 2)
-    try await http("POST", simURL + "/control/users", #"{"user_id": "alice", "environment": "production"}"#)
+    try await http(
+      "POST", simURL + "/control/users", #"{"user_id": "alice", "environment": "production"}"#)
     let (bought, purchase) = try await http(
-      "POST", simURL + "/control/apps/com.example.app/users/alice/purchase", #"{"product_id": "premium.monthly"}"#)
+      "POST", simURL + "/control/apps/com.example.app/users/alice/purchase",
+      #"{"product_id": "premium.monthly"}"#)
     #expect(bought / 100 == 2)
     let receipt = try #require(purchase["receipt"] as? String)
 
@@ -71,7 +75,9 @@ import Testing
     // Down (HTTP 503 on every attempt): UNAVAILABLE with a message naming the upstream, promptly.
     try await fault(#"{"http_status": 503}"#)
     let downStart = ContinuousClock.now
-    let down = await expectRPCError(.unavailable, "verifyReceipt answering 503") { try await submit() }
+    let down = await expectRPCError(.unavailable, "verifyReceipt answering 503") {
+      try await submit()
+    }
     #expect(ContinuousClock.now - downStart < .seconds(15))
     #expect(down?.message.contains("verifyReceipt") == true, "message: \(down?.message ?? "")")
     #expect(down?.message.contains("503") == true, "message: \(down?.message ?? "")")
@@ -79,7 +85,9 @@ import Testing
     // Apple's own "receipt server unavailable" (21005): UNAVAILABLE too, not INVALID_ARGUMENT.
     try await clearFaults()
     try await fault(#"{"status": 21005}"#)
-    let apple = await expectRPCError(.unavailable, "verifyReceipt status 21005") { try await submit() }
+    let apple = await expectRPCError(.unavailable, "verifyReceipt status 21005") {
+      try await submit()
+    }
     #expect(apple?.message.contains("21005") == true, "message: \(apple?.message ?? "")")
 
     print("upstream 503: \(down?.message ?? "-")\nupstream 21005: \(apple?.message ?? "-")")
@@ -92,7 +100,8 @@ import Testing
     try await fault(#"{"http_status": 500, "count": 1}"#)
     #expect(active(try await submit()))
     let (_, left) = try await http("GET", simURL + "/control/faults")
-    #expect((left["faults"] as? [Any])?.isEmpty ?? true, "the one-shot fault was not consumed: \(left)")
+    #expect(
+      (left["faults"] as? [Any])?.isEmpty ?? true, "the one-shot fault was not consumed: \(left)")
 
     // Down, up, down, up: each answer follows the upstream's state at the time.
     for round in 0..<2 {

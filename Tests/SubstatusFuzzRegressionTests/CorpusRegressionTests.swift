@@ -1,9 +1,10 @@
 import Foundation
-import Testing
 import SubstatusFuzzTargets
+import Testing
 
 /// The repository root, found from this file's path.
-private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+  .deletingLastPathComponent()
   .deletingLastPathComponent()
 
 /// Runs every checked-in corpus input (seeds, inputs libFuzzer found, crash reproducers) through its
@@ -13,7 +14,8 @@ private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompon
   func corpusInputsKeepTheirProperties(_ target: FuzzTarget) throws {
     let directory = packageRoot.appendingPathComponent("Fuzz/Corpus/\(target.rawValue)")
     let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
-    #expect(names.count >= 5, "Fuzz/Corpus/\(target.rawValue) has too few inputs; run scripts/fuzz-seeds")
+    #expect(
+      names.count >= 5, "Fuzz/Corpus/\(target.rawValue) has too few inputs; run scripts/fuzz-seeds")
     for name in names {
       let input = try [UInt8](Data(contentsOf: directory.appendingPathComponent(name)))
       if let violation = target.run(input) {
