@@ -17,7 +17,7 @@ import SubstatusJSON
 /// | `--grpc-threads N` | `SUBSTATUS_GRPC_THREADS` | `grpc_threads` | cores |
 /// | `--tenant-rate-limit RPS` | `SUBSTATUS_TENANT_RATE_LIMIT` | `tenant_rate_limit` | 0 (off) |
 /// | `--tenant-burst N` | `SUBSTATUS_TENANT_BURST` | `tenant_burst` | 100 |
-/// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
+/// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start (SQLite only: with PostgreSQL it is required) |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
