@@ -24,6 +24,8 @@ let package = Package(
     .executable(name: "appstore-sim", targets: ["appstore-sim"]),
     .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
+    .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
+    .executable(name: "substatus", targets: ["substatus"]),
   ],
   targets: [
     // MARK: C libraries and shims
@@ -107,11 +109,26 @@ let package = Package(
     .executableTarget(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
-    .executableTarget(
-      name: "appstore-sim", dependencies: ["HTTPServer", "SubstatusJSON"],
+    .target(
+      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .executableTarget(
+      name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
+      exclude: ["README.md"], swiftSettings: swiftSettings),
+    .executableTarget(
       name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
+      swiftSettings: swiftSettings),
+
+    // MARK: Swift client library and CLI
+    .target(
+      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
+    .target(
+      name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire"],
+      path: "Clients/SubstatusCLI", swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "substatus", dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport"],
+      path: "Clients/substatus",
       swiftSettings: swiftSettings),
 
     // MARK: Tests
@@ -147,9 +164,31 @@ let package = Package(
       dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon"],
+      name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusClientTests",
+      dependencies: ["SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusCLITests",
+      dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
+    .testTarget(
+      name: "SubstatusCLIEndToEndTests",
+      dependencies: [
+        "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "HTTPServer",
+        "substatus", "substatusd",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "AppStoreSimulatorTests",
+      dependencies: [
+        "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
+      ],
+      swiftSettings: swiftSettings),
   ]
 )

@@ -4,7 +4,8 @@ public typealias HTTPRouteHandler = @Sendable (HTTPRequest) async throws -> HTTP
 
 /// A small router: method + path pattern (`/v1/apps/{app_id}/notifications`) to a handler.
 ///
-/// Unknown paths answer 404, a known path with another method answers 405 with `Allow`,
+/// Unknown paths answer 404, a known path with another method answers 405 with `Allow`, HEAD
+/// is answered by the GET route,
 /// thrown ``HTTPError``s answer their status, other errors answer 500. All error bodies are JSON.
 ///
 /// ```swift
@@ -53,7 +54,9 @@ public struct HTTPRouter: Sendable {
     var allowed: [String] = []
     for route in routes {
       guard let parameters = Self.match(route.segments, parts) else { continue }
-      guard route.method == request.method.uppercased() else {
+      let method = request.method.uppercased()
+      // HEAD is answered by the GET route; libmicrohttpd sends the headers without the body.
+      guard route.method == method || (method == "HEAD" && route.method == "GET") else {
         if !allowed.contains(route.method) { allowed.append(route.method) }
         continue
       }

@@ -69,7 +69,8 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// the event thread. The event thread therefore never waits on a handler: a slow handler holds
 /// only its own suspended connection, and the number of handlers in flight is bounded by the
 /// connection limit rather than by a thread pool's size (which is what blocking worker threads
-/// with a bounded wait would cost).
+/// with a bounded wait would cost). Handlers must not block their thread (use `await`): the
+/// cooperative pool has one thread per core.
 ///
 /// ```swift
 /// let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { request in

@@ -38,6 +38,7 @@ public final class InMemoryStore: Store {
     var users: [UserKey: UserData] = [:]
     var notifications: [[String]: Int64] = [:]
     var audit: [AuditEntry] = []
+    var receipts: [UserKey: StoredReceipt] = [:]
   }
 
   private let state = Mutex(State())
@@ -417,6 +418,70 @@ public final class InMemoryStore: Store {
       s.users.keys.filter { $0.appId == appId && $0.environment == environment }.map(\.userId)
     }
     return try Self.page(all, key: { $0 }, cursor: { $0 }, decode: { $0 }, request: page)
+  }
+
+  // MARK: Stored receipts
+
+  /// See ``Store/saveReceipt(_:)``.
+  public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
+    try StoreValidation.validate(receipt)
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[receipt.user.appId] != nil else {
+        throw StoreError.notFound("app", receipt.user.appId)
+      }
+      s.receipts[receipt.user] = receipt
+    }
+  }
+
+  /// See ``Store/receipt(of:)``.
+  public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
+    state.withLock { $0.receipts[user] }
+  }
+
+  /// See ``Store/dueReceipts(atMs:limit:)``.
+  public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
+    let due = state.withLock { s in
+      s.receipts.values.compactMap { r in r.nextDueMs.flatMap { $0 <= atMs ? ($0, r) : nil } }
+    }
+    let sorted = due.sorted {
+      ($0.0, $0.1.user.appId, $0.1.user.environment.rawValue, $0.1.user.userId)
+        < ($1.0, $1.1.user.appId, $1.1.user.environment.rawValue, $1.1.user.userId)
+    }
+    return sorted.prefix(min(max(limit, 1), 1000)).map(\.1)
+  }
+
+  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  public func markReceiptVerified(
+    user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
+  ) async throws(StoreError) {
+    if let receiptData, receiptData.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
+    }
+    try withState { (s: inout State) throws(StoreError) in
+      guard var r = s.receipts[user] else {
+        throw StoreError.notFound("receipt of user", user.userId)
+      }
+      r.lastVerifiedMs = atMs
+      r.nextDueMs = nextDueMs
+      r.failureCount = 0
+      if let receiptData { r.receiptData = receiptData }
+      s.receipts[user] = r
+    }
+  }
+
+  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
+    async throws(StoreError)
+  {
+    if failureCount < 0 { throw StoreError(.invalidArgument, "receipt: failure_count is negative") }
+    try withState { (s: inout State) throws(StoreError) in
+      guard var r = s.receipts[user] else {
+        throw StoreError.notFound("receipt of user", user.userId)
+      }
+      r.nextDueMs = nextDueMs
+      r.failureCount = failureCount
+      s.receipts[user] = r
+    }
   }
 
   // MARK: Audit

@@ -230,6 +230,31 @@ public protocol Store: Sendable {
     appId: String, environment: Environment, page: PageRequest
   ) async throws(StoreError) -> Page<String>
 
+  // MARK: Stored receipts (background refresh)
+
+  /// Inserts or replaces the user's stored receipt (one per ``UserKey``).
+  /// - Throws: `notFound` if the app does not exist; `invalidArgument` for an empty user id or
+  ///   receipt.
+  func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError)
+  /// The user's stored receipt; `nil` if none was saved.
+  func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt?
+  /// Receipts whose ``StoredReceipt/nextDueMs`` is at or before `atMs`, most overdue first (then by
+  /// app, environment, user), at most `limit` (clamped to 1...1000). Receipts without a due time
+  /// are never listed. An index range read: cheap however many receipts are stored.
+  func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt]
+  /// Records a successful verification: sets the last verified time, the next due time (`nil`: not
+  /// due), resets the failure count and, when `receiptData` is given, replaces the receipt (Apple's
+  /// fresher `latest_receipt`).
+  /// - Throws: `notFound` if the user has no stored receipt.
+  func markReceiptVerified(
+    user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
+  ) async throws(StoreError)
+  /// Records a failed refresh: sets the next due time (`nil`: stop) and the failure count; the
+  /// receipt and its last verified time stay.
+  /// - Throws: `notFound` if the user has no stored receipt.
+  func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
+    async throws(StoreError)
+
   // MARK: Audit
 
   /// Appends an entry and returns it with its sequence number.

@@ -39,4 +39,20 @@ public enum StoreValidation {
       }
     }
   }
+
+  /// Checks a receipt to store: app id, user id and receipt data are non-empty, the failure count
+  /// is not negative.
+  /// - Throws: `invalidArgument` naming the field.
+  public static func validate(_ receipt: StoredReceipt) throws(StoreError) {
+    if receipt.user.appId.isEmpty { throw StoreError(.invalidArgument, "receipt: app_id is empty") }
+    if receipt.user.userId.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: user_id is empty")
+    }
+    if receipt.receiptData.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
+    }
+    if receipt.failureCount < 0 {
+      throw StoreError(.invalidArgument, "receipt: failure_count is negative")
+    }
+  }
 }

@@ -81,7 +81,7 @@ enum PostgresSchema {
         CREATE TABLE users(
           user_key BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
-          environment TEXT NOT NULL,
+          environment TEXT COLLATE "C" NOT NULL,
           user_id TEXT COLLATE "C" NOT NULL,
           UNIQUE(app_id, environment, user_id)
         );
@@ -124,7 +124,19 @@ enum PostgresSchema {
           details TEXT NOT NULL
         );
         CREATE INDEX audit_by_tenant ON audit_log(tenant_id, sequence);
-        """)
+        """),
+    PostgresMigration(
+      version: 2, description: "stored receipts for background refresh, indexed by next due time",
+      sql: """
+        CREATE TABLE receipts(
+          user_key BIGINT PRIMARY KEY REFERENCES users(user_key),
+          receipt_data TEXT NOT NULL,
+          last_verified_ms BIGINT,
+          next_due_ms BIGINT,
+          failure_count INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX receipts_by_due ON receipts(next_due_ms) WHERE next_due_ms IS NOT NULL;
+        """),
   ]
 
   /// The newest schema version this build knows.

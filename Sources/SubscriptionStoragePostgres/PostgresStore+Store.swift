@@ -725,6 +725,115 @@ extension PostgresStore: Store {
     return makePage(rows.map { $0.text(0) }, limit: limit) { $0 }
   }
 
+  // MARK: Stored receipts
+
+  /// See ``Store/saveReceipt(_:)``.
+  public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
+    try StoreValidation.validate(receipt)
+    try await pool.transaction { db throws(StoreError) in
+      guard
+        try exists(
+          db, "SELECT 1 FROM apps WHERE app_id = $1 FOR SHARE", [.text(receipt.user.appId)])
+      else { throw StoreError.notFound("app", receipt.user.appId) }
+      let key = try Self.userKey(db, receipt.user)
+      try db.run(
+        """
+        INSERT INTO receipts(user_key, receipt_data, last_verified_ms, next_due_ms, failure_count)
+        VALUES($1, $2, $3, $4, $5)
+        ON CONFLICT (user_key) DO UPDATE SET
+          receipt_data = excluded.receipt_data, last_verified_ms = excluded.last_verified_ms,
+          next_due_ms = excluded.next_due_ms, failure_count = excluded.failure_count
+        """,
+        [
+          .int(key), .text(receipt.receiptData), .optional(receipt.lastVerifiedMs),
+          .optional(receipt.nextDueMs), .int(Int64(receipt.failureCount)),
+        ])
+    }
+  }
+
+  /// See ``Store/receipt(of:)``.
+  public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        """
+        SELECT r.receipt_data, r.last_verified_ms, r.next_due_ms, r.failure_count
+        FROM users u JOIN receipts r ON r.user_key = u.user_key
+        WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = $3
+        """, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)])
+    }
+    return row.map { r in
+      StoredReceipt(
+        user: user, receiptData: r.text(0), lastVerifiedMs: r.optionalInt(1),
+        nextDueMs: r.optionalInt(2), failureCount: Int(r.int(3)))
+    }
+  }
+
+  /// See ``Store/dueReceipts(atMs:limit:)``. A range read of the partial index `receipts_by_due`.
+  /// Every instance sees the same due receipts (this is a read, not a claim).
+  public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
+    let n = Int64(min(max(limit, 1), 1000))
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        SELECT u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms,
+          r.next_due_ms, r.failure_count FROM receipts r JOIN users u ON u.user_key = r.user_key
+        WHERE r.next_due_ms <= $1 ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id
+        LIMIT $2
+        """, [.int(atMs), .int(n)])
+    }
+    return try Self.map(rows) { r throws(StoreError) in
+      guard let environment = Environment(rawValue: r.text(1)) else {
+        throw StoreError(.corrupt, "user of app \(r.text(0)) has unknown environment \(r.text(1))")
+      }
+      return StoredReceipt(
+        user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
+        receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
+        failureCount: Int(r.int(6)))
+    }
+  }
+
+  /// Runs `sql` (whose first parameters are app, environment and user id) on the user's receipt
+  /// row; `notFound` if there is none.
+  private func updateReceipt(_ user: UserKey, _ sql: String, _ values: [PGValue])
+    async throws(StoreError)
+  {
+    let changed = try await pool.run { db throws(StoreError) in
+      try db.run(
+        sql, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)] + values)
+    }
+    if changed == 0 { throw StoreError.notFound("receipt of user", user.userId) }
+  }
+
+  private static let receiptOfUser = """
+    user_key = (SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3)
+    """
+
+  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  public func markReceiptVerified(
+    user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
+  ) async throws(StoreError) {
+    if let receiptData, receiptData.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
+    }
+    try await updateReceipt(
+      user,
+      """
+      UPDATE receipts SET last_verified_ms = $4, next_due_ms = $5, failure_count = 0,
+        receipt_data = COALESCE($6::text, receipt_data) WHERE \(Self.receiptOfUser)
+      """, [.int(atMs), .optional(nextDueMs), .optional(receiptData)])
+  }
+
+  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
+    async throws(StoreError)
+  {
+    if failureCount < 0 { throw StoreError(.invalidArgument, "receipt: failure_count is negative") }
+    try await updateReceipt(
+      user,
+      "UPDATE receipts SET next_due_ms = $4, failure_count = $5 WHERE \(Self.receiptOfUser)",
+      [.optional(nextDueMs), .int(Int64(failureCount))])
+  }
+
   // MARK: Audit
 
   /// See ``Store/appendAudit(_:)``.

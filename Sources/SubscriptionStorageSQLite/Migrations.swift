@@ -19,6 +19,8 @@ struct Migration {
 /// - `transactions` is `WITHOUT ROWID` clustered on (user_key, transaction_id): one user's history is
 ///   one contiguous range; `transactions_by_original` routes notifications (original id -> users);
 ///   `transactions_by_purchase` pages the history in purchase order.
+/// - `receipts` holds one receipt per user (keyed by `user_key`); the partial index `receipts_by_due`
+///   covers only receipts with a due time, so the refresher's "what is due now" is an index range.
 /// - `api_keys.key_hash` is UNIQUE (an index lookup by hash); `notifications` is keyed by
 ///   (app, notification id), so "insert if new" is one primary-key probe.
 enum Schema {
@@ -129,6 +131,18 @@ enum Schema {
       version: 2, description: "index processed notifications by time, for pruning",
       sql: """
         CREATE INDEX notifications_by_received ON notifications(received_ms);
+        """),
+    Migration(
+      version: 3, description: "stored receipts for background refresh, indexed by next due time",
+      sql: """
+        CREATE TABLE receipts(
+          user_key INTEGER PRIMARY KEY REFERENCES users(user_key),
+          receipt_data TEXT NOT NULL,
+          last_verified_ms INTEGER,
+          next_due_ms INTEGER,
+          failure_count INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX receipts_by_due ON receipts(next_due_ms) WHERE next_due_ms IS NOT NULL;
         """),
   ]
 

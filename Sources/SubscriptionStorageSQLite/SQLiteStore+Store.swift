@@ -96,9 +96,14 @@ enum HotQueries {
     s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
     """
   static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
+  static let dueReceipts = """
+    SELECT u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms, r.next_due_ms, \
+    r.failure_count FROM receipts r JOIN users u ON u.user_key = r.user_key
+    WHERE r.next_due_ms <= ? ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id LIMIT ?
+    """
   static let all = [
     userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
-    keyByHash, notificationSeen, appById, pruneNotifications,
+    keyByHash, notificationSeen, appById, pruneNotifications, dueReceipts,
   ]
 }
 
@@ -771,6 +776,104 @@ extension SQLiteStore: Store {
       ) { $0.text(0) }
       return makePage(rows, limit: limit) { $0 }
     }
+  }
+
+  // MARK: Stored receipts
+
+  private static func storedReceipt(_ r: SQLRow) throws(StoreError) -> StoredReceipt {
+    guard let environment = Environment(rawValue: r.text(1)) else {
+      throw StoreError(.corrupt, "user of app \(r.text(0)) has unknown environment \(r.text(1))")
+    }
+    return StoredReceipt(
+      user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
+      receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
+      failureCount: Int(r.int(6)))
+  }
+
+  /// See ``Store/saveReceipt(_:)``.
+  public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
+    try StoreValidation.validate(receipt)
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, receipt.user.appId)
+      guard let key = try Self.userKey(db, receipt.user, create: true) else { return }
+      try db.run(
+        """
+        INSERT INTO receipts(user_key, receipt_data, last_verified_ms, next_due_ms, failure_count)
+        VALUES(?, ?, ?, ?, ?)
+        ON CONFLICT(user_key) DO UPDATE SET
+          receipt_data = excluded.receipt_data, last_verified_ms = excluded.last_verified_ms,
+          next_due_ms = excluded.next_due_ms, failure_count = excluded.failure_count
+        """,
+        [
+          .int(key), .text(receipt.receiptData), .optional(receipt.lastVerifiedMs),
+          .optional(receipt.nextDueMs), .int(Int64(receipt.failureCount)),
+        ])
+    }
+  }
+
+  /// See ``Store/receipt(of:)``.
+  public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
+    try await readers.read { db throws(StoreError) in
+      guard let key = try Self.userKey(db, user, create: false) else { return nil }
+      return try db.first(
+        """
+        SELECT receipt_data, last_verified_ms, next_due_ms, failure_count FROM receipts
+        WHERE user_key = ?
+        """, [.int(key)]
+      ) { r in
+        StoredReceipt(
+          user: user, receiptData: r.text(0), lastVerifiedMs: r.optionalInt(1),
+          nextDueMs: r.optionalInt(2), failureCount: Int(r.int(3)))
+      }
+    }
+  }
+
+  /// See ``Store/dueReceipts(atMs:limit:)``.
+  public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
+    let n = Int64(min(max(limit, 1), 1000))
+    return try await readers.read { db throws(StoreError) in
+      try db.all(HotQueries.dueReceipts, [.int(atMs), .int(n)]) { r throws(StoreError) in
+        try Self.storedReceipt(r)
+      }
+    }
+  }
+
+  /// Runs `update` on the user's receipt row; `notFound` if there is none.
+  private func updateReceipt(_ user: UserKey, _ sql: String, _ values: [SQLValue])
+    async throws(StoreError)
+  {
+    try await writer.write { db throws(StoreError) in
+      guard let key = try Self.userKey(db, user, create: false) else {
+        throw StoreError.notFound("receipt of user", user.userId)
+      }
+      try db.run(sql, values + [.int(key)])
+      if db.changes == 0 { throw StoreError.notFound("receipt of user", user.userId) }
+    }
+  }
+
+  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  public func markReceiptVerified(
+    user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
+  ) async throws(StoreError) {
+    if let receiptData, receiptData.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
+    }
+    try await updateReceipt(
+      user,
+      """
+      UPDATE receipts SET last_verified_ms = ?, next_due_ms = ?, failure_count = 0,
+        receipt_data = COALESCE(?, receipt_data) WHERE user_key = ?
+      """, [.int(atMs), .optional(nextDueMs), .optional(receiptData)])
+  }
+
+  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
+    async throws(StoreError)
+  {
+    if failureCount < 0 { throw StoreError(.invalidArgument, "receipt: failure_count is negative") }
+    try await updateReceipt(
+      user, "UPDATE receipts SET next_due_ms = ?, failure_count = ? WHERE user_key = ?",
+      [.optional(nextDueMs), .int(Int64(failureCount))])
   }
 
   // MARK: Audit

@@ -20,6 +20,7 @@ public enum SubstatusDaemon {
     let log = LogSink.standardError
     func fail(_ message: String, status: Int32 = 1) -> Int32 {
       log.write(.object(["level": .string("error"), "msg": .string(message)]))
+      log.flush()
       return status
     }
     let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
@@ -118,7 +119,16 @@ public enum SubstatusDaemon {
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
     }
 
+    // Background receipt refresh (off with --refresh-interval 0).
+    let refresher = configuration.refreshInterval > 0
+      ? ReceiptRefresher(service: service, configuration: .init(
+          interval: .milliseconds(max(10, Int64(configuration.refreshInterval * 1000))),
+          maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency))
+      : nil
+    let refreshing = refresher.map { r in Task { await r.run() } }
+
     let signals = onTerminationSignals {
+      refresher?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
       health.setDraining()
       log.info("draining: finishing in-flight calls")
@@ -146,9 +156,20 @@ public enum SubstatusDaemon {
         }
       }
       let status = await group.next() ?? 1
+      // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
+      refresher?.beginGracefulShutdown()
+      if let refreshing {
+        let deadline = Task {
+          try await Task.sleep(for: .seconds(5))
+          refreshing.cancel()
+        }
+        await refreshing.value
+        deadline.cancel()
+      }
       await http.stop()
       withExtendedLifetime(signals) {}
       log.info("stopped")
+      log.flush()
       return status
     }
   }

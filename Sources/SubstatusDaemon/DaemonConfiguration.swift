@@ -17,7 +17,10 @@ import SubstatusJSON
 /// | `--grpc-threads N` | `SUBSTATUS_GRPC_THREADS` | `grpc_threads` | cores |
 /// | `--tenant-rate-limit RPS` | `SUBSTATUS_TENANT_RATE_LIMIT` | `tenant_rate_limit` | 0 (off) |
 /// | `--tenant-burst N` | `SUBSTATUS_TENANT_BURST` | `tenant_burst` | 100 |
-/// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start (SQLite only: with PostgreSQL it is required) |
+/// | `--refresh-interval SECONDS` | `SUBSTATUS_REFRESH_INTERVAL` | `refresh_interval` | 60 (0: off) |
+/// | `--refresh-concurrency N` | `SUBSTATUS_REFRESH_CONCURRENCY` | `refresh_concurrency` | 8 |
+/// | `--refresh-tenant-concurrency N` | `SUBSTATUS_REFRESH_TENANT_CONCURRENCY` | `refresh_tenant_concurrency` | 2 |
+/// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -43,6 +46,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var tenantBurst: Double = 100
   /// The master key file; `nil` means `SUBSTATUS_MASTER_KEY(_FILE)` or `DATA_DIR/master.key`.
   public var masterKeyFile: String?
+  /// Seconds between background receipt refresh ticks; 0 turns the refresh off.
+  public var refreshInterval: Double = 60
+  /// Receipt verifications the background refresh runs at once.
+  public var refreshConcurrency: Int = 8
+  /// Receipt verifications the background refresh runs at once for one tenant.
+  public var refreshTenantConcurrency: Int = 2
 
   /// The defaults.
   public init() {}
@@ -72,6 +81,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --grpc-threads N                       gRPC event loops (default: one per core)
       --tenant-rate-limit RPS                requests per second per tenant (default 0: off)
       --tenant-burst N                       burst of the per-tenant limit (default 100)
+      --refresh-interval SECONDS             re-verify due receipts this often (default 60; 0: off)
+      --refresh-concurrency N                receipt verifications in flight at once (default 8)
+      --refresh-tenant-concurrency N         ... of them for one tenant (default 2)
       --master-key-file F                    AES-256-GCM master key for secrets at rest
                                              (default SUBSTATUS_MASTER_KEY(_FILE), else DATA_DIR/master.key)
       --help                                 this text
@@ -90,6 +102,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--tenant-rate-limit", "SUBSTATUS_TENANT_RATE_LIMIT", "tenant_rate_limit"),
     ("--tenant-burst", "SUBSTATUS_TENANT_BURST", "tenant_burst"),
     ("--master-key-file", "SUBSTATUS_MASTER_KEY_FILE", "master_key_file"),
+    ("--refresh-interval", "SUBSTATUS_REFRESH_INTERVAL", "refresh_interval"),
+    ("--refresh-concurrency", "SUBSTATUS_REFRESH_CONCURRENCY", "refresh_concurrency"),
+    ("--refresh-tenant-concurrency", "SUBSTATUS_REFRESH_TENANT_CONCURRENCY", "refresh_tenant_concurrency"),
   ]
 
   /// Reads the settings.
@@ -179,6 +194,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
     if let n = try number("--tenant-rate-limit") { c.tenantRateLimit = n }
     if let n = try number("--tenant-burst") { c.tenantBurst = n }
+    if let n = try number("--refresh-interval") { c.refreshInterval = n }
+    for (flag, path) in [("--refresh-concurrency", \DaemonConfiguration.refreshConcurrency), ("--refresh-tenant-concurrency", \.refreshTenantConcurrency)] {
+      if let n = try number(flag) {
+        guard n >= 1, n <= 1000, n == n.rounded() else { throw UsageError(description: "\(flag) must be a whole number between 1 and 1000") }
+        c[keyPath: path] = Int(n)
+      }
+    }
     return c
   }
 }

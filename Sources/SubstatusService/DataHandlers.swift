@@ -34,6 +34,9 @@ extension SubstatusService {
       }
     }
     let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
+    try await saveReceipt(
+      submitted: request.receiptData, response: response,
+      user: UserKey(appId: request.appID, environment: environment, userId: request.userID), evaluation: evaluation)
     var out = Substatus_V1_SubmitReceiptResponse()
     out.userID = request.userID
     out.groups = evaluation.groups.map(\.wire)

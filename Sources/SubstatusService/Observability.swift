@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import RPCCore
 import Synchronization
@@ -6,9 +7,14 @@ import SubstatusJSON
 /// Where log lines go: one JSON object per line.
 public struct LogSink: Sendable {
   private let sink: @Sendable (String) -> Void
+  private let flusher: @Sendable () -> Void
 
-  /// A sink that calls `write` with each line (without the newline).
-  public init(_ write: @escaping @Sendable (String) -> Void) { sink = write }
+  /// A sink that calls `write` with each line (without the newline); `flush` writes out what the
+  /// sink buffers, if it buffers.
+  public init(_ write: @escaping @Sendable (String) -> Void, flush: @escaping @Sendable () -> Void = {}) {
+    sink = write
+    flusher = flush
+  }
 
   /// Writes a JSON object as one line.
   public func write(_ value: JSONValue) { sink(value.serialized()) }
@@ -23,10 +29,15 @@ public struct LogSink: Sendable {
     write(.object(o))
   }
 
-  /// Lines to standard error.
-  public static let standardError = LogSink { line in
-    FileHandle.standardError.write(Data((line + "\n").utf8))
-  }
+  /// Lines to standard error, buffered: written in batches at most 50 ms apart (one system call
+  /// per batch instead of one per RPC), flushed when the buffer passes 64 KiB and by ``flush()``.
+  public static let standardError: LogSink = {
+    let writer = BufferedLineWriter(fd: 2)
+    return LogSink({ writer.append($0) }, flush: { writer.flush() })
+  }()
+
+  /// Writes out anything buffered (call before the process exits).
+  public func flush() { flusher() }
 
   /// Discards every line.
   public static let discard = LogSink { _ in }
@@ -58,6 +69,7 @@ public final class ServiceMetrics: Sendable {
     var eligibilityUsers: UInt64 = 0
     var eligibilityItems: UInt64 = 0
     var notifications: [String: UInt64] = [:]
+    var refreshes: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -90,6 +102,8 @@ public final class ServiceMetrics: Sendable {
 
   func notification(outcome: String) { state.withLock { $0.notifications[outcome, default: 0] += 1 } }
 
+  func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
+
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
@@ -120,6 +134,10 @@ public final class ServiceMetrics: Sendable {
     for (outcome, n) in s.notifications.sorted(by: { $0.key < $1.key }) {
       out += "substatus_notifications_total{outcome=\"\(outcome)\"} \(n)\n"
     }
+    out += "# HELP substatus_receipt_refreshes_total Background receipt refreshes, by outcome.\n# TYPE substatus_receipt_refreshes_total counter\n"
+    for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
     return out
   }
 
@@ -132,5 +150,44 @@ public final class ServiceMetrics: Sendable {
     let trimmed = labels.isEmpty ? "" : "{\(labels.dropLast())}"
     out += "\(name)_sum\(trimmed) \(h.sum)\n\(name)_count\(trimmed) \(h.count)\n"
     return out
+  }
+}
+
+/// Appends lines to a buffer and writes it to a file descriptor in batches.
+// @unchecked: the timer source is configured once in init and never touched again; the buffer is
+// in a Mutex.
+final class BufferedLineWriter: @unchecked Sendable {
+  private let fd: Int32
+  private let buffer = Mutex<[UInt8]>([])
+  private let timer: any DispatchSourceTimer
+
+  init(fd: Int32) {
+    self.fd = fd
+    timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+    timer.schedule(deadline: .now() + .milliseconds(50), repeating: .milliseconds(50))
+    timer.setEventHandler { [weak self] in self?.flush() }
+    timer.resume()
+  }
+
+  func append(_ line: String) {
+    let full = buffer.withLock { buffer -> Bool in
+      buffer.append(contentsOf: line.utf8)
+      buffer.append(0x0A)
+      return buffer.count >= 64 << 10
+    }
+    if full { flush() }
+  }
+
+  func flush() {
+    let bytes = buffer.withLock { buffer -> [UInt8] in
+      defer { buffer.removeAll(keepingCapacity: true) }
+      return buffer
+    }
+    var offset = 0
+    while offset < bytes.count {
+      let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+      if n <= 0 { if errno == EINTR { continue } else { return } }
+      offset += n
+    }
   }
 }

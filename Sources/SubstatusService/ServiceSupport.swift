@@ -53,6 +53,8 @@ public struct ServiceLimits: Sendable {
   /// How long an API key lookup, an app and its catalog are cached (changes made through this
   /// instance are seen at once; other instances' changes after at most this long).
   public var cacheTTLMilliseconds: Int64 = 5_000
+  /// When stored receipts are verified again in the background (see ``ReceiptRefresher``).
+  public var receiptRefresh = ReceiptRefreshPolicy()
 
   /// The defaults.
   public init() {}

@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import HTTPServer
+import Synchronization
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -43,9 +45,18 @@ func send(
   return TestResponse(status: http.statusCode, headers: fields, body: data)
 }
 
-/// Writes `bytes` to a fresh TCP connection, half-closes, and reads until the server closes
-/// or `timeout` passes. Returns what the server sent.
-func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) throws -> String {
+/// Writes `bytes` to a fresh TCP connection and reads until the server closes or `timeout`
+/// passes; returns what the server sent. The blocking socket calls run on a Dispatch thread, not
+/// on the cooperative pool (which has one thread per core, and the handlers need it).
+func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) async throws -> String {
+  try await withCheckedThrowingContinuation { continuation in
+    DispatchQueue.global().async {
+      continuation.resume(with: Result { try blockingExchange(port: port, bytes, timeout: timeout) })
+    }
+  }
+}
+
+private func blockingExchange(port: Int, _ bytes: [UInt8], timeout: Duration) throws -> String {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   precondition(fd >= 0)
   defer { close(fd) }
@@ -59,7 +70,8 @@ func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) t
     }
   }
   guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-  var tv = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+  let micros = timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000
+  var tv = timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
   _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
   var received: [UInt8] = []
@@ -70,4 +82,11 @@ func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) t
     received.append(contentsOf: buffer[0..<n])
   }
   return String(decoding: received, as: UTF8.self)
+}
+
+/// A counter shared between a handler and its test.
+final class Counter: Sendable {
+  private let mutex = Mutex<Int>(0)
+  func increment() { mutex.withLock { $0 += 1 } }
+  var value: Int { mutex.withLock { $0 } }
 }

@@ -84,6 +84,12 @@ public enum StoreContract {
     case audit
     /// concurrent writers and readers all succeed
     case concurrency
+    /// receipts: save, read, replace; unknown app and bad input refused
+    case receiptsSaveAndRead
+    /// due receipts: at or before the time, most overdue first, limited, none without a due time
+    case dueReceipts
+    /// marking verified and rescheduling change the schedule; unknown receipts are not found
+    case receiptSchedule
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -107,6 +113,9 @@ public enum StoreContract {
       case .historyPaging: "transaction history and users page in order"
       case .audit: "audit log: append, per tenant, paged oldest first"
       case .concurrency: "concurrent writers and readers all succeed"
+      case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
+      case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
+      case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
       }
     }
   }
@@ -133,6 +142,9 @@ public enum StoreContract {
     case .historyPaging: try await historyPaging(store)
     case .audit: try await audit(store)
     case .concurrency: try await concurrency(store)
+    case .receiptsSaveAndRead: try await receiptsSaveAndRead(store)
+    case .dueReceipts: try await dueReceipts(store)
+    case .receiptSchedule: try await receiptSchedule(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

@@ -63,10 +63,13 @@ func fixture(_ name: String) throws -> String {
   return try String(contentsOf: url, encoding: .utf8)
 }
 
-func withService(limits: ServiceLimits = ServiceLimits(), _ body: (Harness) async throws -> Void) async throws {
+func withService(
+  limits: ServiceLimits = ServiceLimits(), verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(),
+  _ body: (Harness) async throws -> Void
+) async throws {
   let world = TestWorld()
   let service = SubstatusService(
-    store: InMemoryStore(), environment: world.environment, limits: limits, log: world.log)
+    store: InMemoryStore(), environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log)
   let operatorKey = try #require(try await service.bootstrapOperatorKey())
   #expect(try await service.bootstrapOperatorKey() == nil)
   var router = RPCRouter()

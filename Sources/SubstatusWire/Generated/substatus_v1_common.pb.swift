@@ -281,8 +281,9 @@ public enum Substatus_V1_SubscriptionState: ProtobufEnum {
 /// NEVER_SUBSCRIBED (not eligible); both use NOT_A_SUBSCRIPTION and UNKNOWN_PRODUCT (not eligible).
 ///
 /// When several reasons apply, the introductory answer is the first of: UNKNOWN_PRODUCT,
-/// NOT_A_SUBSCRIPTION, NO_INTRO_OFFER, ACTIVE_SUBSCRIPTION, IN_GRACE_PERIOD, IN_BILLING_RETRY,
-/// INTRO_ALREADY_USED, REFUNDED_IN_GROUP, LAPSED_SUBSCRIBER, LAPSED_NO_INTRO_USED, NEW_CUSTOMER.
+/// NOT_A_SUBSCRIPTION, NO_INTRO_OFFER, INTRO_ALREADY_USED (permanent, so it comes before the
+/// state of the moment), ACTIVE_SUBSCRIPTION, IN_GRACE_PERIOD, IN_BILLING_RETRY, REFUNDED_IN_GROUP,
+/// LAPSED_SUBSCRIBER, LAPSED_NO_INTRO_USED, NEW_CUSTOMER.
 /// The promotional answer is the first of: UNKNOWN_PRODUCT, NOT_A_SUBSCRIPTION,
 /// EXISTING_SUBSCRIBER, LAPSED_SUBSCRIBER, NEVER_SUBSCRIBED.
 public enum Substatus_V1_EligibilityReason: ProtobufEnum {

@@ -154,7 +154,7 @@ public struct Substatus_V1_GetTransactionHistoryResponse: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
   public static let protoMessageName = "substatus.v1.GetTransactionHistoryResponse"
 
-  /// The transactions of this page, newest purchase first, revoked and upgraded ones included.
+  /// The transactions of this page, oldest purchase first, revoked and upgraded ones included.
   public var transactions: [Substatus_V1_Transaction] = []
 
   /// The token of the next page; empty on the last page.
@@ -508,8 +508,8 @@ public enum Substatus_V1_StatusService {
   public static let getEntitlements = ProtoMethodDescriptor<Substatus_V1_GetEntitlementsRequest, Substatus_V1_GetEntitlementsResponse>(
     service: name, method: "GetEntitlements", clientStreaming: false, serverStreaming: false)
 
-  /// Returns the user's stored transactions, newest purchase first (ties by transaction id), and
-  /// renewal infos, page by page. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`,
+  /// Returns the user's stored transactions, oldest purchase first (ties by transaction id, as
+  /// Apple's Get Transaction History sorts by default), and renewal infos, page by page. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`,
   /// `environment`, `page_size` or `page_token`.
   public static let getTransactionHistory = ProtoMethodDescriptor<Substatus_V1_GetTransactionHistoryRequest, Substatus_V1_GetTransactionHistoryResponse>(
     service: name, method: "GetTransactionHistory", clientStreaming: false, serverStreaming: false)

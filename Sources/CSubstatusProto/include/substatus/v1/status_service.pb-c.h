@@ -189,7 +189,7 @@ struct  Substatus__V1__GetTransactionHistoryResponse
 {
   ProtobufCMessage base;
   /*
-   * The transactions of this page, newest purchase first, revoked and upgraded ones included.
+   * The transactions of this page, oldest purchase first, revoked and upgraded ones included.
    */
   size_t n_transactions;
   Substatus__V1__Transaction **transactions;

@@ -1,0 +1,627 @@
+import Foundation
+import RPCCore
+import SubstatusClient
+import SubstatusWire
+
+private let asOfOption = OptionSpec(
+  name: "--as-of", value: "MS",
+  help: "answer as of this instant, in ms since the epoch (default: now)")
+private let environmentOption = OptionSpec(
+  name: "--environment", value: "production|sandbox",
+  help: "whose purchases count (default production)")
+
+/// Every command of the CLI contract (DESIGN.md "The CLI contract").
+let commandTable: [CommandSpec] = [
+  CommandSpec(
+    words: ["tenant", "create"], positionals: ["NAME"], options: [],
+    summary: "create a tenant; prints its id and its first admin key (operator key)",
+    details: "The admin key is shown only once: store it now."),
+  CommandSpec(
+    words: ["tenant", "list"], positionals: [], options: [],
+    summary: "list the tenants (operator key)"),
+  CommandSpec(
+    words: ["tenant", "disable"], positionals: ["TENANT_ID"], options: [],
+    summary: "disable a tenant: its keys stop working, its data is kept (operator key)"),
+  CommandSpec(
+    words: ["app", "register"], positionals: [],
+    options: [
+      OptionSpec(
+        name: "--bundle-id", value: "ID", help: "the app's bundle identifier", required: true),
+      OptionSpec(name: "--name", value: "N", help: "a display name (default: the bundle id)"),
+      OptionSpec(name: "--apple-app-id", value: "N", help: "App Store Connect's numeric app id"),
+    ],
+    summary: "register an app of the tenant; prints its app id"),
+  CommandSpec(
+    words: ["app", "list"], positionals: [], options: [], summary: "list the tenant's apps"),
+  CommandSpec(
+    words: ["app", "show"], positionals: ["APP"], options: [],
+    summary: "show one app and its policy"),
+  CommandSpec(
+    words: ["app", "set-secret"], positionals: ["APP"],
+    options: [
+      OptionSpec(
+        name: "--secret-file", value: "F",
+        help: "read the shared secret from F (default: standard input)")
+    ],
+    summary: "set the app's App Store shared secret; prints its fingerprint",
+    details:
+      "The secret is read from a file or standard input, never from the command line; surrounding\nwhitespace is dropped."
+  ),
+  CommandSpec(
+    words: ["app", "set-policy"], positionals: ["APP"],
+    options: [
+      OptionSpec(
+        name: "--refunds-block-intro", value: "BOOL",
+        help: "a refund in a group blocks its intro offer"),
+      OptionSpec(
+        name: "--lapsed-subscribers-get-intro", value: "BOOL",
+        help: "lapsed subscribers who never used an intro offer get it"),
+      OptionSpec(
+        name: "--billing-retry-entitled", value: "BOOL", help: "billing retry entitles like grace"),
+      OptionSpec(
+        name: "--promo-scope", value: "group|app", help: "where promotional eligibility looks"),
+    ],
+    summary: "change the app's eligibility policy (only the fields given)",
+    details: "BOOL is true or false. At least one flag is needed; the others keep their values."),
+  CommandSpec(
+    words: ["product", "put"], positionals: ["APP"],
+    options: [
+      OptionSpec(
+        name: "--file", value: "CATALOG.json",
+        help: "{\"products\":[Product in proto3 JSON, ...]}; - for stdin",
+        required: true)
+    ],
+    summary: "insert or replace catalog products",
+    details:
+      "Example catalog:\n  {\"products\":[{\"productId\":\"pro.monthly\",\"type\":\"PRODUCT_TYPE_AUTO_RENEWABLE\",\n    \"subscriptionGroupId\":\"pro\",\"duration\":\"P1M\",\"hasIntroductoryOffer\":true}]}"
+  ),
+  CommandSpec(
+    words: ["product", "list"], positionals: ["APP"], options: [], summary: "list the app's catalog"
+  ),
+  CommandSpec(
+    words: ["key", "create"], positionals: [],
+    options: [
+      OptionSpec(
+        name: "--role", value: "admin|ingest|read", help: "what the key may call", required: true),
+      OptionSpec(
+        name: "--app", value: "APP",
+        help: "limit the key to this app (repeatable; default: all apps)",
+        repeatable: true),
+      OptionSpec(
+        name: "--description", value: "TEXT", help: "a note, such as \"billing backend, prod\""),
+    ],
+    summary: "create an API key; prints its id and the key (shown only once)"),
+  CommandSpec(
+    words: ["key", "list"], positionals: [],
+    options: [OptionSpec(name: "--show-revoked", value: nil, help: "list revoked keys too")],
+    summary: "list the tenant's API keys (never the keys themselves)"),
+  CommandSpec(
+    words: ["key", "revoke"], positionals: ["KEY_ID"], options: [],
+    summary: "revoke an API key at once"),
+  CommandSpec(
+    words: ["receipt", "submit"], positionals: ["APP", "USER"],
+    options: [
+      OptionSpec(
+        name: "--receipt-file", value: "F|-",
+        help: "the App Store receipt (binary or base64); - for stdin",
+        required: true)
+    ],
+    summary: "verify a receipt with Apple and store its purchases; prints the user's status"),
+  CommandSpec(
+    words: ["receipt", "import"], positionals: ["APP", "USER"],
+    options: [
+      OptionSpec(
+        name: "--file", value: "RESPONSE.json|-",
+        help: "a verifyReceipt response body; - for stdin",
+        required: true)
+    ],
+    summary: "store a verifyReceipt response body; prints the user's status"),
+  CommandSpec(
+    words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."],
+    options: [asOfOption, environmentOption],
+    summary: "which products the user may buy with an introductory or promotional offer, and why"),
+  CommandSpec(
+    words: ["status"], positionals: ["APP", "USER"], options: [asOfOption, environmentOption],
+    summary: "the user's state in every subscription group, and entitlements"),
+  CommandSpec(
+    words: ["history"], positionals: ["APP", "USER"], options: [environmentOption],
+    summary: "the user's stored transactions (oldest purchase first) and renewal infos"),
+  CommandSpec(
+    words: ["report"], positionals: ["APP"], options: [asOfOption, environmentOption],
+    summary: "the app's subscription counts by state"),
+  CommandSpec(
+    words: ["health"], positionals: [], options: [],
+    summary:
+      "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
+    needsKey: false),
+]
+
+/// Runs a parsed command; returns its standard output.
+func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
+  let client = context.client
+  switch command.name {
+  case "tenant create":
+    let response = try await client.createTenant(name: context.argument(0))
+    context.environment.standardError("substatus: the admin key is shown only once: store it now\n")
+    return render(context, response) {
+      $0.fields([
+        ("tenant id", response.tenant?.tenantID ?? ""),
+        ("name", response.tenant?.name ?? ""),
+        ("admin key id", response.adminKeyInfo?.keyID ?? "-"),
+        ("admin key", response.adminKey),
+      ])
+    }
+
+  case "tenant list":
+    let pages = try await client.tenantPages(pageSize: 1000).collect()
+    var all = Substatus_V1_ListTenantsResponse()
+    all.tenants = pages.flatMap(\.tenants)
+    return render(context, all) { report in
+      report.table(
+        ["TENANT ID", "NAME", "CREATED", "DISABLED"],
+        all.tenants.map {
+          [
+            $0.tenantID, $0.name, Format.time($0.createdMs),
+            $0.disabled ? Format.time($0.disabledMs) : "-",
+          ]
+        }, empty: "no tenants")
+    }
+
+  case "tenant disable":
+    let response = try await client.disableTenant(tenantID: context.argument(0))
+    let tenant = response.tenant ?? Substatus_V1_Tenant()
+    return render(context, response) {
+      $0.fields([
+        ("tenant id", tenant.tenantID), ("name", tenant.name),
+        ("disabled", tenant.disabled ? Format.time(tenant.disabledMs) : "no"),
+      ])
+    }
+
+  case "app register":
+    let appleAppID = try context.integer("--apple-app-id") ?? 0
+    var request = Substatus_V1_RegisterAppRequest()
+    request.bundleID = context.parsed.value("--bundle-id") ?? ""
+    request.displayName = context.parsed.value("--name") ?? ""
+    request.appleAppID = appleAppID
+    let response = try await client.call(
+      Substatus_V1_AdminService.registerApp, request, idempotency: .nonIdempotent)
+    return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
+
+  case "app list":
+    let pages = try await client.appPages(pageSize: 1000).collect()
+    var all = Substatus_V1_ListAppsResponse()
+    all.apps = pages.flatMap(\.apps)
+    return render(context, all) { report in
+      report.table(
+        ["APP ID", "BUNDLE ID", "NAME", "APPLE APP ID", "SECRET", "CREATED"],
+        all.apps.map {
+          [
+            $0.appID, $0.bundleID, Format.orDash($0.displayName),
+            $0.appleAppID == 0 ? "-" : String($0.appleAppID),
+            Format.orDash($0.sharedSecretFingerprint), Format.time($0.createdMs),
+          ]
+        }, empty: "no apps")
+    }
+
+  case "app show":
+    var request = Substatus_V1_GetAppRequest()
+    request.appID = context.argument(0)
+    let response = try await client.call(
+      Substatus_V1_AdminService.getApp, request, idempotency: .idempotent)
+    return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
+
+  case "app set-secret":
+    let bytes = try context.read(
+      context.parsed.value("--secret-file") ?? "-", what: "the shared secret")
+    guard let text = String(validating: bytes, as: UTF8.self) else {
+      throw UsageError(message: "the shared secret is not UTF-8 text", command: command.name)
+    }
+    let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard !secret.isEmpty else {
+      throw UsageError(message: "the shared secret is empty", command: command.name)
+    }
+    let response = try await client.setSharedSecret(
+      appID: context.argument(0), sharedSecret: secret)
+    var fields = [("fingerprint", response.fingerprint)]
+    if !response.previousFingerprint.isEmpty {
+      fields.append(("previous fingerprint", response.previousFingerprint))
+      fields.append(("previous valid until", Format.time(response.previousValidUntilMs)))
+    }
+    return render(context, response) { $0.fields(fields) }
+
+  case "app set-policy":
+    var policy = Substatus_V1_EligibilityPolicy()
+    var mask: [String] = []
+    if let value = try context.boolean("--refunds-block-intro") {
+      policy.refundsBlockIntro = value
+      mask.append("refunds_block_intro")
+    }
+    if let value = try context.boolean("--lapsed-subscribers-get-intro") {
+      policy.lapsedSubscribersGetIntro = value
+      mask.append("lapsed_subscribers_get_intro")
+    }
+    if let value = try context.boolean("--billing-retry-entitled") {
+      policy.billingRetryEntitled = value
+      mask.append("billing_retry_entitled")
+    }
+    if let scope = try context.choice("--promo-scope", ["group", "app"]) {
+      policy.promoScope = scope == "app" ? .app : .group
+      mask.append("promo_scope")
+    }
+    guard !mask.isEmpty else {
+      throw UsageError(
+        message:
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope",
+        command: command.name)
+    }
+    var request = Substatus_V1_SetPolicyRequest()
+    request.appID = context.argument(0)
+    request.policy = policy
+    request.updateMask = mask
+    let response = try await client.call(
+      Substatus_V1_AdminService.setPolicy, request, idempotency: .nonIdempotent)
+    return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
+
+  case "product put":
+    let path = context.parsed.value("--file") ?? "-"
+    let bytes = try context.read(path, what: "the catalog")
+    let catalog: Substatus_V1_PutProductsResponse
+    do throws(WireError) {
+      guard let text = String(validating: bytes, as: UTF8.self) else {
+        throw WireError(code: .invalidJSON, message: "not UTF-8 text")
+      }
+      catalog = try Substatus_V1_PutProductsResponse(jsonString: text)
+    } catch {
+      throw UsageError(
+        message:
+          "\(path == "-" ? "standard input" : path) is not a catalog {\"products\":[...]}: \(error.message)",
+        command: command.name)
+    }
+    guard !catalog.products.isEmpty else {
+      throw UsageError(message: "the catalog lists no products", command: command.name)
+    }
+    var request = Substatus_V1_PutProductsRequest()
+    request.appID = context.argument(0)
+    request.products = catalog.products
+    let response = try await client.call(
+      Substatus_V1_AdminService.putProducts, request, idempotency: .nonIdempotent)
+    return render(context, response) { productTable(&$0, response.products) }
+
+  case "product list":
+    let app = context.argument(0)
+    let pages = try await client.productPages(appID: app, pageSize: 1000).collect()
+    var all = Substatus_V1_ListProductsResponse()
+    all.products = pages.flatMap(\.products)
+    return render(context, all) { productTable(&$0, all.products) }
+
+  case "key create":
+    let role: Substatus_V1_ApiKeyRole =
+      switch try context.choice("--role", ["admin", "ingest", "read"]) {
+      case "admin": .admin
+      case "ingest": .ingest
+      default: .read
+      }
+    let response = try await client.createApiKey(
+      role: role, appIDs: context.parsed.options["--app"] ?? [],
+      description: context.parsed.value("--description") ?? "")
+    context.environment.standardError("substatus: the key is shown only once: store it now\n")
+    let info = response.info ?? Substatus_V1_ApiKeyInfo()
+    return render(context, response) {
+      $0.fields([
+        ("key id", info.keyID), ("role", Format.name(info.role, prefix: "API_KEY_ROLE_")),
+        ("apps", info.appIDs.isEmpty ? "all" : info.appIDs.joined(separator: ",")),
+        ("key", response.key),
+      ])
+    }
+
+  case "key list":
+    let showRevoked = context.parsed.has("--show-revoked")
+    let pages = try await client.apiKeyPages(showRevoked: showRevoked, pageSize: 1000).collect()
+    var all = Substatus_V1_ListApiKeysResponse()
+    all.apiKeys = pages.flatMap(\.apiKeys)
+    return render(context, all) { report in
+      report.table(
+        ["KEY ID", "ROLE", "APPS", "PREFIX", "DESCRIPTION", "CREATED", "LAST USED", "REVOKED"],
+        all.apiKeys.map {
+          [
+            $0.keyID, Format.name($0.role, prefix: "API_KEY_ROLE_"),
+            $0.appIDs.isEmpty ? "all" : $0.appIDs.joined(separator: ","),
+            Format.orDash($0.displayPrefix),
+            Format.orDash($0.description), Format.time($0.createdMs), Format.time($0.lastUsedMs),
+            $0.revoked ? Format.time($0.revokedMs) : "-",
+          ]
+        }, empty: "no keys")
+    }
+
+  case "key revoke":
+    var request = Substatus_V1_RevokeApiKeyRequest()
+    request.keyID = context.argument(0)
+    let response = try await client.call(
+      Substatus_V1_AdminService.revokeApiKey, request, idempotency: .nonIdempotent)
+    let info = response.info ?? Substatus_V1_ApiKeyInfo()
+    return render(context, response) {
+      $0.fields([
+        ("key id", info.keyID), ("role", Format.name(info.role, prefix: "API_KEY_ROLE_")),
+        ("revoked", info.revoked ? Format.time(info.revokedMs) : "no"),
+      ])
+    }
+
+  case "receipt submit":
+    let bytes = try context.read(context.parsed.value("--receipt-file") ?? "-", what: "the receipt")
+    let receipt = receiptBase64(bytes)
+    guard !receipt.isEmpty else {
+      throw UsageError(message: "the receipt is empty", command: command.name)
+    }
+    let response = try await client.submitReceipt(
+      appID: context.argument(0), userID: context.argument(1), receiptData: receipt)
+    return render(context, response) { report in
+      report.fields([
+        ("user", response.userID), ("environment", Format.environment(response.environment)),
+        (
+          "transactions",
+          "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"
+        ),
+        ("as of", Format.time(response.asOfMs)),
+      ])
+      statusTables(&report, response.groups, response.entitlements)
+    }
+
+  case "receipt import":
+    let bytes = try context.read(
+      context.parsed.value("--file") ?? "-", what: "the verifyReceipt response")
+    let response = try await client.importReceiptResponse(
+      appID: context.argument(0), userID: context.argument(1), json: bytes)
+    return render(context, response) { report in
+      report.fields([
+        ("user", response.userID), ("environment", Format.environment(response.environment)),
+        (
+          "transactions",
+          "\(response.transactionCount) (\(response.storedTransactionCount) new or changed)"
+        ),
+        ("as of", Format.time(response.asOfMs)),
+      ])
+      statusTables(&report, response.groups, response.entitlements)
+    }
+
+  case "eligibility":
+    var query = Substatus_V1_EligibilityQuery()
+    query.userID = context.argument(1)
+    query.productIDs = Array(context.parsed.positionals.dropFirst(2))
+    let response = try await client.checkEligibility(
+      appID: context.argument(0), queries: [query], asOf: try context.asOf(),
+      environment: try context.environmentFlag())
+    guard let user = response.users.first else {
+      throw CommandFailure(message: "INTERNAL: the server answered no query")
+    }
+    if let error = user.error {
+      let code = RPCError.Code(rawValue: Int(error.code)) ?? .unknown
+      let field = error.field.isEmpty ? "" : "\(error.field): "
+      throw CommandFailure(message: "\(code): \(field)\(error.message)")
+    }
+    return render(context, response) { report in
+      report.fields([("user", user.userID), ("as of", Format.time(response.asOfMs))])
+      report.gap()
+      report.table(
+        ["PRODUCT", "TYPE", "GROUP", "INTRO", "INTRO REASON", "PROMO", "PROMO REASON", "EVIDENCE"],
+        user.products.map { product in
+          let intro = product.introductory ?? Substatus_V1_OfferEligibility()
+          let promo = product.promotional ?? Substatus_V1_OfferEligibility()
+          let evidence = [intro.evidenceTransactionID, promo.evidenceTransactionID].filter {
+            !$0.isEmpty
+          }
+          return [
+            product.productID,
+            product.type == .unspecified ? "-" : Format.name(product.type, prefix: "PRODUCT_TYPE_"),
+            Format.orDash(product.subscriptionGroupID),
+            Format.yesNo(intro.eligible), Format.name(intro.reason, prefix: "ELIGIBILITY_REASON_"),
+            Format.yesNo(promo.eligible), Format.name(promo.reason, prefix: "ELIGIBILITY_REASON_"),
+            evidence.isEmpty ? "-" : Array(Set(evidence)).sorted().joined(separator: ","),
+          ]
+        }, empty: "no products")
+    }
+
+  case "status":
+    let response = try await client.status(
+      appID: context.argument(0), userID: context.argument(1), asOf: try context.asOf(),
+      environment: try context.environmentFlag())
+    return render(context, response) { report in
+      report.fields([
+        ("user", response.userID), ("environment", Format.environment(response.environment)),
+        ("as of", Format.time(response.asOfMs)),
+      ])
+      statusTables(&report, response.groups, response.entitlements)
+    }
+
+  case "history":
+    let app = context.argument(0)
+    let user = context.argument(1)
+    let environment = try context.environmentFlag()
+    let pages = try await client.transactionHistoryPages(
+      appID: app, userID: user, environment: environment, pageSize: 1000
+    ).collect()
+    var all = Substatus_V1_GetTransactionHistoryResponse()
+    all.transactions = pages.flatMap(\.transactions)
+    all.renewalInfos = pages.flatMap(\.renewalInfos)
+    return render(context, all) { report in
+      report.table(
+        [
+          "TRANSACTION", "ORIGINAL", "PRODUCT", "PURCHASED", "EXPIRES", "REVOKED", "OFFER",
+          "OWNERSHIP", "FLAGS",
+        ],
+        all.transactions.map { transaction in
+          var flags: [String] = []
+          if transaction.isTrialPeriod { flags.append("trial") }
+          if transaction.isInIntroOfferPeriod { flags.append("intro") }
+          if transaction.isUpgraded { flags.append("upgraded") }
+          if transaction.revocationType != .unspecified {
+            flags.append(
+              Format.name(transaction.revocationType, prefix: "REVOCATION_TYPE_").lowercased())
+          }
+          return [
+            transaction.transactionID, Format.orDash(transaction.originalTransactionID),
+            transaction.productID,
+            Format.time(transaction.purchaseDateMs), Format.time(transaction.expiresDateMs),
+            Format.time(transaction.revocationDateMs),
+            transaction.offerType == .unspecified
+              ? "-" : Format.name(transaction.offerType, prefix: "OFFER_TYPE_"),
+            transaction.ownership == .unspecified
+              ? "-" : Format.name(transaction.ownership, prefix: "OWNERSHIP_TYPE_"),
+            flags.isEmpty ? "-" : flags.joined(separator: ","),
+          ]
+        }, empty: "no transactions")
+      if !all.renewalInfos.isEmpty {
+        report.gap()
+        report.table(
+          ["ORIGINAL", "PRODUCT", "AUTO-RENEW", "RENEWS INTO", "BILLING RETRY", "GRACE EXPIRES"],
+          all.renewalInfos.map {
+            [
+              $0.originalTransactionID, Format.orDash($0.productID),
+              Format.yesNo($0.autoRenewEnabled),
+              Format.orDash($0.autoRenewProductID), Format.yesNo($0.isInBillingRetryPeriod),
+              Format.time($0.gracePeriodExpiresDateMs),
+            ]
+          }, empty: "")
+      }
+    }
+
+  case "report":
+    let counts = try await client.report(
+      appID: context.argument(0), asOf: try context.asOf(),
+      environment: try context.environmentFlag())
+    var response = Substatus_V1_GetReportResponse()
+    response.report = counts
+    return render(context, response) {
+      $0.fields([
+        ("app", counts.appID), ("environment", Format.environment(counts.environment)),
+        ("as of", Format.time(counts.asOfMs)),
+        ("users", String(counts.users)), ("subscriptions", String(counts.subscriptions)),
+        ("active", String(counts.active)), ("in trial", String(counts.inTrial)),
+        ("in intro offer", String(counts.inIntro)), ("in grace period", String(counts.inGrace)),
+        ("in billing retry", String(counts.inBillingRetry)), ("expired", String(counts.expired)),
+        ("refunded", String(counts.refunded)),
+        ("family-shared beneficiaries", String(counts.familySharedBeneficiaries)),
+        ("family access revoked", String(counts.familyAccessRevoked)),
+      ])
+    }
+
+  case "health":
+    let response = try await client.health()
+    let output = render(context, response) { $0.line(Format.name(response.status, prefix: "")) }
+    guard response.status == .serving else {
+      context.environment.standardOutput(output)
+      throw CommandFailure(message: "the server is \(Format.name(response.status, prefix: ""))")
+    }
+    return output
+
+  default:
+    throw UsageError(message: "unknown command", command: command.name)
+  }
+}
+
+/// The response as pretty proto3 JSON with `--json`, else the human report.
+private func render<Message: ProtobufJSONMessage>(
+  _ context: CommandContext, _ response: Message, _ build: (inout Report) -> Void
+) -> String {
+  if context.json { return response.jsonValue().serializedPretty() + "\n" }
+  var report = Report()
+  build(&report)
+  return report.text
+}
+
+private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
+  var fields: [(String, String)] = [
+    ("app id", app.appID), ("bundle id", app.bundleID),
+    ("apple app id", app.appleAppID == 0 ? "-" : String(app.appleAppID)),
+    ("name", Format.orDash(app.displayName)),
+    (
+      "shared secret", app.sharedSecretFingerprint.isEmpty ? "not set" : app.sharedSecretFingerprint
+    ),
+  ]
+  if !app.previousSharedSecretFingerprint.isEmpty {
+    fields.append(
+      (
+        "previous secret",
+        "\(app.previousSharedSecretFingerprint) until \(Format.time(app.previousSharedSecretValidUntilMs))"
+      ))
+  }
+  fields.append(("created", Format.time(app.createdMs)))
+  if let policy = app.policy {
+    fields += [
+      ("refunds block intro", String(policy.refundsBlockIntro)),
+      ("lapsed subscribers get intro", String(policy.lapsedSubscribersGetIntro)),
+      ("billing retry entitled", String(policy.billingRetryEntitled)),
+      (
+        "promo scope",
+        policy.promoScope == .unspecified
+          ? "GROUP" : Format.name(policy.promoScope, prefix: "PROMO_SCOPE_")
+      ),
+    ]
+  }
+  report.fields(fields)
+}
+
+private func productTable(_ report: inout Report, _ products: [Substatus_V1_Product]) {
+  report.table(
+    ["PRODUCT", "TYPE", "GROUP", "DURATION", "INTRO OFFER", "PROMOTIONAL OFFERS"],
+    products.map {
+      [
+        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"),
+        Format.orDash($0.subscriptionGroupID),
+        Format.orDash($0.duration), Format.yesNo($0.hasIntroductoryOffer),
+        $0.promotionalOfferIDs.isEmpty ? "-" : $0.promotionalOfferIDs.joined(separator: ","),
+      ]
+    }, empty: "no products")
+}
+
+private func statusTables(
+  _ report: inout Report, _ groups: [Substatus_V1_GroupStatus],
+  _ entitlements: [Substatus_V1_Entitlement]
+) {
+  report.gap()
+  report.table(
+    ["GROUP", "STATE", "PRODUCT", "EXPIRES", "GRACE EXPIRES", "AUTO-RENEW", "OWNERSHIP", "NOTES"],
+    groups.map { group in
+      var notes: [String] = []
+      if group.billingIssue { notes.append("billing issue") }
+      if group.inTrial { notes.append("trial") }
+      if group.inIntroOffer { notes.append("intro offer") }
+      if !group.autoRenewProductID.isEmpty && group.autoRenewProductID != group.productID {
+        notes.append("renews into \(group.autoRenewProductID)")
+      }
+      return [
+        group.subscriptionGroupID, Format.name(group.state, prefix: "SUBSCRIPTION_STATE_"),
+        Format.orDash(group.productID), Format.time(group.expiresMs),
+        Format.time(group.gracePeriodExpiresMs),
+        group.state == .neverSubscribed ? "-" : Format.yesNo(group.autoRenewEnabled),
+        group.ownership == .unspecified
+          ? "-" : Format.name(group.ownership, prefix: "OWNERSHIP_TYPE_"),
+        notes.isEmpty ? "-" : notes.joined(separator: ", "),
+      ]
+    }, empty: "no subscription groups")
+  report.gap()
+  report.table(
+    ["ENTITLEMENT", "TYPE", "GROUP", "EXPIRES", "OWNERSHIP", "TRANSACTION"],
+    entitlements.map {
+      [
+        $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"),
+        Format.orDash($0.subscriptionGroupID),
+        $0.expiresMs == 0 ? "never" : Format.time($0.expiresMs),
+        $0.ownership == .unspecified ? "-" : Format.name($0.ownership, prefix: "OWNERSHIP_TYPE_"),
+        Format.orDash($0.transactionID),
+      ]
+    }, empty: "no entitlements")
+}
+
+/// The receipt as base64: a file that already holds base64 text is sent as it is (whitespace
+/// removed), anything else (the binary PKCS #7 receipt) is encoded.
+func receiptBase64(_ bytes: [UInt8]) -> String {
+  let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_".utf8)
+  let whitespace = Set(" \t\r\n".utf8)
+  let compact = bytes.filter { !whitespace.contains($0) }
+  if !compact.isEmpty, compact.allSatisfy({ allowed.contains($0) }),
+    let text = String(validating: compact, as: UTF8.self), Data(base64Encoded: text) != nil
+  {
+    return text
+  }
+  return bytes.isEmpty ? "" : Data(bytes).base64EncodedString()
+}

@@ -1,0 +1,176 @@
+public import RPCCore
+public import SubstatusWire
+
+/// Options for one call of ``SubstatusClient``.
+///
+/// ```swift
+/// let status = try await client.status(
+///   appID: app, userID: "u1",
+///   options: SubstatusCallOptions(timeout: .seconds(2), metadata: ["x-request-id": "r-42"]))
+/// ```
+public struct SubstatusCallOptions: Sendable {
+  /// The deadline of the whole call, retries and backoffs included; `nil` uses the client's
+  /// ``SubstatusClient/defaultTimeout``.
+  public var timeout: Duration?
+  /// Extra request metadata sent with every attempt (the client adds `authorization`).
+  public var metadata: Metadata
+  /// Overrides the client's retry policy for this call; `nil` keeps it. Retries still happen only
+  /// for `UNAVAILABLE` on idempotent methods.
+  public var retryPolicy: RetryPolicy?
+
+  /// Creates options.
+  ///
+  /// - Parameters:
+  ///   - timeout: The deadline of the whole call.
+  ///   - metadata: Extra request metadata.
+  ///   - retryPolicy: A retry policy for this call only.
+  public init(timeout: Duration? = nil, metadata: Metadata = [:], retryPolicy: RetryPolicy? = nil) {
+    self.timeout = timeout
+    self.metadata = metadata
+    self.retryPolicy = retryPolicy
+  }
+}
+
+/// Whether repeating a call can change the outcome; decides whether ``SubstatusClient`` retries
+/// it after `UNAVAILABLE`.
+public enum Idempotency: Sendable, Hashable {
+  /// Repeating the call is harmless: reads, and the ingest calls (deduplicated by transaction id).
+  case idempotent
+  /// Repeating the call may act twice (create a second key or tenant) or fail differently; never
+  /// retried.
+  case nonIdempotent
+}
+
+/// A client of one substatus server: typed async methods for every RPC of the API.
+///
+/// One client serves any number of concurrent calls. It sends `authorization: Bearer <apiKey>`
+/// on every call but ``health(service:options:)``, applies a per-call deadline, and retries
+/// `UNAVAILABLE` failures of idempotent methods with exponential backoff and jitter
+/// (``RetryPolicy``). Failures throw `RPCError` with the server's status code and message.
+///
+/// Idempotent (retried on `UNAVAILABLE`): every read — ``getApp(appID:options:)``,
+/// ``listApps(pageSize:pageToken:options:)``, ``listProducts(appID:subscriptionGroupID:pageSize:pageToken:options:)``,
+/// ``listApiKeys(showRevoked:pageSize:pageToken:options:)``, ``listTenants(pageSize:pageToken:options:)``,
+/// ``checkEligibility(appID:queries:asOf:environment:options:)``, ``status(appID:userID:asOf:environment:options:)``,
+/// ``entitlements(appID:userID:asOf:environment:options:)``,
+/// ``transactionHistory(appID:userID:environment:pageSize:pageToken:options:)``,
+/// ``report(appID:asOf:environment:options:)``, ``health(service:options:)`` — and the ingest
+/// calls ``submitReceipt(appID:userID:receiptData:excludeOldTransactions:options:)``,
+/// ``importReceiptResponse(appID:userID:json:options:)`` and
+/// ``importTransactions(appID:userID:transactions:renewalInfos:options:)``, which the API
+/// documents as idempotent. Never retried: ``createTenant(name:options:)``,
+/// ``disableTenant(tenantID:options:)``, ``registerApp(bundleID:displayName:appleAppID:options:)``,
+/// ``setSharedSecret(appID:sharedSecret:previousSecretOverlapSeconds:options:)``,
+/// ``putProducts(appID:products:options:)``, ``setPolicy(appID:policy:updateMask:options:)``,
+/// ``createApiKey(role:appIDs:description:options:)`` and ``revokeApiKey(keyID:options:)``.
+///
+/// ```swift
+/// let client = SubstatusClient(transport: transport, apiKey: readKey)
+/// let answer = try await client.checkEligibility(
+///   appID: "app_123", userID: "user-42", productIDs: ["pro.monthly", "pro.yearly"])
+/// for product in answer.products {
+///   print(product.productID, product.introductory?.eligible ?? false)
+/// }
+/// ```
+public struct SubstatusClient: Sendable {
+  /// The transport calls go over.
+  public let transport: any ClientTransport
+  /// The API key sent as `authorization: Bearer <key>`; `nil` sends none.
+  public var apiKey: String?
+  /// The deadline of calls whose options set none; `nil` waits indefinitely.
+  public var defaultTimeout: Duration?
+  /// The retry policy of idempotent calls.
+  public var retryPolicy: RetryPolicy
+
+  /// Creates a client over a transport.
+  ///
+  /// - Parameters:
+  ///   - transport: Carries the calls, for example an HTTP/2 or an in-process transport.
+  ///   - apiKey: The key to authenticate with; `nil` for health checks only.
+  ///   - defaultTimeout: The deadline of calls that set none.
+  ///   - retryPolicy: How idempotent calls are retried after `UNAVAILABLE`.
+  public init(
+    transport: any ClientTransport, apiKey: String?, defaultTimeout: Duration? = nil,
+    retryPolicy: RetryPolicy = .default
+  ) {
+    self.transport = transport
+    self.apiKey = apiKey
+    self.defaultTimeout = defaultTimeout
+    self.retryPolicy = retryPolicy
+  }
+
+  /// Calls any unary method of the API with a complete request message.
+  ///
+  /// The typed methods all go through here; use it for fields the typed methods do not expose.
+  ///
+  /// ```swift
+  /// var request = Substatus_V1_ListProductsRequest()
+  /// request.appID = app
+  /// request.subscriptionGroupID = "pro"
+  /// let page = try await client.call(
+  ///   Substatus_V1_AdminService.listProducts, request, idempotency: .idempotent)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - method: The method's descriptor, such as `Substatus_V1_StatusService.getStatus`.
+  ///   - request: The request message.
+  ///   - idempotency: Whether `UNAVAILABLE` may be retried.
+  ///   - authenticated: Whether to send the API key.
+  ///   - options: Deadline, metadata and retry overrides.
+  /// - Returns: The decoded response.
+  /// - Throws: `RPCError` with the server's status; `DEADLINE_EXCEEDED` once the timeout passes,
+  ///   `INTERNAL` for a response that does not decode.
+  public func call<Request: ProtobufMessage, Response: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Request, Response>, _ request: Request,
+    idempotency: Idempotency, authenticated: Bool = true,
+    options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Response {
+    var metadata = options.metadata
+    if authenticated, let apiKey {
+      metadata.removeAll(forKey: "authorization")
+      metadata.addString("Bearer \(apiKey)", forKey: "authorization")
+    }
+    let policy = idempotency == .idempotent ? (options.retryPolicy ?? retryPolicy) : .none
+    let timeout = options.timeout ?? defaultTimeout
+    let deadline = timeout.map { ContinuousClock.now + $0 }
+    let bytes = request.serializedBytes()
+    var attempt = 1
+    while true {
+      var callOptions = CallOptions()
+      if let deadline {
+        let remaining = deadline - .now
+        guard remaining > .zero else {
+          throw RPCError(
+            code: .deadlineExceeded, message: "deadline exceeded before \(method.method)")
+        }
+        callOptions.timeout = remaining
+      }
+      do throws(RPCError) {
+        let reply = try await transport.unary(
+          method: method.path, request: bytes, metadata: metadata, options: callOptions)
+        do throws(WireError) {
+          return try Response(serializedBytes: reply.message)
+        } catch {
+          throw RPCError(
+            code: .internal,
+            message: "failed to decode \(Response.protoMessageName): \(error.message)", cause: error
+          )
+        }
+      } catch {
+        guard RetryPolicy.isRetryable(error.code), attempt < policy.maximumAttempts else {
+          throw error
+        }
+        let wait = policy.backoff(beforeRetry: attempt, random: Double.random(in: 0...1))
+        if let deadline, ContinuousClock.now + wait >= deadline {
+          throw error
+        }
+        do {
+          try await Task.sleep(for: wait)
+        } catch {
+          throw RPCError(code: .cancelled, message: "the call was cancelled", cause: error)
+        }
+        attempt += 1
+      }
+    }
+  }
+}

@@ -1,0 +1,21 @@
+// The `substatus` command-line client; the logic lives in SubstatusCLI.
+import Foundation
+import RPCCore
+import RPCHTTP2Transport
+import SubstatusCLI
+import SubstatusClient
+
+let environment = CLIEnvironment(
+  variables: ProcessInfo.processInfo.environment,
+  // A closed pipe (`substatus app list | head -1`) must not crash the program: write errors are
+  // dropped (SIGPIPE is ignored by the transport).
+  standardOutput: { try? FileHandle.standardOutput.write(contentsOf: Data($0.utf8)) },
+  standardError: { try? FileHandle.standardError.write(contentsOf: Data($0.utf8)) },
+  readStandardInput: { [UInt8](FileHandle.standardInput.readDataToEndOfFile()) },
+  connect: { address throws -> any ClientTransport in
+    let (host, port) = try SubstatusClient.parseAddress(address)
+    var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
+    configuration.connectTimeout = .seconds(5)
+    return try HTTP2ClientTransport(configuration: configuration)
+  })
+exit(await SubstatusCLI.run(Array(CommandLine.arguments.dropFirst()), environment: environment))

@@ -1,0 +1,923 @@
+import Foundation
+
+/// A failure of a control operation: an HTTP status and a message naming the field or resource.
+struct SimError: Error, Sendable {
+  var status: Int
+  var message: String
+  static func badRequest(_ message: String) -> SimError { SimError(status: 400, message: message) }
+  static func notFound(_ message: String) -> SimError { SimError(status: 404, message: message) }
+  static func conflict(_ message: String) -> SimError { SimError(status: 409, message: message) }
+}
+
+/// What happened to a subscription, independent of the notification version that reports it.
+/// V1 maps these to `notification_type` (``NotificationFormatV1``); V2 (a later issue) maps them
+/// to `notificationType` + `subtype`.
+enum SubscriptionEventKind: Sendable, Equatable {
+  case initialBuy
+  case resubscribe
+  case renewed
+  case autoRenewEnabled
+  case autoRenewDisabled
+  case upgraded
+  case crossgradedImmediately
+  case renewalPreferenceChanged(downgrade: Bool)
+  case failedToRenew(inGracePeriod: Bool)
+  case recovered
+  case refunded(autoRenewable: Bool)
+  case familyAccessRevoked
+  case offerRedeemedForNextRenewal
+  case expired(intent: String)
+}
+
+/// One event to notify, rendered when it happens (its receipt reflects that instant).
+struct NotificationEvent: Sendable {
+  var kind: SubscriptionEventKind
+  var bundleID: String
+  var userID: String
+  var environment: StoreEnvironment
+  var originalTransactionID: String?
+  var atMs: Int64
+}
+
+/// A requested offer on a purchase.
+enum OfferRequest: Sendable, Equatable {
+  case introductory
+  case promotional(String)
+  case offerCode(String)
+}
+
+/// The simulated clock: `now = base + (wall elapsed) × scale`; scale 0 is a frozen clock that
+/// moves only when told to.
+struct SimClock: Sendable {
+  var baseMs: Int64
+  var baseWall: ContinuousClock.Instant
+  var scale: Double
+
+  init(startMs: Int64, scale: Double) {
+    baseMs = startMs
+    baseWall = ContinuousClock.now
+    self.scale = scale
+  }
+
+  func now() -> Int64 {
+    guard scale > 0 else { return baseMs }
+    let elapsed = ContinuousClock.now - baseWall
+    let elapsedMs = Double(elapsed.components.seconds) * 1000
+      + Double(elapsed.components.attoseconds) / 1e15
+    return baseMs + Int64(elapsedMs * scale)
+  }
+
+  mutating func set(_ ms: Int64) {
+    baseMs = ms
+    baseWall = ContinuousClock.now
+  }
+}
+
+/// The whole simulated App Store: apps, users, transactions, subscriptions. Pure state; time
+/// comes from its clock; ids from counters. Owned by ``AppStoreSimulator`` behind a mutex.
+struct SimulatorState: Sendable {
+  var clock: SimClock
+  var apps: [String: App] = [:]
+  var users: [String: User] = [:]
+  var transactions: [String: Transaction] = [:]
+  /// Transaction ids per `bundle \0 user`, in creation order.
+  var transactionsByReceipt: [String: [String]] = [:]
+  var subscriptions: [String: Subscription] = [:]
+  /// `bundle \0 user \0 group` → original transaction id of the user's own subscription.
+  var ownSubscriptionIndex: [String: String] = [:]
+  /// Organizer's original transaction id → members' original transaction ids.
+  var familyShares: [String: [String]] = [:]
+  var nextSeq = 1
+  var transactionCounter: Int64
+  var webOrderCounter: Int64
+  var userCounter = 0
+  var pendingEvents: [NotificationEvent] = []
+
+  static let maxFamilyMembers = 5
+  static let sandboxMaxRenewals = 6
+
+  init(startMs: Int64, timeScale: Double, idBase: Int64) {
+    clock = SimClock(startMs: startMs, scale: timeScale)
+    transactionCounter = idBase
+    webOrderCounter = idBase / 10
+  }
+
+  var now: Int64 { clock.now() }
+
+  static func receiptKey(_ bundleID: String, _ userID: String) -> String { bundleID + "\u{0}" + userID }
+  static func subscriptionKey(_ bundleID: String, _ userID: String, _ groupID: String) -> String {
+    bundleID + "\u{0}" + userID + "\u{0}" + groupID
+  }
+
+  // MARK: Lookups
+
+  func app(_ bundleID: String) throws(SimError) -> App {
+    guard let app = apps[bundleID] else { throw .notFound("app '\(bundleID)' is not registered") }
+    return app
+  }
+
+  func user(_ userID: String) throws(SimError) -> User {
+    guard let user = users[userID], !user.deleted else { throw .notFound("user '\(userID)' does not exist") }
+    return user
+  }
+
+  func product(_ app: App, _ productID: String) throws(SimError) -> Product {
+    guard let product = app.products[productID] else {
+      throw .notFound("product '\(productID)' is not in app '\(app.bundleID)'")
+    }
+    return product
+  }
+
+  func ownSubscription(_ bundleID: String, _ userID: String, group: String) -> Subscription? {
+    ownSubscriptionIndex[Self.subscriptionKey(bundleID, userID, group)].flatMap { subscriptions[$0] }
+  }
+
+  func requireOwnSubscription(_ bundleID: String, _ userID: String, group: String) throws(SimError)
+    -> Subscription
+  {
+    guard let subscription = ownSubscription(bundleID, userID, group: group) else {
+      throw .notFound("user '\(userID)' has no subscription in group '\(group)' of '\(bundleID)'")
+    }
+    return subscription
+  }
+
+  func receiptTransactions(_ bundleID: String, _ userID: String) -> [Transaction] {
+    (transactionsByReceipt[Self.receiptKey(bundleID, userID)] ?? []).compactMap { transactions[$0] }
+  }
+
+  /// Ids of transactions created at or after sequence number `seq`, in creation order.
+  func transactions(since seq: Int) -> [String] {
+    transactions.values.filter { $0.seq >= seq }.sorted { $0.seq < $1.seq }.map(\.transactionID)
+  }
+
+  func isActive(_ subscription: Subscription, at now: Int64) -> Bool {
+    !subscription.revoked && now < subscription.expiresMs
+  }
+
+  func periodEnd(start: Int64, duration: SubscriptionDuration, environment: StoreEnvironment) -> Int64 {
+    environment == .sandbox ? start + duration.sandboxMs : duration.end(from: start)
+  }
+
+  /// Billing retry lasts 60 days; the sandbox compresses it like a month (30 days → 5 minutes).
+  func billingRetryMs(_ environment: StoreEnvironment) -> Int64 {
+    environment == .sandbox ? 10 * AppleTime.minuteMs : 60 * AppleTime.dayMs
+  }
+
+  /// Grace period length; the sandbox compresses days like a month (30 days → 5 minutes).
+  func gracePeriodMs(days: Int, _ environment: StoreEnvironment) -> Int64 {
+    environment == .sandbox ? Int64(days) * 10 * AppleTime.secondMs : Int64(days) * AppleTime.dayMs
+  }
+
+  // MARK: Mutations: helpers
+
+  mutating func emit(
+    _ kind: SubscriptionEventKind, _ subscription: Subscription, at: Int64
+  ) {
+    pendingEvents.append(
+      NotificationEvent(
+        kind: kind, bundleID: subscription.bundleID, userID: subscription.userID,
+        environment: subscription.environment,
+        originalTransactionID: subscription.originalTransactionID, atMs: at))
+  }
+
+  mutating func nextTransactionID() -> String {
+    transactionCounter += 1
+    return String(transactionCounter)
+  }
+
+  mutating func nextWebOrderID() -> String {
+    webOrderCounter += 1
+    return String(webOrderCounter)
+  }
+
+  @discardableResult
+  mutating func record(_ transaction: Transaction) -> Transaction {
+    transactions[transaction.transactionID] = transaction
+    transactionsByReceipt[Self.receiptKey(transaction.bundleID, transaction.userID), default: []]
+      .append(transaction.transactionID)
+    return transaction
+  }
+
+  mutating func newTransaction(
+    bundleID: String, userID: String, product: Product, originalTransactionID: String?,
+    originalPurchaseMs: Int64?, purchaseMs: Int64, expiresMs: Int64?, ownership: Ownership = .purchased
+  ) -> Transaction {
+    let id = nextTransactionID()
+    defer { nextSeq += 1 }
+    return Transaction(
+      seq: nextSeq, transactionID: id, originalTransactionID: originalTransactionID ?? id,
+      webOrderLineItemID: product.type == .autoRenewable ? nextWebOrderID() : nil,
+      bundleID: bundleID, userID: userID, productID: product.productID, productType: product.type,
+      groupID: product.groupID, purchaseMs: purchaseMs,
+      originalPurchaseMs: originalPurchaseMs ?? purchaseMs, expiresMs: expiresMs,
+      ownership: ownership)
+  }
+
+  /// Applies the next period of `subscription`'s offer in progress (if any) to `transaction`
+  /// and returns the period's duration.
+  mutating func applyOfferPeriod(
+    _ subscription: inout Subscription, _ transaction: inout Transaction, product: Product
+  ) -> SubscriptionDuration {
+    var duration = product.duration ?? SubscriptionDuration(count: 1, unit: .month)
+    guard var offer = subscription.offerInProgress, offer.periodsLeft > 0 else {
+      subscription.offerInProgress = nil
+      return duration
+    }
+    if offer.offer.mode != .payAsYouGo, let offerDuration = offer.offer.duration {
+      duration = offerDuration
+    }
+    switch offer.kind {
+    case .introductory:
+      if offer.offer.mode == .freeTrial {
+        transaction.isTrialPeriod = true
+      } else {
+        transaction.isInIntroOfferPeriod = true
+      }
+    case .promotional(let id): transaction.promotionalOfferID = id
+    case .offerCode(let name): transaction.offerCodeRefName = name
+    }
+    offer.periodsLeft -= 1
+    subscription.offerInProgress = offer.periodsLeft > 0 ? offer : nil
+    return duration
+  }
+
+  // MARK: Registration
+
+  mutating func register(_ app: App) {
+    apps[app.bundleID] = app
+  }
+
+  mutating func createUser(id: String?, environment: StoreEnvironment) throws(SimError) -> User {
+    let userID: String
+    if let id {
+      guard users[id] == nil else { throw .conflict("user '\(id)' already exists") }
+      userID = id
+    } else {
+      repeat {
+        userCounter += 1
+      } while users["user-\(userCounter)"] != nil
+      userID = "user-\(userCounter)"
+    }
+    let user = User(userID: userID, environment: environment, createdMs: now)
+    users[userID] = user
+    return user
+  }
+
+  // MARK: Purchases
+
+  /// Buys `productID`. Auto-renewables start (INITIAL_BUY), resubscribe after a lapse
+  /// (INTERACTIVE_RENEWAL), or — when the user is subscribed in the group already — change
+  /// plan (see ``changeProduct``) or redeem a promotional offer for the next renewal.
+  mutating func purchase(
+    bundleID: String, userID: String, productID: String, offer: OfferRequest?
+  ) throws(SimError) -> [String] {
+    let app = try app(bundleID)
+    let user = try user(userID)
+    let product = try product(app, productID)
+    let now = self.now
+    guard product.type == .autoRenewable, let groupID = product.groupID else {
+      guard offer == nil else { throw .badRequest("offers apply only to auto-renewable subscriptions") }
+      if product.type == .nonConsumable,
+        receiptTransactions(bundleID, userID).contains(where: {
+          $0.productID == productID && $0.cancellationMs == nil
+        })
+      {
+        throw .conflict("user '\(userID)' already owns non-consumable '\(productID)'")
+      }
+      let transaction = record(
+        newTransaction(
+          bundleID: bundleID, userID: userID, product: product, originalTransactionID: nil,
+          originalPurchaseMs: nil, purchaseMs: now, expiresMs: nil))
+      return [transaction.transactionID]
+    }
+    let existing = ownSubscription(bundleID, userID, group: groupID)
+    if let existing, isActive(existing, at: now) || existing.billingRetrySinceMs != nil {
+      if case .promotional(let id)? = offer, existing.productID == productID {
+        guard let promo = product.promotionalOffers[id] else {
+          throw .notFound("product '\(productID)' has no promotional offer '\(id)'")
+        }
+        var subscription = existing
+        subscription.pendingOffer = OfferInProgress(
+          kind: .promotional(id), offer: promo, periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
+        subscription.autoRenewEnabled = true
+        subscriptions[subscription.originalTransactionID] = subscription
+        emit(.offerRedeemedForNextRenewal, subscription, at: now)
+        return []
+      }
+      guard existing.productID != productID || existing.autoRenewProductID != productID else {
+        throw .conflict("user '\(userID)' is already subscribed to '\(productID)'")
+      }
+      guard offer == nil else {
+        throw .conflict("offers cannot be redeemed on a plan change within group '\(groupID)'")
+      }
+      return try changeProduct(bundleID: bundleID, userID: userID, productID: productID)
+    }
+
+    let offerInProgress = try resolveOffer(offer, app: app, product: product, userID: userID)
+    var subscription: Subscription
+    let kind: SubscriptionEventKind
+    var transaction: Transaction
+    if var lapsed = existing {
+      transaction = newTransaction(
+        bundleID: bundleID, userID: userID, product: product,
+        originalTransactionID: lapsed.originalTransactionID,
+        originalPurchaseMs: lapsed.originalPurchaseMs, purchaseMs: now, expiresMs: nil)
+      lapsed.productID = productID
+      lapsed.autoRenewProductID = productID
+      lapsed.autoRenewEnabled = true
+      lapsed.renewals = 0
+      lapsed.billingRetrySinceMs = nil
+      lapsed.gracePeriodExpiresMs = nil
+      lapsed.expirationIntent = nil
+      lapsed.renewalStopped = false
+      lapsed.revoked = false
+      lapsed.pendingOffer = nil
+      subscription = lapsed
+      kind = .resubscribe
+    } else {
+      transaction = newTransaction(
+        bundleID: bundleID, userID: userID, product: product, originalTransactionID: nil,
+        originalPurchaseMs: nil, purchaseMs: now, expiresMs: nil)
+      subscription = Subscription(
+        originalTransactionID: transaction.originalTransactionID, bundleID: bundleID,
+        userID: userID, groupID: groupID, environment: user.environment, ownership: .purchased,
+        productID: productID, autoRenewProductID: productID, expiresMs: now,
+        originalPurchaseMs: now, latestTransactionID: transaction.transactionID)
+      ownSubscriptionIndex[Self.subscriptionKey(bundleID, userID, groupID)] =
+        transaction.originalTransactionID
+      kind = .initialBuy
+    }
+    subscription.offerInProgress = offerInProgress
+    let duration = applyOfferPeriod(&subscription, &transaction, product: product)
+    transaction.expiresMs = periodEnd(start: now, duration: duration, environment: user.environment)
+    subscription.expiresMs = transaction.expiresMs!
+    subscription.latestTransactionID = transaction.transactionID
+    record(transaction)
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(kind, subscription, at: now)
+    var changed = [transaction.transactionID]
+    if product.familyShareable {
+      changed += shareWithFamily(subscription, organizer: user, kind: .initialBuy, at: now)
+    }
+    return changed
+  }
+
+  func resolveOffer(_ request: OfferRequest?, app: App, product: Product, userID: String)
+    throws(SimError) -> OfferInProgress?
+  {
+    guard let request, let groupID = product.groupID else { return nil }
+    let history = receiptTransactions(app.bundleID, userID).filter { $0.groupID == groupID }
+    switch request {
+    case .introductory:
+      guard let intro = product.introductoryOffer else {
+        throw .conflict("product '\(product.productID)' has no introductory offer")
+      }
+      if let used = history.first(where: { $0.isTrialPeriod || $0.isInIntroOfferPeriod }) {
+        throw .conflict(
+          "user '\(userID)' is not eligible for an introductory offer in group '\(groupID)' "
+            + "(used in transaction \(used.transactionID))")
+      }
+      return OfferInProgress(
+        kind: .introductory, offer: intro, periodsLeft: intro.mode == .payAsYouGo ? intro.periods : 1)
+    case .promotional(let id):
+      guard let promo = product.promotionalOffers[id] else {
+        throw .notFound("product '\(product.productID)' has no promotional offer '\(id)'")
+      }
+      guard !history.isEmpty else {
+        throw .conflict(
+          "user '\(userID)' is not eligible for promotional offer '\(id)': promotional offers are "
+            + "for existing or lapsed subscribers of group '\(groupID)'")
+      }
+      return OfferInProgress(
+        kind: .promotional(id), offer: promo, periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
+    case .offerCode(let name):
+      guard let code = product.offerCodes[name] else {
+        throw .notFound("product '\(product.productID)' has no offer code '\(name)'")
+      }
+      return OfferInProgress(
+        kind: .offerCode(name), offer: code, periodsLeft: code.mode == .payAsYouGo ? code.periods : 1)
+    }
+  }
+
+  /// Upgrade (immediate; the current transaction is marked `is_upgraded` and cancelled),
+  /// crossgrade of the same duration (immediate), downgrade or crossgrade of another duration
+  /// (at the next renewal, through `auto_renew_product_id`).
+  mutating func changeProduct(bundleID: String, userID: String, productID: String) throws(SimError)
+    -> [String]
+  {
+    let app = try app(bundleID)
+    _ = try user(userID)
+    let target = try product(app, productID)
+    guard target.type == .autoRenewable, let groupID = target.groupID else {
+      throw .badRequest("'\(productID)' is not an auto-renewable subscription")
+    }
+    var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
+    let now = self.now
+    guard isActive(subscription, at: now) else {
+      throw .conflict("the subscription in group '\(groupID)' is not active; purchase instead")
+    }
+    let current = try product(app, subscription.productID)
+    if productID == subscription.productID {
+      guard subscription.autoRenewProductID != productID else {
+        throw .conflict("user '\(userID)' is already subscribed to '\(productID)'")
+      }
+      subscription.autoRenewProductID = productID
+      subscriptions[subscription.originalTransactionID] = subscription
+      emit(.renewalPreferenceChanged(downgrade: false), subscription, at: now)
+      return []
+    }
+    guard subscription.autoRenewProductID != productID else {
+      throw .conflict("the subscription in group '\(groupID)' already renews to '\(productID)'")
+    }
+    let immediate =
+      target.level < current.level
+      || (target.level == current.level && target.duration == current.duration)
+    guard immediate else {
+      subscription.autoRenewProductID = productID
+      subscription.autoRenewEnabled = true
+      subscriptions[subscription.originalTransactionID] = subscription
+      emit(.renewalPreferenceChanged(downgrade: target.level > current.level), subscription, at: now)
+      for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+        guard var member = subscriptions[memberID], !member.revoked else { continue }
+        member.autoRenewProductID = productID
+        subscriptions[memberID] = member
+      }
+      return []
+    }
+    let kind: SubscriptionEventKind = target.level < current.level ? .upgraded : .crossgradedImmediately
+    var changed = upgradeTransaction(&subscription, to: target, at: now)
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(kind, subscription, at: now)
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      guard var member = subscriptions[memberID], !member.revoked else { continue }
+      changed += upgradeTransaction(&member, to: target, at: now, mirroring: subscription)
+      subscriptions[memberID] = member
+      emit(kind, member, at: now)
+    }
+    return changed
+  }
+
+  private mutating func upgradeTransaction(
+    _ subscription: inout Subscription, to target: Product, at now: Int64,
+    mirroring organizer: Subscription? = nil
+  ) -> [String] {
+    var changed: [String] = []
+    if var old = transactions[subscription.latestTransactionID] {
+      old.isUpgraded = true
+      old.cancellationMs = now
+      transactions[old.transactionID] = old
+      changed.append(old.transactionID)
+    }
+    var transaction = newTransaction(
+      bundleID: subscription.bundleID, userID: subscription.userID, product: target,
+      originalTransactionID: subscription.originalTransactionID,
+      originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: now, expiresMs: nil,
+      ownership: subscription.ownership)
+    let duration = target.duration ?? SubscriptionDuration(count: 1, unit: .month)
+    transaction.expiresMs =
+      organizer?.expiresMs
+      ?? periodEnd(start: now, duration: duration, environment: subscription.environment)
+    record(transaction)
+    subscription.productID = target.productID
+    subscription.autoRenewProductID = target.productID
+    subscription.autoRenewEnabled = organizer?.autoRenewEnabled ?? true
+    subscription.offerInProgress = nil
+    subscription.expiresMs = transaction.expiresMs!
+    subscription.latestTransactionID = transaction.transactionID
+    changed.append(transaction.transactionID)
+    return changed
+  }
+
+  mutating func setAutoRenew(bundleID: String, userID: String, groupID: String, enabled: Bool)
+    throws(SimError)
+  {
+    _ = try app(bundleID)
+    _ = try user(userID)
+    var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
+    let now = self.now
+    guard subscription.autoRenewEnabled != enabled else {
+      throw .conflict("auto-renew is already \(enabled ? "on" : "off") for group '\(groupID)'")
+    }
+    if enabled {
+      guard isActive(subscription, at: now) || subscription.billingRetrySinceMs != nil else {
+        throw .conflict("the subscription in group '\(groupID)' has expired; purchase again")
+      }
+      subscription.autoRenewEnabled = true
+      subscription.renewalStopped = false
+      subscription.expirationIntent = nil
+    } else {
+      subscription.autoRenewEnabled = false
+      subscription.expirationIntent = "1"
+      if subscription.billingRetrySinceMs != nil {
+        // Cancelling during billing retry stops the retry.
+        subscription.billingRetrySinceMs = nil
+        subscription.gracePeriodExpiresMs = nil
+        subscription.renewalStopped = true
+      }
+    }
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(enabled ? .autoRenewEnabled : .autoRenewDisabled, subscription, at: now)
+    mirrorRenewalState(subscription)
+  }
+
+  /// Ends the subscription now (a simulator shortcut): auto-renew off, the current period cut
+  /// at the current instant (for family shares too), `expiration_intent` set.
+  mutating func expire(bundleID: String, userID: String, groupID: String, intent: String)
+    throws(SimError) -> [String]
+  {
+    var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
+    let now = self.now
+    let wasOn = subscription.autoRenewEnabled
+    subscription.autoRenewEnabled = false
+    subscription.renewalStopped = true
+    subscription.expirationIntent = intent
+    subscription.billingRetrySinceMs = nil
+    subscription.gracePeriodExpiresMs = nil
+    var changed: [String] = []
+    if now < subscription.expiresMs {
+      subscription.expiresMs = now
+      changed += truncate(subscription.latestTransactionID, at: now)
+    }
+    subscriptions[subscription.originalTransactionID] = subscription
+    mirrorRenewalState(subscription)
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      guard var member = subscriptions[memberID], !member.revoked, now < member.expiresMs else { continue }
+      member.expiresMs = now
+      changed += truncate(member.latestTransactionID, at: now)
+      subscriptions[memberID] = member
+    }
+    if wasOn { emit(.autoRenewDisabled, subscription, at: now) }
+    emit(.expired(intent: intent), subscription, at: now)
+    return changed
+  }
+
+  private mutating func truncate(_ transactionID: String, at now: Int64) -> [String] {
+    guard var transaction = transactions[transactionID], let expires = transaction.expiresMs, now < expires
+    else { return [] }
+    transaction.expiresMs = now
+    transactions[transactionID] = transaction
+    return [transactionID]
+  }
+
+  // MARK: Billing
+
+  mutating func setBillingFails(userID: String) throws(SimError) {
+    _ = try user(userID)
+    users[userID]!.billingFails = true
+  }
+
+  /// Fixes the user's payment method; every subscription of the user in billing retry renews
+  /// now (DID_RECOVER). Within a grace period the renewal keeps its original date (no lost
+  /// days); after it, the new period starts at recovery.
+  mutating func recover(userID: String) throws(SimError) -> [String] {
+    _ = try user(userID)
+    users[userID]!.billingFails = false
+    let now = self.now
+    var changed: [String] = []
+    let retrying = subscriptions.values
+      .filter { $0.userID == userID && $0.ownership == .purchased && $0.billingRetrySinceMs != nil }
+      .sorted { $0.originalTransactionID < $1.originalTransactionID }
+    for var subscription in retrying {
+      let inGrace = subscription.gracePeriodExpiresMs.map { now < $0 } ?? false
+      changed += renew(&subscription, purchaseMs: inGrace ? subscription.expiresMs : now, kind: .recovered)
+    }
+    return changed
+  }
+
+  /// Renews `subscription` with a new transaction starting at `purchaseMs`, and its family shares.
+  @discardableResult
+  mutating func renew(
+    _ subscription: inout Subscription, purchaseMs: Int64, kind: SubscriptionEventKind
+  ) -> [String] {
+    guard let app = apps[subscription.bundleID],
+      let product = app.products[subscription.autoRenewProductID]
+    else {
+      // The product left the catalog: Apple cannot renew it ("product not available", intent 4).
+      subscription.renewalStopped = true
+      subscription.autoRenewEnabled = false
+      subscription.expirationIntent = "4"
+      subscriptions[subscription.originalTransactionID] = subscription
+      return []
+    }
+    if let pending = subscription.pendingOffer {
+      subscription.offerInProgress = pending
+      subscription.pendingOffer = nil
+    }
+    var transaction = newTransaction(
+      bundleID: subscription.bundleID, userID: subscription.userID, product: product,
+      originalTransactionID: subscription.originalTransactionID,
+      originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: purchaseMs, expiresMs: nil)
+    let duration = applyOfferPeriod(&subscription, &transaction, product: product)
+    transaction.expiresMs = periodEnd(start: purchaseMs, duration: duration, environment: subscription.environment)
+    record(transaction)
+    subscription.productID = product.productID
+    subscription.expiresMs = transaction.expiresMs!
+    subscription.latestTransactionID = transaction.transactionID
+    subscription.renewals += 1
+    subscription.billingRetrySinceMs = nil
+    subscription.gracePeriodExpiresMs = nil
+    subscription.expirationIntent = nil
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(kind, subscription, at: max(purchaseMs, kind == .recovered ? now : purchaseMs))
+    var changed = [transaction.transactionID]
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      guard var member = subscriptions[memberID], !member.revoked else { continue }
+      changed.append(mirrorTransaction(into: &member, from: transaction))
+      member.billingRetrySinceMs = nil
+      member.gracePeriodExpiresMs = nil
+      member.expirationIntent = nil
+      subscriptions[memberID] = member
+      emit(kind, member, at: max(purchaseMs, kind == .recovered ? now : purchaseMs))
+    }
+    return changed
+  }
+
+  // MARK: Time
+
+  /// The instant of the next automatic event of an organizer's (or individual's) subscription.
+  func nextEvent(_ subscription: Subscription) -> Int64? {
+    guard subscription.ownership == .purchased, !subscription.revoked, !subscription.renewalStopped
+    else { return nil }
+    if let since = subscription.billingRetrySinceMs {
+      return since + billingRetryMs(subscription.environment)
+    }
+    return subscription.autoRenewEnabled ? subscription.expiresMs : nil
+  }
+
+  /// Processes every automatic event (renewal, billing failure, end of billing retry) due at or
+  /// before `target`, each at its own instant, then moves the clock to `target` if it is later.
+  mutating func advance(to target: Int64) {
+    while true {
+      var due: (String, Int64)?
+      for (id, subscription) in subscriptions {
+        guard let at = nextEvent(subscription), at <= target else { continue }
+        if due == nil || at < due!.1 || (at == due!.1 && id < due!.0) { due = (id, at) }
+      }
+      guard let (id, at) = due, var subscription = subscriptions[id] else { break }
+      process(&subscription, at: at)
+    }
+    if target > clock.now() { clock.set(target) }
+  }
+
+  private mutating func process(_ subscription: inout Subscription, at: Int64) {
+    if let since = subscription.billingRetrySinceMs {
+      // Billing retry gave up (at since + retry period).
+      _ = since
+      subscription.billingRetrySinceMs = nil
+      subscription.gracePeriodExpiresMs = nil
+      subscription.expirationIntent = "2"
+      subscription.renewalStopped = true
+      subscriptions[subscription.originalTransactionID] = subscription
+      emit(.expired(intent: "2"), subscription, at: at)
+      mirrorRenewalState(subscription)
+      return
+    }
+    if subscription.environment == .sandbox && subscription.renewals >= Self.sandboxMaxRenewals {
+      subscription.autoRenewEnabled = false
+      subscription.renewalStopped = true
+      subscription.expirationIntent = "1"
+      subscriptions[subscription.originalTransactionID] = subscription
+      mirrorRenewalState(subscription)
+      return
+    }
+    if users[subscription.userID]?.billingFails ?? false {
+      subscription.billingRetrySinceMs = subscription.expiresMs
+      let graceDays = apps[subscription.bundleID]?.gracePeriodDays ?? 0
+      subscription.gracePeriodExpiresMs =
+        graceDays > 0
+        ? subscription.expiresMs + gracePeriodMs(days: graceDays, subscription.environment) : nil
+      subscriptions[subscription.originalTransactionID] = subscription
+      let kind = SubscriptionEventKind.failedToRenew(inGracePeriod: graceDays > 0)
+      emit(kind, subscription, at: at)
+      mirrorRenewalState(subscription)
+      for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+        guard let member = subscriptions[memberID], !member.revoked else { continue }
+        emit(kind, member, at: at)
+      }
+      return
+    }
+    renew(&subscription, purchaseMs: subscription.expiresMs, kind: .renewed)
+  }
+
+  // MARK: Refunds
+
+  /// Refunds a transaction (the latest of the group when `transactionID` is nil): it gets
+  /// `cancellation_date` and `cancellation_reason`; a refunded subscription stops; family
+  /// members lose the shared access (REVOKE).
+  mutating func refund(
+    bundleID: String, userID: String, transactionID: String?, groupID: String?, reason: String
+  ) throws(SimError) -> [String] {
+    _ = try app(bundleID)
+    _ = try user(userID)
+    let now = self.now
+    let id: String
+    if let transactionID {
+      id = transactionID
+    } else if let groupID {
+      id = try requireOwnSubscription(bundleID, userID, group: groupID).latestTransactionID
+    } else {
+      throw .badRequest("refund needs 'transaction_id' or 'group_id'")
+    }
+    guard var transaction = transactions[id], transaction.bundleID == bundleID,
+      transaction.userID == userID
+    else { throw .notFound("transaction '\(id)' is not in the receipt of '\(userID)'") }
+    guard transaction.cancellationMs == nil else {
+      throw .conflict("transaction '\(id)' is already refunded or revoked")
+    }
+    guard transaction.ownership == .purchased else {
+      throw .conflict("family-shared transaction '\(id)' cannot be refunded; refund the organizer's")
+    }
+    transaction.cancellationMs = now
+    transaction.cancellationReason = reason
+    transactions[id] = transaction
+    var changed = [id]
+    guard transaction.productType == .autoRenewable,
+      var subscription = subscriptions[transaction.originalTransactionID]
+    else {
+      pendingEvents.append(
+        NotificationEvent(
+          kind: .refunded(autoRenewable: false), bundleID: bundleID, userID: userID,
+          environment: users[userID]!.environment, originalTransactionID: transaction.originalTransactionID,
+          atMs: now))
+      return changed
+    }
+    if subscription.latestTransactionID == id {
+      subscription.revoked = true
+      subscription.autoRenewEnabled = false
+      subscription.renewalStopped = true
+      subscription.billingRetrySinceMs = nil
+      subscription.gracePeriodExpiresMs = nil
+    }
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(.refunded(autoRenewable: true), subscription, at: now)
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      changed += revokeMember(memberID, at: now)
+    }
+    return changed
+  }
+
+  // MARK: Family Sharing
+
+  /// Creates family-shared subscriptions mirroring `subscription` for each family member.
+  mutating func shareWithFamily(
+    _ subscription: Subscription, organizer: User, kind: SubscriptionEventKind, at now: Int64
+  ) -> [String] {
+    var changed: [String] = []
+    for memberID in organizer.familyMembers {
+      if let id = shareSubscription(subscription, with: memberID, at: now) { changed.append(id) }
+    }
+    return changed
+  }
+
+  private mutating func shareSubscription(_ organizer: Subscription, with memberID: String, at now: Int64)
+    -> String?
+  {
+    guard let member = users[memberID], !member.deleted, !organizer.sharingDisabled,
+      let product = apps[organizer.bundleID]?.products[organizer.productID]
+    else { return nil }
+    // An existing, revoked share of this organizer's subscription is restarted, not duplicated.
+    let existingID = (familyShares[organizer.originalTransactionID] ?? []).first {
+      subscriptions[$0]?.userID == memberID
+    }
+    var transaction = newTransaction(
+      bundleID: organizer.bundleID, userID: memberID, product: product,
+      originalTransactionID: existingID, originalPurchaseMs: existingID.flatMap { subscriptions[$0]?.originalPurchaseMs },
+      purchaseMs: now, expiresMs: organizer.expiresMs, ownership: .familyShared)
+    if let current = transactions[organizer.latestTransactionID] {
+      transaction.isTrialPeriod = current.isTrialPeriod
+      transaction.isInIntroOfferPeriod = current.isInIntroOfferPeriod
+    }
+    record(transaction)
+    var share = Subscription(
+      originalTransactionID: transaction.originalTransactionID, bundleID: organizer.bundleID,
+      userID: memberID, groupID: organizer.groupID, environment: organizer.environment,
+      ownership: .familyShared, sharedFrom: organizer.originalTransactionID,
+      productID: organizer.productID, autoRenewProductID: organizer.autoRenewProductID,
+      expiresMs: organizer.expiresMs, originalPurchaseMs: transaction.originalPurchaseMs,
+      latestTransactionID: transaction.transactionID)
+    share.autoRenewEnabled = organizer.autoRenewEnabled
+    subscriptions[share.originalTransactionID] = share
+    if existingID == nil { familyShares[organizer.originalTransactionID, default: []].append(share.originalTransactionID) }
+    emit(.initialBuy, share, at: now)
+    return transaction.transactionID
+  }
+
+  /// A member's transaction mirroring the organizer's `source` transaction (same product and period).
+  private mutating func mirrorTransaction(into member: inout Subscription, from source: Transaction) -> String {
+    guard let product = apps[member.bundleID]?.products[source.productID] else { return "" }
+    var transaction = newTransaction(
+      bundleID: member.bundleID, userID: member.userID, product: product,
+      originalTransactionID: member.originalTransactionID, originalPurchaseMs: member.originalPurchaseMs,
+      purchaseMs: source.purchaseMs, expiresMs: source.expiresMs, ownership: .familyShared)
+    transaction.isTrialPeriod = source.isTrialPeriod
+    transaction.isInIntroOfferPeriod = source.isInIntroOfferPeriod
+    record(transaction)
+    member.productID = source.productID
+    member.expiresMs = source.expiresMs ?? member.expiresMs
+    member.latestTransactionID = transaction.transactionID
+    return transaction.transactionID
+  }
+
+  /// Copies renewal state (auto-renew, billing retry, grace, intent) to the family shares.
+  private mutating func mirrorRenewalState(_ organizer: Subscription) {
+    for memberID in familyShares[organizer.originalTransactionID] ?? [] {
+      guard var member = subscriptions[memberID], !member.revoked else { continue }
+      member.autoRenewEnabled = organizer.autoRenewEnabled
+      member.autoRenewProductID = organizer.autoRenewProductID
+      member.billingRetrySinceMs = organizer.billingRetrySinceMs
+      member.gracePeriodExpiresMs = organizer.gracePeriodExpiresMs
+      member.expirationIntent = organizer.expirationIntent
+      member.renewalStopped = organizer.renewalStopped
+      subscriptions[memberID] = member
+    }
+  }
+
+  /// Ends a member's family-shared access now: the current transaction gets `cancellation_date`
+  /// (reason "0") and the member gets REVOKE.
+  private mutating func revokeMember(_ memberSubscriptionID: String, at now: Int64) -> [String] {
+    guard var member = subscriptions[memberSubscriptionID], !member.revoked else { return [] }
+    member.revoked = true
+    member.autoRenewEnabled = false
+    member.renewalStopped = true
+    var changed: [String] = []
+    if var transaction = transactions[member.latestTransactionID], transaction.cancellationMs == nil {
+      transaction.cancellationMs = now
+      transaction.cancellationReason = "0"
+      transactions[transaction.transactionID] = transaction
+      changed.append(transaction.transactionID)
+    }
+    subscriptions[memberSubscriptionID] = member
+    emit(.familyAccessRevoked, member, at: now)
+    return changed
+  }
+
+  mutating func addFamilyMember(organizerID: String, memberID: String) throws(SimError) -> [String] {
+    var organizer = try user(organizerID)
+    var member = try user(memberID)
+    guard organizerID != memberID else { throw .badRequest("a user cannot join their own family") }
+    guard organizer.familyOrganizer == nil else {
+      throw .conflict("user '\(organizerID)' is a member of another family")
+    }
+    guard member.familyOrganizer == nil, member.familyMembers.isEmpty else {
+      throw .conflict("user '\(memberID)' already belongs to a family")
+    }
+    guard member.environment == organizer.environment else {
+      throw .conflict("family members must be in the same environment")
+    }
+    guard organizer.familyMembers.count < Self.maxFamilyMembers else {
+      throw .conflict("a family has at most \(Self.maxFamilyMembers) members besides the organizer")
+    }
+    organizer.familyMembers.append(memberID)
+    member.familyOrganizer = organizerID
+    users[organizerID] = organizer
+    users[memberID] = member
+    let now = self.now
+    var changed: [String] = []
+    let shareable = subscriptions.values.filter { subscription in
+      subscription.userID == organizerID && subscription.ownership == .purchased
+        && isActive(subscription, at: now) && !subscription.sharingDisabled
+        && (apps[subscription.bundleID]?.products[subscription.productID]?.familyShareable ?? false)
+    }.sorted { $0.originalTransactionID < $1.originalTransactionID }
+    for subscription in shareable {
+      if let id = shareSubscription(subscription, with: memberID, at: now) { changed.append(id) }
+    }
+    return changed
+  }
+
+  /// Removes `memberID` from its family (the member leaves, or the organizer removes them):
+  /// every family-shared subscription of the member is revoked.
+  mutating func removeFamilyMember(memberID: String, organizerID: String?) throws(SimError) -> [String] {
+    var member = try user(memberID)
+    guard let familyOrganizer = member.familyOrganizer else {
+      throw .conflict("user '\(memberID)' is not a family member")
+    }
+    if let organizerID, organizerID != familyOrganizer {
+      throw .notFound("user '\(memberID)' is not in the family of '\(organizerID)'")
+    }
+    member.familyOrganizer = nil
+    users[memberID] = member
+    users[familyOrganizer]?.familyMembers.removeAll { $0 == memberID }
+    let now = self.now
+    var changed: [String] = []
+    let shares = subscriptions.values
+      .filter { $0.userID == memberID && $0.ownership == .familyShared && !$0.revoked }
+      .map(\.originalTransactionID).sorted()
+    for id in shares { changed += revokeMember(id, at: now) }
+    return changed
+  }
+
+  /// The organizer stops sharing the subscription of `groupID`: every member loses access.
+  mutating func stopFamilySharing(bundleID: String, organizerID: String, groupID: String)
+    throws(SimError) -> [String]
+  {
+    var subscription = try requireOwnSubscription(bundleID, organizerID, group: groupID)
+    subscription.sharingDisabled = true
+    subscriptions[subscription.originalTransactionID] = subscription
+    let now = self.now
+    var changed: [String] = []
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      changed += revokeMember(memberID, at: now)
+    }
+    return changed
+  }
+}

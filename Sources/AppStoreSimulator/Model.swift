@@ -1,0 +1,148 @@
+/// Which App Store environment a user, receipt or notification belongs to.
+public enum StoreEnvironment: String, Sendable, CaseIterable, Codable {
+  /// The live App Store (`buy.itunes.apple.com`).
+  case production
+  /// The sandbox (`sandbox.itunes.apple.com`), with compressed subscription periods.
+  case sandbox
+
+  /// The value of `environment` in a verifyReceipt response: `Production` or `Sandbox`.
+  var receiptValue: String { self == .production ? "Production" : "Sandbox" }
+  /// The value of `environment` in a V1 notification: `PROD` or `Sandbox`.
+  var notificationValue: String { self == .production ? "PROD" : "Sandbox" }
+}
+
+/// Product types as App Store Connect names them.
+enum ProductType: String, Sendable, Codable {
+  case autoRenewable = "auto_renewable"
+  case nonRenewing = "non_renewing"
+  case nonConsumable = "non_consumable"
+  case consumable = "consumable"
+}
+
+/// How an offer is priced.
+enum OfferMode: String, Sendable, Codable {
+  case freeTrial = "free_trial"
+  case payAsYouGo = "pay_as_you_go"
+  case payUpFront = "pay_up_front"
+}
+
+/// An introductory offer, promotional offer or offer code of a product.
+struct Offer: Sendable, Equatable, Codable {
+  var mode: OfferMode
+  /// Free trial and pay up front: the one discounted period. Pay as you go: unused (each of
+  /// `periods` periods has the product's duration).
+  var duration: SubscriptionDuration?
+  /// Pay as you go: the number of discounted periods.
+  var periods: Int
+}
+
+struct Product: Sendable, Codable {
+  var productID: String
+  var type: ProductType
+  var groupID: String?
+  var duration: SubscriptionDuration?
+  /// Service level within the group: 1 is the highest. Upgrades go to a lower number.
+  var level: Int
+  var familyShareable: Bool
+  var introductoryOffer: Offer?
+  var promotionalOffers: [String: Offer]
+  var offerCodes: [String: Offer]
+}
+
+struct App: Sendable, Codable {
+  var bundleID: String
+  var appleAppID: Int64
+  var sharedSecrets: [String]
+  var products: [String: Product] = [:]
+  var notificationURL: String?
+  /// 0 (off), 3, 16 or 28 days.
+  var gracePeriodDays: Int
+  /// Retry delays are divided by this factor (1 = Apple's real schedule on the simulated clock).
+  var notificationRetryCompression: Double
+  /// Apple retries only in production; true retries sandbox notifications too.
+  var sandboxNotificationRetries: Bool
+}
+
+struct User: Sendable, Codable {
+  var userID: String
+  var environment: StoreEnvironment
+  var createdMs: Int64
+  var deleted = false
+  /// When true, renewals fail (billing retry) until the user recovers.
+  var billingFails = false
+  /// The organizer of the family this user belongs to, if a member.
+  var familyOrganizer: String?
+  /// The members of this user's family, if an organizer.
+  var familyMembers: [String] = []
+}
+
+enum Ownership: String, Sendable, Codable {
+  case purchased = "PURCHASED"
+  case familyShared = "FAMILY_SHARED"
+}
+
+struct Transaction: Sendable, Codable {
+  var seq: Int
+  var transactionID: String
+  var originalTransactionID: String
+  var webOrderLineItemID: String?
+  var bundleID: String
+  var userID: String
+  var productID: String
+  var productType: ProductType
+  var groupID: String?
+  var purchaseMs: Int64
+  var originalPurchaseMs: Int64
+  var expiresMs: Int64?
+  var isTrialPeriod = false
+  var isInIntroOfferPeriod = false
+  var cancellationMs: Int64?
+  var cancellationReason: String?
+  var isUpgraded = false
+  var ownership: Ownership = .purchased
+  var promotionalOfferID: String?
+  var offerCodeRefName: String?
+}
+
+/// An offer being applied over several renewals (pay as you go), or one redeemed for the next renewal.
+struct OfferInProgress: Sendable, Codable {
+  enum Kind: Sendable, Equatable, Codable {
+    case introductory
+    case promotional(String)
+    case offerCode(String)
+  }
+  var kind: Kind
+  var offer: Offer
+  var periodsLeft: Int
+}
+
+/// One auto-renewable subscription: a chain of transactions sharing an original transaction id.
+struct Subscription: Sendable, Codable {
+  var originalTransactionID: String
+  var bundleID: String
+  var userID: String
+  var groupID: String
+  var environment: StoreEnvironment
+  var ownership: Ownership
+  /// For a family-shared subscription: the organizer's subscription it mirrors.
+  var sharedFrom: String?
+  var productID: String
+  var autoRenewProductID: String
+  var autoRenewEnabled = true
+  var expiresMs: Int64
+  var originalPurchaseMs: Int64
+  var latestTransactionID: String
+  var renewals = 0
+  var offerInProgress: OfferInProgress?
+  var pendingOffer: OfferInProgress?
+  var billingRetrySinceMs: Int64?
+  var gracePeriodExpiresMs: Int64?
+  var expirationIntent: String?
+  /// No further automatic renewal (billing retry gave up, refund, family access revoked,
+  /// sandbox renewal limit); a new purchase starts it again.
+  var renewalStopped = false
+  /// Family access removed (members) or refunded.
+  var revoked = false
+  /// Organizer stopped sharing this subscription with the family.
+  var sharingDisabled = false
+}

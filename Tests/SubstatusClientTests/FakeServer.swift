@@ -1,0 +1,81 @@
+import RPCCore
+import RPCInProcessTransport
+import SubstatusWire
+import Synchronization
+
+/// One RPC as the fake server saw it.
+struct RecordedCall: Sendable {
+  var method: String
+  var authorization: String?
+  var metadata: Metadata
+  var request: [UInt8]
+  var timeRemaining: Duration?
+}
+
+/// Records every call the fake handlers receive.
+final class CallLog: Sendable {
+  private let calls = Mutex<[RecordedCall]>([])
+
+  func record(_ request: [UInt8], _ context: ServerContext) {
+    let call = RecordedCall(
+      method: context.method, authorization: context.metadata.firstString(forKey: "authorization"),
+      metadata: context.metadata, request: request, timeRemaining: context.timeRemaining)
+    calls.withLock { $0.append(call) }
+  }
+
+  var all: [RecordedCall] { calls.withLock { $0 } }
+  var count: Int { calls.withLock { $0.count } }
+}
+
+extension RPCRouter {
+  /// Registers a fake handler that records the call and answers `reply(request)`.
+  mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Request, Response>, log: CallLog,
+    reply: @escaping @Sendable (Request, Int) async throws -> Response
+  ) {
+    registerUnaryBytes(method: method.path) { bytes, context in
+      log.record(bytes, context)
+      let request = try Request(serializedBytes: bytes)
+      return try await reply(request, log.count).serializedBytes()
+    }
+  }
+
+  /// Registers a fake handler that records the call and answers a fixed response.
+  mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Request, Response>, log: CallLog, reply: Response
+  ) {
+    fake(method, log: log) { _, _ in reply }
+  }
+}
+
+/// Runs an in-process server with `router` for the duration of `body`.
+func withFakeServer<T: Sendable>(
+  _ router: RPCRouter, _ body: (any ClientTransport) async throws -> T
+) async throws -> T {
+  let transport = InProcessTransport()
+  let server = RPCServer(transport: transport.server, router: router)
+  return try await withThrowingTaskGroup(of: Void.self) { group in
+    group.addTask { try await server.run() }
+    // Wait until the server listens: before that, calls fail with UNAVAILABLE.
+    while true {
+      do {
+        _ = try await transport.client.unary(
+          method: "/probe.Probe/Ready", request: [], metadata: [:], options: CallOptions())
+        break
+      } catch {
+        if (error as? RPCError)?.code != .unavailable { break }
+        try await Task.sleep(for: .milliseconds(1))
+      }
+    }
+    do {
+      let result = try await body(transport.client)
+      server.beginGracefulShutdown()
+      try await group.waitForAll()
+      return result
+    } catch {
+      server.beginGracefulShutdown()
+      group.cancelAll()
+      throw error
+    }
+  }
+}
