@@ -360,6 +360,43 @@ extension PostgresStore: Store {
       previousValidUntilMs: row.optionalInt(8))
   }
 
+  /// Re-seals every stored secret under the keyring's current master key (after a rotation), so the
+  /// old key can then be removed from every instance's keyring. Rows are locked while re-sealed, so
+  /// it may run while other instances set secrets.
+  /// - Returns: how many sealed values were re-sealed.
+  /// - Throws: `secretUnavailable` if a value cannot be opened with the keyring.
+  public func resealSecrets() async throws(StoreError) -> Int {
+    let keyring = try requireKeyring()
+    return try await pool.transaction { db throws(StoreError) in
+      let rows = try db.query(
+        """
+        SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets
+        WHERE current_key_id <> $1 OR previous_key_id <> $1 FOR UPDATE
+        """, [.text(keyring.current.id)])
+      var count = 0
+      for r in rows {
+        let appId = r.text(0)
+        for (column, at) in [("current", 1), ("previous", 3)] {
+          guard let keyId = r.optionalText(at), keyId != keyring.current.id else { continue }
+          let resealed: SealedSecret
+          do throws(SecretBoxError) {
+            resealed = try SecretBox.reseal(
+              SealedSecret(keyId: keyId, box: r.bytes(at + 1)),
+              context: Self.secretContext(appId), keyring: keyring)
+          } catch {
+            throw StoreError(
+              .secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
+          }
+          try db.run(
+            "UPDATE shared_secrets SET \(column)_key_id = $2, \(column)_box = $3 WHERE app_id = $1",
+            [.text(appId), .text(resealed.keyId), .bytes(resealed.box)])
+          count += 1
+        }
+      }
+      return count
+    }
+  }
+
   // MARK: Catalog
 
   /// See ``Store/putProducts(appId:products:)``.

@@ -135,6 +135,44 @@ struct PostgresStoreTests {
     #expect(!String(decoding: box, as: UTF8.self).contains("not-in-the-database"))
   }
 
+  @Test func afterAKeyRotationResealingLetsTheOldKeyGo() async throws {
+    let url = try PostgresServer.fast.get().createDatabase()
+    let oldKey = try MasterKey(bytes: [UInt8](repeating: 1, count: 32))
+    let newKey = try MasterKey(bytes: [UInt8](repeating: 2, count: 32))
+    let before = try open(url, keyring: MasterKeyring(current: oldKey))
+    try await Fixture.seed(before)
+    _ = try await before.setSharedSecret(appId: "a1", secret: "first", atMs: 1, previousValidUntilMs: 5)
+    _ = try await before.setSharedSecret(appId: "a1", secret: "second", atMs: 2, previousValidUntilMs: 9)
+    before.close()
+    let rotating = try open(url, keyring: MasterKeyring(current: newKey, previous: [oldKey]))
+    #expect(try await rotating.resealSecrets() == 2)
+    #expect(try await rotating.resealSecrets() == 0)
+    rotating.close()
+    let after = try open(url, keyring: MasterKeyring(current: newKey))
+    defer { after.close() }
+    let secrets = try await after.sharedSecrets(appId: "a1")
+    #expect(secrets?.current.secret == "second" && secrets?.previous?.secret == "first")
+  }
+
+  @Test func userIdsWithQuotesBackslashesCommasAndBracesReadBackInOneBatch() async throws {
+    try await withPostgresStore { store in
+      try await Fixture.seed(store)
+      let ids = [#"a"b"#, #"c\d"#, "e,f", "{g}", "NULL", " h ", "ü🙂"]
+      for (i, id) in ids.enumerated() {
+        _ = try await store.ingest([
+          UserPurchases(
+            user: Fixture.user(id), transactions: [Fixture.transaction("t\(i)", purchase: 1)])
+        ])
+      }
+      let histories = try await store.histories(
+        appId: "a1", environment: .production, userIds: ids.reversed() + ["nobody"])
+      #expect(histories.map(\.user.userId) == ids.reversed() + ["nobody"])
+      #expect(
+        histories.map { $0.transactions.map(\.transactionId) }
+          == ids.indices.reversed().map { ["t\($0)"] } + [[]])
+    }
+  }
+
   @Test func aLostSessionIsReportedOnceThenReconnected() async throws {
     let server = try PostgresServer.fast.get()
     let url = try server.createDatabase()
