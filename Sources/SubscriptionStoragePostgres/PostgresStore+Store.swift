@@ -215,7 +215,7 @@ extension PostgresStore: Store {
     let policy = try PayloadCodec.encodeJSON(app.policy)
     try await pool.transaction { db throws(StoreError) in
       guard
-        try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1 FOR SHARE", [.text(app.tenantId)])
+        try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1", [.text(app.tenantId)])
       else { throw StoreError.notFound("tenant", app.tenantId) }
       let inserted = try db.run(
         """
@@ -441,7 +441,7 @@ extension PostgresStore: Store {
     let appIds = try PayloadCodec.encodeJSON(key.appIds)
     try await pool.transaction { db throws(StoreError) in
       if let t = key.tenantId,
-        try !exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1 FOR SHARE", [.text(t)])
+        try !exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1", [.text(t)])
       {
         throw StoreError.notFound("tenant", t)
       }
@@ -544,7 +544,7 @@ extension PostgresStore: Store {
     -> IngestSummary
   {
     for appId in Set(batch.map(\.user.appId)).sorted() {
-      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1 FOR SHARE", [.text(appId)]) else {
+      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
         throw StoreError.notFound("app", appId)
       }
     }
@@ -770,7 +770,7 @@ extension PostgresStore: Store {
     try await pool.transaction { db throws(StoreError) in
       guard
         try exists(
-          db, "SELECT 1 FROM apps WHERE app_id = $1 FOR SHARE", [.text(receipt.user.appId)])
+          db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(receipt.user.appId)])
       else { throw StoreError.notFound("app", receipt.user.appId) }
       let key = try Self.userKey(db, receipt.user)
       try db.run(

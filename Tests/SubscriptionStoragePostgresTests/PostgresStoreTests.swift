@@ -173,6 +173,22 @@ struct PostgresStoreTests {
     }
   }
 
+  @Test func libpqRunsOnThePoolThreadsNeverOnTheCallers() async throws {
+    try await withPostgresStore { store in
+      let names = try await withThrowingTaskGroup(of: String.self) { group in
+        for _ in 0..<8 {
+          group.addTask {
+            try await store.pool.run { _ in
+              (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+            }
+          }
+        }
+        return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+      }
+      #expect(!names.isEmpty && names.allSatisfy { $0.hasPrefix("pg-pool-") }, "\(names)")
+    }
+  }
+
   @Test func aLostSessionIsReportedOnceThenReconnected() async throws {
     let server = try PostgresServer.fast.get()
     let url = try server.createDatabase()
