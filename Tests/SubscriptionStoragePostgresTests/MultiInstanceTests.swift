@@ -20,13 +20,6 @@ private func builtExecutable(_ name: String) throws -> String {
     candidates.first(where: FileManager.default.isExecutableFile(atPath:)), "\(name) is not built")
 }
 
-/// Runs blocking work (waiting for children) on its own thread, not on a cooperative one.
-private func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-  try await withCheckedThrowingContinuation { continuation in
-    Thread { continuation.resume(with: Result { try body() }) }.start()
-  }
-}
-
 /// The environment for a child: ours without substatus settings, plus `extra`.
 private func childEnvironment(_ extra: [String: String]) -> [String: String] {
   ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SUBSTATUS_") }
@@ -95,7 +88,7 @@ struct MultiInstanceTests {
     try #require(
       FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
     // Durable server settings (fsync on): this test is about acknowledged writes.
-    let url = try PostgresServer.durable.get().createDatabase()
+    let url = try await blocking { try PostgresServer.durable.get().createDatabase() }
     let masterKey = MasterKey.generate().hexEncoded
     let a = try await blocking { try Instance(store: url, masterKey: masterKey) }
     let b = try await blocking { try Instance(store: url, masterKey: masterKey) }
@@ -133,7 +126,7 @@ struct MultiInstanceTests {
   }
 
   @Test func withoutASharedMasterKeyTheDaemonRefusesPostgres() async throws {
-    let url = try PostgresServer.fast.get().url("postgres")
+    let url = try await blocking { try PostgresServer.fast.get().url("postgres") }
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("substatusd-nokey-\(UUID().uuidString.prefix(8))").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -152,7 +145,7 @@ struct MultiInstanceTests {
   }
 
   @Test func theDaemonRefusesADatabaseOfANewerSchema() async throws {
-    let url = try PostgresServer.fast.get().createDatabase()
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     PostgresStoreTestSupport.migrate(url)
     let db = try PGConnection(conninfo: url)
     try db.run(

@@ -94,6 +94,10 @@ final class PostgresServer: Sendable {
 
   /// The cluster `initdb` made once per test run; servers start from copies of it.
   private static let template: Result<String, PostgresFailure> = {
+    guard FileManager.default.isExecutableFile(atPath: postgresBin + "/initdb") else {
+      return .failure(
+        PostgresFailure("\(postgresBin)/initdb is missing: run scripts/install-deps --test"))
+    }
     do {
       let dir = try makeDirectory("substatus-pg-template")
       let (status, out) = try runTool(
@@ -212,14 +216,23 @@ private func registerCleanup(directory: String, dataDirectory: String?) {
 /// A fixed master keyring for tests.
 let testKeyring = MasterKeyring(current: try! MasterKey(bytes: [UInt8](repeating: 0x42, count: 32)))
 
+/// Runs blocking work (starting servers, connecting, waiting for children) on its own thread, so the
+/// few cooperative threads stay free for the tests running in parallel.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await withCheckedThrowingContinuation { continuation in
+    Thread { continuation.resume(with: Result { try body() }) }.start()
+  }
+}
+
 /// Runs `body` with a fresh store on a fresh database of the fast server.
 func withPostgresStore<T>(
   poolSize: Int = 2, _ body: (PostgresStore) async throws -> T
 ) async throws -> T {
-  let server = try PostgresServer.fast.get()
-  let url = try server.createDatabase()
-  let store = try PostgresStore(
-    configuration: .init(url: url, keyring: testKeyring, poolSize: poolSize))
+  let store = try await blocking {
+    let url = try PostgresServer.fast.get().createDatabase()
+    return try PostgresStore(
+      configuration: .init(url: url, keyring: testKeyring, poolSize: poolSize))
+  }
   defer { store.close() }
   return try await body(store)
 }

@@ -26,14 +26,16 @@ struct PostgresStoreTests {
   }
 
   @Test func instancesStartingTogetherMigrateOnceAndANewerSchemaIsRefused() async throws {
-    let server = try PostgresServer.fast.get()
-    let url = try server.createDatabase()
+    let server = try await blocking { try PostgresServer.fast.get() }
+    let url = try await blocking { try server.createDatabase() }
     let versions = try await withThrowingTaskGroup(of: Int.self) { group in
       for _ in 0..<4 {
         group.addTask { [self] in
-          let store = try open(url, poolSize: 1)
-          defer { store.close() }
-          return store.schemaVersion
+          try await blocking {
+            let store = try open(url, poolSize: 1)
+            defer { store.close() }
+            return store.schemaVersion
+          }
         }
       }
       return try await group.reduce(into: []) { $0.append($1) }
@@ -56,7 +58,7 @@ struct PostgresStoreTests {
   }
 
   @Test func oneNotificationAppliedByManyInstancesAtOnceIsAppliedOnce() async throws {
-    let url = try PostgresServer.fast.get().createDatabase()
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let stores = try (0..<3).map { _ in try open(url) }
     defer { for s in stores { s.close() } }
     try await Fixture.seed(stores[0])
@@ -80,7 +82,7 @@ struct PostgresStoreTests {
   }
 
   @Test func concurrentInstancesNeverLetAnOldCopyUndoARefund() async throws {
-    let url = try PostgresServer.fast.get().createDatabase()
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let a = try open(url)
     let b = try open(url)
     defer {
@@ -115,7 +117,7 @@ struct PostgresStoreTests {
   }
 
   @Test func secretsAreSealedAndReadableByEveryInstanceWithTheKey() async throws {
-    let url = try PostgresServer.fast.get().createDatabase()
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let a = try open(url)
     let b = try open(url)
     let keyless = try open(url, keyring: nil)
@@ -136,7 +138,7 @@ struct PostgresStoreTests {
   }
 
   @Test func afterAKeyRotationResealingLetsTheOldKeyGo() async throws {
-    let url = try PostgresServer.fast.get().createDatabase()
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let oldKey = try MasterKey(bytes: [UInt8](repeating: 1, count: 32))
     let newKey = try MasterKey(bytes: [UInt8](repeating: 2, count: 32))
     let before = try open(url, keyring: MasterKeyring(current: oldKey))
@@ -190,8 +192,8 @@ struct PostgresStoreTests {
   }
 
   @Test func aLostSessionIsReportedOnceThenReconnected() async throws {
-    let server = try PostgresServer.fast.get()
-    let url = try server.createDatabase()
+    let server = try await blocking { try PostgresServer.fast.get() }
+    let url = try await blocking { try server.createDatabase() }
     let store = try open(url, poolSize: 1)
     defer { store.close() }
     try await store.createTenant(Fixture.tenant("t1"))
