@@ -166,13 +166,17 @@ let package = Package(
     .testTarget(
       name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // A fake server shared by the client and CLI tests.
+    .target(
+      name: "SubstatusClientTestKit", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      path: "Tests/SubstatusClientTestKit", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",
-      dependencies: ["SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      dependencies: ["SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
       swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusCLITests",
-      dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      dependencies: ["SubstatusCLI", "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
     .testTarget(
