@@ -13,6 +13,7 @@ import Testing
     let server = RPCServer(transport: transport.server, router: router)
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { try await server.run() }
+      defer { server.beginGracefulShutdown() }
       let client = RPCClient(transport: transport.client)
       func check(_ service: String) async throws -> HealthService.ServingStatus {
         var request = Grpc_Health_V1_HealthCheckRequest()
