@@ -138,10 +138,11 @@ let package = Package(
       name: "SubstatusWireTests", dependencies: ["SubstatusWire", "ProtoGen", "SubstatusJSON"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
+      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      name: "RPCHTTP2TransportTests",
+      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "CLinuxShims"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
