@@ -62,8 +62,6 @@ let package = Package(
       dependencies: ["RPCCore", "SubstatusWire", "CNGHTTP2", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
-    .target(
-      name: "RPCStandardServices", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
@@ -90,9 +88,9 @@ let package = Package(
 
     .target(
       name: "SubstatusDaemon",
-      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "RPCStandardServices",
+      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON"],
+                     "SubstatusJSON", "SubstatusWire"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables

@@ -4,13 +4,13 @@ import Glibc
 import HTTPServer
 import RPCCore
 import RPCHTTP2Transport
-import RPCStandardServices
 import Synchronization
 import SubscriptionStorage
 import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusJSON
 import SubstatusService
+import SubstatusWire
 
 /// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
 public enum SubstatusDaemon {
@@ -96,8 +96,10 @@ public enum SubstatusDaemon {
     }
     var router = RPCRouter()
     service.register(in: &router)
-    let health = HealthStatus()
-    StandardServices.register(in: &router, health: health)
+    // Health and reflection last: they cover every service registered before them.
+    let health = HealthService()
+    health.register(into: &router)
+    ReflectionService(files: ProtoFiles.all).register(into: &router)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
     let transport: HTTP2ServerTransport
@@ -130,7 +132,7 @@ public enum SubstatusDaemon {
     let signals = onTerminationSignals {
       refresher?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
-      health.setDraining()
+      health.markAllNotServing()
       log.info("draining: finishing in-flight calls")
       server.beginGracefulShutdown()
     }
