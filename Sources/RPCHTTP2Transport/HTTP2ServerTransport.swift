@@ -102,7 +102,11 @@ public final class HTTP2ServerTransport: ServerTransport {
   }
 
   deinit {
-    if case .idle = state.withLock({ $0 }) { for fd in listenFDs { close(fd) } }
+    // Once listening, the loops own and close the sockets.
+    switch state.withLock({ $0 }) {
+    case .idle, .shutDownBeforeStart: for fd in listenFDs { close(fd) }
+    case .running, .stopped: break
+    }
   }
 
   /// Serves until ``beginGracefulShutdown()`` and in-flight calls have finished (or the grace
