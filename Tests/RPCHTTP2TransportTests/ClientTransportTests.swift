@@ -9,9 +9,9 @@ final class GRPCIOServerProcess {
   let stdin = Pipe()
   let port: Int
 
-  init() async throws {
+  init(script: String = "grpcio_server.py", arguments: [String] = []) async throws {
     process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = [fixture("grpcio_server.py")]
+    process.arguments = [fixture(script)] + arguments
     let stdout = Pipe()
     let stderr = Pipe()
     process.standardOutput = stdout
