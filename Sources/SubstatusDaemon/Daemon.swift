@@ -89,8 +89,14 @@ public enum SubstatusDaemon {
     StandardServices.register(in: &router, health: health)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+      transportConfiguration.tls = TLSConfiguration(
+        certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
+    }
     let transport: HTTP2ServerTransport
-    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch {
+    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch let error as TLSError {
+      return fail("gRPC TLS: \(error)")
+    } catch {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
@@ -123,6 +129,15 @@ public enum SubstatusDaemon {
       log.info("draining: finishing in-flight calls")
       server.beginGracefulShutdown()
     }
+    // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
+    let reload = transportConfiguration.tls == nil ? nil : onSignal(SIGHUP) {
+      do {
+        try transport.reloadTLSCertificates()
+        log.info("reloaded the TLS certificate")
+      } catch {
+        log.write(.object(["level": .string("error"), "msg": .string("TLS reload failed, keeping the current certificate: \(error)")]))
+      }
+    }
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
     let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
 
@@ -137,7 +152,10 @@ public enum SubstatusDaemon {
       }
       // The transport accepts as soon as it is bound; announce once the loops run.
       try? await Task.sleep(for: .milliseconds(20))
-      log.info("listening", [("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory))])
+      log.info("listening", [
+        ("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory)),
+        ("grpc_tls", .bool(transportConfiguration.tls != nil)),
+      ])
       if let readyFile = configuration.readyFile {
         let ready: JSONObject = ["grpc": .string(grpcBound), "http": .string(httpBound)]
         do { try writeAtomically(readyFile, JSONValue.object(ready).serialized() + "\n") } catch {
@@ -156,7 +174,7 @@ public enum SubstatusDaemon {
         deadline.cancel()
       }
       await http.stop()
-      withExtendedLifetime(signals) {}
+      withExtendedLifetime((signals, reload)) {}
       log.info("stopped")
       log.flush()
       return status
@@ -183,6 +201,15 @@ public enum SubstatusDaemon {
     try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
     guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
   }
+}
+
+/// Runs `action` each time `number` arrives (a Dispatch signal source; the default handler is ignored).
+func onSignal(_ number: Int32, _ action: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+  signal(number, SIG_IGN)
+  let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+  source.setEventHandler(handler: action)
+  source.resume()
+  return source
 }
 
 /// Runs `action` on SIGTERM and SIGINT (Dispatch signal sources; the default handlers are ignored).
