@@ -104,10 +104,21 @@ public enum SubstatusDaemon {
     // HTTP.
     let draining = Atomic<Bool>(false)
     let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
+    if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
+      do {
+        httpConfiguration.tls = HTTPServerTLS(
+          certificateChainPEM: try String(contentsOfFile: certificate, encoding: .utf8),
+          privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+      } catch {
+        server.beginGracefulShutdown()
+        return fail("HTTP TLS: cannot read \(certificate) or \(key): \(error.localizedDescription)")
+      }
+    }
     let http: HTTPServer
     do {
       http = try HTTPServer(
-        configuration: HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port),
+        configuration: httpConfiguration,
         handler: { request in await httpRouter.respond(to: request) })
     } catch {
       server.beginGracefulShutdown()

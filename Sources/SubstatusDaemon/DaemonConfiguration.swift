@@ -24,6 +24,8 @@ import SubstatusJSON
 /// | `--tls-cert F` | `SUBSTATUS_TLS_CERT` | `tls_cert` | none (cleartext h2c) |
 /// | `--tls-key F` | `SUBSTATUS_TLS_KEY` | `tls_key` | none |
 /// | `--tls-client-ca F` | `SUBSTATUS_TLS_CLIENT_CA` | `tls_client_ca` | none (no client certificates) |
+/// | `--http-tls-cert F` | `SUBSTATUS_HTTP_TLS_CERT` | `http_tls_cert` | none (plain HTTP) |
+/// | `--http-tls-key F` | `SUBSTATUS_HTTP_TLS_KEY` | `http_tls_key` | none |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -61,6 +63,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var tlsKey: String?
   /// CA certificates (PEM) that gRPC clients' certificates must chain to (mutual TLS).
   public var tlsClientCA: String?
+  /// The HTTP listener's certificate chain (PEM); with ``httpTLSKey``, it serves HTTPS.
+  public var httpTLSCertificate: String?
+  /// The private key (PEM) of ``httpTLSCertificate``.
+  public var httpTLSKey: String?
 
   /// The defaults.
   public init() {}
@@ -98,6 +104,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --tls-cert F --tls-key F               serve gRPC over TLS with this PEM chain and key
                                              (SIGHUP reloads them for new connections)
       --tls-client-ca F                      require client certificates signed by these CAs (mTLS)
+      --http-tls-cert F --http-tls-key F     serve the HTTP listener over HTTPS (read at start)
       --help                                 this text
     """
 
@@ -120,6 +127,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--tls-cert", "SUBSTATUS_TLS_CERT", "tls_cert"),
     ("--tls-key", "SUBSTATUS_TLS_KEY", "tls_key"),
     ("--tls-client-ca", "SUBSTATUS_TLS_CLIENT_CA", "tls_client_ca"),
+    ("--http-tls-cert", "SUBSTATUS_HTTP_TLS_CERT", "http_tls_cert"),
+    ("--http-tls-key", "SUBSTATUS_HTTP_TLS_KEY", "http_tls_key"),
   ]
 
   /// Reads the settings.
@@ -203,6 +212,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
     guard c.tlsClientCA == nil || c.tlsCertificate != nil else {
       throw UsageError(description: "--tls-client-ca needs --tls-cert and --tls-key")
+    }
+    c.httpTLSCertificate = values["--http-tls-cert"]
+    c.httpTLSKey = values["--http-tls-key"]
+    guard (c.httpTLSCertificate == nil) == (c.httpTLSKey == nil) else {
+      throw UsageError(description: "--http-tls-cert and --http-tls-key go together")
     }
     for (flag, path) in [("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL)] {
       if let v = values[flag] {

@@ -39,6 +39,7 @@ func installCertificate(_ name: String, in pki: URL) throws {
     (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
     (["--tls-key", "k.pem"], "--tls-cert and --tls-key go together"),
     (["--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert and --tls-key"),
+    (["--http-tls-cert", "c.pem"], "--http-tls-cert and --http-tls-key go together"),
   ])
   func tlsFlagsMustComeTogether(arguments: [String], message: String) {
     #expect(throws: DaemonConfiguration.UsageError(description: message)) {
@@ -66,7 +67,10 @@ func installCertificate(_ name: String, in pki: URL) throws {
     defer { try? FileManager.default.removeItem(at: pki) }
     func path(_ name: String) -> String { pki.appendingPathComponent(name).path }
     try installCertificate("server", in: pki)
-    let daemon = try RunningDaemon(extraArguments: ["--tls-cert", path("live.pem"), "--tls-key", path("live.key")])
+    let daemon = try RunningDaemon(extraArguments: [
+      "--tls-cert", path("live.pem"), "--tls-key", path("live.key"),
+      "--http-tls-cert", path("server.pem"), "--http-tls-key", path("server.key"),
+    ])
     let cli = try builtExecutable("substatus")
     func health(_ flags: [String]) throws -> (Int32, String, String) {
       try runProcess(cli, ["health", "--addr", daemon.grpc, "--timeout", "5"] + flags)
@@ -80,6 +84,19 @@ func installCertificate(_ name: String, in pki: URL) throws {
     let wrongCA = try health(["--ca-file", path("other-ca.pem")])
     #expect(wrongCA.0 == 1)
     #expect(wrongCA.2.contains("certificate verify failed"), "\(wrongCA.2)")
+
+    // The HTTP listener (libmicrohttpd + GnuTLS) answers HTTPS, and not plain HTTP.
+    let python = packageRoot.appendingPathComponent(".venv/bin/python").path
+    let fetch = """
+      import ssl, sys, urllib.request
+      context = ssl.create_default_context(cafile=sys.argv[2])
+      print(urllib.request.urlopen(sys.argv[1], context=context, timeout=5).read().decode())
+      """
+    let https = try runProcess(python, ["-c", fetch, "https://\(daemon.http)/healthz", path("ca.pem")])
+    #expect(https.0 == 0, "\(https.2)")
+    #expect(https.1.contains("\"ok\""))
+    let plainHTTP = try runProcess(python, ["-c", fetch, "http://\(daemon.http)/healthz", path("ca.pem")])
+    #expect(plainHTTP.0 != 0)
 
     // SIGHUP: new connections get the new certificate (signed by ca2).
     try installCertificate("server2", in: pki)
