@@ -34,6 +34,7 @@ let package = Package(
     systemLibrary("CSQLite", pkgConfig: "sqlite3", apt: ["libsqlite3-dev"]),
     systemLibrary("CCrypto", pkgConfig: "openssl", apt: ["libssl-dev"]),
     systemLibrary("CMicroHTTPD", pkgConfig: "libmicrohttpd", apt: ["libmicrohttpd-dev"]),
+    systemLibrary("CLibPQ", pkgConfig: "libpq", apt: ["libpq-dev"]),
     .target(name: "CLinuxShims"),
     // TLS on OpenSSL memory BIOs for the HTTP/2 transport (C, so that OpenSSL's macros are usable).
     .target(name: "CTLSShims", dependencies: ["CCrypto"]),
@@ -75,6 +76,10 @@ let package = Package(
       name: "SubscriptionStorageSQLite",
       dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CSQLite", "CCrypto"],
       swiftSettings: swiftSettings),
+    .target(
+      name: "SubscriptionStoragePostgres",
+      dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
+      swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
@@ -88,7 +93,8 @@ let package = Package(
     .target(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "RPCStandardServices",
-                     "SubscriptionStorage", "SubscriptionStorageSQLite", "HTTPServer", "SubstatusJSON"],
+                     "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
+                     "SubstatusJSON"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -134,18 +140,28 @@ let package = Package(
       name: "SubstatusWireTests", dependencies: ["SubstatusWire", "ProtoGen", "SubstatusJSON"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport"],
+      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCHTTP2TransportTests", dependencies: ["RPCHTTP2Transport", "RPCCore", "CLinuxShims"],
+      name: "RPCHTTP2TransportTests",
+      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "CLinuxShims"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // The Store contract suite, shared by every store's test target.
+    .target(
+      name: "StoreContractTesting", dependencies: ["SubscriptionStorage", "SubscriptionDomain"],
+      path: "Tests/StoreContractTesting", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionStorageTests",
-      dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain"],
+      dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain", "StoreContractTesting"],
       swiftSettings: swiftSettings),
+    // Live-database tests: start a PostgreSQL server and two substatusd instances.
+    .testTarget(
+      name: "SubscriptionStoragePostgresTests",
+      dependencies: ["SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],

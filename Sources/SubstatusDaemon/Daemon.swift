@@ -7,6 +7,7 @@ import RPCHTTP2Transport
 import RPCStandardServices
 import Synchronization
 import SubscriptionStorage
+import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusJSON
 import SubstatusService
@@ -22,9 +23,7 @@ public enum SubstatusDaemon {
       log.flush()
       return status
     }
-    if configuration.store != "sqlite" {
-      return fail("the PostgreSQL store is not available in this build; use --store sqlite", status: 2)
-    }
+    let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
     do {
       try FileManager.default.createDirectory(
         atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -39,6 +38,11 @@ public enum SubstatusDaemon {
         keyring = try MasterKeyring.load(file: file)
       } else if let fromEnvironment = try MasterKeyring.load(environment: environment) {
         keyring = fromEnvironment
+      } else if postgresURL != nil {
+        // Several instances share the database: a key made up by one would lock the others out.
+        return fail(
+          "with --store postgres:// every instance needs the same master key: set --master-key-file, \(MasterKeyring.fileEnvironmentVariable) or \(MasterKeyring.environmentVariable)",
+          status: 2)
       } else {
         keyring = try MasterKeyring.loadOrCreate(file: configuration.dataDirectory + "/master.key")
       }
@@ -46,13 +50,20 @@ public enum SubstatusDaemon {
       return fail("master key: \(error)")
     }
 
-    let store: SQLiteStore
+    let store: any Store
+    let closeStore: () -> Void
     do {
-      store = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+      if let postgresURL {
+        let postgres = try PostgresStore(configuration: .init(url: postgresURL, keyring: keyring))
+        (store, closeStore) = (postgres, postgres.close)
+      } else {
+        let sqlite = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+        (store, closeStore) = (sqlite, sqlite.close)
+      }
     } catch {
       return fail("cannot open the store: \(error)")
     }
-    defer { store.close() }
+    defer { closeStore() }
 
     guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
       let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)

@@ -73,6 +73,9 @@ router.registerUnary(
   return reply
 }
 
+HealthService().register(into: &router)
+ReflectionService(files: ProtoFiles.all).register(into: &router)
+
 var configuration = HTTP2ServerTransport.Configuration(host: host, port: port)
 if let threads { configuration.threads = threads }
 if let tlsCertificate, let tlsKey {

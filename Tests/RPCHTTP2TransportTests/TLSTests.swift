@@ -78,6 +78,18 @@ func expectUnavailable(_ client: HTTP2ClientTransport, containing text: String) 
   }
 }
 
+/// Runs the grpcio TLS server fixture for the duration of `body`.
+func withGRPCIOTLSServer(_ arguments: [String], _ body: (GRPCIOServerProcess) async throws -> Void) async throws {
+  let server = try await GRPCIOServerProcess(script: "grpcio_tls_server.py", arguments: arguments)
+  do {
+    try await body(server)
+  } catch {
+    await server.stop()
+    throw error
+  }
+  await server.stop()
+}
+
 @Suite struct TLSTests {
   @Test(arguments: ["unary", "concurrent", "large"])
   func grpcioSecureChannel(name: String) async throws {
@@ -113,33 +125,30 @@ func expectUnavailable(_ client: HTTP2ClientTransport, containing text: String) 
 
   @Test func clientAgainstGRPCIOTLSServer() async throws {
     try await withTestPKI { pki in
-      let server = try await GRPCIOServerProcess(
-        script: "grpcio_tls_server.py", arguments: [pki.path("server.pem"), pki.path("server.key")])
-      defer { server.stop() }
-      let client = try makeTLSClient(port: server.port, pki, serverName: "localhost")
-      defer { client.close() }
-      #expect(try await call(client, "Echo", "hello").message == Array("hello".utf8))
-      let payload = String(repeating: "q", count: 1 << 20)
-      #expect(try await call(client, "Echo", payload).message.count == 1 << 20)
-      let wrongCA = try makeTLSClient(port: server.port, pki, ca: "other-ca.pem", serverName: "localhost")
-      defer { wrongCA.close() }
-      await expectUnavailable(wrongCA, containing: "certificate verify failed")
+      try await withGRPCIOTLSServer([pki.path("server.pem"), pki.path("server.key")]) { server in
+        let client = try makeTLSClient(port: server.port, pki, serverName: "localhost")
+        defer { client.close() }
+        #expect(try await call(client, "Echo", "hello").message == Array("hello".utf8))
+        let payload = String(repeating: "q", count: 1 << 20)
+        #expect(try await call(client, "Echo", payload).message.count == 1 << 20)
+        let wrongCA = try makeTLSClient(port: server.port, pki, ca: "other-ca.pem", serverName: "localhost")
+        defer { wrongCA.close() }
+        await expectUnavailable(wrongCA, containing: "certificate verify failed")
+      }
     }
   }
 
   @Test func mutualTLSAgainstGRPCIOServer() async throws {
     try await withTestPKI { pki in
-      let server = try await GRPCIOServerProcess(
-        script: "grpcio_tls_server.py",
-        arguments: [pki.path("server.pem"), pki.path("server.key"), pki.path("ca.pem")])
-      defer { server.stop() }
-      let client = try makeTLSClient(port: server.port, pki, serverName: "localhost", certificate: "client")
-      defer { client.close() }
-      let response = try await call(client, "Echo", "hi")
-      #expect(response.trailingMetadata.firstString(forKey: "x-peer-cn") == "client")
-      let anonymous = try makeTLSClient(port: server.port, pki, serverName: "localhost")
-      defer { anonymous.close() }
-      await expectUnavailable(anonymous, containing: "")
+      try await withGRPCIOTLSServer([pki.path("server.pem"), pki.path("server.key"), pki.path("ca.pem")]) { server in
+        let client = try makeTLSClient(port: server.port, pki, serverName: "localhost", certificate: "client")
+        defer { client.close() }
+        let response = try await call(client, "Echo", "hi")
+        #expect(response.trailingMetadata.firstString(forKey: "x-peer-cn") == "client")
+        let anonymous = try makeTLSClient(port: server.port, pki, serverName: "localhost")
+        defer { anonymous.close() }
+        await expectUnavailable(anonymous, containing: "")
+      }
     }
   }
 
