@@ -102,8 +102,14 @@ public enum SubstatusDaemon {
     ReflectionService(files: ProtoFiles.all).register(into: &router)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+      transportConfiguration.tls = TLSConfiguration(
+        certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
+    }
     let transport: HTTP2ServerTransport
-    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch {
+    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch let error as TLSError {
+      return fail("gRPC TLS: \(error)")
+    } catch {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
@@ -111,10 +117,21 @@ public enum SubstatusDaemon {
     // HTTP.
     let draining = Atomic<Bool>(false)
     let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
+    if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
+      do {
+        httpConfiguration.tls = HTTPServerTLS(
+          certificateChainPEM: try String(contentsOfFile: certificate, encoding: .utf8),
+          privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+      } catch {
+        server.beginGracefulShutdown()
+        return fail("HTTP TLS: cannot read \(certificate) or \(key): \(error.localizedDescription)")
+      }
+    }
     let http: HTTPServer
     do {
       http = try HTTPServer(
-        configuration: HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port),
+        configuration: httpConfiguration,
         handler: { request in await httpRouter.respond(to: request) })
     } catch {
       server.beginGracefulShutdown()
@@ -136,6 +153,15 @@ public enum SubstatusDaemon {
       log.info("draining: finishing in-flight calls")
       server.beginGracefulShutdown()
     }
+    // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
+    let reload = transportConfiguration.tls == nil ? nil : onSignal(SIGHUP) {
+      do {
+        try transport.reloadTLSCertificates()
+        log.info("reloaded the TLS certificate")
+      } catch {
+        log.write(.object(["level": .string("error"), "msg": .string("TLS reload failed, keeping the current certificate: \(error)")]))
+      }
+    }
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
     let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
 
@@ -150,7 +176,10 @@ public enum SubstatusDaemon {
       }
       // The transport accepts as soon as it is bound; announce once the loops run.
       try? await Task.sleep(for: .milliseconds(20))
-      log.info("listening", [("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory))])
+      log.info("listening", [
+        ("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory)),
+        ("grpc_tls", .bool(transportConfiguration.tls != nil)),
+      ])
       if let readyFile = configuration.readyFile {
         let ready: JSONObject = ["grpc": .string(grpcBound), "http": .string(httpBound)]
         do { try writeAtomically(readyFile, JSONValue.object(ready).serialized() + "\n") } catch {
@@ -169,7 +198,7 @@ public enum SubstatusDaemon {
         deadline.cancel()
       }
       await http.stop()
-      withExtendedLifetime(signals) {}
+      withExtendedLifetime((signals, reload)) {}
       log.info("stopped")
       log.flush()
       return status
@@ -196,6 +225,15 @@ public enum SubstatusDaemon {
     try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
     guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
   }
+}
+
+/// Runs `action` each time `number` arrives (a Dispatch signal source; the default handler is ignored).
+func onSignal(_ number: Int32, _ action: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+  signal(number, SIG_IGN)
+  let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+  source.setEventHandler(handler: action)
+  source.resume()
+  return source
 }
 
 /// Runs `action` on SIGTERM and SIGINT (Dispatch signal sources; the default handlers are ignored).

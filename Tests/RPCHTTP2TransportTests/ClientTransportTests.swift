@@ -8,8 +8,8 @@ final class GRPCIOServerProcess {
   let child: LineProcess
   let port: Int
 
-  init() async throws {
-    child = try await LineProcess(python, [fixture("grpcio_server.py")])
+  init(script: String = "grpcio_server.py", arguments: [String] = []) async throws {
+    child = try await LineProcess(python, [fixture(script)] + arguments)
     guard child.firstLine.hasPrefix("PORT "), let port = Int(child.firstLine.dropFirst(5)) else {
       _ = await child.stop()
       throw SocketTestError(description: "grpcio server did not start: \(child.firstLine)")
