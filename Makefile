@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: run test build release deps test-deps protos bench fmt clean
+.PHONY: run test build release deps test-deps protos bench fuzz soak fmt clean
 
 deps:
 	@scripts/install-deps
@@ -36,6 +36,15 @@ protos: deps
 ## Benchmarks; writes BENCHMARKS.md.
 bench: test-deps release
 	scripts/bench
+
+## Fuzzes the parsers with libFuzzer + ASan, FUZZ_SECONDS per target (default 60); see RELIABILITY.md.
+## `make test` runs the checked-in corpora through the same targets (SubstatusFuzzRegressionTests).
+fuzz: deps
+	scripts/fuzz
+
+## Soak test of substatusd under mixed load, SOAK_SECONDS (default 600); see RELIABILITY.md.
+soak: test-deps
+	scripts/soak
 
 fmt:
 	$(SWIFT) format --in-place --recursive Sources Tests Clients

@@ -26,6 +26,8 @@ let package = Package(
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
     .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
     .executable(name: "substatus", targets: ["substatus"]),
+    // Used by Fuzz/Package.swift (the libFuzzer executables); not API.
+    .library(name: "SubstatusFuzzTargets", targets: ["SubstatusFuzzTargets"]),
   ],
   targets: [
     // MARK: C libraries and shims
@@ -131,6 +133,15 @@ let package = Package(
       path: "Clients/substatus",
       swiftSettings: swiftSettings),
 
+    // MARK: Fuzzing (Fuzz/: the targets; libFuzzer executables in Fuzz/Package.swift, built by scripts/fuzz)
+    .target(
+      name: "SubstatusFuzzTargets",
+      dependencies: [
+        "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubstatusService",
+        "HTTPServer", "RPCCore", "RPCInProcessTransport",
+      ],
+      path: "Fuzz/Targets", swiftSettings: swiftSettings),
+
     // MARK: Tests
     .testTarget(
       name: "SubstatusJSONTests", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
@@ -187,6 +198,13 @@ let package = Package(
         "substatus", "substatusd",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Fault tests: SIGKILL under load, upstream faults (appstore-sim), disk full. Run the executables.
+    .testTarget(
+      name: "SubstatusFaultTests",
+      dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "CSQLite", "substatusd", "appstore-sim"],
+      swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets"], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(

@@ -24,6 +24,14 @@ extension Google_Protobuf_Any {
 
 extension ProtoJSON {
   static func durationJSON(_ d: Google_Protobuf_Duration) -> JSONValue {
+    // A decoded Duration may hold |nanos| >= 1e9 (invalid, but on the wire): carry it into the
+    // seconds instead of trapping below.
+    var d = d
+    if d.nanos <= -1_000_000_000 || d.nanos >= 1_000_000_000 {
+      let (carried, overflow) = d.seconds.addingReportingOverflow(Int64(d.nanos / 1_000_000_000))
+      if !overflow { d.seconds = carried }
+      d.nanos %= 1_000_000_000
+    }
     let negative = d.seconds < 0 || d.nanos < 0
     let seconds = d.seconds.magnitude
     let nanos = UInt32(d.nanos.magnitude)

@@ -1,0 +1,1 @@
+// Declarations only; libFuzzer (linked by -sanitize=fuzzer) defines them.

@@ -1,0 +1,19 @@
+import CLibFuzzer
+import SubstatusFuzzTargets
+
+/// The `notification` fuzz executable's `main` (SwiftPM aliases `main` to `fuzz_notification_main`): hands the
+/// command line to libFuzzer with the target as its callback. Options as for any libFuzzer binary.
+@_cdecl("fuzz_notification_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?)
+  -> CInt
+{
+  var argc = argc
+  var argv = argv
+  return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+    let input = size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+    if let violation = FuzzTarget.notification.run(input) {
+      fatalError("fuzz-notification: \(violation)")
+    }
+    return 0
+  }
+}

@@ -1,0 +1,19 @@
+import CLibFuzzer
+import SubstatusFuzzTargets
+
+/// The `protojson` fuzz executable's `main` (SwiftPM aliases `main` to `fuzz_protojson_main`): hands the
+/// command line to libFuzzer with the target as its callback. Options as for any libFuzzer binary.
+@_cdecl("fuzz_protojson_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?)
+  -> CInt
+{
+  var argc = argc
+  var argv = argv
+  return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+    let input = size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+    if let violation = FuzzTarget.protojson.run(input) {
+      fatalError("fuzz-protojson: \(violation)")
+    }
+    return 0
+  }
+}
