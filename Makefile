@@ -21,11 +21,13 @@ run: release
 	@mkdir -p data
 	.build/release/substatusd --data-dir data
 
-## Builds and runs every test (unit, interop with real peers, end to end).
+## Builds and runs every test (unit, interop with real peers, end to end). Suites run one after
+## another: many start servers and peers, and on 2 cores parallel suites starve each other's
+## threads (a whole run is about 80 s either way on this machine).
 test: test-deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	scripts/check-protos
-	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build --no-parallel
 
 ## Regenerates the C and Swift code for Protos/ (checked in; a test fails when it is stale).
 protos: deps

@@ -79,6 +79,10 @@ let globalOptions: [OptionSpec] = [
     name: "--timeout", value: "SECONDS",
     help:
       "the deadline of the call, retries included (default \(SubstatusCLI.defaultTimeoutSeconds))"),
+  OptionSpec(name: "--tls", value: nil, help: "connect with TLS (verified against the system CAs)"),
+  OptionSpec(name: "--ca-file", value: "F", help: "verify the server against these CAs (PEM; implies --tls)"),
+  OptionSpec(name: "--client-cert", value: "F", help: "present this client certificate (PEM; mTLS, implies --tls)"),
+  OptionSpec(name: "--client-key", value: "F", help: "the client certificate's private key (PEM)"),
   OptionSpec(name: "--help", value: nil, help: "show help for the command"),
 ]
 

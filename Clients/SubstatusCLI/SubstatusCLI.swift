@@ -18,6 +18,9 @@ public struct CLIEnvironment: Sendable {
   public var readFile: @Sendable (String) throws -> [UInt8]
   /// Opens a client transport to a `HOST:PORT` address; throws `RPCError` when it cannot.
   public var connect: @Sendable (String) throws -> any ClientTransport
+  /// Opens a TLS client transport (for `--tls`, `--ca-file`, `--client-cert`); `nil` when the
+  /// environment has no TLS.
+  public var connectTLS: (@Sendable (String, CLITLSOptions) throws -> any ClientTransport)?
 
   /// Creates an environment.
   ///
@@ -28,6 +31,7 @@ public struct CLIEnvironment: Sendable {
   ///   - readStandardInput: Reads standard input.
   ///   - readFile: Reads a file by path.
   ///   - connect: Opens a transport to an address.
+  ///   - connectTLS: Opens a TLS transport to an address.
   public init(
     variables: [String: String], standardOutput: @escaping @Sendable (String) -> Void,
     standardError: @escaping @Sendable (String) -> Void,
@@ -35,14 +39,38 @@ public struct CLIEnvironment: Sendable {
     readFile: @escaping @Sendable (String) throws -> [UInt8] = { path in
       [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     },
-    connect: @escaping @Sendable (String) throws -> any ClientTransport
+    connect: @escaping @Sendable (String) throws -> any ClientTransport,
+    connectTLS: (@Sendable (String, CLITLSOptions) throws -> any ClientTransport)? = nil
   ) {
+    self.connectTLS = connectTLS
     self.variables = variables
     self.standardOutput = standardOutput
     self.standardError = standardError
     self.readStandardInput = readStandardInput
     self.readFile = readFile
     self.connect = connect
+  }
+}
+
+/// The TLS flags of the command line: the server is verified against ``caFile`` (or the system
+/// store), and ``clientCertificate`` with ``clientKey`` is presented for mutual TLS.
+public struct CLITLSOptions: Sendable, Equatable {
+  /// `--ca-file`: CA certificates (PEM) to verify the server with; `nil` for the system store.
+  public var caFile: String?
+  /// `--client-cert`: a client certificate chain (PEM).
+  public var clientCertificate: String?
+  /// `--client-key`: the client certificate's private key (PEM).
+  public var clientKey: String?
+
+  /// Creates TLS options.
+  /// - Parameters:
+  ///   - caFile: CA certificates; `nil` for the system store.
+  ///   - clientCertificate: A client certificate chain for mutual TLS.
+  ///   - clientKey: Its private key.
+  public init(caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+    self.caFile = caFile
+    self.clientCertificate = clientCertificate
+    self.clientKey = clientKey
   }
 }
 
@@ -169,6 +197,23 @@ struct CommandContext: Sendable {
   let json: Bool
   let client: SubstatusClient
 
+  /// The transport factory the flags ask for: TLS with `--tls`, `--ca-file` or a client certificate.
+  static func connector(_ parsed: ParsedArguments, _ environment: CLIEnvironment, command: String)
+    throws(UsageError) -> @Sendable (String) throws -> any ClientTransport
+  {
+    let options = CLITLSOptions(
+      caFile: parsed.value("--ca-file"), clientCertificate: parsed.value("--client-cert"),
+      clientKey: parsed.value("--client-key"))
+    guard (options.clientCertificate == nil) == (options.clientKey == nil) else {
+      throw UsageError(message: "--client-cert and --client-key go together", command: command)
+    }
+    guard parsed.has("--tls") || options != CLITLSOptions() else { return environment.connect }
+    guard let connectTLS = environment.connectTLS else {
+      throw UsageError(message: "TLS is not available in this build", command: command)
+    }
+    return { address in try connectTLS(address, options) }
+  }
+
   init(parsed: ParsedArguments, command: CommandSpec, environment: CLIEnvironment) throws {
     self.parsed = parsed
     self.command = command
@@ -195,7 +240,8 @@ struct CommandContext: Sendable {
           message: "no API key: pass --key KEY or set SUBSTATUS_API_KEY", command: command.name)
       }
     }
-    let transport = LazyTransport(address: address, connect: environment.connect)
+    let transport = LazyTransport(
+      address: address, connect: try Self.connector(parsed, environment, command: command.name))
     client = SubstatusClient(transport: transport, apiKey: key, defaultTimeout: timeout)
   }
 

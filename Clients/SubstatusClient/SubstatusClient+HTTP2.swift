@@ -1,8 +1,9 @@
 public import RPCCore
-import RPCHTTP2Transport
+public import RPCHTTP2Transport
 
 extension SubstatusClient {
-  /// Creates a client that connects over HTTP/2 (cleartext h2c) to `host:port`.
+  /// Creates a client that connects over HTTP/2 to `host:port`: cleartext (h2c), or TLS with
+  /// `tls` (for example `ClientTLSConfiguration(caFilePath: "ca.pem")`).
   ///
   /// The connection opens on the first call and reopens after failures; it closes when the last
   /// copy of the client goes away.
@@ -17,16 +18,19 @@ extension SubstatusClient {
   ///   - apiKey: The key to authenticate with; `nil` for health checks only.
   ///   - defaultTimeout: The deadline of calls that set none.
   ///   - retryPolicy: How idempotent calls are retried after `UNAVAILABLE`.
+  ///   - tls: TLS settings (CA file, client certificate); `nil` for cleartext.
   /// - Throws: `RPCError` `INVALID_ARGUMENT` for a malformed address, `UNAVAILABLE` when the
-  ///   transport cannot start.
+  ///   transport cannot start (or the TLS files cannot be loaded).
   public init(
     address: String, apiKey: String?, defaultTimeout: Duration? = nil,
-    retryPolicy: RetryPolicy = .default
+    retryPolicy: RetryPolicy = .default, tls: ClientTLSConfiguration? = nil
   ) throws(RPCError) {
     let (host, port) = try Self.parseAddress(address)
     let transport: HTTP2ClientTransport
     do {
-      transport = try HTTP2ClientTransport(configuration: .init(host: host, port: port))
+      var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
+      configuration.tls = tls
+      transport = try HTTP2ClientTransport(configuration: configuration)
     } catch {
       throw RPCError(
         code: .unavailable, message: "cannot start the HTTP/2 transport: \(error)", cause: error)

@@ -17,5 +17,14 @@ let environment = CLIEnvironment(
     var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
     configuration.connectTimeout = .seconds(5)
     return try HTTP2ClientTransport(configuration: configuration)
+  },
+  connectTLS: { address, options throws -> any ClientTransport in
+    let (host, port) = try SubstatusClient.parseAddress(address)
+    var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
+    configuration.connectTimeout = .seconds(5)
+    configuration.tls = ClientTLSConfiguration(
+      caFilePath: options.caFile, certificateChainPath: options.clientCertificate,
+      privateKeyPath: options.clientKey)
+    return try HTTP2ClientTransport(configuration: configuration)
   })
 exit(await SubstatusCLI.run(Array(CommandLine.arguments.dropFirst()), environment: environment))

@@ -57,10 +57,10 @@ uint64_t clinux_monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int clinux_set_reuse(int fd) {
+int clinux_set_reuse(int fd, int reuse_port) {
   int one = 1;
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) return -1;
-  return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  return reuse_port ? setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) : 0;
 }
 
 int clinux_set_nodelay(int fd) {

@@ -22,6 +22,31 @@ static inline struct MHD_Daemon *substatus_mhd_start(
       MHD_OPTION_END);
 }
 
+/// Like substatus_mhd_start, with HTTPS (GnuTLS): PEM certificate chain and key in memory
+/// (libmicrohttpd loads them during the call; they need not outlive it).
+static inline struct MHD_Daemon *substatus_mhd_start_tls(
+    unsigned int flags, const struct sockaddr *addr, unsigned int connection_limit,
+    unsigned int connection_timeout_seconds, size_t connection_memory_limit,
+    MHD_AccessHandlerCallback handler, void *handler_cls,
+    MHD_RequestCompletedCallback completed, void *completed_cls,
+    const char *certificate_pem, const char *key_pem) {
+  return MHD_start_daemon(
+      flags | MHD_USE_TLS, 0, NULL, NULL, handler, handler_cls,
+      MHD_OPTION_SOCK_ADDR, addr,
+      MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+      MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
+      MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+      MHD_OPTION_HTTPS_MEM_CERT, certificate_pem,
+      MHD_OPTION_HTTPS_MEM_KEY, key_pem,
+      MHD_OPTION_END);
+}
+
+/// Whether this libmicrohttpd was built with TLS.
+static inline int substatus_mhd_supports_tls(void) {
+  return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
 /// The port the daemon listens on (useful after binding port 0), or 0 if unknown.
 static inline uint16_t substatus_mhd_bound_port(struct MHD_Daemon *daemon) {
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -21,6 +21,8 @@ public struct HTTPServerConfiguration: Sendable {
   public var connectionTimeoutSeconds: Int
   /// Per-connection buffer for the request line and headers (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`).
   public var connectionMemoryLimit: Int
+  /// HTTPS (libmicrohttpd's GnuTLS) with this certificate and key; `nil` serves plain HTTP.
+  public var tls: HTTPServerTLS? = nil
 
   /// Creates a configuration; the defaults suit a notifications/health endpoint.
   public init(
@@ -48,6 +50,26 @@ public struct HTTPServerConfiguration: Sendable {
     else { throw HTTPServerError(message: "listen address '\(listen)' is not HOST:PORT") }
     self.init(host: host, port: port)
   }
+}
+
+/// The HTTPS certificate of an ``HTTPServer``, as PEM text (read the files before starting).
+public struct HTTPServerTLS: Sendable {
+  /// The certificate, then any intermediates (PEM).
+  public var certificateChainPEM: String
+  /// The private key (PEM).
+  public var privateKeyPEM: String
+
+  /// Creates HTTPS settings.
+  /// - Parameters:
+  ///   - certificateChainPEM: The certificate chain (PEM).
+  ///   - privateKeyPEM: The private key (PEM).
+  public init(certificateChainPEM: String, privateKeyPEM: String) {
+    self.certificateChainPEM = certificateChainPEM
+    self.privateKeyPEM = privateKeyPEM
+  }
+
+  /// Whether the linked libmicrohttpd supports HTTPS (Debian's is built with GnuTLS).
+  public static var isSupported: Bool { substatus_mhd_supports_tls() != 0 }
 }
 
 /// A failure to start the server (bad address, port in use, libmicrohttpd refusing the options).
@@ -220,16 +242,28 @@ private final class ServerCore: Sendable {
       MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
       | MHD_ALLOW_SUSPEND_RESUME.rawValue
     if info.pointee.ai_family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
+    if configuration.tls != nil && !HTTPServerTLS.isSupported {
+      throw HTTPServerError(message: "this libmicrohttpd has no TLS support")
+    }
     let cls = Unmanaged.passRetained(self).toOpaque()
-    guard
-      let daemon = substatus_mhd_start(
+    let started: OpaquePointer?
+    if let tls = configuration.tls {
+      started = substatus_mhd_start_tls(
+        flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
+        UInt32(clamping: configuration.connectionTimeoutSeconds),
+        configuration.connectionMemoryLimit, mhdAccessHandler, cls, mhdRequestCompleted, cls,
+        tls.certificateChainPEM, tls.privateKeyPEM)
+    } else {
+      started = substatus_mhd_start(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
         configuration.connectionMemoryLimit, mhdAccessHandler, cls, mhdRequestCompleted, cls)
-    else {
+    }
+    guard let daemon = started else {
       Unmanaged<ServerCore>.fromOpaque(cls).release()
+      let reason = configuration.tls == nil ? "address in use?" : "address in use, or an unusable certificate or key?"
       throw HTTPServerError(
-        message: "cannot listen on \(configuration.host):\(configuration.port) (address in use?)")
+        message: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
     }
     state.withLock { $0.daemon = UnsafeHandle(raw: daemon) }
     return Int(substatus_mhd_bound_port(daemon))

@@ -343,7 +343,7 @@ public struct SwiftGenerator {
       let key = f.field.jsonName
       if let oneof = f.field.oneofIndex {
         let prop = Naming.escaped(Naming.fieldName(m.oneofs[oneof]))
-        s += "    if case .\(f.swiftName)(let v) = \(prop) { o.append(\"\(key)\", \(jsonOut(f, f.field.kind == .message ? "v" : "v"))) }\n"
+        s += "    if case .\(f.swiftName)(let v) = \(prop) { o.append(\"\(key)\", \(jsonOut(f, "v"))) }\n"
       } else if let entry = f.mapEntry {
         let k = info(entry.fields[0], index: 0)
         let v = info(entry.fields[1], index: 1)

@@ -65,8 +65,12 @@ final class H2Session {
 
   private var session: OpaquePointer?
   private let maxHeaderListSize: Int
-  private var pendingHeaders: [Int32: [HeaderField]] = [:]
-  private var pendingHeaderBytes: [Int32: Int] = [:]
+  // nghttp2 delivers one header block at a time (CONTINUATION frames are contiguous), so the
+  // fields of the block in progress need no per-stream table.
+  private var blockStreamID: Int32 = 0
+  private var blockFields: [HeaderField] = []
+  private var blockBytes = 0
+  private var blockRejected = false
   private var outbound: [Int32: Outbound] = [:]
   /// Events since the last `takeEvents()`.
   private(set) var events: [Event] = []
@@ -79,6 +83,14 @@ final class H2Session {
     var callbacks: OpaquePointer?
     nghttp2_session_callbacks_new(&callbacks)
     defer { nghttp2_session_callbacks_del(callbacks) }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
+      let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+      session.blockStreamID = frame!.pointee.hd.stream_id
+      session.blockFields.removeAll(keepingCapacity: true)
+      session.blockBytes = 0
+      session.blockRejected = false
+      return 0
+    }
     nghttp2_session_callbacks_set_on_header_callback(callbacks) {
       _, frame, name, nameLength, value, valueLength, _, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
@@ -100,8 +112,6 @@ final class H2Session {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
       session.outbound[streamID] = nil
-      session.pendingHeaders[streamID] = nil
-      session.pendingHeaderBytes[streamID] = nil
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }
@@ -294,13 +304,15 @@ final class H2Session {
   }
 
   private func onHeader(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
-    let size = pendingHeaderBytes[streamID, default: 0] + name.count + value.count + 32
-    if size > maxHeaderListSize {
-      pendingHeaders[streamID] = nil
+    guard streamID == blockStreamID, !blockRejected else { return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue }
+    blockBytes += name.count + value.count + 32
+    if blockBytes > maxHeaderListSize {
+      // The stream is reset; the rest of its header block is skipped.
+      blockRejected = true
+      blockFields.removeAll(keepingCapacity: true)
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
-    pendingHeaderBytes[streamID] = size
-    pendingHeaders[streamID, default: []].append(
+    blockFields.append(
       HeaderField(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
     return 0
   }
@@ -310,9 +322,10 @@ final class H2Session {
     let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
     switch UInt32(header.type) {
     case NGHTTP2_HEADERS.rawValue:
-      let fields = pendingHeaders.removeValue(forKey: header.stream_id) ?? []
-      pendingHeaderBytes[header.stream_id] = nil
-      events.append(.headers(streamID: header.stream_id, fields: fields, endStream: endStream))
+      guard header.stream_id == blockStreamID, !blockRejected else { return }
+      events.append(.headers(streamID: header.stream_id, fields: blockFields, endStream: endStream))
+      blockFields.removeAll(keepingCapacity: true)
+      blockStreamID = 0
     case NGHTTP2_DATA.rawValue:
       if endStream { events.append(.endStream(streamID: header.stream_id)) }
     case NGHTTP2_PING.rawValue:

@@ -37,6 +37,8 @@ public final class HTTP2ClientTransport: ClientTransport {
     public var maxReceiveMessageSize: Int = 4 << 20
     /// The `:authority` sent; defaults to `host:port`.
     public var authority: String?
+    /// TLS (ALPN `h2`, the server verified); `nil` speaks cleartext HTTP/2 (h2c).
+    public var tls: ClientTLSConfiguration? = nil
 
     /// Creates a configuration with defaults.
     public init(host: String, port: Int) {
@@ -54,12 +56,14 @@ public final class HTTP2ClientTransport: ClientTransport {
 
   /// Starts the transport's event loop; no connection is opened until the first call.
   ///
-  /// - Throws: ``SocketError`` when the event loop cannot be created.
+  /// - Throws: ``TLSError`` when the CA file or client certificate cannot be loaded;
+  ///   ``SocketError`` when the event loop cannot be created.
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    let tlsContext = try configuration.tls.map { try TLSContext.client($0) }
     loop = try EventLoop(name: "h2-client")
-    manager = ClientConnectionManager(loop: loop, configuration: configuration)
+    manager = ClientConnectionManager(loop: loop, configuration: configuration, tlsContext: tlsContext)
     loop.startThread {}
   }
 
@@ -150,6 +154,7 @@ final class ClientConnectionManager: @unchecked Sendable {
 
   private let loop: EventLoop
   let configuration: HTTP2ClientTransport.Configuration
+  let tlsContext: TLSContext?
   private var state: State = .idle
   /// Every open connection, including draining ones, so that shutdown closes them all.
   private var connections: [ObjectIdentifier: ClientConnection] = [:]
@@ -158,9 +163,10 @@ final class ClientConnectionManager: @unchecked Sendable {
   private var cancelledBeforeStart: Set<UInt64> = []
   private var backoff: Duration
 
-  init(loop: EventLoop, configuration: HTTP2ClientTransport.Configuration) {
+  init(loop: EventLoop, configuration: HTTP2ClientTransport.Configuration, tlsContext: TLSContext?) {
     self.loop = loop
     self.configuration = configuration
+    self.tlsContext = tlsContext
     backoff = configuration.initialBackoff
   }
 
@@ -252,13 +258,14 @@ final class ClientConnectionManager: @unchecked Sendable {
     for call in pending { fail(call.request.id, RPCError(code: .unavailable, message: reason), reset: false) }
   }
 
-  /// A ready connection went away; its calls have been failed by the connection.
-  func connectionClosed(_ connection: ClientConnection) {
+  /// A connection went away with `error`; its calls have been failed by the connection. One that
+  /// was still connecting (TCP or TLS) fails the waiting calls with the same error.
+  func connectionClosed(_ connection: ClientConnection, error: RPCError) {
     connections[ObjectIdentifier(connection)] = nil
     switch state {
     case .ready(let current) where current === connection: state = .idle
     case .connecting(let current) where current === connection:
-      connectionFailed(reason: "the connection to \(configuration.host):\(configuration.port) closed")
+      connectionFailed(reason: error.message)
     default: break
     }
     if !waiting.isEmpty, case .idle = state { connect() }
@@ -294,13 +301,27 @@ final class ClientConnection: LoopChannel {
   private var flushScheduled = false
   private var connectTimer: UInt64?
   private let authority: String
-  private let scheme = "http"
+  private let scheme: String
+  /// TLS between the socket and the session, when configured; `plaintext` stages session output.
+  private let tls: TLSConnection?
+  private var plaintext: [UInt8] = []
+  /// Connected (and, with TLS, handshake done with ALPN h2): calls can go out.
+  private var ready = false
 
   init(manager: ClientConnectionManager, loop: EventLoop) throws {
     self.manager = manager
     self.loop = loop
     let configuration = manager.configuration
     authority = configuration.authority ?? "\(configuration.host):\(configuration.port)"
+    if let context = manager.tlsContext {
+      guard let connection = TLSConnection(client: context, serverName: configuration.tls?.serverName ?? configuration.host)
+      else { throw SocketError(description: "cannot create a TLS connection") }
+      tls = connection
+      scheme = "https"
+    } else {
+      tls = nil
+      scheme = "http"
+    }
     var address = try ResolvedAddress.resolve(host: configuration.host, port: configuration.port)
     fd = clinux_tcp_socket(address.family)
     guard fd >= 0 else { throw SocketError.system("socket", errno) }
@@ -321,7 +342,7 @@ final class ClientConnection: LoopChannel {
     token = loop.register(fd: fd, events: Epoll.output, channel: self)
     connectTimer = loop.schedule(at: clinux_monotonic_ns() &+ configuration.connectTimeout.nanoseconds) {
       [weak self] in
-      guard let self, !self.connected else { return }
+      guard let self, !self.ready else { return }
       self.close(error: RPCError(code: .unavailable, message: "connecting to \(self.authority) timed out"))
     }
   }
@@ -337,11 +358,17 @@ final class ClientConnection: LoopChannel {
         return close(error: RPCError(code: .unavailable, message: "cannot connect to \(authority): \(text)"))
       }
       connected = true
-      if let connectTimer { loop.cancelTimer(connectTimer) }
       waitingForWritable = false
       loop.modify(fd: fd, events: Epoll.input, token: token)
-      manager.connectionReady(self)
-      scheduleFlush()
+      if let tls {
+        // Send the ClientHello; the connection is ready when the handshake completes.
+        if case .failed(let reason) = tls.handshake() {
+          return close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
+        }
+        scheduleFlush()
+        return
+      }
+      becomeReady()
       return
     }
     if writable { writePending() }
@@ -351,6 +378,13 @@ final class ClientConnection: LoopChannel {
     } else if hangup {
       close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
     }
+  }
+
+  private func becomeReady() {
+    ready = true
+    if let connectTimer { loop.cancelTimer(connectTimer) }
+    manager.connectionReady(self)
+    scheduleFlush()
   }
 
   /// Opens a stream for a call.
@@ -387,12 +421,12 @@ final class ClientConnection: LoopChannel {
     for _ in 0..<4 {
       let n = recv(fd, buffer.baseAddress, buffer.count, 0)
       if n > 0 {
-        do {
-          try session.receive(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n))
-        } catch {
-          return close(error: RPCError(code: .internal, message: "HTTP/2 error from \(authority): \(error)"))
+        let input = UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)
+        if let tls {
+          guard receiveTLS(input, tls) else { return }
+        } else {
+          guard receivePlaintext(input) else { return }
         }
-        processEvents()
         if closed || n < buffer.count { break }
       } else if n == 0 {
         return close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
@@ -402,6 +436,58 @@ final class ClientConnection: LoopChannel {
       }
     }
     scheduleFlush()
+  }
+
+  /// Feeds bytes to the session; false when the connection closed.
+  private func receivePlaintext(_ input: UnsafeRawBufferPointer) -> Bool {
+    do {
+      try session.receive(input)
+    } catch {
+      close(error: RPCError(code: .internal, message: "HTTP/2 error from \(authority): \(error)"))
+      return false
+    }
+    processEvents()
+    return !closed
+  }
+
+  /// Feeds ciphertext to TLS, advances the handshake, and the session with what it decrypts.
+  /// Returns false when the connection closed.
+  private func receiveTLS(_ input: UnsafeRawBufferPointer, _ tls: TLSConnection) -> Bool {
+    guard tls.feed(input) else {
+      close(error: RPCError(code: .unavailable, message: "TLS with \(authority): out of memory"))
+      return false
+    }
+    if !tls.handshakeComplete {
+      switch tls.handshake() {
+      case .pending:
+        scheduleFlush()
+        return true
+      case .failed(let reason):
+        close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
+        return false
+      case .complete:
+        guard tls.negotiatedH2 else {
+          close(error: RPCError(code: .unavailable, message: "\(authority) did not negotiate HTTP/2 (ALPN h2)"))
+          return false
+        }
+        becomeReady()
+      }
+    }
+    let buffer = loop.readBuffer
+    while true {
+      switch tls.read(into: buffer) {
+      case .bytes(let n):
+        guard receivePlaintext(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) else { return false }
+      case .wantMore:
+        return true
+      case .closed:
+        close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
+        return false
+      case .failed(let reason):
+        close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
+        return false
+      }
+    }
   }
 
   private func scheduleFlush() {
@@ -418,7 +504,18 @@ final class ClientConnection: LoopChannel {
     while !closed && !waitingForWritable && rounds < 16 {
       rounds += 1
       do {
-        try session.send(into: &output, limit: 1 << 20)
+        if let tls {
+          if tls.handshakeComplete {
+            plaintext.removeAll(keepingCapacity: true)
+            try session.send(into: &plaintext, limit: 1 << 20)
+            if !plaintext.isEmpty, let reason = tls.write(plaintext) {
+              return close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
+            }
+          }
+          tls.takeOutput(appendingTo: &output)
+        } else {
+          try session.send(into: &output, limit: 1 << 20)
+        }
       } catch {
         return close(error: RPCError(code: .internal, message: "HTTP/2 error: \(error)"))
       }
@@ -583,6 +680,6 @@ final class ClientConnection: LoopChannel {
     let calls = streams.values
     streams.removeAll()
     for call in calls { manager.fail(call.request.id, error, reset: false) }
-    manager.connectionClosed(self)
+    manager.connectionClosed(self, error: error)
   }
 }

@@ -53,7 +53,8 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var maxConnectionAgeGrace: Duration = .seconds(30)
     /// The most connections served at once; more are closed on accept. `nil` is unlimited.
     public var maxConnections: Int? = nil
-    /// A connection that has not sent the HTTP/2 preface within this time is closed.
+    /// A connection that has not completed the TLS handshake (with ``tls``) and sent the HTTP/2
+    /// preface within this time is closed.
     public var handshakeTimeout: Duration = .seconds(20)
     /// After ``HTTP2ServerTransport/beginGracefulShutdown()``, calls get this long to finish.
     public var shutdownGracePeriod: Duration = .seconds(30)
@@ -61,6 +62,8 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var initialWindowSize: Int = 1 << 20
     /// The receive window of each connection.
     public var connectionWindowSize: Int = 16 << 20
+    /// TLS for every connection (ALPN `h2` required); `nil` serves cleartext HTTP/2 (h2c).
+    public var tls: TLSConfiguration? = nil
 
     /// Creates a configuration with defaults.
     /// - Parameters:
@@ -81,6 +84,8 @@ public final class HTTP2ServerTransport: ServerTransport {
 
   let connectionCount = Atomic<Int>(0)
   private let listenFDs: [Int32]
+  /// The TLS context new connections use; replaced by ``reloadTLSCertificates()``.
+  private let tlsContext: Mutex<TLSContext?>
   private let state = Mutex<State>(.idle)
 
   private enum State {
@@ -93,16 +98,22 @@ public final class HTTP2ServerTransport: ServerTransport {
   /// Binds the listening sockets.
   ///
   /// - Parameter configuration: Address, threads and limits.
-  /// - Throws: ``SocketError`` when the address cannot be resolved or bound.
+  /// - Throws: ``TLSError`` when the certificate, key or client CA cannot be loaded;
+  ///   ``SocketError`` when the address cannot be resolved or bound.
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    tlsContext = Mutex(try configuration.tls.map { try TLSContext.server($0) })
     (listenFDs, port) = try Sockets.listen(
       host: configuration.host, port: configuration.port, count: configuration.threads, backlog: 1024)
   }
 
   deinit {
-    if case .idle = state.withLock({ $0 }) { for fd in listenFDs { close(fd) } }
+    // Once listening, the loops own and close the sockets.
+    switch state.withLock({ $0 }) {
+    case .idle, .shutDownBeforeStart: for fd in listenFDs { close(fd) }
+    case .running, .stopped: break
+    }
   }
 
   /// Serves until ``beginGracefulShutdown()`` and in-flight calls have finished (or the grace
@@ -142,6 +153,22 @@ public final class HTTP2ServerTransport: ServerTransport {
       }
     }
   }
+
+  /// Reloads the certificate chain, key and client CA from the files named in
+  /// ``Configuration/tls``: new connections use them, connections already open keep theirs.
+  /// On failure the previous certificates stay in use.
+  ///
+  /// - Throws: ``TLSError`` when the files cannot be loaded or do not match, or TLS is not configured.
+  public func reloadTLSCertificates() throws(TLSError) {
+    guard let tls = configuration.tls else {
+      throw TLSError(description: "TLS is not configured")
+    }
+    let context = try TLSContext.server(tls)
+    tlsContext.withLock { $0 = context }
+  }
+
+  /// The TLS context for a new connection.
+  var currentTLSContext: TLSContext? { tlsContext.withLock { $0 } }
 
   private func loopExited() {
     let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -212,7 +239,16 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
       }
       if configuration.maxConnections == nil { transport.connectionCount.wrappingAdd(1, ordering: .relaxed) }
       _ = clinux_set_nodelay(fd)
-      let connection = ServerConnection(fd: fd, server: self)
+      var tls: TLSConnection?
+      if let context = transport.currentTLSContext {
+        tls = TLSConnection(server: context)
+        if tls == nil {
+          transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+          close(fd)
+          continue
+        }
+      }
+      let connection = ServerConnection(fd: fd, server: self, tls: tls)
       connection.start()
       connections[connection.token] = connection
     }

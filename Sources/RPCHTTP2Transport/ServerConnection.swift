@@ -39,6 +39,9 @@ final class ServerConnection: LoopChannel {
 
   private var output: [UInt8] = []
   private var outputOffset = 0
+  /// TLS between the socket and the session, when configured; `plaintext` stages session output.
+  private let tls: TLSConnection?
+  private var plaintext: [UInt8] = []
   private var waitingForWritable = false
   private var flushScheduled = false
   private var closed = false
@@ -56,8 +59,9 @@ final class ServerConnection: LoopChannel {
 
   private static let highWater = 1 << 20
 
-  init(fd: Int32, server: LoopServer) {
+  init(fd: Int32, server: LoopServer, tls: TLSConnection?) {
     self.fd = fd
+    self.tls = tls
     self.server = server
     loop = server.loop
     configuration = server.configuration
@@ -99,17 +103,13 @@ final class ServerConnection: LoopChannel {
       let n = recv(fd, buffer.baseAddress, buffer.count, 0)
       if n > 0 {
         lastReadAt = clinux_monotonic_ns()
-        bytesReceived += n
-        do {
-          try session.receive(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n))
-        } catch {
-          // A protocol violation: nghttp2 has queued GOAWAY where it can; send it, then close.
-          processEvents()
-          flushNow()
-          close()
-          return
+        let input = UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)
+        if let tls {
+          guard receiveTLS(input, tls) else { return }
+        } else {
+          bytesReceived += n
+          guard receivePlaintext(input) else { return }
         }
-        processEvents()
         if closed || n < buffer.count { break }
       } else if n == 0 {
         close()
@@ -121,6 +121,63 @@ final class ServerConnection: LoopChannel {
       }
     }
     scheduleFlush()
+  }
+
+  /// Feeds bytes to the session; false when the connection closed.
+  private func receivePlaintext(_ input: UnsafeRawBufferPointer) -> Bool {
+    do {
+      try session.receive(input)
+    } catch {
+      // A protocol violation: nghttp2 has queued GOAWAY where it can; send it, then close.
+      processEvents()
+      flushNow()
+      close()
+      return false
+    }
+    processEvents()
+    return !closed
+  }
+
+  /// Feeds ciphertext to TLS, advances the handshake, and the session with what it decrypts.
+  /// A failed handshake (garbage, no ALPN h2, a bad client certificate) closes this connection
+  /// only, after sending the alert. Returns false when the connection closed.
+  private func receiveTLS(_ input: UnsafeRawBufferPointer, _ tls: TLSConnection) -> Bool {
+    guard tls.feed(input) else {
+      close()
+      return false
+    }
+    if !tls.handshakeComplete {
+      switch tls.handshake() {
+      case .pending:
+        scheduleFlush()
+        return true
+      case .failed:
+        tls.takeOutput(appendingTo: &output)
+        writePending()
+        close()
+        return false
+      case .complete:
+        guard tls.negotiatedH2 else {
+          close()
+          return false
+        }
+        scheduleFlush()
+      }
+    }
+    // The input buffer has been copied into TLS: reuse it for the plaintext.
+    let buffer = loop.readBuffer
+    while true {
+      switch tls.read(into: buffer) {
+      case .bytes(let n):
+        bytesReceived += n
+        guard receivePlaintext(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) else { return false }
+      case .wantMore:
+        return true
+      case .closed, .failed:
+        close()
+        return false
+      }
+    }
   }
 
   private func scheduleFlush() {
@@ -138,7 +195,16 @@ final class ServerConnection: LoopChannel {
     while !closed && !waitingForWritable && rounds < 16 {
       rounds += 1
       do {
-        try session.send(into: &output, limit: Self.highWater)
+        if let tls {
+          if tls.handshakeComplete {
+            plaintext.removeAll(keepingCapacity: true)
+            try session.send(into: &plaintext, limit: Self.highWater)
+            if !plaintext.isEmpty, tls.write(plaintext) != nil { return close() }
+          }
+          tls.takeOutput(appendingTo: &output)
+        } else {
+          try session.send(into: &output, limit: Self.highWater)
+        }
       } catch {
         close()
         return
@@ -506,6 +572,7 @@ final class ServerConnection: LoopChannel {
     tickTimer = nil
     guard !closed else { return }
     let now = clinux_monotonic_ns()
+    // With TLS, only decrypted bytes count: the TLS handshake and the preface share the timeout.
     if bytesReceived < 24 + 9 && now - createdAt > configuration.handshakeTimeout.nanoseconds {
       return close()
     }

@@ -88,17 +88,19 @@ struct ResolvedAddress {
 
 enum Sockets {
   /// Creates `count` listening sockets bound with SO_REUSEPORT to one address; port 0 picks a free
-  /// port for the first and reuses it for the others.
+  /// port for the first and reuses it for the others. A single socket does without SO_REUSEPORT,
+  /// so that it never shares its port with another program's SO_REUSEPORT sockets (grpcio sets it).
   static func listen(host: String, port: Int, count: Int, backlog: Int32) throws -> (fds: [Int32], port: Int) {
     var fds: [Int32] = []
     var boundPort = port
+    if port != 0 { try checkPortIsFree(host: host, port: port) }
     do {
       for _ in 0..<max(1, count) {
         var address = try ResolvedAddress.resolve(host: host, port: boundPort)
         let fd = clinux_tcp_socket(address.family)
         guard fd >= 0 else { throw SocketError.system("socket", errno) }
         fds.append(fd)
-        guard clinux_set_reuse(fd) == 0 else { throw SocketError.system("setsockopt", errno) }
+        guard clinux_set_reuse(fd, count > 1 ? 1 : 0) == 0 else { throw SocketError.system("setsockopt", errno) }
         let bound = withUnsafePointer(to: &address.storage) { pointer in
           pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, address.length) }
         }
@@ -111,6 +113,21 @@ enum Sockets {
       throw error
     }
     return (fds, boundPort)
+  }
+
+  /// Fails with "address in use" when anything listens on the port, even another process's
+  /// SO_REUSEPORT socket that our own SO_REUSEPORT sockets would otherwise silently share.
+  static func checkPortIsFree(host: String, port: Int) throws {
+    var address = try ResolvedAddress.resolve(host: host, port: port)
+    let fd = clinux_tcp_socket(address.family)
+    guard fd >= 0 else { throw SocketError.system("socket", errno) }
+    defer { close(fd) }
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    let bound = withUnsafePointer(to: &address.storage) { pointer in
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, address.length) }
+    }
+    guard bound == 0 else { throw SocketError.system("bind \(host):\(port)", errno) }
   }
 
   /// The peer address of a connected socket, as gRPC names it.

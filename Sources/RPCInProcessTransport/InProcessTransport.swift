@@ -37,6 +37,8 @@ public struct InProcessTransport: Sendable {
       var shuttingDown = false
       var inFlight = 0
       var done: CheckedContinuation<Void, Never>?
+      /// Calls made before ``listen(_:)``: they wait for it rather than fail.
+      var waitingForListen: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
 
@@ -44,13 +46,16 @@ public struct InProcessTransport: Sendable {
 
     /// Serves calls from ``InProcessTransport/client`` until shut down and drained.
     public func listen(_ handler: @escaping @Sendable (RPCServerCall) async -> Void) async throws {
-      try state.withLock { state in
+      let waiting = try state.withLock { state in
         guard !state.listening else {
           throw RPCError(code: .failedPrecondition, message: "the in-process server is already listening")
         }
         state.listening = true
         state.handler = handler
+        defer { state.waitingForListen.removeAll() }
+        return state.waitingForListen
       }
+      for continuation in waiting { continuation.resume() }
       await withCheckedContinuation { continuation in
         let finished = state.withLock { state -> Bool in
           if state.shuttingDown && state.inFlight == 0 { return true }
@@ -63,20 +68,43 @@ public struct InProcessTransport: Sendable {
 
     /// Refuses new calls with `UNAVAILABLE`; ``listen(_:)`` returns once in-flight calls end.
     public func beginGracefulShutdown() {
-      let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      let (done, waiting) = state.withLock {
+        state -> (CheckedContinuation<Void, Never>?, [CheckedContinuation<Void, Never>]) in
         state.shuttingDown = true
-        guard state.inFlight == 0 else { return nil }
-        defer { state.done = nil }
-        return state.done
+        let waiting = state.waitingForListen
+        state.waitingForListen.removeAll()
+        guard state.inFlight == 0 else { return (nil, waiting) }
+        let done = state.done
+        state.done = nil
+        return (done, waiting)
       }
+      for continuation in waiting { continuation.resume() }
       done?.resume()
     }
 
-    func begin() -> (@Sendable (RPCServerCall) async -> Void)? {
-      state.withLock { state in
-        guard !state.shuttingDown, let handler = state.handler else { return nil }
-        state.inFlight += 1
-        return handler
+    /// Registers a call; waits for ``listen(_:)`` if the server has not started yet.
+    func begin() async -> (@Sendable (RPCServerCall) async -> Void)? {
+      while true {
+        enum Step { case handler(@Sendable (RPCServerCall) async -> Void), refused, wait }
+        let step = state.withLock { state -> Step in
+          if state.shuttingDown { return .refused }
+          guard let handler = state.handler else { return .wait }
+          state.inFlight += 1
+          return .handler(handler)
+        }
+        switch step {
+        case .handler(let handler): return handler
+        case .refused: return nil
+        case .wait:
+          await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+              if state.shuttingDown || state.handler != nil { return true }
+              state.waitingForListen.append(continuation)
+              return false
+            }
+            if resumeNow { continuation.resume() }
+          }
+        }
       }
     }
 
@@ -100,7 +128,7 @@ public struct InProcessTransport: Sendable {
     public func unary(
       method: String, request: [UInt8], metadata: Metadata, options: CallOptions
     ) async throws(RPCError) -> ClientResponse {
-      guard let handler = server.begin() else {
+      guard let handler = await server.begin() else {
         throw RPCError(code: .unavailable, message: "the in-process server is not serving")
       }
       let deadline = options.timeout.map { ContinuousClock.now + $0 }

@@ -102,8 +102,8 @@ public struct IngestSummary: Sendable, Hashable {
 }
 
 /// Where substatus keeps its state. Implementations: ``InMemoryStore`` (tests), `SQLiteStore`
-/// (default), PostgreSQL later. Every implementation must pass the contract suite in
-/// `Tests/SubscriptionStorageTests`.
+/// (default), `PostgresStore` (several instances on one database). Every implementation must pass
+/// the contract suite `StoreContract` in `Tests/StoreContractTesting`.
 ///
 /// Rules every implementation follows:
 /// - A method returns only after its change is durable (committed).

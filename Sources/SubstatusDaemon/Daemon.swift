@@ -4,12 +4,13 @@ import Glibc
 import HTTPServer
 import RPCCore
 import RPCHTTP2Transport
-import RPCStandardServices
 import Synchronization
 import SubscriptionStorage
+import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusJSON
 import SubstatusService
+import SubstatusWire
 
 /// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
 public enum SubstatusDaemon {
@@ -22,9 +23,7 @@ public enum SubstatusDaemon {
       log.flush()
       return status
     }
-    if configuration.store != "sqlite" {
-      return fail("the PostgreSQL store is not available in this build; use --store sqlite", status: 2)
-    }
+    let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
     do {
       try FileManager.default.createDirectory(
         atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -39,6 +38,11 @@ public enum SubstatusDaemon {
         keyring = try MasterKeyring.load(file: file)
       } else if let fromEnvironment = try MasterKeyring.load(environment: environment) {
         keyring = fromEnvironment
+      } else if postgresURL != nil {
+        // Several instances share the database: a key made up by one would lock the others out.
+        return fail(
+          "with --store postgres:// every instance needs the same master key: set --master-key-file, \(MasterKeyring.fileEnvironmentVariable) or \(MasterKeyring.environmentVariable)",
+          status: 2)
       } else {
         keyring = try MasterKeyring.loadOrCreate(file: configuration.dataDirectory + "/master.key")
       }
@@ -46,13 +50,20 @@ public enum SubstatusDaemon {
       return fail("master key: \(error)")
     }
 
-    let store: SQLiteStore
+    let store: any Store
+    let closeStore: () -> Void
     do {
-      store = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+      if let postgresURL {
+        let postgres = try PostgresStore(configuration: .init(url: postgresURL, keyring: keyring))
+        (store, closeStore) = (postgres, postgres.close)
+      } else {
+        let sqlite = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+        (store, closeStore) = (sqlite, sqlite.close)
+      }
     } catch {
       return fail("cannot open the store: \(error)")
     }
-    defer { store.close() }
+    defer { closeStore() }
 
     guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
       let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)
@@ -85,12 +96,20 @@ public enum SubstatusDaemon {
     }
     var router = RPCRouter()
     service.register(in: &router)
-    let health = HealthStatus()
-    StandardServices.register(in: &router, health: health)
+    // Health and reflection last: they cover every service registered before them.
+    let health = HealthService()
+    health.register(into: &router)
+    ReflectionService(files: ProtoFiles.all).register(into: &router)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+      transportConfiguration.tls = TLSConfiguration(
+        certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
+    }
     let transport: HTTP2ServerTransport
-    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch {
+    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch let error as TLSError {
+      return fail("gRPC TLS: \(error)")
+    } catch {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
@@ -98,10 +117,21 @@ public enum SubstatusDaemon {
     // HTTP.
     let draining = Atomic<Bool>(false)
     let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
+    if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
+      do {
+        httpConfiguration.tls = HTTPServerTLS(
+          certificateChainPEM: try String(contentsOfFile: certificate, encoding: .utf8),
+          privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+      } catch {
+        server.beginGracefulShutdown()
+        return fail("HTTP TLS: cannot read \(certificate) or \(key): \(error.localizedDescription)")
+      }
+    }
     let http: HTTPServer
     do {
       http = try HTTPServer(
-        configuration: HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port),
+        configuration: httpConfiguration,
         handler: { request in await httpRouter.respond(to: request) })
     } catch {
       server.beginGracefulShutdown()
@@ -119,9 +149,18 @@ public enum SubstatusDaemon {
     let signals = onTerminationSignals {
       refresher?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
-      health.setDraining()
+      health.markAllNotServing()
       log.info("draining: finishing in-flight calls")
       server.beginGracefulShutdown()
+    }
+    // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
+    let reload = transportConfiguration.tls == nil ? nil : onSignal(SIGHUP) {
+      do {
+        try transport.reloadTLSCertificates()
+        log.info("reloaded the TLS certificate")
+      } catch {
+        log.write(.object(["level": .string("error"), "msg": .string("TLS reload failed, keeping the current certificate: \(error)")]))
+      }
     }
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
     let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
@@ -137,7 +176,10 @@ public enum SubstatusDaemon {
       }
       // The transport accepts as soon as it is bound; announce once the loops run.
       try? await Task.sleep(for: .milliseconds(20))
-      log.info("listening", [("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory))])
+      log.info("listening", [
+        ("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory)),
+        ("grpc_tls", .bool(transportConfiguration.tls != nil)),
+      ])
       if let readyFile = configuration.readyFile {
         let ready: JSONObject = ["grpc": .string(grpcBound), "http": .string(httpBound)]
         do { try writeAtomically(readyFile, JSONValue.object(ready).serialized() + "\n") } catch {
@@ -156,7 +198,7 @@ public enum SubstatusDaemon {
         deadline.cancel()
       }
       await http.stop()
-      withExtendedLifetime(signals) {}
+      withExtendedLifetime((signals, reload)) {}
       log.info("stopped")
       log.flush()
       return status
@@ -183,6 +225,15 @@ public enum SubstatusDaemon {
     try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
     guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
   }
+}
+
+/// Runs `action` each time `number` arrives (a Dispatch signal source; the default handler is ignored).
+func onSignal(_ number: Int32, _ action: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+  signal(number, SIG_IGN)
+  let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+  source.setEventHandler(handler: action)
+  source.resume()
+  return source
 }
 
 /// Runs `action` on SIGTERM and SIGINT (Dispatch signal sources; the default handlers are ignored).

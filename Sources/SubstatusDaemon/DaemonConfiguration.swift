@@ -21,6 +21,11 @@ import SubstatusJSON
 /// | `--refresh-concurrency N` | `SUBSTATUS_REFRESH_CONCURRENCY` | `refresh_concurrency` | 8 |
 /// | `--refresh-tenant-concurrency N` | `SUBSTATUS_REFRESH_TENANT_CONCURRENCY` | `refresh_tenant_concurrency` | 2 |
 /// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
+/// | `--tls-cert F` | `SUBSTATUS_TLS_CERT` | `tls_cert` | none (cleartext h2c) |
+/// | `--tls-key F` | `SUBSTATUS_TLS_KEY` | `tls_key` | none |
+/// | `--tls-client-ca F` | `SUBSTATUS_TLS_CLIENT_CA` | `tls_client_ca` | none (no client certificates) |
+/// | `--http-tls-cert F` | `SUBSTATUS_HTTP_TLS_CERT` | `http_tls_cert` | none (plain HTTP) |
+/// | `--http-tls-key F` | `SUBSTATUS_HTTP_TLS_KEY` | `http_tls_key` | none |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -52,6 +57,16 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var refreshConcurrency: Int = 8
   /// Receipt verifications the background refresh runs at once for one tenant.
   public var refreshTenantConcurrency: Int = 2
+  /// The gRPC listener's certificate chain (PEM); with ``tlsKey``, gRPC is served over TLS.
+  public var tlsCertificate: String?
+  /// The private key (PEM) of ``tlsCertificate``.
+  public var tlsKey: String?
+  /// CA certificates (PEM) that gRPC clients' certificates must chain to (mutual TLS).
+  public var tlsClientCA: String?
+  /// The HTTP listener's certificate chain (PEM); with ``httpTLSKey``, it serves HTTPS.
+  public var httpTLSCertificate: String?
+  /// The private key (PEM) of ``httpTLSCertificate``.
+  public var httpTLSKey: String?
 
   /// The defaults.
   public init() {}
@@ -86,6 +101,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --refresh-tenant-concurrency N         ... of them for one tenant (default 2)
       --master-key-file F                    AES-256-GCM master key for secrets at rest
                                              (default SUBSTATUS_MASTER_KEY(_FILE), else DATA_DIR/master.key)
+      --tls-cert F --tls-key F               serve gRPC over TLS with this PEM chain and key
+                                             (SIGHUP reloads them for new connections)
+      --tls-client-ca F                      require client certificates signed by these CAs (mTLS)
+      --http-tls-cert F --http-tls-key F     serve the HTTP listener over HTTPS (read at start)
       --help                                 this text
     """
 
@@ -105,6 +124,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--refresh-interval", "SUBSTATUS_REFRESH_INTERVAL", "refresh_interval"),
     ("--refresh-concurrency", "SUBSTATUS_REFRESH_CONCURRENCY", "refresh_concurrency"),
     ("--refresh-tenant-concurrency", "SUBSTATUS_REFRESH_TENANT_CONCURRENCY", "refresh_tenant_concurrency"),
+    ("--tls-cert", "SUBSTATUS_TLS_CERT", "tls_cert"),
+    ("--tls-key", "SUBSTATUS_TLS_KEY", "tls_key"),
+    ("--tls-client-ca", "SUBSTATUS_TLS_CLIENT_CA", "tls_client_ca"),
+    ("--http-tls-cert", "SUBSTATUS_HTTP_TLS_CERT", "http_tls_cert"),
+    ("--http-tls-key", "SUBSTATUS_HTTP_TLS_KEY", "http_tls_key"),
   ]
 
   /// Reads the settings.
@@ -180,6 +204,20 @@ public struct DaemonConfiguration: Sendable, Equatable {
     c.readyFile = values["--ready-file"]
     c.operatorKeyFile = values["--operator-key-file"]
     c.masterKeyFile = values["--master-key-file"]
+    c.tlsCertificate = values["--tls-cert"]
+    c.tlsKey = values["--tls-key"]
+    c.tlsClientCA = values["--tls-client-ca"]
+    guard (c.tlsCertificate == nil) == (c.tlsKey == nil) else {
+      throw UsageError(description: "--tls-cert and --tls-key go together")
+    }
+    guard c.tlsClientCA == nil || c.tlsCertificate != nil else {
+      throw UsageError(description: "--tls-client-ca needs --tls-cert and --tls-key")
+    }
+    c.httpTLSCertificate = values["--http-tls-cert"]
+    c.httpTLSKey = values["--http-tls-key"]
+    guard (c.httpTLSCertificate == nil) == (c.httpTLSKey == nil) else {
+      throw UsageError(description: "--http-tls-cert and --http-tls-key go together")
+    }
     for (flag, path) in [("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL)] {
       if let v = values[flag] {
         guard let url = URL(string: v), url.scheme == "http" || url.scheme == "https", url.host != nil else {

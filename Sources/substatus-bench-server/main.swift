@@ -1,7 +1,7 @@
 // substatus-bench-server: subs.bench.v1.Bench (peer-bench/proto/bench.proto) on our gRPC runtime,
 // with the WORKLOAD.md data set, for conformance (`loadgen -verify`) and load comparisons.
 //
-//   substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint]
+//   substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint] [--tls-cert F --tls-key F]
 import Dispatch
 import Foundation
 import RPCCore
@@ -9,13 +9,16 @@ import RPCHTTP2Transport
 import SubstatusWire
 
 func usage() -> Never {
-  FileHandle.standardError.write(Data("usage: substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint]\n".utf8))
+  FileHandle.standardError.write(
+    Data("usage: substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint] [--tls-cert F --tls-key F]\n".utf8))
   exit(2)
 }
 
 var listen = "127.0.0.1:57053"
 var threads: Int?
 var fingerprintOnly = false
+var tlsCertificate: String?
+var tlsKey: String?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
   switch argument {
@@ -26,6 +29,12 @@ while let argument = arguments.popFirst() {
     guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else { usage() }
     threads = value
   case "--fingerprint": fingerprintOnly = true
+  case "--tls-cert":
+    guard let value = arguments.popFirst() else { usage() }
+    tlsCertificate = value
+  case "--tls-key":
+    guard let value = arguments.popFirst() else { usage() }
+    tlsKey = value
   default: usage()
   }
 }
@@ -64,8 +73,16 @@ router.registerUnary(
   return reply
 }
 
+HealthService().register(into: &router)
+ReflectionService(files: ProtoFiles.all).register(into: &router)
+
 var configuration = HTTP2ServerTransport.Configuration(host: host, port: port)
 if let threads { configuration.threads = threads }
+if let tlsCertificate, let tlsKey {
+  configuration.tls = TLSConfiguration(certificateChainPath: tlsCertificate, privateKeyPath: tlsKey)
+} else if tlsCertificate != nil || tlsKey != nil {
+  usage()
+}
 let transport: HTTP2ServerTransport
 do {
   transport = try HTTP2ServerTransport(configuration: configuration)
@@ -78,6 +95,6 @@ let server = RPCServer(transport: transport, router: router)
 let signalSources = onTerminationSignals { [server] in server.beginGracefulShutdown() }
 
 FileHandle.standardError.write(
-  Data("substatus-bench-server listening on \(host):\(transport.port) (threads=\(configuration.threads), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
+  Data("substatus-bench-server listening on \(host):\(transport.port) (tls=\(configuration.tls != nil), threads=\(configuration.threads), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
 try await server.run()
 withExtendedLifetime(signalSources) {}

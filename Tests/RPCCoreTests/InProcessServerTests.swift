@@ -71,7 +71,7 @@ func withInProcessServer(
   let server = RPCServer(transport: transport.server, router: makeRouter(probe: probe), interceptors: interceptors)
   try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.run() }
-    try await Task.sleep(for: .milliseconds(5))
+    defer { server.beginGracefulShutdown() }
     try await body(RPCClient(transport: transport.client))
     server.beginGracefulShutdown()
     try await group.waitForAll()
@@ -163,7 +163,7 @@ func expectStatus(_ code: RPCError.Code, _ call: () async throws -> Void) async 
           method: "/test.Svc/Sleep", request: PayloadMessage("z"), response: PayloadMessage.self,
           options: CallOptions(timeout: .milliseconds(100)))
       }
-      #expect(ContinuousClock.now - start < .seconds(5))
+      #expect(ContinuousClock.now - start < .seconds(20))
     }
     #expect(probe.cancelled.withLock { $0 } == 1)
   }

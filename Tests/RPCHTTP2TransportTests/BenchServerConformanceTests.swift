@@ -75,9 +75,9 @@ final class BenchServerProcess {
   }
 
   /// Sends SIGTERM and returns the exit status.
-  func stop() -> Int32 {
+  func stop() async -> Int32 {
     process.terminate()
-    process.waitUntilExit()
+    await waitForExit(process)
     return process.terminationStatus
   }
 }
@@ -94,6 +94,6 @@ struct BenchServerConformanceTests {
     let result = try await runProcess(loadgen, ["-addr", "127.0.0.1:\(server.port)", "-verify"])
     #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
     #expect(result.stdout.contains("VERIFY OK") || result.stderr.contains("VERIFY OK"))
-    #expect(server.stop() == 0, "the bench server did not shut down cleanly on SIGTERM")
+    #expect(await server.stop() == 0, "the bench server did not shut down cleanly on SIGTERM")
   }
 }

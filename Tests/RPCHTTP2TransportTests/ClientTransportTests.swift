@@ -5,41 +5,19 @@ import Testing
 
 /// A Python grpcio server child process; stops when its stdin closes.
 final class GRPCIOServerProcess {
-  let process = Process()
-  let stdin = Pipe()
+  let child: LineProcess
   let port: Int
 
-  init() async throws {
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = [fixture("grpcio_server.py")]
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = stdin
-    try process.run()
-    let handle = stdout.fileHandleForReading
-    let line = await withCheckedContinuation { continuation in
-      Thread {
-        var bytes = [UInt8]()
-        while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != UInt8(ascii: "\n") {
-          bytes.append(byte)
-        }
-        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-      }.start()
-    }
-    guard line.hasPrefix("PORT "), let port = Int(line.dropFirst(5)) else {
-      process.terminate()
-      let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      throw SocketTestError(description: "grpcio server did not start: \(line)\n\(errors)")
+  init(script: String = "grpcio_server.py", arguments: [String] = []) async throws {
+    child = try await LineProcess(python, [fixture(script)] + arguments)
+    guard child.firstLine.hasPrefix("PORT "), let port = Int(child.firstLine.dropFirst(5)) else {
+      _ = await child.stop()
+      throw SocketTestError(description: "grpcio server did not start: \(child.firstLine)")
     }
     self.port = port
   }
 
-  func stop() {
-    try? stdin.fileHandleForWriting.close()
-    process.waitUntilExit()
-  }
+  func stop() async { _ = await child.stop() }
 }
 
 func makeClient(port: Int, configure: (inout HTTP2ClientTransport.Configuration) -> Void = { _ in }) throws
@@ -72,55 +50,66 @@ func expectCode(_ code: RPCError.Code, _ body: () async throws -> Void) async ->
   return nil
 }
 
+/// Runs `body` with a client connected to a fresh grpcio server, then stops both.
+func withGRPCIOServer(_ body: (HTTP2ClientTransport) async throws -> Void) async throws {
+  let server = try await GRPCIOServerProcess()
+  let client = try makeClient(port: server.port)
+  do {
+    try await body(client)
+  } catch {
+    client.close()
+    await server.stop()
+    throw error
+  }
+  client.close()
+  await server.stop()
+}
+
 /// Our client against a stock Python grpcio server.
 @Suite struct ClientAgainstGRPCIOTests {
   @Test func unaryMetadataAndErrors() async throws {
-    let server = try await GRPCIOServerProcess()
-    defer { server.stop() }
-    let client = try makeClient(port: server.port)
-    defer { client.close() }
-    var metadata: Metadata = ["x-a": "1"]
-    metadata.addBinary([0, 1, 255], forKey: "x-blob-bin")
-    let reply = try await call(client, "Echo", "hello", metadata: metadata)
-    #expect(reply.message == Array("hello".utf8))
-    #expect(reply.initialMetadata.firstString(forKey: "x-a") == "1")
-    #expect(reply.initialMetadata.firstBinary(forKey: "x-blob-bin") == [0, 1, 255])
-    #expect(reply.trailingMetadata.firstString(forKey: "x-trailer") == "done")
-    let error = await expectCode(.invalidArgument) { _ = try await call(client, "Fail", "") }
-    #expect(error?.message == "bad input: ü 100%")
-    #expect(error?.metadata.firstString(forKey: "x-reason") == "test")
-    _ = await expectCode(.unimplemented) { _ = try await call(client, "Nope", "") }
+    try await withGRPCIOServer { client in
+      var metadata: Metadata = ["x-a": "1"]
+      metadata.addBinary([0, 1, 255], forKey: "x-blob-bin")
+      let reply = try await call(client, "Echo", "hello", metadata: metadata)
+      #expect(reply.message == Array("hello".utf8))
+      #expect(reply.initialMetadata.firstString(forKey: "x-a") == "1")
+      #expect(reply.initialMetadata.firstBinary(forKey: "x-blob-bin") == [0, 1, 255])
+      #expect(reply.trailingMetadata.firstString(forKey: "x-trailer") == "done")
+      let error = await expectCode(.invalidArgument) { _ = try await call(client, "Fail", "") }
+      #expect(error?.message == "bad input: ü 100%")
+      #expect(error?.metadata.firstString(forKey: "x-reason") == "test")
+      _ = await expectCode(.unimplemented) { _ = try await call(client, "Nope", "") }
+    }
   }
 
   @Test func deadlineAndCancellation() async throws {
-    let server = try await GRPCIOServerProcess()
-    defer { server.stop() }
-    let client = try makeClient(port: server.port)
-    defer { client.close() }
-    let start = ContinuousClock.now
-    _ = await expectCode(.deadlineExceeded) { _ = try await call(client, "Sleep", "5000", timeout: .milliseconds(200)) }
-    #expect(ContinuousClock.now - start < .seconds(2))
-    let task = Task { try await call(client, "Sleep", "5000") }
-    try await Task.sleep(for: .milliseconds(200))
-    task.cancel()
-    _ = await expectCode(.cancelled) { _ = try await task.value }
-    // The connection is still good.
-    #expect(try await call(client, "Echo", "again").message == Array("again".utf8))
+    try await withGRPCIOServer { client in
+      let start = ContinuousClock.now
+      _ = await expectCode(.deadlineExceeded) {
+        _ = try await call(client, "Sleep", "5000", timeout: .milliseconds(200))
+      }
+      #expect(ContinuousClock.now - start < .seconds(4))
+      let task = Task { try await call(client, "Sleep", "5000") }
+      try await Task.sleep(for: .milliseconds(200))
+      task.cancel()
+      _ = await expectCode(.cancelled) { _ = try await task.value }
+      // The connection is still good.
+      #expect(try await call(client, "Echo", "again").message == Array("again".utf8))
+    }
   }
 
   @Test func multiplexesConcurrentCalls() async throws {
-    let server = try await GRPCIOServerProcess()
-    defer { server.stop() }
-    let client = try makeClient(port: server.port)
-    defer { client.close() }
-    try await withThrowingTaskGroup(of: Void.self) { group in
-      for i in 0..<200 {
-        group.addTask {
-          let reply = try await call(client, "Echo", "m\(i)")
-          #expect(reply.message == Array("m\(i)".utf8))
+    try await withGRPCIOServer { client in
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for i in 0..<200 {
+          group.addTask {
+            let reply = try await call(client, "Echo", "m\(i)")
+            #expect(reply.message == Array("m\(i)".utf8))
+          }
         }
+        try await group.waitForAll()
       }
-      try await group.waitForAll()
     }
   }
 }
@@ -148,13 +137,18 @@ func expectCode(_ code: RPCError.Code, _ body: () async throws -> Void) async ->
     try await withTestServer { server in
       let client = try makeClient(port: server.port)
       defer { client.close() }
-      _ = await expectCode(.deadlineExceeded) { _ = try await call(client, "Sleep", "5000", timeout: .milliseconds(200)) }
-      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == 1 })
-      let task = Task { try await call(client, "Sleep", "5000") }
-      #expect(await server.probe.waitUntil { $0.sleepsStarted.withLock { $0 } == 2 })
+      _ = await expectCode(.deadlineExceeded) {
+        _ = try await call(client, "Sleep", "60000", timeout: .milliseconds(500))
+      }
+      // Under load the handler may not even have started before the deadline; if it did, it
+      // was cancelled. Either way it never runs to completion.
+      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == $0.sleepsStarted.withLock { $0 } })
+      let started = server.probe.sleepsStarted.withLock { $0 }
+      let task = Task { try await call(client, "Sleep", "60000") }
+      #expect(await server.probe.waitUntil { $0.sleepsStarted.withLock { $0 } == started + 1 })
       task.cancel()
       _ = await expectCode(.cancelled) { _ = try await task.value }
-      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == 2 })
+      #expect(await server.probe.waitUntil { $0.sleepsCancelled.withLock { $0 } == started + 1 })
       #expect(server.probe.sleepsCompleted.withLock { $0 } == 0)
     }
   }
@@ -177,28 +171,58 @@ func expectCode(_ code: RPCError.Code, _ body: () async throws -> Void) async ->
   }
 
   @Test func reconnectsWithBackoffAfterTheServerComesBack() async throws {
-    // Reserve a port, then free it: nothing listens there yet.
-    let port = try HTTP2ServerTransport(configuration: .init(host: "127.0.0.1", port: 0)).port
-    let client = try makeClient(port: port) {
-      $0.initialBackoff = .milliseconds(700)
-      $0.backoffJitter = 0
-    }
+    // 127.0.0.2 (loopback too) so that no other test's server can take the port meanwhile.
+    let host = "127.0.0.2"
+    let port = try HTTP2ServerTransport(configuration: .init(host: host, port: 0)).port
+    var configuration = HTTP2ClientTransport.Configuration(host: host, port: port)
+    configuration.initialBackoff = .milliseconds(300)
+    configuration.backoffJitter = 0
+    let client = try HTTP2ClientTransport(configuration: configuration)
     defer { client.close() }
     let refused = await expectCode(.unavailable) { _ = try await call(client, "Echo", "x") }
-    #expect(refused?.message.contains("127.0.0.1:\(port)") == true)
-    // While backing off, calls fail fast.
-    let start = ContinuousClock.now
-    _ = await expectCode(.unavailable) { _ = try await call(client, "Echo", "x") }
-    #expect(ContinuousClock.now - start < .milliseconds(500))
-    try await withTestServer(configure: { $0.port = port }) { _ in
-      try await Task.sleep(for: .milliseconds(800))
-      #expect(try await call(client, "Echo", "back").message == Array("back".utf8))
+    #expect(refused?.message.contains("\(host):\(port)") == true)
+    // While backing off, calls fail fast with the same reason.
+    let again = await expectCode(.unavailable) { _ = try await call(client, "Echo", "x") }
+    #expect(again?.message == refused?.message)
+    try await withTestServer(configure: { $0.host = host; $0.port = port }, router: nil) { _ in
+      let reply = try await callUntilConnected(client)
+      #expect(reply == Array("back".utf8))
     }
-    // The server went away (graceful shutdown): the next call reconnects and fails, then recovers.
+    // The server went away (graceful shutdown): calls fail, then recover when it is back.
     _ = await expectCode(.unavailable) { _ = try await call(client, "Echo", "gone") }
-    try await withTestServer(configure: { $0.port = port }) { _ in
-      try await Task.sleep(for: .milliseconds(1300))
-      #expect(try await call(client, "Echo", "again").message == Array("again".utf8))
+    try await withTestServer(configure: { $0.host = host; $0.port = port }, router: nil) { _ in
+      let reply = try await callUntilConnected(client)
+      #expect(reply == Array("back".utf8))
+    }
+  }
+
+  /// Calls Echo until the client has reconnected (backoff has passed), for up to 30 s.
+  func callUntilConnected(_ client: HTTP2ClientTransport) async throws -> [UInt8] {
+    let end = ContinuousClock.now + .seconds(30)
+    var lastError: RPCError?
+    while ContinuousClock.now < end {
+      let result: Result<ClientResponse, RPCError>
+      do {
+        result = .success(try await call(client, "Echo", "back"))
+      } catch {
+        result = .failure(error)
+      }
+      switch result {
+      case .success(let response): return response.message
+      case .failure(let error) where error.code == .unavailable: lastError = error
+      case .failure(let error): throw error
+      }
+      try await Task.sleep(for: .milliseconds(100))
+    }
+    throw lastError ?? RPCError(code: .unavailable, message: "never connected")
+  }
+
+  @Test func bindingAPortInUseFails() async throws {
+    try await withTestServer { server in
+      let error = #expect(throws: SocketError.self) {
+        try HTTP2ServerTransport(configuration: .init(host: "127.0.0.1", port: server.port))
+      }
+      #expect(error?.description.contains("Address already in use") == true)
     }
   }
 
@@ -208,3 +232,4 @@ func expectCode(_ code: RPCError.Code, _ body: () async throws -> Void) async ->
     _ = await expectCode(.unavailable) { _ = try await call(client, "Echo", "x") }
   }
 }
+

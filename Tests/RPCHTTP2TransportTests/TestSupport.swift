@@ -67,7 +67,7 @@ final class ServiceProbe: Sendable {
   let sleepsCompleted = Mutex(0)
 
   /// Waits until `condition` holds, up to `timeout`.
-  func waitUntil(timeout: Duration = .seconds(5), _ condition: (ServiceProbe) -> Bool) async -> Bool {
+  func waitUntil(timeout: Duration = .seconds(30), _ condition: (ServiceProbe) -> Bool) async -> Bool {
     let end = ContinuousClock.now + timeout
     while ContinuousClock.now < end {
       if condition(self) { return true }
@@ -145,11 +145,55 @@ func withTestServer(
   try await running.value
 }
 
+/// A child process that announces itself with a first line on stdout and runs until its stdin
+/// closes (the grpcio server fixture, the slow reader).
+final class LineProcess {
+  let process = Process()
+  let stdin = Pipe()
+  let firstLine: String
+
+  init(_ executable: String, _ arguments: [String]) async throws {
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let stdout = Pipe()
+    process.standardOutput = stdout
+    process.standardInput = stdin
+    try process.run()
+    let handle = stdout.fileHandleForReading
+    firstLine = await withCheckedContinuation { continuation in
+      Thread {
+        var bytes = [UInt8]()
+        while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != UInt8(ascii: "\n") {
+          bytes.append(byte)
+        }
+        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+      }.start()
+    }
+  }
+
+  /// Closes stdin and waits for the exit status.
+  func stop() async -> Int32 {
+    try? stdin.fileHandleForWriting.close()
+    await waitForExit(process)
+    return process.terminationStatus
+  }
+}
+
 /// Runs one case of the Python grpcio client fixture against a port.
 func runGRPCIOCase(_ name: String, port: Int) async throws {
   let result = try await runProcess(python, [fixture("grpcio_client.py"), String(port), name])
   #expect(result.status == 0, "grpcio case \(name) failed:\n\(result.stdout)\n\(result.stderr)")
   #expect(result.stdout.contains("PASS \(name)"))
+}
+
+/// Waits for a process to exit without blocking a thread of the cooperative pool.
+func waitForExit(_ process: Process) async {
+  await withCheckedContinuation { continuation in
+    Thread {
+      process.waitUntilExit()
+      continuation.resume()
+    }.start()
+  }
 }
 
 /// The number of open descriptors of this process.

@@ -1,6 +1,7 @@
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
+import StoreContractTesting
 import Testing
 
 @testable import SubscriptionStorageSQLite

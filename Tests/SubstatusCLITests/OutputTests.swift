@@ -1,3 +1,4 @@
+import SubstatusClientTestKit
 import Foundation
 import RPCCore
 import SubstatusWire

@@ -1,3 +1,4 @@
+import SubstatusClientTestKit
 import RPCCore
 import SubstatusClient
 import SubstatusWire

@@ -23,8 +23,8 @@ void clinux_eventfd_signal(int fd);
 void clinux_eventfd_drain(int fd);
 /// CLOCK_MONOTONIC in nanoseconds.
 uint64_t clinux_monotonic_ns(void);
-/// Sets SO_REUSEADDR and SO_REUSEPORT.
-int clinux_set_reuse(int fd);
+/// Sets SO_REUSEADDR, and SO_REUSEPORT when `reuse_port` is non-zero.
+int clinux_set_reuse(int fd, int reuse_port);
 /// Sets TCP_NODELAY.
 int clinux_set_nodelay(int fd);
 /// Creates a nonblocking, close-on-exec TCP socket for the family.

@@ -1,35 +1,48 @@
+// A fake substatus server for the client and CLI tests: records every call and answers what the
+// test says, over the in-process transport.
 import RPCCore
 import RPCInProcessTransport
 import SubstatusWire
 import Synchronization
 
 /// One RPC as the fake server saw it.
-struct RecordedCall: Sendable {
-  var method: String
-  var authorization: String?
-  var metadata: Metadata
-  var request: [UInt8]
-  var timeRemaining: Duration?
+public struct RecordedCall: Sendable {
+  /// The method path.
+  public var method: String
+  /// The `authorization` header.
+  public var authorization: String?
+  /// The request metadata.
+  public var metadata: Metadata
+  /// The serialized request.
+  public var request: [UInt8]
+  /// The time left before the call's deadline.
+  public var timeRemaining: Duration?
 }
 
 /// Records every call the fake handlers receive.
-final class CallLog: Sendable {
+public final class CallLog: Sendable {
   private let calls = Mutex<[RecordedCall]>([])
 
-  func record(_ request: [UInt8], _ context: ServerContext) {
+  /// An empty log.
+  public init() {}
+
+  /// Records a call.
+  public func record(_ request: [UInt8], _ context: ServerContext) {
     let call = RecordedCall(
       method: context.method, authorization: context.metadata.firstString(forKey: "authorization"),
       metadata: context.metadata, request: request, timeRemaining: context.timeRemaining)
     calls.withLock { $0.append(call) }
   }
 
-  var all: [RecordedCall] { calls.withLock { $0 } }
-  var count: Int { calls.withLock { $0.count } }
+  /// Every call, in order.
+  public var all: [RecordedCall] { calls.withLock { $0 } }
+  /// How many calls arrived.
+  public var count: Int { calls.withLock { $0.count } }
 }
 
 extension RPCRouter {
   /// Registers a fake handler that records the call and answers `reply(request)`.
-  mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
+  public mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
     _ method: ProtoMethodDescriptor<Request, Response>, log: CallLog,
     reply: @escaping @Sendable (Request, Int) async throws -> Response
   ) {
@@ -41,7 +54,7 @@ extension RPCRouter {
   }
 
   /// Registers a fake handler that records the call and answers a fixed response.
-  mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
+  public mutating func fake<Request: ProtobufMessage, Response: ProtobufMessage>(
     _ method: ProtoMethodDescriptor<Request, Response>, log: CallLog, reply: Response
   ) {
     fake(method, log: log) { _, _ in reply }
@@ -49,7 +62,7 @@ extension RPCRouter {
 }
 
 /// Runs an in-process server with `router` for the duration of `body`.
-func withFakeServer<T: Sendable>(
+public func withFakeServer<T: Sendable>(
   _ router: RPCRouter, _ body: (any ClientTransport) async throws -> T
 ) async throws -> T {
   let transport = InProcessTransport()

@@ -1,4 +1,4 @@
-// How domain values are kept in BLOB columns.
+// How domain values are kept in BLOB columns (shared by the SQLite and PostgreSQL stores).
 //
 // Transactions and renewal infos are the bulk of the database and are decoded on every history read,
 // so they use a compact binary form (a format byte, then each field in a fixed order: varints,
@@ -11,19 +11,19 @@
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
-import SubscriptionStorage
 
-enum PayloadCodec {
+/// Encodes domain values for storage; `package` so every store implementation shares one format.
+package enum PayloadCodec {
   /// Format byte of the binary transaction layout.
-  static let transactionFormat: UInt8 = 1
+  package static let transactionFormat: UInt8 = 1
   /// Format byte of the binary renewal-info layout.
-  static let renewalInfoFormat: UInt8 = 1
+  package static let renewalInfoFormat: UInt8 = 1
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  static let transactionFieldCount = 25
+  package static let transactionFieldCount = 25
   /// Stored properties the renewal-info layout covers.
-  static let renewalInfoFieldCount = 15
+  package static let renewalInfoFieldCount = 15
 
-  static func encode(_ t: Transaction) -> [UInt8] {
+  package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
     w.byte(transactionFormat)
     // transactionId, originalTransactionId and purchaseDate live in their own columns.
@@ -53,7 +53,7 @@ enum PayloadCodec {
   }
 
   /// Decodes a transaction payload; the key columns supply the fields the payload omits.
-  static func decodeTransaction(
+  package static func decodeTransaction(
     _ bytes: [UInt8], transactionId: String, originalTransactionId: String, purchaseDate: Int64
   ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
@@ -89,7 +89,7 @@ enum PayloadCodec {
     return t
   }
 
-  static func encode(_ i: RenewalInfo) -> [UInt8] {
+  package static func encode(_ i: RenewalInfo) -> [UInt8] {
     var w = BinaryWriter()
     w.byte(renewalInfoFormat)
     // originalTransactionId lives in its own column.
@@ -112,7 +112,7 @@ enum PayloadCodec {
   }
 
   /// Decodes a renewal-info payload; the key column supplies the original transaction id.
-  static func decodeRenewalInfo(_ bytes: [UInt8], originalTransactionId: String) throws(StoreError)
+  package static func decodeRenewalInfo(_ bytes: [UInt8], originalTransactionId: String) throws(StoreError)
     -> RenewalInfo
   {
     var r = BinaryReader(bytes)
@@ -143,7 +143,7 @@ enum PayloadCodec {
     return i
   }
 
-  static func encodeJSON<T: Encodable>(_ value: T) throws(StoreError) -> [UInt8] {
+  package static func encodeJSON<T: Encodable>(_ value: T) throws(StoreError) -> [UInt8] {
     do {
       let encoder = JSONEncoder()
       encoder.outputFormatting = .sortedKeys
@@ -153,7 +153,7 @@ enum PayloadCodec {
     }
   }
 
-  static func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws(StoreError) -> T {
+  package static func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws(StoreError) -> T {
     do {
       return try JSONDecoder().decode(T.self, from: Data(bytes))
     } catch {
@@ -164,8 +164,8 @@ enum PayloadCodec {
 
 /// Apple's enumerated string values, stored as a one-byte reference (tag 2 + index). APPEND ONLY:
 /// stored payloads refer to these positions.
-enum WellKnownStrings {
-  static let table: [String] = [
+package enum WellKnownStrings {
+  package static let table: [String] = [
     "Production", "Sandbox",
     "Auto-Renewable Subscription", "Non-Renewing Subscription", "Non-Consumable", "Consumable",
     "FREE_SUBSCRIPTION",
@@ -178,7 +178,7 @@ enum WellKnownStrings {
     "CONSUMPTION_REQUEST",
     "INITIAL_BUY", "INTERACTIVE_RENEWAL", "CANCEL", "DID_RECOVER", "RENEWAL",
   ]
-  static let index: [String: Int] = Dictionary(
+  package static let index: [String: Int] = Dictionary(
     uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
 }
 

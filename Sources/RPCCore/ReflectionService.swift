@@ -1,0 +1,202 @@
+public import SubstatusWire
+
+/// gRPC server reflection (`grpc.reflection.v1` and `v1alpha`), answered from the descriptors
+/// compiled into the binary (``ProtoFiles``), so that `grpcurl` works without `.proto` files.
+///
+/// ```swift
+/// ReflectionService(files: ProtoFiles.all).register(into: &router)   // register it last
+/// ```
+public struct ReflectionService: Sendable {
+  private let files: [String: ProtoFileDescriptor]
+  private let fileBySymbol: [String: String]
+
+  /// Creates the service over a set of file descriptors.
+  /// - Parameter files: Every file to describe, with the files they import.
+  public init(files: [ProtoFileDescriptor]) {
+    var byName: [String: ProtoFileDescriptor] = [:]
+    var bySymbol: [String: String] = [:]
+    for file in files {
+      byName[file.name] = file
+      for symbol in file.symbols { bySymbol[symbol] = file.name }
+    }
+    self.files = byName
+    fileBySymbol = bySymbol
+  }
+
+  enum Query {
+    case fileByFilename(String)
+    case fileContainingSymbol(String)
+    case fileContainingExtension(String, Int32)
+    case allExtensionNumbersOfType(String)
+    case listServices
+    case missing
+  }
+
+  enum Answer {
+    case files([[UInt8]])
+    case services([String])
+    case extensionNumbers(String, [Int32])
+    case error(RPCError.Code, String)
+  }
+
+  /// Registers both reflection versions; the service list is the router's services at this point.
+  public func register(into router: inout RPCRouter) {
+    let services = Set(
+      router.serviceNames + ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]
+    ).sorted()
+    let reflection = self
+    router.registerStreaming(method: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo") {
+      requests, responses, _ in
+      for try await bytes in requests {
+        let request = try decode(Grpc_Reflection_V1_ServerReflectionRequest.self, bytes)
+        let answer = reflection.answer(Self.query(request), services: services)
+        responses.write([.message(Self.response(answer, to: request).serializedBytes())])
+      }
+      return []
+    }
+    router.registerStreaming(method: "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") {
+      requests, responses, _ in
+      for try await bytes in requests {
+        let request = try decode(Grpc_Reflection_V1alpha_ServerReflectionRequest.self, bytes)
+        let answer = reflection.answer(Self.query(request), services: services)
+        responses.write([.message(Self.response(answer, to: request).serializedBytes())])
+      }
+      return []
+    }
+  }
+
+  func answer(_ query: Query, services: [String]) -> Answer {
+    switch query {
+    case .listServices:
+      return .services(services)
+    case .fileByFilename(let name):
+      guard files[name] != nil else { return .error(.notFound, "file \(name) not found") }
+      return .files(withDependencies(name))
+    case .fileContainingSymbol(let symbol):
+      var name = symbol
+      // A method (`pkg.Service.Method`) or field is found through its enclosing symbol.
+      while !name.isEmpty {
+        if let file = fileBySymbol[name] { return .files(withDependencies(file)) }
+        guard let dot = name.lastIndex(of: ".") else { break }
+        name = String(name[..<dot])
+      }
+      return .error(.notFound, "symbol \(symbol) not found")
+    case .fileContainingExtension(let type, let number):
+      return .error(.notFound, "extension \(number) of \(type) not found")
+    case .allExtensionNumbersOfType(let type):
+      guard fileBySymbol[type] != nil else { return .error(.notFound, "type \(type) not found") }
+      return .extensionNumbers(type, [])
+    case .missing:
+      return .error(.invalidArgument, "the reflection request names no query")
+    }
+  }
+
+  /// The file's serialized descriptor first, then those of its transitive imports.
+  private func withDependencies(_ name: String) -> [[UInt8]] {
+    var order: [String] = []
+    var seen: Set<String> = []
+    func visit(_ name: String) {
+      guard seen.insert(name).inserted, let file = files[name] else { return }
+      order.append(name)
+      for dependency in file.dependencies { visit(dependency) }
+    }
+    visit(name)
+    return order.compactMap { files[$0]?.serializedDescriptor }
+  }
+
+  private static func query(_ request: Grpc_Reflection_V1_ServerReflectionRequest) -> Query {
+    switch request.messageRequest {
+    case .fileByFilename(let name): .fileByFilename(name)
+    case .fileContainingSymbol(let symbol): .fileContainingSymbol(symbol)
+    case .fileContainingExtension(let e): .fileContainingExtension(e.containingType, e.extensionNumber)
+    case .allExtensionNumbersOfType(let type): .allExtensionNumbersOfType(type)
+    case .listServices: .listServices
+    case nil: .missing
+    }
+  }
+
+  private static func query(_ request: Grpc_Reflection_V1alpha_ServerReflectionRequest) -> Query {
+    switch request.messageRequest {
+    case .fileByFilename(let name): .fileByFilename(name)
+    case .fileContainingSymbol(let symbol): .fileContainingSymbol(symbol)
+    case .fileContainingExtension(let e): .fileContainingExtension(e.containingType, e.extensionNumber)
+    case .allExtensionNumbersOfType(let type): .allExtensionNumbersOfType(type)
+    case .listServices: .listServices
+    case nil: .missing
+    }
+  }
+
+  private static func response(
+    _ answer: Answer, to request: Grpc_Reflection_V1_ServerReflectionRequest
+  ) -> Grpc_Reflection_V1_ServerReflectionResponse {
+    var response = Grpc_Reflection_V1_ServerReflectionResponse()
+    response.validHost = request.host
+    response.originalRequest = request
+    switch answer {
+    case .files(let files):
+      var body = Grpc_Reflection_V1_FileDescriptorResponse()
+      body.fileDescriptorProto = files
+      response.messageResponse = .fileDescriptorResponse(body)
+    case .services(let names):
+      var body = Grpc_Reflection_V1_ListServiceResponse()
+      body.service = names.map { name in
+        var service = Grpc_Reflection_V1_ServiceResponse()
+        service.name = name
+        return service
+      }
+      response.messageResponse = .listServicesResponse(body)
+    case .extensionNumbers(let type, let numbers):
+      var body = Grpc_Reflection_V1_ExtensionNumberResponse()
+      body.baseTypeName = type
+      body.extensionNumber = numbers
+      response.messageResponse = .allExtensionNumbersResponse(body)
+    case .error(let code, let message):
+      var body = Grpc_Reflection_V1_ErrorResponse()
+      body.errorCode = Int32(code.rawValue)
+      body.errorMessage = message
+      response.messageResponse = .errorResponse(body)
+    }
+    return response
+  }
+
+  private static func response(
+    _ answer: Answer, to request: Grpc_Reflection_V1alpha_ServerReflectionRequest
+  ) -> Grpc_Reflection_V1alpha_ServerReflectionResponse {
+    var response = Grpc_Reflection_V1alpha_ServerReflectionResponse()
+    response.validHost = request.host
+    response.originalRequest = request
+    switch answer {
+    case .files(let files):
+      var body = Grpc_Reflection_V1alpha_FileDescriptorResponse()
+      body.fileDescriptorProto = files
+      response.messageResponse = .fileDescriptorResponse(body)
+    case .services(let names):
+      var body = Grpc_Reflection_V1alpha_ListServiceResponse()
+      body.service = names.map { name in
+        var service = Grpc_Reflection_V1alpha_ServiceResponse()
+        service.name = name
+        return service
+      }
+      response.messageResponse = .listServicesResponse(body)
+    case .extensionNumbers(let type, let numbers):
+      var body = Grpc_Reflection_V1alpha_ExtensionNumberResponse()
+      body.baseTypeName = type
+      body.extensionNumber = numbers
+      response.messageResponse = .allExtensionNumbersResponse(body)
+    case .error(let code, let message):
+      var body = Grpc_Reflection_V1alpha_ErrorResponse()
+      body.errorCode = Int32(code.rawValue)
+      body.errorMessage = message
+      response.messageResponse = .errorResponse(body)
+    }
+    return response
+  }
+}
+
+private func decode<Message: ProtobufMessage>(_ type: Message.Type, _ bytes: [UInt8]) throws(RPCError) -> Message {
+  do throws(WireError) {
+    return try Message(serializedBytes: bytes)
+  } catch {
+    throw RPCError(code: .internal, message: "failed to decode \(Message.protoMessageName): \(error.message)")
+  }
+}

@@ -1,0 +1,183 @@
+// Versioned schema migrations, applied in order at start. Never edit a released migration: add one.
+import SubscriptionStorage
+
+/// One schema step.
+struct PostgresMigration {
+  /// The schema version this migration produces.
+  let version: Int
+  /// What it does, recorded in `schema_version`.
+  let description: String
+  /// The statements.
+  let sql: String
+}
+
+/// The PostgreSQL schema, as the list of migrations from an empty database.
+///
+/// It mirrors the SQLite layout (see `SubscriptionStorageSQLite`'s `Schema`): a `users` table maps
+/// (app, environment, user id) to a `user_key`, one user's transactions are one index range, payloads
+/// are the shared compact binary form (`PayloadCodec`) in `bytea`. Ids are `COLLATE "C"` so paging
+/// order is byte order, the same in every store and independent of the cluster's locale.
+enum PostgresSchema {
+  /// The advisory lock key that serializes migrations of instances starting at the same time.
+  static let migrationLock: Int64 = 0x5375_6273_7461_7475  // "Substatu"
+
+  static let migrations: [PostgresMigration] = [
+    PostgresMigration(
+      version: 1, description: "tenants, apps, secrets, products, keys, users, transactions, audit",
+      sql: """
+        CREATE TABLE tenants(
+          tenant_id TEXT COLLATE "C" PRIMARY KEY,
+          name TEXT NOT NULL,
+          disabled BOOLEAN NOT NULL DEFAULT false,
+          created_ms BIGINT NOT NULL
+        );
+
+        CREATE TABLE apps(
+          app_id TEXT COLLATE "C" PRIMARY KEY,
+          tenant_id TEXT COLLATE "C" NOT NULL REFERENCES tenants(tenant_id),
+          bundle_id TEXT COLLATE "C" NOT NULL,
+          apple_app_id BIGINT,
+          display_name TEXT NOT NULL,
+          policy BYTEA NOT NULL,
+          created_ms BIGINT NOT NULL,
+          UNIQUE(tenant_id, bundle_id)
+        );
+        CREATE INDEX apps_by_tenant ON apps(tenant_id, app_id);
+
+        CREATE TABLE shared_secrets(
+          app_id TEXT COLLATE "C" PRIMARY KEY REFERENCES apps(app_id),
+          current_key_id TEXT NOT NULL,
+          current_box BYTEA NOT NULL,
+          current_fingerprint TEXT NOT NULL,
+          current_set_ms BIGINT NOT NULL,
+          previous_key_id TEXT,
+          previous_box BYTEA,
+          previous_fingerprint TEXT,
+          previous_set_ms BIGINT,
+          previous_valid_until_ms BIGINT
+        );
+
+        CREATE TABLE products(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          product_id TEXT COLLATE "C" NOT NULL,
+          payload BYTEA NOT NULL,
+          PRIMARY KEY(app_id, product_id)
+        );
+
+        CREATE TABLE api_keys(
+          key_id TEXT COLLATE "C" PRIMARY KEY,
+          tenant_id TEXT COLLATE "C" REFERENCES tenants(tenant_id),
+          role TEXT NOT NULL,
+          app_ids BYTEA NOT NULL,
+          description TEXT NOT NULL,
+          key_hash BYTEA NOT NULL UNIQUE,
+          display_prefix TEXT NOT NULL,
+          created_ms BIGINT NOT NULL,
+          last_used_ms BIGINT,
+          revoked_ms BIGINT
+        );
+        CREATE INDEX api_keys_by_tenant ON api_keys(tenant_id, key_id);
+
+        CREATE TABLE users(
+          user_key BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          environment TEXT COLLATE "C" NOT NULL,
+          user_id TEXT COLLATE "C" NOT NULL,
+          UNIQUE(app_id, environment, user_id)
+        );
+
+        CREATE TABLE transactions(
+          user_key BIGINT NOT NULL REFERENCES users(user_key),
+          transaction_id TEXT COLLATE "C" NOT NULL,
+          original_transaction_id TEXT COLLATE "C" NOT NULL,
+          purchase_ms BIGINT NOT NULL,
+          signed_ms BIGINT,
+          payload BYTEA NOT NULL,
+          PRIMARY KEY(user_key, transaction_id)
+        );
+        CREATE INDEX transactions_by_original ON transactions(original_transaction_id, user_key);
+        CREATE INDEX transactions_by_purchase ON transactions(user_key, purchase_ms, transaction_id);
+
+        CREATE TABLE renewal_infos(
+          user_key BIGINT NOT NULL REFERENCES users(user_key),
+          original_transaction_id TEXT COLLATE "C" NOT NULL,
+          signed_ms BIGINT,
+          payload BYTEA NOT NULL,
+          PRIMARY KEY(user_key, original_transaction_id)
+        );
+
+        CREATE TABLE notifications(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          notification_id TEXT COLLATE "C" NOT NULL,
+          received_ms BIGINT NOT NULL,
+          PRIMARY KEY(app_id, notification_id)
+        );
+        CREATE INDEX notifications_by_received ON notifications(received_ms);
+
+        CREATE TABLE audit_log(
+          sequence BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          tenant_id TEXT COLLATE "C",
+          at_ms BIGINT NOT NULL,
+          actor_key_id TEXT NOT NULL,
+          action TEXT NOT NULL,
+          resource TEXT NOT NULL,
+          details TEXT NOT NULL
+        );
+        CREATE INDEX audit_by_tenant ON audit_log(tenant_id, sequence);
+        """),
+    PostgresMigration(
+      version: 2, description: "stored receipts for background refresh, indexed by next due time",
+      sql: """
+        CREATE TABLE receipts(
+          user_key BIGINT PRIMARY KEY REFERENCES users(user_key),
+          receipt_data TEXT NOT NULL,
+          last_verified_ms BIGINT,
+          next_due_ms BIGINT,
+          failure_count INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX receipts_by_due ON receipts(next_due_ms) WHERE next_due_ms IS NOT NULL;
+        """),
+  ]
+
+  /// The newest schema version this build knows.
+  static var latestVersion: Int { migrations.last?.version ?? 0 }
+
+  /// Applies pending migrations, each in its own transaction under an advisory lock (so instances
+  /// rolling out together migrate once), and returns the resulting version.
+  /// - Throws: `StoreError.newerSchema` when the database was migrated by a newer substatus.
+  static func migrate(_ db: PGConnection, now: Int64, through target: Int = latestVersion)
+    throws(StoreError) -> Int
+  {
+    var version = 0
+    while true {
+      try db.execute("BEGIN")
+      do throws(StoreError) {
+        try db.query("SELECT pg_advisory_xact_lock($1)", [.int(migrationLock)])
+        try db.execute(
+          "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_ms BIGINT NOT NULL)"
+        )
+        version = Int(
+          try db.first("SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_version")?.int(0) ?? 0)
+        if version > latestVersion {
+          throw StoreError(
+            .newerSchema,
+            "the database has schema version \(version), newer than version \(latestVersion) known to this substatus; upgrade substatus"
+          )
+        }
+        guard let next = migrations.first(where: { $0.version > version && $0.version <= target })
+        else {
+          try db.execute("COMMIT")
+          return version
+        }
+        try db.execute(next.sql)
+        try db.run(
+          "INSERT INTO schema_version(version, description, applied_ms) VALUES($1, $2, $3)",
+          [.int(Int64(next.version)), .text(next.description), .int(now)])
+        try db.execute("COMMIT")
+      } catch {
+        if db.inTransaction { try? db.execute("ROLLBACK") }
+        throw error
+      }
+    }
+  }
+}

@@ -1,0 +1,925 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+
+/// A page from up to `limit + 1` rows; the extra one only says "there is more".
+private func makePage<T>(_ rows: [T], limit: Int, cursor: (T) -> String) -> Page<T> {
+  if rows.count > limit {
+    let items = Array(rows.prefix(limit))
+    return Page(items: items, nextCursor: items.last.map(cursor))
+  }
+  return Page(items: rows, nextCursor: nil)
+}
+
+private func exists(_ db: PGConnection, _ sql: String, _ values: [PGValue]) throws(StoreError)
+  -> Bool
+{
+  try db.first(sql, values) != nil
+}
+
+private func requireApp(_ db: PGConnection, _ appId: String) throws(StoreError) {
+  guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
+    throw StoreError.notFound("app", appId)
+  }
+}
+
+/// A transaction ready to write: key columns and payload, encoded before reaching a pool thread.
+private struct EncodedTransaction: Sendable {
+  var transactionId: String
+  var originalTransactionId: String
+  var purchaseMs: Int64
+  var signedMs: Int64?
+  var payload: [UInt8]
+  /// The decoded value, compared with a stored version by ``Transaction/supersedes(_:)``.
+  var transaction: Transaction
+}
+
+/// A renewal info ready to write.
+private struct EncodedRenewalInfo: Sendable {
+  var originalTransactionId: String
+  var signedMs: Int64?
+  var payload: [UInt8]
+}
+
+/// One user's encoded update.
+private struct EncodedPurchases: Sendable {
+  var user: UserKey
+  var transactions: [EncodedTransaction]
+  var renewalInfos: [EncodedRenewalInfo]
+
+  init(_ update: UserPurchases) {
+    user = update.user
+    transactions = update.transactions.map {
+      EncodedTransaction(
+        transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
+        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
+        transaction: $0)
+    }
+    renewalInfos = update.renewalInfos.map {
+      EncodedRenewalInfo(
+        originalTransactionId: $0.originalTransactionId, signedMs: $0.signedDate,
+        payload: PayloadCodec.encode($0))
+    }
+  }
+}
+
+/// The statements, named so they are prepared once per connection.
+enum PostgresQueries {
+  static let tenantColumns = "SELECT tenant_id, name, disabled, created_ms FROM tenants"
+  static let appColumns = """
+    SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
+    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id
+    """
+  static let keyColumns = """
+    SELECT key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
+    last_used_ms, revoked_ms FROM api_keys
+    """
+  static let userKey =
+    "SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3"
+  static let insertUser = """
+    INSERT INTO users(app_id, environment, user_id) VALUES($1, $2, $3)
+    ON CONFLICT (app_id, environment, user_id) DO NOTHING RETURNING user_key
+    """
+  static let storedTransaction = """
+    SELECT payload FROM transactions WHERE user_key = $1 AND transaction_id = $2 FOR UPDATE
+    """
+  static let insertTransaction = """
+    INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
+      signed_ms, payload) VALUES($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (user_key, transaction_id) DO NOTHING
+    """
+  static let updateTransaction = """
+    UPDATE transactions SET original_transaction_id = $3, purchase_ms = $4, signed_ms = $5,
+      payload = $6 WHERE user_key = $1 AND transaction_id = $2
+    """
+  static let upsertRenewalInfo = """
+    INSERT INTO renewal_infos AS r (user_key, original_transaction_id, signed_ms, payload)
+    VALUES($1, $2, $3, $4)
+    ON CONFLICT (user_key, original_transaction_id) DO UPDATE SET
+      signed_ms = excluded.signed_ms, payload = excluded.payload
+    WHERE r.payload IS DISTINCT FROM excluded.payload
+      AND (excluded.signed_ms IS NULL OR r.signed_ms IS NULL OR excluded.signed_ms >= r.signed_ms)
+    """
+  /// One user's whole history in one statement (one snapshot, one round trip): kind 0 rows are
+  /// transactions, kind 1 rows renewal infos.
+  static let histories = """
+    SELECT u.user_id, 0, t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
+    FROM users u JOIN transactions t ON t.user_key = u.user_key
+    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    UNION ALL
+    SELECT u.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
+    FROM users u JOIN renewal_infos r ON r.user_key = u.user_key
+    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    """
+  static let transactionPage = """
+    SELECT t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
+    FROM users u JOIN transactions t ON t.user_key = u.user_key
+    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = $3
+      AND (t.purchase_ms, t.transaction_id) > ($4, $5)
+    ORDER BY t.purchase_ms, t.transaction_id LIMIT $6
+    """
+  static let usersByOriginalTransaction = """
+    SELECT DISTINCT u.user_id FROM transactions t JOIN users u ON u.user_key = t.user_key
+    WHERE t.original_transaction_id = $1 AND u.app_id = $2 AND u.environment = $3
+    ORDER BY u.user_id
+    """
+}
+
+extension PostgresStore: Store {
+  private static func tenantRecord(_ r: PGRow) -> TenantRecord {
+    TenantRecord(tenantId: r.text(0), name: r.text(1), disabled: r.bool(2), createdMs: r.int(3))
+  }
+
+  private static func appRecord(_ r: PGRow) throws(StoreError) -> AppRecord {
+    AppRecord(
+      appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
+      displayName: r.text(4),
+      policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.bytes(5)),
+      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
+  }
+
+  private static func keyRecord(_ r: PGRow) throws(StoreError) -> ApiKeyRecord {
+    guard let role = ApiKeyRecord.Role(rawValue: r.text(2)) else {
+      throw StoreError(.corrupt, "API key \(r.text(0)) has unknown role \(r.text(2))")
+    }
+    return ApiKeyRecord(
+      keyId: r.text(0), tenantId: r.optionalText(1), role: role,
+      appIds: try PayloadCodec.decodeJSON([String].self, r.bytes(3)), description: r.text(4),
+      keyHash: r.bytes(5), displayPrefix: r.text(6), createdMs: r.int(7),
+      lastUsedMs: r.optionalInt(8), revokedMs: r.optionalInt(9))
+  }
+
+  private static func map<T>(_ rows: [PGRow], _ f: (PGRow) throws(StoreError) -> T)
+    throws(StoreError) -> [T]
+  {
+    var out: [T] = []
+    out.reserveCapacity(rows.count)
+    for r in rows { out.append(try f(r)) }
+    return out
+  }
+
+  // MARK: Tenants
+
+  /// See ``Store/createTenant(_:)``.
+  public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
+    let inserted = try await pool.run { db throws(StoreError) in
+      try db.run(
+        """
+        INSERT INTO tenants(tenant_id, name, disabled, created_ms) VALUES($1, $2, $3, $4)
+        ON CONFLICT (tenant_id) DO NOTHING
+        """,
+        [.text(tenant.tenantId), .text(tenant.name), .bool(tenant.disabled), .int(tenant.createdMs)])
+    }
+    if inserted == 0 {
+      throw StoreError(.alreadyExists, "tenant \"\(tenant.tenantId)\" already exists")
+    }
+  }
+
+  /// See ``Store/tenant(id:)``.
+  public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(PostgresQueries.tenantColumns + " WHERE tenant_id = $1", [.text(tenantId)])
+    }
+    guard let row else { throw StoreError.notFound("tenant", tenantId) }
+    return Self.tenantRecord(row)
+  }
+
+  /// See ``Store/listTenants(page:)``.
+  public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
+    let limit = page.limit
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.tenantColumns + " WHERE tenant_id > $1 ORDER BY tenant_id LIMIT $2",
+        [.text(page.cursor ?? ""), .int(Int64(limit + 1))])
+    }
+    return makePage(rows.map(Self.tenantRecord), limit: limit) { $0.tenantId }
+  }
+
+  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
+    -> TenantRecord
+  {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        "UPDATE tenants SET disabled = $2 WHERE tenant_id = $1 RETURNING tenant_id, name, disabled, created_ms",
+        [.text(tenantId), .bool(disabled)])
+    }
+    guard let row else { throw StoreError.notFound("tenant", tenantId) }
+    return Self.tenantRecord(row)
+  }
+
+  // MARK: Apps
+
+  /// See ``Store/createApp(_:)``.
+  public func createApp(_ app: AppRecord) async throws(StoreError) {
+    let policy = try PayloadCodec.encodeJSON(app.policy)
+    try await pool.transaction { db throws(StoreError) in
+      guard
+        try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1", [.text(app.tenantId)])
+      else { throw StoreError.notFound("tenant", app.tenantId) }
+      let inserted = try db.run(
+        """
+        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms)
+        VALUES($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
+        """,
+        [
+          .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
+          .text(app.displayName), .bytes(policy), .int(app.createdMs),
+        ])
+      if inserted == 1 { return }
+      if try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(app.appId)]) {
+        throw StoreError(.alreadyExists, "app \"\(app.appId)\" already exists")
+      }
+      throw StoreError(.alreadyExists, "bundle id \"\(app.bundleId)\" is already registered")
+    }
+  }
+
+  /// See ``Store/app(id:)``.
+  public func app(id appId: String) async throws(StoreError) -> AppRecord {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
+    }
+    guard let row else { throw StoreError.notFound("app", appId) }
+    return try Self.appRecord(row)
+  }
+
+  /// See ``Store/app(tenantId:appId:)``.
+  public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
+    let a = try await app(id: appId)
+    guard a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
+    return a
+  }
+
+  /// See ``Store/listApps(tenantId:page:)``.
+  public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
+    AppRecord
+  > {
+    let limit = page.limit
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.appColumns
+          + " WHERE a.tenant_id = $1 AND a.app_id > $2 ORDER BY a.app_id LIMIT $3",
+        [.text(tenantId), .text(page.cursor ?? ""), .int(Int64(limit + 1))])
+    }
+    return makePage(try Self.map(rows, Self.appRecord), limit: limit) { $0.appId }
+  }
+
+  /// See ``Store/setPolicy(appId:policy:)``.
+  public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
+    -> AppRecord
+  {
+    let encoded = try PayloadCodec.encodeJSON(policy)
+    let row = try await pool.transaction { db throws(StoreError) in
+      guard
+        try db.run("UPDATE apps SET policy = $2 WHERE app_id = $1", [.text(appId), .bytes(encoded)])
+          == 1
+      else { throw StoreError.notFound("app", appId) }
+      return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
+    }
+    guard let row else { throw StoreError.notFound("app", appId) }
+    return try Self.appRecord(row)
+  }
+
+  // MARK: Shared secrets
+
+  private static func secretContext(_ appId: String) -> String {
+    "substatus/shared-secret/" + appId
+  }
+
+  private func requireKeyring() throws(StoreError) -> MasterKeyring {
+    guard let keyring = configuration.keyring else {
+      throw StoreError(
+        .secretUnavailable,
+        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
+      )
+    }
+    return keyring
+  }
+
+  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  public func setSharedSecret(
+    appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
+  ) async throws(StoreError) -> String {
+    let keyring = try requireKeyring()
+    let sealed: SealedSecret
+    do {
+      sealed = try SecretBox.seal(
+        Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
+    } catch {
+      throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
+    }
+    let fingerprint = SecretFingerprint.of(secret)
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run(
+        """
+        INSERT INTO shared_secrets AS s (app_id, current_key_id, current_box, current_fingerprint,
+          current_set_ms) VALUES($1, $2, $3, $4, $5)
+        ON CONFLICT (app_id) DO UPDATE SET
+          previous_key_id = s.current_key_id, previous_box = s.current_box,
+          previous_fingerprint = s.current_fingerprint, previous_set_ms = s.current_set_ms,
+          previous_valid_until_ms = $6,
+          current_key_id = excluded.current_key_id, current_box = excluded.current_box,
+          current_fingerprint = excluded.current_fingerprint, current_set_ms = excluded.current_set_ms
+        """,
+        [
+          .text(appId), .text(sealed.keyId), .bytes(sealed.box), .text(fingerprint), .int(atMs),
+          .int(previousValidUntilMs),
+        ])
+    }
+    return fingerprint
+  }
+
+  /// See ``Store/sharedSecrets(appId:)``.
+  public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
+    let row = try await pool.run { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.first(
+        """
+        SELECT current_key_id, current_box, current_fingerprint, current_set_ms, previous_key_id,
+          previous_box, previous_fingerprint, previous_set_ms, previous_valid_until_ms
+        FROM shared_secrets WHERE app_id = $1
+        """, [.text(appId)])
+    }
+    guard let row else { return nil }
+    let keyring = try requireKeyring()
+    func open(_ at: Int) throws(StoreError) -> SharedSecretVersion {
+      do {
+        let plain = try SecretBox.open(
+          SealedSecret(keyId: row.text(at), box: row.bytes(at + 1)),
+          context: Self.secretContext(appId), keyring: keyring)
+        return SharedSecretVersion(
+          secret: String(decoding: plain, as: UTF8.self), fingerprint: row.text(at + 2),
+          setMs: row.int(at + 3))
+      } catch {
+        throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
+      }
+    }
+    return SharedSecrets(
+      current: try open(0), previous: row.isNull(4) ? nil : try open(4),
+      previousValidUntilMs: row.optionalInt(8))
+  }
+
+  /// Re-seals every stored secret under the keyring's current master key (after a rotation), so the
+  /// old key can then be removed from every instance's keyring. Rows are locked while re-sealed, so
+  /// it may run while other instances set secrets.
+  /// - Returns: how many sealed values were re-sealed.
+  /// - Throws: `secretUnavailable` if a value cannot be opened with the keyring.
+  public func resealSecrets() async throws(StoreError) -> Int {
+    let keyring = try requireKeyring()
+    return try await pool.transaction { db throws(StoreError) in
+      let rows = try db.query(
+        """
+        SELECT app_id, current_key_id, current_box, previous_key_id, previous_box FROM shared_secrets
+        WHERE current_key_id <> $1 OR previous_key_id <> $1 FOR UPDATE
+        """, [.text(keyring.current.id)])
+      var count = 0
+      for r in rows {
+        let appId = r.text(0)
+        for (column, at) in [("current", 1), ("previous", 3)] {
+          guard let keyId = r.optionalText(at), keyId != keyring.current.id else { continue }
+          let resealed: SealedSecret
+          do throws(SecretBoxError) {
+            resealed = try SecretBox.reseal(
+              SealedSecret(keyId: keyId, box: r.bytes(at + 1)),
+              context: Self.secretContext(appId), keyring: keyring)
+          } catch {
+            throw StoreError(
+              .secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
+          }
+          try db.run(
+            "UPDATE shared_secrets SET \(column)_key_id = $2, \(column)_box = $3 WHERE app_id = $1",
+            [.text(appId), .text(resealed.keyId), .bytes(resealed.box)])
+          count += 1
+        }
+      }
+      return count
+    }
+  }
+
+  // MARK: Catalog
+
+  /// See ``Store/putProducts(appId:products:)``.
+  public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
+    var rows: [(String, [UInt8])] = []
+    for p in products { rows.append((p.productId, try PayloadCodec.encodeJSON(p))) }
+    let encoded = rows.map { ProductRow(productId: $0.0, payload: $0.1) }
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      for row in encoded {
+        try db.run(
+          """
+          INSERT INTO products(app_id, product_id, payload) VALUES($1, $2, $3)
+          ON CONFLICT (app_id, product_id) DO UPDATE SET payload = excluded.payload
+          """, [.text(appId), .text(row.productId), .bytes(row.payload)])
+      }
+    }
+  }
+
+  private struct ProductRow: Sendable {
+    var productId: String
+    var payload: [UInt8]
+  }
+
+  /// See ``Store/products(appId:)``.
+  public func products(appId: String) async throws(StoreError) -> [Product] {
+    let rows = try await pool.run { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.query(
+        "SELECT payload FROM products WHERE app_id = $1 ORDER BY product_id", [.text(appId)])
+    }
+    return try Self.map(rows) { r throws(StoreError) in
+      try PayloadCodec.decodeJSON(Product.self, r.bytes(0))
+    }
+  }
+
+  // MARK: API keys
+
+  /// See ``Store/createApiKey(_:)``.
+  public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
+    try StoreValidation.validate(key)
+    let appIds = try PayloadCodec.encodeJSON(key.appIds)
+    try await pool.transaction { db throws(StoreError) in
+      if let t = key.tenantId,
+        try !exists(db, "SELECT 1 FROM tenants WHERE tenant_id = $1", [.text(t)])
+      {
+        throw StoreError.notFound("tenant", t)
+      }
+      let inserted = try db.run(
+        """
+        INSERT INTO api_keys(key_id, tenant_id, role, app_ids, description, key_hash, display_prefix,
+          created_ms, last_used_ms, revoked_ms) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        ON CONFLICT DO NOTHING
+        """,
+        [
+          .text(key.keyId), .optional(key.tenantId), .text(key.role.rawValue), .bytes(appIds),
+          .text(key.description), .bytes(key.keyHash), .text(key.displayPrefix),
+          .int(key.createdMs), .optional(key.lastUsedMs), .optional(key.revokedMs),
+        ])
+      if inserted == 1 { return }
+      if try exists(db, "SELECT 1 FROM api_keys WHERE key_id = $1", [.text(key.keyId)]) {
+        throw StoreError(.alreadyExists, "API key \"\(key.keyId)\" already exists")
+      }
+      throw StoreError(.alreadyExists, "an API key with this hash already exists")
+    }
+  }
+
+  /// See ``Store/apiKey(hash:)``. The index finds the row; the final comparison is constant-time.
+  public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(PostgresQueries.keyColumns + " WHERE key_hash = $1", [.bytes(hash)])
+    }
+    guard let row else { return nil }
+    let found = try Self.keyRecord(row)
+    return ConstantTime.equals(found.keyHash, hash) ? found : nil
+  }
+
+  /// See ``Store/listApiKeys(tenantId:page:)``.
+  public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
+    -> Page<ApiKeyRecord>
+  {
+    let limit = page.limit
+    let rows = try await pool.run { db throws(StoreError) in
+      if let tenantId {
+        return try db.query(
+          PostgresQueries.keyColumns
+            + " WHERE tenant_id = $1 AND key_id > $2 ORDER BY key_id LIMIT $3",
+          [.text(tenantId), .text(page.cursor ?? ""), .int(Int64(limit + 1))])
+      }
+      return try db.query(
+        PostgresQueries.keyColumns
+          + " WHERE tenant_id IS NULL AND key_id > $1 ORDER BY key_id LIMIT $2",
+        [.text(page.cursor ?? ""), .int(Int64(limit + 1))])
+    }
+    return makePage(try Self.map(rows, Self.keyRecord), limit: limit) { $0.keyId }
+  }
+
+  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
+    -> ApiKeyRecord
+  {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        """
+        UPDATE api_keys SET revoked_ms = COALESCE(revoked_ms, $3)
+        WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM $2::text
+        RETURNING key_id, tenant_id, role, app_ids, description, key_hash, display_prefix,
+          created_ms, last_used_ms, revoked_ms
+        """, [.text(keyId), .optional(tenantId), .int(atMs)])
+    }
+    guard let row else { throw StoreError.notFound("API key", keyId) }
+    return try Self.keyRecord(row)
+  }
+
+  /// See ``Store/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key and instance.
+  public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
+    let due = touchedKeys.withLock { touched -> Bool in
+      if let last = touched[keyId], atMs - last < 60_000 { return false }
+      touched[keyId] = atMs
+      return true
+    }
+    guard due else { return }
+    _ = try await pool.run { db throws(StoreError) in
+      try db.run(
+        "UPDATE api_keys SET last_used_ms = $2 WHERE key_id = $1 AND (last_used_ms IS NULL OR last_used_ms < $2)",
+        [.text(keyId), .int(atMs)])
+    }
+  }
+
+  // MARK: Purchase data
+
+  /// The user's key, created if needed (a concurrent creator's row is found, not duplicated).
+  private static func userKey(_ db: PGConnection, _ user: UserKey) throws(StoreError) -> Int64 {
+    let values: [PGValue] = [
+      .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
+    ]
+    for _ in 0..<3 {
+      if let row = try db.first(PostgresQueries.userKey, values) { return row.int(0) }
+      if let row = try db.first(PostgresQueries.insertUser, values) { return row.int(0) }
+    }
+    throw StoreError(.internalError, "cannot create the user row of \(user.userId)")
+  }
+
+  private static func apply(_ batch: [EncodedPurchases], _ db: PGConnection) throws(StoreError)
+    -> IngestSummary
+  {
+    for appId in Set(batch.map(\.user.appId)).sorted() {
+      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
+        throw StoreError.notFound("app", appId)
+      }
+    }
+    var summary = IngestSummary()
+    for update in lockOrder(batch) {
+      if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
+      let key = try userKey(db, update.user)
+      for t in stableSorted(update.transactions, by: \.transactionId)
+      where try upsert(t, key: key, db) {
+        summary.transactionsWritten += 1
+      }
+      for r in stableSorted(update.renewalInfos, by: \.originalTransactionId) {
+        summary.renewalInfosWritten += try db.run(
+          PostgresQueries.upsertRenewalInfo,
+          [.int(key), .text(r.originalTransactionId), .optional(r.signedMs), .bytes(r.payload)])
+      }
+    }
+    return summary
+  }
+
+  /// The batch in one canonical order (user, then ids), so concurrent writers on other instances
+  /// lock rows in the same order and do not deadlock. Stable: updates of one record keep their order.
+  private static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
+    stableSorted(batch) { [$0.user.appId, $0.user.environment.rawValue, $0.user.userId] }
+  }
+
+  private static func stableSorted<T, K: Comparable>(_ items: [T], by key: (T) -> K) -> [T] {
+    items.enumerated().sorted { (key($0.element), $0.offset) < (key($1.element), $1.offset) }
+      .map(\.element)
+  }
+
+  private static func stableSorted<T>(_ items: [T], by key: (T) -> [String]) -> [T] {
+    items.enumerated().sorted { a, b in
+      let (ka, kb) = (key(a.element), key(b.element))
+      return ka == kb ? a.offset < b.offset : ka.lexicographicallyPrecedes(kb)
+    }.map(\.element)
+  }
+
+  /// Upserts one transaction; returns whether it wrote. The stored version is read `FOR UPDATE`, so
+  /// no other instance changes it between the domain's decision and the write.
+  private static func upsert(_ t: EncodedTransaction, key: Int64, _ db: PGConnection)
+    throws(StoreError) -> Bool
+  {
+    let values: [PGValue] = [
+      .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
+      .optional(t.signedMs), .bytes(t.payload),
+    ]
+    for _ in 0..<3 {
+      if let stored = try db.first(
+        PostgresQueries.storedTransaction, [.int(key), .text(t.transactionId)])
+      {
+        let bytes = stored.bytes(0)
+        if bytes == t.payload { return false }
+        let old = try PayloadCodec.decodeTransaction(
+          bytes, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
+          purchaseDate: t.purchaseMs)
+        if !t.transaction.supersedes(old) { return false }
+        return try db.run(PostgresQueries.updateTransaction, values) == 1
+      }
+      // Absent: insert; if another instance inserted it meanwhile, read its version and decide.
+      if try db.run(PostgresQueries.insertTransaction, values) == 1 { return true }
+    }
+    throw StoreError(.internalError, "cannot upsert transaction \(t.transactionId)")
+  }
+
+  /// See ``Store/ingest(_:)``.
+  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+    try StoreValidation.validate(batch)
+    let encoded = batch.map(EncodedPurchases.init)
+    return try await pool.transaction { db throws(StoreError) in try Self.apply(encoded, db) }
+  }
+
+  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``. The primary key of
+  /// `notifications` decides, in the same transaction as the data: a second instance applying the
+  /// same notification waits for the first one's commit, then finds the id taken.
+  public func applyNotification(
+    appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
+  ) async throws(StoreError) -> Bool {
+    try StoreValidation.validate(updates)
+    let encoded = updates.map(EncodedPurchases.init)
+    return try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      let claimed = try db.run(
+        """
+        INSERT INTO notifications(app_id, notification_id, received_ms) VALUES($1, $2, $3)
+        ON CONFLICT (app_id, notification_id) DO NOTHING
+        """, [.text(appId), .text(notificationId), .int(receivedMs)])
+      guard claimed == 1 else { return false }
+      _ = try Self.apply(encoded, db)
+      return true
+    }
+  }
+
+  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
+    try await pool.run { db throws(StoreError) in
+      try db.run("DELETE FROM notifications WHERE received_ms < $1", [.int(receivedBeforeMs)])
+    }
+  }
+
+  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  public func isNotificationProcessed(appId: String, notificationId: String)
+    async throws(StoreError) -> Bool
+  {
+    try await pool.run { db throws(StoreError) in
+      try exists(
+        db, "SELECT 1 FROM notifications WHERE app_id = $1 AND notification_id = $2",
+        [.text(appId), .text(notificationId)])
+    }
+  }
+
+  /// See ``Store/history(of:)``.
+  public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
+    try await histories(appId: user.appId, environment: user.environment, userIds: [user.userId])[0]
+  }
+
+  /// See ``Store/histories(appId:environment:userIds:)``. One statement for the whole batch.
+  public func histories(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [UserHistory] {
+    if userIds.isEmpty { return [] }
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.histories,
+        [.text(appId), .text(environment.rawValue), .textArray(Array(Set(userIds)))])
+    }
+    var byUser: [String: UserHistory] = [:]
+    for r in rows {
+      let userId = r.text(0)
+      var h =
+        byUser[userId]
+        ?? UserHistory(user: UserKey(appId: appId, environment: environment, userId: userId))
+      if r.int(1) == 0 {
+        h.transactions.append(
+          try PayloadCodec.decodeTransaction(
+            r.bytes(5), transactionId: r.text(2), originalTransactionId: r.text(3),
+            purchaseDate: r.int(4)))
+      } else {
+        h.renewalInfos.append(
+          try PayloadCodec.decodeRenewalInfo(r.bytes(5), originalTransactionId: r.text(3)))
+      }
+      byUser[userId] = h
+    }
+    return userIds.map { id in
+      guard var h = byUser[id] else {
+        return UserHistory(user: UserKey(appId: appId, environment: environment, userId: id))
+      }
+      h.transactions.sort {
+        ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
+      }
+      h.renewalInfos.sort { $0.originalTransactionId < $1.originalTransactionId }
+      return h
+    }
+  }
+
+  /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
+  public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
+    -> Page<Transaction>
+  {
+    var afterMs = Int64.min
+    var afterId = ""
+    if let cursor = page.cursor {
+      guard let colon = cursor.firstIndex(of: ":"), let ms = Int64(cursor[..<colon]) else {
+        throw StoreError(.invalidArgument, "invalid page cursor")
+      }
+      afterMs = ms
+      afterId = String(cursor[cursor.index(after: colon)...])
+    }
+    let limit = page.limit
+    let (ms, id) = (afterMs, afterId)
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.transactionPage,
+        [
+          .text(user.appId), .text(user.environment.rawValue), .text(user.userId), .int(ms),
+          .text(id), .int(Int64(limit + 1)),
+        ])
+    }
+    let items = try Self.map(rows) { r throws(StoreError) in
+      try PayloadCodec.decodeTransaction(
+        r.bytes(3), transactionId: r.text(0), originalTransactionId: r.text(1),
+        purchaseDate: r.int(2))
+    }
+    return makePage(items, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
+  }
+
+  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  public func users(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [String] {
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.usersByOriginalTransaction,
+        [.text(originalTransactionId), .text(appId), .text(environment.rawValue)])
+    }
+    return rows.map { $0.text(0) }
+  }
+
+  /// See ``Store/listUsers(appId:environment:page:)``.
+  public func listUsers(
+    appId: String, environment: Environment, page: PageRequest
+  ) async throws(StoreError) -> Page<String> {
+    let limit = page.limit
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        SELECT user_id FROM users WHERE app_id = $1 AND environment = $2 AND user_id > $3
+        ORDER BY user_id LIMIT $4
+        """,
+        [
+          .text(appId), .text(environment.rawValue), .text(page.cursor ?? ""),
+          .int(Int64(limit + 1)),
+        ])
+    }
+    return makePage(rows.map { $0.text(0) }, limit: limit) { $0 }
+  }
+
+  // MARK: Stored receipts
+
+  /// See ``Store/saveReceipt(_:)``.
+  public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
+    try StoreValidation.validate(receipt)
+    try await pool.transaction { db throws(StoreError) in
+      guard
+        try exists(
+          db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(receipt.user.appId)])
+      else { throw StoreError.notFound("app", receipt.user.appId) }
+      let key = try Self.userKey(db, receipt.user)
+      try db.run(
+        """
+        INSERT INTO receipts(user_key, receipt_data, last_verified_ms, next_due_ms, failure_count)
+        VALUES($1, $2, $3, $4, $5)
+        ON CONFLICT (user_key) DO UPDATE SET
+          receipt_data = excluded.receipt_data, last_verified_ms = excluded.last_verified_ms,
+          next_due_ms = excluded.next_due_ms, failure_count = excluded.failure_count
+        """,
+        [
+          .int(key), .text(receipt.receiptData), .optional(receipt.lastVerifiedMs),
+          .optional(receipt.nextDueMs), .int(Int64(receipt.failureCount)),
+        ])
+    }
+  }
+
+  /// See ``Store/receipt(of:)``.
+  public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        """
+        SELECT r.receipt_data, r.last_verified_ms, r.next_due_ms, r.failure_count
+        FROM users u JOIN receipts r ON r.user_key = u.user_key
+        WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = $3
+        """, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)])
+    }
+    return row.map { r in
+      StoredReceipt(
+        user: user, receiptData: r.text(0), lastVerifiedMs: r.optionalInt(1),
+        nextDueMs: r.optionalInt(2), failureCount: Int(r.int(3)))
+    }
+  }
+
+  /// See ``Store/dueReceipts(atMs:limit:)``. A range read of the partial index `receipts_by_due`.
+  /// Every instance sees the same due receipts (this is a read, not a claim).
+  public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
+    let n = Int64(min(max(limit, 1), 1000))
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        SELECT u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms,
+          r.next_due_ms, r.failure_count FROM receipts r JOIN users u ON u.user_key = r.user_key
+        WHERE r.next_due_ms <= $1 ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id
+        LIMIT $2
+        """, [.int(atMs), .int(n)])
+    }
+    return try Self.map(rows) { r throws(StoreError) in
+      guard let environment = Environment(rawValue: r.text(1)) else {
+        throw StoreError(.corrupt, "user of app \(r.text(0)) has unknown environment \(r.text(1))")
+      }
+      return StoredReceipt(
+        user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
+        receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
+        failureCount: Int(r.int(6)))
+    }
+  }
+
+  /// Runs `sql` (whose first parameters are app, environment and user id) on the user's receipt
+  /// row; `notFound` if there is none.
+  private func updateReceipt(_ user: UserKey, _ sql: String, _ values: [PGValue])
+    async throws(StoreError)
+  {
+    let changed = try await pool.run { db throws(StoreError) in
+      try db.run(
+        sql, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)] + values)
+    }
+    if changed == 0 { throw StoreError.notFound("receipt of user", user.userId) }
+  }
+
+  private static let receiptOfUser = """
+    user_key = (SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3)
+    """
+
+  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  public func markReceiptVerified(
+    user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
+  ) async throws(StoreError) {
+    if let receiptData, receiptData.isEmpty {
+      throw StoreError(.invalidArgument, "receipt: receipt_data is empty")
+    }
+    try await updateReceipt(
+      user,
+      """
+      UPDATE receipts SET last_verified_ms = $4, next_due_ms = $5, failure_count = 0,
+        receipt_data = COALESCE($6::text, receipt_data) WHERE \(Self.receiptOfUser)
+      """, [.int(atMs), .optional(nextDueMs), .optional(receiptData)])
+  }
+
+  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
+    async throws(StoreError)
+  {
+    if failureCount < 0 { throw StoreError(.invalidArgument, "receipt: failure_count is negative") }
+    try await updateReceipt(
+      user,
+      "UPDATE receipts SET next_due_ms = $4, failure_count = $5 WHERE \(Self.receiptOfUser)",
+      [.optional(nextDueMs), .int(Int64(failureCount))])
+  }
+
+  // MARK: Audit
+
+  /// See ``Store/appendAudit(_:)``.
+  public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        """
+        INSERT INTO audit_log(tenant_id, at_ms, actor_key_id, action, resource, details)
+        VALUES($1, $2, $3, $4, $5, $6) RETURNING sequence
+        """,
+        [
+          .optional(entry.tenantId), .int(entry.atMs), .text(entry.actorKeyId),
+          .text(entry.action), .text(entry.resource), .text(entry.details),
+        ])
+    }
+    guard let row else { throw StoreError(.internalError, "INSERT … RETURNING returned no row") }
+    var e = entry
+    e.sequence = row.int(0)
+    return e
+  }
+
+  /// See ``Store/auditLog(tenantId:page:)``.
+  public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
+    AuditEntry
+  > {
+    var after: Int64 = 0
+    if let cursor = page.cursor {
+      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      after = n
+    }
+    let limit = page.limit
+    let start = after
+    let columns =
+      "SELECT sequence, tenant_id, at_ms, actor_key_id, action, resource, details FROM audit_log"
+    let rows = try await pool.run { db throws(StoreError) in
+      if let tenantId {
+        return try db.query(
+          columns + " WHERE tenant_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+          [.text(tenantId), .int(start), .int(Int64(limit + 1))])
+      }
+      return try db.query(
+        columns + " WHERE tenant_id IS NULL AND sequence > $1 ORDER BY sequence LIMIT $2",
+        [.int(start), .int(Int64(limit + 1))])
+    }
+    let entries = rows.map { r in
+      AuditEntry(
+        sequence: r.int(0), tenantId: r.optionalText(1), atMs: r.int(2), actorKeyId: r.text(3),
+        action: r.text(4), resource: r.text(5), details: r.text(6))
+    }
+    return makePage(entries, limit: limit) { String($0.sequence) }
+  }
+}

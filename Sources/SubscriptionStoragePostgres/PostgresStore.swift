@@ -1,0 +1,88 @@
+import Foundation
+import SubscriptionStorage
+import Synchronization
+
+/// The PostgreSQL ``Store``, for deployments of several `substatusd` instances sharing one database.
+///
+/// - Threads: libpq calls block, so they run on a small pool of dedicated threads, each owning one
+///   connection; callers await a continuation and never block their own thread.
+/// - Statements are prepared once per connection; results come back in libpq's binary format.
+/// - Durability: a method returns after `COMMIT`, which PostgreSQL makes durable (WAL flushed with the
+///   server's default `synchronous_commit=on`).
+/// - Concurrency across instances: every upsert runs in one READ COMMITTED transaction. A transaction
+///   is upserted after its stored version was read `FOR UPDATE`, so the domain's
+///   ``SubscriptionDomain/Transaction/supersedes(_:)`` decides on the row no other instance can
+///   change meanwhile; renewal infos use `INSERT … ON CONFLICT … DO UPDATE … WHERE` (the signed-date
+///   rule in SQL); a notification id is claimed by the primary key of `notifications` in the same
+///   transaction as its data, so one notification delivered to two instances is applied once.
+///   Deadlocks between instances are retried.
+/// - No read cache: another instance may change any row, so tenants, apps and keys are read from the
+///   database every time (primary-key lookups).
+/// - Schema: versioned migrations at start under an advisory lock; a newer schema is refused.
+///
+/// ```swift
+/// let store = try PostgresStore(configuration: .init(url: "postgres://substatus@db:5432/substatus", keyring: keyring))
+/// defer { store.close() }
+/// ```
+public final class PostgresStore: Sendable {
+  /// How the store connects.
+  public struct Configuration: Sendable {
+    /// A libpq connection URI (`postgres://user@host:port/db?sslmode=require`) or key=value string.
+    public var url: String
+    /// The master keys that seal shared secrets; every instance of a deployment needs the same ones.
+    public var keyring: MasterKeyring?
+    /// Connections (and threads) per instance. Default 4.
+    public var poolSize: Int
+
+    /// Creates a configuration.
+    /// - Parameters:
+    ///   - url: the libpq connection URI.
+    ///   - keyring: the master keys.
+    ///   - poolSize: connections per instance.
+    public init(url: String, keyring: MasterKeyring? = nil, poolSize: Int = 4) {
+      self.url = url
+      self.keyring = keyring
+      self.poolSize = poolSize
+    }
+  }
+
+  /// The configuration it was opened with.
+  public let configuration: Configuration
+  /// The schema version of the database.
+  public let schemaVersion: Int
+  /// The newest schema version this build knows.
+  public static var latestSchemaVersion: Int { PostgresSchema.latestVersion }
+  let pool: PGPool
+  private let closed = Mutex(false)
+  /// Last-used times already written per key id by this instance (`touchApiKey` coalescing).
+  let touchedKeys = Mutex<[String: Int64]>([:])
+
+  /// Connects, applies pending migrations and starts the pool threads.
+  /// - Throws: `StoreError.unavailable` when the server cannot be reached, `.newerSchema` for a
+  ///   database migrated by a newer substatus.
+  public init(configuration: Configuration) throws(StoreError) {
+    self.configuration = configuration
+    var connections: [PGConnection] = []
+    for _ in 0..<max(1, configuration.poolSize) {
+      connections.append(try PGConnection(conninfo: configuration.url))
+    }
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    schemaVersion = try PostgresSchema.migrate(connections[0], now: now)
+    pool = PGPool(connections: connections, conninfo: configuration.url)
+  }
+
+  /// Finishes queued work, stops the threads and closes the connections. Idempotent.
+  public func close() {
+    let wasClosed = closed.withLock { c -> Bool in
+      defer { c = true }
+      return c
+    }
+    if !wasClosed { pool.close() }
+  }
+
+  /// Without an explicit ``close()`` the threads are told to finish but not waited for.
+  deinit {
+    if closed.withLock({ $0 }) { return }
+    pool.close(wait: false)
+  }
+}

@@ -1,0 +1,613 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+/// Expects `body` to throw a StoreError with `code`.
+public func expectStoreError<T>(
+  _ code: StoreError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+  _ body: () async throws -> T
+) async {
+  do {
+    _ = try await body()
+    Issue.record("expected StoreError \(code), got success", sourceLocation: sourceLocation)
+  } catch let error as StoreError {
+    #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+  } catch {
+    Issue.record("expected StoreError \(code), got \(error)", sourceLocation: sourceLocation)
+  }
+}
+
+/// Reads every page of a paged list.
+public func collectPages<T>(size: Int, _ read: (PageRequest) async throws -> Page<T>) async throws -> [[T]]
+{
+  var pages: [[T]] = []
+  var cursor: String?
+  repeat {
+    let page = try await read(PageRequest(size: size, cursor: cursor))
+    pages.append(page.items)
+    cursor = page.nextCursor
+    if pages.count > 100 {
+      Issue.record("paging does not end")
+      break
+    }
+  } while cursor != nil
+  return pages
+}
+/// The behaviour every Store implementation must have. A test target runs it against its own stores
+/// with one parameterized test:
+///
+/// ```swift
+/// @Test(arguments: StoreContract.Case.allCases)
+/// func contract(_ test: StoreContract.Case) async throws {
+///   try await withMyStore { store in try await StoreContract.run(test, store) }
+/// }
+/// ```
+public enum StoreContract {
+  /// One behaviour of the contract; each runs against a fresh, empty store.
+  public enum Case: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// tenants: create, read, conflict, not found, disable
+    case tenants
+    /// tenants page in id order without gaps or repeats
+    case tenantPaging
+    /// apps: tenant required, unique id and bundle per tenant, tenant isolation
+    case apps
+    /// policy is stored and returned
+    case policy
+    /// shared secrets: current, previous with overlap, fingerprint on the app
+    case sharedSecrets
+    /// products: upsert by id, sorted catalog, unknown app
+    case products
+    /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use
+    case apiKeys
+    /// ingest: many users in one call, history sorted by purchase, upsert by transaction id
+    case ingestAndHistory
+    /// newest signed data wins; older signed data is ignored
+    case newestWins
+    /// an ingest naming an unknown app stores nothing of the batch
+    case ingestIsAtomic
+    /// empty ids in purchase data are refused before anything is stored
+    case ingestValidation
+    /// environments and apps keep separate histories
+    case separation
+    /// notifications apply exactly once
+    case notificationDedupe
+    /// old processed notification ids can be pruned
+    case pruneNotifications
+    /// original transaction id routes to every user holding it
+    case routing
+    /// histories of many users come back in request order
+    case batchHistories
+    /// transaction history and users page in order
+    case historyPaging
+    /// audit log: append, per tenant, paged oldest first
+    case audit
+    /// concurrent writers and readers all succeed
+    case concurrency
+    /// receipts: save, read, replace; unknown app and bad input refused
+    case receiptsSaveAndRead
+    /// due receipts: at or before the time, most overdue first, limited, none without a due time
+    case dueReceipts
+    /// marking verified and rescheduling change the schedule; unknown receipts are not found
+    case receiptSchedule
+
+    /// What the case checks, as test output shows it.
+    public var testDescription: String {
+      switch self {
+      case .tenants: "tenants: create, read, conflict, not found, disable"
+      case .tenantPaging: "tenants page in id order without gaps or repeats"
+      case .apps: "apps: tenant required, unique id and bundle per tenant, tenant isolation"
+      case .policy: "policy is stored and returned"
+      case .sharedSecrets: "shared secrets: current, previous with overlap, fingerprint on the app"
+      case .products: "products: upsert by id, sorted catalog, unknown app"
+      case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
+      case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
+      case .newestWins: "newest signed data wins; older signed data is ignored"
+      case .ingestIsAtomic: "an ingest naming an unknown app stores nothing of the batch"
+      case .ingestValidation: "empty ids in purchase data are refused before anything is stored"
+      case .separation: "environments and apps keep separate histories"
+      case .notificationDedupe: "notifications apply exactly once"
+      case .pruneNotifications: "old processed notification ids can be pruned"
+      case .routing: "original transaction id routes to every user holding it"
+      case .batchHistories: "histories of many users come back in request order"
+      case .historyPaging: "transaction history and users page in order"
+      case .audit: "audit log: append, per tenant, paged oldest first"
+      case .concurrency: "concurrent writers and readers all succeed"
+      case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
+      case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
+      case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
+      }
+    }
+  }
+
+  /// Runs one case against `store`, which must be fresh and empty.
+  public static func run(_ test: Case, _ store: any Store) async throws {
+    switch test {
+    case .tenants: try await tenants(store)
+    case .tenantPaging: try await tenantPaging(store)
+    case .apps: try await apps(store)
+    case .policy: try await policy(store)
+    case .sharedSecrets: try await sharedSecrets(store)
+    case .products: try await products(store)
+    case .apiKeys: try await apiKeys(store)
+    case .ingestAndHistory: try await ingestAndHistory(store)
+    case .newestWins: try await newestWins(store)
+    case .ingestIsAtomic: try await ingestIsAtomic(store)
+    case .ingestValidation: try await ingestValidation(store)
+    case .separation: try await separation(store)
+    case .notificationDedupe: try await notificationDedupe(store)
+    case .pruneNotifications: try await pruneNotifications(store)
+    case .routing: try await routing(store)
+    case .batchHistories: try await batchHistories(store)
+    case .historyPaging: try await historyPaging(store)
+    case .audit: try await audit(store)
+    case .concurrency: try await concurrency(store)
+    case .receiptsSaveAndRead: try await receiptsSaveAndRead(store)
+    case .dueReceipts: try await dueReceipts(store)
+    case .receiptSchedule: try await receiptSchedule(store)
+    }
+  }
+  /// tenants: create, read, conflict, not found, disable
+  static func tenants(_ store: any Store) async throws {
+    try await store.createTenant(Fixture.tenant("t1"))
+    #expect(try await store.tenant(id: "t1") == Fixture.tenant("t1"))
+    await expectStoreError(.alreadyExists) { try await store.createTenant(Fixture.tenant("t1")) }
+    await expectStoreError(.notFound) { try await store.tenant(id: "nope") }
+    let disabled = try await store.setTenantDisabled(id: "t1", disabled: true)
+    #expect(disabled.disabled)
+    #expect(try await store.tenant(id: "t1").disabled)
+    await expectStoreError(.notFound) {
+      try await store.setTenantDisabled(id: "nope", disabled: true)
+    }
+  }
+
+  /// tenants page in id order without gaps or repeats
+  static func tenantPaging(_ store: any Store) async throws {
+    for i in [3, 1, 5, 2, 4] { try await store.createTenant(Fixture.tenant("t\(i)")) }
+    let pages = try await collectPages(size: 2) { try await store.listTenants(page: $0) }
+    #expect(pages.map { $0.map(\.tenantId) } == [["t1", "t2"], ["t3", "t4"], ["t5"]])
+  }
+
+  /// apps: tenant required, unique id and bundle per tenant, tenant isolation
+  static func apps(_ store: any Store) async throws {
+    await expectStoreError(.notFound) { try await store.createApp(Fixture.app("a1")) }
+    try await store.createTenant(Fixture.tenant("t1"))
+    try await store.createTenant(Fixture.tenant("t2"))
+    try await store.createApp(Fixture.app("a1"))
+    #expect(try await store.app(id: "a1") == Fixture.app("a1"))
+    #expect(try await store.app(tenantId: "t1", appId: "a1") == Fixture.app("a1"))
+    await expectStoreError(.notFound) { try await store.app(tenantId: "t2", appId: "a1") }
+    await expectStoreError(.notFound) { try await store.app(id: "zz") }
+    await expectStoreError(.alreadyExists) {
+      try await store.createApp(Fixture.app("a1", bundle: "other"))
+    }
+    await expectStoreError(.alreadyExists) {
+      try await store.createApp(Fixture.app("a2", bundle: "com.example.a1"))
+    }
+    // The same bundle id in another tenant is another app.
+    try await store.createApp(Fixture.app("a3", tenant: "t2", bundle: "com.example.a1"))
+    try await store.createApp(Fixture.app("a2"))
+    var noAppleId = Fixture.app("a4")
+    noAppleId.appleAppId = nil
+    try await store.createApp(noAppleId)
+    #expect(try await store.app(id: "a4").appleAppId == nil)
+    let pages = try await collectPages(size: 2) {
+      try await store.listApps(tenantId: "t1", page: $0)
+    }
+    #expect(pages.map { $0.map(\.appId) } == [["a1", "a2"], ["a4"]])
+    #expect(
+      try await store.listApps(tenantId: "t2", page: PageRequest()).items.map(\.appId) == ["a3"])
+  }
+
+  /// policy is stored and returned
+  static func policy(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let policy = EligibilityPolicy(
+      refundsBlockIntro: true, lapsedSubscribersGetIntro: false, billingRetryEntitled: true,
+      promoScope: .app)
+    #expect(try await store.app(id: "a1").policy == .default)  // read first: no stale cache after
+    let updated = try await store.setPolicy(appId: "a1", policy: policy)
+    #expect(updated.policy == policy)
+    #expect(try await store.app(id: "a1").policy == policy)
+    await expectStoreError(.notFound) { try await store.setPolicy(appId: "zz", policy: policy) }
+  }
+
+  /// shared secrets: current, previous with overlap, fingerprint on the app
+  static func sharedSecrets(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    #expect(try await store.sharedSecrets(appId: "a1") == nil)
+    await expectStoreError(.notFound) {
+      try await store.setSharedSecret(appId: "zz", secret: "s", atMs: 1, previousValidUntilMs: 2)
+    }
+    let f1 = try await store.setSharedSecret(
+      appId: "a1", secret: "first-secret", atMs: 10, previousValidUntilMs: 0)
+    #expect(f1 == SecretFingerprint.of("first-secret"))
+    let one = try #require(try await store.sharedSecrets(appId: "a1"))
+    #expect(
+      one.current == SharedSecretVersion(secret: "first-secret", fingerprint: f1, setMs: 10))
+    #expect(one.previous == nil)
+    #expect(one.valid(at: 11).map(\.secret) == ["first-secret"])
+    #expect(try await store.app(tenantId: "t1", appId: "a1").sharedSecretFingerprint == f1)
+    #expect(try await store.app(id: "a1").sharedSecretFingerprint == f1)
+
+    let f2 = try await store.setSharedSecret(
+      appId: "a1", secret: "second-secret", atMs: 20, previousValidUntilMs: 100)
+    let two = try #require(try await store.sharedSecrets(appId: "a1"))
+    #expect(two.current.secret == "second-secret")
+    #expect(two.previous?.secret == "first-secret")
+    #expect(two.previousValidUntilMs == 100)
+    #expect(two.valid(at: 99).map(\.secret) == ["second-secret", "first-secret"])
+    #expect(two.valid(at: 100).map(\.secret) == ["second-secret"])
+    #expect(try await store.app(id: "a1").sharedSecretFingerprint == f2)
+  }
+
+  /// products: upsert by id, sorted catalog, unknown app
+  static func products(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let monthly = Product(
+      productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1",
+      duration: try ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
+      promotionalOfferIds: ["promo1"])
+    let lifetime = Product(productId: "lifetime", type: .nonConsumable)
+    try await store.putProducts(appId: "a1", products: [monthly, lifetime])
+    #expect(try await store.products(appId: "a1") == [lifetime, monthly])
+    var changed = monthly
+    changed.hasIntroductoryOffer = false
+    try await store.putProducts(appId: "a1", products: [changed])
+    #expect(try await store.products(appId: "a1") == [lifetime, changed])
+    await expectStoreError(.notFound) {
+      try await store.putProducts(appId: "zz", products: [monthly])
+    }
+    await expectStoreError(.notFound) { try await store.products(appId: "zz") }
+  }
+
+  /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use
+  static func apiKeys(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await store.createTenant(Fixture.tenant("t2"))
+    let admin = Fixture.key("k1")
+    let reader = Fixture.key("k2", role: .read, apps: ["a1"])
+    let other = Fixture.key("k3", tenant: "t2", role: .ingest)
+    let op = Fixture.key("k0", tenant: nil, role: .operator)
+    for k in [admin, reader, other, op] { try await store.createApiKey(k) }
+    #expect(try await store.apiKey(hash: SHA256.hash("secret-of-k2")) == reader)
+    #expect(try await store.apiKey(hash: SHA256.hash("secret-of-k0")) == op)
+    #expect(try await store.apiKey(hash: SHA256.hash("unknown")) == nil)
+    await expectStoreError(.alreadyExists) { try await store.createApiKey(admin) }
+    var sameHash = Fixture.key("k9")
+    sameHash.keyHash = admin.keyHash
+    await expectStoreError(.alreadyExists) { try await store.createApiKey(sameHash) }
+    await expectStoreError(.invalidArgument) {
+      try await store.createApiKey(Fixture.key("k8", tenant: "t1", role: .operator))
+    }
+    await expectStoreError(.invalidArgument) {
+      try await store.createApiKey(Fixture.key("k7", tenant: nil, role: .read))
+    }
+    await expectStoreError(.notFound) {
+      try await store.createApiKey(Fixture.key("k6", tenant: "nope"))
+    }
+
+    #expect(
+      try await store.listApiKeys(tenantId: "t1", page: PageRequest()).items == [admin, reader])
+    #expect(try await store.listApiKeys(tenantId: nil, page: PageRequest()).items == [op])
+    let pages = try await collectPages(size: 1) {
+      try await store.listApiKeys(tenantId: "t1", page: $0)
+    }
+    #expect(pages.map { $0.map(\.keyId) } == [["k1"], ["k2"]])
+
+    #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == false)  // read before the change
+    #expect(try await store.apiKey(hash: reader.keyHash)?.lastUsedMs == nil)
+    await expectStoreError(.notFound) {
+      try await store.revokeApiKey(tenantId: "t2", keyId: "k1", atMs: 5)
+    }
+    let revoked = try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 5_000)
+    #expect(revoked.revokedMs == 5_000)
+    #expect(
+      try await store.revokeApiKey(tenantId: "t1", keyId: "k1", atMs: 9_000).revokedMs == 5_000)
+    #expect(try await store.apiKey(hash: admin.keyHash)?.isRevoked == true)
+
+    try await store.touchApiKey(keyId: "k2", atMs: 7_000)
+    #expect(try await store.apiKey(hash: reader.keyHash)?.lastUsedMs == 7_000)
+  }
+
+  /// ingest: many users in one call, history sorted by purchase, upsert by transaction id
+  static func ingestAndHistory(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let t1 = Fixture.transaction("1000", purchase: 300, expires: 400)
+    let t2 = Fixture.transaction(
+      "999", original: "1000", purchase: 100, expires: 200, trial: true)
+    let t3 = Fixture.transaction("2000", purchase: 50)
+    let summary = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u1"), transactions: [t1, t2], renewalInfos: [Fixture.renewal("1000")]),
+      UserPurchases(user: Fixture.user("u2"), transactions: [t3]),
+    ])
+    #expect(summary == IngestSummary(transactionsWritten: 3, renewalInfosWritten: 1))
+    let h1 = try await store.history(of: Fixture.user("u1"))
+    #expect(h1.transactions == [t2, t1])
+    #expect(h1.renewalInfos == [Fixture.renewal("1000")])
+    #expect(try await store.history(of: Fixture.user("u2")).transactions == [t3])
+    #expect(try await store.history(of: Fixture.user("nobody")).transactions.isEmpty)
+
+    // The same data again changes nothing; new data for an id replaces the old.
+    let again = try await store.ingest([
+      UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2])
+    ])
+    #expect(again.transactionsWritten == 0)
+    let refunded = Fixture.transaction("1000", purchase: 300, expires: 400, revoked: 350)
+    let r = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u1"), transactions: [refunded],
+        renewalInfos: [Fixture.renewal("1000", retry: true)])
+    ])
+    #expect(r == IngestSummary(transactionsWritten: 1, renewalInfosWritten: 1))
+    let h2 = try await store.history(of: Fixture.user("u1"))
+    #expect(h2.transactions == [t2, refunded])
+    #expect(h2.renewalInfos.first?.isInBillingRetryPeriod == true)
+  }
+
+  /// newest signed data wins; older signed data is ignored
+  static func newestWins(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let user = Fixture.user("u1")
+    let newer = Fixture.transaction("1", purchase: 10, expires: 20, signed: 500)
+    let older = Fixture.transaction("1", purchase: 10, expires: 15, signed: 400)
+    _ = try await store.ingest([
+      UserPurchases(
+        user: user, transactions: [newer], renewalInfos: [Fixture.renewal("1", signed: 500)])
+    ])
+    let s = try await store.ingest([
+      UserPurchases(
+        user: user, transactions: [older],
+        renewalInfos: [Fixture.renewal("1", signed: 400, retry: true)])
+    ])
+    #expect(s == IngestSummary())
+    let h = try await store.history(of: user)
+    #expect(h.transactions == [newer])
+    #expect(h.renewalInfos == [Fixture.renewal("1", signed: 500)])
+    let newest = Fixture.transaction("1", purchase: 10, expires: 30, signed: 600)
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [newest])])
+    #expect(try await store.history(of: user).transactions == [newest])
+  }
+
+  /// an ingest naming an unknown app stores nothing of the batch
+  static func ingestIsAtomic(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    await expectStoreError(.notFound) {
+      try await store.ingest([
+        UserPurchases(
+          user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)]),
+        UserPurchases(
+          user: Fixture.user("u2", app: "nope"),
+          transactions: [Fixture.transaction("2", purchase: 1)]),
+      ])
+    }
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+  }
+
+  /// empty ids in purchase data are refused before anything is stored
+  static func ingestValidation(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let good = UserPurchases(
+      user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
+    for bad in [
+      UserPurchases(
+        user: Fixture.user(""), transactions: [Fixture.transaction("2", purchase: 1)]),
+      UserPurchases(
+        user: Fixture.user("u2"), transactions: [Fixture.transaction("", purchase: 1)]),
+      UserPurchases(user: Fixture.user("u2"), renewalInfos: [Fixture.renewal("")]),
+    ] {
+      await expectStoreError(.invalidArgument) { try await store.ingest([good, bad]) }
+      await expectStoreError(.invalidArgument) {
+        try await store.applyNotification(
+          appId: "a1", notificationId: "n", receivedMs: 1, updates: [bad])
+      }
+    }
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
+    #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n"))
+  }
+
+  /// environments and apps keep separate histories
+  static func separation(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await store.createApp(Fixture.app("a2"))
+    let prod = Fixture.transaction("1", purchase: 1)
+    let sandbox = Fixture.transaction("2", purchase: 2)
+    _ = try await store.ingest([
+      UserPurchases(user: Fixture.user("u1"), transactions: [prod]),
+      UserPurchases(user: Fixture.user("u1", environment: .sandbox), transactions: [sandbox]),
+    ])
+    #expect(try await store.history(of: Fixture.user("u1")).transactions == [prod])
+    #expect(
+      try await store.history(of: Fixture.user("u1", environment: .sandbox)).transactions == [
+        sandbox
+      ])
+    #expect(try await store.history(of: Fixture.user("u1", app: "a2")).transactions.isEmpty)
+  }
+
+  /// notifications apply exactly once
+  static func notificationDedupe(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let user = Fixture.user("u1")
+    #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n1"))
+    let first = try await store.applyNotification(
+      appId: "a1", notificationId: "n1", receivedMs: 5,
+      updates: [UserPurchases(user: user, transactions: [Fixture.transaction("1", purchase: 1)])])
+    #expect(first)
+    #expect(try await store.isNotificationProcessed(appId: "a1", notificationId: "n1"))
+    let second = try await store.applyNotification(
+      appId: "a1", notificationId: "n1", receivedMs: 6,
+      updates: [UserPurchases(user: user, transactions: [Fixture.transaction("2", purchase: 2)])])
+    #expect(!second)
+    #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["1"])
+    // The same id for another app is another notification.
+    try await store.createApp(Fixture.app("a2"))
+    #expect(
+      try await store.applyNotification(
+        appId: "a2", notificationId: "n1", receivedMs: 7, updates: []))
+    await expectStoreError(.notFound) {
+      try await store.applyNotification(
+        appId: "zz", notificationId: "n1", receivedMs: 7, updates: [])
+    }
+    // A notification whose data names an unknown app is not recorded either.
+    await expectStoreError(.notFound) {
+      try await store.applyNotification(
+        appId: "a1", notificationId: "n2", receivedMs: 8,
+        updates: [
+          UserPurchases(
+            user: Fixture.user("u1", app: "zz"),
+            transactions: [Fixture.transaction("3", purchase: 3)])
+        ])
+    }
+    #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "n2"))
+  }
+
+  /// old processed notification ids can be pruned
+  static func pruneNotifications(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    for (id, ms) in [("old1", 100), ("old2", 199), ("new", 200)] {
+      _ = try await store.applyNotification(
+        appId: "a1", notificationId: id, receivedMs: Int64(ms), updates: [])
+    }
+    #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 2)
+    #expect(try await !store.isNotificationProcessed(appId: "a1", notificationId: "old1"))
+    #expect(try await store.isNotificationProcessed(appId: "a1", notificationId: "new"))
+    #expect(try await store.pruneNotifications(receivedBeforeMs: 200) == 0)
+  }
+
+  /// original transaction id routes to every user holding it
+  static func routing(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    _ = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u2"),
+        transactions: [Fixture.transaction("11", original: "10", purchase: 2)]),
+      UserPurchases(
+        user: Fixture.user("u1"), transactions: [Fixture.transaction("10", purchase: 1)]),
+      UserPurchases(
+        user: Fixture.user("u3"), transactions: [Fixture.transaction("20", purchase: 1)]),
+      UserPurchases(
+        user: Fixture.user("u4", environment: .sandbox),
+        transactions: [Fixture.transaction("10", purchase: 1)]),
+    ])
+    #expect(
+      try await store.users(appId: "a1", environment: .production, originalTransactionId: "10")
+        == ["u1", "u2"])
+    #expect(
+      try await store.users(appId: "a1", environment: .sandbox, originalTransactionId: "10") == [
+        "u4"
+      ])
+    #expect(
+      try await store.users(appId: "a1", environment: .production, originalTransactionId: "99")
+        .isEmpty)
+  }
+
+  /// histories of many users come back in request order
+  static func batchHistories(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    _ = try await store.ingest(
+      (1...5).map { i in
+        UserPurchases(
+          user: Fixture.user("u\(i)"),
+          transactions: [Fixture.transaction("\(i)", purchase: Int64(i))])
+      })
+    let hs = try await store.histories(
+      appId: "a1", environment: .production, userIds: ["u3", "nobody", "u1"])
+    #expect(hs.map(\.user.userId) == ["u3", "nobody", "u1"])
+    #expect(hs.map { $0.transactions.map(\.transactionId) } == [["3"], [], ["1"]])
+  }
+
+  /// transaction history and users page in order
+  static func historyPaging(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let user = Fixture.user("u1")
+    // Two transactions share a purchase time: the id breaks the tie.
+    let txs = [
+      Fixture.transaction("c", purchase: 30), Fixture.transaction("a", purchase: 10),
+      Fixture.transaction("b2", purchase: 20), Fixture.transaction("b1", purchase: 20),
+      Fixture.transaction("d", purchase: 40),
+    ]
+    _ = try await store.ingest([UserPurchases(user: user, transactions: txs)])
+    let pages = try await collectPages(size: 2) {
+      try await store.transactions(of: user, page: $0)
+    }
+    #expect(pages.map { $0.map(\.transactionId) } == [["a", "b1"], ["b2", "c"], ["d"]])
+    #expect(
+      try await store.transactions(of: Fixture.user("nobody"), page: PageRequest()).items.isEmpty)
+    await expectStoreError(.invalidArgument) {
+      try await store.transactions(of: user, page: PageRequest(size: 2, cursor: "garbage"))
+    }
+
+    _ = try await store.ingest(
+      (1...5).map { i in
+        UserPurchases(
+          user: Fixture.user("v\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
+      })
+    let users = try await collectPages(size: 4) {
+      try await store.listUsers(appId: "a1", environment: .production, page: $0)
+    }
+    #expect(users == [["u1", "v1", "v2", "v3"], ["v4", "v5"]])
+  }
+
+  /// audit log: append, per tenant, paged oldest first
+  static func audit(_ store: any Store) async throws {
+    var appended: [AuditEntry] = []
+    for i in 0..<5 {
+      appended.append(
+        try await store.appendAudit(
+          AuditEntry(
+            tenantId: i == 2 ? "t2" : "t1", atMs: Int64(i), actorKeyId: "k1",
+            action: "RegisterApp",
+            resource: "apps/a\(i)", details: "bundle com.example.a\(i)")))
+    }
+    _ = try await store.appendAudit(
+      AuditEntry(
+        tenantId: nil, atMs: 9, actorKeyId: "op", action: "CreateTenant", resource: "tenants/t1"))
+    #expect(Set(appended.map(\.sequence)).count == 5)
+    let pages = try await collectPages(size: 3) {
+      try await store.auditLog(tenantId: "t1", page: $0)
+    }
+    #expect(
+      pages.map { $0.map(\.resource) } == [["apps/a0", "apps/a1", "apps/a3"], ["apps/a4"]])
+    #expect(pages[0][0] == appended[0])
+    #expect(
+      try await store.auditLog(tenantId: nil, page: PageRequest()).items.map(\.action) == [
+        "CreateTenant"
+      ])
+    await expectStoreError(.invalidArgument) {
+      try await store.auditLog(tenantId: "t1", page: PageRequest(size: 1, cursor: "x"))
+    }
+  }
+
+  /// concurrent writers and readers all succeed
+  static func concurrency(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for w in 0..<8 {
+        group.addTask {
+          for i in 0..<25 {
+            _ = try await store.ingest([
+              UserPurchases(
+                user: Fixture.user("w\(w)"),
+                transactions: [Fixture.transaction("w\(w)-\(i)", purchase: Int64(i))])
+            ])
+          }
+        }
+      }
+      for r in 0..<8 {
+        group.addTask {
+          for _ in 0..<25 {
+            let h = try await store.history(of: Fixture.user("w\(r)"))
+            // A snapshot is a prefix of the writer's sequence: ids 0..<n, nothing torn.
+            #expect(
+              h.transactions.map(\.purchaseDate) == (0..<Int64(h.transactions.count)).map { $0 })
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+    for w in 0..<8 {
+      #expect(try await store.history(of: Fixture.user("w\(w)")).transactions.count == 25)
+    }
+  }
+}

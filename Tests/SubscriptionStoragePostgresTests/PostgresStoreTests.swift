@@ -1,0 +1,210 @@
+import Foundation
+import StoreContractTesting
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+@testable import SubscriptionStoragePostgres
+
+/// The shared contract suite (``StoreContract``) against PostgreSQL, each case on its own database.
+@Suite("PostgreSQL store contract")
+struct PostgresContractTests {
+  @Test(arguments: StoreContract.Case.allCases)
+  func contract(_ test: StoreContract.Case) async throws {
+    try await withPostgresStore { store in try await StoreContract.run(test, store) }
+  }
+}
+
+/// What only PostgreSQL has: migrations shared by instances, several instances on one database,
+/// sealed secrets across instances, lost sessions.
+@Suite("PostgreSQL store")
+struct PostgresStoreTests {
+  private func open(_ url: String, keyring: MasterKeyring? = testKeyring, poolSize: Int = 2) throws
+    -> PostgresStore
+  {
+    try PostgresStore(configuration: .init(url: url, keyring: keyring, poolSize: poolSize))
+  }
+
+  @Test func instancesStartingTogetherMigrateOnceAndANewerSchemaIsRefused() async throws {
+    let server = try await blocking { try PostgresServer.fast.get() }
+    let url = try await blocking { try server.createDatabase() }
+    let versions = try await withThrowingTaskGroup(of: Int.self) { group in
+      for _ in 0..<4 {
+        group.addTask { [self] in
+          try await blocking {
+            let store = try open(url, poolSize: 1)
+            defer { store.close() }
+            return store.schemaVersion
+          }
+        }
+      }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+    #expect(versions == Array(repeating: PostgresStore.latestSchemaVersion, count: 4))
+    let db = try PGConnection(conninfo: url)
+    let rows = try db.query("SELECT version FROM schema_version ORDER BY version")
+    #expect(rows.map { $0.int(0) } == (1...PostgresStore.latestSchemaVersion).map(Int64.init))
+    try db.run(
+      "INSERT INTO schema_version(version, description, applied_ms) VALUES($1, 'from the future', 0)",
+      [.int(Int64(PostgresStore.latestSchemaVersion + 1))])
+    await expectStoreError(.newerSchema) { try open(url) }
+  }
+
+  @Test func unreachableServerIsUnavailable() async throws {
+    let port = try freePort()
+    await expectStoreError(.unavailable) {
+      try open("postgres://postgres@127.0.0.1:\(port)/nope?connect_timeout=2")
+    }
+  }
+
+  @Test func oneNotificationAppliedByManyInstancesAtOnceIsAppliedOnce() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let stores = try (0..<3).map { _ in try open(url) }
+    defer { for s in stores { s.close() } }
+    try await Fixture.seed(stores[0])
+    for round in 0..<5 {
+      let update = UserPurchases(
+        user: Fixture.user("u\(round)"),
+        transactions: [Fixture.transaction("t\(round)", purchase: 10, expires: 20)])
+      let applied = try await withThrowingTaskGroup(of: Bool.self) { group in
+        for i in 0..<12 {
+          let store = stores[i % stores.count]
+          group.addTask {
+            try await store.applyNotification(
+              appId: "a1", notificationId: "n\(round)", receivedMs: 1, updates: [update])
+          }
+        }
+        return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+      }
+      #expect(applied == 1, "round \(round)")
+      #expect(try await stores[1].history(of: Fixture.user("u\(round)")).transactions.count == 1)
+    }
+  }
+
+  @Test func concurrentInstancesNeverLetAnOldCopyUndoARefund() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let a = try open(url)
+    let b = try open(url)
+    defer {
+      a.close()
+      b.close()
+    }
+    try await Fixture.seed(a)
+    let old = Fixture.transaction("1", purchase: 100, expires: 200)
+    let refunded = Fixture.transaction("1", purchase: 100, expires: 200, revoked: 150)
+    let renewal = Fixture.transaction("2", original: "1", purchase: 200, expires: 300)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for i in 0..<30 {
+        let (store, t) = i % 3 == 0 ? (a, refunded) : (b, old)
+        group.addTask {
+          // Both users in both orders: the store locks rows in one canonical order.
+          let batch = [
+            UserPurchases(user: Fixture.user("x"), transactions: [t, renewal]),
+            UserPurchases(user: Fixture.user("y"), transactions: [t]),
+          ]
+          _ = try await store.ingest(i % 2 == 0 ? batch : batch.reversed())
+        }
+      }
+      try await group.waitForAll()
+    }
+    for user in ["x", "y"] {
+      let h = try await b.history(of: Fixture.user(user))
+      #expect(h.transactions.first { $0.transactionId == "1" }?.revocationDate == 150, "\(user)")
+    }
+    #expect(try await a.history(of: Fixture.user("x")).transactions.count == 2)
+    let db = try PGConnection(conninfo: url)
+    #expect(try db.first("SELECT count(*) FROM users")?.int(0) == 2)
+  }
+
+  @Test func secretsAreSealedAndReadableByEveryInstanceWithTheKey() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let a = try open(url)
+    let b = try open(url)
+    let keyless = try open(url, keyring: nil)
+    let otherKey = try open(
+      url, keyring: MasterKeyring(current: try MasterKey(bytes: [UInt8](repeating: 7, count: 32))))
+    defer { for s in [a, b, keyless, otherKey] { s.close() } }
+    try await Fixture.seed(a)
+    let secret = "0123456789abcdef-not-in-the-database"
+    let fingerprint = try await a.setSharedSecret(
+      appId: "a1", secret: secret, atMs: 10, previousValidUntilMs: 20)
+    #expect(try await b.sharedSecrets(appId: "a1")?.current.secret == secret)
+    #expect(try await b.app(id: "a1").sharedSecretFingerprint == fingerprint)
+    await expectStoreError(.secretUnavailable) { try await keyless.sharedSecrets(appId: "a1") }
+    await expectStoreError(.secretUnavailable) { try await otherKey.sharedSecrets(appId: "a1") }
+    let db = try PGConnection(conninfo: url)
+    let box = try #require(try db.first("SELECT current_box FROM shared_secrets")).bytes(0)
+    #expect(!String(decoding: box, as: UTF8.self).contains("not-in-the-database"))
+  }
+
+  @Test func afterAKeyRotationResealingLetsTheOldKeyGo() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let oldKey = try MasterKey(bytes: [UInt8](repeating: 1, count: 32))
+    let newKey = try MasterKey(bytes: [UInt8](repeating: 2, count: 32))
+    let before = try open(url, keyring: MasterKeyring(current: oldKey))
+    try await Fixture.seed(before)
+    _ = try await before.setSharedSecret(appId: "a1", secret: "first", atMs: 1, previousValidUntilMs: 5)
+    _ = try await before.setSharedSecret(appId: "a1", secret: "second", atMs: 2, previousValidUntilMs: 9)
+    before.close()
+    let rotating = try open(url, keyring: MasterKeyring(current: newKey, previous: [oldKey]))
+    #expect(try await rotating.resealSecrets() == 2)
+    #expect(try await rotating.resealSecrets() == 0)
+    rotating.close()
+    let after = try open(url, keyring: MasterKeyring(current: newKey))
+    defer { after.close() }
+    let secrets = try await after.sharedSecrets(appId: "a1")
+    #expect(secrets?.current.secret == "second" && secrets?.previous?.secret == "first")
+  }
+
+  @Test func userIdsWithQuotesBackslashesCommasAndBracesReadBackInOneBatch() async throws {
+    try await withPostgresStore { store in
+      try await Fixture.seed(store)
+      let ids = [#"a"b"#, #"c\d"#, "e,f", "{g}", "NULL", " h ", "ü🙂"]
+      for (i, id) in ids.enumerated() {
+        _ = try await store.ingest([
+          UserPurchases(
+            user: Fixture.user(id), transactions: [Fixture.transaction("t\(i)", purchase: 1)])
+        ])
+      }
+      let histories = try await store.histories(
+        appId: "a1", environment: .production, userIds: ids.reversed() + ["nobody"])
+      #expect(histories.map(\.user.userId) == ids.reversed() + ["nobody"])
+      #expect(
+        histories.map { $0.transactions.map(\.transactionId) }
+          == ids.indices.reversed().map { ["t\($0)"] } + [[]])
+    }
+  }
+
+  @Test func libpqRunsOnThePoolThreadsNeverOnTheCallers() async throws {
+    try await withPostgresStore { store in
+      let names = try await withThrowingTaskGroup(of: String.self) { group in
+        for _ in 0..<8 {
+          group.addTask {
+            try await store.pool.run { _ in
+              (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+            }
+          }
+        }
+        return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+      }
+      #expect(!names.isEmpty && names.allSatisfy { $0.hasPrefix("pg-pool-") }, "\(names)")
+    }
+  }
+
+  @Test func aLostSessionIsReportedOnceThenReconnected() async throws {
+    let server = try await blocking { try PostgresServer.fast.get() }
+    let url = try await blocking { try server.createDatabase() }
+    let store = try open(url, poolSize: 1)
+    defer { store.close() }
+    try await store.createTenant(Fixture.tenant("t1"))
+    let name = String(url.split(separator: "/").last!)
+    try server.admin(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+    do {
+      _ = try await store.tenant(id: "t1")  // may fail: the session was killed under it
+    } catch {
+      #expect(error.code == .unavailable, "\(error)")
+    }
+    #expect(try await store.tenant(id: "t1").tenantId == "t1")
+  }
+}
