@@ -75,6 +75,8 @@ extension ProtoJSON {
   }
 
   static func anyJSON(_ any: Google_Protobuf_Any) -> JSONValue {
+    // An empty Any (no type, no value) is `{}`, as in the canonical mapping.
+    if any.typeURL.isEmpty && any.value.isEmpty { return .object(JSONObject()) }
     var o = JSONObject()
     o.append("@type", .string(any.typeURL))
     guard let type = ProtoFiles.messageTypes[any.packedTypeName],
@@ -95,6 +97,7 @@ extension ProtoJSON {
 
   static func any(_ value: JSONValue) throws(WireError) -> Google_Protobuf_Any {
     var fields = try object(value, "google.protobuf.Any")
+    if fields.isEmpty { return Google_Protobuf_Any() }
     guard let typeURL = fields["@type"]?.stringValue else {
       throw error("missing \"@type\"", "google.protobuf.Any")
     }
