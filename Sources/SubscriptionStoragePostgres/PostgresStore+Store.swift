@@ -23,46 +23,6 @@ private func requireApp(_ db: PGConnection, _ appId: String) throws(StoreError) 
   }
 }
 
-/// A transaction ready to write: key columns and payload, encoded before reaching a pool thread.
-private struct EncodedTransaction: Sendable {
-  var transactionId: String
-  var originalTransactionId: String
-  var purchaseMs: Int64
-  var signedMs: Int64?
-  var payload: [UInt8]
-  /// The decoded value, compared with a stored version by ``Transaction/supersedes(_:)``.
-  var transaction: Transaction
-}
-
-/// A renewal info ready to write.
-private struct EncodedRenewalInfo: Sendable {
-  var originalTransactionId: String
-  var signedMs: Int64?
-  var payload: [UInt8]
-}
-
-/// One user's encoded update.
-private struct EncodedPurchases: Sendable {
-  var user: UserKey
-  var transactions: [EncodedTransaction]
-  var renewalInfos: [EncodedRenewalInfo]
-
-  init(_ update: UserPurchases) {
-    user = update.user
-    transactions = update.transactions.map {
-      EncodedTransaction(
-        transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
-        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
-        transaction: $0)
-    }
-    renewalInfos = update.renewalInfos.map {
-      EncodedRenewalInfo(
-        originalTransactionId: $0.originalTransactionId, signedMs: $0.signedDate,
-        payload: PayloadCodec.encode($0))
-    }
-  }
-}
-
 /// The statements, named so they are prepared once per connection.
 enum PostgresQueries {
   static let tenantColumns = "SELECT tenant_id, name, disabled, created_ms FROM tenants"
