@@ -37,15 +37,7 @@ extension SubstatusService {
     try await saveReceipt(
       submitted: request.receiptData, response: response,
       user: UserKey(appId: request.appID, environment: environment, userId: request.userID), evaluation: evaluation)
-    var out = Substatus_V1_SubmitReceiptResponse()
-    out.userID = request.userID
-    out.groups = evaluation.groups.map(\.wire)
-    out.entitlements = evaluation.entitlements.map(\.wire)
-    out.asOfMs = evaluation.time
-    out.environment = environment.wire
-    out.transactionCount = Int32(clamping: total)
-    out.storedTransactionCount = Int32(clamping: written)
-    return out
+    return IngestedStatus(userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation).response()
   }
 
   func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
@@ -65,15 +57,28 @@ extension SubstatusService {
       throw invalidArgument(field, error.message)
     }
     let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
-    var out = Substatus_V1_ImportReceiptResponseResponse()
-    out.userID = request.userID
-    out.groups = evaluation.groups.map(\.wire)
-    out.entitlements = evaluation.entitlements.map(\.wire)
-    out.asOfMs = evaluation.time
-    out.environment = environment.wire
-    out.transactionCount = Int32(clamping: total)
-    out.storedTransactionCount = Int32(clamping: written)
-    return out
+    return IngestedStatus(userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation).response()
+  }
+
+  /// What SubmitReceipt and ImportReceiptResponse answer: the user's fresh status and counts.
+  struct IngestedStatus {
+    var userID: String
+    var environment: SubscriptionDomain.Environment
+    var total: Int
+    var written: Int
+    var evaluation: SubscriptionEvaluation
+
+    func response<R: IngestedStatusResponse>() -> R {
+      var out = R()
+      out.userID = userID
+      out.groups = evaluation.groups.map(\.wire)
+      out.entitlements = evaluation.entitlements.map(\.wire)
+      out.asOfMs = evaluation.time
+      out.environment = environment.wire
+      out.transactionCount = Int32(clamping: total)
+      out.storedTransactionCount = Int32(clamping: written)
+      return out
+    }
   }
 
   /// Stores a verifyReceipt body's purchase data for a user and evaluates the fresh history.
@@ -330,3 +335,18 @@ extension Duration {
   /// The duration in seconds as a double.
   var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
+
+/// The responses of SubmitReceipt and ImportReceiptResponse share their fields (and numbers).
+protocol IngestedStatusResponse {
+  init()
+  var userID: String { get set }
+  var groups: [Substatus_V1_GroupStatus] { get set }
+  var entitlements: [Substatus_V1_Entitlement] { get set }
+  var asOfMs: Int64 { get set }
+  var environment: Substatus_V1_Environment { get set }
+  var transactionCount: Int32 { get set }
+  var storedTransactionCount: Int32 { get set }
+}
+
+extension Substatus_V1_SubmitReceiptResponse: IngestedStatusResponse {}
+extension Substatus_V1_ImportReceiptResponseResponse: IngestedStatusResponse {}
