@@ -45,23 +45,17 @@ public struct ReflectionService: Sendable {
       router.serviceNames + ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]
     ).sorted()
     let reflection = self
-    router.registerStreaming(method: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo") {
-      requests, responses, _ in
-      for try await bytes in requests {
-        let request = try decode(Grpc_Reflection_V1_ServerReflectionRequest.self, bytes)
-        let answer = reflection.answer(Self.query(request), services: services)
-        responses.write([.message(Self.response(answer, to: request).serializedBytes())])
+    // v1alpha's messages are v1's under another package name, field for field (checked against
+    // grpcio-reflection by scripts/check-protos --compare), so one implementation serves both.
+    for service in ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"] {
+      router.registerStreaming(method: "/\(service)/ServerReflectionInfo") { requests, responses, _ in
+        for try await bytes in requests {
+          let request = try decode(Grpc_Reflection_V1_ServerReflectionRequest.self, bytes)
+          let answer = reflection.answer(Self.query(request), services: services)
+          responses.write([.message(Self.response(answer, to: request).serializedBytes())])
+        }
+        return []
       }
-      return []
-    }
-    router.registerStreaming(method: "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") {
-      requests, responses, _ in
-      for try await bytes in requests {
-        let request = try decode(Grpc_Reflection_V1alpha_ServerReflectionRequest.self, bytes)
-        let answer = reflection.answer(Self.query(request), services: services)
-        responses.write([.message(Self.response(answer, to: request).serializedBytes())])
-      }
-      return []
     }
   }
 
@@ -115,17 +109,6 @@ public struct ReflectionService: Sendable {
     }
   }
 
-  private static func query(_ request: Grpc_Reflection_V1alpha_ServerReflectionRequest) -> Query {
-    switch request.messageRequest {
-    case .fileByFilename(let name): .fileByFilename(name)
-    case .fileContainingSymbol(let symbol): .fileContainingSymbol(symbol)
-    case .fileContainingExtension(let e): .fileContainingExtension(e.containingType, e.extensionNumber)
-    case .allExtensionNumbersOfType(let type): .allExtensionNumbersOfType(type)
-    case .listServices: .listServices
-    case nil: .missing
-    }
-  }
-
   private static func response(
     _ answer: Answer, to request: Grpc_Reflection_V1_ServerReflectionRequest
   ) -> Grpc_Reflection_V1_ServerReflectionResponse {
@@ -152,39 +135,6 @@ public struct ReflectionService: Sendable {
       response.messageResponse = .allExtensionNumbersResponse(body)
     case .error(let code, let message):
       var body = Grpc_Reflection_V1_ErrorResponse()
-      body.errorCode = Int32(code.rawValue)
-      body.errorMessage = message
-      response.messageResponse = .errorResponse(body)
-    }
-    return response
-  }
-
-  private static func response(
-    _ answer: Answer, to request: Grpc_Reflection_V1alpha_ServerReflectionRequest
-  ) -> Grpc_Reflection_V1alpha_ServerReflectionResponse {
-    var response = Grpc_Reflection_V1alpha_ServerReflectionResponse()
-    response.validHost = request.host
-    response.originalRequest = request
-    switch answer {
-    case .files(let files):
-      var body = Grpc_Reflection_V1alpha_FileDescriptorResponse()
-      body.fileDescriptorProto = files
-      response.messageResponse = .fileDescriptorResponse(body)
-    case .services(let names):
-      var body = Grpc_Reflection_V1alpha_ListServiceResponse()
-      body.service = names.map { name in
-        var service = Grpc_Reflection_V1alpha_ServiceResponse()
-        service.name = name
-        return service
-      }
-      response.messageResponse = .listServicesResponse(body)
-    case .extensionNumbers(let type, let numbers):
-      var body = Grpc_Reflection_V1alpha_ExtensionNumberResponse()
-      body.baseTypeName = type
-      body.extensionNumber = numbers
-      response.messageResponse = .allExtensionNumbersResponse(body)
-    case .error(let code, let message):
-      var body = Grpc_Reflection_V1alpha_ErrorResponse()
       body.errorCode = Int32(code.rawValue)
       body.errorMessage = message
       response.messageResponse = .errorResponse(body)
