@@ -168,7 +168,14 @@ extension SubstatusService {
     var e = Substatus_V1_ItemError()
     e.code = Int32(error.code.rawValue)
     e.message = error.message
-    e.field = error.message.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+    // The field comes from the error's google.rpc.BadRequest (see `invalidArgument`), not its text.
+    if let details = error.metadata.firstBinary(forKey: "grpc-status-details-bin"),
+      let status = try? Google_Rpc_Status(serializedBytes: details),
+      let badRequest = status.details.lazy.compactMap({ try? $0.unpack(Google_Rpc_BadRequest.self) }).first,
+      let violation = badRequest.fieldViolations.first
+    {
+      e.field = violation.field
+    }
     return e
   }
 }

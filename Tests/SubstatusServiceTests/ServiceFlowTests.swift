@@ -119,7 +119,8 @@ import SubstatusWire
       request.transactions = [good, bad]
       let first = try await h.call(Substatus_V1_IngestService.importTransactions, request, key: admin)
       #expect(first.transactionResults.map(\.outcome) == [.created, .rejected])
-      #expect(first.transactionResults[1].error?.message.contains("transactions[1].transaction_id") == true)
+      #expect(first.transactionResults[1].error?.field == "transactions[1].transaction_id")
+      #expect(first.transactionResults[1].error?.code == 3)
       request.transactions = [good]
       #expect(try await h.call(Substatus_V1_IngestService.importTransactions, request, key: admin).transactionResults[0].outcome == .unchanged)
       request.transactions[0].expiresDateMs += 1000
