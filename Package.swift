@@ -84,7 +84,7 @@ let package = Package(
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
       name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
-      swiftSettings: swiftSettings),
+      exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
