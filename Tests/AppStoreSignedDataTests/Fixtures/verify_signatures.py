@@ -9,6 +9,10 @@ Reads a JSON array of checks on stdin; prints a JSON array of results (same orde
       each certificate issued by the next (signature and issuer name), the root self-signed;
       result {"ok", "fingerprints" (SHA-256 hex, lowercase), "extensions" (dotted OIDs per cert),
       "basicConstraintsCA" (per cert)}
+  {"kind": "promo_v1", "publicKeyPEM": ..., "fields": {bundleId, keyId, productId, offerId,
+   appAccountToken, nonce, timestamp}, "signatureB64": ...}
+      builds Apple's V1 promotional offer string itself (U+2063-joined, token and nonce lowercased)
+      and verifies the DER signature; result {"ok"}
   {"kind": "sign_jws", "privateKeyPEM": ..., "header": {...}, "payload": {...}}
       signs with Python; result {"jws"}
 """
@@ -92,6 +96,29 @@ def check_chain(check):
     }
 
 
+def check_promo_v1(check):
+    f = check["fields"]
+    message = "\u2063".join(
+        [
+            f["bundleId"],
+            f["keyId"],
+            f["productId"],
+            f["offerId"],
+            f["appAccountToken"].lower(),
+            f["nonce"].lower(),
+            str(f["timestamp"]),
+        ]
+    )
+    key = serialization.load_pem_public_key(check["publicKeyPEM"].encode())
+    try:
+        key.verify(
+            base64.b64decode(check["signatureB64"], validate=True), message.encode("utf-8"), ec.ECDSA(hashes.SHA256())
+        )
+    except InvalidSignature:
+        return {"ok": False, "error": "invalid signature"}
+    return {"ok": True}
+
+
 def sign_jws(check):
     key = serialization.load_pem_private_key(check["privateKeyPEM"].encode(), password=None)
     signing_input = (
@@ -103,7 +130,13 @@ def sign_jws(check):
     return {"jws": signing_input + "." + b64url_encode(r.to_bytes(32, "big") + s.to_bytes(32, "big"))}
 
 
-KINDS = {"jws": check_jws, "der": check_der, "chain": check_chain, "sign_jws": sign_jws}
+KINDS = {
+    "jws": check_jws,
+    "der": check_der,
+    "chain": check_chain,
+    "promo_v1": check_promo_v1,
+    "sign_jws": sign_jws,
+}
 
 if __name__ == "__main__":
     checks = json.load(sys.stdin)
