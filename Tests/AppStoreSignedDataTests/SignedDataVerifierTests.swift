@@ -400,3 +400,71 @@ struct SplitMix64: RandomNumberGenerator {
     return z ^ (z >> 31)
   }
 }
+
+@Suite("SignedDataVerifier against chains made by pyca/cryptography")
+struct IndependentChainTests {
+  @Test("a chain and JWS made in Python verify; without a marker OID they are refused")
+  func pythonChain() async throws {
+    let payload = VerifierFixtures.transaction()
+    let results = try await pythonChecks([
+      .object(["kind": .string("apple_like_jws"), "payload": payload]),
+      .object(["kind": .string("apple_like_jws"), "payload": payload, "leafMarker": .bool(false)]),
+      .object([
+        "kind": .string("apple_like_jws"), "payload": payload, "intermediateMarker": .bool(false),
+      ]),
+    ])
+    func verifier(_ result: JSONValue) throws -> (SignedDataVerifier, String) {
+      let root = try X509Certificate(pem: result["rootPEM"]?.stringValue ?? "")
+      return (
+        SignedDataVerifier(
+          trustedRoots: [root], bundleId: VerifierFixtures.bundleId, appAppleId: nil,
+          environment: .sandbox),
+        result["jws"]?.stringValue ?? ""
+      )
+    }
+    let (good, jws) = try verifier(results[0])
+    #expect(try good.verifyAndDecodeTransaction(jws).transactionId == "2000000847061981")
+    let (noLeafMarker, jws1) = try verifier(results[1])
+    #expect(
+      throws: SignedDataVerificationError.missingAppleMarkerOID(
+        AppleCertificateOID.receiptSigningLeaf)
+    ) {
+      try noLeafMarker.verifyAndDecodeTransaction(jws1)
+    }
+    let (noIntermediateMarker, jws2) = try verifier(results[2])
+    #expect(
+      throws: SignedDataVerificationError.missingAppleMarkerOID(
+        AppleCertificateOID.wwdrIntermediate)
+    ) {
+      try noIntermediateMarker.verifyAndDecodeTransaction(jws2)
+    }
+  }
+
+  @Test("one verifier and one chain used from many tasks at once")
+  func concurrentUse() async throws {
+    let fixtures = VerifierFixtures.shared
+    let verifier = fixtures.verifier()
+    let jws = try fixtures.identity.signedJWS(payload: VerifierFixtures.transaction())
+    let bad = try fixtures.identity.signedJWS(
+      payload: VerifierFixtures.transaction(bundleId: "com.example.other"))
+    let outcomes = await withTaskGroup(of: Bool.self) { group in
+      for index in 0..<64 {
+        group.addTask {
+          let expectedError = SignedDataVerificationError.wrongBundleId(
+            expected: VerifierFixtures.bundleId, found: "com.example.other")
+          do throws(SignedDataVerificationError) {
+            _ = try verifier.verifyAndDecodeTransaction(index.isMultiple(of: 2) ? jws : bad)
+            return index.isMultiple(of: 2)
+          } catch {
+            return !index.isMultiple(of: 2) && error == expectedError
+          }
+        }
+      }
+      var all: [Bool] = []
+      for await outcome in group { all.append(outcome) }
+      return all
+    }
+    #expect(outcomes.count == 64)
+    #expect(outcomes.allSatisfy { $0 })
+  }
+}

@@ -15,6 +15,10 @@ Reads a JSON array of checks on stdin; prints a JSON array of results (same orde
       and verifies the DER signature; result {"ok"}
   {"kind": "sign_jws", "privateKeyPEM": ..., "header": {...}, "payload": {...}}
       signs with Python; result {"jws"}
+  {"kind": "apple_like_jws", "payload": {...}, "leafMarker": bool, "intermediateMarker": bool}
+      makes a root, an intermediate and a leaf with Python (P-256, the Apple marker extensions
+      holding DER NULL unless turned off) and signs the payload with the leaf, header {alg, x5c};
+      result {"jws", "rootPEM"}
 """
 import base64
 import json
@@ -130,12 +134,83 @@ def sign_jws(check):
     return {"jws": signing_input + "." + b64url_encode(r.to_bytes(32, "big") + s.to_bytes(32, "big"))}
 
 
+def apple_like_jws(check):
+    import datetime
+
+    from cryptography.x509.oid import NameOID
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def certificate(subject, subject_key, issuer, issuer_key, ca, extensions):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(subject_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc))
+            .not_valid_after(datetime.datetime(2040, 1, 1, tzinfo=datetime.timezone.utc))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=not ca,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=ca,
+                    crl_sign=ca,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+        )
+        for oid in extensions:
+            builder = builder.add_extension(
+                x509.UnrecognizedExtension(x509.ObjectIdentifier(oid), b"\x05\x00"), critical=False
+            )
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    root_key, intermediate_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    root = certificate("Python Root", root_key, "Python Root", root_key, True, [])
+    intermediate = certificate(
+        "Python WWDR",
+        intermediate_key,
+        "Python Root",
+        root_key,
+        True,
+        ["1.2.840.113635.100.6.2.1"] if check.get("intermediateMarker", True) else [],
+    )
+    leaf = certificate(
+        "Python Leaf",
+        leaf_key,
+        "Python WWDR",
+        intermediate_key,
+        False,
+        ["1.2.840.113635.100.6.11.1"] if check.get("leafMarker", True) else [],
+    )
+    x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in (leaf, intermediate, root)]
+    signed = sign_jws(
+        {
+            "privateKeyPEM": leaf_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ).decode(),
+            "header": {"alg": "ES256", "x5c": x5c},
+            "payload": check["payload"],
+        }
+    )
+    return {"jws": signed["jws"], "rootPEM": root.public_bytes(serialization.Encoding.PEM).decode()}
+
+
 KINDS = {
     "jws": check_jws,
     "der": check_der,
     "chain": check_chain,
     "promo_v1": check_promo_v1,
     "sign_jws": sign_jws,
+    "apple_like_jws": apple_like_jws,
 }
 
 if __name__ == "__main__":
