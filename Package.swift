@@ -92,12 +92,12 @@ let package = Package(
     // MARK: Service
     .target(
       name: "SubstatusService",
-      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData"],
       swiftSettings: swiftSettings),
 
     .target(
       name: "SubstatusDaemon",
-      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport",
+      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "SubstatusJSON", "SubstatusWire"],
       swiftSettings: swiftSettings),
@@ -178,10 +178,12 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",
-      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+                     "AppStoreSignedData", "HTTPServer", "SubstatusJSON"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      name: "SubstatusDaemonTests",
+      dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
     .target(
