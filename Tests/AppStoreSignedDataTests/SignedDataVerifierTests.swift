@@ -137,7 +137,8 @@ struct SignedDataVerifierTests {
 
   /// Each way signed data can be wrong, and the typed error it must give.
   enum Failure: String, CaseIterable, Sendable {
-    case wrongRoot, rootSwappedForTrustedOne, chainOfTwo, chainOfFour, noX5c, x5cNotBase64
+    case wrongRoot, rootSwappedForTrustedOne, rootThreeTimes, chainOfTwo, chainOfFour, noX5c,
+      x5cNotBase64
     case missingLeafOID, missingIntermediateOID, intermediateNotCA
     case expiredLeafAtSignedDate, leafNotYetValidAtSignedDate
     case tamperedPayload, tamperedSignature, signedByAnotherKey, truncatedSignature
@@ -183,6 +184,12 @@ struct SignedDataVerifierTests {
       let chain = [other.chain[0], other.chain[1], f.ca.root]
       jws = try withHeader(.object(["alg": .string("ES256"), "x5c": x5c(chain)]), key: other.key)
       expected = .invalidCertificateChain("unable to get local issuer certificate (depth 1)")
+    case .rootThreeTimes:
+      // A trusted root is a valid path of one: the three-certificate rule must refuse it.
+      jws = try withHeader(
+        .object(["alg": .string("ES256"), "x5c": x5c([f.ca.root, f.ca.root, f.ca.root])]),
+        key: f.ca.rootKey)
+      expected = .invalidCertificateChain("the verified path has 1 certificates, not 3")
     case .chainOfTwo:
       jws = try withHeader(
         .object(["alg": .string("ES256"), "x5c": x5c([f.identity.chain[0], f.identity.chain[2]])]))
