@@ -179,7 +179,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
-                     "AppStoreSignedData", "HTTPServer", "SubstatusJSON"],
+                     "AppStoreSignedData", "HTTPServer", "SubstatusJSON", "SubscriptionStorageSQLite"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusDaemonTests",

@@ -67,12 +67,12 @@ func fixture(_ name: String) throws -> String {
 
 func withService(
   limits: ServiceLimits = ServiceLimits(), verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(),
-  appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
+  appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3], store: any Store = InMemoryStore(),
   _ body: (Harness) async throws -> Void
 ) async throws {
   let world = TestWorld()
   let service = SubstatusService(
-    store: InMemoryStore(), environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log,
+    store: store, environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log,
     appleRootCertificates: appleRootCertificates)
   let operatorKey = try #require(try await service.bootstrapOperatorKey())
   #expect(try await service.bootstrapOperatorKey() == nil)

@@ -2,6 +2,7 @@ import AppStoreSignedData
 import Foundation
 import HTTPServer
 import RPCCore
+import SubscriptionStorageSQLite
 import SubstatusJSON
 import SubstatusWire
 import Testing
@@ -365,6 +366,23 @@ extension Harness {
       #expect(response.status == 400)
       #expect(await h.notify("app_none", signedPayload: "x.y.z").0 == 404)
       #expect(h.service.metrics.prometheusText().contains("outcome=\"untrusted_chain\"} 2"))
+    }
+  }
+
+  /// A store that cannot answer: 503, so that Apple retries; nothing is recorded as seen.
+  @Test func storeUnavailableAnswers503() async throws {
+    let apple = try TestApple()
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("v2-503-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let store = try SQLiteStore(configuration: .dataDirectory(directory.path, keyring: nil))
+    try await withService(appleRootCertificates: [apple.ca.root], store: store) { h in
+      let (_, app) = try await h.makeTenantWithApp(appleAppID: TestApple.appleAppID)
+      store.close()
+      let t = try apple.sign(TestApple.transaction(id: "6000"))
+      let (status, body) = await h.notify(app, signedPayload: try apple.sign(TestApple.notification("SUBSCRIBED", signedTransaction: t)))
+      #expect(status == 503, "\(String(describing: body))")
+      #expect(h.service.metrics.prometheusText().contains("outcome=\"store_error\"} 1"))
     }
   }
 }
