@@ -151,19 +151,53 @@ extension SubstatusService {
         message: "at most \(limits.maxImportItems) signed transactions and \(limits.maxImportItems) signed renewal infos per call")
     }
     let verifiers = AppSignedDataVerifiers(roots: appleRootCertificates, app: cached.app)
-    // Every item on its own; the first valid item fixes the call's environment.
-    var environment: SubscriptionDomain.Environment?
-    func sameEnvironment(_ found: SubscriptionDomain.Environment) throws(SignedDataFailure) {
-      if let environment, found != environment {
-        throw SignedDataFailure(
-          .wrongEnvironment, "environment \"\(found.rawValue)\", but this call's signed data is \"\(environment.rawValue)\"")
-      }
-      environment = found
+    let (transactionsJWS, renewalsJWS) = (request.signedTransactions, request.signedRenewalInfos)
+    // Verifying is CPU work (an ES256 check per item): a big batch runs on a thread of its own so
+    // the cooperative pool keeps answering other calls meanwhile.
+    let batch =
+      transactionsJWS.count + renewalsJWS.count <= 8
+      ? SignedBatch(verifying: transactionsJWS, renewalsJWS, with: verifiers)
+      : await offloaded { SignedBatch(verifying: transactionsJWS, renewalsJWS, with: verifiers) }
+    var (transactionResults, renewalResults) = (batch.transactionResults, batch.renewalResults)
+    let environment = batch.environment
+    let user = UserKey(appId: cached.app.appId, environment: environment ?? .production, userId: request.userID)
+    if environment != nil {
+      let outcomes = try await ingestWithOutcomes([UserPurchases(user: user, transactions: batch.transactions, renewalInfos: batch.renewalInfos)])
+      outcomes.fill(&transactionResults, &renewalResults)
     }
-    var transactionResults: [Substatus_V1_TransactionImportResult] = []
-    var transactions: [SubscriptionDomain.Transaction] = []
-    var rejected: [SignedDataRejection: Int] = [:]
-    for (n, jws) in request.signedTransactions.enumerated() {
+    if !batch.rejected.isEmpty {
+      log.info("signed data rejected", [
+        ("app_id", .string(cached.app.appId)),
+        ("reasons", .string(batch.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: ","))),
+      ])
+    }
+    let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
+    let evaluation = evaluate(history, cached, at: self.environment.now())
+    var response = Substatus_V1_SubmitSignedTransactionsResponse()
+    response.userID = request.userID
+    response.groups = evaluation.groups.map(\.wire)
+    response.entitlements = evaluation.entitlements.map(\.wire)
+    response.asOfMs = evaluation.time
+    response.environment = environment?.wire ?? .unspecified
+    response.transactionResults = transactionResults
+    response.renewalInfoResults = renewalResults
+    return response
+  }
+}
+
+/// A SubmitSignedTransactions batch, verified item by item: the first valid item fixes the
+/// environment; an item of another environment is refused.
+struct SignedBatch: Sendable {
+  var environment: SubscriptionDomain.Environment?
+  var transactions: [SubscriptionDomain.Transaction] = []
+  var renewalInfos: [RenewalInfo] = []
+  var transactionResults: [Substatus_V1_TransactionImportResult] = []
+  var renewalResults: [Substatus_V1_RenewalInfoImportResult] = []
+  /// How many items were refused, by reason.
+  var rejected: [SignedDataRejection: Int] = [:]
+
+  init(verifying signedTransactions: [String], _ signedRenewalInfos: [String], with verifiers: AppSignedDataVerifiers) {
+    for (n, jws) in signedTransactions.enumerated() {
       var result = Substatus_V1_TransactionImportResult()
       do {
         let (t, found) = try verifiers.transaction(jws)
@@ -178,9 +212,7 @@ extension SubstatusService {
       }
       transactionResults.append(result)
     }
-    var renewalResults: [Substatus_V1_RenewalInfoImportResult] = []
-    var renewalInfos: [RenewalInfo] = []
-    for (n, jws) in request.signedRenewalInfos.enumerated() {
+    for (n, jws) in signedRenewalInfos.enumerated() {
       var result = Substatus_V1_RenewalInfoImportResult()
       do {
         let (r, found) = try verifiers.renewalInfo(jws)
@@ -195,28 +227,21 @@ extension SubstatusService {
       }
       renewalResults.append(result)
     }
-    let user = UserKey(appId: cached.app.appId, environment: environment ?? .production, userId: request.userID)
-    if environment != nil {
-      let outcomes = try await ingestWithOutcomes([UserPurchases(user: user, transactions: transactions, renewalInfos: renewalInfos)])
-      outcomes.fill(&transactionResults, &renewalResults)
+  }
+
+  private mutating func sameEnvironment(_ found: SubscriptionDomain.Environment) throws(SignedDataFailure) {
+    if let environment, found != environment {
+      throw SignedDataFailure(
+        .wrongEnvironment, "environment \"\(found.rawValue)\", but this call's signed data is \"\(environment.rawValue)\"")
     }
-    if !rejected.isEmpty {
-      log.info("signed data rejected", [
-        ("app_id", .string(cached.app.appId)),
-        ("reasons", .string(rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: ","))),
-      ])
-    }
-    let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
-    let evaluation = evaluate(history, cached, at: self.environment.now())
-    var response = Substatus_V1_SubmitSignedTransactionsResponse()
-    response.userID = request.userID
-    response.groups = evaluation.groups.map(\.wire)
-    response.entitlements = evaluation.entitlements.map(\.wire)
-    response.asOfMs = evaluation.time
-    response.environment = environment?.wire ?? .unspecified
-    response.transactionResults = transactionResults
-    response.renewalInfoResults = renewalResults
-    return response
+    environment = found
+  }
+}
+
+/// Runs synchronous CPU work on a Dispatch thread, off the cooperative pool.
+func offloaded<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    DispatchQueue.global(qos: .userInitiated).async { continuation.resume(returning: work()) }
   }
 }
 

@@ -222,6 +222,23 @@ extension Harness {
     }
   }
 
+  @Test func aBigBatchKeepsRequestOrder() async throws {
+    // More than 8 items: verified off the cooperative pool, results still in request order.
+    let apple = try TestApple()
+    let stranger = try TestApple()
+    try await withService(appleRootCertificates: [apple.ca.root]) { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      let items = try (0..<40).map { n in
+        try (n % 3 == 2 ? stranger : apple).sign(TestApple.transaction(id: "b\(n)", original: "b0", purchase: TestApple.t0 - TestApple.day + Int64(n)))
+      }
+      let response = try await h.submitSigned(app, "frank", key: admin, transactions: items)
+      #expect(response.transactionResults.map(\.transactionID) == (0..<40).map { "b\($0)" })
+      #expect(response.transactionResults.map(\.outcome) == (0..<40).map { $0 % 3 == 2 ? .rejected : .created })
+      #expect(response.transactionResults[2].error?.field == "signed_transactions[2]")
+      #expect(response.environment == .sandbox)
+    }
+  }
+
   @Test func nothingValidAnswersUnspecifiedEnvironment() async throws {
     let apple = try TestApple()
     try await withService(appleRootCertificates: [apple.ca.root]) { h in
