@@ -266,11 +266,14 @@ struct SigningCommandLineTests {
   }
 
   @Test func aBrokenCADirectoryStopsTheStartWithAMessage() throws {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent()
       .deletingLastPathComponent()
     let binary = root.appendingPathComponent(".build/debug/appstore-sim")
-    try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build appstore-sim first")
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-sim-ca-\(UUID())")
+    try #require(
+      FileManager.default.isExecutableFile(atPath: binary.path), "build appstore-sim first")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "appstore-sim-ca-\(UUID())")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     try Data("not a certificate".utf8).write(to: directory.appendingPathComponent("root-ca.pem"))
