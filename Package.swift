@@ -92,7 +92,10 @@ let package = Package(
     // MARK: Service
     .target(
       name: "SubstatusService",
-      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData"],
+      dependencies: [
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
+        "AppStoreSignedData",
+      ],
       swiftSettings: swiftSettings),
 
     .target(
@@ -178,8 +181,10 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",
-      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
-                     "AppStoreSignedData", "HTTPServer", "SubstatusJSON", "SubscriptionStorageSQLite"],
+      dependencies: [
+        "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "AppStoreSignedData", "SubstatusJSON", "HTTPServer", "SubscriptionStorageSQLite",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusDaemonTests",
