@@ -24,8 +24,8 @@ public struct VerifiedSignedData: Sendable, Hashable {
   public let certificateChain: [X509Certificate]
 
   /// Where the payload says it comes from: top-level fields for a transaction or renewal info; for
-  /// a notification, its `data`, else its `summary`, else its `externalPurchaseToken` (as Apple's
-  /// library reads them).
+  /// a notification, its `data`, else its `summary`, else its `appData` (`RESCIND_CONSENT`), else
+  /// its `externalPurchaseToken` (as Apple's library reads them).
   public var origin: SignedDataOrigin { SignedDataOrigin(payload: payload) }
 }
 
@@ -64,6 +64,8 @@ public struct SignedDataOrigin: Sendable, Hashable {
       self = read(data)
     } else if let summary = payload["summary"], summary.objectValue != nil {
       self = read(summary)
+    } else if let appData = payload["appData"], appData.objectValue != nil {
+      self = read(appData)
     } else if let token = payload["externalPurchaseToken"], token.objectValue != nil {
       self = read(token)
       let sandbox = token["externalPurchaseId"]?.stringValue?.hasPrefix("SANDBOX") == true

@@ -549,3 +549,25 @@ struct VerifiedChainCacheTests {
     #expect(!entry.isValid(atSeconds: 1))
   }
 }
+
+@Suite("Where a notification says it comes from")
+struct SignedDataOriginTests {
+  /// Each kind of V2 notification body keeps its app and environment in another object.
+  @Test(
+    "data, summary, appData and externalPurchaseToken name the app",
+    arguments: [
+      (#"{"data":{"bundleId":"com.example.app","appAppleId":7,"environment":"Sandbox"}}"#, "Sandbox"),
+      (#"{"summary":{"bundleId":"com.example.app","appAppleId":7,"environment":"Production"}}"#, "Production"),
+      (#"{"appData":{"bundleId":"com.example.app","appAppleId":7,"environment":"Sandbox"}}"#, "Sandbox"),
+      (#"{"externalPurchaseToken":{"bundleId":"com.example.app","appAppleId":7,"externalPurchaseId":"SANDBOX_1"}}"#, "Sandbox"),
+    ])
+  func origin(body: String, environment: String) throws {
+    let fixtures = VerifierFixtures.shared
+    let payload = body.dropLast() + #","signedDate":1700000000000}"#
+    let jws = try fixtures.identity.signedJWS(payload: Array(payload.utf8))
+    let origin = try SignedDataVerifier.verifySignature(jws, trustedRoots: [fixtures.ca.root]).origin
+    #expect(origin.bundleId == "com.example.app")
+    #expect(origin.appAppleId == 7)
+    #expect(origin.rawEnvironment == environment)
+  }
+}
