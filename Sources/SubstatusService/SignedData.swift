@@ -54,6 +54,7 @@ struct SignedDataFailure: Error, Sendable, CustomStringConvertible {
     e.code = Int32(RPCError.Code.invalidArgument.rawValue)
     e.field = field
     e.message = description
+    e.reason = reason.rawValue
     return e
   }
 }

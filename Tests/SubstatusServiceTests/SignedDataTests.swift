@@ -193,6 +193,7 @@ extension Harness {
       #expect(error.field == "signed_transactions[1]")
       let reason = try #require(Self.expectedReason[bad])
       #expect(error.message.hasPrefix(reason.rawValue + ": "), "\(bad): \(error.message)")
+      #expect(error.reason == reason.rawValue, "\(bad)")
       if bad != .notAJWS { #expect(response.transactionResults[1].transactionID == "bad-1") }
       // The good one is stored.
       #expect(response.groups.first { $0.subscriptionGroupID == "20001001" }?.state == .active)
@@ -213,6 +214,8 @@ extension Harness {
       #expect(response.environment == .production)
       #expect(response.transactionResults.map(\.outcome) == [.rejected, .created, .rejected])
       #expect(response.transactionResults[0].error?.message.hasPrefix("WRONG_APP: ") == true)
+      #expect(response.transactionResults[0].error?.reason == "WRONG_APP")
+      #expect(response.transactionResults[2].error?.reason == "WRONG_ENVIRONMENT")
       #expect(response.transactionResults[2].error?.message.hasPrefix("WRONG_ENVIRONMENT: ") == true)
       #expect(response.renewalInfoResults.map(\.outcome) == [.rejected])
       #expect(response.renewalInfoResults[0].error?.field == "signed_renewal_infos[0]")

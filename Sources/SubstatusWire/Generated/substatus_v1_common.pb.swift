@@ -628,6 +628,11 @@ public struct Substatus_V1_ItemError: ProtobufJSONMessage {
   /// A human-readable description in English; not meant to be parsed.
   public var message: String = ""
 
+  /// Why, in UPPER_SNAKE_CASE, when the failure has a machine-readable cause; empty otherwise. For
+  /// signed data (IngestService.SubmitSignedTransactions): `INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`,
+  /// `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`.
+  public var reason: String = ""
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -898,19 +903,21 @@ extension Substatus_V1_EligibilityPolicy {
 }
 
 extension Substatus_V1_ItemError: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.ItemError", [1, 2, 3])
+  static let cLayout = CMessageLayout("substatus.v1.ItemError", [1, 2, 3, 4])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
     code = r.int32(0)
     field = try r.string(1)
     message = try r.string(2)
+    reason = try r.string(3)
   }
 
   func write(to w: inout CMessageWriter) {
     w.int32(0, code)
     w.string(1, field)
     w.string(2, message)
+    w.string(3, reason)
   }
 }
 
@@ -921,6 +928,7 @@ extension Substatus_V1_ItemError {
     if !(self.code == 0) { o.append("code", ProtoJSON.int32(self.code)) }
     if !(self.field.isEmpty) { o.append("field", .string(self.field)) }
     if !(self.message.isEmpty) { o.append("message", .string(self.message)) }
+    if !(self.reason.isEmpty) { o.append("reason", .string(self.reason)) }
     return .object(o)
   }
 
@@ -937,6 +945,8 @@ extension Substatus_V1_ItemError {
         self.field = try ProtoJSON.string(value, "field")
       case "message":
         self.message = try ProtoJSON.string(value, "message")
+      case "reason":
+        self.reason = try ProtoJSON.string(value, "reason")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -1163,7 +1163,7 @@ public enum Substatus_V1_IngestService {
   /// otherwise) with Apple's marker OIDs, valid at the payload's `signedDate`, the app's bundle id,
   /// and the environment `Sandbox` or `Production` (Xcode and LocalTesting data are refused). Each
   /// item has its own result: an item that fails verification is rejected with INVALID_ARGUMENT
-  /// naming it (`signed_transactions[i]`) and an ErrorInfo whose reason tells why
+  /// naming it (`signed_transactions[i]`) and `ItemError.reason` telling why
   /// (`INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`, `WRONG_APP`, `WRONG_ENVIRONMENT`, `MALFORMED`); the
   /// valid ones are stored together. All items must be of one environment: an item of another
   /// environment than the first valid one is rejected (`WRONG_ENVIRONMENT`). Errors of the whole

@@ -457,7 +457,7 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__item_error__field_descriptors[3] =
+static const ProtobufCFieldDescriptor substatus__v1__item_error__field_descriptors[4] =
 {
   {
     "code",
@@ -495,16 +495,29 @@ static const ProtobufCFieldDescriptor substatus__v1__item_error__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "reason",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ItemError, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__item_error__field_indices_by_name[] = {
   0,   /* field[0] = code */
   1,   /* field[1] = field */
   2,   /* field[2] = message */
+  3,   /* field[3] = reason */
 };
 static const ProtobufCIntRange substatus__v1__item_error__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor =
 {
@@ -514,7 +527,7 @@ const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor =
   "Substatus__V1__ItemError",
   "substatus.v1",
   sizeof(Substatus__V1__ItemError),
-  3,
+  4,
   substatus__v1__item_error__field_descriptors,
   substatus__v1__item_error__field_indices_by_name,
   1,  substatus__v1__item_error__number_ranges,

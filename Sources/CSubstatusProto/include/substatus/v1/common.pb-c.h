@@ -363,10 +363,16 @@ struct  Substatus__V1__ItemError
    * A human-readable description in English; not meant to be parsed.
    */
   char *message;
+  /*
+   * Why, in UPPER_SNAKE_CASE, when the failure has a machine-readable cause; empty otherwise. For
+   * signed data (IngestService.SubmitSignedTransactions): `INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`,
+   * `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`.
+   */
+  char *reason;
 };
 #define SUBSTATUS__V1__ITEM_ERROR__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__item_error__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
