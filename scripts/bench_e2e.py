@@ -116,6 +116,52 @@ class Server:
         self.proc.wait()
 
 
+PROFILE_CATEGORIES = [
+    # (label, test on the thread name and the joined frames of one sample), first match wins
+    ("SQLite reader threads: queries, page reads, row decoding", lambda comm, j: comm.startswith("sqlite-reader") and "futex" not in j and "schedule" not in j),
+    ("SQLite reader threads: sleeping and waking (futex, scheduler)", lambda comm, j: comm.startswith("sqlite-reader")),
+    ("TCP send and receive (kernel loopback, incl. the peer's softirq)", lambda comm, j: any(k in j for k in ("sendto", "__send", "tcp_sendmsg", "recvfrom", "tcp_recvmsg", "__libc_recv"))),
+    ("scheduler: context switches between the server's threads", lambda comm, j: any(k in j.split(" ")[:6] for k in ("finish_task_switch.isra.0", "__schedule", "schedule"))),
+    ("thread wake-ups: futex, eventfd, epoll_wait", lambda comm, j: any(k in j for k in ("futex", "sem_post", "eventfd", "__libc_write", "epoll_wait"))),
+    ("HTTP/2 framing and headers (nghttp2, transport)", lambda comm, j: "RPCHTTP2Transport" in j or "nghttp2" in j),
+    ("access log line and metrics", lambda comm, j: "AccessLogInterceptor" in j and "checkEligibility" not in j and "AuthInterceptor" not in j and "registerUnary" not in j),
+    ("auth interceptor (key hash, key cache)", lambda comm, j: "AuthInterceptor" in j and "checkEligibility" not in j),
+    ("handler: evaluation and eligibility (SubscriptionDomain)", lambda comm, j: "checkEligibility" in j and "SubscriptionDomain" in j),
+    ("handler: the rest (request checks, response building, read hand-off)", lambda comm, j: "checkEligibility" in j or "ReaderPool" in j),
+    ("protobuf decode/encode and call dispatch (RPCCore, protobuf-c)", lambda comm, j: any(k in j for k in ("registerUnary", "protobuf_c", "CMessage", "RPCCore"))),
+    ("Swift concurrency runtime, retain/release, malloc (unattributed)", lambda comm, j: True),
+]
+
+
+def profile(pid, seconds, work):
+    """perf record (cpu-clock, call graphs) of the server for `seconds`; returns [(share, label)]
+    or None when perf cannot record here."""
+    data = os.path.join(work, "perf.data")
+    try:
+        subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "997", "-g", "-p", str(pid), "-o", data, "--",
+                        "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym"], check=True, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    counts = {label: 0 for label, _ in PROFILE_CATEGORIES}
+    total = 0
+    for block in text.split("\n\n"):
+        lines = [l for l in block.splitlines() if l.strip()]
+        if not lines:
+            continue
+        comm = lines[0].split()[0]
+        joined = " ".join(l.split(None, 2)[1] for l in lines[1:] if len(l.split(None, 2)) >= 2)
+        for label, test in PROFILE_CATEGORIES:
+            if test(comm, joined):
+                counts[label] += 1
+                break
+        total += 1
+    if total == 0:
+        return None
+    return sorted(((100 * n / total, label) for label, n in counts.items() if n), reverse=True)
+
+
 def load(loadgen, args, *flags, cpu="1"):
     cmd = (["taskset", "-c", cpu] if cpu else []) + [loadgen] + list(flags)
     text = out(cmd)
@@ -221,6 +267,16 @@ def run(args):
                          f"http://{sim_addr}/production/verifyReceipt", "-spec", server.spec, "-server-pid", str(sim.pid),
                          *timing(args))
 
+            # Where the server's CPU goes in CheckEligibility 1 x 20 (a separate, profiled run).
+            prof_args = argparse.Namespace(**vars(args))
+            prof_args.e2e_duration = args.e2e_duration + 2
+            prof_load = subprocess.Popen(["taskset", "-c", "1", loadgen, "-mode", "elig", "-users", "1", "-products", "20",
+                                          "-addr", server.grpc, "-spec", server.spec, *timing(prof_args)],
+                                         stdout=subprocess.DEVNULL)
+            time.sleep(args.e2e_warmup + 1)
+            breakdown = profile(server.pid, args.e2e_duration, work)
+            prof_load.wait()
+
             # Nothing pinned: the server and the generator share both cores.
             server.unpin()
             r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", *common, cpu=None)
@@ -316,6 +372,57 @@ def run(args):
               "| transactions | users | calls/s | p50 ms | p99 ms | p99.9 ms |", "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {n:,} | {n // 10:,} | {f(r['calls_per_s'])} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} |"
               for n, r in flat]
+    pinned = next(r for name, pin, r in rows if name.startswith("1 user × 20") and pin.startswith("CPU"))
+    free = next(r for name, pin, r in rows if name.startswith("1 user × 20") and pin == "nothing pinned")
+    best = max(pinned["calls_per_s"], free["calls_per_s"])
+    best_p99 = min(pinned["p99_us"], free["p99_us"]) / 1000
+    cpu_us = 1e6 / pinned["calls_per_srv_cpu_s"] if pinned.get("calls_per_srv_cpu_s") else float("nan")
+    gen_us = 1e6 * pinned["cli_cores"] / pinned["calls_per_s"]
+    p50s = [r["p50_us"] for _, r in flat]
+    spread = (max(p50s) / min(p50s) - 1) * 100
+
+    def verdict(ok):
+        return "met" if ok else "**missed**"
+
+    lines += ["", "### Against the targets", "",
+              "| target (DESIGN.md) | measured | |", "| --- | --- | --- |",
+              f"| CheckEligibility 1 × 20 ≥ 25,000 calls/s | {f(pinned['calls_per_s'])} pinned, {f(free['calls_per_s'])} unpinned | {verdict(best >= 25000)} |",
+              f"| p99 ≤ 5 ms at 64 in flight | {ms(pinned['p99_us'])} ms pinned, {ms(free['p99_us'])} ms unpinned | {verdict(best_p99 <= 5)} |",
+              f"| ingest ≥ 5,000 transactions/s durably committed | {f(ingest['items_per_s'])} | {verdict(ingest['items_per_s'] >= 5000)} |",
+              f"| RSS ≤ 100 MB at {tx:,} transactions | {peak:.1f} MB peak | {verdict(peak <= 100)} |",
+              f"| eligibility latency flat 10k → {tx // 1000:,}k | p50 within {spread:.0f}% across sizes | {verdict(spread <= 25)} |", ""]
+    if best < 25000 or best_p99 > 5:
+        lines += ["Why CheckEligibility misses its target: the server spends"
+                  f" {cpu_us:.0f} µs of CPU per 1 × 20 call ({f(pinned.get('calls_per_srv_cpu_s'))} calls per server CPU-second);",
+                  "25,000 calls/s on the one core it has when pinned needs ≤ 40 µs. Unpinned, the grpc-go generator"
+                  f" itself needs {gen_us:.0f} µs",
+                  "of CPU per call on the same two cores, so even a free server could not reach 25,000 calls/s here.",
+                  "At 64 calls in flight the latency follows from the throughput (Little's law: p50 ≈ 64 / calls/s),",
+                  "so p99 ≤ 5 ms needs the same CPU budget. For scale: the bare transport serving the in-memory",
+                  "`Bench` CheckEligibility (20 products, no auth, no store) uses about 13 µs per call (first",
+                  "section), and evaluating one user about 4 µs (domain section). The rest is the work a real",
+                  "call adds: the API key check, the access log line and metrics, the hand-off of the history",
+                  "read to a SQLite reader thread and back (two thread wake-ups and context switches per call on",
+                  "the one core), the read itself (2 indexed queries in a read transaction, rows decoded), and a",
+                  "larger response."]
+        if breakdown:
+            lines += ["", f"Where the server's CPU goes (perf record, cpu-clock at 997 Hz with call graphs, {args.e2e_duration} s of"
+                      " the pinned 1 × 20 load; samples by thread and frames):", "",
+                      "| share | what |", "| --- | --- |"]
+            lines += [f"| {share:.1f}% | {label} |" for share, label in breakdown]
+        lines += ["", "No single hot spot dominates: the thread hops and the TCP and HTTP/2 work are paid per call",
+                  "by design (SQLite runs on its own threads so that no event loop or cooperative-pool thread",
+                  "ever blocks). Closing the gap needs structural work on the request path, such as batching the",
+                  "history reads of concurrent calls into one reader job, and a server with more than one core."]
+    many = next((r for name, pin, r in rows if name.startswith("50 users × 1 ")), None)
+    if many and many.get("calls_per_srv_cpu_s"):
+        per_user = 1e6 / many["calls_per_srv_cpu_s"] / 50
+        lines += ["", f"The 50-user shapes read 50 histories per call: {per_user:.0f} µs of server CPU per user at this size, much",
+                  "of it `pread` system calls for B-tree pages that the per-connection page cache (2 MiB per",
+                  "reader) does not hold. A larger cache or `mmap` would cut those calls, but it would also raise",
+                  "RSS towards the size of the database file, against the 100 MB target. In these shapes the",
+                  "server used well under one core although 64 calls were queued; the cause is not established",
+                  "(CPU 0 was shared with other work during the run), so read their calls/s as a lower bound."]
     lines += ["", f"Command: `scripts/bench` (this part: `scripts/bench_e2e.py{' --quick' if args.quick else ''}"
               f" --duration {args.e2e_duration}`).", END, ""]
     return lines

@@ -27,7 +27,8 @@ let generatorVersion = 1
 }
 
 guard let dir = argument("--dir") else {
-  FileHandle.standardError.write(Data("usage: substatus-e2e-datagen --dir DIR [--users N] [--apps N]\n".utf8))
+  FileHandle.standardError.write(
+    Data("usage: substatus-e2e-datagen --dir DIR [--users N] [--apps N]\n".utf8))
   exit(2)
 }
 let userCount = Int(argument("--users") ?? "") ?? 100_000
@@ -74,13 +75,21 @@ let periods: [(suffix: String, duration: String, ms: Int64)] = [
     for p in periods {
       products.append(
         Product(
-          productId: "\(bundle).g\(g).\(p.suffix)", type: .autoRenewable, subscriptionGroupId: groupId(a, g),
-          duration: try! ISO8601Duration(parsing: p.duration), hasIntroductoryOffer: p.suffix != "weekly",
+          productId: "\(bundle).g\(g).\(p.suffix)", type: .autoRenewable,
+          subscriptionGroupId: groupId(a, g),
+          duration: try! ISO8601Duration(parsing: p.duration),
+          hasIntroductoryOffer: p.suffix != "weekly",
           promotionalOfferIds: ["\(bundle).g\(g).winback"]))
     }
   }
-  products.append(Product(productId: "\(bundle).pass30", type: .nonRenewing, duration: try! ISO8601Duration(parsing: "P30D")))
-  products.append(Product(productId: "\(bundle).pass1y", type: .nonRenewing, duration: try! ISO8601Duration(parsing: "P1Y")))
+  products.append(
+    Product(
+      productId: "\(bundle).pass30", type: .nonRenewing,
+      duration: try! ISO8601Duration(parsing: "P30D")))
+  products.append(
+    Product(
+      productId: "\(bundle).pass1y", type: .nonRenewing,
+      duration: try! ISO8601Duration(parsing: "P1Y")))
   products.append(Product(productId: "\(bundle).lifetime", type: .nonConsumable))
   products.append(Product(productId: "\(bundle).theme", type: .nonConsumable))
   return products
@@ -122,16 +131,20 @@ struct Chain: Sendable {
     let first = asOf - Int64(rng.below(700)) * day
     transactions.append(
       Transaction(
-        transactionId: String(nextId), productId: "\(bundle).\(kind < 5 ? "lifetime" : "theme")", purchaseDate: first,
-        inAppOwnershipType: .purchased, environment: .production, type: .nonConsumable, bundleId: bundle,
+        transactionId: String(nextId), productId: "\(bundle).\(kind < 5 ? "lifetime" : "theme")",
+        purchaseDate: first,
+        inAppOwnershipType: .purchased, environment: .production, type: .nonConsumable,
+        bundleId: bundle,
         signedDate: first))
     nextId += 1
     for k in 0..<(n - 1) {
       let at = first + Int64(k) * 35 * day
       transactions.append(
         Transaction(
-          transactionId: String(nextId), productId: "\(bundle).pass30", purchaseDate: at, expiresDate: at + 30 * day,
-          inAppOwnershipType: .purchased, environment: .production, type: .nonRenewing, bundleId: bundle,
+          transactionId: String(nextId), productId: "\(bundle).pass30", purchaseDate: at,
+          expiresDate: at + 30 * day,
+          inAppOwnershipType: .purchased, environment: .production, type: .nonRenewing,
+          bundleId: bundle,
           signedDate: at))
       nextId += 1
     }
@@ -142,7 +155,8 @@ struct Chain: Sendable {
   for (c, length) in lengths.enumerated() {
     let g = (firstGroup + c) % 4
     let roll = rng.below(100)
-    let period = roll < 60 ? periods[1] : roll < 75 ? periods[0] : roll < 85 ? periods[2] : periods[3]
+    let period =
+      roll < 60 ? periods[1] : roll < 75 ? periods[0] : roll < 85 ? periods[2] : periods[3]
     let product = "\(bundle).g\(g).\(period.suffix)"
     let state = rng.below(100)  // < 55 active, < 85 lapsed, < 93 billing retry, else refunded
     let trial = rng.below(100) < 60
@@ -159,11 +173,14 @@ struct Chain: Sendable {
         Transaction(
           transactionId: String(nextId), originalTransactionId: original, productId: product,
           subscriptionGroupIdentifier: groupId(a, g), purchaseDate: at, originalPurchaseDate: start,
-          expiresDate: at + period.ms, isTrialPeriod: trial && k == 0, offerType: trial && k == 0 ? .introductory : nil,
-          offerDiscountType: trial && k == 0 ? .freeTrial : nil, revocationDate: refunded ? at + 3 * day : nil,
+          expiresDate: at + period.ms, isTrialPeriod: trial && k == 0,
+          offerType: trial && k == 0 ? .introductory : nil,
+          offerDiscountType: trial && k == 0 ? .freeTrial : nil,
+          revocationDate: refunded ? at + 3 * day : nil,
           revocationReason: refunded ? .other : nil, revocationType: refunded ? .refundFull : nil,
           inAppOwnershipType: .purchased, environment: .production,
-          webOrderLineItemId: String(5_000_000_000_000_000 + i * 32 + transactions.count), type: .autoRenewable,
+          webOrderLineItemId: String(5_000_000_000_000_000 + i * 32 + transactions.count),
+          type: .autoRenewable,
           bundleId: bundle, signedDate: at))
       nextId += 1
     }
@@ -199,10 +216,12 @@ struct Chain: Sendable {
     let id = naive ? "app-naive" : appId(a)
     let bundle = naive ? "com.example.naive" : bundleId(a)
     let secret = "bench-secret-\(id)-0123456789abcdef"
-    try await store.createApp(AppRecord(appId: id, tenantId: tenantId, bundleId: bundle, displayName: id, createdMs: asOf))
+    try await store.createApp(
+      AppRecord(appId: id, tenantId: tenantId, bundleId: bundle, displayName: id, createdMs: asOf))
     let products = catalog(a, bundle: bundle)
     try await store.putProducts(appId: id, products: products)
-    _ = try await store.setSharedSecret(appId: id, secret: secret, atMs: asOf, previousValidUntilMs: 0)
+    _ = try await store.setSharedSecret(
+      appId: id, secret: secret, atMs: asOf, previousValidUntilMs: 0)
     apps.append([
       "app_id": id, "bundle_id": bundle, "shared_secret": secret,
       "products": products.map { p -> [String: Any] in
@@ -214,10 +233,13 @@ struct Chain: Sendable {
       },
     ])
   }
-  for (n, (key, role)) in [(keys.read, ApiKeyRecord.Role.read), (keys.ingest, .ingest), (keys.admin, .admin)].enumerated() {
+  for (n, (key, role)) in [
+    (keys.read, ApiKeyRecord.Role.read), (keys.ingest, .ingest), (keys.admin, .admin),
+  ].enumerated() {
     try await store.createApiKey(
       ApiKeyRecord(
-        keyId: "bench-key-\(n)", tenantId: tenantId, role: role, description: "bench", keyHash: SHA256.hash(key),
+        keyId: "bench-key-\(n)", tenantId: tenantId, role: role, description: "bench",
+        keyHash: SHA256.hash(key),
         displayPrefix: String(key.prefix(12)), createdMs: asOf))
   }
 
@@ -240,12 +262,17 @@ struct Chain: Sendable {
     }
     var all: [Chain] = []
     for try await s in group { all += s }
-    return all.sorted { ($0.appId, $0.userId, $0.originalTransactionId) < ($1.appId, $1.userId, $1.originalTransactionId) }
+    return all.sorted {
+      ($0.appId, $0.userId, $0.originalTransactionId) < (
+        $1.appId, $1.userId, $1.originalTransactionId
+      )
+    }
   }
   let elapsed = now() - t0
 
   let spec: [String: Any] = [
-    "generator_version": generatorVersion, "users": userCount, "apps": appCount, "transactions": userCount * 10,
+    "generator_version": generatorVersion, "users": userCount, "apps": appCount,
+    "transactions": userCount * 10,
     "as_of_ms": asOf, "tenant_id": tenantId,
     "keys": ["read": keys.read, "ingest": keys.ingest, "admin": keys.admin],
     "user_id_format": "user-%d; app index = user index % apps",
@@ -261,7 +288,9 @@ struct Chain: Sendable {
   try json.write(to: URL(fileURLWithPath: dir + "/bench.json"))
   print(
     String(
-      format: "substatus-e2e-datagen: %d users, %d transactions, %d apps in %.1f s (%.0f transactions/s)", userCount,
+      format:
+        "substatus-e2e-datagen: %d users, %d transactions, %d apps in %.1f s (%.0f transactions/s)",
+      userCount,
       userCount * 10, appCount, elapsed, Double(userCount * 10) / elapsed))
 }
 
