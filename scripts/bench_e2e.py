@@ -338,6 +338,7 @@ def run(args):
              "random users of random apps, `as_of_ms` fixed. Every answer is checked (users × products count);",
              "any error fails the run. Server CPU and RSS from `/proc`. These sections took"
              f" {elapsed:.0f} s (data cached).", "",
+             f"Measured on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t_start))}. "
              f"Machine load during these sections: 1-minute load average {load_start:.1f} at the start and"
              f" {load_end:.1f} at the end, both cores {busy:.0f}% busy on average (this run and everything else)."
              + (" The machine was shared with other work: the pinned server did not always get a whole core (see"
