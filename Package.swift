@@ -81,18 +81,26 @@ let package = Package(
       dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
       swiftSettings: swiftSettings),
 
+    // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
+    .target(
+      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
+      exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
+
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
 
     // MARK: Service
     .target(
       name: "SubstatusService",
-      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      dependencies: [
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
+        "AppStoreSignedData",
+      ],
       swiftSettings: swiftSettings),
 
     .target(
       name: "SubstatusDaemon",
-      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport",
+      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "SubstatusJSON", "SubstatusWire"],
       swiftSettings: swiftSettings),
@@ -116,7 +124,7 @@ let package = Package(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(
-      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
+      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData"],
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
@@ -177,10 +185,14 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",
-      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      dependencies: [
+        "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "AppStoreSignedData", "SubstatusJSON", "HTTPServer", "SubscriptionStorageSQLite",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      name: "SubstatusDaemonTests",
+      dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
     .target(
@@ -210,11 +222,15 @@ let package = Package(
     .testTarget(
       name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets"], swiftSettings: swiftSettings),
     .testTarget(
+      name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
       dependencies: [
         "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
+        "AppStoreSignedData",
       ],
       swiftSettings: swiftSettings),
   ]

@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Dispatch
 import Foundation
 import Glibc
@@ -68,12 +69,30 @@ public enum SubstatusDaemon {
     guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
       let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)
     else { return fail("invalid verifyReceipt URL", status: 2) }
+    // The roots App Store signed data must chain to: Apple Root CA - G3 unless configured.
+    var appleRoots = [X509Certificate.appleRootCAG3]
+    if !configuration.appleRootCAFiles.isEmpty {
+      appleRoots = []
+      for file in configuration.appleRootCAFiles {
+        do {
+          let certificates = try X509Certificate.certificates(fromPEM: try String(contentsOfFile: file, encoding: .utf8))
+          guard !certificates.isEmpty else { return fail("--apple-root-ca \(file): no certificate in the file", status: 2) }
+          appleRoots += certificates
+        } catch {
+          return fail("--apple-root-ca \(file): \(error)", status: 2)
+        }
+      }
+      log.info("trusted roots for App Store signed data", [
+        ("certificates", .array(appleRoots.map { .string($0.sha256Fingerprint) }))
+      ])
+    }
     var limits = ServiceLimits()
     limits.tenantRequestsPerSecond = configuration.tenantRateLimit
     limits.tenantBurst = configuration.tenantBurst
     let service = SubstatusService(
       store: store, limits: limits,
-      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log)
+      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log,
+      appleRootCertificates: appleRoots)
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {

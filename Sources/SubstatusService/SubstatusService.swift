@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Foundation
 import RPCCore
 import Synchronization
@@ -26,6 +27,8 @@ public final class SubstatusService: Sendable {
   public let metrics: ServiceMetrics
   /// Where the one-line-per-RPC JSON log goes.
   public let log: LogSink
+  /// The roots App Store signed data must chain to (Apple Root CA - G3 unless configured).
+  public let appleRootCertificates: [X509Certificate]
 
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
@@ -47,7 +50,7 @@ public final class SubstatusService: Sendable {
   public init(
     store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
-    log: LogSink = .standardError
+    log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3]
   ) {
     self.store = store
     self.environment = environment
@@ -55,6 +58,7 @@ public final class SubstatusService: Sendable {
     self.verifyReceipt = verifyReceipt
     self.metrics = metrics
     self.log = log
+    self.appleRootCertificates = appleRootCertificates
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
   }
 
@@ -91,11 +95,15 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
+    add(Substatus_V1_IngestService.submitSignedTransactions, { $0.submitSignedTransactions })
     add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
     add(Substatus_V1_StatusService.getStatus, { $0.getStatus })
     add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })
     add(Substatus_V1_StatusService.getTransactionHistory, { $0.getTransactionHistory })
     add(Substatus_V1_ReportService.getReport, { $0.getReport })
+    add(Substatus_V1_AdminService.setInAppPurchaseKey, { $0.setInAppPurchaseKey })
+    add(Substatus_V1_EligibilityService.signPromotionalOffer, { $0.signPromotionalOffer })
+    add(Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, { $0.signIntroductoryOfferEligibility })
   }
 
   // MARK: Shared lookups
@@ -266,6 +274,7 @@ extension AppRecord {
     a.appleAppID = appleAppId ?? 0
     a.displayName = displayName
     a.sharedSecretFingerprint = sharedSecretFingerprint ?? ""
+    a.inAppPurchaseKey = inAppPurchaseKey?.wire
     a.policy = policy.wire
     a.createdMs = createdMs
     return a

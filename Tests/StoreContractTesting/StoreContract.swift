@@ -90,6 +90,8 @@ public enum StoreContract {
     case dueReceipts
     /// marking verified and rescheduling change the schedule; unknown receipts are not found
     case receiptSchedule
+    /// In-App Purchase keys: set, replace, read back per app, info on the app, unknown app
+    case inAppPurchaseKeys
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -116,6 +118,7 @@ public enum StoreContract {
       case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
       case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
       case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
+      case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       }
     }
   }
@@ -145,6 +148,7 @@ public enum StoreContract {
     case .receiptsSaveAndRead: try await receiptsSaveAndRead(store)
     case .dueReceipts: try await dueReceipts(store)
     case .receiptSchedule: try await receiptSchedule(store)
+    case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Foundation
 import Synchronization
 import Testing
@@ -43,13 +44,14 @@ struct Harness {
   }
 
   /// A tenant with an app, its secret and catalog; returns (admin key, app id).
-  func makeTenantWithApp(name: String = "acme", bundleID: String = "com.example.app") async throws -> (String, String) {
+  func makeTenantWithApp(name: String = "acme", bundleID: String = "com.example.app", appleAppID: Int64 = 0) async throws -> (String, String) {
     var create = Substatus_V1_CreateTenantRequest()
     create.name = name
     let tenant = try await call(Substatus_V1_TenantService.createTenant, create, key: operatorKey)
     var register = Substatus_V1_RegisterAppRequest()
     register.bundleID = bundleID
     register.displayName = "Example"
+    register.appleAppID = appleAppID
     let app = try await call(Substatus_V1_AdminService.registerApp, register, key: tenant.adminKey)
     var put = try Substatus_V1_PutProductsRequest(jsonString: try fixture("catalog.json"))
     put.appID = app.app!.appID
@@ -65,11 +67,13 @@ func fixture(_ name: String) throws -> String {
 
 func withService(
   limits: ServiceLimits = ServiceLimits(), verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(),
+  appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3], store: any Store = InMemoryStore(),
   _ body: (Harness) async throws -> Void
 ) async throws {
   let world = TestWorld()
   let service = SubstatusService(
-    store: InMemoryStore(), environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log)
+    store: store, environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log,
+    appleRootCertificates: appleRootCertificates)
   let operatorKey = try #require(try await service.bootstrapOperatorKey())
   #expect(try await service.bootstrapOperatorKey() == nil)
   var router = RPCRouter()

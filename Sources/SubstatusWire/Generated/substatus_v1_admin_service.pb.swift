@@ -36,6 +36,41 @@ public struct Substatus_V1_App: ProtobufJSONMessage {
   /// Until when the previous shared secret is accepted; 0 when there is none.
   public var previousSharedSecretValidUntilMs: Int64 = 0
 
+  /// The In-App Purchase key set with SetInAppPurchaseKey; absent when none is set.
+  public var inAppPurchaseKey: Substatus_V1_InAppPurchaseKeyInfo? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// What may be shown of an app's In-App Purchase key: never the private key.
+public struct Substatus_V1_InAppPurchaseKeyInfo: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.InAppPurchaseKeyInfo"
+
+  /// The key's id in App Store Connect (for example `2X9R4HXF34`); the JWTs' `kid`.
+  public var keyID: String = ""
+
+  /// The issuer id of the App Store Connect team (a UUID); the JWTs' `iss`.
+  public var issuerID: String = ""
+
+  /// `sha256:` followed by the first 16 lowercase hexadecimal digits of the SHA-256 of the public
+  /// key's DER SubjectPublicKeyInfo.
+  public var publicKeyFingerprint: String = ""
+
+  /// The public key, as a PEM SubjectPublicKeyInfo, so signatures can be checked independently.
+  public var publicKeyPem: String = ""
+
+  /// When the key was set.
+  public var setMs: Int64 = 0
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -215,6 +250,53 @@ public struct Substatus_V1_SetSharedSecretResponse: ProtobufJSONMessage {
 
   /// Until when the previous secret is accepted; 0 when there is none.
   public var previousValidUntilMs: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.SetInAppPurchaseKey.
+public struct Substatus_V1_SetInAppPurchaseKeyRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SetInAppPurchaseKeyRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The issuer id of the App Store Connect team: a UUID. Required.
+  public var issuerID: String = ""
+
+  /// The key's id: 10 uppercase letters and digits, as App Store Connect shows it. Required.
+  public var keyID: String = ""
+
+  /// The `.p8` file's contents: a PEM "PRIVATE KEY" (PKCS#8) of a P-256 key. Required.
+  public var privateKeyPem: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.SetInAppPurchaseKey.
+public struct Substatus_V1_SetInAppPurchaseKeyResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SetInAppPurchaseKeyResponse"
+
+  /// The app, with `in_app_purchase_key` set.
+  public var app: Substatus_V1_App? = nil
 
   /// A message with every field at its default value.
   public init() {}
@@ -499,7 +581,7 @@ public struct Substatus_V1_RevokeApiKeyResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_App: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+  static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -512,6 +594,7 @@ extension Substatus_V1_App: CMessageConvertible {
     createdMs = r.int64(6)
     previousSharedSecretFingerprint = try r.string(7)
     previousSharedSecretValidUntilMs = r.int64(8)
+    inAppPurchaseKey = try r.message(9, Substatus_V1_InAppPurchaseKeyInfo.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -524,6 +607,7 @@ extension Substatus_V1_App: CMessageConvertible {
     w.int64(6, createdMs)
     w.string(7, previousSharedSecretFingerprint)
     w.int64(8, previousSharedSecretValidUntilMs)
+    w.message(9, inAppPurchaseKey)
   }
 }
 
@@ -540,6 +624,7 @@ extension Substatus_V1_App {
     if !(self.createdMs == 0) { o.append("createdMs", ProtoJSON.int64(self.createdMs)) }
     if !(self.previousSharedSecretFingerprint.isEmpty) { o.append("previousSharedSecretFingerprint", .string(self.previousSharedSecretFingerprint)) }
     if !(self.previousSharedSecretValidUntilMs == 0) { o.append("previousSharedSecretValidUntilMs", ProtoJSON.int64(self.previousSharedSecretValidUntilMs)) }
+    if let v = self.inAppPurchaseKey { o.append("inAppPurchaseKey", v.jsonValue()) }
     return .object(o)
   }
 
@@ -568,6 +653,65 @@ extension Substatus_V1_App {
         self.previousSharedSecretFingerprint = try ProtoJSON.string(value, "previousSharedSecretFingerprint")
       case "previousSharedSecretValidUntilMs", "previous_shared_secret_valid_until_ms":
         self.previousSharedSecretValidUntilMs = try ProtoJSON.integer(value, "previousSharedSecretValidUntilMs", Int64.self)
+      case "inAppPurchaseKey", "in_app_purchase_key":
+        self.inAppPurchaseKey = try ProtoJSON.message(value, "inAppPurchaseKey", Substatus_V1_InAppPurchaseKeyInfo.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_InAppPurchaseKeyInfo: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.InAppPurchaseKeyInfo", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    keyID = try r.string(0)
+    issuerID = try r.string(1)
+    publicKeyFingerprint = try r.string(2)
+    publicKeyPem = try r.string(3)
+    setMs = r.int64(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, keyID)
+    w.string(1, issuerID)
+    w.string(2, publicKeyFingerprint)
+    w.string(3, publicKeyPem)
+    w.int64(4, setMs)
+  }
+}
+
+extension Substatus_V1_InAppPurchaseKeyInfo {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.keyID.isEmpty) { o.append("keyId", .string(self.keyID)) }
+    if !(self.issuerID.isEmpty) { o.append("issuerId", .string(self.issuerID)) }
+    if !(self.publicKeyFingerprint.isEmpty) { o.append("publicKeyFingerprint", .string(self.publicKeyFingerprint)) }
+    if !(self.publicKeyPem.isEmpty) { o.append("publicKeyPem", .string(self.publicKeyPem)) }
+    if !(self.setMs == 0) { o.append("setMs", ProtoJSON.int64(self.setMs)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "keyId", "key_id":
+        self.keyID = try ProtoJSON.string(value, "keyId")
+      case "issuerId", "issuer_id":
+        self.issuerID = try ProtoJSON.string(value, "issuerId")
+      case "publicKeyFingerprint", "public_key_fingerprint":
+        self.publicKeyFingerprint = try ProtoJSON.string(value, "publicKeyFingerprint")
+      case "publicKeyPem", "public_key_pem":
+        self.publicKeyPem = try ProtoJSON.string(value, "publicKeyPem")
+      case "setMs", "set_ms":
+        self.setMs = try ProtoJSON.integer(value, "setMs", Int64.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -904,6 +1048,95 @@ extension Substatus_V1_SetSharedSecretResponse {
         self.previousFingerprint = try ProtoJSON.string(value, "previousFingerprint")
       case "previousValidUntilMs", "previous_valid_until_ms":
         self.previousValidUntilMs = try ProtoJSON.integer(value, "previousValidUntilMs", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SetInAppPurchaseKeyRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SetInAppPurchaseKeyRequest", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    issuerID = try r.string(1)
+    keyID = try r.string(2)
+    privateKeyPem = try r.string(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, issuerID)
+    w.string(2, keyID)
+    w.string(3, privateKeyPem)
+  }
+}
+
+extension Substatus_V1_SetInAppPurchaseKeyRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.issuerID.isEmpty) { o.append("issuerId", .string(self.issuerID)) }
+    if !(self.keyID.isEmpty) { o.append("keyId", .string(self.keyID)) }
+    if !(self.privateKeyPem.isEmpty) { o.append("privateKeyPem", .string(self.privateKeyPem)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "issuerId", "issuer_id":
+        self.issuerID = try ProtoJSON.string(value, "issuerId")
+      case "keyId", "key_id":
+        self.keyID = try ProtoJSON.string(value, "keyId")
+      case "privateKeyPem", "private_key_pem":
+        self.privateKeyPem = try ProtoJSON.string(value, "privateKeyPem")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SetInAppPurchaseKeyResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SetInAppPurchaseKeyResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    app = try r.message(0, Substatus_V1_App.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, app)
+  }
+}
+
+extension Substatus_V1_SetInAppPurchaseKeyResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.app { o.append("app", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "app":
+        self.app = try ProtoJSON.message(value, "app", Substatus_V1_App.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -1450,6 +1683,17 @@ public enum Substatus_V1_AdminService {
   /// INVALID_ARGUMENT naming `shared_secret` or `previous_secret_overlap_seconds`.
   public static let setSharedSecret = ProtoMethodDescriptor<Substatus_V1_SetSharedSecretRequest, Substatus_V1_SetSharedSecretResponse>(
     service: name, method: "SetSharedSecret", clientStreaming: false, serverStreaming: false)
+
+  /// Sets the app's In-App Purchase key from App Store Connect (issuer id, key id and the `.p8`
+  /// private key). The server signs with it the JWTs that authorize its App Store Server API calls
+  /// for the app (transaction history, subscription statuses, notification history) and the
+  /// promotional-offer and introductory-offer-eligibility signatures of EligibilityService.
+  /// Write-only: the private key is encrypted at rest, never returned and never logged; the
+  /// fingerprint of its public key stands in for it. Setting a key replaces the previous one.
+  /// Errors: NOT_FOUND; INVALID_ARGUMENT naming `issuer_id`, `key_id` or `private_key_pem` (not a
+  /// PKCS#8 PEM of a P-256 private key).
+  public static let setInAppPurchaseKey = ProtoMethodDescriptor<Substatus_V1_SetInAppPurchaseKeyRequest, Substatus_V1_SetInAppPurchaseKeyResponse>(
+    service: name, method: "SetInAppPurchaseKey", clientStreaming: false, serverStreaming: false)
 
   /// Inserts or replaces products of the app's catalog by `product_id`; products not mentioned
   /// stay as they are. All or nothing: if any product is invalid, nothing is written and the call

@@ -161,6 +161,158 @@ public struct Substatus_V1_OfferEligibility: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of EligibilityService.SignPromotionalOffer.
+public struct Substatus_V1_SignPromotionalOfferRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SignPromotionalOfferRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The user. Required.
+  public var userID: String = ""
+
+  /// The auto-renewable product the offer is for. Required.
+  public var productID: String = ""
+
+  /// The promotional offer's identifier, one of the product's `promotional_offer_ids`. Required.
+  public var offerID: String = ""
+
+  /// The app account token (a UUID) the purchase will carry, the V1 signature's
+  /// `applicationUsername`; empty: none (signed as the empty string, as StoreKit expects then).
+  public var appAccountToken: String = ""
+
+  /// The environment whose purchases decide eligibility; UNSPECIFIED: production.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// A one-time nonce (a UUID); empty: the server makes a random one.
+  public var nonce: String = ""
+
+  /// For the V2 JWS: any transaction id of the user (Apple recommends it); empty: the user's most
+  /// recently purchased stored transaction, if any.
+  public var transactionID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of EligibilityService.SignPromotionalOffer.
+public struct Substatus_V1_SignPromotionalOfferResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SignPromotionalOfferResponse"
+
+  /// The product, as asked.
+  public var productID: String = ""
+
+  /// The offer, as asked.
+  public var offerID: String = ""
+
+  /// The In-App Purchase key's id (the V1 `keyIdentifier`, the JWS `kid`).
+  public var keyID: String = ""
+
+  /// The nonce signed, as a lowercase UUID.
+  public var nonce: String = ""
+
+  /// The V1 timestamp signed, in milliseconds since 1970 (Apple accepts it for 24 hours).
+  public var timestampMs: Int64 = 0
+
+  /// The V1 signature: base64 of the DER ECDSA signature.
+  public var signature: String = ""
+
+  /// The V2 signature: a compact JWS.
+  public var compactJws: String = ""
+
+  /// Why the user is eligible: ELIGIBILITY_REASON_EXISTING_SUBSCRIBER or _LAPSED_SUBSCRIBER.
+  public var reason: Substatus_V1_EligibilityReason = Substatus_V1_EligibilityReason(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of EligibilityService.SignIntroductoryOfferEligibility.
+public struct Substatus_V1_SignIntroductoryOfferEligibilityRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SignIntroductoryOfferEligibilityRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The user. Required.
+  public var userID: String = ""
+
+  /// The auto-renewable product whose introductory offer to allow. Required.
+  public var productID: String = ""
+
+  /// The environment whose purchases decide eligibility; UNSPECIFIED: production.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// Any transaction id of the user, which Apple requires in the JWS; a user who never bought
+  /// anything has StoreKit's `AppTransaction.appTransactionID`. Empty: the user's most recently
+  /// purchased stored transaction.
+  public var transactionID: String = ""
+
+  /// A one-time nonce (a UUID); empty: the server makes a random one.
+  public var nonce: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of EligibilityService.SignIntroductoryOfferEligibility.
+public struct Substatus_V1_SignIntroductoryOfferEligibilityResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SignIntroductoryOfferEligibilityResponse"
+
+  /// The product, as asked.
+  public var productID: String = ""
+
+  /// The In-App Purchase key's id (the JWS `kid`).
+  public var keyID: String = ""
+
+  /// The nonce signed, as a lowercase UUID.
+  public var nonce: String = ""
+
+  /// The JWS's `iat`, in milliseconds since 1970.
+  public var issuedAtMs: Int64 = 0
+
+  /// The compact JWS.
+  public var compactJws: String = ""
+
+  /// Why the user is eligible: ELIGIBILITY_REASON_NEW_CUSTOMER or _LAPSED_NO_INTRO_USED.
+  public var reason: Substatus_V1_EligibilityReason = Substatus_V1_EligibilityReason(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_CheckEligibilityRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.CheckEligibilityRequest", [1, 2, 3, 4])
 
@@ -448,6 +600,274 @@ extension Substatus_V1_OfferEligibility {
   }
 }
 
+extension Substatus_V1_SignPromotionalOfferRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SignPromotionalOfferRequest", [1, 2, 3, 4, 5, 6, 7, 8])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    productID = try r.string(2)
+    offerID = try r.string(3)
+    appAccountToken = try r.string(4)
+    environment = r.enumeration(5)
+    nonce = try r.string(6)
+    transactionID = try r.string(7)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.string(2, productID)
+    w.string(3, offerID)
+    w.string(4, appAccountToken)
+    w.enumeration(5, environment)
+    w.string(6, nonce)
+    w.string(7, transactionID)
+  }
+}
+
+extension Substatus_V1_SignPromotionalOfferRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.offerID.isEmpty) { o.append("offerId", .string(self.offerID)) }
+    if !(self.appAccountToken.isEmpty) { o.append("appAccountToken", .string(self.appAccountToken)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.nonce.isEmpty) { o.append("nonce", .string(self.nonce)) }
+    if !(self.transactionID.isEmpty) { o.append("transactionId", .string(self.transactionID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "offerId", "offer_id":
+        self.offerID = try ProtoJSON.string(value, "offerId")
+      case "appAccountToken", "app_account_token":
+        self.appAccountToken = try ProtoJSON.string(value, "appAccountToken")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "nonce":
+        self.nonce = try ProtoJSON.string(value, "nonce")
+      case "transactionId", "transaction_id":
+        self.transactionID = try ProtoJSON.string(value, "transactionId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SignPromotionalOfferResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SignPromotionalOfferResponse", [1, 2, 3, 4, 5, 6, 7, 8])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    productID = try r.string(0)
+    offerID = try r.string(1)
+    keyID = try r.string(2)
+    nonce = try r.string(3)
+    timestampMs = r.int64(4)
+    signature = try r.string(5)
+    compactJws = try r.string(6)
+    reason = r.enumeration(7)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, productID)
+    w.string(1, offerID)
+    w.string(2, keyID)
+    w.string(3, nonce)
+    w.int64(4, timestampMs)
+    w.string(5, signature)
+    w.string(6, compactJws)
+    w.enumeration(7, reason)
+  }
+}
+
+extension Substatus_V1_SignPromotionalOfferResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.offerID.isEmpty) { o.append("offerId", .string(self.offerID)) }
+    if !(self.keyID.isEmpty) { o.append("keyId", .string(self.keyID)) }
+    if !(self.nonce.isEmpty) { o.append("nonce", .string(self.nonce)) }
+    if !(self.timestampMs == 0) { o.append("timestampMs", ProtoJSON.int64(self.timestampMs)) }
+    if !(self.signature.isEmpty) { o.append("signature", .string(self.signature)) }
+    if !(self.compactJws.isEmpty) { o.append("compactJws", .string(self.compactJws)) }
+    if !(self.reason.rawValue == 0) { o.append("reason", self.reason.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "offerId", "offer_id":
+        self.offerID = try ProtoJSON.string(value, "offerId")
+      case "keyId", "key_id":
+        self.keyID = try ProtoJSON.string(value, "keyId")
+      case "nonce":
+        self.nonce = try ProtoJSON.string(value, "nonce")
+      case "timestampMs", "timestamp_ms":
+        self.timestampMs = try ProtoJSON.integer(value, "timestampMs", Int64.self)
+      case "signature":
+        self.signature = try ProtoJSON.string(value, "signature")
+      case "compactJws", "compact_jws":
+        self.compactJws = try ProtoJSON.string(value, "compactJws")
+      case "reason":
+        self.reason = try ProtoJSON.enumeration(value, "reason", Substatus_V1_EligibilityReason.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SignIntroductoryOfferEligibilityRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SignIntroductoryOfferEligibilityRequest", [1, 2, 3, 4, 5, 6])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    productID = try r.string(2)
+    environment = r.enumeration(3)
+    transactionID = try r.string(4)
+    nonce = try r.string(5)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.string(2, productID)
+    w.enumeration(3, environment)
+    w.string(4, transactionID)
+    w.string(5, nonce)
+  }
+}
+
+extension Substatus_V1_SignIntroductoryOfferEligibilityRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.transactionID.isEmpty) { o.append("transactionId", .string(self.transactionID)) }
+    if !(self.nonce.isEmpty) { o.append("nonce", .string(self.nonce)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "transactionId", "transaction_id":
+        self.transactionID = try ProtoJSON.string(value, "transactionId")
+      case "nonce":
+        self.nonce = try ProtoJSON.string(value, "nonce")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SignIntroductoryOfferEligibilityResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SignIntroductoryOfferEligibilityResponse", [1, 2, 3, 4, 5, 6])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    productID = try r.string(0)
+    keyID = try r.string(1)
+    nonce = try r.string(2)
+    issuedAtMs = r.int64(3)
+    compactJws = try r.string(4)
+    reason = r.enumeration(5)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, productID)
+    w.string(1, keyID)
+    w.string(2, nonce)
+    w.int64(3, issuedAtMs)
+    w.string(4, compactJws)
+    w.enumeration(5, reason)
+  }
+}
+
+extension Substatus_V1_SignIntroductoryOfferEligibilityResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.keyID.isEmpty) { o.append("keyId", .string(self.keyID)) }
+    if !(self.nonce.isEmpty) { o.append("nonce", .string(self.nonce)) }
+    if !(self.issuedAtMs == 0) { o.append("issuedAtMs", ProtoJSON.int64(self.issuedAtMs)) }
+    if !(self.compactJws.isEmpty) { o.append("compactJws", .string(self.compactJws)) }
+    if !(self.reason.rawValue == 0) { o.append("reason", self.reason.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "keyId", "key_id":
+        self.keyID = try ProtoJSON.string(value, "keyId")
+      case "nonce":
+        self.nonce = try ProtoJSON.string(value, "nonce")
+      case "issuedAtMs", "issued_at_ms":
+        self.issuedAtMs = try ProtoJSON.integer(value, "issuedAtMs", Int64.self)
+      case "compactJws", "compact_jws":
+        self.compactJws = try ProtoJSON.string(value, "compactJws")
+      case "reason":
+        self.reason = try ProtoJSON.enumeration(value, "reason", Substatus_V1_EligibilityReason.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Answers which products users may buy with an introductory or a promotional offer. Needs a READ,
 /// INGEST or ADMIN key.
 public enum Substatus_V1_EligibilityService {
@@ -463,5 +883,31 @@ public enum Substatus_V1_EligibilityService {
   /// query, or 10000 product ids in all.
   public static let checkEligibility = ProtoMethodDescriptor<Substatus_V1_CheckEligibilityRequest, Substatus_V1_CheckEligibilityResponse>(
     service: name, method: "CheckEligibility", clientStreaming: false, serverStreaming: false)
+
+  /// Signs a promotional offer for one user and product, so the app can pass it to StoreKit, but
+  /// only when the user is eligible for the product's promotional offers now (as CheckEligibility
+  /// answers). Returns both of Apple's forms, signed with the app's In-App Purchase key: the V1
+  /// signature (`Product.SubscriptionOffer.Signature`, ECDSA P-256 over
+  /// bundleId, keyId, productId, offerId, appAccountToken, nonce and timestamp joined by U+2063)
+  /// and the V2 compact JWS (`Product.PurchaseOption.promotionalOffer(_:compactJWS:)`, audience
+  /// `promotional-offer`). Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`,
+  /// `product_id` (unknown, or not an auto-renewable subscription), `offer_id` (not one of the
+  /// product's `promotional_offer_ids`), `app_account_token` (not a UUID) or `nonce` (not a UUID);
+  /// FAILED_PRECONDITION when the app has no In-App Purchase key, or when the user is not eligible,
+  /// with an ErrorInfo (reason = the EligibilityReason name, for example
+  /// `ELIGIBILITY_REASON_NEVER_SUBSCRIBED`, domain `substatus.v1`).
+  public static let signPromotionalOffer = ProtoMethodDescriptor<Substatus_V1_SignPromotionalOfferRequest, Substatus_V1_SignPromotionalOfferResponse>(
+    service: name, method: "SignPromotionalOffer", clientStreaming: false, serverStreaming: false)
+
+  /// Signs an introductory-offer eligibility JWS (`allowIntroductoryOffer: true`, audience
+  /// `introductory-offer-eligibility`) for one user and product, for StoreKit's
+  /// `Product.PurchaseOption.introductoryOfferEligibility(compactJWS:)`, but only when the user is
+  /// eligible for the product's introductory offer now (as CheckEligibility answers). Errors:
+  /// NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `product_id` (unknown or not an
+  /// auto-renewable subscription), `transaction_id` (empty and none stored for the user) or
+  /// `nonce`; FAILED_PRECONDITION when the app has no In-App Purchase key, or when the user is not
+  /// eligible, with an ErrorInfo as for SignPromotionalOffer.
+  public static let signIntroductoryOfferEligibility = ProtoMethodDescriptor<Substatus_V1_SignIntroductoryOfferEligibilityRequest, Substatus_V1_SignIntroductoryOfferEligibilityResponse>(
+    service: name, method: "SignIntroductoryOfferEligibility", clientStreaming: false, serverStreaming: false)
 }
 

@@ -303,6 +303,149 @@ public struct Substatus_V1_ImportTransactionsResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of IngestService.SubmitSignedTransactions.
+public struct Substatus_V1_SubmitSignedTransactionsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SubmitSignedTransactionsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The user the data belongs to. Required.
+  public var userID: String = ""
+
+  /// Signed transactions (compact JWS), at most 1000.
+  public var signedTransactions: [String] = []
+
+  /// Signed renewal infos (compact JWS), at most 1000.
+  public var signedRenewalInfos: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of IngestService.SubmitSignedTransactions. Fields 1 to 5 have the numbers and
+/// meanings of GetStatusResponse's.
+public struct Substatus_V1_SubmitSignedTransactionsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SubmitSignedTransactionsResponse"
+
+  /// The user.
+  public var userID: String = ""
+
+  /// The user's state per subscription group as of `as_of_ms`, in `environment`.
+  public var groups: [Substatus_V1_GroupStatus] = []
+
+  /// What the user is entitled to as of `as_of_ms`, in `environment`.
+  public var entitlements: [Substatus_V1_Entitlement] = []
+
+  /// The instant the status was evaluated at: the server's clock after the write.
+  public var asOfMs: Int64 = 0
+
+  /// The environment of the signed data; UNSPECIFIED when no item was valid.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// One result per signed transaction, in request order; `transaction_id` is empty when the JWS
+  /// could not be decoded.
+  public var transactionResults: [Substatus_V1_TransactionImportResult] = []
+
+  /// One result per signed renewal info, in request order.
+  public var renewalInfoResults: [Substatus_V1_RenewalInfoImportResult] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of IngestService.SyncTransactionHistory.
+public struct Substatus_V1_SyncTransactionHistoryRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SyncTransactionHistoryRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The user whose history to bring up to date. Required.
+  public var userID: String = ""
+
+  /// Any transaction id of the user that Apple knows: a `transactionId`, `originalTransactionId`
+  /// or `appTransactionId` (StoreKit 2's `AppTransaction.appTransactionID`). Empty: the most
+  /// recently purchased transaction stored for the user in `environment` (INVALID_ARGUMENT naming
+  /// `transaction_id` when there is none).
+  public var transactionID: String = ""
+
+  /// The environment to ask. UNSPECIFIED: production first, then sandbox when production does not
+  /// know the transaction (as Apple advises).
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// Ignore the stored revision and fetch the whole history again.
+  public var fullResync: Bool = false
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of IngestService.SyncTransactionHistory. Fields 1 to 5 have the numbers and
+/// meanings of GetStatusResponse's.
+public struct Substatus_V1_SyncTransactionHistoryResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SyncTransactionHistoryResponse"
+
+  /// The user.
+  public var userID: String = ""
+
+  /// The user's state per subscription group as of `as_of_ms`, in `environment`.
+  public var groups: [Substatus_V1_GroupStatus] = []
+
+  /// What the user is entitled to as of `as_of_ms`, in `environment`.
+  public var entitlements: [Substatus_V1_Entitlement] = []
+
+  /// The instant the status was evaluated at: the server's clock after the write.
+  public var asOfMs: Int64 = 0
+
+  /// The environment Apple answered from.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// The number of signed transactions Apple returned (all pages).
+  public var transactionCount: Int32 = 0
+
+  /// How many of them were new or changed the stored copy.
+  public var storedTransactionCount: Int32 = 0
+
+  /// Apple's revision after this sync, stored for the next incremental sync.
+  public var revision: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_SubmitReceiptRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SubmitReceiptRequest", [1, 2, 3, 4])
 
@@ -724,6 +867,254 @@ extension Substatus_V1_ImportTransactionsResponse {
   }
 }
 
+extension Substatus_V1_SubmitSignedTransactionsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SubmitSignedTransactionsRequest", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    signedTransactions = try r.repeatedString(2)
+    signedRenewalInfos = try r.repeatedString(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.repeatedString(2, signedTransactions)
+    w.repeatedString(3, signedRenewalInfos)
+  }
+}
+
+extension Substatus_V1_SubmitSignedTransactionsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !self.signedTransactions.isEmpty { o.append("signedTransactions", .array(self.signedTransactions.map { .string($0) })) }
+    if !self.signedRenewalInfos.isEmpty { o.append("signedRenewalInfos", .array(self.signedRenewalInfos.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "signedTransactions", "signed_transactions":
+        self.signedTransactions = try ProtoJSON.repeated(value, "signedTransactions") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      case "signedRenewalInfos", "signed_renewal_infos":
+        self.signedRenewalInfos = try ProtoJSON.repeated(value, "signedRenewalInfos") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SubmitSignedTransactionsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SubmitSignedTransactionsResponse", [1, 2, 3, 4, 5, 6, 7])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    userID = try r.string(0)
+    groups = try r.repeatedMessage(1, Substatus_V1_GroupStatus.self)
+    entitlements = try r.repeatedMessage(2, Substatus_V1_Entitlement.self)
+    asOfMs = r.int64(3)
+    environment = r.enumeration(4)
+    transactionResults = try r.repeatedMessage(5, Substatus_V1_TransactionImportResult.self)
+    renewalInfoResults = try r.repeatedMessage(6, Substatus_V1_RenewalInfoImportResult.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, userID)
+    w.repeatedMessage(1, groups)
+    w.repeatedMessage(2, entitlements)
+    w.int64(3, asOfMs)
+    w.enumeration(4, environment)
+    w.repeatedMessage(5, transactionResults)
+    w.repeatedMessage(6, renewalInfoResults)
+  }
+}
+
+extension Substatus_V1_SubmitSignedTransactionsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !self.groups.isEmpty { o.append("groups", .array(self.groups.map { $0.jsonValue() })) }
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !self.transactionResults.isEmpty { o.append("transactionResults", .array(self.transactionResults.map { $0.jsonValue() })) }
+    if !self.renewalInfoResults.isEmpty { o.append("renewalInfoResults", .array(self.renewalInfoResults.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "groups":
+        self.groups = try ProtoJSON.repeated(value, "groups") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_GroupStatus.self) }
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_Entitlement.self) }
+      case "asOfMs", "as_of_ms":
+        self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "transactionResults", "transaction_results":
+        self.transactionResults = try ProtoJSON.repeated(value, "transactionResults") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_TransactionImportResult.self) }
+      case "renewalInfoResults", "renewal_info_results":
+        self.renewalInfoResults = try ProtoJSON.repeated(value, "renewalInfoResults") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RenewalInfoImportResult.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SyncTransactionHistoryRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SyncTransactionHistoryRequest", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    transactionID = try r.string(2)
+    environment = r.enumeration(3)
+    fullResync = r.bool(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.string(2, transactionID)
+    w.enumeration(3, environment)
+    w.bool(4, fullResync)
+  }
+}
+
+extension Substatus_V1_SyncTransactionHistoryRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !(self.transactionID.isEmpty) { o.append("transactionId", .string(self.transactionID)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(!self.fullResync) { o.append("fullResync", .bool(self.fullResync)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "transactionId", "transaction_id":
+        self.transactionID = try ProtoJSON.string(value, "transactionId")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "fullResync", "full_resync":
+        self.fullResync = try ProtoJSON.bool(value, "fullResync")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SyncTransactionHistoryResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SyncTransactionHistoryResponse", [1, 2, 3, 4, 5, 6, 7, 8])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    userID = try r.string(0)
+    groups = try r.repeatedMessage(1, Substatus_V1_GroupStatus.self)
+    entitlements = try r.repeatedMessage(2, Substatus_V1_Entitlement.self)
+    asOfMs = r.int64(3)
+    environment = r.enumeration(4)
+    transactionCount = r.int32(5)
+    storedTransactionCount = r.int32(6)
+    revision = try r.string(7)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, userID)
+    w.repeatedMessage(1, groups)
+    w.repeatedMessage(2, entitlements)
+    w.int64(3, asOfMs)
+    w.enumeration(4, environment)
+    w.int32(5, transactionCount)
+    w.int32(6, storedTransactionCount)
+    w.string(7, revision)
+  }
+}
+
+extension Substatus_V1_SyncTransactionHistoryResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !self.groups.isEmpty { o.append("groups", .array(self.groups.map { $0.jsonValue() })) }
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.transactionCount == 0) { o.append("transactionCount", ProtoJSON.int32(self.transactionCount)) }
+    if !(self.storedTransactionCount == 0) { o.append("storedTransactionCount", ProtoJSON.int32(self.storedTransactionCount)) }
+    if !(self.revision.isEmpty) { o.append("revision", .string(self.revision)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "groups":
+        self.groups = try ProtoJSON.repeated(value, "groups") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_GroupStatus.self) }
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_Entitlement.self) }
+      case "asOfMs", "as_of_ms":
+        self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "transactionCount", "transaction_count":
+        self.transactionCount = try ProtoJSON.integer(value, "transactionCount", Int32.self)
+      case "storedTransactionCount", "stored_transaction_count":
+        self.storedTransactionCount = try ProtoJSON.integer(value, "storedTransactionCount", Int32.self)
+      case "revision":
+        self.revision = try ProtoJSON.string(value, "revision")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Stores users' purchase data. Needs an INGEST or ADMIN key (READ keys get PERMISSION_DENIED).
 /// Every write is idempotent (transactions are deduplicated by id) and acknowledged only after it
 /// is durably committed. After a write, the user's state is re-derived from the full stored history.
@@ -763,5 +1154,34 @@ public enum Substatus_V1_IngestService {
   /// 1000 transactions or 1000 renewal infos per call.
   public static let importTransactions = ProtoMethodDescriptor<Substatus_V1_ImportTransactionsRequest, Substatus_V1_ImportTransactionsResponse>(
     service: name, method: "ImportTransactions", clientStreaming: false, serverStreaming: false)
+
+  /// Verifies and stores StoreKit 2 signed data the app hands over: signed transactions
+  /// (`Transaction.jwsRepresentation`, or `signedTransactionInfo` of the App Store Server API) and
+  /// signed renewal infos (`signedRenewalInfo`), then returns the user's status as of now. Each JWS
+  /// is verified as Apple's SignedDataVerifier does: ES256, an `x5c` chain of exactly three
+  /// certificates ending at a trusted root (Apple Root CA - G3 unless the server is configured
+  /// otherwise) with Apple's marker OIDs, valid at the payload's `signedDate`, the app's bundle id,
+  /// and the environment `Sandbox` or `Production` (Xcode and LocalTesting data are refused). Each
+  /// item has its own result: an item that fails verification is rejected with INVALID_ARGUMENT
+  /// naming it (`signed_transactions[i]`) and an ErrorInfo whose reason tells why
+  /// (`INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`, `WRONG_APP`, `WRONG_ENVIRONMENT`, `MALFORMED`); the
+  /// valid ones are stored together. All items must be of one environment: an item of another
+  /// environment than the first valid one is rejected (`WRONG_ENVIRONMENT`). Errors of the whole
+  /// call: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, or when both lists are empty;
+  /// RESOURCE_EXHAUSTED above 1000 items in either list.
+  public static let submitSignedTransactions = ProtoMethodDescriptor<Substatus_V1_SubmitSignedTransactionsRequest, Substatus_V1_SubmitSignedTransactionsResponse>(
+    service: name, method: "SubmitSignedTransactions", clientStreaming: false, serverStreaming: false)
+
+  /// Brings the user's stored history up to date from the App Store Server API's Get Transaction
+  /// History (all pages, sorted ASCENDING, from the revision stored by the last sync of this user
+  /// so only changed transactions come back), and Get All Subscription Statuses for the renewal
+  /// infos, verifying every signed item as SubmitSignedTransactions does; then returns the user's
+  /// status as of now. Needs the app's In-App Purchase key (AdminService.SetInAppPurchaseKey).
+  /// Errors: NOT_FOUND (app, or Apple knows no such transaction in the environment asked or, when
+  /// unspecified, in either); INVALID_ARGUMENT naming `user_id` or `transaction_id`;
+  /// FAILED_PRECONDITION when the app has no In-App Purchase key, or Apple refuses it (401);
+  /// UNAVAILABLE when Apple cannot answer now (rate limit or server error; retry with backoff).
+  public static let syncTransactionHistory = ProtoMethodDescriptor<Substatus_V1_SyncTransactionHistoryRequest, Substatus_V1_SyncTransactionHistoryResponse>(
+    service: name, method: "SyncTransactionHistory", clientStreaming: false, serverStreaming: false)
 }
 

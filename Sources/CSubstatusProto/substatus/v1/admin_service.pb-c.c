@@ -52,6 +52,51 @@ void   substatus__v1__app__free_unpacked
   assert(message->base.descriptor == &substatus__v1__app__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__in_app_purchase_key_info__init
+                     (Substatus__V1__InAppPurchaseKeyInfo         *message)
+{
+  static const Substatus__V1__InAppPurchaseKeyInfo init_value = SUBSTATUS__V1__IN_APP_PURCHASE_KEY_INFO__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__in_app_purchase_key_info__get_packed_size
+                     (const Substatus__V1__InAppPurchaseKeyInfo *message)
+{
+  assert(message->base.descriptor == &substatus__v1__in_app_purchase_key_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__in_app_purchase_key_info__pack
+                     (const Substatus__V1__InAppPurchaseKeyInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__in_app_purchase_key_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__in_app_purchase_key_info__pack_to_buffer
+                     (const Substatus__V1__InAppPurchaseKeyInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__in_app_purchase_key_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__InAppPurchaseKeyInfo *
+       substatus__v1__in_app_purchase_key_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__InAppPurchaseKeyInfo *)
+     protobuf_c_message_unpack (&substatus__v1__in_app_purchase_key_info__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__in_app_purchase_key_info__free_unpacked
+                     (Substatus__V1__InAppPurchaseKeyInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__in_app_purchase_key_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__register_app_request__init
                      (Substatus__V1__RegisterAppRequest         *message)
 {
@@ -410,6 +455,96 @@ void   substatus__v1__set_shared_secret_response__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &substatus__v1__set_shared_secret_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__set_in_app_purchase_key_request__init
+                     (Substatus__V1__SetInAppPurchaseKeyRequest         *message)
+{
+  static const Substatus__V1__SetInAppPurchaseKeyRequest init_value = SUBSTATUS__V1__SET_IN_APP_PURCHASE_KEY_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__set_in_app_purchase_key_request__get_packed_size
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__set_in_app_purchase_key_request__pack
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__set_in_app_purchase_key_request__pack_to_buffer
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SetInAppPurchaseKeyRequest *
+       substatus__v1__set_in_app_purchase_key_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SetInAppPurchaseKeyRequest *)
+     protobuf_c_message_unpack (&substatus__v1__set_in_app_purchase_key_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__set_in_app_purchase_key_request__free_unpacked
+                     (Substatus__V1__SetInAppPurchaseKeyRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__set_in_app_purchase_key_response__init
+                     (Substatus__V1__SetInAppPurchaseKeyResponse         *message)
+{
+  static const Substatus__V1__SetInAppPurchaseKeyResponse init_value = SUBSTATUS__V1__SET_IN_APP_PURCHASE_KEY_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__set_in_app_purchase_key_response__get_packed_size
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__set_in_app_purchase_key_response__pack
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__set_in_app_purchase_key_response__pack_to_buffer
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SetInAppPurchaseKeyResponse *
+       substatus__v1__set_in_app_purchase_key_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SetInAppPurchaseKeyResponse *)
+     protobuf_c_message_unpack (&substatus__v1__set_in_app_purchase_key_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__set_in_app_purchase_key_response__free_unpacked
+                     (Substatus__V1__SetInAppPurchaseKeyResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__set_in_app_purchase_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   substatus__v1__put_products_request__init
@@ -952,7 +1087,7 @@ void   substatus__v1__revoke_api_key_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__revoke_api_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[9] =
+static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[10] =
 {
   {
     "app_id",
@@ -1062,6 +1197,18 @@ static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[9] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "in_app_purchase_key",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__App, in_app_purchase_key),
+    &substatus__v1__in_app_purchase_key_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__app__field_indices_by_name[] = {
   0,   /* field[0] = app_id */
@@ -1069,6 +1216,7 @@ static const unsigned substatus__v1__app__field_indices_by_name[] = {
   1,   /* field[1] = bundle_id */
   6,   /* field[6] = created_ms */
   3,   /* field[3] = display_name */
+  9,   /* field[9] = in_app_purchase_key */
   5,   /* field[5] = policy */
   7,   /* field[7] = previous_shared_secret_fingerprint */
   8,   /* field[8] = previous_shared_secret_valid_until_ms */
@@ -1077,7 +1225,7 @@ static const unsigned substatus__v1__app__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__app__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor substatus__v1__app__descriptor =
 {
@@ -1087,11 +1235,101 @@ const ProtobufCMessageDescriptor substatus__v1__app__descriptor =
   "Substatus__V1__App",
   "substatus.v1",
   sizeof(Substatus__V1__App),
-  9,
+  10,
   substatus__v1__app__field_descriptors,
   substatus__v1__app__field_indices_by_name,
   1,  substatus__v1__app__number_ranges,
   (ProtobufCMessageInit) substatus__v1__app__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__in_app_purchase_key_info__field_descriptors[5] =
+{
+  {
+    "key_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__InAppPurchaseKeyInfo, key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "issuer_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__InAppPurchaseKeyInfo, issuer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "public_key_fingerprint",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__InAppPurchaseKeyInfo, public_key_fingerprint),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "public_key_pem",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__InAppPurchaseKeyInfo, public_key_pem),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "set_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__InAppPurchaseKeyInfo, set_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__in_app_purchase_key_info__field_indices_by_name[] = {
+  1,   /* field[1] = issuer_id */
+  0,   /* field[0] = key_id */
+  2,   /* field[2] = public_key_fingerprint */
+  3,   /* field[3] = public_key_pem */
+  4,   /* field[4] = set_ms */
+};
+static const ProtobufCIntRange substatus__v1__in_app_purchase_key_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__in_app_purchase_key_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.InAppPurchaseKeyInfo",
+  "InAppPurchaseKeyInfo",
+  "Substatus__V1__InAppPurchaseKeyInfo",
+  "substatus.v1",
+  sizeof(Substatus__V1__InAppPurchaseKeyInfo),
+  5,
+  substatus__v1__in_app_purchase_key_info__field_descriptors,
+  substatus__v1__in_app_purchase_key_info__field_indices_by_name,
+  1,  substatus__v1__in_app_purchase_key_info__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__in_app_purchase_key_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__register_app_request__field_descriptors[3] =
@@ -1500,6 +1738,121 @@ const ProtobufCMessageDescriptor substatus__v1__set_shared_secret_response__desc
   substatus__v1__set_shared_secret_response__field_indices_by_name,
   1,  substatus__v1__set_shared_secret_response__number_ranges,
   (ProtobufCMessageInit) substatus__v1__set_shared_secret_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__set_in_app_purchase_key_request__field_descriptors[4] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SetInAppPurchaseKeyRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "issuer_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SetInAppPurchaseKeyRequest, issuer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SetInAppPurchaseKeyRequest, key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "private_key_pem",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SetInAppPurchaseKeyRequest, private_key_pem),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__set_in_app_purchase_key_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = issuer_id */
+  2,   /* field[2] = key_id */
+  3,   /* field[3] = private_key_pem */
+};
+static const ProtobufCIntRange substatus__v1__set_in_app_purchase_key_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__set_in_app_purchase_key_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SetInAppPurchaseKeyRequest",
+  "SetInAppPurchaseKeyRequest",
+  "Substatus__V1__SetInAppPurchaseKeyRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SetInAppPurchaseKeyRequest),
+  4,
+  substatus__v1__set_in_app_purchase_key_request__field_descriptors,
+  substatus__v1__set_in_app_purchase_key_request__field_indices_by_name,
+  1,  substatus__v1__set_in_app_purchase_key_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__set_in_app_purchase_key_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__set_in_app_purchase_key_response__field_descriptors[1] =
+{
+  {
+    "app",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SetInAppPurchaseKeyResponse, app),
+    &substatus__v1__app__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__set_in_app_purchase_key_response__field_indices_by_name[] = {
+  0,   /* field[0] = app */
+};
+static const ProtobufCIntRange substatus__v1__set_in_app_purchase_key_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__set_in_app_purchase_key_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SetInAppPurchaseKeyResponse",
+  "SetInAppPurchaseKeyResponse",
+  "Substatus__V1__SetInAppPurchaseKeyResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SetInAppPurchaseKeyResponse),
+  1,
+  substatus__v1__set_in_app_purchase_key_response__field_descriptors,
+  substatus__v1__set_in_app_purchase_key_response__field_indices_by_name,
+  1,  substatus__v1__set_in_app_purchase_key_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__set_in_app_purchase_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__put_products_request__field_descriptors[2] =
@@ -2127,12 +2480,13 @@ const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descrip
   (ProtobufCMessageInit) substatus__v1__revoke_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[10] =
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[11] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
   { "ListApps", &substatus__v1__list_apps_request__descriptor, &substatus__v1__list_apps_response__descriptor },
   { "SetSharedSecret", &substatus__v1__set_shared_secret_request__descriptor, &substatus__v1__set_shared_secret_response__descriptor },
+  { "SetInAppPurchaseKey", &substatus__v1__set_in_app_purchase_key_request__descriptor, &substatus__v1__set_in_app_purchase_key_response__descriptor },
   { "PutProducts", &substatus__v1__put_products_request__descriptor, &substatus__v1__put_products_response__descriptor },
   { "ListProducts", &substatus__v1__list_products_request__descriptor, &substatus__v1__list_products_response__descriptor },
   { "SetPolicy", &substatus__v1__set_policy_request__descriptor, &substatus__v1__set_policy_response__descriptor },
@@ -2141,15 +2495,16 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "RevokeApiKey", &substatus__v1__revoke_api_key_request__descriptor, &substatus__v1__revoke_api_key_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
-  7,        /* CreateApiKey */
+  8,        /* CreateApiKey */
   1,        /* GetApp */
-  8,        /* ListApiKeys */
+  9,        /* ListApiKeys */
   2,        /* ListApps */
-  5,        /* ListProducts */
-  4,        /* PutProducts */
+  6,        /* ListProducts */
+  5,        /* PutProducts */
   0,        /* RegisterApp */
-  9,        /* RevokeApiKey */
-  6,        /* SetPolicy */
+  10,        /* RevokeApiKey */
+  4,        /* SetInAppPurchaseKey */
+  7,        /* SetPolicy */
   3         /* SetSharedSecret */
 };
 const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
@@ -2159,7 +2514,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  10,
+  11,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -2195,13 +2550,21 @@ void substatus__v1__admin_service__set_shared_secret(ProtobufCService *service,
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void substatus__v1__admin_service__set_in_app_purchase_key(ProtobufCService *service,
+                                                           const Substatus__V1__SetInAppPurchaseKeyRequest *input,
+                                                           Substatus__V1__SetInAppPurchaseKeyResponse_Closure closure,
+                                                           void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void substatus__v1__admin_service__put_products(ProtobufCService *service,
                                                 const Substatus__V1__PutProductsRequest *input,
                                                 Substatus__V1__PutProductsResponse_Closure closure,
                                                 void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__list_products(ProtobufCService *service,
                                                  const Substatus__V1__ListProductsRequest *input,
@@ -2209,7 +2572,7 @@ void substatus__v1__admin_service__list_products(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               const Substatus__V1__SetPolicyRequest *input,
@@ -2217,7 +2580,7 @@ void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   const Substatus__V1__CreateApiKeyRequest *input,
@@ -2225,7 +2588,7 @@ void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  const Substatus__V1__ListApiKeysRequest *input,
@@ -2233,7 +2596,7 @@ void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   const Substatus__V1__RevokeApiKeyRequest *input,
@@ -2241,7 +2604,7 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

@@ -277,6 +277,186 @@ void   substatus__v1__offer_eligibility__free_unpacked
   assert(message->base.descriptor == &substatus__v1__offer_eligibility__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__sign_promotional_offer_request__init
+                     (Substatus__V1__SignPromotionalOfferRequest         *message)
+{
+  static const Substatus__V1__SignPromotionalOfferRequest init_value = SUBSTATUS__V1__SIGN_PROMOTIONAL_OFFER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sign_promotional_offer_request__get_packed_size
+                     (const Substatus__V1__SignPromotionalOfferRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sign_promotional_offer_request__pack
+                     (const Substatus__V1__SignPromotionalOfferRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sign_promotional_offer_request__pack_to_buffer
+                     (const Substatus__V1__SignPromotionalOfferRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SignPromotionalOfferRequest *
+       substatus__v1__sign_promotional_offer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SignPromotionalOfferRequest *)
+     protobuf_c_message_unpack (&substatus__v1__sign_promotional_offer_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sign_promotional_offer_request__free_unpacked
+                     (Substatus__V1__SignPromotionalOfferRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__sign_promotional_offer_response__init
+                     (Substatus__V1__SignPromotionalOfferResponse         *message)
+{
+  static const Substatus__V1__SignPromotionalOfferResponse init_value = SUBSTATUS__V1__SIGN_PROMOTIONAL_OFFER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sign_promotional_offer_response__get_packed_size
+                     (const Substatus__V1__SignPromotionalOfferResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sign_promotional_offer_response__pack
+                     (const Substatus__V1__SignPromotionalOfferResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sign_promotional_offer_response__pack_to_buffer
+                     (const Substatus__V1__SignPromotionalOfferResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SignPromotionalOfferResponse *
+       substatus__v1__sign_promotional_offer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SignPromotionalOfferResponse *)
+     protobuf_c_message_unpack (&substatus__v1__sign_promotional_offer_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sign_promotional_offer_response__free_unpacked
+                     (Substatus__V1__SignPromotionalOfferResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sign_promotional_offer_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__sign_introductory_offer_eligibility_request__init
+                     (Substatus__V1__SignIntroductoryOfferEligibilityRequest         *message)
+{
+  static const Substatus__V1__SignIntroductoryOfferEligibilityRequest init_value = SUBSTATUS__V1__SIGN_INTRODUCTORY_OFFER_ELIGIBILITY_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_request__get_packed_size
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_request__pack
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_request__pack_to_buffer
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SignIntroductoryOfferEligibilityRequest *
+       substatus__v1__sign_introductory_offer_eligibility_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SignIntroductoryOfferEligibilityRequest *)
+     protobuf_c_message_unpack (&substatus__v1__sign_introductory_offer_eligibility_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sign_introductory_offer_eligibility_request__free_unpacked
+                     (Substatus__V1__SignIntroductoryOfferEligibilityRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__sign_introductory_offer_eligibility_response__init
+                     (Substatus__V1__SignIntroductoryOfferEligibilityResponse         *message)
+{
+  static const Substatus__V1__SignIntroductoryOfferEligibilityResponse init_value = SUBSTATUS__V1__SIGN_INTRODUCTORY_OFFER_ELIGIBILITY_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_response__get_packed_size
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_response__pack
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sign_introductory_offer_eligibility_response__pack_to_buffer
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SignIntroductoryOfferEligibilityResponse *
+       substatus__v1__sign_introductory_offer_eligibility_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SignIntroductoryOfferEligibilityResponse *)
+     protobuf_c_message_unpack (&substatus__v1__sign_introductory_offer_eligibility_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sign_introductory_offer_eligibility_response__free_unpacked
+                     (Substatus__V1__SignIntroductoryOfferEligibilityResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sign_introductory_offer_eligibility_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__check_eligibility_request__field_descriptors[4] =
 {
   {
@@ -674,12 +854,480 @@ const ProtobufCMessageDescriptor substatus__v1__offer_eligibility__descriptor =
   (ProtobufCMessageInit) substatus__v1__offer_eligibility__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__eligibility_service__method_descriptors[1] =
+static const ProtobufCFieldDescriptor substatus__v1__sign_promotional_offer_request__field_descriptors[8] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "offer_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, offer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "app_account_token",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, app_account_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nonce",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, nonce),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_id",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferRequest, transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sign_promotional_offer_request__field_indices_by_name[] = {
+  4,   /* field[4] = app_account_token */
+  0,   /* field[0] = app_id */
+  5,   /* field[5] = environment */
+  6,   /* field[6] = nonce */
+  3,   /* field[3] = offer_id */
+  2,   /* field[2] = product_id */
+  7,   /* field[7] = transaction_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__sign_promotional_offer_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SignPromotionalOfferRequest",
+  "SignPromotionalOfferRequest",
+  "Substatus__V1__SignPromotionalOfferRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SignPromotionalOfferRequest),
+  8,
+  substatus__v1__sign_promotional_offer_request__field_descriptors,
+  substatus__v1__sign_promotional_offer_request__field_indices_by_name,
+  1,  substatus__v1__sign_promotional_offer_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sign_promotional_offer_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__sign_promotional_offer_response__field_descriptors[8] =
+{
+  {
+    "product_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "offer_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, offer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nonce",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, nonce),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, timestamp_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signature",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, signature),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "compact_jws",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, compact_jws),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignPromotionalOfferResponse, reason),
+    &substatus__v1__eligibility_reason__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sign_promotional_offer_response__field_indices_by_name[] = {
+  6,   /* field[6] = compact_jws */
+  2,   /* field[2] = key_id */
+  3,   /* field[3] = nonce */
+  1,   /* field[1] = offer_id */
+  0,   /* field[0] = product_id */
+  7,   /* field[7] = reason */
+  5,   /* field[5] = signature */
+  4,   /* field[4] = timestamp_ms */
+};
+static const ProtobufCIntRange substatus__v1__sign_promotional_offer_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SignPromotionalOfferResponse",
+  "SignPromotionalOfferResponse",
+  "Substatus__V1__SignPromotionalOfferResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SignPromotionalOfferResponse),
+  8,
+  substatus__v1__sign_promotional_offer_response__field_descriptors,
+  substatus__v1__sign_promotional_offer_response__field_indices_by_name,
+  1,  substatus__v1__sign_promotional_offer_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sign_promotional_offer_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__sign_introductory_offer_eligibility_request__field_descriptors[6] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nonce",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityRequest, nonce),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sign_introductory_offer_eligibility_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  3,   /* field[3] = environment */
+  5,   /* field[5] = nonce */
+  2,   /* field[2] = product_id */
+  4,   /* field[4] = transaction_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__sign_introductory_offer_eligibility_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sign_introductory_offer_eligibility_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SignIntroductoryOfferEligibilityRequest",
+  "SignIntroductoryOfferEligibilityRequest",
+  "Substatus__V1__SignIntroductoryOfferEligibilityRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SignIntroductoryOfferEligibilityRequest),
+  6,
+  substatus__v1__sign_introductory_offer_eligibility_request__field_descriptors,
+  substatus__v1__sign_introductory_offer_eligibility_request__field_indices_by_name,
+  1,  substatus__v1__sign_introductory_offer_eligibility_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sign_introductory_offer_eligibility_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__sign_introductory_offer_eligibility_response__field_descriptors[6] =
+{
+  {
+    "product_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nonce",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, nonce),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "issued_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, issued_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "compact_jws",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, compact_jws),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SignIntroductoryOfferEligibilityResponse, reason),
+    &substatus__v1__eligibility_reason__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sign_introductory_offer_eligibility_response__field_indices_by_name[] = {
+  4,   /* field[4] = compact_jws */
+  3,   /* field[3] = issued_at_ms */
+  1,   /* field[1] = key_id */
+  2,   /* field[2] = nonce */
+  0,   /* field[0] = product_id */
+  5,   /* field[5] = reason */
+};
+static const ProtobufCIntRange substatus__v1__sign_introductory_offer_eligibility_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sign_introductory_offer_eligibility_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SignIntroductoryOfferEligibilityResponse",
+  "SignIntroductoryOfferEligibilityResponse",
+  "Substatus__V1__SignIntroductoryOfferEligibilityResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SignIntroductoryOfferEligibilityResponse),
+  6,
+  substatus__v1__sign_introductory_offer_eligibility_response__field_descriptors,
+  substatus__v1__sign_introductory_offer_eligibility_response__field_indices_by_name,
+  1,  substatus__v1__sign_introductory_offer_eligibility_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sign_introductory_offer_eligibility_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__eligibility_service__method_descriptors[3] =
 {
   { "CheckEligibility", &substatus__v1__check_eligibility_request__descriptor, &substatus__v1__check_eligibility_response__descriptor },
+  { "SignPromotionalOffer", &substatus__v1__sign_promotional_offer_request__descriptor, &substatus__v1__sign_promotional_offer_response__descriptor },
+  { "SignIntroductoryOfferEligibility", &substatus__v1__sign_introductory_offer_eligibility_request__descriptor, &substatus__v1__sign_introductory_offer_eligibility_response__descriptor },
 };
 const unsigned substatus__v1__eligibility_service__method_indices_by_name[] = {
-  0         /* CheckEligibility */
+  0,        /* CheckEligibility */
+  2,        /* SignIntroductoryOfferEligibility */
+  1         /* SignPromotionalOffer */
 };
 const ProtobufCServiceDescriptor substatus__v1__eligibility_service__descriptor =
 {
@@ -688,7 +1336,7 @@ const ProtobufCServiceDescriptor substatus__v1__eligibility_service__descriptor 
   "EligibilityService",
   "Substatus__V1__EligibilityService",
   "substatus.v1",
-  1,
+  3,
   substatus__v1__eligibility_service__method_descriptors,
   substatus__v1__eligibility_service__method_indices_by_name
 };
@@ -699,6 +1347,22 @@ void substatus__v1__eligibility_service__check_eligibility(ProtobufCService *ser
 {
   assert(service->descriptor == &substatus__v1__eligibility_service__descriptor);
   service->invoke(service, 0, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__eligibility_service__sign_promotional_offer(ProtobufCService *service,
+                                                                const Substatus__V1__SignPromotionalOfferRequest *input,
+                                                                Substatus__V1__SignPromotionalOfferResponse_Closure closure,
+                                                                void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__eligibility_service__descriptor);
+  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__eligibility_service__sign_introductory_offer_eligibility(ProtobufCService *service,
+                                                                             const Substatus__V1__SignIntroductoryOfferEligibilityRequest *input,
+                                                                             Substatus__V1__SignIntroductoryOfferEligibilityResponse_Closure closure,
+                                                                             void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__eligibility_service__descriptor);
+  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__eligibility_service__init (Substatus__V1__EligibilityService_Service *service,
                                                Substatus__V1__EligibilityService_ServiceDestroy destroy)

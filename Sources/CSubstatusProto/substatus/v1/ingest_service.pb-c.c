@@ -367,6 +367,186 @@ void   substatus__v1__import_transactions_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__import_transactions_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__submit_signed_transactions_request__init
+                     (Substatus__V1__SubmitSignedTransactionsRequest         *message)
+{
+  static const Substatus__V1__SubmitSignedTransactionsRequest init_value = SUBSTATUS__V1__SUBMIT_SIGNED_TRANSACTIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__submit_signed_transactions_request__get_packed_size
+                     (const Substatus__V1__SubmitSignedTransactionsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__submit_signed_transactions_request__pack
+                     (const Substatus__V1__SubmitSignedTransactionsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__submit_signed_transactions_request__pack_to_buffer
+                     (const Substatus__V1__SubmitSignedTransactionsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SubmitSignedTransactionsRequest *
+       substatus__v1__submit_signed_transactions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SubmitSignedTransactionsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__submit_signed_transactions_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__submit_signed_transactions_request__free_unpacked
+                     (Substatus__V1__SubmitSignedTransactionsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__submit_signed_transactions_response__init
+                     (Substatus__V1__SubmitSignedTransactionsResponse         *message)
+{
+  static const Substatus__V1__SubmitSignedTransactionsResponse init_value = SUBSTATUS__V1__SUBMIT_SIGNED_TRANSACTIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__submit_signed_transactions_response__get_packed_size
+                     (const Substatus__V1__SubmitSignedTransactionsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__submit_signed_transactions_response__pack
+                     (const Substatus__V1__SubmitSignedTransactionsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__submit_signed_transactions_response__pack_to_buffer
+                     (const Substatus__V1__SubmitSignedTransactionsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SubmitSignedTransactionsResponse *
+       substatus__v1__submit_signed_transactions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SubmitSignedTransactionsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__submit_signed_transactions_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__submit_signed_transactions_response__free_unpacked
+                     (Substatus__V1__SubmitSignedTransactionsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__submit_signed_transactions_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__sync_transaction_history_request__init
+                     (Substatus__V1__SyncTransactionHistoryRequest         *message)
+{
+  static const Substatus__V1__SyncTransactionHistoryRequest init_value = SUBSTATUS__V1__SYNC_TRANSACTION_HISTORY_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sync_transaction_history_request__get_packed_size
+                     (const Substatus__V1__SyncTransactionHistoryRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sync_transaction_history_request__pack
+                     (const Substatus__V1__SyncTransactionHistoryRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sync_transaction_history_request__pack_to_buffer
+                     (const Substatus__V1__SyncTransactionHistoryRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SyncTransactionHistoryRequest *
+       substatus__v1__sync_transaction_history_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SyncTransactionHistoryRequest *)
+     protobuf_c_message_unpack (&substatus__v1__sync_transaction_history_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sync_transaction_history_request__free_unpacked
+                     (Substatus__V1__SyncTransactionHistoryRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__sync_transaction_history_response__init
+                     (Substatus__V1__SyncTransactionHistoryResponse         *message)
+{
+  static const Substatus__V1__SyncTransactionHistoryResponse init_value = SUBSTATUS__V1__SYNC_TRANSACTION_HISTORY_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__sync_transaction_history_response__get_packed_size
+                     (const Substatus__V1__SyncTransactionHistoryResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__sync_transaction_history_response__pack
+                     (const Substatus__V1__SyncTransactionHistoryResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__sync_transaction_history_response__pack_to_buffer
+                     (const Substatus__V1__SyncTransactionHistoryResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SyncTransactionHistoryResponse *
+       substatus__v1__sync_transaction_history_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SyncTransactionHistoryResponse *)
+     protobuf_c_message_unpack (&substatus__v1__sync_transaction_history_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__sync_transaction_history_response__free_unpacked
+                     (Substatus__V1__SyncTransactionHistoryResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__sync_transaction_history_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__submit_receipt_request__field_descriptors[4] =
 {
   {
@@ -996,6 +1176,418 @@ const ProtobufCMessageDescriptor substatus__v1__import_transactions_response__de
   (ProtobufCMessageInit) substatus__v1__import_transactions_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__submit_signed_transactions_request__field_descriptors[4] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signed_transactions",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, n_signed_transactions),
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, signed_transactions),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signed_renewal_infos",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, n_signed_renewal_infos),
+    offsetof(Substatus__V1__SubmitSignedTransactionsRequest, signed_renewal_infos),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__submit_signed_transactions_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  3,   /* field[3] = signed_renewal_infos */
+  2,   /* field[2] = signed_transactions */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__submit_signed_transactions_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__submit_signed_transactions_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SubmitSignedTransactionsRequest",
+  "SubmitSignedTransactionsRequest",
+  "Substatus__V1__SubmitSignedTransactionsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SubmitSignedTransactionsRequest),
+  4,
+  substatus__v1__submit_signed_transactions_request__field_descriptors,
+  substatus__v1__submit_signed_transactions_request__field_indices_by_name,
+  1,  substatus__v1__submit_signed_transactions_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__submit_signed_transactions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__submit_signed_transactions_response__field_descriptors[7] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, n_groups),
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, groups),
+    &substatus__v1__group_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entitlements",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, n_entitlements),
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, entitlements),
+    &substatus__v1__entitlement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "as_of_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, as_of_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_results",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, n_transaction_results),
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, transaction_results),
+    &substatus__v1__transaction_import_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "renewal_info_results",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, n_renewal_info_results),
+    offsetof(Substatus__V1__SubmitSignedTransactionsResponse, renewal_info_results),
+    &substatus__v1__renewal_info_import_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__submit_signed_transactions_response__field_indices_by_name[] = {
+  3,   /* field[3] = as_of_ms */
+  2,   /* field[2] = entitlements */
+  4,   /* field[4] = environment */
+  1,   /* field[1] = groups */
+  6,   /* field[6] = renewal_info_results */
+  5,   /* field[5] = transaction_results */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__submit_signed_transactions_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor substatus__v1__submit_signed_transactions_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SubmitSignedTransactionsResponse",
+  "SubmitSignedTransactionsResponse",
+  "Substatus__V1__SubmitSignedTransactionsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SubmitSignedTransactionsResponse),
+  7,
+  substatus__v1__submit_signed_transactions_response__field_descriptors,
+  substatus__v1__submit_signed_transactions_response__field_indices_by_name,
+  1,  substatus__v1__submit_signed_transactions_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__submit_signed_transactions_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__sync_transaction_history_request__field_descriptors[5] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryRequest, transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "full_resync",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryRequest, full_resync),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sync_transaction_history_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  3,   /* field[3] = environment */
+  4,   /* field[4] = full_resync */
+  2,   /* field[2] = transaction_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__sync_transaction_history_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SyncTransactionHistoryRequest",
+  "SyncTransactionHistoryRequest",
+  "Substatus__V1__SyncTransactionHistoryRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SyncTransactionHistoryRequest),
+  5,
+  substatus__v1__sync_transaction_history_request__field_descriptors,
+  substatus__v1__sync_transaction_history_request__field_indices_by_name,
+  1,  substatus__v1__sync_transaction_history_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sync_transaction_history_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__sync_transaction_history_response__field_descriptors[8] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, n_groups),
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, groups),
+    &substatus__v1__group_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entitlements",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, n_entitlements),
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, entitlements),
+    &substatus__v1__entitlement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "as_of_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, as_of_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_count",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, transaction_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stored_transaction_count",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, stored_transaction_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revision",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, revision),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__sync_transaction_history_response__field_indices_by_name[] = {
+  3,   /* field[3] = as_of_ms */
+  2,   /* field[2] = entitlements */
+  4,   /* field[4] = environment */
+  1,   /* field[1] = groups */
+  7,   /* field[7] = revision */
+  6,   /* field[6] = stored_transaction_count */
+  5,   /* field[5] = transaction_count */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__sync_transaction_history_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SyncTransactionHistoryResponse",
+  "SyncTransactionHistoryResponse",
+  "Substatus__V1__SyncTransactionHistoryResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SyncTransactionHistoryResponse),
+  8,
+  substatus__v1__sync_transaction_history_response__field_descriptors,
+  substatus__v1__sync_transaction_history_response__field_indices_by_name,
+  1,  substatus__v1__sync_transaction_history_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__sync_transaction_history_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue substatus__v1__import_outcome__enum_values_by_number[5] =
 {
   { "IMPORT_OUTCOME_UNSPECIFIED", "SUBSTATUS__V1__IMPORT_OUTCOME__IMPORT_OUTCOME_UNSPECIFIED", 0 },
@@ -1030,16 +1622,20 @@ const ProtobufCEnumDescriptor substatus__v1__import_outcome__descriptor =
   substatus__v1__import_outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__ingest_service__method_descriptors[3] =
+static const ProtobufCMethodDescriptor substatus__v1__ingest_service__method_descriptors[5] =
 {
   { "SubmitReceipt", &substatus__v1__submit_receipt_request__descriptor, &substatus__v1__submit_receipt_response__descriptor },
   { "ImportReceiptResponse", &substatus__v1__import_receipt_response_request__descriptor, &substatus__v1__import_receipt_response_response__descriptor },
   { "ImportTransactions", &substatus__v1__import_transactions_request__descriptor, &substatus__v1__import_transactions_response__descriptor },
+  { "SubmitSignedTransactions", &substatus__v1__submit_signed_transactions_request__descriptor, &substatus__v1__submit_signed_transactions_response__descriptor },
+  { "SyncTransactionHistory", &substatus__v1__sync_transaction_history_request__descriptor, &substatus__v1__sync_transaction_history_response__descriptor },
 };
 const unsigned substatus__v1__ingest_service__method_indices_by_name[] = {
   1,        /* ImportReceiptResponse */
   2,        /* ImportTransactions */
-  0         /* SubmitReceipt */
+  0,        /* SubmitReceipt */
+  3,        /* SubmitSignedTransactions */
+  4         /* SyncTransactionHistory */
 };
 const ProtobufCServiceDescriptor substatus__v1__ingest_service__descriptor =
 {
@@ -1048,7 +1644,7 @@ const ProtobufCServiceDescriptor substatus__v1__ingest_service__descriptor =
   "IngestService",
   "Substatus__V1__IngestService",
   "substatus.v1",
-  3,
+  5,
   substatus__v1__ingest_service__method_descriptors,
   substatus__v1__ingest_service__method_indices_by_name
 };
@@ -1075,6 +1671,22 @@ void substatus__v1__ingest_service__import_transactions(ProtobufCService *servic
 {
   assert(service->descriptor == &substatus__v1__ingest_service__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__ingest_service__submit_signed_transactions(ProtobufCService *service,
+                                                               const Substatus__V1__SubmitSignedTransactionsRequest *input,
+                                                               Substatus__V1__SubmitSignedTransactionsResponse_Closure closure,
+                                                               void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__ingest_service__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__ingest_service__sync_transaction_history(ProtobufCService *service,
+                                                             const Substatus__V1__SyncTransactionHistoryRequest *input,
+                                                             Substatus__V1__SyncTransactionHistoryResponse_Closure closure,
+                                                             void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__ingest_service__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *service,
                                           Substatus__V1__IngestService_ServiceDestroy destroy)

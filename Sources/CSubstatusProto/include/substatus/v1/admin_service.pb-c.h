@@ -17,6 +17,7 @@ PROTOBUF_C__BEGIN_DECLS
 #include "substatus/v1/common.pb-c.h"
 
 typedef struct Substatus__V1__App Substatus__V1__App;
+typedef struct Substatus__V1__InAppPurchaseKeyInfo Substatus__V1__InAppPurchaseKeyInfo;
 typedef struct Substatus__V1__RegisterAppRequest Substatus__V1__RegisterAppRequest;
 typedef struct Substatus__V1__RegisterAppResponse Substatus__V1__RegisterAppResponse;
 typedef struct Substatus__V1__GetAppRequest Substatus__V1__GetAppRequest;
@@ -25,6 +26,8 @@ typedef struct Substatus__V1__ListAppsRequest Substatus__V1__ListAppsRequest;
 typedef struct Substatus__V1__ListAppsResponse Substatus__V1__ListAppsResponse;
 typedef struct Substatus__V1__SetSharedSecretRequest Substatus__V1__SetSharedSecretRequest;
 typedef struct Substatus__V1__SetSharedSecretResponse Substatus__V1__SetSharedSecretResponse;
+typedef struct Substatus__V1__SetInAppPurchaseKeyRequest Substatus__V1__SetInAppPurchaseKeyRequest;
+typedef struct Substatus__V1__SetInAppPurchaseKeyResponse Substatus__V1__SetInAppPurchaseKeyResponse;
 typedef struct Substatus__V1__PutProductsRequest Substatus__V1__PutProductsRequest;
 typedef struct Substatus__V1__PutProductsResponse Substatus__V1__PutProductsResponse;
 typedef struct Substatus__V1__ListProductsRequest Substatus__V1__ListProductsRequest;
@@ -88,10 +91,47 @@ struct  Substatus__V1__App
    * Until when the previous shared secret is accepted; 0 when there is none.
    */
   int64_t previous_shared_secret_valid_until_ms;
+  /*
+   * The In-App Purchase key set with SetInAppPurchaseKey; absent when none is set.
+   */
+  Substatus__V1__InAppPurchaseKeyInfo *in_app_purchase_key;
 };
 #define SUBSTATUS__V1__APP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__app__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string, 0, NULL }
+
+
+/*
+ * What may be shown of an app's In-App Purchase key: never the private key.
+ */
+struct  Substatus__V1__InAppPurchaseKeyInfo
+{
+  ProtobufCMessage base;
+  /*
+   * The key's id in App Store Connect (for example `2X9R4HXF34`); the JWTs' `kid`.
+   */
+  char *key_id;
+  /*
+   * The issuer id of the App Store Connect team (a UUID); the JWTs' `iss`.
+   */
+  char *issuer_id;
+  /*
+   * `sha256:` followed by the first 16 lowercase hexadecimal digits of the SHA-256 of the public
+   * key's DER SubjectPublicKeyInfo.
+   */
+  char *public_key_fingerprint;
+  /*
+   * The public key, as a PEM SubjectPublicKeyInfo, so signatures can be checked independently.
+   */
+  char *public_key_pem;
+  /*
+   * When the key was set.
+   */
+  int64_t set_ms;
+};
+#define SUBSTATUS__V1__IN_APP_PURCHASE_KEY_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__in_app_purchase_key_info__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -257,6 +297,50 @@ struct  Substatus__V1__SetSharedSecretResponse
 #define SUBSTATUS__V1__SET_SHARED_SECRET_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__set_shared_secret_response__descriptor) \
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * The request of AdminService.SetInAppPurchaseKey.
+ */
+struct  Substatus__V1__SetInAppPurchaseKeyRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The issuer id of the App Store Connect team: a UUID. Required.
+   */
+  char *issuer_id;
+  /*
+   * The key's id: 10 uppercase letters and digits, as App Store Connect shows it. Required.
+   */
+  char *key_id;
+  /*
+   * The `.p8` file's contents: a PEM "PRIVATE KEY" (PKCS#8) of a P-256 key. Required.
+   */
+  char *private_key_pem;
+};
+#define SUBSTATUS__V1__SET_IN_APP_PURCHASE_KEY_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__set_in_app_purchase_key_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.SetInAppPurchaseKey.
+ */
+struct  Substatus__V1__SetInAppPurchaseKeyResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The app, with `in_app_purchase_key` set.
+   */
+  Substatus__V1__App *app;
+};
+#define SUBSTATUS__V1__SET_IN_APP_PURCHASE_KEY_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__set_in_app_purchase_key_response__descriptor) \
+    , NULL }
 
 
 /*
@@ -532,6 +616,25 @@ Substatus__V1__App *
 void   substatus__v1__app__free_unpacked
                      (Substatus__V1__App *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__InAppPurchaseKeyInfo methods */
+void   substatus__v1__in_app_purchase_key_info__init
+                     (Substatus__V1__InAppPurchaseKeyInfo         *message);
+size_t substatus__v1__in_app_purchase_key_info__get_packed_size
+                     (const Substatus__V1__InAppPurchaseKeyInfo   *message);
+size_t substatus__v1__in_app_purchase_key_info__pack
+                     (const Substatus__V1__InAppPurchaseKeyInfo   *message,
+                      uint8_t             *out);
+size_t substatus__v1__in_app_purchase_key_info__pack_to_buffer
+                     (const Substatus__V1__InAppPurchaseKeyInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__InAppPurchaseKeyInfo *
+       substatus__v1__in_app_purchase_key_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__in_app_purchase_key_info__free_unpacked
+                     (Substatus__V1__InAppPurchaseKeyInfo *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__RegisterAppRequest methods */
 void   substatus__v1__register_app_request__init
                      (Substatus__V1__RegisterAppRequest         *message);
@@ -683,6 +786,44 @@ Substatus__V1__SetSharedSecretResponse *
                       const uint8_t       *data);
 void   substatus__v1__set_shared_secret_response__free_unpacked
                      (Substatus__V1__SetSharedSecretResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SetInAppPurchaseKeyRequest methods */
+void   substatus__v1__set_in_app_purchase_key_request__init
+                     (Substatus__V1__SetInAppPurchaseKeyRequest         *message);
+size_t substatus__v1__set_in_app_purchase_key_request__get_packed_size
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest   *message);
+size_t substatus__v1__set_in_app_purchase_key_request__pack
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__set_in_app_purchase_key_request__pack_to_buffer
+                     (const Substatus__V1__SetInAppPurchaseKeyRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SetInAppPurchaseKeyRequest *
+       substatus__v1__set_in_app_purchase_key_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__set_in_app_purchase_key_request__free_unpacked
+                     (Substatus__V1__SetInAppPurchaseKeyRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SetInAppPurchaseKeyResponse methods */
+void   substatus__v1__set_in_app_purchase_key_response__init
+                     (Substatus__V1__SetInAppPurchaseKeyResponse         *message);
+size_t substatus__v1__set_in_app_purchase_key_response__get_packed_size
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse   *message);
+size_t substatus__v1__set_in_app_purchase_key_response__pack
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__set_in_app_purchase_key_response__pack_to_buffer
+                     (const Substatus__V1__SetInAppPurchaseKeyResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SetInAppPurchaseKeyResponse *
+       substatus__v1__set_in_app_purchase_key_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__set_in_app_purchase_key_response__free_unpacked
+                     (Substatus__V1__SetInAppPurchaseKeyResponse *message,
                       ProtobufCAllocator *allocator);
 /* Substatus__V1__PutProductsRequest methods */
 void   substatus__v1__put_products_request__init
@@ -917,6 +1058,9 @@ void   substatus__v1__revoke_api_key_response__free_unpacked
 typedef void (*Substatus__V1__App_Closure)
                  (const Substatus__V1__App *message,
                   void *closure_data);
+typedef void (*Substatus__V1__InAppPurchaseKeyInfo_Closure)
+                 (const Substatus__V1__InAppPurchaseKeyInfo *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__RegisterAppRequest_Closure)
                  (const Substatus__V1__RegisterAppRequest *message,
                   void *closure_data);
@@ -940,6 +1084,12 @@ typedef void (*Substatus__V1__SetSharedSecretRequest_Closure)
                   void *closure_data);
 typedef void (*Substatus__V1__SetSharedSecretResponse_Closure)
                  (const Substatus__V1__SetSharedSecretResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SetInAppPurchaseKeyRequest_Closure)
+                 (const Substatus__V1__SetInAppPurchaseKeyRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SetInAppPurchaseKeyResponse_Closure)
+                 (const Substatus__V1__SetInAppPurchaseKeyResponse *message,
                   void *closure_data);
 typedef void (*Substatus__V1__PutProductsRequest_Closure)
                  (const Substatus__V1__PutProductsRequest *message,
@@ -1000,6 +1150,10 @@ struct Substatus__V1__AdminService_Service
                             const Substatus__V1__SetSharedSecretRequest *input,
                             Substatus__V1__SetSharedSecretResponse_Closure closure,
                             void *closure_data);
+  void (*set_in_app_purchase_key)(Substatus__V1__AdminService_Service *service,
+                                  const Substatus__V1__SetInAppPurchaseKeyRequest *input,
+                                  Substatus__V1__SetInAppPurchaseKeyResponse_Closure closure,
+                                  void *closure_data);
   void (*put_products)(Substatus__V1__AdminService_Service *service,
                        const Substatus__V1__PutProductsRequest *input,
                        Substatus__V1__PutProductsResponse_Closure closure,
@@ -1036,6 +1190,7 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## get_app,\
       function_prefix__ ## list_apps,\
       function_prefix__ ## set_shared_secret,\
+      function_prefix__ ## set_in_app_purchase_key,\
       function_prefix__ ## put_products,\
       function_prefix__ ## list_products,\
       function_prefix__ ## set_policy,\
@@ -1058,6 +1213,10 @@ void substatus__v1__admin_service__set_shared_secret(ProtobufCService *service,
                                                      const Substatus__V1__SetSharedSecretRequest *input,
                                                      Substatus__V1__SetSharedSecretResponse_Closure closure,
                                                      void *closure_data);
+void substatus__v1__admin_service__set_in_app_purchase_key(ProtobufCService *service,
+                                                           const Substatus__V1__SetInAppPurchaseKeyRequest *input,
+                                                           Substatus__V1__SetInAppPurchaseKeyResponse_Closure closure,
+                                                           void *closure_data);
 void substatus__v1__admin_service__put_products(ProtobufCService *service,
                                                 const Substatus__V1__PutProductsRequest *input,
                                                 Substatus__V1__PutProductsResponse_Closure closure,
@@ -1086,6 +1245,7 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
 /* --- descriptors --- */
 
 extern const ProtobufCMessageDescriptor substatus__v1__app__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__in_app_purchase_key_info__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__register_app_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__register_app_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_app_request__descriptor;
@@ -1094,6 +1254,8 @@ extern const ProtobufCMessageDescriptor substatus__v1__list_apps_request__descri
 extern const ProtobufCMessageDescriptor substatus__v1__list_apps_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_shared_secret_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_shared_secret_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__set_in_app_purchase_key_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__set_in_app_purchase_key_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__put_products_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__put_products_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__list_products_request__descriptor;

@@ -22,6 +22,10 @@ typedef struct Substatus__V1__CheckEligibilityResponse Substatus__V1__CheckEligi
 typedef struct Substatus__V1__UserEligibility Substatus__V1__UserEligibility;
 typedef struct Substatus__V1__ProductEligibility Substatus__V1__ProductEligibility;
 typedef struct Substatus__V1__OfferEligibility Substatus__V1__OfferEligibility;
+typedef struct Substatus__V1__SignPromotionalOfferRequest Substatus__V1__SignPromotionalOfferRequest;
+typedef struct Substatus__V1__SignPromotionalOfferResponse Substatus__V1__SignPromotionalOfferResponse;
+typedef struct Substatus__V1__SignIntroductoryOfferEligibilityRequest Substatus__V1__SignIntroductoryOfferEligibilityRequest;
+typedef struct Substatus__V1__SignIntroductoryOfferEligibilityResponse Substatus__V1__SignIntroductoryOfferEligibilityResponse;
 
 
 /* --- enums --- */
@@ -187,6 +191,170 @@ struct  Substatus__V1__OfferEligibility
     , 0, SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED, (char *)protobuf_c_empty_string }
 
 
+/*
+ * The request of EligibilityService.SignPromotionalOffer.
+ */
+struct  Substatus__V1__SignPromotionalOfferRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The user. Required.
+   */
+  char *user_id;
+  /*
+   * The auto-renewable product the offer is for. Required.
+   */
+  char *product_id;
+  /*
+   * The promotional offer's identifier, one of the product's `promotional_offer_ids`. Required.
+   */
+  char *offer_id;
+  /*
+   * The app account token (a UUID) the purchase will carry, the V1 signature's
+   * `applicationUsername`; empty: none (signed as the empty string, as StoreKit expects then).
+   */
+  char *app_account_token;
+  /*
+   * The environment whose purchases decide eligibility; UNSPECIFIED: production.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * A one-time nonce (a UUID); empty: the server makes a random one.
+   */
+  char *nonce;
+  /*
+   * For the V2 JWS: any transaction id of the user (Apple recommends it); empty: the user's most
+   * recently purchased stored transaction, if any.
+   */
+  char *transaction_id;
+};
+#define SUBSTATUS__V1__SIGN_PROMOTIONAL_OFFER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sign_promotional_offer_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of EligibilityService.SignPromotionalOffer.
+ */
+struct  Substatus__V1__SignPromotionalOfferResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The product, as asked.
+   */
+  char *product_id;
+  /*
+   * The offer, as asked.
+   */
+  char *offer_id;
+  /*
+   * The In-App Purchase key's id (the V1 `keyIdentifier`, the JWS `kid`).
+   */
+  char *key_id;
+  /*
+   * The nonce signed, as a lowercase UUID.
+   */
+  char *nonce;
+  /*
+   * The V1 timestamp signed, in milliseconds since 1970 (Apple accepts it for 24 hours).
+   */
+  int64_t timestamp_ms;
+  /*
+   * The V1 signature: base64 of the DER ECDSA signature.
+   */
+  char *signature;
+  /*
+   * The V2 signature: a compact JWS.
+   */
+  char *compact_jws;
+  /*
+   * Why the user is eligible: ELIGIBILITY_REASON_EXISTING_SUBSCRIBER or _LAPSED_SUBSCRIBER.
+   */
+  Substatus__V1__EligibilityReason reason;
+};
+#define SUBSTATUS__V1__SIGN_PROMOTIONAL_OFFER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sign_promotional_offer_response__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED }
+
+
+/*
+ * The request of EligibilityService.SignIntroductoryOfferEligibility.
+ */
+struct  Substatus__V1__SignIntroductoryOfferEligibilityRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The user. Required.
+   */
+  char *user_id;
+  /*
+   * The auto-renewable product whose introductory offer to allow. Required.
+   */
+  char *product_id;
+  /*
+   * The environment whose purchases decide eligibility; UNSPECIFIED: production.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * Any transaction id of the user, which Apple requires in the JWS; a user who never bought
+   * anything has StoreKit's `AppTransaction.appTransactionID`. Empty: the user's most recently
+   * purchased stored transaction.
+   */
+  char *transaction_id;
+  /*
+   * A one-time nonce (a UUID); empty: the server makes a random one.
+   */
+  char *nonce;
+};
+#define SUBSTATUS__V1__SIGN_INTRODUCTORY_OFFER_ELIGIBILITY_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sign_introductory_offer_eligibility_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of EligibilityService.SignIntroductoryOfferEligibility.
+ */
+struct  Substatus__V1__SignIntroductoryOfferEligibilityResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The product, as asked.
+   */
+  char *product_id;
+  /*
+   * The In-App Purchase key's id (the JWS `kid`).
+   */
+  char *key_id;
+  /*
+   * The nonce signed, as a lowercase UUID.
+   */
+  char *nonce;
+  /*
+   * The JWS's `iat`, in milliseconds since 1970.
+   */
+  int64_t issued_at_ms;
+  /*
+   * The compact JWS.
+   */
+  char *compact_jws;
+  /*
+   * Why the user is eligible: ELIGIBILITY_REASON_NEW_CUSTOMER or _LAPSED_NO_INTRO_USED.
+   */
+  Substatus__V1__EligibilityReason reason;
+};
+#define SUBSTATUS__V1__SIGN_INTRODUCTORY_OFFER_ELIGIBILITY_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sign_introductory_offer_eligibility_response__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED }
+
+
 /* Substatus__V1__CheckEligibilityRequest methods */
 void   substatus__v1__check_eligibility_request__init
                      (Substatus__V1__CheckEligibilityRequest         *message);
@@ -301,6 +469,82 @@ Substatus__V1__OfferEligibility *
 void   substatus__v1__offer_eligibility__free_unpacked
                      (Substatus__V1__OfferEligibility *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__SignPromotionalOfferRequest methods */
+void   substatus__v1__sign_promotional_offer_request__init
+                     (Substatus__V1__SignPromotionalOfferRequest         *message);
+size_t substatus__v1__sign_promotional_offer_request__get_packed_size
+                     (const Substatus__V1__SignPromotionalOfferRequest   *message);
+size_t substatus__v1__sign_promotional_offer_request__pack
+                     (const Substatus__V1__SignPromotionalOfferRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sign_promotional_offer_request__pack_to_buffer
+                     (const Substatus__V1__SignPromotionalOfferRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SignPromotionalOfferRequest *
+       substatus__v1__sign_promotional_offer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sign_promotional_offer_request__free_unpacked
+                     (Substatus__V1__SignPromotionalOfferRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SignPromotionalOfferResponse methods */
+void   substatus__v1__sign_promotional_offer_response__init
+                     (Substatus__V1__SignPromotionalOfferResponse         *message);
+size_t substatus__v1__sign_promotional_offer_response__get_packed_size
+                     (const Substatus__V1__SignPromotionalOfferResponse   *message);
+size_t substatus__v1__sign_promotional_offer_response__pack
+                     (const Substatus__V1__SignPromotionalOfferResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sign_promotional_offer_response__pack_to_buffer
+                     (const Substatus__V1__SignPromotionalOfferResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SignPromotionalOfferResponse *
+       substatus__v1__sign_promotional_offer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sign_promotional_offer_response__free_unpacked
+                     (Substatus__V1__SignPromotionalOfferResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SignIntroductoryOfferEligibilityRequest methods */
+void   substatus__v1__sign_introductory_offer_eligibility_request__init
+                     (Substatus__V1__SignIntroductoryOfferEligibilityRequest         *message);
+size_t substatus__v1__sign_introductory_offer_eligibility_request__get_packed_size
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest   *message);
+size_t substatus__v1__sign_introductory_offer_eligibility_request__pack
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sign_introductory_offer_eligibility_request__pack_to_buffer
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SignIntroductoryOfferEligibilityRequest *
+       substatus__v1__sign_introductory_offer_eligibility_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sign_introductory_offer_eligibility_request__free_unpacked
+                     (Substatus__V1__SignIntroductoryOfferEligibilityRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SignIntroductoryOfferEligibilityResponse methods */
+void   substatus__v1__sign_introductory_offer_eligibility_response__init
+                     (Substatus__V1__SignIntroductoryOfferEligibilityResponse         *message);
+size_t substatus__v1__sign_introductory_offer_eligibility_response__get_packed_size
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse   *message);
+size_t substatus__v1__sign_introductory_offer_eligibility_response__pack
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sign_introductory_offer_eligibility_response__pack_to_buffer
+                     (const Substatus__V1__SignIntroductoryOfferEligibilityResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SignIntroductoryOfferEligibilityResponse *
+       substatus__v1__sign_introductory_offer_eligibility_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sign_introductory_offer_eligibility_response__free_unpacked
+                     (Substatus__V1__SignIntroductoryOfferEligibilityResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__CheckEligibilityRequest_Closure)
@@ -321,6 +565,18 @@ typedef void (*Substatus__V1__ProductEligibility_Closure)
 typedef void (*Substatus__V1__OfferEligibility_Closure)
                  (const Substatus__V1__OfferEligibility *message,
                   void *closure_data);
+typedef void (*Substatus__V1__SignPromotionalOfferRequest_Closure)
+                 (const Substatus__V1__SignPromotionalOfferRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SignPromotionalOfferResponse_Closure)
+                 (const Substatus__V1__SignPromotionalOfferResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SignIntroductoryOfferEligibilityRequest_Closure)
+                 (const Substatus__V1__SignIntroductoryOfferEligibilityRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SignIntroductoryOfferEligibilityResponse_Closure)
+                 (const Substatus__V1__SignIntroductoryOfferEligibilityResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -332,6 +588,14 @@ struct Substatus__V1__EligibilityService_Service
                             const Substatus__V1__CheckEligibilityRequest *input,
                             Substatus__V1__CheckEligibilityResponse_Closure closure,
                             void *closure_data);
+  void (*sign_promotional_offer)(Substatus__V1__EligibilityService_Service *service,
+                                 const Substatus__V1__SignPromotionalOfferRequest *input,
+                                 Substatus__V1__SignPromotionalOfferResponse_Closure closure,
+                                 void *closure_data);
+  void (*sign_introductory_offer_eligibility)(Substatus__V1__EligibilityService_Service *service,
+                                              const Substatus__V1__SignIntroductoryOfferEligibilityRequest *input,
+                                              Substatus__V1__SignIntroductoryOfferEligibilityResponse_Closure closure,
+                                              void *closure_data);
 };
 typedef void (*Substatus__V1__EligibilityService_ServiceDestroy)(Substatus__V1__EligibilityService_Service *);
 void substatus__v1__eligibility_service__init (Substatus__V1__EligibilityService_Service *service,
@@ -340,11 +604,21 @@ void substatus__v1__eligibility_service__init (Substatus__V1__EligibilityService
     { &substatus__v1__eligibility_service__descriptor, protobuf_c_service_invoke_internal, NULL }
 #define SUBSTATUS__V1__ELIGIBILITY_SERVICE__INIT(function_prefix__) \
     { SUBSTATUS__V1__ELIGIBILITY_SERVICE__BASE_INIT,\
-      function_prefix__ ## check_eligibility  }
+      function_prefix__ ## check_eligibility,\
+      function_prefix__ ## sign_promotional_offer,\
+      function_prefix__ ## sign_introductory_offer_eligibility  }
 void substatus__v1__eligibility_service__check_eligibility(ProtobufCService *service,
                                                            const Substatus__V1__CheckEligibilityRequest *input,
                                                            Substatus__V1__CheckEligibilityResponse_Closure closure,
                                                            void *closure_data);
+void substatus__v1__eligibility_service__sign_promotional_offer(ProtobufCService *service,
+                                                                const Substatus__V1__SignPromotionalOfferRequest *input,
+                                                                Substatus__V1__SignPromotionalOfferResponse_Closure closure,
+                                                                void *closure_data);
+void substatus__v1__eligibility_service__sign_introductory_offer_eligibility(ProtobufCService *service,
+                                                                             const Substatus__V1__SignIntroductoryOfferEligibilityRequest *input,
+                                                                             Substatus__V1__SignIntroductoryOfferEligibilityResponse_Closure closure,
+                                                                             void *closure_data);
 
 /* --- descriptors --- */
 
@@ -354,6 +628,10 @@ extern const ProtobufCMessageDescriptor substatus__v1__check_eligibility_respons
 extern const ProtobufCMessageDescriptor substatus__v1__user_eligibility__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__product_eligibility__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__offer_eligibility__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sign_introductory_offer_eligibility_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sign_introductory_offer_eligibility_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__eligibility_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -25,6 +25,10 @@ typedef struct Substatus__V1__ImportTransactionsRequest Substatus__V1__ImportTra
 typedef struct Substatus__V1__TransactionImportResult Substatus__V1__TransactionImportResult;
 typedef struct Substatus__V1__RenewalInfoImportResult Substatus__V1__RenewalInfoImportResult;
 typedef struct Substatus__V1__ImportTransactionsResponse Substatus__V1__ImportTransactionsResponse;
+typedef struct Substatus__V1__SubmitSignedTransactionsRequest Substatus__V1__SubmitSignedTransactionsRequest;
+typedef struct Substatus__V1__SubmitSignedTransactionsResponse Substatus__V1__SubmitSignedTransactionsResponse;
+typedef struct Substatus__V1__SyncTransactionHistoryRequest Substatus__V1__SyncTransactionHistoryRequest;
+typedef struct Substatus__V1__SyncTransactionHistoryResponse Substatus__V1__SyncTransactionHistoryResponse;
 
 
 /* --- enums --- */
@@ -301,6 +305,165 @@ struct  Substatus__V1__ImportTransactionsResponse
     , 0,NULL, 0,NULL }
 
 
+/*
+ * The request of IngestService.SubmitSignedTransactions.
+ */
+struct  Substatus__V1__SubmitSignedTransactionsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The user the data belongs to. Required.
+   */
+  char *user_id;
+  /*
+   * Signed transactions (compact JWS), at most 1000.
+   */
+  size_t n_signed_transactions;
+  char **signed_transactions;
+  /*
+   * Signed renewal infos (compact JWS), at most 1000.
+   */
+  size_t n_signed_renewal_infos;
+  char **signed_renewal_infos;
+};
+#define SUBSTATUS__V1__SUBMIT_SIGNED_TRANSACTIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__submit_signed_transactions_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL }
+
+
+/*
+ * The response of IngestService.SubmitSignedTransactions. Fields 1 to 5 have the numbers and
+ * meanings of GetStatusResponse's.
+ */
+struct  Substatus__V1__SubmitSignedTransactionsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The user.
+   */
+  char *user_id;
+  /*
+   * The user's state per subscription group as of `as_of_ms`, in `environment`.
+   */
+  size_t n_groups;
+  Substatus__V1__GroupStatus **groups;
+  /*
+   * What the user is entitled to as of `as_of_ms`, in `environment`.
+   */
+  size_t n_entitlements;
+  Substatus__V1__Entitlement **entitlements;
+  /*
+   * The instant the status was evaluated at: the server's clock after the write.
+   */
+  int64_t as_of_ms;
+  /*
+   * The environment of the signed data; UNSPECIFIED when no item was valid.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * One result per signed transaction, in request order; `transaction_id` is empty when the JWS
+   * could not be decoded.
+   */
+  size_t n_transaction_results;
+  Substatus__V1__TransactionImportResult **transaction_results;
+  /*
+   * One result per signed renewal info, in request order.
+   */
+  size_t n_renewal_info_results;
+  Substatus__V1__RenewalInfoImportResult **renewal_info_results;
+};
+#define SUBSTATUS__V1__SUBMIT_SIGNED_TRANSACTIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__submit_signed_transactions_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0,NULL, 0,NULL }
+
+
+/*
+ * The request of IngestService.SyncTransactionHistory.
+ */
+struct  Substatus__V1__SyncTransactionHistoryRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The user whose history to bring up to date. Required.
+   */
+  char *user_id;
+  /*
+   * Any transaction id of the user that Apple knows: a `transactionId`, `originalTransactionId`
+   * or `appTransactionId` (StoreKit 2's `AppTransaction.appTransactionID`). Empty: the most
+   * recently purchased transaction stored for the user in `environment` (INVALID_ARGUMENT naming
+   * `transaction_id` when there is none).
+   */
+  char *transaction_id;
+  /*
+   * The environment to ask. UNSPECIFIED: production first, then sandbox when production does not
+   * know the transaction (as Apple advises).
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * Ignore the stored revision and fetch the whole history again.
+   */
+  protobuf_c_boolean full_resync;
+};
+#define SUBSTATUS__V1__SYNC_TRANSACTION_HISTORY_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sync_transaction_history_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0 }
+
+
+/*
+ * The response of IngestService.SyncTransactionHistory. Fields 1 to 5 have the numbers and
+ * meanings of GetStatusResponse's.
+ */
+struct  Substatus__V1__SyncTransactionHistoryResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The user.
+   */
+  char *user_id;
+  /*
+   * The user's state per subscription group as of `as_of_ms`, in `environment`.
+   */
+  size_t n_groups;
+  Substatus__V1__GroupStatus **groups;
+  /*
+   * What the user is entitled to as of `as_of_ms`, in `environment`.
+   */
+  size_t n_entitlements;
+  Substatus__V1__Entitlement **entitlements;
+  /*
+   * The instant the status was evaluated at: the server's clock after the write.
+   */
+  int64_t as_of_ms;
+  /*
+   * The environment Apple answered from.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * The number of signed transactions Apple returned (all pages).
+   */
+  int32_t transaction_count;
+  /*
+   * How many of them were new or changed the stored copy.
+   */
+  int32_t stored_transaction_count;
+  /*
+   * Apple's revision after this sync, stored for the next incremental sync.
+   */
+  char *revision;
+};
+#define SUBSTATUS__V1__SYNC_TRANSACTION_HISTORY_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sync_transaction_history_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string }
+
+
 /* Substatus__V1__SubmitReceiptRequest methods */
 void   substatus__v1__submit_receipt_request__init
                      (Substatus__V1__SubmitReceiptRequest         *message);
@@ -453,6 +616,82 @@ Substatus__V1__ImportTransactionsResponse *
 void   substatus__v1__import_transactions_response__free_unpacked
                      (Substatus__V1__ImportTransactionsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__SubmitSignedTransactionsRequest methods */
+void   substatus__v1__submit_signed_transactions_request__init
+                     (Substatus__V1__SubmitSignedTransactionsRequest         *message);
+size_t substatus__v1__submit_signed_transactions_request__get_packed_size
+                     (const Substatus__V1__SubmitSignedTransactionsRequest   *message);
+size_t substatus__v1__submit_signed_transactions_request__pack
+                     (const Substatus__V1__SubmitSignedTransactionsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__submit_signed_transactions_request__pack_to_buffer
+                     (const Substatus__V1__SubmitSignedTransactionsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SubmitSignedTransactionsRequest *
+       substatus__v1__submit_signed_transactions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__submit_signed_transactions_request__free_unpacked
+                     (Substatus__V1__SubmitSignedTransactionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SubmitSignedTransactionsResponse methods */
+void   substatus__v1__submit_signed_transactions_response__init
+                     (Substatus__V1__SubmitSignedTransactionsResponse         *message);
+size_t substatus__v1__submit_signed_transactions_response__get_packed_size
+                     (const Substatus__V1__SubmitSignedTransactionsResponse   *message);
+size_t substatus__v1__submit_signed_transactions_response__pack
+                     (const Substatus__V1__SubmitSignedTransactionsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__submit_signed_transactions_response__pack_to_buffer
+                     (const Substatus__V1__SubmitSignedTransactionsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SubmitSignedTransactionsResponse *
+       substatus__v1__submit_signed_transactions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__submit_signed_transactions_response__free_unpacked
+                     (Substatus__V1__SubmitSignedTransactionsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SyncTransactionHistoryRequest methods */
+void   substatus__v1__sync_transaction_history_request__init
+                     (Substatus__V1__SyncTransactionHistoryRequest         *message);
+size_t substatus__v1__sync_transaction_history_request__get_packed_size
+                     (const Substatus__V1__SyncTransactionHistoryRequest   *message);
+size_t substatus__v1__sync_transaction_history_request__pack
+                     (const Substatus__V1__SyncTransactionHistoryRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sync_transaction_history_request__pack_to_buffer
+                     (const Substatus__V1__SyncTransactionHistoryRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SyncTransactionHistoryRequest *
+       substatus__v1__sync_transaction_history_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sync_transaction_history_request__free_unpacked
+                     (Substatus__V1__SyncTransactionHistoryRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SyncTransactionHistoryResponse methods */
+void   substatus__v1__sync_transaction_history_response__init
+                     (Substatus__V1__SyncTransactionHistoryResponse         *message);
+size_t substatus__v1__sync_transaction_history_response__get_packed_size
+                     (const Substatus__V1__SyncTransactionHistoryResponse   *message);
+size_t substatus__v1__sync_transaction_history_response__pack
+                     (const Substatus__V1__SyncTransactionHistoryResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__sync_transaction_history_response__pack_to_buffer
+                     (const Substatus__V1__SyncTransactionHistoryResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SyncTransactionHistoryResponse *
+       substatus__v1__sync_transaction_history_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__sync_transaction_history_response__free_unpacked
+                     (Substatus__V1__SyncTransactionHistoryResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__SubmitReceiptRequest_Closure)
@@ -479,6 +718,18 @@ typedef void (*Substatus__V1__RenewalInfoImportResult_Closure)
 typedef void (*Substatus__V1__ImportTransactionsResponse_Closure)
                  (const Substatus__V1__ImportTransactionsResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__SubmitSignedTransactionsRequest_Closure)
+                 (const Substatus__V1__SubmitSignedTransactionsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SubmitSignedTransactionsResponse_Closure)
+                 (const Substatus__V1__SubmitSignedTransactionsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SyncTransactionHistoryRequest_Closure)
+                 (const Substatus__V1__SyncTransactionHistoryRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SyncTransactionHistoryResponse_Closure)
+                 (const Substatus__V1__SyncTransactionHistoryResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -498,6 +749,14 @@ struct Substatus__V1__IngestService_Service
                               const Substatus__V1__ImportTransactionsRequest *input,
                               Substatus__V1__ImportTransactionsResponse_Closure closure,
                               void *closure_data);
+  void (*submit_signed_transactions)(Substatus__V1__IngestService_Service *service,
+                                     const Substatus__V1__SubmitSignedTransactionsRequest *input,
+                                     Substatus__V1__SubmitSignedTransactionsResponse_Closure closure,
+                                     void *closure_data);
+  void (*sync_transaction_history)(Substatus__V1__IngestService_Service *service,
+                                   const Substatus__V1__SyncTransactionHistoryRequest *input,
+                                   Substatus__V1__SyncTransactionHistoryResponse_Closure closure,
+                                   void *closure_data);
 };
 typedef void (*Substatus__V1__IngestService_ServiceDestroy)(Substatus__V1__IngestService_Service *);
 void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *service,
@@ -508,7 +767,9 @@ void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *
     { SUBSTATUS__V1__INGEST_SERVICE__BASE_INIT,\
       function_prefix__ ## submit_receipt,\
       function_prefix__ ## import_receipt_response,\
-      function_prefix__ ## import_transactions  }
+      function_prefix__ ## import_transactions,\
+      function_prefix__ ## submit_signed_transactions,\
+      function_prefix__ ## sync_transaction_history  }
 void substatus__v1__ingest_service__submit_receipt(ProtobufCService *service,
                                                    const Substatus__V1__SubmitReceiptRequest *input,
                                                    Substatus__V1__SubmitReceiptResponse_Closure closure,
@@ -521,6 +782,14 @@ void substatus__v1__ingest_service__import_transactions(ProtobufCService *servic
                                                         const Substatus__V1__ImportTransactionsRequest *input,
                                                         Substatus__V1__ImportTransactionsResponse_Closure closure,
                                                         void *closure_data);
+void substatus__v1__ingest_service__submit_signed_transactions(ProtobufCService *service,
+                                                               const Substatus__V1__SubmitSignedTransactionsRequest *input,
+                                                               Substatus__V1__SubmitSignedTransactionsResponse_Closure closure,
+                                                               void *closure_data);
+void substatus__v1__ingest_service__sync_transaction_history(ProtobufCService *service,
+                                                             const Substatus__V1__SyncTransactionHistoryRequest *input,
+                                                             Substatus__V1__SyncTransactionHistoryResponse_Closure closure,
+                                                             void *closure_data);
 
 /* --- descriptors --- */
 
@@ -533,6 +802,10 @@ extern const ProtobufCMessageDescriptor substatus__v1__import_transactions_reque
 extern const ProtobufCMessageDescriptor substatus__v1__transaction_import_result__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__renewal_info_import_result__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__import_transactions_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__submit_signed_transactions_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__submit_signed_transactions_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__ingest_service__descriptor;
 
 PROTOBUF_C__END_DECLS
