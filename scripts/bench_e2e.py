@@ -3,7 +3,7 @@
 
 A real `substatusd` (release build) serves a SQLite data directory of 1,000,000 transactions /
 100,000 users / 10 apps made by `substatus-e2e-datagen` (through the store's API; cached under
-.build/bench-e2e-data/, keyed by a hash of the generator's source). The server is pinned to CPU 0,
+.build/bench-e2e-data/, keyed by a hash of the generator's source and the schema's migrations). The server is pinned to CPU 0,
 the load generator (Benchmarks/E2ELoadgen: grpc-go 1.33 and net/http, built in GOPATH mode against
 Debian's packages like ../shared/peer-bench) to CPU 1. Sections:
 
@@ -56,8 +56,12 @@ def build():
 
 def data_dir(users):
     """The cached data directory for `users` users (10 transactions each), built on first use."""
-    with open(os.path.join(ROOT, "Benchmarks", "E2EData", "main.swift"), "rb") as f:
-        version = hashlib.sha256(f.read()).hexdigest()[:12]
+    # Keyed by the generator's source and the SQLite schema's migrations.
+    digest = hashlib.sha256()
+    for part in [("Benchmarks", "E2EData", "main.swift"), ("Sources", "SubscriptionStorageSQLite", "Migrations.swift")]:
+        with open(os.path.join(ROOT, *part), "rb") as f:
+            digest.update(f.read())
+    version = digest.hexdigest()[:12]
     d = os.path.join(BUILD, "bench-e2e-data", f"{version}-u{users}")
     if not os.path.exists(os.path.join(d, "bench.json")):
         shutil.rmtree(d, ignore_errors=True)
