@@ -117,6 +117,10 @@ let package = Package(
       dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-e2e-datagen",
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      path: "Benchmarks/E2EData", swiftSettings: swiftSettings),
+    .executableTarget(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(

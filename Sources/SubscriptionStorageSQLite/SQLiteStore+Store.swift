@@ -40,8 +40,12 @@ enum HotQueries {
     WHERE user_key = ? AND (purchase_ms, transaction_id) > (?, ?)
     ORDER BY purchase_ms, transaction_id LIMIT ?
     """
+  // CROSS JOIN fixes the loop order (SQLite keeps it as written): the few transactions with this
+  // original id first, then their users by primary key. With a plain JOIN and no ANALYZE
+  // statistics the planner walked every user of the app and environment and probed each one
+  // (10,000 probes per routed notification at 100,000 users over 10 apps).
   static let usersByOriginalTransaction = """
-    SELECT DISTINCT u.user_id FROM transactions t JOIN users u ON u.user_key = t.user_key
+    SELECT DISTINCT u.user_id FROM transactions t CROSS JOIN users u ON u.user_key = t.user_key
     WHERE t.original_transaction_id = ? AND u.app_id = ? AND u.environment = ?
     ORDER BY u.user_id
     """

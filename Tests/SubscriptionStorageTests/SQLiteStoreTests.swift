@@ -225,6 +225,21 @@ struct SQLiteStoreTests {
     #expect(plan.contains { $0.hasPrefix("SEARCH") })
   }
 
+  @Test(
+    "notification routing reads the transactions of one original id first, then their users by key")
+  func routingPlanStartsFromTheOriginalTransaction() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let plan = try await store.queryPlan(HotQueries.usersByOriginalTransaction)
+    // The outer loop must be the index on original_transaction_id: starting from the users of the
+    // app would probe every one of them (the plan is all SEARCH either way).
+    #expect(
+      plan.first?.hasPrefix("SEARCH t USING COVERING INDEX transactions_by_original") == true,
+      "\(plan)")
+    #expect(plan.contains { $0.hasPrefix("SEARCH u USING INTEGER PRIMARY KEY") }, "\(plan)")
+  }
+
   @Test("concurrent writes are grouped into fewer commits, each acknowledged")
   func groupCommit() async throws {
     let dir = TemporaryDirectory()

@@ -1,0 +1,496 @@
+#!/usr/bin/env python3
+"""End-to-end benchmarks of substatusd (issue #11), run by scripts/bench or on their own.
+
+A real `substatusd` (release build) serves a SQLite data directory of 1,000,000 transactions /
+100,000 users / 10 apps made by `substatus-e2e-datagen` (through the store's API; cached under
+.build/bench-e2e-data/, keyed by a hash of the generator's source and the schema's migrations). The server is pinned to CPU 0,
+the load generator (Benchmarks/E2ELoadgen: grpc-go 1.33 and net/http, built in GOPATH mode against
+Debian's packages like ../shared/peer-bench) to CPU 1. Sections:
+
+1. CheckEligibility, 64 calls in flight: 1 and 50 users x 1 and 20 products, random users of
+   random apps; calls/s, answers/s, p50/p99/p99.9, server CPU and RSS; plus 1x20 unpinned.
+2. Ingest: ImportTransactions (one new user, 10 transactions + a renewal info per call; the call
+   returns after the commit, synchronous=FULL).
+3. Notifications: V1 DID_RENEW bodies POSTed to /v1/apps/{app}/apple/notifications (each answered
+   200 after its commit).
+4. The naive approach: per check a verifyReceipt round trip to appstore-sim plus local
+   evaluation, next to CheckEligibility for the same users (SubmitReceipt'ed from the simulator).
+5. Latency flatness: CheckEligibility 1x20 at 10k, 100k and 1M transactions.
+
+Standalone: scripts/bench_e2e.py [--quick] [--duration S] replaces the section between the
+e2e markers of BENCHMARKS.md (or appends it).
+"""
+import argparse, hashlib, json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, ".build")
+RELEASE = os.path.join(BUILD, "release")
+BEGIN, END = "<!-- e2e:begin -->", "<!-- e2e:end -->"
+
+
+def sh(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def out(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, text=True, stdout=subprocess.PIPE, **kw).stdout
+
+
+def build():
+    for product in ["substatusd", "appstore-sim", "substatus-e2e-datagen"]:
+        sh(["swift", "build", "-c", "release", "--product", product])
+    src = os.path.join(ROOT, "Benchmarks", "E2ELoadgen", "main.go")
+    dest = os.path.join(BUILD, "e2e-loadgen")
+    binary = os.path.join(dest, "bin", "e2e-loadgen")
+    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(src):
+        pkg = os.path.join(dest, "src", "e2eloadgen")
+        os.makedirs(pkg, exist_ok=True)
+        shutil.copy(src, pkg)
+        env = dict(os.environ, GO111MODULE="off", GOPATH=f"{dest}:/usr/share/gocode", GOFLAGS="", GOPROXY="off",
+                   GOCACHE=os.path.join(dest, ".cache"))
+        sh(["go", "build", "-trimpath", "-o", binary, "e2eloadgen"], cwd=dest, env=env)
+    return binary
+
+
+def data_dir(users):
+    """The cached data directory for `users` users (10 transactions each), built on first use."""
+    # Keyed by the generator's source and the SQLite schema's migrations.
+    digest = hashlib.sha256()
+    for part in [("Benchmarks", "E2EData", "main.swift"), ("Sources", "SubscriptionStorageSQLite", "Migrations.swift")]:
+        with open(os.path.join(ROOT, *part), "rb") as f:
+            digest.update(f.read())
+    version = digest.hexdigest()[:12]
+    d = os.path.join(BUILD, "bench-e2e-data", f"{version}-u{users}")
+    if not os.path.exists(os.path.join(d, "bench.json")):
+        shutil.rmtree(d, ignore_errors=True)
+        t0 = time.time()
+        sh([os.path.join(RELEASE, "substatus-e2e-datagen"), "--dir", d, "--users", str(users)])
+        print(f"built {d} in {time.time() - t0:.1f} s", flush=True)
+    return d
+
+
+def machine_load():
+    """The 1-minute load average and (busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/loadavg") as f:
+        load1 = float(f.read().split()[0])
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return load1, (sum(v) - idle, sum(v))
+
+
+def wait_file(path, proc, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{path} never appeared")
+
+
+class Server:
+    """substatusd on a copy of a cached data directory, pinned to CPU 0."""
+
+    def __init__(self, cached, work, sim=None):
+        self.dir = os.path.join(work, "data")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.copytree(cached, self.dir)
+        ready = os.path.join(work, "ready.json")
+        if os.path.exists(ready):
+            os.remove(ready)
+        cmd = ["taskset", "-c", "0", os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
+               "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ready-file", ready,
+               "--operator-key-file", os.path.join(work, "operator.key"), "--refresh-interval", "0"]
+        if sim:
+            cmd += ["--verify-receipt-production-url", f"http://{sim}/production/verifyReceipt",
+                    "--verify-receipt-sandbox-url", f"http://{sim}/sandbox/verifyReceipt"]
+        print("+", " ".join(cmd), flush=True)
+        # The access log (one JSON line per call) is written, as in production, to a discarded stderr.
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = wait_file(ready, self.proc)
+        self.grpc, self.http, self.pid = r["grpc"], r["http"], self.proc.pid
+        self.spec = os.path.join(self.dir, "bench.json")
+
+    def rss_mb(self):
+        for line in open(f"/proc/{self.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def unpin(self):
+        sh(["taskset", "-a", "-p", "-c", "0,1", str(self.pid)], stdout=subprocess.DEVNULL)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+PROFILE_CATEGORIES = [
+    # (label, test on the thread name and the joined frames of one sample), first match wins
+    ("SQLite reader threads: queries, page reads, row decoding", lambda comm, j: comm.startswith("sqlite-reader") and "futex" not in j and "schedule" not in j),
+    ("SQLite reader threads: sleeping and waking (futex, scheduler)", lambda comm, j: comm.startswith("sqlite-reader")),
+    ("TCP send and receive (kernel loopback, incl. the peer's softirq)", lambda comm, j: any(k in j for k in ("sendto", "__send", "tcp_sendmsg", "recvfrom", "tcp_recvmsg", "__libc_recv"))),
+    ("scheduler: context switches between the server's threads", lambda comm, j: any(k in j.split(" ")[:6] for k in ("finish_task_switch.isra.0", "__schedule", "schedule"))),
+    ("thread wake-ups: futex, eventfd, epoll_wait", lambda comm, j: any(k in j for k in ("futex", "sem_post", "eventfd", "__libc_write", "epoll_wait"))),
+    ("HTTP/2 framing and headers (nghttp2, transport)", lambda comm, j: "RPCHTTP2Transport" in j or "nghttp2" in j),
+    ("access log line and metrics", lambda comm, j: "AccessLogInterceptor" in j and "checkEligibility" not in j and "AuthInterceptor" not in j and "registerUnary" not in j),
+    ("auth interceptor (key hash, key cache)", lambda comm, j: "AuthInterceptor" in j and "checkEligibility" not in j),
+    ("handler: evaluation and eligibility (SubscriptionDomain)", lambda comm, j: "checkEligibility" in j and "SubscriptionDomain" in j),
+    ("handler: the rest (request checks, response building, read hand-off)", lambda comm, j: "checkEligibility" in j or "ReaderPool" in j),
+    ("protobuf decode/encode and call dispatch (RPCCore, protobuf-c)", lambda comm, j: any(k in j for k in ("registerUnary", "protobuf_c", "CMessage", "RPCCore"))),
+    ("Swift concurrency runtime, retain/release, malloc (unattributed)", lambda comm, j: True),
+]
+
+
+def profile(pid, seconds, work):
+    """perf record (cpu-clock, call graphs) of the server for `seconds`; returns [(share, label)]
+    or None when perf cannot record here."""
+    data = os.path.join(work, "perf.data")
+    try:
+        subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "997", "-g", "-p", str(pid), "-o", data, "--",
+                        "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym"], check=True, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    counts = {label: 0 for label, _ in PROFILE_CATEGORIES}
+    total = 0
+    for block in text.split("\n\n"):
+        lines = [l for l in block.splitlines() if l.strip()]
+        if not lines:
+            continue
+        comm = lines[0].split()[0]
+        joined = " ".join(l.split(None, 2)[1] for l in lines[1:] if len(l.split(None, 2)) >= 2)
+        for label, test in PROFILE_CATEGORIES:
+            if test(comm, joined):
+                counts[label] += 1
+                break
+        total += 1
+    if total == 0:
+        return None
+    return sorted(((100 * n / total, label) for label, n in counts.items() if n), reverse=True)
+
+
+def load(loadgen, args, *flags, cpu="1"):
+    cmd = (["taskset", "-c", cpu] if cpu else []) + [loadgen] + list(flags)
+    text = out(cmd)
+    print(text.strip().splitlines()[-2], flush=True)
+    r = json.loads(text.strip().splitlines()[-1].split(" ", 1)[1])
+    if r.get("errors"):
+        raise RuntimeError(f"{' '.join(flags)}: {r['errors']} errors, first: {r.get('first_error')}")
+    return r
+
+
+def timing(args):
+    return ["-warmup", f"{args.e2e_warmup}s", "-duration", f"{args.e2e_duration}s"]
+
+
+def naive_setup(sim_addr, spec, users, work):
+    """Registers app-naive's catalog in appstore-sim, creates `users` production users who buy a
+    monthly subscription (two thirds with the free trial) 150 days before the data set's as_of,
+    lets them renew, and writes their receipts as JSON lines."""
+    naive = next(a for a in spec["apps_detail"] if a["app_id"] == "app-naive")
+
+    def call(method, path, body=None):
+        req = urllib.request.Request(f"http://{sim_addr}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read() or b"{}")
+
+    products = []
+    for p in naive["products"]:
+        kind = {"AUTO_RENEWABLE": "auto_renewable", "NON_RENEWING": "non_renewing", "NON_CONSUMABLE": "non_consumable"}[p["type"]]
+        o = {"product_id": p["product_id"], "type": kind}
+        if kind == "auto_renewable":
+            o.update(subscription_group_id=p["subscription_group_id"], duration=p["duration"])
+            if p["intro"]:
+                o["introductory_offer"] = {"type": "free_trial", "duration": "P1W"}
+        elif "duration" in p:
+            o["duration"] = p["duration"]
+        products.append(o)
+    call("POST", "/control/apps", {"bundle_id": naive["bundle_id"], "shared_secret": naive["shared_secret"], "products": products})
+    monthly = [p["product_id"] for p in naive["products"] if p["product_id"].endswith(".monthly")]
+    lifetime = next(p["product_id"] for p in naive["products"] if p["product_id"].endswith(".lifetime"))
+    receipts = {}
+    for k in range(users):
+        uid = f"naive-{k}"
+        call("POST", "/control/users", {"user_id": uid, "environment": "production"})
+        base = f"/control/apps/{naive['bundle_id']}/users/{uid}"
+        body = {"product_id": monthly[k % len(monthly)]}
+        if k % 3:
+            body["offer"] = {"type": "introductory"}
+        receipts[uid] = call("POST", base + "/purchase", body)["receipt"]
+        if k % 5 == 0:
+            receipts[uid] = call("POST", base + "/purchase", {"product_id": lifetime})["receipt"]
+    call("POST", "/control/clock/set", {"now_ms": spec["as_of_ms"]})
+    path = os.path.join(work, "naive-users.jsonl")
+    with open(path, "w") as f:
+        for uid, receipt in receipts.items():
+            f.write(json.dumps({"user_id": uid, "receipt": receipt}) + "\n")
+    return path
+
+
+def run(args):
+    """Runs every section; returns the markdown lines for BENCHMARKS.md."""
+    os.chdir(ROOT)
+    loadgen = build()
+    main_users = 10_000 if args.quick else 100_000
+    sizes = [1_000, 10_000] + ([] if args.quick else [100_000])
+    cached = {u: data_dir(u) for u in sizes}
+    work = tempfile.mkdtemp(dir=BUILD, prefix="bench-e2e-")
+    t_start = time.time()
+    load_start, busy_start = machine_load()
+    rows, phases, flat = [], [], []
+    sim = None
+    try:
+        # The App Store simulator, its clock frozen at the data set's as_of (moved by naive_setup).
+        spec = json.load(open(os.path.join(cached[main_users], "bench.json")))
+        sim_ready = os.path.join(work, "sim.json")
+        sim = subprocess.Popen(["taskset", "-c", "0", os.path.join(RELEASE, "appstore-sim"), "--listen", "127.0.0.1:0",
+                                "--ready-file", sim_ready, "--time-scale", "0",
+                                "--start-ms", str(spec["as_of_ms"] - 150 * 86_400_000)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sim_addr = wait_file(sim_ready, sim)["http"]
+
+        server = Server(cached[main_users], work, sim=sim_addr)
+        try:
+            phases.append(("started (store opened, nothing read yet)", server.rss_mb()))
+            common = ["-addr", server.grpc, "-spec", server.spec, "-server-pid", str(server.pid)] + timing(args)
+            for u, p in [(1, 1), (1, 20), (50, 1), (50, 20)]:
+                r = load(loadgen, args, "-mode", "elig", "-users", str(u), "-products", str(p), *common)
+                rows.append((f"{u} user{'s' if u > 1 else ''} × {p} product{'s' if p > 1 else ''}", "CPU 0 / CPU 1", r))
+            phases.append(("after the CheckEligibility runs", server.rss_mb()))
+            r = load(loadgen, args, "-mode", "ingest", "-batch", "10", *common)
+            ingest = r
+            phases.append(("after the ingest run", server.rss_mb()))
+            r = load(loadgen, args, "-mode", "notify", "-http", server.http, *common)
+            notify = r
+            phases.append(("after the notification run", server.rss_mb()))
+
+            # The naive approach, for the same users.
+            users_file = naive_setup(sim_addr, spec, 100 if args.quick else 300, work)
+            load(loadgen, args, "-mode", "submit", "-app", "app-naive", "-userfile", users_file, "-concurrency", "8",
+                 "-addr", server.grpc, "-spec", server.spec)
+            ours = load(loadgen, args, "-mode", "elig", "-app", "app-naive", "-userfile", users_file, "-users", "1",
+                        "-products", "20", *common)
+            naive = load(loadgen, args, "-mode", "naive", "-app", "app-naive", "-userfile", users_file, "-verify-url",
+                         f"http://{sim_addr}/production/verifyReceipt", "-spec", server.spec, "-server-pid", str(sim.pid),
+                         *timing(args))
+
+            # Where the server's CPU goes in CheckEligibility 1 x 20 (a separate, profiled run).
+            prof_args = argparse.Namespace(**vars(args))
+            prof_args.e2e_duration = args.e2e_duration + 2
+            prof_load = subprocess.Popen(["taskset", "-c", "1", loadgen, "-mode", "elig", "-users", "1", "-products", "20",
+                                          "-addr", server.grpc, "-spec", server.spec, *timing(prof_args)],
+                                         stdout=subprocess.DEVNULL)
+            time.sleep(args.e2e_warmup + 1)
+            breakdown = profile(server.pid, args.e2e_duration, work)
+            prof_load.wait()
+
+            # Nothing pinned: the server and the generator share both cores.
+            server.unpin()
+            r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", *common, cpu=None)
+            rows.append(("1 user × 20 products", "nothing pinned", r))
+            phases.append(("at the end", server.rss_mb()))
+            peak = float(next(l.split()[1] for l in open(f"/proc/{server.pid}/status") if l.startswith("VmHWM:"))) / 1024
+            db = os.path.getsize(os.path.join(server.dir, "substatus.sqlite")) / 1e6
+        finally:
+            server.stop()
+
+        for u in sizes:
+            if u == main_users:
+                flat.append((u * 10, next(r for name, pin, r in rows if name.startswith("1 user × 20") and pin.startswith("CPU"))))
+                continue
+            s = Server(cached[u], work)
+            try:
+                r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-addr", s.grpc, "-spec", s.spec,
+                         "-server-pid", str(s.pid), *timing(args))
+                flat.append((u * 10, r))
+            finally:
+                s.stop()
+    finally:
+        if sim:
+            sim.terminate()
+            sim.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.time() - t_start
+    load_end, busy_end = machine_load()
+    busy = (busy_end[0] - busy_start[0]) / max(1e-9, busy_end[1] - busy_start[1]) * 100
+
+    def f(x, digits=0):
+        return "-" if x is None or x != x else f"{x:,.{digits}f}"
+
+    def ms(us):
+        return "-" if us is None else f"{us / 1000:.2f}"
+
+    go = out(["go", "version"]).strip()
+    tx = main_users * 10
+    lines = [BEGIN, "## End to end: substatusd over a SQLite store", "",
+             f"A release `substatusd` serves a SQLite data directory of {tx:,} transactions / {main_users:,} users /"
+             " 10 apps (20-product catalogs in 4 subscription groups; histories of 3 to 17 transactions: trials,",
+             "renewals, lapses, billing retry, refunds, one-time purchases), built through the store's API by",
+             "`substatus-e2e-datagen` and cached under `.build/bench-e2e-data/`. The server runs pinned to CPU 0",
+             "(store threads included); the load generator `Benchmarks/E2ELoadgen` is an independent client,",
+             f"grpc-go 1.33.3 and net/http ({go}, built offline against Debian's packages like the peer),",
+             f"pinned to CPU 1, 4 HTTP/2 connections, 64 calls in flight, {args.e2e_warmup} s warm-up then"
+             f" {args.e2e_duration} s measured,",
+             "random users of random apps, `as_of_ms` fixed. Every answer is checked (users × products count);",
+             "any error fails the run. Server CPU and RSS from `/proc`. These sections took"
+             f" {elapsed:.0f} s (data cached).", "",
+             f"Measured on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t_start))}. "
+             f"Machine load during these sections: 1-minute load average {load_start:.1f} at the start and"
+             f" {load_end:.1f} at the end, both cores {busy:.0f}% busy on average (this run and everything else)."
+             + (" The machine was shared with other work: the pinned server did not always get a whole core (see"
+                " the server-cores column), so calls/s and latencies are lower bounds; calls per server CPU-second"
+                " is the steadier figure." if load_end > 2.5 or load_start > 2.5 else ""), "",
+             "### CheckEligibility", "",
+             "Target (DESIGN.md): 1 user × 20 products ≥ 25,000 calls/s with p99 ≤ 5 ms at 64 in flight.", "",
+             "| shape | pinning | calls/s | user·products/s | p50 ms | p99 ms | p99.9 ms | server cores | calls per server CPU-s | server RSS MB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, pin, r in rows:
+        lines.append(f"| {name} | {pin} | {f(r['calls_per_s'])} | {f(r['items_per_s'])} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | "
+                     f"{ms(r['p999_us'])} | {f(r.get('srv_cores'), 2)} | {f(r.get('calls_per_srv_cpu_s'))} | {f(r.get('rss_mb'), 1)} |")
+    lines += ["", "### Ingest and notifications", "",
+              "Ingest: `ImportTransactions`, each call one new user with 10 transactions and a renewal info,",
+              "answered after the commit (synchronous=FULL, group commit). Notifications: V1 `DID_RENEW` bodies",
+              "(each a new transaction of an existing subscription) POSTed over HTTP/1.1 keep-alive to",
+              "`/v1/apps/{app}/apple/notifications`, authenticated by the shared secret, routed by original",
+              "transaction id, deduplicated and applied, answered 200 after the commit. Target: ingest ≥ 5,000",
+              "transactions/s durably committed.", "",
+              "| load | calls/s | transactions/s | p50 ms | p99 ms | p99.9 ms | server cores | server RSS MB |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |",
+              f"| ImportTransactions (10 tx per call) | {f(ingest['calls_per_s'])} | {f(ingest['items_per_s'])} | {ms(ingest['p50_us'])} | "
+              f"{ms(ingest['p99_us'])} | {ms(ingest['p999_us'])} | {f(ingest.get('srv_cores'), 2)} | {f(ingest.get('rss_mb'), 1)} |",
+              f"| V1 notification (1 tx each) | {f(notify['calls_per_s'])} | {f(notify['items_per_s'])} | {ms(notify['p50_us'])} | "
+              f"{ms(notify['p99_us'])} | {ms(notify['p999_us'])} | {f(notify.get('srv_cores'), 2)} | {f(notify.get('rss_mb'), 1)} |",
+              "", "### Memory", "",
+              f"Target: RSS ≤ 100 MB at {tx:,} transactions. Database file after the runs: {db:,.0f} MB (the ingest and"
+              f" notification runs added more than {ingest['calls'] * 10 + notify['calls']:,} transactions).", "",
+              "| substatusd | RSS MB |", "| --- | --- |"]
+    lines += [f"| {name} | {rss:.1f} |" for name, rss in phases]
+    lines += [f"| peak (VmHWM) | {peak:.1f} |", "",
+              "### The naive approach: verifyReceipt per check", "",
+              "What an app backend without substatus does: for each check, POST the user's receipt to",
+              "verifyReceipt (here `appstore-sim`, pinned to CPU 0 in place of Apple, answering from memory),",
+              "parse Apple's JSON and decide intro eligibility of the 20 products locally (a group's intro is used",
+              f"once any of its transactions was a trial or intro period). The same {300 if not args.quick else 100} users",
+              "(monthly subscriptions, two thirds with a free trial, 5 renewals, some with a lifetime unlock) were",
+              "first `SubmitReceipt`ed to substatusd, which verified them against the same simulator; then both",
+              "answered 1 user × 20 products per check, 64 in flight, generator on CPU 1.", "",
+              "| per check | calls/s | p50 ms | p99 ms | p99.9 ms | server cores |", "| --- | --- | --- | --- | --- | --- |",
+              f"| substatus CheckEligibility | {f(ours['calls_per_s'])} | {ms(ours['p50_us'])} | {ms(ours['p99_us'])} | "
+              f"{ms(ours['p999_us'])} | {f(ours.get('srv_cores'), 2)} |",
+              f"| verifyReceipt + local evaluation | {f(naive['calls_per_s'])} | {ms(naive['p50_us'])} | {ms(naive['p99_us'])} | "
+              f"{ms(naive['p999_us'])} | {f(naive.get('srv_cores'), 2)} (simulator) |", "",
+              f"The simulator answers from memory on the same host ({1e6 * (naive.get('srv_cores') or 0) / naive['calls_per_s']:.0f} µs of its CPU per verifyReceipt);"
+              " Apple's verifyReceipt is an",
+              "Internet round trip (typically 100-500 ms, rate-limited, sometimes down), so the naive row is a",
+              "lower bound on its cost, while substatus's answer does not depend on Apple being reachable.", "",
+              "### Latency as the store grows", "",
+              "CheckEligibility 1 user × 20 products, 64 in flight, pinned as above, each size a fresh server on",
+              "its own cached data directory. Target: flat from 10k to 1M transactions.", "",
+              "Under 64 calls in flight the latency is set by throughput, so the column that shows what the store's",
+             "size costs is the server CPU per call (the reads are B-tree lookups: more levels, fewer cached pages).", "",
+             "| transactions | users | calls/s | p50 ms | p99 ms | p99.9 ms | server CPU µs per call |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {n:,} | {n // 10:,} | {f(r['calls_per_s'])} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
+              f"{f(1e6 / r['calls_per_srv_cpu_s']) if r.get('calls_per_srv_cpu_s') else '-'} |" for n, r in flat]
+    pinned = next(r for name, pin, r in rows if name.startswith("1 user × 20") and pin.startswith("CPU"))
+    free = next(r for name, pin, r in rows if name.startswith("1 user × 20") and pin == "nothing pinned")
+    best = max(pinned["calls_per_s"], free["calls_per_s"])
+    best_p99 = min(pinned["p99_us"], free["p99_us"]) / 1000
+    cpu_us = 1e6 / pinned["calls_per_srv_cpu_s"] if pinned.get("calls_per_srv_cpu_s") else float("nan")
+    gen_us = 1e6 * pinned["cli_cores"] / pinned["calls_per_s"]
+    cpu_per_call = [1e6 / r["calls_per_srv_cpu_s"] for _, r in flat if r.get("calls_per_srv_cpu_s")]
+    growth = (cpu_per_call[-1] / cpu_per_call[0] - 1) * 100 if len(cpu_per_call) > 1 else float("nan")
+
+    def verdict(ok):
+        return "met" if ok else "**missed**"
+
+    lines += ["", "### Against the targets", "",
+              "| target (DESIGN.md) | measured | |", "| --- | --- | --- |",
+              f"| CheckEligibility 1 × 20 ≥ 25,000 calls/s | {f(pinned['calls_per_s'])} pinned, {f(free['calls_per_s'])} unpinned | {verdict(best >= 25000)} |",
+              f"| p99 ≤ 5 ms at 64 in flight | {ms(pinned['p99_us'])} ms pinned, {ms(free['p99_us'])} ms unpinned | {verdict(best_p99 <= 5)} |",
+              f"| ingest ≥ 5,000 transactions/s durably committed | {f(ingest['items_per_s'])} | {verdict(ingest['items_per_s'] >= 5000)} |",
+              f"| RSS ≤ 100 MB at {tx:,} transactions | {peak:.1f} MB peak | {verdict(peak <= 100)} |",
+              f"| eligibility latency flat 10k → {tx // 1000:,}k | server CPU per call {growth:+.0f}% from {flat[0][0] // 1000:,}k to {tx // 1000:,}k"
+              f" (p50 {ms(flat[0][1]['p50_us'])} → {ms(flat[-1][1]['p50_us'])} ms under load) | {verdict(growth <= 25)} |", ""]
+    if best < 25000 or best_p99 > 5:
+        lines += ["Why CheckEligibility misses its target: the server spends"
+                  f" {cpu_us:.0f} µs of CPU per 1 × 20 call ({f(pinned.get('calls_per_srv_cpu_s'))} calls per server CPU-second);",
+                  "25,000 calls/s on the one core it has when pinned needs ≤ 40 µs. Unpinned, the grpc-go generator"
+                  f" itself needs {gen_us:.0f} µs",
+                  "of CPU per call on the same two cores, so even a free server could not reach 25,000 calls/s here.",
+                  "At 64 calls in flight the latency follows from the throughput (Little's law: p50 ≈ 64 / calls/s),",
+                  "so p99 ≤ 5 ms needs the same CPU budget. For scale: the bare transport serving the in-memory",
+                  "`Bench` CheckEligibility (20 products, no auth, no store) uses about 13 µs per call (first",
+                  "section), and evaluating one user about 4 µs (domain section). The rest is the work a real",
+                  "call adds: the API key check, the access log line and metrics, the hand-off of the history",
+                  "read to a SQLite reader thread and back (two thread wake-ups and context switches per call on",
+                  "the one core), the read itself (2 indexed queries in a read transaction, rows decoded), and a",
+                  "larger response."]
+        if breakdown:
+            lines += ["", f"Where the server's CPU goes (perf record, cpu-clock at 997 Hz with call graphs, {args.e2e_duration} s of"
+                      " the pinned 1 × 20 load; samples by thread and frames):", "",
+                      "| share | what |", "| --- | --- |"]
+            lines += [f"| {share:.1f}% | {label} |" for share, label in breakdown]
+        lines += ["", "No single hot spot dominates: the thread hops and the TCP and HTTP/2 work are paid per call",
+                  "by design (SQLite runs on its own threads so that no event loop or cooperative-pool thread",
+                  "ever blocks). Closing the gap needs structural work on the request path, such as batching the",
+                  "history reads of concurrent calls into one reader job, and a server with more than one core."]
+    many = next((r for name, pin, r in rows if name.startswith("50 users × 1 ")), None)
+    if many and many.get("calls_per_srv_cpu_s"):
+        per_user = 1e6 / many["calls_per_srv_cpu_s"] / 50
+        lines += ["", f"The 50-user shapes read 50 histories per call: {per_user:.0f} µs of server CPU per user at this size, much",
+                  "of it `pread` system calls for B-tree pages that the per-connection page cache (2 MiB per",
+                  "reader) does not hold. A larger cache or `mmap` would cut those calls, but it would also raise",
+                  "RSS towards the size of the database file, against the 100 MB target. In these shapes the",
+                  "server used well under one core although 64 calls were queued; the cause is not established",
+                  "(CPU 0 was shared with other work during the run), so read their calls/s as a lower bound."]
+    lines += ["", f"Command: `scripts/bench` (this part: `scripts/bench_e2e.py{' --quick' if args.quick else ''}"
+              f" --duration {args.e2e_duration}`).", END, ""]
+    return lines
+
+
+def add_arguments(ap):
+    ap.add_argument("--e2e-duration", dest="e2e_duration", type=int, default=None,
+                    help="measured seconds per end-to-end load (default 8, 4 with --quick)")
+    ap.add_argument("--e2e-warmup", dest="e2e_warmup", type=int, default=2)
+
+
+def settle(args):
+    if args.e2e_duration is None:
+        args.e2e_duration = 4 if args.quick else 8
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="100,000 transactions, shorter runs")
+    ap.add_argument("--duration", dest="e2e_duration", type=int, default=None)
+    ap.add_argument("--warmup", dest="e2e_warmup", type=int, default=2)
+    ap.add_argument("--print", action="store_true", help="print the section instead of updating BENCHMARKS.md")
+    args = ap.parse_args()
+    settle(args)
+    lines = run(args)
+    text = "\n".join(lines)
+    if args.print:
+        print(text)
+        return
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    if BEGIN in old and END in old:
+        new = old[:old.index(BEGIN)] + text.rstrip("\n") + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    with open(path, "w") as f:
+        f.write(new)
+    print("updated the end-to-end section of BENCHMARKS.md")
+
+
+if __name__ == "__main__":
+    main()
