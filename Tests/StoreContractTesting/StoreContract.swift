@@ -90,6 +90,10 @@ public enum StoreContract {
     case dueReceipts
     /// marking verified and rescheduling change the schedule; unknown receipts are not found
     case receiptSchedule
+    /// Server API sync state: save, read, replace per user; unknown app and bad input refused
+    case historySyncState
+    /// reconciliation leases: one owner at a time, taken over after expiry, completion records the time
+    case reconciliationLease
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -116,6 +120,8 @@ public enum StoreContract {
       case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
       case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
       case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
+      case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
+      case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       }
     }
   }
@@ -145,6 +151,8 @@ public enum StoreContract {
     case .receiptsSaveAndRead: try await receiptsSaveAndRead(store)
     case .dueReceipts: try await dueReceipts(store)
     case .receiptSchedule: try await receiptSchedule(store)
+    case .historySyncState: try await historySyncState(store)
+    case .reconciliationLease: try await reconciliationLease(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable
