@@ -81,6 +81,11 @@ let package = Package(
       dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
       swiftSettings: swiftSettings),
 
+    // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
+    .target(
+      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
+      exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
+
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
 
@@ -205,6 +210,9 @@ let package = Package(
       swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
     .testTarget(

@@ -8,3 +8,10 @@
 #include <openssl/x509.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
+#include <openssl/objects.h>
+#include <openssl/asn1.h>
+#include <openssl/x509v3.h>
+#include <openssl/x509_vfy.h>

@@ -39,6 +39,7 @@ public final class InMemoryStore: Store {
     var notifications: [[String]: Int64] = [:]
     var audit: [AuditEntry] = []
     var receipts: [UserKey: StoredReceipt] = [:]
+    var inAppPurchaseKeys: [String: InAppPurchaseKey] = [:]
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     var reconciliations: [String: Reconciliation] = [:]
   }
@@ -125,6 +126,7 @@ public final class InMemoryStore: Store {
   private static func filled(_ app: AppRecord, _ s: State) -> AppRecord {
     var a = app
     a.sharedSecretFingerprint = s.secrets[app.appId]?.current.fingerprint
+    a.inAppPurchaseKey = s.inAppPurchaseKeys[app.appId]?.info
     return a
   }
 
@@ -144,6 +146,7 @@ public final class InMemoryStore: Store {
       }
       var stored = app
       stored.sharedSecretFingerprint = nil
+      stored.inAppPurchaseKey = nil
       s.apps[app.appId] = stored
     }
   }
@@ -511,6 +514,24 @@ public final class InMemoryStore: Store {
     let all = state.withLock { s in s.audit.filter { $0.tenantId == tenantId } }
     return try Self.page(
       all, key: \.sequence, cursor: { String($0.sequence) }, decode: { Int64($0) }, request: page)
+  }
+
+  // MARK: In-App Purchase keys
+
+  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      s.inAppPurchaseKeys[appId] = key
+    }
+  }
+
+  /// See ``Store/inAppPurchaseKey(appId:)``.
+  public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      return s.inAppPurchaseKeys[appId]
+    }
   }
 
   // MARK: App Store Server API sync

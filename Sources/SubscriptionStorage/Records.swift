@@ -186,3 +186,84 @@ public struct Page<Item: Sendable>: Sendable {
 }
 
 extension Page: Equatable where Item: Equatable {}
+
+/// What may be shown of an app's In-App Purchase key (App Store Connect's issuer id, key id and the
+/// public half of the `.p8` key): everything but the private key.
+public struct InAppPurchaseKeyInfo: Sendable, Hashable {
+  /// The key's id in App Store Connect (for example `2X9R4HXF34`), the JWTs' `kid`.
+  public var keyId: String
+  /// The App Store Connect team's issuer id (a UUID), the JWTs' `iss`.
+  public var issuerId: String
+  /// `sha256:` and 16 hex digits of the SHA-256 of the public key's DER SubjectPublicKeyInfo.
+  public var publicKeyFingerprint: String
+  /// The public key as a PEM SubjectPublicKeyInfo.
+  public var publicKeyPEM: String
+  /// When the key was set.
+  public var setMs: Int64
+
+  /// Creates the info.
+  public init(
+    keyId: String, issuerId: String, publicKeyFingerprint: String, publicKeyPEM: String,
+    setMs: Int64
+  ) {
+    self.keyId = keyId
+    self.issuerId = issuerId
+    self.publicKeyFingerprint = publicKeyFingerprint
+    self.publicKeyPEM = publicKeyPEM
+    self.setMs = setMs
+  }
+}
+
+/// An app's In-App Purchase key with its private key in plaintext: only ever in memory (stores
+/// seal ``privateKeyPEM`` at rest). Its descriptions leave the private key out, so interpolating
+/// it into a log line cannot leak it.
+public struct InAppPurchaseKey: Sendable, Hashable, CustomStringConvertible,
+  CustomDebugStringConvertible, CustomReflectable
+{
+  /// The key's id in App Store Connect, the JWTs' `kid`.
+  public var keyId: String
+  /// The App Store Connect team's issuer id (a UUID), the JWTs' `iss`.
+  public var issuerId: String
+  /// The `.p8` file's contents: a PKCS#8 PEM of a P-256 private key. Never log it, never return
+  /// it over the API.
+  public var privateKeyPEM: String
+  /// The public key as a PEM SubjectPublicKeyInfo.
+  public var publicKeyPEM: String
+  /// `sha256:` and 16 hex digits of the SHA-256 of the public key's DER SubjectPublicKeyInfo.
+  public var publicKeyFingerprint: String
+  /// When the key was set.
+  public var setMs: Int64
+
+  /// Creates a key.
+  public init(
+    keyId: String, issuerId: String, privateKeyPEM: String, publicKeyPEM: String,
+    publicKeyFingerprint: String, setMs: Int64
+  ) {
+    self.keyId = keyId
+    self.issuerId = issuerId
+    self.privateKeyPEM = privateKeyPEM
+    self.publicKeyPEM = publicKeyPEM
+    self.publicKeyFingerprint = publicKeyFingerprint
+    self.setMs = setMs
+  }
+
+  /// Everything but the private key.
+  public var info: InAppPurchaseKeyInfo {
+    InAppPurchaseKeyInfo(
+      keyId: keyId, issuerId: issuerId, publicKeyFingerprint: publicKeyFingerprint,
+      publicKeyPEM: publicKeyPEM, setMs: setMs)
+  }
+
+  /// The key id, issuer id and fingerprint; never the private key.
+  public var description: String {
+    "InAppPurchaseKey(keyId: \(keyId), issuerId: \(issuerId), fingerprint: \(publicKeyFingerprint))"
+  }
+
+  /// As ``description``.
+  public var debugDescription: String { description }
+
+  /// A mirror without the private key (what `dump` shows).
+  public var customMirror: Mirror {
+    Mirror(self, children: ["info": info], displayStyle: .struct)
+  }
+}

@@ -18,12 +18,15 @@ public struct AppRecord: Sendable, Hashable {
   public var createdMs: Int64
   /// The current shared secret's fingerprint, if a secret is set (filled by the store on reads).
   public var sharedSecretFingerprint: String?
+  /// What may be shown of the app's In-App Purchase key, if one is set (filled by the store on
+  /// reads).
+  public var inAppPurchaseKey: InAppPurchaseKeyInfo?
 
   /// Creates an app record.
   public init(
     appId: String, tenantId: String, bundleId: String, appleAppId: Int64? = nil,
     displayName: String = "", policy: EligibilityPolicy = .default, createdMs: Int64,
-    sharedSecretFingerprint: String? = nil
+    sharedSecretFingerprint: String? = nil, inAppPurchaseKey: InAppPurchaseKeyInfo? = nil
   ) {
     self.appId = appId
     self.tenantId = tenantId
@@ -33,6 +36,7 @@ public struct AppRecord: Sendable, Hashable {
     self.policy = policy
     self.createdMs = createdMs
     self.sharedSecretFingerprint = sharedSecretFingerprint
+    self.inAppPurchaseKey = inAppPurchaseKey
   }
 }
 
@@ -261,6 +265,17 @@ public protocol Store: Sendable {
   func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry
   /// The tenant's audit entries (`nil`: operator entries), oldest first.
   func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<AuditEntry>
+
+  // MARK: In-App Purchase keys
+
+  /// Sets the app's In-App Purchase key (the private key sealed at rest), replacing any previous
+  /// one. ``AppRecord/inAppPurchaseKey`` shows its non-secret part afterwards.
+  /// - Throws: `notFound` for an unknown app; `secretUnavailable` if the store has no master key.
+  func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError)
+  /// The app's In-App Purchase key, its private key opened; `nil` when none was set.
+  /// - Throws: `notFound` for an unknown app; `secretUnavailable` if the key cannot be opened
+  ///   (master key missing or wrong).
+  func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey?
 
   // MARK: App Store Server API sync
 

@@ -138,7 +138,21 @@ enum PostgresSchema {
         CREATE INDEX receipts_by_due ON receipts(next_due_ms) WHERE next_due_ms IS NOT NULL;
         """),
     PostgresMigration(
-      version: 3, description: "App Store Server API sync state per user, reconciliation leases per app",
+      version: 3, description: "In-App Purchase keys, the private key sealed like shared secrets",
+      sql: """
+        CREATE TABLE in_app_purchase_keys(
+          app_id TEXT COLLATE "C" PRIMARY KEY REFERENCES apps(app_id),
+          key_id TEXT NOT NULL,
+          issuer_id TEXT NOT NULL,
+          public_key_pem TEXT NOT NULL,
+          public_key_fingerprint TEXT NOT NULL,
+          set_ms BIGINT NOT NULL,
+          master_key_id TEXT NOT NULL,
+          private_key_box BYTEA NOT NULL
+        );
+        """),
+    PostgresMigration(
+      version: 4, description: "App Store Server API sync state per user, reconciliation leases per app",
       sql: """
         CREATE TABLE history_syncs(
           app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),

@@ -28,7 +28,9 @@ enum PostgresQueries {
   static let tenantColumns = "SELECT tenant_id, name, disabled, created_ms FROM tenants"
   static let appColumns = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
+    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
   static let keyColumns = """
     SELECT key_id, tenant_id, role, app_ids, description, key_hash, display_prefix, created_ms, \
@@ -95,7 +97,12 @@ extension PostgresStore: Store {
       appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
       displayName: r.text(4),
       policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.bytes(5)),
-      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
+      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7),
+      inAppPurchaseKey: r.optionalText(8).map {
+        InAppPurchaseKeyInfo(
+          keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
+          publicKeyPEM: r.text(11), setMs: r.int(12))
+      })
   }
 
   private static func keyRecord(_ r: PGRow) throws(StoreError) -> ApiKeyRecord {
@@ -353,7 +360,7 @@ extension PostgresStore: Store {
           count += 1
         }
       }
-      return count
+      return count + (try Self.resealInAppPurchaseKeys(db, keyring))
     }
   }
 
@@ -881,6 +888,102 @@ extension PostgresStore: Store {
         action: r.text(4), resource: r.text(5), details: r.text(6))
     }
     return makePage(entries, limit: limit) { String($0.sequence) }
+  }
+}
+
+// MARK: In-App Purchase keys
+
+extension PostgresStore {
+  private static func inAppPurchaseKeyContext(_ appId: String) -> String {
+    "substatus/in-app-purchase-key/" + appId
+  }
+
+  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
+    let keyring = try requireKeyring()
+    let sealed: SealedSecret
+    do {
+      sealed = try SecretBox.seal(
+        Array(key.privateKeyPEM.utf8), context: Self.inAppPurchaseKeyContext(appId),
+        keyring: keyring)
+    } catch {
+      throw StoreError(.secretUnavailable, "cannot seal the In-App Purchase key: \(error.message)")
+    }
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run(
+        """
+        INSERT INTO in_app_purchase_keys(app_id, key_id, issuer_id, public_key_pem,
+          public_key_fingerprint, set_ms, master_key_id, private_key_box)
+        VALUES($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (app_id) DO UPDATE SET
+          key_id = excluded.key_id, issuer_id = excluded.issuer_id,
+          public_key_pem = excluded.public_key_pem,
+          public_key_fingerprint = excluded.public_key_fingerprint, set_ms = excluded.set_ms,
+          master_key_id = excluded.master_key_id, private_key_box = excluded.private_key_box
+        """,
+        [
+          .text(appId), .text(key.keyId), .text(key.issuerId), .text(key.publicKeyPEM),
+          .text(key.publicKeyFingerprint), .int(key.setMs), .text(sealed.keyId),
+          .bytes(sealed.box),
+        ])
+    }
+  }
+
+  /// See ``Store/inAppPurchaseKey(appId:)``.
+  public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
+    let row = try await pool.run { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.first(
+        """
+        SELECT key_id, issuer_id, public_key_fingerprint, public_key_pem, set_ms, master_key_id,
+          private_key_box
+        FROM in_app_purchase_keys WHERE app_id = $1
+        """, [.text(appId)])
+    }
+    guard let row else { return nil }
+    let keyring = try requireKeyring()
+    let plain: [UInt8]
+    do {
+      plain = try SecretBox.open(
+        SealedSecret(keyId: row.text(5), box: row.bytes(6)),
+        context: Self.inAppPurchaseKeyContext(appId), keyring: keyring)
+    } catch {
+      throw StoreError(
+        .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
+    }
+    return InAppPurchaseKey(
+      keyId: row.text(0), issuerId: row.text(1), privateKeyPEM: String(decoding: plain, as: UTF8.self),
+      publicKeyPEM: row.text(3), publicKeyFingerprint: row.text(2), setMs: row.int(4))
+  }
+
+  /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
+  /// ``resealSecrets()``, inside its transaction; the rows are locked while re-sealed).
+  /// - Returns: how many were re-sealed.
+  static func resealInAppPurchaseKeys(_ db: PGConnection, _ keyring: MasterKeyring)
+    throws(StoreError) -> Int
+  {
+    let rows = try db.query(
+      """
+      SELECT app_id, master_key_id, private_key_box FROM in_app_purchase_keys
+      WHERE master_key_id <> $1 FOR UPDATE
+      """, [.text(keyring.current.id)])
+    for r in rows {
+      let appId = r.text(0)
+      let resealed: SealedSecret
+      do throws(SecretBoxError) {
+        resealed = try SecretBox.reseal(
+          SealedSecret(keyId: r.text(1), box: r.bytes(2)),
+          context: inAppPurchaseKeyContext(appId), keyring: keyring)
+      } catch {
+        throw StoreError(
+          .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
+      }
+      try db.run(
+        "UPDATE in_app_purchase_keys SET master_key_id = $2, private_key_box = $3 WHERE app_id = $1",
+        [.text(appId), .text(resealed.keyId), .bytes(resealed.box)])
+    }
+    return rows.count
   }
 }
 

@@ -53,7 +53,9 @@ enum HotQueries {
     "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
   static let appById = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id WHERE a.app_id = ?
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
+    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id WHERE a.app_id = ?
     """
   static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
   static let dueReceipts = """
@@ -70,7 +72,9 @@ enum HotQueries {
 extension SQLiteStore: Store {
   private static let appColumns = """
     a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
+    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
 
   private static func appRecord(_ r: SQLRow) throws(StoreError) -> AppRecord {
@@ -78,7 +82,12 @@ extension SQLiteStore: Store {
       appId: r.text(0), tenantId: r.text(1), bundleId: r.text(2), appleAppId: r.optionalInt(3),
       displayName: r.text(4),
       policy: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(5)),
-      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7))
+      createdMs: r.int(6), sharedSecretFingerprint: r.optionalText(7),
+      inAppPurchaseKey: r.optionalText(8).map {
+        InAppPurchaseKeyInfo(
+          keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
+          publicKeyPEM: r.text(11), setMs: r.int(12))
+      })
   }
 
   private static let keyColumns = """
@@ -377,7 +386,7 @@ extension SQLiteStore: Store {
           [.text(resealed.keyId), .blob(resealed.box), .text(part.appId)])
         count += 1
       }
-      return count
+      return count + (try Self.resealInAppPurchaseKeys(db, keyring))
     }
   }
 
@@ -887,6 +896,112 @@ extension SQLiteStore: Store {
       }
       return makePage(rows, limit: limit) { String($0.sequence) }
     }
+  }
+}
+
+// MARK: In-App Purchase keys
+
+extension SQLiteStore {
+  private static func inAppPurchaseKeyContext(_ appId: String) -> String {
+    "substatus/in-app-purchase-key/" + appId
+  }
+
+  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
+    let keyring = try requireKeyring()
+    let sealed: SealedSecret
+    do {
+      sealed = try SecretBox.seal(
+        Array(key.privateKeyPEM.utf8), context: Self.inAppPurchaseKeyContext(appId),
+        keyring: keyring)
+    } catch {
+      throw StoreError(.secretUnavailable, "cannot seal the In-App Purchase key: \(error.message)")
+    }
+    defer { cache.invalidate(app: appId) }
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run(
+        """
+        INSERT INTO in_app_purchase_keys(app_id, key_id, issuer_id, public_key_pem,
+          public_key_fingerprint, set_ms, master_key_id, private_key_box)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(app_id) DO UPDATE SET
+          key_id = excluded.key_id, issuer_id = excluded.issuer_id,
+          public_key_pem = excluded.public_key_pem,
+          public_key_fingerprint = excluded.public_key_fingerprint, set_ms = excluded.set_ms,
+          master_key_id = excluded.master_key_id, private_key_box = excluded.private_key_box
+        """,
+        [
+          .text(appId), .text(key.keyId), .text(key.issuerId), .text(key.publicKeyPEM),
+          .text(key.publicKeyFingerprint), .int(key.setMs), .text(sealed.keyId),
+          .blob(sealed.box),
+        ])
+    }
+  }
+
+  private struct SealedKeyRow: Sendable {
+    var info: InAppPurchaseKeyInfo
+    var sealed: SealedSecret
+  }
+
+  /// See ``Store/inAppPurchaseKey(appId:)``.
+  public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
+    let row: SealedKeyRow? = try await readers.read { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.first(
+        """
+        SELECT key_id, issuer_id, public_key_fingerprint, public_key_pem, set_ms, master_key_id,
+          private_key_box
+        FROM in_app_purchase_keys WHERE app_id = ?
+        """, [.text(appId)]
+      ) { r in
+        SealedKeyRow(
+          info: InAppPurchaseKeyInfo(
+            keyId: r.text(0), issuerId: r.text(1), publicKeyFingerprint: r.text(2),
+            publicKeyPEM: r.text(3), setMs: r.int(4)),
+          sealed: SealedSecret(keyId: r.text(5), box: r.blob(6)))
+      }
+    }
+    guard let row else { return nil }
+    let keyring = try requireKeyring()
+    let plain: [UInt8]
+    do {
+      plain = try SecretBox.open(
+        row.sealed, context: Self.inAppPurchaseKeyContext(appId), keyring: keyring)
+    } catch {
+      throw StoreError(
+        .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
+    }
+    return InAppPurchaseKey(
+      keyId: row.info.keyId, issuerId: row.info.issuerId,
+      privateKeyPEM: String(decoding: plain, as: UTF8.self), publicKeyPEM: row.info.publicKeyPEM,
+      publicKeyFingerprint: row.info.publicKeyFingerprint, setMs: row.info.setMs)
+  }
+
+  /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
+  /// ``resealSecrets()``, inside its write transaction).
+  /// - Returns: how many were re-sealed.
+  static func resealInAppPurchaseKeys(_ db: SQLiteConnection, _ keyring: MasterKeyring)
+    throws(StoreError) -> Int
+  {
+    let rows = try db.all(
+      "SELECT app_id, master_key_id, private_key_box FROM in_app_purchase_keys WHERE master_key_id <> ?",
+      [.text(keyring.current.id)]
+    ) { r in (appId: r.text(0), sealed: SealedSecret(keyId: r.text(1), box: r.blob(2))) }
+    for row in rows {
+      let resealed: SealedSecret
+      do throws(SecretBoxError) {
+        resealed = try SecretBox.reseal(
+          row.sealed, context: inAppPurchaseKeyContext(row.appId), keyring: keyring)
+      } catch {
+        throw StoreError(
+          .secretUnavailable, "In-App Purchase key of app \"\(row.appId)\": \(error.message)")
+      }
+      try db.run(
+        "UPDATE in_app_purchase_keys SET master_key_id = ?, private_key_box = ? WHERE app_id = ?",
+        [.text(resealed.keyId), .blob(resealed.box), .text(row.appId)])
+    }
+    return rows.count
   }
 }
 
