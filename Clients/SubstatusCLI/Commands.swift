@@ -117,6 +117,17 @@ let commandTable: [CommandSpec] = [
     ],
     summary: "store a verifyReceipt response body; prints the user's status"),
   CommandSpec(
+    words: ["signed", "submit"], positionals: ["APP", "USER"],
+    options: [
+      OptionSpec(
+        name: "--file", value: "F|-",
+        help: "{\"signedTransactions\":[JWS...],\"signedRenewalInfos\":[JWS...]}; - for stdin",
+        required: true)
+    ],
+    summary: "verify and store StoreKit 2 signed transactions; prints each item and the status",
+    details:
+      "The file is the request's proto3 JSON without app and user: compact JWS strings as StoreKit's\nTransaction.jwsRepresentation or the App Store Server API return them."),
+  CommandSpec(
     words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."],
     options: [asOfOption, environmentOption],
     summary: "which products the user may buy with an introductory or promotional offer, and why"),
@@ -380,6 +391,47 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ),
         ("as of", Format.time(response.asOfMs)),
       ])
+      statusTables(&report, response.groups, response.entitlements)
+    }
+
+  case "signed submit":
+    let path = context.parsed.value("--file") ?? "-"
+    let bytes = try context.read(path, what: "the signed data")
+    var request: Substatus_V1_SubmitSignedTransactionsRequest
+    do throws(WireError) {
+      guard let text = String(validating: bytes, as: UTF8.self) else {
+        throw WireError(code: .invalidJSON, message: "not UTF-8 text")
+      }
+      request = try Substatus_V1_SubmitSignedTransactionsRequest(jsonString: text)
+    } catch {
+      throw UsageError(
+        message:
+          "\(path == "-" ? "standard input" : path) is not {\"signedTransactions\":[...],\"signedRenewalInfos\":[...]}: \(error.message)",
+        command: command.name)
+    }
+    guard !request.signedTransactions.isEmpty || !request.signedRenewalInfos.isEmpty else {
+      throw UsageError(message: "the file holds no signed data", command: command.name)
+    }
+    let response = try await client.submitSignedTransactions(
+      appID: context.argument(0), userID: context.argument(1),
+      signedTransactions: request.signedTransactions, signedRenewalInfos: request.signedRenewalInfos)
+    return render(context, response) { report in
+      let outcomes = response.transactionResults.map(\.outcome) + response.renewalInfoResults.map(\.outcome)
+      report.fields([
+        ("user", response.userID), ("environment", Format.environment(response.environment)),
+        (
+          "signed items",
+          "\(outcomes.count) (\(outcomes.filter { $0 == .created || $0 == .updated }.count) new or changed, \(outcomes.filter { $0 == .rejected }.count) rejected)"
+        ),
+        ("as of", Format.time(response.asOfMs)),
+      ])
+      let rejected =
+        response.transactionResults.compactMap { r in r.error.map { [$0.field, Format.orDash(r.transactionID), $0.message] } }
+        + response.renewalInfoResults.compactMap { r in r.error.map { [$0.field, Format.orDash(r.originalTransactionID), $0.message] } }
+      if !rejected.isEmpty {
+        report.gap()
+        report.table(["REJECTED", "ID", "WHY"], rejected, empty: "")
+      }
       statusTables(&report, response.groups, response.entitlements)
     }
 

@@ -408,6 +408,41 @@ extension SubstatusClient {
       Substatus_V1_IngestService.importTransactions, request, idempotency: .idempotent,
       options: options)
   }
+
+  /// Verifies and stores StoreKit 2 signed data (`IngestService.SubmitSignedTransactions`):
+  /// signed transactions (`Transaction.jwsRepresentation`) and signed renewal infos, each checked
+  /// as Apple's SignedDataVerifier does. Idempotent.
+  ///
+  /// ```swift
+  /// let result = try await ingest.submitSignedTransactions(
+  ///   appID: app, userID: "u1", signedTransactions: [transaction.jwsRepresentation])
+  /// for item in result.transactionResults where item.outcome == .rejected {
+  ///   print(item.error?.message ?? "")  // for example "UNTRUSTED_CHAIN: ..."
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - userID: The user the data belongs to.
+  ///   - signedTransactions: At most 1000 compact JWS transactions.
+  ///   - signedRenewalInfos: At most 1000 compact JWS renewal infos.
+  ///   - options: Deadline and metadata.
+  /// - Returns: One result per item, in request order, and the user's status after the write.
+  /// - Throws: `RPCError` (`INVALID_ARGUMENT` when both lists are empty, `RESOURCE_EXHAUSTED` above
+  ///   the limits).
+  public func submitSignedTransactions(
+    appID: String, userID: String, signedTransactions: [String], signedRenewalInfos: [String] = [],
+    options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_SubmitSignedTransactionsResponse {
+    var request = Substatus_V1_SubmitSignedTransactionsRequest()
+    request.appID = appID
+    request.userID = userID
+    request.signedTransactions = signedTransactions
+    request.signedRenewalInfos = signedRenewalInfos
+    return try await call(
+      Substatus_V1_IngestService.submitSignedTransactions, request, idempotency: .idempotent,
+      options: options)
+  }
 }
 
 // MARK: - EligibilityService and StatusService (READ, INGEST or ADMIN key)

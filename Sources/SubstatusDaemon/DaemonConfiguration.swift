@@ -26,6 +26,7 @@ import SubstatusJSON
 /// | `--tls-client-ca F` | `SUBSTATUS_TLS_CLIENT_CA` | `tls_client_ca` | none (no client certificates) |
 /// | `--http-tls-cert F` | `SUBSTATUS_HTTP_TLS_CERT` | `http_tls_cert` | none (plain HTTP) |
 /// | `--http-tls-key F` | `SUBSTATUS_HTTP_TLS_KEY` | `http_tls_key` | none |
+/// | `--apple-root-ca F` (repeatable) | `SUBSTATUS_APPLE_ROOT_CA` (paths joined by `:`) | `apple_root_ca` (a path or an array of paths) | Apple Root CA - G3 |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -67,6 +68,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var httpTLSCertificate: String?
   /// The private key (PEM) of ``httpTLSCertificate``.
   public var httpTLSKey: String?
+  /// PEM files of the root certificates that App Store signed data (V2 notifications, StoreKit 2
+  /// signed transactions and renewal infos) must chain to; each file may hold several
+  /// certificates. Empty: Apple Root CA - G3 only.
+  public var appleRootCAFiles: [String] = []
 
   /// The defaults.
   public init() {}
@@ -105,6 +110,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              (SIGHUP reloads them for new connections)
       --tls-client-ca F                      require client certificates signed by these CAs (mTLS)
       --http-tls-cert F --http-tls-key F     serve the HTTP listener over HTTPS (read at start)
+      --apple-root-ca F                      trust this PEM root (bundle) for App Store signed data
+                                             instead of Apple Root CA - G3; repeatable
+                                             (env SUBSTATUS_APPLE_ROOT_CA: paths joined by ':')
       --help                                 this text
     """
 
@@ -129,7 +137,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--tls-client-ca", "SUBSTATUS_TLS_CLIENT_CA", "tls_client_ca"),
     ("--http-tls-cert", "SUBSTATUS_HTTP_TLS_CERT", "http_tls_cert"),
     ("--http-tls-key", "SUBSTATUS_HTTP_TLS_KEY", "http_tls_key"),
+    ("--apple-root-ca", "SUBSTATUS_APPLE_ROOT_CA", "apple_root_ca"),
   ]
+
+  /// Flags that may be given several times; their values are joined by `:` like the environment's.
+  private static let repeatable: Set<String> = ["--apple-root-ca"]
 
   /// Reads the settings.
   /// - Parameters:
@@ -158,7 +170,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
       }
       if value == nil { value = rest.popFirst() }
       guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
-      if name == "--config" { configPath = value } else { flags[name] = value }
+      if name == "--config" {
+        configPath = value
+      } else if repeatable.contains(name), let previous = flags[name] {
+        flags[name] = previous + ":" + value
+      } else {
+        flags[name] = value
+      }
     }
     var values: [String: String] = [:]
     if let configPath {
@@ -174,6 +192,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
         switch value {
         case .string(let s): values[entry.flag] = s
         case .number(let n): values[entry.flag] = n
+        case .array(let items) where repeatable.contains(entry.flag):
+          var paths: [String] = []
+          for item in items {
+            guard case .string(let s) = item else {
+              throw UsageError(description: "config file \(configPath): \"\(key)\" must be a string or an array of strings")
+            }
+            paths.append(s)
+          }
+          values[entry.flag] = paths.joined(separator: ":")
         default: throw UsageError(description: "config file \(configPath): \"\(key)\" must be a string or a number")
         }
       }
@@ -217,6 +244,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     c.httpTLSKey = values["--http-tls-key"]
     guard (c.httpTLSCertificate == nil) == (c.httpTLSKey == nil) else {
       throw UsageError(description: "--http-tls-cert and --http-tls-key go together")
+    }
+    if let v = values["--apple-root-ca"] {
+      c.appleRootCAFiles = v.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+      guard !c.appleRootCAFiles.contains(where: \.isEmpty) else {
+        throw UsageError(description: "--apple-root-ca needs a file path")
+      }
     }
     for (flag, path) in [("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL)] {
       if let v = values[flag] {

@@ -133,35 +133,54 @@ extension SubstatusService {
       }
       renewalResults.append(result)
     }
-    // Outcomes relative to what is stored now.
-    var batch: [UserPurchases] = []
-    var outcomes: [String: Substatus_V1_ImportOutcome] = [:]
-    var renewalOutcomes: [String: Substatus_V1_ImportOutcome] = [:]
-    for environment in Set(accepted.keys).union(acceptedRenewals.keys) {
-      let user = UserKey(appId: cached.app.appId, environment: environment, userId: request.userID)
-      let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
-      let existing = Dictionary(history.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
-      for t in accepted[environment] ?? [] {
-        outcomes[t.transactionId] = existing[t.transactionId].map { $0 == t || !t.supersedes($0) ? .unchanged : .updated } ?? .created
-      }
-      let existingRenewals = Dictionary(history.renewalInfos.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
-      for r in acceptedRenewals[environment] ?? [] {
-        renewalOutcomes[r.originalTransactionId] = existingRenewals[r.originalTransactionId].map { $0 == r || !r.supersedes($0) ? .unchanged : .updated } ?? .created
-      }
-      batch.append(UserPurchases(user: user, transactions: accepted[environment] ?? [], renewalInfos: acceptedRenewals[environment] ?? []))
+    let batch = Set(accepted.keys).union(acceptedRenewals.keys).sorted { $0.rawValue < $1.rawValue }.map {
+      UserPurchases(
+        user: UserKey(appId: cached.app.appId, environment: $0, userId: request.userID),
+        transactions: accepted[$0] ?? [], renewalInfos: acceptedRenewals[$0] ?? [])
     }
-    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
-    metrics.ingested(summary.transactionsWritten)
-    for i in transactionResults.indices where transactionResults[i].outcome != .rejected {
-      transactionResults[i].outcome = outcomes[transactionResults[i].transactionID] ?? .unchanged
-    }
-    for i in renewalResults.indices where renewalResults[i].outcome != .rejected {
-      renewalResults[i].outcome = renewalOutcomes[renewalResults[i].originalTransactionID] ?? .unchanged
-    }
+    let outcomes = try await ingestWithOutcomes(batch)
+    outcomes.fill(&transactionResults, &renewalResults)
     var response = Substatus_V1_ImportTransactionsResponse()
     response.transactionResults = transactionResults
     response.renewalInfoResults = renewalResults
     return response
+  }
+
+  /// What an ingest did to each item, relative to what was stored before it.
+  struct ItemOutcomes {
+    var transactions: [String: Substatus_V1_ImportOutcome] = [:]
+    var renewalInfos: [String: Substatus_V1_ImportOutcome] = [:]
+
+    /// Sets the outcome of every result that was not rejected.
+    func fill(_ transactionResults: inout [Substatus_V1_TransactionImportResult], _ renewalResults: inout [Substatus_V1_RenewalInfoImportResult]) {
+      for i in transactionResults.indices where transactionResults[i].outcome != .rejected {
+        transactionResults[i].outcome = transactions[transactionResults[i].transactionID] ?? .unchanged
+      }
+      for i in renewalResults.indices where renewalResults[i].outcome != .rejected {
+        renewalResults[i].outcome = renewalInfos[renewalResults[i].originalTransactionID] ?? .unchanged
+      }
+    }
+  }
+
+  /// Stores a batch in one durable commit and tells, per transaction id and original transaction
+  /// id, whether it was created, updated or unchanged.
+  func ingestWithOutcomes(_ batch: [UserPurchases]) async throws(RPCError) -> ItemOutcomes {
+    var outcomes = ItemOutcomes()
+    for purchases in batch {
+      let history = try await stored { () throws(StoreError) in try await store.history(of: purchases.user) }
+      let existing = Dictionary(history.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+      for t in purchases.transactions {
+        outcomes.transactions[t.transactionId] = existing[t.transactionId].map { $0 == t || !t.supersedes($0) ? .unchanged : .updated } ?? .created
+      }
+      let existingRenewals = Dictionary(history.renewalInfos.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+      for r in purchases.renewalInfos {
+        outcomes.renewalInfos[r.originalTransactionId] =
+          existingRenewals[r.originalTransactionId].map { $0 == r || !r.supersedes($0) ? .unchanged : .updated } ?? .created
+      }
+    }
+    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
+    metrics.ingested(summary.transactionsWritten)
+    return outcomes
   }
 
   func itemError(_ error: RPCError) -> Substatus_V1_ItemError {

@@ -13,7 +13,7 @@ extension SubstatusService {
   ///   secret, compared in constant time), deduplicated (a V1 body has no id: its SHA-256 is the
   ///   id, and Apple's retries resend the same body), applied atomically with the dedupe record,
   ///   and answered 200 only after the commit. V2 bodies (`signedPayload`) answer 501 until signed
-  ///   data is supported.
+  ///   data is supported. A store that cannot answer now gives 503, so Apple retries.
   /// - `GET /healthz`: 200 while the process serves.
   /// - `GET /readyz`: 200 when the store answers and the server is not draining, else 503.
   /// - `GET /metrics`: Prometheus text.
@@ -22,7 +22,16 @@ extension SubstatusService {
   public func httpRouter(isDraining: @escaping @Sendable () -> Bool = { false }) -> HTTPRouter {
     var router = HTTPRouter()
     router.add("POST", "/v1/apps/{app_id}/apple/notifications") { request in
-      try await self.receiveNotification(appID: request.pathParameters["app_id"] ?? "", body: request.body)
+      do {
+        return try await self.receiveNotification(appID: request.pathParameters["app_id"] ?? "", body: request.body)
+      } catch let error as RPCError {
+        // The store failed: 503 (Apple retries) when it may answer later, 500 otherwise.
+        self.metrics.notification(outcome: "store_error")
+        let retryable: [RPCError.Code] = [.unavailable, .deadlineExceeded, .resourceExhausted, .aborted]
+        throw HTTPError(
+          status: retryable.contains(error.code) ? 503 : 500,
+          message: retryable.contains(error.code) ? "the store is unavailable; retry later" : "internal error")
+      }
     }
     router.add("GET", "/healthz") { _ in HTTPResponse.json(["status": .string("ok")]) }
     router.add("GET", "/readyz") { _ in
@@ -71,28 +80,10 @@ extension SubstatusService {
       throw HTTPError(status: 401, message: "the notification's password does not match the app's shared secret")
     }
     let environment = notification.environment ?? .production
-    // Route to the users whose history holds each original transaction id. Data for ids no user
-    // has submitted yet is kept under the pseudo-user "apple:<original_transaction_id>" so that
-    // nothing is lost.
-    var byUser: [String: UserPurchases] = [:]
-    func route(_ otid: String) async throws(RPCError) -> [String] {
-      let users = try await stored { () throws(StoreError) in
-        try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
-      }
-      return users.isEmpty ? ["apple:\(otid)"] : users
-    }
-    for t in notification.transactions {
-      for user in try await route(t.originalTransactionId) {
-        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].transactions.append(t)
-      }
-    }
-    for r in notification.pendingRenewalInfo {
-      for user in try await route(r.originalTransactionId) {
-        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].renewalInfos.append(r)
-      }
-    }
+    let updates = try await routeByOriginalTransaction(
+      appID: appID, environment: environment, transactions: notification.transactions,
+      renewalInfos: notification.pendingRenewalInfo)
     let id = "v1:" + Hex.encode(SHA256.hash(body))
-    let updates = byUser.keys.sorted().map { byUser[$0]! }
     let applied = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
     }
@@ -103,6 +94,35 @@ extension SubstatusService {
       ("duplicate", .bool(!applied)),
     ])
     return HTTPResponse.json(["status": .string(applied ? "applied" : "duplicate")])
+  }
+}
+
+extension SubstatusService {
+  /// Groups a notification's data by the users whose history holds each original transaction id.
+  /// Data for ids no user has submitted yet is kept under the pseudo-user
+  /// "apple:<original_transaction_id>" so that nothing is lost.
+  func routeByOriginalTransaction(
+    appID: String, environment: SubscriptionDomain.Environment, transactions: [SubscriptionDomain.Transaction],
+    renewalInfos: [RenewalInfo]
+  ) async throws(RPCError) -> [UserPurchases] {
+    var byUser: [String: UserPurchases] = [:]
+    func route(_ otid: String) async throws(RPCError) -> [String] {
+      let users = try await stored { () throws(StoreError) in
+        try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
+      }
+      return users.isEmpty ? ["apple:\(otid)"] : users
+    }
+    for t in transactions {
+      for user in try await route(t.originalTransactionId) {
+        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].transactions.append(t)
+      }
+    }
+    for r in renewalInfos {
+      for user in try await route(r.originalTransactionId) {
+        byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].renewalInfos.append(r)
+      }
+    }
+    return byUser.keys.sorted().map { byUser[$0]! }
   }
 }
 

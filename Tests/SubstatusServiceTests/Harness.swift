@@ -43,13 +43,14 @@ struct Harness {
   }
 
   /// A tenant with an app, its secret and catalog; returns (admin key, app id).
-  func makeTenantWithApp(name: String = "acme", bundleID: String = "com.example.app") async throws -> (String, String) {
+  func makeTenantWithApp(name: String = "acme", bundleID: String = "com.example.app", appleAppID: Int64 = 0) async throws -> (String, String) {
     var create = Substatus_V1_CreateTenantRequest()
     create.name = name
     let tenant = try await call(Substatus_V1_TenantService.createTenant, create, key: operatorKey)
     var register = Substatus_V1_RegisterAppRequest()
     register.bundleID = bundleID
     register.displayName = "Example"
+    register.appleAppID = appleAppID
     let app = try await call(Substatus_V1_AdminService.registerApp, register, key: tenant.adminKey)
     var put = try Substatus_V1_PutProductsRequest(jsonString: try fixture("catalog.json"))
     put.appID = app.app!.appID
