@@ -92,7 +92,10 @@ let package = Package(
     // MARK: Service
     .target(
       name: "SubstatusService",
-      dependencies: ["RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer"],
+      dependencies: [
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData",
+        "SubstatusJSON",
+      ],
       swiftSettings: swiftSettings),
 
     .target(
@@ -178,7 +181,10 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",
-      dependencies: ["SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire"],
+      dependencies: [
+        "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusDaemonTests", dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire"],

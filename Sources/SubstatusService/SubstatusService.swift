@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Foundation
 import RPCCore
 import Synchronization
@@ -26,10 +27,17 @@ public final class SubstatusService: Sendable {
   public let metrics: ServiceMetrics
   /// Where the one-line-per-RPC JSON log goes.
   public let log: LogSink
+  /// The roots App Store signed data must chain to (Apple Root CA - G3 unless configured).
+  public let appleRootCertificates: [X509Certificate]
+  /// The App Store Server API (or the App Store simulator), for SyncTransactionHistory, SubmitReceipt's
+  /// modern path and the reconciler.
+  public let appStoreServerAPI: AppStoreServerAPIClient
 
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
+  /// Server API token signers per app id (replaced when the app's key changes).
+  let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
 
   struct CachedApp {
     var app: AppRecord
@@ -47,7 +55,8 @@ public final class SubstatusService: Sendable {
   public init(
     store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
-    log: LogSink = .standardError
+    log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
+    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient()
   ) {
     self.store = store
     self.environment = environment
@@ -55,6 +64,8 @@ public final class SubstatusService: Sendable {
     self.verifyReceipt = verifyReceipt
     self.metrics = metrics
     self.log = log
+    self.appleRootCertificates = appleRootCertificates
+    self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
   }
 
@@ -91,6 +102,7 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
+    add(Substatus_V1_IngestService.syncTransactionHistory, { $0.syncTransactionHistory })
     add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
     add(Substatus_V1_StatusService.getStatus, { $0.getStatus })
     add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })
