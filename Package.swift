@@ -102,7 +102,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire"],
+                     "SubstatusJSON", "SubstatusWire", "AppStoreSignedData"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
