@@ -120,7 +120,7 @@ let package = Package(
       name: "substatus-bench-server",
       dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(
-      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON"],
+      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData"],
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
@@ -225,6 +225,7 @@ let package = Package(
       name: "AppStoreSimulatorTests",
       dependencies: [
         "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
+        "AppStoreSignedData",
       ],
       swiftSettings: swiftSettings),
   ]

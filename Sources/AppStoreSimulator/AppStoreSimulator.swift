@@ -1,11 +1,13 @@
+import AppStoreSignedData
 import Foundation
 import HTTPServer
 import SubstatusJSON
 import Synchronization
 
 /// A local stand-in for Apple's side of in-app purchases: `verifyReceipt` (production and
-/// sandbox), V1 server notifications with Apple's retry schedule, and a control API that drives
-/// subscription lifecycles on a simulated clock. All state is in memory; ids come from counters
+/// sandbox), server notifications V1 and V2 (signed by a test root CA) with Apple's retry
+/// schedules, the App Store Server API endpoints a status server needs, and a control API that
+/// drives subscription lifecycles on a simulated clock. All state is in memory; ids come from counters
 /// and time from the simulated clock, so a run is reproducible.
 ///
 /// ```swift
@@ -31,13 +33,16 @@ public final class AppStoreSimulator: Sendable {
     public var notificationRetryCompression: Double
     /// Seconds to wait for a notification receiver's answer (Apple waits 30).
     public var notificationTimeoutSeconds: Double
+    /// The root CA that signs every JWS; nil makes a fresh one.
+    public var certificateAuthority: TestCertificateAuthority?
 
     /// Creates a configuration.
     public init(
       startMs: Int64? = nil, timeScale: Double = 0, idBase: Int64 = 2_000_000_000_000_000,
       defaultNotificationURL: String? = nil, notificationRetryCompression: Double = 1,
-      notificationTimeoutSeconds: Double = 30
+      notificationTimeoutSeconds: Double = 30, certificateAuthority: TestCertificateAuthority? = nil
     ) {
+      self.certificateAuthority = certificateAuthority
       self.startMs = startMs
       self.timeScale = timeScale
       self.idBase = idBase
@@ -51,16 +56,34 @@ public final class AppStoreSimulator: Sendable {
   let state: Locked<SimulatorState>
   let dispatcher: NotificationDispatcher
   let faults = Mutex<[FaultRule]>([])
-  let notificationFormat: any NotificationFormat = NotificationFormatV1()
+  let serverAPIFaults = Mutex<[ServerAPIFault]>([])
+  let dropRules = Mutex<[DropRule]>([])
+  let signing: SimulatorSigning
+  let notificationFormatV1: any NotificationFormat = NotificationFormatV1()
+  let notificationFormatV2: any NotificationFormat
   private let ticker = Mutex<Task<Void, Never>?>(nil)
 
   /// Creates a simulator; with a time scale above 0 it also starts a ticker that renews
   /// subscriptions and retries notifications as simulated time passes.
   public init(configuration: Configuration = Configuration()) {
     self.configuration = configuration
+    let authority: TestCertificateAuthority
+    if let given = configuration.certificateAuthority {
+      authority = given
+    } else {
+      do {
+        authority = try TestCertificateAuthority.make(commonName: "appstore-sim Test Root CA")
+      } catch {
+        // Only an allocation failure inside libcrypto gets here.
+        fatalError("appstore-sim: cannot make the test root CA: \(error)")
+      }
+    }
+    signing = SimulatorSigning(authority: authority)
+    notificationFormatV2 = NotificationFormatV2(signing: signing)
     let start = configuration.startMs ?? Int64(Date().timeIntervalSince1970 * 1000)
     let state = Locked(
-      SimulatorState(startMs: start, timeScale: configuration.timeScale, idBase: configuration.idBase))
+      SimulatorState(
+        startMs: start, timeScale: configuration.timeScale, idBase: configuration.idBase))
     self.state = state
     dispatcher = NotificationDispatcher(timeoutSeconds: configuration.notificationTimeoutSeconds) {
       [state] in state.withLock { $0.now }
@@ -92,14 +115,19 @@ public final class AppStoreSimulator: Sendable {
   /// The simulated clock's current instant, ms since the epoch.
   public var nowMs: Int64 { state.withLock { $0.now } }
 
+  /// The PEM of the root certificate every JWS chains to (what a verifier must trust).
+  public var rootCertificatePEM: String { signing.rootPEM }
+
   /// Runs `body` on the state after processing everything due by now; on error the state is
   /// left as it was. Notification events it produced are rendered and queued for delivery.
   func mutate<T: Sendable>(_ body: (inout SimulatorState) throws(SimError) -> T) throws(SimError)
     -> (T, [(type: String, userID: String)])
   {
-    let format = notificationFormat
+    let formats = (v1: notificationFormatV1, v2: notificationFormatV2)
     let defaultURL = configuration.defaultNotificationURL
-    typealias Outgoing = (event: NotificationEvent, type: String, url: String?, body: [UInt8]?, retries: [Int64])
+    typealias Outgoing = (
+      event: NotificationEvent, rendered: RenderedNotification, url: String?, retries: [Int64]
+    )
     let (result, outgoing) = try state.withLock { state throws(SimError) -> (T, [Outgoing]) in
       state.advance(to: state.now)
       let backup = state
@@ -115,27 +143,53 @@ public final class AppStoreSimulator: Sendable {
       state.pendingEvents = []
       var outgoing: [Outgoing] = []
       for event in events {
-        guard let app = state.apps[event.bundleID], let type = format.typeName(for: event) else { continue }
+        guard let app = state.apps[event.bundleID] else { continue }
         let url = app.notificationURL ?? defaultURL
+        let format = app.notificationVersion == .v2 ? formats.v2 : formats.v1
+        guard let rendered = format.render(event, app: app, state: state) else { continue }
         let retries: [Int64] =
           event.environment == .production || app.sandboxNotificationRetries
-          ? NotificationDispatcher.v1RetryDelaysMs.map {
+          ? format.retryDelaysMs.map {
             Int64((Double($0) / max(app.notificationRetryCompression, 1e-9)).rounded())
           } : []
-        outgoing.append(
-          (event, type, url, url == nil ? nil : format.body(for: event, app: app, state: state), retries))
+        outgoing.append((event, rendered, url, retries))
       }
       return (result, outgoing)
     }
     for item in outgoing {
-      guard let url = item.url, let body = item.body else { continue }
+      guard let url = item.url else { continue }
+      let dropped = consumeDropRule(
+        bundleID: item.event.bundleID, userID: item.event.userID, type: item.rendered.type)
       dispatcher.enqueue(
-        bundleID: item.event.bundleID, userID: item.event.userID, type: item.type,
-        environment: item.event.environment, url: url, body: body, atMs: item.event.atMs,
-        retryDelaysMs: item.retries)
+        bundleID: item.event.bundleID, userID: item.event.userID, type: item.rendered.type,
+        subtype: item.rendered.subtype, environment: item.event.environment, url: url,
+        body: item.rendered.body, atMs: item.event.atMs, retryDelaysMs: item.retries,
+        v2: item.rendered.v2,
+        dropped: dropped)
     }
     dispatcher.pump()
-    return (result, outgoing.map { (type: $0.type, userID: $0.event.userID) })
+    return (result, outgoing.map { (type: $0.rendered.type, userID: $0.event.userID) })
+  }
+
+  /// True when a drop rule matches (and counts it down).
+  private func consumeDropRule(bundleID: String, userID: String, type: String) -> Bool {
+    dropRules.withLock { rules in
+      guard
+        let index = rules.firstIndex(where: {
+          ($0.bundleID == nil || $0.bundleID == bundleID)
+            && ($0.userID == nil || $0.userID == userID)
+            && ($0.notificationType == nil || $0.notificationType == type)
+        })
+      else { return false }
+      if let remaining = rules[index].remaining {
+        if remaining <= 1 {
+          rules.remove(at: index)
+        } else {
+          rules[index].remaining = remaining - 1
+        }
+      }
+      return true
+    }
   }
 }
 
@@ -162,13 +216,52 @@ struct FaultRule: Sendable {
   }
 }
 
+/// A notification fault: matching notifications are recorded but never sent (`remaining` times,
+/// or until cleared).
+struct DropRule: Sendable {
+  var bundleID: String?
+  var userID: String?
+  var notificationType: String?
+  var remaining: Int?
+
+  var json: JSONValue {
+    var object = JSONObject()
+    object.append("bundle_id", bundleID.map { .string($0) } ?? .null)
+    object.append("user_id", userID.map { .string($0) } ?? .null)
+    object.append("notification_type", notificationType.map { .string($0) } ?? .null)
+    object.append("count", remaining.map { .integer($0) } ?? .null)
+    return .object(object)
+  }
+}
+
+/// An App Store Server API fault: answer `httpStatus` with Apple's `errorCode` (e.g. 429 with
+/// 4290000), after `latencyMs`, for `remaining` requests.
+struct ServerAPIFault: Sendable {
+  var environment: StoreEnvironment?
+  var latencyMs: Int
+  var httpStatus: Int?
+  var errorCode: Int64?
+  var remaining: Int?
+
+  var json: JSONValue {
+    var object = JSONObject()
+    object.append("environment", environment.map { .string($0.rawValue) } ?? .null)
+    object.append("latency_ms", .integer(latencyMs))
+    object.append("http_status", httpStatus.map { .integer($0) } ?? .null)
+    object.append("error_code", errorCode.map { .integer($0) } ?? .null)
+    object.append("count", remaining.map { .integer($0) } ?? .null)
+    return .object(object)
+  }
+}
+
 /// A mutex in a class, so closures can share it.
 final class Locked<Value>: Sendable {
   private let mutex: Mutex<Value>
 
   init(_ value: sending Value) { mutex = Mutex(value) }
 
-  func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E)
+  func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result)
+    throws(E)
     -> sending Result
   {
     try mutex.withLock(body)

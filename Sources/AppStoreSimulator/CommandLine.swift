@@ -10,7 +10,8 @@ import HTTPServer
 /// ```
 /// appstore-sim --listen HOST:PORT [--ready-file F] [--notify-url-default URL] [--time-scale N]
 ///              [--start-ms MS] [--id-base N] [--notification-retry-compression F]
-///              [--notification-timeout SECONDS] [--state-file F]
+///              [--notification-timeout SECONDS] [--state-file F] [--ca-dir DIR]
+///              [--root-ca-out F]
 /// ```
 public struct SimulatorCommandLine: Sendable, Equatable {
   /// `--listen HOST:PORT` (default `127.0.0.1:0`).
@@ -32,13 +33,19 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   /// `--state-file F`: the state is loaded from F at start (if it exists) and saved there on
   /// graceful stop.
   public var stateFile: String?
+  /// `--ca-dir DIR`: the test root CA is loaded from `DIR/root-ca.pem` and
+  /// `DIR/root-ca-key.pem`, or made and saved there; without it a fresh CA is made per run.
+  public var caDirectory: String?
+  /// `--root-ca-out F`: the root certificate (PEM) is written there at start, for the
+  /// verifier that must trust it.
+  public var rootCAOut: String?
 
   /// The usage text.
   public static let usage = """
     usage: appstore-sim --listen HOST:PORT [--ready-file F] [--notify-url-default URL]
                         [--time-scale N] [--start-ms MS] [--id-base N]
                         [--notification-retry-compression F] [--notification-timeout SECONDS]
-                        [--state-file F]
+                        [--state-file F] [--ca-dir DIR] [--root-ca-out F]
     """
 
   /// Defaults.
@@ -49,12 +56,18 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   public init(arguments: [String]) throws(HTTPServerError) {
     var iterator = arguments.makeIterator()
     func value(_ name: String) throws(HTTPServerError) -> String {
-      guard let value = iterator.next() else { throw HTTPServerError(message: "\(name) needs a value") }
+      guard let value = iterator.next() else {
+        throw HTTPServerError(message: "\(name) needs a value")
+      }
       return value
     }
-    func number<T: LosslessStringConvertible>(_ name: String, _: T.Type) throws(HTTPServerError) -> T {
+    func number<T: LosslessStringConvertible>(_ name: String, _: T.Type) throws(HTTPServerError)
+      -> T
+    {
       let text = try value(name)
-      guard let parsed = T(text) else { throw HTTPServerError(message: "\(name): '\(text)' is not a number") }
+      guard let parsed = T(text) else {
+        throw HTTPServerError(message: "\(name): '\(text)' is not a number")
+      }
       return parsed
     }
     while let argument = iterator.next() {
@@ -64,15 +77,20 @@ public struct SimulatorCommandLine: Sendable, Equatable {
         _ = try HTTPServerConfiguration(listen: listen)
       case "--ready-file": readyFile = try value(argument)
       case "--state-file": stateFile = try value(argument)
+      case "--ca-dir": caDirectory = try value(argument)
+      case "--root-ca-out": rootCAOut = try value(argument)
       case "--notify-url-default":
         let url = try value(argument)
-        guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https" else {
+        guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https"
+        else {
           throw HTTPServerError(message: "--notify-url-default: '\(url)' is not an http(s) URL")
         }
         notifyURLDefault = url
       case "--time-scale":
         timeScale = try number(argument, Double.self)
-        guard timeScale >= 0, timeScale.isFinite else { throw HTTPServerError(message: "--time-scale must be >= 0") }
+        guard timeScale >= 0, timeScale.isFinite else {
+          throw HTTPServerError(message: "--time-scale must be >= 0")
+        }
       case "--start-ms": startMs = try number(argument, Int64.self)
       case "--id-base": idBase = try number(argument, Int64.self)
       case "--notification-retry-compression":
@@ -82,7 +100,9 @@ public struct SimulatorCommandLine: Sendable, Equatable {
         }
       case "--notification-timeout":
         notificationTimeoutSeconds = try number(argument, Double.self)
-        guard notificationTimeoutSeconds > 0 else { throw HTTPServerError(message: "--notification-timeout must be > 0") }
+        guard notificationTimeoutSeconds > 0 else {
+          throw HTTPServerError(message: "--notification-timeout must be > 0")
+        }
       default:
         throw HTTPServerError(message: "unknown option '\(argument)'")
       }
@@ -92,7 +112,8 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   /// The simulator configuration these options describe.
   public var configuration: AppStoreSimulator.Configuration {
     AppStoreSimulator.Configuration(
-      startMs: startMs, timeScale: timeScale, idBase: idBase, defaultNotificationURL: notifyURLDefault,
+      startMs: startMs, timeScale: timeScale, idBase: idBase,
+      defaultNotificationURL: notifyURLDefault,
       notificationRetryCompression: notificationRetryCompression,
       notificationTimeoutSeconds: notificationTimeoutSeconds)
   }
@@ -101,7 +122,21 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   /// SIGTERM, then stops gracefully.
   /// - Throws: ``HTTPServerError`` if the address cannot be bound or the ready file written.
   public func run() async throws(HTTPServerError) {
+    var configuration = self.configuration
+    do throws(SigningSetupError) {
+      configuration.certificateAuthority = try SimulatorSigning.authority(directory: caDirectory)
+    } catch {
+      throw HTTPServerError(message: error.message)
+    }
     let simulator = AppStoreSimulator(configuration: configuration)
+    if let rootCAOut {
+      do {
+        try Data(simulator.rootCertificatePEM.utf8).write(
+          to: URL(fileURLWithPath: rootCAOut), options: .atomic)
+      } catch {
+        throw HTTPServerError(message: "cannot write the root CA to '\(rootCAOut)': \(error)")
+      }
+    }
     if let stateFile, let data = FileManager.default.contents(atPath: stateFile) {
       do throws(SnapshotError) {
         try simulator.restore(snapshotJSON: Array(data))
@@ -121,13 +156,15 @@ public struct SimulatorCommandLine: Sendable, Equatable {
         throw HTTPServerError(message: "cannot write ready file '\(readyFile)': \(error)")
       }
     }
-    FileHandle.standardError.write(Data("appstore-sim listening on http://\(server.address)\n".utf8))
+    FileHandle.standardError.write(
+      Data("appstore-sim listening on http://\(server.address)\n".utf8))
     await waitForTerminationSignal()
     await server.stop(gracePeriod: .seconds(5))
     simulator.shutdown()
     if let stateFile {
       do {
-        try Data(simulator.snapshotJSON()).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
+        try Data(simulator.snapshotJSON()).write(
+          to: URL(fileURLWithPath: stateFile), options: .atomic)
       } catch {
         throw HTTPServerError(message: "cannot save state file '\(stateFile)': \(error)")
       }

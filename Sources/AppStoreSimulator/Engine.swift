@@ -27,6 +27,12 @@ enum SubscriptionEventKind: Sendable, Equatable {
   case familyAccessRevoked
   case offerRedeemedForNextRenewal
   case expired(intent: String)
+  /// The billing grace period ended while billing retry goes on (V2 only).
+  case gracePeriodExpired
+  /// A consumable, non-consumable or non-renewing purchase (V2 `ONE_TIME_CHARGE` only).
+  case oneTimeCharge
+  /// Requested through Request a Test Notification (V2 `TEST` only).
+  case test
 }
 
 /// One event to notify, rendered when it happens (its receipt reflects that instant).
@@ -37,6 +43,9 @@ struct NotificationEvent: Sendable {
   var environment: StoreEnvironment
   var originalTransactionID: String?
   var atMs: Int64
+  /// The transaction the event is about (V2 `signedTransactionInfo`): the subscription's
+  /// newest at the event, the refunded one, or the one-time purchase.
+  var transactionID: String? = nil
 }
 
 /// A requested offer on a purchase.
@@ -62,7 +71,8 @@ struct SimClock: Sendable {
   func now() -> Int64 {
     guard scale > 0 else { return baseMs }
     let elapsed = ContinuousClock.now - baseWall
-    let elapsedMs = Double(elapsed.components.seconds) * 1000
+    let elapsedMs =
+      Double(elapsed.components.seconds) * 1000
       + Double(elapsed.components.attoseconds) / 1e15
     return baseMs + Int64(elapsedMs * scale)
   }
@@ -92,6 +102,11 @@ struct SimulatorState: Sendable {
   var webOrderCounter: Int64
   var userCounter = 0
   var pendingEvents: [NotificationEvent] = []
+  /// Counts transaction creations and changes (``Transaction/revision``).
+  var revisionCounter = 0
+  /// `appTransactionId` per `bundle \0 user`, assigned at the first transaction.
+  var appTransactionIDs: [String: String] = [:]
+  var appTransactionCounter: Int64
 
   static let maxFamilyMembers = 5
   static let sandboxMaxRenewals = 6
@@ -100,11 +115,14 @@ struct SimulatorState: Sendable {
     clock = SimClock(startMs: startMs, scale: timeScale)
     transactionCounter = idBase
     webOrderCounter = idBase / 10
+    appTransactionCounter = idBase / 100 * 7
   }
 
   var now: Int64 { clock.now() }
 
-  static func receiptKey(_ bundleID: String, _ userID: String) -> String { bundleID + "\u{0}" + userID }
+  static func receiptKey(_ bundleID: String, _ userID: String) -> String {
+    bundleID + "\u{0}" + userID
+  }
   static func subscriptionKey(_ bundleID: String, _ userID: String, _ groupID: String) -> String {
     bundleID + "\u{0}" + userID + "\u{0}" + groupID
   }
@@ -117,7 +135,9 @@ struct SimulatorState: Sendable {
   }
 
   func user(_ userID: String) throws(SimError) -> User {
-    guard let user = users[userID], !user.deleted else { throw .notFound("user '\(userID)' does not exist") }
+    guard let user = users[userID], !user.deleted else {
+      throw .notFound("user '\(userID)' does not exist")
+    }
     return user
   }
 
@@ -129,7 +149,9 @@ struct SimulatorState: Sendable {
   }
 
   func ownSubscription(_ bundleID: String, _ userID: String, group: String) -> Subscription? {
-    ownSubscriptionIndex[Self.subscriptionKey(bundleID, userID, group)].flatMap { subscriptions[$0] }
+    ownSubscriptionIndex[Self.subscriptionKey(bundleID, userID, group)].flatMap {
+      subscriptions[$0]
+    }
   }
 
   func requireOwnSubscription(_ bundleID: String, _ userID: String, group: String) throws(SimError)
@@ -154,7 +176,9 @@ struct SimulatorState: Sendable {
     !subscription.revoked && now < subscription.expiresMs
   }
 
-  func periodEnd(start: Int64, duration: SubscriptionDuration, environment: StoreEnvironment) -> Int64 {
+  func periodEnd(start: Int64, duration: SubscriptionDuration, environment: StoreEnvironment)
+    -> Int64
+  {
     environment == .sandbox ? start + duration.sandboxMs : duration.end(from: start)
   }
 
@@ -177,7 +201,18 @@ struct SimulatorState: Sendable {
       NotificationEvent(
         kind: kind, bundleID: subscription.bundleID, userID: subscription.userID,
         environment: subscription.environment,
-        originalTransactionID: subscription.originalTransactionID, atMs: at))
+        originalTransactionID: subscription.originalTransactionID, atMs: at,
+        transactionID: subscription.latestTransactionID))
+  }
+
+  /// Emits `kind` for `subscription` and each family share of it that is not revoked.
+  mutating func emitToFamily(_ kind: SubscriptionEventKind, _ subscription: Subscription, at: Int64)
+  {
+    emit(kind, subscription, at: at)
+    for memberID in familyShares[subscription.originalTransactionID] ?? [] {
+      guard let member = subscriptions[memberID], !member.revoked else { continue }
+      emit(kind, member, at: at)
+    }
   }
 
   mutating func nextTransactionID() -> String {
@@ -192,25 +227,48 @@ struct SimulatorState: Sendable {
 
   @discardableResult
   mutating func record(_ transaction: Transaction) -> Transaction {
+    var transaction = transaction
+    revisionCounter += 1
+    transaction.revision = revisionCounter
     transactions[transaction.transactionID] = transaction
-    transactionsByReceipt[Self.receiptKey(transaction.bundleID, transaction.userID), default: []]
-      .append(transaction.transactionID)
+    let key = Self.receiptKey(transaction.bundleID, transaction.userID)
+    transactionsByReceipt[key, default: []].append(transaction.transactionID)
+    if appTransactionIDs[key] == nil {
+      appTransactionCounter += 1
+      appTransactionIDs[key] = String(appTransactionCounter)
+    }
     return transaction
+  }
+
+  /// Stores a changed transaction; it moves to the end of the modification order.
+  mutating func update(_ transaction: Transaction) {
+    var transaction = transaction
+    revisionCounter += 1
+    transaction.revision = revisionCounter
+    transactions[transaction.transactionID] = transaction
   }
 
   mutating func newTransaction(
     bundleID: String, userID: String, product: Product, originalTransactionID: String?,
-    originalPurchaseMs: Int64?, purchaseMs: Int64, expiresMs: Int64?, ownership: Ownership = .purchased
+    originalPurchaseMs: Int64?, purchaseMs: Int64, expiresMs: Int64?,
+    ownership: Ownership = .purchased
   ) -> Transaction {
     let id = nextTransactionID()
     defer { nextSeq += 1 }
-    return Transaction(
+    var transaction = Transaction(
       seq: nextSeq, transactionID: id, originalTransactionID: originalTransactionID ?? id,
       webOrderLineItemID: product.type == .autoRenewable ? nextWebOrderID() : nil,
       bundleID: bundleID, userID: userID, productID: product.productID, productType: product.type,
       groupID: product.groupID, purchaseMs: purchaseMs,
       originalPurchaseMs: originalPurchaseMs ?? purchaseMs, expiresMs: expiresMs,
       ownership: ownership)
+    transaction.price = product.price ?? 0
+    transaction.currency = product.currency ?? "USD"
+    transaction.storefront = users[userID]?.storefront ?? "USA"
+    if let original = originalTransactionID {
+      transaction.appAccountToken = subscriptions[original]?.appAccountToken
+    }
+    return transaction
   }
 
   /// Applies the next period of `subscription`'s offer in progress (if any) to `transaction`
@@ -226,6 +284,15 @@ struct SimulatorState: Sendable {
     if offer.offer.mode != .payAsYouGo, let offerDuration = offer.offer.duration {
       duration = offerDuration
     }
+    transaction.offerDiscountType = offer.offer.mode.discountType
+    transaction.offerPeriod =
+      offer.offer.mode == .payAsYouGo
+      ? SubscriptionDuration(
+        count: duration.count * Int64(offer.offer.periods), unit: duration.unit
+      ).description
+      : duration.description
+    transaction.price =
+      offer.offer.price ?? (offer.offer.mode == .freeTrial ? 0 : transaction.price)
     switch offer.kind {
     case .introductory:
       if offer.offer.mode == .freeTrial {
@@ -269,14 +336,17 @@ struct SimulatorState: Sendable {
   /// (INTERACTIVE_RENEWAL), or — when the user is subscribed in the group already — change
   /// plan (see ``changeProduct``) or redeem a promotional offer for the next renewal.
   mutating func purchase(
-    bundleID: String, userID: String, productID: String, offer: OfferRequest?
+    bundleID: String, userID: String, productID: String, offer: OfferRequest?,
+    appAccountToken: String? = nil
   ) throws(SimError) -> [String] {
     let app = try app(bundleID)
     let user = try user(userID)
     let product = try product(app, productID)
     let now = self.now
     guard product.type == .autoRenewable, let groupID = product.groupID else {
-      guard offer == nil else { throw .badRequest("offers apply only to auto-renewable subscriptions") }
+      guard offer == nil else {
+        throw .badRequest("offers apply only to auto-renewable subscriptions")
+      }
       if product.type == .nonConsumable,
         receiptTransactions(bundleID, userID).contains(where: {
           $0.productID == productID && $0.cancellationMs == nil
@@ -284,10 +354,16 @@ struct SimulatorState: Sendable {
       {
         throw .conflict("user '\(userID)' already owns non-consumable '\(productID)'")
       }
-      let transaction = record(
-        newTransaction(
-          bundleID: bundleID, userID: userID, product: product, originalTransactionID: nil,
-          originalPurchaseMs: nil, purchaseMs: now, expiresMs: nil))
+      var oneTime = newTransaction(
+        bundleID: bundleID, userID: userID, product: product, originalTransactionID: nil,
+        originalPurchaseMs: nil, purchaseMs: now, expiresMs: nil)
+      oneTime.appAccountToken = appAccountToken
+      let transaction = record(oneTime)
+      pendingEvents.append(
+        NotificationEvent(
+          kind: .oneTimeCharge, bundleID: bundleID, userID: userID, environment: user.environment,
+          originalTransactionID: transaction.originalTransactionID, atMs: now,
+          transactionID: transaction.transactionID))
       return [transaction.transactionID]
     }
     let existing = ownSubscription(bundleID, userID, group: groupID)
@@ -298,7 +374,8 @@ struct SimulatorState: Sendable {
         }
         var subscription = existing
         subscription.pendingOffer = OfferInProgress(
-          kind: .promotional(id), offer: promo, periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
+          kind: .promotional(id), offer: promo,
+          periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
         subscription.autoRenewEnabled = true
         subscriptions[subscription.originalTransactionID] = subscription
         emit(.offerRedeemedForNextRenewal, subscription, at: now)
@@ -332,7 +409,11 @@ struct SimulatorState: Sendable {
       lapsed.renewalStopped = false
       lapsed.revoked = false
       lapsed.pendingOffer = nil
+      lapsed.graceExpiryNotified = nil
+      lapsed.expiryNotified = nil
+      lapsed.appAccountToken = appAccountToken ?? lapsed.appAccountToken
       subscription = lapsed
+      transaction.appAccountToken = subscription.appAccountToken
       kind = .resubscribe
     } else {
       transaction = newTransaction(
@@ -343,6 +424,8 @@ struct SimulatorState: Sendable {
         userID: userID, groupID: groupID, environment: user.environment, ownership: .purchased,
         productID: productID, autoRenewProductID: productID, expiresMs: now,
         originalPurchaseMs: now, latestTransactionID: transaction.transactionID)
+      subscription.appAccountToken = appAccountToken
+      transaction.appAccountToken = appAccountToken
       ownSubscriptionIndex[Self.subscriptionKey(bundleID, userID, groupID)] =
         transaction.originalTransactionID
       kind = .initialBuy
@@ -378,7 +461,8 @@ struct SimulatorState: Sendable {
             + "(used in transaction \(used.transactionID))")
       }
       return OfferInProgress(
-        kind: .introductory, offer: intro, periodsLeft: intro.mode == .payAsYouGo ? intro.periods : 1)
+        kind: .introductory, offer: intro,
+        periodsLeft: intro.mode == .payAsYouGo ? intro.periods : 1)
     case .promotional(let id):
       guard let promo = product.promotionalOffers[id] else {
         throw .notFound("product '\(product.productID)' has no promotional offer '\(id)'")
@@ -389,13 +473,15 @@ struct SimulatorState: Sendable {
             + "for existing or lapsed subscribers of group '\(groupID)'")
       }
       return OfferInProgress(
-        kind: .promotional(id), offer: promo, periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
+        kind: .promotional(id), offer: promo,
+        periodsLeft: promo.mode == .payAsYouGo ? promo.periods : 1)
     case .offerCode(let name):
       guard let code = product.offerCodes[name] else {
         throw .notFound("product '\(product.productID)' has no offer code '\(name)'")
       }
       return OfferInProgress(
-        kind: .offerCode(name), offer: code, periodsLeft: code.mode == .payAsYouGo ? code.periods : 1)
+        kind: .offerCode(name), offer: code,
+        periodsLeft: code.mode == .payAsYouGo ? code.periods : 1)
     }
   }
 
@@ -436,7 +522,8 @@ struct SimulatorState: Sendable {
       subscription.autoRenewProductID = productID
       subscription.autoRenewEnabled = true
       subscriptions[subscription.originalTransactionID] = subscription
-      emit(.renewalPreferenceChanged(downgrade: target.level > current.level), subscription, at: now)
+      // A downgrade or a crossgrade to another duration (both take effect at renewal).
+      emit(.renewalPreferenceChanged(downgrade: true), subscription, at: now)
       for memberID in familyShares[subscription.originalTransactionID] ?? [] {
         guard var member = subscriptions[memberID], !member.revoked else { continue }
         member.autoRenewProductID = productID
@@ -444,7 +531,8 @@ struct SimulatorState: Sendable {
       }
       return []
     }
-    let kind: SubscriptionEventKind = target.level < current.level ? .upgraded : .crossgradedImmediately
+    let kind: SubscriptionEventKind =
+      target.level < current.level ? .upgraded : .crossgradedImmediately
     var changed = upgradeTransaction(&subscription, to: target, at: now)
     subscriptions[subscription.originalTransactionID] = subscription
     emit(kind, subscription, at: now)
@@ -465,7 +553,7 @@ struct SimulatorState: Sendable {
     if var old = transactions[subscription.latestTransactionID] {
       old.isUpgraded = true
       old.cancellationMs = now
-      transactions[old.transactionID] = old
+      update(old)
       changed.append(old.transactionID)
     }
     var transaction = newTransaction(
@@ -531,6 +619,7 @@ struct SimulatorState: Sendable {
     subscription.autoRenewEnabled = false
     subscription.renewalStopped = true
     subscription.expirationIntent = intent
+    subscription.expiryNotified = true
     subscription.billingRetrySinceMs = nil
     subscription.gracePeriodExpiresMs = nil
     var changed: [String] = []
@@ -541,7 +630,9 @@ struct SimulatorState: Sendable {
     subscriptions[subscription.originalTransactionID] = subscription
     mirrorRenewalState(subscription)
     for memberID in familyShares[subscription.originalTransactionID] ?? [] {
-      guard var member = subscriptions[memberID], !member.revoked, now < member.expiresMs else { continue }
+      guard var member = subscriptions[memberID], !member.revoked, now < member.expiresMs else {
+        continue
+      }
       member.expiresMs = now
       changed += truncate(member.latestTransactionID, at: now)
       subscriptions[memberID] = member
@@ -552,10 +643,11 @@ struct SimulatorState: Sendable {
   }
 
   private mutating func truncate(_ transactionID: String, at now: Int64) -> [String] {
-    guard var transaction = transactions[transactionID], let expires = transaction.expiresMs, now < expires
+    guard var transaction = transactions[transactionID], let expires = transaction.expiresMs,
+      now < expires
     else { return [] }
     transaction.expiresMs = now
-    transactions[transactionID] = transaction
+    update(transaction)
     return [transactionID]
   }
 
@@ -579,7 +671,8 @@ struct SimulatorState: Sendable {
       .sorted { $0.originalTransactionID < $1.originalTransactionID }
     for var subscription in retrying {
       let inGrace = subscription.gracePeriodExpiresMs.map { now < $0 } ?? false
-      changed += renew(&subscription, purchaseMs: inGrace ? subscription.expiresMs : now, kind: .recovered)
+      changed += renew(
+        &subscription, purchaseMs: inGrace ? subscription.expiresMs : now, kind: .recovered)
     }
     return changed
   }
@@ -608,8 +701,12 @@ struct SimulatorState: Sendable {
       originalTransactionID: subscription.originalTransactionID,
       originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: purchaseMs, expiresMs: nil)
     let duration = applyOfferPeriod(&subscription, &transaction, product: product)
-    transaction.expiresMs = periodEnd(start: purchaseMs, duration: duration, environment: subscription.environment)
+    transaction.expiresMs = periodEnd(
+      start: purchaseMs, duration: duration, environment: subscription.environment)
+    transaction.transactionReason = "RENEWAL"
     record(transaction)
+    subscription.graceExpiryNotified = nil
+    subscription.expiryNotified = nil
     subscription.productID = product.productID
     subscription.expiresMs = transaction.expiresMs!
     subscription.latestTransactionID = transaction.transactionID
@@ -635,13 +732,23 @@ struct SimulatorState: Sendable {
   // MARK: Time
 
   /// The instant of the next automatic event of an organizer's (or individual's) subscription.
+  /// Besides renewals and billing events these are the end of a grace period and a lapse at
+  /// `expires_date` (V2 `GRACE_PERIOD_EXPIRED`, `EXPIRED`; V1 sends nothing for them).
   func nextEvent(_ subscription: Subscription) -> Int64? {
-    guard subscription.ownership == .purchased, !subscription.revoked, !subscription.renewalStopped
-    else { return nil }
-    if let since = subscription.billingRetrySinceMs {
-      return since + billingRetryMs(subscription.environment)
+    guard subscription.ownership == .purchased, !subscription.revoked else { return nil }
+    if let since = subscription.billingRetrySinceMs, !subscription.renewalStopped {
+      let end = since + billingRetryMs(subscription.environment)
+      if let grace = subscription.gracePeriodExpiresMs, subscription.graceExpiryNotified != true,
+        grace < end
+      {
+        return grace
+      }
+      return end
     }
-    return subscription.autoRenewEnabled ? subscription.expiresMs : nil
+    if subscription.autoRenewEnabled && !subscription.renewalStopped {
+      return subscription.expiresMs
+    }
+    return subscription.expiryNotified == true ? nil : subscription.expiresMs
   }
 
   /// Processes every automatic event (renewal, billing failure, end of billing retry) due at or
@@ -660,24 +767,42 @@ struct SimulatorState: Sendable {
   }
 
   private mutating func process(_ subscription: inout Subscription, at: Int64) {
-    if let since = subscription.billingRetrySinceMs {
+    if subscription.billingRetrySinceMs != nil && !subscription.renewalStopped {
+      if let grace = subscription.gracePeriodExpiresMs, subscription.graceExpiryNotified != true,
+        at == grace
+      {
+        // The grace period ended; billing retry goes on.
+        subscription.graceExpiryNotified = true
+        subscriptions[subscription.originalTransactionID] = subscription
+        emitToFamily(.gracePeriodExpired, subscription, at: at)
+        return
+      }
       // Billing retry gave up (at since + retry period).
-      _ = since
       subscription.billingRetrySinceMs = nil
       subscription.gracePeriodExpiresMs = nil
       subscription.expirationIntent = "2"
       subscription.renewalStopped = true
+      subscription.expiryNotified = true
       subscriptions[subscription.originalTransactionID] = subscription
-      emit(.expired(intent: "2"), subscription, at: at)
       mirrorRenewalState(subscription)
+      emitToFamily(.expired(intent: "2"), subscription, at: at)
+      return
+    }
+    if !subscription.autoRenewEnabled || subscription.renewalStopped {
+      // The period ends without renewal.
+      subscription.expiryNotified = true
+      subscriptions[subscription.originalTransactionID] = subscription
+      emitToFamily(.expired(intent: subscription.expirationIntent ?? "1"), subscription, at: at)
       return
     }
     if subscription.environment == .sandbox && subscription.renewals >= Self.sandboxMaxRenewals {
       subscription.autoRenewEnabled = false
       subscription.renewalStopped = true
       subscription.expirationIntent = "1"
+      subscription.expiryNotified = true
       subscriptions[subscription.originalTransactionID] = subscription
       mirrorRenewalState(subscription)
+      emitToFamily(.expired(intent: "1"), subscription, at: at)
       return
     }
     if users[subscription.userID]?.billingFails ?? false {
@@ -725,11 +850,12 @@ struct SimulatorState: Sendable {
       throw .conflict("transaction '\(id)' is already refunded or revoked")
     }
     guard transaction.ownership == .purchased else {
-      throw .conflict("family-shared transaction '\(id)' cannot be refunded; refund the organizer's")
+      throw .conflict(
+        "family-shared transaction '\(id)' cannot be refunded; refund the organizer's")
     }
     transaction.cancellationMs = now
     transaction.cancellationReason = reason
-    transactions[id] = transaction
+    update(transaction)
     var changed = [id]
     guard transaction.productType == .autoRenewable,
       var subscription = subscriptions[transaction.originalTransactionID]
@@ -737,8 +863,9 @@ struct SimulatorState: Sendable {
       pendingEvents.append(
         NotificationEvent(
           kind: .refunded(autoRenewable: false), bundleID: bundleID, userID: userID,
-          environment: users[userID]!.environment, originalTransactionID: transaction.originalTransactionID,
-          atMs: now))
+          environment: users[userID]!.environment,
+          originalTransactionID: transaction.originalTransactionID,
+          atMs: now, transactionID: id))
       return changed
     }
     if subscription.latestTransactionID == id {
@@ -749,7 +876,13 @@ struct SimulatorState: Sendable {
       subscription.gracePeriodExpiresMs = nil
     }
     subscriptions[subscription.originalTransactionID] = subscription
-    emit(.refunded(autoRenewable: true), subscription, at: now)
+    pendingEvents.append(
+      NotificationEvent(
+        kind: .refunded(autoRenewable: true), bundleID: subscription.bundleID,
+        userID: subscription.userID,
+        environment: subscription.environment,
+        originalTransactionID: subscription.originalTransactionID,
+        atMs: now, transactionID: id))
     for memberID in familyShares[subscription.originalTransactionID] ?? [] {
       changed += revokeMember(memberID, at: now)
     }
@@ -769,7 +902,9 @@ struct SimulatorState: Sendable {
     return changed
   }
 
-  private mutating func shareSubscription(_ organizer: Subscription, with memberID: String, at now: Int64)
+  private mutating func shareSubscription(
+    _ organizer: Subscription, with memberID: String, at now: Int64
+  )
     -> String?
   {
     guard let member = users[memberID], !member.deleted, !organizer.sharingDisabled,
@@ -781,7 +916,8 @@ struct SimulatorState: Sendable {
     }
     var transaction = newTransaction(
       bundleID: organizer.bundleID, userID: memberID, product: product,
-      originalTransactionID: existingID, originalPurchaseMs: existingID.flatMap { subscriptions[$0]?.originalPurchaseMs },
+      originalTransactionID: existingID,
+      originalPurchaseMs: existingID.flatMap { subscriptions[$0]?.originalPurchaseMs },
       purchaseMs: now, expiresMs: organizer.expiresMs, ownership: .familyShared)
     if let current = transactions[organizer.latestTransactionID] {
       transaction.isTrialPeriod = current.isTrialPeriod
@@ -797,20 +933,26 @@ struct SimulatorState: Sendable {
       latestTransactionID: transaction.transactionID)
     share.autoRenewEnabled = organizer.autoRenewEnabled
     subscriptions[share.originalTransactionID] = share
-    if existingID == nil { familyShares[organizer.originalTransactionID, default: []].append(share.originalTransactionID) }
+    if existingID == nil {
+      familyShares[organizer.originalTransactionID, default: []].append(share.originalTransactionID)
+    }
     emit(.initialBuy, share, at: now)
     return transaction.transactionID
   }
 
   /// A member's transaction mirroring the organizer's `source` transaction (same product and period).
-  private mutating func mirrorTransaction(into member: inout Subscription, from source: Transaction) -> String {
+  private mutating func mirrorTransaction(into member: inout Subscription, from source: Transaction)
+    -> String
+  {
     guard let product = apps[member.bundleID]?.products[source.productID] else { return "" }
     var transaction = newTransaction(
       bundleID: member.bundleID, userID: member.userID, product: product,
-      originalTransactionID: member.originalTransactionID, originalPurchaseMs: member.originalPurchaseMs,
+      originalTransactionID: member.originalTransactionID,
+      originalPurchaseMs: member.originalPurchaseMs,
       purchaseMs: source.purchaseMs, expiresMs: source.expiresMs, ownership: .familyShared)
     transaction.isTrialPeriod = source.isTrialPeriod
     transaction.isInIntroOfferPeriod = source.isInIntroOfferPeriod
+    transaction.transactionReason = source.transactionReason
     record(transaction)
     member.productID = source.productID
     member.expiresMs = source.expiresMs ?? member.expiresMs
@@ -840,10 +982,11 @@ struct SimulatorState: Sendable {
     member.autoRenewEnabled = false
     member.renewalStopped = true
     var changed: [String] = []
-    if var transaction = transactions[member.latestTransactionID], transaction.cancellationMs == nil {
+    if var transaction = transactions[member.latestTransactionID], transaction.cancellationMs == nil
+    {
       transaction.cancellationMs = now
       transaction.cancellationReason = "0"
-      transactions[transaction.transactionID] = transaction
+      update(transaction)
       changed.append(transaction.transactionID)
     }
     subscriptions[memberSubscriptionID] = member
@@ -851,7 +994,8 @@ struct SimulatorState: Sendable {
     return changed
   }
 
-  mutating func addFamilyMember(organizerID: String, memberID: String) throws(SimError) -> [String] {
+  mutating func addFamilyMember(organizerID: String, memberID: String) throws(SimError) -> [String]
+  {
     var organizer = try user(organizerID)
     var member = try user(memberID)
     guard organizerID != memberID else { throw .badRequest("a user cannot join their own family") }
@@ -886,7 +1030,9 @@ struct SimulatorState: Sendable {
 
   /// Removes `memberID` from its family (the member leaves, or the organizer removes them):
   /// every family-shared subscription of the member is revoked.
-  mutating func removeFamilyMember(memberID: String, organizerID: String?) throws(SimError) -> [String] {
+  mutating func removeFamilyMember(memberID: String, organizerID: String?) throws(SimError)
+    -> [String]
+  {
     var member = try user(memberID)
     guard let familyOrganizer = member.familyOrganizer else {
       throw .conflict("user '\(memberID)' is not a family member")

@@ -29,6 +29,9 @@ enum OfferMode: String, Sendable, Codable {
 /// An introductory offer, promotional offer or offer code of a product.
 struct Offer: Sendable, Equatable, Codable {
   var mode: OfferMode
+  /// The discounted price per period in milliunits (V2 `price`); nil: 0 for a free trial, else
+  /// the product's price.
+  var price: Int64? = nil
   /// Free trial and pay up front: the one discounted period. Pay as you go: unused (each of
   /// `periods` periods has the product's duration).
   var duration: SubscriptionDuration?
@@ -47,6 +50,10 @@ struct Product: Sendable, Codable {
   var introductoryOffer: Offer?
   var promotionalOffers: [String: Offer]
   var offerCodes: [String: Offer]
+  /// Price in milliunits of `currency` (V2 `price`: 9.99 is 9990); nil is 0.
+  var price: Int64? = nil
+  /// ISO 4217 currency code (V2 `currency`); nil is USD.
+  var currency: String? = nil
 }
 
 struct App: Sendable, Codable {
@@ -61,6 +68,26 @@ struct App: Sendable, Codable {
   var notificationRetryCompression: Double
   /// Apple retries only in production; true retries sandbox notifications too.
   var sandboxNotificationRetries: Bool
+  /// `v1` (nil) or `v2`: the notification format posted to `notificationURL`.
+  var notificationVersion: NotificationVersion? = nil
+  /// In-App Purchase keys that may sign App Store Server API requests for this app.
+  var apiKeys: [InAppPurchaseKey]? = nil
+  /// How JWS of this app are signed (nil: with the simulator's valid identity).
+  var signing: SigningMode? = nil
+}
+
+/// The version of App Store Server Notifications an app receives.
+enum NotificationVersion: String, Sendable, Codable {
+  case v1
+  case v2
+}
+
+/// An App Store Connect In-App Purchase key: its public half, to check the ES256 JWTs that
+/// authorize App Store Server API requests.
+struct InAppPurchaseKey: Sendable, Codable, Equatable {
+  var issuerID: String
+  var keyID: String
+  var publicKeyPEM: String
 }
 
 struct User: Sendable, Codable {
@@ -74,6 +101,8 @@ struct User: Sendable, Codable {
   var familyOrganizer: String?
   /// The members of this user's family, if an organizer.
   var familyMembers: [String] = []
+  /// The App Store storefront (ISO 3166-1 alpha-3, V2 `storefront`); nil is USA.
+  var storefront: String? = nil
 }
 
 enum Ownership: String, Sendable, Codable {
@@ -102,6 +131,22 @@ struct Transaction: Sendable, Codable {
   var ownership: Ownership = .purchased
   var promotionalOfferID: String?
   var offerCodeRefName: String?
+  /// V2 `transactionReason`: nil is PURCHASE, `RENEWAL` for automatic renewals.
+  var transactionReason: String? = nil
+  /// V2 `offerDiscountType` (FREE_TRIAL, PAY_AS_YOU_GO, PAY_UP_FRONT) when an offer applied.
+  var offerDiscountType: String? = nil
+  /// V2 `offerPeriod` (ISO 8601 duration) when an offer applied.
+  var offerPeriod: String? = nil
+  /// V2 `appAccountToken` given at purchase (a UUID), inherited by renewals.
+  var appAccountToken: String? = nil
+  /// V2 `price` in milliunits and `currency`, fixed at purchase.
+  var price: Int64? = nil
+  var currency: String? = nil
+  /// V2 `storefront` (alpha-3) at purchase.
+  var storefront: String? = nil
+  /// Position in modification order (creation or last change): Get Transaction History's
+  /// `revision` counts in it. nil in snapshots of older simulators (then `seq` stands in).
+  var revision: Int? = nil
 }
 
 /// An offer being applied over several renewals (pay as you go), or one redeemed for the next renewal.
@@ -145,4 +190,10 @@ struct Subscription: Sendable, Codable {
   var revoked = false
   /// Organizer stopped sharing this subscription with the family.
   var sharingDisabled = false
+  /// The app account token of the purchase, carried to renewals.
+  var appAccountToken: String? = nil
+  /// GRACE_PERIOD_EXPIRED was emitted for the current billing retry.
+  var graceExpiryNotified: Bool? = nil
+  /// EXPIRED was emitted for the current lapse.
+  var expiryNotified: Bool? = nil
 }

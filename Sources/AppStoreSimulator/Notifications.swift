@@ -6,19 +6,50 @@ import Synchronization
   import FoundationNetworking
 #endif
 
-/// A notification payload format. V1 (JSON with `notification_type` and `unified_receipt`) is
-/// implemented; V2 (`{"signedPayload": JWS}`) plugs in here later with its own mapping of
-/// ``SubscriptionEventKind`` to `notificationType` + `subtype`, and its own signer.
+/// A notification payload format: V1 (JSON with `notification_type` and `unified_receipt`,
+/// ``NotificationFormatV1``) or V2 (`{"signedPayload": JWS}`, ``NotificationFormatV2``), each
+/// with its own mapping of ``SubscriptionEventKind``.
 protocol NotificationFormat: Sendable {
-  /// The name the receiver sees (V1 `notification_type`), or nil when this version sends
-  /// nothing for the event.
-  func typeName(for event: NotificationEvent) -> String?
-  /// The request body for `event`, rendered from the state at the event.
-  func body(for event: NotificationEvent, app: App, state: SimulatorState) -> [UInt8]?
+  /// The notification for `event`, rendered from the state at the event; nil when this
+  /// version sends nothing for it.
+  func render(_ event: NotificationEvent, app: App, state: SimulatorState) -> RenderedNotification?
+  /// Delays before each retry after the previous attempt (Apple's schedule for the version).
+  var retryDelaysMs: [Int64] { get }
+}
+
+/// A rendered notification: what the receiver sees and the request body.
+struct RenderedNotification: Sendable {
+  /// V1 `notification_type` or V2 `notificationType`.
+  var type: String
+  /// V2 `subtype`.
+  var subtype: String?
+  var body: [UInt8]
+  /// Set for V2: what Get Notification History reports.
+  var v2: NotificationV2Record?
+}
+
+/// A V2 notification as Get Notification History reports it.
+struct NotificationV2Record: Sendable {
+  var notificationUUID: String
+  var signedPayload: String
+  var signedDateMs: Int64
+  /// The transaction ids of the customer it concerns (for the `transactionId` filter); empty
+  /// for TEST.
+  var originalTransactionID: String?
+  var transactionID: String?
 }
 
 /// App Store Server Notifications V1 (`responseBodyV1`).
 struct NotificationFormatV1: NotificationFormat {
+  var retryDelaysMs: [Int64] { NotificationDispatcher.v1RetryDelaysMs }
+
+  func render(_ event: NotificationEvent, app: App, state: SimulatorState) -> RenderedNotification?
+  {
+    guard let type = typeName(for: event), let body = body(for: event, app: app, state: state)
+    else { return nil }
+    return RenderedNotification(type: type, subtype: nil, body: body, v2: nil)
+  }
+
   func typeName(for event: NotificationEvent) -> String? {
     switch event.kind {
     case .initialBuy: "INITIAL_BUY"
@@ -30,8 +61,9 @@ struct NotificationFormatV1: NotificationFormat {
     case .recovered: "DID_RECOVER"
     case .refunded(let autoRenewable): autoRenewable ? "CANCEL" : "REFUND"
     case .familyAccessRevoked: "REVOKE"
-    // V1 has no notification for these; V2 sends OFFER_REDEEMED and EXPIRED.
-    case .offerRedeemedForNextRenewal, .expired: nil
+    // V1 has no notification for these; V2 sends OFFER_REDEEMED, EXPIRED, GRACE_PERIOD_EXPIRED,
+    // ONE_TIME_CHARGE and TEST.
+    case .offerRedeemedForNextRenewal, .expired, .gracePeriodExpired, .oneTimeCharge, .test: nil
     }
   }
 
@@ -44,7 +76,8 @@ struct NotificationFormatV1: NotificationFormat {
     object.append("environment", .string(event.environment.notificationValue))
     object.append("bid", .string(app.bundleID))
     object.append("bvrs", .string("1"))
-    object.append("auto_renew_status", .string(subscription?.autoRenewEnabled == true ? "true" : "false"))
+    object.append(
+      "auto_renew_status", .string(subscription?.autoRenewEnabled == true ? "true" : "false"))
     if let subscription {
       object.append("auto_renew_product_id", .string(subscription.autoRenewProductID))
       object.append("original_transaction_id", .string(subscription.originalTransactionID))
@@ -52,8 +85,12 @@ struct NotificationFormatV1: NotificationFormat {
         object.append("expiration_intent", .string(intent))
       }
     }
-    if case .autoRenewEnabled = event.kind { appendDate(&object, "auto_renew_status_change_date", event.atMs) }
-    if case .autoRenewDisabled = event.kind { appendDate(&object, "auto_renew_status_change_date", event.atMs) }
+    if case .autoRenewEnabled = event.kind {
+      appendDate(&object, "auto_renew_status_change_date", event.atMs)
+    }
+    if case .autoRenewDisabled = event.kind {
+      appendDate(&object, "auto_renew_status_change_date", event.atMs)
+    }
     var unified = JSONObject()
     unified.append("status", .integer(0))
     unified.append("environment", .string(event.environment.receiptValue))
@@ -62,11 +99,98 @@ struct NotificationFormatV1: NotificationFormat {
       .string(state.currentToken(bundleID: event.bundleID, userID: event.userID)?.encoded ?? ""))
     unified.append(
       "latest_receipt_info",
-      .array(state.latestReceiptInfo(bundleID: event.bundleID, userID: event.userID, excludeOld: false)))
+      .array(
+        state.latestReceiptInfo(bundleID: event.bundleID, userID: event.userID, excludeOld: false)))
     unified.append(
-      "pending_renewal_info", .array(state.pendingRenewalInfo(bundleID: event.bundleID, userID: event.userID)))
+      "pending_renewal_info",
+      .array(state.pendingRenewalInfo(bundleID: event.bundleID, userID: event.userID)))
     object.append("unified_receipt", .object(unified))
     return JSONValue.object(object).serializedBytes()
+  }
+}
+
+/// App Store Server Notifications V2: `{"signedPayload": JWS}` whose payload is a
+/// `ResponseBodyV2DecodedPayload` with `data.signedTransactionInfo` and `data.signedRenewalInfo`,
+/// all signed with the app's signing identity.
+struct NotificationFormatV2: NotificationFormat {
+  let signing: SimulatorSigning
+
+  /// Apple's V2 schedule: five retries, 1, 12, 24, 48 and 72 hours after the previous attempt.
+  var retryDelaysMs: [Int64] { NotificationDispatcher.v2RetryDelaysMs }
+
+  /// `notificationType` and `subtype` for `event`.
+  static func type(for event: NotificationEvent, state: SimulatorState) -> (String, String?) {
+    let transaction = event.transactionID.flatMap { state.transactions[$0] }
+    let redeemedOffer =
+      transaction.map { $0.promotionalOfferID != nil || $0.offerCodeRefName != nil } ?? false
+    switch event.kind {
+    case .initialBuy: return (redeemedOffer ? "OFFER_REDEEMED" : "SUBSCRIBED", "INITIAL_BUY")
+    case .resubscribe: return (redeemedOffer ? "OFFER_REDEEMED" : "SUBSCRIBED", "RESUBSCRIBE")
+    case .renewed: return ("DID_RENEW", nil)
+    case .recovered: return ("DID_RENEW", "BILLING_RECOVERY")
+    case .autoRenewEnabled: return ("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_ENABLED")
+    case .autoRenewDisabled: return ("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
+    case .upgraded, .crossgradedImmediately: return ("DID_CHANGE_RENEWAL_PREF", "UPGRADE")
+    case .renewalPreferenceChanged(let downgrade):
+      return ("DID_CHANGE_RENEWAL_PREF", downgrade ? "DOWNGRADE" : nil)
+    case .failedToRenew(let grace): return ("DID_FAIL_TO_RENEW", grace ? "GRACE_PERIOD" : nil)
+    case .gracePeriodExpired: return ("GRACE_PERIOD_EXPIRED", nil)
+    case .refunded: return ("REFUND", nil)
+    case .familyAccessRevoked: return ("REVOKE", nil)
+    case .offerRedeemedForNextRenewal: return ("OFFER_REDEEMED", nil)
+    case .oneTimeCharge: return ("ONE_TIME_CHARGE", nil)
+    case .test: return ("TEST", nil)
+    case .expired(let intent):
+      let subtype: String? =
+        switch intent {
+        case "1": "VOLUNTARY"
+        case "2": "BILLING_RETRY"
+        case "3": "PRICE_INCREASE"
+        case "4": "PRODUCT_NOT_FOR_SALE"
+        default: nil
+        }
+      return ("EXPIRED", subtype)
+    }
+  }
+
+  func render(_ event: NotificationEvent, app: App, state: SimulatorState) -> RenderedNotification?
+  {
+    let (type, subtype) = Self.type(for: event, state: state)
+    let mode = app.signing ?? .valid
+    let signedDate = event.atMs
+    var data = JSONObject()
+    data.append("appAppleId", .integer(app.appleAppID))
+    data.append("bundleId", .string(app.bundleID))
+    data.append("bundleVersion", .string("1"))
+    data.append("environment", .string(event.environment.receiptValue))
+    if let transaction = event.transactionID.flatMap({ state.transactions[$0] }) {
+      data.append(
+        "signedTransactionInfo",
+        .string(
+          signing.sign(state.transactionPayload(transaction, signedDate: signedDate), mode: mode)))
+    }
+    if let subscription = event.originalTransactionID.flatMap({ state.subscriptions[$0] }) {
+      data.append(
+        "signedRenewalInfo",
+        .string(
+          signing.sign(state.renewalInfoPayload(subscription, signedDate: signedDate), mode: mode)))
+      data.append("status", .integer(state.appleStatus(subscription, at: signedDate)))
+    }
+    let uuid = UUID().uuidString.lowercased()
+    var payload = JSONObject()
+    payload.append("notificationType", .string(type))
+    if let subtype { payload.append("subtype", .string(subtype)) }
+    payload.append("notificationUUID", .string(uuid))
+    payload.append("data", .object(data))
+    payload.append("version", .string("2.0"))
+    payload.append("signedDate", .integer(signedDate))
+    let signedPayload = signing.sign(.object(payload), mode: mode)
+    let body = JSONValue.object(["signedPayload": .string(signedPayload)]).serializedBytes()
+    return RenderedNotification(
+      type: type, subtype: subtype, body: body,
+      v2: NotificationV2Record(
+        notificationUUID: uuid, signedPayload: signedPayload, signedDateMs: signedDate,
+        originalTransactionID: event.originalTransactionID, transactionID: event.transactionID))
   }
 }
 
@@ -80,12 +204,14 @@ struct DeliveryAttempt: Sendable {
 /// A notification to deliver, with its attempts and retry schedule.
 struct Delivery: Sendable {
   enum State: String, Sendable {
-    case pending, delivered, failed
+    /// `dropped`: a fault rule swallowed it; it is never attempted.
+    case pending, delivered, failed, dropped
   }
   var id: Int
   var bundleID: String
   var userID: String
   var notificationType: String
+  var subtype: String?
   var environment: StoreEnvironment
   var url: String
   var body: [UInt8]
@@ -95,6 +221,8 @@ struct Delivery: Sendable {
   /// Delays before each retry, after the previous attempt (already compressed).
   var retryDelaysMs: [Int64]
   var state = State.pending
+  /// V2 notifications: what Get Notification History reports.
+  var v2: NotificationV2Record?
 }
 
 /// Delivers notifications one at a time, oldest due first, and schedules retries on the
@@ -102,6 +230,7 @@ struct Delivery: Sendable {
 /// attempt, production only; a 200–206 answer is success, anything else (or no answer) failure.
 final class NotificationDispatcher: Sendable {
   static let v1RetryDelaysMs: [Int64] = [6, 24, 48].map { $0 * AppleTime.hourMs }
+  static let v2RetryDelaysMs: [Int64] = [1, 12, 24, 48, 72].map { $0 * AppleTime.hourMs }
 
   private struct State {
     var deliveries: [Delivery] = []
@@ -125,15 +254,22 @@ final class NotificationDispatcher: Sendable {
   }
 
   func enqueue(
-    bundleID: String, userID: String, type: String, environment: StoreEnvironment, url: String,
-    body: [UInt8], atMs: Int64, retryDelaysMs: [Int64]
+    bundleID: String, userID: String, type: String, subtype: String? = nil,
+    environment: StoreEnvironment,
+    url: String, body: [UInt8], atMs: Int64, retryDelaysMs: [Int64],
+    v2: NotificationV2Record? = nil,
+    dropped: Bool = false
   ) {
     state.withLock { state in
-      state.deliveries.append(
-        Delivery(
-          id: state.nextID, bundleID: bundleID, userID: userID, notificationType: type,
-          environment: environment, url: url, body: body, createdMs: atMs, nextAttemptMs: atMs,
-          retryDelaysMs: retryDelaysMs))
+      var delivery = Delivery(
+        id: state.nextID, bundleID: bundleID, userID: userID, notificationType: type,
+        subtype: subtype,
+        environment: environment, url: url, body: body, createdMs: atMs,
+        nextAttemptMs: dropped ? nil : atMs,
+        retryDelaysMs: retryDelaysMs)
+      delivery.v2 = v2
+      if dropped { delivery.state = .dropped }
+      state.deliveries.append(delivery)
       state.nextID += 1
     }
   }
@@ -145,7 +281,9 @@ final class NotificationDispatcher: Sendable {
     let now = clock()
     let start = state.withLock { state -> Bool in
       guard !state.workerRunning, !state.stopped,
-        state.deliveries.contains(where: { $0.state == .pending && ($0.nextAttemptMs ?? .max) <= now })
+        state.deliveries.contains(where: {
+          $0.state == .pending && ($0.nextAttemptMs ?? .max) <= now
+        })
       else { return false }
       state.workerRunning = true
       return true
@@ -178,8 +316,13 @@ final class NotificationDispatcher: Sendable {
       let now = clock()
       let next = state.withLock { state -> (Int, String, [UInt8])? in
         let due = state.deliveries.indices
-          .filter { state.deliveries[$0].state == .pending && (state.deliveries[$0].nextAttemptMs ?? .max) <= now }
-          .min { (state.deliveries[$0].nextAttemptMs!, $0) < (state.deliveries[$1].nextAttemptMs!, $1) }
+          .filter {
+            state.deliveries[$0].state == .pending
+              && (state.deliveries[$0].nextAttemptMs ?? .max) <= now
+          }
+          .min {
+            (state.deliveries[$0].nextAttemptMs!, $0) < (state.deliveries[$1].nextAttemptMs!, $1)
+          }
         guard !state.stopped, let index = due else {
           state.workerRunning = false
           return nil

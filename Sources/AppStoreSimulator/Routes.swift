@@ -17,7 +17,9 @@ struct JSONBody {
     } catch {
       throw .badRequest("request body is not valid JSON: \(error)")
     }
-    guard let object = value.objectValue else { throw .badRequest("request body must be a JSON object") }
+    guard let object = value.objectValue else {
+      throw .badRequest("request body must be a JSON object")
+    }
     self.object = object
   }
 
@@ -25,7 +27,9 @@ struct JSONBody {
 
   func optionalString(_ key: String) throws(HTTPError) -> String? {
     guard let value = object[key], !value.isNull else { return nil }
-    guard let string = value.stringValue else { throw .badRequest("field '\(key)' must be a string") }
+    guard let string = value.stringValue else {
+      throw .badRequest("field '\(key)' must be a string")
+    }
     return string
   }
 
@@ -75,7 +79,9 @@ struct JSONBody {
 
   func optionalObject(_ key: String) throws(HTTPError) -> JSONBody? {
     guard let value = object[key], !value.isNull else { return nil }
-    guard let object = value.objectValue else { throw .badRequest("field '\(key)' must be an object") }
+    guard let object = value.objectValue else {
+      throw .badRequest("field '\(key)' must be an object")
+    }
     return JSONBody(object: object)
   }
 }
@@ -96,7 +102,8 @@ private func identifier(_ text: String, field: String) throws(HTTPError) -> Stri
   return text
 }
 
-private func parseEnvironment(_ text: String?, field: String) throws(HTTPError) -> StoreEnvironment? {
+private func parseEnvironment(_ text: String?, field: String) throws(HTTPError) -> StoreEnvironment?
+{
   guard let text else { return nil }
   guard let environment = StoreEnvironment(rawValue: text.lowercased()) else {
     throw .badRequest("field '\(field)' must be 'production' or 'sandbox'")
@@ -104,7 +111,9 @@ private func parseEnvironment(_ text: String?, field: String) throws(HTTPError) 
   return environment
 }
 
-private func parseOffer(_ body: JSONBody, field: String, needsID: String?) throws(HTTPError) -> (String?, Offer) {
+private func parseOffer(_ body: JSONBody, field: String, needsID: String?) throws(HTTPError) -> (
+  String?, Offer
+) {
   let modeText = try body.string("type")
   guard let mode = OfferMode(rawValue: modeText) else {
     throw .badRequest("field '\(field).type' must be free_trial, pay_as_you_go or pay_up_front")
@@ -120,9 +129,19 @@ private func parseOffer(_ body: JSONBody, field: String, needsID: String?) throw
   if mode != .payAsYouGo && duration == nil {
     throw .badRequest("field '\(field).duration' is required for \(modeText)")
   }
-  guard (1...100).contains(periods) else { throw .badRequest("field '\(field).periods' must be 1...100") }
+  guard (1...100).contains(periods) else {
+    throw .badRequest("field '\(field).periods' must be 1...100")
+  }
   let id = try needsID.map { key throws(HTTPError) in try body.string(key) }
-  return (id, Offer(mode: mode, duration: duration, periods: periods))
+  let price = try parsePrice(body, field: "\(field).price")
+  return (id, Offer(mode: mode, price: price, duration: duration, periods: periods))
+}
+
+/// A price in currency units (`9.99`) as milliunits (`9990`).
+private func parsePrice(_ body: JSONBody, field: String) throws(HTTPError) -> Int64? {
+  guard let price = try body.optionalDouble("price") else { return nil }
+  guard price >= 0, price < 1e9 else { throw .badRequest("field '\(field)' must be 0...999999999") }
+  return Int64((price * 1000).rounded())
 }
 
 private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Product {
@@ -133,9 +152,18 @@ private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Pro
       "field '\(field).type' must be auto_renewable, non_renewing, non_consumable or consumable")
   }
   var product = Product(
-    productID: id, type: type, groupID: try body.optionalString("subscription_group_id"), duration: nil,
-    level: Int(try body.optionalInt("level") ?? 1), familyShareable: try body.optionalBool("family_shareable") ?? false,
+    productID: id, type: type, groupID: try body.optionalString("subscription_group_id"),
+    duration: nil,
+    level: Int(try body.optionalInt("level") ?? 1),
+    familyShareable: try body.optionalBool("family_shareable") ?? false,
     introductoryOffer: nil, promotionalOffers: [:], offerCodes: [:])
+  product.price = try parsePrice(body, field: "\(field).price")
+  if let currency = try body.optionalString("currency") {
+    guard currency.count == 3, currency.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
+      throw .badRequest("field '\(field).currency' must be an ISO 4217 code like USD")
+    }
+    product.currency = currency
+  }
   if let text = try body.optionalString("duration") {
     guard let duration = SubscriptionDuration(iso: text) else {
       throw .badRequest("field '\(field).duration' must be ISO-8601 like P1W, P1M, P3M, P1Y")
@@ -143,11 +171,17 @@ private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Pro
     product.duration = duration
   }
   if type == .autoRenewable {
-    guard product.groupID != nil else { throw .badRequest("field '\(field).subscription_group_id' is required") }
-    guard product.duration != nil else { throw .badRequest("field '\(field).duration' is required") }
+    guard product.groupID != nil else {
+      throw .badRequest("field '\(field).subscription_group_id' is required")
+    }
+    guard product.duration != nil else {
+      throw .badRequest("field '\(field).duration' is required")
+    }
   }
   if let intro = try body.optionalObject("introductory_offer") {
-    product.introductoryOffer = try parseOffer(intro, field: "\(field).introductory_offer", needsID: nil).1
+    product.introductoryOffer = try parseOffer(
+      intro, field: "\(field).introductory_offer", needsID: nil
+    ).1
   }
   for promo in try body.objects("promotional_offers") {
     let (id, offer) = try parseOffer(promo, field: "\(field).promotional_offers", needsID: "id")
@@ -158,7 +192,8 @@ private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Pro
     product.offerCodes[name!] = offer
   }
   if type != .autoRenewable
-    && (product.introductoryOffer != nil || !product.promotionalOffers.isEmpty || !product.offerCodes.isEmpty)
+    && (product.introductoryOffer != nil || !product.promotionalOffers.isEmpty
+      || !product.offerCodes.isEmpty)
   {
     throw .badRequest("field '\(field)': only auto-renewable subscriptions have offers")
   }
@@ -174,22 +209,32 @@ extension AppStoreSimulator {
       ("/verifyReceipt", StoreEnvironment.production), ("/production/verifyReceipt", .production),
       ("/sandbox/verifyReceipt", .sandbox),
     ] {
-      router.add("POST", path) { [self] request in await verifyReceipt(request, endpoint: environment) }
+      router.add("POST", path) { [self] request in
+        await verifyReceipt(request, endpoint: environment)
+      }
       router.add("GET", path) { _ in
-        jsonResponse(.object(["status": .integer(21000), "environment": .string(environment.receiptValue)]))
+        jsonResponse(
+          .object(["status": .integer(21000), "environment": .string(environment.receiptValue)]))
       }
     }
     addControlRoutes(&router)
+    addServerAPIRoutes(&router)
+    addSignedDataControlRoutes(&router)
     return router
   }
 
   func verifyReceipt(_ request: HTTPRequest, endpoint: StoreEnvironment) async -> HTTPResponse {
     let fault = faults.withLock { rules -> FaultRule? in
-      guard let index = rules.firstIndex(where: { $0.environment == nil || $0.environment == endpoint })
+      guard
+        let index = rules.firstIndex(where: { $0.environment == nil || $0.environment == endpoint })
       else { return nil }
       let rule = rules[index]
       if let remaining = rule.remaining {
-        if remaining <= 1 { rules.remove(at: index) } else { rules[index].remaining = remaining - 1 }
+        if remaining <= 1 {
+          rules.remove(at: index)
+        } else {
+          rules[index].remaining = remaining - 1
+        }
       }
       return rule
     }
@@ -207,22 +252,25 @@ extension AppStoreSimulator {
       }
     }
     guard let value = try? JSONValue(parsing: request.body), let body = value.objectValue else {
-      return jsonResponse(.object(["status": .integer(21002), "environment": .string(endpoint.receiptValue)]))
+      return jsonResponse(
+        .object(["status": .integer(21002), "environment": .string(endpoint.receiptValue)]))
     }
     let receiptData = body["receipt-data"]?.stringValue
     let password = body["password"]?.stringValue
     let exclude =
       body["exclude-old-transactions"].map { $0.boolValue ?? ($0.stringValue == "true") } ?? false
-    let response = (try? mutate { state throws(SimError) in
-      state.verifyReceipt(
-        receiptData: receiptData, password: password, excludeOldTransactions: exclude, endpoint: endpoint)
-    })?.0
+    let response =
+      (try? mutate { state throws(SimError) in
+        state.verifyReceipt(
+          receiptData: receiptData, password: password, excludeOldTransactions: exclude,
+          endpoint: endpoint)
+      })?.0
     return jsonResponse(response ?? .object(["status": .integer(21009)]))
   }
 
   /// Runs a control operation and answers with the receipt, the transactions it created or
   /// changed, and the notifications it queued.
-  private func operation(
+  func operation(
     bundleID: String?, userID: String?,
     _ body: (inout SimulatorState) throws(SimError) -> [String]
   ) throws(HTTPError) -> HTTPResponse {
@@ -231,7 +279,9 @@ extension AppStoreSimulator {
         let changed = try body(&state)
         var object = JSONObject()
         object.append("now_ms", .integer(state.now))
-        if let bundleID, let userID, let token = state.currentToken(bundleID: bundleID, userID: userID) {
+        if let bundleID, let userID,
+          let token = state.currentToken(bundleID: bundleID, userID: userID)
+        {
           object.append("receipt", .string(token.encoded))
         }
         var receipts = JSONObject()
@@ -244,7 +294,10 @@ extension AppStoreSimulator {
           entry.append("bundle_id", .string(transaction.bundleID))
           rendered.append(.object(entry))
           let key = "\(transaction.bundleID)/\(transaction.userID)"
-          if receipts[key] == nil, let token = state.currentToken(bundleID: transaction.bundleID, userID: transaction.userID) {
+          if receipts[key] == nil,
+            let token = state.currentToken(
+              bundleID: transaction.bundleID, userID: transaction.userID)
+          {
             receipts[key] = .string(token.encoded)
           }
         }
@@ -255,7 +308,10 @@ extension AppStoreSimulator {
       guard case .object(var object) = result else { return jsonResponse(result) }
       object.append(
         "notifications",
-        .array(notifications.map { .object(["notification_type": .string($0.type), "user_id": .string($0.userID)]) }))
+        .array(
+          notifications.map {
+            .object(["notification_type": .string($0.type), "user_id": .string($0.userID)])
+          }))
       return jsonResponse(.object(object))
     } catch {
       throw error.http
@@ -271,11 +327,14 @@ extension AppStoreSimulator {
     object.append("grace_period_days", .integer(app.gracePeriodDays))
     object.append("notification_retry_compression", .double(app.notificationRetryCompression))
     object.append("sandbox_notification_retries", .bool(app.sandboxNotificationRetries))
+    object.append("notification_version", .string((app.notificationVersion ?? .v1).rawValue))
+    object.append("signing", .string((app.signing ?? .valid).rawValue))
+    object.append("api_key_ids", .array((app.apiKeys ?? []).map { .string($0.keyID) }))
     object.append("products", .array(app.products.keys.sorted().map { .string($0) }))
     return .object(object)
   }
 
-  private func applyAppSettings(_ body: JSONBody, to app: inout App) throws(HTTPError) {
+  func applyAppSettings(_ body: JSONBody, to app: inout App) throws(HTTPError) {
     if let secret = try body.optionalString("shared_secret") {
       guard !secret.isEmpty else { throw .badRequest("field 'shared_secret' must not be empty") }
       var extra: [String] = []
@@ -289,7 +348,8 @@ extension AppStoreSimulator {
     }
     if body.object["notification_url"] != nil {
       if let url = try body.optionalString("notification_url") {
-        guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil
+        guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https",
+          parsed.host != nil
         else { throw .badRequest("field 'notification_url' must be an http(s) URL") }
         app.notificationURL = url
       } else {
@@ -298,19 +358,33 @@ extension AppStoreSimulator {
     }
     if let days = try body.optionalInt("grace_period_days") {
       guard [0, 3, 6, 16, 28].contains(days) else {
-        throw .badRequest("field 'grace_period_days' must be 0, 3, 16 or 28 (6 for the old weekly grace)")
+        throw .badRequest(
+          "field 'grace_period_days' must be 0, 3, 16 or 28 (6 for the old weekly grace)")
       }
       app.gracePeriodDays = Int(days)
     }
     if let compression = try body.optionalDouble("notification_retry_compression") {
-      guard compression >= 1 else { throw .badRequest("field 'notification_retry_compression' must be >= 1") }
+      guard compression >= 1 else {
+        throw .badRequest("field 'notification_retry_compression' must be >= 1")
+      }
       app.notificationRetryCompression = compression
     }
     if let retries = try body.optionalBool("sandbox_notification_retries") {
       app.sandboxNotificationRetries = retries
     }
-    if let version = try body.optionalString("notification_version"), version != "v1" {
-      throw HTTPError(status: 501, message: "field 'notification_version': only 'v1' is implemented")
+    if let text = try body.optionalString("notification_version") {
+      guard let version = NotificationVersion(rawValue: text.lowercased()) else {
+        throw .badRequest("field 'notification_version' must be 'v1' or 'v2'")
+      }
+      app.notificationVersion = version
+    }
+    if let text = try body.optionalString("signing") {
+      guard let mode = SigningMode(rawValue: text) else {
+        throw .badRequest(
+          "field 'signing' must be one of \(SigningMode.allCases.map(\.rawValue).joined(separator: ", "))"
+        )
+      }
+      app.signing = mode
     }
     var index = 0
     for product in try body.objects("products") {
@@ -353,9 +427,13 @@ extension AppStoreSimulator {
     }
     router.add("POST", "/control/clock/set") { [self] request in
       let body = try JSONBody(request)
-      guard let target = try body.optionalInt("now_ms") else { throw HTTPError.badRequest("field 'now_ms' is required") }
+      guard let target = try body.optionalInt("now_ms") else {
+        throw HTTPError.badRequest("field 'now_ms' is required")
+      }
       return try operation(bundleID: nil, userID: nil) { state throws(SimError) in
-        guard target >= state.now else { throw .badRequest("field 'now_ms' is in the past; the clock only moves forward") }
+        guard target >= state.now else {
+          throw .badRequest("field 'now_ms' is in the past; the clock only moves forward")
+        }
         let before = state.nextSeq
         state.advance(to: target)
         return state.transactions(since: before)
@@ -367,7 +445,8 @@ extension AppStoreSimulator {
       let bundleID = try identifier(try body.string("bundle_id"), field: "bundle_id")
       _ = try body.string("shared_secret")
       var app = App(
-        bundleID: bundleID, appleAppID: try body.optionalInt("apple_app_id") ?? 0, sharedSecrets: [],
+        bundleID: bundleID, appleAppID: try body.optionalInt("apple_app_id") ?? 0,
+        sharedSecrets: [],
         notificationURL: nil, gracePeriodDays: 0,
         notificationRetryCompression: configuration.notificationRetryCompression,
         sandboxNotificationRetries: false)
@@ -404,16 +483,33 @@ extension AppStoreSimulator {
 
     router.add("POST", "/control/users") { [self] request in
       let body = try JSONBody(request)
-      let id = try body.optionalString("user_id").map { text throws(HTTPError) in try identifier(text, field: "user_id") }
-      let environment = try parseEnvironment(try body.optionalString("environment"), field: "environment") ?? .sandbox
+      let id = try body.optionalString("user_id").map { text throws(HTTPError) in
+        try identifier(text, field: "user_id")
+      }
+      let environment =
+        try parseEnvironment(try body.optionalString("environment"), field: "environment")
+        ?? .sandbox
+      let storefront = try body.optionalString("storefront")
+      if let storefront, Storefront.ids[storefront] == nil {
+        throw HTTPError.badRequest(
+          "field 'storefront' must be one of \(Storefront.ids.keys.sorted().joined(separator: ", "))"
+        )
+      }
       do throws(SimError) {
-        let (user, _) = try mutate { state throws(SimError) in try state.createUser(id: id, environment: environment) }
+        let (user, _) = try mutate { state throws(SimError) in
+          var user = try state.createUser(id: id, environment: environment)
+          user.storefront = storefront
+          state.users[user.userID] = user
+          return user
+        }
         return jsonResponse(userJSON(user), status: 201)
       } catch { throw error.http }
     }
     router.add("GET", "/control/users/{user_id}") { [self] request in
       let id = request.pathParameters["user_id"]!
-      guard let user = state.withLock({ $0.users[id] }) else { throw HTTPError.notFound("user '\(id)' does not exist") }
+      guard let user = state.withLock({ $0.users[id] }) else {
+        throw HTTPError.notFound("user '\(id)' does not exist")
+      }
       return jsonResponse(userJSON(user))
     }
     router.add("DELETE", "/control/users/{user_id}") { [self] request in
@@ -433,7 +529,9 @@ extension AppStoreSimulator {
     }
     router.add("POST", "/control/users/{user_id}/billing-recover") { [self] request in
       let id = request.pathParameters["user_id"]!
-      return try operation(bundleID: nil, userID: nil) { state throws(SimError) in try state.recover(userID: id) }
+      return try operation(bundleID: nil, userID: nil) { state throws(SimError) in
+        try state.recover(userID: id)
+      }
     }
     router.add("POST", "/control/users/{user_id}/family/members") { [self] request in
       let organizer = request.pathParameters["user_id"]!
@@ -458,7 +556,9 @@ extension AppStoreSimulator {
 
     let prefix = "/control/apps/{bundle_id}/users/{user_id}"
     router.add("GET", prefix + "/receipt") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         _ = try state.app(bundleID)
         _ = try state.user(userID)
@@ -466,7 +566,9 @@ extension AppStoreSimulator {
       }
     }
     router.add("GET", prefix + "/transaction-receipt") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       guard let id = request.query("transaction_id"), !id.isEmpty else {
         throw HTTPError.badRequest("query argument 'transaction_id' is required")
       }
@@ -482,7 +584,9 @@ extension AppStoreSimulator {
       return jsonResponse(.object(["receipt": .string(token)]))
     }
     router.add("POST", prefix + "/purchase") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let body = try JSONBody(request)
       let productID = try body.string("product_id")
       var offer: OfferRequest?
@@ -491,16 +595,26 @@ extension AppStoreSimulator {
         case "introductory": offer = .introductory
         case "promotional": offer = .promotional(try object.string("id"))
         case "offer_code": offer = .offerCode(try object.string("ref_name"))
-        default: throw HTTPError.badRequest("field 'offer.type' must be introductory, promotional or offer_code")
+        default:
+          throw HTTPError.badRequest(
+            "field 'offer.type' must be introductory, promotional or offer_code")
         }
       }
       let requested = offer
+      let token = try body.optionalString("app_account_token")
+      if let token, UUID(uuidString: token) == nil {
+        throw HTTPError.badRequest("field 'app_account_token' must be a UUID")
+      }
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
-        try state.purchase(bundleID: bundleID, userID: userID, productID: productID, offer: requested)
+        try state.purchase(
+          bundleID: bundleID, userID: userID, productID: productID, offer: requested,
+          appAccountToken: token?.lowercased())
       }
     }
     router.add("POST", prefix + "/change-product") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let productID = try JSONBody(request).string("product_id")
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         try state.changeProduct(bundleID: bundleID, userID: userID, productID: productID)
@@ -508,16 +622,21 @@ extension AppStoreSimulator {
     }
     for (path, enabled) in [("/cancel-auto-renew", false), ("/enable-auto-renew", true)] {
       router.add("POST", prefix + path) { [self] request in
-        let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+        let (bundleID, userID) = (
+          request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+        )
         let groupID = try JSONBody(request).string("group_id")
         return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
-          try state.setAutoRenew(bundleID: bundleID, userID: userID, groupID: groupID, enabled: enabled)
+          try state.setAutoRenew(
+            bundleID: bundleID, userID: userID, groupID: groupID, enabled: enabled)
           return []
         }
       }
     }
     router.add("POST", prefix + "/renew") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let groupID = try JSONBody(request).string("group_id")
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         _ = try state.user(userID)
@@ -525,15 +644,20 @@ extension AppStoreSimulator {
         guard subscription.autoRenewEnabled, !subscription.renewalStopped,
           subscription.billingRetrySinceMs == nil
         else {
-          throw .conflict("the subscription in group '\(groupID)' is not set to renew (auto-renew off, billing retry or stopped)")
+          throw .conflict(
+            "the subscription in group '\(groupID)' is not set to renew (auto-renew off, billing retry or stopped)"
+          )
         }
         let before = state.nextSeq
         state.advance(to: max(state.now, subscription.expiresMs))
-        return state.receiptTransactions(bundleID, userID).filter { $0.seq >= before }.map(\.transactionID)
+        return state.receiptTransactions(bundleID, userID).filter { $0.seq >= before }.map(
+          \.transactionID)
       }
     }
     router.add("POST", prefix + "/expire") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let body = try JSONBody(request)
       let groupID = try body.string("group_id")
       let intent = try body.optionalString("expiration_intent") ?? "1"
@@ -542,11 +666,14 @@ extension AppStoreSimulator {
       }
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         _ = try state.user(userID)
-        return try state.expire(bundleID: bundleID, userID: userID, groupID: groupID, intent: intent)
+        return try state.expire(
+          bundleID: bundleID, userID: userID, groupID: groupID, intent: intent)
       }
     }
     router.add("POST", prefix + "/refund") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let body = try JSONBody(request)
       let transactionID = try body.optionalString("transaction_id")
       let groupID = try body.optionalString("group_id")
@@ -556,15 +683,19 @@ extension AppStoreSimulator {
       }
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         try state.refund(
-          bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID, reason: reason)
+          bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID,
+          reason: reason)
       }
     }
     router.add("POST", prefix + "/stop-family-sharing") { [self] request in
-      let (bundleID, userID) = (request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!)
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
       let groupID = try JSONBody(request).string("group_id")
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         _ = try state.user(userID)
-        return try state.stopFamilySharing(bundleID: bundleID, organizerID: userID, groupID: groupID)
+        return try state.stopFamilySharing(
+          bundleID: bundleID, organizerID: userID, groupID: groupID)
       }
     }
 
@@ -601,11 +732,13 @@ extension AppStoreSimulator {
     }
     router.add("POST", "/control/faults") { [self] request in
       let body = try JSONBody(request)
-      let environment = try parseEnvironment(try body.optionalString("environment"), field: "environment")
+      let environment = try parseEnvironment(
+        try body.optionalString("environment"), field: "environment")
       let status = try body.optionalInt("status").map(Int.init)
       let httpStatus = try body.optionalInt("http_status").map(Int.init)
       if let status, !(status == 21005 || status == 21009 || (21000...21199).contains(status)) {
-        throw HTTPError.badRequest("field 'status' must be an Apple verifyReceipt status 21000...21199")
+        throw HTTPError.badRequest(
+          "field 'status' must be an Apple verifyReceipt status 21000...21199")
       }
       if let httpStatus, !(400...599).contains(httpStatus) {
         throw HTTPError.badRequest("field 'http_status' must be 400...599")
@@ -633,15 +766,18 @@ extension AppStoreSimulator {
     object.append("billing_fails", .bool(user.billingFails))
     object.append("family_organizer", user.familyOrganizer.map { .string($0) } ?? .null)
     object.append("family_members", .array(user.familyMembers.map { .string($0) }))
+    object.append("storefront", .string(user.storefront ?? "USA"))
     return .object(object)
   }
 
-  private func deliveryJSON(_ delivery: Delivery) -> JSONValue {
+  func deliveryJSON(_ delivery: Delivery) -> JSONValue {
     var object = JSONObject()
     object.append("id", .integer(delivery.id))
     object.append("bundle_id", .string(delivery.bundleID))
     object.append("user_id", .string(delivery.userID))
     object.append("notification_type", .string(delivery.notificationType))
+    if let subtype = delivery.subtype { object.append("subtype", .string(subtype)) }
+    if let v2 = delivery.v2 { object.append("notification_uuid", .string(v2.notificationUUID)) }
     object.append("environment", .string(delivery.environment.rawValue))
     object.append("url", .string(delivery.url))
     object.append("state", .string(delivery.state.rawValue))

@@ -18,6 +18,9 @@ struct SimulatorSnapshot: Codable, Sendable {
   var transactionCounter: Int64
   var webOrderCounter: Int64
   var userCounter: Int
+  var revisionCounter: Int?
+  var appTransactionIDs: [String: String]?
+  var appTransactionCounter: Int64?
 }
 
 extension SimulatorState {
@@ -27,7 +30,8 @@ extension SimulatorState {
       transactions: transactions, transactionsByReceipt: transactionsByReceipt,
       subscriptions: subscriptions, ownSubscriptionIndex: ownSubscriptionIndex,
       familyShares: familyShares, nextSeq: nextSeq, transactionCounter: transactionCounter,
-      webOrderCounter: webOrderCounter, userCounter: userCounter)
+      webOrderCounter: webOrderCounter, userCounter: userCounter, revisionCounter: revisionCounter,
+      appTransactionIDs: appTransactionIDs, appTransactionCounter: appTransactionCounter)
   }
 
   mutating func restore(_ snapshot: SimulatorSnapshot) {
@@ -43,6 +47,9 @@ extension SimulatorState {
     transactionCounter = snapshot.transactionCounter
     webOrderCounter = snapshot.webOrderCounter
     userCounter = snapshot.userCounter
+    revisionCounter = snapshot.revisionCounter ?? nextSeq
+    appTransactionIDs = snapshot.appTransactionIDs ?? [:]
+    if let counter = snapshot.appTransactionCounter { appTransactionCounter = counter }
     pendingEvents = []
   }
 }
@@ -71,7 +78,8 @@ extension AppStoreSimulator {
       throw SnapshotError(message: "not a simulator snapshot: \(error)")
     }
     guard snapshot.version == SimulatorSnapshot.currentVersion else {
-      throw SnapshotError(message: "snapshot version \(snapshot.version) is not \(SimulatorSnapshot.currentVersion)")
+      throw SnapshotError(
+        message: "snapshot version \(snapshot.version) is not \(SimulatorSnapshot.currentVersion)")
     }
     state.withLock { $0.restore(snapshot) }
   }

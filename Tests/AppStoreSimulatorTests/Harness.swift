@@ -130,6 +130,8 @@ final class RecordingReceiver: Sendable {
 
   var url: String { "http://\(server.address)/v1/apps/app1/apple/notifications" }
   var bodies: [JSONValue] { box.state.withLock { $0.bodies } }
+  /// Forgets the bodies received so far.
+  func reset() { box.state.withLock { $0.bodies.removeAll() } }
   var types: [String] { bodies.compactMap { $0["notification_type"]?.stringValue } }
   func stop() async { await server.stop(gracePeriod: .milliseconds(200)) }
 }

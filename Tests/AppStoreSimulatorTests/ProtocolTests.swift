@@ -137,7 +137,7 @@ struct VerifyReceiptTests {
     ("POST", "/control/apps", #"{"bundle_id":"com.example.app"}"#, 400),
     ("POST", "/control/apps", #"{"bundle_id":"b","shared_secret":"s","grace_period_days":7}"#, 400),
     ("POST", "/control/apps", #"{"bundle_id":"b","shared_secret":"s","products":[{"product_id":"p","type":"auto_renewable"}]}"#, 400),
-    ("POST", "/control/apps", #"{"bundle_id":"b","shared_secret":"s","notification_version":"v2"}"#, 501),
+    ("POST", "/control/apps", #"{"bundle_id":"b","shared_secret":"s","notification_version":"v3"}"#, 400),
     ("POST", "/control/apps", "{not json", 400),
     ("POST", "/control/users", #"{"environment":"staging"}"#, 400),
     ("POST", "/control/apps/com.example.app/users/nobody/purchase", #"{"product_id":"pro.monthly"}"#, 404),
