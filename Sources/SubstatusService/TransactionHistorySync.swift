@@ -215,13 +215,21 @@ extension SubstatusService {
     let historyIds = Set(transactions.prefix(history.signedTransactions.count).map(\.transactionId))
     var kept = Set<String>()
     transactions = transactions.filter { unique[$0.transactionId] == $0 && kept.insert($0.transactionId).inserted }
+    // What the stored copies look like now, to count real changes (Apple signs every answer anew,
+    // so a newer `signedDate` alone is not a change).
+    let before = Dictionary(
+      try await SubstatusService.storedHistory(self, user).transactions.map { ($0.transactionId, $0.unsigned) },
+      uniquingKeysWith: { $1 })
     let outcomes = try await ingestWithOutcomes([UserPurchases(user: user, transactions: transactions, renewalInfos: renewalInfos)])
     let now = environment.now()
     try await stored { () throws(StoreError) in
       try await store.saveTransactionHistorySync(
         TransactionHistorySyncState(user: user, transactionId: transactionId, revision: history.revision, lastSyncMs: now))
     }
-    let stored = outcomes.transactions.filter { historyIds.contains($0.key) && ($0.value == .created || $0.value == .updated) }.count
+    let stored = transactions.filter { t in
+      historyIds.contains(t.transactionId) && outcomes.transactions[t.transactionId].map { $0 == .created || $0 == .updated } == true
+        && before[t.transactionId] != t.unsigned
+    }.count
     let fresh = try await SubstatusService.storedHistory(self, user)
     return HistorySyncResult(
       user: user, transactionCount: history.signedTransactions.count, storedTransactionCount: stored,
@@ -280,5 +288,14 @@ extension SubstatusService {
 
   private static func storedHistory(_ service: SubstatusService, _ user: UserKey) async throws(RPCError) -> UserHistory {
     try await stored { () throws(StoreError) in try await service.store.history(of: user) }
+  }
+}
+
+extension SubscriptionDomain.Transaction {
+  /// The transaction without its `signedDate`: what it says, not when Apple signed it.
+  fileprivate var unsigned: SubscriptionDomain.Transaction {
+    var t = self
+    t.signedDate = nil
+    return t
   }
 }
