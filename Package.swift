@@ -94,7 +94,7 @@ let package = Package(
       name: "SubstatusService",
       dependencies: [
         "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData",
-        "SubstatusJSON",
+        "SubstatusJSON", "CCrypto",
       ],
       swiftSettings: swiftSettings),
 
@@ -183,7 +183,7 @@ let package = Package(
       name: "SubstatusServiceTests",
       dependencies: [
         "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
-        "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator",
+        "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

@@ -86,6 +86,30 @@ extension SubstatusService {
     return response
   }
 
+  // MARK: IngestService.SubmitReceipt, modern path
+
+  /// SubmitReceipt for an app with an In-App Purchase key: the receipt's first transaction id (see
+  /// ``AppReceiptTransactionIDs``) names the customer, whose history is synced from the App Store
+  /// Server API instead of calling verifyReceipt. `nil` (take the verifyReceipt path) when the app
+  /// has no key or the receipt holds no transaction id.
+  func submitReceiptThroughServerAPI(
+    _ request: Substatus_V1_SubmitReceiptRequest, _ cached: CachedApp
+  ) async throws(RPCError) -> Substatus_V1_SubmitReceiptResponse? {
+    guard cached.app.inAppPurchaseKey != nil, let ids = AppReceiptTransactionIDs(base64Receipt: request.receiptData) else {
+      return nil
+    }
+    let valid = (ids.transactionIds + ids.originalTransactionIds).first { id in
+      (try? requireTransactionID(id, "receipt_data")) != nil
+    }
+    guard let transactionId = valid else { return nil }
+    let result = try await syncHistory(
+      cached, userId: request.userID, transactionId: transactionId, environment: nil, fullResync: false)
+    return IngestedStatus(
+      userID: request.userID, environment: result.user.environment, total: result.transactionCount,
+      written: result.storedTransactionCount, evaluation: result.evaluation
+    ).response()
+  }
+
   func requireTransactionID(_ id: String, _ field: String) throws(RPCError) {
     guard id.utf8.count <= 64, id.unicodeScalars.allSatisfy({ $0.isASCII && CharacterSet.alphanumerics.contains($0) }) else {
       throw invalidArgument(field, "must be an App Store transaction id (ASCII letters and digits, at most 64)")

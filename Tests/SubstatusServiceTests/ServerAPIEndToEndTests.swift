@@ -242,6 +242,31 @@ struct ServerAPIEndToEndTests {
     }
   }
 
+  @Test("SubmitReceipt with an In-App Purchase key syncs the receipt's transaction from the Server API")
+  func submitReceiptModernPath() async throws {
+    try await withServerAPIWorld { sim in
+      let transactionID = try await sim.subscribe("frank")
+      var request = Substatus_V1_SubmitReceiptRequest()
+      request.appID = sim.appID
+      request.userID = "user-6"
+      request.receiptData = try TestReceipt.signed(
+        TestReceipt.payload(bundleID: bundleID, inApps: [(monthly, transactionID, transactionID)]))
+      // The app has no shared secret: only the Server API path can answer.
+      let response = try await sim.harness.call(Substatus_V1_IngestService.submitReceipt, request, key: sim.adminKey)
+      #expect(response.environment == .production)
+      #expect(response.transactionCount == 1 && response.storedTransactionCount == 1)
+      #expect(response.groups.first { $0.subscriptionGroupID == "g1" }?.state == .active)
+      let user = UserKey(appId: sim.appID, environment: .production, userId: "user-6")
+      #expect(try await sim.harness.service.store.transactionHistorySync(of: user)?.transactionId == transactionID)
+      // A receipt without a transaction id takes the verifyReceipt path, which needs the secret.
+      request.receiptData = try TestReceipt.signed(TestReceipt.payload(bundleID: bundleID, inApps: []))
+      let error = await expectStatus(.failedPrecondition, "verifyReceipt path") {
+        _ = try await sim.harness.call(Substatus_V1_IngestService.submitReceipt, request, key: sim.adminKey)
+      }
+      #expect(error?.message.contains("shared secret") == true)
+    }
+  }
+
   @Test("reconciliation fills a gap left by a dropped notification")
   func reconciliationFillsDroppedNotification() async throws {
     try await withServerAPIWorld { sim in
