@@ -74,18 +74,14 @@ enum Base64Codec {
     return String(decoding: out, as: UTF8.self)
   }
 
-  private static func value(_ c: UInt8, _ alphabet: Alphabet) -> UInt32? {
-    switch c {
-    case UInt8(ascii: "A")...UInt8(ascii: "Z"): return UInt32(c - UInt8(ascii: "A"))
-    case UInt8(ascii: "a")...UInt8(ascii: "z"): return UInt32(c - UInt8(ascii: "a") + 26)
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(c - UInt8(ascii: "0") + 52)
-    case UInt8(ascii: "+") where alphabet == .standard: return 62
-    case UInt8(ascii: "/") where alphabet == .standard: return 63
-    case UInt8(ascii: "-") where alphabet == .url: return 62
-    case UInt8(ascii: "_") where alphabet == .url: return 63
-    default: return nil
-    }
+  /// 6-bit values by byte, 0xff for bytes outside the alphabet.
+  private static func table(_ alphabet: [UInt8]) -> [UInt8] {
+    var table = [UInt8](repeating: 0xff, count: 256)
+    for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
+    return table
   }
+  private static let standardTable = table(standardAlphabet)
+  private static let urlTable = table(urlAlphabet)
 
   static func decode(_ input: [UInt8], alphabet: Alphabet, padded: Bool) -> [UInt8]? {
     var chars = input[...]
@@ -97,11 +93,13 @@ enum Base64Codec {
     guard chars.count % 4 != 1 else { return nil }
     var out = [UInt8]()
     out.reserveCapacity(chars.count * 3 / 4)
+    let table = alphabet == .standard ? standardTable : urlTable
     var accumulator: UInt32 = 0
     var bits = 0
     for c in chars {
-      guard let v = value(c, alphabet) else { return nil }
-      accumulator = accumulator << 6 | v
+      let v = table[Int(c)]
+      guard v != 0xff else { return nil }
+      accumulator = accumulator << 6 | UInt32(v)
       bits += 6
       if bits >= 8 {
         bits -= 8

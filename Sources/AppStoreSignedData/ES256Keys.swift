@@ -36,11 +36,7 @@ public struct ES256PrivateKey: Sendable {
   public var pkcs8PEM: String { PEM.encode(label: "PRIVATE KEY", der: LibCrypto.pkcs8DER(key)) }
 
   /// The matching public key.
-  public var publicKey: ES256PublicKey {
-    // Re-parsing the SPKI gives an EVP_PKEY holding only the public part.
-    // swift-format-ignore: NeverUseForceTry
-    try! ES256PublicKey(spki: LibCrypto.spkiDER(key))
-  }
+  public var publicKey: ES256PublicKey { ES256PublicKey(checkedP256: key) }
 
   /// The ES256 signature of `message` in JOSE form: r||s, 32 bytes each (RFC 7518 §3.4).
   /// ECDSA signatures are randomized, so two calls give different bytes; both verify.
@@ -66,8 +62,10 @@ public struct ES256PrivateKey: Sendable {
 /// A P-256 public key that checks ES256 signatures.
 public struct ES256PublicKey: Sendable {
   let key: EVPKey
-  /// The SubjectPublicKeyInfo DER.
-  public let spkiDER: [UInt8]
+
+  /// A key the caller has checked is on P-256 (it may be a private key object: only its public
+  /// part is used and exported).
+  init(checkedP256 key: EVPKey) { self.key = key }
 
   init(spki der: [UInt8]) throws(AppStoreCryptoError) {
     let key = try LibCrypto.publicKey(spki: der)
@@ -75,12 +73,10 @@ public struct ES256PublicKey: Sendable {
       throw AppStoreCryptoError("the public key is not a P-256 EC key")
     }
     self.key = key
-    self.spkiDER = der
   }
 
-  init(key: EVPKey) throws(AppStoreCryptoError) {
-    try self.init(spki: LibCrypto.spkiDER(key))
-  }
+  /// The SubjectPublicKeyInfo DER.
+  public var spkiDER: [UInt8] { LibCrypto.spkiDER(key) }
 
   /// Parses a PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`).
   /// - Throws: `AppStoreCryptoError` when there is not exactly one such block, it does not parse,

@@ -400,9 +400,12 @@ enum LibCrypto {
   }
 
   /// Verifies `leaf` through `intermediates` (untrusted) to one of `trustedRoots`, at `time`
-  /// (seconds since 1970), with OpenSSL's RFC 5280 path validation.
+  /// (seconds since 1970), with OpenSSL's RFC 5280 path validation. When `anchor` is given, the
+  /// path must end at exactly that certificate (not another trusted root with the same name).
   static func verifyChain(
-    leaf: X509Object, intermediates: [X509Object], trustedRoots: [X509Object], atTime seconds: Int64
+    leaf: X509Object, intermediates: [X509Object], trustedRoots: [X509Object],
+    anchor: X509Object? = nil,
+    atTime seconds: Int64
   ) -> ChainVerdict {
     guard let store = X509_STORE_new() else { return .invalid("X509_STORE_new: \(drainErrors())") }
     defer { X509_STORE_free(store) }
@@ -436,7 +439,15 @@ enum LibCrypto {
       default: return .invalid(message)
       }
     }
-    let length = X509_STORE_CTX_get0_chain(context).map { Int(OPENSSL_sk_num($0)) } ?? 0
+    guard let chain = X509_STORE_CTX_get0_chain(context) else {
+      return .invalid("no verified chain")
+    }
+    let length = Int(OPENSSL_sk_num(chain))
+    if let anchor {
+      guard length > 0, let top = OPENSSL_sk_value(chain, Int32(length - 1)),
+        X509_cmp(OpaquePointer(top), anchor.pointer) == 0
+      else { return .invalid("the verified path does not end at the chain's own root") }
+    }
     return .valid(length: length)
   }
 }

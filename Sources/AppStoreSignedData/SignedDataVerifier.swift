@@ -239,9 +239,12 @@ public struct SignedDataVerifier: Sendable {
       throw .unsupportedAlgorithm("(missing)")
     }
     guard alg == "ES256" else { throw .unsupportedAlgorithm(alg) }
-    let chain = try certificates(x5c: parsed.header["x5c"])
-    let (leaf, intermediate, root) = (chain[0], chain[1], chain[2])
-    guard trustedRoots.contains(root) else { throw .untrustedRoot }
+    let x5c = try x5cStrings(parsed.header["x5c"])
+    let cache = VerifiedChainCache.shared
+    let cached = cache.entry(for: x5c)
+    let chain: [X509Certificate]
+    if let cached { chain = cached.chain } else { chain = try certificates(x5c: x5c) }
+    guard trustedRoots.contains(chain[2]) else { throw .untrustedRoot }
 
     // The payload must be a JSON object with a signedDate before the chain can be validated at it.
     let payload: JSONValue
@@ -252,13 +255,40 @@ public struct SignedDataVerifier: Sendable {
     guard let signedDate = payload["signedDate"]?.int64Value else {
       throw .malformed("the payload has no integer signedDate")
     }
-
     // Floor division: a negative signedDate must not round towards the future.
     let seconds = signedDate >= 0 ? signedDate / 1000 : (signedDate - 999) / 1000
+
+    let leafKey: ES256PublicKey
+    if let cached, cached.isValid(atSeconds: seconds) {
+      leafKey = cached.leafKey
+    } else {
+      leafKey = try validate(chain: chain, trustedRoots: trustedRoots, atSeconds: seconds)
+      cache.insert(
+        VerifiedChainCache.Entry(
+          chain: chain, leafKey: leafKey, notBefore: chain.map { $0.notBefore / 1000 }.max() ?? 0,
+          notAfter: chain.map { $0.notAfter / 1000 }.min() ?? 0),
+        for: x5c)
+    }
+    guard leafKey.isValidSignature(parsed.signature, for: parsed.signingInput) else {
+      throw .invalidSignature
+    }
+    return VerifiedSignedData(
+      payload: payload, payloadBytes: parsed.payload, signedDate: signedDate,
+      certificateChain: chain)
+  }
+
+  /// Path validation of leaf → intermediate → root at `seconds`, then Apple's marker extensions;
+  /// returns the leaf's key.
+  private static func validate(
+    chain: [X509Certificate], trustedRoots: [X509Certificate], atSeconds seconds: Int64
+  )
+    throws(SignedDataVerificationError) -> ES256PublicKey
+  {
+    let (leaf, intermediate, root) = (chain[0], chain[1], chain[2])
     switch LibCrypto.verifyChain(
       leaf: leaf.object, intermediates: [intermediate.object],
       trustedRoots: trustedRoots.map(\.object),
-      atTime: seconds)
+      anchor: root.object, atTime: seconds)
     {
     case .valid(let length):
       guard length == 3 else {
@@ -273,31 +303,36 @@ public struct SignedDataVerifier: Sendable {
     guard leaf.hasExtension(oid: AppleCertificateOID.receiptSigningLeaf) else {
       throw .missingAppleMarkerOID(AppleCertificateOID.receiptSigningLeaf)
     }
-
-    let key: ES256PublicKey
-    do { key = try leaf.es256PublicKey() } catch {
+    do { return try leaf.es256PublicKey() } catch {
       throw .invalidCertificateChain("the leaf key is not a P-256 key")
     }
-    guard key.isValidSignature(parsed.signature, for: parsed.signingInput) else {
-      throw .invalidSignature
-    }
-    return VerifiedSignedData(
-      payload: payload, payloadBytes: parsed.payload, signedDate: signedDate,
-      certificateChain: chain)
   }
 
-  /// The three certificates of an `x5c` header value.
-  private static func certificates(x5c: JSONValue?) throws(SignedDataVerificationError)
-    -> [X509Certificate]
+  /// The three base64 strings of an `x5c` header value.
+  private static func x5cStrings(_ x5c: JSONValue?) throws(SignedDataVerificationError) -> [String]
   {
     guard let x5c else { throw .invalidCertificateChain("the header has no x5c") }
     guard let items = x5c.arrayValue else { throw .invalidCertificateChain("x5c is not an array") }
     guard items.count == 3 else {
       throw .invalidCertificateChain("x5c has \(items.count) certificates; Apple's chains have 3")
     }
-    var chain: [X509Certificate] = []
+    var strings: [String] = []
     for (index, item) in items.enumerated() {
-      guard let text = item.stringValue, let der = Base64Codec.decodeStandard(text) else {
+      guard let text = item.stringValue else {
+        throw .invalidCertificateChain("x5c[\(index)] is not a base64 string")
+      }
+      strings.append(text)
+    }
+    return strings
+  }
+
+  /// The certificates of an `x5c` header value's strings.
+  private static func certificates(x5c: [String]) throws(SignedDataVerificationError)
+    -> [X509Certificate]
+  {
+    var chain: [X509Certificate] = []
+    for (index, text) in x5c.enumerated() {
+      guard let der = Base64Codec.decodeStandard(text) else {
         throw .invalidCertificateChain("x5c[\(index)] is not a base64 string")
       }
       do { chain.append(try X509Certificate(der: der)) } catch {

@@ -62,7 +62,11 @@ public struct X509Certificate: Sendable, Hashable, CustomStringConvertible {
   /// The subject public key, when it is a P-256 key.
   /// - Throws: `AppStoreCryptoError` for any other key type.
   public func es256PublicKey() throws(AppStoreCryptoError) -> ES256PublicKey {
-    try ES256PublicKey(key: LibCrypto.publicKey(of: object))
+    let key = try LibCrypto.publicKey(of: object)
+    guard LibCrypto.isP256(key) else {
+      throw AppStoreCryptoError("the certificate's key is not a P-256 EC key")
+    }
+    return ES256PublicKey(checkedP256: key)
   }
 
   /// `X509Certificate(<subject>)`.

@@ -638,7 +638,7 @@ struct SimulatorState: Sendable {
       subscriptions[memberID] = member
     }
     if wasOn { emit(.autoRenewDisabled, subscription, at: now) }
-    emit(.expired(intent: intent), subscription, at: now)
+    emitToFamily(.expired(intent: intent), subscription, at: now)
     return changed
   }
 

@@ -137,7 +137,8 @@ struct SignedDataVerifierTests {
 
   /// Each way signed data can be wrong, and the typed error it must give.
   enum Failure: String, CaseIterable, Sendable {
-    case wrongRoot, rootSwappedForTrustedOne, chainOfTwo, chainOfFour, noX5c, x5cNotBase64
+    case wrongRoot, rootSwappedForTrustedOne, rootThreeTimes, chainOfTwo, chainOfFour, noX5c,
+      x5cNotBase64
     case missingLeafOID, missingIntermediateOID, intermediateNotCA
     case expiredLeafAtSignedDate, leafNotYetValidAtSignedDate
     case tamperedPayload, tamperedSignature, signedByAnotherKey, truncatedSignature
@@ -183,6 +184,12 @@ struct SignedDataVerifierTests {
       let chain = [other.chain[0], other.chain[1], f.ca.root]
       jws = try withHeader(.object(["alg": .string("ES256"), "x5c": x5c(chain)]), key: other.key)
       expected = .invalidCertificateChain("unable to get local issuer certificate (depth 1)")
+    case .rootThreeTimes:
+      // A trusted root is a valid path of one: the three-certificate rule must refuse it.
+      jws = try withHeader(
+        .object(["alg": .string("ES256"), "x5c": x5c([f.ca.root, f.ca.root, f.ca.root])]),
+        key: f.ca.rootKey)
+      expected = .invalidCertificateChain("the verified path has 1 certificates, not 3")
     case .chainOfTwo:
       jws = try withHeader(
         .object(["alg": .string("ES256"), "x5c": x5c([f.identity.chain[0], f.identity.chain[2]])]))
@@ -197,7 +204,8 @@ struct SignedDataVerifierTests {
     case .x5cNotBase64:
       jws = try withHeader(
         .object([
-          "alg": .string("ES256"), "x5c": .array([.string("%%"), .string("AA=="), .integer(1)]),
+          "alg": .string("ES256"),
+          "x5c": .array([.string("%%"), .string("AA=="), .string("AA==")]),
         ]))
       expected = .invalidCertificateChain("x5c[0] is not a base64 string")
     case .missingLeafOID:
@@ -466,5 +474,78 @@ struct IndependentChainTests {
     }
     #expect(outcomes.count == 64)
     #expect(outcomes.allSatisfy { $0 })
+  }
+}
+
+@Suite("Verified-chain cache")
+struct VerifiedChainCacheTests {
+  @Test(
+    "a cached chain is still checked against the signedDate, the trusted roots and the signature")
+  func cachedChainChecks() throws {
+    let fixtures = VerifierFixtures.shared
+    var options = TestCertificateAuthority.SigningIdentityOptions()
+    options.leafNotAfter = VerifierFixtures.signedDate + 86_400_000
+    let identity = try fixtures.ca.issueSigningIdentity(options: options)
+    let verifier = fixtures.verifier()
+    let first = try identity.signedJWS(payload: VerifierFixtures.transaction())
+    _ = try verifier.verifyAndDecodeTransaction(first)
+    let x5c = identity.x5c
+    #expect(VerifiedChainCache.shared.entry(for: x5c) != nil)
+
+    // Same chain, signed after the leaf expired.
+    let late = try identity.signedJWS(
+      payload: VerifierFixtures.transaction(
+        signedDate: VerifierFixtures.signedDate + 2 * 86_400_000))
+    #expect(throws: SignedDataVerificationError.certificateNotValidAtSignedDate) {
+      try verifier.verifyAndDecodeTransaction(late)
+    }
+    // Same chain, a verifier that trusts another root.
+    let other = SignedDataVerifier(
+      trustedRoots: [fixtures.otherCA.root], bundleId: VerifierFixtures.bundleId, appAppleId: nil,
+      environment: .sandbox)
+    #expect(throws: SignedDataVerificationError.untrustedRoot) {
+      try other.verifyAndDecodeTransaction(first)
+    }
+    // Same chain, another key's signature.
+    let forged = try craftJWS(
+      header: identity.header, payload: VerifierFixtures.transaction().serializedBytes(),
+      key: ES256PrivateKey.generate())
+    #expect(throws: SignedDataVerificationError.invalidSignature) {
+      try verifier.verifyAndDecodeTransaction(forged)
+    }
+    // And the first one still verifies.
+    #expect(try verifier.verifyAndDecodeTransaction(first).transactionId == "2000000847061981")
+  }
+
+  @Test("a chain that failed validation is not cached")
+  func failuresAreNotCached() throws {
+    var options = TestCertificateAuthority.SigningIdentityOptions()
+    options.leafHasReceiptSigningMarker = false
+    let identity = try VerifierFixtures.shared.ca.issueSigningIdentity(options: options)
+    let jws = try identity.signedJWS(payload: VerifierFixtures.transaction())
+    for _ in 0..<2 {
+      #expect(
+        throws: SignedDataVerificationError.missingAppleMarkerOID(
+          AppleCertificateOID.receiptSigningLeaf)
+      ) {
+        try VerifierFixtures.shared.verifier().verifyAndDecodeTransaction(jws)
+      }
+    }
+    #expect(VerifiedChainCache.shared.entry(for: identity.x5c) == nil)
+  }
+
+  @Test("the cache keeps at most its capacity, dropping the oldest")
+  func capacity() throws {
+    let cache = VerifiedChainCache(capacity: 2)
+    let chain = VerifierFixtures.shared.identity.chain
+    let entry = VerifiedChainCache.Entry(
+      chain: chain, leafKey: try chain[0].es256PublicKey(), notBefore: 0, notAfter: 1)
+    for key in ["a", "b", "c"] { cache.insert(entry, for: [key]) }
+    #expect(cache.count == 2)
+    #expect(cache.entry(for: ["a"]) == nil)
+    #expect(cache.entry(for: ["b"]) != nil)
+    #expect(cache.entry(for: ["c"]) != nil)
+    #expect(entry.isValid(atSeconds: 0))
+    #expect(!entry.isValid(atSeconds: 1))
   }
 }

@@ -204,6 +204,10 @@ struct ServerAPITests {
       #expect(raw.isEmpty, "\(name)")
     }
     #expect(try await api("GET", sim.base, path, token: try key.token()).status == 200)
+    // The token AppStoreSignedData makes for the service is accepted.
+    let made = try AppStoreServerAPIToken.make(
+      key: key.key, keyId: key.keyID, issuerId: key.issuer, bundleId: bundle, issuedAt: now * 1000)
+    #expect(try await api("GET", sim.base, path, token: made).status == 200)
     // Removing the key revokes access.
     try await sim.ok("DELETE", "\(app)/api-keys/\(key.keyID)")
     #expect(try await api("GET", sim.base, path, token: try key.token()).status == 401)

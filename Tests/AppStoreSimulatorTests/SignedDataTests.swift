@@ -1,6 +1,7 @@
 import AppStoreSignedData
 import AppStoreSimulator
 import Foundation
+import HTTPServer
 import SubscriptionDomain
 import SubstatusJSON
 import Testing
@@ -262,5 +263,32 @@ struct SigningCommandLineTests {
     #expect(permissions == 0o600)
     let second = try await run()
     #expect(second.served == first.served)
+  }
+
+  @Test func aBrokenCADirectoryStopsTheStartWithAMessage() throws {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let binary = root.appendingPathComponent(".build/debug/appstore-sim")
+    try #require(
+      FileManager.default.isExecutableFile(atPath: binary.path), "build appstore-sim first")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "appstore-sim-ca-\(UUID())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    try Data("not a certificate".utf8).write(to: directory.appendingPathComponent("root-ca.pem"))
+    try Data("not a key".utf8).write(to: directory.appendingPathComponent("root-ca-key.pem"))
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = ["--listen", "127.0.0.1:0", "--ca-dir", directory.path]
+    let errors = Pipe()
+    process.standardError = errors
+    try process.run()
+    let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 2)
+    #expect(output.contains("cannot load the CA from"))
+    #expect(throws: HTTPServerError.self) { try SimulatorCommandLine(arguments: ["--ca-dir"]) }
+    #expect(throws: HTTPServerError.self) { try SimulatorCommandLine(arguments: ["--root-ca-out"]) }
   }
 }
