@@ -69,24 +69,33 @@ public enum SubstatusDaemon {
     guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
       let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)
     else { return fail("invalid verifyReceipt URL", status: 2) }
+    // The roots App Store signed data must chain to: Apple Root CA - G3 unless configured.
+    var appleRoots = [X509Certificate.appleRootCAG3]
+    if !configuration.appleRootCAFiles.isEmpty {
+      appleRoots = []
+      for file in configuration.appleRootCAFiles {
+        do {
+          let certificates = try X509Certificate.certificates(fromPEM: try String(contentsOfFile: file, encoding: .utf8))
+          guard !certificates.isEmpty else { return fail("--apple-root-ca \(file): no certificate in the file", status: 2) }
+          appleRoots += certificates
+        } catch {
+          return fail("--apple-root-ca \(file): \(error)", status: 2)
+        }
+      }
+      log.info("trusted roots for App Store signed data", [
+        ("certificates", .array(appleRoots.map { .string($0.sha256Fingerprint) }))
+      ])
+    }
     var limits = ServiceLimits()
     limits.tenantRequestsPerSecond = configuration.tenantRateLimit
     limits.tenantBurst = configuration.tenantBurst
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
-    var appleRoots: [X509Certificate] = []
-    for path in configuration.appleRootCAFiles {
-      do {
-        appleRoots += try X509Certificate.certificates(fromPEM: try String(contentsOfFile: path, encoding: .utf8))
-      } catch {
-        return fail("cannot read --apple-root-ca \(path): \(error)", status: 2)
-      }
-    }
     let service = SubstatusService(
       store: store, limits: limits,
       verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log,
-      appleRootCertificates: appleRoots.isEmpty ? [.appleRootCAG3] : appleRoots,
+      appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL))
 
     // The operator key, created on first start: shown once, stored as a hash.

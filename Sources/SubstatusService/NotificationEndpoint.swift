@@ -12,8 +12,13 @@ extension SubstatusService {
   ///   authenticated by their `password` (the app's current or, during a rotation, previous shared
   ///   secret, compared in constant time), deduplicated (a V1 body has no id: its SHA-256 is the
   ///   id, and Apple's retries resend the same body), applied atomically with the dedupe record,
-  ///   and answered 200 only after the commit. V2 bodies (`signedPayload`) answer 501 until signed
-  ///   data is supported. A store that cannot answer now gives 503, so Apple retries.
+  ///   and answered 200 only after the commit. V2 bodies (`{"signedPayload": JWS}`) are verified
+  ///   against the trusted roots, the app's bundle id and (in production) its Apple app id;
+  ///   deduplicated by `notificationUUID`; their signed transaction and renewal info (verified
+  ///   too) are applied atomically with the dedupe record; answered 200 only after the commit.
+  ///   Data that fails verification is answered 401 (signature or chain) or 400 (another app,
+  ///   environment, malformed) with `{"error":{"status":..,"reason":..,"message":..}}`; a store
+  ///   that cannot answer now gives 503, so Apple retries.
   /// - `GET /healthz`: 200 while the process serves.
   /// - `GET /readyz`: 200 when the store answers and the server is not draining, else 503.
   /// - `GET /metrics`: Prometheus text.
@@ -55,9 +60,8 @@ extension SubstatusService {
       metrics.notification(outcome: "malformed")
       throw HTTPError(status: 400, message: "the body is not JSON: \(error)")
     }
-    if json["signedPayload"] != nil {
-      metrics.notification(outcome: "v2_unsupported")
-      throw HTTPError(status: 501, message: "App Store Server Notifications V2 (signedPayload) are not supported yet; use V1")
+    if let signedPayload = json["signedPayload"] {
+      return try await receiveNotificationV2(appID: appID, signedPayload: signedPayload)
     }
     let notification: NotificationV1
     do { notification = try NotificationV1(json: json) } catch {

@@ -102,6 +102,7 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
+    add(Substatus_V1_IngestService.submitSignedTransactions, { $0.submitSignedTransactions })
     add(Substatus_V1_IngestService.syncTransactionHistory, { $0.syncTransactionHistory })
     add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
     add(Substatus_V1_StatusService.getStatus, { $0.getStatus })

@@ -120,6 +120,34 @@ enum Canned {
     $0.transactionCount = 2
     $0.storedTransactionCount = 2
   }
+  static let signedSubmitted = message(Substatus_V1_SubmitSignedTransactionsResponse.self) {
+    $0.userID = "u1"
+    $0.groups = groups
+    $0.entitlements = entitlements
+    $0.asOfMs = newYear2026
+    $0.environment = .production
+    $0.transactionResults = [
+      message {
+        $0.transactionID = "2000"
+        $0.outcome = .created
+      },
+      message {
+        $0.transactionID = "2001"
+        $0.outcome = .rejected
+        $0.error = message {
+          $0.code = 3
+          $0.field = "signed_transactions[1]"
+          $0.message = "UNTRUSTED_CHAIN: the certificate chain does not end at a trusted root"
+        }
+      },
+    ]
+    $0.renewalInfoResults = [
+      message {
+        $0.originalTransactionID = "2000"
+        $0.outcome = .unchanged
+      }
+    ]
+  }
   static let historyPages: [Substatus_V1_GetTransactionHistoryResponse] = [
     message {
       $0.transactions = [
@@ -297,6 +325,7 @@ func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
   }
   router.fake(Substatus_V1_IngestService.submitReceipt, log: log, reply: Canned.submitted)
   router.fake(Substatus_V1_IngestService.importReceiptResponse, log: log, reply: Canned.imported)
+  router.fake(Substatus_V1_IngestService.submitSignedTransactions, log: log, reply: Canned.signedSubmitted)
   router.fake(Substatus_V1_EligibilityService.checkEligibility, log: log) { request, _ in
     message {
       $0.asOfMs = request.asOfMs == 0 ? newYear2026 : request.asOfMs

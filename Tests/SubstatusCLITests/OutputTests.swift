@@ -153,6 +153,16 @@ let outputCases: [OutputCase] = [
     table: ["environment   SANDBOX", "transactions  2 (2 new or changed)", "20001001  ACTIVE"],
     json: decodes(Canned.submitted)),
   OutputCase(
+    arguments: ["signed", "submit", "app_1", "u1", "--file", "-"],
+    stdin: Array(#"{"signedTransactions": ["a.b.c", "d.e.f"], "signedRenewalInfos": ["g.h.i"]}"#.utf8),
+    table: [
+      "environment   PRODUCTION", "signed items  3 (1 new or changed, 1 rejected)",
+      "REJECTED                ID    WHY",
+      "signed_transactions[1]  2001  UNTRUSTED_CHAIN: the certificate chain does not end at a trusted root",
+      "20001001  ACTIVE",
+    ],
+    json: decodes(Canned.signedSubmitted)),
+  OutputCase(
     arguments: [
       "eligibility", "app_1", "u1", "premium.monthly", "pro.monthly", "nope", "--as-of",
       "1767225600000",
@@ -365,6 +375,31 @@ struct OutputTests {
       Substatus_V1_ImportReceiptResponseRequest.self)
     #expect(sent.verifyReceiptResponseJson == (try fixtureBytes("verify_receipt.json")))
     #expect(sent.appID == "app_1" && sent.userID == "u1")
+  }
+
+  @Test("signed submit sends the file's signed transactions and renewal infos in order")
+  func signedSubmitRequest() async throws {
+    let (_, sent) = try await request(
+      ["signed", "submit", "app_1", "u1", "--file", "-"],
+      stdin: Array(#"{"signedTransactions": ["t1", "t2"], "signedRenewalInfos": ["r1"]}"#.utf8),
+      Substatus_V1_SubmitSignedTransactionsRequest.self)
+    #expect(sent.appID == "app_1" && sent.userID == "u1")
+    #expect(sent.signedTransactions == ["t1", "t2"])
+    #expect(sent.signedRenewalInfos == ["r1"])
+  }
+
+  @Test("signed submit refuses a file that is not the JSON form, or holds nothing", arguments: [
+    ("eyJhbGciOiJFUzI1NiJ9.e30.sig\n", "is not {\"signedTransactions\":[...],\"signedRenewalInfos\":[...]}"),
+    (#"{"signedTransactions": []}"#, "the file holds no signed data"),
+  ])
+  func signedSubmitBadFile(_ input: String, _ message: String) async throws {
+    let log = CallLog()
+    let run = try await withFakeServer(fakeAPIRouter(log: log)) { transport in
+      await runCLI(["signed", "submit", "app_1", "u1", "--file", "-"], stdin: Array(input.utf8), transport: transport)
+    }
+    #expect(run.status != 0)
+    #expect(run.stderr.contains(message), "\(run.stderr)")
+    #expect(log.all.isEmpty)
   }
 
   @Test("receipt submit base64-encodes a binary receipt and passes base64 text through")

@@ -268,6 +268,29 @@ let methodCases: [MethodCase] = [
         renewalInfos: [message { $0.originalTransactionID = "t1" }]) == reply)
   },
   .make(
+    "submitSignedTransactions", Substatus_V1_IngestService.submitSignedTransactions,
+    expect: message {
+      $0.appID = "app_1"
+      $0.userID = "u1"
+      $0.signedTransactions = ["a.b.c"]
+      $0.signedRenewalInfos = ["d.e.f"]
+    },
+    reply: message(Substatus_V1_SubmitSignedTransactionsResponse.self) {
+      $0.environment = .sandbox
+      $0.transactionResults = [
+        message {
+          $0.transactionID = "t1"
+          $0.outcome = .created
+        }
+      ]
+    }
+  ) { client, reply async throws in
+    #expect(
+      try await client.submitSignedTransactions(
+        appID: "app_1", userID: "u1", signedTransactions: ["a.b.c"], signedRenewalInfos: ["d.e.f"])
+        == reply)
+  },
+  .make(
     "checkEligibility", Substatus_V1_EligibilityService.checkEligibility,
     expect: message {
       $0.appID = "app_1"
@@ -428,6 +451,7 @@ struct SubstatusClientMethodTests {
       Substatus_V1_IngestService.submitReceipt.path,
       Substatus_V1_IngestService.importReceiptResponse.path,
       Substatus_V1_IngestService.importTransactions.path,
+      Substatus_V1_IngestService.submitSignedTransactions.path,
       Substatus_V1_EligibilityService.checkEligibility.path,
       Substatus_V1_StatusService.getStatus.path, Substatus_V1_StatusService.getEntitlements.path,
       Substatus_V1_StatusService.getTransactionHistory.path,

@@ -15,7 +15,7 @@ final class RunningSimulator: @unchecked Sendable {
   let directory: URL
   let address: String
 
-  init() throws {
+  init(extraArguments: [String] = []) throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent(
       "appstore-sim-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -26,7 +26,7 @@ final class RunningSimulator: @unchecked Sendable {
     process.arguments = [
       "--listen", "127.0.0.1:0", "--ready-file", ready, "--time-scale", "0", "--start-ms",
       String(start),
-    ]
+    ] + extraArguments
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     try process.run()

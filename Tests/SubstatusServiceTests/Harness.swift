@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Foundation
 import Synchronization
 import Testing
@@ -66,11 +67,13 @@ func fixture(_ name: String) throws -> String {
 
 func withService(
   limits: ServiceLimits = ServiceLimits(), verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(),
+  appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3], store: any Store = InMemoryStore(),
   _ body: (Harness) async throws -> Void
 ) async throws {
   let world = TestWorld()
   let service = SubstatusService(
-    store: InMemoryStore(), environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log)
+    store: store, environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log,
+    appleRootCertificates: appleRootCertificates)
   let operatorKey = try #require(try await service.bootstrapOperatorKey())
   #expect(try await service.bootstrapOperatorKey() == nil)
   var router = RPCRouter()

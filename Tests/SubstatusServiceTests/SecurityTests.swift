@@ -45,6 +45,9 @@ import SubstatusWire
       var t = Substatus_V1_Transaction(); t.transactionID = "t1"; t.productID = "lifetime"; t.purchaseDateMs = 1_700_000_000_000
       r.transactions = [t]; return r
     },
+    endpoint(Substatus_V1_IngestService.submitSignedTransactions, .ingest) { a in
+      var r = Substatus_V1_SubmitSignedTransactionsRequest(); r.appID = a; r.userID = "u"; r.signedTransactions = ["not.a.jws"]; return r
+    },
     endpoint(Substatus_V1_EligibilityService.checkEligibility, .read) { a in
       var r = Substatus_V1_CheckEligibilityRequest(); r.appID = a
       var q = Substatus_V1_EligibilityQuery(); q.userID = "u"; q.productIDs = ["lifetime"]; r.queries = [q]; return r

@@ -168,7 +168,7 @@ check(notify(renewed)["status"] == "applied", "renewed")
 check(notify(renewed)["status"] == "duplicate", "duplicate applied once")
 check(notify(refund)["status"] == "applied", "refund")
 notify(notification("DID_RENEW", "wrong-secret", [first], renew), expect=401)
-notify({"signedPayload": "x.y.z"}, expect=501)
+notify({"signedPayload": "x.y.z"}, expect=400)  # V2: not a JWS (MALFORMED)
 notify({"nonsense": True}, expect=400)
 
 # Out of order, for a second original transaction of another user: same final state.
