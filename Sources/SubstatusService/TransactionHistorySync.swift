@@ -141,9 +141,7 @@ extension SubstatusService {
 
   /// The verifier of signed data Apple returns for an app in one environment.
   func signedDataVerifier(_ cached: CachedApp, _ environment: SubscriptionDomain.Environment) -> SignedDataVerifier {
-    SignedDataVerifier(
-      trustedRoots: appleRootCertificates, bundleId: cached.app.bundleId, appAppleId: cached.app.appleAppId,
-      environment: environment)
+    AppSignedDataVerifiers(roots: appleRootCertificates, app: cached.app).verifier(environment)
   }
 
   /// Maps a Server API failure to the RPC status the API documents.
