@@ -73,5 +73,17 @@ extension StoreContract {
     let last = try await store.claimReconciliation(
       appId: "a1", environment: .production, owner: "i1", atMs: 300, leaseUntilMs: 400)
     #expect(last?.reconciledThroughMs == 140)
+    // Instances claiming at the same instant: exactly one wins.
+    try await store.createApp(Fixture.app("a0"))
+    let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+      for n in 0..<8 {
+        group.addTask {
+          try await store.claimReconciliation(
+            appId: "a0", environment: .production, owner: "racer-\(n)", atMs: 1000, leaseUntilMs: 2000) != nil
+        }
+      }
+      return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+    }
+    #expect(winners == 1)
   }
 }
