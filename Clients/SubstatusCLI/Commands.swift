@@ -159,7 +159,7 @@ let commandTable: [CommandSpec] = [
     summary:
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
-]
+] + signedDataCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -595,6 +595,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     return output
 
   default:
+    if let output = try await executeSignedData(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }
@@ -625,6 +626,7 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
         "\(app.previousSharedSecretFingerprint) until \(Format.time(app.previousSharedSecretValidUntilMs))"
       ))
   }
+  fields += inAppPurchaseKeyFields(app)
   fields.append(("created", Format.time(app.createdMs)))
   if let policy = app.policy {
     fields += [

@@ -54,13 +54,17 @@ public enum Idempotency: Sendable, Hashable {
 /// ``checkEligibility(appID:queries:asOf:environment:options:)``, ``status(appID:userID:asOf:environment:options:)``,
 /// ``entitlements(appID:userID:asOf:environment:options:)``,
 /// ``transactionHistory(appID:userID:environment:pageSize:pageToken:options:)``,
-/// ``report(appID:asOf:environment:options:)``, ``health(service:options:)`` — and the ingest
+/// ``report(appID:asOf:environment:options:)``, ``health(service:options:)``, the offer signatures
+/// ``signPromotionalOffer(appID:userID:productID:offerID:appAccountToken:nonce:transactionID:environment:options:)``
+/// and ``signIntroductoryOfferEligibility(appID:userID:productID:transactionID:nonce:environment:options:)``
+/// (a retry signs again) — and the ingest
 /// calls ``submitReceipt(appID:userID:receiptData:excludeOldTransactions:options:)``,
 /// ``importReceiptResponse(appID:userID:json:options:)`` and
 /// ``importTransactions(appID:userID:transactions:renewalInfos:options:)``, which the API
 /// documents as idempotent. Never retried: ``createTenant(name:options:)``,
 /// ``disableTenant(tenantID:options:)``, ``registerApp(bundleID:displayName:appleAppID:options:)``,
 /// ``setSharedSecret(appID:sharedSecret:previousSecretOverlapSeconds:options:)``,
+/// ``setInAppPurchaseKey(appID:issuerID:keyID:privateKeyPEM:options:)``,
 /// ``putProducts(appID:products:options:)``, ``setPolicy(appID:policy:updateMask:options:)``,
 /// ``createApiKey(role:appIDs:description:options:)`` and ``revokeApiKey(keyID:options:)``.
 ///

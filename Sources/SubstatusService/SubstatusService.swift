@@ -109,6 +109,9 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })
     add(Substatus_V1_StatusService.getTransactionHistory, { $0.getTransactionHistory })
     add(Substatus_V1_ReportService.getReport, { $0.getReport })
+    add(Substatus_V1_AdminService.setInAppPurchaseKey, { $0.setInAppPurchaseKey })
+    add(Substatus_V1_EligibilityService.signPromotionalOffer, { $0.signPromotionalOffer })
+    add(Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, { $0.signIntroductoryOfferEligibility })
   }
 
   // MARK: Shared lookups
@@ -279,6 +282,7 @@ extension AppRecord {
     a.appleAppID = appleAppId ?? 0
     a.displayName = displayName
     a.sharedSecretFingerprint = sharedSecretFingerprint ?? ""
+    a.inAppPurchaseKey = inAppPurchaseKey?.wire
     a.policy = policy.wire
     a.createdMs = createdMs
     return a

@@ -56,7 +56,26 @@ import SubstatusWire
     endpoint(Substatus_V1_StatusService.getEntitlements, .read) { a in var r = Substatus_V1_GetEntitlementsRequest(); r.appID = a; r.userID = "u"; return r },
     endpoint(Substatus_V1_StatusService.getTransactionHistory, .read) { a in var r = Substatus_V1_GetTransactionHistoryRequest(); r.appID = a; r.userID = "u"; return r },
     endpoint(Substatus_V1_ReportService.getReport, .admin) { a in var r = Substatus_V1_GetReportRequest(); r.appID = a; return r },
+    // Issue #9: the key first, so the signing calls below find one.
+    endpoint(Substatus_V1_AdminService.setInAppPurchaseKey, .admin) { a in
+      var r = Substatus_V1_SetInAppPurchaseKeyRequest(); r.appID = a; r.issuerID = testIssuerID; r.keyID = "2X9R4HXF34"
+      r.privateKeyPem = Self.iapKeyPEM; return r
+    },
+    endpoint(Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, .read) { a in
+      var r = Substatus_V1_SignIntroductoryOfferEligibilityRequest(); r.appID = a; r.userID = "u"; r.productID = "premium.monthly"
+      r.transactionID = "1"; return r
+    },
+    // User "u" never subscribed: past authorization the answer is FAILED_PRECONDITION.
+    Endpoint(name: "SignPromotionalOffer", access: .read) { h, key, app in
+      var r = Substatus_V1_SignPromotionalOfferRequest(); r.appID = app; r.userID = "u"; r.productID = "premium.monthly"
+      r.offerID = "premium.winback"
+      do { _ = try await h.call(Substatus_V1_EligibilityService.signPromotionalOffer, r, key: key) } catch let e as RPCError where e.code == .failedPrecondition {}
+    },
   ]
+
+  /// The In-App Purchase key the matrix sets.
+  // swift-format-ignore: NeverUseForceTry
+  static let iapKeyPEM = try! fixture("iap-key-p256.p8")
 
   @Test func credentialMatrix() async throws {
     try await withService { h in
@@ -148,7 +167,7 @@ import SubstatusWire
       switch e.access {
       case .operatorOnly: "TenantService"
       case .ingest: "IngestService"
-      case .read: ["CheckEligibility"].contains(method) ? "EligibilityService" : "StatusService"
+      case .read: ["CheckEligibility", "SignPromotionalOffer", "SignIntroductoryOfferEligibility"].contains(method) ? "EligibilityService" : "StatusService"
       case .admin, .adminTenantWide: method == "GetReport" ? "ReportService" : "AdminService"
       }
     } ?? "AdminService"
