@@ -63,6 +63,9 @@ public final class ServerAPIReconciler: Sendable {
     public var applied = 0
     /// Notifications that failed verification (skipped, logged).
     public var rejected = 0
+    /// Notifications whose users could not be synced for a reason of their own (Apple knows the
+    /// transaction no more, for example): skipped, logged, not recorded as processed.
+    public var failed = 0
     /// Whether the claim was held by another instance (nothing done).
     public var skippedClaimed = false
 
@@ -199,7 +202,7 @@ public final class ServerAPIReconciler: Sendable {
         ("app_id", .string(appId)), ("environment", .string(environment.rawValue)),
         ("notifications", .integer(summary.notifications)), ("already_processed", .integer(summary.alreadyProcessed)),
         ("users_synced", .integer(summary.usersSynced)), ("applied", .integer(summary.applied)),
-        ("rejected", .integer(summary.rejected)),
+        ("rejected", .integer(summary.rejected)), ("failed", .integer(summary.failed)),
       ])
     return summary
   }
@@ -257,12 +260,24 @@ public final class ServerAPIReconciler: Sendable {
         let users = try await stored { () throws(StoreError) in
           try await service.store.users(appId: appId, environment: environment, originalTransactionId: transaction.originalTransactionId)
         }
-        for user in users.isEmpty ? ["apple:\(transaction.originalTransactionId)"] : users where !synced.contains(user) {
-          _ = try await service.syncHistory(
-            cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
-            fullResync: false)
-          synced.insert(user)
-          summary.usersSynced += 1
+        do {
+          for user in users.isEmpty ? ["apple:\(transaction.originalTransactionId)"] : users where !synced.contains(user) {
+            _ = try await service.syncHistory(
+              cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
+              fullResync: false)
+            synced.insert(user)
+            summary.usersSynced += 1
+          }
+        } catch {
+          // Apple or the store cannot answer now, or the key is refused: the whole run fails and
+          // the next one covers the same span. Anything else concerns this notification only.
+          if [.unavailable, .failedPrecondition, .internal, .deadlineExceeded].contains(error.code) { throw error }
+          summary.failed += 1
+          service.log.info(
+            "reconcile: cannot sync the users of a notification",
+            [("app_id", .string(appId)), ("notification_uuid", .string(String(notification.notificationUUID.prefix(64)))),
+             ("error", .string(error.message))])
+          continue
         }
       }
       if try await stored({ () throws(StoreError) in
