@@ -93,8 +93,8 @@ let package = Package(
     .target(
       name: "SubstatusService",
       dependencies: [
-        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
-        "AppStoreSignedData",
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData",
+        "SubstatusJSON", "CCrypto",
       ],
       swiftSettings: swiftSettings),
 
@@ -187,7 +187,8 @@ let package = Package(
       name: "SubstatusServiceTests",
       dependencies: [
         "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
-        "AppStoreSignedData", "SubstatusJSON", "HTTPServer", "SubscriptionStorageSQLite",
+        "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
+        "SubscriptionStorageSQLite",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

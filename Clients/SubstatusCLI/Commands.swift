@@ -128,6 +128,20 @@ let commandTable: [CommandSpec] = [
     details:
       "The file is the request's proto3 JSON without app and user: compact JWS strings as StoreKit's\nTransaction.jwsRepresentation or the App Store Server API return them."),
   CommandSpec(
+    words: ["sync"], positionals: ["APP", "USER"],
+    options: [
+      OptionSpec(
+        name: "--transaction-id", value: "ID",
+        help: "any transaction id of the user Apple knows (default: the last synced or newest stored)"),
+      OptionSpec(
+        name: "--environment", value: "production|sandbox",
+        help: "where to ask Apple (default: production, then sandbox)"),
+      OptionSpec(name: "--full", value: nil, help: "ignore the stored revision: fetch the whole history"),
+    ],
+    summary: "bring the user's history up to date from the App Store Server API; prints the status",
+    details:
+      "Needs the app's In-App Purchase key. Fetches only what changed since the last sync unless --full."),
+  CommandSpec(
     words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."],
     options: [asOfOption, environmentOption],
     summary: "which products the user may buy with an introductory or promotional offer, and why"),
@@ -432,6 +446,21 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         report.gap()
         report.table(["REJECTED", "ID", "WHY"], rejected, empty: "")
       }
+      statusTables(&report, response.groups, response.entitlements)
+    }
+
+  case "sync":
+    let response = try await client.syncTransactionHistory(
+      appID: context.argument(0), userID: context.argument(1),
+      transactionID: context.parsed.value("--transaction-id") ?? "",
+      environment: try context.environmentFlag(), fullResync: context.parsed.has("--full"))
+    return render(context, response) { report in
+      report.fields([
+        ("user", response.userID), ("environment", Format.environment(response.environment)),
+        ("transactions", "\(response.transactionCount) from Apple (\(response.storedTransactionCount) new or changed)"),
+        ("revision", Format.orDash(response.revision)),
+        ("as of", Format.time(response.asOfMs)),
+      ])
       statusTables(&report, response.groups, response.entitlements)
     }
 

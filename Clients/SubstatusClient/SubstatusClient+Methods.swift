@@ -443,6 +443,41 @@ extension SubstatusClient {
       Substatus_V1_IngestService.submitSignedTransactions, request, idempotency: .idempotent,
       options: options)
   }
+
+  /// Brings a user's history up to date from the App Store Server API
+  /// (`IngestService.SyncTransactionHistory`): Get Transaction History from the revision of the
+  /// last sync, Get All Subscription Statuses, every signed item verified. Needs the app's In-App
+  /// Purchase key. Idempotent.
+  ///
+  /// ```swift
+  /// let synced = try await ingest.syncTransactionHistory(appID: app, userID: "u1", transactionID: "2000000123")
+  /// print(synced.storedTransactionCount, synced.groups.first?.state ?? .unspecified)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - userID: The user.
+  ///   - transactionID: Any transaction id of the user Apple knows; empty: the one of the last sync
+  ///     or the most recent stored one.
+  ///   - environment: Where to ask; `.unspecified`: production, then sandbox.
+  ///   - fullResync: Ignore the stored revision and fetch the whole history.
+  ///   - options: Deadline and metadata.
+  /// - Returns: The user's status after the write, the counts and Apple's new revision.
+  /// - Throws: `RPCError` (`NOT_FOUND` when Apple knows no such transaction, `FAILED_PRECONDITION`
+  ///   without a usable key, `UNAVAILABLE` when Apple cannot answer now).
+  public func syncTransactionHistory(
+    appID: String, userID: String, transactionID: String = "", environment: Substatus_V1_Environment = .unspecified,
+    fullResync: Bool = false, options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_SyncTransactionHistoryResponse {
+    var request = Substatus_V1_SyncTransactionHistoryRequest()
+    request.appID = appID
+    request.userID = userID
+    request.transactionID = transactionID
+    request.environment = environment
+    request.fullResync = fullResync
+    return try await call(
+      Substatus_V1_IngestService.syncTransactionHistory, request, idempotency: .idempotent, options: options)
+  }
 }
 
 // MARK: - EligibilityService and StatusService (READ, INGEST or ADMIN key)

@@ -40,6 +40,14 @@ public final class InMemoryStore: Store {
     var audit: [AuditEntry] = []
     var receipts: [UserKey: StoredReceipt] = [:]
     var inAppPurchaseKeys: [String: InAppPurchaseKey] = [:]
+    var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
+    var reconciliations: [String: Reconciliation] = [:]
+  }
+
+  private struct Reconciliation {
+    var reconciledThroughMs: Int64?
+    var owner: String?
+    var leaseUntilMs: Int64 = 0
   }
 
   private let state = Mutex(State())
@@ -523,6 +531,55 @@ public final class InMemoryStore: Store {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       return s.inAppPurchaseKeys[appId]
+    }
+  }
+
+  // MARK: App Store Server API sync
+
+  /// See ``Store/saveTransactionHistorySync(_:)``.
+  public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
+    try StoreValidation.validate(sync)
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[sync.user.appId] != nil else { throw StoreError.notFound("app", sync.user.appId) }
+      s.historySyncs[sync.user] = sync
+    }
+  }
+
+  /// See ``Store/transactionHistorySync(of:)``.
+  public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
+    state.withLock { $0.historySyncs[user] }
+  }
+
+  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``.
+  public func claimReconciliation(
+    appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
+  ) async throws(StoreError) -> ReconciliationClaim? {
+    try StoreValidation.validateClaim(owner: owner, atMs: atMs, leaseUntilMs: leaseUntilMs)
+    return try withState { (s: inout State) throws(StoreError) -> ReconciliationClaim? in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      let key = appId + "\u{0}" + environment.rawValue
+      var row = s.reconciliations[key] ?? Reconciliation()
+      if let holder = row.owner, holder != owner, row.leaseUntilMs > atMs { return nil }
+      row.owner = owner
+      row.leaseUntilMs = leaseUntilMs
+      s.reconciliations[key] = row
+      return ReconciliationClaim(appId: appId, environment: environment, reconciledThroughMs: row.reconciledThroughMs)
+    }
+  }
+
+  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  public func completeReconciliation(
+    appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
+  ) async throws(StoreError) {
+    try withState { (s: inout State) throws(StoreError) in
+      let key = appId + "\u{0}" + environment.rawValue
+      guard var row = s.reconciliations[key], row.owner == owner else {
+        throw StoreError.notFound("reconciliation claim of app", appId)
+      }
+      if let reconciledThroughMs { row.reconciledThroughMs = reconciledThroughMs }
+      row.owner = nil
+      row.leaseUntilMs = 0
+      s.reconciliations[key] = row
     }
   }
 }

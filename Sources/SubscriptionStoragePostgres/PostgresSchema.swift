@@ -151,6 +151,28 @@ enum PostgresSchema {
           private_key_box BYTEA NOT NULL
         );
         """),
+    PostgresMigration(
+      version: 4, description: "App Store Server API sync state per user, reconciliation leases per app",
+      sql: """
+        CREATE TABLE history_syncs(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          environment TEXT NOT NULL,
+          user_id TEXT COLLATE "C" NOT NULL,
+          transaction_id TEXT NOT NULL,
+          revision TEXT,
+          last_sync_ms BIGINT NOT NULL,
+          PRIMARY KEY(app_id, environment, user_id)
+        );
+
+        CREATE TABLE reconciliations(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          environment TEXT NOT NULL,
+          reconciled_through_ms BIGINT,
+          lease_owner TEXT,
+          lease_until_ms BIGINT NOT NULL DEFAULT 0,
+          PRIMARY KEY(app_id, environment)
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -986,3 +986,85 @@ extension PostgresStore {
     return rows.count
   }
 }
+
+// MARK: App Store Server API sync
+
+extension PostgresStore {
+  /// See ``Store/saveTransactionHistorySync(_:)``.
+  public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
+    try StoreValidation.validate(sync)
+    try await pool.transaction { db throws(StoreError) in
+      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(sync.user.appId)]) else {
+        throw StoreError.notFound("app", sync.user.appId)
+      }
+      try db.run(
+        """
+        INSERT INTO history_syncs(app_id, environment, user_id, transaction_id, revision, last_sync_ms)
+        VALUES($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (app_id, environment, user_id) DO UPDATE SET
+          transaction_id = excluded.transaction_id, revision = excluded.revision,
+          last_sync_ms = excluded.last_sync_ms
+        """,
+        [
+          .text(sync.user.appId), .text(sync.user.environment.rawValue), .text(sync.user.userId),
+          .text(sync.transactionId), .optional(sync.revision), .int(sync.lastSyncMs),
+        ])
+    }
+  }
+
+  /// See ``Store/transactionHistorySync(of:)``.
+  public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first(
+        """
+        SELECT transaction_id, revision, last_sync_ms FROM history_syncs
+        WHERE app_id = $1 AND environment = $2 AND user_id = $3
+        """, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)])
+    }
+    return row.map { r in
+      TransactionHistorySyncState(
+        user: user, transactionId: r.text(0), revision: r.optionalText(1), lastSyncMs: r.int(2))
+    }
+  }
+
+  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One conditional
+  /// upsert: of two instances claiming at once, exactly one gets the row.
+  public func claimReconciliation(
+    appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
+  ) async throws(StoreError) -> ReconciliationClaim? {
+    try StoreValidation.validateClaim(owner: owner, atMs: atMs, leaseUntilMs: leaseUntilMs)
+    return try await pool.transaction { db throws(StoreError) -> ReconciliationClaim? in
+      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
+        throw StoreError.notFound("app", appId)
+      }
+      let row = try db.first(
+        """
+        INSERT INTO reconciliations(app_id, environment, lease_owner, lease_until_ms)
+        VALUES($1, $2, $3, $4)
+        ON CONFLICT (app_id, environment) DO UPDATE SET
+          lease_owner = excluded.lease_owner, lease_until_ms = excluded.lease_until_ms
+        WHERE reconciliations.lease_owner IS NULL OR reconciliations.lease_owner = excluded.lease_owner
+          OR reconciliations.lease_until_ms <= $5
+        RETURNING reconciled_through_ms
+        """, [.text(appId), .text(environment.rawValue), .text(owner), .int(leaseUntilMs), .int(atMs)])
+      return row.map {
+        ReconciliationClaim(appId: appId, environment: environment, reconciledThroughMs: $0.optionalInt(0))
+      }
+    }
+  }
+
+  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  public func completeReconciliation(
+    appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
+  ) async throws(StoreError) {
+    let changed = try await pool.run { db throws(StoreError) in
+      try db.run(
+        """
+        UPDATE reconciliations SET lease_owner = NULL, lease_until_ms = 0,
+          reconciled_through_ms = COALESCE($1, reconciled_through_ms)
+        WHERE app_id = $2 AND environment = $3 AND lease_owner = $4
+        """, [.optional(reconciledThroughMs), .text(appId), .text(environment.rawValue), .text(owner)])
+    }
+    if changed == 0 { throw StoreError.notFound("reconciliation claim of app", appId) }
+  }
+}

@@ -156,6 +156,28 @@ enum Schema {
           set_ms INTEGER NOT NULL,
           master_key_id TEXT NOT NULL,
           private_key_box BLOB NOT NULL
+        );
+        """),
+    Migration(
+      version: 5, description: "App Store Server API sync state per user, reconciliation leases per app",
+      sql: """
+        CREATE TABLE history_syncs(
+          app_id TEXT NOT NULL REFERENCES apps(app_id),
+          environment TEXT NOT NULL,
+          user_id TEXT NOT NULL,
+          transaction_id TEXT NOT NULL,
+          revision TEXT,
+          last_sync_ms INTEGER NOT NULL,
+          PRIMARY KEY(app_id, environment, user_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE reconciliations(
+          app_id TEXT NOT NULL REFERENCES apps(app_id),
+          environment TEXT NOT NULL,
+          reconciled_through_ms INTEGER,
+          lease_owner TEXT,
+          lease_until_ms INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY(app_id, environment)
         ) WITHOUT ROWID;
         """),
   ]

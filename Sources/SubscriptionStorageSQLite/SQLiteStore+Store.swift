@@ -1008,3 +1008,82 @@ extension SQLiteStore {
     return rows.count
   }
 }
+
+// MARK: App Store Server API sync
+
+extension SQLiteStore {
+  /// See ``Store/saveTransactionHistorySync(_:)``.
+  public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
+    try StoreValidation.validate(sync)
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, sync.user.appId)
+      try db.run(
+        """
+        INSERT INTO history_syncs(app_id, environment, user_id, transaction_id, revision, last_sync_ms)
+        VALUES(?, ?, ?, ?, ?, ?)
+        ON CONFLICT(app_id, environment, user_id) DO UPDATE SET
+          transaction_id = excluded.transaction_id, revision = excluded.revision,
+          last_sync_ms = excluded.last_sync_ms
+        """,
+        [
+          .text(sync.user.appId), .text(sync.user.environment.rawValue), .text(sync.user.userId),
+          .text(sync.transactionId), .optional(sync.revision), .int(sync.lastSyncMs),
+        ])
+    }
+  }
+
+  /// See ``Store/transactionHistorySync(of:)``.
+  public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
+    try await readers.read { db throws(StoreError) in
+      try db.first(
+        """
+        SELECT transaction_id, revision, last_sync_ms FROM history_syncs
+        WHERE app_id = ? AND environment = ? AND user_id = ?
+        """, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)]
+      ) { r in
+        TransactionHistorySyncState(
+          user: user, transactionId: r.text(0), revision: r.optionalText(1), lastSyncMs: r.int(2))
+      }
+    }
+  }
+
+  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One write
+  /// transaction: SQLite has one writer, so two claims never interleave.
+  public func claimReconciliation(
+    appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
+  ) async throws(StoreError) -> ReconciliationClaim? {
+    try StoreValidation.validateClaim(owner: owner, atMs: atMs, leaseUntilMs: leaseUntilMs)
+    return try await writer.write { db throws(StoreError) -> ReconciliationClaim? in
+      try requireApp(db, appId)
+      let keys: [SQLValue] = [.text(appId), .text(environment.rawValue)]
+      try db.run(
+        "INSERT INTO reconciliations(app_id, environment) VALUES(?, ?) ON CONFLICT DO NOTHING", keys)
+      try db.run(
+        """
+        UPDATE reconciliations SET lease_owner = ?, lease_until_ms = ?
+        WHERE app_id = ? AND environment = ?
+          AND (lease_owner IS NULL OR lease_owner = ? OR lease_until_ms <= ?)
+        """, [.text(owner), .int(leaseUntilMs)] + keys + [.text(owner), .int(atMs)])
+      guard db.changes > 0 else { return nil }
+      let through = try db.first(
+        "SELECT reconciled_through_ms FROM reconciliations WHERE app_id = ? AND environment = ?", keys
+      ) { $0.optionalInt(0) }
+      return ReconciliationClaim(appId: appId, environment: environment, reconciledThroughMs: through ?? nil)
+    }
+  }
+
+  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  public func completeReconciliation(
+    appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
+  ) async throws(StoreError) {
+    try await writer.write { db throws(StoreError) in
+      try db.run(
+        """
+        UPDATE reconciliations SET lease_owner = NULL, lease_until_ms = 0,
+          reconciled_through_ms = COALESCE(?, reconciled_through_ms)
+        WHERE app_id = ? AND environment = ? AND lease_owner = ?
+        """, [.optional(reconciledThroughMs), .text(appId), .text(environment.rawValue), .text(owner)])
+      if db.changes == 0 { throw StoreError.notFound("reconciliation claim of app", appId) }
+    }
+  }
+}

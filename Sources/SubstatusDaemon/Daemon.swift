@@ -89,10 +89,14 @@ public enum SubstatusDaemon {
     var limits = ServiceLimits()
     limits.tenantRequestsPerSecond = configuration.tenantRateLimit
     limits.tenantBurst = configuration.tenantBurst
+    guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
+      let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
+    else { return fail("invalid App Store Server API URL", status: 2) }
     let service = SubstatusService(
       store: store, limits: limits,
       verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log,
-      appleRootCertificates: appleRoots)
+      appleRootCertificates: appleRoots,
+      appStoreServerAPI: AppStoreServerAPIClient(productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL))
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {
@@ -164,9 +168,16 @@ public enum SubstatusDaemon {
           maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency))
       : nil
     let refreshing = refresher.map { r in Task { await r.run() } }
+    // Reconciliation with Apple's notification history (off with --reconcile-interval 0).
+    let reconciler = configuration.reconcileInterval > 0
+      ? ServerAPIReconciler(service: service, configuration: .init(
+          interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000)))))
+      : nil
+    let reconciling = reconciler.map { r in Task { await r.run() } }
 
     let signals = onTerminationSignals {
       refresher?.beginGracefulShutdown()
+      reconciler?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
       health.markAllNotServing()
       log.info("draining: finishing in-flight calls")
@@ -208,6 +219,15 @@ public enum SubstatusDaemon {
       let status = await group.next() ?? 1
       // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
       refresher?.beginGracefulShutdown()
+      reconciler?.beginGracefulShutdown()
+      if let reconciling {
+        let deadline = Task {
+          try await Task.sleep(for: .seconds(5))
+          reconciling.cancel()
+        }
+        await reconciling.value
+        deadline.cancel()
+      }
       if let refreshing {
         let deadline = Task {
           try await Task.sleep(for: .seconds(5))

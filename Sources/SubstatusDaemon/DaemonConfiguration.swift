@@ -26,6 +26,9 @@ import SubstatusJSON
 /// | `--tls-client-ca F` | `SUBSTATUS_TLS_CLIENT_CA` | `tls_client_ca` | none (no client certificates) |
 /// | `--http-tls-cert F` | `SUBSTATUS_HTTP_TLS_CERT` | `http_tls_cert` | none (plain HTTP) |
 /// | `--http-tls-key F` | `SUBSTATUS_HTTP_TLS_KEY` | `http_tls_key` | none |
+/// | `--app-store-server-api-production-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_PRODUCTION_URL` | `app_store_server_api_production_url` | `https://api.storekit.apple.com` |
+/// | `--app-store-server-api-sandbox-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_SANDBOX_URL` | `app_store_server_api_sandbox_url` | `https://api.storekit-sandbox.apple.com` |
+/// | `--reconcile-interval SECONDS` | `SUBSTATUS_RECONCILE_INTERVAL` | `reconcile_interval` | 3600 (0: off) |
 /// | `--apple-root-ca F` (repeatable) | `SUBSTATUS_APPLE_ROOT_CA` (paths joined by `:`) | `apple_root_ca` (a path or an array of paths) | Apple Root CA - G3 |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
@@ -44,6 +47,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var verifyReceiptProductionURL: String = "https://buy.itunes.apple.com/verifyReceipt"
   /// Apple's sandbox verifyReceipt URL, or the App Store simulator's.
   public var verifyReceiptSandboxURL: String = "https://sandbox.itunes.apple.com/verifyReceipt"
+  /// The App Store Server API's production base URL, or the App Store simulator's.
+  public var appStoreServerAPIProductionURL: String = "https://api.storekit.apple.com"
+  /// The App Store Server API's sandbox base URL, or the App Store simulator's.
+  public var appStoreServerAPISandboxURL: String = "https://api.storekit-sandbox.apple.com"
+  /// Seconds between reconciliations with Apple's notification history; 0 turns them off.
+  public var reconcileInterval: Double = 3600
   /// gRPC event loop threads; `nil` means one per core.
   public var grpcThreads: Int?
   /// Requests per second per tenant; 0 turns the limit off.
@@ -98,6 +107,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --config FILE                          JSON file with the same settings (keys: data_dir, ...)
       --verify-receipt-production-url URL    verifyReceipt production endpoint (default Apple's)
       --verify-receipt-sandbox-url URL       verifyReceipt sandbox endpoint (default Apple's)
+      --app-store-server-api-production-url URL
+                                             App Store Server API production base URL
+                                             (default https://api.storekit.apple.com)
+      --app-store-server-api-sandbox-url URL App Store Server API sandbox base URL
+                                             (default https://api.storekit-sandbox.apple.com)
+      --reconcile-interval SECONDS           reconcile apps with an In-App Purchase key with Apple's
+                                             notification history this often (default 3600; 0: off)
       --grpc-threads N                       gRPC event loops (default: one per core)
       --tenant-rate-limit RPS                requests per second per tenant (default 0: off)
       --tenant-burst N                       burst of the per-tenant limit (default 100)
@@ -125,6 +141,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--operator-key-file", "SUBSTATUS_OPERATOR_KEY_FILE", "operator_key_file"),
     ("--verify-receipt-production-url", "SUBSTATUS_VERIFY_RECEIPT_PRODUCTION_URL", "verify_receipt_production_url"),
     ("--verify-receipt-sandbox-url", "SUBSTATUS_VERIFY_RECEIPT_SANDBOX_URL", "verify_receipt_sandbox_url"),
+    ("--app-store-server-api-production-url", "SUBSTATUS_APP_STORE_SERVER_API_PRODUCTION_URL", "app_store_server_api_production_url"),
+    ("--app-store-server-api-sandbox-url", "SUBSTATUS_APP_STORE_SERVER_API_SANDBOX_URL", "app_store_server_api_sandbox_url"),
+    ("--reconcile-interval", "SUBSTATUS_RECONCILE_INTERVAL", "reconcile_interval"),
     ("--grpc-threads", "SUBSTATUS_GRPC_THREADS", "grpc_threads"),
     ("--tenant-rate-limit", "SUBSTATUS_TENANT_RATE_LIMIT", "tenant_rate_limit"),
     ("--tenant-burst", "SUBSTATUS_TENANT_BURST", "tenant_burst"),
@@ -251,7 +270,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
         throw UsageError(description: "--apple-root-ca needs a file path")
       }
     }
-    for (flag, path) in [("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL)] {
+    for (flag, path) in [
+      ("--verify-receipt-production-url", \DaemonConfiguration.verifyReceiptProductionURL), ("--verify-receipt-sandbox-url", \.verifyReceiptSandboxURL),
+      ("--app-store-server-api-production-url", \.appStoreServerAPIProductionURL), ("--app-store-server-api-sandbox-url", \.appStoreServerAPISandboxURL),
+    ] {
       if let v = values[flag] {
         guard let url = URL(string: v), url.scheme == "http" || url.scheme == "https", url.host != nil else {
           throw UsageError(description: "\(flag) must be an http(s) URL, not \"\(v)\"")
@@ -266,6 +288,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     if let n = try number("--tenant-rate-limit") { c.tenantRateLimit = n }
     if let n = try number("--tenant-burst") { c.tenantBurst = n }
     if let n = try number("--refresh-interval") { c.refreshInterval = n }
+    if let n = try number("--reconcile-interval") {
+      guard n >= 0 else { throw UsageError(description: "--reconcile-interval must not be negative") }
+      c.reconcileInterval = n
+    }
     for (flag, path) in [("--refresh-concurrency", \DaemonConfiguration.refreshConcurrency), ("--refresh-tenant-concurrency", \.refreshTenantConcurrency)] {
       if let n = try number(flag) {
         guard n >= 1, n <= 1000, n == n.rounded() else { throw UsageError(description: "\(flag) must be a whole number between 1 and 1000") }

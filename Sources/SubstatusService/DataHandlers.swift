@@ -12,6 +12,8 @@ extension SubstatusService {
     try requireID(request.userID, "user_id", limits: limits)
     guard !request.receiptData.isEmpty else { throw invalidArgument("receipt_data", "must not be empty") }
     guard request.receiptData.utf8.count <= 4 << 20 else { throw invalidArgument("receipt_data", "larger than 4 MiB") }
+    // The modern path: an app with an In-App Purchase key syncs from the App Store Server API.
+    if let synced = try await submitReceiptThroughServerAPI(request, cached) { return synced }
     let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: request.appID) }
     guard let secret = secrets?.current.secret else {
       throw RPCError(code: .failedPrecondition, message: "app \"\(request.appID)\" has no shared secret: set one with SetSharedSecret")

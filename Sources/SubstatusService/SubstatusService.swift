@@ -29,10 +29,15 @@ public final class SubstatusService: Sendable {
   public let log: LogSink
   /// The roots App Store signed data must chain to (Apple Root CA - G3 unless configured).
   public let appleRootCertificates: [X509Certificate]
+  /// The App Store Server API (or the App Store simulator), for SyncTransactionHistory, SubmitReceipt's
+  /// modern path and the reconciler.
+  public let appStoreServerAPI: AppStoreServerAPIClient
 
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
+  /// Server API token signers per app id (replaced when the app's key changes).
+  let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
 
   struct CachedApp {
     var app: AppRecord
@@ -50,7 +55,8 @@ public final class SubstatusService: Sendable {
   public init(
     store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
-    log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3]
+    log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
+    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient()
   ) {
     self.store = store
     self.environment = environment
@@ -59,6 +65,7 @@ public final class SubstatusService: Sendable {
     self.metrics = metrics
     self.log = log
     self.appleRootCertificates = appleRootCertificates
+    self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
   }
 
@@ -96,6 +103,7 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
     add(Substatus_V1_IngestService.submitSignedTransactions, { $0.submitSignedTransactions })
+    add(Substatus_V1_IngestService.syncTransactionHistory, { $0.syncTransactionHistory })
     add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
     add(Substatus_V1_StatusService.getStatus, { $0.getStatus })
     add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })

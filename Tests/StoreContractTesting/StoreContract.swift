@@ -92,6 +92,10 @@ public enum StoreContract {
     case receiptSchedule
     /// In-App Purchase keys: set, replace, read back per app, info on the app, unknown app
     case inAppPurchaseKeys
+    /// Server API sync state: save, read, replace per user; unknown app and bad input refused
+    case historySyncState
+    /// reconciliation leases: one owner at a time, taken over after expiry, completion records the time
+    case reconciliationLease
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -119,6 +123,8 @@ public enum StoreContract {
       case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
       case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
+      case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
+      case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       }
     }
   }
@@ -149,6 +155,8 @@ public enum StoreContract {
     case .dueReceipts: try await dueReceipts(store)
     case .receiptSchedule: try await receiptSchedule(store)
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
+    case .historySyncState: try await historySyncState(store)
+    case .reconciliationLease: try await reconciliationLease(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

@@ -338,6 +338,18 @@ func fakeAPIRouter(log: CallLog, healthy: Bool = true) -> RPCRouter {
     }
   }
   router.fake(Substatus_V1_StatusService.getStatus, log: log, reply: Canned.status)
+  router.fake(Substatus_V1_IngestService.syncTransactionHistory, log: log) { request, _ in
+    message {
+      $0.userID = request.userID
+      $0.groups = Canned.groups
+      $0.entitlements = Canned.entitlements
+      $0.asOfMs = newYear2026
+      $0.environment = request.environment == .unspecified ? .production : request.environment
+      $0.transactionCount = 3
+      $0.storedTransactionCount = 2
+      $0.revision = "rev-42"
+    }
+  }
   router.fake(Substatus_V1_StatusService.getTransactionHistory, log: log) { request, _ in
     request.pageToken == "page2" ? Canned.historyPages[1] : Canned.historyPages[0]
   }

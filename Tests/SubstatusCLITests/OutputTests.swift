@@ -193,6 +193,16 @@ let outputCases: [OutputCase] = [
         && text.contains(#""state": "SUBSCRIPTION_STATE_ACTIVE""#)
     }),
   OutputCase(
+    arguments: ["sync", "app_1", "u1", "--environment", "sandbox"],
+    table: [
+      "user          u1", "environment   SANDBOX", "transactions  3 from Apple (2 new or changed)",
+      "revision      rev-42", "20002002  GRACE_PERIOD",
+    ],
+    json: { text in
+      let response = try Substatus_V1_SyncTransactionHistoryResponse(jsonString: text)
+      return response.revision == "rev-42" && response.storedTransactionCount == 2 && response.environment == .sandbox
+    }),
+  OutputCase(
     arguments: ["history", "app_1", "u1"],
     table: [
       "TRANSACTION  ORIGINAL  PRODUCT          PURCHASED             EXPIRES               REVOKED               OFFER         OWNERSHIP  FLAGS",
@@ -337,6 +347,17 @@ struct OutputTests {
     #expect(sent.queries.first?.productIDs == ["b", "a", "b"])
     #expect(sent.asOfMs == 1_767_225_600_123)
     #expect(sent.environment == .sandbox)
+  }
+
+  @Test("sync sends the transaction id, the environment and --full; defaults leave them unset")
+  func syncRequest() async throws {
+    let (_, sent) = try await request(
+      ["sync", "app_1", "u1", "--transaction-id", "2000000042", "--environment", "production", "--full"],
+      Substatus_V1_SyncTransactionHistoryRequest.self)
+    #expect(sent.appID == "app_1" && sent.userID == "u1")
+    #expect(sent.transactionID == "2000000042" && sent.environment == .production && sent.fullResync)
+    let (_, plain) = try await request(["sync", "app_1", "u1"], Substatus_V1_SyncTransactionHistoryRequest.self)
+    #expect(plain.transactionID.isEmpty && plain.environment == .unspecified && !plain.fullResync)
   }
 
   @Test("status without flags asks for now in the default environment")

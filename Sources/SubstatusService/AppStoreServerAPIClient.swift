@@ -1,0 +1,443 @@
+import Foundation
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+import SubscriptionDomain
+import SubstatusJSON
+
+/// Sends HTTP requests with headers (GET and POST); the App Store Server API client's outbound
+/// I/O, replaceable in tests.
+public protocol HTTPRequester: Sendable {
+  /// Sends one request and returns the status code and body.
+  /// - Parameters:
+  ///   - method: `GET` or `POST`.
+  ///   - url: the full URL, query included.
+  ///   - headers: request headers (an `Authorization` header is never logged).
+  ///   - body: the body, for `POST`.
+  ///   - timeout: the time limit of the request.
+  /// - Throws: On connection failure or timeout.
+  func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
+    async throws -> (status: Int, body: [UInt8])
+}
+
+/// ``HTTPRequester`` over FoundationNetworking's `URLSession` (libcurl inside the toolchain).
+public struct URLSessionRequester: HTTPRequester {
+  private let session: URLSession
+
+  /// A requester with an ephemeral session (no cookies, no cache).
+  public init() {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.httpMaximumConnectionsPerHost = 16
+    session = URLSession(configuration: configuration)
+  }
+
+  /// See ``HTTPRequester/send(method:url:headers:body:timeout:)``.
+  public func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
+    async throws -> (status: Int, body: [UInt8])
+  {
+    var request = URLRequest(url: url)
+    request.httpMethod = method
+    if let body { request.httpBody = Data(body) }
+    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+    request.timeoutInterval = timeout.seconds
+    let (data, response) = try await session.data(for: request)
+    return ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data))
+  }
+}
+
+/// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
+/// App Store Server API calls for one app.
+public protocol AppStoreServerAPIAuthorizer: Sendable {
+  /// A token valid now; implementations cache it until shortly before it expires.
+  /// - Parameter nowMs: the current time, in milliseconds since 1970.
+  /// - Throws: ``AppStoreServerAPIError`` with code `keyRefused` when no token can be made.
+  func bearerToken(nowMs: Int64) throws(AppStoreServerAPIError) -> String
+}
+
+/// Why the App Store Server API gave no usable answer.
+public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
+  /// What kind of failure; a struct over a private enum, so adding kinds breaks no caller.
+  public struct Code: Sendable, Hashable, CustomStringConvertible {
+    private enum Value: String { case notFound, keyRefused, unavailable, rejected, malformedResponse }
+    private let value: Value
+    private init(_ value: Value) { self.value = value }
+    /// Apple knows no such transaction in this environment (4040010, 4040005) or no such app
+    /// (4040003): try the other environment, or report NOT_FOUND.
+    public static let notFound = Code(.notFound)
+    /// Apple refused the JWT (HTTP 401) or no JWT could be made: the In-App Purchase key is wrong,
+    /// revoked, or not for this app.
+    public static let keyRefused = Code(.keyRefused)
+    /// Rate limit (429), server errors (5xx), `…Retryable` codes or the network, after the
+    /// bounded retries: try again later.
+    public static let unavailable = Code(.unavailable)
+    /// Apple refused the request itself (another 4xx, for example 4000006 invalid transaction id).
+    public static let rejected = Code(.rejected)
+    /// Apple answered 2xx with a body this client cannot read.
+    public static let malformedResponse = Code(.malformedResponse)
+    /// The code's name.
+    public var description: String { value.rawValue }
+  }
+
+  /// What kind of failure.
+  public var code: Code
+  /// The HTTP status, when Apple answered.
+  public var httpStatus: Int?
+  /// Apple's `errorCode`, when the body carried one.
+  public var apiErrorCode: Int64?
+  /// A message for the caller (never contains the JWT or the key).
+  public var message: String
+
+  /// Creates an error.
+  public init(code: Code, httpStatus: Int? = nil, apiErrorCode: Int64? = nil, message: String) {
+    self.code = code
+    self.httpStatus = httpStatus
+    self.apiErrorCode = apiErrorCode
+    self.message = message
+  }
+
+  /// The message.
+  public var description: String { message }
+
+  /// Apple's error codes that mean "no such transaction (or app) here".
+  static let notFoundCodes: Set<Int64> = [4_040_010, 4_040_005, 4_040_003, 4_040_001]
+  /// Apple's `…Retryable` error codes (and the general internal error).
+  static let retryableCodes: Set<Int64> = [4_040_002, 4_040_004, 4_040_006, 5_000_001, 4_290_000]
+}
+
+/// One page of Get Transaction History v2 (`HistoryResponse`).
+public struct TransactionHistoryPage: Sendable, Hashable {
+  /// Apple's revision after this page: pass it to get the next page, store the last one for the
+  /// next incremental sync.
+  public var revision: String
+  /// Whether more pages follow.
+  public var hasMore: Bool
+  /// The environment Apple answered from (its `environment` value), if present.
+  public var rawEnvironment: String?
+  /// The signed transactions (compact JWS), at most 20.
+  public var signedTransactions: [String]
+}
+
+/// All pages of a transaction history fetched in one go.
+public struct TransactionHistory: Sendable, Hashable {
+  /// The revision after the last page.
+  public var revision: String
+  /// Every signed transaction, in Apple's (ascending) order.
+  public var signedTransactions: [String]
+  /// How many pages were read.
+  public var pages: Int
+}
+
+/// One subscription of Get All Subscription Statuses (`LastTransactionsItem`).
+public struct LastTransactionsItem: Sendable, Hashable {
+  /// The subscription group.
+  public var subscriptionGroupIdentifier: String
+  /// `originalTransactionId`.
+  public var originalTransactionId: String
+  /// Apple's `status` (1 active, 2 expired, 3 billing retry, 4 grace, 5 revoked).
+  public var rawStatus: Int?
+  /// The latest signed transaction of the subscription.
+  public var signedTransactionInfo: String?
+  /// The signed renewal info of the subscription.
+  public var signedRenewalInfo: String?
+}
+
+/// One notification of Get Notification History (`NotificationHistoryResponseItem`).
+public struct NotificationHistoryItem: Sendable, Hashable {
+  /// The notification as Apple sent it (a compact JWS of a `ResponseBodyV2DecodedPayload`).
+  public var signedPayload: String
+  /// `sendAttempts[].sendAttemptResult`, oldest first.
+  public var sendAttemptResults: [String]
+}
+
+/// Calls the App Store Server API (or the App Store simulator) for one app: Get Transaction History
+/// v2, Get All Subscription Statuses, Get Notification History and Get Transaction Info, with an
+/// ES256 JWT per request and bounded retries with backoff for temporary failures.
+///
+/// ```swift
+/// let client = AppStoreServerAPIClient()
+/// let history = try await client.transactionHistory(
+///   transactionId: "2000000123", revision: nil, environment: .production, authorizer: signer)
+/// ```
+public struct AppStoreServerAPIClient: Sendable {
+  /// The production base URL (`https://api.storekit.apple.com`).
+  public var productionURL: URL
+  /// The sandbox base URL (`https://api.storekit-sandbox.apple.com`).
+  public var sandboxURL: URL
+  /// The time limit of one HTTP request.
+  public var timeout: Duration
+  /// How many times one request is tried for temporary failures.
+  public var maxAttempts: Int
+  /// The first backoff; doubled each retry, with jitter.
+  public var initialBackoff: Duration
+  let requester: any HTTPRequester
+
+  /// Apple's production base URL.
+  public static let appleProduction = URL(string: "https://api.storekit.apple.com")!
+  /// Apple's sandbox base URL.
+  public static let appleSandbox = URL(string: "https://api.storekit-sandbox.apple.com")!
+
+  /// Creates a client.
+  public init(
+    productionURL: URL = AppStoreServerAPIClient.appleProduction,
+    sandboxURL: URL = AppStoreServerAPIClient.appleSandbox, timeout: Duration = .seconds(15),
+    maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
+    requester: any HTTPRequester = URLSessionRequester()
+  ) {
+    self.productionURL = productionURL
+    self.sandboxURL = sandboxURL
+    self.timeout = timeout
+    self.maxAttempts = max(1, maxAttempts)
+    self.initialBackoff = initialBackoff
+    self.requester = requester
+  }
+
+  /// The base URL of an environment.
+  public func baseURL(_ environment: SubscriptionDomain.Environment) -> URL {
+    environment == .sandbox ? sandboxURL : productionURL
+  }
+
+  // MARK: Endpoints
+
+  /// Get Transaction History v2, one page, sorted ASCENDING (so the revision can be stored).
+  /// - Parameters:
+  ///   - transactionId: any transaction id, original transaction id or app transaction id of the
+  ///     customer.
+  ///   - revision: the revision of the previous page or of the last sync; `nil` from the start.
+  /// - Throws: ``AppStoreServerAPIError``.
+  public func transactionHistoryPage(
+    transactionId: String, revision: String?, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64
+  ) async throws(AppStoreServerAPIError) -> TransactionHistoryPage {
+    var query = [("sort", "ASCENDING")]
+    if let revision, !revision.isEmpty { query.append(("revision", revision)) }
+    let json = try await call(
+      "GET", environment, "/inApps/v2/history/\(try pathSegment(transactionId))", query: query,
+      authorizer: authorizer, nowMs: nowMs)
+    guard let signed = json["signedTransactions"]?.arrayValue,
+      let revision = json["revision"]?.stringValue
+    else {
+      throw malformed("Get Transaction History", "no revision or signedTransactions")
+    }
+    return TransactionHistoryPage(
+      revision: revision, hasMore: json["hasMore"]?.boolValue ?? false,
+      rawEnvironment: json["environment"]?.stringValue,
+      signedTransactions: try strings(signed, "Get Transaction History", "signedTransactions"))
+  }
+
+  /// Get Transaction History v2, every page from `revision` on (ASCENDING).
+  /// - Parameter maxPages: a bound on the pages read in one call (a history of 20 × maxPages
+  ///   changed transactions at most); the revision returned resumes where it stopped.
+  /// - Throws: ``AppStoreServerAPIError``.
+  public func transactionHistory(
+    transactionId: String, revision: String?, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64, maxPages: Int = 500
+  ) async throws(AppStoreServerAPIError) -> TransactionHistory {
+    var all: [String] = []
+    var current = revision
+    var pages = 0
+    while true {
+      let page = try await transactionHistoryPage(
+        transactionId: transactionId, revision: current, environment: environment,
+        authorizer: authorizer, nowMs: nowMs)
+      pages += 1
+      all += page.signedTransactions
+      let advanced = page.revision != current
+      current = page.revision
+      // A page that says "more" without moving the revision would loop forever: stop there.
+      guard page.hasMore, advanced, pages < maxPages else { break }
+    }
+    return TransactionHistory(revision: current ?? "", signedTransactions: all, pages: pages)
+  }
+
+  /// Get All Subscription Statuses: every subscription of the customer, per group.
+  /// - Throws: ``AppStoreServerAPIError``.
+  public func allSubscriptionStatuses(
+    transactionId: String, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64
+  ) async throws(AppStoreServerAPIError) -> [LastTransactionsItem] {
+    let json = try await call(
+      "GET", environment, "/inApps/v1/subscriptions/\(try pathSegment(transactionId))", query: [],
+      authorizer: authorizer, nowMs: nowMs)
+    guard let data = json["data"]?.arrayValue else {
+      throw malformed("Get All Subscription Statuses", "no data")
+    }
+    var items: [LastTransactionsItem] = []
+    for group in data {
+      let groupId = group["subscriptionGroupIdentifier"]?.stringValue ?? ""
+      for last in group["lastTransactions"]?.arrayValue ?? [] {
+        guard let otid = last["originalTransactionId"]?.stringValue else {
+          throw malformed("Get All Subscription Statuses", "a lastTransactions item has no originalTransactionId")
+        }
+        items.append(
+          LastTransactionsItem(
+            subscriptionGroupIdentifier: groupId, originalTransactionId: otid,
+            rawStatus: last["status"]?.int64Value.map { Int($0) },
+            signedTransactionInfo: last["signedTransactionInfo"]?.stringValue,
+            signedRenewalInfo: last["signedRenewalInfo"]?.stringValue))
+      }
+    }
+    return items
+  }
+
+  /// Get Transaction Info: one signed transaction.
+  /// - Throws: ``AppStoreServerAPIError``.
+  public func transactionInfo(
+    transactionId: String, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64
+  ) async throws(AppStoreServerAPIError) -> String {
+    let json = try await call(
+      "GET", environment, "/inApps/v1/transactions/\(try pathSegment(transactionId))", query: [],
+      authorizer: authorizer, nowMs: nowMs)
+    guard let signed = json["signedTransactionInfo"]?.stringValue else {
+      throw malformed("Get Transaction Info", "no signedTransactionInfo")
+    }
+    return signed
+  }
+
+  /// Get Notification History: the notifications Apple sent (or tried to send) between two
+  /// instants, every page (`paginationToken`).
+  /// - Parameters:
+  ///   - startMs: the start, inclusive (Apple keeps 180 days in production, 30 in the sandbox).
+  ///   - endMs: the end.
+  ///   - onlyFailures: only notifications whose delivery failed.
+  ///   - maxPages: a bound on the pages read.
+  /// - Throws: ``AppStoreServerAPIError``.
+  public func notificationHistory(
+    startMs: Int64, endMs: Int64, onlyFailures: Bool = false,
+    environment: SubscriptionDomain.Environment, authorizer: any AppStoreServerAPIAuthorizer,
+    nowMs: Int64, maxPages: Int = 500
+  ) async throws(AppStoreServerAPIError) -> [NotificationHistoryItem] {
+    var body = JSONObject()
+    body.append("startDate", .integer(startMs))
+    body.append("endDate", .integer(endMs))
+    if onlyFailures { body.append("onlyFailures", .bool(true)) }
+    let bytes = JSONValue.object(body).serializedBytes()
+    var items: [NotificationHistoryItem] = []
+    var token: String? = nil
+    var pages = 0
+    repeat {
+      let query = token.map { [("paginationToken", $0)] } ?? []
+      let json = try await call(
+        "POST", environment, "/inApps/v1/notifications/history", query: query, body: bytes,
+        authorizer: authorizer, nowMs: nowMs)
+      guard let list = json["notificationHistory"]?.arrayValue else {
+        throw malformed("Get Notification History", "no notificationHistory")
+      }
+      for item in list {
+        guard let payload = item["signedPayload"]?.stringValue else {
+          throw malformed("Get Notification History", "an item has no signedPayload")
+        }
+        let results = (item["sendAttempts"]?.arrayValue ?? []).compactMap { $0["sendAttemptResult"]?.stringValue }
+        items.append(NotificationHistoryItem(signedPayload: payload, sendAttemptResults: results))
+      }
+      pages += 1
+      let next = json["hasMore"]?.boolValue == true ? json["paginationToken"]?.stringValue : nil
+      guard next != token else { break }
+      token = next
+    } while token != nil && pages < maxPages
+    return items
+  }
+
+  // MARK: Transport
+
+  private func pathSegment(_ id: String) throws(AppStoreServerAPIError) -> String {
+    guard !id.isEmpty, id.utf8.count <= 64,
+      id.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-") })
+    else {
+      throw AppStoreServerAPIError(code: .rejected, message: "transaction id \"\(id.prefix(64))\" is not a valid id")
+    }
+    return id
+  }
+
+  private func malformed(_ endpoint: String, _ what: String) -> AppStoreServerAPIError {
+    AppStoreServerAPIError(code: .malformedResponse, httpStatus: 200, message: "\(endpoint) answered an unreadable body: \(what)")
+  }
+
+  private func strings(_ values: [JSONValue], _ endpoint: String, _ field: String) throws(AppStoreServerAPIError) -> [String] {
+    var out: [String] = []
+    out.reserveCapacity(values.count)
+    for v in values {
+      guard let s = v.stringValue else { throw malformed(endpoint, "\(field) holds a non-string") }
+      out.append(s)
+    }
+    return out
+  }
+
+  /// One API call with retries; returns the parsed JSON body of a 2xx answer.
+  func call(
+    _ method: String, _ environment: SubscriptionDomain.Environment, _ path: String,
+    query: [(String, String)], body: [UInt8]? = nil, authorizer: any AppStoreServerAPIAuthorizer,
+    nowMs: Int64
+  ) async throws(AppStoreServerAPIError) -> JSONValue {
+    guard var components = URLComponents(url: baseURL(environment), resolvingAgainstBaseURL: false) else {
+      throw AppStoreServerAPIError(code: .rejected, message: "cannot build the URL of \(path)")
+    }
+    let basePath = components.path
+    components.path = basePath.trimmingSuffix("/") + path
+    if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+    // `+` is legal in a query but Apple's revisions and tokens are base64: encode it.
+    let encoded = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+    components.percentEncodedQuery = encoded
+    guard let url = components.url else {
+      throw AppStoreServerAPIError(code: .rejected, message: "cannot build the URL of \(path)")
+    }
+    let endpoint = "\(method) \(path.split(separator: "/").prefix(3).joined(separator: "/"))"
+    var attempt = 0
+    var last: AppStoreServerAPIError
+    repeat {
+      attempt += 1
+      let token = try authorizer.bearerToken(nowMs: nowMs)
+      var headers = [("Authorization", "Bearer \(token)"), ("Accept", "application/json")]
+      if body != nil { headers.append(("Content-Type", "application/json")) }
+      let status: Int
+      let responseBody: [UInt8]
+      do {
+        (status, responseBody) = try await requester.send(
+          method: method, url: url, headers: headers, body: body, timeout: timeout)
+      } catch {
+        last = AppStoreServerAPIError(code: .unavailable, message: "App Store Server API unreachable (\(endpoint)): \(error.localizedDescription)")
+        try await backoff(attempt)
+        continue
+      }
+      if (200..<300).contains(status) {
+        do { return try JSONValue(parsing: responseBody) } catch {
+          throw malformed(endpoint, "\(error)")
+        }
+      }
+      let parsed = try? JSONValue(parsing: responseBody)
+      let code = parsed?["errorCode"]?.int64Value
+      let text = parsed?["errorMessage"]?.stringValue
+      let detail = "\(endpoint) answered HTTP \(status)" + (code.map { " errorCode \($0)" } ?? "") + (text.map { ": \($0)" } ?? "")
+      if status == 401 {
+        throw AppStoreServerAPIError(code: .keyRefused, httpStatus: status, apiErrorCode: code, message: detail)
+      }
+      if let code, AppStoreServerAPIError.notFoundCodes.contains(code) {
+        throw AppStoreServerAPIError(code: .notFound, httpStatus: status, apiErrorCode: code, message: detail)
+      }
+      last = AppStoreServerAPIError(code: .unavailable, httpStatus: status, apiErrorCode: code, message: detail)
+      if status == 429 || status >= 500 || code.map(AppStoreServerAPIError.retryableCodes.contains) == true {
+        try await backoff(attempt)
+        continue
+      }
+      if status == 404 && code == nil {
+        throw AppStoreServerAPIError(code: .notFound, httpStatus: status, message: detail)
+      }
+      throw AppStoreServerAPIError(code: .rejected, httpStatus: status, apiErrorCode: code, message: detail)
+    } while attempt < maxAttempts
+    throw last
+  }
+
+  private func backoff(_ attempt: Int) async throws(AppStoreServerAPIError) {
+    guard attempt < maxAttempts else { return }
+    let ceiling = initialBackoff * (1 << min(attempt - 1, 10))
+    do { try await Task.sleep(for: ceiling * Double.random(in: 0.5...1.0)) } catch {
+      throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while retrying the App Store Server API")
+    }
+  }
+}
+
+extension String {
+  fileprivate func trimmingSuffix(_ suffix: String) -> String {
+    hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+  }
+}
