@@ -169,7 +169,10 @@ let package = Package(
     // Live-database tests: start a PostgreSQL server and two substatusd instances.
     .testTarget(
       name: "SubscriptionStoragePostgresTests",
-      dependencies: ["SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting"],
+      dependencies: [
+        "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting",
+        "RPCCore", "RPCHTTP2Transport", "SubstatusWire",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",

@@ -51,6 +51,8 @@ public final class AppStoreSimulator: Sendable {
   let state: Locked<SimulatorState>
   let dispatcher: NotificationDispatcher
   let faults = Mutex<[FaultRule]>([])
+  /// verifyReceipt requests received, by endpoint (`production`, `sandbox`), faults included.
+  let verifyReceiptRequests = Mutex<[String: Int]>([:])
   let notificationFormat: any NotificationFormat = NotificationFormatV1()
   private let ticker = Mutex<Task<Void, Never>?>(nil)
 

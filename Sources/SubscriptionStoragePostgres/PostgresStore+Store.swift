@@ -789,6 +789,44 @@ extension PostgresStore: Store {
     }
   }
 
+  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``. One statement: the due rows are
+  /// locked with `FOR UPDATE SKIP LOCKED` (rows another instance is claiming at this moment are
+  /// skipped, not waited for; a row another claim committed first fails the re-checked due
+  /// condition) and their due time set to the lease expiry, returning the rows as they were.
+  public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
+    async throws(StoreError) -> [StoredReceipt]
+  {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    let n = Int64(min(max(limit, 1), 1000))
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        WITH claimed AS (
+          SELECT r.user_key, r.next_due_ms FROM receipts r JOIN users u ON u.user_key = r.user_key
+          WHERE r.next_due_ms <= $1 ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id
+          LIMIT $2 FOR UPDATE OF r SKIP LOCKED)
+        UPDATE receipts r SET next_due_ms = $3 FROM claimed c, users u
+        WHERE r.user_key = c.user_key AND u.user_key = r.user_key
+        RETURNING u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms,
+          c.next_due_ms, r.failure_count
+        """, [.int(atMs), .int(n), .int(leaseUntilMs)])
+    }
+    let claimed = try Self.map(rows) { r throws(StoreError) in
+      guard let environment = Environment(rawValue: r.text(1)) else {
+        throw StoreError(.corrupt, "user of app \(r.text(0)) has unknown environment \(r.text(1))")
+      }
+      return StoredReceipt(
+        user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
+        receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
+        failureCount: Int(r.int(6)))
+    }
+    // RETURNING has no order: most overdue first, as the selection was made.
+    return claimed.sorted {
+      ($0.nextDueMs ?? 0, $0.user.appId, $0.user.environment.rawValue, $0.user.userId)
+        < ($1.nextDueMs ?? 0, $1.user.appId, $1.user.environment.rawValue, $1.user.userId)
+    }
+  }
+
   /// Runs `sql` (whose first parameters are app, environment and user id) on the user's receipt
   /// row; `notFound` if there is none.
   private func updateReceipt(_ user: UserKey, _ sql: String, _ values: [PGValue])

@@ -90,6 +90,10 @@ public enum StoreContract {
     case dueReceipts
     /// marking verified and rescheduling change the schedule; unknown receipts are not found
     case receiptSchedule
+    /// claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded
+    case claimDueReceipts
+    /// concurrent claims never hand out the same receipt twice, and together take every due receipt
+    case concurrentClaims
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -116,6 +120,8 @@ public enum StoreContract {
       case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
       case .dueReceipts: "due receipts: at or before the time, most overdue first, limited, none without a due time"
       case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
+      case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
+      case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
       }
     }
   }
@@ -145,6 +151,8 @@ public enum StoreContract {
     case .receiptsSaveAndRead: try await receiptsSaveAndRead(store)
     case .dueReceipts: try await dueReceipts(store)
     case .receiptSchedule: try await receiptSchedule(store)
+    case .claimDueReceipts: try await claimDueReceipts(store)
+    case .concurrentClaims: try await concurrentClaims(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable
