@@ -106,7 +106,7 @@ let package = Package(
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-storage-bench",
-      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-bench-server",

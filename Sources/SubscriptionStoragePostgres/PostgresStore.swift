@@ -71,6 +71,14 @@ public final class PostgresStore: Sendable {
     pool = PGPool(connections: connections, conninfo: configuration.url)
   }
 
+  /// The database's size on disk in bytes (`pg_database_size`: tables, indexes and the system
+  /// catalogs, not the WAL), for benchmarks and capacity planning.
+  public func databaseSize() async throws(StoreError) -> Int64 {
+    try await pool.run { db throws(StoreError) in
+      try db.first("SELECT pg_database_size(current_database())")?.int(0) ?? 0
+    }
+  }
+
   /// Finishes queued work, stops the threads and closes the connections. Idempotent.
   public func close() {
     let wasClosed = closed.withLock { c -> Bool in
