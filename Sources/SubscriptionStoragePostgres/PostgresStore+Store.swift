@@ -62,14 +62,19 @@ enum PostgresQueries {
     """
   /// One user's whole history in one statement (one snapshot, one round trip): kind 0 rows are
   /// transactions, kind 1 rows renewal infos.
+  /// The users are looked up by joining the unnested id list, so that every lookup is an index
+  /// probe on (app, environment, user). (`u.user_id = ANY($3)` lets the generic plan of a prepared
+  /// statement probe by app and environment only and filter the user ids: a scan of all the app's
+  /// users per read.)
   static let histories = """
-    SELECT u.user_id, 0, t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
-    FROM users u JOIN transactions t ON t.user_key = u.user_key
-    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    WITH q AS (
+      SELECT u.user_key, u.user_id FROM unnest($3::text[]) AS wanted(user_id)
+      JOIN users u ON u.app_id = $1 AND u.environment = $2 AND u.user_id = wanted.user_id)
+    SELECT q.user_id, 0, t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
+    FROM q JOIN transactions t ON t.user_key = q.user_key
     UNION ALL
-    SELECT u.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
-    FROM users u JOIN renewal_infos r ON r.user_key = u.user_key
-    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    SELECT q.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
+    FROM q JOIN renewal_infos r ON r.user_key = q.user_key
     """
   static let transactionPage = """
     SELECT t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload

@@ -175,6 +175,31 @@ struct PostgresStoreTests {
     }
   }
 
+  @Test func historyReadsProbeTheUserIndexEvenWithAGenericPlan() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let store = try open(url)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest(
+      (0..<300).map { i in
+        UserPurchases(
+          user: Fixture.user("u\(i)"),
+          transactions: [Fixture.transaction("t\(i)", purchase: 10, expires: 20)])
+      })
+    // A prepared statement's generic plan (what the pool's statements get after five runs): the
+    // user must be found by an index probe, not by filtering all the app's users.
+    let db = try PGConnection(conninfo: url)
+    try db.execute("SET plan_cache_mode = force_generic_plan")
+    try db.execute("PREPARE h(text, text, text[]) AS \(PostgresQueries.histories)")
+    let plan = try db.query(
+      "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE h('a1', '\(Fixture.user("u7").environment.rawValue)', '{u7}')"
+    ).map { $0.text(0) }
+    #expect(!plan.contains { $0.contains("Rows Removed by Filter") }, "\(plan.joined(separator: "\n"))")
+    #expect(plan.contains { $0.contains("users_app_id_environment_user_id_key") }, "\(plan)")
+    let history = try await store.history(of: Fixture.user("u7"))
+    #expect(history.transactions.map(\.transactionId) == ["t7"])
+  }
+
   @Test func libpqRunsOnThePoolThreadsNeverOnTheCallers() async throws {
     try await withPostgresStore { store in
       let names = try await withThrowingTaskGroup(of: String.self) { group in
