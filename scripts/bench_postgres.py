@@ -12,7 +12,7 @@ scripts/bench calls `section(build_dir, transactions)`; run alone it measures an
 
     scripts/bench_postgres.py [--transactions N] [--no-build]
 """
-import argparse, glob, json, os, re, shutil, socket, subprocess, sys, tempfile, threading, time
+import argparse, glob, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TITLE = "## SQLite vs PostgreSQL (storage)"
@@ -68,8 +68,9 @@ class Server:
         subprocess.run([os.path.join(self.bin, "psql"), "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
                         "-d", "postgres", "-c", "CREATE DATABASE bench"], check=True)
         self.url = f"postgres://postgres@127.0.0.1:{self.port}/bench"
-        self.version = subprocess.run([os.path.join(self.bin, "postgres"), "--version"], stdout=subprocess.PIPE,
-                                      text=True).stdout.strip()
+        text = subprocess.run([os.path.join(self.bin, "postgres"), "--version"], stdout=subprocess.PIPE,
+                              text=True).stdout
+        self.version = "PostgreSQL " + (re.search(r"\d+(\.\d+)+", text) or re.search(r".*", text)).group(0)
 
     def pss_mb(self):
         """Proportional set size of the postmaster and its children (shared memory counted once)."""
@@ -127,17 +128,26 @@ def run_bench(build_dir, transactions, store=None, sampler=None):
     return text.strip(), figures
 
 
-def section(build_dir, transactions=100_000):
+def section(build_dir, transactions=100_000, reps=3):
     """Measures both stores; returns the markdown lines of the section."""
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()[0]
-    sqlite_text, s = run_bench(build_dir, transactions)
-    server = Server()
-    try:
-        pg_text, p = run_bench(build_dir, transactions, server.url, server.pss_mb)
-        version = server.version
-    finally:
-        server.stop()
+    sqlite_runs, pg_runs = [], []
+    for _ in range(reps):  # interleaved, each PostgreSQL run on a fresh server
+        sqlite_text, figures = run_bench(build_dir, transactions)
+        sqlite_runs.append(figures)
+        server = Server()
+        try:
+            pg_text, figures = run_bench(build_dir, transactions, server.url, server.pss_mb)
+            pg_runs.append(figures)
+            version = server.version
+        finally:
+            server.stop()
+
+    def medians(runs):
+        return {k: statistics.median(r[k] for r in runs if k in r) for k in runs[0]}
+
+    s, p = medians(sqlite_runs), medians(pg_runs)
 
     def us(x):
         return f"{x:,.0f} µs" if x >= 10 else f"{x:,.1f} µs"
@@ -179,12 +189,13 @@ def section(build_dir, transactions=100_000):
     n = int(s["transactions"])
     lines = [TITLE, "",
              f"The same workload on both stores, {n:,} transactions ({n // 10:,} users × 10 transactions + a",
-             "renewal info, 10 apps), the same process and machine, one after the other:",
+             "renewal info, 10 apps), on the same machine:",
              "`.build/release/substatus-storage-bench --transactions N` (SQLite, synchronous=FULL, 4 reader",
              "connections) and `... --store postgres://...` (PostgreSQL, 4 pooled connections like substatusd)",
              f"against a throwaway {version} server on the same machine over TCP on 127.0.0.1, with its",
              "durable defaults (fsync=on, synchronous_commit=on, shared_buffers=128MB). Started by",
-             f"`scripts/bench_postgres.py` (run by `scripts/bench`) on {started}, {os.cpu_count()} cores. The machine",
+             f"`scripts/bench_postgres.py` (run by `scripts/bench`) on {started}, {os.cpu_count()} cores; {reps} runs of",
+             "each, interleaved, medians per figure (the full output below is the last run of each). The machine",
              f"is shared with other work (load average {load:.0f} when the run started: other builds competed for",
              "the cores, and PostgreSQL's server processes suffer more from that than SQLite inside the bench",
              "process): compare the columns, not the absolute figures.",
@@ -212,12 +223,13 @@ def replace_section(path, lines):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--transactions", type=int, default=100_000)
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
     os.chdir(ROOT)
     if not args.no_build:
         subprocess.run(["swift", "build", "-c", "release", "--product", "substatus-storage-bench"], check=True)
-    lines = section(os.path.join(ROOT, ".build"), args.transactions)
+    lines = section(os.path.join(ROOT, ".build"), args.transactions, args.reps)
     replace_section(os.path.join(ROOT, "BENCHMARKS.md"), lines)
     print("\n".join(lines))
     print("wrote the SQLite vs PostgreSQL section of BENCHMARKS.md")
