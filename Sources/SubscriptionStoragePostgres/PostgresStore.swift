@@ -5,7 +5,9 @@ import Synchronization
 /// The PostgreSQL ``Store``, for deployments of several `substatusd` instances sharing one database.
 ///
 /// - Threads: libpq calls block, so they run on a small pool of dedicated threads, each owning one
-///   connection; callers await a continuation and never block their own thread.
+///   connection; callers await a continuation and never block their own thread. With two
+///   connections or more, one serves only single statements (reads), so reads never queue behind
+///   transactions.
 /// - Statements are prepared once per connection; results come back in libpq's binary format.
 /// - Durability: a method returns after `COMMIT`, which PostgreSQL makes durable (WAL flushed with the
 ///   server's default `synchronous_commit=on`).
