@@ -114,7 +114,7 @@ let package = Package(
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-storage-bench",
-      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
+      dependencies: ["SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-e2e-datagen",
@@ -181,7 +181,10 @@ let package = Package(
     // Live-database tests: start a PostgreSQL server and two substatusd instances.
     .testTarget(
       name: "SubscriptionStoragePostgresTests",
-      dependencies: ["SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting"],
+      dependencies: [
+        "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting",
+        "RPCCore", "RPCHTTP2Transport", "SubstatusWire",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceTests",

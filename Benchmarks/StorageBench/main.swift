@@ -1,15 +1,18 @@
-// substatus-storage-bench: fills a SQLite store with transactions (default 1,000,000 for 100,000
-// users across 10 apps, 10 transactions and one renewal info per user, each user ingested whole in
-// one batch entry) and reports durable ingest throughput, single-user history latency at 10k, 100k
-// and 1M transactions, concurrent read throughput, database size and RSS.
+// substatus-storage-bench: fills a store (SQLite by default, or PostgreSQL with
+// `--store postgres://...`) with transactions (default 1,000,000 for 100,000 users across 10 apps,
+// 10 transactions and one renewal info per user, each user ingested whole in one batch entry) and
+// reports durable ingest throughput, single-user history latency at 10k, 100k and 1M transactions,
+// concurrent read throughput, notification apply and user listing latency, database size and RSS.
+// The last line, `summary: {...}`, repeats the main figures as JSON (scripts/bench_postgres.py).
 //
 // Usage: swift build -c release --product substatus-storage-bench
 //        .build/release/substatus-storage-bench [--transactions N] [--apps N] [--dir DIR]
 //          [--writers N] [--users-per-call N] [--samples N] [--synchronous full|normal]
-//          [--integrity-check]
+//          [--integrity-check] [--store sqlite|postgres://USER@HOST:PORT/DB] [--pool-size N]
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 
 func argument(_ name: String) -> String? {
@@ -35,6 +38,11 @@ let dir =
 try? FileManager.default.removeItem(atPath: dir)
 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
 let dbPath = dir + "/bench.sqlite"
+let storeArgument = argument("--store") ?? "sqlite"
+let postgresURL = storeArgument.hasPrefix("postgres") ? storeArgument : nil
+let poolSize = Int(argument("--pool-size") ?? "") ?? 4
+/// The main figures, printed as JSON at the end.
+nonisolated(unsafe) var summary: [String: Double] = [:]
 
 func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
@@ -99,7 +107,7 @@ struct LatencyReport {
 }
 
 /// Sequential single-user history reads of random existing users, then 4-way concurrent reads.
-func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyReport {
+func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport {
   var generator = SystemRandomNumberGenerator()
   var latencies: [Double] = []
   latencies.reserveCapacity(samples)
@@ -135,8 +143,17 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
 
 /// The whole run, off the main actor so that store calls are measured without main-actor hops.
 @Sendable func runBench() async throws {
-  let store = try SQLiteStore(
-    configuration: .init(path: dbPath, readerCount: 4, synchronous: synchronous))
+  let sqlite: SQLiteStore?
+  let postgres: PostgresStore?
+  if let postgresURL {
+    sqlite = nil
+    postgres = try PostgresStore(configuration: .init(url: postgresURL, poolSize: poolSize))
+  } else {
+    sqlite = try SQLiteStore(
+      configuration: .init(path: dbPath, readerCount: 4, synchronous: synchronous))
+    postgres = nil
+  }
+  let store: any Store = sqlite ?? postgres!
   try await store.createTenant(TenantRecord(tenantId: "bench", name: "bench", createdMs: 0))
   for a in 0..<appCount {
     try await store.createApp(
@@ -148,7 +165,9 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
     "substatus-storage-bench: \(totalTransactions) transactions, \(userCount) users, \(appCount) apps"
   )
   print(
-    "  synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call"
+    postgres == nil
+      ? "  SQLite, synchronous=\(synchronous.rawValue), \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call"
+      : "  PostgreSQL, \(poolSize) connections, \(writers) concurrent writers, \(usersPerCall) users (\(usersPerCall * perUser) transactions) per ingest call"
   )
 
   let checkpoints =
@@ -157,7 +176,7 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
   var reports: [LatencyReport] = []
   var filledUsers = 0
   var ingestSeconds = 0.0
-  let commitsBefore = store.groupCommitStatistics
+  let commitsBefore = sqlite?.groupCommitStatistics ?? (commits: 0, writes: 0)
   for checkpoint in checkpoints {
     let targetUsers = checkpoint / perUser
     let t0 = now()
@@ -192,6 +211,9 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
         format:
           "    history of one user (10 tx + renewal info): p50 %.0f µs, p99 %.0f µs, mean %.0f µs; 4 concurrent readers: %.0f reads/s",
         report.p50, report.p99, report.mean, report.readsPerSecond))
+    summary["history_p50_us"] = report.p50
+    summary["history_p99_us"] = report.p99
+    summary["concurrent_reads_per_s"] = report.readsPerSecond
   }
   // The other reads on the eligibility path: the app (with its policy) and its catalog of 20 products.
   try await store.putProducts(
@@ -202,11 +224,13 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
         duration: try! ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
         promotionalOfferIds: ["promo1", "promo2"])
     })
-  func measure(_ label: String, _ body: () async throws -> Void) async throws {
+  func measure(_ label: String, key: String? = nil, _ body: (Int) async throws -> Void)
+    async throws
+  {
     var latencies: [Double] = []
-    for _ in 0..<samples {
+    for i in 0..<samples {
       let t0 = now()
-      try await body()
+      try await body(i)
       latencies.append(now() - t0)
     }
     latencies.sort()
@@ -214,37 +238,83 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
       String(
         format: "  %@: p50 %.1f µs, p99 %.1f µs", label, percentile(latencies, 0.5) * 1e6,
         percentile(latencies, 0.99) * 1e6))
+    if let key {
+      summary[key + "_p50_us"] = percentile(latencies, 0.5) * 1e6
+      summary[key + "_p99_us"] = percentile(latencies, 0.99) * 1e6
+    }
   }
-  try await measure("app(id:) with policy") { _ = try await store.app(id: "app-0") }
-  try await measure("products(appId:), 20 products") {
+  try await measure("app(id:) with policy", key: "app") { _ in
+    _ = try await store.app(id: "app-0")
+  }
+  try await measure("products(appId:), 20 products") { _ in
     _ = try await store.products(appId: "app-0")
   }
-  try await measure("isNotificationProcessed (one PK probe: the reader round trip)") {
+  try await measure(
+    "isNotificationProcessed (one PK probe: the reader round trip)", key: "notification_seen"
+  ) { _ in
     _ = try await store.isNotificationProcessed(appId: "app-0", notificationId: "n")
   }
-  try await measure("apiKey(hash:) miss") { _ = try await store.apiKey(hash: SHA256.hash("nope")) }
-  try await measure("histories of 10 users in one read") {
+  try await measure("apiKey(hash:) miss") { _ in
+    _ = try await store.apiKey(hash: SHA256.hash("nope"))
+  }
+  try await measure("histories of 10 users in one read", key: "histories10") { _ in
     _ = try await store.histories(
       appId: "app-0", environment: .production, userIds: (0..<10).map { "user-\($0 * appCount)" })
   }
+  // A notification: a new id and one user's renewal (the user's newest transaction again, newer
+  // signed), deduplicated and upserted in one durable commit; one at a time.
+  try await measure("applyNotification (new id, one user's renewal, committed)", key: "notification")
+  { i in
+    var update = purchases(i % filledUsers)
+    update.transactions = [update.transactions[perUser - 1]]
+    update.transactions[0].signedDate = (update.transactions[0].signedDate ?? 0) + Int64(i) + 1
+    let applied = try await store.applyNotification(
+      appId: update.user.appId, notificationId: "bench-\(i)", receivedMs: Int64(i),
+      updates: [update])
+    precondition(applied)
+  }
+  try await measure("listUsers, a page of 100 (reports)", key: "list_users") { i in
+    _ = try await store.listUsers(
+      appId: "app-\(i % appCount)", environment: .production, page: PageRequest(size: 100))
+  }
 
-  let commitsAfter = store.groupCommitStatistics
+  let commitsAfter = sqlite?.groupCommitStatistics ?? (commits: 0, writes: 0)
   let rss = rssKiB()
-  let dbBytes = fileSize(dbPath)
-  let walBytes = fileSize(dbPath + "-wal")
-  print(
-    String(
-      format:
-        "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
-      filledUsers * perUser, ingestSeconds, Double(filledUsers * perUser) / ingestSeconds,
-      commitsAfter.commits - commitsBefore.commits,
-      Double(commitsAfter.writes - commitsBefore.writes)
-        / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
-  print(
-    String(
-      format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
-      Double(dbBytes) / 1e6, Double(walBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)
-    ))
+  let ingestRate = Double(filledUsers * perUser) / ingestSeconds
+  summary["transactions"] = Double(filledUsers * perUser)
+  summary["ingest_tx_per_s"] = ingestRate
+  if sqlite != nil {
+    print(
+      String(
+        format:
+          "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (%d commits, %.1f calls per commit)",
+        filledUsers * perUser, ingestSeconds, ingestRate,
+        commitsAfter.commits - commitsBefore.commits,
+        Double(commitsAfter.writes - commitsBefore.writes)
+          / Double(max(1, commitsAfter.commits - commitsBefore.commits))))
+    let dbBytes = fileSize(dbPath)
+    let walBytes = fileSize(dbPath + "-wal")
+    summary["db_bytes"] = Double(dbBytes)
+    summary["wal_bytes"] = Double(walBytes)
+    print(
+      String(
+        format: "database: %.1f MB (+ WAL %.1f MB), %.0f bytes per transaction",
+        Double(dbBytes) / 1e6, Double(walBytes) / 1e6,
+        Double(dbBytes) / Double(filledUsers * perUser)))
+  } else if let postgres {
+    print(
+      String(
+        format:
+          "ingest overall: %d transactions in %.2f s = %.0f transactions/s durably committed (one transaction per ingest call)",
+        filledUsers * perUser, ingestSeconds, ingestRate))
+    let dbBytes = try await postgres.databaseSize()
+    summary["db_bytes"] = Double(dbBytes)
+    print(
+      String(
+        format: "database: %.1f MB (pg_database_size, with catalogs; WAL apart), %.0f bytes per transaction",
+        Double(dbBytes) / 1e6, Double(dbBytes) / Double(filledUsers * perUser)))
+  }
+  summary["rss_mb"] = Double(rss.peak) / 1024
   print(
     String(
       format: "process RSS: %.1f MB now, %.1f MB peak", Double(rss.current) / 1024,
@@ -292,14 +362,20 @@ func measureReads(_ store: SQLiteStore, users: Int) async throws -> LatencyRepor
           "mixed load %.0f s, %d writers + 4 readers: %.0f transactions/s ingested while %.0f history reads/s (p50 %.0f µs, p99 %.0f µs)",
         mixedSeconds, writers, Double(total) / mixedSeconds, Double(latencies.count) / mixedSeconds,
         percentile(latencies, 0.5) * 1e6, percentile(latencies, 0.99) * 1e6))
+    summary["mixed_ingest_tx_per_s"] = Double(total) / mixedSeconds
+    summary["mixed_reads_per_s"] = Double(latencies.count) / mixedSeconds
+    summary["mixed_read_p99_us"] = percentile(latencies, 0.99) * 1e6
   }
   let integrityStart = now()
-  if CommandLine.arguments.contains("--integrity-check") {
+  if let sqlite, CommandLine.arguments.contains("--integrity-check") {
     print(
-      "integrity_check: \(try await store.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s"
+      "integrity_check: \(try await sqlite.integrityCheck()) in \(String(format: "%.1f", now() - integrityStart)) s"
     )
   }
-  store.close()
+  let json = summary.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }
+  print("summary: {\(json.joined(separator: ", "))}")
+  sqlite?.close()
+  postgres?.close()
   if keepDir == nil { try? FileManager.default.removeItem(atPath: dir) }
 }
 

@@ -61,6 +61,8 @@ public final class AppStoreSimulator: Sendable {
   let signing: SimulatorSigning
   let notificationFormatV1: any NotificationFormat = NotificationFormatV1()
   let notificationFormatV2: any NotificationFormat
+  /// verifyReceipt requests received, by endpoint (`production`, `sandbox`), faults included.
+  let verifyReceiptRequests = Mutex<[String: Int]>([:])
   private let ticker = Mutex<Task<Void, Never>?>(nil)
 
   /// Creates a simulator; with a time scale above 0 it also starts a ticker that renews

@@ -224,6 +224,7 @@ extension AppStoreSimulator {
   }
 
   func verifyReceipt(_ request: HTTPRequest, endpoint: StoreEnvironment) async -> HTTPResponse {
+    verifyReceiptRequests.withLock { $0[endpoint.rawValue, default: 0] += 1 }
     let fault = faults.withLock { rules -> FaultRule? in
       guard
         let index = rules.firstIndex(where: { $0.environment == nil || $0.environment == endpoint })
@@ -723,6 +724,14 @@ extension AppStoreSimulator {
       return jsonResponse(.object(["now_ms": .integer(nowMs)]))
     }
 
+    router.add("GET", "/control/stats") { [self] _ in
+      let counts = verifyReceiptRequests.withLock { $0 }
+      var object = JSONObject()
+      for environment in [StoreEnvironment.production, .sandbox] {
+        object.append(environment.rawValue, .integer(Int64(counts[environment.rawValue] ?? 0)))
+      }
+      return jsonResponse(.object(["verify_receipt_requests": .object(object)]))
+    }
     router.add("GET", "/control/faults") { [self] _ in
       jsonResponse(.object(["faults": .array(faults.withLock { $0.map(\.json) })]))
     }

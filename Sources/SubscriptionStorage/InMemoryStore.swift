@@ -461,6 +461,24 @@ public final class InMemoryStore: Store {
     return sorted.prefix(min(max(limit, 1), 1000)).map(\.1)
   }
 
+  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``: one locked step.
+  public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
+    async throws(StoreError) -> [StoredReceipt]
+  {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    return state.withLock { s in
+      let due = s.receipts.values.compactMap { r in
+        r.nextDueMs.flatMap { $0 <= atMs ? ($0, r) : nil }
+      }
+      let claimed = due.sorted {
+        ($0.0, $0.1.user.appId, $0.1.user.environment.rawValue, $0.1.user.userId)
+          < ($1.0, $1.1.user.appId, $1.1.user.environment.rawValue, $1.1.user.userId)
+      }.prefix(min(max(limit, 1), 1000)).map(\.1)
+      for r in claimed { s.receipts[r.user]?.nextDueMs = leaseUntilMs }
+      return claimed
+    }
+  }
+
   /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
   public func markReceiptVerified(
     user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?

@@ -246,6 +246,27 @@ public protocol Store: Sendable {
   /// app, environment, user), at most `limit` (clamped to 1...1000). Receipts without a due time
   /// are never listed. An index range read: cheap however many receipts are stored.
   func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt]
+  /// Claims receipts due at `atMs` for one refresher, so that instances sharing a database each
+  /// verify a different receipt: the same selection and order as ``dueReceipts(atMs:limit:)``, and in
+  /// the same atomic step every claimed receipt's due time becomes `leaseUntilMs` (a lease). Until
+  /// the lease expires no other claim returns the receipt; the claimant then records the outcome
+  /// with ``markReceiptVerified(user:atMs:nextDueMs:receiptData:)`` or
+  /// ``rescheduleReceipt(user:nextDueMs:failureCount:)``, which sets the real next due time. If the
+  /// claimant dies first, the receipt is due again when the lease expires and another instance
+  /// claims it (at-least-once: a claimant slower than its lease may overlap the next one).
+  ///
+  /// ```swift
+  /// let batch = try await store.claimDueReceipts(atMs: now, limit: 200, leaseUntilMs: now + 300_000)
+  /// ```
+  /// - Parameters:
+  ///   - atMs: the current time; receipts due at or before it are claimed.
+  ///   - limit: how many at most (clamped to 1...1000).
+  ///   - leaseUntilMs: when the claim expires; must be after `atMs`.
+  /// - Returns: the claimed receipts as they were before the claim (``StoredReceipt/nextDueMs`` is
+  ///   the due time that made them due), most overdue first.
+  /// - Throws: `invalidArgument` unless `leaseUntilMs > atMs`.
+  func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64) async throws(StoreError)
+    -> [StoredReceipt]
   /// Records a successful verification: sets the last verified time, the next due time (`nil`: not
   /// due), resets the failure count and, when `receiptData` is given, replaces the receipt (Apple's
   /// fresher `latest_receipt`).

@@ -55,4 +55,12 @@ public enum StoreValidation {
       throw StoreError(.invalidArgument, "receipt: failure_count is negative")
     }
   }
+
+  /// Checks a claim's lease: it must end after the claim time.
+  /// - Throws: `invalidArgument`.
+  public static func validateLease(atMs: Int64, leaseUntilMs: Int64) throws(StoreError) {
+    if leaseUntilMs <= atMs {
+      throw StoreError(.invalidArgument, "claim: lease_until_ms must be after at_ms")
+    }
+  }
 }

@@ -64,14 +64,19 @@ enum PostgresQueries {
     """
   /// One user's whole history in one statement (one snapshot, one round trip): kind 0 rows are
   /// transactions, kind 1 rows renewal infos.
+  /// The users are looked up by joining the unnested id list, so that every lookup is an index
+  /// probe on (app, environment, user). (`u.user_id = ANY($3)` lets the generic plan of a prepared
+  /// statement probe by app and environment only and filter the user ids: a scan of all the app's
+  /// users per read.)
   static let histories = """
-    SELECT u.user_id, 0, t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
-    FROM users u JOIN transactions t ON t.user_key = u.user_key
-    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    WITH q AS (
+      SELECT u.user_key, u.user_id FROM unnest($3::text[]) AS wanted(user_id)
+      JOIN users u ON u.app_id = $1 AND u.environment = $2 AND u.user_id = wanted.user_id)
+    SELECT q.user_id, 0, t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
+    FROM q JOIN transactions t ON t.user_key = q.user_key
     UNION ALL
-    SELECT u.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
-    FROM users u JOIN renewal_infos r ON r.user_key = u.user_key
-    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = ANY($3::text[])
+    SELECT q.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
+    FROM q JOIN renewal_infos r ON r.user_key = q.user_key
     """
   static let transactionPage = """
     SELECT t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
@@ -793,6 +798,44 @@ extension PostgresStore: Store {
         user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
         receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
         failureCount: Int(r.int(6)))
+    }
+  }
+
+  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``. One statement: the due rows are
+  /// locked with `FOR UPDATE SKIP LOCKED` (rows another instance is claiming at this moment are
+  /// skipped, not waited for; a row another claim committed first fails the re-checked due
+  /// condition) and their due time set to the lease expiry, returning the rows as they were.
+  public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
+    async throws(StoreError) -> [StoredReceipt]
+  {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    let n = Int64(min(max(limit, 1), 1000))
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        WITH claimed AS (
+          SELECT r.user_key, r.next_due_ms FROM receipts r JOIN users u ON u.user_key = r.user_key
+          WHERE r.next_due_ms <= $1 ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id
+          LIMIT $2 FOR UPDATE OF r SKIP LOCKED)
+        UPDATE receipts r SET next_due_ms = $3 FROM claimed c, users u
+        WHERE r.user_key = c.user_key AND u.user_key = r.user_key
+        RETURNING u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms,
+          c.next_due_ms, r.failure_count
+        """, [.int(atMs), .int(n), .int(leaseUntilMs)])
+    }
+    let claimed = try Self.map(rows) { r throws(StoreError) in
+      guard let environment = Environment(rawValue: r.text(1)) else {
+        throw StoreError(.corrupt, "user of app \(r.text(0)) has unknown environment \(r.text(1))")
+      }
+      return StoredReceipt(
+        user: UserKey(appId: r.text(0), environment: environment, userId: r.text(2)),
+        receiptData: r.text(3), lastVerifiedMs: r.optionalInt(4), nextDueMs: r.optionalInt(5),
+        failureCount: Int(r.int(6)))
+    }
+    // RETURNING has no order: most overdue first, as the selection was made.
+    return claimed.sorted {
+      ($0.nextDueMs ?? 0, $0.user.appId, $0.user.environment.rawValue, $0.user.userId)
+        < ($1.nextDueMs ?? 0, $1.user.appId, $1.user.environment.rawValue, $1.user.userId)
     }
   }
 

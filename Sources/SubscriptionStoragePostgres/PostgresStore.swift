@@ -5,7 +5,9 @@ import Synchronization
 /// The PostgreSQL ``Store``, for deployments of several `substatusd` instances sharing one database.
 ///
 /// - Threads: libpq calls block, so they run on a small pool of dedicated threads, each owning one
-///   connection; callers await a continuation and never block their own thread.
+///   connection; callers await a continuation and never block their own thread. With two
+///   connections or more, one serves only single statements (reads), so reads never queue behind
+///   transactions.
 /// - Statements are prepared once per connection; results come back in libpq's binary format.
 /// - Durability: a method returns after `COMMIT`, which PostgreSQL makes durable (WAL flushed with the
 ///   server's default `synchronous_commit=on`).
@@ -69,6 +71,14 @@ public final class PostgresStore: Sendable {
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     schemaVersion = try PostgresSchema.migrate(connections[0], now: now)
     pool = PGPool(connections: connections, conninfo: configuration.url)
+  }
+
+  /// The database's size on disk in bytes (`pg_database_size`: tables, indexes and the system
+  /// catalogs, not the WAL), for benchmarks and capacity planning.
+  public func databaseSize() async throws(StoreError) -> Int64 {
+    try await pool.run { db throws(StoreError) in
+      try db.first("SELECT pg_database_size(current_database())")?.int(0) ?? 0
+    }
   }
 
   /// Finishes queued work, stops the threads and closes the connections. Idempotent.

@@ -67,9 +67,15 @@ enum HotQueries {
     r.failure_count FROM receipts r JOIN users u ON u.user_key = r.user_key
     WHERE r.next_due_ms <= ? ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id LIMIT ?
     """
+  /// ``dueReceipts`` with the row key (column 7), for the claim's update.
+  static let dueReceiptKeys = """
+    SELECT u.app_id, u.environment, u.user_id, r.receipt_data, r.last_verified_ms, r.next_due_ms, \
+    r.failure_count, r.user_key FROM receipts r JOIN users u ON u.user_key = r.user_key
+    WHERE r.next_due_ms <= ? ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id LIMIT ?
+    """
   static let all = [
     userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
-    keyByHash, notificationSeen, appById, pruneNotifications, dueReceipts,
+    keyByHash, notificationSeen, appById, pruneNotifications, dueReceipts, dueReceiptKeys,
   ]
 }
 
@@ -808,6 +814,26 @@ extension SQLiteStore: Store {
       try db.all(HotQueries.dueReceipts, [.int(atMs), .int(n)]) { r throws(StoreError) in
         try Self.storedReceipt(r)
       }
+    }
+  }
+
+  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``: the due read and the lease update in
+  /// one write transaction of the single writer, so two claims never return the same receipt.
+  public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
+    async throws(StoreError) -> [StoredReceipt]
+  {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    let n = Int64(min(max(limit, 1), 1000))
+    return try await writer.write { db throws(StoreError) in
+      let claimed = try db.all(
+        HotQueries.dueReceiptKeys, [.int(atMs), .int(n)]
+      ) { r throws(StoreError) in (key: r.int(7), receipt: try Self.storedReceipt(r)) }
+      for c in claimed {
+        try db.run(
+          "UPDATE receipts SET next_due_ms = ? WHERE user_key = ?",
+          [.int(leaseUntilMs), .int(c.key)])
+      }
+      return claimed.map(\.receipt)
     }
   }
 

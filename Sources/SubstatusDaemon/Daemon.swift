@@ -165,7 +165,8 @@ public enum SubstatusDaemon {
     let refresher = configuration.refreshInterval > 0
       ? ReceiptRefresher(service: service, configuration: .init(
           interval: .milliseconds(max(10, Int64(configuration.refreshInterval * 1000))),
-          maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency))
+          maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency,
+          batchSize: configuration.refreshBatchSize, lease: .milliseconds(Int64(configuration.refreshLease * 1000))))
       : nil
     let refreshing = refresher.map { r in Task { await r.run() } }
     // Reconciliation with Apple's notification history (off with --reconcile-interval 0).

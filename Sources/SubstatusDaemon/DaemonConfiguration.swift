@@ -20,6 +20,8 @@ import SubstatusJSON
 /// | `--refresh-interval SECONDS` | `SUBSTATUS_REFRESH_INTERVAL` | `refresh_interval` | 60 (0: off) |
 /// | `--refresh-concurrency N` | `SUBSTATUS_REFRESH_CONCURRENCY` | `refresh_concurrency` | 8 |
 /// | `--refresh-tenant-concurrency N` | `SUBSTATUS_REFRESH_TENANT_CONCURRENCY` | `refresh_tenant_concurrency` | 2 |
+/// | `--refresh-lease SECONDS` | `SUBSTATUS_REFRESH_LEASE` | `refresh_lease` | 300 |
+/// | `--refresh-batch-size N` | `SUBSTATUS_REFRESH_BATCH_SIZE` | `refresh_batch_size` | 200 |
 /// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
 /// | `--tls-cert F` | `SUBSTATUS_TLS_CERT` | `tls_cert` | none (cleartext h2c) |
 /// | `--tls-key F` | `SUBSTATUS_TLS_KEY` | `tls_key` | none |
@@ -67,6 +69,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var refreshConcurrency: Int = 8
   /// Receipt verifications the background refresh runs at once for one tenant.
   public var refreshTenantConcurrency: Int = 2
+  /// Seconds a claimed batch of due receipts stays this instance's: other instances on the same
+  /// database skip it meanwhile; if this instance dies, its receipts are due again after it.
+  public var refreshLease: Double = 300
+  /// Due receipts one claim takes (instances sharing a database split the due receipts by batch).
+  public var refreshBatchSize: Int = 200
   /// The gRPC listener's certificate chain (PEM); with ``tlsKey``, gRPC is served over TLS.
   public var tlsCertificate: String?
   /// The private key (PEM) of ``tlsCertificate``.
@@ -120,6 +127,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --refresh-interval SECONDS             re-verify due receipts this often (default 60; 0: off)
       --refresh-concurrency N                receipt verifications in flight at once (default 8)
       --refresh-tenant-concurrency N         ... of them for one tenant (default 2)
+      --refresh-lease SECONDS                a claimed batch is this instance's for this long;
+                                             others skip it, and take it over if this one dies (default 300)
+      --refresh-batch-size N                 due receipts claimed at once (default 200)
       --master-key-file F                    AES-256-GCM master key for secrets at rest
                                              (default SUBSTATUS_MASTER_KEY(_FILE), else DATA_DIR/master.key)
       --tls-cert F --tls-key F               serve gRPC over TLS with this PEM chain and key
@@ -151,6 +161,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--refresh-interval", "SUBSTATUS_REFRESH_INTERVAL", "refresh_interval"),
     ("--refresh-concurrency", "SUBSTATUS_REFRESH_CONCURRENCY", "refresh_concurrency"),
     ("--refresh-tenant-concurrency", "SUBSTATUS_REFRESH_TENANT_CONCURRENCY", "refresh_tenant_concurrency"),
+    ("--refresh-lease", "SUBSTATUS_REFRESH_LEASE", "refresh_lease"),
+    ("--refresh-batch-size", "SUBSTATUS_REFRESH_BATCH_SIZE", "refresh_batch_size"),
     ("--tls-cert", "SUBSTATUS_TLS_CERT", "tls_cert"),
     ("--tls-key", "SUBSTATUS_TLS_KEY", "tls_key"),
     ("--tls-client-ca", "SUBSTATUS_TLS_CLIENT_CA", "tls_client_ca"),
@@ -292,7 +304,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard n >= 0 else { throw UsageError(description: "--reconcile-interval must not be negative") }
       c.reconcileInterval = n
     }
-    for (flag, path) in [("--refresh-concurrency", \DaemonConfiguration.refreshConcurrency), ("--refresh-tenant-concurrency", \.refreshTenantConcurrency)] {
+    if let n = try number("--refresh-lease") {
+      guard n >= 1 else { throw UsageError(description: "--refresh-lease must be at least 1 second") }
+      c.refreshLease = n
+    }
+    for (flag, path) in [("--refresh-concurrency", \DaemonConfiguration.refreshConcurrency), ("--refresh-tenant-concurrency", \.refreshTenantConcurrency), ("--refresh-batch-size", \.refreshBatchSize)] {
       if let n = try number(flag) {
         guard n >= 1, n <= 1000, n == n.rounded() else { throw UsageError(description: "\(flag) must be a whole number between 1 and 1000") }
         c[keyPath: path] = Int(n)

@@ -116,7 +116,9 @@ extension SubstatusService {
 /// Re-verifies stored receipts with Apple in the background, so renewals, billing problems and
 /// lapses show up without the app submitting its receipt again (DESIGN, issue 6).
 ///
-/// Every tick it reads the receipts due now (``Store/dueReceipts(atMs:limit:)``), verifies each with
+/// Every tick it claims the receipts due now (``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``:
+/// instances sharing a database each take different receipts, each for the lease's length; the
+/// receipts of an instance that dies are due again when its lease ends), verifies each with
 /// the app's current shared secret, ingests the answer exactly as SubmitReceipt does and stores the
 /// next due time (``ReceiptRefreshPolicy``). At most ``Configuration-swift.struct/maxConcurrent``
 /// verifications are in flight, at most ``Configuration-swift.struct/maxConcurrentPerTenant`` of one
@@ -161,12 +163,17 @@ public final class ReceiptRefresher: Sendable {
     public var maxBackoff: Duration
     /// How long an app's receipts wait after Apple rejected its shared secret (21004).
     public var wrongSecretBackoff: Duration
+    /// How long a claimed batch is this instance's (``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``):
+    /// other instances skip its receipts meanwhile; if this one dies, they are due again when the
+    /// lease ends. Longer than a batch takes (at least a second).
+    public var lease: Duration
 
     /// Creates a configuration.
     public init(
       interval: Duration = .seconds(60), maxConcurrent: Int = 8, maxConcurrentPerTenant: Int = 2,
       batchSize: Int = 200, maxBatchesPerTick: Int = 10, initialBackoff: Duration = .seconds(60),
-      maxBackoff: Duration = .seconds(6 * 3600), wrongSecretBackoff: Duration = .seconds(86_400)
+      maxBackoff: Duration = .seconds(6 * 3600), wrongSecretBackoff: Duration = .seconds(86_400),
+      lease: Duration = .seconds(300)
     ) {
       self.interval = interval
       self.maxConcurrent = max(1, maxConcurrent)
@@ -176,6 +183,7 @@ public final class ReceiptRefresher: Sendable {
       self.initialBackoff = initialBackoff
       self.maxBackoff = maxBackoff
       self.wrongSecretBackoff = wrongSecretBackoff
+      self.lease = max(lease, .seconds(1))
     }
   }
 
@@ -269,7 +277,8 @@ public final class ReceiptRefresher: Sendable {
 
   private var isStopping: Bool { state.withLock { $0.stopping } }
 
-  /// Runs one batch: reads the receipts due now and refreshes them within the concurrency caps.
+  /// Runs one batch: claims the receipts due now and refreshes them within the concurrency caps;
+  /// those not started because of a graceful shutdown are released (due again at once).
   /// - Returns: what it did; `nil` when the store could not be read.
   @discardableResult
   public func refreshDue() async -> BatchSummary? {
@@ -278,10 +287,12 @@ public final class ReceiptRefresher: Sendable {
     await releaseHeld(now: now)
     let due: [StoredReceipt]
     do {
-      due = try await service.store.dueReceipts(atMs: now, limit: configuration.batchSize)
+      due = try await service.store.claimDueReceipts(
+        atMs: now, limit: configuration.batchSize,
+        leaseUntilMs: now + configuration.lease.milliseconds)
     } catch {
       service.log.info(
-        "receipt refresh: cannot read due receipts", [("error", .string(error.description))])
+        "receipt refresh: cannot claim due receipts", [("error", .string(error.description))])
       return nil
     }
     var summary = BatchSummary()
@@ -325,6 +336,11 @@ public final class ReceiptRefresher: Sendable {
         perTenant[tenant, default: 1] -= 1
         summary.outcomes[outcome, default: 0] += 1
       }
+    }
+    // Stopping: give the claimed receipts not started back (their old due time ends the lease).
+    for (receipt, _) in pending {
+      _ = await reschedule(
+        receipt, nextDueMs: receipt.nextDueMs, failureCount: receipt.failureCount)
     }
 
     var fields: [(String, JSONValue)] = [("due", .integer(summary.due))]

@@ -96,6 +96,10 @@ public enum StoreContract {
     case historySyncState
     /// reconciliation leases: one owner at a time, taken over after expiry, completion records the time
     case reconciliationLease
+    /// claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded
+    case claimDueReceipts
+    /// concurrent claims never hand out the same receipt twice, and together take every due receipt
+    case concurrentClaims
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -125,6 +129,8 @@ public enum StoreContract {
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
+      case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
+      case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
       }
     }
   }
@@ -157,6 +163,8 @@ public enum StoreContract {
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     case .historySyncState: try await historySyncState(store)
     case .reconciliationLease: try await reconciliationLease(store)
+    case .claimDueReceipts: try await claimDueReceipts(store)
+    case .concurrentClaims: try await concurrentClaims(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

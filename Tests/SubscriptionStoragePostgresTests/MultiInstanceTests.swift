@@ -7,11 +7,11 @@ import Testing
 @testable import SubscriptionStoragePostgres
 
 /// The repository root, found from this file's path.
-private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
   .deletingLastPathComponent().deletingLastPathComponent()
 
 /// A built executable of this package (`swift build --build-tests` builds them next to the tests).
-private func builtExecutable(_ name: String) throws -> String {
+func builtExecutable(_ name: String) throws -> String {
   let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   let candidates = [binDir, binDir.deletingLastPathComponent()].map {
     $0.appendingPathComponent(name).path
@@ -21,20 +21,20 @@ private func builtExecutable(_ name: String) throws -> String {
 }
 
 /// The environment for a child: ours without substatus settings, plus `extra`.
-private func childEnvironment(_ extra: [String: String]) -> [String: String] {
+func childEnvironment(_ extra: [String: String]) -> [String: String] {
   ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SUBSTATUS_") }
     .merging(extra) { $1 }
 }
 
 /// A substatusd on free ports with `--store postgres://…`.
-private final class Instance: Sendable {
+final class Instance: Sendable {
   let pid: pid_t
   let directory: String
   let grpc: String
   let http: String
   let operatorKey: String?
 
-  init(store: String, masterKey: String) throws {
+  init(store: String, masterKey: String, extraArguments: [String] = []) throws {
     directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("substatusd-pg-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -45,7 +45,7 @@ private final class Instance: Sendable {
         try builtExecutable("substatusd"), "--data-dir", directory + "/data", "--store", store,
         "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ready-file", ready,
         "--operator-key-file", keyFile,
-      ], output: directory + "/stderr.log",
+      ] + extraArguments, output: directory + "/stderr.log",
       environment: childEnvironment(["SUBSTATUS_MASTER_KEY": masterKey]))
     let deadline = Date().addingTimeInterval(30)
     while !FileManager.default.fileExists(atPath: ready) {

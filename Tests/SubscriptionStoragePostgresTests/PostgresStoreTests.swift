@@ -2,6 +2,7 @@ import Foundation
 import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
+import Synchronization
 import Testing
 
 @testable import SubscriptionStoragePostgres
@@ -173,6 +174,65 @@ struct PostgresStoreTests {
         histories.map { $0.transactions.map(\.transactionId) }
           == ids.indices.reversed().map { ["t\($0)"] } + [[]])
     }
+  }
+
+  @Test func historyReadsProbeTheUserIndexEvenWithAGenericPlan() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let store = try open(url)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest(
+      (0..<300).map { i in
+        UserPurchases(
+          user: Fixture.user("u\(i)"),
+          transactions: [Fixture.transaction("t\(i)", purchase: 10, expires: 20)])
+      })
+    // A prepared statement's generic plan (what the pool's statements get after five runs): the
+    // user must be found by an index probe, not by filtering all the app's users.
+    let db = try PGConnection(conninfo: url)
+    try db.execute("SET plan_cache_mode = force_generic_plan")
+    try db.execute("PREPARE h(text, text, text[]) AS \(PostgresQueries.histories)")
+    let plan = try db.query(
+      "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE h('a1', '\(Fixture.user("u7").environment.rawValue)', '{u7}')"
+    ).map { $0.text(0) }
+    #expect(!plan.contains { $0.contains("Rows Removed by Filter") }, "\(plan.joined(separator: "\n"))")
+    #expect(plan.contains { $0.contains("users_app_id_environment_user_id_key") }, "\(plan)")
+    let history = try await store.history(of: Fixture.user("u7"))
+    #expect(history.transactions.map(\.transactionId) == ["t7"])
+  }
+
+  @Test func statementsDoNotWaitBehindQueuedTransactions() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let store = try open(url, poolSize: 2)
+    defer { store.close() }
+    // Five slow transactions: one general connection, so they run one after the other.
+    final class Count: Sendable { let value = Atomic<Int>(0) }
+    let done = Count()
+    let begin = ContinuousClock.now
+    let slow = Task {
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<5 {
+          group.addTask {
+            try await store.pool.transaction { db throws(StoreError) in
+              try db.execute("SELECT pg_sleep(0.4)")
+            }
+            done.value.add(1, ordering: .relaxed)
+          }
+        }
+        try await group.waitForAll()
+      }
+    }
+    try await Task.sleep(for: .milliseconds(100))
+    // A read meanwhile is served by the connection reserved for single statements: at most the
+    // transaction running when it was asked for ends meanwhile (in arrival order it would wait
+    // for every transaction queued before it).
+    let before = done.value.load(ordering: .relaxed)
+    let one = try await store.pool.run { db throws(StoreError) in try db.first("SELECT 1")?.int(0) }
+    let after = done.value.load(ordering: .relaxed)
+    #expect(one == 1)
+    #expect(after - before <= 1, "\(after - before) transactions ended while the read waited")
+    try await slow.value
+    #expect(begin.duration(to: .now) > .milliseconds(1900), "the transactions ran one at a time")
   }
 
   @Test func libpqRunsOnThePoolThreadsNeverOnTheCallers() async throws {

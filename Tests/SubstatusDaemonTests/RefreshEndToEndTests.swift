@@ -197,16 +197,20 @@ final class RunningSimulator: @unchecked Sendable {
     #expect(defaults.refreshInterval == 60)
     #expect(defaults.refreshConcurrency == 8)
     #expect(defaults.refreshTenantConcurrency == 2)
+    #expect(defaults.refreshLease == 300)
+    #expect(defaults.refreshBatchSize == 200)
     let file: [UInt8] = Array(
-      #"{"data_dir": "/d", "refresh_interval": 30, "refresh_concurrency": 3, "refresh_tenant_concurrency": 1}"#
+      #"{"data_dir": "/d", "refresh_interval": 30, "refresh_concurrency": 3, "refresh_tenant_concurrency": 1, "refresh_lease": 90}"#
         .utf8)
     let c = try #require(
       try DaemonConfiguration.parse(
-        arguments: ["--config", "c.json", "--refresh-interval", "0"],
+        arguments: ["--config", "c.json", "--refresh-interval", "0", "--refresh-batch-size", "50"],
         environment: ["SUBSTATUS_REFRESH_CONCURRENCY": "16"], readFile: { _ in file }))
     #expect(c.refreshInterval == 0)  // off
     #expect(c.refreshConcurrency == 16)
     #expect(c.refreshTenantConcurrency == 1)
+    #expect(c.refreshLease == 90)
+    #expect(c.refreshBatchSize == 50)
   }
 
   @Test(arguments: [
@@ -218,6 +222,8 @@ final class RunningSimulator: @unchecked Sendable {
     (
       ["--refresh-tenant-concurrency", "1.5"], "--refresh-tenant-concurrency must be a whole number"
     ),
+    (["--refresh-lease", "0.5"], "--refresh-lease must be at least 1 second"),
+    (["--refresh-batch-size", "0"], "--refresh-batch-size must be a whole number between 1 and 1000"),
   ])
   func badRefreshSettings(arguments: [String], message: String) {
     #expect {

@@ -465,6 +465,71 @@ struct ReceiptRefresherTests {
     #expect(try await w.receipt("u1", app: "app1")?.nextDueMs == w.now + hour)
   }
 
+  @Test("two refreshers on one store (two instances) split the due receipts: each is verified once")
+  func twoRefreshersShareTheWork() async throws {
+    let t = TestWorld().now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(10)) { call in
+      (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
+    }
+    let w = RefreshWorld(fake: fake)
+    try await w.makeApp("app1", tenant: "t1")
+    for u in 0..<12 { try await w.saveDue("u\(u)", app: "app1", tenant: "t1") }
+    let other = SubstatusService(
+      store: w.store, environment: w.world.environment,
+      verifyReceipt: VerifyReceiptClient(
+        productionURL: URL(string: "http://apple.invalid/production")!,
+        sandboxURL: URL(string: "http://apple.invalid/sandbox")!, maxAttempts: 1, poster: fake),
+      log: w.world.log)
+    let configuration = ReceiptRefresher.Configuration(batchSize: 2)
+    let refreshers = [
+      w.refresher(configuration), ReceiptRefresher(service: other, configuration: configuration),
+    ]
+    let counts = await withTaskGroup(of: Int.self) { group in
+      for refresher in refreshers {
+        group.addTask {
+          var refreshed = 0
+          while let summary = await refresher.refreshDue(), summary.due > 0 {
+            refreshed += summary.outcomes[.refreshed] ?? 0
+          }
+          return refreshed
+        }
+      }
+      return await group.reduce(into: [Int]()) { $0.append($1) }
+    }
+    #expect(counts.reduce(0, +) == 12, "\(counts)")
+    let receipts = fake.calls.map(\.receipt)
+    #expect(receipts.count == 12)
+    #expect(Set(receipts).count == 12, "a receipt was verified twice: \(receipts.sorted())")
+    #expect(try await w.store.dueReceipts(atMs: t + day, limit: 100).isEmpty)
+  }
+
+  @Test("a graceful shutdown gives the claimed receipts it did not start back (due again at once)")
+  func shutdownReleasesUnstartedClaims() async throws {
+    let t = TestWorld().now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(300)) { call in
+      (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
+    }
+    let w = RefreshWorld(fake: fake)
+    try await w.makeApp("app1", tenant: "t1")
+    for u in 0..<3 { try await w.saveDue("u\(u)", app: "app1", tenant: "t1", dueIn: -Int64(u)) }
+    let refresher = w.refresher(.init(maxConcurrent: 1, lease: .seconds(600)))
+    let batch = Task { await refresher.refreshDue() }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while fake.calls.isEmpty, ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    // While the first verification is in flight, the other two are leased.
+    #expect(try await w.receipt("u0", app: "app1")?.nextDueMs == t + 600_000)
+    refresher.beginGracefulShutdown()
+    let summary = try #require(await batch.value)
+    #expect(summary.due == 3)
+    #expect(summary.outcomes == [.refreshed: 1])
+    #expect(fake.calls.map(\.receipt) == ["t1/app1/u2"])  // the most overdue first
+    #expect(try await w.receipt("u0", app: "app1")?.nextDueMs == t)
+    #expect(try await w.receipt("u1", app: "app1")?.nextDueMs == t - 1)
+    #expect(Set(try await w.store.dueReceipts(atMs: t, limit: 10).map(\.user.userId)) == ["u0", "u1"])
+  }
+
   @Test("run() refreshes on its interval and stops gracefully")
   func runAndStop() async throws {
     let t = TestWorld().now.withLock { $0 }
