@@ -23,12 +23,26 @@ enum Epoll {
 /// One thread running epoll: it owns its channels (sockets), timers and a mailbox that other
 /// threads post work to, woken through an eventfd.
 ///
-/// Everything but ``execute(_:)`` and ``stop()`` must run on the loop's own thread; this is why
-/// the class is `@unchecked Sendable`.
-final class EventLoop: @unchecked Sendable {
+/// The loop is also a `TaskExecutor`: a task started with it as executor preference runs its
+/// nonisolated code on the loop thread, between polls. A job enqueued from the loop thread itself
+/// (a task started or resumed by the loop) goes on a plain local queue with no lock and no
+/// wake-up; a job enqueued from any other thread goes through the mailbox, and the mailbox signals
+/// the eventfd once until the loop drains it, however many jobs arrive meanwhile.
+///
+/// Everything but ``execute(_:)``, ``enqueue(_:)``, ``isCurrentThread`` and ``stop()`` must run on
+/// the loop's own thread; this is why the class is `@unchecked Sendable`.
+final class EventLoop: TaskExecutor, @unchecked Sendable {
+  private struct Mailbox {
+    var jobs: [@Sendable () -> Void] = []
+    var tasks: [UnownedJob] = []
+    var signalled = false
+  }
   private let epollFD: Int32
   private let wakeFD: Int32
-  private let mailbox = Mutex<(jobs: [@Sendable () -> Void], signalled: Bool)>(([], false))
+  private let mailbox = Mutex(Mailbox())
+  /// Task jobs enqueued from the loop thread; run before the end of the iteration.
+  private var localTasks: [UnownedJob] = []
+  private var runningTasks: [UnownedJob] = []
   private var channels: [UInt64: any LoopChannel] = [:]
   private var nextToken: UInt64 = 1
   private var timers = TimerHeap()
@@ -57,6 +71,28 @@ final class EventLoop: @unchecked Sendable {
   func execute(_ job: @escaping @Sendable () -> Void) {
     let signal = mailbox.withLock { box -> Bool in
       box.jobs.append(job)
+      if box.signalled { return false }
+      box.signalled = true
+      return true
+    }
+    if signal { clinux_eventfd_signal(wakeFD) }
+  }
+
+  /// Whether the caller runs on the loop thread (a thread-local compare, no atomics).
+  var isCurrentThread: Bool { clinux_current_loop() == Unmanaged.passUnretained(self).toOpaque() }
+
+  /// Whether the caller runs on the thread of any event loop.
+  static var onAnyLoopThread: Bool { clinux_current_loop() != nil }
+
+  /// Runs a task's job on the loop thread (`TaskExecutor`). Safe from any thread.
+  func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    if isCurrentThread {
+      localTasks.append(job)
+      return
+    }
+    let signal = mailbox.withLock { box -> Bool in
+      box.tasks.append(job)
       if box.signalled { return false }
       box.signalled = true
       return true
@@ -111,8 +147,10 @@ final class EventLoop: @unchecked Sendable {
       tokens.deallocate()
       masks.deallocate()
     }
+    clinux_set_current_loop(Unmanaged.passUnretained(self).toOpaque())
+    defer { clinux_set_current_loop(nil) }
     while running {
-      let timeout = timers.timeoutMilliseconds(now: clinux_monotonic_ns())
+      let timeout = localTasks.isEmpty ? timers.timeoutMilliseconds(now: clinux_monotonic_ns()) : 0
       let n = clinux_epoll_wait(epollFD, tokens, masks, Int32(maxEvents), timeout)
       if n > 0 {
         for i in 0..<Int(n) {
@@ -131,6 +169,7 @@ final class EventLoop: @unchecked Sendable {
       runJobs()
       for action in timers.popDue(now: clinux_monotonic_ns()) { action() }
       runJobs()
+      runLocalTasks()
       while !flushList.isEmpty {
         let list = flushList
         flushList.removeAll(keepingCapacity: true)
@@ -140,17 +179,37 @@ final class EventLoop: @unchecked Sendable {
   }
 
   private func runJobs() {
-    let jobs = mailbox.withLock { box -> [@Sendable () -> Void] in
+    let (jobs, tasks) = mailbox.withLock { box -> ([@Sendable () -> Void], [UnownedJob]) in
       box.signalled = false
-      defer { box.jobs.removeAll(keepingCapacity: true) }
-      return box.jobs
+      defer {
+        box.jobs.removeAll(keepingCapacity: true)
+        box.tasks.removeAll(keepingCapacity: true)
+      }
+      return (box.jobs, box.tasks)
     }
     for job in jobs { job() }
+    if !tasks.isEmpty { localTasks.append(contentsOf: tasks) }
+    runLocalTasks()
+  }
+
+  /// Runs the task jobs queued on this thread, and those they enqueue in turn, a bounded number of
+  /// rounds (a task that keeps yielding must not starve the sockets; the rest runs after a poll).
+  private func runLocalTasks() {
+    var rounds = 0
+    while !localTasks.isEmpty && rounds < 8 {
+      rounds += 1
+      swap(&localTasks, &runningTasks)
+      for job in runningTasks { job.runSynchronously(on: asUnownedTaskExecutor()) }
+      runningTasks.removeAll(keepingCapacity: true)
+    }
   }
 
   /// Starts a thread running this loop; `onExit` runs on it after the loop ends.
   func startThread(onExit: @escaping @Sendable () -> Void) {
     let thread = Thread { [self] in
+      // Named from the thread itself so that the OS name (top -H, perf) is set too; a thread
+      // inherits its creator's name otherwise.
+      Thread.current.name = name
       self.run()
       onExit()
     }
