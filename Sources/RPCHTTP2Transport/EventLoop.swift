@@ -1,4 +1,5 @@
 import CLinuxShims
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -36,6 +37,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     var jobs: [@Sendable () -> Void] = []
     var tasks: [UnownedJob] = []
     var signalled = false
+    /// ``run()`` has returned: task jobs run on Dispatch from now on.
+    var finished = false
   }
   private let epollFD: Int32
   private let wakeFD: Int32
@@ -91,13 +94,30 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
       localTasks.append(job)
       return
     }
-    let signal = mailbox.withLock { box -> Bool in
+    enum Action { case signal, none, runElsewhere }
+    let action = mailbox.withLock { box -> Action in
+      if box.finished { return .runElsewhere }
       box.tasks.append(job)
-      if box.signalled { return false }
+      if box.signalled { return .none }
       box.signalled = true
-      return true
+      return .signal
     }
-    if signal { clinux_eventfd_signal(wakeFD) }
+    switch action {
+    case .signal: clinux_eventfd_signal(wakeFD)
+    case .none: break
+    case .runElsewhere: runAfterLoop([job])
+    }
+  }
+
+  /// Runs task jobs that arrive after the loop has ended (a handler resumed after shutdown) on
+  /// Dispatch, so that the task finishes instead of waiting forever. Their writes to the session
+  /// go to the mailbox, which nobody reads any more.
+  private func runAfterLoop(_ jobs: [UnownedJob]) {
+    guard !jobs.isEmpty else { return }
+    let executor = asUnownedTaskExecutor()
+    DispatchQueue.global().async {
+      for job in jobs { job.runSynchronously(on: executor) }
+    }
   }
 
   /// Registers a channel for a descriptor; returns its token.
@@ -148,7 +168,16 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
       masks.deallocate()
     }
     clinux_set_current_loop(Unmanaged.passUnretained(self).toOpaque())
-    defer { clinux_set_current_loop(nil) }
+    defer {
+      clinux_set_current_loop(nil)
+      let leftover = mailbox.withLock { box -> [UnownedJob] in
+        box.finished = true
+        defer { box.tasks.removeAll() }
+        return box.tasks
+      }
+      runAfterLoop(localTasks + leftover)
+      localTasks.removeAll()
+    }
     while running {
       let timeout = localTasks.isEmpty ? timers.timeoutMilliseconds(now: clinux_monotonic_ns()) : 0
       let n = clinux_epoll_wait(epollFD, tokens, masks, Int32(maxEvents), timeout)
@@ -207,9 +236,6 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
   /// Starts a thread running this loop; `onExit` runs on it after the loop ends.
   func startThread(onExit: @escaping @Sendable () -> Void) {
     let thread = Thread { [self] in
-      // Named from the thread itself so that the OS name (top -H, perf) is set too; a thread
-      // inherits its creator's name otherwise.
-      Thread.current.name = name
       self.run()
       onExit()
     }
