@@ -70,9 +70,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     close(wakeFD)
   }
 
-  /// Runs `job` on the loop thread soon. Safe from any thread.
+  /// Runs `job` on the loop thread soon. Safe from any thread. After the loop has ended the job
+  /// is dropped (kept, it could hold what holds the loop: a cycle that would never be freed).
   func execute(_ job: @escaping @Sendable () -> Void) {
     let signal = mailbox.withLock { box -> Bool in
+      if box.finished { return false }
       box.jobs.append(job)
       if box.signalled { return false }
       box.signalled = true
@@ -172,6 +174,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
       clinux_set_current_loop(nil)
       let leftover = mailbox.withLock { box -> [UnownedJob] in
         box.finished = true
+        box.jobs.removeAll()
         defer { box.tasks.removeAll() }
         return box.tasks
       }

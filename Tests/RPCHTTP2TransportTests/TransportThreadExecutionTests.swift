@@ -4,20 +4,15 @@ import RPCHTTP2Transport
 import Synchronization
 import Testing
 
-/// The name of the calling thread.
-func currentThreadName() -> String { Thread.current.name ?? "" }
-
 /// `loop` on a server event loop thread, else `pool`.
 func placement() -> String { HTTP2ServerTransport.isEventLoopThread ? "loop" : "pool" }
 
 /// Suspends until a thread of its own resumes the caller: a task on the loop then resumes through
-/// the loop's mailbox (another thread's enqueue), not its local queue. Returns the resumer's name.
+/// the loop's mailbox (another thread's enqueue), not its local queue. Returns where the resumer
+/// ran (`pool`: not on a loop thread).
 func resumedFromAnotherThread() async -> String {
   await withCheckedContinuation { continuation in
-    Thread {
-      Thread.current.name = "resumer"
-      continuation.resume(returning: currentThreadName())
-    }.start()
+    Thread { continuation.resume(returning: placement()) }.start()
   }
 }
 
@@ -31,7 +26,7 @@ func whereRouter(execution: HandlerExecution) -> RPCRouter {
     let afterResume = placement()
     try await Task.sleep(for: .milliseconds(5))
     let afterSleep = placement()
-    #expect(resumer == "resumer")
+    #expect(resumer == "pool")
     return Array("\(before)|\(afterResume)|\(afterSleep)".utf8)
   }
   return router
