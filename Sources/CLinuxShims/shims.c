@@ -51,6 +51,12 @@ void clinux_eventfd_drain(int fd) {
   (void)r;
 }
 
+static __thread void *current_loop;
+
+void *clinux_current_loop(void) { return current_loop; }
+
+void clinux_set_current_loop(void *loop) { current_loop = loop; }
+
 uint64_t clinux_monotonic_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

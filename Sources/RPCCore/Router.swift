@@ -49,6 +49,7 @@ public typealias RPCStreamHandler =
 public struct RPCRouter: Sendable {
   private var handlers: [String: RPCStreamHandler] = [:]
   private var services: Set<Substring> = []
+  private var transportThreadMethods: Set<String> = []
 
   /// An empty router.
   public init() {}
@@ -63,12 +64,21 @@ public struct RPCRouter: Sendable {
   ///
   /// - Parameters:
   ///   - method: The full method path, `/package.Service/Method`.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``); `.transportThread` only
+  ///     for handlers that never block, served with interceptors that never block either.
   ///   - handler: Reads the request stream and writes `.metadata`/`.message` parts; the router
   ///     writes the parts it returns and the final `.status` when it returns, or the error's status
   ///     when it throws.
-  public mutating func registerStreaming(method: String, handler: @escaping RPCStreamHandler) {
+  public mutating func registerStreaming(
+    method: String, execution: HandlerExecution = .pool, handler: @escaping RPCStreamHandler
+  ) {
     precondition(method.hasPrefix("/") && method.dropFirst().contains("/"), "bad method path \(method)")
     handlers[method] = handler
+    if execution == .transportThread {
+      transportThreadMethods.insert(method)
+    } else {
+      transportThreadMethods.remove(method)
+    }
     let service = method.dropFirst().prefix { $0 != "/" }
     services.insert(service)
   }
@@ -77,14 +87,20 @@ public struct RPCRouter: Sendable {
   ///
   /// - Parameters:
   ///   - method: The full method path.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
   ///   - handler: Receives the serialized request, returns the serialized response.
   public mutating func registerUnaryBytes(
-    method: String, handler: @escaping @Sendable ([UInt8], ServerContext) async throws -> [UInt8]
+    method: String, execution: HandlerExecution = .pool,
+    handler: @escaping @Sendable ([UInt8], ServerContext) async throws -> [UInt8]
   ) {
-    registerStreaming(method: method) { requests, responses, context in
+    registerStreaming(method: method, execution: execution) { requests, responses, context in
       let request = try await requests.single()
       let response = try await handler(request, context)
-      return [.metadata(context.response.initial), .message(response)]
+      var parts: [RPCResponsePart] = []
+      parts.reserveCapacity(3)  // RPCServer appends the status
+      parts.append(.metadata(context.response.initial))
+      parts.append(.message(response))
+      return parts
     }
   }
 
@@ -96,12 +112,13 @@ public struct RPCRouter: Sendable {
   ///   - method: The full method path.
   ///   - request: The request message type.
   ///   - response: The response message type.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
   ///   - handler: Handles one request.
   public mutating func registerUnary<Request: ProtobufMessage, Response: ProtobufMessage>(
-    method: String, request: Request.Type, response: Response.Type,
+    method: String, request: Request.Type, response: Response.Type, execution: HandlerExecution = .pool,
     handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
   ) {
-    registerUnaryBytes(method: method) { bytes, context in
+    registerUnaryBytes(method: method, execution: execution) { bytes, context in
       let request: Request
       do throws(WireError) {
         request = try Request(serializedBytes: bytes)
@@ -117,11 +134,18 @@ public struct RPCRouter: Sendable {
   /// The handler for a method path.
   public func handler(for method: String) -> RPCStreamHandler? { handlers[method] }
 
+  /// Where the RPCs of a method path run: as registered, `.pool` for unknown paths.
+  public func execution(for method: String) -> HandlerExecution {
+    transportThreadMethods.contains(method) ? .transportThread : .pool
+  }
+
   /// Whether a service has any registered method.
   public func hasService(_ service: Substring) -> Bool { services.contains(service) }
 }
 
 /// Serves the methods of a router over a transport, running interceptors around each RPC.
+///
+/// Interceptors run where the RPC's method was registered to run (``HandlerExecution``).
 ///
 /// ```swift
 /// let server = RPCServer(transport: transport, router: router, interceptors: [AuthInterceptor()])
@@ -148,9 +172,9 @@ public struct RPCServer: Sendable {
   public func run() async throws {
     let router = router
     let interceptors = interceptors
-    try await transport.listen { call in
-      await RPCServer.handle(call, router: router, interceptors: interceptors)
-    }
+    try await transport.listen(
+      { call in await RPCServer.handle(call, router: router, interceptors: interceptors) },
+      execution: { router.execution(for: $0) })
   }
 
   /// Stops accepting RPCs; ``run()`` returns once the in-flight ones are done.

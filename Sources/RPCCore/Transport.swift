@@ -12,8 +12,46 @@ public protocol ServerTransport: Sendable {
   /// - Throws: When the transport cannot start (for example, the address is in use).
   func listen(_ handler: @escaping @Sendable (RPCServerCall) async -> Void) async throws
 
+  /// Serves RPCs like ``listen(_:)``, running each RPC's task where `execution` says for its
+  /// method path. A transport without threads of its own may ignore `execution` (the default
+  /// implementation does).
+  ///
+  /// - Parameters:
+  ///   - handler: Called once per RPC, in its own task.
+  ///   - execution: Where the task of an RPC for a method path runs.
+  /// - Throws: When the transport cannot start.
+  func listen(
+    _ handler: @escaping @Sendable (RPCServerCall) async -> Void,
+    execution: @escaping @Sendable (String) -> HandlerExecution
+  ) async throws
+
   /// Stops accepting new RPCs; in-flight RPCs finish, then ``listen(_:)`` returns.
   func beginGracefulShutdown()
+}
+
+extension ServerTransport {
+  /// Serves RPCs with every handler on the shared pool: ``listen(_:)``.
+  public func listen(
+    _ handler: @escaping @Sendable (RPCServerCall) async -> Void,
+    execution: @escaping @Sendable (String) -> HandlerExecution
+  ) async throws {
+    try await listen(handler)
+  }
+}
+
+/// Where a server transport runs the task of an RPC: the handler and the interceptors around it.
+///
+/// A handler that never blocks its thread and finishes in microseconds (an echo, a lookup in
+/// memory) is cheapest on the transport's own I/O thread: no hand-over to another thread and back
+/// for every call (grpc-java calls this a direct executor). Such a handler may still `await`: it
+/// resumes on the I/O thread. Anything that blocks a thread (file or database I/O, a lock held
+/// long, a long computation) stalls every other connection of that thread there, so it belongs
+/// on the pool.
+public enum HandlerExecution: Sendable, Hashable {
+  /// On Swift's shared concurrent pool (the default): the handler may block its thread.
+  case pool
+  /// On the transport's I/O thread that received the RPC, when the transport has one.
+  case transportThread
 }
 
 /// One RPC as a server transport hands it over: the request side and a writer for the response.

@@ -1,4 +1,5 @@
 import CLinuxShims
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -23,12 +24,28 @@ enum Epoll {
 /// One thread running epoll: it owns its channels (sockets), timers and a mailbox that other
 /// threads post work to, woken through an eventfd.
 ///
-/// Everything but ``execute(_:)`` and ``stop()`` must run on the loop's own thread; this is why
-/// the class is `@unchecked Sendable`.
-final class EventLoop: @unchecked Sendable {
+/// The loop is also a `TaskExecutor`: a task started with it as executor preference runs its
+/// nonisolated code on the loop thread, between polls. A job enqueued from the loop thread itself
+/// (a task started or resumed by the loop) goes on a plain local queue with no lock and no
+/// wake-up; a job enqueued from any other thread goes through the mailbox, and the mailbox signals
+/// the eventfd once until the loop drains it, however many jobs arrive meanwhile.
+///
+/// Everything but ``execute(_:)``, ``enqueue(_:)``, ``isCurrentThread`` and ``stop()`` must run on
+/// the loop's own thread; this is why the class is `@unchecked Sendable`.
+final class EventLoop: TaskExecutor, @unchecked Sendable {
+  private struct Mailbox {
+    var jobs: [@Sendable () -> Void] = []
+    var tasks: [UnownedJob] = []
+    var signalled = false
+    /// ``run()`` has returned: task jobs run on Dispatch from now on.
+    var finished = false
+  }
   private let epollFD: Int32
   private let wakeFD: Int32
-  private let mailbox = Mutex<(jobs: [@Sendable () -> Void], signalled: Bool)>(([], false))
+  private let mailbox = Mutex(Mailbox())
+  /// Task jobs enqueued from the loop thread; run before the end of the iteration.
+  private var localTasks: [UnownedJob] = []
+  private var runningTasks: [UnownedJob] = []
   private var channels: [UInt64: any LoopChannel] = [:]
   private var nextToken: UInt64 = 1
   private var timers = TimerHeap()
@@ -53,15 +70,56 @@ final class EventLoop: @unchecked Sendable {
     close(wakeFD)
   }
 
-  /// Runs `job` on the loop thread soon. Safe from any thread.
+  /// Runs `job` on the loop thread soon. Safe from any thread. After the loop has ended the job
+  /// is dropped (kept, it could hold what holds the loop: a cycle that would never be freed).
   func execute(_ job: @escaping @Sendable () -> Void) {
     let signal = mailbox.withLock { box -> Bool in
+      if box.finished { return false }
       box.jobs.append(job)
       if box.signalled { return false }
       box.signalled = true
       return true
     }
     if signal { clinux_eventfd_signal(wakeFD) }
+  }
+
+  /// Whether the caller runs on the loop thread (a thread-local compare, no atomics).
+  var isCurrentThread: Bool { clinux_current_loop() == Unmanaged.passUnretained(self).toOpaque() }
+
+  /// Whether the caller runs on the thread of any event loop.
+  static var onAnyLoopThread: Bool { clinux_current_loop() != nil }
+
+  /// Runs a task's job on the loop thread (`TaskExecutor`). Safe from any thread.
+  func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    if isCurrentThread {
+      localTasks.append(job)
+      return
+    }
+    enum Action { case signal, none, runElsewhere }
+    let action = mailbox.withLock { box -> Action in
+      if box.finished { return .runElsewhere }
+      box.tasks.append(job)
+      if box.signalled { return .none }
+      box.signalled = true
+      return .signal
+    }
+    switch action {
+    case .signal: clinux_eventfd_signal(wakeFD)
+    case .none: break
+    case .runElsewhere: runAfterLoop([job])
+    }
+  }
+
+  /// Runs task jobs that arrive after the loop has ended (a handler resumed after shutdown) on
+  /// Dispatch, so that the task finishes instead of waiting forever. Their writes to the session
+  /// go to the mailbox, which nobody reads any more.
+  private func runAfterLoop(_ jobs: [UnownedJob]) {
+    guard !jobs.isEmpty else { return }
+    let executor = asUnownedTaskExecutor()
+    DispatchQueue.global().async {
+      for job in jobs { job.runSynchronously(on: executor) }
+    }
   }
 
   /// Registers a channel for a descriptor; returns its token.
@@ -111,8 +169,20 @@ final class EventLoop: @unchecked Sendable {
       tokens.deallocate()
       masks.deallocate()
     }
+    clinux_set_current_loop(Unmanaged.passUnretained(self).toOpaque())
+    defer {
+      clinux_set_current_loop(nil)
+      let leftover = mailbox.withLock { box -> [UnownedJob] in
+        box.finished = true
+        box.jobs.removeAll()
+        defer { box.tasks.removeAll() }
+        return box.tasks
+      }
+      runAfterLoop(localTasks + leftover)
+      localTasks.removeAll()
+    }
     while running {
-      let timeout = timers.timeoutMilliseconds(now: clinux_monotonic_ns())
+      let timeout = localTasks.isEmpty ? timers.timeoutMilliseconds(now: clinux_monotonic_ns()) : 0
       let n = clinux_epoll_wait(epollFD, tokens, masks, Int32(maxEvents), timeout)
       if n > 0 {
         for i in 0..<Int(n) {
@@ -131,6 +201,7 @@ final class EventLoop: @unchecked Sendable {
       runJobs()
       for action in timers.popDue(now: clinux_monotonic_ns()) { action() }
       runJobs()
+      runLocalTasks()
       while !flushList.isEmpty {
         let list = flushList
         flushList.removeAll(keepingCapacity: true)
@@ -140,12 +211,29 @@ final class EventLoop: @unchecked Sendable {
   }
 
   private func runJobs() {
-    let jobs = mailbox.withLock { box -> [@Sendable () -> Void] in
+    let (jobs, tasks) = mailbox.withLock { box -> ([@Sendable () -> Void], [UnownedJob]) in
       box.signalled = false
-      defer { box.jobs.removeAll(keepingCapacity: true) }
-      return box.jobs
+      defer {
+        box.jobs.removeAll(keepingCapacity: true)
+        box.tasks.removeAll(keepingCapacity: true)
+      }
+      return (box.jobs, box.tasks)
     }
     for job in jobs { job() }
+    if !tasks.isEmpty { localTasks.append(contentsOf: tasks) }
+    runLocalTasks()
+  }
+
+  /// Runs the task jobs queued on this thread, and those they enqueue in turn, a bounded number of
+  /// rounds (a task that keeps yielding must not starve the sockets; the rest runs after a poll).
+  private func runLocalTasks() {
+    var rounds = 0
+    while !localTasks.isEmpty && rounds < 8 {
+      rounds += 1
+      swap(&localTasks, &runningTasks)
+      for job in runningTasks { job.runSynchronously(on: asUnownedTaskExecutor()) }
+      runningTasks.removeAll(keepingCapacity: true)
+    }
   }
 
   /// Starts a thread running this loop; `onExit` runs on it after the loop ends.

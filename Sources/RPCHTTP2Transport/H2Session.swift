@@ -338,27 +338,35 @@ final class H2Session {
   }
 
   /// Lays header fields out in one buffer and calls `body` with an `nghttp2_nv` array over it;
-  /// nghttp2 copies the fields during the call.
+  /// nghttp2 copies the fields during the call. Both live in temporary (usually stack) storage:
+  /// this runs for every response header block and trailer block.
   private func withNameValues<R>(_ fields: [HeaderField], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
-    var blob = [UInt8]()
-    var spans: [(Int, Int, Int, Int)] = []
-    spans.reserveCapacity(fields.count)
-    for field in fields {
-      let nameStart = blob.count
-      blob.append(contentsOf: field.name.utf8)
-      let valueStart = blob.count
-      blob.append(contentsOf: field.value.utf8)
-      spans.append((nameStart, valueStart - nameStart, valueStart, blob.count - valueStart))
-    }
-    blob.append(0)
-    return blob.withUnsafeMutableBufferPointer { buffer in
-      let base = buffer.baseAddress!
-      let nvs = spans.map { span in
-        nghttp2_nv(
-          name: base + span.0, value: base + span.2, namelen: span.1, valuelen: span.3,
-          flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+    var byteCount = 1
+    for field in fields { byteCount += field.name.utf8.count + field.value.utf8.count }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: byteCount) { blob in
+      withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(1, fields.count)) { nvs in
+        let base = blob.baseAddress!
+        var offset = 0
+        func copy(_ text: String) -> (UnsafeMutablePointer<UInt8>, Int) {
+          var text = text
+          let start = offset
+          text.withUTF8 { utf8 in
+            if let source = utf8.baseAddress { (base + start).update(from: source, count: utf8.count) }
+            offset += utf8.count
+          }
+          return (base + start, offset - start)
+        }
+        for (index, field) in fields.enumerated() {
+          let (name, nameLength) = copy(field.name)
+          let (value, valueLength) = copy(field.value)
+          (nvs.baseAddress! + index).initialize(
+            to: nghttp2_nv(
+              name: name, value: value, namelen: nameLength, valuelen: valueLength,
+              flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+        }
+        return body(nvs.baseAddress!, fields.count)
       }
-      return nvs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
   }
+
 }

@@ -6,9 +6,13 @@ import Synchronization
 /// A gRPC server transport on HTTP/2 (libnghttp2) and epoll.
 ///
 /// One event loop per thread, each with its own listening socket on the same address
-/// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. Handlers run in
-/// Swift tasks off the loops; their responses come back through each loop's eventfd-woken queue,
-/// so a slow handler never stalls other connections.
+/// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. By default handlers
+/// run in Swift tasks off the loops; their responses come back through each loop's eventfd-woken
+/// queue (one wake-up however many arrive), so a slow handler never stalls other connections.
+/// Methods registered with ``HandlerExecution/transportThread`` run in tasks whose executor is the
+/// connection's event loop: they start, and resume after an `await`, on the loop thread between
+/// polls, and their response is applied to the session directly, so an echo-sized call costs no
+/// thread hop and no wake-up at all (see `docs/transport-performance.md`).
 ///
 /// The socket is bound in `init`, so ``port`` is known before ``listen(_:)`` (bind port 0 in tests):
 ///
@@ -121,9 +125,21 @@ public final class HTTP2ServerTransport: ServerTransport {
   ///
   /// - Throws: ``SocketError`` when an event loop cannot be created.
   public func listen(_ handler: @escaping @Sendable (RPCServerCall) async -> Void) async throws {
+    try await listen(handler, execution: { _ in .pool })
+  }
+
+  /// Serves like ``listen(_:)``; RPCs of methods for which `execution` answers
+  /// ``HandlerExecution/transportThread`` run on the event loop thread that received them.
+  ///
+  /// - Throws: ``SocketError`` when an event loop cannot be created.
+  public func listen(
+    _ handler: @escaping @Sendable (RPCServerCall) async -> Void,
+    execution: @escaping @Sendable (String) -> HandlerExecution
+  ) async throws {
     let loops = try listenFDs.enumerated().map { index, fd in
       LoopServer(
-        loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler)
+        loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler,
+        execution: execution)
     }
     let start = try state.withLock { state -> Bool in
       switch state {
@@ -167,6 +183,10 @@ public final class HTTP2ServerTransport: ServerTransport {
     tlsContext.withLock { $0 = context }
   }
 
+  /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
+  /// with ``HandlerExecution/transportThread`` do: code that may block can assert that it does not.
+  public static var isEventLoopThread: Bool { EventLoop.onAnyLoopThread }
+
   /// The TLS context for a new connection.
   var currentTLSContext: TLSContext? { tlsContext.withLock { $0 } }
 
@@ -205,6 +225,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   let loop: EventLoop
   let configuration: HTTP2ServerTransport.Configuration
   let handler: @Sendable (RPCServerCall) async -> Void
+  let execution: @Sendable (String) -> HandlerExecution
   private let transport: HTTP2ServerTransport
   private var listenFD: Int32
   private var listenToken: UInt64 = 0
@@ -213,9 +234,11 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
 
   init(
     loop: EventLoop, listenFD: Int32, transport: HTTP2ServerTransport,
-    handler: @escaping @Sendable (RPCServerCall) async -> Void
+    handler: @escaping @Sendable (RPCServerCall) async -> Void,
+    execution: @escaping @Sendable (String) -> HandlerExecution
   ) {
     self.loop = loop
+    self.execution = execution
     self.listenFD = listenFD
     self.transport = transport
     self.configuration = transport.configuration
@@ -282,13 +305,18 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   }
 }
 
-/// Sends a stream's response parts to its connection's loop.
+/// Sends a stream's response parts to its connection's loop: directly when called on the loop
+/// thread (a handler running there), else through the loop's mailbox.
 struct StreamResponseWriter: RPCResponseWriter {
   let server: LoopServer
   let token: UInt64
   let streamID: Int32
 
   func write(_ parts: [RPCResponsePart]) {
+    if server.loop.isCurrentThread {
+      server.deliver(token: token, streamID: streamID, parts: parts)
+      return
+    }
     let server = server
     let token = token
     let streamID = streamID

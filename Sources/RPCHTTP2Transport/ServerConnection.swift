@@ -383,6 +383,7 @@ final class ServerConnection: LoopChannel {
 
   private func dispatchNewStreams() {
     let handler = server.handler
+    let execution = server.execution
     for stream in newStreams {
       guard !stream.finished, streams[stream.id] === stream, let context = stream.context,
         let requests = stream.requests
@@ -390,7 +391,13 @@ final class ServerConnection: LoopChannel {
       let call = RPCServerCall(
         context: context, requests: requests,
         responses: StreamResponseWriter(server: server, token: token, streamID: stream.id))
-      stream.task = Task { await handler(call) }
+      switch execution(context.method) {
+      case .transportThread:
+        // The first job goes on the loop's local queue and runs before this iteration's flush.
+        stream.task = Task(executorPreference: loop) { await handler(call) }
+      case .pool:
+        stream.task = Task { await handler(call) }
+      }
     }
     newStreams.removeAll(keepingCapacity: true)
   }
@@ -417,6 +424,9 @@ final class ServerConnection: LoopChannel {
     guard let stream = streams[streamID], !stream.finished else { return }
     var initial: Metadata?
     var body: [UInt8] = []
+    var bodySize = 0
+    for case .message(let message) in parts { bodySize += GRPCFraming.prefixLength + message.count }
+    body.reserveCapacity(bodySize)
     var status: (code: RPCError.Code, message: String, trailers: Metadata)?
     for part in parts where status == nil {
       switch part {
@@ -489,15 +499,21 @@ final class ServerConnection: LoopChannel {
     scheduleFlush()
   }
 
+  /// The response headers and trailers of most calls (no metadata, `OK`), built once.
+  private static let plainResponseHeaders = [
+    HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc"),
+  ]
+  private static let okTrailers = [HeaderField(name: "grpc-status", value: "0")]
+
   private func responseHeaders(_ metadata: Metadata) -> [HeaderField] {
-    var fields = [
-      HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc"),
-    ]
+    if metadata.isEmpty { return Self.plainResponseHeaders }
+    var fields = Self.plainResponseHeaders
     appendMetadata(metadata, to: &fields)
     return fields
   }
 
   private func trailerFields(code: RPCError.Code, message: String, metadata: Metadata) -> [HeaderField] {
+    if code == .ok && message.isEmpty && metadata.isEmpty { return Self.okTrailers }
     var fields = [HeaderField(name: "grpc-status", value: String(code.rawValue))]
     if !message.isEmpty {
       fields.append(HeaderField(name: "grpc-message", value: HeaderCoding.percentEncode(message)))

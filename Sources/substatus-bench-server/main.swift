@@ -1,7 +1,12 @@
 // substatus-bench-server: subs.bench.v1.Bench (peer-bench/proto/bench.proto) on our gRPC runtime,
 // with the WORKLOAD.md data set, for conformance (`loadgen -verify`) and load comparisons.
 //
-//   substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint] [--tls-cert F --tls-key F]
+//   substatus-bench-server --listen HOST:PORT [--threads N] [--handlers loop|pool] [--fingerprint]
+//                          [--tls-cert F --tls-key F]
+//
+// Echo and CheckEligibility never block (an in-memory data set), so by default they run on the
+// event loop thread (`HandlerExecution.transportThread`); `--handlers pool` runs them on Swift's
+// pool instead, for comparisons.
 import Dispatch
 import Foundation
 import RPCCore
@@ -10,7 +15,9 @@ import SubstatusWire
 
 func usage() -> Never {
   FileHandle.standardError.write(
-    Data("usage: substatus-bench-server --listen HOST:PORT [--threads N] [--fingerprint] [--tls-cert F --tls-key F]\n".utf8))
+    Data(
+      "usage: substatus-bench-server --listen HOST:PORT [--threads N] [--handlers loop|pool] [--fingerprint] [--tls-cert F --tls-key F]\n"
+        .utf8))
   exit(2)
 }
 
@@ -19,6 +26,7 @@ var threads: Int?
 var fingerprintOnly = false
 var tlsCertificate: String?
 var tlsKey: String?
+var execution = HandlerExecution.transportThread
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
   switch argument {
@@ -28,6 +36,12 @@ while let argument = arguments.popFirst() {
   case "--threads":
     guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else { usage() }
     threads = value
+  case "--handlers":
+    switch arguments.popFirst() {
+    case "loop": execution = .transportThread
+    case "pool": execution = .pool
+    default: usage()
+    }
   case "--fingerprint": fingerprintOnly = true
   case "--tls-cert":
     guard let value = arguments.popFirst() else { usage() }
@@ -52,7 +66,8 @@ if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().d
 
 var router = RPCRouter()
 router.registerUnary(
-  method: "/subs.bench.v1.Bench/Echo", request: Subs_Bench_V1_EchoRequest.self, response: Subs_Bench_V1_EchoReply.self
+  method: "/subs.bench.v1.Bench/Echo", request: Subs_Bench_V1_EchoRequest.self, response: Subs_Bench_V1_EchoReply.self,
+  execution: execution
 ) { request, _ in
   var reply = Subs_Bench_V1_EchoReply()
   reply.payload = request.payload
@@ -60,7 +75,7 @@ router.registerUnary(
 }
 router.registerUnary(
   method: "/subs.bench.v1.Bench/CheckEligibility", request: Subs_Bench_V1_EligibilityRequest.self,
-  response: Subs_Bench_V1_EligibilityReply.self
+  response: Subs_Bench_V1_EligibilityReply.self, execution: execution
 ) { request, _ in
   var reply = Subs_Bench_V1_EligibilityReply()
   reply.results = workload.check(userID: request.userID, productIDs: request.productIDs).map { result in
@@ -95,6 +110,6 @@ let server = RPCServer(transport: transport, router: router)
 let signalSources = onTerminationSignals { [server] in server.beginGracefulShutdown() }
 
 FileHandle.standardError.write(
-  Data("substatus-bench-server listening on \(host):\(transport.port) (tls=\(configuration.tls != nil), threads=\(configuration.threads), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
+  Data("substatus-bench-server listening on \(host):\(transport.port) (tls=\(configuration.tls != nil), threads=\(configuration.threads), handlers=\(execution == .pool ? "pool" : "loop"), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
 try await server.run()
 withExtendedLifetime(signalSources) {}

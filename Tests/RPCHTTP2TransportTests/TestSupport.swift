@@ -78,10 +78,10 @@ final class ServiceProbe: Sendable {
 }
 
 /// The test service, over raw bytes: Echo, Sleep (payload = milliseconds), Fail, Big (payload =
-/// response size).
-func interopRouter(probe: ServiceProbe) -> RPCRouter {
+/// response size); every method runs where `execution` says.
+func interopRouter(probe: ServiceProbe, execution: HandlerExecution = .pool) -> RPCRouter {
   var router = RPCRouter()
-  router.registerUnaryBytes(method: "/interop.Test/Echo") { request, context in
+  router.registerUnaryBytes(method: "/interop.Test/Echo", execution: execution) { request, context in
     for element in context.metadata where element.key.hasPrefix("x-") {
       switch element.value {
       case .string(let value): context.response.addInitial(value, forKey: element.key)
@@ -91,7 +91,7 @@ func interopRouter(probe: ServiceProbe) -> RPCRouter {
     context.response.addTrailing("done", forKey: "x-trailer")
     return request
   }
-  router.registerUnaryBytes(method: "/interop.Test/Sleep") { request, _ in
+  router.registerUnaryBytes(method: "/interop.Test/Sleep", execution: execution) { request, _ in
     let milliseconds = Int(String(decoding: request, as: UTF8.self)) ?? 0
     probe.sleepsStarted.withLock { $0 += 1 }
     do {
@@ -103,10 +103,10 @@ func interopRouter(probe: ServiceProbe) -> RPCRouter {
     probe.sleepsCompleted.withLock { $0 += 1 }
     return request
   }
-  router.registerUnaryBytes(method: "/interop.Test/Fail") { _, _ in
+  router.registerUnaryBytes(method: "/interop.Test/Fail", execution: execution) { _, _ in
     throw RPCError(code: .invalidArgument, message: "bad input: ü 100% \n done", metadata: ["x-reason": "test"])
   }
-  router.registerUnaryBytes(method: "/interop.Test/Big") { request, _ in
+  router.registerUnaryBytes(method: "/interop.Test/Big", execution: execution) { request, _ in
     [UInt8](repeating: 7, count: Int(String(decoding: request, as: UTF8.self)) ?? 0)
   }
   return router
@@ -132,7 +132,7 @@ func withTestServer(
   configure(&configuration)
   let transport = try HTTP2ServerTransport(configuration: configuration)
   let probe = ServiceProbe()
-  let server = RPCServer(transport: transport, router: (router ?? interopRouter)(probe))
+  let server = RPCServer(transport: transport, router: (router ?? { interopRouter(probe: $0) })(probe))
   let running = Task { try await server.run() }
   do {
     try await body(TestServer(transport: transport, probe: probe))

@@ -23,6 +23,11 @@ void clinux_eventfd_signal(int fd);
 void clinux_eventfd_drain(int fd);
 /// CLOCK_MONOTONIC in nanoseconds.
 uint64_t clinux_monotonic_ns(void);
+
+/// The event loop running on the calling thread (a thread-local set by the loop), or NULL.
+void *clinux_current_loop(void);
+/// Sets the calling thread's event loop (NULL when the loop ends).
+void clinux_set_current_loop(void *loop);
 /// Sets SO_REUSEADDR, and SO_REUSEPORT when `reuse_port` is non-zero.
 int clinux_set_reuse(int fd, int reuse_port);
 /// Sets TCP_NODELAY.
