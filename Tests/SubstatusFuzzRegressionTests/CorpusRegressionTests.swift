@@ -3,7 +3,7 @@ import SubstatusFuzzTargets
 import Testing
 
 /// The repository root, found from this file's path.
-private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
   .deletingLastPathComponent()
   .deletingLastPathComponent()
 
