@@ -150,7 +150,7 @@ let package = Package(
       name: "SubstatusFuzzTargets",
       dependencies: [
         "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubstatusService",
-        "HTTPServer", "RPCCore", "RPCInProcessTransport",
+        "HTTPServer", "RPCCore", "RPCInProcessTransport", "AppStoreSignedData",
       ],
       path: "Fuzz/Targets", swiftSettings: swiftSettings),
 
@@ -224,7 +224,7 @@ let package = Package(
       dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "CSQLite", "substatusd", "appstore-sim"],
       swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets"], swiftSettings: swiftSettings),
+      name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets", "AppStoreSignedData"], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),

@@ -4,7 +4,7 @@
 // this package (it runs the corpora through the same targets without sanitizers instead).
 import PackageDescription
 
-let targets = ["wire", "protojson", "json", "apple", "deframer", "notification"]
+let targets = ["wire", "protojson", "json", "apple", "deframer", "notification", "signed", "notificationv2"]
 
 let package = Package(
   name: "substatus-fuzz",

@@ -1,3 +1,4 @@
+import AppStoreSignedData
 import Dispatch
 import Foundation
 import HTTPServer
@@ -34,6 +35,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
   case deframer
   /// The HTTP/1.1 notification endpoint through `SubstatusService.httpRouter()` over an in-memory store.
   case notification
+  /// App Store signed data: compact JWS through `SignedDataVerifier`, or payloads and headers
+  /// signed by a fixed test CA so that decoding past the signature check is reached (first byte picks).
+  case signed
+  /// V2 notifications (`{"signedPayload": JWS}`) through the HTTP endpoint of a service that trusts
+  /// the fixed test CA, for an app with a bundle id and an Apple app id (first byte picks the shape).
+  case notificationv2
 
   /// Runs one input; returns a description of the violated property, or `nil` when all held.
   /// A crash (trap, sanitizer report) is a finding too.
@@ -45,6 +52,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case .apple: FuzzTargets.apple(input)
     case .deframer: FuzzTargets.deframer(input)
     case .notification: FuzzTargets.notification(input)
+    case .signed: FuzzTargets.signed(input)
+    case .notificationv2: FuzzTargets.notificationV2(input)
     }
   }
 }
@@ -217,12 +226,17 @@ enum FuzzTargets {
   // MARK: HTTP notification endpoint
 
   static func notification(_ input: [UInt8]) -> String? {
-    let world = NotificationWorld.shared()
+    post(input, to: NotificationWorld.shared(.v1))
+  }
+
+  /// Posts a notification body; every answer but 200, 400, 401 and 404 is a violation (503 and 500
+  /// come only from store failures, which an in-memory store does not have).
+  static func post(_ body: [UInt8], to world: NotificationWorld) -> String? {
     let request = HTTPRequest(
-      method: "POST", path: "/v1/apps/\(world.appID)/apple/notifications", body: input)
+      method: "POST", path: "/v1/apps/\(world.appID)/apple/notifications", body: body)
     let response = blocking { await world.router.respond(to: request) }
     switch response.status {
-    case 200, 400, 401, 404, 501: return nil
+    case 200, 400, 401, 404: return nil
     default:
       return
         "notification answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
@@ -246,21 +260,25 @@ func blocking<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
 /// A service over an in-memory store with one tenant, one app and its shared secret, made once and
 /// remade every few thousand inputs so that stored notifications do not pile up.
 final class NotificationWorld: Sendable {
+  /// Which service: `v1` trusts Apple's root only and its app has no Apple app id; `v2` trusts the
+  /// fixed test CA of ``SignedDataFuzzSetup`` and its app has that Apple app id.
+  enum Kind: Sendable { case v1, v2 }
+
   let router: HTTPRouter
   let appID: String
   let server: RPCServer
 
-  private static let current = Mutex<(world: NotificationWorld, uses: Int)?>(nil)
+  private static let current = Mutex<[Kind: (world: NotificationWorld, uses: Int)]>([:])
 
-  static func shared() -> NotificationWorld {
-    current.withLock { state in
-      if let (world, uses) = state, uses < 5_000 {
-        state = (world, uses + 1)
+  static func shared(_ kind: Kind) -> NotificationWorld {
+    current.withLock { worlds in
+      if let (world, uses) = worlds[kind], uses < 5_000 {
+        worlds[kind] = (world, uses + 1)
         return world
       }
-      state?.world.server.beginGracefulShutdown()
-      let world = blocking { await NotificationWorld.make() }
-      state = (world, 1)
+      worlds[kind]?.world.server.beginGracefulShutdown()
+      let world = blocking { await NotificationWorld.make(kind) }
+      worlds[kind] = (world, 1)
       return world
     }
   }
@@ -271,8 +289,10 @@ final class NotificationWorld: Sendable {
     self.server = server
   }
 
-  private static func make() async -> NotificationWorld {
-    let service = SubstatusService(store: InMemoryStore(), log: LogSink { _ in })
+  private static func make(_ kind: Kind) async -> NotificationWorld {
+    let service = SubstatusService(
+      store: InMemoryStore(), log: LogSink { _ in },
+      appleRootCertificates: kind == .v2 ? [SignedDataFuzzSetup.root] : [.appleRootCAG3])
     var rpcRouter = RPCRouter()
     service.register(in: &rpcRouter)
     let transport = InProcessTransport()
@@ -304,7 +324,8 @@ final class NotificationWorld: Sendable {
     create.name = "fuzz"
     let tenant = await call(Substatus_V1_TenantService.createTenant, create, key: operatorKey)
     var register = Substatus_V1_RegisterAppRequest()
-    register.bundleID = "com.example.fuzz"
+    register.bundleID = SignedDataFuzzSetup.bundleId
+    if kind == .v2 { register.appleAppID = SignedDataFuzzSetup.appAppleId }
     let app = await call(Substatus_V1_AdminService.registerApp, register, key: tenant.adminKey)
     let appID = app.app?.appID ?? ""
     var products = Substatus_V1_PutProductsRequest()

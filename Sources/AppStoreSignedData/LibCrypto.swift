@@ -434,7 +434,11 @@ enum LibCrypto {
       _ = drainErrors()
       let message = "\(reason) (depth \(depth))"
       switch code {
-      case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
+      // The field errors: OpenSSL cannot compare a validity field with the time, which for a
+      // certificate that parsed means a time beyond what it compares (a signedDate in year
+      // 5,500,000, found by fuzzing): not valid at that time either.
+      case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID,
+        X509_V_ERR_ERROR_IN_CERT_NOT_BEFORE_FIELD, X509_V_ERR_ERROR_IN_CERT_NOT_AFTER_FIELD:
         return .notValidAtTime(message)
       default: return .invalid(message)
       }

@@ -258,7 +258,7 @@ public struct SignedDataVerifier: Sendable {
       throw .malformed("the payload has no integer signedDate")
     }
     // Floor division: a negative signedDate must not round towards the future.
-    let seconds = signedDate >= 0 ? signedDate / 1000 : (signedDate - 999) / 1000
+    let seconds = signedDate >= 0 ? signedDate / 1000 : -((-(signedDate + 1)) / 1000) - 1  // no overflow at Int64.min
 
     let leafKey: ES256PublicKey
     if let cached, cached.isValid(atSeconds: seconds) {

@@ -571,3 +571,15 @@ struct SignedDataOriginTests {
     #expect(origin.rawEnvironment == environment)
   }
 }
+
+/// Found by fuzzing (`Fuzz/Corpus/signed/regress-signed-date-beyond-openssl`): a `signedDate` so far
+/// away that OpenSSL cannot compare it with the validity fields was refused as an invalid chain.
+@Test(arguments: [Int64(173_568_960_097_600_000), Int64.max, Int64.min])
+func signedDateBeyondOpenSSLIsNotValidAtSignedDate(_ signedDate: Int64) throws {
+  let fixtures = VerifierFixtures.shared
+  let identity = try fixtures.ca.issueSigningIdentity()
+  let jws = try identity.signedJWS(payload: VerifierFixtures.transaction(signedDate: signedDate))
+  #expect(throws: SignedDataVerificationError.certificateNotValidAtSignedDate) {
+    try fixtures.verifier().verifyAndDecodeTransaction(jws)
+  }
+}
