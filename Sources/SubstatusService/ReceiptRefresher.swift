@@ -221,8 +221,6 @@ public final class ReceiptRefresher: Sendable {
   public let configuration: Configuration
 
   private struct State {
-    var stopping = false
-    var sleeper: Task<Void, any Error>?
     /// Apps whose current secret Apple rejected: app id → that secret's fingerprint ("" for an
     /// app without a secret).
     var rejectedSecrets: [String: String] = [:]
@@ -232,6 +230,7 @@ public final class ReceiptRefresher: Sendable {
   }
 
   private let state = Mutex(State())
+  private let timer = PeriodicJobTimer()
 
   /// Creates a refresher; it does nothing until ``run()``.
   public init(service: SubstatusService, configuration: Configuration) {
@@ -251,31 +250,16 @@ public final class ReceiptRefresher: Sendable {
           break
         }
       }
-      let sleeper = Task { try await Task.sleep(for: configuration.interval) }
-      let stopped = state.withLock { s -> Bool in
-        s.sleeper = sleeper
-        return s.stopping
-      }
-      if stopped { sleeper.cancel() }
-      await withTaskCancellationHandler {
-        _ = try? await sleeper.value
-      } onCancel: {
-        sleeper.cancel()
-      }
-      state.withLock { $0.sleeper = nil }
+      await timer.wait(configuration.interval)
     }
   }
 
   /// Stops ``run()`` after the verifications in flight.
   public func beginGracefulShutdown() {
-    let sleeper = state.withLock { s -> Task<Void, any Error>? in
-      s.stopping = true
-      return s.sleeper
-    }
-    sleeper?.cancel()
+    timer.stop()
   }
 
-  private var isStopping: Bool { state.withLock { $0.stopping } }
+  private var isStopping: Bool { timer.isStopping }
 
   /// Runs one batch: claims the receipts due now and refreshes them within the concurrency caps;
   /// those not started because of a graceful shutdown are released (due again at once).

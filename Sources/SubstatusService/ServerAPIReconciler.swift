@@ -80,12 +80,7 @@ public final class ServerAPIReconciler: Sendable {
   /// This instance's name in the claims.
   public let owner: String
 
-  private struct State {
-    var stopping = false
-    var sleeper: Task<Void, any Error>?
-  }
-
-  private let state = Mutex(State())
+  private let timer = PeriodicJobTimer()
 
   /// Creates a reconciler; it does nothing until ``run()`` or ``reconcileAll()``.
   /// - Parameter owner: this instance's name in the claims; random by default.
@@ -100,31 +95,16 @@ public final class ServerAPIReconciler: Sendable {
   public func run() async {
     while !isStopping, !Task.isCancelled {
       _ = await reconcileAll()
-      let sleeper = Task { try await Task.sleep(for: configuration.interval) }
-      let stopped = state.withLock { s -> Bool in
-        s.sleeper = sleeper
-        return s.stopping
-      }
-      if stopped { sleeper.cancel() }
-      await withTaskCancellationHandler {
-        _ = try? await sleeper.value
-      } onCancel: {
-        sleeper.cancel()
-      }
-      state.withLock { $0.sleeper = nil }
+      await timer.wait(configuration.interval)
     }
   }
 
   /// Stops ``run()`` after the app in progress.
   public func beginGracefulShutdown() {
-    let sleeper = state.withLock { s -> Task<Void, any Error>? in
-      s.stopping = true
-      return s.sleeper
-    }
-    sleeper?.cancel()
+    timer.stop()
   }
 
-  private var isStopping: Bool { state.withLock { $0.stopping } }
+  private var isStopping: Bool { timer.isStopping }
 
   /// One pass over every app with an In-App Purchase key (of enabled tenants), both environments.
   /// - Returns: per app id and environment, what was done; failures are logged and left out.

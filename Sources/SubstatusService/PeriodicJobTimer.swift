@@ -1,0 +1,40 @@
+import Synchronization
+
+/// The stop switch of a periodic background job (receipt refresh, reconciliation) and its wait
+/// between runs, which a stop or the task's cancellation ends at once.
+final class PeriodicJobTimer: Sendable {
+  private struct State {
+    var stopping = false
+    var sleeper: Task<Void, any Error>?
+  }
+
+  private let state = Mutex(State())
+
+  /// Whether ``stop()`` was called.
+  var isStopping: Bool { state.withLock { $0.stopping } }
+
+  /// Ends the current wait, if any, and every later one at once.
+  func stop() {
+    let sleeper = state.withLock { s -> Task<Void, any Error>? in
+      s.stopping = true
+      return s.sleeper
+    }
+    sleeper?.cancel()
+  }
+
+  /// Waits for `interval`, or less when ``stop()`` is called or the calling task is cancelled.
+  func wait(_ interval: Duration) async {
+    let sleeper = Task { try await Task.sleep(for: interval) }
+    let stopped = state.withLock { s -> Bool in
+      s.sleeper = sleeper
+      return s.stopping
+    }
+    if stopped { sleeper.cancel() }
+    await withTaskCancellationHandler {
+      _ = try? await sleeper.value
+    } onCancel: {
+      sleeper.cancel()
+    }
+    state.withLock { $0.sleeper = nil }
+  }
+}
