@@ -37,6 +37,13 @@ let commandTable: [CommandSpec] = [
     words: ["app", "show"], positionals: ["APP"], options: [],
     summary: "show one app and its policy"),
   CommandSpec(
+    words: ["app", "update"], positionals: ["APP"],
+    options: [
+      OptionSpec(name: "--apple-app-id", value: "N", help: "App Store Connect's numeric app id (0 clears it)"),
+      OptionSpec(name: "--name", value: "N", help: "a display name"),
+    ],
+    summary: "change the app's Apple ID or display name"),
+  CommandSpec(
     words: ["app", "set-secret"], positionals: ["APP"],
     options: [
       OptionSpec(
@@ -234,6 +241,18 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     let response = try await client.call(
       Substatus_V1_AdminService.getApp, request, idempotency: .idempotent)
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
+
+  case "app update":
+    let appleAppID = try context.integer("--apple-app-id")
+    let name = context.parsed.value("--name")
+    guard appleAppID != nil || name != nil else {
+      throw UsageError(message: "give --apple-app-id or --name", command: command.name)
+    }
+    let app = try await client.updateApp(
+      appID: context.argument(0), appleAppID: appleAppID, displayName: name)
+    var response = Substatus_V1_UpdateAppResponse()
+    response.app = app
+    return render(context, response) { appFields(&$0, app) }
 
   case "app set-secret":
     let bytes = try context.read(

@@ -254,6 +254,42 @@ extension SubstatusClient {
     return response.app ?? Substatus_V1_App()
   }
 
+  /// Changes an app's Apple ID or display name (`AdminService.UpdateApp`). Retried on
+  /// `UNAVAILABLE`: the values are absolute.
+  ///
+  /// ```swift
+  /// let app = try await admin.updateApp(appID: app, appleAppID: 1_234_567_890)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - appleAppID: The new Apple ID (0 clears it); `nil` leaves it as it is.
+  ///   - displayName: The new display name; `nil` leaves it as it is.
+  ///   - options: Deadline and metadata.
+  /// - Returns: The app after the change.
+  /// - Throws: `RPCError` (`NOT_FOUND`; `INVALID_ARGUMENT` naming `update_mask` when both are
+  ///   `nil`, `app.apple_app_id` or `app.display_name`).
+  public func updateApp(
+    appID: String, appleAppID: Int64? = nil, displayName: String? = nil,
+    options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_App {
+    var request = Substatus_V1_UpdateAppRequest()
+    request.appID = appID
+    var values = Substatus_V1_App()
+    if let appleAppID {
+      values.appleAppID = appleAppID
+      request.updateMask.append("apple_app_id")
+    }
+    if let displayName {
+      values.displayName = displayName
+      request.updateMask.append("display_name")
+    }
+    request.app = values
+    let response = try await call(
+      Substatus_V1_AdminService.updateApp, request, idempotency: .idempotent, options: options)
+    return response.app ?? Substatus_V1_App()
+  }
+
   /// Creates an API key (`AdminService.CreateApiKey`). Not retried.
   ///
   /// ```swift

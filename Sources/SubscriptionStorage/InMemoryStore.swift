@@ -191,6 +191,19 @@ public final class InMemoryStore: Store {
     }
   }
 
+  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
+    async throws(StoreError) -> AppRecord
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
+      a.appleAppId = appleAppId
+      a.displayName = displayName
+      s.apps[appId] = a
+      return Self.filled(a, s)
+    }
+  }
+
   // MARK: Shared secrets
 
   /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.

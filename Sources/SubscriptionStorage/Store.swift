@@ -150,6 +150,11 @@ public protocol Store: Sendable {
   /// Replaces the app's eligibility policy and returns the app.
   /// - Throws: `notFound`.
   func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError) -> AppRecord
+  /// Replaces the app's Apple ID and display name (the bundle id never changes).
+  /// - Returns: the app after the change.
+  /// - Throws: `notFound` for an unknown app.
+  func updateApp(appId: String, appleAppId: Int64?, displayName: String) async throws(StoreError)
+    -> AppRecord
 
   // MARK: Shared secrets
 

@@ -252,6 +252,22 @@ extension PostgresStore: Store {
     return try Self.appRecord(row)
   }
 
+  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
+    async throws(StoreError) -> AppRecord
+  {
+    let row = try await pool.transaction { db throws(StoreError) in
+      guard
+        try db.run(
+          "UPDATE apps SET apple_app_id = $2, display_name = $3 WHERE app_id = $1",
+          [.text(appId), appleAppId.map { .int($0) } ?? .null, .text(displayName)]) == 1
+      else { throw StoreError.notFound("app", appId) }
+      return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
+    }
+    guard let row else { throw StoreError.notFound("app", appId) }
+    return try Self.appRecord(row)
+  }
+
   // MARK: Shared secrets
 
   private static func secretContext(_ appId: String) -> String {

@@ -263,6 +263,23 @@ extension SQLiteStore: Store {
     }
   }
 
+  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
+    async throws(StoreError) -> AppRecord
+  {
+    defer { cache.invalidate(app: appId) }
+    return try await writer.write { db throws(StoreError) in
+      try db.run(
+        "UPDATE apps SET apple_app_id = ?, display_name = ? WHERE app_id = ?",
+        [appleAppId.map { .int($0) } ?? .null, .text(displayName), .text(appId)])
+      guard
+        let a = try db.first(
+          "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
+      else { throw StoreError.notFound("app", appId) }
+      return a
+    }
+  }
+
   // MARK: Shared secrets
 
   private static func secretContext(_ appId: String) -> String {

@@ -129,6 +129,36 @@ extension SubstatusService {
     return response
   }
 
+  func updateApp(_ request: Substatus_V1_UpdateAppRequest, _ context: ServerContext) async throws -> Substatus_V1_UpdateAppResponse {
+    let cached = try await app(request.appID, context)
+    guard !request.updateMask.isEmpty else { throw invalidArgument("update_mask", "name the fields to change: apple_app_id, display_name") }
+    let values = request.app ?? Substatus_V1_App()
+    var appleAppId = cached.app.appleAppId
+    var displayName = cached.app.displayName
+    for path in request.updateMask {
+      switch path {
+      case "apple_app_id":
+        guard values.appleAppID >= 0 else { throw invalidArgument("app.apple_app_id", "must not be negative") }
+        appleAppId = values.appleAppID == 0 ? nil : values.appleAppID
+      case "display_name":
+        guard values.displayName.utf8.count <= 200 else { throw invalidArgument("app.display_name", "longer than 200 bytes") }
+        displayName = values.displayName
+      default:
+        throw invalidArgument("update_mask", "unknown field \"\(path)\" (apple_app_id, display_name)")
+      }
+    }
+    let updated = try await stored { () throws(StoreError) in
+      try await store.updateApp(appId: request.appID, appleAppId: appleAppId, displayName: displayName)
+    }
+    invalidateApp(request.appID)
+    await audit(
+      context, tenant: cached.app.tenantId, action: "UpdateApp", resource: "apps/\(request.appID)",
+      details: request.updateMask.joined(separator: ","))
+    var response = Substatus_V1_UpdateAppResponse()
+    response.app = updated.wire
+    return response
+  }
+
   func createApiKey(_ request: Substatus_V1_CreateApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateApiKeyResponse {
     let (p, tenant) = try tenantID(context)
     let role: ApiKeyRecord.Role

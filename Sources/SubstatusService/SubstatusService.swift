@@ -92,6 +92,7 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_AdminService.registerApp, { $0.registerApp })
     add(Substatus_V1_AdminService.getApp, { $0.getApp })
     add(Substatus_V1_AdminService.listApps, { $0.listApps })
+    add(Substatus_V1_AdminService.updateApp, { $0.updateApp })
     add(Substatus_V1_AdminService.setSharedSecret, { $0.setSharedSecret })
     add(Substatus_V1_AdminService.putProducts, { $0.putProducts })
     add(Substatus_V1_AdminService.listProducts, { $0.listProducts })

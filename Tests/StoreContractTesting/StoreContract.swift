@@ -52,7 +52,7 @@ public enum StoreContract {
     case tenantPaging
     /// apps: tenant required, unique id and bundle per tenant, tenant isolation
     case apps
-    /// policy is stored and returned
+    /// policy is stored and returned; the Apple ID and display name can change
     case policy
     /// shared secrets: current, previous with overlap, fingerprint on the app
     case sharedSecrets
@@ -107,7 +107,7 @@ public enum StoreContract {
       case .tenants: "tenants: create, read, conflict, not found, disable"
       case .tenantPaging: "tenants page in id order without gaps or repeats"
       case .apps: "apps: tenant required, unique id and bundle per tenant, tenant isolation"
-      case .policy: "policy is stored and returned"
+      case .policy: "policy is stored and returned; the Apple ID and display name can change"
       case .sharedSecrets: "shared secrets: current, previous with overlap, fingerprint on the app"
       case .products: "products: upsert by id, sorted catalog, unknown app"
       case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
@@ -219,7 +219,7 @@ public enum StoreContract {
       try await store.listApps(tenantId: "t2", page: PageRequest()).items.map(\.appId) == ["a3"])
   }
 
-  /// policy is stored and returned
+  /// policy is stored and returned; the Apple ID and display name can change
   static func policy(_ store: any Store) async throws {
     try await Fixture.seed(store)
     let policy = EligibilityPolicy(
@@ -230,6 +230,18 @@ public enum StoreContract {
     #expect(updated.policy == policy)
     #expect(try await store.app(id: "a1").policy == policy)
     await expectStoreError(.notFound) { try await store.setPolicy(appId: "zz", policy: policy) }
+
+    // The Apple ID and display name change; the bundle id and policy stay.
+    let renamed = try await store.updateApp(appId: "a1", appleAppId: 987_654_321, displayName: "Renamed")
+    #expect(renamed.appleAppId == 987_654_321 && renamed.displayName == "Renamed")
+    let read = try await store.app(id: "a1")
+    #expect(read.appleAppId == 987_654_321 && read.displayName == "Renamed")
+    #expect(read.bundleId == Fixture.app("a1").bundleId && read.policy == policy)
+    #expect(try await store.updateApp(appId: "a1", appleAppId: nil, displayName: "Renamed").appleAppId == nil)
+    #expect(try await store.app(id: "a1").appleAppId == nil)
+    await expectStoreError(.notFound) {
+      try await store.updateApp(appId: "zz", appleAppId: 1, displayName: "x")
+    }
   }
 
   /// shared secrets: current, previous with overlap, fingerprint on the app

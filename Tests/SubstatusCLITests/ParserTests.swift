@@ -13,7 +13,7 @@ let usageCases: [UsageCase] = [
   UsageCase(arguments: ["frobnicate"], message: "substatus: unknown command 'frobnicate'"),
   UsageCase(
     arguments: ["app"],
-    message: "substatus app: missing subcommand: register, list, show, set-secret, set-policy"),
+    message: "substatus app: missing subcommand: register, list, show, update, set-secret, set-policy, set-iap-key"),
   UsageCase(arguments: ["app", "frob"], message: "substatus: unknown command 'frob' for 'app'"),
   UsageCase(
     arguments: ["tenant", "create"], message: "substatus tenant create: missing argument NAME"),
@@ -21,6 +21,7 @@ let usageCases: [UsageCase] = [
     arguments: ["tenant", "create", "a", "b"],
     message: "substatus tenant create: unexpected argument 'b'"),
   UsageCase(arguments: ["app", "show"], message: "substatus app show: missing argument APP"),
+  UsageCase(arguments: ["app", "update", "a"], message: "substatus app update: give --apple-app-id or --name"),
   UsageCase(
     arguments: ["tenant", "disable"],
     message: "substatus tenant disable: missing argument TENANT_ID"),

@@ -33,6 +33,7 @@ import SubstatusWire
       var p = Substatus_V1_Product(); p.productID = "lifetime"; p.type = .nonConsumable; r.products = [p]; return r
     },
     endpoint(Substatus_V1_AdminService.listProducts, .admin) { a in var r = Substatus_V1_ListProductsRequest(); r.appID = a; return r },
+    endpoint(Substatus_V1_AdminService.updateApp, .admin) { a in var r = Substatus_V1_UpdateAppRequest(); r.appID = a; r.updateMask = ["display_name"]; return r },
     endpoint(Substatus_V1_AdminService.setPolicy, .admin) { a in var r = Substatus_V1_SetPolicyRequest(); r.appID = a; r.updateMask = ["billing_retry_entitled"]; return r },
     endpoint(Substatus_V1_AdminService.createApiKey, .adminTenantWide) { _ in var r = Substatus_V1_CreateApiKeyRequest(); r.role = .read; return r },
     endpoint(Substatus_V1_AdminService.listApiKeys, .adminTenantWide) { _ in Substatus_V1_ListApiKeysRequest() },

@@ -152,4 +152,45 @@ import SubstatusWire
       await expectStatus(.invalidArgument) { _ = try await h.call(Substatus_V1_AdminService.setPolicy, request, key: admin) }
     }
   }
+
+  @Test func updateAppChangesOnlyNamedFields() async throws {
+    try await withService { h in
+      let (admin, appID) = try await h.makeTenantWithApp()
+      let before = try await h.call(Substatus_V1_AdminService.getApp, { var r = Substatus_V1_GetAppRequest(); r.appID = appID; return r }(), key: admin).app!
+      var request = Substatus_V1_UpdateAppRequest()
+      request.appID = appID
+      request.app = Substatus_V1_App()
+      request.app?.appleAppID = 1_234_567_890
+      request.app?.displayName = "ignored: not in the mask"
+      request.updateMask = ["apple_app_id"]
+      var app = try await h.call(Substatus_V1_AdminService.updateApp, request, key: admin).app!
+      #expect(app.appleAppID == 1_234_567_890)
+      #expect(app.displayName == before.displayName)
+      #expect(app.bundleID == before.bundleID)
+      let read = try await h.call(Substatus_V1_AdminService.getApp, { var r = Substatus_V1_GetAppRequest(); r.appID = appID; return r }(), key: admin).app!
+      #expect(read.appleAppID == 1_234_567_890)
+
+      request.app?.appleAppID = 0
+      request.app?.displayName = "Renamed"
+      request.updateMask = ["apple_app_id", "display_name"]
+      app = try await h.call(Substatus_V1_AdminService.updateApp, request, key: admin).app!
+      #expect(app.appleAppID == 0)
+      #expect(app.displayName == "Renamed")
+
+      for (mask, appleAppID, field) in [([String](), Int64(1), "update_mask"), (["bundle_id"], 1, "update_mask"), (["apple_app_id"], -5, "app.apple_app_id")] {
+        request.updateMask = mask
+        request.app?.appleAppID = appleAppID
+        do {
+          _ = try await h.call(Substatus_V1_AdminService.updateApp, request, key: admin)
+          Issue.record("\(mask) \(appleAppID) was accepted")
+        } catch let error as RPCError {
+          #expect(error.code == .invalidArgument)
+          #expect(error.message.contains(field), "\(error.message)")
+        }
+      }
+      request.appID = "app_missing"
+      request.updateMask = ["display_name"]
+      await expectStatus(.notFound) { _ = try await h.call(Substatus_V1_AdminService.updateApp, request, key: admin) }
+    }
+  }
 }

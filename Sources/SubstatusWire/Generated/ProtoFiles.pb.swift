@@ -58,7 +58,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(9)),
     ProtoFileDescriptor(
       name: "substatus/v1/admin_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto"],
-      symbols: ["substatus.v1.AdminService", "substatus.v1.App", "substatus.v1.InAppPurchaseKeyInfo", "substatus.v1.RegisterAppRequest", "substatus.v1.RegisterAppResponse", "substatus.v1.GetAppRequest", "substatus.v1.GetAppResponse", "substatus.v1.ListAppsRequest", "substatus.v1.ListAppsResponse", "substatus.v1.SetSharedSecretRequest", "substatus.v1.SetSharedSecretResponse", "substatus.v1.SetInAppPurchaseKeyRequest", "substatus.v1.SetInAppPurchaseKeyResponse", "substatus.v1.PutProductsRequest", "substatus.v1.PutProductsResponse", "substatus.v1.ListProductsRequest", "substatus.v1.ListProductsResponse", "substatus.v1.SetPolicyRequest", "substatus.v1.SetPolicyResponse", "substatus.v1.CreateApiKeyRequest", "substatus.v1.CreateApiKeyResponse", "substatus.v1.ListApiKeysRequest", "substatus.v1.ListApiKeysResponse", "substatus.v1.RevokeApiKeyRequest", "substatus.v1.RevokeApiKeyResponse"],
+      symbols: ["substatus.v1.AdminService", "substatus.v1.App", "substatus.v1.InAppPurchaseKeyInfo", "substatus.v1.RegisterAppRequest", "substatus.v1.RegisterAppResponse", "substatus.v1.GetAppRequest", "substatus.v1.GetAppResponse", "substatus.v1.ListAppsRequest", "substatus.v1.ListAppsResponse", "substatus.v1.UpdateAppRequest", "substatus.v1.UpdateAppResponse", "substatus.v1.SetSharedSecretRequest", "substatus.v1.SetSharedSecretResponse", "substatus.v1.SetInAppPurchaseKeyRequest", "substatus.v1.SetInAppPurchaseKeyResponse", "substatus.v1.PutProductsRequest", "substatus.v1.PutProductsResponse", "substatus.v1.ListProductsRequest", "substatus.v1.ListProductsResponse", "substatus.v1.SetPolicyRequest", "substatus.v1.SetPolicyResponse", "substatus.v1.CreateApiKeyRequest", "substatus.v1.CreateApiKeyResponse", "substatus.v1.ListApiKeysRequest", "substatus.v1.ListApiKeysResponse", "substatus.v1.RevokeApiKeyRequest", "substatus.v1.RevokeApiKeyResponse"],
       services: ["substatus.v1.AdminService"],
       serializedDescriptor: fileBytes(10)),
     ProtoFileDescriptor(
@@ -205,6 +205,8 @@ public enum ProtoFiles {
     "substatus.v1.Tenant": Substatus_V1_Tenant.self,
     "substatus.v1.Transaction": Substatus_V1_Transaction.self,
     "substatus.v1.TransactionImportResult": Substatus_V1_TransactionImportResult.self,
+    "substatus.v1.UpdateAppRequest": Substatus_V1_UpdateAppRequest.self,
+    "substatus.v1.UpdateAppResponse": Substatus_V1_UpdateAppResponse.self,
     "substatus.v1.UserEligibility": Substatus_V1_UserEligibility.self,
   ]
 

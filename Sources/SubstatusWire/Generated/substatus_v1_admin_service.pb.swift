@@ -208,6 +208,51 @@ public struct Substatus_V1_ListAppsResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of AdminService.UpdateApp.
+public struct Substatus_V1_UpdateAppRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.UpdateAppRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The new values; only the fields named in `update_mask` are read: `apple_app_id` (0 clears
+  /// it; negative: INVALID_ARGUMENT) and `display_name` (at most 200 bytes; empty: the bundle id).
+  public var app: Substatus_V1_App? = nil
+
+  /// The names of the App fields to change: `apple_app_id`, `display_name`. Required.
+  public var updateMask: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.UpdateApp.
+public struct Substatus_V1_UpdateAppResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.UpdateAppResponse"
+
+  /// The app after the change.
+  public var app: Substatus_V1_App? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// The request of AdminService.SetSharedSecret.
 public struct Substatus_V1_SetSharedSecretRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -961,6 +1006,90 @@ extension Substatus_V1_ListAppsResponse {
   }
 }
 
+extension Substatus_V1_UpdateAppRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.UpdateAppRequest", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    app = try r.message(1, Substatus_V1_App.self)
+    updateMask = try r.repeatedString(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.message(1, app)
+    w.repeatedString(2, updateMask)
+  }
+}
+
+extension Substatus_V1_UpdateAppRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if let v = self.app { o.append("app", v.jsonValue()) }
+    if !self.updateMask.isEmpty { o.append("updateMask", .array(self.updateMask.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "app":
+        self.app = try ProtoJSON.message(value, "app", Substatus_V1_App.self)
+      case "updateMask", "update_mask":
+        self.updateMask = try ProtoJSON.repeated(value, "updateMask") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_UpdateAppResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.UpdateAppResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    app = try r.message(0, Substatus_V1_App.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, app)
+  }
+}
+
+extension Substatus_V1_UpdateAppResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.app { o.append("app", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "app":
+        self.app = try ProtoJSON.message(value, "app", Substatus_V1_App.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 extension Substatus_V1_SetSharedSecretRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SetSharedSecretRequest", [1, 2, 3])
 
@@ -1675,6 +1804,14 @@ public enum Substatus_V1_AdminService {
   /// Lists the tenant's apps (within the key's scope), oldest first.
   public static let listApps = ProtoMethodDescriptor<Substatus_V1_ListAppsRequest, Substatus_V1_ListAppsResponse>(
     service: name, method: "ListApps", clientStreaming: false, serverStreaming: false)
+
+  /// Changes an app's Apple ID or display name (the bundle id never changes). Only the fields named
+  /// in `update_mask` change. Production V2 notifications are accepted only once the app's Apple ID
+  /// is set, so an app registered before it was known gets it here. Errors: NOT_FOUND;
+  /// INVALID_ARGUMENT naming `update_mask` (empty or an unknown field), `app.apple_app_id` or
+  /// `app.display_name`.
+  public static let updateApp = ProtoMethodDescriptor<Substatus_V1_UpdateAppRequest, Substatus_V1_UpdateAppResponse>(
+    service: name, method: "UpdateApp", clientStreaming: false, serverStreaming: false)
 
   /// Sets the app's App Store shared secret, which the server sends to Apple's verifyReceipt and
   /// uses to authenticate V1 notifications. Write-only: the secret is encrypted at rest, never

@@ -367,6 +367,96 @@ void   substatus__v1__list_apps_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__list_apps_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__update_app_request__init
+                     (Substatus__V1__UpdateAppRequest         *message)
+{
+  static const Substatus__V1__UpdateAppRequest init_value = SUBSTATUS__V1__UPDATE_APP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__update_app_request__get_packed_size
+                     (const Substatus__V1__UpdateAppRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__update_app_request__pack
+                     (const Substatus__V1__UpdateAppRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__update_app_request__pack_to_buffer
+                     (const Substatus__V1__UpdateAppRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__UpdateAppRequest *
+       substatus__v1__update_app_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__UpdateAppRequest *)
+     protobuf_c_message_unpack (&substatus__v1__update_app_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__update_app_request__free_unpacked
+                     (Substatus__V1__UpdateAppRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__update_app_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__update_app_response__init
+                     (Substatus__V1__UpdateAppResponse         *message)
+{
+  static const Substatus__V1__UpdateAppResponse init_value = SUBSTATUS__V1__UPDATE_APP_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__update_app_response__get_packed_size
+                     (const Substatus__V1__UpdateAppResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__update_app_response__pack
+                     (const Substatus__V1__UpdateAppResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__update_app_response__pack_to_buffer
+                     (const Substatus__V1__UpdateAppResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__update_app_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__UpdateAppResponse *
+       substatus__v1__update_app_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__UpdateAppResponse *)
+     protobuf_c_message_unpack (&substatus__v1__update_app_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__update_app_response__free_unpacked
+                     (Substatus__V1__UpdateAppResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__update_app_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__set_shared_secret_request__init
                      (Substatus__V1__SetSharedSecretRequest         *message)
 {
@@ -1612,6 +1702,108 @@ const ProtobufCMessageDescriptor substatus__v1__list_apps_response__descriptor =
   (ProtobufCMessageInit) substatus__v1__list_apps_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__update_app_request__field_descriptors[3] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__UpdateAppRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "app",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__UpdateAppRequest, app),
+    &substatus__v1__app__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_mask",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__UpdateAppRequest, n_update_mask),
+    offsetof(Substatus__V1__UpdateAppRequest, update_mask),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__update_app_request__field_indices_by_name[] = {
+  1,   /* field[1] = app */
+  0,   /* field[0] = app_id */
+  2,   /* field[2] = update_mask */
+};
+static const ProtobufCIntRange substatus__v1__update_app_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__update_app_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.UpdateAppRequest",
+  "UpdateAppRequest",
+  "Substatus__V1__UpdateAppRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__UpdateAppRequest),
+  3,
+  substatus__v1__update_app_request__field_descriptors,
+  substatus__v1__update_app_request__field_indices_by_name,
+  1,  substatus__v1__update_app_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__update_app_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__update_app_response__field_descriptors[1] =
+{
+  {
+    "app",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__UpdateAppResponse, app),
+    &substatus__v1__app__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__update_app_response__field_indices_by_name[] = {
+  0,   /* field[0] = app */
+};
+static const ProtobufCIntRange substatus__v1__update_app_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__update_app_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.UpdateAppResponse",
+  "UpdateAppResponse",
+  "Substatus__V1__UpdateAppResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__UpdateAppResponse),
+  1,
+  substatus__v1__update_app_response__field_descriptors,
+  substatus__v1__update_app_response__field_indices_by_name,
+  1,  substatus__v1__update_app_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__update_app_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor substatus__v1__set_shared_secret_request__field_descriptors[3] =
 {
   {
@@ -2480,11 +2672,12 @@ const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descrip
   (ProtobufCMessageInit) substatus__v1__revoke_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[11] =
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[12] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
   { "ListApps", &substatus__v1__list_apps_request__descriptor, &substatus__v1__list_apps_response__descriptor },
+  { "UpdateApp", &substatus__v1__update_app_request__descriptor, &substatus__v1__update_app_response__descriptor },
   { "SetSharedSecret", &substatus__v1__set_shared_secret_request__descriptor, &substatus__v1__set_shared_secret_response__descriptor },
   { "SetInAppPurchaseKey", &substatus__v1__set_in_app_purchase_key_request__descriptor, &substatus__v1__set_in_app_purchase_key_response__descriptor },
   { "PutProducts", &substatus__v1__put_products_request__descriptor, &substatus__v1__put_products_response__descriptor },
@@ -2495,17 +2688,18 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "RevokeApiKey", &substatus__v1__revoke_api_key_request__descriptor, &substatus__v1__revoke_api_key_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
-  8,        /* CreateApiKey */
+  9,        /* CreateApiKey */
   1,        /* GetApp */
-  9,        /* ListApiKeys */
+  10,        /* ListApiKeys */
   2,        /* ListApps */
-  6,        /* ListProducts */
-  5,        /* PutProducts */
+  7,        /* ListProducts */
+  6,        /* PutProducts */
   0,        /* RegisterApp */
-  10,        /* RevokeApiKey */
-  4,        /* SetInAppPurchaseKey */
-  7,        /* SetPolicy */
-  3         /* SetSharedSecret */
+  11,        /* RevokeApiKey */
+  5,        /* SetInAppPurchaseKey */
+  8,        /* SetPolicy */
+  4,        /* SetSharedSecret */
+  3         /* UpdateApp */
 };
 const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
 {
@@ -2514,7 +2708,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  11,
+  12,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -2542,13 +2736,21 @@ void substatus__v1__admin_service__list_apps(ProtobufCService *service,
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void substatus__v1__admin_service__update_app(ProtobufCService *service,
+                                              const Substatus__V1__UpdateAppRequest *input,
+                                              Substatus__V1__UpdateAppResponse_Closure closure,
+                                              void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void substatus__v1__admin_service__set_shared_secret(ProtobufCService *service,
                                                      const Substatus__V1__SetSharedSecretRequest *input,
                                                      Substatus__V1__SetSharedSecretResponse_Closure closure,
                                                      void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__set_in_app_purchase_key(ProtobufCService *service,
                                                            const Substatus__V1__SetInAppPurchaseKeyRequest *input,
@@ -2556,7 +2758,7 @@ void substatus__v1__admin_service__set_in_app_purchase_key(ProtobufCService *ser
                                                            void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__put_products(ProtobufCService *service,
                                                 const Substatus__V1__PutProductsRequest *input,
@@ -2564,7 +2766,7 @@ void substatus__v1__admin_service__put_products(ProtobufCService *service,
                                                 void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__list_products(ProtobufCService *service,
                                                  const Substatus__V1__ListProductsRequest *input,
@@ -2572,7 +2774,7 @@ void substatus__v1__admin_service__list_products(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               const Substatus__V1__SetPolicyRequest *input,
@@ -2580,7 +2782,7 @@ void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   const Substatus__V1__CreateApiKeyRequest *input,
@@ -2588,7 +2790,7 @@ void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  const Substatus__V1__ListApiKeysRequest *input,
@@ -2596,7 +2798,7 @@ void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   const Substatus__V1__RevokeApiKeyRequest *input,
@@ -2604,7 +2806,7 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

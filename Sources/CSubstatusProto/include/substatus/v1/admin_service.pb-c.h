@@ -24,6 +24,8 @@ typedef struct Substatus__V1__GetAppRequest Substatus__V1__GetAppRequest;
 typedef struct Substatus__V1__GetAppResponse Substatus__V1__GetAppResponse;
 typedef struct Substatus__V1__ListAppsRequest Substatus__V1__ListAppsRequest;
 typedef struct Substatus__V1__ListAppsResponse Substatus__V1__ListAppsResponse;
+typedef struct Substatus__V1__UpdateAppRequest Substatus__V1__UpdateAppRequest;
+typedef struct Substatus__V1__UpdateAppResponse Substatus__V1__UpdateAppResponse;
 typedef struct Substatus__V1__SetSharedSecretRequest Substatus__V1__SetSharedSecretRequest;
 typedef struct Substatus__V1__SetSharedSecretResponse Substatus__V1__SetSharedSecretResponse;
 typedef struct Substatus__V1__SetInAppPurchaseKeyRequest Substatus__V1__SetInAppPurchaseKeyRequest;
@@ -245,6 +247,48 @@ struct  Substatus__V1__ListAppsResponse
 #define SUBSTATUS__V1__LIST_APPS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_apps_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The request of AdminService.UpdateApp.
+ */
+struct  Substatus__V1__UpdateAppRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The new values; only the fields named in `update_mask` are read: `apple_app_id` (0 clears
+   * it; negative: INVALID_ARGUMENT) and `display_name` (at most 200 bytes; empty: the bundle id).
+   */
+  Substatus__V1__App *app;
+  /*
+   * The names of the App fields to change: `apple_app_id`, `display_name`. Required.
+   */
+  size_t n_update_mask;
+  char **update_mask;
+};
+#define SUBSTATUS__V1__UPDATE_APP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__update_app_request__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, 0,NULL }
+
+
+/*
+ * The response of AdminService.UpdateApp.
+ */
+struct  Substatus__V1__UpdateAppResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The app after the change.
+   */
+  Substatus__V1__App *app;
+};
+#define SUBSTATUS__V1__UPDATE_APP_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__update_app_response__descriptor) \
+    , NULL }
 
 
 /*
@@ -749,6 +793,44 @@ Substatus__V1__ListAppsResponse *
 void   substatus__v1__list_apps_response__free_unpacked
                      (Substatus__V1__ListAppsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__UpdateAppRequest methods */
+void   substatus__v1__update_app_request__init
+                     (Substatus__V1__UpdateAppRequest         *message);
+size_t substatus__v1__update_app_request__get_packed_size
+                     (const Substatus__V1__UpdateAppRequest   *message);
+size_t substatus__v1__update_app_request__pack
+                     (const Substatus__V1__UpdateAppRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__update_app_request__pack_to_buffer
+                     (const Substatus__V1__UpdateAppRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__UpdateAppRequest *
+       substatus__v1__update_app_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__update_app_request__free_unpacked
+                     (Substatus__V1__UpdateAppRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__UpdateAppResponse methods */
+void   substatus__v1__update_app_response__init
+                     (Substatus__V1__UpdateAppResponse         *message);
+size_t substatus__v1__update_app_response__get_packed_size
+                     (const Substatus__V1__UpdateAppResponse   *message);
+size_t substatus__v1__update_app_response__pack
+                     (const Substatus__V1__UpdateAppResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__update_app_response__pack_to_buffer
+                     (const Substatus__V1__UpdateAppResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__UpdateAppResponse *
+       substatus__v1__update_app_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__update_app_response__free_unpacked
+                     (Substatus__V1__UpdateAppResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__SetSharedSecretRequest methods */
 void   substatus__v1__set_shared_secret_request__init
                      (Substatus__V1__SetSharedSecretRequest         *message);
@@ -1079,6 +1161,12 @@ typedef void (*Substatus__V1__ListAppsRequest_Closure)
 typedef void (*Substatus__V1__ListAppsResponse_Closure)
                  (const Substatus__V1__ListAppsResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__UpdateAppRequest_Closure)
+                 (const Substatus__V1__UpdateAppRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__UpdateAppResponse_Closure)
+                 (const Substatus__V1__UpdateAppResponse *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__SetSharedSecretRequest_Closure)
                  (const Substatus__V1__SetSharedSecretRequest *message,
                   void *closure_data);
@@ -1146,6 +1234,10 @@ struct Substatus__V1__AdminService_Service
                     const Substatus__V1__ListAppsRequest *input,
                     Substatus__V1__ListAppsResponse_Closure closure,
                     void *closure_data);
+  void (*update_app)(Substatus__V1__AdminService_Service *service,
+                     const Substatus__V1__UpdateAppRequest *input,
+                     Substatus__V1__UpdateAppResponse_Closure closure,
+                     void *closure_data);
   void (*set_shared_secret)(Substatus__V1__AdminService_Service *service,
                             const Substatus__V1__SetSharedSecretRequest *input,
                             Substatus__V1__SetSharedSecretResponse_Closure closure,
@@ -1189,6 +1281,7 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## register_app,\
       function_prefix__ ## get_app,\
       function_prefix__ ## list_apps,\
+      function_prefix__ ## update_app,\
       function_prefix__ ## set_shared_secret,\
       function_prefix__ ## set_in_app_purchase_key,\
       function_prefix__ ## put_products,\
@@ -1209,6 +1302,10 @@ void substatus__v1__admin_service__list_apps(ProtobufCService *service,
                                              const Substatus__V1__ListAppsRequest *input,
                                              Substatus__V1__ListAppsResponse_Closure closure,
                                              void *closure_data);
+void substatus__v1__admin_service__update_app(ProtobufCService *service,
+                                              const Substatus__V1__UpdateAppRequest *input,
+                                              Substatus__V1__UpdateAppResponse_Closure closure,
+                                              void *closure_data);
 void substatus__v1__admin_service__set_shared_secret(ProtobufCService *service,
                                                      const Substatus__V1__SetSharedSecretRequest *input,
                                                      Substatus__V1__SetSharedSecretResponse_Closure closure,
@@ -1252,6 +1349,8 @@ extern const ProtobufCMessageDescriptor substatus__v1__get_app_request__descript
 extern const ProtobufCMessageDescriptor substatus__v1__get_app_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__list_apps_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__list_apps_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__update_app_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__update_app_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_shared_secret_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_shared_secret_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_in_app_purchase_key_request__descriptor;
