@@ -953,21 +953,10 @@ extension PostgresStore: Store {
 // MARK: In-App Purchase keys
 
 extension PostgresStore {
-  private static func inAppPurchaseKeyContext(_ appId: String) -> String {
-    "substatus/in-app-purchase-key/" + appId
-  }
-
   /// See ``Store/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     let keyring = try requireKeyring()
-    let sealed: SealedSecret
-    do {
-      sealed = try SecretBox.seal(
-        Array(key.privateKeyPEM.utf8), context: Self.inAppPurchaseKeyContext(appId),
-        keyring: keyring)
-    } catch {
-      throw StoreError(.secretUnavailable, "cannot seal the In-App Purchase key: \(error.message)")
-    }
+    let sealed = try InAppPurchaseKeySealing.seal(key, appId: appId, keyring: keyring)
     try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
       try db.run(
@@ -1002,18 +991,12 @@ extension PostgresStore {
     }
     guard let row else { return nil }
     let keyring = try requireKeyring()
-    let plain: [UInt8]
-    do {
-      plain = try SecretBox.open(
-        SealedSecret(keyId: row.text(5), box: row.bytes(6)),
-        context: Self.inAppPurchaseKeyContext(appId), keyring: keyring)
-    } catch {
-      throw StoreError(
-        .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
-    }
-    return InAppPurchaseKey(
-      keyId: row.text(0), issuerId: row.text(1), privateKeyPEM: String(decoding: plain, as: UTF8.self),
-      publicKeyPEM: row.text(3), publicKeyFingerprint: row.text(2), setMs: row.int(4))
+    return try InAppPurchaseKeySealing.open(
+      SealedSecret(keyId: row.text(5), box: row.bytes(6)),
+      info: InAppPurchaseKeyInfo(
+        keyId: row.text(0), issuerId: row.text(1), publicKeyFingerprint: row.text(2),
+        publicKeyPEM: row.text(3), setMs: row.int(4)),
+      appId: appId, keyring: keyring)
   }
 
   /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
@@ -1033,7 +1016,7 @@ extension PostgresStore {
       do throws(SecretBoxError) {
         resealed = try SecretBox.reseal(
           SealedSecret(keyId: r.text(1), box: r.bytes(2)),
-          context: inAppPurchaseKeyContext(appId), keyring: keyring)
+          context: InAppPurchaseKeySealing.context(appId), keyring: keyring)
       } catch {
         throw StoreError(
           .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")

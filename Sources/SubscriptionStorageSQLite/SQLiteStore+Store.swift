@@ -949,21 +949,10 @@ extension SQLiteStore: Store {
 // MARK: In-App Purchase keys
 
 extension SQLiteStore {
-  private static func inAppPurchaseKeyContext(_ appId: String) -> String {
-    "substatus/in-app-purchase-key/" + appId
-  }
-
   /// See ``Store/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     let keyring = try requireKeyring()
-    let sealed: SealedSecret
-    do {
-      sealed = try SecretBox.seal(
-        Array(key.privateKeyPEM.utf8), context: Self.inAppPurchaseKeyContext(appId),
-        keyring: keyring)
-    } catch {
-      throw StoreError(.secretUnavailable, "cannot seal the In-App Purchase key: \(error.message)")
-    }
+    let sealed = try InAppPurchaseKeySealing.seal(key, appId: appId, keyring: keyring)
     defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
@@ -1011,18 +1000,8 @@ extension SQLiteStore {
     }
     guard let row else { return nil }
     let keyring = try requireKeyring()
-    let plain: [UInt8]
-    do {
-      plain = try SecretBox.open(
-        row.sealed, context: Self.inAppPurchaseKeyContext(appId), keyring: keyring)
-    } catch {
-      throw StoreError(
-        .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
-    }
-    return InAppPurchaseKey(
-      keyId: row.info.keyId, issuerId: row.info.issuerId,
-      privateKeyPEM: String(decoding: plain, as: UTF8.self), publicKeyPEM: row.info.publicKeyPEM,
-      publicKeyFingerprint: row.info.publicKeyFingerprint, setMs: row.info.setMs)
+    return try InAppPurchaseKeySealing.open(
+      row.sealed, info: row.info, appId: appId, keyring: keyring)
   }
 
   /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
@@ -1039,7 +1018,7 @@ extension SQLiteStore {
       let resealed: SealedSecret
       do throws(SecretBoxError) {
         resealed = try SecretBox.reseal(
-          row.sealed, context: inAppPurchaseKeyContext(row.appId), keyring: keyring)
+          row.sealed, context: InAppPurchaseKeySealing.context(row.appId), keyring: keyring)
       } catch {
         throw StoreError(
           .secretUnavailable, "In-App Purchase key of app \"\(row.appId)\": \(error.message)")
