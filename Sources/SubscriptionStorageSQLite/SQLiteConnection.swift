@@ -50,8 +50,10 @@ struct SQLRow {
 
 /// One SQLite connection with its prepared-statement cache.
 ///
-/// Not thread-safe: it is opened by the store, handed to exactly one worker thread (the writer or a
-/// reader) and from then on used only there. `@unchecked Sendable` covers that single hand-over.
+/// Not thread-safe: it is opened by the store and handed either to exactly one worker thread (the
+/// writer or a reader), which from then on is the only one to use it, or to
+/// ``SQLiteInlineReaders``, which lends it to one thread at a time under a lock. `@unchecked
+/// Sendable` covers those hand-overs.
 final class SQLiteConnection: @unchecked Sendable {
   private var handle: OpaquePointer?
   private var statements: [String: OpaquePointer] = [:]

@@ -698,14 +698,14 @@ extension SQLiteStore: Store {
 
   /// See ``Store/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
-    try await readers.read { db throws(StoreError) in try Self.readHistory(db, user) }
+    try await readInline { db throws(StoreError) in try Self.readHistory(db, user) }
   }
 
   /// See ``Store/histories(appId:environment:userIds:)``.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
-    try await readers.read { db throws(StoreError) in
+    try await readInline { db throws(StoreError) in
       var out: [UserHistory] = []
       out.reserveCapacity(userIds.count)
       for id in userIds {

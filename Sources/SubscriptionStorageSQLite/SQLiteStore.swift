@@ -11,9 +11,13 @@ import Synchronization
 /// pending write, runs each in its own savepoint inside one transaction and acknowledges them all
 /// after the single commit.
 ///
-/// Threads: calls never run SQLite on the caller's thread. Writes go to the writer thread, reads to
-/// an idle reader thread (each with its own connection, so reads run concurrently with the writer and
-/// with each other, on WAL snapshots); the caller awaits a continuation.
+/// Threads: writes go to the writer thread, reads to an idle reader thread (each with its own
+/// connection, so reads run concurrently with the writer and with each other, on WAL snapshots); the
+/// caller awaits a continuation. The exception is the hot path's per-user reads (``history(of:)``,
+/// ``histories(appId:environment:userIds:)``): bounded index lookups of tens of microseconds, which
+/// run on the caller's own thread on a connection it borrows (``Configuration/inlineReaderCount``),
+/// and go to the reader threads only when every such connection is in use. Their caller's thread is
+/// busy meanwhile, as with any computation of that size.
 ///
 /// ```swift
 /// let store = try SQLiteStore(configuration: .init(path: "data/substatus.sqlite", keyring: keyring))
@@ -28,6 +32,9 @@ public final class SQLiteStore: Sendable {
     public var keyring: MasterKeyring?
     /// Reader connections (and threads). Default 4.
     public var readerCount: Int
+    /// Connections for the per-user reads run on the caller's thread (see ``SQLiteStore``); 0 sends
+    /// every read to the reader threads. Default: twice the active processor count, at least 4.
+    public var inlineReaderCount: Int
     /// The `synchronous` pragma. Default `.full` (see ``SQLiteStore``).
     public var synchronous: Synchronous
     /// How long a connection waits for a lock before failing (ms). Default 10 s.
@@ -58,11 +65,13 @@ public final class SQLiteStore: Sendable {
     /// Creates a configuration.
     public init(
       path: String, keyring: MasterKeyring? = nil, readerCount: Int = 4,
+      inlineReaderCount: Int = max(4, 2 * ProcessInfo.processInfo.activeProcessorCount),
       synchronous: Synchronous = .full, busyTimeoutMs: Int = 10_000, cacheSizeKiB: Int = 8192
     ) {
       self.path = path
       self.keyring = keyring
       self.readerCount = readerCount
+      self.inlineReaderCount = inlineReaderCount
       self.synchronous = synchronous
       self.busyTimeoutMs = busyTimeoutMs
       self.cacheSizeKiB = cacheSizeKiB
@@ -75,6 +84,7 @@ public final class SQLiteStore: Sendable {
   public let schemaVersion: Int
   let writer: SQLiteWriter
   let readers: SQLiteReaderPool
+  let inlineReaders: SQLiteInlineReaders
   private let closed = Mutex(false)
   /// Last-used times already written per key id, so `touchApiKey` writes at most once a minute.
   let touchedKeys = Mutex<[String: Int64]>([:])
@@ -99,15 +109,29 @@ public final class SQLiteStore: Sendable {
     try writerConnection.execute("PRAGMA journal_size_limit=67108864")
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     schemaVersion = try Schema.migrate(writerConnection, now: now)
-    var readerConnections: [SQLiteConnection] = []
-    for _ in 0..<max(1, configuration.readerCount) {
-      let reader = try SQLiteConnection(path: configuration.path, readOnly: false, create: false)
-      try Self.configure(reader, configuration, cacheKiB: max(1024, configuration.cacheSizeKiB / 4))
-      try reader.execute("PRAGMA query_only=1")
-      readerConnections.append(reader)
+    func readerConnections(_ count: Int) throws(StoreError) -> [SQLiteConnection] {
+      var connections: [SQLiteConnection] = []
+      for _ in 0..<count {
+        let reader = try SQLiteConnection(path: configuration.path, readOnly: false, create: false)
+        try Self.configure(reader, configuration, cacheKiB: max(1024, configuration.cacheSizeKiB / 4))
+        try reader.execute("PRAGMA query_only=1")
+        connections.append(reader)
+      }
+      return connections
     }
+    let threadConnections = try readerConnections(max(1, configuration.readerCount))
+    inlineReaders = SQLiteInlineReaders(connections: try readerConnections(max(0, configuration.inlineReaderCount)))
     writer = SQLiteWriter(connection: writerConnection)
-    readers = SQLiteReaderPool(connections: readerConnections)
+    readers = SQLiteReaderPool(connections: threadConnections)
+  }
+
+  /// Runs a short read on the caller's thread when an inline connection is idle, otherwise on a
+  /// reader thread (see ``SQLiteStore``).
+  func readInline<T: Sendable>(
+    _ body: @escaping @Sendable (SQLiteConnection) throws(StoreError) -> T
+  ) async throws(StoreError) -> T {
+    if let result = try inlineReaders.read(body) { return result }
+    return try await readers.read(body)
   }
 
   private static func configure(
@@ -128,6 +152,7 @@ public final class SQLiteStore: Sendable {
     if wasClosed { return }
     // Readers first: the writer's connection closes last and checkpoints the WAL into the file.
     readers.close()
+    inlineReaders.close()
     writer.close()
   }
 

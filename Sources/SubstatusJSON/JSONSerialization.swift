@@ -1,84 +1,112 @@
 extension JSONValue {
   /// The value as compact JSON text (no insignificant whitespace), members in order.
-  public func serialized() -> String {
-    var out = ""
+  public func serialized() -> String { String(decoding: serializedBytes(), as: UTF8.self) }
+
+  /// The value as JSON text indented by two spaces per level, members in order.
+  public func serializedPretty() -> String {
+    var out: [UInt8] = []
+    write(to: &out, indent: "  ", level: 0)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The compact JSON text as UTF-8 bytes.
+  public func serializedBytes() -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(256)
     write(to: &out, indent: nil, level: 0)
     return out
   }
 
-  /// The value as JSON text indented by two spaces per level, members in order.
-  public func serializedPretty() -> String {
-    var out = ""
-    write(to: &out, indent: "  ", level: 0)
-    return out
-  }
-
-  /// The compact JSON text as UTF-8 bytes.
-  public func serializedBytes() -> [UInt8] { Array(serialized().utf8) }
-
-  private func write(to out: inout String, indent: String?, level: Int) {
+  // The text is built as UTF-8 bytes: appending bytes is several times cheaper than appending
+  // `Unicode.Scalar`s to a `String`, and this runs for every access log line.
+  private func write(to out: inout [UInt8], indent: StaticString?, level: Int) {
     switch self {
-    case .null: out += "null"
-    case .bool(let b): out += b ? "true" : "false"
-    case .number(let text): out += text
+    case .null: JSONValue.append("null", to: &out)
+    case .bool(let b): JSONValue.append(b ? "true" : "false", to: &out)
+    case .number(let text): out.append(contentsOf: text.utf8)
     case .string(let s): JSONValue.writeString(s, to: &out)
     case .array(let elements):
       if elements.isEmpty {
-        out += "[]"
+        JSONValue.append("[]", to: &out)
         return
       }
-      out += "["
+      out.append(UInt8(ascii: "["))
       for (n, element) in elements.enumerated() {
-        if n > 0 { out += "," }
+        if n > 0 { out.append(UInt8(ascii: ",")) }
         JSONValue.newline(&out, indent: indent, level: level + 1)
         element.write(to: &out, indent: indent, level: level + 1)
       }
       JSONValue.newline(&out, indent: indent, level: level)
-      out += "]"
+      out.append(UInt8(ascii: "]"))
     case .object(let object):
       if object.isEmpty {
-        out += "{}"
+        JSONValue.append("{}", to: &out)
         return
       }
-      out += "{"
+      out.append(UInt8(ascii: "{"))
       for (n, member) in object.members.enumerated() {
-        if n > 0 { out += "," }
+        if n > 0 { out.append(UInt8(ascii: ",")) }
         JSONValue.newline(&out, indent: indent, level: level + 1)
         JSONValue.writeString(member.key, to: &out)
-        out += indent == nil ? ":" : ": "
+        JSONValue.append(indent == nil ? ":" : ": ", to: &out)
         member.value.write(to: &out, indent: indent, level: level + 1)
       }
       JSONValue.newline(&out, indent: indent, level: level)
-      out += "}"
+      out.append(UInt8(ascii: "}"))
     }
   }
 
-  private static func newline(_ out: inout String, indent: String?, level: Int) {
+  private static func append(_ text: StaticString, to out: inout [UInt8]) {
+    text.withUTF8Buffer { out.append(contentsOf: $0) }
+  }
+
+  private static func newline(_ out: inout [UInt8], indent: StaticString?, level: Int) {
     guard let indent else { return }
-    out += "\n"
-    for _ in 0..<level { out += indent }
+    out.append(UInt8(ascii: "\n"))
+    for _ in 0..<level { append(indent, to: &out) }
   }
 
-  private static func writeString(_ s: String, to out: inout String) {
-    out += "\""
-    for scalar in s.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      case "\u{08}": out += "\\b"
-      case "\u{0C}": out += "\\f"
-      default:
-        if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
-          let hex = String(scalar.value, radix: 16)
-          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+  /// A JSON string literal: `"` and `\` escaped, control characters as their short escape or
+  /// `\u00XX`, and U+2028 / U+2029 as `\u2028` / `\u2029` (valid JSON, but line breaks to
+  /// JavaScript); everything else copied as UTF-8.
+  private static func writeString(_ s: String, to out: inout [UInt8]) {
+    out.append(UInt8(ascii: "\""))
+    var s = s
+    s.withUTF8 { bytes in
+      var copied = 0
+      var i = 0
+      while i < bytes.count {
+        let b = bytes[i]
+        let escapedLength: Int
+        if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
+          escapedLength = 1
+        } else if b == 0xE2, i + 2 < bytes.count, bytes[i + 1] == 0x80, bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9 {
+          escapedLength = 3
         } else {
-          out.unicodeScalars.append(scalar)
+          i += 1
+          continue
         }
+        out.append(contentsOf: bytes[copied..<i])
+        switch b {
+        case UInt8(ascii: "\""): append("\\\"", to: &out)
+        case UInt8(ascii: "\\"): append("\\\\", to: &out)
+        case UInt8(ascii: "\n"): append("\\n", to: &out)
+        case UInt8(ascii: "\r"): append("\\r", to: &out)
+        case UInt8(ascii: "\t"): append("\\t", to: &out)
+        case 0x08: append("\\b", to: &out)
+        case 0x0C: append("\\f", to: &out)
+        case 0xE2: append(bytes[i + 2] == 0xA8 ? "\\u2028" : "\\u2029", to: &out)
+        default:
+          let hex: [UInt8] = Array("0123456789abcdef".utf8)
+          append("\\u00", to: &out)
+          out.append(hex[Int(b >> 4)])
+          out.append(hex[Int(b & 0xF)])
+        }
+        i += escapedLength
+        copied = i
       }
+      out.append(contentsOf: bytes[copied...])
     }
-    out += "\""
+    out.append(UInt8(ascii: "\""))
   }
 }

@@ -76,13 +76,21 @@ public final class SubstatusService: Sendable {
   }
 
   /// Registers every method of the six substatus services.
+  ///
+  /// The read-only hot path (CheckEligibility, GetStatus, GetEntitlements) runs on the transport's
+  /// I/O thread (``HandlerExecution/transportThread``): a call is a cached key and app lookup, the
+  /// store's per-user read and an evaluation, tens of microseconds without waiting on anything, so
+  /// the hand-over to the shared pool and back would cost more than the work. Whatever such a call
+  /// awaits (a cache miss going to the store, a store that does I/O on its own threads) suspends
+  /// it without blocking the thread. Every other method may wait on the writer or on Apple and runs
+  /// on the pool.
   public func register(in router: inout RPCRouter) {
     func add<Req: ProtobufMessage, Res: ProtobufMessage>(
-      _ method: ProtoMethodDescriptor<Req, Res>,
+      _ method: ProtoMethodDescriptor<Req, Res>, execution: HandlerExecution = .pool,
       _ handler: @escaping @Sendable (SubstatusService) -> @Sendable (Req, ServerContext) async throws -> Res
     ) {
       let bound = handler(self)
-      router.registerUnary(method: method.path, request: Req.self, response: Res.self) { request, context in
+      router.registerUnary(method: method.path, request: Req.self, response: Res.self, execution: execution) { request, context in
         try await bound(request, context)
       }
     }
@@ -105,9 +113,9 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
     add(Substatus_V1_IngestService.submitSignedTransactions, { $0.submitSignedTransactions })
     add(Substatus_V1_IngestService.syncTransactionHistory, { $0.syncTransactionHistory })
-    add(Substatus_V1_EligibilityService.checkEligibility, { $0.checkEligibility })
-    add(Substatus_V1_StatusService.getStatus, { $0.getStatus })
-    add(Substatus_V1_StatusService.getEntitlements, { $0.getEntitlements })
+    add(Substatus_V1_EligibilityService.checkEligibility, execution: .transportThread, { $0.checkEligibility })
+    add(Substatus_V1_StatusService.getStatus, execution: .transportThread, { $0.getStatus })
+    add(Substatus_V1_StatusService.getEntitlements, execution: .transportThread, { $0.getEntitlements })
     add(Substatus_V1_StatusService.getTransactionHistory, { $0.getTransactionHistory })
     add(Substatus_V1_ReportService.getReport, { $0.getReport })
     add(Substatus_V1_AdminService.setInAppPurchaseKey, { $0.setInAppPurchaseKey })
