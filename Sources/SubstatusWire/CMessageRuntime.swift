@@ -17,7 +17,9 @@ struct CFieldLayout: Sendable {
 struct CMessageLayout: @unchecked Sendable {
   // Points at static, immutable C data.
   let descriptor: UnsafePointer<ProtobufCMessageDescriptor>
-  let fields: [CFieldLayout]
+  /// Allocated once per message type and never freed (layouts live in `static let`s): reading a
+  /// field's layout costs no reference counting, which an `Array` would on every message built.
+  let fields: UnsafeBufferPointer<CFieldLayout>
   let size: Int
 
   /// Looks up the descriptor of `fullName` and the fields with the given numbers, in order.
@@ -27,14 +29,18 @@ struct CMessageLayout: @unchecked Sendable {
     }
     self.descriptor = descriptor
     self.size = descriptor.pointee.sizeof_message
-    self.fields = numbers.map { number in
+    let fields = UnsafeMutableBufferPointer<CFieldLayout>.allocate(capacity: numbers.count)
+    for (i, number) in numbers.enumerated() {
       guard let f = protobuf_c_message_descriptor_get_field(descriptor, UInt32(number)) else {
         fatalError("\(fullName) has no field \(number) in protobuf-c: run scripts/generate-protos")
       }
-      return CFieldLayout(
-        offset: Int(f.pointee.offset), quantifierOffset: Int(f.pointee.quantifier_offset),
-        number: f.pointee.id, isOneofMember: f.pointee.flags & UInt32(PROTOBUF_C_FIELD_FLAG_ONEOF.rawValue) != 0)
+      fields.initializeElement(
+        at: i,
+        to: CFieldLayout(
+          offset: Int(f.pointee.offset), quantifierOffset: Int(f.pointee.quantifier_offset),
+          number: f.pointee.id, isOneofMember: f.pointee.flags & UInt32(PROTOBUF_C_FIELD_FLAG_ONEOF.rawValue) != 0))
     }
+    self.fields = UnsafeBufferPointer(fields)
   }
 }
 
@@ -78,25 +84,35 @@ extension CMessageConvertible {
 
   /// Encodes through protobuf-c's packer.
   func encode() -> [UInt8] {
-    var arena = CArena()
-    defer { arena.release() }
-    let message = arena.build(self)
-    let size = protobuf_c_message_get_packed_size(message)
-    if size == 0 { return [] }
-    return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-      count = protobuf_c_message_pack(message, buffer.baseAddress)
+    let arena = CArena()
+    // The arena owns the C structures the packer reads: it must outlive the packing.
+    return withExtendedLifetime(arena) {
+      let message = arena.build(self)
+      let size = protobuf_c_message_get_packed_size(message)
+      if size == 0 { return [] }
+      return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+        count = protobuf_c_message_pack(message, buffer.baseAddress)
+      }
     }
   }
+
 }
 
-/// A bump allocator for the C structures of one encode; everything is freed at once.
-struct CArena {
+/// A bump allocator for the C structures of one encode; everything is freed at once, when the
+/// arena goes away. A class, so that the writers of nested messages share it without copies.
+final class CArena {
   private var chunks: [UnsafeMutableRawPointer] = []
   private var next: UnsafeMutableRawPointer?
   private var remaining = 0
   private static let chunkSize = 4096
 
-  mutating func allocate(_ size: Int) -> UnsafeMutableRawPointer {
+  init() {}
+
+  deinit {
+    for c in chunks { c.deallocate() }
+  }
+
+  func allocate(_ size: Int) -> UnsafeMutableRawPointer {
     let rounded = (max(size, 1) + 15) & ~15
     if rounded > CArena.chunkSize / 4 {
       let p = UnsafeMutableRawPointer.allocate(byteCount: rounded, alignment: 16)
@@ -115,15 +131,8 @@ struct CArena {
     return p
   }
 
-  mutating func release() {
-    for c in chunks { c.deallocate() }
-    chunks.removeAll()
-    next = nil
-    remaining = 0
-  }
-
   /// A NUL-terminated copy of a string.
-  mutating func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+  func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
     var s = s
     return s.withUTF8 { utf8 in
       let p = allocate(utf8.count + 1)
@@ -133,21 +142,20 @@ struct CArena {
     }
   }
 
-  mutating func binary(_ bytes: [UInt8]) -> ProtobufCBinaryData {
+  func binary(_ bytes: [UInt8]) -> ProtobufCBinaryData {
     let p = allocate(bytes.count)
     bytes.withUnsafeBytes { if let base = $0.baseAddress { p.copyMemory(from: base, byteCount: bytes.count) } }
     return ProtobufCBinaryData(len: bytes.count, data: p.assumingMemoryBound(to: UInt8.self))
   }
 
   /// Builds the C structure of a message in this arena.
-  mutating func build<M: CMessageConvertible>(_ value: M) -> UnsafeMutablePointer<ProtobufCMessage> {
+  func build<M: CMessageConvertible>(_ value: M) -> UnsafeMutablePointer<ProtobufCMessage> {
     let layout = M.cLayout
     let raw = allocate(layout.size)
     let message = raw.bindMemory(to: ProtobufCMessage.self, capacity: 1)
     layout.descriptor.pointee.message_init(message)
     var writer = CMessageWriter(raw, layout, arena: self)
     value.write(to: &writer)
-    self = writer.arena
     return message
   }
 }
@@ -253,7 +261,7 @@ struct CMessageReader {
 struct CMessageWriter {
   let base: UnsafeMutableRawPointer
   let layout: CMessageLayout
-  var arena: CArena
+  let arena: CArena
 
   init(_ base: UnsafeMutableRawPointer, _ layout: CMessageLayout, arena: CArena) {
     self.base = base
@@ -295,10 +303,10 @@ struct CMessageWriter {
     store(i, UnsafeRawPointer(arena.build(v)))
   }
 
-  private mutating func repeated<T, S>(_ i: Int, _ values: [S], _: T.Type, _ transform: (inout CArena, S) -> T) {
+  private mutating func repeated<T, S>(_ i: Int, _ values: [S], _: T.Type, _ transform: (CArena, S) -> T) {
     guard !values.isEmpty else { return }
     let p = arena.allocate(MemoryLayout<T>.stride * values.count).bindMemory(to: T.self, capacity: values.count)
-    for (k, v) in values.enumerated() { (p + k).initialize(to: transform(&arena, v)) }
+    for (k, v) in values.enumerated() { (p + k).initialize(to: transform(arena, v)) }
     base.storeBytes(of: values.count, toByteOffset: layout.fields[i].quantifierOffset, as: Int.self)
     store(i, UnsafeRawPointer(p))
   }

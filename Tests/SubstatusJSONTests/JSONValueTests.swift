@@ -56,6 +56,23 @@ import SubstatusJSON
     #expect(try JSONValue(parsing: value.serializedPretty()) == value)
   }
 
+  @Test(arguments: [
+    ("", #""""#),
+    ("plain ascii", #""plain ascii""#),
+    ("\"", #""\"""#),
+    ("\\", #""\\""#),
+    ("a\u{8}b\u{C}c\td\re\nf", #""a\bb\fc\td\re\nf""#),
+    ("\u{0}\u{1F}\u{7F}", "\"\\u0000\\u001f\u{7F}\""),
+    ("line\u{2028}para\u{2029}", #""line\u2028para\u2029""#),
+    ("\u{2027}\u{202A}é😀", "\"\u{2027}\u{202A}é😀\""),
+    ("ends with \u{2028}", #""ends with \u2028""#),
+    ("â\u{80}", "\"â\u{80}\""),
+  ])
+  func stringEscapes(text: String, json: String) throws {
+    #expect(JSONValue.string(text).serialized() == json)
+    #expect(try JSONValue(parsing: json) == .string(text))
+  }
+
   @Test func randomBytesNeverCrash() throws {
     var state: UInt64 = 0x1234_5678
     func next() -> UInt64 {
