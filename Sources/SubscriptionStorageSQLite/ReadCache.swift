@@ -67,3 +67,50 @@ final class ReadCache: Sendable {
     }
   }
 }
+
+/// The `user_key` of users already read, so that the hot path's history read skips the `users`
+/// index lookup. Only keys seen in a committed snapshot (by a reader) are added, and a user's key
+/// never changes nor is deleted, so an entry never goes stale. (A store operation that deleted or
+/// re-keyed users would have to clear this cache.) Absent users are not cached: they may appear.
+///
+/// Bounded: two generations of at most `capacity / 2` entries each; when the newer one is full it
+/// becomes the older one and the oldest generation is dropped, so recently used keys stay.
+final class UserKeyCache: Sendable {
+  private struct State {
+    var current: [UserKey: Int64] = [:]
+    var previous: [UserKey: Int64] = [:]
+
+    mutating func insert(_ user: UserKey, _ key: Int64, _ generationSize: Int) {
+      if current.count >= generationSize {
+        previous = current
+        current = [:]
+        current.reserveCapacity(generationSize)
+      }
+      current[user] = key
+    }
+  }
+  private let state = Mutex(State())
+  private let generationSize: Int
+
+  /// A cache of at most `capacity` keys; 0 disables it.
+  init(capacity: Int) { generationSize = max(0, capacity / 2) }
+
+  func key(of user: UserKey) -> Int64? {
+    guard generationSize > 0 else { return nil }
+    return state.withLock { s -> Int64? in
+      if let key = s.current[user] { return key }
+      guard let key = s.previous[user] else { return nil }
+      s.insert(user, key, generationSize)
+      return key
+    }
+  }
+
+  func insert(_ user: UserKey, _ key: Int64) {
+    guard generationSize > 0 else { return }
+    state.withLock { $0.insert(user, key, generationSize) }
+  }
+
+  /// Keys held now (both generations).
+  var count: Int { state.withLock { $0.current.count + $0.previous.count } }
+}
+

@@ -27,13 +27,13 @@ private func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreErr
 enum HotQueries {
   static let userKey =
     "SELECT user_key FROM users WHERE app_id = ? AND environment = ? AND user_id = ?"
-  static let historyTransactions = """
-    SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
-    WHERE user_key = ?
-    """
-  static let historyRenewalInfos = """
-    SELECT original_transaction_id, payload FROM renewal_infos WHERE user_key = ?
-    ORDER BY original_transaction_id
+  /// A user's transactions (kind 0) and renewal infos (kind 1, ordered by original transaction
+  /// id) in one statement.
+  static let history = """
+    SELECT 0, transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
+    WHERE user_key = ?1
+    UNION ALL
+    SELECT 1, original_transaction_id, NULL, NULL, payload FROM renewal_infos WHERE user_key = ?1
     """
   static let transactionPage = """
     SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
@@ -74,7 +74,7 @@ enum HotQueries {
     WHERE r.next_due_ms <= ? ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id LIMIT ?
     """
   static let all = [
-    userKey, historyTransactions, historyRenewalInfos, transactionPage, usersByOriginalTransaction,
+    userKey, history, transactionPage, usersByOriginalTransaction,
     keyByHash, notificationSeen, appById, pruneNotifications, dueReceipts, dueReceiptKeys,
   ]
 }
@@ -681,36 +681,60 @@ extension SQLiteStore: Store {
       r.blob(3), transactionId: r.text(0), originalTransactionId: r.text(1), purchaseDate: r.int(2))
   }
 
-  private static func readHistory(_ db: SQLiteConnection, _ user: UserKey) throws(StoreError)
+  /// Transactions ordered by (purchase date, transaction id). Rows come in transaction id order,
+  /// which is usually purchase order already; otherwise positions are sorted and each transaction
+  /// moved once (sorting the array itself copies its elements, a dozen strings each, many times).
+  private static func inPurchaseOrder(_ transactions: [Transaction]) -> [Transaction] {
+    func key(_ i: Int) -> (Int64, String) { (transactions[i].purchaseDate, transactions[i].transactionId) }
+    if transactions.indices.dropFirst().allSatisfy({ !(key($0) < key($0 - 1)) }) { return transactions }
+    return transactions.indices.sorted { key($0) < key($1) }.map { transactions[$0] }
+  }
+
+
+  /// One user's history, in one read transaction. Reads through `userKeys` first.
+  private static func readHistory(_ db: SQLiteConnection, _ user: UserKey, _ userKeys: UserKeyCache) throws(StoreError)
     -> UserHistory
   {
-    guard let key = try userKey(db, user, create: false) else { return UserHistory(user: user) }
-    var transactions = try db.all(HotQueries.historyTransactions, [.int(key)]) {
-      r throws(StoreError) in try Self.transaction(r)
+    let key: Int64
+    if let cached = userKeys.key(of: user) {
+      key = cached
+    } else {
+      guard let found = try userKey(db, user, create: false) else { return UserHistory(user: user) }
+      userKeys.insert(user, found)
+      key = found
     }
-    transactions.sort { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
-    let renewalInfos = try db.all(HotQueries.historyRenewalInfos, [.int(key)]) {
-      r throws(StoreError) in
-      try PayloadCodec.decodeRenewalInfo(r.blob(1), originalTransactionId: r.text(0))
+    var transactions: [Transaction] = []
+    var renewalInfos: [RenewalInfo] = []
+    try db.query(HotQueries.history, [.int(key)]) { r throws(StoreError) in
+      if r.int(0) == 0 {
+        transactions.append(
+          try PayloadCodec.decodeTransaction(
+            r.blob(4), transactionId: r.text(1), originalTransactionId: r.text(2), purchaseDate: r.int(3)))
+      } else {
+        renewalInfos.append(try PayloadCodec.decodeRenewalInfo(r.blob(4), originalTransactionId: r.text(1)))
+      }
     }
-    return UserHistory(user: user, transactions: transactions, renewalInfos: renewalInfos)
+    return UserHistory(user: user, transactions: inPurchaseOrder(transactions), renewalInfos: renewalInfos)
   }
+
 
   /// See ``Store/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
-    try await readInline { db throws(StoreError) in try Self.readHistory(db, user) }
+    let userKeys = self.userKeys
+    return try await readInline { db throws(StoreError) in try Self.readHistory(db, user, userKeys) }
   }
 
   /// See ``Store/histories(appId:environment:userIds:)``.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
-    try await readInline { db throws(StoreError) in
+    let userKeys = self.userKeys
+    return try await readInline { db throws(StoreError) in
       var out: [UserHistory] = []
       out.reserveCapacity(userIds.count)
       for id in userIds {
         out.append(
-          try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id)))
+          try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id), userKeys))
       }
       return out
     }

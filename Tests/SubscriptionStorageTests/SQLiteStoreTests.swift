@@ -101,7 +101,7 @@ struct SQLiteStoreTests {
     #expect(versions == Schema.migrations.map { Int64($0.version) })
   }
 
-  @Test("reads and writes run on the store's own threads, never the caller's")
+  @Test("reads and writes run on the store's own threads; per-user history reads on the caller's")
   func ownThreads() async throws {
     let dir = TemporaryDirectory()
     let store = try open(dir)
@@ -111,7 +111,87 @@ struct SQLiteStoreTests {
     #expect(readerName.hasPrefix("sqlite-reader-"))
     #expect(writerName == "sqlite-writer")
     #expect(currentThreadName() != readerName)
+    // The hot path's reads borrow a connection and run right here.
+    let caller = currentThreadName()
+    let inline = try store.inlineReaders.read { _ throws(StoreError) in currentThreadName() }
+    #expect(inline == caller)
   }
+
+  @Test("with every inline connection lent out, reads go to the reader threads with the same answers")
+  func inlineFallback() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1, inlineReaderCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)],
+        renewalInfos: [Fixture.renewal("1")])
+    ])
+    // The only inline connection is busy: a nested borrower is told to go elsewhere.
+    let nested = try store.inlineReaders.read { _ throws(StoreError) in
+      try store.inlineReaders.read { _ throws(StoreError) in "ran" }
+    }
+    #expect(nested == .some(nil))
+    let viaThreads = try await store.readers.read { _ throws(StoreError) in currentThreadName() }
+    #expect(viaThreads.hasPrefix("sqlite-reader-"))
+    // Inline and without inline connections, the same history.
+    let inline = try await store.history(of: Fixture.user("u1"))
+    let noInline = try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1, inlineReaderCount: 0))
+    defer { noInline.close() }
+    #expect(try await noInline.history(of: Fixture.user("u1")) == inline)
+    #expect(inline.transactions.map(\.transactionId) == ["1"])
+    #expect(inline.renewalInfos.map(\.originalTransactionId) == ["1"])
+  }
+
+  @Test("the user key cache: keys of users read are kept, bounded; absent users are not cached")
+  func userKeyCache() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(
+      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1, userKeyCacheCapacity: 4))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    // Read while absent: empty, and not remembered as absent.
+    #expect(try await store.history(of: Fixture.user("late")).transactions.isEmpty)
+    #expect(store.userKeys.count == 0)
+    _ = try await store.ingest([
+      UserPurchases(user: Fixture.user("late"), transactions: [Fixture.transaction("L", purchase: 5)])
+    ])
+    #expect(try await store.history(of: Fixture.user("late")).transactions.map(\.transactionId) == ["L"])
+    #expect(store.userKeys.count == 1)
+    // Cached or not, the same answer; the cache never holds more than its capacity.
+    for n in 0..<10 {
+      let user = Fixture.user("u\(n)")
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t\(n)", purchase: Int64(n))])])
+      #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
+      #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
+      #expect(store.userKeys.count <= 4)
+    }
+    // A user in the other environment or app is another user.
+    #expect(try await store.history(of: Fixture.user("u9", environment: .sandbox)).transactions.isEmpty)
+  }
+
+  @Test("history comes in purchase order whatever the transaction ids' order")
+  func historyInPurchaseOrder() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    // Rows come in id order (a, m1, m2, z); purchases: z first, then m1 and m2 at the same time
+    // (then in id order), then a.
+    _ = try await store.ingest([
+      UserPurchases(
+        user: Fixture.user("u1"),
+        transactions: [
+          Fixture.transaction("a", purchase: 30), Fixture.transaction("z", purchase: 10),
+          Fixture.transaction("m2", purchase: 20), Fixture.transaction("m1", purchase: 20),
+        ])
+    ])
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["z", "m1", "m2", "a"])
+  }
+
 
   @Test("touchApiKey writes at most once a minute per key")
   func touchThrottle() async throws {
