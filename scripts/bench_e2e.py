@@ -94,16 +94,17 @@ def wait_file(path, proc, timeout=60):
 
 
 class Server:
-    """substatusd on a copy of a cached data directory, pinned to CPU 0."""
+    """substatusd on a copy of a cached data directory, pinned to `cpus` (None: not pinned). Its gRPC
+    event loops default to one per CPU it may run on, so pinned to one CPU it runs one loop."""
 
-    def __init__(self, cached, work, sim=None):
+    def __init__(self, cached, work, sim=None, cpus="0"):
         self.dir = os.path.join(work, "data")
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.copytree(cached, self.dir)
         ready = os.path.join(work, "ready.json")
         if os.path.exists(ready):
             os.remove(ready)
-        cmd = ["taskset", "-c", "0", os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
+        cmd = (["taskset", "-c", cpus] if cpus else []) + [os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
                "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ready-file", ready,
                "--operator-key-file", os.path.join(work, "operator.key"), "--refresh-interval", "0"]
         if sim:
@@ -122,55 +123,60 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def unpin(self):
-        sh(["taskset", "-a", "-p", "-c", "0,1", str(self.pid)], stdout=subprocess.DEVNULL)
-
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
 
 
 PROFILE_CATEGORIES = [
-    # (label, test on the thread name and the joined frames of one sample), first match wins
-    ("SQLite reader threads: queries, page reads, row decoding", lambda comm, j: comm.startswith("sqlite-reader") and "futex" not in j and "schedule" not in j),
-    ("SQLite reader threads: sleeping and waking (futex, scheduler)", lambda comm, j: comm.startswith("sqlite-reader")),
-    ("TCP send and receive (kernel loopback, incl. the peer's softirq)", lambda comm, j: any(k in j for k in ("sendto", "__send", "tcp_sendmsg", "recvfrom", "tcp_recvmsg", "__libc_recv"))),
-    ("scheduler: context switches between the server's threads", lambda comm, j: any(k in j.split(" ")[:6] for k in ("finish_task_switch.isra.0", "__schedule", "schedule"))),
-    ("thread wake-ups: futex, eventfd, epoll_wait", lambda comm, j: any(k in j for k in ("futex", "sem_post", "eventfd", "__libc_write", "epoll_wait"))),
-    ("HTTP/2 framing and headers (nghttp2, transport)", lambda comm, j: "RPCHTTP2Transport" in j or "nghttp2" in j),
-    ("access log line and metrics", lambda comm, j: "AccessLogInterceptor" in j and "checkEligibility" not in j and "AuthInterceptor" not in j and "registerUnary" not in j),
-    ("auth interceptor (key hash, key cache)", lambda comm, j: "AuthInterceptor" in j and "checkEligibility" not in j),
-    ("handler: evaluation and eligibility (SubscriptionDomain)", lambda comm, j: "checkEligibility" in j and "SubscriptionDomain" in j),
-    ("handler: the rest (request checks, response building, read hand-off)", lambda comm, j: "checkEligibility" in j or "ReaderPool" in j),
-    ("protobuf decode/encode and call dispatch (RPCCore, protobuf-c)", lambda comm, j: any(k in j for k in ("registerUnary", "protobuf_c", "CMessage", "RPCCore"))),
-    ("Swift concurrency runtime, retain/release, malloc (unattributed)", lambda comm, j: True),
+    # (label, substrings of a frame's symbol); a sample counts for the category of its innermost
+    # frame that matches one, so runtime work (retain/release, malloc) counts where it was done.
+    ("SQLite: page reads (pread system calls, kernel page cache copies)", ["pread"]),
+    ("SQLite: file locks of read transactions (fcntl)", ["fcntl"]),
+    ("SQLite: the engine (statement steps, B-tree seeks)", ["sqlite3"]),
+    ("store: decoding stored transactions and renewal infos", ["PayloadCodec", "BinaryReader"]),
+    ("store: rows to values, user key lookup, sorting", ["SubscriptionStorageSQLite"]),
+    ("domain: copying and freeing transactions", ["TransactionVw", "TransactionVWO", "RenewalInfoVw", "RenewalInfoVWO"]),
+    ("domain: evaluation and eligibility answers", ["SubscriptionDomain"]),
+    ("protobuf: encoding the response (protobuf-c)", ["6encode", "CArena", "CMessageWriter", "protobuf_c_message_pack", "get_packed_size"]),
+    ("protobuf: decoding the request (protobuf-c)", ["6decode", "CMessageReader", "protobuf_c_message_unpack", "free_unpacked"]),
+    ("access log line and metrics", ["AccessLogInterceptor", "SubstatusJSON", "BufferedLineWriter", "ServiceMetrics"]),
+    ("API key check and rate limit", ["AuthInterceptor", "lookUpKey", "SHA256", "RateLimiter"]),
+    ("CheckEligibility handler: request checks, response building", ["SubstatusService"]),
+    ("RPC dispatch and call context (RPCCore)", ["RPCCore"]),
+    ("TCP send and receive (kernel loopback)", ["tcp_", "sendto", "recvfrom", "__send", "__libc_recv", "sock_"]),
+    ("HTTP/2 framing and headers (nghttp2, transport)", ["nghttp2", "RPCHTTP2Transport"]),
+    ("thread wake-ups and waits (epoll, futex, scheduler)", ["epoll", "futex", "schedule", "eventfd"]),
 ]
 
 
 def profile(pid, seconds, work):
-    """perf record (cpu-clock, call graphs) of the server for `seconds`; returns [(share, label)]
-    or None when perf cannot record here."""
+    """perf record (cpu-clock, DWARF call graphs) of the server for `seconds`; returns
+    [(share, label)] or None when perf cannot record here."""
     data = os.path.join(work, "perf.data")
     try:
-        subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "997", "-g", "-p", str(pid), "-o", data, "--",
-                        "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        text = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym"], check=True, text=True,
+        subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,16384", "-p", str(pid),
+                        "-o", data, "--", "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"], check=True, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
+    other = "Swift runtime, malloc (no component frame)"
     counts = {label: 0 for label, _ in PROFILE_CATEGORIES}
+    counts[other] = 0
     total = 0
     for block in text.split("\n\n"):
-        lines = [l for l in block.splitlines() if l.strip()]
+        lines = [l.strip() for l in block.splitlines()[1:] if l.strip()]
         if not lines:
             continue
-        comm = lines[0].split()[0]
-        joined = " ".join(l.split(None, 2)[1] for l in lines[1:] if len(l.split(None, 2)) >= 2)
-        for label, test in PROFILE_CATEGORIES:
-            if test(comm, joined):
-                counts[label] += 1
-                break
         total += 1
+        label = other
+        for frame in (l.split(None, 1)[1] if len(l.split(None, 1)) > 1 else "" for l in lines):
+            match = next((name for name, keys in PROFILE_CATEGORIES if any(k in frame for k in keys)), None)
+            if match:
+                label = match
+                break
+        counts[label] += 1
     if total == 0:
         return None
     return sorted(((100 * n / total, label) for label, n in counts.items() if n), reverse=True)
@@ -289,18 +295,23 @@ def run(args):
                                           "-addr", server.grpc, "-spec", server.spec, *timing(prof_args)],
                                          stdout=subprocess.DEVNULL)
             time.sleep(args.e2e_warmup + 1)
-            breakdown = profile(server.pid, args.e2e_duration, work)
+            breakdown = profile(server.pid, min(args.e2e_duration, 5), work)
             prof_load.wait()
 
-            # Nothing pinned: the server and the generator share both cores.
-            server.unpin()
-            r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", *common, cpu=None)
-            rows.append(("1 user × 20 products", "nothing pinned", r))
             phases.append(("at the end", server.rss_mb()))
             peak = float(next(l.split()[1] for l in open(f"/proc/{server.pid}/status") if l.startswith("VmHWM:"))) / 1024
             db = os.path.getsize(os.path.join(server.dir, "substatus.sqlite")) / 1e6
         finally:
             server.stop()
+
+        # Nothing pinned: a fresh server (one event loop per core) and the generator share both cores.
+        free_server = Server(cached[main_users], work, cpus=None)
+        try:
+            r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-addr", free_server.grpc,
+                     "-spec", free_server.spec, "-server-pid", str(free_server.pid), *timing(args), cpu=None)
+            rows.append(("1 user × 20 products", "nothing pinned", r))
+        finally:
+            free_server.stop()
 
         for u in sizes:
             if u == main_users:

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import ProcessSignals
 
 #if canImport(Glibc)
   import Glibc
@@ -158,7 +159,7 @@ public struct SimulatorCommandLine: Sendable, Equatable {
     }
     FileHandle.standardError.write(
       Data("appstore-sim listening on http://\(server.address)\n".utf8))
-    await waitForTerminationSignal()
+    await ProcessSignals.wait(for: [SIGINT, SIGTERM])
     await server.stop(gracePeriod: .seconds(5))
     simulator.shutdown()
     if let stateFile {
@@ -172,17 +173,3 @@ public struct SimulatorCommandLine: Sendable, Equatable {
   }
 }
 
-/// Suspends until SIGINT or SIGTERM arrives.
-func waitForTerminationSignal() async {
-  signal(SIGINT, SIG_IGN)
-  signal(SIGTERM, SIG_IGN)
-  let (stream, continuation) = AsyncStream<Void>.makeStream()
-  let sources = [SIGINT, SIGTERM].map { number in
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler { continuation.yield() }
-    source.resume()
-    return source
-  }
-  for await _ in stream { break }
-  sources.forEach { $0.cancel() }
-}

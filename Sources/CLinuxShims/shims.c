@@ -3,6 +3,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -90,4 +94,52 @@ int clinux_count_open_fds(void) {
   }
   closedir(dir);
   return count - 1;  // the directory stream itself
+}
+
+int clinux_available_cpus(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
+  return CPU_COUNT(&set);
+}
+
+static int signal_pipe[2] = {-1, -1};
+static pthread_once_t signal_pipe_once = PTHREAD_ONCE_INIT;
+
+static void make_signal_pipe(void) {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) {
+    signal_pipe[0] = signal_pipe[1] = -1;
+    return;
+  }
+  // The handler must never block: a full pipe (signals nobody reads) drops the extra ones.
+  fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+}
+
+static void write_signal(int signo) {
+  int saved = errno;
+  unsigned char byte = (unsigned char)signo;
+  (void)!write(signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+int clinux_catch_signal(int signo) {
+  pthread_once(&signal_pipe_once, make_signal_pipe);
+  if (signal_pipe[0] < 0) return -1;
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_handler = write_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(signo, &action, NULL) != 0) return -1;
+  return signal_pipe[0];
+}
+
+int clinux_next_signal(int fd) {
+  unsigned char byte;
+  for (;;) {
+    ssize_t n = read(fd, &byte, 1);
+    if (n == 1) return byte;
+    if (n < 0 && errno == EINTR) continue;
+    return -1;
+  }
 }

@@ -29,8 +29,16 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var host: String
     /// The port; 0 picks a free port (see ``HTTP2ServerTransport/port``).
     public var port: Int
-    /// The number of event loop threads (one listening socket each).
-    public var threads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// The number of event loop threads (one listening socket each). Default: one per CPU the
+    /// process may run on (``availableCPUs``), as Go's `GOMAXPROCS`.
+    public var threads: Int = Configuration.availableCPUs
+
+    /// The CPUs the process may run on: its affinity mask (`taskset`, a cpuset), not all the
+    /// machine's. More loops than CPUs only take turns on them, a scheduler slice at a time.
+    public static var availableCPUs: Int {
+      let n = Int(clinux_available_cpus())
+      return n > 0 ? n : max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }
     /// The largest request message accepted; larger ones fail with `RESOURCE_EXHAUSTED`.
     public var maxReceiveMessageSize: Int = 4 << 20
     /// The largest response message sent; larger ones fail with `RESOURCE_EXHAUSTED`.

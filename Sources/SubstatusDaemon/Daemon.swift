@@ -3,15 +3,16 @@ import Dispatch
 import Foundation
 import Glibc
 import HTTPServer
+import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
-import Synchronization
 import SubscriptionStorage
 import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusJSON
 import SubstatusService
 import SubstatusWire
+import Synchronization
 
 /// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
 public enum SubstatusDaemon {
@@ -176,7 +177,7 @@ public enum SubstatusDaemon {
       : nil
     let reconciling = reconciler.map { r in Task { await r.run() } }
 
-    let signals = onTerminationSignals {
+    ProcessSignals.on([SIGTERM, SIGINT]) {
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
@@ -185,12 +186,14 @@ public enum SubstatusDaemon {
       server.beginGracefulShutdown()
     }
     // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
-    let reload = transportConfiguration.tls == nil ? nil : onSignal(SIGHUP) {
-      do {
-        try transport.reloadTLSCertificates()
-        log.info("reloaded the TLS certificate")
-      } catch {
-        log.write(.object(["level": .string("error"), "msg": .string("TLS reload failed, keeping the current certificate: \(error)")]))
+    if transportConfiguration.tls != nil {
+      ProcessSignals.on([SIGHUP]) {
+        do {
+          try transport.reloadTLSCertificates()
+          log.info("reloaded the TLS certificate")
+        } catch {
+          log.write(.object(["level": .string("error"), "msg": .string("TLS reload failed, keeping the current certificate: \(error)")]))
+        }
       }
     }
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
@@ -238,7 +241,6 @@ public enum SubstatusDaemon {
         deadline.cancel()
       }
       await http.stop()
-      withExtendedLifetime((signals, reload)) {}
       log.info("stopped")
       log.flush()
       return status
@@ -267,22 +269,3 @@ public enum SubstatusDaemon {
   }
 }
 
-/// Runs `action` each time `number` arrives (a Dispatch signal source; the default handler is ignored).
-func onSignal(_ number: Int32, _ action: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
-  signal(number, SIG_IGN)
-  let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-  source.setEventHandler(handler: action)
-  source.resume()
-  return source
-}
-
-/// Runs `action` on SIGTERM and SIGINT (Dispatch signal sources; the default handlers are ignored).
-func onTerminationSignals(_ action: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
-  [SIGTERM, SIGINT].map { number in
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler(handler: action)
-    source.resume()
-    return source
-  }
-}

@@ -14,7 +14,7 @@ import SubstatusJSON
 /// | `--operator-key-file F` | `SUBSTATUS_OPERATOR_KEY_FILE` | `operator_key_file` | none (printed) |
 /// | `--verify-receipt-production-url URL` | `SUBSTATUS_VERIFY_RECEIPT_PRODUCTION_URL` | `verify_receipt_production_url` | Apple's |
 /// | `--verify-receipt-sandbox-url URL` | `SUBSTATUS_VERIFY_RECEIPT_SANDBOX_URL` | `verify_receipt_sandbox_url` | Apple's |
-/// | `--grpc-threads N` | `SUBSTATUS_GRPC_THREADS` | `grpc_threads` | cores |
+/// | `--grpc-threads N` | `SUBSTATUS_GRPC_THREADS` | `grpc_threads` | CPUs it may run on |
 /// | `--tenant-rate-limit RPS` | `SUBSTATUS_TENANT_RATE_LIMIT` | `tenant_rate_limit` | 0 (off) |
 /// | `--tenant-burst N` | `SUBSTATUS_TENANT_BURST` | `tenant_burst` | 100 |
 /// | `--refresh-interval SECONDS` | `SUBSTATUS_REFRESH_INTERVAL` | `refresh_interval` | 60 (0: off) |
@@ -55,7 +55,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var appStoreServerAPISandboxURL: String = "https://api.storekit-sandbox.apple.com"
   /// Seconds between reconciliations with Apple's notification history; 0 turns them off.
   public var reconcileInterval: Double = 3600
-  /// gRPC event loop threads; `nil` means one per core.
+  /// gRPC event loop threads; `nil` means one per CPU the process may run on (its affinity).
   public var grpcThreads: Int?
   /// Requests per second per tenant; 0 turns the limit off.
   public var tenantRateLimit: Double = 0
@@ -121,7 +121,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              (default https://api.storekit-sandbox.apple.com)
       --reconcile-interval SECONDS           reconcile apps with an In-App Purchase key with Apple's
                                              notification history this often (default 3600; 0: off)
-      --grpc-threads N                       gRPC event loops (default: one per core)
+      --grpc-threads N                       gRPC event loops (default: one per CPU it may run on)
       --tenant-rate-limit RPS                requests per second per tenant (default 0: off)
       --tenant-burst N                       burst of the per-tenant limit (default 100)
       --refresh-interval SECONDS             re-verify due receipts this often (default 60; 0: off)

@@ -9,6 +9,7 @@
 // pool instead, for comparisons.
 import Dispatch
 import Foundation
+import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusWire
@@ -107,9 +108,8 @@ do {
 }
 let server = RPCServer(transport: transport, router: router)
 
-let signalSources = onTerminationSignals { [server] in server.beginGracefulShutdown() }
+ProcessSignals.on([SIGTERM, SIGINT]) { [server] in server.beginGracefulShutdown() }
 
 FileHandle.standardError.write(
   Data("substatus-bench-server listening on \(host):\(transport.port) (tls=\(configuration.tls != nil), threads=\(configuration.threads), handlers=\(execution == .pool ? "pool" : "loop"), txs=\(print.transactions) intro_true=\(print.introTrue) promo_true=\(print.promoTrue))\n".utf8))
 try await server.run()
-withExtendedLifetime(signalSources) {}

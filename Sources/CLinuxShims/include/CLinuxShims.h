@@ -38,3 +38,13 @@ int clinux_tcp_socket(int family);
 void clinux_ignore_sigpipe(void);
 /// Counts the open file descriptors of this process (entries of /proc/self/fd), or -1.
 int clinux_count_open_fds(void);
+
+/// The number of CPUs the calling thread may run on (sched_getaffinity: `taskset`, cpusets), or -1.
+int clinux_available_cpus(void);
+
+/// Catches `signo` with a handler that writes its number to a pipe (created on first use) and
+/// returns the pipe's read end, or -1. Unlike SIG_IGN plus a Dispatch signal source, a signal
+/// that arrives before anyone reads the pipe is kept, never dropped.
+int clinux_catch_signal(int signo);
+/// Blocks until a caught signal arrives on the pipe `fd`; returns its number, or -1.
+int clinux_next_signal(int fd);
