@@ -88,6 +88,12 @@ public struct Catalog: Sendable, Hashable, Codable {
     index[productId].map { products[$0] }
   }
 
+  /// The type of the product with this identifier, if the catalog has it (without copying the
+  /// product, as ``subscript(productId:)`` does).
+  public func productType(of productId: String) -> ProductType? {
+    position(of: productId).map { products[$0].type }
+  }
+
   /// The position of a product in ``products`` (fast path for evaluation).
   @inline(__always)
   func position(of productId: String) -> Int? {

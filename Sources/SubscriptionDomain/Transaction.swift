@@ -58,6 +58,43 @@ public struct Transaction: Sendable, Hashable, Codable {
   public var notificationType: String?
 
   /// Creates a transaction; every field but the identifiers and the purchase date is optional.
+  /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
+  /// one initialization instead of a default one and 22 assignments).
+  package init(
+    transactionId: String, originalTransactionId: String, productId: String, subscriptionGroupIdentifier: String?,
+    purchaseDate: Int64, originalPurchaseDate: Int64?, expiresDate: Int64?, isTrialPeriod: Bool,
+    isInIntroOfferPeriod: Bool, rawOfferType: Int?, offerIdentifier: String?, rawOfferDiscountType: String?,
+    revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
+    isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
+    bundleId: String?, appAccountToken: String?, signedDate: Int64?, notificationType: String?
+  ) {
+    self.transactionId = transactionId
+    self.originalTransactionId = originalTransactionId
+    self.productId = productId
+    self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+    self.purchaseDate = purchaseDate
+    self.originalPurchaseDate = originalPurchaseDate
+    self.expiresDate = expiresDate
+    self.isTrialPeriod = isTrialPeriod
+    self.isInIntroOfferPeriod = isInIntroOfferPeriod
+    self.rawOfferType = rawOfferType
+    self.offerIdentifier = offerIdentifier
+    self.rawOfferDiscountType = rawOfferDiscountType
+    self.revocationDate = revocationDate
+    self.rawRevocationReason = rawRevocationReason
+    self.rawRevocationType = rawRevocationType
+    self.rawInAppOwnershipType = rawInAppOwnershipType
+    self.isUpgraded = isUpgraded
+    self.rawEnvironment = rawEnvironment
+    self.webOrderLineItemId = webOrderLineItemId
+    self.quantity = quantity
+    self.rawType = rawType
+    self.bundleId = bundleId
+    self.appAccountToken = appAccountToken
+    self.signedDate = signedDate
+    self.notificationType = notificationType
+  }
+
   public init(
     transactionId: String,
     originalTransactionId: String? = nil,

@@ -60,31 +60,18 @@ package enum PayloadCodec {
     guard try r.byte() == transactionFormat else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
-    var t = Transaction(
-      transactionId: transactionId, originalTransactionId: originalTransactionId, productId: "",
-      purchaseDate: purchaseDate)
-    t.productId = try r.string()
-    t.subscriptionGroupIdentifier = try r.optionalString()
-    t.originalPurchaseDate = try r.optionalInt()
-    t.expiresDate = try r.optionalInt()
-    t.isTrialPeriod = try r.bool()
-    t.isInIntroOfferPeriod = try r.bool()
-    t.rawOfferType = try r.optionalInt().map { Int($0) }
-    t.offerIdentifier = try r.optionalString()
-    t.rawOfferDiscountType = try r.interned()
-    t.revocationDate = try r.optionalInt()
-    t.rawRevocationReason = try r.optionalInt().map { Int($0) }
-    t.rawRevocationType = try r.interned()
-    t.rawInAppOwnershipType = try r.interned()
-    t.isUpgraded = try r.bool()
-    t.rawEnvironment = try r.interned()
-    t.webOrderLineItemId = try r.optionalString()
-    t.quantity = Int(try r.int())
-    t.rawType = try r.interned()
-    t.bundleId = try r.optionalString()
-    t.appAccountToken = try r.optionalString()
-    t.signedDate = try r.optionalInt()
-    t.notificationType = try r.interned()
+    // Arguments are evaluated in order: the same field order as `encode`.
+    let t = try Transaction(
+      transactionId: transactionId, originalTransactionId: originalTransactionId, productId: r.string(),
+      subscriptionGroupIdentifier: r.optionalString(), purchaseDate: purchaseDate,
+      originalPurchaseDate: r.optionalInt(), expiresDate: r.optionalInt(), isTrialPeriod: r.bool(),
+      isInIntroOfferPeriod: r.bool(), rawOfferType: r.optionalInt().map { Int($0) },
+      offerIdentifier: r.optionalString(), rawOfferDiscountType: r.interned(), revocationDate: r.optionalInt(),
+      rawRevocationReason: r.optionalInt().map { Int($0) }, rawRevocationType: r.interned(),
+      rawInAppOwnershipType: r.interned(), isUpgraded: r.bool(), rawEnvironment: r.interned(),
+      webOrderLineItemId: r.optionalString(), quantity: Int(r.int()), rawType: r.interned(),
+      bundleId: r.optionalString(), appAccountToken: r.optionalString(), signedDate: r.optionalInt(),
+      notificationType: r.interned())
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return t
   }

@@ -245,7 +245,7 @@ extension SubstatusService {
         user.error = itemError(error)
       } else if let evaluation = evaluations[q.userID] {
         let ids = q.productIDs.isEmpty ? cached.catalog.products.map(\.productId) : q.productIDs
-        user.products = evaluation.eligibility(for: ids).map { $0.wire(type: cached.catalog[$0.productId]?.type) }
+        user.products = evaluation.eligibility(for: ids).map { $0.wire(type: cached.catalog.productType(of: $0.productId)) }
       }
       response.users.append(user)
     }
