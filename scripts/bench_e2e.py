@@ -447,6 +447,17 @@ def run(args):
               f"| RSS ≤ 100 MB at {tx:,} transactions | {peak:.1f} MB peak | {verdict(peak <= 100)} |",
               f"| eligibility latency flat 10k → {tx // 1000:,}k | server CPU per call {growth:+.0f}% from {flat[0][0] // 1000:,}k to {tx // 1000:,}k"
               f" (p50 {ms(flat[0][1]['p50_us'])} → {ms(flat[-1][1]['p50_us'])} ms under load) | {verdict(growth <= 25)} |", ""]
+    if growth > 25:
+        sizes_text = ", ".join(f"{n // 1000:,}k: {c:.0f} µs" for (n, _), c in zip(flat, cpu_per_call))
+        lines += [f"Why the CPU per call grows with the store ({sizes_text}): every read is an index lookup (the",
+                  "query-plan tests in `SQLiteStoreTests` keep it so; nothing scans), but at 10k transactions the whole",
+                  "database fits the readers' page caches, while at 1M (a file of"
+                  f" {db_start:,.0f} MB, users drawn at random) the leaf pages of each call's user are read",
+                  "from the OS with `pread` (a system call and a 4 KiB copy each) and the B-trees are one level",
+                  "deeper. That cost is bounded per call (a few pages, whatever the size beyond the cache) and is",
+                  "paid in CPU, not in waiting: the database file stays in the OS page cache. Keeping it in the",
+                  "process (a larger page cache, or `mmap`) would flatten the line at the cost of RSS growing with",
+                  "the store, which the memory target rules out.", ""]
     lines += ["How a 1 × 20 call is served: the event loop that reads it runs the whole call (the method is",
               "registered on the transport thread): API key and app from in-memory caches, the user's history read",
               "from SQLite on that thread (a connection borrowed from a small pool, one statement; the user's",
