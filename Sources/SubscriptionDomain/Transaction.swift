@@ -122,31 +122,16 @@ public struct Transaction: Sendable, Hashable, Codable {
     signedDate: Int64? = nil,
     notificationType: String? = nil
   ) {
-    self.transactionId = transactionId
-    self.originalTransactionId = originalTransactionId ?? transactionId
-    self.productId = productId
-    self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
-    self.purchaseDate = purchaseDate
-    self.originalPurchaseDate = originalPurchaseDate
-    self.expiresDate = expiresDate
-    self.isTrialPeriod = isTrialPeriod
-    self.isInIntroOfferPeriod = isInIntroOfferPeriod
-    self.rawOfferType = offerType?.rawValue
-    self.offerIdentifier = offerIdentifier
-    self.rawOfferDiscountType = offerDiscountType?.rawValue
-    self.revocationDate = revocationDate
-    self.rawRevocationReason = revocationReason?.rawValue
-    self.rawRevocationType = revocationType?.rawValue
-    self.rawInAppOwnershipType = inAppOwnershipType?.rawValue
-    self.isUpgraded = isUpgraded
-    self.rawEnvironment = environment?.rawValue
-    self.webOrderLineItemId = webOrderLineItemId
-    self.quantity = quantity
-    self.rawType = type.map(Transaction.appleTypeName)
-    self.bundleId = bundleId
-    self.appAccountToken = appAccountToken
-    self.signedDate = signedDate
-    self.notificationType = notificationType
+    self.init(
+      transactionId: transactionId, originalTransactionId: originalTransactionId ?? transactionId, productId: productId,
+      subscriptionGroupIdentifier: subscriptionGroupIdentifier, purchaseDate: purchaseDate,
+      originalPurchaseDate: originalPurchaseDate, expiresDate: expiresDate, isTrialPeriod: isTrialPeriod,
+      isInIntroOfferPeriod: isInIntroOfferPeriod, rawOfferType: offerType?.rawValue, offerIdentifier: offerIdentifier,
+      rawOfferDiscountType: offerDiscountType?.rawValue, revocationDate: revocationDate,
+      rawRevocationReason: revocationReason?.rawValue, rawRevocationType: revocationType?.rawValue,
+      rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
+      webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
+      bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, notificationType: notificationType)
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).

@@ -249,15 +249,7 @@ final class SQLiteReaderPool: Sendable {
   ) async throws(StoreError) -> T {
     let result: Result<T, StoreError> = await withCheckedContinuation { continuation in
       let accepted = queue.push { connection in
-        let outcome: Result<T, StoreError>
-        do throws(StoreError) {
-          try connection.run("BEGIN")
-          outcome = .success(try body(connection))
-        } catch {
-          outcome = .failure(error)
-        }
-        if connection.inTransaction { try? connection.run("COMMIT") }
-        continuation.resume(returning: outcome)
+        continuation.resume(returning: connection.readTransaction(body))
       }
       if !accepted {
         continuation.resume(returning: .failure(StoreError(.unavailable, "the store is closed")))
@@ -295,15 +287,7 @@ final class SQLiteInlineReaders: Sendable {
   func read<T>(_ body: (SQLiteConnection) throws(StoreError) -> T) throws(StoreError) -> T? {
     guard let connection = idle.withLock({ $0.popLast() }) else { return nil }
     defer { idle.withLock { $0.append(connection) } }
-    let outcome: Result<T, StoreError>
-    do throws(StoreError) {
-      try connection.run("BEGIN")
-      outcome = .success(try body(connection))
-    } catch {
-      outcome = .failure(error)
-    }
-    if connection.inTransaction { try? connection.run("COMMIT") }
-    return try outcome.get()
+    return try connection.readTransaction(body).get()
   }
 
   /// Takes every connection out of use and closes it; a read in progress finishes first.
@@ -318,5 +302,20 @@ final class SQLiteInlineReaders: Sendable {
       closed += taken.count
       if closed < all.count { usleep(100) }
     }
+  }
+}
+
+extension SQLiteConnection {
+  /// Runs `body` inside one read transaction (a consistent snapshot), ended whatever happens.
+  func readTransaction<T>(_ body: (SQLiteConnection) throws(StoreError) -> T) -> Result<T, StoreError> {
+    let outcome: Result<T, StoreError>
+    do throws(StoreError) {
+      try run("BEGIN")
+      outcome = .success(try body(self))
+    } catch {
+      outcome = .failure(error)
+    }
+    if inTransaction { try? run("COMMIT") }
+    return outcome
   }
 }
