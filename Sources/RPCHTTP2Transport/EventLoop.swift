@@ -72,15 +72,18 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
   /// Runs `job` on the loop thread soon. Safe from any thread. After the loop has ended the job
   /// is dropped (kept, it could hold what holds the loop: a cycle that would never be freed).
-  func execute(_ job: @escaping @Sendable () -> Void) {
-    let signal = mailbox.withLock { box -> Bool in
-      if box.finished { return false }
+  /// - Returns: `false` if the job was dropped.
+  @discardableResult
+  func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+    let (accepted, signal) = mailbox.withLock { box -> (Bool, Bool) in
+      if box.finished { return (false, false) }
       box.jobs.append(job)
-      if box.signalled { return false }
+      if box.signalled { return (true, false) }
       box.signalled = true
-      return true
+      return (true, true)
     }
     if signal { clinux_eventfd_signal(wakeFD) }
+    return accepted
   }
 
   /// Whether the caller runs on the loop thread (a thread-local compare, no atomics).

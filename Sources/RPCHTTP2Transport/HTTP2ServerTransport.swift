@@ -6,7 +6,10 @@ import Synchronization
 /// A gRPC server transport on HTTP/2 (libnghttp2) and epoll.
 ///
 /// One event loop per thread, each with its own listening socket on the same address
-/// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. By default handlers
+/// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. The kernel spreads
+/// new connections over the listening sockets by a hash, so a few connections can land on one
+/// loop while the others idle; the loop that accepts a connection therefore hands it to the loop
+/// serving the fewest connections. By default handlers
 /// run in Swift tasks off the loops; their responses come back through each loop's eventfd-woken
 /// queue (one wake-up however many arrive), so a slow handler never stalls other connections.
 /// Methods registered with ``HandlerExecution/transportThread`` run in tasks whose executor is the
@@ -149,6 +152,7 @@ public final class HTTP2ServerTransport: ServerTransport {
         loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler,
         execution: execution)
     }
+    for server in loops { server.peers = loops }
     let start = try state.withLock { state -> Bool in
       switch state {
       case .idle:
@@ -189,6 +193,14 @@ public final class HTTP2ServerTransport: ServerTransport {
     }
     let context = try TLSContext.server(tls)
     tlsContext.withLock { $0 = context }
+  }
+
+  /// Connections per event loop while listening (handed-over ones included), in loop order.
+  var connectionsPerLoop: [Int] {
+    state.withLock { state -> [Int] in
+      guard case .running(let loops, _, _) = state else { return [] }
+      return loops.map { $0.load.load(ordering: .relaxed) }
+    }
   }
 
   /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
@@ -239,6 +251,12 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   private var listenToken: UInt64 = 0
   private var connections: [UInt64: ServerConnection] = [:]
   private var stopping = false
+  /// Connections served by this loop, and handed to it but not yet started (read by every loop
+  /// when it accepts a connection, to pick the least loaded).
+  let load = Atomic<Int>(0)
+  /// Every loop of the transport (this one included); set before the loops start, read and
+  /// cleared (at shutdown) only on this loop's thread.
+  var peers: [LoopServer] = []
 
   init(
     loop: EventLoop, listenFD: Int32, transport: HTTP2ServerTransport,
@@ -269,20 +287,44 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
         continue
       }
       if configuration.maxConnections == nil { transport.connectionCount.wrappingAdd(1, ordering: .relaxed) }
-      _ = clinux_set_nodelay(fd)
-      var tls: TLSConnection?
-      if let context = transport.currentTLSContext {
-        tls = TLSConnection(server: context)
-        if tls == nil {
-          transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
-          close(fd)
-          continue
+      // Serve it here unless another loop has fewer connections.
+      var target = self
+      var least = load.load(ordering: .relaxed)
+      for peer in peers where peer !== self {
+        let peerLoad = peer.load.load(ordering: .relaxed)
+        if peerLoad < least {
+          least = peerLoad
+          target = peer
         }
       }
-      let connection = ServerConnection(fd: fd, server: self, tls: tls)
-      connection.start()
-      connections[connection.token] = connection
+      target.load.wrappingAdd(1, ordering: .relaxed)
+      if target === self {
+        adopt(fd)
+      } else if !target.loop.execute({ [target] in target.adopt(fd) }) {
+        target.dropped(fd)
+      }
     }
+  }
+
+  /// Starts serving an accepted connection on this loop.
+  func adopt(_ fd: Int32) {
+    guard !stopping else { return dropped(fd) }
+    _ = clinux_set_nodelay(fd)
+    var tls: TLSConnection?
+    if let context = transport.currentTLSContext {
+      tls = TLSConnection(server: context)
+      if tls == nil { return dropped(fd) }
+    }
+    let connection = ServerConnection(fd: fd, server: self, tls: tls)
+    connection.start()
+    connections[connection.token] = connection
+  }
+
+  /// Closes an accepted connection that will not be served, undoing its counts.
+  private func dropped(_ fd: Int32) {
+    close(fd)
+    load.wrappingSubtract(1, ordering: .relaxed)
+    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
   }
 
   /// Delivers response parts from a handler task (runs on the loop).
@@ -292,6 +334,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
 
   func connectionClosed(_ connection: ServerConnection) {
     connections[connection.token] = nil
+    load.wrappingSubtract(1, ordering: .relaxed)
     transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
     if stopping && connections.isEmpty { loop.stop() }
   }
@@ -299,6 +342,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   func beginShutdown() {
     guard !stopping else { return }
     stopping = true
+    peers = []  // the loops refer to each other only while accepting: no cycle once stopped
     if listenFD >= 0 {
       loop.unregister(fd: listenFD, token: listenToken)
       close(listenFD)
