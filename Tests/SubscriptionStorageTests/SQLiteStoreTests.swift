@@ -146,6 +146,38 @@ struct SQLiteStoreTests {
     #expect(inline.renewalInfos.map(\.originalTransactionId) == ["1"])
   }
 
+  @Test("tasks reading in a loop on the shared pool leave writers their turn")
+  func inlineReadersDoNotStarveWriters() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])])
+    let end = ContinuousClock.now + .seconds(2)
+    let writes = try await withThrowingTaskGroup(of: Int.self) { group in
+      // More tight readers than the pool has threads: inline reads never suspend by themselves.
+      for _ in 0..<(2 * ProcessInfo.processInfo.activeProcessorCount + 2) {
+        group.addTask {
+          while ContinuousClock.now < end { _ = try await store.history(of: Fixture.user("r")) }
+          return 0
+        }
+      }
+      group.addTask {
+        var n = 0
+        while ContinuousClock.now < end {
+          _ = try await store.ingest([
+            UserPurchases(user: Fixture.user("w\(n)"), transactions: [Fixture.transaction("w\(n)", purchase: 1)])
+          ])
+          n += 1
+        }
+        return n
+      }
+      return try await group.reduce(0, +)
+    }
+    // Starved, the writer finished about one call in the whole time.
+    #expect(writes >= 5, "only \(writes) writes in 2 s beside the readers")
+  }
+
   @Test("the user key cache: keys of users read are kept, bounded; absent users are not cached")
   func userKeyCache() async throws {
     let dir = TemporaryDirectory()
