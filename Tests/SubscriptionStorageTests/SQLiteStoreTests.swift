@@ -2,6 +2,7 @@ import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
 import StoreContractTesting
+import Synchronization
 import Testing
 
 @testable import SubscriptionStorageSQLite
@@ -153,29 +154,37 @@ struct SQLiteStoreTests {
     defer { store.close() }
     try await Fixture.seed(store)
     _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])])
-    let end = ContinuousClock.now + .seconds(2)
-    let writes = try await withThrowingTaskGroup(of: Int.self) { group in
+    // Readers run until the writer has made its 5 writes (or 60 s have passed); starved, the writer
+    // got its next turn only when the readers stopped.
+    final class Flag: Sendable { let raised = Atomic<Bool>(false) }
+    let writerDone = Flag()
+    let deadline = ContinuousClock.now + .seconds(60)
+    let started = ContinuousClock.now
+    let writerTime = try await withThrowingTaskGroup(of: Duration?.self) { group in
       // More tight readers than the pool has threads: inline reads never suspend by themselves.
       for _ in 0..<(2 * ProcessInfo.processInfo.activeProcessorCount + 2) {
         group.addTask {
-          while ContinuousClock.now < end { _ = try await store.history(of: Fixture.user("r")) }
-          return 0
+          while !writerDone.raised.load(ordering: .relaxed) && ContinuousClock.now < deadline {
+            _ = try await store.history(of: Fixture.user("r"))
+          }
+          return nil
         }
       }
       group.addTask {
-        var n = 0
-        while ContinuousClock.now < end {
+        for n in 0..<5 {
           _ = try await store.ingest([
             UserPurchases(user: Fixture.user("w\(n)"), transactions: [Fixture.transaction("w\(n)", purchase: 1)])
           ])
-          n += 1
         }
-        return n
+        writerDone.raised.store(true, ordering: .relaxed)
+        return started.duration(to: .now)
       }
-      return try await group.reduce(0, +)
+      var writerTime: Duration?
+      for try await result in group { if let result { writerTime = result } }
+      return writerTime
     }
-    // Starved, the writer finished about one call in the whole time.
-    #expect(writes >= 5, "only \(writes) writes in 2 s beside the readers")
+    let elapsed = try #require(writerTime)
+    #expect(elapsed < .seconds(45), "5 writes beside the readers took \(elapsed)")
   }
 
   @Test("the user key cache: keys of users read are kept, bounded; absent users are not cached")
