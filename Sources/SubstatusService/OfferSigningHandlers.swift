@@ -22,12 +22,9 @@ extension SubstatusService {
     guard request.appAccountToken.isEmpty || InAppPurchaseKeyValidation.isUUID(request.appAccountToken) else {
       throw invalidArgument("app_account_token", "must be a UUID or empty")
     }
-    let nonce = try self.nonce(request.nonce)
-    if !request.transactionID.isEmpty { try requireID(request.transactionID, "transaction_id", limits: limits) }
-    let environment = try SubscriptionDomain.Environment(wire: request.environment)
-    let (key, privateKey) = try await signingKey(cached.app.appId)
-    let now = self.environment.now()
-    let (history, answer) = try await offerEligibility(cached, userID: request.userID, productID: product.productId, environment: environment, at: now)
+    let (key, privateKey, nonce, now, history, answer) = try await signingContext(
+      cached, userID: request.userID, productID: product.productId, nonce: request.nonce,
+      transactionID: request.transactionID, environment: request.environment)
     guard answer.promotional.eligible else {
       throw notEligible(answer.promotional.reason, offer: "promotional offers", userID: request.userID, productID: product.productId)
     }
@@ -56,12 +53,9 @@ extension SubstatusService {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     let product = try subscriptionProduct(request.productID, cached)
-    let nonce = try self.nonce(request.nonce)
-    if !request.transactionID.isEmpty { try requireID(request.transactionID, "transaction_id", limits: limits) }
-    let environment = try SubscriptionDomain.Environment(wire: request.environment)
-    let (key, privateKey) = try await signingKey(cached.app.appId)
-    let now = self.environment.now()
-    let (history, answer) = try await offerEligibility(cached, userID: request.userID, productID: product.productId, environment: environment, at: now)
+    let (key, privateKey, nonce, now, history, answer) = try await signingContext(
+      cached, userID: request.userID, productID: product.productId, nonce: request.nonce,
+      transactionID: request.transactionID, environment: request.environment)
     guard let transactionID = request.transactionID.isEmpty ? history.transactions.last?.transactionId : request.transactionID else {
       throw invalidArgument(
         "transaction_id", "no transaction is stored for the user: pass one (for a new customer, StoreKit's AppTransaction.appTransactionID)")
@@ -111,18 +105,29 @@ extension SubstatusService {
     return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(hex[$0]) }.joined(separator: "-")
   }
 
-  /// The user's history and the product's answer, as CheckEligibility gives it at `time`.
-  private func offerEligibility(
-    _ cached: CachedApp, userID: String, productID: String, environment: SubscriptionDomain.Environment, at time: Int64
-  ) async throws(RPCError) -> (UserHistory, ProductEligibility) {
+  /// What both signing RPCs need once their own fields are checked: the nonce, the app's key,
+  /// the signing time, and the user's history with the product's answer at that time, as
+  /// CheckEligibility gives it.
+  private func signingContext(
+    _ cached: CachedApp, userID: String, productID: String, nonce given: String, transactionID: String,
+    environment wire: Substatus_V1_Environment
+  ) async throws(RPCError) -> (
+    key: InAppPurchaseKey, privateKey: ES256PrivateKey, nonce: String, now: Int64, history: UserHistory,
+    answer: ProductEligibility
+  ) {
+    let nonce = try self.nonce(given)
+    if !transactionID.isEmpty { try requireID(transactionID, "transaction_id", limits: limits) }
+    let environment = try SubscriptionDomain.Environment(wire: wire)
+    let (key, privateKey) = try await signingKey(cached.app.appId)
+    let now = self.environment.now()
     let history = try await stored { () throws(StoreError) in
       try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
     }
-    let evaluation = evaluate(history, cached, at: time)
+    let evaluation = evaluate(history, cached, at: now)
     guard let answer = evaluation.eligibility(for: [productID]).first else {
       throw RPCError(code: .internal, message: "the evaluator gave no answer for \"\(productID)\"")
     }
-    return (history, answer)
+    return (key, privateKey, nonce, now, history, answer)
   }
 
   /// FAILED_PRECONDITION with an ErrorInfo whose reason is the EligibilityReason's name.
