@@ -1,0 +1,116 @@
+import Foundation
+import Synchronization
+
+/// The time every timer, deadline, retry, schedule and log line reads: injected, so tests replace it
+/// with a ``ManualClock`` and never wait on the wall clock.
+///
+/// Two readings: ``monotonicNow`` for durations and deadlines (never goes back), and ``wallMs`` for
+/// instants that mean something outside the process (Apple's milliseconds since 1970, logs).
+public protocol ServiceClock: Sendable {
+  /// Monotonic time since an arbitrary origin; never decreases.
+  var monotonicNow: Duration { get }
+  /// Wall time, milliseconds since 1970-01-01T00:00:00Z.
+  var wallMs: Int64 { get }
+  /// Suspends the calling task for `duration` of this clock's time.
+  ///
+  /// - Throws: `CancellationError` when the task is cancelled first.
+  func sleep(for duration: Duration) async throws
+}
+
+/// The process's real clocks: `ContinuousClock` (monotonic) and the system's wall clock.
+public struct SystemClock: ServiceClock {
+  private static let origin = ContinuousClock.now
+
+  /// Creates the system clock.
+  public init() {}
+
+  /// Time since the first use of any `SystemClock` in the process.
+  public var monotonicNow: Duration { ContinuousClock.now - Self.origin }
+
+  /// The system's wall clock, rounded to the millisecond.
+  public var wallMs: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
+  /// `Task.sleep(for:)`.
+  public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+}
+
+/// A clock that moves only when a test says so: ``advance(by:)`` moves both readings and resumes
+/// every sleeper whose time has come, in deadline order.
+public final class ManualClock: ServiceClock {
+  private struct Sleeper {
+    var id: UInt64
+    var deadline: Duration
+    var continuation: CheckedContinuation<Void, any Error>
+  }
+
+  private struct State {
+    var monotonic: Duration = .zero
+    var wallMs: Int64
+    var nextID: UInt64 = 0
+    var sleepers: [Sleeper] = []
+    var cancelled: Set<UInt64> = []
+  }
+
+  private let state: Mutex<State>
+
+  /// Creates a clock at monotonic zero and at `wallMs` on the wall.
+  public init(wallMs: Int64 = 1_700_000_000_000) {
+    state = Mutex(State(wallMs: wallMs))
+  }
+
+  /// The monotonic reading: the sum of every ``advance(by:)``.
+  public var monotonicNow: Duration { state.withLock { $0.monotonic } }
+
+  /// The wall reading: the initial value plus every ``advance(by:)``, in milliseconds.
+  public var wallMs: Int64 { state.withLock { $0.wallMs } }
+
+  /// How many tasks are suspended in ``sleep(for:)`` now (tests wait for a sleeper to arrive
+  /// before advancing).
+  public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+  /// Suspends until the clock has been advanced past now + `duration`; returns at once for a
+  /// duration of zero or less.
+  public func sleep(for duration: Duration) async throws {
+    let id = state.withLock { s -> UInt64 in
+      s.nextID += 1
+      return s.nextID
+    }
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+        let resumeNow = state.withLock { s -> (any Error)?? in
+          if s.cancelled.remove(id) != nil { return .some(CancellationError()) }
+          if duration <= .zero { return .some(nil) }
+          s.sleepers.append(Sleeper(id: id, deadline: s.monotonic + duration, continuation: continuation))
+          return nil
+        }
+        switch resumeNow {
+        case .some(.some(let error)): continuation.resume(throwing: error)
+        case .some(.none): continuation.resume()
+        case .none: break
+        }
+      }
+    } onCancel: {
+      let sleeper = state.withLock { s -> Sleeper? in
+        guard let index = s.sleepers.firstIndex(where: { $0.id == id }) else {
+          s.cancelled.insert(id)
+          return nil
+        }
+        return s.sleepers.remove(at: index)
+      }
+      sleeper?.continuation.resume(throwing: CancellationError())
+    }
+  }
+
+  /// Moves both readings forward by `duration` and resumes the sleepers that are due.
+  public func advance(by duration: Duration) {
+    let due = state.withLock { s -> [Sleeper] in
+      s.monotonic += duration
+      let (seconds, attoseconds) = duration.components
+      s.wallMs += seconds * 1000 + attoseconds / 1_000_000_000_000_000
+      let due = s.sleepers.filter { $0.deadline <= s.monotonic }.sorted { $0.deadline < $1.deadline }
+      s.sleepers.removeAll { $0.deadline <= s.monotonic }
+      return due
+    }
+    for sleeper in due { sleeper.continuation.resume() }
+  }
+}
