@@ -24,7 +24,7 @@ final class TestWallTime: Sendable {
     let before = clock.wallMs
     var now = before
     let result = try body(&now)
-    precondition(now >= before, "the test clock does not go back (\(before) -> \(now))")
+    if now < before { Issue.record("the test clock does not go back (\(before) -> \(now))") }
     if now > before { clock.advance(by: .milliseconds(now - before)) }
     return result
   }
