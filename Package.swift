@@ -25,6 +25,7 @@ let package = Package(
     .executable(name: "substatus-bench-server", targets: ["substatus-bench-server"]),
     .executable(name: "substatus-protogen", targets: ["substatus-protogen"]),
     .library(name: "SubstatusClient", targets: ["SubstatusClient"]),
+    .library(name: "SubstatusClock", targets: ["SubstatusClock"]),
     .executable(name: "substatus", targets: ["substatus"]),
     // Used by Fuzz/Package.swift (the libFuzzer executables); not API.
     .library(name: "SubstatusFuzzTargets", targets: ["SubstatusFuzzTargets"]),
@@ -97,7 +98,7 @@ let package = Package(
       name: "SubstatusService",
       dependencies: [
         "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData",
-        "SubstatusJSON", "CCrypto",
+        "SubstatusJSON", "CCrypto", "SubstatusClock",
       ],
       swiftSettings: swiftSettings),
 
@@ -105,7 +106,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire", "ProcessSignals"],
+                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -138,10 +139,10 @@ let package = Package(
 
     // MARK: Swift client library and CLI
     .target(
-      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire"],
+      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubstatusClock"],
       path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
     .target(
-      name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire"],
+      name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "SubstatusClock"],
       path: "Clients/SubstatusCLI", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus", dependencies: ["SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport"],
@@ -196,7 +197,7 @@ let package = Package(
       dependencies: [
         "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
-        "SubscriptionStorageSQLite",
+        "SubscriptionStorageSQLite", "SubstatusClock",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
@@ -209,11 +210,16 @@ let package = Package(
       path: "Tests/SubstatusClientTestKit", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",
-      dependencies: ["SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      dependencies: [
+        "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusClock",
+      ],
       swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusCLITests",
-      dependencies: ["SubstatusCLI", "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      dependencies: [
+        "SubstatusCLI", "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire",
+        "SubstatusClock",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
     .testTarget(

@@ -1,6 +1,7 @@
 public import Foundation
 public import RPCCore
 import SubstatusClient
+public import SubstatusClock
 import SubstatusWire
 import Synchronization
 
@@ -21,6 +22,8 @@ public struct CLIEnvironment: Sendable {
   /// Opens a TLS client transport (for `--tls`, `--ca-file`, `--client-cert`); `nil` when the
   /// environment has no TLS.
   public var connectTLS: (@Sendable (String, CLITLSOptions) throws -> any ClientTransport)?
+  /// The clock of the client's deadlines and retry backoffs.
+  public var clock: any ServiceClock
 
   /// Creates an environment.
   ///
@@ -32,6 +35,7 @@ public struct CLIEnvironment: Sendable {
   ///   - readFile: Reads a file by path.
   ///   - connect: Opens a transport to an address.
   ///   - connectTLS: Opens a TLS transport to an address.
+  ///   - clock: The clock of deadlines and retry backoffs (a `ManualClock` in tests).
   public init(
     variables: [String: String], standardOutput: @escaping @Sendable (String) -> Void,
     standardError: @escaping @Sendable (String) -> Void,
@@ -40,9 +44,11 @@ public struct CLIEnvironment: Sendable {
       [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     },
     connect: @escaping @Sendable (String) throws -> any ClientTransport,
-    connectTLS: (@Sendable (String, CLITLSOptions) throws -> any ClientTransport)? = nil
+    connectTLS: (@Sendable (String, CLITLSOptions) throws -> any ClientTransport)? = nil,
+    clock: any ServiceClock = SystemClock()
   ) {
     self.connectTLS = connectTLS
+    self.clock = clock
     self.variables = variables
     self.standardOutput = standardOutput
     self.standardError = standardError
@@ -242,7 +248,7 @@ struct CommandContext: Sendable {
     }
     let transport = LazyTransport(
       address: address, connect: try Self.connector(parsed, environment, command: command.name))
-    client = SubstatusClient(transport: transport, apiKey: key, defaultTimeout: timeout)
+    client = SubstatusClient(transport: transport, apiKey: key, defaultTimeout: timeout, clock: environment.clock)
   }
 
   private static func checkAddress(_ address: String, command: String) throws(UsageError) {

@@ -1,4 +1,5 @@
 public import RPCCore
+public import SubstatusClock
 public import SubstatusWire
 
 /// Options for one call of ``SubstatusClient``.
@@ -85,6 +86,8 @@ public struct SubstatusClient: Sendable {
   public var defaultTimeout: Duration?
   /// The retry policy of idempotent calls.
   public var retryPolicy: RetryPolicy
+  /// The clock the deadlines are measured and the backoffs waited on.
+  public var clock: any ServiceClock
 
   /// Creates a client over a transport.
   ///
@@ -93,14 +96,16 @@ public struct SubstatusClient: Sendable {
   ///   - apiKey: The key to authenticate with; `nil` for health checks only.
   ///   - defaultTimeout: The deadline of calls that set none.
   ///   - retryPolicy: How idempotent calls are retried after `UNAVAILABLE`.
+  ///   - clock: Measures deadlines and waits out backoffs (a `ManualClock` in tests).
   public init(
     transport: any ClientTransport, apiKey: String?, defaultTimeout: Duration? = nil,
-    retryPolicy: RetryPolicy = .default
+    retryPolicy: RetryPolicy = .default, clock: any ServiceClock = SystemClock()
   ) {
     self.transport = transport
     self.apiKey = apiKey
     self.defaultTimeout = defaultTimeout
     self.retryPolicy = retryPolicy
+    self.clock = clock
   }
 
   /// Calls any unary method of the API with a complete request message.
@@ -136,13 +141,13 @@ public struct SubstatusClient: Sendable {
     }
     let policy = idempotency == .idempotent ? (options.retryPolicy ?? retryPolicy) : .none
     let timeout = options.timeout ?? defaultTimeout
-    let deadline = timeout.map { ContinuousClock.now + $0 }
+    let deadline = timeout.map { clock.monotonicNow + $0 }
     let bytes = request.serializedBytes()
     var attempt = 1
     while true {
       var callOptions = CallOptions()
       if let deadline {
-        let remaining = deadline - .now
+        let remaining = deadline - clock.monotonicNow
         guard remaining > .zero else {
           throw RPCError(
             code: .deadlineExceeded, message: "deadline exceeded before \(method.method)")
@@ -165,11 +170,11 @@ public struct SubstatusClient: Sendable {
           throw error
         }
         let wait = policy.backoff(beforeRetry: attempt, random: Double.random(in: 0...1))
-        if let deadline, ContinuousClock.now + wait >= deadline {
+        if let deadline, clock.monotonicNow + wait >= deadline {
           throw error
         }
         do {
-          try await Task.sleep(for: wait)
+          try await clock.sleep(for: wait)
         } catch {
           throw RPCError(code: .cancelled, message: "the call was cancelled", cause: error)
         }

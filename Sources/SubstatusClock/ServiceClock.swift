@@ -43,12 +43,28 @@ public final class ManualClock: ServiceClock {
     var continuation: CheckedContinuation<Void, any Error>
   }
 
+  private struct SleeperWaiter {
+    var id: UInt64
+    var count: Int
+    var continuation: CheckedContinuation<Bool, Never>
+  }
+
   private struct State {
     var monotonic: Duration = .zero
     var wallMs: Int64
     var nextID: UInt64 = 0
     var sleepers: [Sleeper] = []
+    /// Sleeps cancelled, and waits timed out, before they registered.
     var cancelled: Set<UInt64> = []
+    var waiters: [SleeperWaiter] = []
+
+    /// Removes and returns the waiters whose count of sleepers is reached.
+    mutating func satisfiedWaiters() -> [SleeperWaiter] {
+      let count = sleepers.count
+      let satisfied = waiters.filter { $0.count <= count }
+      waiters.removeAll { $0.count <= count }
+      return satisfied
+    }
   }
 
   private let state: Mutex<State>
@@ -77,12 +93,13 @@ public final class ManualClock: ServiceClock {
     }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        let resumeNow = state.withLock { s -> (any Error)?? in
-          if s.cancelled.remove(id) != nil { return .some(CancellationError()) }
-          if duration <= .zero { return .some(nil) }
+        let (resumeNow, satisfied) = state.withLock { s -> ((any Error)??, [SleeperWaiter]) in
+          if s.cancelled.remove(id) != nil { return (.some(CancellationError()), []) }
+          if duration <= .zero { return (.some(nil), []) }
           s.sleepers.append(Sleeper(id: id, deadline: s.monotonic + duration, continuation: continuation))
-          return nil
+          return (nil, s.satisfiedWaiters())
         }
+        for waiter in satisfied { waiter.continuation.resume(returning: true) }
         switch resumeNow {
         case .some(.some(let error)): continuation.resume(throwing: error)
         case .some(.none): continuation.resume()
@@ -112,5 +129,58 @@ public final class ManualClock: ServiceClock {
       return due
     }
     for sleeper in due { sleeper.continuation.resume() }
+  }
+
+  /// Suspends until at least `count` tasks are suspended in ``sleep(for:)``: a test calls it before
+  /// ``advance(by:)`` to know that the code under test has reached its wait (a periodic job has
+  /// finished its run, a retry loop is in its backoff).
+  ///
+  /// ```swift
+  /// let task = Task { await refresher.run() }
+  /// await clock.waitForSleepers(1)  // the first run is done; the refresher waits its interval
+  /// clock.advance(by: .seconds(60))
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - count: How many sleepers to wait for.
+  ///   - timeout: A bound in real time, so that a test whose code never sleeps fails instead of
+  ///     hanging.
+  /// - Returns: `false` when `timeout` passed, or the task was cancelled, first.
+  @discardableResult
+  public func waitForSleepers(_ count: Int = 1, timeout: Duration = .seconds(10)) async -> Bool {
+    let id = state.withLock { s -> UInt64 in
+      s.nextID += 1
+      return s.nextID
+    }
+    let bound = Task {
+      try await Task.sleep(for: timeout)
+      self.giveUp(waiter: id)
+    }
+    defer { bound.cancel() }
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let reached = state.withLock { s -> Bool? in
+          if s.sleepers.count >= count { return true }
+          if s.cancelled.remove(id) != nil { return false }
+          s.waiters.append(SleeperWaiter(id: id, count: count, continuation: continuation))
+          return nil
+        }
+        if let reached { continuation.resume(returning: reached) }
+      }
+    } onCancel: {
+      giveUp(waiter: id)
+    }
+  }
+
+  /// Ends a ``waitForSleepers(_:timeout:)`` with `false`, now or as it registers.
+  private func giveUp(waiter id: UInt64) {
+    let waiter = state.withLock { s -> SleeperWaiter? in
+      guard let index = s.waiters.firstIndex(where: { $0.id == id }) else {
+        s.cancelled.insert(id)
+        return nil
+      }
+      return s.waiters.remove(at: index)
+    }
+    waiter?.continuation.resume(returning: false)
   }
 }

@@ -9,6 +9,7 @@ import RPCHTTP2Transport
 import SubscriptionStorage
 import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
+import SubstatusClock
 import SubstatusJSON
 import SubstatusService
 import SubstatusWire
@@ -17,9 +18,12 @@ import Synchronization
 /// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
 public enum SubstatusDaemon {
   /// Runs the daemon until a termination signal has drained it.
+  /// - Parameter clock: the clock of the service, its schedules, retries and logs.
   /// - Returns: the process exit status.
-  public static func run(_ configuration: DaemonConfiguration, environment: [String: String]) async -> Int32 {
-    let log = LogSink.standardError
+  public static func run(
+    _ configuration: DaemonConfiguration, environment: [String: String], clock: any ServiceClock = SystemClock()
+  ) async -> Int32 {
+    let log = LogSink.standardError.with(clock: clock)
     func fail(_ message: String, status: Int32 = 1) -> Int32 {
       log.write(.object(["level": .string("error"), "msg": .string(message)]))
       log.flush()
@@ -94,10 +98,11 @@ public enum SubstatusDaemon {
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
     let service = SubstatusService(
-      store: store, limits: limits,
-      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL), log: log,
+      store: store, environment: ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes), limits: limits,
+      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL, clock: clock), log: log,
       appleRootCertificates: appleRoots,
-      appStoreServerAPI: AppStoreServerAPIClient(productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL))
+      appStoreServerAPI: AppStoreServerAPIClient(
+        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock))
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {
@@ -226,7 +231,7 @@ public enum SubstatusDaemon {
       reconciler?.beginGracefulShutdown()
       if let reconciling {
         let deadline = Task {
-          try await Task.sleep(for: .seconds(5))
+          try await clock.sleep(for: .seconds(5))
           reconciling.cancel()
         }
         await reconciling.value
@@ -234,7 +239,7 @@ public enum SubstatusDaemon {
       }
       if let refreshing {
         let deadline = Task {
-          try await Task.sleep(for: .seconds(5))
+          try await clock.sleep(for: .seconds(5))
           refreshing.cancel()
         }
         await refreshing.value

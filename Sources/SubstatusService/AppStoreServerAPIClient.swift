@@ -3,6 +3,7 @@ import Foundation
   import FoundationNetworking
 #endif
 import SubscriptionDomain
+import SubstatusClock
 import SubstatusJSON
 
 /// Sends HTTP requests with headers (GET and POST); the App Store Server API client's outbound
@@ -167,8 +168,12 @@ public struct AppStoreServerAPIClient: Sendable {
   public var timeout: Duration
   /// How many times one request is tried for temporary failures.
   public var maxAttempts: Int
-  /// The first backoff; doubled each retry, with jitter.
+  /// The first backoff: retry *n* waits a random duration in `[½, 1] × initialBackoff × 2^(n-1)`.
   public var initialBackoff: Duration
+  /// The clock the backoffs wait on and the callers date tokens by (Apple checks a token's `iat`
+  /// and `exp` against its own time, so in tests it stays the system clock even when the service's
+  /// follows a simulated one).
+  public var clock: any ServiceClock
   let requester: any HTTPRequester
 
   /// Apple's production base URL.
@@ -181,13 +186,14 @@ public struct AppStoreServerAPIClient: Sendable {
     productionURL: URL = AppStoreServerAPIClient.appleProduction,
     sandboxURL: URL = AppStoreServerAPIClient.appleSandbox, timeout: Duration = .seconds(15),
     maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
-    requester: any HTTPRequester = URLSessionRequester()
+    requester: any HTTPRequester = URLSessionRequester(), clock: any ServiceClock = SystemClock()
   ) {
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
     self.timeout = timeout
     self.maxAttempts = max(1, maxAttempts)
     self.initialBackoff = initialBackoff
+    self.clock = clock
     self.requester = requester
   }
 
@@ -430,7 +436,7 @@ public struct AppStoreServerAPIClient: Sendable {
   private func backoff(_ attempt: Int) async throws(AppStoreServerAPIError) {
     guard attempt < maxAttempts else { return }
     let ceiling = initialBackoff * (1 << min(attempt - 1, 10))
-    do { try await Task.sleep(for: ceiling * Double.random(in: 0.5...1.0)) } catch {
+    do { try await clock.sleep(for: ceiling * Double.random(in: 0.5...1.0)) } catch {
       throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while retrying the App Store Server API")
     }
   }

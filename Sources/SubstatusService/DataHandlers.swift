@@ -18,14 +18,14 @@ extension SubstatusService {
     guard let secret = secrets?.current.secret else {
       throw RPCError(code: .failedPrecondition, message: "app \"\(request.appID)\" has no shared secret: set one with SetSharedSecret")
     }
-    let started = ContinuousClock.now
+    let started = environment.clock.monotonicNow
     let response: VerifyReceiptResponse
     do {
       response = try await verifyReceipt.verify(
         receiptData: request.receiptData, password: secret, excludeOldTransactions: request.excludeOldTransactions)
-      metrics.upstream(status: "0", seconds: started.duration(to: .now).seconds)
+      metrics.upstream(status: "0", seconds: (environment.clock.monotonicNow - started).seconds)
     } catch {
-      metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: started.duration(to: .now).seconds)
+      metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: (environment.clock.monotonicNow - started).seconds)
       switch error.kind {
       case .wrongSharedSecret:
         throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \"\(request.appID)\" (status 21004): set the right one with SetSharedSecret")

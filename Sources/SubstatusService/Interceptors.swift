@@ -125,14 +125,14 @@ struct AccessLogInterceptor: ServerInterceptor {
   let service: SubstatusService
 
   func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
-    let started = ContinuousClock.now
+    let started = service.environment.clock.monotonicNow
     let annotations = RPCAnnotations()
     var context = context
     context[RPCAnnotations.Key.self] = annotations
     var code = RPCError.Code.ok
     var failure: String? = nil
     defer {
-      let seconds = started.duration(to: .now).seconds
+      let seconds = (service.environment.clock.monotonicNow - started).seconds
       service.metrics.rpc(method: context.method, code: code, seconds: seconds)
       var line = JSONObject()
       line.append("ts", .integer(service.environment.now()))

@@ -2,19 +2,29 @@ import Dispatch
 import Foundation
 import RPCCore
 import Synchronization
+import SubstatusClock
 import SubstatusJSON
 
 /// Where log lines go: one JSON object per line.
 public struct LogSink: Sendable {
   private let sink: @Sendable (String) -> Void
   private let flusher: @Sendable () -> Void
+  /// The clock whose wall reading stamps each ``info(_:_:)`` line (`ts`).
+  public let clock: any ServiceClock
 
   /// A sink that calls `write` with each line (without the newline); `flush` writes out what the
-  /// sink buffers, if it buffers.
-  public init(_ write: @escaping @Sendable (String) -> Void, flush: @escaping @Sendable () -> Void = {}) {
+  /// sink buffers, if it buffers; `clock` stamps the lines.
+  public init(
+    _ write: @escaping @Sendable (String) -> Void, flush: @escaping @Sendable () -> Void = {},
+    clock: any ServiceClock = SystemClock()
+  ) {
     sink = write
     flusher = flush
+    self.clock = clock
   }
+
+  /// The same sink, its lines stamped by `clock`.
+  public func with(clock: any ServiceClock) -> LogSink { LogSink(sink, flush: flusher, clock: clock) }
 
   /// Writes a JSON object as one line.
   public func write(_ value: JSONValue) { sink(value.serialized()) }
@@ -22,7 +32,7 @@ public struct LogSink: Sendable {
   /// Writes a message with fields.
   public func info(_ message: String, _ fields: [(String, JSONValue)] = []) {
     var o = JSONObject()
-    o.append("ts", .integer(Int64((Date().timeIntervalSince1970 * 1000).rounded())))
+    o.append("ts", .integer(clock.wallMs))
     o.append("level", .string("info"))
     o.append("msg", .string(message))
     for (k, v) in fields { o.append(k, v) }
@@ -44,7 +54,8 @@ public struct LogSink: Sendable {
 }
 
 /// Prometheus metrics of the service: RPCs by method and status with latency histograms, store
-/// ingest counts, upstream verifyReceipt calls by status, eligibility answers.
+/// ingest counts, upstream verifyReceipt calls by status, eligibility answers, notifications,
+/// background refreshes and the Server API reconciler's passes.
 public final class ServiceMetrics: Sendable {
   static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
@@ -70,6 +81,10 @@ public final class ServiceMetrics: Sendable {
     var eligibilityItems: UInt64 = 0
     var notifications: [String: UInt64] = [:]
     var refreshes: [String: UInt64] = [:]
+    var reconcilerRuns: UInt64 = 0
+    var reconcilerNotifications: UInt64 = 0
+    var reconcilerUsersSynced: UInt64 = 0
+    var reconcilerFailures: UInt64 = 0
   }
 
   private let state = Mutex(State())
@@ -103,6 +118,20 @@ public final class ServiceMetrics: Sendable {
   func notification(outcome: String) { state.withLock { $0.notifications[outcome, default: 0] += 1 } }
 
   func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
+
+  /// A pass of the reconciler over every app began.
+  func reconcilerRan() { state.withLock { $0.reconcilerRuns += 1 } }
+
+  /// One app and environment of a pass was reconciled.
+  func reconciled(_ summary: ServerAPIReconciler.Summary) {
+    state.withLock {
+      $0.reconcilerNotifications += UInt64(summary.notifications)
+      $0.reconcilerUsersSynced += UInt64(summary.usersSynced)
+    }
+  }
+
+  /// One app and environment of a pass failed, or a pass could not list the apps.
+  func reconcileFailed() { state.withLock { $0.reconcilerFailures += 1 } }
 
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
@@ -138,6 +167,14 @@ public final class ServiceMetrics: Sendable {
     for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
       out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
     }
+    out += "# HELP substatus_reconciler_runs_total Passes of the Server API reconciler over every app.\n# TYPE substatus_reconciler_runs_total counter\n"
+    out += "substatus_reconciler_runs_total \(s.reconcilerRuns)\n"
+    out += "# HELP substatus_reconciler_notifications_total Notifications found in Apple's notification history by the reconciler.\n# TYPE substatus_reconciler_notifications_total counter\n"
+    out += "substatus_reconciler_notifications_total \(s.reconcilerNotifications)\n"
+    out += "# HELP substatus_reconciler_users_synced_total Users synced from the App Store Server API by the reconciler.\n# TYPE substatus_reconciler_users_synced_total counter\n"
+    out += "substatus_reconciler_users_synced_total \(s.reconcilerUsersSynced)\n"
+    out += "# HELP substatus_reconciler_failures_total Reconciliations of an app and environment that failed (the next pass covers the span again).\n# TYPE substatus_reconciler_failures_total counter\n"
+    out += "substatus_reconciler_failures_total \(s.reconcilerFailures)\n"
     return out
   }
 

@@ -1,7 +1,8 @@
+import SubstatusClock
 import Synchronization
 
 /// The stop switch of a periodic background job (receipt refresh, reconciliation) and its wait
-/// between runs, which a stop or the task's cancellation ends at once.
+/// between runs on the injected clock, which a stop or the task's cancellation ends at once.
 final class PeriodicJobTimer: Sendable {
   private struct State {
     var stopping = false
@@ -9,6 +10,12 @@ final class PeriodicJobTimer: Sendable {
   }
 
   private let state = Mutex(State())
+  private let clock: any ServiceClock
+
+  /// A timer whose waits are on `clock`.
+  init(clock: any ServiceClock) {
+    self.clock = clock
+  }
 
   /// Whether ``stop()`` was called.
   var isStopping: Bool { state.withLock { $0.stopping } }
@@ -24,7 +31,7 @@ final class PeriodicJobTimer: Sendable {
 
   /// Waits for `interval`, or less when ``stop()`` is called or the calling task is cancelled.
   func wait(_ interval: Duration) async {
-    let sleeper = Task { try await Task.sleep(for: interval) }
+    let sleeper = Task { [clock] in try await clock.sleep(for: interval) }
     let stopped = state.withLock { s -> Bool in
       s.sleeper = sleeper
       return s.stopping

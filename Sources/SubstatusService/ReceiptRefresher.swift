@@ -230,12 +230,13 @@ public final class ReceiptRefresher: Sendable {
   }
 
   private let state = Mutex(State())
-  private let timer = PeriodicJobTimer()
+  private let timer: PeriodicJobTimer
 
   /// Creates a refresher; it does nothing until ``run()``.
   public init(service: SubstatusService, configuration: Configuration) {
     self.service = service
     self.configuration = configuration
+    self.timer = PeriodicJobTimer(clock: service.environment.clock)
   }
 
   /// Refreshes due receipts every ``Configuration-swift.struct/interval`` until
@@ -267,7 +268,7 @@ public final class ReceiptRefresher: Sendable {
   @discardableResult
   public func refreshDue() async -> BatchSummary? {
     let now = service.environment.now()
-    let started = ContinuousClock.now
+    let started = service.environment.clock.monotonicNow
     await releaseHeld(now: now)
     let due: [StoredReceipt]
     do {
@@ -332,7 +333,7 @@ public final class ReceiptRefresher: Sendable {
       fields.append((outcome.rawValue, .integer(summary.outcomes[outcome] ?? 0)))
     }
     fields.append(("max_in_flight", .integer(summary.maxInFlight)))
-    fields.append(("duration_ms", .integer(Int64(started.duration(to: .now).seconds * 1000))))
+    fields.append(("duration_ms", .integer(Int64((service.environment.clock.monotonicNow - started).seconds * 1000))))
     service.log.info("receipt refresh batch", fields)
     return summary
   }
@@ -390,16 +391,16 @@ public final class ReceiptRefresher: Sendable {
     }
     if known { return await holdForSecret(receipt, now: now, failureCount: receipt.failureCount) }
 
-    let started = ContinuousClock.now
+    let started = service.environment.clock.monotonicNow
     let response: VerifyReceiptResponse
     do {
       response = try await service.verifyReceipt.verify(
         receiptData: receipt.receiptData, password: secret.secret)
-      service.metrics.upstream(status: "0", seconds: started.duration(to: .now).seconds)
+      service.metrics.upstream(status: "0", seconds: (service.environment.clock.monotonicNow - started).seconds)
     } catch {
       service.metrics.upstream(
         status: error.status.map { String($0.code) } ?? "error",
-        seconds: started.duration(to: .now).seconds)
+        seconds: (service.environment.clock.monotonicNow - started).seconds)
       switch error.kind {
       case .wrongSharedSecret:
         state.withLock { $0.rejectedSecrets[appId] = secret.fingerprint }

@@ -19,6 +19,10 @@ import Synchronization
 /// at a time reconcile it, and the processed-notification record makes each notification done
 /// once. A run that fails part-way keeps the reconciled time, so the next run covers the same span.
 ///
+/// It waits its interval on the service's clock (``ServiceEnvironment/clock``). Each pass of
+/// ``reconcileAll()`` is counted in ``ServiceMetrics`` (`substatus_reconciler_runs_total`, with the
+/// notifications found, the users synced and the failed reconciliations).
+///
 /// ```swift
 /// let reconciler = ServerAPIReconciler(service: service, configuration: .init(interval: .seconds(3600)))
 /// let task = Task { await reconciler.run() }
@@ -80,13 +84,14 @@ public final class ServerAPIReconciler: Sendable {
   /// This instance's name in the claims.
   public let owner: String
 
-  private let timer = PeriodicJobTimer()
+  private let timer: PeriodicJobTimer
 
   /// Creates a reconciler; it does nothing until ``run()`` or ``reconcileAll()``.
   /// - Parameter owner: this instance's name in the claims; random by default.
   public init(service: SubstatusService, configuration: Configuration = Configuration(), owner: String? = nil) {
     self.service = service
     self.configuration = configuration
+    self.timer = PeriodicJobTimer(clock: service.environment.clock)
     self.owner = owner ?? "reconciler-" + Hex.encode(service.environment.randomBytes(8))
   }
 
@@ -110,6 +115,7 @@ public final class ServerAPIReconciler: Sendable {
   /// - Returns: per app id and environment, what was done; failures are logged and left out.
   @discardableResult
   public func reconcileAll() async -> [String: Summary] {
+    service.metrics.reconcilerRan()
     var results: [String: Summary] = [:]
     var apps: [AppRecord] = []
     do {
@@ -128,6 +134,7 @@ public final class ServerAPIReconciler: Sendable {
         tenantCursor = tenants.nextCursor
       } while tenantCursor != nil
     } catch {
+      service.metrics.reconcileFailed()
       service.log.info("reconcile: cannot list apps", [("error", .string(error.description))])
       return results
     }
@@ -135,8 +142,11 @@ public final class ServerAPIReconciler: Sendable {
       for environment in [SubscriptionDomain.Environment.production, .sandbox] {
         guard !isStopping, !Task.isCancelled else { return results }
         do {
-          results["\(app.appId)/\(environment.rawValue)"] = try await reconcile(appId: app.appId, environment: environment)
+          let summary = try await reconcile(appId: app.appId, environment: environment)
+          results["\(app.appId)/\(environment.rawValue)"] = summary
+          service.metrics.reconciled(summary)
         } catch {
+          service.metrics.reconcileFailed()
           service.log.info(
             "reconcile: failed",
             [
@@ -203,7 +213,7 @@ public final class ServerAPIReconciler: Sendable {
     do {
       items = try await service.appStoreServerAPI.notificationHistory(
         startMs: start, endMs: now, environment: environment, authorizer: authorizer,
-        nowMs: ServiceEnvironment.live.now())
+        nowMs: service.appStoreServerAPI.clock.wallMs)
     } catch {
       throw service.rpcError(error, appId: appId)
     }

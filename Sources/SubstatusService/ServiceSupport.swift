@@ -2,25 +2,28 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusClock
 import SubstatusWire
 
 /// What the service takes from the outside world: time and randomness (DESIGN: the domain and the
-/// handlers read no clock; tests pass fixed ones).
+/// handlers read no clock of their own; tests pass a ``ManualClock`` and fixed randomness).
 public struct ServiceEnvironment: Sendable {
-  /// Now, in milliseconds since the epoch.
-  public var now: @Sendable () -> Int64
+  /// The clock every timestamp, duration, schedule and retry of the service reads.
+  public var clock: any ServiceClock
   /// Cryptographically secure random bytes.
   public var randomBytes: @Sendable (Int) -> [UInt8]
 
   /// Creates an environment.
-  public init(now: @escaping @Sendable () -> Int64, randomBytes: @escaping @Sendable (Int) -> [UInt8]) {
-    self.now = now
+  public init(clock: any ServiceClock, randomBytes: @escaping @Sendable (Int) -> [UInt8]) {
+    self.clock = clock
     self.randomBytes = randomBytes
   }
 
+  /// Now, in milliseconds since the epoch: the clock's wall reading.
+  public func now() -> Int64 { clock.wallMs }
+
   /// The system clock and OpenSSL's random generator.
-  public static let live = ServiceEnvironment(
-    now: { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }, randomBytes: SecureRandom.bytes)
+  public static let live = ServiceEnvironment(clock: SystemClock(), randomBytes: SecureRandom.bytes)
 }
 
 /// Limits on request sizes and rates; exceeding one is `INVALID_ARGUMENT` (batch sizes) or

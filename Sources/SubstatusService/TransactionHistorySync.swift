@@ -220,9 +220,9 @@ extension SubstatusService {
     _ cached: CachedApp, user: UserKey, transactionId: String, revision: String?,
     authorizer: InAppPurchaseKeyAuthorizer
   ) async throws -> HistorySyncResult {
-    let started = ContinuousClock.now
+    let started = environment.clock.monotonicNow
     let (history, statuses) = try await fetch(user: user, transactionId: transactionId, revision: revision, authorizer: authorizer)
-    metrics.upstream(status: "server_api", seconds: started.duration(to: .now).seconds)
+    metrics.upstream(status: "server_api", seconds: (environment.clock.monotonicNow - started).seconds)
     // Verify everything before storing anything: Apple's answer is taken whole or not at all, so
     // a failed verification leaves the stored revision where it was.
     var (transactions, renewalInfos) = try verifyAll(
@@ -268,19 +268,19 @@ extension SubstatusService {
     do {
       history = try await client.transactionHistory(
         transactionId: transactionId, revision: revision, environment: user.environment, authorizer: authorizer,
-        nowMs: ServiceEnvironment.live.now())
+        nowMs: client.clock.wallMs)
     } catch {
       // 4000005: Apple no longer accepts the stored revision; fetch the whole history again.
       guard revision != nil, error.apiErrorCode == 4_000_005 else { throw error }
       history = try await client.transactionHistory(
         transactionId: transactionId, revision: nil, environment: user.environment, authorizer: authorizer,
-        nowMs: ServiceEnvironment.live.now())
+        nowMs: client.clock.wallMs)
     }
     var statuses: [LastTransactionsItem] = []
     do {
       statuses = try await client.allSubscriptionStatuses(
         transactionId: transactionId, environment: user.environment, authorizer: authorizer,
-        nowMs: ServiceEnvironment.live.now())
+        nowMs: client.clock.wallMs)
     } catch {
       guard error.code == .notFound else { throw error }
     }

@@ -3,6 +3,7 @@ import Foundation
   import FoundationNetworking
 #endif
 import SubscriptionDomain
+import SubstatusClock
 import SubstatusJSON
 
 /// Sends HTTP POST requests; the service's only outbound I/O, replaceable in tests.
@@ -66,8 +67,10 @@ public struct VerifyReceiptClient: Sendable {
   public var timeout: Duration
   /// How many times one URL is tried for temporary failures (21002, 21005, 21009, retryable, 5xx).
   public var maxAttempts: Int
-  /// The first backoff; doubled each retry, with full jitter.
+  /// The first backoff: retry *n* waits a random duration in `[½, 1] × initialBackoff × 2^(n-1)`.
   public var initialBackoff: Duration
+  /// The clock the backoffs wait on.
+  public var clock: any ServiceClock
   let poster: any HTTPPoster
 
   /// Apple's production endpoint.
@@ -79,13 +82,14 @@ public struct VerifyReceiptClient: Sendable {
   public init(
     productionURL: URL = VerifyReceiptClient.appleProduction, sandboxURL: URL = VerifyReceiptClient.appleSandbox,
     timeout: Duration = .seconds(10), maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
-    poster: any HTTPPoster = URLSessionPoster()
+    poster: any HTTPPoster = URLSessionPoster(), clock: any ServiceClock = SystemClock()
   ) {
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
     self.timeout = timeout
     self.maxAttempts = max(1, maxAttempts)
     self.initialBackoff = initialBackoff
+    self.clock = clock
     self.poster = poster
   }
 
@@ -164,7 +168,7 @@ public struct VerifyReceiptClient: Sendable {
     guard attempt < maxAttempts else { return }
     let ceiling = initialBackoff * (1 << min(attempt - 1, 10))
     let jittered = ceiling * Double.random(in: 0.5...1.0)
-    do { try await Task.sleep(for: jittered) } catch {
+    do { try await clock.sleep(for: jittered) } catch {
       throw VerifyReceiptFailure(kind: .unavailable, status: nil, message: "cancelled while retrying verifyReceipt")
     }
   }

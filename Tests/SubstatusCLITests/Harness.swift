@@ -1,6 +1,7 @@
 import Foundation
 import RPCCore
 import SubstatusCLI
+import SubstatusClock
 import Synchronization
 
 /// What one CLI run printed and returned.
@@ -21,7 +22,7 @@ private final class Capture: Sendable {
 /// Runs the CLI in process. Without a transport, connecting fails with `UNAVAILABLE`.
 func runCLI(
   _ arguments: [String], variables: [String: String] = ["SUBSTATUS_API_KEY": "sk_test"],
-  stdin: [UInt8] = [], transport: (any ClientTransport)? = nil
+  stdin: [UInt8] = [], transport: (any ClientTransport)? = nil, clock: any ServiceClock = SystemClock()
 ) async -> CLIRun {
   let capture = Capture()
   let environment = CLIEnvironment(
@@ -35,7 +36,7 @@ func runCLI(
         throw RPCError(code: .unavailable, message: "connection refused (\(address))")
       }
       return transport
-    })
+    }, clock: clock)
   let status = await SubstatusCLI.run(arguments, environment: environment)
   return CLIRun(
     status: status, stdout: capture.stdout.withLock { $0 }, stderr: capture.stderr.withLock { $0 },

@@ -1,6 +1,7 @@
 import SubstatusClientTestKit
 import RPCCore
 import SubstatusClient
+import SubstatusClock
 import SubstatusWire
 import Testing
 
@@ -141,25 +142,31 @@ struct SubstatusClientRetryTests {
     #expect(RetryPolicy(jitter: 1).backoff(beforeRetry: 1, random: 1) == .zero)
   }
 
-  @Test("retries wait the backoff: total time stays within the policy's bounds")
+  @Test("retry n waits between half and all of min(cap, initial × 2^(n-1)) of the clock")
   func backoffTiming() async throws {
     let policy = RetryPolicy(
-      maximumAttempts: 4, initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(40),
-      multiplier: 2,
-      jitter: 0.5)
+      maximumAttempts: 5, initialBackoff: .seconds(1), maximumBackoff: .seconds(3),
+      multiplier: 2, jitter: 0.5)
     let log = CallLog()
-    let clock = ContinuousClock()
-    let elapsed = try await withFakeServer(flakyRouter(failures: 100, log: log)) { transport in
-      let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: policy)
-      return await clock.measure {
-        _ = try? await client.getApp(appID: "a")
+    let clock = ManualClock()
+    try await withFakeServer(flakyRouter(failures: 100, log: log)) { transport in
+      let client = SubstatusClient(
+        transport: transport, apiKey: "k", retryPolicy: policy, clock: clock)
+      let call = Task { try await client.getApp(appID: "a") }
+      // Ceilings 1, 2, 3 (capped), 3 s: the retry never comes before half of it, always by all of it.
+      for (attempt, ceiling) in [(1, 1000), (2, 2000), (3, 3000), (4, 3000)] {
+        #expect(await clock.waitForSleepers(1))
+        #expect(log.count == attempt)
+        clock.advance(by: .milliseconds(ceiling / 2 - 1))
+        #expect(clock.sleeperCount == 1, "retry \(attempt) came before half its backoff")
+        #expect(log.count == attempt)
+        clock.advance(by: .milliseconds(ceiling / 2 + 1))
+        #expect(clock.sleeperCount == 0, "retry \(attempt) waited longer than its backoff")
       }
+      let error = await #expect(throws: RPCError.self) { try await call.value }
+      #expect(error?.code == .unavailable)
     }
-    #expect(log.count == 4)
-    // Waits of 20, 40, 40 ms at most and half of that at least; the upper bound leaves room for a
-    // loaded machine.
-    #expect(elapsed >= .milliseconds(50))
-    #expect(elapsed < .seconds(10))
+    #expect(log.count == 5)
   }
 
   @Test("a slow call fails with DEADLINE_EXCEEDED at its timeout")
@@ -191,20 +198,22 @@ struct SubstatusClientRetryTests {
       maximumAttempts: 50, initialBackoff: .milliseconds(100), maximumBackoff: .milliseconds(100),
       jitter: 0)
     let log = CallLog()
-    let clock = ContinuousClock()
+    let clock = ManualClock()
     try await withFakeServer(flakyRouter(failures: 1000, log: log)) { transport in
-      let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: slow)
-      let start = clock.now
-      let error = await #expect(throws: RPCError.self) {
+      let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: slow, clock: clock)
+      let call = Task {
         try await client.getApp(
           appID: "a", options: SubstatusCallOptions(timeout: .milliseconds(350)))
       }
-      // UNAVAILABLE from the last attempt, or DEADLINE_EXCEEDED when a slow machine makes an
-      // attempt itself outlast the deadline; never all 50 attempts.
-      #expect(error?.code == .unavailable || error?.code == .deadlineExceeded)
-      #expect(clock.now - start < .seconds(10))
+      // Attempts at 0, 100, 200 and 300 ms; the next backoff would pass the deadline.
+      for _ in 0..<3 {
+        #expect(await clock.waitForSleepers(1))
+        clock.advance(by: .milliseconds(100))
+      }
+      let error = await #expect(throws: RPCError.self) { try await call.value }
+      #expect(error?.code == .unavailable)
+      #expect(clock.sleeperCount == 0)
     }
-    // Attempts at about 0, 100, 200, 300 ms at most; the next backoff would pass the deadline.
-    #expect(log.count >= 1 && log.count <= 4)
+    #expect(log.count == 4)
   }
 }

@@ -29,6 +29,27 @@ import Testing
     #expect(clock.sleeperCount == 0)
   }
 
+  @Test func waitForSleepersReturnsOnceThatManySleep() async throws {
+    let clock = ManualClock()
+    let first = Task { try await clock.sleep(for: .seconds(1)) }
+    #expect(await clock.waitForSleepers(1))
+    let second = Task { try await clock.sleep(for: .seconds(2)) }
+    #expect(await clock.waitForSleepers(2))
+    #expect(clock.sleeperCount == 2)
+    clock.advance(by: .seconds(2))
+    try await first.value
+    try await second.value
+  }
+
+  @Test func waitForSleepersGivesUpAtItsTimeout() async {
+    let clock = ManualClock()
+    #expect(await clock.waitForSleepers(1, timeout: .milliseconds(10)) == false)
+    // A later sleeper does not trip over the abandoned wait.
+    let task = Task { try await clock.sleep(for: .seconds(1)) }
+    #expect(await clock.waitForSleepers(1))
+    task.cancel()
+  }
+
   @Test func systemClockIsMonotonic() {
     let clock = SystemClock()
     let a = clock.monotonicNow

@@ -6,18 +6,46 @@ import RPCCore
 import RPCInProcessTransport
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusClock
 import SubstatusWire
 @testable import SubstatusService
 
-/// A fixed, advanceable clock and a log that keeps every line.
+/// The wall time of a ``TestWorld`` in ms, read and moved like a `Mutex<Int64>`
+/// (`now.withLock { $0 += 60_000 }`): a change moves the world's ``ManualClock`` forward by as much
+/// (it never goes back).
+final class TestWallTime: Sendable {
+  let clock: ManualClock
+
+  init(_ clock: ManualClock) { self.clock = clock }
+
+  /// Passes the wall time to `body`; what `body` adds to it advances the clock.
+  @discardableResult
+  func withLock<T>(_ body: (inout Int64) throws -> T) rethrows -> T {
+    let before = clock.wallMs
+    var now = before
+    let result = try body(&now)
+    if now < before { Issue.record("the test clock does not go back (\(before) -> \(now))") }
+    if now > before { clock.advance(by: .milliseconds(now - before)) }
+    return result
+  }
+}
+
+/// A manual clock, fixed randomness and a log that keeps every line.
 final class TestWorld: Sendable {
-  let now = Mutex<Int64>(1_711_324_800_000)  // 2024-03-25T00:00:00Z
+  let clock: ManualClock
+  /// The clock's wall time, from 2024-03-25T00:00:00Z by default.
+  let now: TestWallTime
   let lines = Mutex<[String]>([])
   let counter = Mutex<UInt64>(0)
 
+  init(wallMs: Int64 = 1_711_324_800_000) {
+    clock = ManualClock(wallMs: wallMs)
+    now = TestWallTime(clock)
+  }
+
   var environment: ServiceEnvironment {
     ServiceEnvironment(
-      now: { self.now.withLock { $0 } },
+      clock: clock,
       randomBytes: { n in
         // Deterministic but distinct bytes per call.
         let seed = self.counter.withLock { $0 += 1; return $0 }
@@ -25,7 +53,7 @@ final class TestWorld: Sendable {
       })
   }
 
-  var log: LogSink { LogSink { line in self.lines.withLock { $0.append(line) } } }
+  var log: LogSink { LogSink({ line in self.lines.withLock { $0.append(line) } }, clock: clock) }
 }
 
 /// A service over an in-memory store, reachable through an in-process transport.
@@ -81,8 +109,7 @@ func withService(
   let transport = InProcessTransport()
   let server = RPCServer(transport: transport.server, router: router, interceptors: service.interceptors())
   try await withThrowingTaskGroup(of: Void.self) { group in
-    group.addTask { try await server.run() }
-    try await Task.sleep(for: .milliseconds(10))  // let the server start listening
+    group.addTask { try await server.run() }  // calls made before it listens wait for it
     let harness = Harness(world: world, service: service, client: RPCClient(transport: transport.client), operatorKey: operatorKey)
     do {
       try await body(harness)

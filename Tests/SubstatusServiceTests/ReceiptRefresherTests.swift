@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusClock
 import SubstatusWire
 import Synchronization
 import Testing
@@ -139,10 +140,16 @@ final class FakeAppStore: HTTPPoster {
 
   let state = Mutex(State())
   let delay: Duration
+  let clock: any ServiceClock
   let answer: Mutex<@Sendable (Call) -> (Int, String)>
 
-  init(delay: Duration = .zero, answer: @escaping @Sendable (Call) -> (Int, String)) {
+  /// A fake whose every answer takes `delay` of `clock`'s time.
+  init(
+    delay: Duration = .zero, clock: any ServiceClock = SystemClock(),
+    answer: @escaping @Sendable (Call) -> (Int, String)
+  ) {
     self.delay = delay
+    self.clock = clock
     self.answer = Mutex(answer)
   }
 
@@ -172,7 +179,7 @@ final class FakeAppStore: HTTPPoster {
         $0.inFlightByTenant[tenant, default: 1] -= 1
       }
     }
-    if delay > .zero { try await Task.sleep(for: delay) }
+    if delay > .zero { try await clock.sleep(for: delay) }
     let (status, text) = answer.withLock { $0 }(call)
     return (status, Array(text.utf8))
   }
@@ -203,14 +210,25 @@ final class FakeAppStore: HTTPPoster {
 
 // MARK: Refresher
 
-/// A service over an in-memory store with a fake App Store, a fixed clock, and tenants with apps.
+/// Lets each call of a fake App Store through as it waits on `clock` (advancing the clock by
+/// `delay` whenever one does), until cancelled.
+func answerAsTheyWait(_ clock: ManualClock, after delay: Duration) -> Task<Void, Never> {
+  Task {
+    while !Task.isCancelled {
+      if await clock.waitForSleepers(1) { clock.advance(by: delay) }
+    }
+  }
+}
+
+/// A service over an in-memory store with a fake App Store, a manual clock, and tenants with apps.
 struct RefreshWorld {
-  let world = TestWorld()
+  let world: TestWorld
   let store = InMemoryStore()
   let fake: FakeAppStore
   let service: SubstatusService
 
-  init(fake: FakeAppStore) {
+  init(fake: FakeAppStore, world: TestWorld = TestWorld()) {
+    self.world = world
     self.fake = fake
     service = SubstatusService(
       store: store, environment: world.environment,
@@ -317,18 +335,23 @@ struct ReceiptRefresherTests {
   func caps(maxConcurrent: Int, perTenant: Int, expectedMax: Int, expectedPerTenant: Int)
     async throws
   {
-    let t = TestWorld().now.withLock { $0 }
-    let fake = FakeAppStore(delay: .milliseconds(50)) { call in
+    let world = TestWorld()
+    let t = world.now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(50), clock: world.clock) { call in
       (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
     }
-    let w = RefreshWorld(fake: fake)
+    let w = RefreshWorld(fake: fake, world: world)
     for tenant in ["t1", "t2", "t3"] {
       try await w.makeApp("\(tenant)-app", tenant: tenant)
       for u in 0..<6 { try await w.saveDue("u\(u)", app: "\(tenant)-app", tenant: tenant) }
     }
-    let summary = try #require(
-      await w.refresher(.init(maxConcurrent: maxConcurrent, maxConcurrentPerTenant: perTenant))
-        .refreshDue())
+    let refresher = w.refresher(.init(maxConcurrent: maxConcurrent, maxConcurrentPerTenant: perTenant))
+    let batch = Task { await refresher.refreshDue() }
+    // The first wave fills both caps; then each answer is let through as it waits.
+    #expect(await world.clock.waitForSleepers(expectedMax))
+    let driver = answerAsTheyWait(world.clock, after: .milliseconds(50))
+    let summary = try #require(await batch.value)
+    driver.cancel()
     #expect(summary.due == 18)
     #expect(summary.outcomes == [.refreshed: 18])
     let measured = fake.state.withLock { $0 }
@@ -467,13 +490,16 @@ struct ReceiptRefresherTests {
 
   @Test("two refreshers on one store (two instances) split the due receipts: each is verified once")
   func twoRefreshersShareTheWork() async throws {
-    let t = TestWorld().now.withLock { $0 }
-    let fake = FakeAppStore(delay: .milliseconds(10)) { call in
+    let world = TestWorld()
+    let t = world.now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(10), clock: world.clock) { call in
       (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
     }
-    let w = RefreshWorld(fake: fake)
+    let w = RefreshWorld(fake: fake, world: world)
     try await w.makeApp("app1", tenant: "t1")
     for u in 0..<12 { try await w.saveDue("u\(u)", app: "app1", tenant: "t1") }
+    let driver = answerAsTheyWait(world.clock, after: .milliseconds(10))
+    defer { driver.cancel() }
     let other = SubstatusService(
       store: w.store, environment: w.world.environment,
       verifyReceipt: VerifyReceiptClient(
@@ -505,22 +531,21 @@ struct ReceiptRefresherTests {
 
   @Test("a graceful shutdown gives the claimed receipts it did not start back (due again at once)")
   func shutdownReleasesUnstartedClaims() async throws {
-    let t = TestWorld().now.withLock { $0 }
-    let fake = FakeAppStore(delay: .milliseconds(300)) { call in
+    let world = TestWorld()
+    let t = world.now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(300), clock: world.clock) { call in
       (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
     }
-    let w = RefreshWorld(fake: fake)
+    let w = RefreshWorld(fake: fake, world: world)
     try await w.makeApp("app1", tenant: "t1")
     for u in 0..<3 { try await w.saveDue("u\(u)", app: "app1", tenant: "t1", dueIn: -Int64(u)) }
     let refresher = w.refresher(.init(maxConcurrent: 1, lease: .seconds(600)))
     let batch = Task { await refresher.refreshDue() }
-    let deadline = ContinuousClock.now + .seconds(10)
-    while fake.calls.isEmpty, ContinuousClock.now < deadline {
-      try await Task.sleep(for: .milliseconds(5))
-    }
+    #expect(await world.clock.waitForSleepers(1))
     // While the first verification is in flight, the other two are leased.
     #expect(try await w.receipt("u0", app: "app1")?.nextDueMs == t + 600_000)
     refresher.beginGracefulShutdown()
+    world.clock.advance(by: .milliseconds(300))  // Apple answers the one in flight
     let summary = try #require(await batch.value)
     #expect(summary.due == 3)
     #expect(summary.outcomes == [.refreshed: 1])
@@ -530,33 +555,45 @@ struct ReceiptRefresherTests {
     #expect(Set(try await w.store.dueReceipts(atMs: t, limit: 10).map(\.user.userId)) == ["u0", "u1"])
   }
 
-  @Test("run() refreshes on its interval and stops gracefully")
+  @Test("run() refreshes at once, then every interval of the clock, and stops at once", .timeLimit(.minutes(1)))
   func runAndStop() async throws {
     let t = TestWorld().now.withLock { $0 }
     let fake = FakeAppStore { _ in
       (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: "ok"))
     }
     let w = RefreshWorld(fake: fake)
+    let clock = w.world.clock
     try await w.makeApp("app1", tenant: "t1")
     try await w.saveDue("u1", app: "app1", tenant: "t1")
-    let refresher = w.refresher(.init(interval: .milliseconds(20)))
+    let refresher = w.refresher(.init(interval: .seconds(60)))
     let task = Task { await refresher.run() }
-    // A receipt saved while it runs is picked up at a later tick.
+    // The first tick runs at once, then the refresher waits its interval.
+    #expect(await clock.waitForSleepers(1))
+    #expect(fake.calls.map(\.receipt) == ["t1/app1/u1"])
+    // A receipt due now is picked up at the next tick, not before.
     try await w.saveDue("u2", app: "app1", tenant: "t1")
-    let deadline = ContinuousClock.now + .seconds(10)
-    while fake.calls.count < 2, ContinuousClock.now < deadline {
-      try await Task.sleep(for: .milliseconds(5))
-    }
-    #expect(Set(fake.calls.map(\.receipt)) == ["t1/app1/u1", "t1/app1/u2"])
-    let stopAsked = ContinuousClock.now
+    clock.advance(by: .seconds(59))
+    #expect(clock.sleeperCount == 1)
+    #expect(fake.calls.count == 1)
+    clock.advance(by: .seconds(1))
+    #expect(await clock.waitForSleepers(1))
+    #expect(fake.calls.map(\.receipt) == ["t1/app1/u1", "t1/app1/u2"])
+    // Every interval, not just once.
+    try await w.saveDue("u3", app: "app1", tenant: "t1")
+    clock.advance(by: .seconds(60))
+    #expect(await clock.waitForSleepers(1))
+    #expect(fake.calls.map(\.receipt).last == "t1/app1/u3")
+    // A graceful shutdown ends the wait at once: no time passes on the clock.
     refresher.beginGracefulShutdown()
     await task.value
-    #expect(stopAsked.duration(to: .now) < .seconds(2))
+    #expect(clock.sleeperCount == 0)
+    #expect(fake.calls.count == 3)
     // Cancellation stops it too.
     let cancelled = Task { await w.refresher(.init(interval: .seconds(3600))).run() }
-    try await Task.sleep(for: .milliseconds(20))
+    #expect(await clock.waitForSleepers(1))
     cancelled.cancel()
     await cancelled.value
+    #expect(clock.sleeperCount == 0)
   }
 }
 

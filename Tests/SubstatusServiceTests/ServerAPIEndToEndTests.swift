@@ -45,7 +45,7 @@ struct ServerAPIWorld {
       throw CallFailure(description: "\(method) \(path) -> \(status) \(json.serialized())")
     }
     // Each answer carries the simulated time: the service's clock follows it.
-    if let now = json["now_ms"]?.int64Value { harness.world.now.withLock { $0 = now } }
+    if let now = json["now_ms"]?.int64Value { harness.world.now.withLock { $0 = max($0, now) } }
     return json
   }
 
@@ -89,8 +89,7 @@ func withServerAPIWorld(
   let simulator = AppStoreSimulator(configuration: .init(startMs: simStartMs, certificateAuthority: authority))
   let simServer = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0), router: simulator.router())
   let base = URL(string: "http://\(simServer.address)")!
-  let world = TestWorld()
-  world.now.withLock { $0 = simStartMs }
+  let world = TestWorld(wallMs: simStartMs)
   let service = SubstatusService(
     store: InMemoryStore(), environment: world.environment, log: world.log, appleRootCertificates: [authority.root],
     appStoreServerAPI: AppStoreServerAPIClient(
@@ -104,8 +103,7 @@ func withServerAPIWorld(
   let server = RPCServer(transport: transport.server, router: router, interceptors: service.interceptors())
   defer { simulator.shutdown() }
   try await withThrowingTaskGroup(of: Void.self) { group in
-    group.addTask { try await server.run() }
-    try await Task.sleep(for: .milliseconds(10))
+    group.addTask { try await server.run() }  // calls made before it listens wait for it
     let harness = Harness(world: world, service: service, client: RPCClient(transport: transport.client), operatorKey: operatorKey)
     do {
       let (adminKey, appID) = try await harness.makeTenantWithApp(bundleID: bundleID)
@@ -290,10 +288,17 @@ struct ServerAPIEndToEndTests {
       #expect(deliveries["notifications"]?.arrayValue?.contains { $0["state"]?.stringValue == "dropped" } == true, "\(deliveries.serialized())")
       #expect(try await sim.state("user-4") == .active)  // stale: the refund is unknown here
 
-      // One reconciliation run (triggered directly, not after an hour).
+      // One reconciliation pass (triggered directly, not after an hour).
       let reconciler = ServerAPIReconciler(service: sim.harness.service, owner: "instance-a")
-      let summary = try await reconciler.reconcile(appId: sim.appID, environment: .production)
+      let pass = await reconciler.reconcileAll()
+      let summary = try #require(pass["\(sim.appID)/Production"])
       #expect(summary.notifications >= 1)
+      // Its counters in /metrics: the sums over both environments.
+      let metrics = sim.harness.service.metrics.prometheusText()
+      #expect(metrics.contains("substatus_reconciler_runs_total 1\n"))
+      #expect(metrics.contains("substatus_reconciler_notifications_total \(pass.values.map(\.notifications).reduce(0, +))\n"))
+      #expect(metrics.contains("substatus_reconciler_users_synced_total \(pass.values.map(\.usersSynced).reduce(0, +))\n"))
+      #expect(metrics.contains("substatus_reconciler_failures_total 0\n"))
       // user-4, and the pseudo-user "apple:<id>" when the purchase's own notification arrived first.
       #expect(summary.usersSynced >= 1)
       #expect(summary.rejected == 0)
