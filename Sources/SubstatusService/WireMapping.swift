@@ -396,6 +396,8 @@ extension EligibilityReason {
     case .neverSubscribed: .neverSubscribed
     case .notASubscription: .notASubscription
     case .unknownProduct: .unknownProduct
+    case .winBackOffered: .winBackOffered
+    case .winBackNotOffered: .winBackNotOffered
     }
   }
 }
