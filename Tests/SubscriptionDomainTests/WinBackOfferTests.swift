@@ -78,12 +78,12 @@ let winBackCases: [WinBackCase] = [
     offers: [(half, true, .winBackOffered, "p1"), (free, false, .winBackNotOffered, "p1")]),
   WinBackCase(
     name: "a signed renewal info beats one without signedDate (a receipt's)",
-    history: [tx("p1", "premium.monthly", jan1, feb1), tx("q1", "premium.yearly", feb1, mar1)],
+    history: [tx("p1", "premium.monthly", feb1, mar1), tx("q1", "premium.yearly", jan1, feb1)],
     renewals: [
-      winBack("p1", "premium.monthly", [half], signed: feb1),
-      winBack("q1", "premium.yearly", [], signed: nil),
+      winBack("p1", "premium.monthly", [], signed: nil),
+      winBack("q1", "premium.yearly", [half], signed: feb1),
     ],
-    offers: [(half, true, .winBackOffered, "p1"), (free, false, .winBackNotOffered, "p1")]),
+    offers: [(half, true, .winBackOffered, "q1"), (free, false, .winBackNotOffered, "q1")]),
   WinBackCase(
     name: "same signedDate: the subscription with the latest transaction decides",
     history: [
@@ -100,9 +100,16 @@ let winBackCases: [WinBackCase] = [
     history: [tx("p1", "premium.monthly", jan1, feb1)],
     renewals: [
       winBack("p1", "premium.monthly", [half], signed: apr1),
-      winBack("x1", "premium.yearly", [free], signed: apr1),
+      winBack("a1", "premium.yearly", [free], signed: apr1),
     ],
     offers: [(half, true, .winBackOffered, "p1"), (free, false, .winBackNotOffered, "p1")]),
+  WinBackCase(
+    name: "same signedDate, no transactions: the smaller original transaction id decides",
+    renewals: [
+      winBack("b1", "premium.yearly", [half], signed: apr1),
+      winBack("a1", "premium.monthly", [free], signed: apr1),
+    ],
+    offers: [(half, false, .winBackNotOffered, "a1"), (free, true, .winBackOffered, "a1")]),
   WinBackCase(
     name: "a renewal info without transactions is placed by its product",
     renewals: [winBack("x1", "premium.yearly", [free], signed: feb1)],
