@@ -80,7 +80,7 @@ let commandTable: [CommandSpec] = [
     ],
     summary: "insert or replace catalog products",
     details:
-      "Example catalog:\n  {\"products\":[{\"productId\":\"pro.monthly\",\"type\":\"PRODUCT_TYPE_AUTO_RENEWABLE\",\n    \"subscriptionGroupId\":\"pro\",\"duration\":\"P1M\",\"hasIntroductoryOffer\":true}]}"
+      "Example catalog:\n  {\"products\":[{\"productId\":\"pro.monthly\",\"type\":\"PRODUCT_TYPE_AUTO_RENEWABLE\",\n    \"subscriptionGroupId\":\"pro\",\"duration\":\"P1M\",\"hasIntroductoryOffer\":true,\n    \"winBackOfferIds\":[\"pro.comeback\"]}]}"
   ),
   CommandSpec(
     words: ["product", "list"], positionals: ["APP"], options: [], summary: "list the app's catalog"
@@ -151,7 +151,7 @@ let commandTable: [CommandSpec] = [
   CommandSpec(
     words: ["eligibility"], positionals: ["APP", "USER", "PRODUCT..."],
     options: [asOfOption, environmentOption],
-    summary: "which products the user may buy with an introductory or promotional offer, and why"),
+    summary: "which products the user may buy with an introductory, promotional or win-back offer, and why"),
   CommandSpec(
     words: ["status"], positionals: ["APP", "USER"], options: [asOfOption, environmentOption],
     summary: "the user's state in every subscription group, and entitlements"),
@@ -502,19 +502,22 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       report.fields([("user", user.userID), ("as of", Format.time(response.asOfMs))])
       report.gap()
       report.table(
-        ["PRODUCT", "TYPE", "GROUP", "INTRO", "INTRO REASON", "PROMO", "PROMO REASON", "EVIDENCE"],
+        [
+          "PRODUCT", "TYPE", "GROUP", "INTRO", "INTRO REASON", "PROMO", "PROMO REASON", "WIN-BACK",
+          "EVIDENCE",
+        ],
         user.products.map { product in
           let intro = product.introductory ?? Substatus_V1_OfferEligibility()
           let promo = product.promotional ?? Substatus_V1_OfferEligibility()
-          let evidence = [intro.evidenceTransactionID, promo.evidenceTransactionID].filter {
-            !$0.isEmpty
-          }
+          let evidence = ([intro.evidenceTransactionID, promo.evidenceTransactionID]
+            + product.winBackOffers.map(\.evidenceTransactionID)).filter { !$0.isEmpty }
           return [
             product.productID,
             product.type == .unspecified ? "-" : Format.name(product.type, prefix: "PRODUCT_TYPE_"),
             Format.orDash(product.subscriptionGroupID),
             Format.yesNo(intro.eligible), Format.name(intro.reason, prefix: "ELIGIBILITY_REASON_"),
             Format.yesNo(promo.eligible), Format.name(promo.reason, prefix: "ELIGIBILITY_REASON_"),
+            Format.winBackOffers(product.winBackOffers),
             evidence.isEmpty ? "-" : Array(Set(evidence)).sorted().joined(separator: ","),
           ]
         }, empty: "no products")
@@ -664,13 +667,13 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
 
 private func productTable(_ report: inout Report, _ products: [Substatus_V1_Product]) {
   report.table(
-    ["PRODUCT", "TYPE", "GROUP", "DURATION", "INTRO OFFER", "PROMOTIONAL OFFERS"],
+    ["PRODUCT", "TYPE", "GROUP", "DURATION", "INTRO OFFER", "PROMOTIONAL OFFERS", "WIN-BACK OFFERS"],
     products.map {
       [
         $0.productID, Format.name($0.type, prefix: "PRODUCT_TYPE_"),
         Format.orDash($0.subscriptionGroupID),
         Format.orDash($0.duration), Format.yesNo($0.hasIntroductoryOffer),
-        $0.promotionalOfferIDs.isEmpty ? "-" : $0.promotionalOfferIDs.joined(separator: ","),
+        Format.list($0.promotionalOfferIDs), Format.list($0.winBackOfferIDs),
       ]
     }, empty: "no products")
 }

@@ -33,6 +33,16 @@ enum Format {
 
   static func orDash(_ value: String) -> String { value.isEmpty ? "-" : value }
 
+  /// Identifiers joined with commas; `-` for none.
+  static func list(_ values: [String]) -> String {
+    values.isEmpty ? "-" : values.joined(separator: ",")
+  }
+
+  /// Win-back answers as `offer:yes,offer:no` in the answers' (catalog) order; `-` for none.
+  static func winBackOffers(_ offers: [Substatus_V1_WinBackOfferEligibility]) -> String {
+    list(offers.map { "\($0.offerID):\(yesNo($0.eligible))" })
+  }
+
   /// `(quotient, remainder)` with the remainder in `0..<divisor`.
   private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
     var quotient = value / divisor

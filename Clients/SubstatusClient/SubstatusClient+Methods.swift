@@ -179,6 +179,7 @@ extension SubstatusClient {
   /// monthly.subscriptionGroupID = "pro"
   /// monthly.duration = "P1M"
   /// monthly.hasIntroductoryOffer = true
+  /// monthly.winBackOfferIDs = ["pro.comeback"]
   /// _ = try await admin.putProducts(appID: app, products: [monthly])
   /// ```
   ///
@@ -558,6 +559,8 @@ extension SubstatusClient {
   /// let user = try await client.checkEligibility(
   ///   appID: app, userID: "user-42", productIDs: ["pro.monthly"])
   /// if user.products[0].introductory?.eligible == true { showFreeTrialBadge() }
+  /// // Win-back offers Apple lets this lapsed subscriber redeem, in catalog order:
+  /// let winBack = user.products[0].winBackOffers.filter(\.eligible).map(\.offerID)
   /// ```
   ///
   /// - Parameters:

@@ -13,12 +13,15 @@ public struct Product: Sendable, Hashable, Codable {
   public var hasIntroductoryOffer: Bool
   /// The promotional offer identifiers configured for the product.
   public var promotionalOfferIds: [String]
+  /// The win-back offer identifiers configured for the product (auto-renewables only), in the
+  /// order eligibility answers them (rule 19).
+  public var winBackOfferIds: [String]
 
   /// Creates a product.
   public init(
     productId: String, type: ProductType, subscriptionGroupId: String? = nil,
     duration: ISO8601Duration? = nil, hasIntroductoryOffer: Bool = false,
-    promotionalOfferIds: [String] = []
+    promotionalOfferIds: [String] = [], winBackOfferIds: [String] = []
   ) {
     self.productId = productId
     self.type = type
@@ -26,6 +29,25 @@ public struct Product: Sendable, Hashable, Codable {
     self.duration = duration
     self.hasIntroductoryOffer = hasIntroductoryOffer
     self.promotionalOfferIds = promotionalOfferIds
+    self.winBackOfferIds = winBackOfferIds
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case productId, type, subscriptionGroupId, duration, hasIntroductoryOffer, promotionalOfferIds
+    case winBackOfferIds
+  }
+
+  /// Decodes a product; one stored before win-back offers existed has none.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.init(
+      productId: try container.decode(String.self, forKey: .productId),
+      type: try container.decode(ProductType.self, forKey: .type),
+      subscriptionGroupId: try container.decodeIfPresent(String.self, forKey: .subscriptionGroupId),
+      duration: try container.decodeIfPresent(ISO8601Duration.self, forKey: .duration),
+      hasIntroductoryOffer: try container.decode(Bool.self, forKey: .hasIntroductoryOffer),
+      promotionalOfferIds: try container.decode([String].self, forKey: .promotionalOfferIds),
+      winBackOfferIds: try container.decodeIfPresent([String].self, forKey: .winBackOfferIds) ?? [])
   }
 }
 

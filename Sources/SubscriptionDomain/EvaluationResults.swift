@@ -128,6 +128,12 @@ public enum EligibilityReason: String, Sendable, Hashable, Codable, CaseIterable
   case notASubscription = "NOT_A_SUBSCRIPTION"
   /// Neither offer: the product is not in the catalog.
   case unknownProduct = "UNKNOWN_PRODUCT"
+  /// Win-back eligible: the group's latest renewal info lists the offer in
+  /// `eligibleWinBackOfferIds` (rule 19).
+  case winBackOffered = "WIN_BACK_OFFERED"
+  /// Win-back ineligible: the group's latest renewal info does not list the offer, or the group
+  /// has none.
+  case winBackNotOffered = "WIN_BACK_NOT_OFFERED"
 }
 
 /// One offer's answer: eligible or not, why, and the transaction that decided it.
@@ -147,7 +153,7 @@ public struct OfferEligibility: Sendable, Hashable, Codable {
   }
 }
 
-/// Intro and promotional eligibility for one requested product.
+/// Intro, promotional and win-back eligibility for one requested product.
 public struct ProductEligibility: Sendable, Hashable, Codable {
   /// The requested product.
   public var productId: String
@@ -157,16 +163,20 @@ public struct ProductEligibility: Sendable, Hashable, Codable {
   public var introductory: OfferEligibility
   /// Promotional-offer answer (rules 9, 10).
   public var promotional: OfferEligibility
+  /// One answer per catalog win-back offer of the product, in catalog order (rule 19); empty for
+  /// products that are not auto-renewable or unknown.
+  public var winBackOffers: [WinBackOfferEligibility]
 
   /// Creates an answer.
   public init(
     productId: String, subscriptionGroupId: String?, introductory: OfferEligibility,
-    promotional: OfferEligibility
+    promotional: OfferEligibility, winBackOffers: [WinBackOfferEligibility] = []
   ) {
     self.productId = productId
     self.subscriptionGroupId = subscriptionGroupId
     self.introductory = introductory
     self.promotional = promotional
+    self.winBackOffers = winBackOffers
   }
 }
 

@@ -77,7 +77,9 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   ///   `lapsedSubscribersGetIntro` is off), else `NEW_CUSTOMER`;
   /// - promotional: `EXISTING_SUBSCRIBER` (active, grace or retry), `LAPSED_SUBSCRIBER` (any
   ///   auto-renewable transaction), else `NEVER_SUBSCRIBED`, in the product's group or, with
-  ///   `promoScope` `APP`, in any group.
+  ///   `promoScope` `APP`, in any group;
+  /// - win-back (rule 19): one answer per catalog win-back offer, from the group's latest renewal
+  ///   info (``winBackOffers(_:group:)``); none for unknown and non-auto-renewable products.
   public func eligibility(for productId: String) -> ProductEligibility {
     guard let position = catalog.position(of: productId) else {
       let unknown = OfferEligibility(eligible: false, reason: .unknownProduct)
@@ -97,7 +99,8 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
       introductory: introductory(
         hasIntroductoryOffer: catalog.products[position].hasIntroductoryOffer,
         group: facts[groupIndex]),
-      promotional: promotional(group: facts[groupIndex]))
+      promotional: promotional(group: facts[groupIndex]),
+      winBackOffers: winBackOffers(catalog.products[position].winBackOfferIds, group: facts[groupIndex]))
   }
 
   private func introductory(hasIntroductoryOffer: Bool, group: GroupFacts) -> OfferEligibility {
@@ -207,6 +210,8 @@ struct GroupFacts: Sendable, Hashable {
   var introEvidence: String?
   /// The earliest refund in the group (by ``time``).
   var refundEvidence: String?
+  /// The renewal info that answers win-back offers (rule 19).
+  var winBack: WinBackSource?
 }
 
 /// What app-scoped promotional eligibility needs.
@@ -218,7 +223,7 @@ struct AppFacts: Sendable, Hashable {
 
 /// The evaluation's working state: flat arrays of plain facts indexed by position; strings are
 /// read from the caller's transactions only where an answer needs them or to break a tie.
-private struct Engine {
+struct Engine {
   enum Kind: UInt8 { case ignored, autoRenewable, nonRenewing, nonConsumable, consumable, free }
 
   /// What evaluation needs of one (deduplicated) transaction, without strings.
@@ -251,6 +256,8 @@ private struct Engine {
     var graceLapsed = -1
     var retry = -1  // renewal index
     var retryLapsed = -1
+    var winBack = -1  // renewal index (rule 19)
+    var winBackLapsed = -1
   }
 
   let catalog: Catalog
@@ -443,6 +450,7 @@ private struct Engine {
         continue  // not subscribed yet at `time`, or a group this evaluation cannot place
       }
       var acc = groups[g]
+      considerForWinBack(r, lapsed: lapsed, in: &acc)
       if let grace = renewals[r].gracePeriodExpiresDate, time < grace,
         lapsed < 0 || !facts[lapsed].isRevoked(at: time)
       {
@@ -563,6 +571,7 @@ private struct Engine {
       if acc.newest >= 0 { fact.newestTransactionId = transactionId(acc.newest) }
       if acc.intro >= 0 { fact.introEvidence = transactionId(acc.intro) }
       if acc.refund >= 0 { fact.refundEvidence = transactionId(acc.refund) }
+      fact.winBack = winBackSource(acc)
       groupFacts.append(fact)
       if !appFacts.hasCurrentSubscription
         && (status.state == .active || status.state == .gracePeriod

@@ -49,11 +49,35 @@ extension Product {
     if type == .nonRenewing && duration == nil {
       throw invalidArgument("\(field).duration", "required for NON_RENEWING products")
     }
+    try Product.validateOfferIds(p.promotionalOfferIDs, field: "\(field).promotional_offer_ids")
+    try Product.validateOfferIds(p.winBackOfferIDs, field: "\(field).win_back_offer_ids")
+    if type != .autoRenewable && !p.winBackOfferIDs.isEmpty {
+      throw invalidArgument("\(field).win_back_offer_ids", "only AUTO_RENEWABLE products have win-back offers")
+    }
     self.init(
       productId: p.productID, type: type,
       subscriptionGroupId: p.subscriptionGroupID.isEmpty ? nil : p.subscriptionGroupID,
       duration: duration, hasIntroductoryOffer: p.hasIntroductoryOffer,
-      promotionalOfferIds: p.promotionalOfferIDs)
+      promotionalOfferIds: p.promotionalOfferIDs, winBackOfferIds: p.winBackOfferIDs)
+  }
+
+  /// The most offer ids of one kind per product: App Store Connect's limit of win-back offers per
+  /// subscription, far above its promotional-offer limit.
+  static let maxOfferIds = 350
+
+  /// Offer ids of one kind: each 1 to 255 bytes, no duplicates, at most ``maxOfferIds``.
+  private static func validateOfferIds(_ ids: [String], field: String) throws(RPCError) {
+    guard ids.count <= maxOfferIds else {
+      throw invalidArgument(field, "at most \(maxOfferIds) offer ids, got \(ids.count)")
+    }
+    var seen = Set<String>()
+    for (n, id) in ids.enumerated() {
+      guard !id.isEmpty else { throw invalidArgument("\(field)[\(n)]", "must not be empty") }
+      guard id.utf8.count <= 255 else { throw invalidArgument("\(field)[\(n)]", "longer than 255 bytes") }
+      guard seen.insert(id).inserted else {
+        throw invalidArgument("\(field)[\(n)]", "\"\(id)\" appears twice")
+      }
+    }
   }
 
   var wire: Substatus_V1_Product {
@@ -64,6 +88,7 @@ extension Product {
     p.duration = duration?.description ?? ""
     p.hasIntroductoryOffer = hasIntroductoryOffer
     p.promotionalOfferIDs = promotionalOfferIds
+    p.winBackOfferIDs = winBackOfferIds
     return p
   }
 }
@@ -366,7 +391,19 @@ extension ProductEligibility {
     p.introductory = introductory.wire
     p.promotional = promotional.wire
     p.type = type?.wire ?? .unspecified
+    p.winBackOffers = winBackOffers.map(\.wire)
     return p
+  }
+}
+
+extension WinBackOfferEligibility {
+  var wire: Substatus_V1_WinBackOfferEligibility {
+    var o = Substatus_V1_WinBackOfferEligibility()
+    o.offerID = offerId
+    o.eligible = eligible
+    o.reason = reason.wire
+    o.evidenceTransactionID = evidenceTransactionId ?? ""
+    return o
   }
 }
 
@@ -396,6 +433,8 @@ extension EligibilityReason {
     case .neverSubscribed: .neverSubscribed
     case .notASubscription: .notASubscription
     case .unknownProduct: .unknownProduct
+    case .winBackOffered: .winBackOffered
+    case .winBackNotOffered: .winBackNotOffered
     }
   }
 }

@@ -279,12 +279,14 @@ public enum StoreContract {
     let monthly = Product(
       productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1",
       duration: try ISO8601Duration(parsing: "P1M"), hasIntroductoryOffer: true,
-      promotionalOfferIds: ["promo1"])
+      promotionalOfferIds: ["promo1"], winBackOfferIds: ["winback2", "winback1"])
     let lifetime = Product(productId: "lifetime", type: .nonConsumable)
     try await store.putProducts(appId: "a1", products: [monthly, lifetime])
     #expect(try await store.products(appId: "a1") == [lifetime, monthly])
+    #expect(try await store.products(appId: "a1")[1].winBackOfferIds == ["winback2", "winback1"])
     var changed = monthly
     changed.hasIntroductoryOffer = false
+    changed.winBackOfferIds = ["winback3"]
     try await store.putProducts(appId: "a1", products: [changed])
     #expect(try await store.products(appId: "a1") == [lifetime, changed])
     await expectStoreError(.notFound) {

@@ -102,6 +102,33 @@ struct SQLiteStoreTests {
     #expect(versions == Schema.migrations.map { Int64($0.version) })
   }
 
+  @Test("a catalog stored before win-back offers existed reads back with none, no migration needed")
+  func catalogWithoutWinBackOffers() async throws {
+    let dir = TemporaryDirectory()
+    do {
+      let store = try open(dir)
+      try await Fixture.seed(store)
+      store.close()
+    }
+    do {
+      // The JSON payload an earlier substatus wrote: no `winBackOfferIds` key.
+      let old = #"{"productId":"monthly","type":"AUTO_RENEWABLE","subscriptionGroupId":"g1","hasIntroductoryOffer":true,"promotionalOfferIds":["promo1"]}"#
+      let raw = try SQLiteConnection(path: dir.file("store.sqlite"), readOnly: false, create: false)
+      try raw.run(
+        "INSERT INTO products(app_id, product_id, payload) VALUES('a1', 'monthly', ?)",
+        [.blob(Array(old.utf8))])
+      raw.close()
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(
+      try await store.products(appId: "a1") == [
+        Product(
+          productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1",
+          hasIntroductoryOffer: true, promotionalOfferIds: ["promo1"])
+      ])
+  }
+
   @Test("reads and writes run on the store's own threads; per-user history reads on the caller's")
   func ownThreads() async throws {
     let dir = TemporaryDirectory()

@@ -221,6 +221,19 @@ enum Canned {
           $0.reason = .existingSubscriber
           $0.evidenceTransactionID = "1004"
         }
+        $0.winBackOffers = [
+          message {
+            $0.offerID = "premium.wb.half"
+            $0.reason = .winBackNotOffered
+            $0.evidenceTransactionID = "1000"
+          },
+          message {
+            $0.offerID = "premium.wb.free"
+            $0.eligible = true
+            $0.reason = .winBackOffered
+            $0.evidenceTransactionID = "1000"
+          },
+        ]
       case "pro.monthly":
         $0.subscriptionGroupID = "20002002"
         $0.type = .autoRenewable

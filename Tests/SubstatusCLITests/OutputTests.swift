@@ -94,15 +94,18 @@ let outputCases: [OutputCase] = [
   OutputCase(
     arguments: ["product", "put", "app_1", "--file", fixture("catalog.json")],
     table: [
-      "PRODUCT          TYPE            GROUP     DURATION  INTRO OFFER  PROMOTIONAL OFFERS",
-      "premium.monthly  AUTO_RENEWABLE  20001001  P1M       yes          premium.winback",
-      "lifetime         NON_CONSUMABLE  -         -         no           -",
+      "PRODUCT          TYPE            GROUP     DURATION  INTRO OFFER  PROMOTIONAL OFFERS  WIN-BACK OFFERS",
+      "premium.monthly  AUTO_RENEWABLE  20001001  P1M       yes          premium.winback     premium.wb.half,premium.wb.free",
+      "lifetime         NON_CONSUMABLE  -         -         no           -                   -",
     ],
-    json: { text in try Substatus_V1_PutProductsResponse(jsonString: text).products.count == 6 }),
+    json: { text in
+      try Substatus_V1_PutProductsResponse(jsonString: text).products.count == 6
+        && text.contains(#""winBackOfferIds": ["#)
+    }),
   OutputCase(
     arguments: ["product", "list", "app_1"],
     table: [
-      "pro.yearly       AUTO_RENEWABLE  20002002  P1Y       no           -",
+      "pro.yearly       AUTO_RENEWABLE  20002002  P1Y       no           -                   -",
       "coins.100        CONSUMABLE",
     ],
     json: { text in
@@ -169,16 +172,19 @@ let outputCases: [OutputCase] = [
     ],
     table: [
       "user   u1", "as of  2026-01-01T00:00:00Z",
-      "PRODUCT          TYPE            GROUP     INTRO  INTRO REASON        PROMO  PROMO REASON         EVIDENCE",
-      "premium.monthly  AUTO_RENEWABLE  20001001  no     INTRO_ALREADY_USED  yes    EXISTING_SUBSCRIBER  1000,1004",
-      "pro.monthly      AUTO_RENEWABLE  20002002  yes    NEW_CUSTOMER        no     NEVER_SUBSCRIBED     -",
-      "nope             -               -         no     UNKNOWN_PRODUCT     no     UNKNOWN_PRODUCT      -",
+      "PRODUCT          TYPE            GROUP     INTRO  INTRO REASON        PROMO  PROMO REASON         WIN-BACK                                EVIDENCE",
+      "premium.monthly  AUTO_RENEWABLE  20001001  no     INTRO_ALREADY_USED  yes    EXISTING_SUBSCRIBER  premium.wb.half:no,premium.wb.free:yes  1000,1004",
+      "pro.monthly      AUTO_RENEWABLE  20002002  yes    NEW_CUSTOMER        no     NEVER_SUBSCRIBED     -                                       -",
+      "nope             -               -         no     UNKNOWN_PRODUCT     no     UNKNOWN_PRODUCT      -                                       -",
     ],
     json: { text in
       let response = try Substatus_V1_CheckEligibilityResponse(jsonString: text)
       return response.users.first?.products
         == ["premium.monthly", "pro.monthly", "nope"].map(Canned.eligibility)
         && text.contains(#""reason": "ELIGIBILITY_REASON_INTRO_ALREADY_USED""#)
+        && text.contains(#""winBackOffers": ["#)
+        && text.contains(#""offerId": "premium.wb.free""#)
+        && text.contains(#""reason": "ELIGIBILITY_REASON_WIN_BACK_OFFERED""#)
     }),
   OutputCase(
     arguments: ["status", "app_1", "u1", "--environment", "sandbox"],

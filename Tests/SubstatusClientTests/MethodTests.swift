@@ -131,6 +131,7 @@ let methodCases: [MethodCase] = [
           $0.productID = "pro.monthly"
           $0.type = .autoRenewable
           $0.subscriptionGroupID = "pro"
+          $0.winBackOfferIDs = ["pro.comeback"]
         }
       ]
     },
@@ -140,6 +141,7 @@ let methodCases: [MethodCase] = [
           $0.productID = "pro.monthly"
           $0.type = .autoRenewable
           $0.subscriptionGroupID = "pro"
+          $0.winBackOfferIDs = ["pro.comeback"]
         }
       ]
     }
@@ -148,6 +150,7 @@ let methodCases: [MethodCase] = [
       $0.productID = "pro.monthly"
       $0.type = .autoRenewable
       $0.subscriptionGroupID = "pro"
+      $0.winBackOfferIDs = ["pro.comeback"]
     }
     #expect(try await client.putProducts(appID: "app_1", products: [product]) == reply.products)
   },
@@ -340,7 +343,19 @@ let methodCases: [MethodCase] = [
       $0.users = [
         message {
           $0.userID = "u1"
-          $0.products = [message { $0.productID = "a" }]
+          $0.products = [
+            message {
+              $0.productID = "a"
+              $0.winBackOffers = [
+                message {
+                  $0.offerID = "a.comeback"
+                  $0.eligible = true
+                  $0.reason = .winBackOffered
+                  $0.evidenceTransactionID = "1000"
+                }
+              ]
+            }
+          ]
         }
       ]
     }

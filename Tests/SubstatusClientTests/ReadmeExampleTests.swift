@@ -12,6 +12,9 @@ func paywallExample(client: SubstatusClient) async throws -> [String] {
   for product in user.products {
     let trial = product.introductory?.eligible == true
     lines.append("\(product.productID): \(trial ? "show the free trial" : "full price")")
+    if let winBack = product.winBackOffers.first(where: \.eligible) {
+      lines.append("  Apple offers the win-back offer \(winBack.offerID)")
+    }
   }
   let status = try await client.status(appID: "app_1", userID: "user-42")
   if status.groups.contains(where: \.billingIssue) {
@@ -41,6 +44,16 @@ struct ReadmeExampleTests {
         var intro = Substatus_V1_OfferEligibility()
         intro.eligible = id == "pro.yearly"
         product.introductory = intro
+        if id == "pro.monthly" {
+          var notOffered = Substatus_V1_WinBackOfferEligibility()
+          notOffered.offerID = "pro.comeback.free"
+          notOffered.reason = .winBackNotOffered
+          var offered = Substatus_V1_WinBackOfferEligibility()
+          offered.offerID = "pro.comeback.half"
+          offered.eligible = true
+          offered.reason = .winBackOffered
+          product.winBackOffers = [notOffered, offered]
+        }
         return product
       }
       response.users = [user]
@@ -62,7 +75,8 @@ struct ReadmeExampleTests {
     }
     #expect(
       lines == [
-        "pro.monthly: full price", "pro.yearly: show the free trial",
+        "pro.monthly: full price", "  Apple offers the win-back offer pro.comeback.half",
+        "pro.yearly: show the free trial",
         "ask the user to update their payment method",
         "1000 pro.monthly",
       ])

@@ -71,3 +71,37 @@ import Testing
     #expect(try Google_Rpc_RetryInfo(jsonString: #"{"retryDelay":"-0.000000001s"}"#).retryDelay?.nanos == -1)
   }
 }
+
+/// Win-back offers (DESIGN rule 19) in the canonical JSON mapping: lowerCamelCase names, enum
+/// value names.
+@Suite struct WinBackJSONMappingTests {
+  @Test func productEligibilityCarriesWinBackOffers() throws {
+    var offered = Substatus_V1_WinBackOfferEligibility()
+    offered.offerID = "wb.half"
+    offered.eligible = true
+    offered.reason = .winBackOffered
+    offered.evidenceTransactionID = "1000"
+    var notOffered = Substatus_V1_WinBackOfferEligibility()
+    notOffered.offerID = "wb.free"
+    notOffered.reason = .winBackNotOffered
+    var product = Substatus_V1_ProductEligibility()
+    product.productID = "pro.monthly"
+    product.winBackOffers = [offered, notOffered]
+    #expect(
+      product.jsonString()
+        == #"{"productId":"pro.monthly","winBackOffers":[{"offerId":"wb.half","eligible":true,"reason":"ELIGIBILITY_REASON_WIN_BACK_OFFERED","evidenceTransactionId":"1000"},{"offerId":"wb.free","reason":"ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED"}]}"#
+    )
+    #expect(try Substatus_V1_ProductEligibility(jsonString: product.jsonString()) == product)
+  }
+
+  @Test func catalogProductCarriesWinBackOfferIds() throws {
+    let product = try Substatus_V1_Product(
+      jsonString: #"{"productId":"pro.monthly","type":"PRODUCT_TYPE_AUTO_RENEWABLE","winBackOfferIds":["wb.half","wb.free"]}"#
+    )
+    #expect(product.winBackOfferIDs == ["wb.half", "wb.free"])
+    #expect(
+      try Substatus_V1_Product(jsonString: #"{"win_back_offer_ids":["wb.half"]}"#).winBackOfferIDs
+        == ["wb.half"])
+    #expect(product.jsonString().contains(#""winBackOfferIds":["wb.half","wb.free"]"#))
+  }
+}

@@ -63,7 +63,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(10)),
     ProtoFileDescriptor(
       name: "substatus/v1/eligibility_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto"],
-      symbols: ["substatus.v1.EligibilityService", "substatus.v1.CheckEligibilityRequest", "substatus.v1.EligibilityQuery", "substatus.v1.CheckEligibilityResponse", "substatus.v1.UserEligibility", "substatus.v1.ProductEligibility", "substatus.v1.OfferEligibility", "substatus.v1.SignPromotionalOfferRequest", "substatus.v1.SignPromotionalOfferResponse", "substatus.v1.SignIntroductoryOfferEligibilityRequest", "substatus.v1.SignIntroductoryOfferEligibilityResponse"],
+      symbols: ["substatus.v1.EligibilityService", "substatus.v1.CheckEligibilityRequest", "substatus.v1.EligibilityQuery", "substatus.v1.CheckEligibilityResponse", "substatus.v1.UserEligibility", "substatus.v1.ProductEligibility", "substatus.v1.WinBackOfferEligibility", "substatus.v1.OfferEligibility", "substatus.v1.SignPromotionalOfferRequest", "substatus.v1.SignPromotionalOfferResponse", "substatus.v1.SignIntroductoryOfferEligibilityRequest", "substatus.v1.SignIntroductoryOfferEligibilityResponse"],
       services: ["substatus.v1.EligibilityService"],
       serializedDescriptor: fileBytes(11)),
     ProtoFileDescriptor(
@@ -208,6 +208,7 @@ public enum ProtoFiles {
     "substatus.v1.UpdateAppRequest": Substatus_V1_UpdateAppRequest.self,
     "substatus.v1.UpdateAppResponse": Substatus_V1_UpdateAppResponse.self,
     "substatus.v1.UserEligibility": Substatus_V1_UserEligibility.self,
+    "substatus.v1.WinBackOfferEligibility": Substatus_V1_WinBackOfferEligibility.self,
   ]
 
   private static func fileBytes(_ index: Int) -> [UInt8] {

@@ -279,6 +279,7 @@ public enum Substatus_V1_SubscriptionState: ProtobufEnum {
 /// IN_GRACE_PERIOD, IN_BILLING_RETRY, REFUNDED_IN_GROUP, LAPSED_SUBSCRIBER, NO_INTRO_OFFER
 /// (not eligible); promotional offers use EXISTING_SUBSCRIBER and LAPSED_SUBSCRIBER (eligible) and
 /// NEVER_SUBSCRIBED (not eligible); both use NOT_A_SUBSCRIPTION and UNKNOWN_PRODUCT (not eligible).
+/// Win-back offers use WIN_BACK_OFFERED (eligible) and WIN_BACK_NOT_OFFERED (not eligible) only.
 ///
 /// When several reasons apply, the introductory answer is the first of: UNKNOWN_PRODUCT,
 /// NOT_A_SUBSCRIPTION, NO_INTRO_OFFER, INTRO_ALREADY_USED (permanent, so it comes before the
@@ -329,6 +330,14 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
   /// Both: not eligible; the product is neither in the app's catalog nor seen in any stored
   /// transaction with a subscription group. Not an error of the call.
   case unknownProduct
+  /// Win-back: eligible; the offer id is in the `eligibleWinBackOfferIds` of the latest renewal
+  /// info of the product's subscription group: Apple offers it to this customer.
+  /// `evidence_transaction_id` is that renewal info's original transaction id.
+  case winBackOffered
+  /// Win-back: not eligible; the group's latest renewal info does not list the offer id, or the
+  /// group has no renewal info. `evidence_transaction_id` is that renewal info's original
+  /// transaction id, empty without one.
+  case winBackNotOffered
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -349,6 +358,8 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case 11: self = .neverSubscribed
     case 12: self = .notASubscription
     case 13: self = .unknownProduct
+    case 14: self = .winBackOffered
+    case 15: self = .winBackNotOffered
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -370,6 +381,8 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case .neverSubscribed: 11
     case .notASubscription: 12
     case .unknownProduct: 13
+    case .winBackOffered: 14
+    case .winBackNotOffered: 15
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -391,6 +404,8 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case .neverSubscribed: "ELIGIBILITY_REASON_NEVER_SUBSCRIBED"
     case .notASubscription: "ELIGIBILITY_REASON_NOT_A_SUBSCRIPTION"
     case .unknownProduct: "ELIGIBILITY_REASON_UNKNOWN_PRODUCT"
+    case .winBackOffered: "ELIGIBILITY_REASON_WIN_BACK_OFFERED"
+    case .winBackNotOffered: "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -412,12 +427,14 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case "ELIGIBILITY_REASON_NEVER_SUBSCRIBED": self = .neverSubscribed
     case "ELIGIBILITY_REASON_NOT_A_SUBSCRIPTION": self = .notASubscription
     case "ELIGIBILITY_REASON_UNKNOWN_PRODUCT": self = .unknownProduct
+    case "ELIGIBILITY_REASON_WIN_BACK_OFFERED": self = .winBackOffered
+    case "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED": self = .winBackNotOffered
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EligibilityReason] = [.unspecified, .newCustomer, .lapsedNoIntroUsed, .introAlreadyUsed, .activeSubscription, .inGracePeriod, .inBillingRetry, .refundedInGroup, .noIntroOffer, .existingSubscriber, .lapsedSubscriber, .neverSubscribed, .notASubscription, .unknownProduct]
+  public static let allCases: [Substatus_V1_EligibilityReason] = [.unspecified, .newCustomer, .lapsedNoIntroUsed, .introAlreadyUsed, .activeSubscription, .inGracePeriod, .inBillingRetry, .refundedInGroup, .noIntroOffer, .existingSubscriber, .lapsedSubscriber, .neverSubscribed, .notASubscription, .unknownProduct, .winBackOffered, .winBackNotOffered]
 }
 
 /// Where promotional offer eligibility looks for the user's past subscriptions.
@@ -565,8 +582,16 @@ public struct Substatus_V1_Product: ProtobufJSONMessage {
   public var hasIntroductoryOffer: Bool = false
 
   /// The promotional offer identifiers configured for the product in App Store Connect, for the
-  /// caller's reference. Promotional eligibility does not depend on them.
+  /// caller's reference. Promotional eligibility does not depend on them. Each 1 to 255 bytes, no
+  /// duplicates, at most 350.
   public var promotionalOfferIDs: [String] = []
+
+  /// The win-back offer identifiers configured for the product in App Store Connect, in the order
+  /// CheckEligibility answers them (`ProductEligibility.win_back_offers`). Only auto-renewables
+  /// have win-back offers: Apple decides who may redeem one and says so in the subscription's
+  /// renewal info (`eligibleWinBackOfferIds`). Each 1 to 255 bytes, no duplicates, at most 350
+  /// (App Store Connect's limit per subscription).
+  public var winBackOfferIDs: [String] = []
 
   /// A message with every field at its default value.
   public init() {}
@@ -789,7 +814,7 @@ public struct Substatus_V1_ApiKeyInfo: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Product: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Product", [1, 2, 3, 4, 5, 6])
+  static let cLayout = CMessageLayout("substatus.v1.Product", [1, 2, 3, 4, 5, 6, 7])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -799,6 +824,7 @@ extension Substatus_V1_Product: CMessageConvertible {
     duration = try r.string(3)
     hasIntroductoryOffer = r.bool(4)
     promotionalOfferIDs = try r.repeatedString(5)
+    winBackOfferIDs = try r.repeatedString(6)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -808,6 +834,7 @@ extension Substatus_V1_Product: CMessageConvertible {
     w.string(3, duration)
     w.bool(4, hasIntroductoryOffer)
     w.repeatedString(5, promotionalOfferIDs)
+    w.repeatedString(6, winBackOfferIDs)
   }
 }
 
@@ -821,6 +848,7 @@ extension Substatus_V1_Product {
     if !(self.duration.isEmpty) { o.append("duration", .string(self.duration)) }
     if !(!self.hasIntroductoryOffer) { o.append("hasIntroductoryOffer", .bool(self.hasIntroductoryOffer)) }
     if !self.promotionalOfferIDs.isEmpty { o.append("promotionalOfferIds", .array(self.promotionalOfferIDs.map { .string($0) })) }
+    if !self.winBackOfferIDs.isEmpty { o.append("winBackOfferIds", .array(self.winBackOfferIDs.map { .string($0) })) }
     return .object(o)
   }
 
@@ -843,6 +871,8 @@ extension Substatus_V1_Product {
         self.hasIntroductoryOffer = try ProtoJSON.bool(value, "hasIntroductoryOffer")
       case "promotionalOfferIds", "promotional_offer_ids":
         self.promotionalOfferIDs = try ProtoJSON.repeated(value, "promotionalOfferIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      case "winBackOfferIds", "win_back_offer_ids":
+        self.winBackOfferIDs = try ProtoJSON.repeated(value, "winBackOfferIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -124,6 +124,43 @@ public struct Substatus_V1_ProductEligibility: ProtobufJSONMessage {
   /// with a group in the history); UNSPECIFIED for an unknown product.
   public var type: Substatus_V1_ProductType = Substatus_V1_ProductType(rawValue: 0)
 
+  /// One answer per win-back offer of the product (the catalog's `Product.win_back_offer_ids`, in
+  /// that order); empty for products that are not auto-renewable or unknown. Apple decides
+  /// win-back eligibility (it depends on App Store Connect criteria a server cannot see), so the
+  /// answers come from the `eligibleWinBackOfferIds` of the group's latest renewal info, the one
+  /// with the latest `signedDate` (ties: the one whose subscription has the latest transaction).
+  /// Renewal infos have no history: the stored one answers for every `as_of_ms`.
+  public var winBackOffers: [Substatus_V1_WinBackOfferEligibility] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// Whether a user may redeem one win-back offer of a product, and why.
+public struct Substatus_V1_WinBackOfferEligibility: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.WinBackOfferEligibility"
+
+  /// The win-back offer identifier, one of the product's `win_back_offer_ids`.
+  public var offerID: String = ""
+
+  /// True when Apple lists the offer as one the user may redeem.
+  public var eligible: Bool = false
+
+  /// ELIGIBILITY_REASON_WIN_BACK_OFFERED or ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED.
+  public var reason: Substatus_V1_EligibilityReason = Substatus_V1_EligibilityReason(rawValue: 0)
+
+  /// The original transaction id of the renewal info that decided the answer; empty when the
+  /// group has no renewal info.
+  public var evidenceTransactionID: String = ""
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -497,7 +534,7 @@ extension Substatus_V1_UserEligibility {
 }
 
 extension Substatus_V1_ProductEligibility: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.ProductEligibility", [1, 2, 3, 4, 5])
+  static let cLayout = CMessageLayout("substatus.v1.ProductEligibility", [1, 2, 3, 4, 5, 6])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -506,6 +543,7 @@ extension Substatus_V1_ProductEligibility: CMessageConvertible {
     introductory = try r.message(2, Substatus_V1_OfferEligibility.self)
     promotional = try r.message(3, Substatus_V1_OfferEligibility.self)
     type = r.enumeration(4)
+    winBackOffers = try r.repeatedMessage(5, Substatus_V1_WinBackOfferEligibility.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -514,6 +552,7 @@ extension Substatus_V1_ProductEligibility: CMessageConvertible {
     w.message(2, introductory)
     w.message(3, promotional)
     w.enumeration(4, type)
+    w.repeatedMessage(5, winBackOffers)
   }
 }
 
@@ -526,6 +565,7 @@ extension Substatus_V1_ProductEligibility {
     if let v = self.introductory { o.append("introductory", v.jsonValue()) }
     if let v = self.promotional { o.append("promotional", v.jsonValue()) }
     if !(self.type.rawValue == 0) { o.append("type", self.type.jsonValue) }
+    if !self.winBackOffers.isEmpty { o.append("winBackOffers", .array(self.winBackOffers.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -546,6 +586,60 @@ extension Substatus_V1_ProductEligibility {
         self.promotional = try ProtoJSON.message(value, "promotional", Substatus_V1_OfferEligibility.self)
       case "type":
         self.type = try ProtoJSON.enumeration(value, "type", Substatus_V1_ProductType.self)
+      case "winBackOffers", "win_back_offers":
+        self.winBackOffers = try ProtoJSON.repeated(value, "winBackOffers") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_WinBackOfferEligibility.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_WinBackOfferEligibility: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.WinBackOfferEligibility", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    offerID = try r.string(0)
+    eligible = r.bool(1)
+    reason = r.enumeration(2)
+    evidenceTransactionID = try r.string(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, offerID)
+    w.bool(1, eligible)
+    w.enumeration(2, reason)
+    w.string(3, evidenceTransactionID)
+  }
+}
+
+extension Substatus_V1_WinBackOfferEligibility {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.offerID.isEmpty) { o.append("offerId", .string(self.offerID)) }
+    if !(!self.eligible) { o.append("eligible", .bool(self.eligible)) }
+    if !(self.reason.rawValue == 0) { o.append("reason", self.reason.jsonValue) }
+    if !(self.evidenceTransactionID.isEmpty) { o.append("evidenceTransactionId", .string(self.evidenceTransactionID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "offerId", "offer_id":
+        self.offerID = try ProtoJSON.string(value, "offerId")
+      case "eligible":
+        self.eligible = try ProtoJSON.bool(value, "eligible")
+      case "reason":
+        self.reason = try ProtoJSON.enumeration(value, "reason", Substatus_V1_EligibilityReason.self)
+      case "evidenceTransactionId", "evidence_transaction_id":
+        self.evidenceTransactionID = try ProtoJSON.string(value, "evidenceTransactionId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -868,8 +962,8 @@ extension Substatus_V1_SignIntroductoryOfferEligibilityResponse {
   }
 }
 
-/// Answers which products users may buy with an introductory or a promotional offer. Needs a READ,
-/// INGEST or ADMIN key.
+/// Answers which products users may buy with an introductory, a promotional or a win-back offer.
+/// Needs a READ, INGEST or ADMIN key.
 public enum Substatus_V1_EligibilityService {
   /// The fully qualified service name.
   public static let name = "substatus.v1.EligibilityService"

@@ -277,7 +277,7 @@ void   substatus__v1__api_key_info__free_unpacked
   assert(message->base.descriptor == &substatus__v1__api_key_info__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__product__field_descriptors[6] =
+static const ProtobufCFieldDescriptor substatus__v1__product__field_descriptors[7] =
 {
   {
     "product_id",
@@ -351,6 +351,18 @@ static const ProtobufCFieldDescriptor substatus__v1__product__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "win_back_offer_ids",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__Product, n_win_back_offer_ids),
+    offsetof(Substatus__V1__Product, win_back_offer_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__product__field_indices_by_name[] = {
   3,   /* field[3] = duration */
@@ -359,11 +371,12 @@ static const unsigned substatus__v1__product__field_indices_by_name[] = {
   5,   /* field[5] = promotional_offer_ids */
   2,   /* field[2] = subscription_group_id */
   1,   /* field[1] = type */
+  6,   /* field[6] = win_back_offer_ids */
 };
 static const ProtobufCIntRange substatus__v1__product__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor substatus__v1__product__descriptor =
 {
@@ -373,7 +386,7 @@ const ProtobufCMessageDescriptor substatus__v1__product__descriptor =
   "Substatus__V1__Product",
   "substatus.v1",
   sizeof(Substatus__V1__Product),
-  6,
+  7,
   substatus__v1__product__field_descriptors,
   substatus__v1__product__field_indices_by_name,
   1,  substatus__v1__product__number_ranges,
@@ -1094,7 +1107,7 @@ const ProtobufCEnumDescriptor substatus__v1__subscription_state__descriptor =
   substatus__v1__subscription_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_by_number[14] =
+static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_by_number[16] =
 {
   { "ELIGIBILITY_REASON_UNSPECIFIED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED", 0 },
   { "ELIGIBILITY_REASON_NEW_CUSTOMER", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NEW_CUSTOMER", 1 },
@@ -1110,11 +1123,13 @@ static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_b
   { "ELIGIBILITY_REASON_NEVER_SUBSCRIBED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NEVER_SUBSCRIBED", 11 },
   { "ELIGIBILITY_REASON_NOT_A_SUBSCRIPTION", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NOT_A_SUBSCRIPTION", 12 },
   { "ELIGIBILITY_REASON_UNKNOWN_PRODUCT", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNKNOWN_PRODUCT", 13 },
+  { "ELIGIBILITY_REASON_WIN_BACK_OFFERED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_OFFERED", 14 },
+  { "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED", 15 },
 };
 static const ProtobufCIntRange substatus__v1__eligibility_reason__value_ranges[] = {
-{0, 0},{0, 14}
+{0, 0},{0, 16}
 };
-static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_values_by_name[14] =
+static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_values_by_name[16] =
 {
   { "ELIGIBILITY_REASON_ACTIVE_SUBSCRIPTION", 4 },
   { "ELIGIBILITY_REASON_EXISTING_SUBSCRIBER", 9 },
@@ -1130,6 +1145,8 @@ static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_val
   { "ELIGIBILITY_REASON_REFUNDED_IN_GROUP", 7 },
   { "ELIGIBILITY_REASON_UNKNOWN_PRODUCT", 13 },
   { "ELIGIBILITY_REASON_UNSPECIFIED", 0 },
+  { "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED", 15 },
+  { "ELIGIBILITY_REASON_WIN_BACK_OFFERED", 14 },
 };
 const ProtobufCEnumDescriptor substatus__v1__eligibility_reason__descriptor =
 {
@@ -1138,9 +1155,9 @@ const ProtobufCEnumDescriptor substatus__v1__eligibility_reason__descriptor =
   "EligibilityReason",
   "Substatus__V1__EligibilityReason",
   "substatus.v1",
-  14,
+  16,
   substatus__v1__eligibility_reason__enum_values_by_number,
-  14,
+  16,
   substatus__v1__eligibility_reason__enum_values_by_name,
   1,
   substatus__v1__eligibility_reason__value_ranges,

@@ -232,6 +232,51 @@ void   substatus__v1__product_eligibility__free_unpacked
   assert(message->base.descriptor == &substatus__v1__product_eligibility__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__win_back_offer_eligibility__init
+                     (Substatus__V1__WinBackOfferEligibility         *message)
+{
+  static const Substatus__V1__WinBackOfferEligibility init_value = SUBSTATUS__V1__WIN_BACK_OFFER_ELIGIBILITY__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__win_back_offer_eligibility__get_packed_size
+                     (const Substatus__V1__WinBackOfferEligibility *message)
+{
+  assert(message->base.descriptor == &substatus__v1__win_back_offer_eligibility__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__win_back_offer_eligibility__pack
+                     (const Substatus__V1__WinBackOfferEligibility *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__win_back_offer_eligibility__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__win_back_offer_eligibility__pack_to_buffer
+                     (const Substatus__V1__WinBackOfferEligibility *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__win_back_offer_eligibility__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__WinBackOfferEligibility *
+       substatus__v1__win_back_offer_eligibility__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__WinBackOfferEligibility *)
+     protobuf_c_message_unpack (&substatus__v1__win_back_offer_eligibility__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__win_back_offer_eligibility__free_unpacked
+                     (Substatus__V1__WinBackOfferEligibility *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__win_back_offer_eligibility__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__offer_eligibility__init
                      (Substatus__V1__OfferEligibility         *message)
 {
@@ -700,7 +745,7 @@ const ProtobufCMessageDescriptor substatus__v1__user_eligibility__descriptor =
   (ProtobufCMessageInit) substatus__v1__user_eligibility__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__product_eligibility__field_descriptors[5] =
+static const ProtobufCFieldDescriptor substatus__v1__product_eligibility__field_descriptors[6] =
 {
   {
     "product_id",
@@ -762,6 +807,18 @@ static const ProtobufCFieldDescriptor substatus__v1__product_eligibility__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "win_back_offers",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__ProductEligibility, n_win_back_offers),
+    offsetof(Substatus__V1__ProductEligibility, win_back_offers),
+    &substatus__v1__win_back_offer_eligibility__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__product_eligibility__field_indices_by_name[] = {
   2,   /* field[2] = introductory */
@@ -769,11 +826,12 @@ static const unsigned substatus__v1__product_eligibility__field_indices_by_name[
   3,   /* field[3] = promotional */
   1,   /* field[1] = subscription_group_id */
   4,   /* field[4] = type */
+  5,   /* field[5] = win_back_offers */
 };
 static const ProtobufCIntRange substatus__v1__product_eligibility__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor substatus__v1__product_eligibility__descriptor =
 {
@@ -783,11 +841,88 @@ const ProtobufCMessageDescriptor substatus__v1__product_eligibility__descriptor 
   "Substatus__V1__ProductEligibility",
   "substatus.v1",
   sizeof(Substatus__V1__ProductEligibility),
-  5,
+  6,
   substatus__v1__product_eligibility__field_descriptors,
   substatus__v1__product_eligibility__field_indices_by_name,
   1,  substatus__v1__product_eligibility__number_ranges,
   (ProtobufCMessageInit) substatus__v1__product_eligibility__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__win_back_offer_eligibility__field_descriptors[4] =
+{
+  {
+    "offer_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__WinBackOfferEligibility, offer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "eligible",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__WinBackOfferEligibility, eligible),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__WinBackOfferEligibility, reason),
+    &substatus__v1__eligibility_reason__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "evidence_transaction_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__WinBackOfferEligibility, evidence_transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__win_back_offer_eligibility__field_indices_by_name[] = {
+  1,   /* field[1] = eligible */
+  3,   /* field[3] = evidence_transaction_id */
+  0,   /* field[0] = offer_id */
+  2,   /* field[2] = reason */
+};
+static const ProtobufCIntRange substatus__v1__win_back_offer_eligibility__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__win_back_offer_eligibility__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.WinBackOfferEligibility",
+  "WinBackOfferEligibility",
+  "Substatus__V1__WinBackOfferEligibility",
+  "substatus.v1",
+  sizeof(Substatus__V1__WinBackOfferEligibility),
+  4,
+  substatus__v1__win_back_offer_eligibility__field_descriptors,
+  substatus__v1__win_back_offer_eligibility__field_indices_by_name,
+  1,  substatus__v1__win_back_offer_eligibility__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__win_back_offer_eligibility__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__offer_eligibility__field_descriptors[3] =

@@ -141,6 +141,7 @@ typedef enum _Substatus__V1__SubscriptionState {
  * IN_GRACE_PERIOD, IN_BILLING_RETRY, REFUNDED_IN_GROUP, LAPSED_SUBSCRIBER, NO_INTRO_OFFER
  * (not eligible); promotional offers use EXISTING_SUBSCRIBER and LAPSED_SUBSCRIBER (eligible) and
  * NEVER_SUBSCRIBED (not eligible); both use NOT_A_SUBSCRIPTION and UNKNOWN_PRODUCT (not eligible).
+ * Win-back offers use WIN_BACK_OFFERED (eligible) and WIN_BACK_NOT_OFFERED (not eligible) only.
  * When several reasons apply, the introductory answer is the first of: UNKNOWN_PRODUCT,
  * NOT_A_SUBSCRIPTION, NO_INTRO_OFFER, INTRO_ALREADY_USED (permanent, so it comes before the
  * state of the moment), ACTIVE_SUBSCRIPTION, IN_GRACE_PERIOD, IN_BILLING_RETRY, REFUNDED_IN_GROUP,
@@ -218,7 +219,19 @@ typedef enum _Substatus__V1__EligibilityReason {
    * Both: not eligible; the product is neither in the app's catalog nor seen in any stored
    * transaction with a subscription group. Not an error of the call.
    */
-  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNKNOWN_PRODUCT = 13
+  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNKNOWN_PRODUCT = 13,
+  /*
+   * Win-back: eligible; the offer id is in the `eligibleWinBackOfferIds` of the latest renewal
+   * info of the product's subscription group: Apple offers it to this customer.
+   * `evidence_transaction_id` is that renewal info's original transaction id.
+   */
+  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_OFFERED = 14,
+  /*
+   * Win-back: not eligible; the group's latest renewal info does not list the offer id, or the
+   * group has no renewal info. `evidence_transaction_id` is that renewal info's original
+   * transaction id, empty without one.
+   */
+  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED = 15
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__ELIGIBILITY_REASON)
 } Substatus__V1__EligibilityReason;
 /*
@@ -300,14 +313,24 @@ struct  Substatus__V1__Product
   protobuf_c_boolean has_introductory_offer;
   /*
    * The promotional offer identifiers configured for the product in App Store Connect, for the
-   * caller's reference. Promotional eligibility does not depend on them.
+   * caller's reference. Promotional eligibility does not depend on them. Each 1 to 255 bytes, no
+   * duplicates, at most 350.
    */
   size_t n_promotional_offer_ids;
   char **promotional_offer_ids;
+  /*
+   * The win-back offer identifiers configured for the product in App Store Connect, in the order
+   * CheckEligibility answers them (`ProductEligibility.win_back_offers`). Only auto-renewables
+   * have win-back offers: Apple decides who may redeem one and says so in the subscription's
+   * renewal info (`eligibleWinBackOfferIds`). Each 1 to 255 bytes, no duplicates, at most 350
+   * (App Store Connect's limit per subscription).
+   */
+  size_t n_win_back_offer_ids;
+  char **win_back_offer_ids;
 };
 #define SUBSTATUS__V1__PRODUCT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__product__descriptor) \
-    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0,NULL, 0,NULL }
 
 
 /*

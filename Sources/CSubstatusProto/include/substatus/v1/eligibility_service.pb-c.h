@@ -21,6 +21,7 @@ typedef struct Substatus__V1__EligibilityQuery Substatus__V1__EligibilityQuery;
 typedef struct Substatus__V1__CheckEligibilityResponse Substatus__V1__CheckEligibilityResponse;
 typedef struct Substatus__V1__UserEligibility Substatus__V1__UserEligibility;
 typedef struct Substatus__V1__ProductEligibility Substatus__V1__ProductEligibility;
+typedef struct Substatus__V1__WinBackOfferEligibility Substatus__V1__WinBackOfferEligibility;
 typedef struct Substatus__V1__OfferEligibility Substatus__V1__OfferEligibility;
 typedef struct Substatus__V1__SignPromotionalOfferRequest Substatus__V1__SignPromotionalOfferRequest;
 typedef struct Substatus__V1__SignPromotionalOfferResponse Substatus__V1__SignPromotionalOfferResponse;
@@ -160,10 +161,49 @@ struct  Substatus__V1__ProductEligibility
    * with a group in the history); UNSPECIFIED for an unknown product.
    */
   Substatus__V1__ProductType type;
+  /*
+   * One answer per win-back offer of the product (the catalog's `Product.win_back_offer_ids`, in
+   * that order); empty for products that are not auto-renewable or unknown. Apple decides
+   * win-back eligibility (it depends on App Store Connect criteria a server cannot see), so the
+   * answers come from the `eligibleWinBackOfferIds` of the group's latest renewal info, the one
+   * with the latest `signedDate` (ties: the one whose subscription has the latest transaction).
+   * Renewal infos have no history: the stored one answers for every `as_of_ms`.
+   */
+  size_t n_win_back_offers;
+  Substatus__V1__WinBackOfferEligibility **win_back_offers;
 };
 #define SUBSTATUS__V1__PRODUCT_ELIGIBILITY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__product_eligibility__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, NULL, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, NULL, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, 0,NULL }
+
+
+/*
+ * Whether a user may redeem one win-back offer of a product, and why.
+ */
+struct  Substatus__V1__WinBackOfferEligibility
+{
+  ProtobufCMessage base;
+  /*
+   * The win-back offer identifier, one of the product's `win_back_offer_ids`.
+   */
+  char *offer_id;
+  /*
+   * True when Apple lists the offer as one the user may redeem.
+   */
+  protobuf_c_boolean eligible;
+  /*
+   * ELIGIBILITY_REASON_WIN_BACK_OFFERED or ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED.
+   */
+  Substatus__V1__EligibilityReason reason;
+  /*
+   * The original transaction id of the renewal info that decided the answer; empty when the
+   * group has no renewal info.
+   */
+  char *evidence_transaction_id;
+};
+#define SUBSTATUS__V1__WIN_BACK_OFFER_ELIGIBILITY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__win_back_offer_eligibility__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -450,6 +490,25 @@ Substatus__V1__ProductEligibility *
 void   substatus__v1__product_eligibility__free_unpacked
                      (Substatus__V1__ProductEligibility *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__WinBackOfferEligibility methods */
+void   substatus__v1__win_back_offer_eligibility__init
+                     (Substatus__V1__WinBackOfferEligibility         *message);
+size_t substatus__v1__win_back_offer_eligibility__get_packed_size
+                     (const Substatus__V1__WinBackOfferEligibility   *message);
+size_t substatus__v1__win_back_offer_eligibility__pack
+                     (const Substatus__V1__WinBackOfferEligibility   *message,
+                      uint8_t             *out);
+size_t substatus__v1__win_back_offer_eligibility__pack_to_buffer
+                     (const Substatus__V1__WinBackOfferEligibility   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__WinBackOfferEligibility *
+       substatus__v1__win_back_offer_eligibility__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__win_back_offer_eligibility__free_unpacked
+                     (Substatus__V1__WinBackOfferEligibility *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__OfferEligibility methods */
 void   substatus__v1__offer_eligibility__init
                      (Substatus__V1__OfferEligibility         *message);
@@ -562,6 +621,9 @@ typedef void (*Substatus__V1__UserEligibility_Closure)
 typedef void (*Substatus__V1__ProductEligibility_Closure)
                  (const Substatus__V1__ProductEligibility *message,
                   void *closure_data);
+typedef void (*Substatus__V1__WinBackOfferEligibility_Closure)
+                 (const Substatus__V1__WinBackOfferEligibility *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__OfferEligibility_Closure)
                  (const Substatus__V1__OfferEligibility *message,
                   void *closure_data);
@@ -627,6 +689,7 @@ extern const ProtobufCMessageDescriptor substatus__v1__eligibility_query__descri
 extern const ProtobufCMessageDescriptor substatus__v1__check_eligibility_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__user_eligibility__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__product_eligibility__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__win_back_offer_eligibility__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__offer_eligibility__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__sign_promotional_offer_response__descriptor;
