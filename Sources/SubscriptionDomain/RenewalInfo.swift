@@ -34,8 +34,13 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   public var recentSubscriptionStartDate: Int64?
   /// `eligibleWinBackOfferIds` (V2), best first.
   public var eligibleWinBackOfferIds: [String]
-  /// `signedDate` of the JWS this version came from (V2). Newer signed data wins a merge.
+  /// `signedDate` of the JWS this version came from (V2): when Apple signed it; `nil` for data
+  /// that is not signed.
   public var signedDate: Int64?
+  /// For a copy that is not signed: when Apple said what it says (rules 13, 14, see
+  /// ``appleClock``): a verifyReceipt body's `receipt.request_date_ms`, a V1 notification's
+  /// arrival. `nil` when unknown, and for signed data (its ``signedDate`` is that time).
+  public var asOfDate: Int64?
 
   /// Creates a renewal info; every field but the identifiers is optional.
   public init(
@@ -53,7 +58,8 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     renewalDate: Int64? = nil,
     recentSubscriptionStartDate: Int64? = nil,
     eligibleWinBackOfferIds: [String] = [],
-    signedDate: Int64? = nil
+    signedDate: Int64? = nil,
+    asOfDate: Int64? = nil
   ) {
     self.originalTransactionId = originalTransactionId
     self.productId = productId
@@ -70,6 +76,7 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     self.recentSubscriptionStartDate = recentSubscriptionStartDate
     self.eligibleWinBackOfferIds = eligibleWinBackOfferIds
     self.signedDate = signedDate
+    self.asOfDate = asOfDate
   }
 
   /// The auto-renew status; `nil` when absent or unknown (see ``rawAutoRenewStatus``).

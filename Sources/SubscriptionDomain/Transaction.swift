@@ -51,13 +51,18 @@ public struct Transaction: Sendable, Hashable, Codable {
   public var bundleId: String?
   /// `app_account_token` / `appAccountToken`.
   public var appAccountToken: String?
-  /// `signedDate` of the JWS this version came from (V2). Newer signed data wins a merge.
+  /// `signedDate` of the JWS this version came from (V2): when Apple signed it; `nil` for data
+  /// that is not signed.
   public var signedDate: Int64?
+  /// For a copy that is not signed: when Apple said what it says, the clock copies merge by (rule
+  /// 14, see ``appleClock``). A verifyReceipt body's `receipt.request_date_ms`; a V1
+  /// notification's arrival (the server's clock when it arrived). `nil` when unknown, and for
+  /// signed data, whose ``signedDate`` is that time.
+  public var asOfDate: Int64?
   /// The notification type (V1 `notification_type` or V2 `notificationType`) that delivered this
   /// version, when it came from a notification: it helps classify a revocation (rule 7).
   public var notificationType: String?
 
-  /// Creates a transaction; every field but the identifiers and the purchase date is optional.
   /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
   /// one initialization instead of a default one and 22 assignments).
   package init(
@@ -66,7 +71,7 @@ public struct Transaction: Sendable, Hashable, Codable {
     isInIntroOfferPeriod: Bool, rawOfferType: Int?, offerIdentifier: String?, rawOfferDiscountType: String?,
     revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
     isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
-    bundleId: String?, appAccountToken: String?, signedDate: Int64?, notificationType: String?
+    bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?
   ) {
     self.transactionId = transactionId
     self.originalTransactionId = originalTransactionId
@@ -92,9 +97,11 @@ public struct Transaction: Sendable, Hashable, Codable {
     self.bundleId = bundleId
     self.appAccountToken = appAccountToken
     self.signedDate = signedDate
+    self.asOfDate = asOfDate
     self.notificationType = notificationType
   }
 
+  /// Creates a transaction; every field but the identifiers and the purchase date is optional.
   public init(
     transactionId: String,
     originalTransactionId: String? = nil,
@@ -120,6 +127,7 @@ public struct Transaction: Sendable, Hashable, Codable {
     bundleId: String? = nil,
     appAccountToken: String? = nil,
     signedDate: Int64? = nil,
+    asOfDate: Int64? = nil,
     notificationType: String? = nil
   ) {
     self.init(
@@ -131,7 +139,8 @@ public struct Transaction: Sendable, Hashable, Codable {
       rawRevocationReason: revocationReason?.rawValue, rawRevocationType: revocationType?.rawValue,
       rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
-      bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, notificationType: notificationType)
+      bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, asOfDate: asOfDate,
+      notificationType: notificationType)
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).

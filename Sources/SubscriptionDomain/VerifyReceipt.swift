@@ -9,7 +9,7 @@ import SubstatusJSON
 /// ```swift
 /// do {
 ///   let response = try VerifyReceiptResponse(parsing: body)
-///   store(response.transactions, response.pendingRenewalInfo, response.environment)
+///   store(response.transactions, response.pendingRenewalInfo, response.renewalInfoSnapshot)
 /// } catch let error where error.code == .verifyReceiptStatus {
 ///   switch error.verifyReceiptStatus!.action { case .retryInSandbox: ... }
 /// }
@@ -23,6 +23,14 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
   public var transactions: [Transaction]
   /// `pending_renewal_info`, ordered by original transaction id.
   public var pendingRenewalInfo: [RenewalInfo]
+  /// `receipt.request_date_ms`: when Apple answered, on Apple's clock. Every transaction and
+  /// renewal info of the body carries it as its `asOfDate` (rule 14); `nil` when absent.
+  public var requestDate: Int64?
+  /// What `pending_renewal_info` says of the body's subscriptions as a whole (rule 13): a stored
+  /// renewal info of one of them that the body lacks is gone.
+  public var renewalInfoSnapshot: RenewalInfoSnapshot {
+    RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: requestDate)
+  }
   /// `latest_receipt` (Base64), when present.
   public var latestReceipt: String?
 
@@ -45,6 +53,7 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
     let receipt = try ReceiptReader(body, statusKey: "status")
     rawEnvironment = receipt.rawEnvironment
     bundleId = try body.object("receipt")?.string("bundle_id")
+    requestDate = try body.object("receipt")?.date(ms: "request_date_ms", text: "request_date")
     latestReceipt = try body.string("latest_receipt")
     var records: [Transaction] = []
     if let inner = try body.object("receipt") {
@@ -67,6 +76,8 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
       renewals.append(try RenewalInfo(pendingRenewalElement: element, environment: rawEnvironment))
     }
     pendingRenewalInfo = RenewalInfo.merged(renewals)
+    for i in transactions.indices { transactions[i].asOfDate = requestDate }
+    for i in pendingRenewalInfo.indices { pendingRenewalInfo[i].asOfDate = requestDate }
   }
 }
 

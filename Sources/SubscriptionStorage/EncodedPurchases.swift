@@ -13,17 +13,21 @@ package struct EncodedTransaction: Sendable {
   package var transaction: Transaction
 }
 
-/// A renewal info ready to write.
+/// A renewal info, or its removal by a snapshot, ready to write.
 package struct EncodedRenewalInfo: Sendable {
   package var originalTransactionId: String
   package var signedMs: Int64?
-  package var payload: [UInt8]
+  /// The payload of a present renewal info; `nil` for a removal.
+  package var payload: [UInt8]?
+  /// The version, compared with the stored one by ``RenewalInfoVersion/supersedes(_:)``.
+  package var version: RenewalInfoVersion
 }
 
 /// One user's encoded update.
 package struct EncodedPurchases: Sendable {
   package var user: UserKey
   package var transactions: [EncodedTransaction]
+  /// Renewal infos and the removals of the update's snapshot (``UserPurchases/renewalInfoVersions``).
   package var renewalInfos: [EncodedRenewalInfo]
 
   package init(_ update: UserPurchases) {
@@ -34,10 +38,24 @@ package struct EncodedPurchases: Sendable {
         purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
         transaction: $0)
     }
-    renewalInfos = update.renewalInfos.map {
+    renewalInfos = update.renewalInfoVersions.map {
       EncodedRenewalInfo(
-        originalTransactionId: $0.originalTransactionId, signedMs: $0.signedDate,
-        payload: PayloadCodec.encode($0))
+        originalTransactionId: $0.originalTransactionId, signedMs: $0.renewalInfo?.signedDate,
+        payload: $0.renewalInfo.map(PayloadCodec.encode), version: $0)
     }
   }
+
+  /// Whether the update carries nothing to store.
+  package var isEmpty: Bool { transactions.isEmpty && renewalInfos.isEmpty }
+}
+
+/// Whether replacing `old` by `new` is a change worth counting in an ``IngestSummary``: a new
+/// record, or one that says something new (not only a newer time).
+package func isCountedChange(_ new: Transaction, replacing old: Transaction?) -> Bool {
+  old.map { !$0.saysSame(as: new) } ?? true
+}
+
+/// The same for renewal infos: a removal of nothing, or of a removal, is not counted.
+package func isCountedChange(_ new: RenewalInfoVersion, replacing old: RenewalInfoVersion?) -> Bool {
+  old.map { !$0.saysSame(as: new) } ?? (new.renewalInfo != nil)
 }

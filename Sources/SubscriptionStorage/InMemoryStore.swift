@@ -1,21 +1,6 @@
 import SubscriptionDomain
 import Synchronization
 
-/// The rule that decides which version of a renewal info is kept on upsert ("the newest data
-/// wins"); transactions follow the domain's ``Transaction/supersedes(_:)``, which also keeps facts
-/// Apple only adds (a revocation, an upgrade, a later expiry) when an older copy arrives later.
-public enum UpsertRule {
-  /// Whether an incoming renewal info replaces the stored one: yes, unless both carry a signed date
-  /// and the incoming one is older (an out-of-order notification must not roll data back).
-  /// - Parameters:
-  ///   - incomingSignedMs: the incoming record's `signedDate`.
-  ///   - storedSignedMs: the stored record's `signedDate`.
-  public static func incomingWins(incomingSignedMs: Int64?, storedSignedMs: Int64?) -> Bool {
-    guard let incoming = incomingSignedMs, let stored = storedSignedMs else { return true }
-    return incoming >= stored
-  }
-}
-
 /// A ``Store`` in memory: the test kit the service's tests use. It behaves like the SQLite store
 /// (same contract suite) but keeps nothing across restarts; secrets are kept in plaintext memory.
 ///
@@ -26,7 +11,8 @@ public enum UpsertRule {
 public final class InMemoryStore: Store {
   private struct UserData {
     var transactions: [String: Transaction] = [:]
-    var renewalInfos: [String: RenewalInfo] = [:]
+    /// Per original transaction id: the renewal info, or its removal by a snapshot.
+    var renewalInfos: [String: RenewalInfoVersion] = [:]
   }
 
   private struct State {
@@ -314,22 +300,18 @@ public final class InMemoryStore: Store {
     var summary = IngestSummary()
     for update in batch {
       var data = s.users[update.user] ?? UserData()
+      // The domain's merge decides (rules 13, 14); see the Store protocol.
       for t in update.transactions {
-        if let old = data.transactions[t.transactionId], old == t || !t.supersedes(old) { continue }
+        let old = data.transactions[t.transactionId]
+        if let old, !t.supersedes(old) { continue }
         data.transactions[t.transactionId] = t
-        summary.transactionsWritten += 1
+        if isCountedChange(t, replacing: old) { summary.transactionsWritten += 1 }
       }
-      for r in update.renewalInfos {
-        if let old = data.renewalInfos[r.originalTransactionId] {
-          if old == r
-            || !UpsertRule.incomingWins(
-              incomingSignedMs: r.signedDate, storedSignedMs: old.signedDate)
-          {
-            continue
-          }
-        }
-        data.renewalInfos[r.originalTransactionId] = r
-        summary.renewalInfosWritten += 1
+      for version in update.renewalInfoVersions {
+        let old = data.renewalInfos[version.originalTransactionId]
+        if let old, !version.supersedes(old) { continue }
+        data.renewalInfos[version.originalTransactionId] = version
+        if isCountedChange(version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
       if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
     }
@@ -380,7 +362,7 @@ public final class InMemoryStore: Store {
       transactions: data.transactions.values.sorted {
         ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
       },
-      renewalInfos: data.renewalInfos.values.sorted {
+      renewalInfos: data.renewalInfos.values.compactMap(\.renewalInfo).sorted {
         $0.originalTransactionId < $1.originalTransactionId
       })
   }

@@ -8,20 +8,24 @@
 // one-byte references into an append-only table.
 // The field lists below must follow the domain types; `PayloadCodecTests` fails when a stored
 // property is added to `Transaction` or `RenewalInfo` without being added here.
+// Format 2 appends `asOfDate` (rule 14's clock for unsigned copies) to both layouts; format 1
+// payloads, written before it existed, are still read (their `asOfDate` is unknown).
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
 
 /// Encodes domain values for storage; `package` so every store implementation shares one format.
 package enum PayloadCodec {
-  /// Format byte of the binary transaction layout.
-  package static let transactionFormat: UInt8 = 1
-  /// Format byte of the binary renewal-info layout.
-  package static let renewalInfoFormat: UInt8 = 1
+  /// Format byte of the binary transaction layout written now.
+  package static let transactionFormat: UInt8 = 2
+  /// Format byte of the binary renewal-info layout written now.
+  package static let renewalInfoFormat: UInt8 = 2
+  /// The first format, without `asOfDate` (read, never written).
+  static let formatWithoutAsOfDate: UInt8 = 1
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  package static let transactionFieldCount = 25
+  package static let transactionFieldCount = 26
   /// Stored properties the renewal-info layout covers.
-  package static let renewalInfoFieldCount = 15
+  package static let renewalInfoFieldCount = 16
 
   package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
@@ -49,6 +53,7 @@ package enum PayloadCodec {
     w.string(t.appAccountToken)
     w.int(t.signedDate)
     w.interned(t.notificationType)
+    w.int(t.asOfDate)
     return w.bytes
   }
 
@@ -57,11 +62,12 @@ package enum PayloadCodec {
     _ bytes: [UInt8], transactionId: String, originalTransactionId: String, purchaseDate: Int64
   ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
-    guard try r.byte() == transactionFormat else {
+    let format = try r.byte()
+    guard format == transactionFormat || format == formatWithoutAsOfDate else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
     // Arguments are evaluated in order: the same field order as `encode`.
-    let t = try Transaction(
+    var t = try Transaction(
       transactionId: transactionId, originalTransactionId: originalTransactionId, productId: r.string(),
       subscriptionGroupIdentifier: r.optionalString(), purchaseDate: purchaseDate,
       originalPurchaseDate: r.optionalInt(), expiresDate: r.optionalInt(), isTrialPeriod: r.bool(),
@@ -71,7 +77,8 @@ package enum PayloadCodec {
       rawInAppOwnershipType: r.interned(), isUpgraded: r.bool(), rawEnvironment: r.interned(),
       webOrderLineItemId: r.optionalString(), quantity: Int(r.int()), rawType: r.interned(),
       bundleId: r.optionalString(), appAccountToken: r.optionalString(), signedDate: r.optionalInt(),
-      notificationType: r.interned())
+      asOfDate: nil, notificationType: r.interned())
+    if format == transactionFormat { t.asOfDate = try r.optionalInt() }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return t
   }
@@ -95,6 +102,7 @@ package enum PayloadCodec {
     w.int(Int64(i.eligibleWinBackOfferIds.count))
     for id in i.eligibleWinBackOfferIds { w.string(id) }
     w.int(i.signedDate)
+    w.int(i.asOfDate)
     return w.bytes
   }
 
@@ -103,7 +111,8 @@ package enum PayloadCodec {
     -> RenewalInfo
   {
     var r = BinaryReader(bytes)
-    guard try r.byte() == renewalInfoFormat else {
+    let format = try r.byte()
+    guard format == renewalInfoFormat || format == formatWithoutAsOfDate else {
       throw StoreError(.corrupt, "stored renewal info has an unknown format")
     }
     var i = RenewalInfo(originalTransactionId: originalTransactionId, productId: try r.string())
@@ -126,6 +135,7 @@ package enum PayloadCodec {
     for _ in 0..<count { ids.append(try r.string()) }
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
+    if format == renewalInfoFormat { i.asOfDate = try r.optionalInt() }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }

@@ -58,6 +58,13 @@ public struct UserKey: Sendable, Hashable {
 }
 
 /// New or updated purchase data for one user: what an ingest or a notification brings.
+///
+/// ```swift
+/// // A verifyReceipt body: its pending_renewal_info is the whole truth about its subscriptions.
+/// UserPurchases(
+///   user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
+///   renewalInfoSnapshot: response.renewalInfoSnapshot)
+/// ```
 public struct UserPurchases: Sendable, Hashable {
   /// Whose data it is.
   public var user: UserKey
@@ -65,12 +72,27 @@ public struct UserPurchases: Sendable, Hashable {
   public var transactions: [Transaction]
   /// Renewal infos to upsert (by original transaction id).
   public var renewalInfos: [RenewalInfo]
+  /// When set, ``renewalInfos`` is Apple's whole current renewal info for the snapshot's original
+  /// transactions (rule 13): the stored renewal info of each of them that ``renewalInfos`` lacks is
+  /// removed, unless it is newer on Apple's clock than the snapshot. `nil`: the renewal infos
+  /// replace only their own (a signed renewal info, a V2 notification).
+  public var renewalInfoSnapshot: RenewalInfoSnapshot?
 
   /// Creates an update.
-  public init(user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = []) {
+  public init(
+    user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = [],
+    renewalInfoSnapshot: RenewalInfoSnapshot? = nil
+  ) {
     self.user = user
     self.transactions = transactions
     self.renewalInfos = renewalInfos
+    self.renewalInfoSnapshot = renewalInfoSnapshot
+  }
+
+  /// What the update says of each original transaction's renewal: ``renewalInfos`` as present,
+  /// and the snapshot's original transactions they lack as removed.
+  public var renewalInfoVersions: [RenewalInfoVersion] {
+    renewalInfoSnapshot?.versions(of: renewalInfos) ?? renewalInfos.map(RenewalInfoVersion.present)
   }
 }
 
@@ -93,9 +115,10 @@ public struct UserHistory: Sendable, Hashable {
 
 /// What an ingest changed.
 public struct IngestSummary: Sendable, Hashable {
-  /// Transactions inserted or replaced (identical or older data is not counted).
+  /// Transactions inserted or replaced by a copy that says something new (identical or older
+  /// copies, and newer ones that say the same, are not counted).
   public var transactionsWritten: Int
-  /// Renewal infos inserted or replaced.
+  /// Renewal infos inserted, replaced or removed (likewise).
   public var renewalInfosWritten: Int
 
   /// Creates a summary.
@@ -114,8 +137,17 @@ public struct IngestSummary: Sendable, Hashable {
 /// - Ids and times come from the caller; the store reads no clock and makes up no ids.
 /// - Errors are ``StoreError``; "belongs to another tenant" is reported as ``StoreError/Code-swift.struct/notFound``.
 /// - Upserts of purchase data deduplicate by transaction id (renewal infos by original transaction
-///   id); the newest data wins: an incoming record replaces the stored one unless both carry a
-///   `signedDate` and the incoming one is older.
+///   id) and merge by Apple's clock (DESIGN.md rules 13 and 14): an incoming record replaces the
+///   stored one exactly when it ``SubscriptionDomain/Transaction/supersedes(_:)`` it
+///   (``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` for renewal infos and their
+///   removals), the domain's rule, applied to the stored row, never re-implemented in SQL. So a
+///   revocation is never lost, a refund is undone only by a copy that is newer on Apple's clock,
+///   and any permutation of the same copies leaves the same history. A newer copy that says the
+///   same is stored too (its time matters to later merges).
+/// - A ``UserPurchases/renewalInfoSnapshot`` removes, in the same commit, the renewal infos its
+///   original transactions lack, unless they are newer than the snapshot; the removal is
+///   remembered with the snapshot's time (never returned by reads), so an older renewal info that
+///   arrives later does not come back.
 /// - Lists that can grow are paged with opaque cursors.
 public protocol Store: Sendable {
   // MARK: Tenants
@@ -202,7 +234,8 @@ public protocol Store: Sendable {
 
   // MARK: Purchase data
 
-  /// Upserts many users' transactions and renewal infos in one durable commit.
+  /// Upserts many users' transactions and renewal infos (and applies their renewal-info snapshots)
+  /// in one durable commit.
   /// - Throws: `notFound` if an app does not exist (nothing of the batch is stored).
   func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary
   /// Applies a notification exactly once: if `notificationId` is new for the app, records it and

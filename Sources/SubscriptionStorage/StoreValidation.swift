@@ -37,6 +37,10 @@ public enum StoreValidation {
         throw StoreError(
           .invalidArgument, "batch[\(i)].renewal_infos[\(j)]: original_transaction_id is required")
       }
+      if update.renewalInfoSnapshot?.originalTransactionIds.contains("") == true {
+        throw StoreError(
+          .invalidArgument, "batch[\(i)].renewal_info_snapshot: an original_transaction_id is empty")
+      }
     }
   }
 

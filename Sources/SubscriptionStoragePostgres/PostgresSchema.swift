@@ -173,6 +173,17 @@ enum PostgresSchema {
           PRIMARY KEY(app_id, environment)
         );
         """),
+    // Rule 13: renewal-info removals by snapshots, with the snapshot's time; only writes read them.
+    PostgresMigration(
+      version: 5, description: "renewal-info removals by snapshots (rule 13)",
+      sql: """
+        CREATE TABLE renewal_info_removals(
+          user_key BIGINT NOT NULL REFERENCES users(user_key),
+          original_transaction_id TEXT COLLATE "C" NOT NULL,
+          as_of_ms BIGINT,
+          PRIMARY KEY(user_key, original_transaction_id)
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -54,14 +54,29 @@ enum PostgresQueries {
     UPDATE transactions SET original_transaction_id = $3, purchase_ms = $4, signed_ms = $5,
       payload = $6 WHERE user_key = $1 AND transaction_id = $2
     """
+  /// Serializes the renewal-info decisions of one user across instances (a renewal info and its
+  /// removal live in two tables, and an absent row cannot be locked). `NO KEY UPDATE` does not
+  /// conflict with the key-share locks that inserts of the user's rows take.
+  static let lockUser = "SELECT 1 FROM users WHERE user_key = $1 FOR NO KEY UPDATE"
+  static let storedRenewalInfo = """
+    SELECT 0, payload, NULL::BIGINT FROM renewal_infos WHERE user_key = $1 AND original_transaction_id = $2
+    UNION ALL
+    SELECT 1, NULL::BYTEA, as_of_ms FROM renewal_info_removals WHERE user_key = $1 AND original_transaction_id = $2
+    """
   static let upsertRenewalInfo = """
-    INSERT INTO renewal_infos AS r (user_key, original_transaction_id, signed_ms, payload)
+    INSERT INTO renewal_infos (user_key, original_transaction_id, signed_ms, payload)
     VALUES($1, $2, $3, $4)
     ON CONFLICT (user_key, original_transaction_id) DO UPDATE SET
       signed_ms = excluded.signed_ms, payload = excluded.payload
-    WHERE r.payload IS DISTINCT FROM excluded.payload
-      AND (excluded.signed_ms IS NULL OR r.signed_ms IS NULL OR excluded.signed_ms >= r.signed_ms)
     """
+  static let deleteRenewalInfo =
+    "DELETE FROM renewal_infos WHERE user_key = $1 AND original_transaction_id = $2"
+  static let upsertRenewalInfoRemoval = """
+    INSERT INTO renewal_info_removals (user_key, original_transaction_id, as_of_ms) VALUES($1, $2, $3)
+    ON CONFLICT (user_key, original_transaction_id) DO UPDATE SET as_of_ms = excluded.as_of_ms
+    """
+  static let deleteRenewalInfoRemoval =
+    "DELETE FROM renewal_info_removals WHERE user_key = $1 AND original_transaction_id = $2"
   /// One user's whole history in one statement (one snapshot, one round trip): kind 0 rows are
   /// transactions, kind 1 rows renewal infos.
   /// The users are looked up by joining the unnested id list, so that every lookup is an index
@@ -538,19 +553,44 @@ extension PostgresStore: Store {
     }
     var summary = IngestSummary()
     for update in lockOrder(batch) {
-      if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
+      if update.isEmpty { continue }
       let key = try userKey(db, update.user)
       for t in stableSorted(update.transactions, by: \.transactionId)
       where try upsert(t, key: key, db) {
         summary.transactionsWritten += 1
       }
-      for r in stableSorted(update.renewalInfos, by: \.originalTransactionId) {
-        summary.renewalInfosWritten += try db.run(
-          PostgresQueries.upsertRenewalInfo,
-          [.int(key), .text(r.originalTransactionId), .optional(r.signedMs), .bytes(r.payload)])
+      if update.renewalInfos.isEmpty { continue }
+      _ = try db.query(PostgresQueries.lockUser, [.int(key)])
+      for r in stableSorted(update.renewalInfos, by: \.originalTransactionId)
+      where try upsert(r, key: key, db) {
+        summary.renewalInfosWritten += 1
       }
     }
     return summary
+  }
+
+  /// Applies one renewal info or removal (the user row is locked); returns whether it is a counted
+  /// change. The domain's ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` decides.
+  private static func upsert(_ r: EncodedRenewalInfo, key: Int64, _ db: PGConnection)
+    throws(StoreError) -> Bool
+  {
+    let ids: [PGValue] = [.int(key), .text(r.originalTransactionId)]
+    var old: RenewalInfoVersion?
+    if let row = try db.first(PostgresQueries.storedRenewalInfo, ids) {
+      old =
+        row.int(0) == 0
+        ? .present(try PayloadCodec.decodeRenewalInfo(row.bytes(1), originalTransactionId: r.originalTransactionId))
+        : .removed(originalTransactionId: r.originalTransactionId, asOfDate: row.optionalInt(2))
+    }
+    if let old, !r.version.supersedes(old) { return false }
+    if let payload = r.payload {
+      _ = try db.run(PostgresQueries.upsertRenewalInfo, ids + [.optional(r.signedMs), .bytes(payload)])
+      if case .removed? = old { _ = try db.run(PostgresQueries.deleteRenewalInfoRemoval, ids) }
+    } else {
+      _ = try db.run(PostgresQueries.upsertRenewalInfoRemoval, ids + [.optional(r.version.appleClock)])
+      if case .present? = old { _ = try db.run(PostgresQueries.deleteRenewalInfo, ids) }
+    }
+    return isCountedChange(r.version, replacing: old)
   }
 
   /// The batch in one canonical order (user, then ids), so concurrent writers on other instances
@@ -571,7 +611,7 @@ extension PostgresStore: Store {
     }.map(\.element)
   }
 
-  /// Upserts one transaction; returns whether it wrote. The stored version is read `FOR UPDATE`, so
+  /// Upserts one transaction; returns whether it wrote a counted change. The stored version is read `FOR UPDATE`, so
   /// no other instance changes it between the domain's decision and the write.
   private static func upsert(_ t: EncodedTransaction, key: Int64, _ db: PGConnection)
     throws(StoreError) -> Bool
@@ -591,6 +631,7 @@ extension PostgresStore: Store {
           purchaseDate: t.purchaseMs)
         if !t.transaction.supersedes(old) { return false }
         return try db.run(PostgresQueries.updateTransaction, values) == 1
+          && isCountedChange(t.transaction, replacing: old)
       }
       // Absent: insert; if another instance inserted it meanwhile, read its version and decide.
       if try db.run(PostgresQueries.insertTransaction, values) == 1 { return true }

@@ -14,8 +14,9 @@ import Synchronization
 /// - Concurrency across instances: every upsert runs in one READ COMMITTED transaction. A transaction
 ///   is upserted after its stored version was read `FOR UPDATE`, so the domain's
 ///   ``SubscriptionDomain/Transaction/supersedes(_:)`` decides on the row no other instance can
-///   change meanwhile; renewal infos use `INSERT … ON CONFLICT … DO UPDATE … WHERE` (the signed-date
-///   rule in SQL); a notification id is claimed by the primary key of `notifications` in the same
+///   change meanwhile; renewal infos and their removals by snapshots are decided by
+///   ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` under a `FOR NO KEY UPDATE` lock of
+///   the user's row (an absent row cannot be locked); a notification id is claimed by the primary key of `notifications` in the same
 ///   transaction as its data, so one notification delivered to two instances is applied once.
 ///   Deadlocks between instances are retried.
 /// - No read cache: another instance may change any row, so tenants, apps and keys are read from the

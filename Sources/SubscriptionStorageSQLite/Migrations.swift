@@ -21,6 +21,8 @@ struct Migration {
 ///   `transactions_by_purchase` pages the history in purchase order.
 /// - `receipts` holds one receipt per user (keyed by `user_key`); the partial index `receipts_by_due`
 ///   covers only receipts with a due time, so the refresher's "what is due now" is an index range.
+/// - `renewal_info_removals` remembers which renewal infos a snapshot removed, and when (rule 13);
+///   only writes read it.
 /// - `api_keys.key_hash` is UNIQUE (an index lookup by hash); `notifications` is keyed by
 ///   (app, notification id), so "insert if new" is one primary-key probe.
 enum Schema {
@@ -178,6 +180,19 @@ enum Schema {
           lease_owner TEXT,
           lease_until_ms INTEGER NOT NULL DEFAULT 0,
           PRIMARY KEY(app_id, environment)
+        ) WITHOUT ROWID;
+        """),
+    // Rule 13: a renewal-info snapshot's removals, remembered with the snapshot's time so that an
+    // older renewal info arriving later does not come back. Never read by history reads. (Rule 14's
+    // `asOfDate` lives in the payloads, format 2, which need no column.)
+    Migration(
+      version: 6, description: "renewal-info removals by snapshots (rule 13)",
+      sql: """
+        CREATE TABLE renewal_info_removals(
+          user_key INTEGER NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          as_of_ms INTEGER,
+          PRIMARY KEY(user_key, original_transaction_id)
         ) WITHOUT ROWID;
         """),
   ]

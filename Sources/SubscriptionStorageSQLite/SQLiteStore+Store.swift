@@ -584,20 +584,21 @@ extension SQLiteStore: Store {
     }
     var summary = IngestSummary()
     for update in batch {
-      if update.transactions.isEmpty && update.renewalInfos.isEmpty { continue }
+      if update.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
+      // The domain's merge decides on the stored row (rules 13, 14); see the Store protocol.
       for t in update.transactions {
-        // The domain decides which version is newer (signed date, then facts Apple only adds:
-        // a revocation, an upgrade, a later expiry), so an old receipt never undoes a refund.
+        var old: Transaction?
         if let stored = try db.first(
           "SELECT payload FROM transactions WHERE user_key = ? AND transaction_id = ?",
           [.int(key), .text(t.transactionId)], { $0.blob(0) })
         {
           if stored == t.payload { continue }
-          let old = try PayloadCodec.decodeTransaction(
+          let decoded = try PayloadCodec.decodeTransaction(
             stored, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
             purchaseDate: t.purchaseMs)
-          if !t.transaction.supersedes(old) { continue }
+          if !t.transaction.supersedes(decoded) { continue }
+          old = decoded
         }
         try db.run(
           """
@@ -611,24 +612,52 @@ extension SQLiteStore: Store {
             .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
             .optional(t.signedMs), .blob(t.payload),
           ])
-        summary.transactionsWritten += db.changes
+        if isCountedChange(t.transaction, replacing: old) { summary.transactionsWritten += 1 }
       }
       for r in update.renewalInfos {
-        try db.run(
-          """
-          INSERT INTO renewal_infos(user_key, original_transaction_id, signed_ms, payload)
-          VALUES(?, ?, ?, ?)
-          ON CONFLICT(user_key, original_transaction_id) DO UPDATE SET
-            signed_ms = excluded.signed_ms, payload = excluded.payload
-          WHERE renewal_infos.payload IS NOT excluded.payload
-            AND (excluded.signed_ms IS NULL OR renewal_infos.signed_ms IS NULL
-                 OR excluded.signed_ms >= renewal_infos.signed_ms)
-          """,
-          [.int(key), .text(r.originalTransactionId), .optional(r.signedMs), .blob(r.payload)])
-        summary.renewalInfosWritten += db.changes
+        let ids: [SQLValue] = [.int(key), .text(r.originalTransactionId)]
+        let old = try storedRenewalInfo(db, ids, r.originalTransactionId)
+        if let old, !r.version.supersedes(old) { continue }
+        if let payload = r.payload {
+          try db.run(
+            """
+            INSERT INTO renewal_infos(user_key, original_transaction_id, signed_ms, payload)
+            VALUES(?, ?, ?, ?)
+            ON CONFLICT(user_key, original_transaction_id) DO UPDATE SET
+              signed_ms = excluded.signed_ms, payload = excluded.payload
+            """, ids + [.optional(r.signedMs), .blob(payload)])
+          if case .removed? = old {
+            try db.run(
+              "DELETE FROM renewal_info_removals WHERE user_key = ? AND original_transaction_id = ?", ids)
+          }
+        } else {
+          try db.run(
+            """
+            INSERT INTO renewal_info_removals(user_key, original_transaction_id, as_of_ms) VALUES(?, ?, ?)
+            ON CONFLICT(user_key, original_transaction_id) DO UPDATE SET as_of_ms = excluded.as_of_ms
+            """, ids + [.optional(r.version.appleClock)])
+          if case .present? = old {
+            try db.run("DELETE FROM renewal_infos WHERE user_key = ? AND original_transaction_id = ?", ids)
+          }
+        }
+        if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
     }
     return summary
+  }
+
+  /// The stored version of a renewal info: its row, else its removal, else `nil`.
+  private static func storedRenewalInfo(_ db: SQLiteConnection, _ ids: [SQLValue], _ originalTransactionId: String)
+    throws(StoreError) -> RenewalInfoVersion?
+  {
+    if let payload = try db.first(
+      "SELECT payload FROM renewal_infos WHERE user_key = ? AND original_transaction_id = ?", ids, { $0.blob(0) })
+    {
+      return .present(try PayloadCodec.decodeRenewalInfo(payload, originalTransactionId: originalTransactionId))
+    }
+    return try db.first(
+      "SELECT as_of_ms FROM renewal_info_removals WHERE user_key = ? AND original_transaction_id = ?", ids
+    ) { r in RenewalInfoVersion.removed(originalTransactionId: originalTransactionId, asOfDate: r.optionalInt(0)) }
   }
 
   /// See ``Store/ingest(_:)``.

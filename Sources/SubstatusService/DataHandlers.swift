@@ -90,7 +90,11 @@ extension SubstatusService {
     let environment = response.environment ?? .production
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: userId)
     let summary = try await stored { () throws(StoreError) in
-      try await store.ingest([UserPurchases(user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo)])
+      try await store.ingest([
+        UserPurchases(
+          user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
+          renewalInfoSnapshot: response.renewalInfoSnapshot)
+      ])
     }
     metrics.ingested(summary.transactionsWritten)
     let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
@@ -165,19 +169,20 @@ extension SubstatusService {
   }
 
   /// Stores a batch in one durable commit and tells, per transaction id and original transaction
-  /// id, whether it was created, updated or unchanged.
+  /// id, whether it was created, updated or unchanged (a newer copy that says the same is
+  /// unchanged).
   func ingestWithOutcomes(_ batch: [UserPurchases]) async throws(RPCError) -> ItemOutcomes {
     var outcomes = ItemOutcomes()
     for purchases in batch {
       let history = try await stored { () throws(StoreError) in try await store.history(of: purchases.user) }
       let existing = Dictionary(history.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
       for t in purchases.transactions {
-        outcomes.transactions[t.transactionId] = existing[t.transactionId].map { $0 == t || !t.supersedes($0) ? .unchanged : .updated } ?? .created
+        outcomes.transactions[t.transactionId] = existing[t.transactionId].map { !t.supersedes($0) || t.saysSame(as: $0) ? .unchanged : .updated } ?? .created
       }
       let existingRenewals = Dictionary(history.renewalInfos.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
       for r in purchases.renewalInfos {
         outcomes.renewalInfos[r.originalTransactionId] =
-          existingRenewals[r.originalTransactionId].map { $0 == r || !r.supersedes($0) ? .unchanged : .updated } ?? .created
+          existingRenewals[r.originalTransactionId].map { !r.supersedes($0) || r.saysSame(as: $0) ? .unchanged : .updated } ?? .created
       }
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }

@@ -84,9 +84,14 @@ extension SubstatusService {
       throw HTTPError(status: 401, message: "the notification's password does not match the app's shared secret")
     }
     let environment = notification.environment ?? .production
+    // A V1 body is neither signed nor dated: Apple said it when it arrived (rule 14), and its
+    // unified_receipt's pending_renewal_info is the whole truth about its subscriptions (rule 13).
+    var (transactions, renewalInfos) = (notification.transactions, notification.pendingRenewalInfo)
+    for i in transactions.indices { transactions[i].asOfDate = now }
+    for i in renewalInfos.indices { renewalInfos[i].asOfDate = now }
     let updates = try await routeByOriginalTransaction(
-      appID: appID, environment: environment, transactions: notification.transactions,
-      renewalInfos: notification.pendingRenewalInfo)
+      appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
+      renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: now))
     let id = "v1:" + Hex.encode(SHA256.hash(body))
     let applied = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
@@ -104,10 +109,11 @@ extension SubstatusService {
 extension SubstatusService {
   /// Groups a notification's data by the users whose history holds each original transaction id.
   /// Data for ids no user has submitted yet is kept under the pseudo-user
-  /// "apple:<original_transaction_id>" so that nothing is lost.
+  /// "apple:<original_transaction_id>" so that nothing is lost. A renewal-info snapshot goes to
+  /// each user restricted to the original transactions routed to that user.
   func routeByOriginalTransaction(
     appID: String, environment: SubscriptionDomain.Environment, transactions: [SubscriptionDomain.Transaction],
-    renewalInfos: [RenewalInfo]
+    renewalInfos: [RenewalInfo], renewalInfoSnapshot: RenewalInfoSnapshot? = nil
   ) async throws(RPCError) -> [UserPurchases] {
     var byUser: [String: UserPurchases] = [:]
     func route(_ otid: String) async throws(RPCError) -> [String] {
@@ -124,6 +130,12 @@ extension SubstatusService {
     for r in renewalInfos {
       for user in try await route(r.originalTransactionId) {
         byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].renewalInfos.append(r)
+      }
+    }
+    if let renewalInfoSnapshot {
+      for (user, update) in byUser {
+        let routed = Set(update.transactions.map(\.originalTransactionId))
+        byUser[user]?.renewalInfoSnapshot = renewalInfoSnapshot.restricted(to: routed)
       }
     }
     return byUser.keys.sorted().map { byUser[$0]! }

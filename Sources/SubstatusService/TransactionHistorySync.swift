@@ -228,6 +228,12 @@ extension SubstatusService {
     var (transactions, renewalInfos) = try verifyAll(
       cached, user, history.signedTransactions + statuses.compactMap(\.signedTransactionInfo),
       statuses.compactMap(\.signedRenewalInfo))
+    // Get All Subscription Statuses is Apple's whole current renewal info for the subscriptions it
+    // returns (rule 13), as of the newest time Apple signed any of its answer.
+    let statusClocks = transactions.dropFirst(history.signedTransactions.count).compactMap(\.appleClock)
+      + renewalInfos.compactMap(\.appleClock)
+    let snapshot = RenewalInfoSnapshot(
+      originalTransactionIds: statuses.map(\.originalTransactionId), asOfDate: statusClocks.max())
     // One copy per transaction id (a subscription's latest transaction comes in both answers).
     var unique: [String: SubscriptionDomain.Transaction] = [:]
     for t in transactions {
@@ -237,20 +243,17 @@ extension SubstatusService {
     let historyIds = Set(transactions.prefix(history.signedTransactions.count).map(\.transactionId))
     var kept = Set<String>()
     transactions = transactions.filter { unique[$0.transactionId] == $0 && kept.insert($0.transactionId).inserted }
-    // What the stored copies look like now, to count real changes (Apple signs every answer anew,
-    // so a newer `signedDate` alone is not a change).
-    let before = Dictionary(
-      try await SubstatusService.storedHistory(self, user).transactions.map { ($0.transactionId, $0.unsigned) },
-      uniquingKeysWith: { $1 })
-    let outcomes = try await ingestWithOutcomes([UserPurchases(user: user, transactions: transactions, renewalInfos: renewalInfos)])
+    let outcomes = try await ingestWithOutcomes([
+      UserPurchases(user: user, transactions: transactions, renewalInfos: renewalInfos, renewalInfoSnapshot: snapshot)
+    ])
     let now = environment.now()
     try await stored { () throws(StoreError) in
       try await store.saveTransactionHistorySync(
         TransactionHistorySyncState(user: user, transactionId: transactionId, revision: history.revision, lastSyncMs: now))
     }
+    // Apple signs every answer anew: a newer copy that says the same is `.unchanged`, not counted.
     let stored = transactions.filter { t in
       historyIds.contains(t.transactionId) && outcomes.transactions[t.transactionId].map { $0 == .created || $0 == .updated } == true
-        && before[t.transactionId] != t.unsigned
     }.count
     let fresh = try await SubstatusService.storedHistory(self, user)
     return HistorySyncResult(
@@ -313,11 +316,3 @@ extension SubstatusService {
   }
 }
 
-extension SubscriptionDomain.Transaction {
-  /// The transaction without its `signedDate`: what it says, not when Apple signed it.
-  fileprivate var unsigned: SubscriptionDomain.Transaction {
-    var t = self
-    t.signedDate = nil
-    return t
-  }
-}

@@ -64,6 +64,12 @@ public enum StoreContract {
     case ingestAndHistory
     /// newest signed data wins; older signed data is ignored
     case newestWins
+    /// a revocation is never lost: a copy without it replaces it only when newer on Apple's clock
+    case revocationWins
+    /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
+    case renewalInfoSnapshot
+    /// any permutation of generated copies from five sources stores one history and one evaluation
+    case copyPermutations
     /// an ingest naming an unknown app stores nothing of the batch
     case ingestIsAtomic
     /// empty ids in purchase data are refused before anything is stored
@@ -113,6 +119,9 @@ public enum StoreContract {
       case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
       case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
       case .newestWins: "newest signed data wins; older signed data is ignored"
+      case .revocationWins: "a revocation is never lost: a copy without it replaces it only when newer on Apple's clock"
+      case .renewalInfoSnapshot: "a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered"
+      case .copyPermutations: "any permutation of generated copies from five sources stores one history and one evaluation"
       case .ingestIsAtomic: "an ingest naming an unknown app stores nothing of the batch"
       case .ingestValidation: "empty ids in purchase data are refused before anything is stored"
       case .separation: "environments and apps keep separate histories"
@@ -147,6 +156,9 @@ public enum StoreContract {
     case .apiKeys: try await apiKeys(store)
     case .ingestAndHistory: try await ingestAndHistory(store)
     case .newestWins: try await newestWins(store)
+    case .revocationWins: try await revocationWins(store)
+    case .renewalInfoSnapshot: try await renewalInfoSnapshot(store)
+    case .copyPermutations: try await copyPermutations(store)
     case .ingestIsAtomic: try await ingestIsAtomic(store)
     case .ingestValidation: try await ingestValidation(store)
     case .separation: try await separation(store)

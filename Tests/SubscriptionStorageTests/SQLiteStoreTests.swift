@@ -618,7 +618,7 @@ struct PayloadCodecTests {
       expiresDate: 1_702_592_000_000, isTrialPeriod: true, isInIntroOfferPeriod: true,
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
-      signedDate: Int64.max, notificationType: "REFUND")
+      signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND")
     t.rawOfferType = 2
     t.rawOfferDiscountType = "FREE_TRIAL"
     t.rawRevocationReason = 1
@@ -642,12 +642,28 @@ struct PayloadCodecTests {
       originalTransactionId: "1", productId: "p", autoRenewProductId: "q", autoRenewStatus: .off,
       isInBillingRetryPeriod: true, gracePeriodExpiresDate: 99, offerIdentifier: "o",
       environment: .production, renewalDate: 5, recentSubscriptionStartDate: 4,
-      eligibleWinBackOfferIds: ["w1", "w2"], signedDate: 7)
+      eligibleWinBackOfferIds: ["w1", "w2"], signedDate: 7, asOfDate: 8)
     r.rawExpirationIntent = 2
     r.rawPriceConsentStatus = 1
     r.rawOfferType = 3
     #expect(
       try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
+  }
+
+  @Test("payloads of format 1 (before asOfDate) are still read, their asOfDate unknown")
+  func formatOne() throws {
+    // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte).
+    func formatOne(_ bytes: [UInt8]) -> [UInt8] { [1] + bytes.dropFirst().dropLast() }
+    let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
+    #expect(
+      try PayloadCodec.decodeTransaction(
+        formatOne(PayloadCodec.encode(t)), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+    let r = Fixture.renewal("1", signed: 7, retry: true)
+    #expect(try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r)), originalTransactionId: "1") == r)
+    // A format-1 payload with a trailing byte is corrupt, as before.
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeRenewalInfo([1] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
+    }
   }
 
   @Test("truncated or foreign bytes are corrupt, never a crash")

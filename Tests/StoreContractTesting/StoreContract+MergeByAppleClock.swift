@@ -1,0 +1,152 @@
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+/// Rules 13 and 14 of DESIGN.md in the Store contract: copies merge by Apple's clock, whatever their
+/// arrival order; renewal-info snapshots remove what they lack.
+extension StoreContract {
+  /// a revocation is never lost: a copy without it replaces it only when newer on Apple's clock
+  static func revocationWins(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    func dated(_ t: Transaction, _ asOf: Int64?) -> Transaction {
+      var t = t
+      t.asOfDate = asOf
+      return t
+    }
+    let storeKit = Fixture.transaction("1", purchase: 10, expires: 100, signed: 20)
+    let refundedReceipt = dated(Fixture.transaction("1", purchase: 10, expires: 100, revoked: 25), 30)
+    // Both orders: the receipt with the refund is newer than the StoreKit 2 copy and wins.
+    for (n, order) in [[storeKit, refundedReceipt], [refundedReceipt, storeKit]].enumerated() {
+      let user = Fixture.user("order\(n)")
+      for copy in order { _ = try await store.ingest([UserPurchases(user: user, transactions: [copy])]) }
+      #expect(try await store.history(of: user).transactions == [refundedReceipt])
+    }
+    let user = Fixture.user("order0")
+    // A tie on the clock, and a copy of unknown time, leave the revocation.
+    let tie = Fixture.transaction("1", purchase: 10, expires: 100, signed: 30)
+    let undated = Fixture.transaction("1", purchase: 10, expires: 100)
+    let s = try await store.ingest([UserPurchases(user: user, transactions: [tie, undated])])
+    #expect(s.transactionsWritten == 0)
+    #expect(try await store.history(of: user).transactions == [refundedReceipt])
+    // A strictly newer copy without the revocation reverses the refund (REFUND_REVERSED)...
+    let reversed = Fixture.transaction("1", purchase: 10, expires: 100, signed: 31)
+    #expect(try await store.ingest([UserPurchases(user: user, transactions: [reversed])]).transactionsWritten == 1)
+    #expect(try await store.history(of: user).transactions == [reversed])
+    // ...and a newer copy that says the same is stored (its time matters) but not counted.
+    let later = dated(Fixture.transaction("1", purchase: 10, expires: 100), 40)
+    #expect(try await store.ingest([UserPurchases(user: user, transactions: [later])]).transactionsWritten == 0)
+    #expect(try await store.history(of: user).transactions == [later])
+    // Now the refund of time 30 is older than what is stored: it stays reversed.
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [refundedReceipt])])
+    #expect(try await store.history(of: user).transactions == [later])
+    // A revocation of unknown time is never undone.
+    let undatedRefund = Fixture.transaction("1", purchase: 10, expires: 100, revoked: 50)
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [undatedRefund])])
+    _ = try await store.ingest([
+      UserPurchases(user: user, transactions: [Fixture.transaction("1", purchase: 10, expires: 100, signed: 900)])
+    ])
+    #expect(try await store.history(of: user).transactions == [undatedRefund])
+  }
+
+  /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
+  static func renewalInfoSnapshot(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    let user = Fixture.user("u1")
+    func dated(_ r: RenewalInfo, _ asOf: Int64) -> RenewalInfo {
+      var r = r
+      r.asOfDate = asOf
+      return r
+    }
+    let t1 = Fixture.transaction("1", purchase: 10, expires: 100)
+    let t2 = Fixture.transaction("2", purchase: 10, expires: 100)
+    let consumable = Transaction(transactionId: "3", productId: "coins", purchaseDate: 10)
+    let grace1 = dated(Fixture.renewal("1", retry: true), 110)
+    let renewal2 = dated(Fixture.renewal("2"), 110)
+    let first = try await store.ingest([
+      UserPurchases(
+        user: user, transactions: [t1, t2, consumable], renewalInfos: [grace1, renewal2],
+        renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1, t2, consumable], asOfDate: 110))
+    ])
+    #expect(first.renewalInfosWritten == 2)
+    // A newer body lacks subscription 1's renewal info: it is removed, in the same commit.
+    let newer = dated(Fixture.renewal("2"), 120)
+    let second = try await store.ingest([
+      UserPurchases(
+        user: user, transactions: [t1, t2], renewalInfos: [newer],
+        renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1, t2], asOfDate: 120))
+    ])
+    #expect(second.renewalInfosWritten == 1)  // the removal; renewal 2 only got newer
+    #expect(try await store.history(of: user).renewalInfos == [newer])
+    // The removal is remembered: the older renewal info arriving late does not come back, by
+    // itself or in an older snapshot; a removal of nothing stored is not counted.
+    let late = try await store.ingest([
+      UserPurchases(
+        user: user, transactions: [t1], renewalInfos: [grace1],
+        renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1], asOfDate: 110)),
+      UserPurchases(user: user, renewalInfos: [dated(Fixture.renewal("1"), 115)]),
+    ])
+    #expect(late.renewalInfosWritten == 0)
+    #expect(try await store.history(of: user).renewalInfos == [newer])
+    // An older snapshot never removes what a newer copy holds.
+    _ = try await store.ingest([
+      UserPurchases(user: user, transactions: [t2], renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t2], asOfDate: 119))
+    ])
+    #expect(try await store.history(of: user).renewalInfos == [newer])
+    // A signed renewal info newer than the removal brings subscription 1 back; one signed renewal
+    // info replaces only its own.
+    let resubscribed = Fixture.renewal("1", signed: 130)
+    #expect(try await store.ingest([UserPurchases(user: user, renewalInfos: [resubscribed])]).renewalInfosWritten == 1)
+    #expect(try await store.history(of: user).renewalInfos == [resubscribed, newer])
+    // A snapshot only touches its own original transactions: other users and ids are left alone.
+    let other = Fixture.user("u2")
+    _ = try await store.ingest([UserPurchases(user: other, transactions: [t1], renewalInfos: [dated(Fixture.renewal("1"), 100)])])
+    _ = try await store.ingest([
+      UserPurchases(user: user, transactions: [t1, t2], renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1], asOfDate: 140))
+    ])
+    #expect(try await store.history(of: user).renewalInfos == [newer])
+    #expect(try await store.history(of: other).renewalInfos.count == 1)
+    // The snapshot is validated with the rest of the batch.
+    await expectStoreError(.invalidArgument) {
+      _ = try await store.ingest([
+        UserPurchases(user: user, renewalInfoSnapshot: RenewalInfoSnapshot(originalTransactionIds: [""], asOfDate: 1))
+      ])
+    }
+  }
+
+  /// How many generated cases and orders the permutation property runs per store.
+  static let permutationCases = 40
+  static let permutationOrders = 3
+
+  /// any permutation of generated copies from five sources stores one history and one evaluation
+  static func copyPermutations(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    for seed in 0..<UInt64(permutationCases) {
+      let generated = CopyPermutationCase(seed: seed)
+      let expected = CopyPermutationCase.merged(generated.updates)
+      let expectedEvaluation = generated.evaluate(expected.transactions, expected.renewalInfos)
+      for (n, order) in generated.permutations(permutationOrders).enumerated() {
+        // Each order by its own user, in ingests of one to three copies.
+        let user = Fixture.user("s\(seed)-p\(n)")
+        var g = SeededGenerator(seed: seed &* 31 &+ UInt64(n))
+        var rest = order[...]
+        while !rest.isEmpty {
+          let chunk = rest.prefix(Int.random(in: 1...3, using: &g))
+          rest = rest.dropFirst(chunk.count)
+          var batch = Array(chunk)
+          for i in batch.indices { batch[i].user = user }
+          if Bool.random(using: &g) {
+            _ = try await store.ingest(batch)
+          } else {
+            _ = try await store.applyNotification(
+              appId: "a1", notificationId: "\(user.userId)-\(rest.count)", receivedMs: 1, updates: batch)
+          }
+        }
+        let history = try await store.history(of: user)
+        #expect(history.transactions == expected.transactions, "\(generated), order \(n)")
+        #expect(history.renewalInfos == expected.renewalInfos, "\(generated), order \(n)")
+        #expect(
+          generated.evaluate(history.transactions, history.renewalInfos) == expectedEvaluation, "\(generated), order \(n)")
+      }
+    }
+  }
+}
