@@ -50,9 +50,9 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
     bundleId = try receiptObject?.string("bundle_id")
     if bundleId == nil { bundleId = try receiptObject?.string("bid") }  // iOS 6-style receipts
     latestReceipt = try body.string("latest_receipt")
-    let iOS6 = try Self.iOS6Transactions(body, environment: rawEnvironment, bundleId: bundleId)
+    let iOS6 = try Self.iOS6Transactions(body, receipt: receiptObject, environment: rawEnvironment, bundleId: bundleId)
     var records: [Transaction] = iOS6?.receipt ?? []
-    if iOS6 == nil, let inner = try body.object("receipt") {
+    if iOS6 == nil, let inner = receiptObject {
       for element in try inner.objects("in_app") {
         records.append(
           try Transaction(receiptElement: element, environment: rawEnvironment, bundleId: bundleId))
@@ -99,11 +99,10 @@ extension VerifyReceiptResponse {
   /// The transactions of an iOS 6-style transaction receipt's answer, `nil` for any other body:
   /// there `receipt` is the transaction itself (no `in_app`), and `latest_receipt_info` (active)
   /// or `latest_expired_receipt_info` (status 21006) the subscription's newest transaction.
-  static func iOS6Transactions(_ body: AppleObject, environment: String?, bundleId: String?)
-    throws(AppleDataError) -> (receipt: [Transaction], latest: [Transaction])?
-  {
-    guard let receipt = try body.object("receipt"), receipt.value("in_app") == nil,
-      receipt.value("transaction_id") != nil
+  static func iOS6Transactions(
+    _ body: AppleObject, receipt: AppleObject?, environment: String?, bundleId: String?
+  ) throws(AppleDataError) -> (receipt: [Transaction], latest: [Transaction])? {
+    guard let receipt, receipt.value("in_app") == nil, receipt.value("transaction_id") != nil
     else { return nil }
     let transaction = try Transaction(receiptElement: receipt, environment: environment, bundleId: bundleId)
     var latest: [Transaction] = []
