@@ -121,6 +121,8 @@ struct AppleObject {
   func date(ms msKey: String, text textKey: String?) throws(AppleDataError) -> Int64? {
     if let ms = try int64(msKey) { return ms }
     guard let textKey, let text = try string(textKey) else { return nil }
+    // iOS 6-style receipts put milliseconds in `expires_date`.
+    if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let ms = Int64(text) { return ms }
     guard let ms = AppleObject.parseDate(text) else {
       throw invalid(textKey, "expected a date such as \"2024-01-31 10:00:00 Etc/GMT\", found \"\(text)\"")
     }

@@ -1,10 +1,12 @@
 /// The state of one subscription group at an instant (rule 5), in DESIGN's vocabulary.
 public enum SubscriptionState: String, Sendable, Hashable, Codable, CaseIterable {
-  /// A non-revoked transaction covers the instant.
+  /// A non-revoked, non-upgraded transaction covers the instant (a later purchase of the same
+  /// subscription ends an earlier period: rule 12).
   case active = "ACTIVE"
   /// Lapsed, but a renewal info's grace period has not ended: still entitled.
   case gracePeriod = "GRACE_PERIOD"
-  /// Lapsed, Apple is retrying the charge: not entitled unless the policy says so.
+  /// Lapsed, Apple is retrying the charge: not entitled unless the policy says so. Apple retries for
+  /// at most 60 days after the last period: later the group is expired (rule 18).
   case billingRetry = "BILLING_RETRY"
   /// Lapsed, and the newest non-upgraded transaction was revoked (refund or Family Sharing).
   case revoked = "REVOKED"
@@ -20,7 +22,8 @@ public struct GroupStatus: Sendable, Hashable, Codable {
   public var subscriptionGroupId: String
   /// The state (rule 5).
   public var state: SubscriptionState
-  /// The product of the covering transaction (active) or of the lapsed one (otherwise).
+  /// The product of the covering transaction (active; when several cover, the one that expires
+  /// last: rule 16) or of the lapsed one (otherwise).
   public var productId: String?
   /// The transaction that decided the state: covering, lapsed, or newest non-upgraded.
   public var transactionId: String?
@@ -69,7 +72,8 @@ public struct GroupStatus: Sendable, Hashable, Codable {
   }
 }
 
-/// Something the user may use right now (rule 6).
+/// Something the user may use right now (rule 6). Every covering subscription entitles its
+/// product (rule 16): an own and a family-shared subscription of one group are two entitlements.
 public struct Entitlement: Sendable, Hashable, Codable {
   /// The entitled product.
   public var productId: String
@@ -180,7 +184,7 @@ public struct ProductEligibility: Sendable, Hashable, Codable {
   }
 }
 
-/// What a revocation was (rule 7); every kind ends access.
+/// What a revocation was (rules 7, 17); every kind ends access.
 public enum RevocationKind: String, Sendable, Hashable, Codable, CaseIterable {
   /// The App Store refunded the purchase (or the purchaser's refund reached a family member).
   case refund = "REFUND"
@@ -189,10 +193,12 @@ public enum RevocationKind: String, Sendable, Hashable, Codable, CaseIterable {
   /// The system ended the transaction because the user upgraded.
   case upgrade = "UPGRADE"
 
-  /// Classifies a revoked transaction, first evidence wins:
-  /// 1. `revocationType`: `FAMILY_REVOKE` is a family removal, `REFUND_*` a refund;
+  /// Classifies a revoked transaction, first evidence wins (rule 17):
+  /// 1. `revocationType`: `FAMILY_REVOKE` is a family removal, `REFUND_*` a refund (so a V2
+  ///    `REVOKE` that carries a refund is a refund);
   /// 2. `is_upgraded`: an upgrade;
-  /// 3. the notification that delivered it: `REVOKE` is a family removal, `REFUND`/`CANCEL` a refund;
+  /// 3. the notification that revoked it: `REVOKE` is a family removal, `REFUND`/`CANCEL` a refund
+  ///    (a V1 notification labels only the transactions it revokes, see ``NotificationV1``);
   /// 4. a `FAMILY_SHARED` transaction with `revocationReason` 1 (the purchaser's refund reason) is a
   ///    refund, otherwise a family removal (Apple sends 0 when the member leaves or sharing stops);
   /// 5. anything else is a refund.
@@ -256,8 +262,10 @@ public struct Revocation: Sendable, Hashable, Codable {
 /// - `inGracePeriod` / `inBillingRetry`: some group is in that state;
 /// - `expired`: the user subscribed before but no group is active, in grace or in retry;
 /// - `refunded`: some transaction was refunded by then;
-/// - `familySharedBeneficiaries`: some current entitlement is `FAMILY_SHARED`;
+/// - `familySharedBeneficiaries`: some current entitlement is `FAMILY_SHARED` (also beside an own
+///   subscription of the same group, rule 16);
 /// - `familyAccessRevoked`: some Family Sharing access was removed by then.
+/// Refunds and family removals are told apart by ``RevocationKind/init(classifying:)`` (rule 17).
 public struct ReportCounts: Sendable, Hashable, Codable {
   /// Users with an active subscription.
   public var active: Int = 0

@@ -44,7 +44,8 @@ public struct NotificationV1: Sendable, Hashable, CustomStringConvertible {
   /// `unified_receipt.environment`.
   public var unifiedReceiptRawEnvironment: String?
   /// `unified_receipt.latest_receipt_info`, deduplicated, ordered by purchase date then id.
-  /// Revoked transactions carry the notification type, which classifies their revocation.
+  /// For a `REFUND`, `REVOKE` or `CANCEL`, the transactions it revoked (the newest cancellation
+  /// date of the body) carry the notification type, which classifies their revocation (rule 17).
   public var transactions: [Transaction]
   /// `unified_receipt.pending_renewal_info`, ordered by original transaction id.
   public var pendingRenewalInfo: [RenewalInfo]
@@ -102,15 +103,19 @@ public struct NotificationV1: Sendable, Hashable, CustomStringConvertible {
     latestReceipt = try unified.string("latest_receipt")
     let environment = rawEnvironment.flatMap(Environment.init(appleValue:))?.rawValue
       ?? receipt.rawEnvironment
-    let marksRevocation = ["REFUND", "REVOKE", "CANCEL"].contains(rawNotificationType)
     var records: [Transaction] = []
     for element in try unified.objects("latest_receipt_info") {
-      var transaction = try Transaction(
-        receiptElement: element, environment: environment, bundleId: bid)
-      if marksRevocation && transaction.revocationDate != nil {
-        transaction.notificationType = rawNotificationType
+      records.append(try Transaction(receiptElement: element, environment: environment, bundleId: bid))
+    }
+    // A V1 body names no transaction: the ones a REFUND, REVOKE or CANCEL revokes are those with
+    // the body's newest cancellation date, and only they carry its type (rule 17); older
+    // revocations in the same receipt keep their own classification.
+    if ["REFUND", "REVOKE", "CANCEL"].contains(rawNotificationType),
+      let newest = records.lazy.compactMap(\.revocationDate).max()
+    {
+      for i in records.indices where records[i].revocationDate == newest {
+        records[i].notificationType = rawNotificationType
       }
-      records.append(transaction)
     }
     transactions = Transaction.merged(records)
     var renewals: [RenewalInfo] = []

@@ -261,3 +261,30 @@ extension RenewalInfo {
     signedDate = try e.int64("signedDate")
   }
 }
+
+extension NotificationV2 {
+  /// Whether this notification says the transaction it carries lost its access (rule 15): a
+  /// `REVOKE` or `REFUND`, or any notification whose `data.status` is 5 (revoked: Apple
+  /// "refunded the transaction or revoked it from Family Sharing").
+  public var endsAccess: Bool {
+    switch notificationType {
+    case .revoke?, .refund?: return true
+    default: return data?.status == .revoked
+    }
+  }
+
+  /// The transaction this notification carries, as it must be stored (rule 15): when the
+  /// notification ends access (``endsAccess``) but the payload has no `revocationDate`, access
+  /// ends at the notification's `signedDate`, or when it arrived if it has none. A `REVOKE` ends
+  /// access even when its `data.status` disagrees. Any other transaction is returned unchanged.
+  ///
+  /// - Parameters:
+  ///   - transaction: the decoded `signedTransactionInfo`.
+  ///   - receivedAt: when the notification arrived (ms since the epoch).
+  public func applyingRevocation(to transaction: Transaction, receivedAt: Int64) -> Transaction {
+    guard endsAccess, transaction.revocationDate == nil else { return transaction }
+    var revoked = transaction
+    revoked.revocationDate = signedDate ?? receivedAt
+    return revoked
+  }
+}

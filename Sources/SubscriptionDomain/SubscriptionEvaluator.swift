@@ -1,5 +1,5 @@
 /// Evaluates one user's history at an instant: group status, entitlements, revocations and
-/// offer eligibility (DESIGN "Domain rules" 1-11). Pure: no I/O, no clock; time is a parameter.
+/// offer eligibility (DESIGN "Domain rules"). Pure: no I/O, no clock; time is a parameter.
 ///
 /// ```swift
 /// let evaluation = SubscriptionEvaluator.evaluate(
@@ -21,7 +21,10 @@ public enum SubscriptionEvaluator {
   ///   - policy: the app's eligibility policy (rule 10).
   ///   - time: the instant. Intervals are half-open (`start <= time < end`): a subscription whose
   ///     `expiresDate == time` has expired. Transactions purchased after `time` and revocations
-  ///     dated after it have not happened yet.
+  ///     dated after it have not happened yet. A transaction marked upgraded never covers, and a
+  ///     later purchase of the same original transaction ends an earlier period at its purchase
+  ///     date (rule 12); every covering transaction entitles its product (rule 16); billing retry
+  ///     ends ``billingRetryLimit`` after the last period (rule 18).
   /// - Returns: the evaluation; ask it for eligibility with
   ///   ``SubscriptionEvaluation/eligibility(for:)-(String)``.
   public static func evaluate(
@@ -30,10 +33,15 @@ public enum SubscriptionEvaluator {
   ) -> SubscriptionEvaluation {
     var engine = Engine(catalog: catalog, policy: policy, time: time, history: history)
     engine.load()
+    engine.endSupersededPeriods()
     engine.aggregate()
     engine.applyRenewals(renewals)
     return engine.finish()
   }
+
+  /// How long Apple retries a failed renewal: 60 days, in milliseconds. A group whose last period
+  /// ended longer ago than this is not in billing retry, whatever its renewal info says (rule 18).
+  public static let billingRetryLimit: Int64 = 60 * 86_400_000
 }
 
 /// The evaluation of one user's history at one instant.
@@ -229,7 +237,9 @@ struct Engine {
   /// What evaluation needs of one (deduplicated) transaction, without strings.
   struct Fact {
     var purchase: Int64
-    var expires: Int64  // .min when absent
+    /// The period's end: `expiresDate` (.min when absent), or earlier the purchase of a later
+    /// transaction of the same subscription (rule 12, ``endSupersededPeriods()``).
+    var expires: Int64
     var revocation: Int64  // .max when absent
     var group: Int32
     var product: Int32
@@ -241,8 +251,9 @@ struct Engine {
     var refund: Bool  // revoked (at any date) and classified as a refund
 
     @inline(__always) func isRevoked(at time: Int64) -> Bool { revocation <= time }
+    /// A non-upgraded transaction (rule 12) whose period holds `time`, not revoked by then.
     @inline(__always) func covers(_ time: Int64) -> Bool {
-      purchase <= time && time < expires && time < revocation
+      !upgraded && purchase <= time && time < expires && time < revocation
     }
   }
 
@@ -271,6 +282,8 @@ struct Engine {
   var groupIds: [String]
   var groups: [GroupAccumulator] = []
   var renewals: [RenewalInfo] = []
+  /// Every auto-renewable transaction that covers `time`, in fact order (rule 16).
+  var covering: [Int] = []
 
   init(catalog: Catalog, policy: EligibilityPolicy, time: Int64, history: [Transaction]) {
     self.catalog = catalog
@@ -363,6 +376,58 @@ struct Engine {
     groups = [GroupAccumulator](repeating: GroupAccumulator(), count: groupIds.count)
   }
 
+  // MARK: Upgrades (rule 12)
+
+  /// Within one original transaction id, a transaction purchased later ends every earlier
+  /// transaction's period at its purchase date: an upgrade takes effect at once, and Apple may
+  /// never re-send the upgraded transaction. Renewals, downgrades and crossgrades start where the
+  /// old period ends, so their periods are unchanged. Only auto-renewables purchased by `time`
+  /// take part (the others were classified `.ignored` or are not subscriptions).
+  mutating func endSupersededPeriods() {
+    let history = self.history
+    let source = self.source
+    var subscriptions = StringTable(capacity: facts.count)
+    var firstFact: [Int] = []  // per subscription: one of its facts, to read its id
+    var keys: [(subscription: Int32, purchase: Int64, fact: Int32)] = []
+    for i in facts.indices where facts[i].kind == .autoRenewable {
+      let id = history[source[i]].originalTransactionId
+      let subscription: Int
+      if let existing = subscriptions.insert(id, position: firstFact.count, keyAt: {
+        history[source[firstFact[$0]]].originalTransactionId
+      }) {
+        subscription = existing
+      } else {
+        subscription = firstFact.count
+        firstFact.append(i)
+      }
+      keys.append((Int32(truncatingIfNeeded: subscription), facts[i].purchase, Int32(truncatingIfNeeded: i)))
+    }
+    guard firstFact.count < keys.count else { return }  // one transaction per subscription
+    keys.sort { $0.subscription != $1.subscription ? $0.subscription < $1.subscription : $0.purchase < $1.purchase }
+    // Walk each subscription from its newest purchase back: `later` is the purchase date of the
+    // nearest strictly later transaction; transactions purchased at the same instant share it.
+    var end = keys.count
+    while end > 0 {
+      var later = Int64.max
+      var j = end - 1
+      let subscription = keys[j].subscription
+      while j >= 0 && keys[j].subscription == subscription {
+        var first = j
+        while first > 0 && keys[first - 1].subscription == subscription
+          && keys[first - 1].purchase == keys[j].purchase
+        {
+          first -= 1
+        }
+        for k in first...j where later < facts[Int(keys[k].fact)].expires {
+          facts[Int(keys[k].fact)].expires = later
+        }
+        later = keys[j].purchase
+        j = first - 1
+      }
+      end = j + 1
+    }
+  }
+
   // MARK: Ordering helpers (total orders: the transaction id breaks every tie)
 
   /// `a` is newer than `b`: later purchase, then later expiry, then larger id.
@@ -398,8 +463,9 @@ struct Engine {
       if !fact.upgraded && (acc.newestNonUpgraded < 0 || isNewer(i, than: acc.newestNonUpgraded)) {
         acc.newestNonUpgraded = i
       }
-      if fact.covers(time) && (acc.covering < 0 || isBetterCover(i, than: acc.covering)) {
-        acc.covering = i
+      if fact.covers(time) {
+        covering.append(i)
+        if acc.covering < 0 || isBetterCover(i, than: acc.covering) { acc.covering = i }
       }
       if fact.usesIntro && (acc.intro < 0 || isEarlier(i, than: acc.intro)) { acc.intro = i }
       if fact.refund && fact.isRevoked(at: time) && (acc.refund < 0 || isEarlier(i, than: acc.refund))
@@ -459,7 +525,7 @@ struct Engine {
           acc.graceLapsed = lapsed
         }
       }
-      if renewals[r].isInBillingRetryPeriod {
+      if renewals[r].isInBillingRetryPeriod && !retryEnded(lapsed: lapsed) {
         if acc.retry < 0
           || renewals[r].originalTransactionId < renewals[acc.retry].originalTransactionId
         {
@@ -469,6 +535,15 @@ struct Engine {
       }
       groups[g] = acc
     }
+  }
+
+  /// Rule 18: Apple retries a failed renewal for at most ``SubscriptionEvaluator/billingRetryLimit``;
+  /// a subscription whose last period ended longer ago than that is no longer in billing retry,
+  /// whatever the stored flag says. Without a known period end the flag is believed.
+  func retryEnded(lapsed: Int) -> Bool {
+    guard lapsed >= 0, facts[lapsed].expires != .min else { return false }
+    let (cutoff, overflow) = time.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit)
+    return !overflow && facts[lapsed].expires < cutoff
   }
 
   func isBetterGrace(_ a: Int, than b: Int) -> Bool {
@@ -547,19 +622,18 @@ struct Engine {
           renewals[decidingRenewal].autoRenewProductId ?? renewals[decidingRenewal].productId
       }
 
-      // Entitlement (rule 6).
-      let entitled: Bool
-      let entitlementExpires: Int64?
-      switch status.state {
-      case .active: entitled = true; entitlementExpires = status.expiresDate
-      case .gracePeriod: entitled = true; entitlementExpires = status.gracePeriodExpiresDate
-      case .billingRetry: entitled = policy.billingRetryEntitled; entitlementExpires = nil
-      case .expired, .revoked, .neverSubscribed: entitled = false; entitlementExpires = nil
-      }
-      if entitled, let productId = status.productId {
+      // Entitlement (rules 6, 16): every covering transaction when active; otherwise the lapsed
+      // transaction in grace (until the grace ends), or in billing retry when the policy says so.
+      if status.state == .active {
+        appendCoveringEntitlements(group: g, to: &entitlements)
+      } else if status.state == .gracePeriod
+        || (status.state == .billingRetry && policy.billingRetryEntitled),
+        let productId = status.productId
+      {
         entitlements.append(
           Entitlement(
-            productId: productId, type: .autoRenewable, expiresDate: entitlementExpires,
+            productId: productId, type: .autoRenewable,
+            expiresDate: status.state == .gracePeriod ? status.gracePeriodExpiresDate : nil,
             ownership: status.ownership ?? .purchased,
             transactionId: status.transactionId ?? status.originalTransactionId ?? "",
             subscriptionGroupId: id))
@@ -598,6 +672,29 @@ struct Engine {
     return SubscriptionEvaluation(
       time: time, groups: statuses, entitlements: entitlements, revocations: revocations(),
       facts: groupFacts, appFacts: appFacts, catalog: catalog, policy: policy)
+  }
+
+  /// Rule 16: every transaction of group `g` that covers `time` entitles its product (an own and a
+  /// family-shared subscription in one group entitle both); per product, the best covering
+  /// transaction (``isBetterCover(_:than:)``) grants it.
+  func appendCoveringEntitlements(group g: Int, to entitlements: inout [Entitlement]) {
+    var best: [Int] = []  // one covering fact per product
+    for i in covering where Int(facts[i].group) == g {
+      let productId = history[source[i]].productId
+      if let slot = best.firstIndex(where: { history[source[$0]].productId == productId }) {
+        if isBetterCover(i, than: best[slot]) { best[slot] = i }
+      } else {
+        best.append(i)
+      }
+    }
+    for i in best {
+      let transaction = history[source[i]]
+      entitlements.append(
+        Entitlement(
+          productId: transaction.productId, type: .autoRenewable, expiresDate: transaction.expiresDate,
+          ownership: facts[i].familyShared ? .familyShared : .purchased,
+          transactionId: transaction.transactionId, subscriptionGroupId: groupIds[g]))
+    }
   }
 
   /// Non-renewing terms, non-consumables and free subscriptions (rule 6).

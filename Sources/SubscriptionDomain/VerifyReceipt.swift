@@ -1,10 +1,12 @@
 import SubstatusJSON
 
-/// A verifyReceipt response body with `status` 0, read into the model (rule 1).
+/// A verifyReceipt response body with `status` 0 or 21006, read into the model (rules 1, 20).
 ///
 /// `receipt.in_app` ∪ `latest_receipt_info` become ``transactions`` (the `latest_receipt_info`
 /// record wins on the same `transaction_id`); `pending_renewal_info` becomes ``pendingRenewalInfo``.
-/// A non-zero status is an error with Apple's code, meaning and action, never "no purchases".
+/// Another non-zero status is an error with Apple's code, meaning and action, never "no purchases".
+/// An iOS 6-style transaction receipt's answer (the only kind Apple answers 21006 for) is read too:
+/// its `receipt` is the transaction, `latest_receipt_info` / `latest_expired_receipt_info` objects.
 ///
 /// ```swift
 /// do {
@@ -40,7 +42,7 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
   /// Parses a verifyReceipt response body (UTF-8 JSON).
   ///
   /// - Throws: ``AppleDataError``: `invalidJSON`, `missingField` / `invalidValue` (with the
-  ///   field's path), or `verifyReceiptStatus` for a non-zero `status` (see
+  ///   field's path), or `verifyReceiptStatus` for a status other than 0 and 21006 (see
   ///   ``AppleDataError/verifyReceiptStatus``).
   public init(parsing bytes: [UInt8]) throws(AppleDataError) {
     try self.init(json: try parseJSON(bytes))
@@ -52,18 +54,21 @@ public struct VerifyReceiptResponse: Sendable, Hashable {
     let body = try AppleObject(json, path: "")
     let receipt = try ReceiptReader(body, statusKey: "status")
     rawEnvironment = receipt.rawEnvironment
-    bundleId = try body.object("receipt")?.string("bundle_id")
-    requestDate = try body.object("receipt")?.date(ms: "request_date_ms", text: "request_date")
+    let receiptObject = try body.object("receipt")
+    bundleId = try receiptObject?.string("bundle_id")
+    if bundleId == nil { bundleId = try receiptObject?.string("bid") }  // iOS 6-style receipts
+    requestDate = try receiptObject?.date(ms: "request_date_ms", text: "request_date")
     latestReceipt = try body.string("latest_receipt")
-    var records: [Transaction] = []
-    if let inner = try body.object("receipt") {
+    let iOS6 = try Self.iOS6Transactions(body, receipt: receiptObject, environment: rawEnvironment, bundleId: bundleId)
+    var records: [Transaction] = iOS6?.receipt ?? []
+    if iOS6 == nil, let inner = receiptObject {
       for element in try inner.objects("in_app") {
         records.append(
           try Transaction(receiptElement: element, environment: rawEnvironment, bundleId: bundleId))
       }
     }
-    var latest: [Transaction] = []
-    for element in try body.objects("latest_receipt_info") {
+    var latest: [Transaction] = iOS6?.latest ?? []
+    for element in try iOS6 == nil ? body.objects("latest_receipt_info") : [] {
       latest.append(
         try Transaction(receiptElement: element, environment: rawEnvironment, bundleId: bundleId))
     }
@@ -88,7 +93,7 @@ struct ReceiptReader {
   init(_ body: AppleObject, statusKey: String) throws(AppleDataError) {
     guard let status = try body.int(statusKey) else { throw body.missing(statusKey) }
     rawEnvironment = try body.string("environment")
-    if status != 0 {
+    if status != 0 && !VerifyReceiptStatus(code: status).carriesReceipt {
       var retryable = try body.bool("is-retryable")
       if retryable == nil { retryable = try body.bool("is_retryable") }
       let described = VerifyReceiptStatus(
@@ -98,6 +103,26 @@ struct ReceiptReader {
         code: .verifyReceiptStatus, field: body.fieldPath(statusKey),
         message: described.description, verifyReceiptStatus: described)
     }
+  }
+}
+
+extension VerifyReceiptResponse {
+  /// The transactions of an iOS 6-style transaction receipt's answer, `nil` for any other body:
+  /// there `receipt` is the transaction itself (no `in_app`), and `latest_receipt_info` (active)
+  /// or `latest_expired_receipt_info` (status 21006) the subscription's newest transaction.
+  static func iOS6Transactions(
+    _ body: AppleObject, receipt: AppleObject?, environment: String?, bundleId: String?
+  ) throws(AppleDataError) -> (receipt: [Transaction], latest: [Transaction])? {
+    guard let receipt, receipt.value("in_app") == nil, receipt.value("transaction_id") != nil
+    else { return nil }
+    let transaction = try Transaction(receiptElement: receipt, environment: environment, bundleId: bundleId)
+    var latest: [Transaction] = []
+    for key in ["latest_receipt_info", "latest_expired_receipt_info"] {
+      if let element = try body.object(key) {
+        latest.append(try Transaction(receiptElement: element, environment: environment, bundleId: bundleId))
+      }
+    }
+    return ([transaction], latest)
   }
 }
 

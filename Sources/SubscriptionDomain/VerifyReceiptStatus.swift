@@ -18,7 +18,8 @@ public enum VerifyReceiptAction: String, Sendable, Hashable, Codable, CaseIterab
   case rejectNotAuthentic = "REJECT_NOT_AUTHENTIC"
   /// `21010`: the account is unknown or deleted: reject, grant nothing.
   case rejectUnknownAccount = "REJECT_UNKNOWN_ACCOUNT"
-  /// `21006`: an iOS 6 style receipt whose subscription expired: treat as expired.
+  /// `21006`: an iOS 6 style receipt whose subscription expired. Apple still decodes and returns
+  /// the receipt: store the body like status 0 (rule 20); evaluation then finds it expired.
   case treatAsExpired = "TREAT_AS_EXPIRED"
   /// `21100`–`21199` with `is-retryable` 0: Apple says the error is unresolvable.
   case giveUp = "GIVE_UP"
@@ -54,6 +55,10 @@ public struct VerifyReceiptStatus: Sendable, Hashable, Codable, CustomStringConv
 
   /// Whether a server may try the same request again later.
   public var isTemporary: Bool { action == .retryLater }
+
+  /// Whether the body carries a receipt to store (rule 20): status `0`, and `21006`, whose
+  /// receipt Apple decodes and returns although the subscription expired.
+  public var carriesReceipt: Bool { action == .accept || action == .treatAsExpired }
 
   /// `code (meaning) -> action`.
   public var description: String { "verifyReceipt status \(code) (\(meaning)): \(action.rawValue)" }

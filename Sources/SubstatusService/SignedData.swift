@@ -253,6 +253,8 @@ extension SubstatusService {
   /// renewal info (verified too) stored for the users that own the original transaction, all in
   /// one commit with the dedupe record; answered 200 only after the commit. Notifications without
   /// transaction data (TEST, summaries, external purchase tokens) are recorded and answered 200.
+  /// A REVOKE or REFUND (or `data.status` 5) whose transaction has no `revocationDate` ends access
+  /// at the notification's `signedDate` (rule 15, ``NotificationV2/applyingRevocation(to:receivedAt:)``).
   func receiveNotificationV2(appID: String, signedPayload: JSONValue) async throws -> HTTPResponse {
     guard let jws = signedPayload.stringValue, !jws.isEmpty else {
       metrics.notification(outcome: "malformed")
@@ -267,6 +269,8 @@ extension SubstatusService {
     let environment: SubscriptionDomain.Environment
     var transactions: [SubscriptionDomain.Transaction] = []
     var renewalInfos: [RenewalInfo] = []
+    var revokedAtSignedDate = false
+    let now = self.environment.now()
     do throws(SignedDataFailure) {
       (notification, environment) = try verifiers.notification(jws)
       if let signed = notification.data?.signedTransactionInfo {
@@ -274,7 +278,9 @@ extension SubstatusService {
         guard found == environment else {
           throw SignedDataFailure(.wrongEnvironment, "signedTransactionInfo is \"\(found.rawValue)\", the notification \"\(environment.rawValue)\"")
         }
-        transactions.append(t)
+        let stored = notification.applyingRevocation(to: t, receivedAt: now)
+        revokedAtSignedDate = stored.revocationDate != t.revocationDate
+        transactions.append(stored)
       }
       if let signed = notification.data?.signedRenewalInfo {
         let (r, found) = try verifiers.renewalInfo(signed)
@@ -286,7 +292,6 @@ extension SubstatusService {
     } catch {
       return rejectedNotification(error, appID: appID)
     }
-    let now = self.environment.now()
     let updates = try await routeByOriginalTransaction(
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
     let id = "v2:" + notification.notificationUUID
@@ -299,6 +304,7 @@ extension SubstatusService {
     ]
     if let subtype = notification.rawSubtype { fields.append(("subtype", .string(subtype))) }
     if let status = notification.data?.rawStatus { fields.append(("apple_status", .integer(status))) }
+    if revokedAtSignedDate { fields.append(("revoked_at", .string("signedDate"))) }
     fields += [
       ("notification_uuid", .string(String(notification.notificationUUID.prefix(64)))),
       ("environment", .string(environment.rawValue)), ("users", .integer(updates.count)), ("duplicate", .bool(!applied)),

@@ -170,8 +170,13 @@ struct PropertyTests {
         let inGroup = user.history.filter {
           $0.subscriptionGroupIdentifier == status.subscriptionGroupId && $0.purchaseDate <= time
         }
-        let covering = inGroup.filter {
-          $0.purchaseDate <= time && time < ($0.expiresDate ?? .min) && !$0.isRevoked(at: time)
+        // Rule 12: an upgraded transaction never covers, and a later purchase of the same
+        // subscription ends an earlier period.
+        let covering = inGroup.filter { t in
+          !t.isUpgraded && t.purchaseDate <= time && time < (t.expiresDate ?? .min) && !t.isRevoked(at: time)
+            && !inGroup.contains {
+              $0.originalTransactionId == t.originalTransactionId && $0.purchaseDate > t.purchaseDate
+            }
         }
         #expect((status.state == .active) == !covering.isEmpty)
         #expect(status.billingIssue == (status.state == .gracePeriod || status.state == .billingRetry))

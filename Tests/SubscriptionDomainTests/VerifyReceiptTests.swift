@@ -18,7 +18,6 @@ let statusCodeCases: [StatusCodeCase] = [
   .init(body: #"{"status":21003}"#, code: 21003, action: .rejectNotAuthentic),
   .init(body: #"{"status":21004}"#, code: 21004, action: .checkSharedSecret),
   .init(body: #"{"status":21005}"#, code: 21005, action: .retryLater),
-  .init(body: #"{"status":21006, "environment":"Production"}"#, code: 21006, action: .treatAsExpired),
   .init(body: #"{"status":21007, "environment":"Production"}"#, code: 21007, action: .retryInSandbox),
   .init(body: #"{"status":21008, "environment":"Sandbox"}"#, code: 21008, action: .retryInProduction),
   .init(body: #"{"status":21009}"#, code: 21009, action: .retryLater),

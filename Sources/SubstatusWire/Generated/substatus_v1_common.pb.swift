@@ -195,14 +195,17 @@ public enum Substatus_V1_SubscriptionState: ProtobufEnum {
   /// Not set; never returned.
   case unspecified
   /// A non-revoked transaction of the group covers the instant: purchase_date_ms <= t <
-  /// expires_date_ms. Entitles.
+  /// expires_date_ms. A transaction marked upgraded (`is_upgraded`) never covers, and a later
+  /// purchase of the same original transaction ends an earlier period at its purchase date (an
+  /// upgrade takes effect at once). Entitles.
   case active
   /// No transaction covers the instant, but a renewal info of the group has a billing grace period
   /// that ends after it (Apple is retrying the charge). Entitles to the lapsed product.
   case gracePeriod
   /// No transaction covers the instant and a renewal info of the group is in billing retry after
-  /// the grace period (or without one). Does not entitle unless the app's policy sets
-  /// `billing_retry_entitled`.
+  /// the grace period (or without one). Apple retries for at most 60 days: a group whose last
+  /// period ended more than 60 days before the instant is EXPIRED (or REVOKED) whatever the
+  /// stored flag says. Does not entitle unless the app's policy sets `billing_retry_entitled`.
   case billingRetry
   /// The subscription ended (cancelled, billing stopped, not renewed). Does not entitle.
   case expired
@@ -681,9 +684,10 @@ public struct Substatus_V1_GroupStatus: ProtobufJSONMessage {
   /// The state at the instant asked about.
   public var state: Substatus_V1_SubscriptionState = Substatus_V1_SubscriptionState(rawValue: 0)
 
-  /// The product that decides the state: the covering transaction's product when ACTIVE, the
-  /// lapsed one in GRACE_PERIOD and BILLING_RETRY, the newest one when EXPIRED or REVOKED; empty
-  /// when NEVER_SUBSCRIBED.
+  /// The product that decides the state: the covering transaction's product when ACTIVE (when
+  /// several cover, such as an own and a family-shared subscription, the one that expires last;
+  /// each of them is an Entitlement), the lapsed one in GRACE_PERIOD and BILLING_RETRY, the newest
+  /// one when EXPIRED or REVOKED; empty when NEVER_SUBSCRIBED.
   public var productID: String = ""
 
   /// When the current or last period ends or ended (the `expires_date_ms` of the transaction that
@@ -732,7 +736,9 @@ public struct Substatus_V1_GroupStatus: ProtobufJSONMessage {
 }
 
 /// Something the user may use right now: an active or grace-period subscription, a non-renewing
-/// term, a non-consumable or a free subscription.
+/// term, a non-consumable or a free subscription. Every transaction that covers the instant
+/// entitles its product: an own and a family-shared subscription of one group are two
+/// entitlements (one per product).
 public struct Substatus_V1_Entitlement: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
   public static let protoMessageName = "substatus.v1.Entitlement"

@@ -83,13 +83,17 @@ public struct Substatus_V1_Report: ProtobufJSONMessage {
   /// Subscriptions in SUBSCRIPTION_STATE_EXPIRED.
   public var expired: Int64 = 0
 
-  /// Subscriptions in SUBSCRIPTION_STATE_REVOKED because of a refund.
+  /// Subscriptions in SUBSCRIPTION_STATE_REVOKED because of a refund. A revocation is a refund or a
+  /// family removal by Apple's `revocationType` (REFUND_FULL, REFUND_PRORATED vs FAMILY_REVOKE)
+  /// where present, else by the notification that revoked it (REFUND vs REVOKE), else by the
+  /// ownership (FAMILY_SHARED is a family removal).
   public var refunded: Int64 = 0
 
   /// Active or grace-period subscriptions whose deciding transaction is family-shared.
   public var familySharedBeneficiaries: Int64 = 0
 
-  /// Subscriptions in SUBSCRIPTION_STATE_REVOKED because Family Sharing access was removed.
+  /// Subscriptions in SUBSCRIPTION_STATE_REVOKED because Family Sharing access was removed
+  /// (classified as for `refunded`).
   public var familyAccessRevoked: Int64 = 0
 
   /// All subscriptions counted (every state but NEVER_SUBSCRIBED).

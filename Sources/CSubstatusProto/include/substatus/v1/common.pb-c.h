@@ -106,7 +106,9 @@ typedef enum _Substatus__V1__SubscriptionState {
   SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED = 0,
   /*
    * A non-revoked transaction of the group covers the instant: purchase_date_ms <= t <
-   * expires_date_ms. Entitles.
+   * expires_date_ms. A transaction marked upgraded (`is_upgraded`) never covers, and a later
+   * purchase of the same original transaction ends an earlier period at its purchase date (an
+   * upgrade takes effect at once). Entitles.
    */
   SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_ACTIVE = 1,
   /*
@@ -116,8 +118,9 @@ typedef enum _Substatus__V1__SubscriptionState {
   SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_GRACE_PERIOD = 2,
   /*
    * No transaction covers the instant and a renewal info of the group is in billing retry after
-   * the grace period (or without one). Does not entitle unless the app's policy sets
-   * `billing_retry_entitled`.
+   * the grace period (or without one). Apple retries for at most 60 days: a group whose last
+   * period ended more than 60 days before the instant is EXPIRED (or REVOKED) whatever the
+   * stored flag says. Does not entitle unless the app's policy sets `billing_retry_entitled`.
    */
   SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_BILLING_RETRY = 3,
   /*
@@ -414,9 +417,10 @@ struct  Substatus__V1__GroupStatus
    */
   Substatus__V1__SubscriptionState state;
   /*
-   * The product that decides the state: the covering transaction's product when ACTIVE, the
-   * lapsed one in GRACE_PERIOD and BILLING_RETRY, the newest one when EXPIRED or REVOKED; empty
-   * when NEVER_SUBSCRIBED.
+   * The product that decides the state: the covering transaction's product when ACTIVE (when
+   * several cover, such as an own and a family-shared subscription, the one that expires last;
+   * each of them is an Entitlement), the lapsed one in GRACE_PERIOD and BILLING_RETRY, the newest
+   * one when EXPIRED or REVOKED; empty when NEVER_SUBSCRIBED.
    */
   char *product_id;
   /*
@@ -470,7 +474,9 @@ struct  Substatus__V1__GroupStatus
 
 /*
  * Something the user may use right now: an active or grace-period subscription, a non-renewing
- * term, a non-consumable or a free subscription.
+ * term, a non-consumable or a free subscription. Every transaction that covers the instant
+ * entitles its product: an own and a family-shared subscription of one group are two
+ * entitlements (one per product).
  */
 struct  Substatus__V1__Entitlement
 {

@@ -115,7 +115,10 @@ struct  Substatus__V1__Report
    */
   int64_t expired;
   /*
-   * Subscriptions in SUBSCRIPTION_STATE_REVOKED because of a refund.
+   * Subscriptions in SUBSCRIPTION_STATE_REVOKED because of a refund. A revocation is a refund or a
+   * family removal by Apple's `revocationType` (REFUND_FULL, REFUND_PRORATED vs FAMILY_REVOKE)
+   * where present, else by the notification that revoked it (REFUND vs REVOKE), else by the
+   * ownership (FAMILY_SHARED is a family removal).
    */
   int64_t refunded;
   /*
@@ -123,7 +126,8 @@ struct  Substatus__V1__Report
    */
   int64_t family_shared_beneficiaries;
   /*
-   * Subscriptions in SUBSCRIPTION_STATE_REVOKED because Family Sharing access was removed.
+   * Subscriptions in SUBSCRIPTION_STATE_REVOKED because Family Sharing access was removed
+   * (classified as for `refunded`).
    */
   int64_t family_access_revoked;
   /*
