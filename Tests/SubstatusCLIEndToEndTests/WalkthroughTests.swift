@@ -96,8 +96,9 @@ struct WalkthroughTests {
     #expect(
       row(put, "premium.monthly") == [
         "premium.monthly", "AUTO_RENEWABLE", "20001001", "P1M", "yes", "premium.winback",
+        "premium.comeback.free,premium.comeback.half",
       ])
-    #expect(row(put, "lifetime") == ["lifetime", "NON_CONSUMABLE", "-", "-", "no", "-"])
+    #expect(row(put, "lifetime") == ["lifetime", "NON_CONSUMABLE", "-", "-", "no", "-", "-"])
     let listed = try Substatus_V1_ListProductsResponse(
       jsonString: try await ok(["product", "list", app, "--json"], key: admin))
     let catalog = try Substatus_V1_PutProductsResponse(
@@ -137,10 +138,11 @@ struct WalkthroughTests {
       ["eligibility", app, "user-1"] + products + ["--as-of", asOf], key: read)
     #expect(field(eligibility, "as of") == "2024-03-21T05:46:40Z")
     // INTRO_ALREADY_USED (the trial, 1000) comes before the current state (common.proto's order).
+    // A receipt carries no win-back data: Apple offers none.
     #expect(
-      Array(row(eligibility, "premium.monthly").prefix(8)) == [
+      Array(row(eligibility, "premium.monthly").prefix(9)) == [
         "premium.monthly", "AUTO_RENEWABLE", "20001001", "no", "INTRO_ALREADY_USED", "yes",
-        "EXISTING_SUBSCRIBER",
+        "EXISTING_SUBSCRIBER", "premium.comeback.free:no,premium.comeback.half:no",
         "1000,1004",
       ])
     #expect(
