@@ -241,6 +241,6 @@ let package = Package(
         "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
         "AppStoreSignedData",
       ],
-      swiftSettings: swiftSettings),
+      exclude: ["Fixtures"], swiftSettings: swiftSettings),
   ]
 )
