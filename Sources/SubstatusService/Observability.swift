@@ -70,6 +70,7 @@ public final class ServiceMetrics: Sendable {
     var eligibilityItems: UInt64 = 0
     var notifications: [String: UInt64] = [:]
     var refreshes: [String: UInt64] = [:]
+    var revocationSyncs: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -104,6 +105,8 @@ public final class ServiceMetrics: Sendable {
 
   func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
 
+  func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
@@ -137,6 +140,10 @@ public final class ServiceMetrics: Sendable {
     out += "# HELP substatus_receipt_refreshes_total Background receipt refreshes, by outcome.\n# TYPE substatus_receipt_refreshes_total counter\n"
     for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
       out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
+    out += "# HELP substatus_revocation_syncs_total Server API syncs triggered by V2 REFUND and REVOKE, by outcome.\n# TYPE substatus_revocation_syncs_total counter\n"
+    for (outcome, n) in s.revocationSyncs.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_revocation_syncs_total{outcome=\"\(outcome)\"} \(n)\n"
     }
     return out
   }
