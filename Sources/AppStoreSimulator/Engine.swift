@@ -952,12 +952,7 @@ struct SimulatorState: Sendable {
     guard transaction.productType == .autoRenewable,
       var subscription = subscriptions[transaction.originalTransactionID]
     else {
-      pendingEvents.append(
-        NotificationEvent(
-          kind: .refunded(autoRenewable: false), bundleID: bundleID, userID: userID,
-          environment: users[userID]!.environment,
-          originalTransactionID: transaction.originalTransactionID,
-          atMs: now, transactionID: id))
+      emitAbout(transaction, .refunded(autoRenewable: false))
       return changed
     }
     if subscription.latestTransactionID == id {
@@ -968,13 +963,7 @@ struct SimulatorState: Sendable {
       subscription.gracePeriodExpiresMs = nil
     }
     subscriptions[subscription.originalTransactionID] = subscription
-    pendingEvents.append(
-      NotificationEvent(
-        kind: .refunded(autoRenewable: true), bundleID: subscription.bundleID,
-        userID: subscription.userID,
-        environment: subscription.environment,
-        originalTransactionID: subscription.originalTransactionID,
-        atMs: now, transactionID: id))
+    emitAbout(transaction, .refunded(autoRenewable: true))
     for memberID in familyShares[subscription.originalTransactionID] ?? [] {
       changed += revokeMember(memberID, at: now, reason: reason)
     }
