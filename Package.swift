@@ -247,6 +247,6 @@ let package = Package(
         "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
         "AppStoreSignedData",
       ],
-      swiftSettings: swiftSettings),
+      exclude: ["Fixtures"], swiftSettings: swiftSettings),
   ]
 )

@@ -33,6 +33,17 @@ enum SubscriptionEventKind: Sendable, Equatable {
   case oneTimeCharge
   /// Requested through Request a Test Notification (V2 `TEST` only).
   case test
+  /// The customer was told of a price increase of the renewal product: consent pending (V2
+  /// `PRICE_INCREASE`/`PENDING`, V1 `PRICE_INCREASE_CONSENT`) or accepted, or one that needs no
+  /// consent (`PRICE_INCREASE`/`ACCEPTED`; V1 nothing).
+  case priceIncrease(accepted: Bool)
+  /// The customer asked for a refund of a consumable or an auto-renewable subscription
+  /// (`CONSUMPTION_REQUEST` with `consumptionRequestReason`).
+  case consumptionRequest(reason: String)
+  /// The App Store declined a refund request (V2 `REFUND_DECLINED` only).
+  case refundDeclined
+  /// The App Store reversed a refund it had granted (V2 `REFUND_REVERSED` only).
+  case refundReversed
 }
 
 /// One event to notify, rendered when it happens (its receipt reflects that instant).
@@ -503,6 +514,8 @@ struct SimulatorState: Sendable {
       throw .conflict("the subscription in group '\(groupID)' is not active; purchase instead")
     }
     let current = try product(app, subscription.productID)
+    // A price increase is of the renewal product; another renewal product has its own price.
+    subscription.priceIncrease = nil
     if productID == subscription.productID {
       guard subscription.autoRenewProductID != productID else {
         throw .conflict("user '\(userID)' is already subscribed to '\(productID)'")
@@ -705,6 +718,8 @@ struct SimulatorState: Sendable {
       start: purchaseMs, duration: duration, environment: subscription.environment)
     transaction.transactionReason = "RENEWAL"
     record(transaction)
+    // A price increase the customer accepted is now the price paid.
+    subscription.priceIncrease = nil
     subscription.graceExpiryNotified = nil
     subscription.expiryNotified = nil
     subscription.productID = product.productID
@@ -795,6 +810,18 @@ struct SimulatorState: Sendable {
       emitToFamily(.expired(intent: subscription.expirationIntent ?? "1"), subscription, at: at)
       return
     }
+    if let increase = subscription.priceIncrease, !increase.accepted {
+      // The customer did not consent to the price increase: no renewal (intent 3).
+      subscription.autoRenewEnabled = false
+      subscription.renewalStopped = true
+      subscription.expirationIntent = "3"
+      subscription.expiryNotified = true
+      subscription.priceIncrease = nil
+      subscriptions[subscription.originalTransactionID] = subscription
+      mirrorRenewalState(subscription)
+      emitToFamily(.expired(intent: "3"), subscription, at: at)
+      return
+    }
     if subscription.environment == .sandbox && subscription.renewals >= Self.sandboxMaxRenewals {
       subscription.autoRenewEnabled = false
       subscription.renewalStopped = true
@@ -826,24 +853,22 @@ struct SimulatorState: Sendable {
 
   // MARK: Refunds
 
-  /// Refunds a transaction (the latest of the group when `transactionID` is nil): it gets
-  /// `cancellation_date` and `cancellation_reason`; a refunded subscription stops; family
-  /// members lose the shared access (REVOKE).
-  mutating func refund(
-    bundleID: String, userID: String, transactionID: String?, groupID: String?, reason: String
-  ) throws(SimError) -> [String] {
+  /// The customer's own transaction a refund operation names: `transactionID`, or the latest
+  /// of the subscription in `groupID`; it must not be revoked already.
+  func refundableTransaction(
+    bundleID: String, userID: String, transactionID: String?, groupID: String?
+  ) throws(SimError) -> Transaction {
     _ = try app(bundleID)
     _ = try user(userID)
-    let now = self.now
     let id: String
     if let transactionID {
       id = transactionID
     } else if let groupID {
       id = try requireOwnSubscription(bundleID, userID, group: groupID).latestTransactionID
     } else {
-      throw .badRequest("refund needs 'transaction_id' or 'group_id'")
+      throw .badRequest("a refund needs 'transaction_id' or 'group_id'")
     }
-    guard var transaction = transactions[id], transaction.bundleID == bundleID,
+    guard let transaction = transactions[id], transaction.bundleID == bundleID,
       transaction.userID == userID
     else { throw .notFound("transaction '\(id)' is not in the receipt of '\(userID)'") }
     guard transaction.cancellationMs == nil else {
@@ -853,19 +878,81 @@ struct SimulatorState: Sendable {
       throw .conflict(
         "family-shared transaction '\(id)' cannot be refunded; refund the organizer's")
     }
+    return transaction
+  }
+
+  /// The customer asks for a refund: for a consumable or an auto-renewable subscription the
+  /// App Store asks the developer for consumption data (`CONSUMPTION_REQUEST` with
+  /// `consumptionRequestReason`); the request stays open until ``refund`` grants it or
+  /// ``declineRefund`` declines it.
+  mutating func requestRefund(
+    bundleID: String, userID: String, transactionID: String?, groupID: String?, reason: String
+  ) throws(SimError) -> [String] {
+    var transaction = try refundableTransaction(
+      bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID)
+    guard transaction.refundRequested != true else {
+      throw .conflict("a refund request for transaction '\(transaction.transactionID)' is open")
+    }
+    // The signed transaction does not change: no new revision.
+    transaction.refundRequested = true
+    transactions[transaction.transactionID] = transaction
+    if transaction.productType == .consumable || transaction.productType == .autoRenewable {
+      emitAbout(transaction, .consumptionRequest(reason: reason))
+    }
+    return []
+  }
+
+  /// The App Store declines the open refund request of a transaction (`REFUND_DECLINED`).
+  mutating func declineRefund(
+    bundleID: String, userID: String, transactionID: String?, groupID: String?
+  ) throws(SimError) -> [String] {
+    var transaction = try refundableTransaction(
+      bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID)
+    guard transaction.refundRequested == true else {
+      throw .conflict(
+        "no refund request for transaction '\(transaction.transactionID)' is open; "
+          + "POST …/refund-request first")
+    }
+    transaction.refundRequested = nil
+    transactions[transaction.transactionID] = transaction
+    emitAbout(transaction, .refundDeclined)
+    return []
+  }
+
+  /// Queues `kind` about one transaction: for a subscription's transaction with the
+  /// subscription's renewal info and status.
+  private mutating func emitAbout(_ transaction: Transaction, _ kind: SubscriptionEventKind) {
+    pendingEvents.append(
+      NotificationEvent(
+        kind: kind, bundleID: transaction.bundleID, userID: transaction.userID,
+        environment: users[transaction.userID]?.environment ?? .sandbox,
+        originalTransactionID: transaction.originalTransactionID, atMs: now,
+        transactionID: transaction.transactionID))
+  }
+
+  /// Refunds a transaction (the latest of the group when `transactionID` is nil): it gets
+  /// `cancellation_date`, `cancellation_reason`, `revocationType` (`REFUND_FULL`, or
+  /// `REFUND_PRORATED` with `percentage` in milliunits); a refunded subscription stops; family
+  /// members lose the shared access (REVOKE, `FAMILY_REVOKE` with the purchaser's reason).
+  mutating func refund(
+    bundleID: String, userID: String, transactionID: String?, groupID: String?, reason: String,
+    proratedPercentage: Int? = nil
+  ) throws(SimError) -> [String] {
+    var transaction = try refundableTransaction(
+      bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID)
+    let now = self.now
+    let id = transaction.transactionID
     transaction.cancellationMs = now
     transaction.cancellationReason = reason
+    transaction.revocationType = proratedPercentage == nil ? "REFUND_FULL" : "REFUND_PRORATED"
+    transaction.revocationPercentage = proratedPercentage ?? 100_000
+    transaction.refundRequested = nil
     update(transaction)
     var changed = [id]
     guard transaction.productType == .autoRenewable,
       var subscription = subscriptions[transaction.originalTransactionID]
     else {
-      pendingEvents.append(
-        NotificationEvent(
-          kind: .refunded(autoRenewable: false), bundleID: bundleID, userID: userID,
-          environment: users[userID]!.environment,
-          originalTransactionID: transaction.originalTransactionID,
-          atMs: now, transactionID: id))
+      emitAbout(transaction, .refunded(autoRenewable: false))
       return changed
     }
     if subscription.latestTransactionID == id {
@@ -876,17 +963,130 @@ struct SimulatorState: Sendable {
       subscription.gracePeriodExpiresMs = nil
     }
     subscriptions[subscription.originalTransactionID] = subscription
-    pendingEvents.append(
-      NotificationEvent(
-        kind: .refunded(autoRenewable: true), bundleID: subscription.bundleID,
-        userID: subscription.userID,
-        environment: subscription.environment,
-        originalTransactionID: subscription.originalTransactionID,
-        atMs: now, transactionID: id))
+    emitAbout(transaction, .refunded(autoRenewable: true))
     for memberID in familyShares[subscription.originalTransactionID] ?? [] {
-      changed += revokeMember(memberID, at: now)
+      changed += revokeMember(memberID, at: now, reason: reason)
     }
     return changed
+  }
+
+  /// Reverses the refund of a transaction (a dispute the customer won): it is re-signed without
+  /// `revocationDate`, `revocationReason`, `revocationType` and `revocationPercentage`
+  /// (`REFUND_REVERSED`). A refunded subscription's access comes back until its `expiresDate`;
+  /// auto-renew stays off as the refund left it. Family members' revoked copies stay revoked.
+  mutating func reverseRefund(bundleID: String, userID: String, transactionID: String)
+    throws(SimError) -> [String]
+  {
+    _ = try app(bundleID)
+    _ = try user(userID)
+    guard var transaction = transactions[transactionID], transaction.bundleID == bundleID,
+      transaction.userID == userID
+    else {
+      throw .notFound("transaction '\(transactionID)' is not in the receipt of '\(userID)'")
+    }
+    guard transaction.cancellationMs != nil, !transaction.isUpgraded,
+      transaction.ownership == .purchased
+    else { throw .conflict("transaction '\(transactionID)' was not refunded") }
+    transaction.cancellationMs = nil
+    transaction.cancellationReason = nil
+    transaction.revocationType = nil
+    transaction.revocationPercentage = nil
+    update(transaction)
+    if transaction.productType == .autoRenewable,
+      var subscription = subscriptions[transaction.originalTransactionID],
+      subscription.revoked, subscription.latestTransactionID == transactionID
+    {
+      subscription.revoked = false
+      subscription.expirationIntent = "1"
+      subscription.expiryNotified = now >= subscription.expiresMs ? true : nil
+      subscriptions[subscription.originalTransactionID] = subscription
+    }
+    emitAbout(transaction, .refundReversed)
+    return [transactionID]
+  }
+
+  // MARK: Price increases
+
+  /// The developer raises the price of auto-renewable `productID` to `price` (milliunits): new
+  /// purchases pay it at once; each current subscriber renewing to it is told
+  /// (`PRICE_INCREASE`): with `requiresConsent` the renewal info's `priceIncreaseStatus` is 0
+  /// until the customer consents (``consentToPriceIncrease``), and a subscription that renews
+  /// without consent expires instead (`EXPIRED`/`PRICE_INCREASE`, intent 3); without consent
+  /// needed it is 1 at once (`ACCEPTED`). The renewal after that is at the new price.
+  mutating func increasePrice(
+    bundleID: String, productID: String, price: Int64, requiresConsent: Bool
+  ) throws(SimError) -> [String] {
+    var app = try app(bundleID)
+    var product = try product(app, productID)
+    guard product.type == .autoRenewable else {
+      throw .badRequest("'\(productID)' is not an auto-renewable subscription")
+    }
+    guard price > product.price ?? 0 else {
+      throw .badRequest("field 'price' must be higher than the current price of '\(productID)'")
+    }
+    product.price = price
+    app.products[productID] = product
+    apps[bundleID] = app
+    let now = self.now
+    let affected = subscriptions.values.filter {
+      $0.bundleID == bundleID && $0.ownership == .purchased && $0.autoRenewProductID == productID
+        && $0.autoRenewEnabled && !$0.renewalStopped
+        && (isActive($0, at: now) || $0.billingRetrySinceMs != nil)
+    }.sorted { $0.originalTransactionID < $1.originalTransactionID }
+    for var subscription in affected {
+      subscription.priceIncrease = PriceIncrease(price: price, accepted: !requiresConsent)
+      subscriptions[subscription.originalTransactionID] = subscription
+      emit(.priceIncrease(accepted: !requiresConsent), subscription, at: now)
+    }
+    return []
+  }
+
+  /// The customer consents to the pending price increase of the subscription in `groupID`
+  /// (`PRICE_INCREASE`/`ACCEPTED`, `priceIncreaseStatus` 1).
+  mutating func consentToPriceIncrease(bundleID: String, userID: String, groupID: String)
+    throws(SimError)
+  {
+    _ = try app(bundleID)
+    _ = try user(userID)
+    var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
+    guard var increase = subscription.priceIncrease, !increase.accepted else {
+      throw .conflict("no price increase awaits consent in group '\(groupID)'")
+    }
+    increase.accepted = true
+    subscription.priceIncrease = increase
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(.priceIncrease(accepted: true), subscription, at: now)
+  }
+
+  // MARK: Win-back offers
+
+  /// The win-back offers a lapsed customer may redeem in the group of `subscription`, best
+  /// first: the offers of the product that lapsed, then those of the group's other products by
+  /// level. Only for the customer's own subscription that expired and will not renew, that
+  /// is not in billing retry or a grace period (Apple: those are not eligible), not refunded,
+  /// and that had at least one paid (not free-trial) period.
+  func eligibleWinBackOfferIDs(_ subscription: Subscription, at now: Int64) -> [String] {
+    guard subscription.ownership == .purchased, !subscription.revoked,
+      now >= subscription.expiresMs,
+      !(subscription.autoRenewEnabled && !subscription.renewalStopped),
+      subscription.billingRetrySinceMs == nil || subscription.renewalStopped,
+      let app = apps[subscription.bundleID]
+    else { return [] }
+    let paid = receiptTransactions(subscription.bundleID, subscription.userID).contains {
+      $0.originalTransactionID == subscription.originalTransactionID && !$0.isTrialPeriod
+        && $0.cancellationMs == nil
+    }
+    guard paid else { return [] }
+    let group = app.products.values.filter { $0.groupID == subscription.groupID }
+      .sorted {
+        ($0.productID == subscription.productID ? 0 : 1, $0.level, $0.productID)
+          < ($1.productID == subscription.productID ? 0 : 1, $1.level, $1.productID)
+      }
+    var offers: [String] = []
+    for product in group {
+      for id in product.winBackOfferIDs ?? [] where !offers.contains(id) { offers.append(id) }
+    }
+    return offers
   }
 
   // MARK: Family Sharing
@@ -975,8 +1175,11 @@ struct SimulatorState: Sendable {
   }
 
   /// Ends a member's family-shared access now: the current transaction gets `cancellation_date`
-  /// (reason "0") and the member gets REVOKE.
-  private mutating func revokeMember(_ memberSubscriptionID: String, at now: Int64) -> [String] {
+  /// with `reason` ("0" when the member leaves or sharing stops; the purchaser's reason when
+  /// the purchaser was refunded) and `revocationType` `FAMILY_REVOKE`; the member gets REVOKE.
+  private mutating func revokeMember(
+    _ memberSubscriptionID: String, at now: Int64, reason: String = "0"
+  ) -> [String] {
     guard var member = subscriptions[memberSubscriptionID], !member.revoked else { return [] }
     member.revoked = true
     member.autoRenewEnabled = false
@@ -985,7 +1188,8 @@ struct SimulatorState: Sendable {
     if var transaction = transactions[member.latestTransactionID], transaction.cancellationMs == nil
     {
       transaction.cancellationMs = now
-      transaction.cancellationReason = "0"
+      transaction.cancellationReason = reason
+      transaction.revocationType = "FAMILY_REVOKE"
       update(transaction)
       changed.append(transaction.transactionID)
     }

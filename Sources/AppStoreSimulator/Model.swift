@@ -54,6 +54,9 @@ struct Product: Sendable, Codable {
   var price: Int64? = nil
   /// ISO 4217 currency code (V2 `currency`); nil is USD.
   var currency: String? = nil
+  /// Win-back offers configured for this subscription, best first: a lapsed customer of the
+  /// group who qualifies gets them in renewal info's `eligibleWinBackOfferIds`.
+  var winBackOfferIDs: [String]? = nil
 }
 
 struct App: Sendable, Codable {
@@ -147,6 +150,22 @@ struct Transaction: Sendable, Codable {
   /// Position in modification order (creation or last change): Get Transaction History's
   /// `revision` counts in it. nil in snapshots of older simulators (then `seq` stands in).
   var revision: Int? = nil
+  /// V2 `revocationType` of a revoked transaction: `REFUND_FULL`, `REFUND_PRORATED` or
+  /// `FAMILY_REVOKE` (nil in snapshots of older simulators: derived from the ownership).
+  var revocationType: String? = nil
+  /// V2 `revocationPercentage` of a refund, in milliunits (100000 is 100%).
+  var revocationPercentage: Int? = nil
+  /// A refund request the App Store has not decided yet (CONSUMPTION_REQUEST was sent).
+  var refundRequested: Bool? = nil
+}
+
+/// A price increase of a subscriber's renewal product, from `POST …/price-increase`.
+struct PriceIncrease: Sendable, Codable, Equatable {
+  /// The new price in milliunits: the renewal price from now on.
+  var price: Int64
+  /// Whether the customer consented, or was notified of an increase that needs no consent
+  /// (`priceIncreaseStatus` 1); false: not responded yet (0).
+  var accepted: Bool
 }
 
 /// An offer being applied over several renewals (pay as you go), or one redeemed for the next renewal.
@@ -196,4 +215,6 @@ struct Subscription: Sendable, Codable {
   var graceExpiryNotified: Bool? = nil
   /// EXPIRED was emitted for the current lapse.
   var expiryNotified: Bool? = nil
+  /// A price increase of `autoRenewProductID` that applies at the next renewal.
+  var priceIncrease: PriceIncrease? = nil
 }

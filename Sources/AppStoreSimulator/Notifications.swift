@@ -45,12 +45,13 @@ struct NotificationFormatV1: NotificationFormat {
 
   func render(_ event: NotificationEvent, app: App, state: SimulatorState) -> RenderedNotification?
   {
-    guard let type = typeName(for: event), let body = body(for: event, app: app, state: state)
+    guard let type = typeName(for: event, state: state),
+      let body = body(for: event, app: app, state: state)
     else { return nil }
     return RenderedNotification(type: type, subtype: nil, body: body, v2: nil)
   }
 
-  func typeName(for event: NotificationEvent) -> String? {
+  func typeName(for event: NotificationEvent, state: SimulatorState) -> String? {
     switch event.kind {
     case .initialBuy: "INITIAL_BUY"
     case .resubscribe, .upgraded, .crossgradedImmediately: "INTERACTIVE_RENEWAL"
@@ -61,14 +62,21 @@ struct NotificationFormatV1: NotificationFormat {
     case .recovered: "DID_RECOVER"
     case .refunded(let autoRenewable): autoRenewable ? "CANCEL" : "REFUND"
     case .familyAccessRevoked: "REVOKE"
+    case .priceIncrease(let accepted): accepted ? nil : "PRICE_INCREASE_CONSENT"
+    // V1's CONSUMPTION_REQUEST is for consumables only.
+    case .consumptionRequest:
+      event.transactionID.flatMap { state.transactions[$0] }?.productType == .consumable
+        ? "CONSUMPTION_REQUEST" : nil
     // V1 has no notification for these; V2 sends OFFER_REDEEMED, EXPIRED, GRACE_PERIOD_EXPIRED,
-    // ONE_TIME_CHARGE and TEST.
-    case .offerRedeemedForNextRenewal, .expired, .gracePeriodExpired, .oneTimeCharge, .test: nil
+    // ONE_TIME_CHARGE, REFUND_DECLINED, REFUND_REVERSED and TEST.
+    case .offerRedeemedForNextRenewal, .expired, .gracePeriodExpired, .oneTimeCharge, .test,
+      .refundDeclined, .refundReversed:
+      nil
     }
   }
 
   func body(for event: NotificationEvent, app: App, state: SimulatorState) -> [UInt8]? {
-    guard let type = typeName(for: event) else { return nil }
+    guard let type = typeName(for: event, state: state) else { return nil }
     let subscription = event.originalTransactionID.flatMap { state.subscriptions[$0] }
     var object = JSONObject()
     object.append("notification_type", .string(type))
@@ -140,6 +148,10 @@ struct NotificationFormatV2: NotificationFormat {
     case .offerRedeemedForNextRenewal: return ("OFFER_REDEEMED", nil)
     case .oneTimeCharge: return ("ONE_TIME_CHARGE", nil)
     case .test: return ("TEST", nil)
+    case .priceIncrease(let accepted): return ("PRICE_INCREASE", accepted ? "ACCEPTED" : "PENDING")
+    case .consumptionRequest: return ("CONSUMPTION_REQUEST", nil)
+    case .refundDeclined: return ("REFUND_DECLINED", nil)
+    case .refundReversed: return ("REFUND_REVERSED", nil)
     case .expired(let intent):
       let subtype: String? =
         switch intent {
@@ -175,6 +187,9 @@ struct NotificationFormatV2: NotificationFormat {
         .string(
           signing.sign(state.renewalInfoPayload(subscription, signedDate: signedDate), mode: mode)))
       data.append("status", .integer(state.appleStatus(subscription, at: signedDate)))
+    }
+    if case .consumptionRequest(let reason) = event.kind {
+      data.append("consumptionRequestReason", .string(reason))
     }
     let uuid = UUID().uuidString.lowercased()
     var payload = JSONObject()

@@ -137,6 +137,9 @@ extension SimulatorState {
         if let grace = subscription.gracePeriodExpiresMs, subscription.billingRetrySinceMs != nil {
           appendDate(&object, "grace_period_expires_date", grace)
         }
+        if let increase = subscription.priceIncrease {
+          object.append("price_consent_status", .string(increase.accepted ? "1" : "0"))
+        }
         if let pending = subscription.pendingOffer {
           switch pending.kind {
           case .promotional(let id): object.append("promotional_offer_id", .string(id))

@@ -191,9 +191,18 @@ private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Pro
     let (name, offer) = try parseOffer(code, field: "\(field).offer_codes", needsID: "ref_name")
     product.offerCodes[name!] = offer
   }
+  if let ids = body.object["win_back_offer_ids"], !ids.isNull {
+    guard let array = ids.arrayValue,
+      case let offers = array.compactMap(\.stringValue),
+      offers.count == array.count, offers.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 })
+    else {
+      throw .badRequest("field '\(field).win_back_offer_ids' must be an array of offer ids")
+    }
+    product.winBackOfferIDs = offers
+  }
   if type != .autoRenewable
     && (product.introductoryOffer != nil || !product.promotionalOffers.isEmpty
-      || !product.offerCodes.isEmpty)
+      || !product.offerCodes.isEmpty || product.winBackOfferIDs != nil)
   {
     throw .badRequest("field '\(field)': only auto-renewable subscriptions have offers")
   }
@@ -682,10 +691,92 @@ extension AppStoreSimulator {
       guard reason == "0" || reason == "1" else {
         throw HTTPError.badRequest("field 'cancellation_reason' must be \"0\" or \"1\"")
       }
+      var prorated: Int?
+      switch try body.optionalString("revocation_type") ?? "REFUND_FULL" {
+      case "REFUND_FULL": break
+      case "REFUND_PRORATED":
+        guard let percentage = try body.optionalInt("revocation_percentage"),
+          (1...99_999).contains(percentage)
+        else {
+          throw HTTPError.badRequest(
+            "field 'revocation_percentage' (milliunits, 1...99999) is required for REFUND_PRORATED")
+        }
+        prorated = Int(percentage)
+      default:
+        throw HTTPError.badRequest(
+          "field 'revocation_type' must be REFUND_FULL or REFUND_PRORATED")
+      }
+      let percentage = prorated
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         try state.refund(
           bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID,
+          reason: reason, proratedPercentage: percentage)
+      }
+    }
+    router.add("POST", prefix + "/refund-request") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let body = try JSONBody(request)
+      let transactionID = try body.optionalString("transaction_id")
+      let groupID = try body.optionalString("group_id")
+      let reason = try body.optionalString("reason") ?? "UNINTENDED_PURCHASE"
+      let reasons = [
+        "UNINTENDED_PURCHASE", "FULFILLMENT_ISSUE", "UNSATISFIED_WITH_PURCHASE", "LEGAL", "OTHER",
+      ]
+      guard reasons.contains(reason) else {
+        throw HTTPError.badRequest("field 'reason' must be one of \(reasons.joined(separator: ", "))")
+      }
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        try state.requestRefund(
+          bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID,
           reason: reason)
+      }
+    }
+    router.add("POST", prefix + "/refund-decline") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let body = try JSONBody(request)
+      let transactionID = try body.optionalString("transaction_id")
+      let groupID = try body.optionalString("group_id")
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        try state.declineRefund(
+          bundleID: bundleID, userID: userID, transactionID: transactionID, groupID: groupID)
+      }
+    }
+    router.add("POST", prefix + "/refund-reverse") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let transactionID = try JSONBody(request).string("transaction_id")
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        try state.reverseRefund(bundleID: bundleID, userID: userID, transactionID: transactionID)
+      }
+    }
+    router.add("POST", prefix + "/price-increase-consent") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let groupID = try JSONBody(request).string("group_id")
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        try state.consentToPriceIncrease(bundleID: bundleID, userID: userID, groupID: groupID)
+        return []
+      }
+    }
+    router.add("POST", "/control/apps/{bundle_id}/products/{product_id}/price-increase") {
+      [self] request in
+      let (bundleID, productID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["product_id"]!
+      )
+      let body = try JSONBody(request)
+      guard let price = try parsePrice(body, field: "price") else {
+        throw HTTPError.badRequest("field 'price' is required")
+      }
+      let requiresConsent = try body.optionalBool("requires_consent") ?? true
+      return try operation(bundleID: nil, userID: nil) { state throws(SimError) in
+        try state.increasePrice(
+          bundleID: bundleID, productID: productID, price: price, requiresConsent: requiresConsent)
       }
     }
     router.add("POST", prefix + "/stop-family-sharing") { [self] request in

@@ -82,6 +82,14 @@ extension SimulatorState {
     if let revoked = transaction.cancellationMs, !transaction.isUpgraded {
       object.append("revocationReason", .integer(Int(transaction.cancellationReason ?? "0") ?? 0))
       object.append("revocationDate", .integer(revoked))
+      let type =
+        transaction.revocationType
+        ?? (transaction.ownership == .familyShared ? "FAMILY_REVOKE" : "REFUND_FULL")
+      object.append("revocationType", .string(type))
+      // Apple: present for refunded transactions (a Family Sharing revocation is no refund).
+      if type != "FAMILY_REVOKE" {
+        object.append("revocationPercentage", .integer(transaction.revocationPercentage ?? 100_000))
+      }
     }
     if transaction.isUpgraded { object.append("isUpgraded", .bool(true)) }
     if transaction.isTrialPeriod || transaction.isInIntroOfferPeriod {
@@ -126,6 +134,9 @@ extension SimulatorState {
     object.append("autoRenewStatus", .integer(subscription.autoRenewEnabled ? 1 : 0))
     let inRetry = subscription.billingRetrySinceMs != nil && !subscription.renewalStopped
     object.append("isInBillingRetryPeriod", .bool(inRetry))
+    if let increase = subscription.priceIncrease {
+      object.append("priceIncreaseStatus", .integer(increase.accepted ? 1 : 0))
+    }
     if inRetry, let grace = subscription.gracePeriodExpiresMs {
       object.append("gracePeriodExpiresDate", .integer(grace))
     }
@@ -147,12 +158,16 @@ extension SimulatorState {
     object.append("recentSubscriptionStartDate", .integer(recentSubscriptionStart(subscription)))
     object.append("renewalDate", .integer(subscription.expiresMs))
     let product = apps[subscription.bundleID]?.products[subscription.autoRenewProductID]
-    var renewalPrice = product?.price ?? 0
+    var renewalPrice = subscription.priceIncrease?.price ?? product?.price ?? 0
     if let pending = subscription.pendingOffer ?? subscription.offerInProgress {
       renewalPrice = pending.offer.price ?? (pending.offer.mode == .freeTrial ? 0 : renewalPrice)
     }
     object.append("renewalPrice", .integer(renewalPrice))
     object.append("currency", .string(product?.currency ?? "USD"))
+    let winBack = eligibleWinBackOfferIDs(subscription, at: now)
+    if !winBack.isEmpty {
+      object.append("eligibleWinBackOfferIds", .array(winBack.map { .string($0) }))
+    }
     if let token = subscription.appAccountToken { object.append("appAccountToken", .string(token)) }
     if let app = appTransactionID(subscription.bundleID, subscription.userID) {
       object.append("appTransactionId", .string(app))

@@ -109,8 +109,15 @@ struct SigningSetupError: Error, Sendable {
 
 /// Checks the ES256 JWTs that authorize App Store Server API requests, as Apple does: the
 /// signature with the In-App Purchase key named by `kid`, `iss` its issuer, `aud`
-/// `appstoreconnect-v1`, `bid` the app, `exp` in the future and at most an hour after `iat`.
+/// `appstoreconnect-v1`, `bid` the app, `exp` in the future and at most 60 minutes ahead.
+/// `iat` is optional (Apple's own App Store Server Libraries send none); when present it must
+/// not lie in the future and the token must live at most 60 minutes from it.
 enum ServerAPIAuthorization {
+  /// The longest a token may live: Apple rejects tokens whose `exp` is more than 60 minutes away.
+  static let maximumLifetimeSeconds: Int64 = 3600
+  /// Clock skew tolerated between the client and the simulator.
+  static let clockSkewSeconds: Int64 = 60
+
   /// The app and key a valid token names; nil for anything Apple answers 401 to.
   static func authorize(
     header value: String?, apps: [String: App], nowSeconds: Int64
@@ -124,12 +131,18 @@ enum ServerAPIAuthorization {
       let claims = try? JSONValue(parsing: jws.payload), claims.objectValue != nil,
       claims["aud"]?.stringValue == "appstoreconnect-v1",
       let bundleID = claims["bid"]?.stringValue, let issuer = claims["iss"]?.stringValue,
-      let exp = claims["exp"]?.int64Value, let iat = claims["iat"]?.int64Value,
-      let app = apps[bundleID],
+      let exp = claims["exp"]?.int64Value, let app = apps[bundleID],
       let key = app.apiKeys?.first(where: { $0.keyID == kid && $0.issuerID == issuer })
     else { return nil }
     // Apple rejects tokens that expired, or that live more than 60 minutes; allow a little skew.
-    guard exp > nowSeconds, iat <= nowSeconds + 60, exp - iat <= 3600 else { return nil }
+    guard exp > nowSeconds, exp <= nowSeconds + maximumLifetimeSeconds + clockSkewSeconds else {
+      return nil
+    }
+    if let iatClaim = claims["iat"] {
+      guard let iat = iatClaim.int64Value, iat <= nowSeconds + clockSkewSeconds,
+        exp - iat <= maximumLifetimeSeconds
+      else { return nil }
+    }
     guard let publicKey = try? ES256PublicKey(pem: key.publicKeyPEM),
       publicKey.isValidSignature(jws.signature, for: jws.signingInput)
     else { return nil }

@@ -85,6 +85,7 @@ public final class ServiceMetrics: Sendable {
     var reconcilerNotifications: UInt64 = 0
     var reconcilerUsersSynced: UInt64 = 0
     var reconcilerFailures: UInt64 = 0
+    var revocationSyncs: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -133,6 +134,9 @@ public final class ServiceMetrics: Sendable {
   /// One app and environment of a pass failed, or a pass could not list the apps.
   func reconcileFailed() { state.withLock { $0.reconcilerFailures += 1 } }
 
+  /// A Server API sync after a V2 REFUND or REVOKE ended with `outcome`.
+  func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
@@ -175,6 +179,10 @@ public final class ServiceMetrics: Sendable {
     out += "substatus_reconciler_users_synced_total \(s.reconcilerUsersSynced)\n"
     out += "# HELP substatus_reconciler_failures_total Reconciliations of an app and environment that failed (the next pass covers the span again).\n# TYPE substatus_reconciler_failures_total counter\n"
     out += "substatus_reconciler_failures_total \(s.reconcilerFailures)\n"
+    out += "# HELP substatus_revocation_syncs_total Server API syncs triggered by V2 REFUND and REVOKE, by outcome.\n# TYPE substatus_revocation_syncs_total counter\n"
+    for (outcome, n) in s.revocationSyncs.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_revocation_syncs_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
     return out
   }
 

@@ -310,6 +310,10 @@ extension SubstatusService {
       ("environment", .string(environment.rawValue)), ("users", .integer(updates.count)), ("duplicate", .bool(!applied)),
     ]
     log.info("notification", fields)
+    if applied {
+      scheduleRevocationSync(
+        after: notification, cached: cached, environment: environment, transactions: transactions, updates: updates)
+    }
     return HTTPResponse.json(["status": .string(applied ? "applied" : "duplicate")])
   }
 

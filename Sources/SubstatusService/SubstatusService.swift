@@ -38,6 +38,8 @@ public final class SubstatusService: Sendable {
   let rateLimiter: TenantRateLimiter
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
+  /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
+  let revocationSyncs = RevocationSyncScheduler()
 
   struct CachedApp {
     var app: AppRecord

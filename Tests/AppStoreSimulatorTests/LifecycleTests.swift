@@ -217,7 +217,8 @@ struct LifecycleTests {
     let cancelled = try #require(refunded["transactions"]?.arrayValue)
     #expect(cancelled.count == 3)
     #expect(cancelled[0]["cancellation_reason"]?.string == "1")
-    #expect(cancelled[1]["cancellation_reason"]?.string == "0")
+    // Apple: when the purchaser is refunded, the members' revocation reason matches the purchaser's.
+    #expect(cancelled[1]["cancellation_reason"]?.string == "1")
     #expect(cancelled.allSatisfy { $0["cancellation_date_ms"]?.string == "1769904000000" })
 
     let daveReceipt = try #require(try await sim.ok("GET", "\(app)/users/dave/receipt")["receipt"]?.string)

@@ -196,6 +196,9 @@ struct ServerAPITests {
       ("unknown key id", try key.token(kid: "ZZZZZZZZZZ")),
       ("expired", try key.token(iat: now - 1200, exp: now - 600)),
       ("lives longer than an hour", try key.token(iat: now, exp: now + 7200)),
+      ("issued in the future", try key.token(iat: now + 600, exp: now + 900)),
+      ("no iat, expired", try key.token(exp: now - 1, withoutIat: true)),
+      ("no iat, exp more than an hour ahead", try key.token(exp: now + 3600 + 120, withoutIat: true)),
       ("signed by another key", try key.token(signingKey: ES256PrivateKey.generate())),
     ]
     for (name, token) in bad {
@@ -204,6 +207,11 @@ struct ServerAPITests {
       #expect(raw.isEmpty, "\(name)")
     }
     #expect(try await api("GET", sim.base, path, token: try key.token()).status == 200)
+    // Apple's App Store Server Libraries send no `iat`: accepted while `exp` is within the hour.
+    #expect(try await api("GET", sim.base, path, token: try key.token(withoutIat: true)).status == 200)
+    #expect(
+      try await api("GET", sim.base, path, token: try key.token(exp: now + 3600, withoutIat: true))
+        .status == 200)
     // The token AppStoreSignedData makes for the service is accepted.
     let made = try AppStoreServerAPIToken.make(
       key: key.key, keyId: key.keyID, issuerId: key.issuer, bundleId: bundle, issuedAt: now * 1000)

@@ -53,20 +53,23 @@ struct APIKey {
     try await sim.ok("POST", "/control/apps/\(bundle)/api-keys", body.serialized())
   }
 
-  /// A JWT as Apple's library makes it; each argument overrides one claim.
+  /// A JWT with `iat` (Apple's libraries omit it: `withoutIat`); each argument overrides one
+  /// claim.
   func token(
     aud: String = "appstoreconnect-v1", bid: String? = nil, iss: String? = nil, kid: String? = nil,
-    iat: Int64? = nil, exp: Int64? = nil, signingKey: ES256PrivateKey? = nil
+    iat: Int64? = nil, exp: Int64? = nil, withoutIat: Bool = false,
+    signingKey: ES256PrivateKey? = nil
   ) throws -> String {
     let now = Int64(Date().timeIntervalSince1970)
     let header: JSONValue = .object([
       "alg": .string("ES256"), "kid": .string(kid ?? keyID), "typ": .string("JWT"),
     ])
-    let claims: JSONValue = .object([
-      "iss": .string(iss ?? issuer), "iat": .integer(iat ?? now), "exp": .integer(exp ?? now + 600),
+    var claims: JSONObject = [
+      "iss": .string(iss ?? issuer), "exp": .integer(exp ?? now + 600),
       "aud": .string(aud), "bid": .string(bid ?? bundle),
-    ])
-    return try JWS.sign(header: header, claims: claims, key: signingKey ?? key)
+    ]
+    if !withoutIat { claims["iat"] = .integer(iat ?? now) }
+    return try JWS.sign(header: header, claims: .object(claims), key: signingKey ?? key)
   }
 }
 

@@ -129,7 +129,10 @@ struct SignedTransactionTests {
     let kid = try #require(
       try await sim.ok("GET", "\(app)/users/kid/signed-transactions")["transactions"]?.arrayValue)
     #expect(kid.allSatisfy { $0["inAppOwnershipType"]?.string == "FAMILY_SHARED" })
-    #expect(kid.last?["revocationReason"] == .integer(0))
+    // Apple: when the purchaser is refunded, the members' revocation reason matches the purchaser's.
+    #expect(kid.last?["revocationReason"] == .integer(1))
+    #expect(kid.last?["revocationType"]?.string == "FAMILY_REVOKE")
+    #expect(org[1]["revocationType"]?.string == "REFUND_FULL")
     for payload in org + kid {
       _ = try SubscriptionDomain.Transaction(jwsTransactionPayload: payload)
     }

@@ -1,0 +1,142 @@
+import AppStoreSignedData
+import Foundation
+import RPCCore
+import RPCHTTP2Transport
+import SubstatusDaemon
+import SubstatusWire
+import Testing
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// substatusd and appstore-sim as processes, reconciliation off: a V2 REFUND makes substatusd
+/// sync the owner's history from the App Store Server API, which brings a renewal whose own
+/// notification was dropped (the REFUND carries only the refunded transaction).
+@Suite(.serialized) struct RevocationSyncEndToEndTests {
+  @Test func refundNotificationSyncsTheOwnersHistory() async throws {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("revocation-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let rootPath = scratch.appendingPathComponent("root.pem").path
+    // The simulated clock starts 35 days ago: the first month is over by (real) now, its renewal
+    // covers now.
+    let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+    let sim = try RunningSimulator(extraArguments: [
+      "--root-ca-out", rootPath, "--start-ms", String(nowMs - 35 * 86_400_000),
+    ])
+    defer { sim.stop() }
+    let daemon = try RunningDaemon(extraArguments: [
+      "--app-store-server-api-production-url", "http://\(sim.address)",
+      "--app-store-server-api-sandbox-url", "http://\(sim.address)/sandbox",
+      "--apple-root-ca", rootPath, "--reconcile-interval", "0", "--refresh-interval", "0",
+    ])
+    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let address = try #require(HostPort(daemon.grpc))
+    let transport = try HTTP2ClientTransport(configuration: .init(host: address.host, port: address.port))
+    defer { transport.close() }
+    let client = RPCClient(transport: transport)
+    func call<Req: ProtobufMessage, Res: ProtobufMessage>(
+      _ method: ProtoMethodDescriptor<Req, Res>, _ request: Req, key: String
+    ) async throws -> Res {
+      var metadata: Metadata = [:]
+      metadata.addString("Bearer \(key)", forKey: "authorization")
+      return try await client.unary(method: method.path, request: request, response: Res.self, metadata: metadata)
+    }
+
+    // substatusd: tenant, app, catalog, In-App Purchase key; the simulator: the same app with V2
+    // notifications to substatusd and the key's public half.
+    let bundle = "com.example.revocation"
+    var createTenant = Substatus_V1_CreateTenantRequest()
+    createTenant.name = "revocation"
+    let admin = try await call(Substatus_V1_TenantService.createTenant, createTenant, key: daemon.operatorKey).adminKey
+    var register = Substatus_V1_RegisterAppRequest()
+    register.bundleID = bundle
+    register.appleAppID = 987_655
+    let appID = try #require(try await call(Substatus_V1_AdminService.registerApp, register, key: admin).app?.appID)
+    var product = Substatus_V1_Product()
+    product.productID = "pro.monthly"
+    product.type = .autoRenewable
+    product.subscriptionGroupID = "pro"
+    product.duration = "P1M"
+    var put = Substatus_V1_PutProductsRequest()
+    put.appID = appID
+    put.products = [product]
+    _ = try await call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    let key = ES256PrivateKey.generate()
+    var setKey = Substatus_V1_SetInAppPurchaseKeyRequest()
+    setKey.appID = appID
+    setKey.issuerID = "57246542-96fe-1a63-e053-0824d011072a"
+    setKey.keyID = "REVOCATION"
+    setKey.privateKeyPem = key.pkcs8PEM
+    _ = try await call(Substatus_V1_AdminService.setInAppPurchaseKey, setKey, key: admin)
+    _ = try await sim.post(
+      "/control/apps",
+      [
+        "bundle_id": bundle, "shared_secret": "0123456789abcdef", "apple_app_id": 987_655,
+        "notification_version": "v2",
+        "notification_url": "http://\(daemon.http)/v1/apps/\(appID)/apple/notifications",
+        "products": [
+          ["product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro", "duration": "P1M"]
+        ],
+      ])
+    _ = try await sim.post(
+      "/control/apps/\(bundle)/api-keys",
+      ["issuer_id": setKey.issuerID, "key_id": setKey.keyID, "public_key_pem": key.publicKey.pem])
+
+    // Erin subscribes 35 days ago; substatusd learns of it by a sync.
+    _ = try await sim.post("/control/users", ["user_id": "erin", "environment": "production"])
+    let bought = try await sim.post("/control/apps/\(bundle)/users/erin/purchase", ["product_id": "pro.monthly"])
+    let first = try #require(((bought["transactions"] as? [[String: Any]])?.first)?["transaction_id"] as? String)
+    var sync = Substatus_V1_SyncTransactionHistoryRequest()
+    sync.appID = appID
+    sync.userID = "u-erin"
+    sync.transactionID = first
+    _ = try await call(Substatus_V1_IngestService.syncTransactionHistory, sync, key: admin)
+    _ = try await sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+
+    // The renewal's notification is dropped: substatusd sees the month as over.
+    _ = try await sim.post(
+      "/control/notifications/drop", ["bundle_id": bundle, "notification_type": "DID_RENEW", "count": 1])
+    _ = try await sim.post("/control/clock/set", ["now_ms": nowMs])
+    _ = try await sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+    var status = Substatus_V1_GetStatusRequest()
+    status.appID = appID
+    status.userID = "u-erin"
+    func state() async throws -> Substatus_V1_SubscriptionState {
+      try await call(Substatus_V1_StatusService.getStatus, status, key: admin).groups
+        .first { $0.subscriptionGroupID == "pro" }?.state ?? .unspecified
+    }
+    #expect(try await state() != .active)
+
+    // The first month is refunded: its REFUND carries that transaction alone. The sync it
+    // triggers brings the renewal, which covers now.
+    _ = try await sim.post("/control/apps/\(bundle)/users/erin/refund", ["transaction_id": first])
+    _ = try await sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+    let started = Date()
+    var current = Substatus_V1_SubscriptionState.unspecified
+    while Date().timeIntervalSince(started) < 20 {
+      current = try await state()
+      if current == .active { break }
+      try await Task.sleep(for: .milliseconds(100))
+    }
+    #expect(current == .active)
+    var history = Substatus_V1_GetTransactionHistoryRequest()
+    history.appID = appID
+    history.userID = "u-erin"
+    let transactions = try await call(Substatus_V1_StatusService.getTransactionHistory, history, key: admin).transactions
+    #expect(transactions.count == 2)
+    #expect(transactions.contains { $0.transactionID == first && $0.revocationDateMs > 0 })
+
+    var request = URLRequest(url: URL(string: "http://\(daemon.http)/metrics")!)
+    request.httpMethod = "GET"
+    let (data, _) = try await URLSession.shared.data(for: request)
+    let metrics = String(decoding: data, as: UTF8.self)
+    #expect(metrics.contains(#"substatus_revocation_syncs_total{outcome="succeeded"}"#), "\(metrics)")
+
+    let (exitStatus, log) = daemon.stop()
+    #expect(exitStatus == 0)
+    #expect(log.contains(#""msg":"revocation sync""#))
+    #expect(!log.contains("PRIVATE KEY"))
+  }
+}
