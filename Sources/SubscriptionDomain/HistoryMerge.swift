@@ -9,8 +9,8 @@
 
 extension Transaction {
   /// When Apple said what this copy says, on Apple's clock (rule 14): ``signedDate`` for signed
-  /// data, else ``asOfDate`` (a verifyReceipt body's `receipt.request_date_ms`, a V1
-  /// notification's arrival); `nil` when unknown.
+  /// data, else ``asOfDate`` (a verifyReceipt body's `receipt.request_date_ms`, the latest
+  /// instant a V1 notification records); `nil` when unknown.
   @inlinable
   public var appleClock: Int64? { signedDate ?? asOfDate }
 
@@ -60,6 +60,23 @@ extension Transaction {
     a.signedDate = other.signedDate
     a.asOfDate = other.asOfDate
     return a == other
+  }
+
+  /// When a V1 notification's data is as of (rule 14): the latest instant its `unified_receipt`
+  /// records (a purchase or a cancellation of `transactions`, or `otherDates` such as
+  /// `auto_renew_status_change_date_ms`); `nil` when it records none. A V1 body carries no date of
+  /// its own, and its arrival is no clock: Apple retries a failed delivery with the same body, so
+  /// an old body can arrive after a newer one. Everything a body records happened before Apple
+  /// composed it, so a body composed after a refund records the cancellation and is at least as
+  /// new as every body composed before it.
+  public static func latestRecordedDate(
+    in transactions: some Sequence<Transaction>, otherDates: [Int64?] = []
+  ) -> Int64? {
+    var latest = otherDates.compactMap { $0 }.max()
+    for t in transactions {
+      latest = max(latest ?? t.purchaseDate, t.purchaseDate, t.revocationDate ?? .min)
+    }
+    return latest
   }
 
   /// Deduplicates a history by `transactionId`, keeping the winning copy per id (see
@@ -209,8 +226,8 @@ public enum RenewalInfoVersion: Sendable, Hashable {
 public struct RenewalInfoSnapshot: Sendable, Hashable {
   /// The original transactions the snapshot covers, sorted, without repeats.
   public private(set) var originalTransactionIds: [String]
-  /// When Apple said it, on Apple's clock (`receipt.request_date_ms`, a V1 notification's
-  /// arrival, the newest `signedDate` of a Server API answer); `nil`: unknown.
+  /// When Apple said it, on Apple's clock (`receipt.request_date_ms`, the latest instant a V1
+  /// notification records, the newest `signedDate` of a Server API answer); `nil`: unknown.
   public var asOfDate: Int64?
 
   /// Creates a snapshot of `originalTransactionIds` as of `asOfDate`.

@@ -38,8 +38,8 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   /// that is not signed.
   public var signedDate: Int64?
   /// For a copy that is not signed: when Apple said what it says (rules 13, 14, see
-  /// ``appleClock``): a verifyReceipt body's `receipt.request_date_ms`, a V1 notification's
-  /// arrival. `nil` when unknown, and for signed data (its ``signedDate`` is that time).
+  /// ``appleClock``): a verifyReceipt body's `receipt.request_date_ms`, the latest instant a V1
+  /// notification's body records. `nil` when unknown, and for signed data (its ``signedDate`` is that time).
   public var asOfDate: Int64?
 
   /// Creates a renewal info; every field but the identifiers is optional.

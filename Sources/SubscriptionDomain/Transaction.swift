@@ -55,9 +55,9 @@ public struct Transaction: Sendable, Hashable, Codable {
   /// that is not signed.
   public var signedDate: Int64?
   /// For a copy that is not signed: when Apple said what it says, the clock copies merge by (rule
-  /// 14, see ``appleClock``). A verifyReceipt body's `receipt.request_date_ms`; a V1
-  /// notification's arrival (the server's clock when it arrived). `nil` when unknown, and for
-  /// signed data, whose ``signedDate`` is that time.
+  /// 14, see ``appleClock``). A verifyReceipt body's `receipt.request_date_ms`; for a V1
+  /// notification, the latest instant its body records (``latestRecordedDate(in:otherDates:)``).
+  /// `nil` when unknown, and for signed data, whose ``signedDate`` is that time.
   public var asOfDate: Int64?
   /// The notification type (V1 `notification_type` or V2 `notificationType`) that delivered this
   /// version, when it came from a notification: it helps classify a revocation (rule 7).

@@ -611,8 +611,8 @@ extension PostgresStore: Store {
     }.map(\.element)
   }
 
-  /// Upserts one transaction; returns whether it wrote a counted change. The stored version is read `FOR UPDATE`, so
-  /// no other instance changes it between the domain's decision and the write.
+  /// Upserts one transaction; returns whether it wrote a counted change. The stored version is read
+  /// `FOR UPDATE`, so no other instance changes it between the domain's decision and the write.
   private static func upsert(_ t: EncodedTransaction, key: Int64, _ db: PGConnection)
     throws(StoreError) -> Bool
   {

@@ -16,8 +16,9 @@ import Synchronization
 ///   ``SubscriptionDomain/Transaction/supersedes(_:)`` decides on the row no other instance can
 ///   change meanwhile; renewal infos and their removals by snapshots are decided by
 ///   ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` under a `FOR NO KEY UPDATE` lock of
-///   the user's row (an absent row cannot be locked); a notification id is claimed by the primary key of `notifications` in the same
-///   transaction as its data, so one notification delivered to two instances is applied once.
+///   the user's row (an absent row cannot be locked); a notification id is claimed by the primary
+///   key of `notifications` in the same transaction as its data, so one notification delivered to
+///   two instances is applied once.
 ///   Deadlocks between instances are retried.
 /// - No read cache: another instance may change any row, so tenants, apps and keys are read from the
 ///   database every time (primary-key lookups).

@@ -84,14 +84,17 @@ extension SubstatusService {
       throw HTTPError(status: 401, message: "the notification's password does not match the app's shared secret")
     }
     let environment = notification.environment ?? .production
-    // A V1 body is neither signed nor dated: Apple said it when it arrived (rule 14), and its
-    // unified_receipt's pending_renewal_info is the whole truth about its subscriptions (rule 13).
+    // A V1 body is neither signed nor dated, and a retried old body may arrive after a newer one:
+    // its copies are as of the latest instant it records (rule 14), and its unified_receipt's
+    // pending_renewal_info is the whole truth about its subscriptions (rule 13).
+    let asOf = SubscriptionDomain.Transaction.latestRecordedDate(
+      in: notification.transactions, otherDates: [notification.autoRenewStatusChangeDate])
     var (transactions, renewalInfos) = (notification.transactions, notification.pendingRenewalInfo)
-    for i in transactions.indices { transactions[i].asOfDate = now }
-    for i in renewalInfos.indices { renewalInfos[i].asOfDate = now }
+    for i in transactions.indices { transactions[i].asOfDate = asOf }
+    for i in renewalInfos.indices { renewalInfos[i].asOfDate = asOf }
     let updates = try await routeByOriginalTransaction(
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
-      renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: now))
+      renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: asOf))
     let id = "v1:" + Hex.encode(SHA256.hash(body))
     let applied = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)

@@ -26,7 +26,8 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 /// that enter billing grace and disappear when the customer cancels during grace. It is observed
 /// at random instants on Apple's clock by five sources, each giving its own kind of copy:
 /// - a verifyReceipt body: every transaction and a renewal-info snapshot, dated `request_date_ms`;
-/// - a V1 notification: the same, classified by notification type, dated by its arrival;
+/// - a V1 notification: the same, classified by notification type, dated by the latest instant it
+///   records (`Transaction.latestRecordedDate`);
 /// - StoreKit 2: one signed transaction;
 /// - a V2 notification: one signed transaction and its signed renewal info;
 /// - the Server API: every signed transaction and a snapshot of the signed renewal infos.
@@ -174,17 +175,19 @@ public struct CopyPermutationCase: Sendable, CustomStringConvertible {
             user: placeholder, transactions: transactions.map { Self.dated($0, t) },
             renewalInfos: knownInfos.map { Self.dated($0, t) },
             renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: t)))
-      case 1:  // V1 notification: arrives a little later; revoked transactions carry its type
-        let arrival = t + Int64.random(in: 0...2, using: &g) * 1000
+      case 1:  // V1 notification: as of the latest instant it records; revoked ones carry its type
+        let asOf = Transaction.latestRecordedDate(in: transactions)
         let classified = transactions.map { tx -> Transaction in
-          var copy = Self.dated(tx, arrival)
+          var copy = tx
+          copy.asOfDate = asOf
           if copy.revocationDate != nil { copy.notificationType = copy.isUpgraded ? "CANCEL" : "REFUND" }
           return copy
         }
         updates.append(
           UserPurchases(
-            user: placeholder, transactions: classified, renewalInfos: knownInfos.map { Self.dated($0, arrival) },
-            renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: arrival)))
+            user: placeholder, transactions: classified,
+            renewalInfos: knownInfos.map { var r = $0; r.asOfDate = asOf; return r },
+            renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: asOf)))
       case 2:  // StoreKit 2: one signed transaction
         let one = transactions[Int.random(in: 0..<transactions.count, using: &g)]
         updates.append(UserPurchases(user: placeholder, transactions: [Self.signed(one, t)]))

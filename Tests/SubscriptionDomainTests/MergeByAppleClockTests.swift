@@ -186,3 +186,29 @@ struct MergeByAppleClockTests {
     #expect(before.status(ofGroup: Group.premium)?.state == .gracePeriod)
   }
 }
+
+@Suite("V1 notifications' clock (rule 14)")
+struct V1ClockTests {
+  @Test("a V1 body is as of the latest instant it records: a retried old body never undoes a refund")
+  func retriedOldBody() {
+    let feb1 = utc(2024, 2, 1)
+    let first = tx("1", "premium.monthly", jan1, feb1)
+    let second = tx("2", "premium.monthly", feb1, utc(2024, 3, 1), otx: "1")
+    var refunded = second
+    refunded.revocationDate = feb1 + 5 * day
+    #expect(Transaction.latestRecordedDate(in: [first, second]) == feb1)
+    #expect(Transaction.latestRecordedDate(in: [first, refunded]) == feb1 + 5 * day)
+    #expect(Transaction.latestRecordedDate(in: [first], otherDates: [nil, feb1 + day]) == feb1 + day)
+    #expect(Transaction.latestRecordedDate(in: [], otherDates: [nil]) == nil)
+    func body(_ transactions: [Transaction]) -> [Transaction] {
+      let asOf = Transaction.latestRecordedDate(in: transactions)
+      return transactions.map { var t = $0; t.asOfDate = asOf; return t }
+    }
+    let renewed = body([first, second])
+    let refund = body([first, refunded])
+    for order in [renewed + refund, refund + renewed] {
+      let merged = Transaction.merged(order)
+      #expect(merged.first { $0.transactionId == "2" }?.revocationDate == feb1 + 5 * day)
+    }
+  }
+}
