@@ -73,6 +73,17 @@ public struct Principal: Sendable, Hashable {
 
   /// Whether the key may reach an app (its scope).
   public func mayAccess(appId: String) -> Bool { appIds.isEmpty || appIds.contains(appId) }
+
+  /// Whether the key is limited to some apps of its tenant.
+  public var isScoped: Bool { !appIds.isEmpty }
+
+  /// Whether the key may see and manage (list, revoke, create) a key with scope `scope`: an
+  /// unscoped key manages every key of its tenant; a scoped key only keys limited to a non-empty
+  /// subset of its own apps, never an unscoped one (DESIGN "Security": a key scoped to apps acts
+  /// only inside them).
+  public func mayManage(keyScopedTo scope: [String]) -> Bool {
+    !isScoped || (!scope.isEmpty && scope.allSatisfy(appIds.contains))
+  }
 }
 
 /// The context key under which the auth interceptor stores the ``Principal``.
