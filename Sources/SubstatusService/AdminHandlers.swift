@@ -85,7 +85,7 @@ extension SubstatusService {
     let cached = try await app(request.appID, context)
     guard !request.products.isEmpty else { throw invalidArgument("products", "must not be empty") }
     guard request.products.count <= limits.maxProductsPerPut else {
-      throw RPCError(code: .resourceExhausted, message: "products: at most \(limits.maxProductsPerPut) per call, got \(request.products.count)")
+      throw batchTooLarge("products", limit: limits.maxProductsPerPut, count: request.products.count)
     }
     var seen = Set<String>()
     var products: [Product] = []

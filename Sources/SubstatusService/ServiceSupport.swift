@@ -23,8 +23,9 @@ public struct ServiceEnvironment: Sendable {
     now: { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }, randomBytes: SecureRandom.bytes)
 }
 
-/// Limits on request sizes and rates; exceeding one is `INVALID_ARGUMENT` (batch sizes) or
-/// `RESOURCE_EXHAUSTED` (rates).
+/// Limits on request sizes and rates; exceeding one is `RESOURCE_EXHAUSTED` (DESIGN "Security":
+/// oversized batches, like oversized messages, and rates), with a message naming the field (see
+/// ``batchTooLarge(_:limit:count:per:)``).
 public struct ServiceLimits: Sendable {
   /// Users per CheckEligibility call.
   public var maxEligibilityQueries = 1000
@@ -137,6 +138,13 @@ enum PageToken {
     let n = size == 0 ? limits.defaultPageSize : min(Int(size), limits.maxPageSize)
     return PageRequest(size: n, cursor: try decode(token))
   }
+}
+
+/// `RESOURCE_EXHAUSTED` for a batch above its limit, the one code of every batch limit (DESIGN
+/// "Security"; README "Limits"). The message names the field, the limit and the count:
+/// `queries: at most 1000 per call, got 1001`.
+func batchTooLarge(_ field: String, limit: Int, count: Int, per: String = "call") -> RPCError {
+  RPCError(code: .resourceExhausted, message: "\(field): at most \(limit) per \(per), got \(count)")
 }
 
 /// Identifier checks shared by the handlers.
