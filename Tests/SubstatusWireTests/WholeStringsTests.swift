@@ -112,6 +112,18 @@ enum RawProto {
     #expect(request.queries.first?.productIDs == ["p"])
   }
 
+  @Test func jsonStringWithANULIsRefusedNamingTheField() {
+    // Proto3 JSON can spell a NUL (\u0000); the binary encoding could not carry it whole.
+    do {
+      _ = try Substatus_V1_CheckEligibilityRequest(jsonString: #"{"appId":"app_1","queries":[{"userId":"victim\u0000evil"}]}"#)
+      Issue.record("decoded")
+    } catch {
+      #expect(error.code == .invalidJSON)
+      #expect(error.message.contains("\"userId\""))
+      #expect(error.message.contains("NUL"))
+    }
+  }
+
   @Test(arguments: [
     [0x0A, 0x05, 0x61],  // a length past the end
     [0x0B, 0x0C],  // a group, which proto3 does not have
