@@ -24,8 +24,8 @@ public struct ServiceEnvironment: Sendable {
 }
 
 /// Limits on request sizes and rates; exceeding one is `RESOURCE_EXHAUSTED` (DESIGN "Security":
-/// oversized batches, like oversized messages, and rates), with a message naming the field (see
-/// ``batchTooLarge(_:limit:count:per:)``).
+/// oversized batches, like oversized messages, and rates), a batch's with a message naming the
+/// field, the limit and the count (README "Request limits and whole strings").
 public struct ServiceLimits: Sendable {
   /// Users per CheckEligibility call.
   public var maxEligibilityQueries = 1000
@@ -141,7 +141,8 @@ enum PageToken {
 }
 
 /// `RESOURCE_EXHAUSTED` for a batch above its limit, the one code of every batch limit (DESIGN
-/// "Security"; README "Limits"). The message names the field, the limit and the count:
+/// "Security"; README "Request limits and whole strings"). The message names the field, the limit
+/// and the count:
 /// `queries: at most 1000 per call, got 1001`.
 func batchTooLarge(_ field: String, limit: Int, count: Int, per: String = "call") -> RPCError {
   RPCError(code: .resourceExhausted, message: "\(field): at most \(limit) per \(per), got \(count)")
