@@ -202,7 +202,9 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusDaemonTests",
-      dependencies: ["SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON"],
+      dependencies: [
+        "SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON", "ProtoGen",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
     .target(

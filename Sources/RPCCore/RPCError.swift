@@ -1,3 +1,5 @@
+import SubstatusWire
+
 /// An error that ends an RPC with a gRPC status other than `OK`.
 ///
 /// Handlers throw it to choose the status the caller sees; any other error a handler throws goes
@@ -166,5 +168,33 @@ extension RPCError {
     default:
       self.init(code: .unknown, message: "the server failed to handle the request", cause: error)
     }
+  }
+}
+
+extension RPCError {
+  /// `INVALID_ARGUMENT` naming a field (AIP-193): the message is `field: description`, and the
+  /// trailers carry a `google.rpc.Status` with a `google.rpc.BadRequest` holding one field
+  /// violation, in `grpc-status-details-bin`.
+  ///
+  /// ```swift
+  /// throw RPCError.invalidArgument(field: "queries[2].user_id", "must not be empty")
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - field: The field's path in proto field-path form, such as `queries[2].user_id`.
+  ///   - description: What is wrong with it.
+  public static func invalidArgument(field: String, _ description: String) -> RPCError {
+    var violation = Google_Rpc_BadRequest.FieldViolation()
+    violation.field = field
+    violation.description = description
+    var badRequest = Google_Rpc_BadRequest()
+    badRequest.fieldViolations = [violation]
+    var status = Google_Rpc_Status()
+    status.code = Int32(Code.invalidArgument.rawValue)
+    status.message = "\(field): \(description)"
+    status.details = [Google_Protobuf_Any(packing: badRequest)]
+    var error = RPCError(code: .invalidArgument, message: status.message)
+    error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
+    return error
   }
 }

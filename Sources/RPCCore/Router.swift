@@ -106,7 +106,9 @@ public struct RPCRouter: Sendable {
 
   /// Registers a typed unary handler.
   ///
-  /// A request that does not decode fails with `INTERNAL`, as in grpc-go.
+  /// A request that does not decode fails with `INTERNAL`, as in grpc-go, except a string field
+  /// that is not whole (a NUL byte, or not UTF-8): `INVALID_ARGUMENT` naming the field
+  /// (``RPCError/invalidArgument(field:_:)``).
   ///
   /// - Parameters:
   ///   - method: The full method path.
@@ -123,6 +125,11 @@ public struct RPCRouter: Sendable {
       do throws(WireError) {
         request = try Request(serializedBytes: bytes)
       } catch {
+        if let violation = error.fieldViolation {
+          var rejected = RPCError.invalidArgument(field: violation.field, violation.description)
+          rejected.cause = error
+          throw rejected
+        }
         throw RPCError(
           code: .internal, message: "failed to decode \(Request.protoMessageName): \(error.message)",
           cause: error)

@@ -8,7 +8,10 @@ import SubstatusWire
 
 extension SubstatusService {
   func registerApp(_ request: Substatus_V1_RegisterAppRequest, _ context: ServerContext) async throws -> Substatus_V1_RegisterAppResponse {
-    let (_, tenant) = try tenantID(context)
+    let (p, tenant) = try tenantID(context)
+    guard !p.isScoped else {
+      throw RPCError(code: .permissionDenied, message: "a key scoped to apps may not register apps")
+    }
     try requireID(request.bundleID, "bundle_id", limits: limits)
     guard request.appleAppID >= 0 else { throw invalidArgument("apple_app_id", "must not be negative") }
     guard request.displayName.utf8.count <= 200 else { throw invalidArgument("display_name", "longer than 200 bytes") }
@@ -82,7 +85,7 @@ extension SubstatusService {
     let cached = try await app(request.appID, context)
     guard !request.products.isEmpty else { throw invalidArgument("products", "must not be empty") }
     guard request.products.count <= limits.maxProductsPerPut else {
-      throw RPCError(code: .resourceExhausted, message: "products: at most \(limits.maxProductsPerPut) per call, got \(request.products.count)")
+      throw batchTooLarge("products", limit: limits.maxProductsPerPut, count: request.products.count)
     }
     var seen = Set<String>()
     var products: [Product] = []
@@ -170,7 +173,7 @@ extension SubstatusService {
     }
     guard request.description.utf8.count <= 200 else { throw invalidArgument("description", "longer than 200 bytes") }
     // A scoped key can only hand out keys within its own scope.
-    if !p.appIds.isEmpty && (request.appIDs.isEmpty || !request.appIDs.allSatisfy(p.mayAccess(appId:))) {
+    guard p.mayManage(keyScopedTo: request.appIDs) else {
       throw RPCError(code: .permissionDenied, message: "a key scoped to apps can only create keys within its scope")
     }
     for (n, appId) in request.appIDs.enumerated() {
@@ -188,18 +191,26 @@ extension SubstatusService {
   }
 
   func listApiKeys(_ request: Substatus_V1_ListApiKeysRequest, _ context: ServerContext) async throws -> Substatus_V1_ListApiKeysResponse {
-    let (_, tenant) = try tenantID(context)
+    let (p, tenant) = try tenantID(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     let result = try await stored { () throws(StoreError) in try await store.listApiKeys(tenantId: tenant, page: page) }
     var response = Substatus_V1_ListApiKeysResponse()
-    response.apiKeys = result.items.filter { request.showRevoked || !$0.isRevoked }.map(\.wire)
+    // A scoped key sees only the keys within its scope (a page may then hold fewer than asked).
+    response.apiKeys = result.items.filter { (request.showRevoked || !$0.isRevoked) && p.mayManage(keyScopedTo: $0.appIds) }.map(\.wire)
     response.nextPageToken = PageToken.encode(result.nextCursor)
     return response
   }
 
   func revokeApiKey(_ request: Substatus_V1_RevokeApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_RevokeApiKeyResponse {
-    let (_, tenant) = try tenantID(context)
+    let (p, tenant) = try tenantID(context)
     try requireID(request.keyID, "key_id", limits: limits)
+    if p.isScoped {
+      // A key beyond the caller's scope is NOT_FOUND, as if it did not exist (as ListApiKeys hides
+      // it), rather than PERMISSION_DENIED, which would confirm that the id is a key of the tenant.
+      guard let target = try await apiKey(tenant: tenant, keyId: request.keyID), p.mayManage(keyScopedTo: target.appIds) else {
+        throw RPCError(code: .notFound, message: "API key \"\(request.keyID)\" not found")
+      }
+    }
     let record = try await stored { () throws(StoreError) in
       try await store.revokeApiKey(tenantId: tenant, keyId: request.keyID, atMs: environment.now())
     }
@@ -208,5 +219,20 @@ extension SubstatusService {
     var response = Substatus_V1_RevokeApiKeyResponse()
     response.info = record.wire
     return response
+  }
+
+  /// A key of the tenant by id, or `nil`. The store finds keys by hash, not id, so this pages
+  /// through the tenant's keys: only a scoped key's RevokeApiKey needs it, an admin call on a list
+  /// of a few dozen keys.
+  private func apiKey(tenant: String, keyId: String) async throws(RPCError) -> ApiKeyRecord? {
+    var cursor: String? = nil
+    repeat {
+      let page = try await stored { () throws(StoreError) in
+        try await store.listApiKeys(tenantId: tenant, page: PageRequest(size: limits.maxPageSize, cursor: cursor))
+      }
+      if let found = page.items.first(where: { $0.keyId == keyId }) { return found }
+      cursor = page.nextCursor
+    } while cursor != nil
+    return nil
   }
 }

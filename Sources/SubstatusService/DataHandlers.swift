@@ -107,8 +107,11 @@ extension SubstatusService {
     guard !request.transactions.isEmpty || !request.renewalInfos.isEmpty else {
       throw invalidArgument("transactions", "transactions and renewal_infos are both empty")
     }
-    guard request.transactions.count <= limits.maxImportItems, request.renewalInfos.count <= limits.maxImportItems else {
-      throw RPCError(code: .resourceExhausted, message: "at most \(limits.maxImportItems) transactions and \(limits.maxImportItems) renewal infos per call")
+    guard request.transactions.count <= limits.maxImportItems else {
+      throw batchTooLarge("transactions", limit: limits.maxImportItems, count: request.transactions.count)
+    }
+    guard request.renewalInfos.count <= limits.maxImportItems else {
+      throw batchTooLarge("renewal_infos", limit: limits.maxImportItems, count: request.renewalInfos.count)
     }
     // Validate each item on its own: one bad item is reported, the others are stored.
     var transactionResults: [Substatus_V1_TransactionImportResult] = []
@@ -213,17 +216,17 @@ extension SubstatusService {
     let cached = try await app(request.appID, context)
     guard !request.queries.isEmpty else { throw invalidArgument("queries", "must not be empty") }
     guard request.queries.count <= limits.maxEligibilityQueries else {
-      throw invalidArgument("queries", "at most \(limits.maxEligibilityQueries) users per call, got \(request.queries.count)")
+      throw batchTooLarge("queries", limit: limits.maxEligibilityQueries, count: request.queries.count)
     }
     var items = 0
     for (n, q) in request.queries.enumerated() {
       guard q.productIDs.count <= limits.maxProductsPerQuery else {
-        throw invalidArgument("queries[\(n)].product_ids", "at most \(limits.maxProductsPerQuery) products per user, got \(q.productIDs.count)")
+        throw batchTooLarge("queries[\(n)].product_ids", limit: limits.maxProductsPerQuery, count: q.productIDs.count, per: "user")
       }
       items += q.productIDs.isEmpty ? cached.catalog.products.count : q.productIDs.count
     }
     guard items <= limits.maxEligibilityItems else {
-      throw invalidArgument("queries", "at most \(limits.maxEligibilityItems) user × product answers per call, got \(items)")
+      throw batchTooLarge("queries", limit: limits.maxEligibilityItems, count: items, per: "call (user × product answers)")
     }
     let environment = try SubscriptionDomain.Environment(wire: request.environment)
     let time = try asOf(request.asOfMs)

@@ -26,8 +26,9 @@ public struct ServiceEnvironment: Sendable {
   public static let live = ServiceEnvironment(clock: SystemClock(), randomBytes: SecureRandom.bytes)
 }
 
-/// Limits on request sizes and rates; exceeding one is `INVALID_ARGUMENT` (batch sizes) or
-/// `RESOURCE_EXHAUSTED` (rates).
+/// Limits on request sizes and rates; exceeding one is `RESOURCE_EXHAUSTED` (DESIGN "Security":
+/// oversized batches, like oversized messages, and rates), a batch's with a message naming the
+/// field, the limit and the count (README "Request limits and whole strings").
 public struct ServiceLimits: Sendable {
   /// Users per CheckEligibility call.
   public var maxEligibilityQueries = 1000
@@ -76,6 +77,17 @@ public struct Principal: Sendable, Hashable {
 
   /// Whether the key may reach an app (its scope).
   public func mayAccess(appId: String) -> Bool { appIds.isEmpty || appIds.contains(appId) }
+
+  /// Whether the key is limited to some apps of its tenant.
+  public var isScoped: Bool { !appIds.isEmpty }
+
+  /// Whether the key may see and manage (list, revoke, create) a key with scope `scope`: an
+  /// unscoped key manages every key of its tenant; a scoped key only keys limited to a non-empty
+  /// subset of its own apps, never an unscoped one (DESIGN "Security": a key scoped to apps acts
+  /// only inside them).
+  public func mayManage(keyScopedTo scope: [String]) -> Bool {
+    !isScoped || (!scope.isEmpty && scope.allSatisfy(appIds.contains))
+  }
 }
 
 /// The context key under which the auth interceptor stores the ``Principal``.
@@ -129,6 +141,14 @@ enum PageToken {
     let n = size == 0 ? limits.defaultPageSize : min(Int(size), limits.maxPageSize)
     return PageRequest(size: n, cursor: try decode(token))
   }
+}
+
+/// `RESOURCE_EXHAUSTED` for a batch above its limit, the one code of every batch limit (DESIGN
+/// "Security"; README "Request limits and whole strings"). The message names the field, the limit
+/// and the count:
+/// `queries: at most 1000 per call, got 1001`.
+func batchTooLarge(_ field: String, limit: Int, count: Int, per: String = "call") -> RPCError {
+  RPCError(code: .resourceExhausted, message: "\(field): at most \(limit) per \(per), got \(count)")
 }
 
 /// Identifier checks shared by the handlers.

@@ -146,10 +146,11 @@ extension SubstatusService {
     guard !request.signedTransactions.isEmpty || !request.signedRenewalInfos.isEmpty else {
       throw invalidArgument("signed_transactions", "signed_transactions and signed_renewal_infos are both empty")
     }
-    guard request.signedTransactions.count <= limits.maxImportItems, request.signedRenewalInfos.count <= limits.maxImportItems else {
-      throw RPCError(
-        code: .resourceExhausted,
-        message: "at most \(limits.maxImportItems) signed transactions and \(limits.maxImportItems) signed renewal infos per call")
+    guard request.signedTransactions.count <= limits.maxImportItems else {
+      throw batchTooLarge("signed_transactions", limit: limits.maxImportItems, count: request.signedTransactions.count)
+    }
+    guard request.signedRenewalInfos.count <= limits.maxImportItems else {
+      throw batchTooLarge("signed_renewal_infos", limit: limits.maxImportItems, count: request.signedRenewalInfos.count)
     }
     let verifiers = AppSignedDataVerifiers(roots: appleRootCertificates, app: cached.app)
     let (transactionsJWS, renewalsJWS) = (request.signedTransactions, request.signedRenewalInfos)

@@ -444,16 +444,5 @@ extension EligibilityReason {
 /// `INVALID_ARGUMENT` naming the field, with a `google.rpc.BadRequest` field violation in
 /// `grpc-status-details-bin` (AIP-193).
 func invalidArgument(_ field: String, _ description: String) -> RPCError {
-  var violation = Google_Rpc_BadRequest.FieldViolation()
-  violation.field = field
-  violation.description = description
-  var badRequest = Google_Rpc_BadRequest()
-  badRequest.fieldViolations = [violation]
-  var status = Google_Rpc_Status()
-  status.code = Int32(RPCError.Code.invalidArgument.rawValue)
-  status.message = "\(field): \(description)"
-  status.details = [Google_Protobuf_Any(packing: badRequest)]
-  var error = RPCError(code: .invalidArgument, message: status.message)
-  error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
-  return error
+  RPCError.invalidArgument(field: field, description)
 }

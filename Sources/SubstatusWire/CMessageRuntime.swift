@@ -67,11 +67,23 @@ protocol CMessageConvertible: ProtobufMessage {
 }
 
 extension CMessageConvertible {
-  /// Decodes through protobuf-c's unpacker.
+  /// Decodes through protobuf-c's unpacker, after checking that every string field is whole (see
+  /// ``WholeStrings``).
+  ///
+  /// - Throws: ``WireError`` with ``WireError/Code-swift.struct/embeddedNUL`` or
+  ///   ``WireError/Code-swift.struct/invalidUTF8`` and the field's path for a broken string,
+  ///   ``WireError/Code-swift.struct/malformedMessage`` for bytes that are not an encoding.
   static func decode(_ bytes: [UInt8]) throws(WireError) -> Self {
     let layout = cLayout
-    let unpacked = bytes.withUnsafeBufferPointer {
-      protobuf_c_message_unpack(layout.descriptor, nil, $0.count, $0.baseAddress)
+    let (unpacked, outcome) = bytes.withUnsafeBufferPointer { buffer -> (UnsafeMutablePointer<ProtobufCMessage>?, WholeStrings.Outcome) in
+      if let base = buffer.baseAddress {
+        let outcome = WholeStrings.scan(base, base + buffer.count, layout.descriptor)
+        guard outcome == .whole else { return (nil, outcome) }
+      }
+      return (protobuf_c_message_unpack(layout.descriptor, nil, buffer.count, buffer.baseAddress), .whole)
+    }
+    if outcome == .broken, let error = bytes.withUnsafeBufferPointer({ WholeStrings.error($0, layout.descriptor, protoMessageName) }) {
+      throw error
     }
     guard let unpacked else {
       throw WireError(
@@ -79,7 +91,12 @@ extension CMessageConvertible {
         message: "\(bytes.count) bytes are not a valid encoding of \(protoMessageName)")
     }
     defer { protobuf_c_message_free_unpacked(unpacked, nil) }
-    return try Self(cReader: CMessageReader(UnsafeRawPointer(unpacked), layout, protoMessageName))
+    do throws(WireError) {
+      return try Self(cReader: CMessageReader(UnsafeRawPointer(unpacked), layout, protoMessageName))
+    } catch {
+      // Swift's String found bytes that are not UTF-8: name the field.
+      throw bytes.withUnsafeBufferPointer { WholeStrings.error($0, layout.descriptor, protoMessageName) } ?? error
+    }
   }
 
   /// Encodes through protobuf-c's packer.

@@ -50,6 +50,9 @@ enum ProtoJSON {
 
   static func string(_ value: JSONValue, _ field: String) throws(WireError) -> String {
     guard case .string(let s) = value else { throw error("expected a string, found \(value.typeName)", field) }
+    // The binary encoding goes through protobuf-c's C strings, which a NUL would cut (see
+    // WholeStrings): refuse it here, where the field is known, rather than send a shorter string.
+    guard !s.utf8.contains(0) else { throw error("holds a NUL byte (\\u0000), which would cut the string", field) }
     return s
   }
 

@@ -32,7 +32,7 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
   /// What kind of failure this is.
   public struct Code: Hashable, Sendable, CustomStringConvertible {
     private enum Wrapped: Hashable, Sendable {
-      case malformedMessage, invalidUTF8, malformedFrame, messageTooLarge, compressedMessage, invalidJSON
+      case malformedMessage, invalidUTF8, embeddedNUL, malformedFrame, messageTooLarge, compressedMessage, invalidJSON
     }
     private let wrapped: Wrapped
     private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -41,6 +41,8 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let malformedMessage = Code(.malformedMessage)
     /// A `string` field holds bytes that are not UTF-8.
     public static let invalidUTF8 = Code(.invalidUTF8)
+    /// A `string` field holds a NUL byte, which protobuf-c's C strings would cut.
+    public static let embeddedNUL = Code(.embeddedNUL)
     /// A gRPC length-prefixed frame is malformed or truncated.
     public static let malformedFrame = Code(.malformedFrame)
     /// A gRPC frame announces a message larger than the configured limit.
@@ -54,6 +56,7 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
       switch wrapped {
       case .malformedMessage: "malformed message"
       case .invalidUTF8: "invalid UTF-8"
+      case .embeddedNUL: "embedded NUL"
       case .malformedFrame: "malformed frame"
       case .messageTooLarge: "message too large"
       case .compressedMessage: "compressed message"
@@ -66,11 +69,30 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
   public var code: Code
   /// A human-readable explanation that names the message or field concerned.
   public var message: String
+  /// For a failure of one field (``Code-swift.struct/embeddedNUL``,
+  /// ``Code-swift.struct/invalidUTF8``): the field and what is wrong with it, for a
+  /// `google.rpc.BadRequest`.
+  public var fieldViolation: FieldViolation?
+
+  /// One field's failure.
+  public struct FieldViolation: Hashable, Sendable {
+    /// The field's path in proto field-path form, such as `queries[2].user_id`.
+    public var field: String
+    /// What is wrong, without the field's name, such as `is not valid UTF-8`.
+    public var description: String
+
+    /// Creates a field violation.
+    public init(field: String, description: String) {
+      self.field = field
+      self.description = description
+    }
+  }
 
   /// Creates an error.
-  public init(code: Code, message: String) {
+  public init(code: Code, message: String, fieldViolation: FieldViolation? = nil) {
     self.code = code
     self.message = message
+    self.fieldViolation = fieldViolation
   }
 
   public var description: String { "\(code): \(message)" }

@@ -1784,16 +1784,18 @@ extension Substatus_V1_RevokeApiKeyResponse {
 
 /// Manages a tenant's apps, their shared secrets, product catalogs and eligibility policies, and
 /// the tenant's API keys. Needs an ADMIN key of the tenant (other roles get PERMISSION_DENIED).
-/// An ADMIN key scoped to apps may act only on those apps: it cannot register apps, sees only its
-/// apps in ListApps, and can create only keys scoped to a subset of its apps (else
-/// PERMISSION_DENIED).
+/// An ADMIN key scoped to apps may act only on those apps: it cannot register apps
+/// (PERMISSION_DENIED), sees only its apps in ListApps, gets NOT_FOUND for any other app, can create
+/// only keys scoped to a subset of its apps (else PERMISSION_DENIED), and lists and revokes only
+/// keys scoped to a subset of its apps (any other key, unscoped ones included, is NOT_FOUND).
 public enum Substatus_V1_AdminService {
   /// The fully qualified service name.
   public static let name = "substatus.v1.AdminService"
 
   /// Registers an app of the tenant. Its eligibility policy starts at the defaults (see
   /// EligibilityPolicy). Errors: INVALID_ARGUMENT naming `bundle_id`, `apple_app_id` or
-  /// `display_name`; ALREADY_EXISTS when the tenant already has an app with that bundle id.
+  /// `display_name`; ALREADY_EXISTS when the tenant already has an app with that bundle id;
+  /// PERMISSION_DENIED for a key scoped to apps.
   public static let registerApp = ProtoMethodDescriptor<Substatus_V1_RegisterAppRequest, Substatus_V1_RegisterAppResponse>(
     service: name, method: "RegisterApp", clientStreaming: false, serverStreaming: false)
 
@@ -1849,17 +1851,20 @@ public enum Substatus_V1_AdminService {
     service: name, method: "SetPolicy", clientStreaming: false, serverStreaming: false)
 
   /// Creates an API key of the tenant. The key is returned only in this response. Errors:
-  /// INVALID_ARGUMENT naming `role` (unspecified) or `description`; NOT_FOUND naming an
-  /// `app_ids` entry that is not an app of the tenant (or outside the caller's scope).
+  /// INVALID_ARGUMENT naming `role` (unspecified), `description` or an `app_ids[i]` entry that is
+  /// not an app of the tenant; PERMISSION_DENIED when the caller is scoped to apps and the new key
+  /// would not be (empty `app_ids`) or would reach an app outside the caller's scope.
   public static let createApiKey = ProtoMethodDescriptor<Substatus_V1_CreateApiKeyRequest, Substatus_V1_CreateApiKeyResponse>(
     service: name, method: "CreateApiKey", clientStreaming: false, serverStreaming: false)
 
-  /// Lists the tenant's API keys, oldest first (never the keys themselves).
+  /// Lists the tenant's API keys, oldest first (never the keys themselves). A key scoped to apps
+  /// sees only the keys scoped to a subset of its apps, so a page may hold fewer than asked.
   public static let listApiKeys = ProtoMethodDescriptor<Substatus_V1_ListApiKeysRequest, Substatus_V1_ListApiKeysResponse>(
     service: name, method: "ListApiKeys", clientStreaming: false, serverStreaming: false)
 
   /// Revokes an API key of the tenant at once; calls with it then get UNAUTHENTICATED. Revoking a
-  /// revoked key succeeds and changes nothing. A key may revoke itself. Errors: NOT_FOUND.
+  /// revoked key succeeds and changes nothing. A key may revoke itself. Errors: NOT_FOUND, also
+  /// for a key that a caller scoped to apps does not see in ListApiKeys.
   public static let revokeApiKey = ProtoMethodDescriptor<Substatus_V1_RevokeApiKeyRequest, Substatus_V1_RevokeApiKeyResponse>(
     service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false)
 }

@@ -118,7 +118,8 @@ check(rep.users == 1 and rep.active >= 1, rep)
 
 # Bad input answers INVALID_ARGUMENT naming the field; the server keeps serving.
 expect_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: elig.CheckEligibility(pb.CheckEligibilityRequest(app_id=app.app_id), metadata=auth(read_key)), "queries")
-expect_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: elig.CheckEligibility(pb.CheckEligibilityRequest(app_id=app.app_id, queries=[pb.EligibilityQuery(user_id="u", product_ids=["p"])] * 1001), metadata=auth(read_key)), "queries")
+e = expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, lambda: elig.CheckEligibility(pb.CheckEligibilityRequest(app_id=app.app_id, queries=[pb.EligibilityQuery(user_id="u", product_ids=["p"])] * 1001), metadata=auth(read_key)))
+check(e.details() == "queries: at most 1000 per call, got 1001", e.details())
 expect_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: elig.CheckEligibility(pb.CheckEligibilityRequest(app_id=app.app_id, environment=99, queries=[pb.EligibilityQuery(user_id="u")]), metadata=auth(read_key)), "environment")
 expect_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: status.GetStatus(pb.GetStatusRequest(app_id=app.app_id, user_id=""), metadata=auth(read_key)), "user_id")
 expect_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: status.GetStatus(pb.GetStatusRequest(app_id=app.app_id, user_id="x" * 300), metadata=auth(read_key)), "user_id")
