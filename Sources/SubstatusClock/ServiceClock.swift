@@ -25,7 +25,10 @@ public struct SystemClock: ServiceClock {
   public init() {}
 
   /// Time since the first use of any `SystemClock` in the process.
-  public var monotonicNow: Duration { ContinuousClock.now - Self.origin }
+  public var monotonicNow: Duration {
+    let origin = Self.origin  // set before the reading below, so the first reading is never negative
+    return ContinuousClock.now - origin
+  }
 
   /// The system's wall clock, rounded to the millisecond.
   public var wallMs: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
