@@ -32,57 +32,18 @@ import Testing
       "--apple-root-ca", rootPath, "--reconcile-interval", "0", "--refresh-interval", "0",
     ])
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
-    let address = try #require(HostPort(daemon.grpc))
-    let transport = try HTTP2ClientTransport(configuration: .init(host: address.host, port: address.port))
-    defer { transport.close() }
-    let client = RPCClient(transport: transport)
+    let client = try DaemonClient(daemon)
+    defer { client.transport.close() }
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
       _ method: ProtoMethodDescriptor<Req, Res>, _ request: Req, key: String
-    ) async throws -> Res {
-      var metadata: Metadata = [:]
-      metadata.addString("Bearer \(key)", forKey: "authorization")
-      return try await client.unary(method: method.path, request: request, response: Res.self, metadata: metadata)
-    }
+    ) async throws -> Res { try await client.call(method, request, key: key) }
 
-    // substatusd: tenant, app, catalog, In-App Purchase key; the simulator: the same app with V2
-    // notifications to substatusd and the key's public half.
+    // substatusd: tenant, app (with its Apple app id, for production V2 data), catalog, In-App
+    // Purchase key; the simulator: the same app, V2 notifications to substatusd, the key's public half.
     let bundle = "com.example.revocation"
-    var createTenant = Substatus_V1_CreateTenantRequest()
-    createTenant.name = "revocation"
-    let admin = try await call(Substatus_V1_TenantService.createTenant, createTenant, key: daemon.operatorKey).adminKey
-    var register = Substatus_V1_RegisterAppRequest()
-    register.bundleID = bundle
-    register.appleAppID = 987_655
-    let appID = try #require(try await call(Substatus_V1_AdminService.registerApp, register, key: admin).app?.appID)
-    var product = Substatus_V1_Product()
-    product.productID = "pro.monthly"
-    product.type = .autoRenewable
-    product.subscriptionGroupID = "pro"
-    product.duration = "P1M"
-    var put = Substatus_V1_PutProductsRequest()
-    put.appID = appID
-    put.products = [product]
-    _ = try await call(Substatus_V1_AdminService.putProducts, put, key: admin)
-    let key = ES256PrivateKey.generate()
-    var setKey = Substatus_V1_SetInAppPurchaseKeyRequest()
-    setKey.appID = appID
-    setKey.issuerID = "57246542-96fe-1a63-e053-0824d011072a"
-    setKey.keyID = "REVOCATION"
-    setKey.privateKeyPem = key.pkcs8PEM
-    _ = try await call(Substatus_V1_AdminService.setInAppPurchaseKey, setKey, key: admin)
-    _ = try await sim.post(
-      "/control/apps",
-      [
-        "bundle_id": bundle, "shared_secret": "0123456789abcdef", "apple_app_id": 987_655,
-        "notification_version": "v2",
-        "notification_url": "http://\(daemon.http)/v1/apps/\(appID)/apple/notifications",
-        "products": [
-          ["product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro", "duration": "P1M"]
-        ],
-      ])
-    _ = try await sim.post(
-      "/control/apps/\(bundle)/api-keys",
-      ["issuer_id": setKey.issuerID, "key_id": setKey.keyID, "public_key_pem": key.publicKey.pem])
+    let (admin, appID) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: bundle, appleAppID: 987_655)
+    try await client.linkServerAPI(
+      of: sim, daemon: daemon, admin: admin, appID: appID, bundleID: bundle, appleAppID: 987_655, keyID: "REVOCATION")
 
     // Erin subscribes 35 days ago; substatusd learns of it by a sync.
     _ = try await sim.post("/control/users", ["user_id": "erin", "environment": "production"])
