@@ -1,4 +1,5 @@
 public import RPCCore
+public import SubstatusClock
 import CLinuxShims
 import Foundation
 import Synchronization
@@ -60,17 +61,32 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var permitPingWithoutCalls: Bool = false
     /// Strikes tolerated before `GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")`.
     public var maxPingStrikes: Int = 2
-    /// A connection without calls for this long is closed with GOAWAY; `nil` never.
-    public var maxConnectionIdle: Duration? = nil
+    /// A connection without calls for this long is sent GOAWAY and closed; `nil` never.
+    public var maxConnectionIdle: Duration? = .seconds(300)
     /// A connection older than this is sent GOAWAY; `nil` never.
     public var maxConnectionAge: Duration? = nil
-    /// After GOAWAY for age, calls get this long to finish before the connection closes.
+    /// After GOAWAY for age (or idleness), calls get this long to finish before the connection
+    /// closes.
     public var maxConnectionAgeGrace: Duration = .seconds(30)
     /// The most connections served at once; more are closed on accept. `nil` is unlimited.
     public var maxConnections: Int? = nil
     /// A connection that has not completed the TLS handshake (with ``tls``) and sent the HTTP/2
-    /// preface within this time is closed.
-    public var handshakeTimeout: Duration = .seconds(20)
+    /// preface and SETTINGS within this time is closed.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// A connection whose replies could not move for this long (the socket full, or the client's
+    /// flow-control windows closed: a reader that stopped reading) is closed and its buffers
+    /// freed; `nil` never.
+    public var writeTimeout: Duration? = .seconds(60)
+    /// The most request bytes one connection may hold buffered (partial messages) across its
+    /// streams: data beyond it ends its call with `RESOURCE_EXHAUSTED`, and a new stream on a
+    /// connection whose buffer is full is refused (`REFUSED_STREAM`). Keep it at least
+    /// ``maxReceiveMessageSize`` + 5; `nil` is unlimited.
+    public var maxConnectionBufferedRequestBytes: Int? = 8 << 20
+    /// The most request bytes all connections together may hold buffered: data beyond it ends
+    /// its call with `RESOURCE_EXHAUSTED`; `nil` is unlimited.
+    public var maxBufferedRequestBytes: Int? = 256 << 20
+    /// The clock of every timer and deadline (a ``ManualClock`` in tests).
+    public var clock: any ServiceClock = SystemClock()
     /// After ``HTTP2ServerTransport/beginGracefulShutdown()``, calls get this long to finish.
     public var shutdownGracePeriod: Duration = .seconds(30)
     /// `SETTINGS_INITIAL_WINDOW_SIZE` for each stream.
@@ -98,6 +114,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   public var host: String { configuration.host }
 
   let connectionCount = Atomic<Int>(0)
+  let counters: TransportCounters
   private let listenFDs: [Int32]
   /// The TLS context new connections use; replaced by ``reloadTLSCertificates()``.
   private let tlsContext: Mutex<TLSContext?>
@@ -118,6 +135,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    counters = TransportCounters(maxBufferedRequestBytes: configuration.maxBufferedRequestBytes)
     tlsContext = Mutex(try configuration.tls.map { try TLSContext.server($0) })
     (listenFDs, port) = try Sockets.listen(
       host: configuration.host, port: configuration.port, count: configuration.threads, backlog: 1024)
@@ -149,7 +167,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   ) async throws {
     let loops = try listenFDs.enumerated().map { index, fd in
       LoopServer(
-        loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler,
+        loop: try EventLoop(name: "h2-server-\(index)", clock: configuration.clock), listenFD: fd, transport: self, handler: handler,
         execution: execution)
     }
     for server in loops { server.peers = loops }
@@ -203,6 +221,9 @@ public final class HTTP2ServerTransport: ServerTransport {
     }
   }
 
+  /// The per-connection limits' counters now (for `/metrics`).
+  public var metrics: Metrics { counters.snapshot }
+
   /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
   /// with ``HandlerExecution/transportThread`` do: code that may block can assert that it does not.
   public static var isEventLoopThread: Bool { EventLoop.onAnyLoopThread }
@@ -246,7 +267,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   let configuration: HTTP2ServerTransport.Configuration
   let handler: @Sendable (RPCServerCall) async -> Void
   let execution: @Sendable (String) -> HandlerExecution
-  private let transport: HTTP2ServerTransport
+  let transport: HTTP2ServerTransport
   private var listenFD: Int32
   private var listenToken: UInt64 = 0
   private var connections: [UInt64: ServerConnection] = [:]
@@ -352,8 +373,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
       loop.stop()
       return
     }
-    let graceEnd = clinux_monotonic_ns() + configuration.shutdownGracePeriod.nanoseconds
-    for connection in connections.values { connection.beginDrain(debug: "server shutdown", closeAt: graceEnd) }
+    for connection in connections.values { connection.beginShutdown(grace: configuration.shutdownGracePeriod) }
   }
 }
 
@@ -380,7 +400,9 @@ extension Duration {
   /// The duration in whole nanoseconds, clamped at zero.
   var nanoseconds: UInt64 {
     let (seconds, attoseconds) = components
-    if seconds < 0 { return 0 }
+    // A negative duration can come as (0 s, negative attoseconds): SystemClock's very first
+    // reading is a hair below zero (`now` is taken before its origin is).
+    if seconds < 0 || attoseconds < 0 { return 0 }
     return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
   }
 }

@@ -1,9 +1,11 @@
 """Misbehaving HTTP/2 peers for RPCHTTP2TransportTests (raw sockets and the `h2` library).
 
-Usage: h2_attacks.py PORT CASE. Each case misbehaves, checks what the server did where that is
+Usage: h2_attacks.py PORT CASE [ARG]. Each case misbehaves, checks what the server did where that is
 observable, closes its sockets and prints "DONE CASE". The Swift test then checks that the server
 still serves other clients and that its descriptors are back to the baseline.
 """
+import collections
+import select
 import socket
 import struct
 import sys
@@ -161,6 +163,63 @@ elif case == "slow_reader":
     print("READY", flush=True)
     sys.stdin.read()
     s.close()
+elif case == "partial_messages":
+    # 256 streams each announce a message of ARG bytes and send all but its last byte, within the
+    # flow-control windows; a stream the server answers (a status) or resets gets no more. Prints
+    # "READY" and the statuses by count, then holds the connection until stdin closes.
+    length = int(sys.argv[3])
+    s, conn = h2_client()
+    statuses = {}
+
+    def read_events(timeout):
+        readable, _, _ = select.select([s], [], [], timeout)
+        if not readable:
+            return False
+        data = s.recv(1 << 20)
+        assert data, "the server closed the connection"
+        for e in conn.receive_data(data):
+            if isinstance(e, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                status = dict(e.headers).get("grpc-status")
+                if status is not None:
+                    statuses[e.stream_id] = status
+            elif isinstance(e, h2.events.StreamReset):
+                statuses[e.stream_id] = f"reset{int(e.error_code)}"
+        out = conn.data_to_send()
+        if out:
+            s.sendall(out)
+        return True
+
+    body = b"\x00" + struct.pack(">I", length) + bytes(length - 1)
+    for i in range(256):
+        sid = 1 + 2 * i
+        conn.send_headers(sid, grpc_headers(), end_stream=False)
+        s.sendall(conn.data_to_send())
+        offset = 0
+        while offset < len(body) and sid not in statuses:
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, len(body) - offset)
+            if room == 0:
+                assert read_events(10), "no WINDOW_UPDATE from the server"
+                continue
+            conn.send_data(sid, body[offset:offset + room])
+            offset += room
+            s.sendall(conn.data_to_send())
+            read_events(0)
+    while read_events(0.3):
+        pass
+    counts = collections.Counter(statuses.values())
+    print("READY", " ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+    sys.stdin.read()
+    s.close()
+elif case == "closed_window":
+    # Asks for a 1 MiB reply with the default 64 KiB window, reads what comes and never opens the
+    # window: the server must close the connection (write timeout).
+    s, conn = h2_client()
+    conn.send_headers(1, grpc_headers("/interop.Test/Big"), end_stream=False)
+    conn.send_data(1, grpc_body(str(1 << 20).encode()), end_stream=True)
+    s.sendall(conn.data_to_send())
+    print("READY", flush=True)
+    read_until_closed(s, limit=10)
+    s.close()
 elif case == "half_open":
     # Connections that connect and send nothing, or only part of the preface, and stay open: the
     # server must close them (handshake timeout).
@@ -170,11 +229,19 @@ elif case == "half_open":
         read_until_closed(s, limit=10)
         s.close()
 elif case in ("no_ping_ack", "expect_goaway"):
-    # Completes the handshake, then never answers: keepalive (no PING ACK) or idle/age limits
-    # must close the connection; for expect_goaway a GOAWAY frame must come first.
+    # Completes the handshake (a PING answered proves the server has read it: then "READY"), then
+    # never answers: keepalive (no PING ACK) or idle/age limits must close the connection; for
+    # expect_goaway a GOAWAY frame must come first.
     s = connect()
-    s.sendall(PREFACE + frame(4, 0, 0, b""))
-    data = read_until_closed(s, limit=10)
+    s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(6, 0, 0, b"handshak"))
+    data = b""
+    s.settimeout(10)
+    while b"handshak" not in data:
+        chunk = s.recv(65536)
+        assert chunk, "closed before the handshake"
+        data += chunk
+    print("READY", flush=True)
+    data += read_until_closed(s, limit=10)
     kinds = []
     while len(data) >= 9:
         length = int.from_bytes(data[:3], "big")
