@@ -126,6 +126,12 @@ public enum SubstatusDaemon {
     ReflectionService(files: ProtoFiles.all).register(into: &router)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    func seconds(_ value: Double) -> Duration { .milliseconds(Int64((value * 1000).rounded())) }
+    transportConfiguration.maxConnectionIdle = configuration.grpcIdleTimeout > 0 ? seconds(configuration.grpcIdleTimeout) : nil
+    transportConfiguration.handshakeTimeout = seconds(configuration.grpcHandshakeTimeout)
+    transportConfiguration.writeTimeout = configuration.grpcWriteTimeout > 0 ? seconds(configuration.grpcWriteTimeout) : nil
+    transportConfiguration.maxConnectionBufferedRequestBytes = configuration.grpcConnectionRequestBuffer
+    transportConfiguration.maxBufferedRequestBytes = configuration.grpcRequestBuffer
     if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
       transportConfiguration.tls = TLSConfiguration(
         certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
@@ -137,6 +143,7 @@ public enum SubstatusDaemon {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
+    service.metrics.addSource { transport.metrics.prometheusText() }
 
     // HTTP.
     let draining = Atomic<Bool>(false)

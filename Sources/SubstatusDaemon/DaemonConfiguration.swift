@@ -31,6 +31,11 @@ import SubstatusJSON
 /// | `--app-store-server-api-production-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_PRODUCTION_URL` | `app_store_server_api_production_url` | `https://api.storekit.apple.com` |
 /// | `--app-store-server-api-sandbox-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_SANDBOX_URL` | `app_store_server_api_sandbox_url` | `https://api.storekit-sandbox.apple.com` |
 /// | `--reconcile-interval SECONDS` | `SUBSTATUS_RECONCILE_INTERVAL` | `reconcile_interval` | 3600 (0: off) |
+/// | `--grpc-idle-timeout SECONDS` | `SUBSTATUS_GRPC_IDLE_TIMEOUT` | `grpc_idle_timeout` | 300 (0: off) |
+/// | `--grpc-handshake-timeout SECONDS` | `SUBSTATUS_GRPC_HANDSHAKE_TIMEOUT` | `grpc_handshake_timeout` | 10 |
+/// | `--grpc-write-timeout SECONDS` | `SUBSTATUS_GRPC_WRITE_TIMEOUT` | `grpc_write_timeout` | 60 (0: off) |
+/// | `--grpc-connection-request-buffer BYTES` | `SUBSTATUS_GRPC_CONNECTION_REQUEST_BUFFER` | `grpc_connection_request_buffer` | 8 MiB |
+/// | `--grpc-request-buffer BYTES` | `SUBSTATUS_GRPC_REQUEST_BUFFER` | `grpc_request_buffer` | 256 MiB |
 /// | `--apple-root-ca F` (repeatable) | `SUBSTATUS_APPLE_ROOT_CA` (paths joined by `:`) | `apple_root_ca` (a path or an array of paths) | Apple Root CA - G3 |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
@@ -89,6 +94,19 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// certificates. Empty: Apple Root CA - G3 only.
   public var appleRootCAFiles: [String] = []
 
+  // Per-connection limits of the gRPC listener.
+  /// Seconds a gRPC connection may stay without calls before GOAWAY and close; 0 never.
+  public var grpcIdleTimeout: Double = 300
+  /// Seconds a gRPC connection has to complete TLS and the HTTP/2 preface.
+  public var grpcHandshakeTimeout: Double = 10
+  /// Seconds a gRPC connection's replies may stay stuck (a reader that stopped reading) before it
+  /// is closed; 0 never.
+  public var grpcWriteTimeout: Double = 60
+  /// The request bytes one gRPC connection may hold buffered across its calls.
+  public var grpcConnectionRequestBuffer: Int = 8 << 20
+  /// The request bytes all gRPC connections together may hold buffered.
+  public var grpcRequestBuffer: Int = 256 << 20
+
   /// The defaults.
   public init() {}
 
@@ -136,6 +154,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              (SIGHUP reloads them for new connections)
       --tls-client-ca F                      require client certificates signed by these CAs (mTLS)
       --http-tls-cert F --http-tls-key F     serve the HTTP listener over HTTPS (read at start)
+      --grpc-idle-timeout SECONDS            GOAWAY and close a gRPC connection without calls this
+                                             long (default 300; 0: never)
+      --grpc-handshake-timeout SECONDS       close a connection that has not completed TLS and the
+                                             HTTP/2 preface by then (default 10)
+      --grpc-write-timeout SECONDS           close a connection whose replies cannot move (its reader
+                                             stopped reading) this long (default 60; 0: never)
+      --grpc-connection-request-buffer BYTES request bytes one connection may hold buffered; beyond
+                                             it calls end RESOURCE_EXHAUSTED (default 8388608)
+      --grpc-request-buffer BYTES            ... all connections together (default 268435456)
       --apple-root-ca F                      trust this PEM root (bundle) for App Store signed data
                                              instead of Apple Root CA - G3; repeatable
                                              (env SUBSTATUS_APPLE_ROOT_CA: paths joined by ':')
@@ -169,6 +196,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-tls-cert", "SUBSTATUS_HTTP_TLS_CERT", "http_tls_cert"),
     ("--http-tls-key", "SUBSTATUS_HTTP_TLS_KEY", "http_tls_key"),
     ("--apple-root-ca", "SUBSTATUS_APPLE_ROOT_CA", "apple_root_ca"),
+    ("--grpc-idle-timeout", "SUBSTATUS_GRPC_IDLE_TIMEOUT", "grpc_idle_timeout"),
+    ("--grpc-handshake-timeout", "SUBSTATUS_GRPC_HANDSHAKE_TIMEOUT", "grpc_handshake_timeout"),
+    ("--grpc-write-timeout", "SUBSTATUS_GRPC_WRITE_TIMEOUT", "grpc_write_timeout"),
+    ("--grpc-connection-request-buffer", "SUBSTATUS_GRPC_CONNECTION_REQUEST_BUFFER", "grpc_connection_request_buffer"),
+    ("--grpc-request-buffer", "SUBSTATUS_GRPC_REQUEST_BUFFER", "grpc_request_buffer"),
   ]
 
   /// Flags that may be given several times; their values are joined by `:` like the environment's.
@@ -311,6 +343,24 @@ public struct DaemonConfiguration: Sendable, Equatable {
     for (flag, path) in [("--refresh-concurrency", \DaemonConfiguration.refreshConcurrency), ("--refresh-tenant-concurrency", \.refreshTenantConcurrency), ("--refresh-batch-size", \.refreshBatchSize)] {
       if let n = try number(flag) {
         guard n >= 1, n <= 1000, n == n.rounded() else { throw UsageError(description: "\(flag) must be a whole number between 1 and 1000") }
+        c[keyPath: path] = Int(n)
+      }
+    }
+    if let n = try number("--grpc-idle-timeout") { c.grpcIdleTimeout = n }
+    if let n = try number("--grpc-handshake-timeout") {
+      guard n > 0 else { throw UsageError(description: "--grpc-handshake-timeout must be positive") }
+      c.grpcHandshakeTimeout = n
+    }
+    if let n = try number("--grpc-write-timeout") { c.grpcWriteTimeout = n }
+    for (flag, path) in [
+      ("--grpc-connection-request-buffer", \DaemonConfiguration.grpcConnectionRequestBuffer),
+      ("--grpc-request-buffer", \.grpcRequestBuffer),
+    ] {
+      if let n = try number(flag) {
+        // A whole message of the 4 MiB limit, with its 5-byte prefix, must fit.
+        guard n >= Double((4 << 20) + 5), n <= Double(1 << 40), n == n.rounded() else {
+          throw UsageError(description: "\(flag) must be a whole number of bytes, at least 4194309 (one 4 MiB message)")
+        }
         c[keyPath: path] = Int(n)
       }
     }

@@ -73,9 +73,16 @@ public final class ServiceMetrics: Sendable {
   }
 
   private let state = Mutex(State())
+  private let sources = Mutex<[@Sendable () -> String]>([])
 
   /// Empty metrics.
   public init() {}
+
+  /// Adds the metrics of another component (the gRPC transport's limits), in the Prometheus text
+  /// format, at the end of ``prometheusText()``.
+  public func addSource(_ source: @escaping @Sendable () -> String) {
+    sources.withLock { $0.append(source) }
+  }
 
   func rpc(method: String, code: RPCError.Code, seconds: Double) {
     state.withLock {
@@ -138,6 +145,7 @@ public final class ServiceMetrics: Sendable {
     for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
       out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
     }
+    for source in sources.withLock({ $0 }) { out += source() }
     return out
   }
 
