@@ -32,7 +32,8 @@ struct ConnectionStateMachine {
     var maxIdle: Duration?
     /// A connection older than this is sent GOAWAY; its streams get ``maxAgeGrace`` to finish.
     var maxAge: Duration?
-    /// The time streams get to finish after GOAWAY for age.
+    /// The time streams get to finish after GOAWAY for age (or idleness, should one open
+    /// meanwhile).
     var maxAgeGrace: Duration = .seconds(30)
     /// A connection that has had output pending without being able to send any of it (the
     /// socket full, or the peer's flow-control window closed) for this long is closed.
