@@ -79,7 +79,7 @@ public final class ServiceMetrics: Sendable {
   public init() {}
 
   /// Adds the metrics of another component (the gRPC transport's limits), in the Prometheus text
-  /// format, at the end of ``prometheusText()``.
+  /// format, to ``prometheusText()``.
   public func addSource(_ source: @escaping @Sendable () -> String) {
     sources.withLock { $0.append(source) }
   }
@@ -114,7 +114,7 @@ public final class ServiceMetrics: Sendable {
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
-    var out = ""
+    var out = sources.withLock { $0 }.map { $0() }.joined()
     out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
     for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
       for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
@@ -145,7 +145,6 @@ public final class ServiceMetrics: Sendable {
     for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
       out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
     }
-    for source in sources.withLock({ $0 }) { out += source() }
     return out
   }
 
