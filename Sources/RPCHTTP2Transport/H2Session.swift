@@ -76,6 +76,9 @@ final class H2Session {
   private(set) var events: [Event] = []
   /// Whether a DATA or HEADERS frame was sent since the last ``takeSentDataOrHeaders()``.
   private var sentDataOrHeaders = false
+  /// Queued DATA bytes dropped because their stream closed first (reset), since the last
+  /// ``takeDroppedOutboundBytes()``.
+  private var droppedOutboundBytes = 0
 
   /// Creates a server or client session and queues its SETTINGS.
   init(isServer: Bool, settings: H2Settings) {
@@ -111,7 +114,7 @@ final class H2Session {
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
-      session.outbound[streamID] = nil
+      if let ob = session.outbound.removeValue(forKey: streamID) { session.droppedOutboundBytes += ob.bytes.count - ob.offset }
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }
@@ -153,6 +156,13 @@ final class H2Session {
   func takeSentDataOrHeaders() -> Bool {
     defer { sentDataOrHeaders = false }
     return sentDataOrHeaders
+  }
+
+  /// The queued DATA bytes dropped with their streams since the last call (a reset stream's
+  /// unsent reply), for the server's budget of reply bytes in flight.
+  func takeDroppedOutboundBytes() -> Int {
+    defer { droppedOutboundBytes = 0 }
+    return droppedOutboundBytes
   }
 
   /// Returns and clears the collected events.

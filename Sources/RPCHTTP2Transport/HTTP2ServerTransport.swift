@@ -66,8 +66,22 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var maxConnectionAge: Duration? = nil
     /// After GOAWAY for age, calls get this long to finish before the connection closes.
     public var maxConnectionAgeGrace: Duration = .seconds(30)
-    /// The most connections served at once; more are closed on accept. `nil` is unlimited.
+    /// The most connections served at once; `nil` is unlimited. At the cap the connection idle
+    /// the longest (no call open) is sent GOAWAY and closed to make room; when every connection
+    /// has calls open, the listeners stop accepting (new clients wait in the kernel's backlog)
+    /// until a connection closes. Keep it below the process's descriptor limit.
     public var maxConnections: Int? = nil
+    /// The most calls in flight over all connections (from HEADERS until the stream closes);
+    /// beyond it a new call gets `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo`. `nil` is
+    /// unlimited.
+    public var maxCallsInFlight: Int? = nil
+    /// The most reply bytes written by handlers and not yet taken by a socket, over all
+    /// connections; while more are pending, new calls get `RESOURCE_EXHAUSTED` with a
+    /// `google.rpc.RetryInfo`. `nil` is unlimited.
+    public var maxReplyBytesInFlight: Int? = nil
+    /// After `accept` fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM),
+    /// the listener pauses this long, or until a connection closes.
+    public var acceptBackoff: Duration = .milliseconds(100)
     /// A connection that has not completed the TLS handshake (with ``tls``) and sent the HTTP/2
     /// preface within this time is closed.
     public var handshakeTimeout: Duration = .seconds(20)
@@ -98,6 +112,12 @@ public final class HTTP2ServerTransport: ServerTransport {
   public var host: String { configuration.host }
 
   let connectionCount = Atomic<Int>(0)
+  /// Listeners that stopped accepting (at the cap or after an accept error).
+  let pausedListeners = Atomic<Int>(0)
+  /// Calls and reply bytes in flight over all connections.
+  let budget: CallBudget
+  /// Counters for ``prometheusText()``.
+  let counters = TransportCounters()
   private let listenFDs: [Int32]
   /// The TLS context new connections use; replaced by ``reloadTLSCertificates()``.
   private let tlsContext: Mutex<TLSContext?>
@@ -118,6 +138,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    budget = CallBudget(maxCalls: configuration.maxCallsInFlight, maxReplyBytes: configuration.maxReplyBytesInFlight)
     tlsContext = Mutex(try configuration.tls.map { try TLSContext.server($0) })
     (listenFDs, port) = try Sockets.listen(
       host: configuration.host, port: configuration.port, count: configuration.threads, backlog: 1024)
@@ -203,6 +224,56 @@ public final class HTTP2ServerTransport: ServerTransport {
     }
   }
 
+  /// The connections open now.
+  public var openConnections: Int { connectionCount.load(ordering: .relaxed) }
+  /// The calls in flight now (see ``Configuration/maxCallsInFlight``).
+  public var callsInFlight: Int { budget.callsInFlight }
+
+  /// The transport's limits and what they did, in the Prometheus text format (version 0.0.4):
+  /// connections open, accepted and evicted at the cap, listener pauses, accept errors, calls and
+  /// reply bytes in flight, calls refused over the budget.
+  public func prometheusText() -> String {
+    var out = ""
+    func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
+      out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+    }
+    metric(
+      "substatus_grpc_connections_open", "gauge", "gRPC connections open.", connectionCount.load(ordering: .relaxed))
+    metric(
+      "substatus_grpc_connections_limit", "gauge", "The gRPC connection cap (--grpc-max-connections; 0: none).",
+      configuration.maxConnections ?? 0)
+    metric(
+      "substatus_grpc_connections_accepted_total", "counter", "gRPC connections accepted.",
+      counters.connectionsAccepted.load(ordering: .relaxed))
+    metric(
+      "substatus_grpc_connections_evicted_total", "counter",
+      "Idle gRPC connections closed with GOAWAY to make room for a new one at the cap.",
+      counters.connectionsEvicted.load(ordering: .relaxed))
+    metric(
+      "substatus_grpc_accept_paused_total", "counter",
+      "Times a gRPC listener stopped accepting at the cap (every connection busy) until one closed.",
+      counters.acceptPausesAtCap.load(ordering: .relaxed))
+    metric(
+      "substatus_grpc_accept_errors_total", "counter",
+      "accept() failures for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); each pauses the listener.",
+      counters.acceptResourceErrors.load(ordering: .relaxed))
+    metric("substatus_grpc_calls_in_flight", "gauge", "gRPC calls in flight.", budget.callsInFlight)
+    metric(
+      "substatus_grpc_calls_in_flight_limit", "gauge", "The budget of calls in flight (--grpc-max-calls; 0: none).",
+      configuration.maxCallsInFlight ?? 0)
+    metric(
+      "substatus_grpc_reply_bytes_in_flight", "gauge", "Reply bytes written by handlers, not yet taken by a socket.",
+      budget.replyBytesInFlight)
+    metric(
+      "substatus_grpc_reply_bytes_in_flight_limit", "gauge",
+      "The budget of reply bytes in flight (--grpc-max-reply-bytes; 0: none).", configuration.maxReplyBytesInFlight ?? 0)
+    metric(
+      "substatus_grpc_calls_refused_total", "counter",
+      "Calls refused with RESOURCE_EXHAUSTED because the calls or reply bytes in flight were at their budget.",
+      counters.callsRefused.load(ordering: .relaxed))
+    return out
+  }
+
   /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
   /// with ``HandlerExecution/transportThread`` do: code that may block can assert that it does not.
   public static var isEventLoopThread: Bool { EventLoop.onAnyLoopThread }
@@ -251,6 +322,9 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   private var listenToken: UInt64 = 0
   private var connections: [UInt64: ServerConnection] = [:]
   private var stopping = false
+  /// The listening socket is out of epoll (at the cap, or backing off after an accept error).
+  private var acceptPaused = false
+  private var backoffTimer: UInt64?
   /// Connections served by this loop, and handed to it but not yet started (read by every loop
   /// when it accepts a connection, to pick the least loaded).
   let load = Atomic<Int>(0)
@@ -275,18 +349,48 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
     listenToken = loop.register(fd: listenFD, events: Epoll.input, channel: self)
   }
 
+  /// Accepts what the listening socket has, within the connection cap.
+  ///
+  /// A slot is reserved (the shared count raised) before `accept`, so the loops together never
+  /// pass the cap. At the cap, the connection of this loop idle the longest is sent GOAWAY and
+  /// closed to make room; when this loop has none, the other loops are asked to do the same and
+  /// this listener stops accepting until a connection closes. When `accept` fails for want of descriptors or memory, the listener
+  /// pauses for ``HTTP2ServerTransport/Configuration/acceptBackoff`` or until a connection closes.
+  /// Never a busy loop: a paused listener is out of epoll's interest set.
   func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
+    guard !acceptPaused, listenFD >= 0 else { return }
     for _ in 0..<64 {
-      let fd = clinux_accept_nonblocking(listenFD, nil, nil)
-      if fd < 0 { return }
-      if let limit = configuration.maxConnections,
-        transport.connectionCount.wrappingAdd(1, ordering: .relaxed).newValue > limit
-      {
+      let count = transport.connectionCount.wrappingAdd(1, ordering: .relaxed).newValue
+      if let limit = configuration.maxConnections, count > limit {
         transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
-        close(fd)
-        continue
+        // Only for a client that is waiting: an idle connection of this loop closes at once and
+        // its slot is this client's.
+        guard hasPendingConnection() else { return }
+        if evictIdleConnection() { continue }
+        transport.counters.acceptPausesAtCap.wrappingAdd(1, ordering: .relaxed)
+        for peer in peers where peer !== self {
+          peer.loop.execute { [peer] in peer.evictIdleConnection() }
+        }
+        pauseAccepting(backoff: nil)
+        return
       }
-      if configuration.maxConnections == nil { transport.connectionCount.wrappingAdd(1, ordering: .relaxed) }
+      let fd = clinux_accept_nonblocking(listenFD, nil, nil)
+      if fd < 0 {
+        let error = errno
+        transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+        switch error {
+        case EAGAIN, EWOULDBLOCK: return
+        case EINTR, ECONNABORTED, EPROTO, EPERM: continue
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+          transport.counters.acceptResourceErrors.wrappingAdd(1, ordering: .relaxed)
+          pauseAccepting(backoff: configuration.acceptBackoff)
+          return
+        default:
+          pauseAccepting(backoff: configuration.acceptBackoff)
+          return
+        }
+      }
+      transport.counters.connectionsAccepted.wrappingAdd(1, ordering: .relaxed)
       // Serve it here unless another loop has fewer connections.
       var target = self
       var least = load.load(ordering: .relaxed)
@@ -304,6 +408,56 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
         target.dropped(fd)
       }
     }
+  }
+
+  /// Whether a client waits in this listener's backlog (a zero-timeout poll).
+  private func hasPendingConnection() -> Bool {
+    var entry = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+    return poll(&entry, 1, 0) > 0 && entry.revents & Int16(POLLIN) != 0
+  }
+
+  /// Takes the listening socket out of epoll's interest set (it stays bound: new clients wait
+  /// in the backlog); with `backoff`, puts it back after that long whatever happens.
+  private func pauseAccepting(backoff: Duration?) {
+    if !acceptPaused {
+      acceptPaused = true
+      transport.pausedListeners.wrappingAdd(1, ordering: .relaxed)
+      loop.modify(fd: listenFD, events: 0, token: listenToken)
+    }
+    if let backoff, backoffTimer == nil {
+      backoffTimer = loop.schedule(at: clinux_monotonic_ns() &+ backoff.nanoseconds) { [weak self] in
+        self?.backoffTimer = nil
+        self?.resumeAccepting()
+      }
+    }
+  }
+
+  /// Puts a paused listening socket back into epoll (level-triggered: a waiting client is
+  /// reported at once).
+  func resumeAccepting() {
+    guard acceptPaused, !stopping, listenFD >= 0 else { return }
+    acceptPaused = false
+    transport.pausedListeners.wrappingSubtract(1, ordering: .relaxed)
+    loop.modify(fd: listenFD, events: Epoll.input, token: listenToken)
+  }
+
+  /// Closes this loop's connection idle the longest (GOAWAY, then close), if any; false when
+  /// every one has calls open. An idle connection costs a descriptor and memory and serves no
+  /// one: at the cap, a new client is worth more (grpc clients reconnect on their next call).
+  @discardableResult
+  func evictIdleConnection() -> Bool {
+    var victim: ServerConnection?
+    var oldest = Nanoseconds.max
+    for connection in connections.values {
+      if let since = connection.idleSinceForEviction, since < oldest {
+        oldest = since
+        victim = connection
+      }
+    }
+    guard let victim else { return false }
+    transport.counters.connectionsEvicted.wrappingAdd(1, ordering: .relaxed)
+    victim.evict()
+    return true
   }
 
   /// Starts serving an accepted connection on this loop.
@@ -324,8 +478,27 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   private func dropped(_ fd: Int32) {
     close(fd)
     load.wrappingSubtract(1, ordering: .relaxed)
-    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    releaseSlot()
   }
+
+  /// Gives back a connection's slot under the cap, and re-arms the listeners that paused.
+  private func releaseSlot() {
+    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    guard transport.pausedListeners.load(ordering: .relaxed) > 0 else { return }
+    for peer in peers {
+      if peer === self {
+        resumeAccepting()
+      } else {
+        peer.loop.execute { [peer] in peer.resumeAccepting() }
+      }
+    }
+  }
+
+  /// The transport's budget of calls and reply bytes in flight.
+  var budget: CallBudget { transport.budget }
+
+  /// Counts a call refused over the budget.
+  func countRefusedCall() { transport.counters.callsRefused.wrappingAdd(1, ordering: .relaxed) }
 
   /// Delivers response parts from a handler task (runs on the loop).
   func deliver(token: UInt64, streamID: Int32, parts: [RPCResponsePart]) {
@@ -335,7 +508,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   func connectionClosed(_ connection: ServerConnection) {
     connections[connection.token] = nil
     load.wrappingSubtract(1, ordering: .relaxed)
-    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    releaseSlot()
     if stopping && connections.isEmpty { loop.stop() }
   }
 
@@ -343,6 +516,11 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
     guard !stopping else { return }
     stopping = true
     peers = []  // the loops refer to each other only while accepting: no cycle once stopped
+    if let backoffTimer { loop.cancelTimer(backoffTimer) }
+    if acceptPaused {
+      acceptPaused = false
+      transport.pausedListeners.wrappingSubtract(1, ordering: .relaxed)
+    }
     if listenFD >= 0 {
       loop.unregister(fd: listenFD, token: listenToken)
       close(listenFD)

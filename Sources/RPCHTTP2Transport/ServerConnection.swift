@@ -15,6 +15,8 @@ final class ServerStream {
   /// The final status has been submitted; later writes are dropped.
   var finished = false
   var deadlineTimer: UInt64?
+  /// The call holds a slot of the transport's ``CallBudget``.
+  var admitted = false
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -56,6 +58,8 @@ final class ServerConnection: LoopChannel {
   private var draining = false
   private var closeAt: Nanoseconds?
   private var tickTimer: UInt64?
+  /// Reply bytes charged to the transport's ``CallBudget`` and not yet written to the socket.
+  private var replyBytesCharged = 0
 
   private static let highWater = 1 << 20
 
@@ -223,6 +227,7 @@ final class ServerConnection: LoopChannel {
       }
       if n > 0 {
         outputOffset += n
+        releaseReplyBytes(n)
       } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         if errno == EINTR { continue }
         if !waitingForWritable {
@@ -261,6 +266,7 @@ final class ServerConnection: LoopChannel {
     loop.unregister(fd: fd, token: token)
     Glibc.close(fd)
     if let tickTimer { loop.cancelTimer(tickTimer) }
+    releaseReplyBytes(replyBytesCharged)
     for stream in streams.values { abandon(stream, reason: "the connection closed") }
     streams.removeAll()
     newStreams.removeAll()
@@ -296,6 +302,7 @@ final class ServerConnection: LoopChannel {
       }
     }
     if !newStreams.isEmpty { dispatchNewStreams() }
+    releaseReplyBytes(session.takeDroppedOutboundBytes())
   }
 
   private func openStream(_ streamID: Int32, fields: [HeaderField], endStream: Bool) {
@@ -329,6 +336,12 @@ final class ServerConnection: LoopChannel {
     guard path.hasPrefix("/") else {
       return rejectHTTP(stream, status: "404", message: "malformed method path")
     }
+    guard server.budget.admitCall() else {
+      server.countRefusedCall()
+      return finish(
+        stream, code: .resourceExhausted, message: CallBudget.refusal.message, trailers: CallBudget.refusal.trailers)
+    }
+    stream.admitted = true
     if let encoding, encoding != "identity" {
       return finish(
         stream, code: .unimplemented,
@@ -411,6 +424,10 @@ final class ServerConnection: LoopChannel {
 
   /// Cancels the call of a stream that is gone.
   private func abandon(_ stream: ServerStream, reason: String) {
+    if stream.admitted {
+      stream.admitted = false
+      server.budget.callFinished()
+    }
     if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
     stream.task?.cancel()
     stream.requests?.finish(throwing: RPCError(code: .cancelled, message: reason))
@@ -450,6 +467,8 @@ final class ServerConnection: LoopChannel {
     if !stream.responseStarted && body.isEmpty && initial == nil, let status {
       return finish(stream, code: status.code, message: status.message, trailers: status.trailers)
     }
+    replyBytesCharged += body.count
+    server.budget.charge(replyBytes: body.count)
     if !stream.responseStarted {
       stream.responseStarted = true
       session.submitResponse(streamID: streamID, headers: responseHeaders(initial ?? [:]), body: body)
@@ -529,6 +548,28 @@ final class ServerConnection: LoopChannel {
   }
 
   // MARK: Connection management
+
+  /// Since when the connection has had no call open, for eviction at the connection cap; `nil`
+  /// while calls are open or once it is draining.
+  var idleSinceForEviction: Nanoseconds? { streams.isEmpty && !draining && !closed ? idleSince : nil }
+
+  /// Sends GOAWAY and closes at once: an idle connection evicted at the connection cap.
+  func evict() {
+    guard !closed else { return }
+    draining = true
+    session.submitGoaway(errorCode: H2ErrorCode.noError, debug: "max_connections")
+    flushNow()
+    close()
+  }
+
+  /// Uncounts reply bytes from the transport's budget as the socket takes bytes (or the
+  /// connection closes): at most what this connection was charged.
+  private func releaseReplyBytes(_ written: Int) {
+    let n = min(written, replyBytesCharged)
+    guard n > 0 else { return }
+    replyBytesCharged -= n
+    server.budget.release(replyBytes: n)
+  }
 
   /// grpc-go's keepalive enforcement: a PING sooner than allowed after the previous one is a
   /// strike, unless the server has sent DATA or HEADERS since; too many strikes end the connection.

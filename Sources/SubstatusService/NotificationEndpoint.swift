@@ -23,8 +23,12 @@ extension SubstatusService {
   /// - `GET /readyz`: 200 when the store answers and the server is not draining, else 503.
   /// - `GET /metrics`: Prometheus text.
   ///
-  /// - Parameter isDraining: whether the server is shutting down (readiness turns 503).
-  public func httpRouter(isDraining: @escaping @Sendable () -> Bool = { false }) -> HTTPRouter {
+  /// - Parameters:
+  ///   - isDraining: whether the server is shutting down (readiness turns 503).
+  ///   - extraMetrics: more Prometheus text for `/metrics` (the listeners' limits).
+  public func httpRouter(
+    isDraining: @escaping @Sendable () -> Bool = { false }, extraMetrics: @escaping @Sendable () -> String = { "" }
+  ) -> HTTPRouter {
     var router = HTTPRouter()
     router.add("POST", "/v1/apps/{app_id}/apple/notifications") { request in
       do {
@@ -49,7 +53,7 @@ extension SubstatusService {
       }
     }
     router.add("GET", "/metrics") { _ in
-      HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array(self.metrics.prometheusText().utf8))
+      HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array((self.metrics.prometheusText() + extraMetrics()).utf8))
     }
     return router
   }
