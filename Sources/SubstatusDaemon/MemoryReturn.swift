@@ -6,15 +6,16 @@ import Synchronization
 ///
 /// glibc's malloc keeps freed memory in its arenas: after a storm of connections or calls the
 /// process's RSS stays near its peak although the memory is free. Every `interval` this checks
-/// the RSS and the load (connections plus calls in flight); when the RSS is at least 32 MiB over
-/// its level after the previous trim and the load has fallen to half its peak since then (the
-/// storm has subsided), it calls `malloc_trim(0)`, which gives back the free pages of every arena.
-/// In steady state it never trims; it costs one read of `/proc/self/statm` per interval.
+/// the RSS and the load (connections plus calls in flight). When a storm has subsided (the load
+/// peaked at 64 or more since the previous trim and has fallen to half of that peak) and the RSS
+/// is at least 16 MiB over the lowest level seen, it calls `malloc_trim(0)`, which gives back
+/// the free pages of every arena. In steady state it never trims; it costs one read of
+/// `/proc/self/statm` per interval.
 final class MemoryReturn: Sendable {
   private struct State {
     var timer: (any DispatchSourceTimer)?
-    /// RSS after the last trim (or at start).
-    var restingBytes = 0
+    /// The lowest RSS seen.
+    var restingBytes = Int.max
     /// The highest load seen since the last trim.
     var peakLoad = 0
     var trims = 0
@@ -24,7 +25,9 @@ final class MemoryReturn: Sendable {
   private let interval: Double
   private let state = Mutex(State())
   /// RSS growth over the resting level that makes a trim worth it.
-  static let threshold = 32 << 20
+  static let threshold = 16 << 20
+  /// The load (connections and calls in flight) that makes a storm.
+  static let stormLoad = 64
 
   init(interval: Double) { self.interval = interval }
 
@@ -37,7 +40,6 @@ final class MemoryReturn: Sendable {
       let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
       timer.schedule(deadline: .now() + period, repeating: period)
       timer.setEventHandler { [weak self] in self?.check(load: load()) }
-      state.restingBytes = clinux_resident_bytes()
       state.timer = timer
       timer.resume()
     }
@@ -56,7 +58,8 @@ final class MemoryReturn: Sendable {
     let rss = clinux_resident_bytes()
     let shouldTrim = state.withLock { state -> Bool in
       state.peakLoad = max(state.peakLoad, load)
-      return rss >= state.restingBytes + Self.threshold && load * 2 <= state.peakLoad
+      state.restingBytes = min(state.restingBytes, rss)
+      return state.peakLoad >= Self.stormLoad && load * 2 <= state.peakLoad && rss >= state.restingBytes + Self.threshold
     }
     guard shouldTrim else { return }
     _ = clinux_malloc_trim()
@@ -64,7 +67,7 @@ final class MemoryReturn: Sendable {
     state.withLock {
       $0.trims += 1
       $0.releasedBytes += max(0, rss - after)
-      $0.restingBytes = after
+      $0.restingBytes = min($0.restingBytes, after)
       $0.peakLoad = load
     }
   }

@@ -9,10 +9,11 @@ Scenarios:
   slow_http      1,000 connections sending a header line every 0.5 s, from one address and then
                  from eight (127.0.0.2-9): /healthz and a V1 notification from 127.0.0.1 are
                  answered within 2 s; the slow connections are cut at the head deadline.
-  call_flood     readers that never open their flow-control window hold calls, then 3,000
-                 concurrent GetTransactionHistory calls with a READ key: past the budget a call
-                 gets RESOURCE_EXHAUSTED with a google.rpc.RetryInfo; RSS growth stays bounded and
-                 returns once the load is gone.
+  call_flood     readers that never open their flow-control window hold the budget of calls,
+                 then 3,000 concurrent GetTransactionHistory calls with a READ key (ABUSE_CALLS):
+                 past the budget a call gets RESOURCE_EXHAUSTED with a google.rpc.RetryInfo; RSS
+                 growth stays under 300 MB and is back within 8 MB of its level before the attack
+                 a few seconds after (malloc_trim; without it about 13 MB stay).
 Prints `PASS SCENARIO` and a `FIGURES {...}` line; an assertion fails otherwise.
 """
 import asyncio, glob, importlib, json, os, socket, sys, tempfile, threading, time, urllib.error, urllib.request
@@ -291,12 +292,12 @@ def call_flood(calls=int(os.environ.get("ABUSE_CALLS", "3000"))):
         stub("status_service", channel).GetTransactionHistory(pb.GetTransactionHistoryRequest(app_id=app_id, user_id="victim"), metadata=auth(read_key), timeout=5)
     # Memory returns: within a few trim intervals RSS is back near its level before the attack.
     deadline = time.monotonic() + 6
-    while rss_mb() > rss_before + 48 and time.monotonic() < deadline:
+    while rss_mb() > rss_before + 8 and time.monotonic() < deadline:
         time.sleep(0.25)
     figures["rss_mb"] = {"before": round(rss_before, 1), "peak": round(peak[0], 1), "after": round(rss_mb(), 1)}
     assert alive(), "substatusd died"
     assert peak[0] - rss_before < 300, figures
-    assert rss_mb() <= rss_before + 48, figures
+    assert rss_mb() <= rss_before + 8, figures
 
 
 {"idle_flood": idle_flood, "slow_http": slow_http, "call_flood": call_flood}[scenario]()
