@@ -114,7 +114,9 @@ final class H2Session {
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
-      if let ob = session.outbound.removeValue(forKey: streamID) { session.droppedOutboundBytes += ob.bytes.count - ob.offset }
+      if let ob = session.outbound.removeValue(forKey: streamID) {
+        session.droppedOutboundBytes += ob.bytes.count - ob.offset
+      }
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }

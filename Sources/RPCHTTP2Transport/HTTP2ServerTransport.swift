@@ -354,8 +354,9 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   /// A slot is reserved (the shared count raised) before `accept`, so the loops together never
   /// pass the cap. At the cap, the connection of this loop idle the longest is sent GOAWAY and
   /// closed to make room; when this loop has none, the other loops are asked to do the same and
-  /// this listener stops accepting until a connection closes. When `accept` fails for want of descriptors or memory, the listener
-  /// pauses for ``HTTP2ServerTransport/Configuration/acceptBackoff`` or until a connection closes.
+  /// this listener stops accepting until a connection closes. When `accept` fails for want of
+  /// descriptors or memory, the listener pauses for
+  /// ``HTTP2ServerTransport/Configuration/acceptBackoff`` or until a connection closes.
   /// Never a busy loop: a paused listener is out of epoll's interest set.
   func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
     guard !acceptPaused, listenFD >= 0 else { return }
@@ -368,10 +369,10 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
         guard hasPendingConnection() else { return }
         if evictIdleConnection() { continue }
         transport.counters.acceptPausesAtCap.wrappingAdd(1, ordering: .relaxed)
+        pauseAccepting(backoff: nil)
         for peer in peers where peer !== self {
           peer.loop.execute { [peer] in peer.evictIdleConnection() }
         }
-        pauseAccepting(backoff: nil)
         return
       }
       let fd = clinux_accept_nonblocking(listenFD, nil, nil)
@@ -421,8 +422,17 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   private func pauseAccepting(backoff: Duration?) {
     if !acceptPaused {
       acceptPaused = true
-      transport.pausedListeners.wrappingAdd(1, ordering: .relaxed)
+      transport.pausedListeners.wrappingAdd(1, ordering: .sequentiallyConsistent)
       loop.modify(fd: listenFD, events: 0, token: listenToken)
+      // A connection that closed on another loop just before this pause saw no paused listener
+      // and resumed none: if its slot is free now, resume at once. (Sequentially consistent with
+      // `releaseSlot`: either that close sees this pause, or this sees its slot.)
+      if backoff == nil, let limit = configuration.maxConnections,
+        transport.connectionCount.load(ordering: .sequentiallyConsistent) < limit
+      {
+        resumeAccepting()
+        return
+      }
     }
     if let backoff, backoffTimer == nil {
       backoffTimer = loop.schedule(at: clinux_monotonic_ns() &+ backoff.nanoseconds) { [weak self] in
@@ -483,8 +493,8 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
 
   /// Gives back a connection's slot under the cap, and re-arms the listeners that paused.
   private func releaseSlot() {
-    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
-    guard transport.pausedListeners.load(ordering: .relaxed) > 0 else { return }
+    transport.connectionCount.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+    guard transport.pausedListeners.load(ordering: .sequentiallyConsistent) > 0 else { return }
     for peer in peers {
       if peer === self {
         resumeAccepting()
