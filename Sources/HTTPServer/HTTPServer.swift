@@ -291,8 +291,10 @@ private final class ServerCore: Sendable {
     state.withLock { state in
       let pressured = state.connections.count * 4 >= configuration.connectionLimit * 3
       let limit = pressured ? min(timeout, configuration.requestHeadTimeoutUnderPressure) : timeout
-      let deadline = UInt64(limit.components.seconds) * 1_000_000_000 + UInt64(limit.components.attoseconds / 1_000_000_000)
-      for (key, connection) in state.connections where !connection.headComplete && now &- connection.headSince > deadline {
+      let (seconds, attoseconds) = limit.components
+      let deadline = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+      for (key, connection) in state.connections
+      where !connection.headComplete && now &- connection.headSince > deadline {
         shutdown(connection.fd, Int32(SHUT_RDWR))
         state.connections[key]?.headComplete = true  // shut down once
         state.lateHeads += 1
@@ -586,10 +588,11 @@ private func monotonicNanoseconds() -> UInt64 {
 
 private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
   guard let cls else { return }
-  if let connection { Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().headEvent(connection, complete: false) }
+  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+  // The response is out: the connection's next request head is awaited from now.
+  if let connection { core.headEvent(connection, complete: false) }
   guard let conCls, let existing = conCls.pointee else { return }
   conCls.pointee = nil
-  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
   core.state.withLock { state in
     state.live -= 1

@@ -8,7 +8,7 @@ import Synchronization
 /// process's RSS stays near its peak although the memory is free. Every `interval` this checks
 /// the RSS and the load (connections plus calls in flight). When a storm has subsided (the load
 /// peaked at 64 or more since the previous trim and has fallen to half of that peak) and the RSS
-/// is at least 16 MiB over the lowest level seen, it calls `malloc_trim(0)`, which gives back
+/// is at least 8 MiB over the lowest level seen, it calls `malloc_trim(0)`, which gives back
 /// the free pages of every arena. In steady state it never trims; it costs one read of
 /// `/proc/self/statm` per interval.
 final class MemoryReturn: Sendable {
@@ -25,7 +25,7 @@ final class MemoryReturn: Sendable {
   private let interval: Double
   private let state = Mutex(State())
   /// RSS growth over the resting level that makes a trim worth it.
-  static let threshold = 16 << 20
+  static let threshold = 8 << 20
   /// The load (connections and calls in flight) that makes a storm.
   static let stormLoad = 64
 
