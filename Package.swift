@@ -105,7 +105,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire", "ProcessSignals"],
+                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables

@@ -67,6 +67,9 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
   private var bytesWritten: UInt64 = 0
   /// DATA bytes nghttp2 sent plus bytes written, at the last ``noteWriteProgress(drained:)``.
   private var progressAtCheck: UInt64 = 0
+  /// Reply bytes charged to the transport's budget (``chargeReplyBytes(_:)``) and not yet
+  /// taken by the socket.
+  private var replyBytesCharged = 0
 
   /// Registers `fd` with `loop`: a connected socket (server) or one whose nonblocking `connect`
   /// is in progress (client: it waits for writability, then reports
@@ -134,6 +137,31 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
     counters?.bufferedRequestBytes.subtract(count, ordering: .relaxed)
   }
 
+  /// Counts reply bytes a handler wrote in the transport's budget of reply bytes in flight; they
+  /// are released as the socket takes bytes, when their stream is reset before they are sent,
+  /// or when the connection closes.
+  func chargeReplyBytes(_ count: Int) {
+    guard count > 0 else { return }
+    replyBytesCharged += count
+    counters?.chargeReplyBytes(count)
+  }
+
+  /// Releases up to `count` of the charged reply bytes (bytes written to the socket count as
+  /// reply bytes: frame headers and TLS records make the release a little early, never late).
+  private func releaseReplyBytes(_ count: Int) {
+    let n = min(count, replyBytesCharged)
+    guard n > 0 else { return }
+    replyBytesCharged -= n
+    counters?.releaseReplyBytes(n)
+  }
+
+  /// Has the owner handle the session's events, and releases the reply bytes of streams that
+  /// closed with replies unsent.
+  private func processEvents() {
+    owner?.processEvents()
+    releaseReplyBytes(session.takeDroppedOutboundBytes())
+  }
+
   /// The peer sent a PING.
   func pingReceived() {
     perform(machine.pingReceived(now: loop.now, sentDataOrHeaders: session.takeSentDataOrHeaders()))
@@ -158,6 +186,15 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
 
   /// Whether GOAWAY was sent or received.
   var isDraining: Bool { machine.isDraining }
+
+  /// Sends GOAWAY `max_connections` and closes at once: an idle connection evicted at the
+  /// server's connection cap.
+  func evict() {
+    guard !closed else { return }
+    session.submitGoaway(errorCode: H2ErrorCode.noError, debug: "max_connections")
+    flushNow()
+    close(.local)
+  }
 
   // MARK: The connection management's actions
 
@@ -269,12 +306,12 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
       try session.receive(input)
     } catch {
       // A protocol violation: nghttp2 has queued GOAWAY where it can; send it, then close.
-      owner?.processEvents()
+      processEvents()
       flushNow()
       close(.protocolError(error))
       return false
     }
-    owner?.processEvents()
+    processEvents()
     return !closed
   }
 
@@ -354,7 +391,7 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
       } catch {
         return close(.protocolError(error))
       }
-      owner?.processEvents()
+      processEvents()
       if output.count == outputOffset {
         drained = true
         break
@@ -391,6 +428,7 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
       if n > 0 {
         outputOffset += n
         bytesWritten &+= UInt64(n)
+        releaseReplyBytes(n)
       } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         if errno == EINTR { continue }
         if !waitingForWritable {
@@ -428,6 +466,7 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
     Glibc.close(fd)
     if let timer { loop.cancelTimer(timer) }
     if machine.isWriteStalled { counters?.stalledConnections.subtract(1, ordering: .relaxed) }
+    releaseReplyBytes(replyBytesCharged)
     if case .management(let reason) = outcome { counters?.closed(reason) }
     owner?.connectionClosed(outcome)
   }

@@ -130,6 +130,10 @@ struct ConnectionStateMachine {
   /// Whether output has been stuck since some time (for metrics).
   var isWriteStalled: Bool { stalledSince != nil }
 
+  /// Since when the connection has had no stream open, for eviction at the server's connection
+  /// cap; `nil` while streams are open or once it drains or closed.
+  var idleSinceForEviction: Duration? { openStreams == 0 && !isDraining && !closed ? idleSince : nil }
+
   // MARK: Events
 
   /// The handshake completed: TLS (when configured) and the peer's HTTP/2 preface and SETTINGS.

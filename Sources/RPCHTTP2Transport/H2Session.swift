@@ -84,6 +84,9 @@ final class H2Session {
   /// The DATA bytes queued on streams that nghttp2 has not taken yet (replies waiting for the
   /// socket or for the peer's flow-control window).
   private(set) var pendingOutboundBytes = 0
+  /// Queued DATA bytes dropped because their stream closed first (reset), since the last
+  /// ``takeDroppedOutboundBytes()``.
+  private var droppedOutboundBytes = 0
 
   /// Creates a server or client session and queues its SETTINGS.
   init(isServer: Bool, settings: H2Settings) {
@@ -120,7 +123,9 @@ final class H2Session {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
       if let ob = session.outbound.removeValue(forKey: streamID) {
-        session.pendingOutboundBytes -= ob.bytes.count - ob.offset
+        let unsent = ob.bytes.count - ob.offset
+        session.pendingOutboundBytes -= unsent
+        session.droppedOutboundBytes += unsent
       }
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
@@ -165,6 +170,13 @@ final class H2Session {
   func takeSentDataOrHeaders() -> Bool {
     defer { sentDataOrHeaders = false }
     return sentDataOrHeaders
+  }
+
+  /// The queued DATA bytes dropped with their streams since the last call (a reset stream's
+  /// unsent reply), for the server's budget of reply bytes in flight.
+  func takeDroppedOutboundBytes() -> Int {
+    defer { droppedOutboundBytes = 0 }
+    return droppedOutboundBytes
   }
 
   /// Returns and clears the collected events.

@@ -15,6 +15,9 @@ final class ServerStream {
   var deadlineTimer: UInt64?
   /// The request bytes of this stream counted in the connection's buffer budget.
   var bufferedBytes = 0
+  /// The call holds a slot of the transport's budget of calls in flight
+  /// (``TransportCounters/admitCall()``).
+  var admitted = false
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -78,6 +81,14 @@ final class ServerConnection: ConnectionPumpOwner {
   }
 
   private func scheduleFlush() { pump.scheduleFlush() }
+
+  /// Since when the connection has had no call open, for eviction at the connection cap; `nil`
+  /// while calls are open or once it drains.
+  var idleSinceForEviction: Duration? { pump.closed ? nil : pump.machine.idleSinceForEviction }
+
+  /// Sends GOAWAY `max_connections` and closes at once: an idle connection evicted at the
+  /// connection cap.
+  func evict() { pump.evict() }
 
   // MARK: The pump's reports
 
@@ -170,6 +181,10 @@ final class ServerConnection: ConnectionPumpOwner {
     guard path.hasPrefix("/") else {
       return rejectHTTP(stream, status: "404", message: "malformed method path")
     }
+    guard server.transport.counters.admitCall() else {
+      return finish(stream, code: .resourceExhausted, message: CallRefusal.message, trailers: CallRefusal.trailers)
+    }
+    stream.admitted = true
     if let encoding, encoding != "identity" {
       return finish(
         stream, code: .unimplemented,
@@ -273,6 +288,10 @@ final class ServerConnection: ConnectionPumpOwner {
 
   /// Cancels the call of a stream that is gone.
   private func abandon(_ stream: ServerStream, reason: String) {
+    if stream.admitted {
+      stream.admitted = false
+      server.transport.counters.callFinished()
+    }
     freeBuffer(of: stream)
     if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
     stream.task?.cancel()
@@ -313,6 +332,7 @@ final class ServerConnection: ConnectionPumpOwner {
     if !stream.responseStarted && body.isEmpty && initial == nil, let status {
       return finish(stream, code: status.code, message: status.message, trailers: status.trailers)
     }
+    pump.chargeReplyBytes(body.count)
     if !stream.responseStarted {
       stream.responseStarted = true
       session.submitResponse(streamID: streamID, headers: responseHeaders(initial ?? [:]), body: body)

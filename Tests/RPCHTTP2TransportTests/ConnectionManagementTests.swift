@@ -162,9 +162,18 @@ import Testing
     }
   }
 
-  @Test func connectionLimitClosesExtraConnections() async throws {
+  @Test func connectionCapEvictsTheLongestIdleConnection() async throws {
     try await withTestServer(configure: { $0.maxConnections = 2 }) { server in
       try await runAttack("connection_limit", port: server.port)
+      #expect(await waitForNoConnections(port: server.port))
+      try await runGRPCIOCase("unary", port: server.port)
+    }
+  }
+
+  @Test(arguments: [1, 2])
+  func connectionCapWithBusyConnectionsStopsAcceptingUntilOneCloses(threads: Int) async throws {
+    try await withTestServer(threads: threads, configure: { $0.maxConnections = 2 }) { server in
+      try await runAttack("connection_limit_busy", port: server.port)
       #expect(await waitForNoConnections(port: server.port))
       try await runGRPCIOCase("unary", port: server.port)
     }

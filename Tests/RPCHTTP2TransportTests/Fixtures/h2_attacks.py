@@ -253,19 +253,47 @@ elif case in ("no_ping_ack", "expect_goaway"):
         assert 7 in kinds, f"no GOAWAY before close: {kinds}"
     s.close()
 elif case == "connection_limit":
-    # The server allows 2 connections: the third is closed at once, the first two stay open.
+    # The server allows 2 connections. A third one makes room: the connection idle the longest
+    # gets GOAWAY (max_connections) and is closed; the other one stays open, the third is served.
     first = [connect() for _ in range(2)]
-    time.sleep(0.2)
-    third = connect()
-    read_until_closed(third, limit=5)
     for s in first:
+        s.sendall(PREFACE + frame(4, 0, 0, b""))
+        time.sleep(0.1)
+    third = connect()
+    third.sendall(PREFACE + frame(4, 0, 0, b""))
+    evicted = read_until_closed(first[0], limit=5)
+    assert b"max_connections" in evicted, evicted
+    for s in (first[1], third):
         s.settimeout(0.5)
         try:
-            assert s.recv(1) != b"", "an allowed connection was closed"
+            while True:
+                assert s.recv(65536) != b"", "an allowed connection was closed"
         except socket.timeout:
             pass
+    for s in first + [third]:
         s.close()
-    third.close()
+elif case == "connection_limit_busy":
+    # The server allows 2 connections, both with a call open: a third waits in the backlog (not
+    # accepted, not closed) until one of them closes, then it is served.
+    busy = []
+    for _ in range(2):
+        s, conn = h2_client()
+        conn.send_headers(1, grpc_headers("/interop.Test/Sleep"))
+        s.sendall(conn.data_to_send())
+        busy.append(s)
+    time.sleep(0.2)
+    third, conn = h2_client()
+    third.settimeout(0.5)
+    try:
+        data = third.recv(65536)
+        raise AssertionError(f"the server answered a connection over the cap: {data!r}")
+    except socket.timeout:
+        pass
+    busy[0].close()
+    third.settimeout(5)
+    assert third.recv(65536) != b"", "the waiting connection was not served after a slot freed"
+    for s in busy[1:] + [third]:
+        s.close()
 else:
     raise SystemExit(f"unknown case {case}")
 print(f"DONE {case}", flush=True)
