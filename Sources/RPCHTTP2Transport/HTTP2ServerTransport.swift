@@ -246,11 +246,6 @@ public final class HTTP2ServerTransport: ServerTransport {
       openConnections: connectionCount.load(ordering: .relaxed), connectionLimit: configuration.maxConnections)
   }
 
-  /// The connections open now.
-  public var openConnections: Int { connectionCount.load(ordering: .relaxed) }
-  /// The calls in flight now (see ``Configuration/maxCallsInFlight``).
-  public var callsInFlight: Int { counters.callsInFlight.load(ordering: .relaxed) }
-
   /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
   /// with ``HandlerExecution/transportThread`` do: code that may block can assert that it does not.
   public static var isEventLoopThread: Bool { EventLoop.onAnyLoopThread }

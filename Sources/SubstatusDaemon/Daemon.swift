@@ -191,7 +191,10 @@ public enum SubstatusDaemon {
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
     }
     httpMetrics.withLock { $0 = http }
-    memory.start(load: { transport.openConnections + transport.callsInFlight + http.openConnections })
+    memory.start(load: {
+      let grpc = transport.metrics
+      return grpc.openConnections + grpc.callsInFlight + http.openConnections
+    })
 
     // Background receipt refresh (off with --refresh-interval 0).
     let refresher = configuration.refreshInterval > 0
