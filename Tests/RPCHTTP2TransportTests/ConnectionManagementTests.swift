@@ -109,6 +109,22 @@ import Testing
     }
   }
 
+  @Test func aResetStreamGivesBackItsUnsentReplyBytesAndItsCallSlot() async throws {
+    try await withTestServer(configure: { $0.maxCallsInFlight = 8 }) { server in
+      // A 1 MiB reply of which the client's window lets 64 KiB out; the rest waits in nghttp2.
+      let attack = try await LineProcess(python, [fixture("h2_attacks.py"), String(server.port), "held_reply_reset"])
+      #expect(attack.firstLine == "READY")
+      let held = server.transport.metrics
+      #expect(held.callsInFlight == 1)
+      #expect(held.replyBytesInFlight > 900 << 10, "the unsent part of the reply is counted: \(held.replyBytesInFlight)")
+      try attack.stdin.fileHandleForWriting.write(contentsOf: Data("reset\n".utf8))
+      #expect(await waitUntil { server.transport.metrics.replyBytesInFlight == 0 }, "the reset stream's bytes are released")
+      #expect(server.transport.metrics.callsInFlight == 0)
+      #expect(serverConnectionCount(port: server.port) == 1, "released by the reset, not by a close")
+      #expect(await attack.stop() == 0)
+    }
+  }
+
   @Test func partialMessagesOnManyStreamsHoldNoMoreThanTheBudget() async throws {
     // 256 streams announce 256 KiB messages and send all but the last byte (64 MiB in all): the
     // connection holds one of them, every other stream ends with RESOURCE_EXHAUSTED.

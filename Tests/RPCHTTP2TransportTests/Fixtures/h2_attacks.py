@@ -220,6 +220,23 @@ elif case == "closed_window":
     print("READY", flush=True)
     read_until_closed(s, limit=10)
     s.close()
+elif case == "held_reply_reset":
+    # Asks for a 1 MiB reply with the default 64 KiB window and never opens it: the server holds
+    # the rest of the reply ("READY"). On a line from stdin, resets the stream and checks that the
+    # connection still answers a PING; then stays open until stdin closes.
+    s, conn = h2_client()
+    conn.send_headers(1, grpc_headers("/interop.Test/Big"), end_stream=False)
+    conn.send_data(1, grpc_body(str(1 << 20).encode()), end_stream=True)
+    s.sendall(conn.data_to_send())
+    collect(s, conn, lambda events: sum(len(e.data) for e in events if isinstance(e, h2.events.DataReceived)) >= 65535)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    conn.reset_stream(1, error_code=8)  # CANCEL
+    conn.ping(b"afterrst")
+    s.sendall(conn.data_to_send())
+    collect(s, conn, lambda events: any(isinstance(e, h2.events.PingAckReceived) for e in events))
+    sys.stdin.read()
+    s.close()
 elif case == "half_open":
     # Connections that connect and send nothing, or only part of the preface, and stay open: the
     # server must close them (handshake timeout).
