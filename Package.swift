@@ -67,7 +67,7 @@ let package = Package(
     .target(name: "RPCInProcessTransport", dependencies: ["RPCCore"], swiftSettings: swiftSettings),
     .target(
       name: "RPCHTTP2Transport",
-      dependencies: ["RPCCore", "SubstatusWire", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
+      dependencies: ["RPCCore", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
       swiftSettings: swiftSettings),
 
 
@@ -106,7 +106,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock"],
+                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -171,7 +171,7 @@ let package = Package(
       swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCHTTP2TransportTests",
-      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "CLinuxShims"],
+      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],

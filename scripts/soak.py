@@ -1,21 +1,25 @@
 """Soak test of substatusd (driven by scripts/soak; see RELIABILITY.md).
 
-usage: soak.py SUBSTATUSD SECONDS CLIENTS WORKDIR
+usage: soak.py SUBSTATUSD SECONDS CLIENTS WORKDIR [ABUSE]
 
-Starts substatusd on free ports with a fresh data directory, sets up a tenant, an app, its secret
-and catalog, then runs CLIENTS processes of mixed load for SECONDS: CheckEligibility, GetStatus,
-GetTransactionHistory, ImportTransactions, V1 notifications over HTTP, plus bad inputs, calls
-cancelled at a random instant and calls with deadlines shorter than the work. Every call's status
-is checked against what that kind of call may answer. The server's RSS, open descriptors and
-threads are sampled every 2 s. Prints a table per minute and the verdict; exits 1 on failure.
+Starts substatusd on free ports with a fresh data directory, under an open-files limit of 1024
+(prlimit), sets up a tenant, an app, its secret and catalog, then runs CLIENTS processes of mixed
+load for SECONDS: CheckEligibility, GetStatus, GetTransactionHistory, ImportTransactions, V1
+notifications over HTTP, plus bad inputs, calls cancelled at a random instant and calls with
+deadlines shorter than the work. Every call's status is checked against what that kind of call
+may answer. With ABUSE=1 (the default) one more process is abusive next to them (see `abuser`).
+The server's RSS, open descriptors and threads are sampled every 2 s. Prints a table per minute
+and the verdict; exits 1 on failure.
 """
-import glob, importlib, json, multiprocessing as mp, os, random, signal, statistics, subprocess, sys, tempfile, time
+import glob, importlib, json, multiprocessing as mp, os, random, signal, socket, statistics, subprocess, sys, tempfile, time
 import urllib.error, urllib.request
 
 import grpc, grpc_tools
 from grpc_tools import protoc
 
 substatusd, seconds, clients, workdir = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+abuse = (sys.argv[5] if len(sys.argv) > 5 else "1") != "0"
+OPEN_FILES = 1024
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 protos = os.path.join(root, "Protos")
 fixtures = os.path.join(root, "Tests/SubstatusDaemonTests/Fixtures")
@@ -158,6 +162,92 @@ def worker(index, grpc_addr, http_addr, app_id, keys, secret, deadline, start, r
     channel.close()
     results.put({f"{m}|{op}": v for (m, op), v in stats.items()})
 
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+def abuser(grpc_addr, http_addr, app_id, read_key, deadline, results):
+    """Abusive clients next to the normal load, in 17-second rounds until 10 s before the end:
+    400 idle HTTP/2 connections (preface and SETTINGS, then nothing), a reader that never opens
+    its flow-control window holding 100 GetTransactionHistory calls, a connection announcing
+    4 MiB messages on 50 streams and sending 1 KiB of each, and 100 HTTP connections trickling a
+    header line a second from 127.0.0.2-5 (16 per address are admitted, and cut at the 10 s head
+    deadline). Each round holds them 12 s, then closes them and rests 5 s."""
+    import h2.config, h2.connection, h2.settings
+    host, port = grpc_addr.rsplit(":", 1)
+    http_host, http_port = http_addr.rsplit(":", 1)
+    request = pb.GetTransactionHistoryRequest(app_id=app_id, user_id="u0-1", page_size=20).SerializeToString()
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", "/substatus.v1.StatusService/GetTransactionHistory"),
+               (":authority", grpc_addr), ("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer " + read_key)]
+    counts = {"rounds": 0, "idle_connections": 0, "stalled_calls": 0, "partial_messages": 0, "slow_http": 0}
+
+    def h2_socket(window=None):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        if window is not None:
+            conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        return s, conn
+
+    while time.time() < deadline - 10:
+        held = []
+        try:
+            for _ in range(400):
+                s = socket.create_connection((host, int(port)), timeout=2)
+                s.sendall(PREFACE)
+                held.append(s)
+                counts["idle_connections"] += 1
+            s, conn = h2_socket(window=0)
+            for _ in range(100):
+                sid = conn.get_next_available_stream_id()
+                conn.send_headers(sid, headers)
+                conn.send_data(sid, b"\x00" + len(request).to_bytes(4, "big") + request, end_stream=True)
+                counts["stalled_calls"] += 1
+            s.sendall(conn.data_to_send())
+            held.append(s)
+            s, conn = h2_socket()
+            for _ in range(50):
+                sid = conn.get_next_available_stream_id()
+                conn.send_headers(sid, headers)
+                conn.send_data(sid, b"\x00" + (4 << 20).to_bytes(4, "big") + b"x" * 1024)
+                counts["partial_messages"] += 1
+            s.sendall(conn.data_to_send())
+            held.append(s)
+            slow = []
+            for i in range(100):
+                s = socket.socket()
+                s.settimeout(1)
+                s.bind((f"127.0.0.{2 + i % 4}", 0))
+                s.connect((http_host, int(http_port)))
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                slow.append(s)
+                counts["slow_http"] += 1
+            held += slow
+            for _ in range(12):
+                for s in slow:
+                    try:
+                        s.send(b"X-Slow: 1\r\n")
+                    except OSError:
+                        pass
+                time.sleep(1)
+        except OSError:
+            pass
+        for s in held:
+            s.close()
+        counts["rounds"] += 1
+        time.sleep(max(0, min(5, deadline - 10 - time.time())))
+    results.put(counts)
+
+def server_metrics(http_addr):
+    values = {}
+    try:
+        with urllib.request.urlopen(f"http://{http_addr}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("substatus_grpc_") or line.startswith("substatus_http_") or line.startswith("substatus_memory_"):
+                    name, value = line.rsplit(" ", 1)
+                    values[name] = float(value)
+    except OSError:
+        pass
+    return values
+
 def data_size(directory):
     total = 0
     for dirpath, _, names in os.walk(directory):
@@ -183,7 +273,7 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     ready, keyfile, logpath = (os.path.join(workdir, n) for n in ["ready.json", "operator.key", "substatusd.log"])
     log = open(logpath, "wb")
-    server = subprocess.Popen([substatusd, "--data-dir", data, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+    server = subprocess.Popen(["prlimit", f"--nofile={OPEN_FILES}:{OPEN_FILES}", "--", substatusd, "--data-dir", data, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
                                "--ready-file", ready, "--operator-key-file", keyfile, "--refresh-interval", "0"],
                               stdout=subprocess.DEVNULL, stderr=log)
     until = time.time() + 60
@@ -210,6 +300,9 @@ def main():
     deadline = start + seconds
     results = mp.Queue()
     procs = [mp.Process(target=worker, args=(i, addrs["grpc"], addrs["http"], app_id, keys, secret, deadline, start, results)) for i in range(clients)]
+    abuse_results = mp.Queue()
+    if abuse:
+        procs.append(mp.Process(target=abuser, args=(addrs["grpc"], addrs["http"], app_id, keys["read"], deadline, abuse_results)))
     for p in procs:
         p.start()
     samples = []  # (t, rss MB, fds, threads)
@@ -221,8 +314,10 @@ def main():
         rss, fds, threads = sample(server.pid)
         samples.append((time.time() - start, rss, fds, threads, data_size(data)))
         time.sleep(2)
+    limits = server_metrics(addrs["http"])
+    abuse_counts = abuse_results.get(timeout=60) if abuse else {}
     merged = {}
-    for _ in procs:
+    for _ in range(clients):
         try:
             part = results.get(timeout=120)
         except Exception:
@@ -283,6 +378,10 @@ def main():
                 codes[c] = codes.get(c, 0) + n
         print("| %s | %d | %.1f | %.1f | %s |" % (op, len(lat), pct(lat, 50), pct(lat, 99), ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))))
 
+    if abuse:
+        print(f"\nabuse: {json.dumps(abuse_counts)}")
+        print("limits: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(limits.items())))
+
     # Verdict.
     failures = []
     if crashed is not None:
@@ -293,11 +392,20 @@ def main():
     if unexpected:
         failures.append(f"unexpected statuses: {unexpected}")
     # Flatness: after the first minute of warm-up, RSS may grow by at most 50% + 32 MB and
-    # descriptors by at most 2 per client + 16 over their level at the end of that minute.
+    # descriptors by at most 2 per client + 16 over their level at the end of that minute; with
+    # the abusive clients, descriptors stay 64 below the open-files limit during their rounds and
+    # come back to that bound once they have stopped (the last 10 s).
     warm = [s for s in samples if s[0] >= min(60, seconds / 3)]
     if warm:
         rss0, fd0 = warm[0][1], warm[0][2]
-        rss_max, fd_max = max(s[1] for s in warm), max(s[2] for s in warm)
+        if abuse:
+            fd0 = min(s[2] for s in warm)
+            fd_peak = max(s[2] for s in warm)
+            print(f"fds during abuse max {fd_peak} (bound {OPEN_FILES - 64})")
+            if fd_peak > OPEN_FILES - 64:
+                failures.append(f"open descriptors reached {fd_peak}, near the limit of {OPEN_FILES}")
+        rss_max = max(s[1] for s in warm)
+        fd_max = max(s[2] for s in (warm if not abuse else [s for s in warm if s[0] >= seconds - 4] or warm))
         rss_bound, fd_bound = rss0 * 1.5 + 32, fd0 + 2 * clients + 16
         print(f"\nRSS after warm-up {rss0:.1f} MB, max {rss_max:.1f} MB (bound {rss_bound:.1f}); "
               f"fds after warm-up {fd0}, max {fd_max} (bound {fd_bound}); samples {len(samples)}")

@@ -4,12 +4,16 @@
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,4 +146,27 @@ int clinux_next_signal(int fd) {
     if (n < 0 && errno == EINTR) continue;
     return -1;
   }
+}
+
+long clinux_raise_open_files_limit(void) {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+  if (limit.rlim_cur < limit.rlim_max) {
+    struct rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > (rlim_t)LONG_MAX) return LONG_MAX;
+  return (long)limit.rlim_cur;
+}
+
+int clinux_malloc_trim(void) { return malloc_trim(0); }
+
+long clinux_resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "re");
+  if (f == NULL) return -1;
+  long size = 0, resident = 0;
+  int n = fscanf(f, "%ld %ld", &size, &resident);
+  fclose(f);
+  return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
 }

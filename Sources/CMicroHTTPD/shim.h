@@ -10,8 +10,10 @@
 static inline struct MHD_Daemon *substatus_mhd_start(
     unsigned int flags, const struct sockaddr *addr, unsigned int connection_limit,
     unsigned int connection_timeout_seconds, size_t connection_memory_limit,
+    unsigned int per_ip_connection_limit,
     MHD_AccessHandlerCallback handler, void *handler_cls,
-    MHD_RequestCompletedCallback completed, void *completed_cls) {
+    MHD_RequestCompletedCallback completed, void *completed_cls,
+    MHD_NotifyConnectionCallback notify, void *notify_cls) {
   return MHD_start_daemon(
       flags, 0, NULL, NULL, handler, handler_cls,
       MHD_OPTION_SOCK_ADDR, addr,
@@ -19,6 +21,8 @@ static inline struct MHD_Daemon *substatus_mhd_start(
       MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
       MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
+      MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
       MHD_OPTION_END);
 }
 
@@ -27,8 +31,10 @@ static inline struct MHD_Daemon *substatus_mhd_start(
 static inline struct MHD_Daemon *substatus_mhd_start_tls(
     unsigned int flags, const struct sockaddr *addr, unsigned int connection_limit,
     unsigned int connection_timeout_seconds, size_t connection_memory_limit,
+    unsigned int per_ip_connection_limit,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
+    MHD_NotifyConnectionCallback notify, void *notify_cls,
     const char *certificate_pem, const char *key_pem) {
   return MHD_start_daemon(
       flags | MHD_USE_TLS, 0, NULL, NULL, handler, handler_cls,
@@ -37,6 +43,8 @@ static inline struct MHD_Daemon *substatus_mhd_start_tls(
       MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
       MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
+      MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
       MHD_OPTION_HTTPS_MEM_CERT, certificate_pem,
       MHD_OPTION_HTTPS_MEM_KEY, key_pem,
       MHD_OPTION_END);
@@ -51,4 +59,11 @@ static inline int substatus_mhd_supports_tls(void) {
 static inline uint16_t substatus_mhd_bound_port(struct MHD_Daemon *daemon) {
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
   return info == NULL ? 0 : info->port;
+}
+
+/// The socket of a connection, or -1.
+static inline int substatus_mhd_connection_fd(struct MHD_Connection *connection) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return info == NULL ? -1 : info->connect_fd;
 }

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -15,10 +16,21 @@ public struct HTTPServerConfiguration: Sendable {
   public var port: Int
   /// The largest request body accepted; larger ones get 413 before the body is read.
   public var maxBodySize: Int
-  /// The most simultaneous connections (`MHD_OPTION_CONNECTION_LIMIT`).
+  /// The most simultaneous connections (`MHD_OPTION_CONNECTION_LIMIT`); at the limit
+  /// libmicrohttpd stops accepting until one closes. Keep it below the descriptor limit.
   public var connectionLimit: Int
+  /// The most simultaneous connections from one client address
+  /// (`MHD_OPTION_PER_IP_CONNECTION_LIMIT`); more are closed at once. 0 is unlimited.
+  public var perAddressConnectionLimit: Int = 0
   /// Idle seconds after which a connection is closed (`MHD_OPTION_CONNECTION_TIMEOUT`); 0 never.
   public var connectionTimeoutSeconds: Int
+  /// The time a connection has to send a whole request head (request line and headers), from
+  /// its opening or from the end of its previous response; a connection late with its head is
+  /// shut down, however steadily it trickles bytes. `nil` never.
+  public var requestHeadTimeout: Duration? = .seconds(10)
+  /// The shorter head deadline that applies while at least 3/4 of ``connectionLimit``
+  /// connections are open, so that slow clients cannot hold the last slots.
+  public var requestHeadTimeoutUnderPressure: Duration = .seconds(1)
   /// Per-connection buffer for the request line and headers (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`).
   public var connectionMemoryLimit: Int
   /// HTTPS (libmicrohttpd's GnuTLS) with this certificate and key; `nil` serves plain HTTP.
@@ -117,7 +129,7 @@ public final class HTTPServer: Sendable {
     configuration: HTTPServerConfiguration,
     handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse
   ) throws(HTTPServerError) {
-    let core = ServerCore(handler: handler, maxBodySize: configuration.maxBodySize)
+    let core = ServerCore(handler: handler, configuration: configuration)
     self.port = try core.start(configuration)
     self.host = configuration.host
     self.core = core
@@ -127,6 +139,32 @@ public final class HTTPServer: Sendable {
   /// - Throws: ``HTTPServerError`` if the address does not resolve or cannot be bound.
   public convenience init(configuration: HTTPServerConfiguration, router: HTTPRouter) throws(HTTPServerError) {
     try self.init(configuration: configuration) { request in await router.respond(to: request) }
+  }
+
+  /// Connections open now.
+  public var openConnections: Int { core.state.withLock { $0.connections.count } }
+
+  /// The listener's limits and what they did, in the Prometheus text format (version 0.0.4):
+  /// connections open, the caps, connections shut down for a late request head.
+  public func prometheusText() -> String {
+    let (open, late) = core.state.withLock { ($0.connections.count, $0.lateHeads) }
+    var out = ""
+    func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
+      out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+    }
+    metric("substatus_http_connections_open", "gauge", "HTTP connections open.", open)
+    metric(
+      "substatus_http_connections_limit", "gauge", "The HTTP connection cap (--http-max-connections).",
+      core.configuration.connectionLimit)
+    metric(
+      "substatus_http_connections_per_address_limit", "gauge",
+      "The HTTP connection cap per client address (--http-max-connections-per-address; 0: none).",
+      core.configuration.perAddressConnectionLimit)
+    metric(
+      "substatus_http_request_head_timeouts_total", "counter",
+      "HTTP connections shut down because their request head was not complete in time (--http-request-head-timeout).",
+      late)
+    return out
   }
 
   /// `host:port` as a client would dial it (`[::1]:PORT` for IPv6).
@@ -207,6 +245,18 @@ private final class RequestContext: Sendable {
   }
 }
 
+/// An open connection, for the request-head deadline.
+private struct OpenConnection {
+  /// Its socket: only shut down (never closed) from outside libmicrohttpd's thread, under
+  /// `ServerCore.state`'s lock, which the close notification also takes (libmicrohttpd notifies
+  /// before it closes the socket, so a socket in the table is still this connection's).
+  var fd: Int32
+  /// When the current request head began to be awaited: the opening, or the previous response.
+  var headSince: UInt64
+  /// The current request's head has arrived.
+  var headComplete = false
+}
+
 private final class ServerCore: Sendable {
   struct State {
     var daemon: UnsafeHandle?
@@ -214,15 +264,67 @@ private final class ServerCore: Sendable {
     var stopping = false
     var live = 0
     var inFlight: [ObjectIdentifier: RequestContext] = [:]
+    /// Open connections by libmicrohttpd's connection pointer.
+    var connections: [UInt: OpenConnection] = [:]
+    /// Connections shut down for a late request head.
+    var lateHeads = 0
+    /// Enforces the request-head deadline (see ``ServerCore/sweepLateHeads()``).
+    var sweeper: (any DispatchSourceTimer)?
   }
 
   let handler: @Sendable (HTTPRequest) async -> HTTPResponse
-  let maxBodySize: Int
+  let configuration: HTTPServerConfiguration
+  var maxBodySize: Int { configuration.maxBodySize }
   let state = Mutex(State())
 
-  init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, maxBodySize: Int) {
+  init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, configuration: HTTPServerConfiguration) {
     self.handler = handler
-    self.maxBodySize = maxBodySize
+    self.configuration = configuration
+  }
+
+  /// Shuts down the connections whose request head is late: older than
+  /// ``HTTPServerConfiguration/requestHeadTimeout``, or than the shorter deadline under pressure.
+  /// Shutting a socket down makes libmicrohttpd's thread see its end and close the connection.
+  func sweepLateHeads() {
+    guard let timeout = configuration.requestHeadTimeout else { return }
+    let now = monotonicNanoseconds()
+    state.withLock { state in
+      let pressured = state.connections.count * 4 >= configuration.connectionLimit * 3
+      let limit = pressured ? min(timeout, configuration.requestHeadTimeoutUnderPressure) : timeout
+      let (seconds, attoseconds) = limit.components
+      let deadline = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+      for (key, connection) in state.connections
+      where !connection.headComplete && now &- connection.headSince > deadline {
+        shutdown(connection.fd, Int32(SHUT_RDWR))
+        state.connections[key]?.headComplete = true  // shut down once
+        state.lateHeads += 1
+      }
+    }
+  }
+
+  /// libmicrohttpd's connection notifications (on its thread).
+  func connectionEvent(_ connection: OpaquePointer, started: Bool) {
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    if started {
+      let fd = substatus_mhd_connection_fd(connection)
+      guard fd >= 0 else { return }
+      let now = monotonicNanoseconds()
+      state.withLock { $0.connections[key] = OpenConnection(fd: fd, headSince: now) }
+    } else {
+      _ = state.withLock { $0.connections.removeValue(forKey: key) }
+    }
+  }
+
+  /// The head of a connection's request has arrived (`headComplete`), or its response has been
+  /// sent and the next head is awaited.
+  func headEvent(_ connection: OpaquePointer, complete: Bool) {
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    let now = monotonicNanoseconds()
+    state.withLock { state in
+      guard state.connections[key] != nil else { return }
+      state.connections[key]?.headComplete = complete
+      if !complete { state.connections[key]?.headSince = now }
+    }
   }
 
   var liveRequests: Int { state.withLock { $0.live } }
@@ -251,13 +353,15 @@ private final class ServerCore: Sendable {
       started = substatus_mhd_start_tls(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
-        configuration.connectionMemoryLimit, mhdAccessHandler, cls, mhdRequestCompleted, cls,
+        configuration.connectionMemoryLimit, UInt32(clamping: configuration.perAddressConnectionLimit),
+        mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls,
         tls.certificateChainPEM, tls.privateKeyPEM)
     } else {
       started = substatus_mhd_start(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
-        configuration.connectionMemoryLimit, mhdAccessHandler, cls, mhdRequestCompleted, cls)
+        configuration.connectionMemoryLimit, UInt32(clamping: configuration.perAddressConnectionLimit),
+        mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls)
     }
     guard let daemon = started else {
       Unmanaged<ServerCore>.fromOpaque(cls).release()
@@ -266,6 +370,15 @@ private final class ServerCore: Sendable {
         message: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
     }
     state.withLock { $0.daemon = UnsafeHandle(raw: daemon) }
+    if configuration.requestHeadTimeout != nil {
+      state.withLock { state in
+        let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
+        sweeper.setEventHandler { [weak self] in self?.sweepLateHeads() }
+        sweeper.resume()
+        state.sweeper = sweeper
+      }
+    }
     return Int(substatus_mhd_bound_port(daemon))
   }
 
@@ -299,6 +412,8 @@ private final class ServerCore: Sendable {
       defer {
         state.daemon = nil
         state.listenSocket = -1
+        state.sweeper?.cancel()
+        state.sweeper = nil
       }
       return (state.daemon, state.listenSocket)
     }
@@ -376,6 +491,7 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
 
   guard let existing = conCls.pointee else {
     // First call: the request line and headers are in.
+    core.headEvent(connection, complete: true)
     let context = RequestContext(
       connection: UnsafeHandle(raw: connection),
       method: method.map { String(cString: $0) } ?? "",
@@ -454,10 +570,29 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   }
 }
 
-private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
-  guard let cls, let conCls, let existing = conCls.pointee else { return }
-  conCls.pointee = nil
+private let mhdNotifyConnection: MHD_NotifyConnectionCallback = { cls, connection, _, code in
+  guard let cls, let connection else { return }
   let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+  switch code {
+  case .CONNECTION_NOTIFY_STARTED: core.connectionEvent(connection, started: true)
+  case .CONNECTION_NOTIFY_CLOSED: core.connectionEvent(connection, started: false)
+  default: break
+  }
+}
+
+private func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
+  guard let cls else { return }
+  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+  // The response is out: the connection's next request head is awaited from now.
+  if let connection { core.headEvent(connection, complete: false) }
+  guard let conCls, let existing = conCls.pointee else { return }
+  conCls.pointee = nil
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
   core.state.withLock { state in
     state.live -= 1

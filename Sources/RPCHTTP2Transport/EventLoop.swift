@@ -1,6 +1,7 @@
 import CLinuxShims
 import Dispatch
 import Foundation
+import SubstatusClock
 import Synchronization
 
 /// Something registered with an event loop for readiness events on a file descriptor.
@@ -9,7 +10,7 @@ protocol LoopChannel: AnyObject {
   func handleEvents(readable: Bool, writable: Bool, hangup: Bool)
 }
 
-/// Monotonic time in nanoseconds.
+/// Monotonic time in nanoseconds (the loop's clock's `monotonicNow`).
 typealias Nanoseconds = UInt64
 
 /// Epoll constants (Linux, all architectures).
@@ -49,14 +50,21 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
   private var channels: [UInt64: any LoopChannel] = [:]
   private var nextToken: UInt64 = 1
   private var timers = TimerHeap()
+  /// The time every timer of this loop reads.
+  let clock: any ServiceClock
+  /// The longest wait in epoll: 1 s with the system clock; with another clock (a test's manual
+  /// clock, which moves without waking anyone), short enough that timers notice it soon.
+  private let maxPollMilliseconds: Int32
   private var flushList: [() -> Void] = []
   private var running = true
   /// A buffer for reads, shared by all channels of this loop.
   let readBuffer: UnsafeMutableRawBufferPointer
   let name: String
 
-  init(name: String) throws {
+  init(name: String, clock: any ServiceClock) throws {
     self.name = name
+    self.clock = clock
+    maxPollMilliseconds = clock is SystemClock ? 1000 : 5
     epollFD = clinux_epoll_create()
     wakeFD = clinux_eventfd()
     guard epollFD >= 0, wakeFD >= 0 else { throw SocketError.system("epoll/eventfd", errno) }
@@ -151,10 +159,19 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
   /// Calls `action` once, at the end of this loop iteration (batches output per wake-up).
   func deferUntilEndOfIteration(_ action: @escaping () -> Void) { flushList.append(action) }
 
-  /// Schedules `action` at a monotonic time; returns an id for ``cancelTimer(_:)``.
+  /// The loop's clock's monotonic time.
+  var now: Duration { clock.monotonicNow }
+
+  /// Schedules `action` at a time of the loop's clock; returns an id for ``cancelTimer(_:)``.
   @discardableResult
-  func schedule(at when: Nanoseconds, _ action: @escaping () -> Void) -> UInt64 {
-    timers.schedule(at: when, action)
+  func schedule(at when: Duration, _ action: @escaping () -> Void) -> UInt64 {
+    timers.schedule(at: when.nanoseconds, action)
+  }
+
+  /// Schedules `action` after `delay` of the loop's clock; returns an id for ``cancelTimer(_:)``.
+  @discardableResult
+  func schedule(after delay: Duration, _ action: @escaping () -> Void) -> UInt64 {
+    schedule(at: now + delay, action)
   }
 
   /// Cancels a timer; harmless when it already ran.
@@ -185,7 +202,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
       localTasks.removeAll()
     }
     while running {
-      let timeout = localTasks.isEmpty ? timers.timeoutMilliseconds(now: clinux_monotonic_ns()) : 0
+      let timeout = localTasks.isEmpty ? timers.timeoutMilliseconds(now: now.nanoseconds, max: maxPollMilliseconds) : 0
       let n = clinux_epoll_wait(epollFD, tokens, masks, Int32(maxEvents), timeout)
       if n > 0 {
         for i in 0..<Int(n) {
@@ -202,7 +219,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
       }
       runJobs()
-      for action in timers.popDue(now: clinux_monotonic_ns()) { action() }
+      for action in timers.popDue(now: now.nanoseconds) { action() }
       runJobs()
       runLocalTasks()
       while !flushList.isEmpty {
@@ -274,10 +291,10 @@ struct TimerHeap {
 
   mutating func cancel(_ id: UInt64) { actions[id] = nil }
 
-  func timeoutMilliseconds(now: Nanoseconds) -> Int32 {
-    guard let first = heap.first else { return 1000 }
+  func timeoutMilliseconds(now: Nanoseconds, max: Int32) -> Int32 {
+    guard let first = heap.first else { return max }
     if first.when <= now { return 0 }
-    return Int32(min(1000, (first.when - now + 999_999) / 1_000_000))
+    return Int32(min(UInt64(max), (first.when - now + 999_999) / 1_000_000))
   }
 
   /// Removes and returns the actions that are due (run them after this call: they may schedule).

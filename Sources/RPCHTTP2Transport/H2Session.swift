@@ -29,6 +29,7 @@ enum H2ErrorCode {
   static let noError: UInt32 = 0x0
   static let protocolError: UInt32 = 0x1
   static let internalError: UInt32 = 0x2
+  static let refusedStream: UInt32 = 0x7
   static let cancel: UInt32 = 0x8
   static let enhanceYourCalm: UInt32 = 0xB
 }
@@ -51,6 +52,8 @@ final class H2Session {
     case pingAck
     /// The peer sent GOAWAY.
     case goaway(lastStreamID: Int32, errorCode: UInt32)
+    /// The peer sent SETTINGS (not an acknowledgement): for a server, the client's preface is done.
+    case settings
   }
 
   /// The bytes still to send on one stream, and how the stream ends.
@@ -76,6 +79,14 @@ final class H2Session {
   private(set) var events: [Event] = []
   /// Whether a DATA or HEADERS frame was sent since the last ``takeSentDataOrHeaders()``.
   private var sentDataOrHeaders = false
+  /// The DATA payload bytes sent since the session began.
+  private(set) var dataBytesSent: UInt64 = 0
+  /// The DATA bytes queued on streams that nghttp2 has not taken yet (replies waiting for the
+  /// socket or for the peer's flow-control window).
+  private(set) var pendingOutboundBytes = 0
+  /// Queued DATA bytes dropped because their stream closed first (reset), since the last
+  /// ``takeDroppedOutboundBytes()``.
+  private var droppedOutboundBytes = 0
 
   /// Creates a server or client session and queues its SETTINGS.
   init(isServer: Bool, settings: H2Settings) {
@@ -111,14 +122,20 @@ final class H2Session {
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
-      session.outbound[streamID] = nil
+      if let ob = session.outbound.removeValue(forKey: streamID) {
+        let unsent = ob.bytes.count - ob.offset
+        session.pendingOutboundBytes -= unsent
+        session.droppedOutboundBytes += unsent
+      }
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
       let type = UInt32(frame!.pointee.hd.type)
       if type == NGHTTP2_DATA.rawValue || type == NGHTTP2_HEADERS.rawValue {
-        Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue().sentDataOrHeaders = true
+        let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+        session.sentDataOrHeaders = true
+        if type == NGHTTP2_DATA.rawValue { session.dataBytesSent &+= UInt64(frame!.pointee.hd.length) }
       }
       return 0
     }
@@ -153,6 +170,13 @@ final class H2Session {
   func takeSentDataOrHeaders() -> Bool {
     defer { sentDataOrHeaders = false }
     return sentDataOrHeaders
+  }
+
+  /// The queued DATA bytes dropped with their streams since the last call (a reset stream's
+  /// unsent reply), for the server's budget of reply bytes in flight.
+  func takeDroppedOutboundBytes() -> Int {
+    defer { droppedOutboundBytes = 0 }
+    return droppedOutboundBytes
   }
 
   /// Returns and clears the collected events.
@@ -199,6 +223,7 @@ final class H2Session {
       let ob = Outbound()
       ob.bytes = body
       outbound[streamID] = ob
+      pendingOutboundBytes += body.count
       var provider = Self.provider
       return withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
     }
@@ -216,6 +241,7 @@ final class H2Session {
     let id = withNameValues(headers) { nghttp2_submit_request(session, nil, $0, $1, &provider, nil) }
     guard id > 0 else { return nil }
     outbound[id] = ob
+    pendingOutboundBytes += body.count
     return id
   }
 
@@ -223,6 +249,7 @@ final class H2Session {
   func sendData(streamID: Int32, bytes: [UInt8]) {
     guard let ob = outbound[streamID], !ob.done else { return }
     ob.bytes.append(contentsOf: bytes)
+    pendingOutboundBytes += bytes.count
     resumeIfDeferred(streamID, ob)
   }
 
@@ -282,6 +309,7 @@ final class H2Session {
         buffer.update(from: source.baseAddress! + ob.offset, count: n)
       }
       ob.offset += n
+      pendingOutboundBytes -= n
       if ob.offset == ob.bytes.count {
         ob.bytes.removeAll(keepingCapacity: ob.bytes.count <= 64 << 10)
         ob.offset = 0
@@ -330,6 +358,8 @@ final class H2Session {
       if endStream { events.append(.endStream(streamID: header.stream_id)) }
     case NGHTTP2_PING.rawValue:
       events.append(header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 ? .pingAck : .ping)
+    case NGHTTP2_SETTINGS.rawValue:
+      if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { events.append(.settings) }
     case NGHTTP2_GOAWAY.rawValue:
       events.append(.goaway(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code))
     default:

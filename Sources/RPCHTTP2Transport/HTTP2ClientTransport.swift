@@ -1,4 +1,5 @@
 public import RPCCore
+public import SubstatusClock
 import CLinuxShims
 import Glibc
 import Synchronization
@@ -39,6 +40,8 @@ public final class HTTP2ClientTransport: ClientTransport {
     public var authority: String?
     /// TLS (ALPN `h2`, the server verified); `nil` speaks cleartext HTTP/2 (h2c).
     public var tls: ClientTLSConfiguration? = nil
+    /// The clock of the connect deadline, call deadlines and backoff (a ``ManualClock`` in tests).
+    public var clock: any ServiceClock = SystemClock()
 
     /// Creates a configuration with defaults.
     public init(host: String, port: Int) {
@@ -62,7 +65,7 @@ public final class HTTP2ClientTransport: ClientTransport {
     clinux_ignore_sigpipe()
     self.configuration = configuration
     let tlsContext = try configuration.tls.map { try TLSContext.client($0) }
-    loop = try EventLoop(name: "h2-client")
+    loop = try EventLoop(name: "h2-client", clock: configuration.clock)
     manager = ClientConnectionManager(loop: loop, configuration: configuration, tlsContext: tlsContext)
     loop.startThread {}
   }
@@ -148,7 +151,7 @@ final class ClientConnectionManager: @unchecked Sendable {
     case idle
     case connecting(ClientConnection)
     case ready(ClientConnection)
-    case backingOff(until: Nanoseconds, reason: String)
+    case backingOff(until: Duration, reason: String)
     case shutDown
   }
 
@@ -178,7 +181,7 @@ final class ClientConnectionManager: @unchecked Sendable {
     }
     calls[request.id] = call
     if let timeout = request.timeout {
-      call.deadlineTimer = loop.schedule(at: clinux_monotonic_ns() &+ timeout.nanoseconds) { [weak self] in
+      call.deadlineTimer = loop.schedule(after: timeout) { [weak self] in
         self?.fail(request.id, RPCError(code: .deadlineExceeded, message: "deadline exceeded"), reset: true)
       }
     }
@@ -191,7 +194,7 @@ final class ClientConnectionManager: @unchecked Sendable {
     case .connecting:
       waiting.append(call)
     case .backingOff(let until, let reason):
-      if clinux_monotonic_ns() >= until {
+      if loop.now >= until {
         waiting.append(call)
         connect()
       } else {
@@ -252,7 +255,7 @@ final class ClientConnectionManager: @unchecked Sendable {
     let jitter = 1 + Double.random(in: -configuration.backoffJitter...configuration.backoffJitter)
     let wait = backoff * jitter
     backoff = min(backoff * configuration.backoffMultiplier, configuration.maxBackoff)
-    state = .backingOff(until: clinux_monotonic_ns() &+ wait.nanoseconds, reason: reason)
+    state = .backingOff(until: loop.now + wait, reason: reason)
     let pending = waiting
     waiting.removeAll()
     for call in pending { fail(call.request.id, RPCError(code: .unavailable, message: reason), reset: false) }
@@ -284,35 +287,24 @@ final class ClientConnectionManager: @unchecked Sendable {
   }
 }
 
-/// One client HTTP/2 connection; confined to the loop thread.
-final class ClientConnection: LoopChannel {
+/// One client HTTP/2 connection; confined to the loop thread. Its ``ConnectionPump`` moves the
+/// bytes; the connect deadline (``HTTP2ClientTransport/Configuration/connectTimeout``, TCP and
+/// TLS) and the drain after the server's GOAWAY are its ``ConnectionStateMachine``'s.
+final class ClientConnection: ConnectionPumpOwner {
   private unowned let manager: ClientConnectionManager
-  private let loop: EventLoop
-  private let fd: Int32
-  private var token: UInt64 = 0
-  private let session: H2Session
-  private var connected = false
-  private(set) var isDraining = false
-  private var closed = false
+  private let pump: ConnectionPump<ClientConnection>
+  private var session: H2Session { pump.session }
   private var streams: [Int32: ClientCall] = [:]
-  private var output: [UInt8] = []
-  private var outputOffset = 0
-  private var waitingForWritable = true
-  private var flushScheduled = false
-  private var connectTimer: UInt64?
   private let authority: String
   private let scheme: String
-  /// TLS between the socket and the session, when configured; `plaintext` stages session output.
-  private let tls: TLSConnection?
-  private var plaintext: [UInt8] = []
-  /// Connected (and, with TLS, handshake done with ALPN h2): calls can go out.
-  private var ready = false
+  /// The error calls fail with when the owner closes the connection (``close(error:)``).
+  private var closeError: RPCError?
 
   init(manager: ClientConnectionManager, loop: EventLoop) throws {
     self.manager = manager
-    self.loop = loop
     let configuration = manager.configuration
     authority = configuration.authority ?? "\(configuration.host):\(configuration.port)"
+    let tls: TLSConnection?
     if let context = manager.tlsContext {
       guard let connection = TLSConnection(client: context, serverName: configuration.tls?.serverName ?? configuration.host)
       else { throw SocketError(description: "cannot create a TLS connection") }
@@ -323,13 +315,8 @@ final class ClientConnection: LoopChannel {
       scheme = "http"
     }
     var address = try ResolvedAddress.resolve(host: configuration.host, port: configuration.port)
-    fd = clinux_tcp_socket(address.family)
+    let fd = clinux_tcp_socket(address.family)
     guard fd >= 0 else { throw SocketError.system("socket", errno) }
-    session = H2Session(
-      isServer: false,
-      settings: H2Settings(
-        maxConcurrentStreams: 0, initialWindowSize: 4 << 20, connectionWindowSize: 16 << 20,
-        maxHeaderListSize: 64 << 10))
     _ = clinux_set_nodelay(fd)
     let result = withUnsafePointer(to: &address.storage) { pointer in
       pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
@@ -339,53 +326,28 @@ final class ClientConnection: LoopChannel {
       Glibc.close(fd)
       throw SocketError.system("connect", code)
     }
-    token = loop.register(fd: fd, events: Epoll.output, channel: self)
-    connectTimer = loop.schedule(at: clinux_monotonic_ns() &+ configuration.connectTimeout.nanoseconds) {
-      [weak self] in
-      guard let self, !self.ready else { return }
-      self.close(error: RPCError(code: .unavailable, message: "connecting to \(self.authority) timed out"))
-    }
+    let session = H2Session(
+      isServer: false,
+      settings: H2Settings(
+        maxConcurrentStreams: 0, initialWindowSize: 4 << 20, connectionWindowSize: 16 << 20,
+        maxHeaderListSize: 64 << 10))
+    pump = ConnectionPump(
+      fd: fd, loop: loop, session: session, tls: tls, connecting: true,
+      management: ConnectionStateMachine.Configuration(handshakeTimeout: configuration.connectTimeout),
+      highWater: 1 << 20, counters: nil)
+    pump.owner = self
+    pump.start()
   }
 
-  func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
-    if !connected {
-      guard writable || hangup else { return }
-      var error: Int32 = 0
-      var length = socklen_t(MemoryLayout<Int32>.size)
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
-      if error != 0 || hangup {
-        let text = String(cString: strerror(error))
-        return close(error: RPCError(code: .unavailable, message: "cannot connect to \(authority): \(text)"))
-      }
-      connected = true
-      waitingForWritable = false
-      loop.modify(fd: fd, events: Epoll.input, token: token)
-      if let tls {
-        // Send the ClientHello; the connection is ready when the handshake completes.
-        if case .failed(let reason) = tls.handshake() {
-          return close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
-        }
-        scheduleFlush()
-        return
-      }
-      becomeReady()
-      return
-    }
-    if writable { writePending() }
-    if closed { return }
-    if readable && !waitingForWritable {
-      readAvailable()
-    } else if hangup {
-      close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
-    }
-  }
+  /// Whether the server sent GOAWAY: new calls go to another connection.
+  var isDraining: Bool { pump.isDraining }
 
-  private func becomeReady() {
-    ready = true
-    if let connectTimer { loop.cancelTimer(connectTimer) }
+  func connectionEstablished() {
+    pump.handshakeCompleted()
     manager.connectionReady(self)
-    scheduleFlush()
   }
+
+  func connectionWillClose(_ reason: ConnectionStateMachine.CloseReason) {}
 
   /// Opens a stream for a call.
   func submit(_ call: ClientCall) {
@@ -404,158 +366,20 @@ final class ClientConnection: LoopChannel {
     guard let streamID = session.submitRequest(headers: headers, body: GRPCFraming.frame(call.request.request)) else {
       return manager.fail(call.request.id, RPCError(code: .unavailable, message: "cannot open a stream"), reset: false)
     }
+    _ = pump.streamOpened()
     call.streamID = streamID
     call.connection = self
     streams[streamID] = call
-    scheduleFlush()
+    pump.scheduleFlush()
   }
 
   func reset(streamID: Int32) {
-    guard !closed, streams.removeValue(forKey: streamID) != nil else { return }
+    guard !pump.closed, streams.removeValue(forKey: streamID) != nil else { return }
     session.resetStream(streamID: streamID, errorCode: H2ErrorCode.cancel)
-    scheduleFlush()
+    pump.scheduleFlush()
   }
 
-  private func readAvailable() {
-    let buffer = loop.readBuffer
-    for _ in 0..<4 {
-      let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-      if n > 0 {
-        let input = UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)
-        if let tls {
-          guard receiveTLS(input, tls) else { return }
-        } else {
-          guard receivePlaintext(input) else { return }
-        }
-        if closed || n < buffer.count { break }
-      } else if n == 0 {
-        return close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
-      } else {
-        if errno == EAGAIN || errno == EINTR { break }
-        return close(error: RPCError(code: .unavailable, message: "reading from \(authority) failed"))
-      }
-    }
-    scheduleFlush()
-  }
-
-  /// Feeds bytes to the session; false when the connection closed.
-  private func receivePlaintext(_ input: UnsafeRawBufferPointer) -> Bool {
-    do {
-      try session.receive(input)
-    } catch {
-      close(error: RPCError(code: .internal, message: "HTTP/2 error from \(authority): \(error)"))
-      return false
-    }
-    processEvents()
-    return !closed
-  }
-
-  /// Feeds ciphertext to TLS, advances the handshake, and the session with what it decrypts.
-  /// Returns false when the connection closed.
-  private func receiveTLS(_ input: UnsafeRawBufferPointer, _ tls: TLSConnection) -> Bool {
-    guard tls.feed(input) else {
-      close(error: RPCError(code: .unavailable, message: "TLS with \(authority): out of memory"))
-      return false
-    }
-    if !tls.handshakeComplete {
-      switch tls.handshake() {
-      case .pending:
-        scheduleFlush()
-        return true
-      case .failed(let reason):
-        close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
-        return false
-      case .complete:
-        guard tls.negotiatedH2 else {
-          close(error: RPCError(code: .unavailable, message: "\(authority) did not negotiate HTTP/2 (ALPN h2)"))
-          return false
-        }
-        becomeReady()
-      }
-    }
-    let buffer = loop.readBuffer
-    while true {
-      switch tls.read(into: buffer) {
-      case .bytes(let n):
-        guard receivePlaintext(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) else { return false }
-      case .wantMore:
-        return true
-      case .closed:
-        close(error: RPCError(code: .unavailable, message: "the connection to \(authority) closed"))
-        return false
-      case .failed(let reason):
-        close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
-        return false
-      }
-    }
-  }
-
-  private func scheduleFlush() {
-    guard !flushScheduled, !closed, connected else { return }
-    flushScheduled = true
-    loop.deferUntilEndOfIteration { [self] in
-      flushScheduled = false
-      flushNow()
-    }
-  }
-
-  private func flushNow() {
-    var rounds = 0
-    while !closed && !waitingForWritable && rounds < 16 {
-      rounds += 1
-      do {
-        if let tls {
-          if tls.handshakeComplete {
-            plaintext.removeAll(keepingCapacity: true)
-            try session.send(into: &plaintext, limit: 1 << 20)
-            if !plaintext.isEmpty, let reason = tls.write(plaintext) {
-              return close(error: RPCError(code: .unavailable, message: "TLS with \(authority): \(reason)"))
-            }
-          }
-          tls.takeOutput(appendingTo: &output)
-        } else {
-          try session.send(into: &output, limit: 1 << 20)
-        }
-      } catch {
-        return close(error: RPCError(code: .internal, message: "HTTP/2 error: \(error)"))
-      }
-      processEvents()
-      if output.count == outputOffset { break }
-      writePending()
-    }
-    if !closed && isDraining && streams.isEmpty && outputOffset == output.count {
-      close(error: RPCError(code: .unavailable, message: "the connection was drained"))
-    }
-  }
-
-  private func writePending() {
-    while outputOffset < output.count {
-      let n = output.withUnsafeBytes { bytes in
-        send(fd, bytes.baseAddress! + outputOffset, bytes.count - outputOffset, Int32(MSG_NOSIGNAL))
-      }
-      if n > 0 {
-        outputOffset += n
-      } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
-        if errno == EINTR { continue }
-        if !waitingForWritable {
-          waitingForWritable = true
-          loop.modify(fd: fd, events: Epoll.output, token: token)
-        }
-        return
-      } else {
-        return close(error: RPCError(code: .unavailable, message: "writing to \(authority) failed"))
-      }
-    }
-    output.removeAll(keepingCapacity: output.capacity <= 4 << 20)
-    outputOffset = 0
-    if waitingForWritable {
-      waitingForWritable = false
-      loop.modify(fd: fd, events: Epoll.input, token: token)
-      scheduleFlush()
-    }
-  }
-
-  private func processEvents() {
+  func processEvents() {
     for event in session.takeEvents() {
       switch event {
       case .headers(let streamID, let fields, let endStream):
@@ -584,10 +408,11 @@ final class ClientConnection: LoopChannel {
           manager.finished(call, .failure(call.failure!))
         }
       case .streamClosed(let streamID, let errorCode):
+        pump.streamClosed()
         guard let call = streams.removeValue(forKey: streamID) else { continue }
         let error: RPCError
         switch errorCode {
-        case 7: error = RPCError(code: .unavailable, message: "the server refused the stream")
+        case H2ErrorCode.refusedStream: error = RPCError(code: .unavailable, message: "the server refused the stream")
         case H2ErrorCode.cancel: error = RPCError(code: .cancelled, message: "the server cancelled the stream")
         case H2ErrorCode.enhanceYourCalm:
           error = RPCError(code: .resourceExhausted, message: "the server reset the stream: enhance your calm")
@@ -596,11 +421,12 @@ final class ClientConnection: LoopChannel {
         }
         manager.finished(call, .failure(error))
       case .goaway:
-        isDraining = true
         manager.connectionDraining(self)
-      case .ping, .pingAck, .endStream:
+        pump.goawayReceived()
+      case .ping, .pingAck, .endStream, .settings:
         break
       }
+      if pump.closed { return }
     }
   }
 
@@ -672,14 +498,39 @@ final class ClientConnection: LoopChannel {
 
   /// Closes the socket and fails its calls with `error`.
   func close(error: RPCError) {
-    guard !closed else { return }
-    closed = true
-    if let connectTimer { loop.cancelTimer(connectTimer) }
-    loop.unregister(fd: fd, token: token)
-    Glibc.close(fd)
+    guard !pump.closed else { return }
+    closeError = error
+    pump.close(.local)
+  }
+
+  func connectionClosed(_ outcome: ConnectionPumpOutcome) {
+    let error = closeError ?? RPCError(code: outcome.failureCode, message: outcome.failureMessage(authority: authority))
     let calls = streams.values
     streams.removeAll()
     for call in calls { manager.fail(call.request.id, error, reset: false) }
     manager.connectionClosed(self, error: error)
+  }
+}
+
+extension ConnectionPumpOutcome {
+  /// The status of the calls a closed client connection fails.
+  var failureCode: RPCError.Code {
+    if case .protocolError = self { return .internal }
+    return .unavailable
+  }
+
+  /// Why the calls of a closed client connection fail.
+  func failureMessage(authority: String) -> String {
+    switch self {
+    case .peerClosed, .sessionFinished, .local: "the connection to \(authority) closed"
+    case .connectFailed(let code): "cannot connect to \(authority): \(String(cString: strerror(code)))"
+    case .readFailed: "reading from \(authority) failed"
+    case .writeFailed: "writing to \(authority) failed"
+    case .tlsFailed(let reason): "TLS with \(authority): \(reason)"
+    case .protocolError(let error): "HTTP/2 error from \(authority): \(error)"
+    case .management(.handshakeTimeout): "connecting to \(authority) timed out"
+    case .management(.drained): "the connection was drained"
+    case .management(let reason): "the connection to \(authority) closed (\(reason))"
+    }
   }
 }

@@ -1,4 +1,5 @@
 public import RPCCore
+public import SubstatusClock
 import CLinuxShims
 import Foundation
 import Synchronization
@@ -60,17 +61,46 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var permitPingWithoutCalls: Bool = false
     /// Strikes tolerated before `GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")`.
     public var maxPingStrikes: Int = 2
-    /// A connection without calls for this long is closed with GOAWAY; `nil` never.
-    public var maxConnectionIdle: Duration? = nil
+    /// A connection without calls for this long is sent GOAWAY and closed; `nil` never.
+    public var maxConnectionIdle: Duration? = .seconds(300)
     /// A connection older than this is sent GOAWAY; `nil` never.
     public var maxConnectionAge: Duration? = nil
-    /// After GOAWAY for age, calls get this long to finish before the connection closes.
+    /// After GOAWAY for age (or idleness), calls get this long to finish before the connection
+    /// closes.
     public var maxConnectionAgeGrace: Duration = .seconds(30)
-    /// The most connections served at once; more are closed on accept. `nil` is unlimited.
+    /// The most connections served at once; `nil` is unlimited. At the cap the connection idle
+    /// the longest (no call open) is sent GOAWAY and closed to make room; when every connection
+    /// has calls open, the listeners stop accepting (new clients wait in the kernel's backlog)
+    /// until a connection closes. Keep it below the process's descriptor limit.
     public var maxConnections: Int? = nil
+    /// The most calls in flight over all connections (from HEADERS until the stream closes);
+    /// beyond it a new call gets `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo`. `nil` is
+    /// unlimited.
+    public var maxCallsInFlight: Int? = nil
+    /// The most reply bytes written by handlers and not yet taken by a socket, over all
+    /// connections; while more are pending, new calls get `RESOURCE_EXHAUSTED` with a
+    /// `google.rpc.RetryInfo`. `nil` is unlimited.
+    public var maxReplyBytesInFlight: Int? = nil
+    /// After `accept` fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM),
+    /// the listener pauses this long, or until a connection closes.
+    public var acceptBackoff: Duration = .milliseconds(100)
     /// A connection that has not completed the TLS handshake (with ``tls``) and sent the HTTP/2
-    /// preface within this time is closed.
-    public var handshakeTimeout: Duration = .seconds(20)
+    /// preface and SETTINGS within this time is closed.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// A connection whose replies could not move for this long (the socket full, or the client's
+    /// flow-control windows closed: a reader that stopped reading) is closed and its buffers
+    /// freed; `nil` never.
+    public var writeTimeout: Duration? = .seconds(60)
+    /// The most request bytes one connection may hold buffered (partial messages) across its
+    /// streams: data beyond it ends its call with `RESOURCE_EXHAUSTED`, and a new stream on a
+    /// connection whose buffer is full is refused (`REFUSED_STREAM`). Keep it at least
+    /// ``maxReceiveMessageSize`` + 5; `nil` is unlimited.
+    public var maxConnectionBufferedRequestBytes: Int? = 8 << 20
+    /// The most request bytes all connections together may hold buffered: data beyond it ends
+    /// its call with `RESOURCE_EXHAUSTED`; `nil` is unlimited.
+    public var maxBufferedRequestBytes: Int? = 256 << 20
+    /// The clock of every timer and deadline (a ``ManualClock`` in tests).
+    public var clock: any ServiceClock = SystemClock()
     /// After ``HTTP2ServerTransport/beginGracefulShutdown()``, calls get this long to finish.
     public var shutdownGracePeriod: Duration = .seconds(30)
     /// `SETTINGS_INITIAL_WINDOW_SIZE` for each stream.
@@ -98,6 +128,10 @@ public final class HTTP2ServerTransport: ServerTransport {
   public var host: String { configuration.host }
 
   let connectionCount = Atomic<Int>(0)
+  /// Listeners that stopped accepting (at the cap or after an accept error).
+  let pausedListeners = Atomic<Int>(0)
+  /// The budgets and counters of the limits, for ``metrics``.
+  let counters: TransportCounters
   private let listenFDs: [Int32]
   /// The TLS context new connections use; replaced by ``reloadTLSCertificates()``.
   private let tlsContext: Mutex<TLSContext?>
@@ -118,6 +152,9 @@ public final class HTTP2ServerTransport: ServerTransport {
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    counters = TransportCounters(
+      maxBufferedRequestBytes: configuration.maxBufferedRequestBytes, maxCallsInFlight: configuration.maxCallsInFlight,
+      maxReplyBytesInFlight: configuration.maxReplyBytesInFlight)
     tlsContext = Mutex(try configuration.tls.map { try TLSContext.server($0) })
     (listenFDs, port) = try Sockets.listen(
       host: configuration.host, port: configuration.port, count: configuration.threads, backlog: 1024)
@@ -149,7 +186,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   ) async throws {
     let loops = try listenFDs.enumerated().map { index, fd in
       LoopServer(
-        loop: try EventLoop(name: "h2-server-\(index)"), listenFD: fd, transport: self, handler: handler,
+        loop: try EventLoop(name: "h2-server-\(index)", clock: configuration.clock), listenFD: fd, transport: self, handler: handler,
         execution: execution)
     }
     for server in loops { server.peers = loops }
@@ -203,6 +240,12 @@ public final class HTTP2ServerTransport: ServerTransport {
     }
   }
 
+  /// The limits' counters and gauges now (for `/metrics`).
+  public var metrics: Metrics {
+    counters.snapshot(
+      openConnections: connectionCount.load(ordering: .relaxed), connectionLimit: configuration.maxConnections)
+  }
+
   /// Whether the caller runs on an event loop thread of a server transport, as handlers registered
   /// with ``HandlerExecution/transportThread`` do: code that may block can assert that it does not.
   public static var isEventLoopThread: Bool { EventLoop.onAnyLoopThread }
@@ -246,11 +289,14 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   let configuration: HTTP2ServerTransport.Configuration
   let handler: @Sendable (RPCServerCall) async -> Void
   let execution: @Sendable (String) -> HandlerExecution
-  private let transport: HTTP2ServerTransport
+  let transport: HTTP2ServerTransport
   private var listenFD: Int32
   private var listenToken: UInt64 = 0
   private var connections: [UInt64: ServerConnection] = [:]
   private var stopping = false
+  /// The listening socket is out of epoll (at the cap, or backing off after an accept error).
+  private var acceptPaused = false
+  private var backoffTimer: UInt64?
   /// Connections served by this loop, and handed to it but not yet started (read by every loop
   /// when it accepts a connection, to pick the least loaded).
   let load = Atomic<Int>(0)
@@ -275,18 +321,49 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
     listenToken = loop.register(fd: listenFD, events: Epoll.input, channel: self)
   }
 
+  /// Accepts what the listening socket has, within the connection cap.
+  ///
+  /// A slot is reserved (the shared count raised) before `accept`, so the loops together never
+  /// pass the cap. At the cap, the connection of this loop idle the longest is sent GOAWAY and
+  /// closed to make room; when this loop has none, the other loops are asked to do the same and
+  /// this listener stops accepting until a connection closes. When `accept` fails for want of
+  /// descriptors or memory, the listener pauses for
+  /// ``HTTP2ServerTransport/Configuration/acceptBackoff`` or until a connection closes.
+  /// Never a busy loop: a paused listener is out of epoll's interest set.
   func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
+    guard !acceptPaused, listenFD >= 0 else { return }
     for _ in 0..<64 {
-      let fd = clinux_accept_nonblocking(listenFD, nil, nil)
-      if fd < 0 { return }
-      if let limit = configuration.maxConnections,
-        transport.connectionCount.wrappingAdd(1, ordering: .relaxed).newValue > limit
-      {
+      let count = transport.connectionCount.wrappingAdd(1, ordering: .relaxed).newValue
+      if let limit = configuration.maxConnections, count > limit {
         transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
-        close(fd)
-        continue
+        // Only for a client that is waiting: an idle connection of this loop closes at once and
+        // its slot is this client's.
+        guard hasPendingConnection() else { return }
+        if evictIdleConnection() { continue }
+        transport.counters.acceptPausesAtCap.wrappingAdd(1, ordering: .relaxed)
+        pauseAccepting(backoff: nil)
+        for peer in peers where peer !== self {
+          peer.loop.execute { [peer] in peer.evictIdleConnection() }
+        }
+        return
       }
-      if configuration.maxConnections == nil { transport.connectionCount.wrappingAdd(1, ordering: .relaxed) }
+      let fd = clinux_accept_nonblocking(listenFD, nil, nil)
+      if fd < 0 {
+        let error = errno
+        transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+        switch error {
+        case EAGAIN, EWOULDBLOCK: return
+        case EINTR, ECONNABORTED, EPROTO, EPERM: continue
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+          transport.counters.acceptResourceErrors.wrappingAdd(1, ordering: .relaxed)
+          pauseAccepting(backoff: configuration.acceptBackoff)
+          return
+        default:
+          pauseAccepting(backoff: configuration.acceptBackoff)
+          return
+        }
+      }
+      transport.counters.connectionsAccepted.wrappingAdd(1, ordering: .relaxed)
       // Serve it here unless another loop has fewer connections.
       var target = self
       var least = load.load(ordering: .relaxed)
@@ -304,6 +381,65 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
         target.dropped(fd)
       }
     }
+  }
+
+  /// Whether a client waits in this listener's backlog (a zero-timeout poll).
+  private func hasPendingConnection() -> Bool {
+    var entry = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+    return poll(&entry, 1, 0) > 0 && entry.revents & Int16(POLLIN) != 0
+  }
+
+  /// Takes the listening socket out of epoll's interest set (it stays bound: new clients wait
+  /// in the backlog); with `backoff`, puts it back after that long whatever happens.
+  private func pauseAccepting(backoff: Duration?) {
+    if !acceptPaused {
+      acceptPaused = true
+      transport.pausedListeners.wrappingAdd(1, ordering: .sequentiallyConsistent)
+      loop.modify(fd: listenFD, events: 0, token: listenToken)
+      // A connection that closed on another loop just before this pause saw no paused listener
+      // and resumed none: if its slot is free now, resume at once. (Sequentially consistent with
+      // `releaseSlot`: either that close sees this pause, or this sees its slot.)
+      if backoff == nil, let limit = configuration.maxConnections,
+        transport.connectionCount.load(ordering: .sequentiallyConsistent) < limit
+      {
+        resumeAccepting()
+        return
+      }
+    }
+    if let backoff, backoffTimer == nil {
+      backoffTimer = loop.schedule(after: backoff) { [weak self] in
+        self?.backoffTimer = nil
+        self?.resumeAccepting()
+      }
+    }
+  }
+
+  /// Puts a paused listening socket back into epoll (level-triggered: a waiting client is
+  /// reported at once).
+  func resumeAccepting() {
+    guard acceptPaused, !stopping, listenFD >= 0 else { return }
+    acceptPaused = false
+    transport.pausedListeners.wrappingSubtract(1, ordering: .relaxed)
+    loop.modify(fd: listenFD, events: Epoll.input, token: listenToken)
+  }
+
+  /// Closes this loop's connection idle the longest (GOAWAY, then close), if any; false when
+  /// every one has calls open. An idle connection costs a descriptor and memory and serves no
+  /// one: at the cap, a new client is worth more (grpc clients reconnect on their next call).
+  @discardableResult
+  func evictIdleConnection() -> Bool {
+    var victim: ServerConnection?
+    var oldest = Duration.seconds(Int64.max)
+    for connection in connections.values {
+      if let since = connection.idleSinceForEviction, since < oldest {
+        oldest = since
+        victim = connection
+      }
+    }
+    guard let victim else { return false }
+    transport.counters.connectionsEvicted.wrappingAdd(1, ordering: .relaxed)
+    victim.evict()
+    return true
   }
 
   /// Starts serving an accepted connection on this loop.
@@ -324,7 +460,20 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   private func dropped(_ fd: Int32) {
     close(fd)
     load.wrappingSubtract(1, ordering: .relaxed)
-    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    releaseSlot()
+  }
+
+  /// Gives back a connection's slot under the cap, and re-arms the listeners that paused.
+  private func releaseSlot() {
+    transport.connectionCount.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+    guard transport.pausedListeners.load(ordering: .sequentiallyConsistent) > 0 else { return }
+    for peer in peers {
+      if peer === self {
+        resumeAccepting()
+      } else {
+        peer.loop.execute { [peer] in peer.resumeAccepting() }
+      }
+    }
   }
 
   /// Delivers response parts from a handler task (runs on the loop).
@@ -335,7 +484,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
   func connectionClosed(_ connection: ServerConnection) {
     connections[connection.token] = nil
     load.wrappingSubtract(1, ordering: .relaxed)
-    transport.connectionCount.wrappingSubtract(1, ordering: .relaxed)
+    releaseSlot()
     if stopping && connections.isEmpty { loop.stop() }
   }
 
@@ -343,6 +492,11 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
     guard !stopping else { return }
     stopping = true
     peers = []  // the loops refer to each other only while accepting: no cycle once stopped
+    if let backoffTimer { loop.cancelTimer(backoffTimer) }
+    if acceptPaused {
+      acceptPaused = false
+      transport.pausedListeners.wrappingSubtract(1, ordering: .relaxed)
+    }
     if listenFD >= 0 {
       loop.unregister(fd: listenFD, token: listenToken)
       close(listenFD)
@@ -352,8 +506,7 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
       loop.stop()
       return
     }
-    let graceEnd = clinux_monotonic_ns() + configuration.shutdownGracePeriod.nanoseconds
-    for connection in connections.values { connection.beginDrain(debug: "server shutdown", closeAt: graceEnd) }
+    for connection in connections.values { connection.beginShutdown(grace: configuration.shutdownGracePeriod) }
   }
 }
 
@@ -380,7 +533,9 @@ extension Duration {
   /// The duration in whole nanoseconds, clamped at zero.
   var nanoseconds: UInt64 {
     let (seconds, attoseconds) = components
-    if seconds < 0 { return 0 }
+    // A negative duration can come as (0 s, negative attoseconds): SystemClock's very first
+    // reading is a hair below zero (`now` is taken before its origin is).
+    if seconds < 0 || attoseconds < 0 { return 0 }
     return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
   }
 }

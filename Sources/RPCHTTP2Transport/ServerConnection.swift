@@ -1,5 +1,3 @@
-import CLinuxShims
-import Glibc
 import RPCCore
 import SubstatusWire
 
@@ -15,6 +13,11 @@ final class ServerStream {
   /// The final status has been submitted; later writes are dropped.
   var finished = false
   var deadlineTimer: UInt64?
+  /// The request bytes of this stream counted in the connection's buffer budget.
+  var bufferedBytes = 0
+  /// The call holds a slot of the transport's budget of calls in flight
+  /// (``TransportCounters/admitCall()``).
+  var admitted = false
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -24,243 +27,85 @@ final class ServerStream {
 
 /// One HTTP/2 connection of the gRPC server, owned by its loop thread.
 ///
-/// The nghttp2 session is a state machine: bytes read go in with `receive`, the events it reports
-/// are turned into gRPC calls here, and its output is sent once per loop iteration.
-final class ServerConnection: LoopChannel {
-  let fd: Int32
-  private(set) var token: UInt64 = 0
+/// The nghttp2 session is a state machine: its ``ConnectionPump`` feeds it the bytes read and
+/// sends its output once per loop iteration; the events it reports are turned into gRPC calls
+/// here. What the connection's management decides (keepalive, idleness, age, drain, buffers,
+/// stalled readers) is the pump's ``ConnectionStateMachine``'s.
+final class ServerConnection: ConnectionPumpOwner {
   private unowned let server: LoopServer
   private let loop: EventLoop
   private let configuration: HTTP2ServerTransport.Configuration
-  private let session: H2Session
+  private let pump: ConnectionPump<ServerConnection>
+  private var session: H2Session { pump.session }
   private let peer: String
   private var streams: [Int32: ServerStream] = [:]
   private var newStreams: [ServerStream] = []
 
-  private var output: [UInt8] = []
-  private var outputOffset = 0
-  /// TLS between the socket and the session, when configured; `plaintext` stages session output.
-  private let tls: TLSConnection?
-  private var plaintext: [UInt8] = []
-  private var waitingForWritable = false
-  private var flushScheduled = false
-  private var closed = false
-
-  private let createdAt: Nanoseconds
-  private var lastReadAt: Nanoseconds
-  private var idleSince: Nanoseconds
-  private var bytesReceived = 0
-  private var pingSentAt: Nanoseconds?
-  private var lastPingReceivedAt: Nanoseconds?
-  private var pingStrikes = 0
-  private var draining = false
-  private var closeAt: Nanoseconds?
-  private var tickTimer: UInt64?
-
-  private static let highWater = 1 << 20
-
   init(fd: Int32, server: LoopServer, tls: TLSConnection?) {
-    self.fd = fd
-    self.tls = tls
     self.server = server
     loop = server.loop
-    configuration = server.configuration
+    let configuration = server.configuration
+    self.configuration = configuration
     peer = Sockets.peer(of: fd)
-    session = H2Session(
+    let session = H2Session(
       isServer: true,
       settings: H2Settings(
         maxConcurrentStreams: UInt32(clamping: configuration.maxConcurrentStreams),
         initialWindowSize: UInt32(clamping: configuration.initialWindowSize),
         connectionWindowSize: Int32(clamping: configuration.connectionWindowSize),
         maxHeaderListSize: UInt32(clamping: configuration.maxHeaderListSize)))
-    let now = clinux_monotonic_ns()
-    createdAt = now
-    lastReadAt = now
-    idleSince = now
+    pump = ConnectionPump(
+      fd: fd, loop: server.loop, session: session, tls: tls, connecting: false,
+      management: ConnectionStateMachine.Configuration(
+        handshakeTimeout: configuration.handshakeTimeout, keepaliveTime: configuration.keepaliveTime,
+        keepaliveTimeout: configuration.keepaliveTimeout, policesPings: true,
+        minPingInterval: configuration.minPingInterval, permitPingWithoutCalls: configuration.permitPingWithoutCalls,
+        maxPingStrikes: configuration.maxPingStrikes, maxIdle: configuration.maxConnectionIdle,
+        maxAge: configuration.maxConnectionAge, maxAgeGrace: configuration.maxConnectionAgeGrace,
+        writeTimeout: configuration.writeTimeout,
+        maxBufferedRequestBytes: configuration.maxConnectionBufferedRequestBytes),
+      highWater: 1 << 20, counters: server.transport.counters)
+    pump.owner = self
   }
+
+  /// The connection's key in its loop's tables.
+  var token: UInt64 { pump.token }
 
   func start() {
-    token = loop.register(fd: fd, events: Epoll.input, channel: self)
-    scheduleTick()
-    scheduleFlush()
+    pump.start()
   }
 
-  // MARK: I/O
-
-  func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
-    if writable { writePending() }
-    if closed { return }
-    if readable && !waitingForWritable {
-      readAvailable()
-    } else if hangup {
-      close()
-    }
+  /// Sends GOAWAY; running calls may finish within `grace`, then the connection closes.
+  func beginShutdown(grace: Duration) {
+    pump.beginShutdown(grace: grace)
   }
 
-  private func readAvailable() {
-    let buffer = loop.readBuffer
-    for _ in 0..<4 {
-      let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-      if n > 0 {
-        lastReadAt = clinux_monotonic_ns()
-        let input = UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)
-        if let tls {
-          guard receiveTLS(input, tls) else { return }
-        } else {
-          bytesReceived += n
-          guard receivePlaintext(input) else { return }
-        }
-        if closed || n < buffer.count { break }
-      } else if n == 0 {
-        close()
-        return
-      } else {
-        if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { break }
-        close()
-        return
+  private func scheduleFlush() { pump.scheduleFlush() }
+
+  /// Since when the connection has had no call open, for eviction at the connection cap; `nil`
+  /// while calls are open or once it drains.
+  var idleSinceForEviction: Duration? { pump.closed ? nil : pump.machine.idleSinceForEviction }
+
+  /// Sends GOAWAY `max_connections` and closes at once: an idle connection evicted at the
+  /// connection cap.
+  func evict() { pump.evict() }
+
+  // MARK: The pump's reports
+
+  func connectionEstablished() {}
+
+  func connectionWillClose(_ reason: ConnectionStateMachine.CloseReason) {
+    let message =
+      switch reason {
+      case .tooManyPings: "too many pings"
+      case .graceExpired: "the server is shutting down and the grace period ended"
+      default: "the connection closes"
       }
-    }
-    scheduleFlush()
+    for stream in streams.values { finish(stream, code: .unavailable, message: message) }
   }
 
-  /// Feeds bytes to the session; false when the connection closed.
-  private func receivePlaintext(_ input: UnsafeRawBufferPointer) -> Bool {
-    do {
-      try session.receive(input)
-    } catch {
-      // A protocol violation: nghttp2 has queued GOAWAY where it can; send it, then close.
-      processEvents()
-      flushNow()
-      close()
-      return false
-    }
-    processEvents()
-    return !closed
-  }
-
-  /// Feeds ciphertext to TLS, advances the handshake, and the session with what it decrypts.
-  /// A failed handshake (garbage, no ALPN h2, a bad client certificate) closes this connection
-  /// only, after sending the alert. Returns false when the connection closed.
-  private func receiveTLS(_ input: UnsafeRawBufferPointer, _ tls: TLSConnection) -> Bool {
-    guard tls.feed(input) else {
-      close()
-      return false
-    }
-    if !tls.handshakeComplete {
-      switch tls.handshake() {
-      case .pending:
-        scheduleFlush()
-        return true
-      case .failed:
-        tls.takeOutput(appendingTo: &output)
-        writePending()
-        close()
-        return false
-      case .complete:
-        guard tls.negotiatedH2 else {
-          close()
-          return false
-        }
-        scheduleFlush()
-      }
-    }
-    // The input buffer has been copied into TLS: reuse it for the plaintext.
-    let buffer = loop.readBuffer
-    while true {
-      switch tls.read(into: buffer) {
-      case .bytes(let n):
-        bytesReceived += n
-        guard receivePlaintext(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) else { return false }
-      case .wantMore:
-        return true
-      case .closed, .failed:
-        close()
-        return false
-      }
-    }
-  }
-
-  private func scheduleFlush() {
-    guard !flushScheduled, !closed else { return }
-    flushScheduled = true
-    loop.deferUntilEndOfIteration { [self] in
-      flushScheduled = false
-      flushNow()
-    }
-  }
-
-  /// Moves nghttp2's output to the socket until it has nothing more or the socket is full.
-  private func flushNow() {
-    var rounds = 0
-    while !closed && !waitingForWritable && rounds < 16 {
-      rounds += 1
-      do {
-        if let tls {
-          if tls.handshakeComplete {
-            plaintext.removeAll(keepingCapacity: true)
-            try session.send(into: &plaintext, limit: Self.highWater)
-            if !plaintext.isEmpty, tls.write(plaintext) != nil { return close() }
-          }
-          tls.takeOutput(appendingTo: &output)
-        } else {
-          try session.send(into: &output, limit: Self.highWater)
-        }
-      } catch {
-        close()
-        return
-      }
-      processEvents()
-      if output.count == outputOffset { break }
-      writePending()
-    }
-    checkDone()
-  }
-
-  private func writePending() {
-    while outputOffset < output.count {
-      let n = output.withUnsafeBytes { bytes in
-        send(fd, bytes.baseAddress! + outputOffset, bytes.count - outputOffset, Int32(MSG_NOSIGNAL))
-      }
-      if n > 0 {
-        outputOffset += n
-      } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        if errno == EINTR { continue }
-        if !waitingForWritable {
-          // Not reading is the backpressure: a peer that does not read gets no more service.
-          waitingForWritable = true
-          loop.modify(fd: fd, events: Epoll.output, token: token)
-        }
-        return
-      } else {
-        close()
-        return
-      }
-    }
-    output.removeAll(keepingCapacity: output.capacity <= 4 * Self.highWater)
-    outputOffset = 0
-    if waitingForWritable {
-      waitingForWritable = false
-      loop.modify(fd: fd, events: Epoll.input, token: token)
-      scheduleFlush()
-    }
-  }
-
-  private func checkDone() {
-    guard !closed, outputOffset == output.count else { return }
-    if !session.wantsRead && !session.wantsWrite {
-      close()
-    } else if draining && streams.isEmpty && !session.wantsWrite {
-      close()
-    }
-  }
-
-  /// Closes the socket and cancels every call still running on it.
-  func close() {
-    guard !closed else { return }
-    closed = true
-    loop.unregister(fd: fd, token: token)
-    Glibc.close(fd)
-    if let tickTimer { loop.cancelTimer(tickTimer) }
+  /// The socket is closed: every call still running on it is cancelled.
+  func connectionClosed(_ outcome: ConnectionPumpOutcome) {
     for stream in streams.values { abandon(stream, reason: "the connection closed") }
     streams.removeAll()
     newStreams.removeAll()
@@ -269,7 +114,7 @@ final class ServerConnection: LoopChannel {
 
   // MARK: Events
 
-  private func processEvents() {
+  func processEvents() {
     for event in session.takeEvents() {
       switch event {
       case .headers(let streamID, let fields, let endStream):
@@ -285,15 +130,18 @@ final class ServerConnection: LoopChannel {
       case .streamClosed(let streamID, _):
         if let stream = streams.removeValue(forKey: streamID) {
           abandon(stream, reason: "the client cancelled the call")
+          pump.streamClosed()
         }
-        if streams.isEmpty { idleSince = clinux_monotonic_ns() }
       case .ping:
-        policePing()
+        pump.pingReceived()
       case .pingAck:
-        pingSentAt = nil
+        pump.pingAckReceived()
+      case .settings:
+        pump.handshakeCompleted()
       case .goaway:
         break
       }
+      if pump.closed { return }
     }
     if !newStreams.isEmpty { dispatchNewStreams() }
   }
@@ -318,6 +166,10 @@ final class ServerConnection: LoopChannel {
         }
       }
     }
+    guard pump.streamOpened() == .accept else {
+      session.resetStream(streamID: streamID, errorCode: H2ErrorCode.refusedStream)
+      return scheduleFlush()
+    }
     let stream = ServerStream(id: streamID, maxMessageLength: configuration.maxReceiveMessageSize)
     streams[streamID] = stream
     guard method == "POST" else {
@@ -329,6 +181,10 @@ final class ServerConnection: LoopChannel {
     guard path.hasPrefix("/") else {
       return rejectHTTP(stream, status: "404", message: "malformed method path")
     }
+    guard server.transport.counters.admitCall() else {
+      return finish(stream, code: .resourceExhausted, message: CallRefusal.message, trailers: CallRefusal.trailers)
+    }
+    stream.admitted = true
     if let encoding, encoding != "identity" {
       return finish(
         stream, code: .unimplemented,
@@ -341,7 +197,7 @@ final class ServerConnection: LoopChannel {
         return finish(stream, code: .internal, message: "malformed grpc-timeout: \(timeout)")
       }
       deadline = .now + duration
-      stream.deadlineTimer = loop.schedule(at: clinux_monotonic_ns() &+ duration.nanoseconds) { [weak self] in
+      stream.deadlineTimer = loop.schedule(after: duration) { [weak self] in
         self?.deadlineExpired(streamID)
       }
     }
@@ -354,7 +210,14 @@ final class ServerConnection: LoopChannel {
 
   private func receiveData(_ stream: ServerStream, _ bytes: [UInt8]) {
     guard !stream.finished, let requests = stream.requests else { return }
+    guard pump.reserveRequestBytes(bytes.count) else {
+      return finish(
+        stream, code: .resourceExhausted,
+        message: "the request buffer of the connection (\(configuration.maxConnectionBufferedRequestBytes ?? 0) bytes) or of the server is full")
+    }
+    stream.bufferedBytes += bytes.count
     stream.deframer.append(bytes)
+    defer { accountBuffer(of: stream) }
     do {
       while let message = try stream.deframer.next() { requests.yield(message) }
     } catch {
@@ -409,8 +272,27 @@ final class ServerConnection: LoopChannel {
     scheduleFlush()
   }
 
+  /// Gives the bytes that left the stream's buffer back to the connection's budget.
+  private func accountBuffer(of stream: ServerStream) {
+    let buffered = stream.deframer.bufferedByteCount
+    pump.releaseRequestBytes(stream.bufferedBytes - buffered)
+    stream.bufferedBytes = buffered
+  }
+
+  /// Frees a finished stream's request buffer.
+  private func freeBuffer(of stream: ServerStream) {
+    guard stream.bufferedBytes > 0 || stream.deframer.bufferedByteCount > 0 else { return }
+    stream.deframer = GRPCDeframer(maxMessageLength: configuration.maxReceiveMessageSize)
+    accountBuffer(of: stream)
+  }
+
   /// Cancels the call of a stream that is gone.
   private func abandon(_ stream: ServerStream, reason: String) {
+    if stream.admitted {
+      stream.admitted = false
+      server.transport.counters.callFinished()
+    }
+    freeBuffer(of: stream)
     if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
     stream.task?.cancel()
     stream.requests?.finish(throwing: RPCError(code: .cancelled, message: reason))
@@ -450,6 +332,7 @@ final class ServerConnection: LoopChannel {
     if !stream.responseStarted && body.isEmpty && initial == nil, let status {
       return finish(stream, code: status.code, message: status.message, trailers: status.trailers)
     }
+    pump.chargeReplyBytes(body.count)
     if !stream.responseStarted {
       stream.responseStarted = true
       session.submitResponse(streamID: streamID, headers: responseHeaders(initial ?? [:]), body: body)
@@ -458,6 +341,7 @@ final class ServerConnection: LoopChannel {
     }
     if let status {
       stream.finished = true
+      freeBuffer(of: stream)
       if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
       session.sendTrailers(
         streamID: streamID, trailerFields(code: status.code, message: status.message, metadata: status.trailers))
@@ -470,6 +354,7 @@ final class ServerConnection: LoopChannel {
   private func finish(_ stream: ServerStream, code: RPCError.Code, message: String, trailers: Metadata = [:]) {
     guard !stream.finished else { return }
     stream.finished = true
+    freeBuffer(of: stream)
     if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
     stream.task?.cancel()
     stream.requests?.finish(throwing: RPCError(code: code, message: message))
@@ -526,90 +411,5 @@ final class ServerConnection: LoopChannel {
     for element in metadata where !HeaderCoding.isReserved(element.key) || element.key == "grpc-accept-encoding" {
       fields.append(HeaderField(name: element.key, value: HeaderCoding.headerValue(element.value)))
     }
-  }
-
-  // MARK: Connection management
-
-  /// grpc-go's keepalive enforcement: a PING sooner than allowed after the previous one is a
-  /// strike, unless the server has sent DATA or HEADERS since; too many strikes end the connection.
-  private func policePing() {
-    let now = clinux_monotonic_ns()
-    let previous = lastPingReceivedAt
-    lastPingReceivedAt = now
-    if session.takeSentDataOrHeaders() {
-      pingStrikes = 0
-      return
-    }
-    // Without calls (and without permission), keepalive pings must be 2 hours apart, as in grpc-go.
-    let minimum =
-      streams.isEmpty && !configuration.permitPingWithoutCalls
-      ? Duration.seconds(7200).nanoseconds : configuration.minPingInterval.nanoseconds
-    if let previous, now &- previous < minimum { pingStrikes += 1 }
-    if pingStrikes > configuration.maxPingStrikes {
-      session.submitGoaway(errorCode: H2ErrorCode.enhanceYourCalm, debug: "too_many_pings")
-      draining = true
-      closeAt = now
-      for stream in streams.values { finish(stream, code: .unavailable, message: "too many pings") }
-      flushNow()
-      close()
-    }
-  }
-
-  /// Sends GOAWAY; running calls may finish until `closeAt`, then the connection closes.
-  func beginDrain(debug: String, closeAt: Nanoseconds) {
-    guard !closed else { return }
-    if !draining {
-      draining = true
-      session.submitGoaway(errorCode: H2ErrorCode.noError, debug: debug)
-    }
-    self.closeAt = min(self.closeAt ?? closeAt, closeAt)
-    scheduleFlush()
-    scheduleTick()
-  }
-
-  private var tickInterval: UInt64 {
-    var interval: UInt64 = 1_000_000_000
-    for duration in [
-      configuration.keepaliveTime, configuration.keepaliveTimeout, configuration.handshakeTimeout,
-      configuration.maxConnectionIdle, configuration.maxConnectionAge,
-    ] {
-      if let duration { interval = min(interval, duration.nanoseconds / 4) }
-    }
-    if let closeAt { interval = min(interval, closeAt &- min(closeAt, clinux_monotonic_ns()) + 1_000_000) }
-    return max(interval, 5_000_000)
-  }
-
-  private func scheduleTick() {
-    if let tickTimer { loop.cancelTimer(tickTimer) }
-    tickTimer = loop.schedule(at: clinux_monotonic_ns() + tickInterval) { [weak self] in self?.tick() }
-  }
-
-  private func tick() {
-    tickTimer = nil
-    guard !closed else { return }
-    let now = clinux_monotonic_ns()
-    // With TLS, only decrypted bytes count: the TLS handshake and the preface share the timeout.
-    if bytesReceived < 24 + 9 && now - createdAt > configuration.handshakeTimeout.nanoseconds {
-      return close()
-    }
-    if let sent = pingSentAt {
-      if now - sent > configuration.keepaliveTimeout.nanoseconds { return close() }
-    } else if now - lastReadAt > configuration.keepaliveTime.nanoseconds {
-      session.submitPing()
-      pingSentAt = now
-      scheduleFlush()
-    }
-    if !draining, let idle = configuration.maxConnectionIdle, streams.isEmpty, now - idleSince > idle.nanoseconds {
-      beginDrain(debug: "max_idle", closeAt: now)
-    }
-    if !draining, let age = configuration.maxConnectionAge, now - createdAt > age.nanoseconds {
-      beginDrain(debug: "max_age", closeAt: now + configuration.maxConnectionAgeGrace.nanoseconds)
-    }
-    if let closeAt, now >= closeAt {
-      flushNow()
-      return close()
-    }
-    checkDone()
-    if !closed { scheduleTick() }
   }
 }

@@ -1,4 +1,5 @@
 import AppStoreSignedData
+import CLinuxShims
 import Dispatch
 import Foundation
 import Glibc
@@ -28,6 +29,17 @@ public enum SubstatusDaemon {
       log.write(.object(["level": .string("error"), "msg": .string(message)]))
       log.flush()
       return status
+    }
+    // Descriptors: raise the soft limit to the hard one, then keep both listeners' caps and a
+    // reserve under it, so that no client load brings the process near its limit.
+    let openFilesLimit = Int(clinux_raise_open_files_limit())
+    let descriptors = DescriptorBudget(openFilesLimit: openFilesLimit, configuration: configuration)
+    if openFilesLimit > 0, !descriptors.fits(openFilesLimit: openFilesLimit, reserved: configuration.reservedDescriptors) {
+      log.write(.object([
+        "level": .string("warning"),
+        "msg": .string("the connection caps and the descriptor reserve exceed the open-files limit: raise the limit or lower the caps"),
+        "open_files_limit": .integer(Int64(openFilesLimit)),
+      ]))
     }
     let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
     do {
@@ -131,6 +143,16 @@ public enum SubstatusDaemon {
     ReflectionService(files: ProtoFiles.all).register(into: &router)
     var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
     if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
+    transportConfiguration.clock = clock
+    func seconds(_ value: Double) -> Duration { .milliseconds(Int64((value * 1000).rounded())) }
+    transportConfiguration.maxConnectionIdle = configuration.grpcIdleTimeout > 0 ? seconds(configuration.grpcIdleTimeout) : nil
+    transportConfiguration.handshakeTimeout = seconds(configuration.grpcHandshakeTimeout)
+    transportConfiguration.writeTimeout = configuration.grpcWriteTimeout > 0 ? seconds(configuration.grpcWriteTimeout) : nil
+    transportConfiguration.maxConnectionBufferedRequestBytes = configuration.grpcConnectionRequestBuffer
+    transportConfiguration.maxBufferedRequestBytes = configuration.grpcRequestBuffer
+    transportConfiguration.maxConnections = descriptors.grpcConnections
+    transportConfiguration.maxCallsInFlight = configuration.grpcMaxCalls
+    transportConfiguration.maxReplyBytesInFlight = configuration.grpcMaxReplyBytes
     if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
       transportConfiguration.tls = TLSConfiguration(
         certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
@@ -142,11 +164,19 @@ public enum SubstatusDaemon {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
+    service.metrics.addSource { transport.metrics.prometheusText() }
 
     // HTTP.
     let draining = Atomic<Bool>(false)
+    // The HTTP server is created below; /metrics reads its counters through this box.
+    let httpMetrics = Mutex<HTTPServer?>(nil)
+    let memory = MemoryReturn(interval: configuration.memoryTrimInterval)
+    service.metrics.addSource { (httpMetrics.withLock { $0 }?.prometheusText() ?? "") + memory.prometheusText() }
     let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
     var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
+    httpConfiguration.connectionLimit = descriptors.httpConnections
+    httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
+    httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))
     if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
       do {
         httpConfiguration.tls = HTTPServerTLS(
@@ -166,6 +196,11 @@ public enum SubstatusDaemon {
       server.beginGracefulShutdown()
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
     }
+    httpMetrics.withLock { $0 = http }
+    memory.start(load: {
+      let grpc = transport.metrics
+      return grpc.openConnections + grpc.callsInFlight + http.openConnections
+    })
 
     // Background receipt refresh (off with --refresh-interval 0).
     let refresher = configuration.refreshInterval > 0
@@ -218,6 +253,9 @@ public enum SubstatusDaemon {
       log.info("listening", [
         ("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory)),
         ("grpc_tls", .bool(transportConfiguration.tls != nil)),
+        ("open_files_limit", .integer(Int64(openFilesLimit))),
+        ("grpc_max_connections", .integer(Int64(descriptors.grpcConnections))),
+        ("http_max_connections", .integer(Int64(descriptors.httpConnections))),
       ])
       if let readyFile = configuration.readyFile {
         let ready: JSONObject = ["grpc": .string(grpcBound), "http": .string(httpBound)]
@@ -245,6 +283,7 @@ public enum SubstatusDaemon {
         await refreshing.value
         deadline.cancel()
       }
+      memory.stop()
       await http.stop()
       log.info("stopped")
       log.flush()

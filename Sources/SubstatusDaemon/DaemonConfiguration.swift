@@ -31,7 +31,20 @@ import SubstatusJSON
 /// | `--app-store-server-api-production-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_PRODUCTION_URL` | `app_store_server_api_production_url` | `https://api.storekit.apple.com` |
 /// | `--app-store-server-api-sandbox-url URL` | `SUBSTATUS_APP_STORE_SERVER_API_SANDBOX_URL` | `app_store_server_api_sandbox_url` | `https://api.storekit-sandbox.apple.com` |
 /// | `--reconcile-interval SECONDS` | `SUBSTATUS_RECONCILE_INTERVAL` | `reconcile_interval` | 3600 (0: off) |
+/// | `--grpc-idle-timeout SECONDS` | `SUBSTATUS_GRPC_IDLE_TIMEOUT` | `grpc_idle_timeout` | 300 (0: off) |
+/// | `--grpc-handshake-timeout SECONDS` | `SUBSTATUS_GRPC_HANDSHAKE_TIMEOUT` | `grpc_handshake_timeout` | 10 |
+/// | `--grpc-write-timeout SECONDS` | `SUBSTATUS_GRPC_WRITE_TIMEOUT` | `grpc_write_timeout` | 60 (0: off) |
+/// | `--grpc-connection-request-buffer BYTES` | `SUBSTATUS_GRPC_CONNECTION_REQUEST_BUFFER` | `grpc_connection_request_buffer` | 8 MiB |
+/// | `--grpc-request-buffer BYTES` | `SUBSTATUS_GRPC_REQUEST_BUFFER` | `grpc_request_buffer` | 256 MiB |
 /// | `--apple-root-ca F` (repeatable) | `SUBSTATUS_APPLE_ROOT_CA` (paths joined by `:`) | `apple_root_ca` (a path or an array of paths) | Apple Root CA - G3 |
+/// | `--reserved-descriptors N` | `SUBSTATUS_RESERVED_DESCRIPTORS` | `reserved_descriptors` | 128 |
+/// | `--grpc-max-connections N` | `SUBSTATUS_GRPC_MAX_CONNECTIONS` | `grpc_max_connections` | from the descriptor limit (``DescriptorBudget``) |
+/// | `--grpc-max-calls N` | `SUBSTATUS_GRPC_MAX_CALLS` | `grpc_max_calls` | 1024 |
+/// | `--grpc-max-reply-bytes N` | `SUBSTATUS_GRPC_MAX_REPLY_BYTES` | `grpc_max_reply_bytes` | 67108864 (64 MiB) |
+/// | `--http-max-connections N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS` | `http_max_connections` | from the descriptor limit (``DescriptorBudget``) |
+/// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
+/// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
+/// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -89,6 +102,39 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// certificates. Empty: Apple Root CA - G3 only.
   public var appleRootCAFiles: [String] = []
 
+  // MARK: Listener and process limits (README "Limits")
+
+  /// Seconds a gRPC connection may stay without calls before GOAWAY and close; 0 never.
+  public var grpcIdleTimeout: Double = 300
+  /// Seconds a gRPC connection has to complete TLS and the HTTP/2 preface.
+  public var grpcHandshakeTimeout: Double = 10
+  /// Seconds a gRPC connection's replies may stay stuck (a reader that stopped reading) before it
+  /// is closed; 0 never.
+  public var grpcWriteTimeout: Double = 60
+  /// The request bytes one gRPC connection may hold buffered across its calls.
+  public var grpcConnectionRequestBuffer: Int = 8 << 20
+  /// The request bytes all gRPC connections together may hold buffered.
+  public var grpcRequestBuffer: Int = 256 << 20
+  /// Descriptors kept out of the listeners' caps for the store, outbound calls and the runtime.
+  public var reservedDescriptors: Int = 128
+  /// gRPC connections served at once; `nil` derives it from the descriptor limit
+  /// (``DescriptorBudget``).
+  public var grpcMaxConnections: Int?
+  /// gRPC calls in flight over all connections; beyond it `RESOURCE_EXHAUSTED` with `RetryInfo`.
+  public var grpcMaxCalls: Int = 1024
+  /// gRPC reply bytes not yet taken by a socket, over all connections; while more are pending,
+  /// new calls get `RESOURCE_EXHAUSTED` with `RetryInfo`.
+  public var grpcMaxReplyBytes: Int = 64 << 20
+  /// HTTP connections served at once; `nil` derives it from the descriptor limit.
+  public var httpMaxConnections: Int?
+  /// HTTP connections from one client address.
+  public var httpMaxConnectionsPerAddress: Int = 16
+  /// Seconds an HTTP connection has to send a whole request head.
+  public var httpRequestHeadTimeout: Double = 10
+  /// Seconds between checks that return freed heap pages to the system after a load has gone;
+  /// 0 turns them off.
+  public var memoryTrimInterval: Double = 5
+
   /// The defaults.
   public init() {}
 
@@ -136,9 +182,30 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              (SIGHUP reloads them for new connections)
       --tls-client-ca F                      require client certificates signed by these CAs (mTLS)
       --http-tls-cert F --http-tls-key F     serve the HTTP listener over HTTPS (read at start)
+      --grpc-idle-timeout SECONDS            GOAWAY and close a gRPC connection without calls this
+                                             long (default 300; 0: never)
+      --grpc-handshake-timeout SECONDS       close a connection that has not completed TLS and the
+                                             HTTP/2 preface by then (default 10)
+      --grpc-write-timeout SECONDS           close a connection whose replies cannot move (its reader
+                                             stopped reading) this long (default 60; 0: never)
+      --grpc-connection-request-buffer BYTES request bytes one connection may hold buffered; beyond
+                                             it calls end RESOURCE_EXHAUSTED (default 8388608)
+      --grpc-request-buffer BYTES            ... all connections together (default 268435456)
       --apple-root-ca F                      trust this PEM root (bundle) for App Store signed data
                                              instead of Apple Root CA - G3; repeatable
                                              (env SUBSTATUS_APPLE_ROOT_CA: paths joined by ':')
+    limits (see README "Limits"; the soft open-files limit is raised to the hard one at start):
+      --reserved-descriptors N               descriptors kept for the store, outbound calls and
+                                             the runtime, outside the listeners' caps (default 128)
+      --grpc-max-connections N               gRPC connections at once (default: 3/4 of the open-files
+                                             limit less the reserve, at most 4096)
+      --grpc-max-calls N                     gRPC calls in flight overall (default 1024)
+      --grpc-max-reply-bytes N               gRPC reply bytes not yet sent, overall (default 64 MiB)
+      --http-max-connections N               HTTP connections at once (default: 1/4 of the open-files
+                                             limit less the reserve, at most 1024)
+      --http-max-connections-per-address N   HTTP connections from one client address (default 16)
+      --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
+      --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
       --help                                 this text
     """
 
@@ -169,6 +236,19 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-tls-cert", "SUBSTATUS_HTTP_TLS_CERT", "http_tls_cert"),
     ("--http-tls-key", "SUBSTATUS_HTTP_TLS_KEY", "http_tls_key"),
     ("--apple-root-ca", "SUBSTATUS_APPLE_ROOT_CA", "apple_root_ca"),
+    ("--grpc-idle-timeout", "SUBSTATUS_GRPC_IDLE_TIMEOUT", "grpc_idle_timeout"),
+    ("--grpc-handshake-timeout", "SUBSTATUS_GRPC_HANDSHAKE_TIMEOUT", "grpc_handshake_timeout"),
+    ("--grpc-write-timeout", "SUBSTATUS_GRPC_WRITE_TIMEOUT", "grpc_write_timeout"),
+    ("--grpc-connection-request-buffer", "SUBSTATUS_GRPC_CONNECTION_REQUEST_BUFFER", "grpc_connection_request_buffer"),
+    ("--grpc-request-buffer", "SUBSTATUS_GRPC_REQUEST_BUFFER", "grpc_request_buffer"),
+    ("--reserved-descriptors", "SUBSTATUS_RESERVED_DESCRIPTORS", "reserved_descriptors"),
+    ("--grpc-max-connections", "SUBSTATUS_GRPC_MAX_CONNECTIONS", "grpc_max_connections"),
+    ("--grpc-max-calls", "SUBSTATUS_GRPC_MAX_CALLS", "grpc_max_calls"),
+    ("--grpc-max-reply-bytes", "SUBSTATUS_GRPC_MAX_REPLY_BYTES", "grpc_max_reply_bytes"),
+    ("--http-max-connections", "SUBSTATUS_HTTP_MAX_CONNECTIONS", "http_max_connections"),
+    ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
+    ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
+    ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
   ]
 
   /// Flags that may be given several times; their values are joined by `:` like the environment's.
@@ -314,7 +394,80 @@ public struct DaemonConfiguration: Sendable, Equatable {
         c[keyPath: path] = Int(n)
       }
     }
+    try c.parseLimits(number)
     return c
+  }
+
+  /// Reads the flags of the listener and process limits.
+  private mutating func parseLimits(_ number: (String) throws(UsageError) -> Double?) throws(UsageError) {
+    func whole(_ flag: String, _ range: ClosedRange<Double>) throws(UsageError) -> Int? {
+      guard let n = try number(flag) else { return nil }
+      guard range.contains(n), n == n.rounded() else {
+        throw UsageError(description: "\(flag) must be a whole number between \(Int(range.lowerBound)) and \(Int(range.upperBound))")
+      }
+      return Int(n)
+    }
+    if let n = try number("--grpc-idle-timeout") { grpcIdleTimeout = n }
+    if let n = try number("--grpc-handshake-timeout") {
+      guard n > 0 else { throw UsageError(description: "--grpc-handshake-timeout must be positive") }
+      grpcHandshakeTimeout = n
+    }
+    if let n = try number("--grpc-write-timeout") { grpcWriteTimeout = n }
+    for (flag, path) in [
+      ("--grpc-connection-request-buffer", \DaemonConfiguration.grpcConnectionRequestBuffer),
+      ("--grpc-request-buffer", \.grpcRequestBuffer),
+    ] {
+      if let n = try number(flag) {
+        // A whole message of the 4 MiB limit, with its 5-byte prefix, must fit.
+        guard n >= Double((4 << 20) + 5), n <= Double(1 << 40), n == n.rounded() else {
+          throw UsageError(description: "\(flag) must be a whole number of bytes, at least 4194309 (one 4 MiB message)")
+        }
+        self[keyPath: path] = Int(n)
+      }
+    }
+    if let n = try whole("--reserved-descriptors", 16...1_000_000) { reservedDescriptors = n }
+    if let n = try whole("--grpc-max-connections", 1...1_000_000) { grpcMaxConnections = n }
+    if let n = try whole("--grpc-max-calls", 1...1_000_000) { grpcMaxCalls = n }
+    if let n = try whole("--grpc-max-reply-bytes", 65536...1_099_511_627_776) { grpcMaxReplyBytes = n }
+    if let n = try whole("--http-max-connections", 1...1_000_000) { httpMaxConnections = n }
+    if let n = try whole("--http-max-connections-per-address", 1...1_000_000) { httpMaxConnectionsPerAddress = n }
+    if let n = try number("--http-request-head-timeout") {
+      guard n >= 0.1 else { throw UsageError(description: "--http-request-head-timeout must be at least 0.1 seconds") }
+      httpRequestHeadTimeout = n
+    }
+    if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
+  }
+}
+
+/// How the process's descriptors are shared: a reserve for the store, outbound calls and the
+/// runtime (libdispatch, logs), then 3/4 of the rest for gRPC connections and 1/4 for HTTP ones,
+/// so that neither listener can bring the process near its open-files limit (where libdispatch
+/// aborts the process when it cannot open `/proc/<tid>/stat`).
+public struct DescriptorBudget: Sendable, Equatable {
+  /// The gRPC connection cap.
+  public var grpcConnections: Int
+  /// The HTTP connection cap.
+  public var httpConnections: Int
+
+  /// Caps as given.
+  public init(grpcConnections: Int, httpConnections: Int) {
+    self.grpcConnections = grpcConnections
+    self.httpConnections = httpConnections
+  }
+
+  /// The caps for an open-files limit, with the configured ones taking precedence.
+  /// - Parameters:
+  ///   - openFilesLimit: The soft RLIMIT_NOFILE in force.
+  ///   - configuration: The reserve and any caps set by flags.
+  public init(openFilesLimit: Int, configuration: DaemonConfiguration) {
+    let available = max(32, openFilesLimit - configuration.reservedDescriptors)
+    grpcConnections = configuration.grpcMaxConnections ?? min(4096, available * 3 / 4)
+    httpConnections = configuration.httpMaxConnections ?? min(1024, available / 4)
+  }
+
+  /// Whether the caps with the reserve fit under the open-files limit.
+  public func fits(openFilesLimit: Int, reserved: Int) -> Bool {
+    grpcConnections + httpConnections + reserved <= openFilesLimit
   }
 }
 

@@ -89,9 +89,16 @@ public final class ServiceMetrics: Sendable {
   }
 
   private let state = Mutex(State())
+  private let sources = Mutex<[@Sendable () -> String]>([])
 
   /// Empty metrics.
   public init() {}
+
+  /// Adds the metrics of another component (the gRPC transport's limits), in the Prometheus text
+  /// format, to ``prometheusText()``.
+  public func addSource(_ source: @escaping @Sendable () -> String) {
+    sources.withLock { $0.append(source) }
+  }
 
   func rpc(method: String, code: RPCError.Code, seconds: Double) {
     state.withLock {
@@ -140,7 +147,7 @@ public final class ServiceMetrics: Sendable {
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
-    var out = ""
+    var out = sources.withLock { $0 }.map { $0() }.joined()
     out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
     for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
       for (code, n) in codes.sorted(by: { $0.key < $1.key }) {

@@ -243,6 +243,34 @@ struct HTTPServerTests {
     #expect(try await slow.status == 503)
   }
 
+  @Test func aRequestHeadLateForItsDeadlineIsShutDown() async throws {
+    var configuration = HTTPServerConfiguration(maxBodySize: 1024)
+    configuration.requestHeadTimeout = .milliseconds(300)
+    try await withServer(configuration) { server in
+      let clock = ContinuousClock()
+      let started = clock.now
+      // A head that never ends: cut at the deadline, well before the 30 s idle timeout.
+      let answer = try await rawExchange(port: server.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n".utf8))
+      #expect(answer.isEmpty)
+      #expect(clock.now - started < .seconds(3))
+      #expect(server.prometheusText().contains("substatus_http_request_head_timeouts_total 1\n"))
+      #expect(try await send("GET", server, "/healthz").text == "ok")
+    }
+  }
+
+  @Test func connectionsOverTheCapPerAddressAreClosedAtOnce() async throws {
+    var configuration = HTTPServerConfiguration(maxBodySize: 1024)
+    configuration.perAddressConnectionLimit = 2
+    try await withServer(configuration) { server in
+      let answer = try await withHeldConnections(port: server.port, count: 2, sending: Array("GET /".utf8)) {
+        try await rawExchange(port: server.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+      }
+      #expect(answer.isEmpty, "a third connection from one address was served: \(answer)")
+      try await Task.sleep(for: .milliseconds(100))
+      #expect(try await send("GET", server, "/healthz").text == "ok")
+    }
+  }
+
   @Test(arguments: ["127.0.0.1:0", "[::1]:0", "localhost:0"])
   func parsesListenAddresses(listen: String) async throws {
     let configuration = try HTTPServerConfiguration(listen: listen)

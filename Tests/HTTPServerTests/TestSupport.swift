@@ -90,3 +90,30 @@ final class Counter: Sendable {
   func increment() { mutex.withLock { $0 += 1 } }
   var value: Int { mutex.withLock { $0 } }
 }
+
+/// Opens `count` connections to `port` that send `bytes` and then hold still, runs `body`, and
+/// closes them. Socket calls run on a Dispatch thread, not on the cooperative pool.
+func withHeldConnections<T: Sendable>(
+  port: Int, count: Int, sending bytes: [UInt8], _ body: () async throws -> T
+) async throws -> T {
+  let fds = await withCheckedContinuation { continuation in
+    DispatchQueue.global().async {
+      var fds: [Int32] = []
+      for _ in 0..<count {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) {
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        fds.append(fd)
+      }
+      continuation.resume(returning: fds)
+    }
+  }
+  defer { for fd in fds { close(fd) } }
+  return try await body()
+}

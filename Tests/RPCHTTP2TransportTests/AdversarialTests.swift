@@ -1,6 +1,7 @@
 import Foundation
 import RPCCore
 import RPCHTTP2Transport
+import SubstatusClock
 import Testing
 
 /// The number of server-side TCP connections on `port` whose descriptors this process holds.
@@ -56,10 +57,18 @@ func waitForNoConnections(port: Int, timeout: Duration = .seconds(30)) async -> 
   }
 
   @Test func halfOpenConnectionsAreClosedByHandshakeTimeout() async throws {
-    try await withTestServer(configure: { $0.handshakeTimeout = .milliseconds(300) }) { server in
-      let result = try await runProcess(python, [fixture("h2_attacks.py"), String(server.port), "half_open"])
+    let clock = ManualClock()
+    try await withTestServer(configure: {
+      $0.clock = clock
+      $0.handshakeTimeout = .seconds(10)
+    }) { server in
+      let attack = Task { try await runProcess(python, [fixture("h2_attacks.py"), String(server.port), "half_open"]) }
+      #expect(await waitUntil { serverConnectionCount(port: server.port) == 5 })
+      clock.advance(by: .seconds(10))
+      let result = try await attack.value
       #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
       #expect(await waitForNoConnections(port: server.port))
+      #expect(server.transport.metrics.handshakeTimeouts == 5)
     }
   }
 

@@ -2,6 +2,7 @@ import CLinuxShims
 import Foundation
 import RPCCore
 import RPCHTTP2Transport
+import SubstatusClock
 import Synchronization
 import Testing
 
@@ -198,3 +199,25 @@ func waitForExit(_ process: Process) async {
 
 /// The number of open descriptors of this process.
 func openDescriptorCount() -> Int { Int(clinux_count_open_fds()) }
+
+/// Waits (a few milliseconds at a time) until `condition` holds, up to `timeout`.
+func waitUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+  let end = ContinuousClock.now + timeout
+  while ContinuousClock.now < end {
+    if condition() { return true }
+    try? await Task.sleep(for: .milliseconds(5))
+  }
+  return condition()
+}
+
+/// Moves a manual clock on by `step` at a time until `condition` holds (at most `steps` steps);
+/// between steps the event loops, which look at a manual clock every few milliseconds, run the
+/// timers that came due.
+func advance(_ clock: ManualClock, by step: Duration, steps: Int = 200, until condition: () -> Bool) async -> Bool {
+  for _ in 0..<steps {
+    if condition() { return true }
+    clock.advance(by: step)
+    if await waitUntil(timeout: .milliseconds(20), condition) { return true }
+  }
+  return condition()
+}

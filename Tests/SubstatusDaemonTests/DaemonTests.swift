@@ -22,17 +22,32 @@ final class RunningDaemon: @unchecked Sendable {
   let operatorKey: String
   let stderrPipe = Pipe()
 
-  init(extraArguments: [String] = []) throws {
+  /// Starts substatusd; with `openFilesLimit`, under that RLIMIT_NOFILE (soft and hard, set by
+  /// `prlimit`, which then runs substatusd in its place); with `logToFile`, its stderr goes to a
+  /// file in its directory instead of a pipe (a pipe nobody reads fills up under load).
+  init(extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false) throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json").path
     let keyFile = directory.appendingPathComponent("operator.key").path
-    process.executableURL = URL(fileURLWithPath: try builtExecutable("substatusd"))
-    process.arguments = [
+    let arguments = [
       "--data-dir", directory.appendingPathComponent("data").path, "--grpc-listen", "127.0.0.1:0",
       "--http-listen", "127.0.0.1:0", "--ready-file", ready, "--operator-key-file", keyFile,
     ] + extraArguments
-    process.standardError = stderrPipe
+    if let openFilesLimit {
+      process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+      process.arguments = ["--nofile=\(openFilesLimit):\(openFilesLimit)", "--", try builtExecutable("substatusd")] + arguments
+    } else {
+      process.executableURL = URL(fileURLWithPath: try builtExecutable("substatusd"))
+      process.arguments = arguments
+    }
+    if logToFile {
+      let log = directory.appendingPathComponent("substatusd.log")
+      _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+      process.standardError = try FileHandle(forWritingTo: log)
+    } else {
+      process.standardError = stderrPipe
+    }
     process.standardOutput = FileHandle.nullDevice
     try process.run()
     let deadline = Date().addingTimeInterval(30)
@@ -51,7 +66,13 @@ final class RunningDaemon: @unchecked Sendable {
   /// Sends SIGTERM, waits, returns the exit status and everything written to stderr.
   func stop() -> (Int32, String) {
     process.terminate()
-    let log = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let log: String
+    if process.standardError is Pipe {
+      log = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    } else {
+      process.waitUntilExit()
+      log = (try? String(contentsOf: directory.appendingPathComponent("substatusd.log"), encoding: .utf8)) ?? ""
+    }
     process.waitUntilExit()
     try? FileManager.default.removeItem(at: directory)
     return (process.terminationStatus, log)

@@ -48,3 +48,11 @@ int clinux_available_cpus(void);
 int clinux_catch_signal(int signo);
 /// Blocks until a caught signal arrives on the pipe `fd`; returns its number, or -1.
 int clinux_next_signal(int fd);
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit in force afterwards
+/// (unchanged when raising fails), or -1.
+long clinux_raise_open_files_limit(void);
+/// Returns freed heap pages to the system (glibc malloc_trim(0)); returns 1 if memory was released.
+int clinux_malloc_trim(void);
+/// The resident set size of this process in bytes (/proc/self/statm), or -1.
+long clinux_resident_bytes(void);

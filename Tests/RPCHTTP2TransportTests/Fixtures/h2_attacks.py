@@ -1,9 +1,11 @@
 """Misbehaving HTTP/2 peers for RPCHTTP2TransportTests (raw sockets and the `h2` library).
 
-Usage: h2_attacks.py PORT CASE. Each case misbehaves, checks what the server did where that is
+Usage: h2_attacks.py PORT CASE [ARG]. Each case misbehaves, checks what the server did where that is
 observable, closes its sockets and prints "DONE CASE". The Swift test then checks that the server
 still serves other clients and that its descriptors are back to the baseline.
 """
+import collections
+import select
 import socket
 import struct
 import sys
@@ -161,6 +163,80 @@ elif case == "slow_reader":
     print("READY", flush=True)
     sys.stdin.read()
     s.close()
+elif case == "partial_messages":
+    # 256 streams each announce a message of ARG bytes and send all but its last byte, within the
+    # flow-control windows; a stream the server answers (a status) or resets gets no more. Prints
+    # "READY" and the statuses by count, then holds the connection until stdin closes.
+    length = int(sys.argv[3])
+    s, conn = h2_client()
+    statuses = {}
+
+    def read_events(timeout):
+        readable, _, _ = select.select([s], [], [], timeout)
+        if not readable:
+            return False
+        data = s.recv(1 << 20)
+        assert data, "the server closed the connection"
+        for e in conn.receive_data(data):
+            if isinstance(e, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                status = dict(e.headers).get("grpc-status")
+                if status is not None:
+                    statuses[e.stream_id] = status
+            elif isinstance(e, h2.events.StreamReset):
+                statuses[e.stream_id] = f"reset{int(e.error_code)}"
+        out = conn.data_to_send()
+        if out:
+            s.sendall(out)
+        return True
+
+    body = b"\x00" + struct.pack(">I", length) + bytes(length - 1)
+    for i in range(256):
+        sid = 1 + 2 * i
+        conn.send_headers(sid, grpc_headers(), end_stream=False)
+        s.sendall(conn.data_to_send())
+        offset = 0
+        while offset < len(body) and sid not in statuses:
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, len(body) - offset)
+            if room == 0:
+                assert read_events(10), "no WINDOW_UPDATE from the server"
+                continue
+            conn.send_data(sid, body[offset:offset + room])
+            offset += room
+            s.sendall(conn.data_to_send())
+            read_events(0)
+    while read_events(0.3):
+        pass
+    counts = collections.Counter(statuses.values())
+    print("READY", " ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+    sys.stdin.read()
+    s.close()
+elif case == "closed_window":
+    # Asks for a 1 MiB reply with the default 64 KiB window, reads what comes and never opens the
+    # window: the server must close the connection (write timeout).
+    s, conn = h2_client()
+    conn.send_headers(1, grpc_headers("/interop.Test/Big"), end_stream=False)
+    conn.send_data(1, grpc_body(str(1 << 20).encode()), end_stream=True)
+    s.sendall(conn.data_to_send())
+    print("READY", flush=True)
+    read_until_closed(s, limit=10)
+    s.close()
+elif case == "held_reply_reset":
+    # Asks for a 1 MiB reply with the default 64 KiB window and never opens it: the server holds
+    # the rest of the reply ("READY"). On a line from stdin, resets the stream and checks that the
+    # connection still answers a PING; then stays open until stdin closes.
+    s, conn = h2_client()
+    conn.send_headers(1, grpc_headers("/interop.Test/Big"), end_stream=False)
+    conn.send_data(1, grpc_body(str(1 << 20).encode()), end_stream=True)
+    s.sendall(conn.data_to_send())
+    collect(s, conn, lambda events: sum(len(e.data) for e in events if isinstance(e, h2.events.DataReceived)) >= 65535)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    conn.reset_stream(1, error_code=8)  # CANCEL
+    conn.ping(b"afterrst")
+    s.sendall(conn.data_to_send())
+    collect(s, conn, lambda events: any(isinstance(e, h2.events.PingAckReceived) for e in events))
+    sys.stdin.read()
+    s.close()
 elif case == "half_open":
     # Connections that connect and send nothing, or only part of the preface, and stay open: the
     # server must close them (handshake timeout).
@@ -170,11 +246,19 @@ elif case == "half_open":
         read_until_closed(s, limit=10)
         s.close()
 elif case in ("no_ping_ack", "expect_goaway"):
-    # Completes the handshake, then never answers: keepalive (no PING ACK) or idle/age limits
-    # must close the connection; for expect_goaway a GOAWAY frame must come first.
+    # Completes the handshake (a PING answered proves the server has read it: then "READY"), then
+    # never answers: keepalive (no PING ACK) or idle/age limits must close the connection; for
+    # expect_goaway a GOAWAY frame must come first.
     s = connect()
-    s.sendall(PREFACE + frame(4, 0, 0, b""))
-    data = read_until_closed(s, limit=10)
+    s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(6, 0, 0, b"handshak"))
+    data = b""
+    s.settimeout(10)
+    while b"handshak" not in data:
+        chunk = s.recv(65536)
+        assert chunk, "closed before the handshake"
+        data += chunk
+    print("READY", flush=True)
+    data += read_until_closed(s, limit=10)
     kinds = []
     while len(data) >= 9:
         length = int.from_bytes(data[:3], "big")
@@ -186,19 +270,47 @@ elif case in ("no_ping_ack", "expect_goaway"):
         assert 7 in kinds, f"no GOAWAY before close: {kinds}"
     s.close()
 elif case == "connection_limit":
-    # The server allows 2 connections: the third is closed at once, the first two stay open.
+    # The server allows 2 connections. A third one makes room: the connection idle the longest
+    # gets GOAWAY (max_connections) and is closed; the other one stays open, the third is served.
     first = [connect() for _ in range(2)]
-    time.sleep(0.2)
-    third = connect()
-    read_until_closed(third, limit=5)
     for s in first:
+        s.sendall(PREFACE + frame(4, 0, 0, b""))
+        time.sleep(0.1)
+    third = connect()
+    third.sendall(PREFACE + frame(4, 0, 0, b""))
+    evicted = read_until_closed(first[0], limit=5)
+    assert b"max_connections" in evicted, evicted
+    for s in (first[1], third):
         s.settimeout(0.5)
         try:
-            assert s.recv(1) != b"", "an allowed connection was closed"
+            while True:
+                assert s.recv(65536) != b"", "an allowed connection was closed"
         except socket.timeout:
             pass
+    for s in first + [third]:
         s.close()
-    third.close()
+elif case == "connection_limit_busy":
+    # The server allows 2 connections, both with a call open: a third waits in the backlog (not
+    # accepted, not closed) until one of them closes, then it is served.
+    busy = []
+    for _ in range(2):
+        s, conn = h2_client()
+        conn.send_headers(1, grpc_headers("/interop.Test/Sleep"))
+        s.sendall(conn.data_to_send())
+        busy.append(s)
+    time.sleep(0.2)
+    third, conn = h2_client()
+    third.settimeout(0.5)
+    try:
+        data = third.recv(65536)
+        raise AssertionError(f"the server answered a connection over the cap: {data!r}")
+    except socket.timeout:
+        pass
+    busy[0].close()
+    third.settimeout(5)
+    assert third.recv(65536) != b"", "the waiting connection was not served after a slot freed"
+    for s in busy[1:] + [third]:
+        s.close()
 else:
     raise SystemExit(f"unknown case {case}")
 print(f"DONE {case}", flush=True)

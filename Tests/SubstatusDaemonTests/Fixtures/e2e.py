@@ -206,6 +206,9 @@ with urllib.request.urlopen(f"http://{http_addr}/metrics", timeout=10) as r:
     metrics = r.read().decode()
 check('substatus_rpcs_total{method="/substatus.v1.EligibilityService/CheckEligibility",code="OK"}' in metrics, "metrics")
 check('substatus_notifications_total{outcome="duplicate"} 1' in metrics, "notification metrics")
+check('substatus_grpc_buffered_request_bytes ' in metrics and 'substatus_grpc_connections_closed_total{reason="write_timeout"}' in metrics, "transport limit metrics")
+check('substatus_grpc_calls_in_flight_limit 1024\n' in metrics and 'substatus_grpc_connections_evicted_total ' in metrics, "transport cap and budget metrics")
+check('substatus_http_connections_limit ' in metrics and 'substatus_memory_trims_total ' in metrics, "HTTP listener and memory metrics")
 
 print(f"{checks} passed, 0 failed")
 print("SECRETS " + " ".join(secrets))

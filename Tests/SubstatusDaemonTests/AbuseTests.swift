@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+/// The attacks of issue 18 against a real substatusd under a small open-files limit, so that the
+/// caps are reached quickly: the process never dies, burns no CPU when flooded, and keeps serving
+/// new clients; calls past the budget get RESOURCE_EXHAUSTED with RetryInfo; memory returns.
+/// The attackers are `Fixtures/abuse.py` (raw sockets, `h2`, grpcio).
+@Suite(.serialized) struct AbuseTests {
+  /// Runs one scenario of abuse.py against `daemon`, off the cooperative pool.
+  func attack(_ scenario: String, _ daemon: RunningDaemon) async throws -> String {
+    let python = packageRoot.appendingPathComponent(".venv/bin/python").path
+    try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
+    let arguments = [
+      packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures/abuse.py").path, scenario, daemon.grpc,
+      daemon.http, String(daemon.process.processIdentifier), daemon.operatorKey,
+      packageRoot.appendingPathComponent("Protos").path,
+    ]
+    let (status, out, err) = try await withCheckedThrowingContinuation { continuation in
+      Thread { continuation.resume(with: Result { try runProcess(python, arguments) }) }.start()
+    }
+    let (exit, log) = await withCheckedContinuation { continuation in
+      Thread { continuation.resume(returning: daemon.stop()) }.start()
+    }
+    #expect(status == 0, "abuse.py \(scenario) failed:\n\(err)\n\(out)")
+    #expect(out.contains("PASS \(scenario)"))
+    #expect(exit == 0, "substatusd exited \(exit):\n\(log.suffix(2000))")
+    return out
+  }
+
+  /// 600 idle HTTP/2 connections against a cap of 96 (open-files limit 256, 128 reserved).
+  @Test func idleConnectionFloodPastTheCap() async throws {
+    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], openFilesLimit: 256, logToFile: true)
+    _ = try await attack("idle_flood", daemon)
+  }
+
+  /// 1,000 slow HTTP clients from one address, then from eight.
+  @Test func slowHTTPClientFlood() async throws {
+    let daemon = try RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--http-request-head-timeout", "1"], openFilesLimit: 1024,
+      logToFile: true)
+    _ = try await attack("slow_http", daemon)
+  }
+
+  /// Stalled readers hold the budget of 200 calls, then 3,000 concurrent GetTransactionHistory.
+  @Test func concurrentCallFloodPastTheBudget() async throws {
+    let daemon = try RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--grpc-max-calls", "200", "--memory-trim-interval", "0.5"],
+      openFilesLimit: 256, logToFile: true)
+    _ = try await attack("call_flood", daemon)
+  }
+}

@@ -1,0 +1,305 @@
+"""Attacks on a running substatusd (issue 18), each bounded to a few seconds, loopback only.
+
+usage: abuse.py SCENARIO GRPC_ADDR HTTP_ADDR PID OPERATOR_KEY PROTOS_DIR
+
+Scenarios:
+  idle_flood     600 idle HTTP/2 connections (preface and SETTINGS, then nothing) past the gRPC
+                 connection cap: the process lives, burns no CPU, and a new gRPC client and
+                 /healthz are served within 2 s.
+  slow_http      1,000 connections sending a header line every 0.5 s, from one address and then
+                 from eight (127.0.0.2-9): /healthz and a V1 notification from 127.0.0.1 are
+                 answered within 2 s; the slow connections are cut at the head deadline.
+  call_flood     readers that never open their flow-control window hold the budget of calls,
+                 then 3,000 concurrent GetTransactionHistory calls with a READ key (ABUSE_CALLS):
+                 past the budget a call gets RESOURCE_EXHAUSTED with a google.rpc.RetryInfo; RSS
+                 growth stays under 300 MB and is back within 8 MB of its level before the attack
+                 a few seconds after (malloc_trim; without it about 13 MB stay).
+Prints `PASS SCENARIO` and a `FIGURES {...}` line; an assertion fails otherwise.
+"""
+import asyncio, glob, importlib, json, os, socket, sys, tempfile, threading, time, urllib.error, urllib.request
+
+import grpc, grpc_tools
+from grpc_tools import protoc
+
+scenario, grpc_addr, http_addr, pid, operator_key, protos = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+grpc_host, grpc_port = grpc_addr.rsplit(":", 1)
+http_host, http_port = http_addr.rsplit(":", 1)
+figures = {}
+
+
+def alive():
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def cpu_seconds():
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb():
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def metrics():
+    with urllib.request.urlopen(f"http://{http_addr}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and " " in line:
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def timed(fn):
+    t = time.monotonic()
+    fn()
+    return time.monotonic() - t
+
+
+def healthz():
+    with urllib.request.urlopen(f"http://{http_addr}/healthz", timeout=2) as r:
+        assert r.status == 200, r.status
+
+
+def v1_notification():
+    # An unknown app: answered 404 by the notification endpoint (what matters is that it answers).
+    body = json.dumps({"notification_type": "DID_RENEW", "password": "x", "unified_receipt": {}}).encode()
+    req = urllib.request.Request(f"http://{http_addr}/v1/apps/no-such-app/apple/notifications", data=body, method="POST")
+    try:
+        urllib.request.urlopen(req, timeout=2).read()
+    except urllib.error.HTTPError as e:
+        assert e.code in (400, 401, 404), e.code
+
+
+def load_stubs():
+    out = tempfile.mkdtemp()
+    files = sorted(os.path.relpath(p, protos) for p in glob.glob(os.path.join(protos, "**/*.proto"), recursive=True))
+    builtin = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    assert protoc.main(["protoc", f"-I{protos}", f"-I{builtin}", f"--python_out={out}", f"--grpc_python_out={out}", *files]) == 0
+    sys.path.insert(0, out)
+    grpc.__path__.append(os.path.join(out, "grpc"))
+    pb = type("pb", (), {})
+    for f in files:
+        mod = importlib.import_module(f[:-6].replace("/", ".") + "_pb2")
+        for name in dir(mod):
+            if not name.startswith("_"):
+                setattr(pb, name, getattr(mod, name))
+    grpcmods = {f: importlib.import_module(f[:-6].replace("/", ".") + "_pb2_grpc") for f in files if "substatus/v1/" in f and "service" in f}
+    return pb, lambda name, channel: getattr(grpcmods[f"substatus/v1/{name}.proto"], "".join(w.title() for w in name.split("_")) + "Stub")(channel)
+
+
+def health_check(timeout=2):
+    from grpc.health.v1 import health_pb2, health_pb2_grpc
+    with grpc.insecure_channel(grpc_addr) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def idle_flood(count=600):
+    load_stubs()  # for grpc.health
+    cap = metrics()["substatus_grpc_connections_limit"]
+    assert 0 < cap < count, f"the cap {cap} must be below the flood"
+    socks = []
+    for _ in range(count):
+        s = socket.socket()
+        s.settimeout(2)
+        try:
+            s.connect((grpc_host, int(grpc_port)))
+            s.sendall(PREFACE)
+            socks.append(s)
+        except OSError:
+            s.close()
+    figures["connected"] = len(socks)
+    time.sleep(0.5)
+    before = cpu_seconds()
+    time.sleep(3)
+    figures["cpu_seconds_in_3s"] = round(cpu_seconds() - before, 3)
+    assert alive(), "substatusd died"
+    assert figures["cpu_seconds_in_3s"] < 0.6, f"substatusd burns CPU while flooded: {figures}"
+    figures["grpc_health_s"] = round(timed(health_check), 3)
+    figures["healthz_s"] = round(timed(healthz), 3)
+    m = metrics()
+    figures["connections_open"] = m["substatus_grpc_connections_open"]
+    figures["evicted"] = m["substatus_grpc_connections_evicted_total"]
+    assert m["substatus_grpc_connections_open"] <= cap, m
+    assert m["substatus_grpc_connections_evicted_total"] > 0, m
+    for s in socks:
+        s.close()
+    assert alive(), "substatusd died"
+
+
+def slow_http(count=1000):
+    def attack(addresses, seconds=4.0):
+        socks = []
+        for i in range(count):
+            s = socket.socket()
+            s.settimeout(0.2)
+            try:
+                s.bind((addresses[i % len(addresses)], 0))
+                s.connect((http_host, int(http_port)))
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                socks.append(s)
+            except OSError:
+                s.close()
+        started = time.monotonic()
+        probes = {"healthz": [], "notification": []}
+        while time.monotonic() - started < seconds:
+            for s in socks:
+                try:
+                    s.send(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+            probes["healthz"].append(timed(healthz))
+            probes["notification"].append(timed(v1_notification))
+            time.sleep(0.5)
+        # Refused over the per-address cap, or cut at the head deadline: they read an end (or a reset).
+        cut = 0
+        for s in socks:
+            s.settimeout(0.01)
+            try:
+                if s.recv(1024) == b"":
+                    cut += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                cut += 1
+            s.close()
+        return len(socks), cut, max(probes["healthz"]), max(probes["notification"])
+
+    for name, addresses in [("one_address", ["127.0.0.2"]), ("eight_addresses", [f"127.0.0.{i}" for i in range(2, 10)])]:
+        connected, cut, healthz_s, notification_s = attack(addresses)
+        figures[name] = {"connected": connected, "closed_by_server": cut, "healthz_max_s": round(healthz_s, 3),
+                         "notification_max_s": round(notification_s, 3)}
+        assert alive(), "substatusd died"
+        assert healthz_s < 2 and notification_s < 2, figures
+        assert cut == connected, f"slow connections outlived the head deadline: {figures}"
+    m = metrics()
+    figures["head_timeouts"] = m["substatus_http_request_head_timeouts_total"]
+    assert m["substatus_http_request_head_timeouts_total"] > 0, m
+
+
+def call_flood(calls=int(os.environ.get("ABUSE_CALLS", "3000"))):
+    import h2.config, h2.connection, h2.events, h2.settings
+    pb, stub = load_stubs()
+    from google.rpc import status_pb2, error_details_pb2
+    auth = lambda key: (("authorization", "Bearer " + key),)
+    with grpc.insecure_channel(grpc_addr) as channel:
+        admin_key = stub("tenant_service", channel).CreateTenant(pb.CreateTenantRequest(name="abuse"), metadata=auth(operator_key)).admin_key
+        admin = stub("admin_service", channel)
+        app_id = admin.RegisterApp(pb.RegisterAppRequest(bundle_id="com.example.abuse"), metadata=auth(admin_key)).app.app_id
+        read_key = admin.CreateApiKey(pb.CreateApiKeyRequest(role=pb.API_KEY_ROLE_READ, app_ids=[app_id]), metadata=auth(admin_key)).key
+        ingest_key = admin.CreateApiKey(pb.CreateApiKeyRequest(role=pb.API_KEY_ROLE_INGEST, app_ids=[app_id]), metadata=auth(admin_key)).key
+        day, t0 = 86400000, 1711324800000
+        batch = [pb.Transaction(transaction_id=f"t-{i}", original_transaction_id="t-0", product_id="pro.monthly",
+                                purchase_date_ms=t0 + i * day, expires_date_ms=t0 + (i + 30) * day) for i in range(100)]
+        stub("ingest_service", channel).ImportTransactions(pb.ImportTransactionsRequest(app_id=app_id, user_id="victim", transactions=batch), metadata=auth(ingest_key))
+    request = pb.GetTransactionHistoryRequest(app_id=app_id, user_id="victim", page_size=100).SerializeToString()
+    budget = metrics()["substatus_grpc_calls_in_flight_limit"]
+    assert budget > 0
+    time.sleep(0.5)
+    rss_before = rss_mb()
+
+    # Stalled readers: two connections that never open their window hold budget/2 + 50 calls each.
+    stalled = []
+    for _ in range(2):
+        s = socket.create_connection((grpc_host, int(grpc_port)), timeout=5)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        for _ in range(int(budget) // 2 + 50):
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", "/substatus.v1.StatusService/GetTransactionHistory"),
+                                    (":authority", grpc_addr), ("content-type", "application/grpc"), ("te", "trailers"),
+                                    ("authorization", "Bearer " + read_key)])
+            conn.send_data(sid, b"\x00" + len(request).to_bytes(4, "big") + request, end_stream=True)
+        s.sendall(conn.data_to_send())
+        stalled.append(s)
+
+    deadline = time.monotonic() + 10
+    while metrics()["substatus_grpc_calls_in_flight"] < budget and time.monotonic() < deadline:
+        time.sleep(0.1)
+    figures["calls_in_flight_stalled"] = metrics()["substatus_grpc_calls_in_flight"]
+    assert figures["calls_in_flight_stalled"] >= budget, figures
+
+    # Over the budget: RESOURCE_EXHAUSTED with RetryInfo.
+    with grpc.insecure_channel(grpc_addr) as channel:
+        try:
+            stub("status_service", channel).GetTransactionHistory(pb.GetTransactionHistoryRequest(app_id=app_id, user_id="victim"), metadata=auth(read_key), timeout=5)
+            raise AssertionError("a call over the budget succeeded")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (e.code(), e.details())
+            details = dict(e.trailing_metadata()).get("grpc-status-details-bin")
+            assert details, "no grpc-status-details-bin"
+            retry = error_details_pb2.RetryInfo()
+            assert status_pb2.Status.FromString(details).details[0].Unpack(retry)
+            figures["retry_delay_ms"] = retry.retry_delay.ToMilliseconds()
+            assert figures["retry_delay_ms"] > 0
+
+    # The stalled readers go; the budget comes back.
+    for s in stalled:
+        s.close()
+    deadline = time.monotonic() + 5
+    while metrics()["substatus_grpc_calls_in_flight"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metrics()["substatus_grpc_calls_in_flight"] == 0, metrics()
+    assert metrics()["substatus_grpc_reply_bytes_in_flight"] == 0, metrics()
+
+    # The flood: thousands of concurrent calls over four connections, answered or refused.
+    peak = [rss_before]
+    sampling = [True]
+    def sample():
+        while sampling[0]:
+            peak[0] = max(peak[0], rss_mb())
+            time.sleep(0.05)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+
+    async def flood():
+        channels = [grpc.aio.insecure_channel(grpc_addr, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(4)]
+        stubs = [stub("status_service", c) for c in channels]
+        req = pb.GetTransactionHistoryRequest(app_id=app_id, user_id="victim", page_size=100)
+        async def one(i):
+            try:
+                await stubs[i % 4].GetTransactionHistory(req, metadata=auth(read_key), timeout=20)
+                return "OK"
+            except grpc.aio.AioRpcError as e:
+                return e.code().name
+        codes = await asyncio.gather(*(one(i) for i in range(calls)))
+        for c in channels:
+            await c.close()
+        return codes
+    codes = asyncio.run(flood())
+    figures["flood_codes"] = {c: codes.count(c) for c in set(codes)}
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, figures
+    assert codes.count("OK") > 0, figures
+
+    sampling[0] = False
+    sampler.join()
+    with grpc.insecure_channel(grpc_addr) as channel:
+        stub("status_service", channel).GetTransactionHistory(pb.GetTransactionHistoryRequest(app_id=app_id, user_id="victim"), metadata=auth(read_key), timeout=5)
+    # Memory returns: within a few trim intervals RSS is back near its level before the attack.
+    deadline = time.monotonic() + 6
+    while rss_mb() > rss_before + 8 and time.monotonic() < deadline:
+        time.sleep(0.25)
+    figures["rss_mb"] = {"before": round(rss_before, 1), "peak": round(peak[0], 1), "after": round(rss_mb(), 1)}
+    assert alive(), "substatusd died"
+    assert peak[0] - rss_before < 300, figures
+    assert rss_mb() <= rss_before + 8, figures
+
+
+{"idle_flood": idle_flood, "slow_http": slow_http, "call_flood": call_flood}[scenario]()
+print("FIGURES " + json.dumps(figures), flush=True)
+print(f"PASS {scenario}", flush=True)

@@ -1,0 +1,81 @@
+import Testing
+@testable import SubstatusDaemon
+
+/// The flags of the listener and process limits (defaults, config file, environment, flags),
+/// and how the descriptors are shared.
+@Suite struct LimitsConfigurationTests {
+  @Test func connectionLimitDefaultsHoldOnASmallMachine() throws {
+    let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    #expect(c.grpcIdleTimeout == 300)
+    #expect(c.grpcHandshakeTimeout == 10)
+    #expect(c.grpcWriteTimeout == 60)
+    #expect(c.grpcConnectionRequestBuffer == 8 << 20)
+    #expect(c.grpcRequestBuffer == 256 << 20)
+  }
+
+  @Test func connectionLimitsFromFileEnvironmentAndFlags() throws {
+    let file: [UInt8] = Array(#"{"data_dir": "/d", "grpc_idle_timeout": 30, "grpc_write_timeout": "5"}"#.utf8)
+    let c = try #require(
+      try DaemonConfiguration.parse(
+        arguments: ["--config", "c.json", "--grpc-connection-request-buffer", "5000000", "--grpc-idle-timeout=0"],
+        environment: ["SUBSTATUS_GRPC_HANDSHAKE_TIMEOUT": "2.5", "SUBSTATUS_GRPC_REQUEST_BUFFER": "67108864"],
+        readFile: { _ in file }))
+    #expect(c.grpcIdleTimeout == 0)  // off
+    #expect(c.grpcWriteTimeout == 5)
+    #expect(c.grpcHandshakeTimeout == 2.5)
+    #expect(c.grpcConnectionRequestBuffer == 5_000_000)
+    #expect(c.grpcRequestBuffer == 64 << 20)
+  }
+
+  @Test(arguments: [
+    // open-files limit, reserve, expected gRPC cap, expected HTTP cap
+    (1024, 128, 672, 224),
+    (256, 128, 96, 32),
+    (65536, 128, 4096, 1024),
+    (100, 128, 24, 8),
+  ])
+  func descriptorsAreSharedBelowTheLimit(limit: Int, reserve: Int, grpc: Int, http: Int) throws {
+    var configuration = DaemonConfiguration()
+    configuration.reservedDescriptors = reserve
+    let budget = DescriptorBudget(openFilesLimit: limit, configuration: configuration)
+    #expect(budget == DescriptorBudget(grpcConnections: grpc, httpConnections: http))
+    if limit > reserve + 32 { #expect(budget.fits(openFilesLimit: limit, reserved: reserve)) }
+  }
+
+  @Test func flagsOverrideTheDerivedCaps() throws {
+    let c = try #require(try DaemonConfiguration.parse(
+      arguments: [
+        "--data-dir", "/d", "--grpc-max-connections", "50", "--http-max-connections", "20", "--grpc-max-calls", "300",
+        "--grpc-max-reply-bytes", "1048576", "--http-max-connections-per-address", "4", "--http-request-head-timeout", "2.5",
+        "--memory-trim-interval", "0", "--reserved-descriptors", "64",
+      ], environment: [:]))
+    #expect(DescriptorBudget(openFilesLimit: 1024, configuration: c) == DescriptorBudget(grpcConnections: 50, httpConnections: 20))
+    #expect(c.grpcMaxCalls == 300)
+    #expect(c.grpcMaxReplyBytes == 1 << 20)
+    #expect(c.httpMaxConnectionsPerAddress == 4)
+    #expect(c.httpRequestHeadTimeout == 2.5)
+    #expect(c.memoryTrimInterval == 0)
+    #expect(c.reservedDescriptors == 64)
+    let defaults = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    #expect(defaults.grpcMaxConnections == nil && defaults.httpMaxConnections == nil)
+    #expect(defaults.grpcMaxCalls == 1024 && defaults.httpMaxConnectionsPerAddress == 16)
+  }
+
+  @Test(arguments: [
+    (["--grpc-max-connections", "0"], "--grpc-max-connections must be a whole number"),
+    (["--grpc-max-calls", "1.5"], "--grpc-max-calls must be a whole number"),
+    (["--grpc-max-reply-bytes", "100"], "--grpc-max-reply-bytes must be a whole number"),
+    (["--http-request-head-timeout", "0"], "--http-request-head-timeout must be at least 0.1 seconds"),
+    (["--reserved-descriptors", "2"], "--reserved-descriptors must be a whole number"),
+    (["--grpc-idle-timeout", "-1"], "--grpc-idle-timeout must be a non-negative number"),
+    (["--grpc-handshake-timeout", "0"], "--grpc-handshake-timeout must be positive"),
+    (["--grpc-connection-request-buffer", "1000"], "--grpc-connection-request-buffer must be a whole number of bytes"),
+    (["--grpc-request-buffer", "1e7.5"], "--grpc-request-buffer must be a non-negative number"),
+  ])
+  func badLimitFlagsAreUsageErrors(arguments: [String], message: String) {
+    let error = #expect(throws: DaemonConfiguration.UsageError.self) {
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: [:])
+    }
+    #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
+  }
+}
