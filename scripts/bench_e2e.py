@@ -106,7 +106,10 @@ class Server:
             os.remove(ready)
         cmd = (["taskset", "-c", cpus] if cpus else []) + [os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
                "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ready-file", ready,
-               "--operator-key-file", os.path.join(work, "operator.key"), "--refresh-interval", "0"]
+               "--operator-key-file", os.path.join(work, "operator.key"), "--refresh-interval", "0",
+               # The load generator is one address with 64 connections in flight: above the default
+               # per-address HTTP cap (16), which would close its notification connections.
+               "--http-max-connections-per-address", "256"]
         if sim:
             cmd += ["--verify-receipt-production-url", f"http://{sim}/production/verifyReceipt",
                     "--verify-receipt-sandbox-url", f"http://{sim}/sandbox/verifyReceipt"]
