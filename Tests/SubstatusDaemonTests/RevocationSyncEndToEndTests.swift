@@ -26,11 +26,8 @@ import Testing
       "--root-ca-out", rootPath, "--start-ms", String(nowMs - 35 * 86_400_000),
     ])
     defer { sim.stop() }
-    let daemon = try RunningDaemon(extraArguments: [
-      "--app-store-server-api-production-url", "http://\(sim.address)",
-      "--app-store-server-api-sandbox-url", "http://\(sim.address)/sandbox",
-      "--apple-root-ca", rootPath, "--reconcile-interval", "0", "--refresh-interval", "0",
-    ])
+    let daemon = try RunningDaemon(
+      extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--reconcile-interval", "0", "--refresh-interval", "0"])
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }

@@ -21,11 +21,8 @@ import Testing
     let rootPath = scratch.appendingPathComponent("root.pem").path
     let sim = try RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
     defer { sim.stop() }
-    let daemon = try RunningDaemon(extraArguments: [
-      "--app-store-server-api-production-url", "http://\(sim.address)",
-      "--app-store-server-api-sandbox-url", "http://\(sim.address)/sandbox",
-      "--apple-root-ca", rootPath, "--reconcile-interval", "0.5", "--refresh-interval", "0",
-    ])
+    let daemon = try RunningDaemon(
+      extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--reconcile-interval", "0.5", "--refresh-interval", "0"])
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }

@@ -33,3 +33,14 @@ extension DaemonClient {
       ["issuer_id": setKey.issuerID, "key_id": setKey.keyID, "public_key_pem": key.publicKey.pem])
   }
 }
+
+extension RunningSimulator {
+  /// substatusd's flags that make this simulator its App Store Server API (production and
+  /// sandbox) and trust the simulator's root certificate, written to `rootCA` by `--root-ca-out`.
+  func serverAPIArguments(rootCA: String) -> [String] {
+    [
+      "--app-store-server-api-production-url", "http://\(address)",
+      "--app-store-server-api-sandbox-url", "http://\(address)/sandbox", "--apple-root-ca", rootCA,
+    ]
+  }
+}
