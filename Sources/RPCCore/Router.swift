@@ -106,9 +106,8 @@ public struct RPCRouter: Sendable {
 
   /// Registers a typed unary handler.
   ///
-  /// A request that does not decode fails with `INTERNAL`, as in grpc-go, except a string field
-  /// that is not whole (a NUL byte, or not UTF-8): `INVALID_ARGUMENT` naming the field
-  /// (``RPCError/invalidArgument(field:_:)``).
+  /// Messages are read and written in the call's codec (``ServerContext/codec``); a request that
+  /// does not decode fails as ``MessageCoding/decode(_:from:codec:)`` says.
   ///
   /// - Parameters:
   ///   - method: The full method path.
@@ -116,25 +115,13 @@ public struct RPCRouter: Sendable {
   ///   - response: The response message type.
   ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
   ///   - handler: Handles one request.
-  public mutating func registerUnary<Request: ProtobufMessage, Response: ProtobufMessage>(
+  public mutating func registerUnary<Request: ProtobufJSONMessage, Response: ProtobufJSONMessage>(
     method: String, request: Request.Type, response: Response.Type, execution: HandlerExecution = .pool,
     handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
   ) {
     registerUnaryBytes(method: method, execution: execution) { bytes, context in
-      let request: Request
-      do throws(WireError) {
-        request = try Request(serializedBytes: bytes)
-      } catch {
-        if let violation = error.fieldViolation {
-          var rejected = RPCError.invalidArgument(field: violation.field, violation.description)
-          rejected.cause = error
-          throw rejected
-        }
-        throw RPCError(
-          code: .internal, message: "failed to decode \(Request.protoMessageName): \(error.message)",
-          cause: error)
-      }
-      return try await handler(request, context).serializedBytes()
+      let request = try MessageCoding.decode(Request.self, from: bytes, codec: context.codec)
+      return MessageCoding.encode(try await handler(request, context), codec: context.codec)
     }
   }
 

@@ -27,6 +27,11 @@ public struct ServerContext: Sendable {
   public let peer: String
   /// Metadata the handler wants sent back: initial metadata and trailing metadata.
   public let response: ResponseMetadata
+  /// The protocol the call arrived in.
+  public let rpcProtocol: RPCProtocol
+  /// How the call's messages are encoded; typed handlers decode and encode with it
+  /// (``MessageCoding``).
+  public let codec: MessageCodec
   private var values: [ObjectIdentifier: any Sendable] = [:]
 
   /// Creates a context; transports and tests call this.
@@ -36,15 +41,20 @@ public struct ServerContext: Sendable {
   ///   - metadata: The request metadata.
   ///   - deadline: The caller's deadline, if any.
   ///   - peer: The caller's address.
+  ///   - response: Where the handler's response metadata goes.
+  ///   - rpcProtocol: The protocol the call arrived in.
+  ///   - codec: How the call's messages are encoded.
   public init(
     method: String, metadata: Metadata, deadline: ContinuousClock.Instant?, peer: String,
-    response: ResponseMetadata = ResponseMetadata()
+    response: ResponseMetadata = ResponseMetadata(), rpcProtocol: RPCProtocol = .grpc, codec: MessageCodec = .protobuf
   ) {
     self.method = method
     self.metadata = metadata
     self.deadline = deadline
     self.peer = peer
     self.response = response
+    self.rpcProtocol = rpcProtocol
+    self.codec = codec
   }
 
   /// The service part of ``method``, such as `grpc.health.v1.Health`.

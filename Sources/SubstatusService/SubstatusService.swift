@@ -87,7 +87,7 @@ public final class SubstatusService: Sendable {
   /// it without blocking the thread. Every other method may wait on the writer or on Apple and runs
   /// on the pool.
   public func register(in router: inout RPCRouter) {
-    func add<Req: ProtobufMessage, Res: ProtobufMessage>(
+    func add<Req: ProtobufJSONMessage, Res: ProtobufJSONMessage>(
       _ method: ProtoMethodDescriptor<Req, Res>, execution: HandlerExecution = .pool,
       _ handler: @escaping @Sendable (SubstatusService) -> @Sendable (Req, ServerContext) async throws -> Res
     ) {

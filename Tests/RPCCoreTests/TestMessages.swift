@@ -1,7 +1,9 @@
+import SubstatusJSON
 import SubstatusWire
 
-/// A test-only protobuf message with one `bytes payload = 1` field, encoded by hand.
-struct PayloadMessage: ProtobufMessage {
+/// A test-only protobuf message with one `bytes payload = 1` field, encoded by hand (JSON: the
+/// payload as a UTF-8 string field `text`, enough for codec tests).
+struct PayloadMessage: ProtobufJSONMessage {
   static let protoMessageName = "test.Payload"
   var payload: [UInt8] = []
 
@@ -49,4 +51,17 @@ struct PayloadMessage: ProtobufMessage {
   }
 
   var text: String { String(decoding: payload, as: UTF8.self) }
+
+  func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    o.append("text", .string(text))
+    return .object(o)
+  }
+
+  init(jsonValue: JSONValue) throws(WireError) {
+    guard case .object(let o) = jsonValue, o.count == 1, case .string(let text)? = o["text"] else {
+      throw WireError(code: .invalidJSON, message: "expected {\"text\": string}")
+    }
+    self.init(text)
+  }
 }
