@@ -515,7 +515,10 @@ public final class ClientResponseStream: AsyncSequence, Sendable {
         await withCheckedContinuation { (continuation: Waiter) in
           let step = state.withLock { state -> Step in
             let step = take(&state)
-            if case .wait = step { state.waiter = continuation }
+            if case .wait = step {
+              precondition(state.waiter == nil, "ClientResponseStream is iterated by two tasks at once")
+              state.waiter = continuation
+            }
             return step
           }
           switch step {
