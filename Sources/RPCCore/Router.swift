@@ -215,7 +215,8 @@ public struct RPCServer: Sendable {
   }
 }
 
-/// Calls unary methods with typed messages over any client transport.
+/// Calls unary and server-streaming methods (``serverStreaming(method:request:response:metadata:options:)``)
+/// with typed messages over any client transport.
 ///
 /// ```swift
 /// let client = RPCClient(transport: transport)

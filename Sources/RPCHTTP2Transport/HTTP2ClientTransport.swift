@@ -12,6 +12,11 @@ import SubstatusWire
 /// (gRPC's connection-backoff: 1 s initial, ×1.6, ±20 % jitter, 120 s cap). While it is backing
 /// off, calls fail at once with `UNAVAILABLE`, as gRPC's fail-fast calls do.
 ///
+/// Unary and server-streaming calls share the connection. A response stream's HTTP/2 window is
+/// reopened as its consumer reads: one that stops reading holds at most
+/// ``Configuration/responseStreamBufferSize`` bytes plus the stream's window, and the server
+/// waits; the connection's window is reopened at once, so other calls go on.
+///
 /// ```swift
 /// let transport = try HTTP2ClientTransport(configuration: .init(host: "127.0.0.1", port: 50051))
 /// defer { transport.close() }
@@ -209,8 +214,9 @@ final class ClientCall {
     case (.unary(let continuation), _): continuation.resume(returning: result)
     case (.streamHeaders(let continuation), .failure(let error)): continuation.resume(returning: .failure(error))
     case (.stream(let continuation), .failure(let error)): continuation.finish(throwing: error)
-    case (.streamHeaders, .success), (.stream, .success), (nil, _):
+    case (.streamHeaders, .success), (.stream, .success):
       preconditionFailure("a unary response completes a streaming call")
+    case (nil, _): return
     }
     responder = nil
   }
@@ -221,7 +227,8 @@ final class ClientCall {
     case .streamHeaders(let continuation):
       continuation.resume(returning: .success(.finished(trailingMetadata: trailingMetadata)))
     case .stream(let continuation): continuation.finish(trailingMetadata: trailingMetadata)
-    case .unary, nil: preconditionFailure("a streaming end completes a unary call")
+    case .unary: preconditionFailure("a streaming end completes a unary call")
+    case nil: return
     }
     responder = nil
   }
@@ -308,7 +315,8 @@ final class ClientConnectionManager: @unchecked Sendable {
     fail(id, RPCError(code: .cancelled, message: "the call was cancelled"), reset: true)
   }
 
-  /// The consumer of a streaming call ended it early (task cancelled, stream released).
+  /// The consumer of a streaming call ended it early (task cancelled, stream released). Unlike
+  /// ``cancel(_:)`` the call has started, so an id not found is a call already over.
   func cancelStream(_ id: UInt64) {
     fail(id, RPCError(code: .cancelled, message: "the call was cancelled"), reset: true)
   }
