@@ -65,11 +65,15 @@ def flood(request, context):
 
 
 def ticks(request, context):
+    def ended():
+        with stats_lock:
+            stats["cancelled"] += 1
+
+    # Called when the call ends, even while grpcio has not resumed this generator after "first".
+    context.add_callback(ended)
     yield b"first"
     while context.is_active():
         time.sleep(0.01)
-    with stats_lock:
-        stats["cancelled"] += 1
 
 
 def get_stats(request, context):
