@@ -128,27 +128,10 @@ public struct InProcessTransport: Sendable {
     public func unary(
       method: String, request: [UInt8], metadata: Metadata, options: CallOptions
     ) async throws(RPCError) -> ClientResponse {
-      guard let handler = await server.begin() else {
-        throw RPCError(code: .unavailable, message: "the in-process server is not serving")
-      }
-      let deadline = options.timeout.map { ContinuousClock.now + $0 }
       let collector = ResponseCollector()
-      let context = ServerContext(method: method, metadata: metadata, deadline: deadline, peer: peer)
-      let call = RPCServerCall(
-        context: context, requests: RPCRequestStream(messages: [request]), responses: collector)
-      let server = server
-      let handlerTask = Task {
-        await handler(call)
-        collector.complete(.failure(RPCError(code: .internal, message: "the handler sent no status")))
-        server.end()
-      }
-      let timer = deadline.map { deadline in
-        Task {
-          try await Task.sleep(until: deadline, clock: .continuous)
-          collector.complete(.failure(RPCError(code: .deadlineExceeded, message: "deadline exceeded")))
-          handlerTask.cancel()
-        }
-      }
+      let (handlerTask, timer) = try await start(
+        method: method, request: request, metadata: metadata, options: options, responses: collector
+      ) { collector.complete(.failure($0)) }
       defer { timer?.cancel() }
       let result = await withTaskCancellationHandler {
         await collector.result()
@@ -167,27 +150,10 @@ public struct InProcessTransport: Sendable {
     public func serverStreaming(
       method: String, request: [UInt8], metadata: Metadata, options: CallOptions
     ) async throws(RPCError) -> ClientResponseStream {
-      guard let handler = await server.begin() else {
-        throw RPCError(code: .unavailable, message: "the in-process server is not serving")
-      }
-      let deadline = options.timeout.map { ContinuousClock.now + $0 }
       let collector = StreamCollector()
-      let context = ServerContext(method: method, metadata: metadata, deadline: deadline, peer: peer)
-      let call = RPCServerCall(
-        context: context, requests: RPCRequestStream(messages: [request]), responses: collector)
-      let server = server
-      let handlerTask = Task {
-        await handler(call)
-        collector.fail(RPCError(code: .internal, message: "the handler sent no status"))
-        server.end()
-      }
-      let timer = deadline.map { deadline in
-        Task {
-          try await Task.sleep(until: deadline, clock: .continuous)
-          collector.fail(RPCError(code: .deadlineExceeded, message: "deadline exceeded"))
-          handlerTask.cancel()
-        }
-      }
+      let (handlerTask, timer) = try await start(
+        method: method, request: request, metadata: metadata, options: options, responses: collector
+      ) { collector.fail($0) }
       collector.onEnd {
         timer?.cancel()
         handlerTask.cancel()
@@ -198,6 +164,35 @@ public struct InProcessTransport: Sendable {
         collector.fail(RPCError(code: .cancelled, message: "the call was cancelled"))
       }
       return try result.get()
+    }
+
+    /// Starts the handler of a call in a task of its own, and a timer task for its deadline;
+    /// `fail` ends the call from the transport's side (no status, deadline).
+    private func start(
+      method: String, request: [UInt8], metadata: Metadata, options: CallOptions,
+      responses: any RPCResponseWriter, fail: @escaping @Sendable (RPCError) -> Void
+    ) async throws(RPCError) -> (handler: Task<Void, Never>, timer: Task<Void, any Error>?) {
+      guard let handler = await server.begin() else {
+        throw RPCError(code: .unavailable, message: "the in-process server is not serving")
+      }
+      let deadline = options.timeout.map { ContinuousClock.now + $0 }
+      let context = ServerContext(method: method, metadata: metadata, deadline: deadline, peer: peer)
+      let call = RPCServerCall(
+        context: context, requests: RPCRequestStream(messages: [request]), responses: responses)
+      let server = server
+      let handlerTask = Task {
+        await handler(call)
+        fail(RPCError(code: .internal, message: "the handler sent no status"))
+        server.end()
+      }
+      let timer = deadline.map { deadline in
+        Task {
+          try await Task.sleep(until: deadline, clock: .continuous)
+          fail(RPCError(code: .deadlineExceeded, message: "deadline exceeded"))
+          handlerTask.cancel()
+        }
+      }
+      return (handlerTask, timer)
     }
   }
 }
