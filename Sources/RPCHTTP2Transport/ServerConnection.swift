@@ -278,10 +278,11 @@ final class ServerConnection: ConnectionPumpOwner {
     guard path.hasPrefix("/") else {
       return rejectPlain(stream, HTTPRejection(status: 404, message: "malformed method path", headers: corsFields))
     }
-    stream.web = WebFraming(
+    let web = WebFraming(
       deframer: RequestDeframer(format: format, maxMessageSize: configuration.maxReceiveMessageSize),
       encoder: ResponseEncoder(
         format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields))
+    stream.web = web
     guard server.transport.counters.admitCall() else {
       return finish(stream, code: .resourceExhausted, message: CallRefusal.message, trailers: CallRefusal.trailers)
     }
@@ -290,7 +291,7 @@ final class ServerConnection: ConnectionPumpOwner {
     switch RequestHead.parse(httpFields, format: format) {
     case .success(let parsed): head = parsed
     case .failure(let refusal):
-      return finish(stream, parts: refusal.responseParts)
+      return finishWeb(stream, web, refusal.responseParts)
     }
     var deadline: ContinuousClock.Instant?
     if let timeout = head.timeout {
@@ -478,17 +479,9 @@ final class ServerConnection: ConnectionPumpOwner {
   /// Ends a stream with a status: Trailers-Only before any response headers, else trailers.
   /// A status the transport chose (not the handler) also cancels the handler.
   private func finish(_ stream: ServerStream, code: RPCError.Code, message: String, trailers: Metadata = [:]) {
-    finish(stream, parts: [.status(code, message: message, trailers: trailers)])
-  }
-
-  /// Ends a stream with response parts the transport chose, the last one a status.
-  private func finish(_ stream: ServerStream, parts: [RPCResponsePart]) {
-    guard !stream.finished, case .status(let code, let message, let trailers)? = parts.last else { return }
+    guard !stream.finished else { return }
     if let web = stream.web {
-      stream.task?.cancel()
-      stream.requests?.finish(throwing: RPCError(code: code, message: message))
-      // Marks the stream finished, frees its buffer and cancels its deadline.
-      return sendWeb(stream, web, parts)
+      return finishWeb(stream, web, [.status(code, message: message, trailers: trailers)])
     }
     stream.finished = true
     freeBuffer(of: stream)
@@ -506,6 +499,16 @@ final class ServerConnection: ConnectionPumpOwner {
       session.submitResponse(streamID: stream.id, headers: headers + fields, body: nil)
     }
     scheduleFlush()
+  }
+
+  /// Ends a Connect or gRPC-Web stream with parts the transport chose (the last one a status),
+  /// cancelling the handler.
+  private func finishWeb(_ stream: ServerStream, _ web: WebFraming, _ parts: [RPCResponsePart]) {
+    guard !stream.finished, case .status(let code, let message, _)? = parts.last else { return }
+    stream.task?.cancel()
+    stream.requests?.finish(throwing: RPCError(code: code, message: message))
+    // Marks the stream finished, frees its buffer and cancels its deadline.
+    sendWeb(stream, web, parts)
   }
 
   /// Sends the parts of a Connect or gRPC-Web response through the stream's encoder: the head
