@@ -7,7 +7,7 @@ import Testing
 /// The bench service (Echo, CheckEligibility) with health and reflection, as Connect and gRPC-Web
 /// clients meet it over HTTP/2. CheckEligibility answers `INVALID_ARGUMENT` with a BadRequest for
 /// an empty `app_id` and sleeps for `app_id` "slow" (deadlines); `/test.Stream/Count` streams as
-/// many messages as the request's bytes say.
+/// many messages as the request's bytes say; `/test.Stream/Duplex` echoes each message as it comes.
 func webRouter() -> RPCRouter {
   var router = RPCRouter()
   router.registerUnary(
@@ -34,6 +34,10 @@ func webRouter() -> RPCRouter {
       return item
     }
     return reply
+  }
+  router.registerStreaming(method: "/test.Stream/Duplex") { requests, responses, _ in
+    for try await message in requests { responses.write([.message(message)]) }
+    return []
   }
   router.registerStreaming(method: "/test.Stream/Count") { requests, responses, _ in
     let count = try await requests.single().count
@@ -410,7 +414,7 @@ func withWebServer(
   @Test(arguments: ["connect", "grpc-web"], ["proto", "json"])
   func callsAndErrors(_ rpcProtocol: String, codec: String) async throws {
     try await withWebServer { server in
-      for name in ["unary", "error", "deadline", "gzip"] {
+      for name in ["unary", "error", "deadline", "gzip", "duplex"] {
         let result = try await runProcess(
           python,
           [

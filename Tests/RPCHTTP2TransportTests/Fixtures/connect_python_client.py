@@ -1,13 +1,14 @@
 """Calls the bench service with the Python `connectrpc` client over HTTP/2 (prior knowledge).
 
 Usage: connect_python_client.py PORT PROTOS_DIR PROTOCOL CODEC CASE
-  PROTOCOL: connect | grpc-web;  CODEC: proto | json;  CASE: unary | error | deadline | gzip.
+  PROTOCOL: connect | grpc-web;  CODEC: proto | json;  CASE: unary | error | deadline | gzip | duplex.
 Prints "PASS CASE" and exits 0, or raises. The message classes are generated from PROTOS_DIR with
 grpc_tools into a temporary folder (google.protobuf, through connectrpc's compat codecs).
 """
 import importlib
 import sys
 import tempfile
+import threading
 
 from grpc_tools import protoc
 
@@ -73,6 +74,26 @@ elif case == "gzip":
         lambda: gzip_client.execute_unary(request=bench.EligibilityRequest(app_id="a"), method=check),
         Code.UNIMPLEMENTED)
     assert "supported encodings are identity" in error.message, error.message
+elif case == "duplex":
+    # /test.Stream/Duplex echoes each message as it arrives: the second request is sent only after
+    # the first answer came back, so a server that waits for the end of the request never answers.
+    from google.protobuf.wrappers_pb2 import BytesValue
+
+    duplex = MethodInfo(
+        name="Duplex", service_name="test.Stream", input=BytesValue, output=BytesValue,
+        idempotency_level=IdempotencyLevel.UNKNOWN, stream_type=StreamType.BIDI_STREAM)
+    answered = threading.Event()
+
+    def requests():
+        yield BytesValue(value=b"one")
+        assert answered.wait(timeout=10), "no answer to the first message before the second was sent"
+        yield BytesValue(value=b"two")
+
+    received = []
+    for reply in client.execute_bidi_stream(request=requests(), method=duplex):
+        received.append(reply.value)
+        answered.set()
+    assert received == [b"one", b"two"], received
 else:
     raise SystemExit(f"unknown case {case}")
 print(f"PASS {case}")
