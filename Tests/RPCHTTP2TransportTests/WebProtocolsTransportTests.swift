@@ -454,3 +454,44 @@ func withWebServer(
     }
   }
 }
+
+/// Connect and gRPC-Web calls meet the same call budget, cancellation and metrics as gRPC calls.
+@Suite(.serialized) struct WebProtocolsLimitsTests {
+  @Test(arguments: ["application/proto", "application/grpc-web"])
+  func callBudgetCancellationAndMetrics(_ contentType: String) async throws {
+    try await withTestServer(configure: { $0.maxCallsInFlight = 1 }) { server in
+      let body = Array("20000".utf8)
+      let request = contentType == "application/proto" ? body : envelope(0, body)
+      // A call that sleeps holds the only slot; curl gives up after a second (RST_STREAM).
+      let file = FileManager.default.temporaryDirectory.appendingPathComponent("web19-sleep-\(UUID().uuidString)")
+      try Data(request).write(to: file)
+      defer { try? FileManager.default.removeItem(at: file) }
+      async let slow = runProcess(
+        "/usr/bin/curl",
+        [
+          "-sS", "--http2-prior-knowledge", "--max-time", "1", "-H", "content-type: \(contentType)", "--data-binary",
+          "@" + file.path, "http://127.0.0.1:\(server.port)/interop.Test/Sleep",
+        ], timeout: .seconds(30))
+      #expect(await server.probe.waitUntil(timeout: .seconds(10)) { $0.sleepsStarted.withLock { $0 } == 1 })
+      #expect(server.transport.metrics.callsInFlight == 1)
+      let refused = try await curlHTTP2(server.port, "/interop.Test/Echo", contentType: contentType, body: request)
+      if contentType == "application/proto" {
+        #expect(refused.status == 429)
+        let json = try JSONValue(parsing: refused.text)
+        #expect(json["code"]?.stringValue == "resource_exhausted")
+        #expect(json["details"]?.arrayValue?.first?["type"]?.stringValue == "google.rpc.RetryInfo")
+        #expect(json["details"]?.arrayValue?.first?["debug"]?["retryDelay"]?.stringValue == "0.250s")
+      } else {
+        #expect(refused.headers["grpc-status"] == "8")
+        #expect(refused.headers["grpc-status-details-bin"] != nil)
+      }
+      #expect(server.transport.metrics.callsRefused == 1)
+      _ = try await slow
+      // The client's reset cancelled the handler and gave the slot back.
+      #expect(await server.probe.waitUntil(timeout: .seconds(10)) { $0.sleepsCancelled.withLock { $0 } == 1 })
+      #expect(await waitUntil { server.transport.metrics.callsInFlight == 0 })
+      let echoed = try await curlHTTP2(server.port, "/interop.Test/Echo", contentType: contentType, body: request)
+      #expect(echoed.status == 200)
+    }
+  }
+}
