@@ -7,6 +7,12 @@ import Synchronization
 
 /// A gRPC server transport on HTTP/2 (libnghttp2) and epoll.
 ///
+/// Each stream's `content-type` chooses its protocol: gRPC (`application/grpc`, the fast path), or
+/// Connect and gRPC-Web (`application/json`, `application/proto`, `application/connect+…`,
+/// `application/grpc-web…`), framed by `RPCWebProtocols` with the same admission, limits,
+/// deadlines and cancellation; Connect and gRPC-Web streams are full duplex. Browser origins in
+/// ``Configuration/corsAllowedOrigins`` get CORS answers, preflight included.
+///
 /// One event loop per thread, each with its own listening socket on the same address
 /// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. The kernel spreads
 /// new connections over the listening sockets by a hash, so a few connections can land on one
