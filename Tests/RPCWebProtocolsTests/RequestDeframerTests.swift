@@ -55,6 +55,13 @@ import Testing
         == [[1, 2, 3], [], Array(repeating: 9, count: 40)])
   }
 
+  @Test(arguments: [7, 4099, 10_000])
+  func longStreamsReadEveryMessageAcrossBufferCompaction(chunk: Int) throws {
+    let messages = (0..<3000).map { index in (0..<(index % 13)).map { UInt8(truncatingIfNeeded: index + $0) } }
+    let body = messages.flatMap { Self.envelope(0, $0) }
+    #expect(try Self.read(body, format: Self.format("application/connect+proto"), chunk: chunk) == messages)
+  }
+
   struct FlagCase: Sendable, CustomStringConvertible {
     var contentType: String
     var flags: UInt8
