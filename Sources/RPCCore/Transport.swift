@@ -308,7 +308,9 @@ public final class ClientResponseStream: AsyncSequence, Sendable {
     self.core = core
   }
 
-  deinit { core.terminate(RPCError(code: .cancelled, message: "the response stream was released")) }
+  deinit {
+    core.terminate(RPCError(code: .cancelled, message: "the response stream was released"), thrownByCaller: true)
+  }
 
   /// The trailers' metadata once the stream has ended (with any status); empty before.
   public var trailingMetadata: Metadata { core.trailingMetadata }
@@ -361,8 +363,9 @@ public final class ClientResponseStream: AsyncSequence, Sendable {
   }
 
   /// Ends the call with `error` now, dropping buffered messages, and cancels the RPC unless it
-  /// has already ended (a consumer that cannot use what it received).
-  func terminate(_ error: RPCError) { core.terminate(error) }
+  /// has already ended: for a consumer that cannot use what it received and throws `error`
+  /// itself (later reads return `nil`).
+  func terminate(_ error: RPCError) { core.terminate(error, thrownByCaller: true) }
 
   /// The next message; `nil` after an `OK` end, or once the error has been thrown.
   public func next() async throws(RPCError) -> [UInt8]? {
@@ -451,20 +454,25 @@ public final class ClientResponseStream: AsyncSequence, Sendable {
       waiter?.resume(returning: end.map { _ in nil })
     }
 
-    /// Ends the call from the consumer's side: drops the buffer and cancels the RPC unless the
-    /// transport had already ended it.
-    func terminate(_ error: RPCError) {
+    /// Ends the call from the consumer's side: drops the buffer, makes `error` the end the
+    /// consumer sees (unless it has seen one; `thrownByCaller`: it throws `error` itself), and
+    /// cancels the RPC unless the transport had already ended it.
+    func terminate(_ error: RPCError, thrownByCaller: Bool = false) {
       let (waiter, cancel) = state.withLock { state -> (Waiter?, Bool) in
         state.buffer.removeAll()
         state.head = 0
         state.bufferedBytes = 0
-        guard state.end == nil else { return (nil, false) }
+        guard !state.endDelivered else { return (nil, false) }
+        // An end from the transport that the consumer has not reached is replaced: a consumer
+        // that gives up before the end must not see a clean end after dropped messages.
+        let transportEnded = state.end != nil
         state.end = .failure(error)
-        state.trailing = error.metadata
-        guard let waiter = state.waiter else { return (nil, true) }
+        if !transportEnded { state.trailing = error.metadata }
+        state.endDelivered = thrownByCaller
+        guard let waiter = state.waiter else { return (nil, !transportEnded) }
         state.waiter = nil
         state.endDelivered = true
-        return (waiter, true)
+        return (waiter, !transportEnded)
       }
       if cancel { onCancel() }
       waiter?.resume(returning: .failure(error))

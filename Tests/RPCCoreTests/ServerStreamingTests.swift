@@ -89,6 +89,25 @@ func makeStream(bufferSize: Int = .max, signals: StreamSignals) -> (
     #expect(signals.cancels.load(ordering: .relaxed) == 1)
   }
 
+  @Test func aConsumerCancelledBeforeReachingTheEndSeesCancelledNotAShortStream() async throws {
+    let signals = StreamSignals()
+    let (stream, continuation) = makeStream(signals: signals)
+    continuation.yield([1])
+    continuation.yield([2])
+    continuation.finish(trailingMetadata: ["x-trailer": "t"])
+    let reader = Task { () throws(RPCError) -> [[UInt8]] in
+      var received: [[UInt8]] = []
+      withUnsafeCurrentTask { $0?.cancel() }
+      for try await message in stream { received.append(message) }
+      return received
+    }
+    let error = await #expect(throws: RPCError.self) { try await reader.value }
+    #expect(error?.code == .cancelled)
+    #expect(stream.trailingMetadata.firstString(forKey: "x-trailer") == "t")
+    #expect(try await stream.next() == nil)
+    #expect(signals.cancels.load(ordering: .relaxed) == 0)  // the call was over already
+  }
+
   @Test func releasingAStreamBeforeItsEndCancelsTheCall() async throws {
     let signals = StreamSignals()
     var continuation: ClientResponseStream.Continuation?

@@ -5,10 +5,9 @@ Methods of /interop.Test: Echo (echoes the message, x- metadata back as initial 
 trailer x-trailer: done), Fail (INVALID_ARGUMENT), Sleep (payload = milliseconds).
 Server streaming: Stream (payload "N", "N:fail" or "N:early": N messages "m<i>", then OK, or
 RESOURCE_EXHAUSTED "quota" with a google.rpc.Status in grpc-status-details-bin; or at once a
-Trailers-Only FAILED_PRECONDITION), Flood (payload =
-message size: messages until the call ends; each one counted), Ticks (one message "first", then
-waits for the call to end and counts it as cancelled), and the unary Stats ("<flood messages sent>
-<ticks cancelled>").
+Trailers-Only FAILED_PRECONDITION), Flood (payload = message size: messages until the call ends,
+each one counted), Ticks (one message "first", then waits for the call to end, which is counted).
+The unary Stats answers "<Flood messages produced> <Ticks calls ended>".
 """
 import sys
 import threading
