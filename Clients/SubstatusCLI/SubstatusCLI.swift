@@ -171,9 +171,20 @@ final class LazyTransport: ClientTransport {
   func unary(method: String, request: [UInt8], metadata: Metadata, options: CallOptions)
     async throws(RPCError) -> ClientResponse
   {
-    let connected: any ClientTransport
+    try await connected().unary(method: method, request: request, metadata: metadata, options: options)
+  }
+
+  func serverStreaming(method: String, request: [UInt8], metadata: Metadata, options: CallOptions)
+    async throws(RPCError) -> ClientResponseStream
+  {
+    try await connected().serverStreaming(
+      method: method, request: request, metadata: metadata, options: options)
+  }
+
+  /// The transport, connected on first use.
+  private func connected() throws(RPCError) -> any ClientTransport {
     do {
-      connected = try transport.withLock { slot in
+      return try transport.withLock { slot in
         if let existing = slot { return existing }
         let created = try connect(address)
         slot = created
@@ -185,8 +196,6 @@ final class LazyTransport: ClientTransport {
       throw RPCError(
         code: .unavailable, message: "cannot connect to \(address): \(error)", cause: error)
     }
-    return try await connected.unary(
-      method: method, request: request, metadata: metadata, options: options)
   }
 }
 

@@ -170,7 +170,8 @@ public struct SubstatusClient: Sendable {
 
 /// The transport under the generated clients of a ``SubstatusClient``: adds the API key and the
 /// call's metadata, keeps one deadline over all attempts of a call, and retries `UNAVAILABLE`
-/// failures of idempotent calls with the client's backoff.
+/// failures of idempotent calls with the client's backoff (a server-streaming call only until its
+/// response headers arrive: once messages flow, the call is not repeated).
 struct SubstatusCallTransport: ClientTransport {
   let client: SubstatusClient
   let idempotency: Idempotency
@@ -180,6 +181,24 @@ struct SubstatusCallTransport: ClientTransport {
   func unary(method: String, request: [UInt8], metadata: Metadata, options callOptions: CallOptions)
     async throws(RPCError) -> ClientResponse
   {
+    try await withPolicy(method: method, metadata: metadata, options: callOptions) { metadata, options throws(RPCError) in
+      try await client.transport.unary(method: method, request: request, metadata: metadata, options: options)
+    }
+  }
+
+  func serverStreaming(method: String, request: [UInt8], metadata: Metadata, options callOptions: CallOptions)
+    async throws(RPCError) -> ClientResponseStream
+  {
+    try await withPolicy(method: method, metadata: metadata, options: callOptions) { metadata, options throws(RPCError) in
+      try await client.transport.serverStreaming(method: method, request: request, metadata: metadata, options: options)
+    }
+  }
+
+  /// Runs the attempts of one call with the policy's metadata, deadline and retries.
+  private func withPolicy<Result>(
+    method: String, metadata: Metadata, options callOptions: CallOptions,
+    _ attempt: (Metadata, CallOptions) async throws(RPCError) -> Result
+  ) async throws(RPCError) -> Result {
     var metadata = metadata
     metadata.add(contentsOf: options.metadata)
     if authenticated, let apiKey = client.apiKey {
@@ -190,7 +209,7 @@ struct SubstatusCallTransport: ClientTransport {
     let clock = client.clock
     let timeout = [options.timeout ?? client.defaultTimeout, callOptions.timeout].compactMap { $0 }.min()
     let deadline = timeout.map { clock.monotonicNow + $0 }
-    var attempt = 1
+    var attempts = 1
     while true {
       var attemptOptions = callOptions
       if let deadline {
@@ -201,17 +220,17 @@ struct SubstatusCallTransport: ClientTransport {
         attemptOptions.timeout = remaining
       }
       do throws(RPCError) {
-        return try await client.transport.unary(method: method, request: request, metadata: metadata, options: attemptOptions)
+        return try await attempt(metadata, attemptOptions)
       } catch {
-        guard RetryPolicy.isRetryable(error.code), attempt < policy.maximumAttempts else { throw error }
-        let wait = policy.backoff(beforeRetry: attempt, random: Double.random(in: 0...1))
+        guard RetryPolicy.isRetryable(error.code), attempts < policy.maximumAttempts else { throw error }
+        let wait = policy.backoff(beforeRetry: attempts, random: Double.random(in: 0...1))
         if let deadline, clock.monotonicNow + wait >= deadline { throw error }
         do {
           try await clock.sleep(for: wait)
         } catch {
           throw RPCError(code: .cancelled, message: "the call was cancelled", cause: error)
         }
-        attempt += 1
+        attempts += 1
       }
     }
   }

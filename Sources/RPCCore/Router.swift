@@ -299,7 +299,8 @@ public protocol RPCServiceClient: Sendable {
   init(transport: any ClientTransport)
 }
 
-/// Calls unary methods with typed messages over any client transport.
+/// Calls unary and server-streaming methods (``serverStreaming(method:request:response:metadata:options:)``)
+/// with typed messages over any client transport.
 ///
 /// ```swift
 /// let client = RPCClient(transport: transport)

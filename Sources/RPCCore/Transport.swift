@@ -253,4 +253,286 @@ public protocol ClientTransport: Sendable {
   /// - Throws: ``RPCError`` with the status the server (or the transport) chose.
   func unary(method: String, request: [UInt8], metadata: Metadata, options: CallOptions)
     async throws(RPCError) -> ClientResponse
+
+  /// Calls a server-streaming method.
+  ///
+  /// Returns once the response headers arrive; the messages then arrive through the returned
+  /// stream, which ends at the server's status. A transport with flow control stops reading the
+  /// call's messages while the stream's buffer is full (see ``ClientResponseStream``).
+  ///
+  /// - Parameters:
+  ///   - method: The full method path, such as `/substatus.v1.EventService/WatchEvents`.
+  ///   - request: The serialized request message.
+  ///   - metadata: The request metadata.
+  ///   - options: Timeout (for the whole stream) and other per-call options.
+  /// - Returns: The response stream, with the initial metadata.
+  /// - Throws: ``RPCError`` when the call fails before the response headers: a Trailers-Only
+  ///   response with a non-`OK` status (its message and trailing metadata kept), `UNAVAILABLE`
+  ///   without a connection, `DEADLINE_EXCEEDED`, `CANCELLED` when the task is cancelled.
+  func serverStreaming(method: String, request: [UInt8], metadata: Metadata, options: CallOptions)
+    async throws(RPCError) -> ClientResponseStream
+}
+
+/// The serialized response messages of a server-streaming call, in order, as they arrive.
+///
+/// Iteration ends (`nil`) when the server ends the call with `OK`; any other status is thrown
+/// as an ``RPCError`` carrying the status message and the trailing metadata (for example
+/// `grpc-status-details-bin`). After the end, ``trailingMetadata`` holds the trailers.
+///
+/// Cancelling the iterating task cancels the RPC (an HTTP/2 transport resets the stream), and so
+/// does releasing the stream before its end: a caller that stops early needs to do nothing else.
+///
+/// ```swift
+/// let stream = try await transport.serverStreaming(
+///   method: "/substatus.v1.EventService/WatchEvents", request: bytes, metadata: [:],
+///   options: CallOptions())
+/// for try await message in stream { handle(message) }
+/// ```
+///
+/// Transports feed it through a ``Continuation`` (``makeStream(initialMetadata:bufferSize:onResume:onCancel:)``).
+/// Messages wait in a buffer until the consumer takes them; when the buffer holds `bufferSize`
+/// bytes or more, ``Continuation/yield(_:)`` returns `false` and the transport stops reading the
+/// call until `onResume` runs (the consumer has taken the buffer down to half).
+public final class ClientResponseStream: AsyncSequence, Sendable {
+  /// The element type: one serialized message.
+  public typealias Element = [UInt8]
+  /// The error type: the call's non-`OK` status.
+  public typealias Failure = RPCError
+
+  /// The response headers' metadata.
+  public let initialMetadata: Metadata
+  private let core: Core
+
+  private init(initialMetadata: Metadata, core: Core) {
+    self.initialMetadata = initialMetadata
+    self.core = core
+  }
+
+  deinit { core.terminate(RPCError(code: .cancelled, message: "the response stream was released")) }
+
+  /// The trailers' metadata once the stream has ended (with any status); empty before.
+  public var trailingMetadata: Metadata { core.trailingMetadata }
+
+  /// The bytes of messages received and not yet taken by the consumer.
+  public var bufferedBytes: Int { core.bufferedBytes }
+
+  /// Creates a stream and the continuation a transport feeds it with.
+  ///
+  /// - Parameters:
+  ///   - initialMetadata: The response headers' metadata.
+  ///   - bufferSize: The buffered bytes at which ``Continuation/yield(_:)`` starts returning
+  ///     `false`; `Int.max` for a transport without flow control.
+  ///   - onResume: Runs (on the consumer's task, so it must not block) once the consumer has
+  ///     taken the buffer down to half of `bufferSize` after a `yield` returned `false`.
+  ///   - onCancel: Runs once when the consumer ends the call before its end: its task was
+  ///     cancelled, or it released the stream. The transport cancels the RPC.
+  /// - Returns: The stream for the caller and the continuation for the transport.
+  public static func makeStream(
+    initialMetadata: Metadata, bufferSize: Int = .max, onResume: @escaping @Sendable () -> Void = {},
+    onCancel: @escaping @Sendable () -> Void
+  ) -> (stream: ClientResponseStream, continuation: Continuation) {
+    let core = Core(bufferSize: bufferSize, onResume: onResume, onCancel: onCancel)
+    return (ClientResponseStream(initialMetadata: initialMetadata, core: core), Continuation(core: core))
+  }
+
+  /// A stream that has already ended with `OK`: the response of a Trailers-Only `OK`.
+  public static func finished(initialMetadata: Metadata = [:], trailingMetadata: Metadata) -> ClientResponseStream {
+    let (stream, continuation) = makeStream(initialMetadata: initialMetadata, onCancel: {})
+    continuation.finish(trailingMetadata: trailingMetadata)
+    return stream
+  }
+
+  /// The transport's side of a ``ClientResponseStream``.
+  public struct Continuation: Sendable {
+    fileprivate let core: Core
+
+    /// Adds a received message.
+    ///
+    /// - Returns: `false` when the buffer is full: stop reading the call until `onResume`.
+    @discardableResult
+    public func yield(_ message: [UInt8]) -> Bool { core.yield(message) }
+
+    /// Ends the stream with `OK`; the consumer sees the end after the buffered messages.
+    public func finish(trailingMetadata: Metadata) { core.finish(.success(trailingMetadata)) }
+
+    /// Ends the stream with a non-`OK` status; the consumer gets `error` after the buffered
+    /// messages, and ``ClientResponseStream/trailingMetadata`` is `error.metadata`.
+    public func finish(throwing error: RPCError) { core.finish(.failure(error)) }
+  }
+
+  /// Ends the call with `error` now, dropping buffered messages, and cancels the RPC unless it
+  /// has already ended (a consumer that cannot use what it received).
+  func terminate(_ error: RPCError) { core.terminate(error) }
+
+  /// The next message; `nil` after an `OK` end, or once the error has been thrown.
+  public func next() async throws(RPCError) -> [UInt8]? {
+    try await core.next()
+  }
+
+  /// Iterates the messages.
+  public struct AsyncIterator: AsyncIteratorProtocol {
+    let stream: ClientResponseStream
+    /// The next message, `nil` at the end.
+    public mutating func next() async throws(RPCError) -> [UInt8]? { try await stream.next() }
+    /// The next message, `nil` at the end.
+    public mutating func next(isolation actor: isolated (any Actor)?) async throws(RPCError) -> [UInt8]? {
+      try await stream.next()
+    }
+  }
+
+  /// Returns an iterator.
+  public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
+
+  /// The state shared by the stream and its continuation.
+  fileprivate final class Core: Sendable {
+    private typealias Waiter = CheckedContinuation<Result<[UInt8]?, RPCError>, Never>
+    private struct State {
+      var buffer: [[UInt8]] = []
+      var head = 0
+      var bufferedBytes = 0
+      /// A `yield` returned false and `onResume` has not run since.
+      var paused = false
+      /// How the call ended, once it has; delivered after the buffered messages.
+      var end: Result<Metadata, RPCError>?
+      /// The end has been delivered to the consumer (`nil` from then on).
+      var endDelivered = false
+      var trailing: Metadata = [:]
+      var waiter: Waiter?
+    }
+    private let state = Mutex(State())
+    private let bufferSize: Int
+    private let onResume: @Sendable () -> Void
+    private let onCancel: @Sendable () -> Void
+
+    init(bufferSize: Int, onResume: @escaping @Sendable () -> Void, onCancel: @escaping @Sendable () -> Void) {
+      self.bufferSize = bufferSize
+      self.onResume = onResume
+      self.onCancel = onCancel
+    }
+
+    var trailingMetadata: Metadata { state.withLock { $0.trailing } }
+    var bufferedBytes: Int { state.withLock { $0.bufferedBytes } }
+
+    func yield(_ message: [UInt8]) -> Bool {
+      enum Outcome { case hand(Waiter), room(Bool) }
+      let outcome = state.withLock { state -> Outcome in
+        guard state.end == nil else { return .room(true) }
+        if let waiter = state.waiter {
+          state.waiter = nil
+          return .hand(waiter)
+        }
+        state.buffer.append(message)
+        state.bufferedBytes += message.count
+        if state.bufferedBytes >= bufferSize { state.paused = true }
+        return .room(!state.paused)
+      }
+      switch outcome {
+      case .hand(let waiter):
+        waiter.resume(returning: .success(message))
+        return true
+      case .room(let room):
+        return room
+      }
+    }
+
+    func finish(_ end: Result<Metadata, RPCError>) {
+      let waiter = state.withLock { state -> Waiter? in
+        guard state.end == nil else { return nil }
+        state.end = end
+        switch end {
+        case .success(let trailers): state.trailing = trailers
+        case .failure(let error): state.trailing = error.metadata
+        }
+        guard let waiter = state.waiter else { return nil }
+        state.waiter = nil
+        state.endDelivered = true
+        return waiter
+      }
+      waiter?.resume(returning: end.map { _ in nil })
+    }
+
+    /// Ends the call from the consumer's side: drops the buffer and cancels the RPC unless the
+    /// transport had already ended it.
+    func terminate(_ error: RPCError) {
+      let (waiter, cancel) = state.withLock { state -> (Waiter?, Bool) in
+        state.buffer.removeAll()
+        state.head = 0
+        state.bufferedBytes = 0
+        guard state.end == nil else { return (nil, false) }
+        state.end = .failure(error)
+        state.trailing = error.metadata
+        guard let waiter = state.waiter else { return (nil, true) }
+        state.waiter = nil
+        state.endDelivered = true
+        return (waiter, true)
+      }
+      if cancel { onCancel() }
+      waiter?.resume(returning: .failure(error))
+    }
+
+    private enum Step {
+      case value([UInt8]?, resume: Bool)
+      case error(RPCError)
+      case wait
+    }
+
+    /// Takes the next message or the end; `.wait` when neither is there.
+    private func take(_ state: inout State) -> Step {
+      if state.head < state.buffer.count {
+        let message = state.buffer[state.head]
+        state.head += 1
+        if state.head == state.buffer.count {
+          state.buffer.removeAll(keepingCapacity: true)
+          state.head = 0
+        }
+        state.bufferedBytes -= message.count
+        var resume = false
+        if state.paused && state.bufferedBytes <= bufferSize / 2 && state.end == nil {
+          state.paused = false
+          resume = true
+        }
+        return .value(message, resume: resume)
+      }
+      guard let end = state.end else { return .wait }
+      if state.endDelivered { return .value(nil, resume: false) }
+      state.endDelivered = true
+      switch end {
+      case .success: return .value(nil, resume: false)
+      case .failure(let error): return .error(error)
+      }
+    }
+
+    func next() async throws(RPCError) -> [UInt8]? {
+      if Task.isCancelled { terminate(RPCError(code: .cancelled, message: "the call was cancelled")) }
+      switch state.withLock({ take(&$0) }) {
+      case .value(let message, let resume):
+        if resume { onResume() }
+        return message
+      case .error(let error): throw error
+      case .wait: break
+      }
+      let result = await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: Waiter) in
+          let step = state.withLock { state -> Step in
+            let step = take(&state)
+            if case .wait = step {
+              precondition(state.waiter == nil, "ClientResponseStream is iterated by two tasks at once")
+              state.waiter = continuation
+            }
+            return step
+          }
+          switch step {
+          case .value(let message, let resume):
+            if resume { onResume() }
+            continuation.resume(returning: .success(message))
+          case .error(let error): continuation.resume(returning: .failure(error))
+          case .wait: break
+          }
+        }
+      } onCancel: {
+        terminate(RPCError(code: .cancelled, message: "the call was cancelled"))
+      }
+      return try result.get()
+    }
+  }
 }

@@ -89,7 +89,11 @@ final class H2Session {
   private var droppedOutboundBytes = 0
 
   /// Creates a server or client session and queues its SETTINGS.
-  init(isServer: Bool, settings: H2Settings) {
+  ///
+  /// With `manualWindowUpdates`, received DATA reopens the flow-control windows only once it is
+  /// given back with ``consume(streamID:count:)``, ``consumeConnection(count:)`` and
+  /// ``consumeStream(streamID:count:)`` (a client's backpressure on response streams).
+  init(isServer: Bool, settings: H2Settings, manualWindowUpdates: Bool = false) {
     maxHeaderListSize = Int(settings.maxHeaderListSize)
     var callbacks: OpaquePointer?
     nghttp2_session_callbacks_new(&callbacks)
@@ -143,6 +147,7 @@ final class H2Session {
     nghttp2_option_new(&option)
     defer { nghttp2_option_del(option) }
     nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
+    if manualWindowUpdates { nghttp2_option_set_no_auto_window_update(option, 1) }
     let userData = Unmanaged.passUnretained(self).toOpaque()
     if isServer {
       nghttp2_session_server_new2(&session, callbacks, userData, option)
@@ -271,6 +276,28 @@ final class H2Session {
       ob.deferred = false
       nghttp2_session_resume_data(session, streamID)
     }
+  }
+
+  /// Gives `count` received DATA bytes back to the stream's and the connection's windows
+  /// (sessions with manual window updates; a closed stream's part is ignored).
+  func consume(streamID: Int32, count: Int) {
+    nghttp2_session_consume(session, streamID, count)
+  }
+
+  /// Gives `count` received DATA bytes back to the connection's window only.
+  func consumeConnection(count: Int) {
+    nghttp2_session_consume_connection(session, count)
+  }
+
+  /// Gives `count` received DATA bytes back to a stream's window only.
+  func consumeStream(streamID: Int32, count: Int) {
+    nghttp2_session_consume_stream(session, streamID, count)
+  }
+
+  /// The DATA bytes the peer may still send on a stream before its window reopens (-1 when the
+  /// stream is gone).
+  func receiveWindow(streamID: Int32) -> Int {
+    Int(nghttp2_session_get_stream_local_window_size(session, streamID))
   }
 
   /// Resets a stream.

@@ -12,6 +12,11 @@ import SubstatusWire
 /// (gRPC's connection-backoff: 1 s initial, ×1.6, ±20 % jitter, 120 s cap). While it is backing
 /// off, calls fail at once with `UNAVAILABLE`, as gRPC's fail-fast calls do.
 ///
+/// Unary and server-streaming calls share the connection. A response stream's HTTP/2 window is
+/// reopened as its consumer reads: one that stops reading holds at most
+/// ``Configuration/responseStreamBufferSize`` bytes plus the stream's window, and the server
+/// waits; the connection's window is reopened at once, so other calls go on.
+///
 /// ```swift
 /// let transport = try HTTP2ClientTransport(configuration: .init(host: "127.0.0.1", port: 50051))
 /// defer { transport.close() }
@@ -36,6 +41,10 @@ public final class HTTP2ClientTransport: ClientTransport {
     public var backoffJitter: Double = 0.2
     /// The largest response message accepted; larger ones fail with `RESOURCE_EXHAUSTED`.
     public var maxReceiveMessageSize: Int = 4 << 20
+    /// The response bytes a server-streaming call buffers for a consumer that does not keep up.
+    /// Past it the transport stops reopening the stream's HTTP/2 window (4 MiB), so the server
+    /// stops sending: a call holds at most this, the window and one partial message.
+    public var responseStreamBufferSize: Int = 1 << 20
     /// The `:authority` sent; defaults to `host:port`.
     public var authority: String?
     /// TLS (ALPN `h2`, the server verified); `nil` speaks cleartext HTTP/2 (h2c).
@@ -99,12 +108,54 @@ public final class HTTP2ClientTransport: ClientTransport {
     let call = ClientCallRequest(id: id, method: method, request: request, metadata: metadata, timeout: options.timeout)
     let result = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
-        loop.execute { manager.start(call, continuation: continuation) }
+        loop.execute { manager.start(call, .unary(continuation)) }
       }
     } onCancel: {
       loop.execute { manager.cancel(id) }
     }
     return try result.get()
+  }
+
+  /// Calls a server-streaming method; returns once the response headers arrive.
+  ///
+  /// Messages are delivered as they arrive. A consumer that falls behind by
+  /// ``Configuration/responseStreamBufferSize`` bytes stops the transport from reopening the
+  /// stream's flow-control window, so the server waits for it. `options.timeout` covers the whole
+  /// stream (`grpc-timeout`); cancelling the iterating task or releasing the stream resets it.
+  ///
+  /// - Throws: ``RPCError``: a Trailers-Only error with its status, message and trailing
+  ///   metadata; `UNAVAILABLE` when no connection could be made, `DEADLINE_EXCEEDED`,
+  ///   `CANCELLED` when the task is cancelled before the headers.
+  public func serverStreaming(
+    method: String, request: [UInt8], metadata: Metadata, options: CallOptions
+  ) async throws(RPCError) -> ClientResponseStream {
+    guard !closed.load(ordering: .relaxed) else {
+      throw RPCError(code: .unavailable, message: "the client transport is closed")
+    }
+    let id = nextCallID.wrappingAdd(1, ordering: .relaxed).oldValue
+    let manager = manager
+    let loop = loop
+    let call = ClientCallRequest(id: id, method: method, request: request, metadata: metadata, timeout: options.timeout)
+    let result = await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        loop.execute { manager.start(call, .streamHeaders(continuation)) }
+      }
+    } onCancel: {
+      loop.execute { manager.cancel(id) }
+    }
+    return try result.get()
+  }
+}
+
+extension HTTP2ClientTransport {
+  /// The HTTP/2 receive windows of the calls' open streams: how many more DATA bytes each
+  /// server may send before the transport reopens the window (0: a stream's consumer is behind).
+  func openStreamReceiveWindows() async -> [Int] {
+    let manager = manager
+    return await withCheckedContinuation { continuation in
+      let scheduled = loop.execute { continuation.resume(returning: manager.openStreamReceiveWindows()) }
+      if !scheduled { continuation.resume(returning: []) }
+    }
   }
 }
 
@@ -117,11 +168,24 @@ struct ClientCallRequest: Sendable {
 }
 
 typealias ClientCallContinuation = CheckedContinuation<Result<ClientResponse, RPCError>, Never>
+typealias ClientStreamContinuation = CheckedContinuation<Result<ClientResponseStream, RPCError>, Never>
 
 /// One call in flight on the client.
 final class ClientCall {
+  /// Who hears of the call's outcome.
+  enum Responder {
+    /// A unary caller, waiting for the whole response.
+    case unary(ClientCallContinuation)
+    /// A server-streaming caller, waiting for the response headers.
+    case streamHeaders(ClientStreamContinuation)
+    /// A server-streaming caller's stream, after the headers.
+    case stream(ClientResponseStream.Continuation)
+  }
+
   let request: ClientCallRequest
-  private var continuation: ClientCallContinuation?
+  private var responder: Responder?
+  /// Whether the call is server-streaming (its messages go to a ``ClientResponseStream``).
+  let isStreaming: Bool
   var streamID: Int32?
   /// The connection the call's stream is on.
   var connection: ClientConnection?
@@ -130,18 +194,56 @@ final class ClientCall {
   var deframer: GRPCDeframer
   var message: [UInt8]?
   var failure: RPCError?
+  /// The stream's consumer is behind: received bytes are not given back to the stream's window.
+  var paused = false
+  /// DATA bytes received while paused, given back to the stream's window on resume.
+  var heldBytes = 0
 
-  init(request: ClientCallRequest, continuation: ClientCallContinuation, maxMessageLength: Int) {
+  init(request: ClientCallRequest, responder: Responder, maxMessageLength: Int) {
     self.request = request
-    self.continuation = continuation
+    self.responder = responder
+    if case .unary = responder { isStreaming = false } else { isStreaming = true }
     deframer = GRPCDeframer(maxMessageLength: maxMessageLength)
   }
 
-  var isComplete: Bool { continuation == nil }
+  var isComplete: Bool { responder == nil }
 
+  /// Ends the call with a unary result or any failure.
   func complete(_ result: Result<ClientResponse, RPCError>) {
-    continuation?.resume(returning: result)
-    continuation = nil
+    switch (responder, result) {
+    case (.unary(let continuation), _): continuation.resume(returning: result)
+    case (.streamHeaders(let continuation), .failure(let error)): continuation.resume(returning: .failure(error))
+    case (.stream(let continuation), .failure(let error)): continuation.finish(throwing: error)
+    case (.streamHeaders, .success), (.stream, .success):
+      preconditionFailure("a unary response completes a streaming call")
+    case (nil, _): return
+    }
+    responder = nil
+  }
+
+  /// Ends a streaming call with `OK` (a Trailers-Only `OK` gives the caller an ended stream).
+  func completeStream(trailingMetadata: Metadata) {
+    switch responder {
+    case .streamHeaders(let continuation):
+      continuation.resume(returning: .success(.finished(trailingMetadata: trailingMetadata)))
+    case .stream(let continuation): continuation.finish(trailingMetadata: trailingMetadata)
+    case .unary: preconditionFailure("a streaming end completes a unary call")
+    case nil: return
+    }
+    responder = nil
+  }
+
+  /// Hands the caller of a streaming call its stream, built from the response headers.
+  func openStream(_ stream: ClientResponseStream, _ continuation: ClientResponseStream.Continuation) {
+    guard case .streamHeaders(let waiting) = responder else { return }
+    responder = .stream(continuation)
+    waiting.resume(returning: .success(stream))
+  }
+
+  /// Adds a message to the caller's stream; `false` when its buffer is full.
+  func yield(_ message: [UInt8]) -> Bool {
+    guard case .stream(let continuation) = responder else { return true }
+    return continuation.yield(message)
   }
 }
 
@@ -173,9 +275,9 @@ final class ClientConnectionManager: @unchecked Sendable {
     backoff = configuration.initialBackoff
   }
 
-  func start(_ request: ClientCallRequest, continuation: ClientCallContinuation) {
+  func start(_ request: ClientCallRequest, _ responder: ClientCall.Responder) {
     let call = ClientCall(
-      request: request, continuation: continuation, maxMessageLength: configuration.maxReceiveMessageSize)
+      request: request, responder: responder, maxMessageLength: configuration.maxReceiveMessageSize)
     if cancelledBeforeStart.remove(request.id) != nil {
       return call.complete(.failure(RPCError(code: .cancelled, message: "the call was cancelled")))
     }
@@ -213,6 +315,18 @@ final class ClientConnectionManager: @unchecked Sendable {
     fail(id, RPCError(code: .cancelled, message: "the call was cancelled"), reset: true)
   }
 
+  /// The consumer of a streaming call ended it early (task cancelled, stream released). Unlike
+  /// ``cancel(_:)`` the call has started, so an id not found is a call already over.
+  func cancelStream(_ id: UInt64) {
+    fail(id, RPCError(code: .cancelled, message: "the call was cancelled"), reset: true)
+  }
+
+  /// The consumer of a streaming call caught up: reopen its window.
+  func resumeStream(_ id: UInt64) {
+    guard let call = calls[id] else { return }
+    call.connection?.resumeReading(call)
+  }
+
   /// Completes a call with an error, resetting its stream if it has one.
   func fail(_ id: UInt64, _ error: RPCError, reset: Bool) {
     guard let call = calls.removeValue(forKey: id) else { return }
@@ -225,10 +339,37 @@ final class ClientConnectionManager: @unchecked Sendable {
 
   /// Completes a call (called by the connection when its stream closed).
   func finished(_ call: ClientCall, _ result: Result<ClientResponse, RPCError>) {
-    guard calls.removeValue(forKey: call.request.id) != nil else { return }
+    guard remove(call) else { return }
+    call.complete(result)
+  }
+
+  /// Completes a streaming call with `OK` (called by the connection at the trailers).
+  func finishedStream(_ call: ClientCall, trailingMetadata: Metadata) {
+    guard remove(call) else { return }
+    call.completeStream(trailingMetadata: trailingMetadata)
+  }
+
+  private func remove(_ call: ClientCall) -> Bool {
+    guard calls.removeValue(forKey: call.request.id) != nil else { return false }
     if let timer = call.deadlineTimer { loop.cancelTimer(timer) }
     call.connection = nil
-    call.complete(result)
+    return true
+  }
+
+  /// Builds the stream of a streaming call whose response headers arrived: its consumer's
+  /// progress and cancellation come back to this manager on the loop.
+  func makeStream(for call: ClientCall, initialMetadata: Metadata)
+    -> (ClientResponseStream, ClientResponseStream.Continuation)
+  {
+    let id = call.request.id
+    let loop = loop
+    // The stream holds the manager until it is released (the call's end, once it is over,
+    // drops the manager's hold on the stream).
+    let manager = self
+    return ClientResponseStream.makeStream(
+      initialMetadata: initialMetadata, bufferSize: configuration.responseStreamBufferSize,
+      onResume: { loop.execute { manager.resumeStream(id) } },
+      onCancel: { loop.execute { manager.cancelStream(id) } })
   }
 
   private func connect() {
@@ -277,6 +418,11 @@ final class ClientConnectionManager: @unchecked Sendable {
   /// The server sent GOAWAY: new calls go to a new connection.
   func connectionDraining(_ connection: ClientConnection) {
     if case .ready(let current) = state, current === connection { state = .idle }
+  }
+
+  /// The receive windows of the streams open on every connection (for tests of backpressure).
+  func openStreamReceiveWindows() -> [Int] {
+    connections.values.flatMap { $0.openStreamReceiveWindows() }
   }
 
   func shutdown() {
@@ -330,7 +476,8 @@ final class ClientConnection: ConnectionPumpOwner {
       isServer: false,
       settings: H2Settings(
         maxConcurrentStreams: 0, initialWindowSize: 4 << 20, connectionWindowSize: 16 << 20,
-        maxHeaderListSize: 64 << 10))
+        maxHeaderListSize: 64 << 10),
+      manualWindowUpdates: true)
     pump = ConnectionPump(
       fd: fd, loop: loop, session: session, tls: tls, connecting: true,
       management: ConnectionStateMachine.Configuration(handshakeTimeout: configuration.connectTimeout),
@@ -373,9 +520,24 @@ final class ClientConnection: ConnectionPumpOwner {
     pump.scheduleFlush()
   }
 
+  /// The receive windows of this connection's open streams.
+  func openStreamReceiveWindows() -> [Int] {
+    streams.keys.map { session.receiveWindow(streamID: $0) }
+  }
+
   func reset(streamID: Int32) {
     guard !pump.closed, streams.removeValue(forKey: streamID) != nil else { return }
     session.resetStream(streamID: streamID, errorCode: H2ErrorCode.cancel)
+    pump.scheduleFlush()
+  }
+
+  /// Gives the bytes held back while a streaming call's consumer was behind to the stream's
+  /// window: the server may send again.
+  func resumeReading(_ call: ClientCall) {
+    call.paused = false
+    guard let streamID = call.streamID, call.heldBytes > 0, !pump.closed else { return }
+    session.consumeStream(streamID: streamID, count: call.heldBytes)
+    call.heldBytes = 0
     pump.scheduleFlush()
   }
 
@@ -390,11 +552,23 @@ final class ClientConnection: ConnectionPumpOwner {
           receiveTrailers(call, fields)
         }
       case .data(let streamID, let bytes):
-        guard let call = streams[streamID], call.failure == nil else { continue }
+        // The window is ours to reopen (manual window updates): a unary response and bytes of a
+        // call that is over are given back at once, a stream's bytes as its consumer keeps up.
+        guard let call = streams[streamID], call.failure == nil else {
+          session.consume(streamID: streamID, count: bytes.count)
+          continue
+        }
+        if call.isStreaming {
+          session.consumeConnection(count: bytes.count)
+        } else {
+          session.consume(streamID: streamID, count: bytes.count)
+        }
         call.deframer.append(bytes)
         do {
           while let message = try call.deframer.next() {
-            if call.message == nil {
+            if call.isStreaming {
+              if !call.yield(message) { call.paused = true }
+            } else if call.message == nil {
               call.message = message
             } else {
               call.failure = RPCError(code: .internal, message: "more than one response message on a unary call")
@@ -406,6 +580,14 @@ final class ClientConnection: ConnectionPumpOwner {
           streams[streamID] = nil
           session.resetStream(streamID: streamID, errorCode: H2ErrorCode.cancel)
           manager.finished(call, .failure(call.failure!))
+          continue
+        }
+        if call.isStreaming {
+          if call.paused {
+            call.heldBytes += bytes.count
+          } else {
+            session.consumeStream(streamID: streamID, count: bytes.count)
+          }
         }
       case .streamClosed(let streamID, let errorCode):
         pump.streamClosed()
@@ -448,6 +630,13 @@ final class ClientConnection: ConnectionPumpOwner {
         message: "unexpected HTTP status \(status) / content-type \"\(contentType)\" from \(authority)")
     }
     call.initialMetadata = metadata
+    guard call.isStreaming else { return }
+    if let failure = call.failure {
+      manager.fail(call.request.id, failure, reset: true)
+    } else {
+      let (stream, continuation) = manager.makeStream(for: call, initialMetadata: metadata)
+      call.openStream(stream, continuation)
+    }
   }
 
   private func receiveTrailers(_ call: ClientCall, _ fields: [HeaderField]) {
@@ -467,6 +656,13 @@ final class ClientConnection: ConnectionPumpOwner {
     }
     streams[streamID] = nil
     let result: Result<ClientResponse, RPCError>
+    if call.isStreaming, grpcStatus == 0, call.failure == nil {
+      guard (try? call.deframer.finish()) != nil else {
+        return manager.finished(
+          call, .failure(RPCError(code: .internal, message: "the stream ended inside a message")))
+      }
+      return manager.finishedStream(call, trailingMetadata: metadata)
+    }
     if let httpStatus, httpStatus != "200", grpcStatus == nil {
       result = .failure(RPCError(code: Self.code(forHTTPStatus: httpStatus), message: "HTTP status \(httpStatus)"))
     } else if let grpcStatus, let code = RPCError.Code(rawValue: grpcStatus), code != .ok {

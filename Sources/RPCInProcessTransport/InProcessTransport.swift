@@ -158,6 +158,162 @@ public struct InProcessTransport: Sendable {
       }
       return try result.get()
     }
+
+    /// Calls a server-streaming method on the joined server.
+    ///
+    /// The handler's messages wait in the stream's buffer (a handler's writes never block, so
+    /// there is no backpressure in process). The deadline covers the whole stream; cancelling
+    /// the iterating task, or releasing the stream, cancels the handler.
+    public func serverStreaming(
+      method: String, request: [UInt8], metadata: Metadata, options: CallOptions
+    ) async throws(RPCError) -> ClientResponseStream {
+      guard let handler = await server.begin() else {
+        throw RPCError(code: .unavailable, message: "the in-process server is not serving")
+      }
+      let deadline = options.timeout.map { ContinuousClock.now + $0 }
+      let collector = StreamCollector()
+      let context = ServerContext(method: method, metadata: metadata, deadline: deadline, peer: peer)
+      let call = RPCServerCall(
+        context: context, requests: RPCRequestStream(messages: [request]), responses: collector)
+      let server = server
+      let handlerTask = Task {
+        await handler(call)
+        collector.fail(RPCError(code: .internal, message: "the handler sent no status"))
+        server.end()
+      }
+      let timer = deadline.map { deadline in
+        Task {
+          try await Task.sleep(until: deadline, clock: .continuous)
+          collector.fail(RPCError(code: .deadlineExceeded, message: "deadline exceeded"))
+          handlerTask.cancel()
+        }
+      }
+      collector.onEnd {
+        timer?.cancel()
+        handlerTask.cancel()
+      }
+      let result = await withTaskCancellationHandler {
+        await collector.headers()
+      } onCancel: {
+        collector.fail(RPCError(code: .cancelled, message: "the call was cancelled"))
+      }
+      return try result.get()
+    }
+  }
+}
+
+/// Turns the response parts of one in-process server-streaming call into a
+/// ``ClientResponseStream``: `.metadata` creates it, `.message` feeds it, `.status` ends it (a
+/// `.status` first is a Trailers-Only response).
+private final class StreamCollector: RPCResponseWriter {
+  private typealias Waiter = CheckedContinuation<Result<ClientResponseStream, RPCError>, Never>
+  private struct State {
+    /// The caller waiting in ``headers()``.
+    var waiter: Waiter?
+    /// The outcome of the headers when it came before the caller waited.
+    var headers: Result<ClientResponseStream, RPCError>?
+    var headersDone = false
+    var continuation: ClientResponseStream.Continuation?
+    var ended = false
+    var onEnd: (@Sendable () -> Void)?
+  }
+  private let state = Mutex(State())
+
+  /// Sets what runs once the call ends for any reason (status, deadline, cancellation): stop
+  /// the timer, cancel the handler. Runs at once when the call has already ended.
+  func onEnd(_ body: @escaping @Sendable () -> Void) {
+    let ended = state.withLock { state -> Bool in
+      if !state.ended { state.onEnd = body }
+      return state.ended
+    }
+    if ended { body() }
+  }
+
+  func write(_ parts: [RPCResponsePart]) {
+    for part in parts {
+      switch part {
+      case .metadata(let metadata): open(metadata)
+      case .message(let message):
+        state.withLock { $0.ended ? nil : $0.continuation }?.yield(message)
+      case .status(let code, let message, let trailers):
+        if code == .ok {
+          open([:])
+          end(.success(trailers))
+        } else {
+          end(.failure(RPCError(code: code, message: message, metadata: trailers)))
+        }
+      }
+    }
+  }
+
+  /// Creates the stream from the response headers and hands it to the caller (once).
+  private func open(_ initialMetadata: Metadata) {
+    guard state.withLock({ !$0.headersDone && !$0.ended }) else { return }
+    let (stream, continuation) = ClientResponseStream.makeStream(initialMetadata: initialMetadata) {
+      [weak self] in self?.fail(RPCError(code: .cancelled, message: "the call was cancelled"))
+    }
+    let waiter = state.withLock { state -> Waiter? in
+      state.headersDone = true
+      state.continuation = continuation
+      guard let waiter = state.waiter else {
+        state.headers = .success(stream)
+        return nil
+      }
+      state.waiter = nil
+      return waiter
+    }
+    waiter?.resume(returning: .success(stream))
+  }
+
+  /// Ends the call with `error` unless it has ended.
+  func fail(_ error: RPCError) { end(.failure(error)) }
+
+  private func end(_ outcome: Result<Metadata, RPCError>) {
+    enum Delivery {
+      case none
+      case headers(Waiter?, RPCError)
+      case stream(ClientResponseStream.Continuation?)
+    }
+    let (delivery, onEnd) = state.withLock { state -> (Delivery, (@Sendable () -> Void)?) in
+      guard !state.ended else { return (.none, nil) }
+      state.ended = true
+      defer { state.onEnd = nil }
+      guard state.headersDone else {
+        state.headersDone = true
+        // Only a failure ends a call before its headers (`OK` opens the stream first).
+        guard case .failure(let error) = outcome else { return (.none, state.onEnd) }
+        let waiter = state.waiter
+        state.waiter = nil
+        if waiter == nil { state.headers = .failure(error) }
+        return (.headers(waiter, error), state.onEnd)
+      }
+      return (.stream(state.continuation), state.onEnd)
+    }
+    switch delivery {
+    case .none: break
+    case .headers(let waiter, let error): waiter?.resume(returning: .failure(error))
+    case .stream(let continuation):
+      switch outcome {
+      case .success(let trailers): continuation?.finish(trailingMetadata: trailers)
+      case .failure(let error): continuation?.finish(throwing: error)
+      }
+    }
+    onEnd?()
+  }
+
+  /// Waits for the response headers (the stream) or the call's failure before them.
+  func headers() async -> Result<ClientResponseStream, RPCError> {
+    await withCheckedContinuation { (continuation: Waiter) in
+      let ready = state.withLock { state -> Result<ClientResponseStream, RPCError>? in
+        if let headers = state.headers {
+          state.headers = nil
+          return headers
+        }
+        state.waiter = continuation
+        return nil
+      }
+      if let ready { continuation.resume(returning: ready) }
+    }
   }
 }
 
