@@ -27,7 +27,7 @@ public enum ProtoGenerator {
       swift.append((SwiftGenerator.swiftFileName(file.name), generator.generate(file)))
     }
     swift.append(("ProtoFiles.pb.swift", generator.generateFileTable()))
-    let serviceGenerator = ServiceGenerator(set: set, serverStreamingClients: false)
+    let serviceGenerator = ServiceGenerator(set: set)
     let services = set.files.compactMap { file in
       serviceGenerator.generate(file).map { (ServiceGenerator.swiftFileName(file.name), $0) }
     }

@@ -5,21 +5,16 @@
 /// - `ServiceProtocol`: one typed method per RPC, so a server that leaves one out does not compile;
 /// - `register(_:in:execution:)`: registers an implementation's methods with an `RPCRouter`, each
 ///   where the caller says it runs (`HandlerExecution`);
-/// - `Client`: a typed client over any `ClientTransport`, with a method per unary and (when
-///   `serverStreamingClients` is set) per server-streaming RPC.
+/// - `Client`: a typed client over any `ClientTransport`, with a method per unary and per
+///   server-streaming RPC (client and bidirectional streams have none).
 public struct ServiceGenerator {
   let typeNames: [String: String]
-  /// Whether `Client` gets methods for server-streaming RPCs.
-  public var serverStreamingClients: Bool
 
   /// Prepares a generator for every file of the set.
   ///
-  /// - Parameters:
-  ///   - set: The descriptor set.
-  ///   - serverStreamingClients: Whether `Client` gets methods for server-streaming RPCs.
-  public init(set: ProtoFileSet, serverStreamingClients: Bool = true) {
+  /// - Parameter set: The descriptor set.
+  public init(set: ProtoFileSet) {
     typeNames = SwiftGenerator(set: set).typeNames
-    self.serverStreamingClients = serverStreamingClients
   }
 
   /// The Swift file name for a proto file: `substatus/v1/status_service.proto` ->
@@ -167,11 +162,9 @@ public struct ServiceGenerator {
   // MARK: Client
 
   private func client(_ service: ProtoService, _ methods: [Method], namespace n: String) -> String {
-    let callable = methods.filter { $0.kind == .unary || ($0.kind == .serverStreaming && serverStreamingClients) }
+    let callable = methods.filter { $0.kind == .unary || $0.kind == .serverStreaming }
     var s = "  /// A typed client of `\(service.fullName)` over any client transport: one method per\n"
-    s += serverStreamingClients
-      ? "  /// unary and server-streaming RPC (client and bidirectional streams have none).\n"
-      : "  /// unary RPC (streaming RPCs have none).\n"
+    s += "  /// unary and server-streaming RPC (client and bidirectional streams have none).\n"
     s += "  ///\n"
     s += "  /// ```swift\n"
     s += "  /// let client = \(n).Client(transport: transport)\n"
@@ -207,7 +200,7 @@ public struct ServiceGenerator {
         s += "        method: \(m.descriptor).path, request: request, response: \(m.output).self, metadata: metadata,\n"
         s += "        options: options)\n"
         s += "    }\n"
-      default:
+      case .serverStreaming, .clientStreaming, .bidirectionalStreaming:
         s += "    /// - Returns: The response messages, as they arrive.\n"
         s += "    /// - Throws: `RPCError` when the call cannot start; the sequence throws the call's final error.\n"
         s += "    public func \(m.swiftName)(\n"

@@ -55,8 +55,6 @@ import Testing
     #expect(code.contains("public func serverStream(\n      _ request: Kinds_V1_Ping, metadata: Metadata = [:]"))
     #expect(!code.contains("public func clientStream("))
     #expect(!code.contains("public func bidi("))
-    let unaryOnly = try #require(ServiceGenerator(set: set, serverStreamingClients: false).generate(file))
-    #expect(!unaryOnly.contains("public func serverStream("))
   }
 
   @Test func aFileWithoutServicesGeneratesNothing() throws {
