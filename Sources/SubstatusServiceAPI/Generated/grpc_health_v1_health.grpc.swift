@@ -62,7 +62,7 @@ extension Grpc_Health_V1_Health {
   }
 
   /// A typed client of `grpc.health.v1.Health` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Grpc_Health_V1_Health.Client(transport: transport)
@@ -96,6 +96,24 @@ extension Grpc_Health_V1_Health {
     ) async throws(RPCError) -> Grpc_Health_V1_HealthCheckResponse {
       try await rpcClient.unary(
         method: Grpc_Health_V1_Health.check.path, request: request, response: Grpc_Health_V1_HealthCheckResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Streams the serving status of the requested service: the current status first, then every
+    /// change, until the client cancels. An unknown service is answered with SERVICE_UNKNOWN (not an
+    /// error), and the stream continues in case it becomes known.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response messages, as they arrive.
+    /// - Throws: `RPCError` when the call cannot start; the sequence throws the call's final error.
+    public func watch(
+      _ request: Grpc_Health_V1_HealthCheckRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> ServerStreamingResponse<Grpc_Health_V1_HealthCheckResponse> {
+      try await rpcClient.serverStreaming(
+        method: Grpc_Health_V1_Health.watch.path, request: request, response: Grpc_Health_V1_HealthCheckResponse.self, metadata: metadata,
         options: options)
     }
   }

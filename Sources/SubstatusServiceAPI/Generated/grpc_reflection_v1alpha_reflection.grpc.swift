@@ -45,7 +45,7 @@ extension Grpc_Reflection_V1alpha_ServerReflection {
   }
 
   /// A typed client of `grpc.reflection.v1alpha.ServerReflection` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Grpc_Reflection_V1alpha_ServerReflection.Client(transport: transport)

@@ -57,7 +57,7 @@ extension Subs_Bench_V1_Bench {
   }
 
   /// A typed client of `subs.bench.v1.Bench` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Subs_Bench_V1_Bench.Client(transport: transport)

@@ -240,7 +240,7 @@ extension Substatus_V1_AdminService {
   }
 
   /// A typed client of `substatus.v1.AdminService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_AdminService.Client(transport: transport)

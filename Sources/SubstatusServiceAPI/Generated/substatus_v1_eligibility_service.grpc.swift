@@ -97,7 +97,7 @@ extension Substatus_V1_EligibilityService {
   }
 
   /// A typed client of `substatus.v1.EligibilityService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_EligibilityService.Client(transport: transport)

@@ -146,7 +146,7 @@ extension Substatus_V1_IngestService {
   }
 
   /// A typed client of `substatus.v1.IngestService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_IngestService.Client(transport: transport)

@@ -43,7 +43,7 @@ extension Substatus_V1_ReportService {
   }
 
   /// A typed client of `substatus.v1.ReportService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_ReportService.Client(transport: transport)

@@ -78,7 +78,7 @@ extension Substatus_V1_StatusService {
   }
 
   /// A typed client of `substatus.v1.StatusService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_StatusService.Client(transport: transport)

@@ -78,7 +78,7 @@ extension Substatus_V1_TenantService {
   }
 
   /// A typed client of `substatus.v1.TenantService` over any client transport: one method per
-  /// unary RPC (streaming RPCs have none).
+  /// unary and server-streaming RPC (client and bidirectional streams have none).
   ///
   /// ```swift
   /// let client = Substatus_V1_TenantService.Client(transport: transport)
