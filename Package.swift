@@ -226,6 +226,7 @@ let package = Package(
       name: "SubstatusClientTests",
       dependencies: [
         "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusClock",
+        "SubstatusServiceAPI",
       ],
       swiftSettings: swiftSettings),
     .testTarget(

@@ -4,13 +4,14 @@ import SubstatusServiceAPI
 import SubstatusWire
 import Testing
 
-/// `grpc.health.v1.Health` through the generated client and registration, in process.
+/// `grpc.health.v1.Health` through the generated client and registration, over the in-process
+/// transport.
 @Suite struct HealthServiceTests {
   typealias Status = HealthService.ServingStatus
 
   /// Serves a router holding `pkg.Svc/M` and the health service; runs `body` with a client.
   func withHealthServer(
-    _ body: (HealthService, Grpc_Health_V1_Health.Client, RPCRouter) async throws -> Void
+    _ body: (HealthService, Grpc_Health_V1_Health.Client) async throws -> Void
   ) async throws {
     var router = RPCRouter()
     router.registerUnaryBytes(method: "/pkg.Svc/M") { request, _ in request }
@@ -21,7 +22,7 @@ import Testing
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { try await server.run() }
       defer { server.beginGracefulShutdown() }
-      try await body(health, Grpc_Health_V1_Health.Client(transport: transport.client), router)
+      try await body(health, Grpc_Health_V1_Health.Client(transport: transport.client))
       server.beginGracefulShutdown()
       try await group.waitForAll()
     }
@@ -38,7 +39,7 @@ import Testing
   }
 
   @Test func checkReportsStatuses() async throws {
-    try await withHealthServer { (health, client, _) async throws in
+    try await withHealthServer { (health, client) async throws in
       #expect(try await status(client, "") == .serving)
       #expect(try await status(client, "pkg.Svc") == .serving)
       #expect(try await status(client, "grpc.health.v1.Health") == .serving)
@@ -50,59 +51,36 @@ import Testing
     }
   }
 
-  /// Calls Watch for `service` through the router as a transport does, and reads its statuses as
-  /// they are written; the call ends (its task is cancelled) when the sequence is dropped.
-  func watch(_ service: String, router: RPCRouter) -> AsyncThrowingStream<Status, any Error> {
-    AsyncThrowingStream { continuation in
-      let writer = PartWriter { part in
-        switch part {
-        case .metadata: break
-        case .message(let bytes):
-          do {
-            continuation.yield(try Grpc_Health_V1_HealthCheckResponse(serializedBytes: bytes).status)
-          } catch {
-            continuation.finish(throwing: error)
-          }
-        case .status(let code, let message, _):
-          continuation.finish(throwing: RPCError(code: code, message: message))
-        }
-      }
-      let context = ServerContext(method: Grpc_Health_V1_Health.watch.path, metadata: [:], deadline: nil, peer: "test")
-      let call = RPCServerCall(
-        context: context, requests: RPCRequestStream(messages: [request(service).serializedBytes()]), responses: writer)
-      let task = Task { await RPCServer.handle(call, router: router, interceptors: []) }
-      continuation.onTermination = { _ in task.cancel() }
-    }
+  /// Starts Watch for `service` with the generated client; the call ends when the iterator is
+  /// released.
+  func watch(
+    _ service: String, _ client: Grpc_Health_V1_Health.Client
+  ) async throws -> ServerStreamingResponse<Grpc_Health_V1_HealthCheckResponse>.AsyncIterator {
+    try await client.watch(request(service)).makeAsyncIterator()
   }
 
   @Test func watchSendsTheCurrentStatusThenEachChange() async throws {
-    try await withHealthServer { (health, _, router) async throws in
-      var server = watch("", router: router).makeAsyncIterator()
-      var service = watch("pkg.Svc", router: router).makeAsyncIterator()
-      #expect(try await server.next() == .serving)
-      #expect(try await service.next() == .serving)
+    try await withHealthServer { (health, client) async throws in
+      var server = try await watch("", client)
+      var service = try await watch("pkg.Svc", client)
+      #expect(try await server.next()?.status == .serving)
+      #expect(try await service.next()?.status == .serving)
       health.setStatus(.serving, forService: "")  // no change: nothing sent
       health.setStatus(.notServing, forService: "pkg.Svc")
-      #expect(try await service.next() == .notServing)
+      #expect(try await service.next()?.status == .notServing)
       health.markAllNotServing()
-      #expect(try await server.next() == .notServing)
+      #expect(try await server.next()?.status == .notServing)
       health.setStatus(.serving, forService: "pkg.Svc")
-      #expect(try await service.next() == .serving)
+      #expect(try await service.next()?.status == .serving)
     }
   }
 
   @Test func watchOfAnUnknownServiceSaysSoAndStaysOpen() async throws {
-    try await withHealthServer { (health, _, router) async throws in
-      var unknown = watch("later.Svc", router: router).makeAsyncIterator()
-      #expect(try await unknown.next() == .serviceUnknown)
+    try await withHealthServer { (health, client) async throws in
+      var unknown = try await watch("later.Svc", client)
+      #expect(try await unknown.next()?.status == .serviceUnknown)
       health.setStatus(.serving, forService: "later.Svc")
-      #expect(try await unknown.next() == .serving)
+      #expect(try await unknown.next()?.status == .serving)
     }
   }
-}
-
-/// Hands each response part to a closure.
-struct PartWriter: RPCResponseWriter {
-  let onPart: @Sendable (RPCResponsePart) -> Void
-  func write(_ parts: [RPCResponsePart]) { parts.forEach(onPart) }
 }
