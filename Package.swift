@@ -18,6 +18,7 @@ let package = Package(
   products: [
     .library(name: "SubstatusWire", targets: ["SubstatusWire"]),
     .library(name: "RPCCore", targets: ["RPCCore"]),
+    .library(name: "SubstatusServiceAPI", targets: ["SubstatusServiceAPI"]),
     .library(name: "RPCHTTP2Transport", targets: ["RPCHTTP2Transport"]),
     .library(name: "SubscriptionDomain", targets: ["SubscriptionDomain"]),
     .executable(name: "substatusd", targets: ["substatusd"]),
@@ -65,6 +66,10 @@ let package = Package(
     // MARK: RPC
     .target(name: "RPCCore", dependencies: ["SubstatusWire"], swiftSettings: swiftSettings),
     .target(name: "RPCInProcessTransport", dependencies: ["RPCCore"], swiftSettings: swiftSettings),
+    // Generated from Protos/ (scripts/generate-protos) into Generated/: per service a server
+    // protocol, its router registration and a typed client; beside it, grpc.health.v1.Health and
+    // server reflection, which implement their generated protocols.
+    .target(name: "SubstatusServiceAPI", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(
       name: "RPCHTTP2Transport",
       dependencies: ["RPCCore", "RPCWebProtocols", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
@@ -99,14 +104,15 @@ let package = Package(
     .target(
       name: "SubstatusService",
       dependencies: [
-        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer", "AppStoreSignedData",
+        "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
+        "AppStoreSignedData",
         "SubstatusJSON", "CCrypto", "SubstatusClock",
       ],
       swiftSettings: swiftSettings),
 
     .target(
       name: "SubstatusDaemon",
-      dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
+      dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
       swiftSettings: swiftSettings),
@@ -128,7 +134,8 @@ let package = Package(
       path: "Benchmarks/E2EData", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-bench-server",
-      dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "ProcessSignals"], swiftSettings: swiftSettings),
+      dependencies: ["RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "SubstatusWire", "ProcessSignals"],
+      swiftSettings: swiftSettings),
     .target(
       name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData", "ProcessSignals"],
       swiftSettings: swiftSettings),
@@ -141,7 +148,8 @@ let package = Package(
 
     // MARK: Swift client library and CLI
     .target(
-      name: "SubstatusClient", dependencies: ["RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubstatusClock"],
+      name: "SubstatusClient",
+      dependencies: ["RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "SubstatusWire", "SubstatusClock"],
       path: "Clients/SubstatusClient", swiftSettings: swiftSettings),
     .target(
       name: "SubstatusCLI", dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "SubstatusClock"],
@@ -175,8 +183,12 @@ let package = Package(
       name: "RPCWebProtocolsTests", dependencies: ["RPCWebProtocols", "RPCCore", "SubstatusWire"],
       swiftSettings: swiftSettings),
     .testTarget(
+      name: "SubstatusServiceAPITests",
+      dependencies: ["SubstatusServiceAPI", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      swiftSettings: swiftSettings),
+    .testTarget(
       name: "RPCHTTP2TransportTests",
-      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
+      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],
@@ -200,7 +212,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: [
-        "SubstatusService", "RPCCore", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
         "SubscriptionStorageSQLite", "SubstatusClock",
       ],
@@ -219,6 +231,7 @@ let package = Package(
       name: "SubstatusClientTests",
       dependencies: [
         "SubstatusClient", "SubstatusClientTestKit", "RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusClock",
+        "SubstatusServiceAPI",
       ],
       swiftSettings: swiftSettings),
     .testTarget(

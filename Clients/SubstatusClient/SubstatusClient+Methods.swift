@@ -1,6 +1,7 @@
 public import Foundation
 public import RPCCore
 public import SubstatusWire
+import SubstatusServiceAPI
 
 extension Date {
   /// Milliseconds since the Unix epoch, rounded to the nearest millisecond (the API's time unit).
@@ -35,9 +36,9 @@ extension SubstatusClient {
   {
     var request = Substatus_V1_CreateTenantRequest()
     request.name = name
-    return try await call(
-      Substatus_V1_TenantService.createTenant, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_TenantService.Client.self, idempotency: .nonIdempotent, options: options
+    ).createTenant(request)
   }
 
   /// Lists tenants, oldest first (`TenantService.ListTenants`; operator key). Idempotent.
@@ -55,8 +56,9 @@ extension SubstatusClient {
     var request = Substatus_V1_ListTenantsRequest()
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_TenantService.listTenants, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_TenantService.Client.self, idempotency: .idempotent, options: options
+    ).listTenants(request)
   }
 
   /// Disables a tenant (`TenantService.DisableTenant`; operator key). Not retried.
@@ -73,9 +75,9 @@ extension SubstatusClient {
   {
     var request = Substatus_V1_DisableTenantRequest()
     request.tenantID = tenantID
-    return try await call(
-      Substatus_V1_TenantService.disableTenant, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_TenantService.Client.self, idempotency: .nonIdempotent, options: options
+    ).disableTenant(request)
   }
 }
 
@@ -104,8 +106,9 @@ extension SubstatusClient {
     request.bundleID = bundleID
     request.displayName = displayName
     request.appleAppID = appleAppID
-    let response = try await call(
-      Substatus_V1_AdminService.registerApp, request, idempotency: .nonIdempotent, options: options)
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).registerApp(request)
     return response.app ?? Substatus_V1_App()
   }
 
@@ -121,8 +124,9 @@ extension SubstatusClient {
   {
     var request = Substatus_V1_GetAppRequest()
     request.appID = appID
-    let response = try await call(
-      Substatus_V1_AdminService.getApp, request, idempotency: .idempotent, options: options)
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).getApp(request)
     return response.app ?? Substatus_V1_App()
   }
 
@@ -141,8 +145,9 @@ extension SubstatusClient {
     var request = Substatus_V1_ListAppsRequest()
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_AdminService.listApps, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).listApps(request)
   }
 
   /// Sets the app's App Store shared secret (`AdminService.SetSharedSecret`). Not retried.
@@ -165,9 +170,9 @@ extension SubstatusClient {
     request.appID = appID
     request.sharedSecret = sharedSecret
     request.previousSecretOverlapSeconds = previousSecretOverlapSeconds
-    return try await call(
-      Substatus_V1_AdminService.setSharedSecret, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).setSharedSecret(request)
   }
 
   /// Inserts or replaces catalog products by product id (`AdminService.PutProducts`). Not retried.
@@ -196,9 +201,9 @@ extension SubstatusClient {
     var request = Substatus_V1_PutProductsRequest()
     request.appID = appID
     request.products = products
-    return try await call(
-      Substatus_V1_AdminService.putProducts, request, idempotency: .nonIdempotent, options: options
-    ).products
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).putProducts(request).products
   }
 
   /// Lists the app's catalog, ordered by product id (`AdminService.ListProducts`). Idempotent.
@@ -220,8 +225,9 @@ extension SubstatusClient {
     request.subscriptionGroupID = subscriptionGroupID
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_AdminService.listProducts, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).listProducts(request)
   }
 
   /// Changes the app's eligibility policy (`AdminService.SetPolicy`). Not retried.
@@ -250,8 +256,9 @@ extension SubstatusClient {
     request.appID = appID
     request.policy = policy
     request.updateMask = updateMask
-    let response = try await call(
-      Substatus_V1_AdminService.setPolicy, request, idempotency: .nonIdempotent, options: options)
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).setPolicy(request)
     return response.app ?? Substatus_V1_App()
   }
 
@@ -286,8 +293,9 @@ extension SubstatusClient {
       request.updateMask.append("display_name")
     }
     request.app = values
-    let response = try await call(
-      Substatus_V1_AdminService.updateApp, request, idempotency: .idempotent, options: options)
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).updateApp(request)
     return response.app ?? Substatus_V1_App()
   }
 
@@ -313,9 +321,9 @@ extension SubstatusClient {
     request.role = role
     request.appIDs = appIDs
     request.description = description
-    return try await call(
-      Substatus_V1_AdminService.createApiKey, request, idempotency: .nonIdempotent, options: options
-    )
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).createApiKey(request)
   }
 
   /// Lists the tenant's API keys, oldest first (`AdminService.ListApiKeys`). Idempotent.
@@ -335,8 +343,9 @@ extension SubstatusClient {
     request.showRevoked = showRevoked
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_AdminService.listApiKeys, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).listApiKeys(request)
   }
 
   /// Revokes an API key at once (`AdminService.RevokeApiKey`). Not retried.
@@ -351,9 +360,9 @@ extension SubstatusClient {
   {
     var request = Substatus_V1_RevokeApiKeyRequest()
     request.keyID = keyID
-    let response = try await call(
-      Substatus_V1_AdminService.revokeApiKey, request, idempotency: .nonIdempotent, options: options
-    )
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).revokeApiKey(request)
     return response.info ?? Substatus_V1_ApiKeyInfo()
   }
 }
@@ -388,8 +397,9 @@ extension SubstatusClient {
     request.userID = userID
     request.receiptData = receiptData
     request.excludeOldTransactions = excludeOldTransactions
-    return try await call(
-      Substatus_V1_IngestService.submitReceipt, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+    ).submitReceipt(request)
   }
 
   /// Stores a verifyReceipt response body obtained elsewhere
@@ -415,9 +425,9 @@ extension SubstatusClient {
     request.appID = appID
     request.userID = userID
     request.verifyReceiptResponseJson = json
-    return try await call(
-      Substatus_V1_IngestService.importReceiptResponse, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+    ).importReceiptResponse(request)
   }
 
   /// Stores transactions and renewal infos in substatus's own form
@@ -441,9 +451,9 @@ extension SubstatusClient {
     request.userID = userID
     request.transactions = transactions
     request.renewalInfos = renewalInfos
-    return try await call(
-      Substatus_V1_IngestService.importTransactions, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+    ).importTransactions(request)
   }
 
   /// Verifies and stores StoreKit 2 signed data (`IngestService.SubmitSignedTransactions`):
@@ -476,9 +486,9 @@ extension SubstatusClient {
     request.userID = userID
     request.signedTransactions = signedTransactions
     request.signedRenewalInfos = signedRenewalInfos
-    return try await call(
-      Substatus_V1_IngestService.submitSignedTransactions, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+    ).submitSignedTransactions(request)
   }
 
   /// Brings a user's history up to date from the App Store Server API
@@ -512,8 +522,9 @@ extension SubstatusClient {
     request.transactionID = transactionID
     request.environment = environment
     request.fullResync = fullResync
-    return try await call(
-      Substatus_V1_IngestService.syncTransactionHistory, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+    ).syncTransactionHistory(request)
   }
 }
 
@@ -548,9 +559,9 @@ extension SubstatusClient {
     request.queries = queries
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
-    return try await call(
-      Substatus_V1_EligibilityService.checkEligibility, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+    ).checkEligibility(request)
   }
 
   /// Answers eligibility for one user (a one-query ``checkEligibility(appID:queries:asOf:environment:options:)``).
@@ -619,8 +630,9 @@ extension SubstatusClient {
     request.userID = userID
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
-    return try await call(
-      Substatus_V1_StatusService.getStatus, request, idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+    ).getStatus(request)
   }
 
   /// Returns what the user is entitled to (`StatusService.GetEntitlements`). Idempotent.
@@ -643,9 +655,9 @@ extension SubstatusClient {
     request.userID = userID
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
-    return try await call(
-      Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+    ).getEntitlements(request)
   }
 
   /// Returns one page of the user's stored transactions, oldest purchase first
@@ -672,9 +684,9 @@ extension SubstatusClient {
     request.environment = environment
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_StatusService.getTransactionHistory, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+    ).getTransactionHistory(request)
   }
 
   /// Every page of the user's transaction history, fetched lazily as the sequence is iterated.
@@ -724,8 +736,9 @@ extension SubstatusClient {
     request.appID = appID
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
-    let response = try await call(
-      Substatus_V1_ReportService.getReport, request, idempotency: .idempotent, options: options)
+    let response = try await service(
+      Substatus_V1_ReportService.Client.self, idempotency: .idempotent, options: options
+    ).getReport(request)
     return response.report ?? Substatus_V1_Report()
   }
 
@@ -746,8 +759,8 @@ extension SubstatusClient {
   {
     var request = Grpc_Health_V1_HealthCheckRequest()
     request.service = service
-    return try await call(
-      Grpc_Health_V1_Health.check, request, idempotency: .idempotent, authenticated: false,
-      options: options)
+    return try await self.service(
+      Grpc_Health_V1_Health.Client.self, idempotency: .idempotent, authenticated: false, options: options
+    ).check(request)
   }
 }

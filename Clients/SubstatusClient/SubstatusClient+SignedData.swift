@@ -1,5 +1,6 @@
 public import RPCCore
 public import SubstatusWire
+import SubstatusServiceAPI
 
 // MARK: - In-App Purchase key (ADMIN key) and offer signatures (READ, INGEST or ADMIN key)
 
@@ -36,9 +37,9 @@ extension SubstatusClient {
     request.issuerID = issuerID
     request.keyID = keyID
     request.privateKeyPem = privateKeyPEM
-    let response = try await call(
-      Substatus_V1_AdminService.setInAppPurchaseKey, request, idempotency: .nonIdempotent,
-      options: options)
+    let response = try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).setInAppPurchaseKey(request)
     return response.app ?? Substatus_V1_App()
   }
 
@@ -80,9 +81,9 @@ extension SubstatusClient {
     request.nonce = nonce
     request.transactionID = transactionID
     request.environment = environment
-    return try await call(
-      Substatus_V1_EligibilityService.signPromotionalOffer, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+    ).signPromotionalOffer(request)
   }
 
   /// Signs an introductory-offer eligibility JWS for one user and product, when the user is
@@ -119,8 +120,8 @@ extension SubstatusClient {
     request.transactionID = transactionID
     request.nonce = nonce
     request.environment = environment
-    return try await call(
-      Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, request,
-      idempotency: .idempotent, options: options)
+    return try await service(
+      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+    ).signIntroductoryOfferEligibility(request)
   }
 }

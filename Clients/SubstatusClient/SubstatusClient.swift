@@ -108,9 +108,37 @@ public struct SubstatusClient: Sendable {
     self.clock = clock
   }
 
-  /// Calls any unary method of the API with a complete request message.
+  /// A generated client of any service whose calls get this client's policy: the API key, one
+  /// deadline over all attempts and, for idempotent calls, retries of `UNAVAILABLE`.
   ///
-  /// The typed methods all go through here; use it for fields the typed methods do not expose.
+  /// The typed methods of this client all go through here; use it for RPCs and fields they do not
+  /// cover. A new RPC needs no code in this library:
+  ///
+  /// ```swift
+  /// var request = Substatus_V1_ListProductsRequest()
+  /// request.appID = app
+  /// request.subscriptionGroupID = "pro"
+  /// let page = try await client.service(Substatus_V1_AdminService.Client.self, idempotency: .idempotent)
+  ///   .listProducts(request)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - type: The generated client type, such as `Substatus_V1_StatusService.Client`.
+  ///   - idempotency: Whether `UNAVAILABLE` may be retried; `.nonIdempotent` unless you know better.
+  ///   - authenticated: Whether to send the API key.
+  ///   - options: Deadline (per call, retries included), metadata and retry overrides.
+  /// - Returns: The client. Its calls throw `RPCError` with the server's status, and
+  ///   `DEADLINE_EXCEEDED` once the timeout passes.
+  public func service<Client: RPCServiceClient>(
+    _ type: Client.Type, idempotency: Idempotency = .nonIdempotent, authenticated: Bool = true,
+    options: SubstatusCallOptions = SubstatusCallOptions()
+  ) -> Client {
+    Client(transport: SubstatusCallTransport(
+      client: self, idempotency: idempotency, authenticated: authenticated, options: options))
+  }
+
+  /// Calls any unary method of the API with a complete request message, as
+  /// ``service(_:idempotency:authenticated:options:)`` does through a generated client.
   ///
   /// ```swift
   /// var request = Substatus_V1_ListProductsRequest()
@@ -134,51 +162,75 @@ public struct SubstatusClient: Sendable {
     idempotency: Idempotency, authenticated: Bool = true,
     options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Response {
-    var metadata = options.metadata
-    if authenticated, let apiKey {
+    let transport = SubstatusCallTransport(
+      client: self, idempotency: idempotency, authenticated: authenticated, options: options)
+    return try await RPCClient(transport: transport).unary(method: method.path, request: request, response: Response.self)
+  }
+}
+
+/// The transport under the generated clients of a ``SubstatusClient``: adds the API key and the
+/// call's metadata, keeps one deadline over all attempts of a call, and retries `UNAVAILABLE`
+/// failures of idempotent calls with the client's backoff (a server-streaming call only until its
+/// response headers arrive: once messages flow, the call is not repeated).
+struct SubstatusCallTransport: ClientTransport {
+  let client: SubstatusClient
+  let idempotency: Idempotency
+  let authenticated: Bool
+  let options: SubstatusCallOptions
+
+  func unary(method: String, request: [UInt8], metadata: Metadata, options callOptions: CallOptions)
+    async throws(RPCError) -> ClientResponse
+  {
+    try await withPolicy(method: method, metadata: metadata, options: callOptions) { metadata, options throws(RPCError) in
+      try await client.transport.unary(method: method, request: request, metadata: metadata, options: options)
+    }
+  }
+
+  func serverStreaming(method: String, request: [UInt8], metadata: Metadata, options callOptions: CallOptions)
+    async throws(RPCError) -> ClientResponseStream
+  {
+    try await withPolicy(method: method, metadata: metadata, options: callOptions) { metadata, options throws(RPCError) in
+      try await client.transport.serverStreaming(method: method, request: request, metadata: metadata, options: options)
+    }
+  }
+
+  /// Runs the attempts of one call with the policy's metadata, deadline and retries.
+  private func withPolicy<Result>(
+    method: String, metadata: Metadata, options callOptions: CallOptions,
+    _ attempt: (Metadata, CallOptions) async throws(RPCError) -> Result
+  ) async throws(RPCError) -> Result {
+    var metadata = metadata
+    metadata.add(contentsOf: options.metadata)
+    if authenticated, let apiKey = client.apiKey {
       metadata.removeAll(forKey: "authorization")
       metadata.addString("Bearer \(apiKey)", forKey: "authorization")
     }
-    let policy = idempotency == .idempotent ? (options.retryPolicy ?? retryPolicy) : .none
-    let timeout = options.timeout ?? defaultTimeout
+    let policy = idempotency == .idempotent ? (options.retryPolicy ?? client.retryPolicy) : .none
+    let clock = client.clock
+    let timeout = [options.timeout ?? client.defaultTimeout, callOptions.timeout].compactMap { $0 }.min()
     let deadline = timeout.map { clock.monotonicNow + $0 }
-    let bytes = request.serializedBytes()
-    var attempt = 1
+    var attempts = 1
     while true {
-      var callOptions = CallOptions()
+      var attemptOptions = callOptions
       if let deadline {
         let remaining = deadline - clock.monotonicNow
         guard remaining > .zero else {
-          throw RPCError(
-            code: .deadlineExceeded, message: "deadline exceeded before \(method.method)")
+          throw RPCError(code: .deadlineExceeded, message: "deadline exceeded before \(method.split(separator: "/").last ?? "")")
         }
-        callOptions.timeout = remaining
+        attemptOptions.timeout = remaining
       }
       do throws(RPCError) {
-        let reply = try await transport.unary(
-          method: method.path, request: bytes, metadata: metadata, options: callOptions)
-        do throws(WireError) {
-          return try Response(serializedBytes: reply.message)
-        } catch {
-          throw RPCError(
-            code: .internal,
-            message: "failed to decode \(Response.protoMessageName): \(error.message)", cause: error
-          )
-        }
+        return try await attempt(metadata, attemptOptions)
       } catch {
-        guard RetryPolicy.isRetryable(error.code), attempt < policy.maximumAttempts else {
-          throw error
-        }
-        let wait = policy.backoff(beforeRetry: attempt, random: Double.random(in: 0...1))
-        if let deadline, clock.monotonicNow + wait >= deadline {
-          throw error
-        }
+        guard RetryPolicy.isRetryable(error.code), attempts < policy.maximumAttempts else { throw error }
+        let wait = policy.backoff(beforeRetry: attempts, random: Double.random(in: 0...1))
+        if let deadline, clock.monotonicNow + wait >= deadline { throw error }
         do {
           try await clock.sleep(for: wait)
         } catch {
           throw RPCError(code: .cancelled, message: "the call was cancelled", cause: error)
         }
-        attempt += 1
+        attempts += 1
       }
     }
   }

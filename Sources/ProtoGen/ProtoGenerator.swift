@@ -1,12 +1,16 @@
 import Foundation
 
-/// Runs the whole generation: Swift files for `SubstatusWire/Generated` and the C table files for
-/// `CSubstatusProto`, as (relative path, text) pairs.
+/// Runs the whole generation: Swift files for `SubstatusWire/Generated`, the service code for
+/// `SubstatusServiceAPI/Generated` and the C table files for `CSubstatusProto`, as (relative path,
+/// text) pairs.
 public enum ProtoGenerator {
   /// The generated files.
   public struct Outputs {
     /// Swift files, relative to `Sources/SubstatusWire/Generated`.
     public var swift: [(String, String)]
+    /// Service files (server protocols, registration, clients), relative to
+    /// `Sources/SubstatusServiceAPI/Generated`.
+    public var services: [(String, String)]
     /// C files, relative to `Sources/CSubstatusProto`.
     public var c: [(String, String)]
   }
@@ -23,6 +27,10 @@ public enum ProtoGenerator {
       swift.append((SwiftGenerator.swiftFileName(file.name), generator.generate(file)))
     }
     swift.append(("ProtoFiles.pb.swift", generator.generateFileTable()))
+    let serviceGenerator = ServiceGenerator(set: set)
+    let services = set.files.compactMap { file in
+      serviceGenerator.generate(file).map { (ServiceGenerator.swiftFileName(file.name), $0) }
+    }
 
     var headers: [(path: String, text: String)] = []
     let fm = FileManager.default
@@ -40,6 +48,6 @@ public enum ProtoGenerator {
       ("include/module.modulemap", "module CSubstatusProto {\n  header \"csubstatus_proto.h\"\n  export *\n}\n"),
       ("csubstatus_descriptor_table.c", table.source(files: set.files)),
     ]
-    return Outputs(swift: swift, c: c)
+    return Outputs(swift: swift, services: services, c: c)
   }
 }

@@ -412,6 +412,8 @@ public struct SwiftGenerator {
       s += "  public static let \(Naming.escaped(lowerFirst(m.name))) = ProtoMethodDescriptor<\(input), \(output)>(\n"
       s += "    service: name, method: \"\(m.name)\", clientStreaming: \(m.clientStreaming), serverStreaming: \(m.serverStreaming))\n"
     }
+    s += "\n  /// The paths of every method, in declaration order.\n"
+    s += "  public static let methodPaths: [String] = [\(svc.methods.map { "\"/\(svc.fullName)/\($0.name)\"" }.joined(separator: ", "))]\n"
     s += "}\n"
     return s
   }

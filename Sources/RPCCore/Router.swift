@@ -125,6 +125,75 @@ public struct RPCRouter: Sendable {
     }
   }
 
+  /// Registers a typed server-streaming handler: one request, any number of responses.
+  ///
+  /// The request is decoded, and each response encoded, in the call's codec
+  /// (``ServerContext/codec``); a request that does not decode fails as
+  /// ``MessageCoding/decode(_:from:codec:)`` says.
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - request: The request message type.
+  ///   - response: The response message type.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
+  ///   - handler: Handles one request, writing responses until it returns; the call then ends
+  ///     with `OK`, or with the error it throws.
+  public mutating func registerServerStreaming<Request: ProtobufJSONMessage, Response: ProtobufJSONMessage>(
+    method: String, request: Request.Type, response: Response.Type, execution: HandlerExecution = .pool,
+    handler: @escaping @Sendable (Request, RPCMessageWriter<Response>, ServerContext) async throws -> Void
+  ) {
+    registerStreaming(method: method, execution: execution) { requests, responses, context in
+      let request = try MessageCoding.decode(Request.self, from: try await requests.single(), codec: context.codec)
+      try await handler(request, RPCMessageWriter(writer: responses, context: context), context)
+      return []
+    }
+  }
+
+  /// Registers a typed client-streaming handler: any number of requests, one response.
+  ///
+  /// Messages are read and written in the call's codec (``ServerContext/codec``).
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - request: The request message type.
+  ///   - response: The response message type.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
+  ///   - handler: Reads the requests and returns the response.
+  public mutating func registerClientStreaming<Request: ProtobufJSONMessage, Response: ProtobufJSONMessage>(
+    method: String, request: Request.Type, response: Response.Type, execution: HandlerExecution = .pool,
+    handler: @escaping @Sendable (RPCMessageSequence<Request>, ServerContext) async throws -> Response
+  ) {
+    registerStreaming(method: method, execution: execution) { requests, _, context in
+      let response = try await handler(RPCMessageSequence(requests: requests, codec: context.codec), context)
+      return [.metadata(context.response.initial), .message(MessageCoding.encode(response, codec: context.codec))]
+    }
+  }
+
+  /// Registers a typed bidirectional-streaming handler: requests and responses in both directions
+  /// at once.
+  ///
+  /// Messages are read and written in the call's codec (``ServerContext/codec``).
+  ///
+  /// - Parameters:
+  ///   - method: The full method path.
+  ///   - request: The request message type.
+  ///   - response: The response message type.
+  ///   - execution: Where the method's RPCs run (see ``HandlerExecution``).
+  ///   - handler: Reads requests and writes responses until it returns; the call then ends with
+  ///     `OK`, or with the error it throws.
+  public mutating func registerBidirectionalStreaming<Request: ProtobufJSONMessage, Response: ProtobufJSONMessage>(
+    method: String, request: Request.Type, response: Response.Type, execution: HandlerExecution = .pool,
+    handler: @escaping @Sendable (RPCMessageSequence<Request>, RPCMessageWriter<Response>, ServerContext) async throws
+      -> Void
+  ) {
+    registerStreaming(method: method, execution: execution) { requests, responses, context in
+      try await handler(
+        RPCMessageSequence(requests: requests, codec: context.codec), RPCMessageWriter(writer: responses, context: context),
+        context)
+      return []
+    }
+  }
+
   /// The handler for a method path.
   public func handler(for method: String) -> RPCStreamHandler? { handlers[method] }
 
@@ -213,6 +282,21 @@ public struct RPCServer: Sendable {
       try await run(interceptors.dropFirst(), context: context, handler: handler)
     }
   }
+}
+
+/// A generated client of one service (`Service.Client`): typed methods over a client transport.
+///
+/// Code that wraps a transport (adding credentials, deadlines or retries) can make any service's
+/// client over it:
+///
+/// ```swift
+/// func make<Client: RPCServiceClient>(_ type: Client.Type) -> Client { Client(transport: wrapped) }
+/// ```
+public protocol RPCServiceClient: Sendable {
+  /// Creates a client whose calls go over a transport.
+  ///
+  /// - Parameter transport: Carries the calls.
+  init(transport: any ClientTransport)
 }
 
 /// Calls unary and server-streaming methods (``serverStreaming(method:request:response:metadata:options:)``)

@@ -13,6 +13,7 @@ import SubscriptionStorageSQLite
 import SubstatusClock
 import SubstatusJSON
 import SubstatusService
+import SubstatusServiceAPI
 import SubstatusWire
 import Synchronization
 

@@ -2,12 +2,13 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceAPI
 import SubstatusWire
 
 // MARK: AdminService
 
-extension SubstatusService {
-  func registerApp(_ request: Substatus_V1_RegisterAppRequest, _ context: ServerContext) async throws -> Substatus_V1_RegisterAppResponse {
+extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
+  public func registerApp(_ request: Substatus_V1_RegisterAppRequest, _ context: ServerContext) async throws -> Substatus_V1_RegisterAppResponse {
     let (p, tenant) = try tenantID(context)
     guard !p.isScoped else {
       throw RPCError(code: .permissionDenied, message: "a key scoped to apps may not register apps")
@@ -33,7 +34,7 @@ extension SubstatusService {
     return response
   }
 
-  func getApp(_ request: Substatus_V1_GetAppRequest, _ context: ServerContext) async throws -> Substatus_V1_GetAppResponse {
+  public func getApp(_ request: Substatus_V1_GetAppRequest, _ context: ServerContext) async throws -> Substatus_V1_GetAppResponse {
     let cached = try await app(request.appID, context)
     var wire = cached.app.wire
     if let secrets = try? await store.sharedSecrets(appId: request.appID) {
@@ -48,7 +49,7 @@ extension SubstatusService {
     return response
   }
 
-  func listApps(_ request: Substatus_V1_ListAppsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListAppsResponse {
+  public func listApps(_ request: Substatus_V1_ListAppsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListAppsResponse {
     let (p, tenant) = try tenantID(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     let result = try await stored { () throws(StoreError) in try await store.listApps(tenantId: tenant, page: page) }
@@ -58,7 +59,7 @@ extension SubstatusService {
     return response
   }
 
-  func setSharedSecret(_ request: Substatus_V1_SetSharedSecretRequest, _ context: ServerContext) async throws -> Substatus_V1_SetSharedSecretResponse {
+  public func setSharedSecret(_ request: Substatus_V1_SetSharedSecretRequest, _ context: ServerContext) async throws -> Substatus_V1_SetSharedSecretResponse {
     let cached = try await app(request.appID, context)
     guard !request.sharedSecret.isEmpty else { throw invalidArgument("shared_secret", "must not be empty") }
     guard request.sharedSecret.utf8.count <= 1024 else { throw invalidArgument("shared_secret", "longer than 1024 bytes") }
@@ -81,7 +82,7 @@ extension SubstatusService {
     return response
   }
 
-  func putProducts(_ request: Substatus_V1_PutProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_PutProductsResponse {
+  public func putProducts(_ request: Substatus_V1_PutProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_PutProductsResponse {
     let cached = try await app(request.appID, context)
     guard !request.products.isEmpty else { throw invalidArgument("products", "must not be empty") }
     guard request.products.count <= limits.maxProductsPerPut else {
@@ -104,7 +105,7 @@ extension SubstatusService {
     return response
   }
 
-  func listProducts(_ request: Substatus_V1_ListProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListProductsResponse {
+  public func listProducts(_ request: Substatus_V1_ListProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListProductsResponse {
     _ = try await app(request.appID, context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     // Catalogs are small: read the whole one fresh and page by position.
@@ -121,7 +122,7 @@ extension SubstatusService {
     return response
   }
 
-  func setPolicy(_ request: Substatus_V1_SetPolicyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetPolicyResponse {
+  public func setPolicy(_ request: Substatus_V1_SetPolicyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetPolicyResponse {
     let cached = try await app(request.appID, context)
     let policy = try cached.app.policy.updated(with: request.policy ?? Substatus_V1_EligibilityPolicy(), mask: request.updateMask)
     let updated = try await stored { () throws(StoreError) in try await store.setPolicy(appId: request.appID, policy: policy) }
@@ -132,7 +133,7 @@ extension SubstatusService {
     return response
   }
 
-  func updateApp(_ request: Substatus_V1_UpdateAppRequest, _ context: ServerContext) async throws -> Substatus_V1_UpdateAppResponse {
+  public func updateApp(_ request: Substatus_V1_UpdateAppRequest, _ context: ServerContext) async throws -> Substatus_V1_UpdateAppResponse {
     let cached = try await app(request.appID, context)
     guard !request.updateMask.isEmpty else { throw invalidArgument("update_mask", "name the fields to change: apple_app_id, display_name") }
     let values = request.app ?? Substatus_V1_App()
@@ -162,7 +163,7 @@ extension SubstatusService {
     return response
   }
 
-  func createApiKey(_ request: Substatus_V1_CreateApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateApiKeyResponse {
+  public func createApiKey(_ request: Substatus_V1_CreateApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateApiKeyResponse {
     let (p, tenant) = try tenantID(context)
     let role: ApiKeyRecord.Role
     switch request.role {
@@ -190,7 +191,7 @@ extension SubstatusService {
     return response
   }
 
-  func listApiKeys(_ request: Substatus_V1_ListApiKeysRequest, _ context: ServerContext) async throws -> Substatus_V1_ListApiKeysResponse {
+  public func listApiKeys(_ request: Substatus_V1_ListApiKeysRequest, _ context: ServerContext) async throws -> Substatus_V1_ListApiKeysResponse {
     let (p, tenant) = try tenantID(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     let result = try await stored { () throws(StoreError) in try await store.listApiKeys(tenantId: tenant, page: page) }
@@ -201,7 +202,7 @@ extension SubstatusService {
     return response
   }
 
-  func revokeApiKey(_ request: Substatus_V1_RevokeApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_RevokeApiKeyResponse {
+  public func revokeApiKey(_ request: Substatus_V1_RevokeApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_RevokeApiKeyResponse {
     let (p, tenant) = try tenantID(context)
     try requireID(request.keyID, "key_id", limits: limits)
     if p.isScoped {

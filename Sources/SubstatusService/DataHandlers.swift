@@ -2,12 +2,13 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceAPI
 import SubstatusWire
 
 // MARK: IngestService
 
-extension SubstatusService {
-  func submitReceipt(_ request: Substatus_V1_SubmitReceiptRequest, _ context: ServerContext) async throws -> Substatus_V1_SubmitReceiptResponse {
+extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
+  public func submitReceipt(_ request: Substatus_V1_SubmitReceiptRequest, _ context: ServerContext) async throws -> Substatus_V1_SubmitReceiptResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     guard !request.receiptData.isEmpty else { throw invalidArgument("receipt_data", "must not be empty") }
@@ -42,7 +43,7 @@ extension SubstatusService {
     return IngestedStatus(userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation).response()
   }
 
-  func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
+  public func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     guard !request.verifyReceiptResponseJson.isEmpty else {
@@ -101,7 +102,7 @@ extension SubstatusService {
     return (environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()))
   }
 
-  func importTransactions(_ request: Substatus_V1_ImportTransactionsRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportTransactionsResponse {
+  public func importTransactions(_ request: Substatus_V1_ImportTransactionsRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportTransactionsResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     guard !request.transactions.isEmpty || !request.renewalInfos.isEmpty else {
@@ -211,8 +212,8 @@ extension SubstatusService {
 
 // MARK: EligibilityService
 
-extension SubstatusService {
-  func checkEligibility(_ request: Substatus_V1_CheckEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_CheckEligibilityResponse {
+extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Substatus_V1_StatusService.ServiceProtocol {
+  public func checkEligibility(_ request: Substatus_V1_CheckEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_CheckEligibilityResponse {
     let cached = try await app(request.appID, context)
     guard !request.queries.isEmpty else { throw invalidArgument("queries", "must not be empty") }
     guard request.queries.count <= limits.maxEligibilityQueries else {
@@ -278,7 +279,7 @@ extension SubstatusService {
     return (environment, evaluate(history, cached, at: time))
   }
 
-  func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
+  public func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
     let (environment, evaluation) = try await userEvaluation(
       appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
     var response = Substatus_V1_GetStatusResponse()
@@ -290,7 +291,7 @@ extension SubstatusService {
     return response
   }
 
-  func getEntitlements(_ request: Substatus_V1_GetEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetEntitlementsResponse {
+  public func getEntitlements(_ request: Substatus_V1_GetEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetEntitlementsResponse {
     let (environment, evaluation) = try await userEvaluation(
       appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
     var response = Substatus_V1_GetEntitlementsResponse()
@@ -301,7 +302,7 @@ extension SubstatusService {
     return response
   }
 
-  func getTransactionHistory(_ request: Substatus_V1_GetTransactionHistoryRequest, _ context: ServerContext) async throws -> Substatus_V1_GetTransactionHistoryResponse {
+  public func getTransactionHistory(_ request: Substatus_V1_GetTransactionHistoryRequest, _ context: ServerContext) async throws -> Substatus_V1_GetTransactionHistoryResponse {
     _ = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     let environment = try SubscriptionDomain.Environment(wire: request.environment)
@@ -321,8 +322,8 @@ extension SubstatusService {
 
 // MARK: ReportService
 
-extension SubstatusService {
-  func getReport(_ request: Substatus_V1_GetReportRequest, _ context: ServerContext) async throws -> Substatus_V1_GetReportResponse {
+extension SubstatusService: Substatus_V1_ReportService.ServiceProtocol {
+  public func getReport(_ request: Substatus_V1_GetReportRequest, _ context: ServerContext) async throws -> Substatus_V1_GetReportResponse {
     let cached = try await app(request.appID, context)
     let environment = try SubscriptionDomain.Environment(wire: request.environment)
     let time = try asOf(request.asOfMs)

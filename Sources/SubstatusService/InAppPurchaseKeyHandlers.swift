@@ -7,7 +7,7 @@ import SubstatusWire
 // MARK: AdminService.SetInAppPurchaseKey
 
 extension SubstatusService {
-  func setInAppPurchaseKey(_ request: Substatus_V1_SetInAppPurchaseKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetInAppPurchaseKeyResponse {
+  public func setInAppPurchaseKey(_ request: Substatus_V1_SetInAppPurchaseKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetInAppPurchaseKeyResponse {
     let cached = try await app(request.appID, context)
     guard InAppPurchaseKeyValidation.isUUID(request.issuerID) else {
       throw invalidArgument("issuer_id", "must be a UUID (the issuer id shown in App Store Connect)")

@@ -11,7 +11,7 @@ import SubstatusWire
 // CheckEligibility uses (`evaluate(_:_:at:)` then `eligibility(for:)`), at the server's now.
 
 extension SubstatusService {
-  func signPromotionalOffer(_ request: Substatus_V1_SignPromotionalOfferRequest, _ context: ServerContext) async throws -> Substatus_V1_SignPromotionalOfferResponse {
+  public func signPromotionalOffer(_ request: Substatus_V1_SignPromotionalOfferRequest, _ context: ServerContext) async throws -> Substatus_V1_SignPromotionalOfferResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     let product = try subscriptionProduct(request.productID, cached)
@@ -49,7 +49,7 @@ extension SubstatusService {
     return response
   }
 
-  func signIntroductoryOfferEligibility(_ request: Substatus_V1_SignIntroductoryOfferEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_SignIntroductoryOfferEligibilityResponse {
+  public func signIntroductoryOfferEligibility(_ request: Substatus_V1_SignIntroductoryOfferEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_SignIntroductoryOfferEligibilityResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
     let product = try subscriptionProduct(request.productID, cached)

@@ -138,7 +138,7 @@ enum UnverifiedJWS {
 // MARK: IngestService.SubmitSignedTransactions
 
 extension SubstatusService {
-  func submitSignedTransactions(_ request: Substatus_V1_SubmitSignedTransactionsRequest, _ context: ServerContext) async throws
+  public func submitSignedTransactions(_ request: Substatus_V1_SubmitSignedTransactionsRequest, _ context: ServerContext) async throws
     -> Substatus_V1_SubmitSignedTransactionsResponse
   {
     let cached = try await app(request.appID, context)

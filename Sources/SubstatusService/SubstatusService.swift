@@ -4,6 +4,7 @@ import RPCCore
 import Synchronization
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceAPI
 import SubstatusWire
 
 /// The substatus API: the handlers of every service in `Protos/substatus/v1`, over a ``Store``.
@@ -77,52 +78,32 @@ public final class SubstatusService: Sendable {
     [AccessLogInterceptor(service: self), AuthInterceptor(service: self)]
   }
 
-  /// Registers every method of the six substatus services.
+  /// The methods that run on the transport's I/O thread (``HandlerExecution/transportThread``).
   ///
-  /// The read-only hot path (CheckEligibility, GetStatus, GetEntitlements) runs on the transport's
-  /// I/O thread (``HandlerExecution/transportThread``): a call is a cached key and app lookup, the
-  /// store's per-user read and an evaluation, tens of microseconds without waiting on anything, so
-  /// the hand-over to the shared pool and back would cost more than the work. Whatever such a call
-  /// awaits (a cache miss going to the store, a store that does I/O on its own threads) suspends
-  /// it without blocking the thread. Every other method may wait on the writer or on Apple and runs
-  /// on the pool.
+  /// The read-only hot path (CheckEligibility, GetStatus, GetEntitlements): a call is a cached key
+  /// and app lookup, the store's per-user read and an evaluation, tens of microseconds without
+  /// waiting on anything, so the hand-over to the shared pool and back would cost more than the
+  /// work. Whatever such a call awaits (a cache miss going to the store, a store that does I/O on
+  /// its own threads) suspends it without blocking the thread. Every other method may wait on the
+  /// writer or on Apple and runs on the pool.
+  public static let transportThreadMethods: Set<String> = [
+    Substatus_V1_EligibilityService.checkEligibility.path, Substatus_V1_StatusService.getStatus.path,
+    Substatus_V1_StatusService.getEntitlements.path,
+  ]
+
+  /// Registers every method of the substatus.v1 services through their generated registrations
+  /// (each service's `ServiceProtocol`, which this class implements beside the handlers), the
+  /// ``transportThreadMethods`` on the transport's I/O thread and the others on the pool.
+  ///
+  /// - Parameter router: The router to add the methods to.
   public func register(in router: inout RPCRouter) {
-    func add<Req: ProtobufJSONMessage, Res: ProtobufJSONMessage>(
-      _ method: ProtoMethodDescriptor<Req, Res>, execution: HandlerExecution = .pool,
-      _ handler: @escaping @Sendable (SubstatusService) -> @Sendable (Req, ServerContext) async throws -> Res
-    ) {
-      let bound = handler(self)
-      router.registerUnary(method: method.path, request: Req.self, response: Res.self, execution: execution) { request, context in
-        try await bound(request, context)
-      }
-    }
-    add(Substatus_V1_TenantService.createTenant, { $0.createTenant })
-    add(Substatus_V1_TenantService.listTenants, { $0.listTenants })
-    add(Substatus_V1_TenantService.disableTenant, { $0.disableTenant })
-    add(Substatus_V1_AdminService.registerApp, { $0.registerApp })
-    add(Substatus_V1_AdminService.getApp, { $0.getApp })
-    add(Substatus_V1_AdminService.listApps, { $0.listApps })
-    add(Substatus_V1_AdminService.updateApp, { $0.updateApp })
-    add(Substatus_V1_AdminService.setSharedSecret, { $0.setSharedSecret })
-    add(Substatus_V1_AdminService.putProducts, { $0.putProducts })
-    add(Substatus_V1_AdminService.listProducts, { $0.listProducts })
-    add(Substatus_V1_AdminService.setPolicy, { $0.setPolicy })
-    add(Substatus_V1_AdminService.createApiKey, { $0.createApiKey })
-    add(Substatus_V1_AdminService.listApiKeys, { $0.listApiKeys })
-    add(Substatus_V1_AdminService.revokeApiKey, { $0.revokeApiKey })
-    add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
-    add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
-    add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
-    add(Substatus_V1_IngestService.submitSignedTransactions, { $0.submitSignedTransactions })
-    add(Substatus_V1_IngestService.syncTransactionHistory, { $0.syncTransactionHistory })
-    add(Substatus_V1_EligibilityService.checkEligibility, execution: .transportThread, { $0.checkEligibility })
-    add(Substatus_V1_StatusService.getStatus, execution: .transportThread, { $0.getStatus })
-    add(Substatus_V1_StatusService.getEntitlements, execution: .transportThread, { $0.getEntitlements })
-    add(Substatus_V1_StatusService.getTransactionHistory, { $0.getTransactionHistory })
-    add(Substatus_V1_ReportService.getReport, { $0.getReport })
-    add(Substatus_V1_AdminService.setInAppPurchaseKey, { $0.setInAppPurchaseKey })
-    add(Substatus_V1_EligibilityService.signPromotionalOffer, { $0.signPromotionalOffer })
-    add(Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, { $0.signIntroductoryOfferEligibility })
+    let execution: (String) -> HandlerExecution = { Self.transportThreadMethods.contains($0) ? .transportThread : .pool }
+    Substatus_V1_TenantService.register(self, in: &router, execution: execution)
+    Substatus_V1_AdminService.register(self, in: &router, execution: execution)
+    Substatus_V1_IngestService.register(self, in: &router, execution: execution)
+    Substatus_V1_EligibilityService.register(self, in: &router, execution: execution)
+    Substatus_V1_StatusService.register(self, in: &router, execution: execution)
+    Substatus_V1_ReportService.register(self, in: &router, execution: execution)
   }
 
   // MARK: Shared lookups
@@ -191,8 +172,8 @@ public final class SubstatusService: Sendable {
 
 // MARK: TenantService
 
-extension SubstatusService {
-  func createTenant(_ request: Substatus_V1_CreateTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateTenantResponse {
+extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
+  public func createTenant(_ request: Substatus_V1_CreateTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_CreateTenantResponse {
     try requireOperator(context)
     let name = request.name.trimmingCharacters(in: .whitespaces)
     guard !name.isEmpty else { throw invalidArgument("name", "must not be empty") }
@@ -214,7 +195,7 @@ extension SubstatusService {
     return response
   }
 
-  func listTenants(_ request: Substatus_V1_ListTenantsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListTenantsResponse {
+  public func listTenants(_ request: Substatus_V1_ListTenantsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListTenantsResponse {
     try requireOperator(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     let result = try await stored { () throws(StoreError) in try await store.listTenants(page: page) }
@@ -224,7 +205,7 @@ extension SubstatusService {
     return response
   }
 
-  func disableTenant(_ request: Substatus_V1_DisableTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_DisableTenantResponse {
+  public func disableTenant(_ request: Substatus_V1_DisableTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_DisableTenantResponse {
     try requireOperator(context)
     try requireID(request.tenantID, "tenant_id", limits: limits)
     let tenant = try await stored { () throws(StoreError) in try await store.setTenantDisabled(id: request.tenantID, disabled: true) }

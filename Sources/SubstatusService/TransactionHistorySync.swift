@@ -63,7 +63,7 @@ struct HistorySyncResult {
 extension SubstatusService {
   // MARK: IngestService.SyncTransactionHistory
 
-  func syncTransactionHistory(
+  public func syncTransactionHistory(
     _ request: Substatus_V1_SyncTransactionHistoryRequest, _ context: ServerContext
   ) async throws -> Substatus_V1_SyncTransactionHistoryResponse {
     let cached = try await app(request.appID, context)

@@ -12,6 +12,7 @@ import Foundation
 import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
+import SubstatusServiceAPI
 import SubstatusWire
 
 func usage() -> Never {
@@ -65,30 +66,33 @@ guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(
 var host = String(listen[..<colon])
 if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
 
-var router = RPCRouter()
-router.registerUnary(
-  method: "/subs.bench.v1.Bench/Echo", request: Subs_Bench_V1_EchoRequest.self, response: Subs_Bench_V1_EchoReply.self,
-  execution: execution
-) { request, _ in
-  var reply = Subs_Bench_V1_EchoReply()
-  reply.payload = request.payload
-  return reply
-}
-router.registerUnary(
-  method: "/subs.bench.v1.Bench/CheckEligibility", request: Subs_Bench_V1_EligibilityRequest.self,
-  response: Subs_Bench_V1_EligibilityReply.self, execution: execution
-) { request, _ in
-  var reply = Subs_Bench_V1_EligibilityReply()
-  reply.results = workload.check(userID: request.userID, productIDs: request.productIDs).map { result in
-    var item = Subs_Bench_V1_ProductEligibility()
-    item.productID = result.productID
-    item.introEligible = result.intro
-    item.promoEligible = result.promo
-    return item
+/// The `subs.bench.v1.Bench` service over the synthetic workload.
+struct BenchService: Subs_Bench_V1_Bench.ServiceProtocol {
+  let workload: BenchWorkload
+
+  func echo(_ request: Subs_Bench_V1_EchoRequest, _ context: ServerContext) async throws -> Subs_Bench_V1_EchoReply {
+    var reply = Subs_Bench_V1_EchoReply()
+    reply.payload = request.payload
+    return reply
   }
-  return reply
+
+  func checkEligibility(
+    _ request: Subs_Bench_V1_EligibilityRequest, _ context: ServerContext
+  ) async throws -> Subs_Bench_V1_EligibilityReply {
+    var reply = Subs_Bench_V1_EligibilityReply()
+    reply.results = workload.check(userID: request.userID, productIDs: request.productIDs).map { result in
+      var item = Subs_Bench_V1_ProductEligibility()
+      item.productID = result.productID
+      item.introEligible = result.intro
+      item.promoEligible = result.promo
+      return item
+    }
+    return reply
+  }
 }
 
+var router = RPCRouter()
+Subs_Bench_V1_Bench.register(BenchService(workload: workload), in: &router) { _ in execution }
 HealthService().register(into: &router)
 ReflectionService(files: ProtoFiles.all).register(into: &router)
 

@@ -8,6 +8,7 @@ import Testing
   static let generatedPaths = [
     "Sources/CSubstatusProto", "Sources/CProtobufDescriptor/google",
     "Sources/CProtobufDescriptor/include/google", "Sources/SubstatusWire/Generated",
+    "Sources/SubstatusServiceAPI/Generated",
   ]
 
   @Test func checkedInCodeIsNotStale() throws {

@@ -191,5 +191,8 @@ public enum Grpc_Health_V1_Health {
   /// error), and the stream continues in case it becomes known.
   public static let watch = ProtoMethodDescriptor<Grpc_Health_V1_HealthCheckRequest, Grpc_Health_V1_HealthCheckResponse>(
     service: name, method: "Watch", clientStreaming: false, serverStreaming: true)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"]
 }
 

@@ -570,5 +570,8 @@ public enum Grpc_Reflection_V1alpha_ServerReflection {
   /// A bidirectional stream: each request on it gets exactly one response, in order.
   public static let serverReflectionInfo = ProtoMethodDescriptor<Grpc_Reflection_V1alpha_ServerReflectionRequest, Grpc_Reflection_V1alpha_ServerReflectionResponse>(
     service: name, method: "ServerReflectionInfo", clientStreaming: true, serverStreaming: true)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"]
 }
 

@@ -326,5 +326,8 @@ public enum Subs_Bench_V1_Bench {
   /// The `CheckEligibility` method.
   public static let checkEligibility = ProtoMethodDescriptor<Subs_Bench_V1_EligibilityRequest, Subs_Bench_V1_EligibilityReply>(
     service: name, method: "CheckEligibility", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/subs.bench.v1.Bench/Echo", "/subs.bench.v1.Bench/CheckEligibility"]
 }
 

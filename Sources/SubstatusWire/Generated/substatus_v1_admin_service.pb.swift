@@ -1867,5 +1867,8 @@ public enum Substatus_V1_AdminService {
   /// for a key that a caller scoped to apps does not see in ListApiKeys.
   public static let revokeApiKey = ProtoMethodDescriptor<Substatus_V1_RevokeApiKeyRequest, Substatus_V1_RevokeApiKeyResponse>(
     service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey"]
 }
 

@@ -1003,5 +1003,8 @@ public enum Substatus_V1_EligibilityService {
   /// eligible, with an ErrorInfo as for SignPromotionalOffer.
   public static let signIntroductoryOfferEligibility = ProtoMethodDescriptor<Substatus_V1_SignIntroductoryOfferEligibilityRequest, Substatus_V1_SignIntroductoryOfferEligibilityResponse>(
     service: name, method: "SignIntroductoryOfferEligibility", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.EligibilityService/CheckEligibility", "/substatus.v1.EligibilityService/SignPromotionalOffer", "/substatus.v1.EligibilityService/SignIntroductoryOfferEligibility"]
 }
 

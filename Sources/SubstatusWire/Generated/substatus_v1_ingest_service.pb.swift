@@ -1183,5 +1183,8 @@ public enum Substatus_V1_IngestService {
   /// UNAVAILABLE when Apple cannot answer now (rate limit or server error; retry with backoff).
   public static let syncTransactionHistory = ProtoMethodDescriptor<Substatus_V1_SyncTransactionHistoryRequest, Substatus_V1_SyncTransactionHistoryResponse>(
     service: name, method: "SyncTransactionHistory", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.IngestService/SubmitReceipt", "/substatus.v1.IngestService/ImportReceiptResponse", "/substatus.v1.IngestService/ImportTransactions", "/substatus.v1.IngestService/SubmitSignedTransactions", "/substatus.v1.IngestService/SyncTransactionHistory"]
 }
 

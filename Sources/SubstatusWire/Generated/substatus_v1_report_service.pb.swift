@@ -305,5 +305,8 @@ public enum Substatus_V1_ReportService {
   /// NOT_FOUND (app); INVALID_ARGUMENT naming `as_of_ms` or `environment`.
   public static let getReport = ProtoMethodDescriptor<Substatus_V1_GetReportRequest, Substatus_V1_GetReportResponse>(
     service: name, method: "GetReport", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport"]
 }
 

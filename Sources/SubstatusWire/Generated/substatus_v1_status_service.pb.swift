@@ -513,5 +513,8 @@ public enum Substatus_V1_StatusService {
   /// `environment`, `page_size` or `page_token`.
   public static let getTransactionHistory = ProtoMethodDescriptor<Substatus_V1_GetTransactionHistoryRequest, Substatus_V1_GetTransactionHistoryResponse>(
     service: name, method: "GetTransactionHistory", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.StatusService/GetStatus", "/substatus.v1.StatusService/GetEntitlements", "/substatus.v1.StatusService/GetTransactionHistory"]
 }
 

@@ -481,5 +481,8 @@ public enum Substatus_V1_TenantService {
   /// succeeds and changes nothing. Errors: NOT_FOUND for an unknown `tenant_id`.
   public static let disableTenant = ProtoMethodDescriptor<Substatus_V1_DisableTenantRequest, Substatus_V1_DisableTenantResponse>(
     service: name, method: "DisableTenant", clientStreaming: false, serverStreaming: false)
+
+  /// The paths of every method, in declaration order.
+  public static let methodPaths: [String] = ["/substatus.v1.TenantService/CreateTenant", "/substatus.v1.TenantService/ListTenants", "/substatus.v1.TenantService/DisableTenant"]
 }
 

@@ -1,3 +1,4 @@
+public import RPCCore
 public import SubstatusWire
 
 /// gRPC server reflection (`grpc.reflection.v1` and `v1alpha`), answered from the descriptors
@@ -6,9 +7,13 @@ public import SubstatusWire
 /// ```swift
 /// ReflectionService(files: ProtoFiles.all).register(into: &router)   // register it last
 /// ```
-public struct ReflectionService: Sendable {
+public struct ReflectionService: Grpc_Reflection_V1_ServerReflection.ServiceProtocol,
+  Grpc_Reflection_V1alpha_ServerReflection.ServiceProtocol
+{
   private let files: [String: ProtoFileDescriptor]
   private let fileBySymbol: [String: String]
+  /// The services `list_services` names: set by ``register(into:)``.
+  private var services: [String] = []
 
   /// Creates the service over a set of file descriptors.
   /// - Parameter files: Every file to describe, with the files they import.
@@ -40,22 +45,48 @@ public struct ReflectionService: Sendable {
   }
 
   /// Registers both reflection versions; the service list is the router's services at this point.
+  ///
+  /// - Parameter router: The router; register the other services first.
   public func register(into router: inout RPCRouter) {
-    let services = Set(
-      router.serviceNames + ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]
+    var registered = self
+    registered.services = Set(
+      router.serviceNames + [Grpc_Reflection_V1_ServerReflection.name, Grpc_Reflection_V1alpha_ServerReflection.name]
     ).sorted()
-    let reflection = self
-    // v1alpha's messages are v1's under another package name, field for field (checked against
-    // grpcio-reflection by scripts/check-protos --compare), so one implementation serves both.
-    for service in ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"] {
-      router.registerStreaming(method: "/\(service)/ServerReflectionInfo") { requests, responses, _ in
-        for try await bytes in requests {
-          let request = try decode(Grpc_Reflection_V1_ServerReflectionRequest.self, bytes)
-          let answer = reflection.answer(Self.query(request), services: services)
-          responses.write([.message(Self.response(answer, to: request).serializedBytes())])
-        }
-        return []
-      }
+    Grpc_Reflection_V1_ServerReflection.register(registered, in: &router)
+    Grpc_Reflection_V1alpha_ServerReflection.register(registered, in: &router)
+  }
+
+  /// `grpc.reflection.v1.ServerReflection/ServerReflectionInfo`: answers each request in turn.
+  ///
+  /// - Parameters:
+  ///   - requests: The queries.
+  ///   - responses: One answer per query, in order.
+  ///   - context: The call's context.
+  public func serverReflectionInfo(
+    _ requests: RPCMessageSequence<Grpc_Reflection_V1_ServerReflectionRequest>,
+    _ responses: RPCMessageWriter<Grpc_Reflection_V1_ServerReflectionResponse>, _ context: ServerContext
+  ) async throws {
+    for try await request in requests {
+      responses.write(Self.response(answer(Self.query(request), services: services), to: request))
+    }
+  }
+
+  /// `grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo`: as v1, whose messages are
+  /// v1alpha's under another package name, field for field (checked against grpcio-reflection by
+  /// `scripts/check-protos --compare`), so each message converts through its binary encoding.
+  ///
+  /// - Parameters:
+  ///   - requests: The queries.
+  ///   - responses: One answer per query, in order.
+  ///   - context: The call's context.
+  public func serverReflectionInfo(
+    _ requests: RPCMessageSequence<Grpc_Reflection_V1alpha_ServerReflectionRequest>,
+    _ responses: RPCMessageWriter<Grpc_Reflection_V1alpha_ServerReflectionResponse>, _ context: ServerContext
+  ) async throws {
+    for try await alpha in requests {
+      let request = try convert(alpha, to: Grpc_Reflection_V1_ServerReflectionRequest.self)
+      let response = Self.response(answer(Self.query(request), services: services), to: request)
+      responses.write(try convert(response, to: Grpc_Reflection_V1alpha_ServerReflectionResponse.self))
     }
   }
 
@@ -143,10 +174,11 @@ public struct ReflectionService: Sendable {
   }
 }
 
-private func decode<Message: ProtobufMessage>(_ type: Message.Type, _ bytes: [UInt8]) throws(RPCError) -> Message {
+/// The same message under the other reflection version's name.
+private func convert<Message: ProtobufMessage>(_ message: some ProtobufMessage, to type: Message.Type) throws(RPCError) -> Message {
   do throws(WireError) {
-    return try Message(serializedBytes: bytes)
+    return try Message(serializedBytes: message.serializedBytes())
   } catch {
-    throw RPCError(code: .internal, message: "failed to decode \(Message.protoMessageName): \(error.message)")
+    throw RPCError(code: .internal, message: "failed to convert to \(Message.protoMessageName): \(error.message)")
   }
 }

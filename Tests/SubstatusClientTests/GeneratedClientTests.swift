@@ -1,0 +1,92 @@
+import RPCCore
+import SubstatusClient
+import SubstatusClientTestKit
+import SubstatusServiceAPI
+import SubstatusWire
+import Synchronization
+import Testing
+
+/// A fast policy for tests: 1 ms doubling to 4 ms.
+private let quick = RetryPolicy(
+  maximumAttempts: 4, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(4),
+  multiplier: 2, jitter: 0.5)
+
+/// The generated clients that `SubstatusClient.service(_:)` gives carry the client's policy, so an
+/// RPC without a typed method needs no client code.
+@Suite("SubstatusClient over the generated clients")
+struct GeneratedClientTests {
+  @Test("a generated unary method gets the key, the metadata and retries of UNAVAILABLE")
+  func unaryThroughGeneratedClient() async throws {
+    let log = CallLog()
+    var router = RPCRouter()
+    router.fake(Substatus_V1_AdminService.getApp, log: log) { request, count in
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      var response = Substatus_V1_GetAppResponse()
+      response.app = Substatus_V1_App()
+      response.app?.appID = request.appID
+      return response
+    }
+    let app = try await withFakeServer(router) { transport in
+      var request = Substatus_V1_GetAppRequest()
+      request.appID = "app_1"
+      return try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
+        .service(
+          Substatus_V1_AdminService.Client.self, idempotency: .idempotent,
+          options: SubstatusCallOptions(metadata: ["x-request-id": "r-1"])
+        )
+        .getApp(request)
+    }
+    #expect(app.app?.appID == "app_1")
+    #expect(log.count == 2)
+    #expect(log.all.allSatisfy { $0.authorization == "Bearer k" })
+    #expect(log.all.allSatisfy { $0.metadata.firstString(forKey: "x-request-id") == "r-1" })
+  }
+
+  @Test("a generated unary method is not retried unless idempotent")
+  func nonIdempotentByDefault() async throws {
+    let log = CallLog()
+    var router = RPCRouter()
+    router.fake(Substatus_V1_AdminService.getApp, log: log) { _, _ in
+      throw RPCError(code: .unavailable, message: "try again")
+    }
+    let error = await #expect(throws: RPCError.self) {
+      try await withFakeServer(router) { transport in
+        _ = try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
+          .service(Substatus_V1_AdminService.Client.self).getApp(Substatus_V1_GetAppRequest())
+      }
+    }
+    #expect(error?.code == .unavailable)
+    #expect(log.count == 1)
+  }
+
+  @Test("a generated server-streaming method streams with the key, retried before its headers")
+  func serverStreamingThroughGeneratedClient() async throws {
+    let attempts = Mutex<[String]>([])
+    var router = RPCRouter()
+    router.registerServerStreaming(
+      method: Grpc_Health_V1_Health.watch.path, request: Grpc_Health_V1_HealthCheckRequest.self,
+      response: Grpc_Health_V1_HealthCheckResponse.self
+    ) { _, responses, context in
+      let count = attempts.withLock { attempts in
+        attempts.append(context.metadata.firstString(forKey: "authorization") ?? "")
+        return attempts.count
+      }
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      for status in [Grpc_Health_V1_HealthCheckResponse.ServingStatus.serving, .notServing] {
+        var response = Grpc_Health_V1_HealthCheckResponse()
+        response.status = status
+        responses.write(response)
+      }
+    }
+    let statuses = try await withFakeServer(router) { transport in
+      let stream = try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
+        .service(Grpc_Health_V1_Health.Client.self, idempotency: .idempotent)
+        .watch(Grpc_Health_V1_HealthCheckRequest())
+      var statuses: [Grpc_Health_V1_HealthCheckResponse.ServingStatus] = []
+      for try await response in stream { statuses.append(response.status) }
+      return statuses
+    }
+    #expect(statuses == [.serving, .notServing])
+    #expect(attempts.withLock { $0 } == ["Bearer k", "Bearer k"])
+  }
+}
