@@ -99,21 +99,7 @@ public final class HTTP2ClientTransport: ClientTransport {
   public func unary(
     method: String, request: [UInt8], metadata: Metadata, options: CallOptions
   ) async throws(RPCError) -> ClientResponse {
-    guard !closed.load(ordering: .relaxed) else {
-      throw RPCError(code: .unavailable, message: "the client transport is closed")
-    }
-    let id = nextCallID.wrappingAdd(1, ordering: .relaxed).oldValue
-    let manager = manager
-    let loop = loop
-    let call = ClientCallRequest(id: id, method: method, request: request, metadata: metadata, timeout: options.timeout)
-    let result = await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
-        loop.execute { manager.start(call, .unary(continuation)) }
-      }
-    } onCancel: {
-      loop.execute { manager.cancel(id) }
-    }
-    return try result.get()
+    try await start(method: method, request: request, metadata: metadata, options: options) { .unary($0) }
   }
 
   /// Calls a server-streaming method; returns once the response headers arrive.
@@ -129,6 +115,15 @@ public final class HTTP2ClientTransport: ClientTransport {
   public func serverStreaming(
     method: String, request: [UInt8], metadata: Metadata, options: CallOptions
   ) async throws(RPCError) -> ClientResponseStream {
+    try await start(method: method, request: request, metadata: metadata, options: options) { .streamHeaders($0) }
+  }
+
+  /// Starts a call on the loop and waits for what `responder` is resumed with: the whole
+  /// response, or a stream's headers. Cancelling the task cancels the call.
+  private func start<Response: Sendable>(
+    method: String, request: [UInt8], metadata: Metadata, options: CallOptions,
+    responder: @escaping @Sendable (CheckedContinuation<Result<Response, RPCError>, Never>) -> ClientCall.Responder
+  ) async throws(RPCError) -> Response {
     guard !closed.load(ordering: .relaxed) else {
       throw RPCError(code: .unavailable, message: "the client transport is closed")
     }
@@ -138,7 +133,7 @@ public final class HTTP2ClientTransport: ClientTransport {
     let call = ClientCallRequest(id: id, method: method, request: request, metadata: metadata, timeout: options.timeout)
     let result = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
-        loop.execute { manager.start(call, .streamHeaders(continuation)) }
+        loop.execute { manager.start(call, responder(continuation)) }
       }
     } onCancel: {
       loop.execute { manager.cancel(id) }
