@@ -1,6 +1,7 @@
 import Foundation
 import RPCCore
 import RPCHTTP2Transport
+import SubstatusServiceAPI
 import SubstatusWire
 import Testing
 
