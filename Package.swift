@@ -242,7 +242,8 @@ let package = Package(
       name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+      name: "HTTPServerTests", dependencies: ["HTTPServer"], resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
       dependencies: [

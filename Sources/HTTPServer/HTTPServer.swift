@@ -106,6 +106,11 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// with a bounded wait would cost). Handlers must not block their thread (use `await`): the
 /// cooperative pool has one thread per core.
 ///
+/// A response may stream its body (``HTTPResponse/streamed(status:headers:maxPendingBytes:_:)``):
+/// its producer runs in a task and writes through an ``HTTPBodyWriter``, whose writes wait while
+/// the connection has not taken the bytes already written (backpressure); the connection sleeps
+/// while the producer has nothing to send, and the producer is cancelled when the client goes.
+///
 /// ```swift
 /// let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { request in
 ///   .text("hello \(request.path)")
@@ -196,18 +201,13 @@ public final class HTTPServer: Sendable {
 
 // MARK: - libmicrohttpd glue (everything below talks to C)
 
-/// A pointer owned by libmicrohttpd, passed between the event thread and handler tasks. Only
-/// used under `ServerCore.state`'s lock or on the event thread.
-private struct UnsafeHandle: @unchecked Sendable {
-  let raw: OpaquePointer
-}
-
 /// Per-request state, shared by the event thread and the handler task.
 private final class RequestContext: Sendable {
   enum Phase {
     case receiving
     case running
-    case completed(HTTPResponse)
+    /// The handler's response, and the writer of its body when it is streamed.
+    case completed(HTTPResponse, HTTPBodyWriter?)
     case sent
   }
 
@@ -236,10 +236,10 @@ private final class RequestContext: Sendable {
   }
 
   /// Stores the response if the handler is still running; false if someone answered already.
-  func complete(_ response: HTTPResponse) -> Bool {
+  func complete(_ response: HTTPResponse, writer: HTTPBodyWriter? = nil) -> Bool {
     state.withLock { state in
       guard case .running = state.phase else { return false }
-      state.phase = .completed(response)
+      state.phase = .completed(response, writer)
       return true
     }
   }
@@ -268,7 +268,10 @@ private final class ServerCore: Sendable {
     var connections: [UInt: OpenConnection] = [:]
     /// Connections shut down for a late request head.
     var lateHeads = 0
-    /// Enforces the request-head deadline (see ``ServerCore/sweepLateHeads()``).
+    /// Streamed response bodies being sent.
+    var streams: [ObjectIdentifier: HTTPBodyWriter] = [:]
+    /// Enforces the request-head deadline and notices clients gone from idle streams
+    /// (see ``ServerCore/sweep()``).
     var sweeper: (any DispatchSourceTimer)?
   }
 
@@ -280,6 +283,12 @@ private final class ServerCore: Sendable {
   init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, configuration: HTTPServerConfiguration) {
     self.handler = handler
     self.configuration = configuration
+  }
+
+  /// The periodic sweep: late request heads, and idle streams whose client has gone.
+  func sweep() {
+    sweepLateHeads()
+    for writer in state.withLock({ Array($0.streams.values) }) { writer.checkClientGone() }
   }
 
   /// Shuts down the connections whose request head is late: older than
@@ -370,14 +379,12 @@ private final class ServerCore: Sendable {
         message: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
     }
     state.withLock { $0.daemon = UnsafeHandle(raw: daemon) }
-    if configuration.requestHeadTimeout != nil {
-      state.withLock { state in
-        let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
-        sweeper.setEventHandler { [weak self] in self?.sweepLateHeads() }
-        sweeper.resume()
-        state.sweeper = sweeper
-      }
+    state.withLock { state in
+      let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+      sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
+      sweeper.setEventHandler { [weak self] in self?.sweep() }
+      sweeper.resume()
+      state.sweeper = sweeper
     }
     return Int(substatus_mhd_bound_port(daemon))
   }
@@ -392,18 +399,21 @@ private final class ServerCore: Sendable {
     }
   }
 
-  /// Answers every handler still running with 503 and resumes its connection.
+  /// Answers every handler still running with 503 and resumes its connection, and cancels the
+  /// producers of streamed bodies (what they write before returning is still sent).
   func abortInFlight() {
-    state.withLock { state in
+    let streams = state.withLock { state -> [HTTPBodyWriter] in
       state.stopping = true
-      guard let daemon = state.daemon else { return }
+      guard let daemon = state.daemon else { return [] }
       _ = daemon
       for context in state.inFlight.values
       where context.complete(.error(status: 503, message: "server is shutting down")) {
         MHD_resume_connection(context.connection.raw)
       }
       state.inFlight.removeAll()
+      return Array(state.streams.values)
     }
+    for writer in streams { writer.cancelProducer() }
   }
 
   /// Stops libmicrohttpd (after ``abortInFlight()``: no connection may be suspended).
@@ -418,6 +428,8 @@ private final class ServerCore: Sendable {
       return (state.daemon, state.listenSocket)
     }
     guard let daemon else { return }
+    // No connection may stay suspended in a stream's content reader when the daemon stops.
+    for writer in state.withLock({ Array($0.streams.values) }) { writer.close() }
     MHD_stop_daemon(daemon.raw)
     if listenSocket >= 0 { close(listenSocket) }
     Unmanaged.passUnretained(self).release()
@@ -430,13 +442,27 @@ private final class ServerCore: Sendable {
       headers: context.headers, body: body)
     Task { [self] in
       let response = await handler(request)
-      state.withLock { state in
+      let streamed = response.streamedBody
+      let writer = streamed.map { HTTPBodyWriter(maxPendingBytes: $0.maxPendingBytes) }
+      let answered = state.withLock { state -> Bool in
         // The daemon is alive while we hold the lock and it is set; resume only if we answered.
-        guard state.daemon != nil, context.complete(response) else { return }
+        guard state.daemon != nil, context.complete(response, writer: writer) else { return false }
         state.inFlight[ObjectIdentifier(context)] = nil
         MHD_resume_connection(context.connection.raw)
+        return true
       }
+      if answered, let writer, let streamed { writer.run(streamed.produce) }
     }
+  }
+
+  /// A streamed body's response is queued: the sweep watches it until it is gone.
+  func streamStarted(_ writer: HTTPBodyWriter) {
+    state.withLock { $0.streams[ObjectIdentifier(writer)] = writer }
+  }
+
+  /// A streamed body's response is gone.
+  func streamEnded(_ writer: HTTPBodyWriter) {
+    _ = state.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(writer)) }
   }
 }
 
@@ -466,14 +492,43 @@ private func collectValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> 
   return collector.fields
 }
 
+/// What libmicrohttpd's content reader of a streamed body holds: the writer and its server.
+private final class StreamRegistration {
+  let core: ServerCore
+  let writer: HTTPBodyWriter
+  init(core: ServerCore, writer: HTTPBodyWriter) {
+    self.core = core
+    self.writer = writer
+  }
+}
+
+/// The size of the blocks libmicrohttpd asks a streamed body for (one chunk at most).
+private let streamBlockSize = 16 * 1024
+
 @discardableResult
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-  let created: OpaquePointer? = response.body.withUnsafeBytes { bytes in
-    if let base = bytes.baseAddress, bytes.count > 0 {
-      return MHD_create_response_from_buffer(
-        bytes.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+private func queue(
+  _ response: HTTPResponse, on connection: OpaquePointer, writer: HTTPBodyWriter? = nil, core: ServerCore? = nil
+) -> MHD_Result {
+  let created: OpaquePointer?
+  if let writer, let core {
+    let registration = Unmanaged.passRetained(StreamRegistration(core: core, writer: writer)).toOpaque()
+    created = MHD_create_response_from_callback(
+      UInt64.max /* MHD_SIZE_UNKNOWN: chunked */, streamBlockSize, mhdStreamRead, registration, mhdStreamFree)
+    if created == nil {
+      Unmanaged<StreamRegistration>.fromOpaque(registration).release()
+      writer.close()
+    } else {
+      writer.attach(connection)
+      core.streamStarted(writer)
     }
-    return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+  } else {
+    created = response.body.withUnsafeBytes { bytes in
+      if let base = bytes.baseAddress, bytes.count > 0 {
+        return MHD_create_response_from_buffer(
+          bytes.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+      }
+      return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+    }
   }
   guard let mhdResponse = created else { return MHD_Result.NO }
   defer { MHD_destroy_response(mhdResponse) }
@@ -482,6 +537,19 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     _ = MHD_add_response_header(mhdResponse, field.name, field.value)
   }
   return MHD_queue_response(connection, UInt32(clamping: response.status), mhdResponse)
+}
+
+private let mhdStreamRead: MHD_ContentReaderCallback = { cls, _, buffer, max in
+  guard let cls, let buffer else { return HTTPBodyWriter.endWithError }
+  let registration = Unmanaged<StreamRegistration>.fromOpaque(cls).takeUnretainedValue()
+  return registration.writer.read(into: buffer, max: max)
+}
+
+private let mhdStreamFree: MHD_ContentReaderFreeCallback = { cls in
+  guard let cls else { return }
+  let registration = Unmanaged<StreamRegistration>.fromOpaque(cls).takeRetainedValue()
+  registration.writer.detach()
+  registration.core.streamEnded(registration.writer)
 }
 
 private let mhdAccessHandler: MHD_AccessHandlerCallback = {
@@ -537,7 +605,7 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
 
   enum Step {
     case dispatch([UInt8])
-    case send(HTTPResponse)
+    case send(HTTPResponse, HTTPBodyWriter?)
     case nothing
   }
   let step = context.state.withLock { state -> Step in
@@ -545,21 +613,21 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
     case .receiving:
       if state.tooLarge {
         state.phase = .sent
-        return .send(.error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"))
+        return .send(.error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"), nil)
       }
       state.phase = .running
       defer { state.body = [] }
       return .dispatch(state.body)
-    case .completed(let response):
+    case .completed(let response, let writer):
       state.phase = .sent
-      return .send(response)
+      return .send(response, writer)
     case .running, .sent:
       return .nothing
     }
   }
   switch step {
-  case .send(let response):
-    return queue(response, on: connection)
+  case .send(let response, let writer):
+    return queue(response, on: connection, writer: writer, core: core)
   case .nothing:
     return MHD_Result.YES
   case .dispatch(let body):
