@@ -45,6 +45,7 @@ import SubstatusJSON
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
+/// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -135,6 +136,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// 0 turns them off.
   public var memoryTrimInterval: Double = 5
 
+  /// The web origins (`scheme://host[:port]`, as browsers send them in `Origin`) whose pages may
+  /// call the API with Connect or gRPC-Web on both listeners (CORS); none by default. `*` is
+  /// refused: the listeners often sit on a private network, and naming each origin keeps a web
+  /// page anywhere from reaching them through a visitor's browser.
+  public var corsOrigins: [String] = []
+
   /// The defaults.
   public init() {}
 
@@ -206,6 +213,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --http-max-connections-per-address N   HTTP connections from one client address (default 16)
       --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
+    browsers:
+      --cors-origin ORIGIN                   let web pages from ORIGIN (scheme://host[:port], e.g.
+                                             https://console.example.com) call the API with Connect
+                                             or gRPC-Web on both listeners (CORS); repeatable; none by
+                                             default; '*' is refused (name each origin)
+                                             (env SUBSTATUS_CORS_ORIGIN: origins joined by ',')
       --help                                 this text
     """
 
@@ -249,10 +262,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
+    ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
   ]
 
-  /// Flags that may be given several times; their values are joined by `:` like the environment's.
-  private static let repeatable: Set<String> = ["--apple-root-ca"]
+  /// Flags that may be given several times, with the separator that joins their values (as in the
+  /// environment variable): `:` for paths, `,` for origins (which hold `:`).
+  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ","]
 
   /// Reads the settings.
   /// - Parameters:
@@ -283,8 +298,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
       if name == "--config" {
         configPath = value
-      } else if repeatable.contains(name), let previous = flags[name] {
-        flags[name] = previous + ":" + value
+      } else if let separator = repeatable[name], let previous = flags[name] {
+        flags[name] = previous + separator + value
       } else {
         flags[name] = value
       }
@@ -303,7 +318,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         switch value {
         case .string(let s): values[entry.flag] = s
         case .number(let n): values[entry.flag] = n
-        case .array(let items) where repeatable.contains(entry.flag):
+        case .array(let items) where repeatable[entry.flag] != nil:
           var paths: [String] = []
           for item in items {
             guard case .string(let s) = item else {
@@ -311,7 +326,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
             paths.append(s)
           }
-          values[entry.flag] = paths.joined(separator: ":")
+          values[entry.flag] = paths.joined(separator: repeatable[entry.flag] ?? ":")
         default: throw UsageError(description: "config file \(configPath): \"\(key)\" must be a string or a number")
         }
       }
@@ -394,8 +409,52 @@ public struct DaemonConfiguration: Sendable, Equatable {
         c[keyPath: path] = Int(n)
       }
     }
+    if let v = values["--cors-origin"] {
+      for text in v.split(separator: ",", omittingEmptySubsequences: false) {
+        let origin = try Self.corsOrigin(String(text))
+        if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
+      }
+    }
     try c.parseLimits(number)
     return c
+  }
+
+  /// Checks a `--cors-origin` value and returns it as browsers serialize origins (RFC 6454):
+  /// `scheme://host[:port]`, scheme and host in lower case, no default port (80 for http, 443 for
+  /// https), no path, query, user or trailing slash.
+  /// - Throws: ``UsageError`` for anything else, `*` included.
+  static func corsOrigin(_ text: String) throws(UsageError) -> String {
+    func refuse(_ why: String) -> UsageError {
+      UsageError(description: "--cors-origin \"\(text)\" \(why)")
+    }
+    if text == "*" || text == "null" {
+      throw refuse("is not allowed: name each origin whose pages may call the API (scheme://host[:port])")
+    }
+    guard let separator = text.range(of: "://") else { throw refuse("is not an origin: expected scheme://host[:port]") }
+    let scheme = text[..<separator.lowerBound].lowercased()
+    guard let first = scheme.first, first.isLetter,
+      scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+    else { throw refuse("has no valid scheme") }
+    var authority = text[separator.upperBound...]
+    guard !authority.contains(where: { "/?#@ ".contains($0) }) else {
+      throw refuse("is not an origin: no path, query, user or spaces (scheme://host[:port])")
+    }
+    var port: Int?
+    if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
+      guard let number = Int(authority[authority.index(after: colon)...]), (1...65535).contains(number) else {
+        throw refuse("has an invalid port")
+      }
+      port = number
+      authority = authority[..<colon]
+    }
+    let host = authority.lowercased()
+    let isIPv6 = host.hasPrefix("[") && host.hasSuffix("]") && host.count > 2
+    guard !host.isEmpty,
+      isIPv6 || host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-.".contains($0)) })
+    else { throw refuse("has an invalid host") }
+    let defaultPort = ["http": 80, "https": 443][scheme]
+    guard let port, port != defaultPort else { return "\(scheme)://\(host)" }
+    return "\(scheme)://\(host):\(port)"
   }
 
   /// Reads the flags of the listener and process limits.
