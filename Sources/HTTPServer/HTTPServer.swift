@@ -35,6 +35,10 @@ public struct HTTPServerConfiguration: Sendable {
   public var connectionMemoryLimit: Int
   /// HTTPS (libmicrohttpd's GnuTLS) with this certificate and key; `nil` serves plain HTTP.
   public var tls: HTTPServerTLS? = nil
+  /// Decides the body limit of a request from its head (the request it is given has no body yet);
+  /// when it is `nil` or returns `nil`, the limit is ``maxBodySize`` and a larger body gets 413.
+  /// A protocol served on some paths answers oversized bodies its own way with it.
+  public var bodyLimit: (@Sendable (HTTPRequest) -> HTTPBodyLimit?)? = nil
 
   /// Creates a configuration; the defaults suit a notifications/health endpoint.
   public init(
@@ -61,6 +65,22 @@ public struct HTTPServerConfiguration: Sendable {
     guard !host.isEmpty, let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port)
     else { throw HTTPServerError(message: "listen address '\(listen)' is not HOST:PORT") }
     self.init(host: host, port: port)
+  }
+}
+
+/// The body limit of one request, and the answer when its body is larger
+/// (``HTTPServerConfiguration/bodyLimit``).
+public struct HTTPBodyLimit: Sendable {
+  /// The largest body accepted, in bytes.
+  public var maxBytes: Int
+  /// The answer to a larger body, sent before the body is read when `Content-Length` announces
+  /// it, else once the limit is passed.
+  public var response: HTTPResponse
+
+  /// Creates a limit.
+  public init(maxBytes: Int, response: HTTPResponse) {
+    self.maxBytes = maxBytes
+    self.response = response
   }
 }
 
@@ -218,21 +238,16 @@ private final class RequestContext: Sendable {
   }
 
   let connection: UnsafeHandle
-  let method: String
-  let path: String
-  let headers: HTTPHeaders
-  let queryItems: [(name: String, value: String)]
+  /// The request without its body.
+  let head: HTTPRequest
+  /// Its body limit.
+  let bodyLimit: HTTPBodyLimit
   let state = Mutex(Mutable())
 
-  init(
-    connection: UnsafeHandle, method: String, path: String, headers: HTTPHeaders,
-    queryItems: [(name: String, value: String)]
-  ) {
+  init(connection: UnsafeHandle, head: HTTPRequest, bodyLimit: HTTPBodyLimit) {
     self.connection = connection
-    self.method = method
-    self.path = path
-    self.headers = headers
-    self.queryItems = queryItems
+    self.head = head
+    self.bodyLimit = bodyLimit
   }
 
   /// Stores the response if the handler is still running; false if someone answered already.
@@ -277,7 +292,12 @@ private final class ServerCore: Sendable {
 
   let handler: @Sendable (HTTPRequest) async -> HTTPResponse
   let configuration: HTTPServerConfiguration
-  var maxBodySize: Int { configuration.maxBodySize }
+  /// The body limit of a request, from its head.
+  func bodyLimit(of head: HTTPRequest) -> HTTPBodyLimit {
+    if let limit = configuration.bodyLimit?(head) { return limit }
+    let maxBytes = configuration.maxBodySize
+    return HTTPBodyLimit(maxBytes: maxBytes, response: .error(status: 413, message: "request body exceeds \(maxBytes) bytes"))
+  }
   let state = Mutex(State())
 
   init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, configuration: HTTPServerConfiguration) {
@@ -437,9 +457,8 @@ private final class ServerCore: Sendable {
 
   /// Runs the handler for `context` as a task; the connection is already suspended.
   func dispatch(_ context: RequestContext, body: [UInt8]) {
-    let request = HTTPRequest(
-      method: context.method, path: context.path, queryItems: context.queryItems,
-      headers: context.headers, body: body)
+    var request = context.head
+    request.body = body
     Task { [self] in
       let response = await handler(request)
       let streamed = response.streamedBody
@@ -560,12 +579,14 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   guard let existing = conCls.pointee else {
     // First call: the request line and headers are in.
     core.headEvent(connection, complete: true)
-    let context = RequestContext(
-      connection: UnsafeHandle(raw: connection),
+    var head = HTTPRequest(
       method: method.map { String(cString: $0) } ?? "",
       path: url.map { String(cString: $0) } ?? "/",
-      headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)),
-      queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND))
+      queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND),
+      headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)))
+    head.peer = peerAddress(connection)
+    let context = RequestContext(
+      connection: UnsafeHandle(raw: connection), head: head, bodyLimit: core.bodyLimit(of: head))
     conCls.pointee = Unmanaged.passRetained(context).toOpaque()
     let stopping = core.state.withLock { state in
       state.live += 1
@@ -577,11 +598,9 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
       response.headers.add(name: "Connection", value: "close")
       return queue(response, on: connection)
     }
-    if let length = context.headers["Content-Length"].flatMap({ Int($0) }), length > core.maxBodySize {
+    if let length = head.headers["Content-Length"].flatMap({ Int($0) }), length > context.bodyLimit.maxBytes {
       context.state.withLock { $0.phase = .sent }
-      return queue(
-        .error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"),
-        on: connection)
+      return queue(context.bodyLimit.response, on: connection)
     }
     return MHD_Result.YES
   }
@@ -591,7 +610,7 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   if size > 0 {
     // A chunk of the body: keep it, or discard it once the limit is passed.
     context.state.withLock { state in
-      if !state.tooLarge, state.body.count + size <= core.maxBodySize, let uploadData {
+      if !state.tooLarge, state.body.count + size <= context.bodyLimit.maxBytes, let uploadData {
         state.body.append(
           contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
       } else {
@@ -613,7 +632,7 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
     case .receiving:
       if state.tooLarge {
         state.phase = .sent
-        return .send(.error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"), nil)
+        return .send(context.bodyLimit.response, nil)
       }
       state.phase = .running
       defer { state.body = [] }
@@ -645,6 +664,28 @@ private let mhdNotifyConnection: MHD_NotifyConnectionCallback = { cls, connectio
   case .CONNECTION_NOTIFY_STARTED: core.connectionEvent(connection, started: true)
   case .CONNECTION_NOTIFY_CLOSED: core.connectionEvent(connection, started: false)
   default: break
+  }
+}
+
+/// The client's address as gRPC names peers: `ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`.
+private func peerAddress(_ connection: OpaquePointer) -> String {
+  guard let address = substatus_mhd_connection_client_address(connection) else { return "unknown" }
+  var host = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+  switch Int32(address.pointee.sa_family) {
+  case AF_INET:
+    return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+      var addr = v4.pointee.sin_addr
+      inet_ntop(AF_INET, &addr, &host, socklen_t(host.count))
+      return "ipv4:\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)):\(UInt16(bigEndian: v4.pointee.sin_port))"
+    }
+  case AF_INET6:
+    return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+      var addr = v6.pointee.sin6_addr
+      inet_ntop(AF_INET6, &addr, &host, socklen_t(host.count))
+      return "ipv6:[\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))]:\(UInt16(bigEndian: v6.pointee.sin6_port))"
+    }
+  default:
+    return "unknown"
   }
 }
 

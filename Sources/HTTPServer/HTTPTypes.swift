@@ -53,6 +53,9 @@ public struct HTTPRequest: Sendable {
   public var body: [UInt8]
   /// The values of `{name}` segments of the route that matched; filled by ``HTTPRouter``.
   public var pathParameters: [String: String]
+  /// The client's address as gRPC names peers (`ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`);
+  /// filled by the server.
+  public var peer: String = ""
 
   /// Creates a request; the server does this, tests of handlers may too.
   public init(
