@@ -69,6 +69,8 @@ let package = Package(
       name: "RPCHTTP2Transport",
       dependencies: ["RPCCore", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
       swiftSettings: swiftSettings),
+    // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
+    .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
 
 
     // MARK: Domain and storage
@@ -168,6 +170,9 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      swiftSettings: swiftSettings),
+    .testTarget(
+      name: "RPCWebProtocolsTests", dependencies: ["RPCWebProtocols", "RPCCore", "SubstatusWire"],
       swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCHTTP2TransportTests",

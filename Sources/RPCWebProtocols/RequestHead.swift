@@ -1,0 +1,142 @@
+public import RPCCore
+
+/// What a Connect or gRPC-Web request's header fields say: the caller's metadata and timeout.
+public struct RequestHead: Sendable {
+  /// The request metadata: custom fields, `-bin` values base64-decoded as in gRPC. Fields the
+  /// protocols reserve (`connect-*`, `grpc-*` but `grpc-status-details-bin`, content and transfer
+  /// fields, pseudo-headers) are not metadata.
+  public var metadata: Metadata
+  /// The caller's timeout (`connect-timeout-ms` for Connect, `grpc-timeout` for gRPC-Web), `nil`
+  /// when none was sent.
+  public var timeout: Duration?
+
+  /// Creates a head.
+  public init(metadata: Metadata, timeout: Duration?) {
+    self.metadata = metadata
+    self.timeout = timeout
+  }
+
+  /// Reads the header fields of a request of `format`.
+  ///
+  /// Rules (each a test in `RequestHeadTests`):
+  /// - `connect-protocol-version`, when present on a Connect call, must be `1`, else
+  ///   `INVALID_ARGUMENT` (absent is accepted, as connect-go does by default: `curl` need not send it).
+  /// - `connect-timeout-ms` (Connect) is 1 to 10 ASCII digits, else `INVALID_ARGUMENT`;
+  ///   `grpc-timeout` (gRPC-Web) is gRPC's form, else `INTERNAL` as on the gRPC path.
+  /// - Compression is refused: a `content-encoding` (Connect unary), `connect-content-encoding`
+  ///   (Connect streaming), `grpc-encoding` (gRPC-Web) or `content-encoding` (any) other than
+  ///   `identity` is `UNIMPLEMENTED` "unknown compression …: supported encodings are identity",
+  ///   and the answer's headers name the accepted encoding (`accept-encoding`,
+  ///   `connect-accept-encoding` or `grpc-accept-encoding`: `identity`), as the Connect
+  ///   specification prescribes.
+  ///
+  /// - Parameters:
+  ///   - fields: The request's header fields, names in lower case (pseudo-headers may be included).
+  ///   - format: The call's format from ``CallFormat/classify(method:contentType:)``.
+  /// - Returns: The head, or the refusal to answer with (through ``ResponseEncoder``).
+  public static func parse(_ fields: [HTTPField], format: CallFormat) -> Result<RequestHead, RequestRefusal> {
+    var metadata = Metadata()
+    var timeout: Duration?
+    var timeoutError: RPCError?
+    var protocolVersion: String?
+    var encodings: [String] = []
+    for field in fields {
+      switch field.name {
+      case "connect-protocol-version":
+        protocolVersion = field.value
+      case "connect-timeout-ms" where format.rpcProtocol == .connect:
+        if let duration = parseConnectTimeout(field.value) {
+          timeout = duration
+        } else {
+          timeoutError = RPCError(
+            code: .invalidArgument,
+            message: "parse timeout: connect-timeout-ms \"\(field.value)\" is not a number of at most 10 digits")
+        }
+      case "grpc-timeout" where format.rpcProtocol == .grpcWeb:
+        if let duration = HeaderCoding.parseTimeout(field.value) {
+          timeout = duration
+        } else {
+          timeoutError = RPCError(code: .internal, message: "malformed grpc-timeout: \(field.value)")
+        }
+      case "content-encoding", "connect-content-encoding", "grpc-encoding":
+        if field.value.trimmingASCIISpaces().lowercased() != "identity" { encodings.append(field.value) }
+      default:
+        guard !isProtocolField(field.name) else { continue }
+        if let element = HeaderCoding.metadataElement(name: field.name, value: field.value) {
+          metadata.append(element)
+        }
+      }
+    }
+    if format.rpcProtocol == .connect, let protocolVersion, protocolVersion != "1" {
+      return .failure(
+        RequestRefusal(
+          error: RPCError(
+            code: .invalidArgument, message: "connect-protocol-version must be \"1\": got \"\(protocolVersion)\"")))
+    }
+    if let encoding = encodings.first {
+      var accepted = Metadata()
+      accepted.addString("identity", forKey: acceptEncodingField(format))
+      return .failure(
+        RequestRefusal(
+          error: RPCError(
+            code: .unimplemented, message: "unknown compression \"\(encoding)\": supported encodings are identity"),
+          responseMetadata: accepted))
+    }
+    if let timeoutError { return .failure(RequestRefusal(error: timeoutError)) }
+    return .success(RequestHead(metadata: metadata, timeout: timeout))
+  }
+
+  /// Parses `connect-timeout-ms`: a positive integer of at most 10 ASCII digits (0 is accepted and
+  /// expires at once).
+  public static func parseConnectTimeout(_ value: String) -> Duration? {
+    let digits = value.utf8
+    guard (1...10).contains(digits.count), digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+      let milliseconds = Int64(value)
+    else { return nil }
+    return .milliseconds(milliseconds)
+  }
+
+  /// The field that names the encodings the server accepts, for each framing.
+  static func acceptEncodingField(_ format: CallFormat) -> String {
+    switch format.framing {
+    case .connectUnary: "accept-encoding"
+    case .connectStreaming: "connect-accept-encoding"
+    case .grpc, .grpcWeb, .grpcWebText: "grpc-accept-encoding"
+    }
+  }
+
+  /// Whether a field belongs to the protocols (or to HTTP) rather than to the caller's metadata.
+  static func isProtocolField(_ name: String) -> Bool {
+    if name.hasPrefix("connect-") { return true }
+    switch name {
+    case "accept-encoding", "content-encoding", "x-grpc-web", "access-control-request-method",
+      "access-control-request-headers":
+      return true
+    default:
+      return HeaderCoding.isReserved(name)
+    }
+  }
+}
+
+/// A request refused from its header fields: the error, and metadata for the answer's headers
+/// (the accepted encodings after a refused compression).
+public struct RequestRefusal: Error, Sendable {
+  /// The status of the refusal.
+  public var error: RPCError
+  /// Initial metadata for the answer.
+  public var responseMetadata: Metadata
+
+  /// Creates a refusal.
+  public init(error: RPCError, responseMetadata: Metadata = [:]) {
+    self.error = error
+    self.responseMetadata = responseMetadata
+  }
+
+  /// The refusal as response parts for ``ResponseEncoder/encode(_:)``.
+  public var responseParts: [RPCResponsePart] {
+    var parts: [RPCResponsePart] = []
+    if !responseMetadata.isEmpty { parts.append(.metadata(responseMetadata)) }
+    parts.append(.status(error.code, message: error.message, trailers: error.metadata))
+    return parts
+  }
+}
