@@ -71,6 +71,10 @@ let package = Package(
       swiftSettings: swiftSettings),
     // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
     .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
+    // Connect and gRPC-Web on the HTTP/1.1 listener: HTTP requests to RPCServer calls.
+    .target(
+      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
+      swiftSettings: swiftSettings),
 
 
     // MARK: Domain and storage
@@ -108,7 +112,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
+                     "RPCWebGateway", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
