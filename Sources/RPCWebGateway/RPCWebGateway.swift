@@ -123,6 +123,10 @@ public struct RPCWebGateway: Sendable {
       return Self.whole(encoder.encode([.status(error.code, message: error.message, trailers: error.metadata)]))
     }
 
+    if let timeout = head.timeout, timeout <= .zero {
+      // Already past: the handler is not run (as grpc-go does with an expired deadline).
+      return Self.whole(encoder.encode([.status(.deadlineExceeded, message: "deadline exceeded", trailers: [:])]))
+    }
     let context = ServerContext(
       method: request.path, metadata: head.metadata, deadline: head.timeout.map { .now + $0 }, peer: request.peer,
       rpcProtocol: format.rpcProtocol, codec: format.codec)
