@@ -251,8 +251,14 @@ let package = Package(
       name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "HTTPServerTests", dependencies: ["HTTPServer"], resources: [.copy("Fixtures")],
+      name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"], resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings),
+    // Child processes driven line by line (slow readers, streaming clients) for the HTTP tests.
+    .target(name: "HTTPTestSupport", path: "Tests/HTTPTestSupport", swiftSettings: swiftSettings),
+    .testTarget(
+      name: "RPCWebGatewayTests",
+      dependencies: ["RPCWebGateway", "HTTPServer", "HTTPTestSupport", "RPCCore", "SubstatusClock"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
       dependencies: [

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 import HTTPServer
+import HTTPTestSupport
 
 /// Byte `i` of every streamed test body: `i % 251`, so a lost, repeated or reordered chunk shows.
 private func pattern(from offset: Int, count: Int) -> [UInt8] {
