@@ -154,6 +154,7 @@ public enum SubstatusDaemon {
     transportConfiguration.maxConnections = descriptors.grpcConnections
     transportConfiguration.maxCallsInFlight = configuration.grpcMaxCalls
     transportConfiguration.maxReplyBytesInFlight = configuration.grpcMaxReplyBytes
+    transportConfiguration.corsAllowedOrigins = configuration.corsOrigins
     if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
       transportConfiguration.tls = TLSConfiguration(
         certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)

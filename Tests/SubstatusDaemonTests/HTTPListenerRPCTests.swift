@@ -220,6 +220,12 @@ private func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
       #expect(call.status == 200)
       #expect(call.headers["access-control-allow-origin"] == Self.origin)
       #expect(call.headers["access-control-expose-headers"]?.contains("Grpc-Status") == true)
+      // --cors-origin reaches the gRPC port (HTTP/2) too.
+      let grpcPort = try await curl(
+        ["--http2-prior-knowledge", "-X", "OPTIONS", "-H", "Origin: \(Self.origin)",
+         "-H", "Access-Control-Request-Method: POST", "http://\(daemon.grpc)/substatus.v1.AdminService/ListApps"])
+      #expect(grpcPort.status == 204)
+      #expect(grpcPort.headers["access-control-allow-origin"] == Self.origin)
       let other = try await curl(
         ["-H", "Origin: https://elsewhere.example", "-H", "Content-Type: application/json", "-d", "{}",
          "http://\(daemon.http)/grpc.health.v1.Health/Check"])
