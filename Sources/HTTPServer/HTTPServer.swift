@@ -39,6 +39,10 @@ public struct HTTPServerConfiguration: Sendable {
   /// when it is `nil` or returns `nil`, the limit is ``maxBodySize`` and a larger body gets 413.
   /// A protocol served on some paths answers oversized bodies its own way with it.
   public var bodyLimit: (@Sendable (HTTPRequest) -> HTTPBodyLimit?)? = nil
+  /// The request body bytes all connections together may hold (bodies being received, and those
+  /// of requests not yet answered); a body that would pass it is answered with its limit's
+  /// ``HTTPBodyLimit/busyResponse`` (by default 503 with `Retry-After: 1`). `nil` is unlimited.
+  public var maxBufferedBodyBytes: Int? = nil
 
   /// Creates a configuration; the defaults suit a notifications/health endpoint.
   public init(
@@ -76,11 +80,22 @@ public struct HTTPBodyLimit: Sendable {
   /// The answer to a larger body, sent before the body is read when `Content-Length` announces
   /// it, else once the limit is passed.
   public var response: HTTPResponse
+  /// The answer when the server holds too many request bytes already
+  /// (``HTTPServerConfiguration/maxBufferedBodyBytes``).
+  public var busyResponse: HTTPResponse
 
   /// Creates a limit.
-  public init(maxBytes: Int, response: HTTPResponse) {
+  public init(maxBytes: Int, response: HTTPResponse, busyResponse: HTTPResponse = HTTPBodyLimit.defaultBusyResponse) {
     self.maxBytes = maxBytes
     self.response = response
+    self.busyResponse = busyResponse
+  }
+
+  /// 503 with `Retry-After: 1` and a JSON error body.
+  public static var defaultBusyResponse: HTTPResponse {
+    var response = HTTPResponse.error(status: 503, message: "the server holds too many request bytes; retry later")
+    response.headers.add(name: "Retry-After", value: "1")
+    return response
   }
 }
 
@@ -172,7 +187,9 @@ public final class HTTPServer: Sendable {
   /// The listener's limits and what they did, in the Prometheus text format (version 0.0.4):
   /// connections open, the caps, connections shut down for a late request head.
   public func prometheusText() -> String {
-    let (open, late) = core.state.withLock { ($0.connections.count, $0.lateHeads) }
+    let (open, late, buffered, refused) = core.state.withLock {
+      ($0.connections.count, $0.lateHeads, $0.bufferedBodyBytes, $0.bufferRefusals)
+    }
     var out = ""
     func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
       out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
@@ -189,6 +206,10 @@ public final class HTTPServer: Sendable {
       "substatus_http_request_head_timeouts_total", "counter",
       "HTTP connections shut down because their request head was not complete in time (--http-request-head-timeout).",
       late)
+    metric("substatus_http_buffered_request_bytes", "gauge", "HTTP request body bytes held (--http-request-buffer).", buffered)
+    metric(
+      "substatus_http_request_buffer_refusals_total", "counter",
+      "HTTP requests refused because the request buffer was full (--http-request-buffer).", refused)
     return out
   }
 
@@ -234,6 +255,10 @@ private final class RequestContext: Sendable {
   struct Mutable {
     var body: [UInt8] = []
     var tooLarge = false
+    /// The server's request buffer was full.
+    var busy = false
+    /// Body bytes charged to the server's request buffer, given back when the request is done.
+    var charged = 0
     var phase = Phase.receiving
   }
 
@@ -283,6 +308,10 @@ private final class ServerCore: Sendable {
     var connections: [UInt: OpenConnection] = [:]
     /// Connections shut down for a late request head.
     var lateHeads = 0
+    /// Request body bytes held (``HTTPServerConfiguration/maxBufferedBodyBytes``).
+    var bufferedBodyBytes = 0
+    /// Requests answered with the busy response because the request buffer was full.
+    var bufferRefusals = 0
     /// Streamed response bodies being sent.
     var streams: [ObjectIdentifier: HTTPBodyWriter] = [:]
     /// Enforces the request-head deadline and notices clients gone from idle streams
@@ -303,6 +332,18 @@ private final class ServerCore: Sendable {
   init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, configuration: HTTPServerConfiguration) {
     self.handler = handler
     self.configuration = configuration
+  }
+
+  /// Charges `count` body bytes to the request buffer; false (and counted) when they do not fit.
+  func chargeBody(_ count: Int) -> Bool {
+    state.withLock { state in
+      if let limit = configuration.maxBufferedBodyBytes, state.bufferedBodyBytes + count > limit {
+        state.bufferRefusals += 1
+        return false
+      }
+      state.bufferedBodyBytes += count
+      return true
+    }
   }
 
   /// The periodic sweep: late request heads, and idle streams whose client has gone.
@@ -608,13 +649,19 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
   let size = uploadDataSize.pointee
   if size > 0 {
-    // A chunk of the body: keep it, or discard it once the limit is passed.
+    // A chunk of the body: keep it, or discard it once a limit is passed.
     context.state.withLock { state in
-      if !state.tooLarge, state.body.count + size <= context.bodyLimit.maxBytes, let uploadData {
+      if !state.tooLarge, !state.busy, state.body.count + size <= context.bodyLimit.maxBytes, let uploadData {
+        guard core.chargeBody(size) else {
+          state.busy = true
+          state.body = []
+          return
+        }
+        state.charged += size
         state.body.append(
           contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
       } else {
-        state.tooLarge = true
+        state.tooLarge = !state.busy
         state.body = []
       }
     }
@@ -630,9 +677,9 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   let step = context.state.withLock { state -> Step in
     switch state.phase {
     case .receiving:
-      if state.tooLarge {
+      if state.tooLarge || state.busy {
         state.phase = .sent
-        return .send(context.bodyLimit.response, nil)
+        return .send(state.busy ? context.bodyLimit.busyResponse : context.bodyLimit.response, nil)
       }
       state.phase = .running
       defer { state.body = [] }
@@ -703,8 +750,10 @@ private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, connectio
   guard let conCls, let existing = conCls.pointee else { return }
   conCls.pointee = nil
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
+  let charged = context.state.withLock { $0.charged }
   core.state.withLock { state in
     state.live -= 1
+    state.bufferedBodyBytes -= charged
     state.inFlight[ObjectIdentifier(context)] = nil
   }
 }

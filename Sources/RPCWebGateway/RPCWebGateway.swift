@@ -84,13 +84,15 @@ public struct RPCWebGateway: Sendable {
     case .grpcWebText: maxBytes = (maxBytes + 5 + 2) / 3 * 4 + 64  // base64, padding per piece
     case .grpc, .grpcWeb, .connectStreaming: maxBytes += 5
     }
-    var encoder = ResponseEncoder(
-      format: format, maxSendMessageSize: configuration.maxSendMessageSize,
-      extraFields: cors.responseFields(origin: request.headers["origin"]))
-    let encoded = encoder.encode([
-      .status(.resourceExhausted, message: "the request body is larger than the limit of \(maxBytes) bytes", trailers: [:])
-    ])
-    return HTTPBodyLimit(maxBytes: maxBytes, response: Self.whole(encoded))
+    func answer(_ message: String) -> HTTPResponse {
+      var encoder = ResponseEncoder(
+        format: format, maxSendMessageSize: configuration.maxSendMessageSize,
+        extraFields: cors.responseFields(origin: request.headers["origin"]))
+      return Self.whole(encoder.encode([.status(.resourceExhausted, message: message, trailers: [:])]))
+    }
+    return HTTPBodyLimit(
+      maxBytes: maxBytes, response: answer("the request body is larger than the limit of \(maxBytes) bytes"),
+      busyResponse: answer("the server's request buffer is full; retry later"))
   }
 
   /// Answers an RPC request, a CORS preflight, or 404 for a path that is not an RPC's.
@@ -162,7 +164,9 @@ public struct RPCWebGateway: Sendable {
           if output.ends { return }
         }
       } onCancel: {
-        call.close()
+        // The client went away (nobody reads this) or the server stops: the stream ends with a
+        // status, and the handler is cancelled.
+        call.end(.unavailable, message: "the server is shutting down")
       }
     }
   }
@@ -196,8 +200,8 @@ public struct RPCWebGateway: Sendable {
     whole(GatewayOutput(head: encoded.head, body: encoded.body, ends: encoded.ends))
   }
 
-  /// A gateway output that is complete, with `Content-Length`; without a head (the client went
-  /// away before any) a bare 499-style close is not possible in HTTP/1.1, so 500 stands in.
+  /// A gateway output that is complete, with `Content-Length` (it always has a head: the encoder
+  /// makes one with the status).
   private static func whole(_ output: GatewayOutput) -> HTTPResponse {
     let head = output.head ?? ResponseHead(status: 500, fields: [])
     return HTTPResponse(
@@ -287,18 +291,6 @@ final class GatewayCall: RPCResponseWriter {
       }
       if let ready { continuation.resume(returning: ready) }
     }
-  }
-
-  /// The HTTP response is gone (the client went away): the handler is cancelled and a waiting
-  /// ``next()`` returns an end.
-  func close() {
-    let (waiter, handler) = state.withLock { state in
-      state.output.ends = true
-      defer { state.waiter = nil }
-      return (state.waiter, state.handler)
-    }
-    handler?.cancel()
-    waiter?.resume(returning: GatewayOutput(ends: true))
   }
 
   /// Takes what is ready to send, if anything: the head first, then body bytes or the end.

@@ -184,6 +184,7 @@ public enum SubstatusDaemon {
     httpRouter.fallback = { request in await gateway.respond(to: request) }
     var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
     httpConfiguration.bodyLimit = { request in gateway.bodyLimit(for: request) }
+    httpConfiguration.maxBufferedBodyBytes = configuration.httpRequestBuffer
     httpConfiguration.connectionLimit = descriptors.httpConnections
     httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
     httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))

@@ -44,6 +44,7 @@ import SubstatusJSON
 /// | `--http-max-connections N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS` | `http_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
+/// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -132,6 +133,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var httpMaxConnectionsPerAddress: Int = 16
   /// Seconds an HTTP connection has to send a whole request head.
   public var httpRequestHeadTimeout: Double = 10
+  /// The request body bytes all HTTP connections together may hold (RPC bodies reach 4 MiB, so
+  /// the connection cap alone would allow gigabytes).
+  public var httpRequestBuffer: Int = 64 << 20
   /// Seconds between checks that return freed heap pages to the system after a load has gone;
   /// 0 turns them off.
   public var memoryTrimInterval: Double = 5
@@ -212,6 +216,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              limit less the reserve, at most 1024)
       --http-max-connections-per-address N   HTTP connections from one client address (default 16)
       --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
+      --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
+                                             beyond it 503 (resource_exhausted for RPCs) (default 67108864)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
     browsers:
       --cors-origin ORIGIN                   let web pages from ORIGIN (scheme://host[:port], e.g.
@@ -261,6 +267,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-max-connections", "SUBSTATUS_HTTP_MAX_CONNECTIONS", "http_max_connections"),
     ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
+    ("--http-request-buffer", "SUBSTATUS_HTTP_REQUEST_BUFFER", "http_request_buffer"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
   ]
@@ -494,6 +501,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard n >= 0.1 else { throw UsageError(description: "--http-request-head-timeout must be at least 0.1 seconds") }
       httpRequestHeadTimeout = n
     }
+    // At least one largest RPC body: a 4 MiB message in base64 (gRPC-Web text) with its envelope.
+    if let n = try whole("--http-request-buffer", 6_000_000...1_099_511_627_776) { httpRequestBuffer = n }
     if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
   }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTestSupport
+import Synchronization
 import Testing
 
 import HTTPServer
@@ -43,6 +45,28 @@ struct RoutingHooksTests {
     let peer = try await send("GET", server, "/").text
     #expect(peer.hasPrefix("ipv4:127.0.0.1:"))
     #expect(Int(peer.split(separator: ":").last ?? "") ?? 0 > 0)
+    await server.stop()
+  }
+
+  @Test func requestBytesOverTheServersBufferGetTheBusyAnswerUntilTheyAreFreed() async throws {
+    var configuration = HTTPServerConfiguration(maxBodySize: 1000)
+    configuration.maxBufferedBodyBytes = 1500
+    let release = Mutex(false)
+    let server = try HTTPServer(configuration: configuration) { request in
+      while request.path == "/hold" && !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(2)) }
+      return .text("\(request.body.count)")
+    }
+    let held = Task { try await send("POST", server, "/hold", body: Data(count: 1000)) }
+    #expect(await waitUntil { server.prometheusText().contains("substatus_http_buffered_request_bytes 1000\n") })
+    let busy = try await send("POST", server, "/other", body: Data(count: 600))
+    #expect(busy.status == 503)
+    #expect(busy.headers["retry-after"] == "1")
+    #expect(server.prometheusText().contains("substatus_http_request_buffer_refusals_total 1\n"))
+    #expect(try await send("POST", server, "/other", body: Data(count: 400)).text == "400")
+    release.withLock { $0 = true }
+    #expect(try await held.value.text == "1000")
+    #expect(await waitUntil { server.prometheusText().contains("substatus_http_buffered_request_bytes 0\n") })
+    #expect(try await send("POST", server, "/other", body: Data(count: 600)).text == "600")
     await server.stop()
   }
 }

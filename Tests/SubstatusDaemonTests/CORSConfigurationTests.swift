@@ -56,6 +56,17 @@ import Testing
     }
   }
 
+  @Test func theHTTPRequestBufferFlag() throws {
+    let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    #expect(c.httpRequestBuffer == 64 << 20)
+    let set = try #require(
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--http-request-buffer", "8000000"], environment: [:]))
+    #expect(set.httpRequestBuffer == 8_000_000)
+    #expect(throws: DaemonConfiguration.UsageError.self) {
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--http-request-buffer", "1000"], environment: [:])
+    }
+  }
+
   @Test func theHelpNamesTheFlag() {
     #expect(DaemonConfiguration.help.contains("--cors-origin ORIGIN"))
   }
