@@ -126,6 +126,25 @@ struct RPCWebGatewayTests {
     }
   }
 
+  @Test func stoppingTheServerEndsAStreamWithUnavailable() async throws {
+    let probe = Probe()
+    let gateway = RPCWebGateway(router: testRouter(probe), interceptors: [])
+    var routes = HTTPRouter()
+    routes.fallback = { request in await gateway.respond(to: request) }
+    let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0), router: routes)
+    let client = try ScriptedProcess(
+      python,
+      [fixture("stream_client.py"), String(server.port), "/test.v1.Stream/Hang", "application/connect+json",
+       hex(enveloped("{}"))])
+    defer { client.stop() }
+    #expect(await client.nextLine() == "HEAD 200 application/connect+json")
+    #expect(await client.nextLine() == "FRAME 0 first")
+    await server.stop(gracePeriod: .milliseconds(100))
+    let end = await client.nextLine() ?? ""
+    #expect(end.hasPrefix("FRAME 2 ") && end.contains(#""code":"unavailable""#), "\(end)")
+    #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
+  }
+
   @Test(arguments: [
     ("application/json", "Connect-Timeout-Ms", "250"), ("application/grpc-web+proto", "grpc-timeout", "250m"),
   ])
