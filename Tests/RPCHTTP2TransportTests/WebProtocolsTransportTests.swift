@@ -346,25 +346,65 @@ func withWebServer(
     }
   }
 
-  @Test func grpcWebErrorsAreTrailersOnly() async throws {
+  struct StreamErrorCase: Sendable, CustomStringConvertible {
+    var name: String
+    var path: String
+    var body: [UInt8]
+    var headers: [String] = []
+    var code: RPCError.Code
+    var message: String
+    var description: String { name }
+  }
+
+  static let streamErrors: [StreamErrorCase] = [
+    StreamErrorCase(
+      name: "unknown method", path: "/subs.bench.v1.Bench/Nope", body: envelope(0, []), code: .unimplemented,
+      message: "unknown method Nope"),
+    StreamErrorCase(
+      name: "bad body", path: "/subs.bench.v1.Bench/Echo", body: envelope(0, [0x0A, 9, 1]), code: .internal,
+      message: "failed to decode subs.bench.v1.EchoRequest"),
+    StreamErrorCase(
+      name: "truncated envelope", path: "/subs.bench.v1.Bench/Echo", body: Array(envelope(0, [1, 2, 3]).prefix(6)),
+      code: .internal, message: "ends inside a message envelope"),
+    StreamErrorCase(
+      name: "oversized", path: "/subs.bench.v1.Bench/Echo", body: envelope(0, [UInt8](repeating: 1, count: 100)),
+      code: .resourceExhausted, message: "message size 100 is larger than configured max 64"),
+    StreamErrorCase(
+      name: "deadline", path: "/subs.bench.v1.Bench/CheckEligibility", body: envelope(0, [0x0A, 4] + Array("slow".utf8)),
+      headers: ["grpc-timeout: 100m", "connect-timeout-ms: 100"], code: .deadlineExceeded, message: "deadline exceeded"),
+    StreamErrorCase(
+      name: "compressed", path: "/subs.bench.v1.Bench/Echo", body: envelope(1, [1]), code: .internal,
+      message: "compress"),
+  ]
+
+  /// gRPC-Web (status in the head for Trailers-Only, else in the trailer frame) and Connect
+  /// streaming (HTTP 200, the error in the end-stream message) answer the same errors.
+  @Test(arguments: ["application/grpc-web", "application/connect+proto"], streamErrors)
+  func envelopedProtocolsAnswerErrorsInBand(_ contentType: String, _ row: StreamErrorCase) async throws {
     try await withWebServer(configure: { $0.maxReceiveMessageSize = 64 }) { server in
-      let unknown = try await curlHTTP2(
-        server.port, "/subs.bench.v1.Bench/Nope", contentType: "application/grpc-web+proto", body: envelope(0, []))
-      #expect(unknown.status == 200)
-      #expect(unknown.headers["grpc-status"] == "12")
-      #expect(unknown.body.isEmpty)
-      let oversized = try await curlHTTP2(
-        server.port, "/subs.bench.v1.Bench/Echo", contentType: "application/grpc-web",
-        body: envelope(0, [UInt8](repeating: 1, count: 100)))
-      #expect(oversized.headers["grpc-status"] == "8")
-      #expect(oversized.headers["grpc-message"]?.contains("message size 100 is larger than configured max 64") == true)
-      let deadline = try await curlHTTP2(
-        server.port, "/subs.bench.v1.Bench/CheckEligibility", contentType: "application/grpc-web",
-        body: envelope(0, [0x0A, 4] + Array("slow".utf8)), headers: ["grpc-timeout: 100m"])
-      #expect(deadline.headers["grpc-status"] == "4")
-      let compressed = try await curlHTTP2(
-        server.port, "/subs.bench.v1.Bench/Echo", contentType: "application/grpc-web", body: envelope(1, [1]))
-      #expect(compressed.headers["grpc-status"] == "13")
+      let answer = try await curlHTTP2(server.port, row.path, contentType: contentType, body: row.body, headers: row.headers)
+      #expect(answer.status == 200)
+      #expect(answer.headers["content-type"] == contentType)
+      if contentType == "application/grpc-web" {
+        var status = answer.headers["grpc-status"]
+        var message = answer.headers["grpc-message"]
+        if status == nil, let trailer = envelopes(answer.body).last, trailer.0 == 0x80 {
+          for line in String(decoding: trailer.1, as: UTF8.self).split(separator: "\r\n") {
+            if line.hasPrefix("grpc-status: ") { status = String(line.dropFirst(13)) }
+            if line.hasPrefix("grpc-message: ") { message = String(line.dropFirst(14)) }
+          }
+        }
+        #expect(status == String(row.code.rawValue), "\(answer.headers) \(answer.text)")
+        // A status before any message is Trailers-Only: in the head, no body.
+        if row.name == "unknown method" { #expect(answer.headers["grpc-status"] != nil && answer.body.isEmpty) }
+        #expect(HeaderCoding.percentDecode(message ?? "").contains(row.message), "\(message ?? "")")
+      } else {
+        let end = try #require(envelopes(answer.body).last)
+        #expect(end.0 == 2)
+        let json = try JSONValue(parsing: String(decoding: end.1, as: UTF8.self))
+        #expect(json["error"]?["code"]?.stringValue == row.code.description.lowercased(), "\(json)")
+        #expect(json["error"]?["message"]?.stringValue?.contains(row.message) == true, "\(json)")
+      }
     }
   }
 
