@@ -98,7 +98,8 @@ public struct HTTPResponse: Sendable, Equatable {
   /// The status and headers go out first; `produce` then runs in a task of its own. Each
   /// ``HTTPBodyWriter/write(_:)`` waits while more than `maxPendingBytes` are not yet taken by the
   /// connection (a slow reader slows the producer instead of growing a buffer); when the client
-  /// goes away or the server stops, the producer's task is cancelled and writes throw. The body
+  /// goes away the producer's task is cancelled and writes throw; when the server stops the task
+  /// is cancelled (what it writes before returning still goes out, for a short grace). The body
   /// ends when `produce` returns; if it throws, the connection is closed without the final chunk,
   /// so the client sees a truncated body.
   ///
