@@ -52,6 +52,16 @@ private func testRouter(_ probe: Probe) -> RPCRouter {
     try await waitForever()
     return []
   }
+  router.registerStreaming(method: "/test.v1.Stream/Flood") { _, responses, _ in
+    // Writes as fast as it can (writes never wait) until it is cancelled.
+    responses.write([.metadata([:])])
+    while !Task.isCancelled {
+      responses.write([.message([UInt8](repeating: UInt8(ascii: "x"), count: 100))])
+      await Task.yield()
+    }
+    probe.cancelled.withLock { $0 += 1 }
+    return []
+  }
   router.registerUnaryBytes(method: "/test.v1.Stream/Sleep") { _, _ in
     try await waitForever()
     return []
@@ -124,6 +134,30 @@ struct RPCWebGatewayTests {
       #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
       #expect(await waitUntil { server.openConnections == 0 })
     }
+  }
+
+  @Test func aReaderSlowerThanTheStreamEndsItWithResourceExhausted() async throws {
+    var configuration = RPCWebGateway.Configuration()
+    configuration.maxPendingResponseBytes = 4096
+    let probe = Probe()
+    let gateway = RPCWebGateway(router: testRouter(probe), interceptors: [], configuration: configuration)
+    var routes = HTTPRouter()
+    routes.fallback = { request in await gateway.respond(to: request) }
+    let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0), router: routes)
+    let client = try ScriptedProcess(
+      python,
+      [fixture("stream_client.py"), String(server.port), "/test.v1.Stream/Flood", "application/grpc-web+proto",
+       hex(enveloped("")), "quiet"])
+    defer { client.stop() }
+    #expect(await client.nextLine() == "HEAD 200 application/grpc-web+proto")
+    let count = await client.nextLine() ?? ""
+    #expect(count.hasPrefix("COUNT "))
+    let end = await client.nextLine() ?? ""
+    #expect(end.hasPrefix("FRAME 128 grpc-status: 8"), "\(end)")
+    #expect(end.contains("too slowly"))
+    #expect(await client.nextLine() == "END")
+    #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
+    await server.stop()
   }
 
   @Test func stoppingTheServerEndsAStreamWithUnavailable() async throws {

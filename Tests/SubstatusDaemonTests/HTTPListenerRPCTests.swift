@@ -87,6 +87,9 @@ private func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
     let (status, log) = daemon.stop()
     #expect(status == 0)
     #expect(!log.contains(daemon.operatorKey), "the log holds the operator key")
+    // The access log says which protocol and codec each call used, and who called from where.
+    #expect(log.contains(#""method":"/substatus.v1.TenantService/CreateTenant","protocol":"connect","codec":"json","status":"OK""#))
+    #expect(log.contains(#""peer":"ipv4:127.0.0.1:"#))
   }
 
   @Test func curlWithJSONAsTheREADMEShowsIt() async throws {
