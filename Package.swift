@@ -76,6 +76,10 @@ let package = Package(
       swiftSettings: swiftSettings),
     // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
     .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
+    // Connect and gRPC-Web on the HTTP/1.1 listener: HTTP requests to RPCServer calls.
+    .target(
+      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
+      swiftSettings: swiftSettings),
 
 
     // MARK: Domain and storage
@@ -114,7 +118,7 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
+                     "RPCWebGateway", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -260,7 +264,14 @@ let package = Package(
       name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+      name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"], resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings),
+    // Child processes driven line by line (slow readers, streaming clients) for the HTTP tests.
+    .target(name: "HTTPTestSupport", path: "Tests/HTTPTestSupport", swiftSettings: swiftSettings),
+    .testTarget(
+      name: "RPCWebGatewayTests",
+      dependencies: ["RPCWebGateway", "HTTPServer", "HTTPTestSupport", "RPCCore", "SubstatusClock"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",
       dependencies: [

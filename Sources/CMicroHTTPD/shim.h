@@ -67,3 +67,10 @@ static inline int substatus_mhd_connection_fd(struct MHD_Connection *connection)
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
   return info == NULL ? -1 : info->connect_fd;
 }
+
+/// The client's address of a connection, or NULL.
+static inline const struct sockaddr *substatus_mhd_connection_client_address(struct MHD_Connection *connection) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return info == NULL ? NULL : info->client_addr;
+}

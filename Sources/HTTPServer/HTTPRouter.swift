@@ -31,6 +31,10 @@ public struct HTTPRouter: Sendable {
 
   private var routes: [Route] = []
 
+  /// Answers requests whose path no route matches, instead of 404 (another protocol served on
+  /// the same listener, below every route).
+  public var fallback: HTTPRouteHandler?
+
   /// Creates an empty router.
   public init() {}
 
@@ -75,6 +79,15 @@ public struct HTTPRouter: Sendable {
         status: 405, message: "method \(request.method) not allowed for \(request.path)",
         headers: ["Allow": allowed.joined(separator: ", ")]
       ).response
+    }
+    if let fallback {
+      do {
+        return try await fallback(request)
+      } catch let error as HTTPError {
+        return error.response
+      } catch {
+        return HTTPResponse.error(status: 500, message: "internal error")
+      }
     }
     return HTTPResponse.error(status: 404, message: "no route for \(request.path)")
   }

@@ -35,6 +35,14 @@ public struct HTTPServerConfiguration: Sendable {
   public var connectionMemoryLimit: Int
   /// HTTPS (libmicrohttpd's GnuTLS) with this certificate and key; `nil` serves plain HTTP.
   public var tls: HTTPServerTLS? = nil
+  /// Decides the body limit of a request from its head (the request it is given has no body yet);
+  /// when it is `nil` or returns `nil`, the limit is ``maxBodySize`` and a larger body gets 413.
+  /// A protocol served on some paths answers oversized bodies its own way with it.
+  public var bodyLimit: (@Sendable (HTTPRequest) -> HTTPBodyLimit?)? = nil
+  /// The request body bytes all connections together may hold (bodies being received, and those
+  /// of requests not yet answered); a body that would pass it is answered with its limit's
+  /// ``HTTPBodyLimit/busyResponse`` (by default 503 with `Retry-After: 1`). `nil` is unlimited.
+  public var maxBufferedBodyBytes: Int? = nil
 
   /// Creates a configuration; the defaults suit a notifications/health endpoint.
   public init(
@@ -61,6 +69,33 @@ public struct HTTPServerConfiguration: Sendable {
     guard !host.isEmpty, let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port)
     else { throw HTTPServerError(message: "listen address '\(listen)' is not HOST:PORT") }
     self.init(host: host, port: port)
+  }
+}
+
+/// The body limit of one request, and the answer when its body is larger
+/// (``HTTPServerConfiguration/bodyLimit``).
+public struct HTTPBodyLimit: Sendable {
+  /// The largest body accepted, in bytes.
+  public var maxBytes: Int
+  /// The answer to a larger body, sent before the body is read when `Content-Length` announces
+  /// it, else once the limit is passed.
+  public var response: HTTPResponse
+  /// The answer when the server holds too many request bytes already
+  /// (``HTTPServerConfiguration/maxBufferedBodyBytes``).
+  public var busyResponse: HTTPResponse
+
+  /// Creates a limit.
+  public init(maxBytes: Int, response: HTTPResponse, busyResponse: HTTPResponse = HTTPBodyLimit.defaultBusyResponse) {
+    self.maxBytes = maxBytes
+    self.response = response
+    self.busyResponse = busyResponse
+  }
+
+  /// 503 with `Retry-After: 1` and a JSON error body.
+  public static var defaultBusyResponse: HTTPResponse {
+    var response = HTTPResponse.error(status: 503, message: "the server holds too many request bytes; retry later")
+    response.headers.add(name: "Retry-After", value: "1")
+    return response
   }
 }
 
@@ -106,6 +141,11 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// with a bounded wait would cost). Handlers must not block their thread (use `await`): the
 /// cooperative pool has one thread per core.
 ///
+/// A response may stream its body (``HTTPResponse/streamed(status:headers:maxPendingBytes:_:)``):
+/// its producer runs in a task and writes through an ``HTTPBodyWriter``, whose writes wait while
+/// the connection has not taken the bytes already written (backpressure); the connection sleeps
+/// while the producer has nothing to send, and the producer is cancelled when the client goes.
+///
 /// ```swift
 /// let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { request in
 ///   .text("hello \(request.path)")
@@ -147,7 +187,9 @@ public final class HTTPServer: Sendable {
   /// The listener's limits and what they did, in the Prometheus text format (version 0.0.4):
   /// connections open, the caps, connections shut down for a late request head.
   public func prometheusText() -> String {
-    let (open, late) = core.state.withLock { ($0.connections.count, $0.lateHeads) }
+    let (open, late, buffered, refused) = core.state.withLock {
+      ($0.connections.count, $0.lateHeads, $0.bufferedBodyBytes, $0.bufferRefusals)
+    }
     var out = ""
     func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
       out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
@@ -164,6 +206,10 @@ public final class HTTPServer: Sendable {
       "substatus_http_request_head_timeouts_total", "counter",
       "HTTP connections shut down because their request head was not complete in time (--http-request-head-timeout).",
       late)
+    metric("substatus_http_buffered_request_bytes", "gauge", "HTTP request body bytes held (--http-request-buffer).", buffered)
+    metric(
+      "substatus_http_request_buffer_refusals_total", "counter",
+      "HTTP requests refused because the request buffer was full (--http-request-buffer).", refused)
     return out
   }
 
@@ -196,50 +242,44 @@ public final class HTTPServer: Sendable {
 
 // MARK: - libmicrohttpd glue (everything below talks to C)
 
-/// A pointer owned by libmicrohttpd, passed between the event thread and handler tasks. Only
-/// used under `ServerCore.state`'s lock or on the event thread.
-private struct UnsafeHandle: @unchecked Sendable {
-  let raw: OpaquePointer
-}
-
 /// Per-request state, shared by the event thread and the handler task.
 private final class RequestContext: Sendable {
   enum Phase {
     case receiving
     case running
-    case completed(HTTPResponse)
+    /// The handler's response, and the writer of its body when it is streamed.
+    case completed(HTTPResponse, HTTPBodyWriter?)
     case sent
   }
 
   struct Mutable {
     var body: [UInt8] = []
     var tooLarge = false
+    /// The server's request buffer was full.
+    var busy = false
+    /// Body bytes charged to the server's request buffer, given back when the request is done.
+    var charged = 0
     var phase = Phase.receiving
   }
 
   let connection: UnsafeHandle
-  let method: String
-  let path: String
-  let headers: HTTPHeaders
-  let queryItems: [(name: String, value: String)]
+  /// The request without its body.
+  let head: HTTPRequest
+  /// Its body limit.
+  let bodyLimit: HTTPBodyLimit
   let state = Mutex(Mutable())
 
-  init(
-    connection: UnsafeHandle, method: String, path: String, headers: HTTPHeaders,
-    queryItems: [(name: String, value: String)]
-  ) {
+  init(connection: UnsafeHandle, head: HTTPRequest, bodyLimit: HTTPBodyLimit) {
     self.connection = connection
-    self.method = method
-    self.path = path
-    self.headers = headers
-    self.queryItems = queryItems
+    self.head = head
+    self.bodyLimit = bodyLimit
   }
 
   /// Stores the response if the handler is still running; false if someone answered already.
-  func complete(_ response: HTTPResponse) -> Bool {
+  func complete(_ response: HTTPResponse, writer: HTTPBodyWriter? = nil) -> Bool {
     state.withLock { state in
       guard case .running = state.phase else { return false }
-      state.phase = .completed(response)
+      state.phase = .completed(response, writer)
       return true
     }
   }
@@ -268,18 +308,48 @@ private final class ServerCore: Sendable {
     var connections: [UInt: OpenConnection] = [:]
     /// Connections shut down for a late request head.
     var lateHeads = 0
-    /// Enforces the request-head deadline (see ``ServerCore/sweepLateHeads()``).
+    /// Request body bytes held (``HTTPServerConfiguration/maxBufferedBodyBytes``).
+    var bufferedBodyBytes = 0
+    /// Requests answered with the busy response because the request buffer was full.
+    var bufferRefusals = 0
+    /// Streamed response bodies being sent.
+    var streams: [ObjectIdentifier: HTTPBodyWriter] = [:]
+    /// Enforces the request-head deadline and notices clients gone from idle streams
+    /// (see ``ServerCore/sweep()``).
     var sweeper: (any DispatchSourceTimer)?
   }
 
   let handler: @Sendable (HTTPRequest) async -> HTTPResponse
   let configuration: HTTPServerConfiguration
-  var maxBodySize: Int { configuration.maxBodySize }
+  /// The body limit of a request, from its head.
+  func bodyLimit(of head: HTTPRequest) -> HTTPBodyLimit {
+    if let limit = configuration.bodyLimit?(head) { return limit }
+    let maxBytes = configuration.maxBodySize
+    return HTTPBodyLimit(maxBytes: maxBytes, response: .error(status: 413, message: "request body exceeds \(maxBytes) bytes"))
+  }
   let state = Mutex(State())
 
   init(handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse, configuration: HTTPServerConfiguration) {
     self.handler = handler
     self.configuration = configuration
+  }
+
+  /// Charges `count` body bytes to the request buffer; false (and counted) when they do not fit.
+  func chargeBody(_ count: Int) -> Bool {
+    state.withLock { state in
+      if let limit = configuration.maxBufferedBodyBytes, state.bufferedBodyBytes + count > limit {
+        state.bufferRefusals += 1
+        return false
+      }
+      state.bufferedBodyBytes += count
+      return true
+    }
+  }
+
+  /// The periodic sweep: late request heads, and idle streams whose client has gone.
+  func sweep() {
+    sweepLateHeads()
+    for writer in state.withLock({ Array($0.streams.values) }) { writer.checkClientGone() }
   }
 
   /// Shuts down the connections whose request head is late: older than
@@ -370,14 +440,12 @@ private final class ServerCore: Sendable {
         message: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
     }
     state.withLock { $0.daemon = UnsafeHandle(raw: daemon) }
-    if configuration.requestHeadTimeout != nil {
-      state.withLock { state in
-        let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
-        sweeper.setEventHandler { [weak self] in self?.sweepLateHeads() }
-        sweeper.resume()
-        state.sweeper = sweeper
-      }
+    state.withLock { state in
+      let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+      sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
+      sweeper.setEventHandler { [weak self] in self?.sweep() }
+      sweeper.resume()
+      state.sweeper = sweeper
     }
     return Int(substatus_mhd_bound_port(daemon))
   }
@@ -392,18 +460,21 @@ private final class ServerCore: Sendable {
     }
   }
 
-  /// Answers every handler still running with 503 and resumes its connection.
+  /// Answers every handler still running with 503 and resumes its connection, and cancels the
+  /// producers of streamed bodies (what they write before returning is still sent).
   func abortInFlight() {
-    state.withLock { state in
+    let streams = state.withLock { state -> [HTTPBodyWriter] in
       state.stopping = true
-      guard let daemon = state.daemon else { return }
+      guard let daemon = state.daemon else { return [] }
       _ = daemon
       for context in state.inFlight.values
       where context.complete(.error(status: 503, message: "server is shutting down")) {
         MHD_resume_connection(context.connection.raw)
       }
       state.inFlight.removeAll()
+      return Array(state.streams.values)
     }
+    for writer in streams { writer.cancelProducer() }
   }
 
   /// Stops libmicrohttpd (after ``abortInFlight()``: no connection may be suspended).
@@ -418,6 +489,8 @@ private final class ServerCore: Sendable {
       return (state.daemon, state.listenSocket)
     }
     guard let daemon else { return }
+    // No connection may stay suspended in a stream's content reader when the daemon stops.
+    for writer in state.withLock({ Array($0.streams.values) }) { writer.close() }
     MHD_stop_daemon(daemon.raw)
     if listenSocket >= 0 { close(listenSocket) }
     Unmanaged.passUnretained(self).release()
@@ -425,18 +498,31 @@ private final class ServerCore: Sendable {
 
   /// Runs the handler for `context` as a task; the connection is already suspended.
   func dispatch(_ context: RequestContext, body: [UInt8]) {
-    let request = HTTPRequest(
-      method: context.method, path: context.path, queryItems: context.queryItems,
-      headers: context.headers, body: body)
+    var request = context.head
+    request.body = body
     Task { [self] in
       let response = await handler(request)
-      state.withLock { state in
+      let streamed = response.streamedBody
+      let writer = streamed.map { HTTPBodyWriter(maxPendingBytes: $0.maxPendingBytes) }
+      let answered = state.withLock { state -> Bool in
         // The daemon is alive while we hold the lock and it is set; resume only if we answered.
-        guard state.daemon != nil, context.complete(response) else { return }
+        guard state.daemon != nil, context.complete(response, writer: writer) else { return false }
         state.inFlight[ObjectIdentifier(context)] = nil
         MHD_resume_connection(context.connection.raw)
+        return true
       }
+      if answered, let writer, let streamed { writer.run(streamed.produce) }
     }
+  }
+
+  /// A streamed body's response is queued: the sweep watches it until it is gone.
+  func streamStarted(_ writer: HTTPBodyWriter) {
+    state.withLock { $0.streams[ObjectIdentifier(writer)] = writer }
+  }
+
+  /// A streamed body's response is gone.
+  func streamEnded(_ writer: HTTPBodyWriter) {
+    _ = state.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(writer)) }
   }
 }
 
@@ -466,14 +552,43 @@ private func collectValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> 
   return collector.fields
 }
 
+/// What libmicrohttpd's content reader of a streamed body holds: the writer and its server.
+private final class StreamRegistration {
+  let core: ServerCore
+  let writer: HTTPBodyWriter
+  init(core: ServerCore, writer: HTTPBodyWriter) {
+    self.core = core
+    self.writer = writer
+  }
+}
+
+/// The size of the blocks libmicrohttpd asks a streamed body for (one chunk at most).
+private let streamBlockSize = 16 * 1024
+
 @discardableResult
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-  let created: OpaquePointer? = response.body.withUnsafeBytes { bytes in
-    if let base = bytes.baseAddress, bytes.count > 0 {
-      return MHD_create_response_from_buffer(
-        bytes.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+private func queue(
+  _ response: HTTPResponse, on connection: OpaquePointer, writer: HTTPBodyWriter? = nil, core: ServerCore? = nil
+) -> MHD_Result {
+  let created: OpaquePointer?
+  if let writer, let core {
+    let registration = Unmanaged.passRetained(StreamRegistration(core: core, writer: writer)).toOpaque()
+    created = MHD_create_response_from_callback(
+      UInt64.max /* MHD_SIZE_UNKNOWN: chunked */, streamBlockSize, mhdStreamRead, registration, mhdStreamFree)
+    if created == nil {
+      Unmanaged<StreamRegistration>.fromOpaque(registration).release()
+      writer.close()
+    } else {
+      writer.attach(connection)
+      core.streamStarted(writer)
     }
-    return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+  } else {
+    created = response.body.withUnsafeBytes { bytes in
+      if let base = bytes.baseAddress, bytes.count > 0 {
+        return MHD_create_response_from_buffer(
+          bytes.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+      }
+      return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+    }
   }
   guard let mhdResponse = created else { return MHD_Result.NO }
   defer { MHD_destroy_response(mhdResponse) }
@@ -484,6 +599,19 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
   return MHD_queue_response(connection, UInt32(clamping: response.status), mhdResponse)
 }
 
+private let mhdStreamRead: MHD_ContentReaderCallback = { cls, _, buffer, max in
+  guard let cls, let buffer else { return HTTPBodyWriter.endWithError }
+  let registration = Unmanaged<StreamRegistration>.fromOpaque(cls).takeUnretainedValue()
+  return registration.writer.read(into: buffer, max: max)
+}
+
+private let mhdStreamFree: MHD_ContentReaderFreeCallback = { cls in
+  guard let cls else { return }
+  let registration = Unmanaged<StreamRegistration>.fromOpaque(cls).takeRetainedValue()
+  registration.writer.detach()
+  registration.core.streamEnded(registration.writer)
+}
+
 private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
   guard let cls, let connection, let conCls, let uploadDataSize else { return MHD_Result.NO }
@@ -492,12 +620,14 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   guard let existing = conCls.pointee else {
     // First call: the request line and headers are in.
     core.headEvent(connection, complete: true)
-    let context = RequestContext(
-      connection: UnsafeHandle(raw: connection),
+    var head = HTTPRequest(
       method: method.map { String(cString: $0) } ?? "",
       path: url.map { String(cString: $0) } ?? "/",
-      headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)),
-      queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND))
+      queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND),
+      headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)))
+    head.peer = peerAddress(connection)
+    let context = RequestContext(
+      connection: UnsafeHandle(raw: connection), head: head, bodyLimit: core.bodyLimit(of: head))
     conCls.pointee = Unmanaged.passRetained(context).toOpaque()
     let stopping = core.state.withLock { state in
       state.live += 1
@@ -509,11 +639,9 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
       response.headers.add(name: "Connection", value: "close")
       return queue(response, on: connection)
     }
-    if let length = context.headers["Content-Length"].flatMap({ Int($0) }), length > core.maxBodySize {
+    if let length = head.headers["Content-Length"].flatMap({ Int($0) }), length > context.bodyLimit.maxBytes {
       context.state.withLock { $0.phase = .sent }
-      return queue(
-        .error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"),
-        on: connection)
+      return queue(context.bodyLimit.response, on: connection)
     }
     return MHD_Result.YES
   }
@@ -521,13 +649,19 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
   let size = uploadDataSize.pointee
   if size > 0 {
-    // A chunk of the body: keep it, or discard it once the limit is passed.
+    // A chunk of the body: keep it, or discard it once a limit is passed.
     context.state.withLock { state in
-      if !state.tooLarge, state.body.count + size <= core.maxBodySize, let uploadData {
+      if !state.tooLarge, !state.busy, state.body.count + size <= context.bodyLimit.maxBytes, let uploadData {
+        guard core.chargeBody(size) else {
+          state.busy = true
+          state.body = []
+          return
+        }
+        state.charged += size
         state.body.append(
           contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
       } else {
-        state.tooLarge = true
+        state.tooLarge = !state.busy
         state.body = []
       }
     }
@@ -537,29 +671,29 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
 
   enum Step {
     case dispatch([UInt8])
-    case send(HTTPResponse)
+    case send(HTTPResponse, HTTPBodyWriter?)
     case nothing
   }
   let step = context.state.withLock { state -> Step in
     switch state.phase {
     case .receiving:
-      if state.tooLarge {
+      if state.tooLarge || state.busy {
         state.phase = .sent
-        return .send(.error(status: 413, message: "request body exceeds \(core.maxBodySize) bytes"))
+        return .send(state.busy ? context.bodyLimit.busyResponse : context.bodyLimit.response, nil)
       }
       state.phase = .running
       defer { state.body = [] }
       return .dispatch(state.body)
-    case .completed(let response):
+    case .completed(let response, let writer):
       state.phase = .sent
-      return .send(response)
+      return .send(response, writer)
     case .running, .sent:
       return .nothing
     }
   }
   switch step {
-  case .send(let response):
-    return queue(response, on: connection)
+  case .send(let response, let writer):
+    return queue(response, on: connection, writer: writer, core: core)
   case .nothing:
     return MHD_Result.YES
   case .dispatch(let body):
@@ -580,6 +714,28 @@ private let mhdNotifyConnection: MHD_NotifyConnectionCallback = { cls, connectio
   }
 }
 
+/// The client's address as gRPC names peers: `ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`.
+private func peerAddress(_ connection: OpaquePointer) -> String {
+  guard let address = substatus_mhd_connection_client_address(connection) else { return "unknown" }
+  var host = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+  switch Int32(address.pointee.sa_family) {
+  case AF_INET:
+    return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+      var addr = v4.pointee.sin_addr
+      inet_ntop(AF_INET, &addr, &host, socklen_t(host.count))
+      return "ipv4:\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)):\(UInt16(bigEndian: v4.pointee.sin_port))"
+    }
+  case AF_INET6:
+    return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+      var addr = v6.pointee.sin6_addr
+      inet_ntop(AF_INET6, &addr, &host, socklen_t(host.count))
+      return "ipv6:[\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))]:\(UInt16(bigEndian: v6.pointee.sin6_port))"
+    }
+  default:
+    return "unknown"
+  }
+}
+
 private func monotonicNanoseconds() -> UInt64 {
   var now = timespec()
   clock_gettime(CLOCK_MONOTONIC, &now)
@@ -594,8 +750,10 @@ private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, connectio
   guard let conCls, let existing = conCls.pointee else { return }
   conCls.pointee = nil
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
+  let charged = context.state.withLock { $0.charged }
   core.state.withLock { state in
     state.live -= 1
+    state.bufferedBodyBytes -= charged
     state.inFlight[ObjectIdentifier(context)] = nil
   }
 }

@@ -53,6 +53,9 @@ public struct HTTPRequest: Sendable {
   public var body: [UInt8]
   /// The values of `{name}` segments of the route that matched; filled by ``HTTPRouter``.
   public var pathParameters: [String: String]
+  /// The client's address as gRPC names peers (`ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`);
+  /// filled by the server.
+  public var peer: String = ""
 
   /// Creates a request; the server does this, tests of handlers may too.
   public init(
@@ -71,20 +74,53 @@ public struct HTTPRequest: Sendable {
   public func query(_ name: String) -> String? { queryItems.first { $0.name == name }?.value }
 }
 
-/// A response a handler returns: status, header fields and a body sent with `Content-Length`.
+/// A response a handler returns: status, header fields and a body, either whole (sent with
+/// `Content-Length`) or produced while it is sent (``streamedBody``).
 public struct HTTPResponse: Sendable, Equatable {
   /// The status code, e.g. 200.
   public var status: Int
   /// The header fields to send (`Content-Length` is added by the server).
   public var headers: HTTPHeaders
-  /// The body bytes.
+  /// The body bytes; ignored when ``streamedBody`` is set.
   public var body: [UInt8]
+  /// A body written while it is produced (chunked transfer encoding on HTTP/1.1), or `nil`.
+  public var streamedBody: HTTPStreamedBody?
 
   /// Creates a response.
   public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
     self.status = status
     self.headers = headers
     self.body = body
+  }
+
+  /// A response whose body `produce` writes while the server sends it.
+  ///
+  /// The status and headers go out first; `produce` then runs in a task of its own. Each
+  /// ``HTTPBodyWriter/write(_:)`` waits while more than `maxPendingBytes` are not yet taken by the
+  /// connection (a slow reader slows the producer instead of growing a buffer); when the client
+  /// goes away the producer's task is cancelled and writes throw; when the server stops the task
+  /// is cancelled (what it writes before returning still goes out, for a short grace). The body
+  /// ends when `produce` returns; if it throws, the connection is closed without the final chunk,
+  /// so the client sees a truncated body.
+  ///
+  /// ```swift
+  /// HTTPResponse.streamed(headers: ["Content-Type": "text/event-stream"]) { writer in
+  ///   for await event in events { try await writer.write(Array(event.utf8)) }
+  /// }
+  /// ```
+  public static func streamed(
+    status: Int = 200, headers: HTTPHeaders = HTTPHeaders(), maxPendingBytes: Int = 64 * 1024,
+    _ produce: @escaping @Sendable (HTTPBodyWriter) async throws -> Void
+  ) -> HTTPResponse {
+    var response = HTTPResponse(status: status, headers: headers)
+    response.streamedBody = HTTPStreamedBody(maxPendingBytes: maxPendingBytes, produce: produce)
+    return response
+  }
+
+  /// Equal when status, headers and body are, and both stream the same ``HTTPStreamedBody`` or none.
+  public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+    lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.body == rhs.body
+      && lhs.streamedBody === rhs.streamedBody
   }
 
   /// A response with a UTF-8 body and the given content type.

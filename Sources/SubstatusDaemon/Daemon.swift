@@ -7,6 +7,7 @@ import HTTPServer
 import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
+import RPCWebGateway
 import SubscriptionStorage
 import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
@@ -154,6 +155,7 @@ public enum SubstatusDaemon {
     transportConfiguration.maxConnections = descriptors.grpcConnections
     transportConfiguration.maxCallsInFlight = configuration.grpcMaxCalls
     transportConfiguration.maxReplyBytesInFlight = configuration.grpcMaxReplyBytes
+    transportConfiguration.corsAllowedOrigins = configuration.corsOrigins
     if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
       transportConfiguration.tls = TLSConfiguration(
         certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
@@ -173,8 +175,17 @@ public enum SubstatusDaemon {
     let httpMetrics = Mutex<HTTPServer?>(nil)
     let memory = MemoryReturn(interval: configuration.memoryTrimInterval)
     service.metrics.addSource { (httpMetrics.withLock { $0 }?.prometheusText() ?? "") + memory.prometheusText() }
-    let httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    var httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    // Connect and gRPC-Web on the HTTP listener: the gRPC port's router and interceptors, below
+    // the listener's own routes (notifications, health, metrics keep precedence).
+    var gatewayConfiguration = RPCWebGateway.Configuration()
+    gatewayConfiguration.corsAllowedOrigins = configuration.corsOrigins
+    gatewayConfiguration.clock = clock
+    let gateway = RPCWebGateway(router: router, interceptors: service.interceptors(), configuration: gatewayConfiguration)
+    httpRouter.fallback = { request in await gateway.respond(to: request) }
     var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
+    httpConfiguration.bodyLimit = { request in gateway.bodyLimit(for: request) }
+    httpConfiguration.maxBufferedBodyBytes = configuration.httpRequestBuffer
     httpConfiguration.connectionLimit = descriptors.httpConnections
     httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
     httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))
@@ -190,9 +201,7 @@ public enum SubstatusDaemon {
     }
     let http: HTTPServer
     do {
-      http = try HTTPServer(
-        configuration: httpConfiguration,
-        handler: { request in await httpRouter.respond(to: request) })
+      http = try HTTPServer(configuration: httpConfiguration, router: httpRouter)
     } catch {
       server.beginGracefulShutdown()
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")

@@ -44,7 +44,9 @@ import SubstatusJSON
 /// | `--http-max-connections N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS` | `http_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
+/// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
+/// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -131,9 +133,18 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var httpMaxConnectionsPerAddress: Int = 16
   /// Seconds an HTTP connection has to send a whole request head.
   public var httpRequestHeadTimeout: Double = 10
+  /// The request body bytes all HTTP connections together may hold (RPC bodies reach 4 MiB, so
+  /// the connection cap alone would allow gigabytes).
+  public var httpRequestBuffer: Int = 64 << 20
   /// Seconds between checks that return freed heap pages to the system after a load has gone;
   /// 0 turns them off.
   public var memoryTrimInterval: Double = 5
+
+  /// The web origins (`scheme://host[:port]`, as browsers send them in `Origin`) whose pages may
+  /// call the API with Connect or gRPC-Web on both listeners (CORS); none by default. `*` is
+  /// refused: the listeners often sit on a private network, and naming each origin keeps a web
+  /// page anywhere from reaching them through a visitor's browser.
+  public var corsOrigins: [String] = []
 
   /// The defaults.
   public init() {}
@@ -205,7 +216,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              limit less the reserve, at most 1024)
       --http-max-connections-per-address N   HTTP connections from one client address (default 16)
       --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
+      --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
+                                             beyond it 503 (resource_exhausted for RPCs) (default 67108864)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
+    browsers:
+      --cors-origin ORIGIN                   let web pages from ORIGIN (scheme://host[:port], e.g.
+                                             https://console.example.com) call the API with Connect
+                                             or gRPC-Web on both listeners (CORS); repeatable; none by
+                                             default; '*' is refused (name each origin)
+                                             (env SUBSTATUS_CORS_ORIGIN: origins joined by ',')
       --help                                 this text
     """
 
@@ -248,11 +267,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-max-connections", "SUBSTATUS_HTTP_MAX_CONNECTIONS", "http_max_connections"),
     ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
+    ("--http-request-buffer", "SUBSTATUS_HTTP_REQUEST_BUFFER", "http_request_buffer"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
+    ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
   ]
 
-  /// Flags that may be given several times; their values are joined by `:` like the environment's.
-  private static let repeatable: Set<String> = ["--apple-root-ca"]
+  /// Flags that may be given several times, with the separator that joins their values (as in the
+  /// environment variable): `:` for paths, `,` for origins (which hold `:`).
+  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ","]
 
   /// Reads the settings.
   /// - Parameters:
@@ -283,8 +305,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
       if name == "--config" {
         configPath = value
-      } else if repeatable.contains(name), let previous = flags[name] {
-        flags[name] = previous + ":" + value
+      } else if let separator = repeatable[name], let previous = flags[name] {
+        flags[name] = previous + separator + value
       } else {
         flags[name] = value
       }
@@ -303,7 +325,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         switch value {
         case .string(let s): values[entry.flag] = s
         case .number(let n): values[entry.flag] = n
-        case .array(let items) where repeatable.contains(entry.flag):
+        case .array(let items) where repeatable[entry.flag] != nil:
           var paths: [String] = []
           for item in items {
             guard case .string(let s) = item else {
@@ -311,7 +333,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
             paths.append(s)
           }
-          values[entry.flag] = paths.joined(separator: ":")
+          values[entry.flag] = paths.joined(separator: repeatable[entry.flag] ?? ":")
         default: throw UsageError(description: "config file \(configPath): \"\(key)\" must be a string or a number")
         }
       }
@@ -394,8 +416,52 @@ public struct DaemonConfiguration: Sendable, Equatable {
         c[keyPath: path] = Int(n)
       }
     }
+    if let v = values["--cors-origin"] {
+      for text in v.split(separator: ",", omittingEmptySubsequences: false) {
+        let origin = try Self.corsOrigin(String(text))
+        if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
+      }
+    }
     try c.parseLimits(number)
     return c
+  }
+
+  /// Checks a `--cors-origin` value and returns it as browsers serialize origins (RFC 6454):
+  /// `scheme://host[:port]`, scheme and host in lower case, no default port (80 for http, 443 for
+  /// https), no path, query, user or trailing slash.
+  /// - Throws: ``UsageError`` for anything else, `*` included.
+  static func corsOrigin(_ text: String) throws(UsageError) -> String {
+    func refuse(_ why: String) -> UsageError {
+      UsageError(description: "--cors-origin \"\(text)\" \(why)")
+    }
+    if text == "*" || text == "null" {
+      throw refuse("is not allowed: name each origin whose pages may call the API (scheme://host[:port])")
+    }
+    guard let separator = text.range(of: "://") else { throw refuse("is not an origin: expected scheme://host[:port]") }
+    let scheme = text[..<separator.lowerBound].lowercased()
+    guard let first = scheme.first, first.isLetter,
+      scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+    else { throw refuse("has no valid scheme") }
+    var authority = text[separator.upperBound...]
+    guard !authority.contains(where: { "/?#@ ".contains($0) }) else {
+      throw refuse("is not an origin: no path, query, user or spaces (scheme://host[:port])")
+    }
+    var port: Int?
+    if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
+      guard let number = Int(authority[authority.index(after: colon)...]), (1...65535).contains(number) else {
+        throw refuse("has an invalid port")
+      }
+      port = number
+      authority = authority[..<colon]
+    }
+    let host = authority.lowercased()
+    let isIPv6 = host.hasPrefix("[") && host.hasSuffix("]") && host.count > 2
+    guard !host.isEmpty,
+      isIPv6 || host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-.".contains($0)) })
+    else { throw refuse("has an invalid host") }
+    let defaultPort = ["http": 80, "https": 443][scheme]
+    guard let port, port != defaultPort else { return "\(scheme)://\(host)" }
+    return "\(scheme)://\(host):\(port)"
   }
 
   /// Reads the flags of the listener and process limits.
@@ -435,6 +501,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard n >= 0.1 else { throw UsageError(description: "--http-request-head-timeout must be at least 0.1 seconds") }
       httpRequestHeadTimeout = n
     }
+    // At least one largest RPC body: a 4 MiB message in base64 (gRPC-Web text) with its envelope.
+    if let n = try whole("--http-request-buffer", 6_000_000...1_099_511_627_776) { httpRequestBuffer = n }
     if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
   }
 }

@@ -119,7 +119,8 @@ final class TenantRateLimiter: Sendable {
   }
 }
 
-/// Writes one JSON line per RPC (method, tenant, key id, status, duration; never a key or a secret)
+/// Writes one JSON line per RPC (method, protocol and codec, tenant, key id, status, duration; never
+/// a key or a secret)
 /// and records the RPC's metrics.
 struct AccessLogInterceptor: ServerInterceptor {
   let service: SubstatusService
@@ -133,12 +134,14 @@ struct AccessLogInterceptor: ServerInterceptor {
     var failure: String? = nil
     defer {
       let seconds = (service.environment.clock.monotonicNow - started).seconds
-      service.metrics.rpc(method: context.method, code: code, seconds: seconds)
+      service.metrics.rpc(method: context.method, code: code, seconds: seconds, rpcProtocol: context.rpcProtocol)
       var line = JSONObject()
       line.append("ts", .integer(service.environment.now()))
       line.append("level", .string(code == .ok ? "info" : "warn"))
       line.append("msg", .string("rpc"))
       line.append("method", .string(context.method))
+      line.append("protocol", .string(context.rpcProtocol.rawValue))
+      line.append("codec", .string(context.codec.rawValue))
       line.append("status", .string(code.description))
       line.append("duration_ms", .double((seconds * 1e6).rounded() / 1000))
       line.append("peer", .string(context.peer))

@@ -74,6 +74,7 @@ public final class ServiceMetrics: Sendable {
   struct State {
     var rpcs: [String: [String: UInt64]] = [:]  // method -> code -> count
     var rpcLatency: [String: Histogram] = [:]  // method
+    var rpcsByProtocol: [String: [String: UInt64]] = [:]  // protocol -> code -> count
     var upstream: [String: UInt64] = [:]
     var upstreamLatency = Histogram()
     var ingestedTransactions: UInt64 = 0
@@ -100,9 +101,10 @@ public final class ServiceMetrics: Sendable {
     sources.withLock { $0.append(source) }
   }
 
-  func rpc(method: String, code: RPCError.Code, seconds: Double) {
+  func rpc(method: String, code: RPCError.Code, seconds: Double, rpcProtocol: RPCProtocol = .grpc) {
     state.withLock {
       $0.rpcs[method, default: [:]][code.description, default: 0] += 1
+      $0.rpcsByProtocol[rpcProtocol.rawValue, default: [:]][code.description, default: 0] += 1
       $0.rpcLatency[method, default: Histogram()].observe(seconds)
     }
   }
@@ -152,6 +154,12 @@ public final class ServiceMetrics: Sendable {
     for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
       for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
         out += "substatus_rpcs_total{method=\"\(method)\",code=\"\(code)\"} \(n)\n"
+      }
+    }
+    out += "# HELP substatus_rpcs_by_protocol_total RPCs handled, by protocol (grpc, grpc-web, connect) and gRPC status.\n# TYPE substatus_rpcs_by_protocol_total counter\n"
+    for (rpcProtocol, codes) in s.rpcsByProtocol.sorted(by: { $0.key < $1.key }) {
+      for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
+        out += "substatus_rpcs_by_protocol_total{protocol=\"\(rpcProtocol)\",code=\"\(code)\"} \(n)\n"
       }
     }
     out += "# HELP substatus_rpc_duration_seconds RPC latency, by method.\n# TYPE substatus_rpc_duration_seconds histogram\n"

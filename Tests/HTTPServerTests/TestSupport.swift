@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HTTPServer
+import HTTPTestSupport
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -117,3 +118,16 @@ func withHeldConnections<T: Sendable>(
   defer { for fd in fds { close(fd) } }
   return try await body()
 }
+
+/// The Python of the worktree's `.venv` (made by `scripts/install-deps --test`).
+let python: String = {
+  let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+  return root.appendingPathComponent(".venv/bin/python").path
+}()
+
+/// A fixture file's path.
+func fixture(_ name: String) -> String {
+  Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)!.path
+}
+
