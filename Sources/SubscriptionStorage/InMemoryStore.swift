@@ -20,6 +20,7 @@ public final class InMemoryStore: Store {
     var apps: [String: AppRecord] = [:]
     var secrets: [String: SharedSecrets] = [:]
     var products: [String: [String: Product]] = [:]
+    var entitlements: [String: [String: EntitlementDefinition]] = [:]
     var keys: [String: ApiKeyRecord] = [:]
     var users: [UserKey: UserData] = [:]
     var notifications: [[String]: Int64] = [:]
@@ -231,6 +232,41 @@ public final class InMemoryStore: Store {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       return (s.products[appId] ?? [:]).values.sorted { $0.productId < $1.productId }
+    }
+  }
+
+  // MARK: Named entitlements
+
+  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
+    async throws(StoreError)
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      try StoreValidation.validate(entitlements, catalog: Set((s.products[appId] ?? [:]).keys))
+      for e in entitlements { s.entitlements[appId, default: [:]][e.entitlementId] = e }
+    }
+  }
+
+  /// See ``Store/entitlements(appId:)``.
+  public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      return (s.entitlements[appId] ?? [:]).values.sorted { $0.entitlementId < $1.entitlementId }
+    }
+  }
+
+  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      var deleted: [String] = []
+      for id in entitlementIds where s.entitlements[appId]?.removeValue(forKey: id) != nil {
+        deleted.append(id)
+      }
+      return deleted
     }
   }
 

@@ -211,6 +211,22 @@ public protocol Store: Sendable {
   /// - Throws: `notFound` for an unknown app.
   func products(appId: String) async throws(StoreError) -> [Product]
 
+  // MARK: Named entitlements
+
+  /// Inserts or replaces named entitlement definitions (by entitlement id) of the app; the others
+  /// stay. All or nothing, in one commit, checked against the catalog in that commit.
+  /// - Throws: `notFound` for an unknown app; `invalidArgument` when a definition has an empty id
+  ///   or names a product the app's catalog lacks (the message names them; nothing is written).
+  func putEntitlements(appId: String, entitlements: [EntitlementDefinition]) async throws(StoreError)
+  /// The app's entitlement definitions, ordered by entitlement id.
+  /// - Throws: `notFound` for an unknown app.
+  func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition]
+  /// Deletes entitlement definitions of the app by id, in one commit.
+  /// - Returns: the ids that existed and were deleted, in the order given (each once).
+  /// - Throws: `notFound` for an unknown app.
+  func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
+    -> [String]
+
   // MARK: API keys
 
   /// Stores a new key.

@@ -17,7 +17,7 @@ private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue])
   try db.first(sql, values) { _ in true } ?? false
 }
 
-private func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreError) {
+func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreError) {
   guard try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(appId)]) else {
     throw StoreError.notFound("app", appId)
   }
