@@ -446,6 +446,163 @@ public struct Substatus_V1_ListProductsResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// A named entitlement of an app's catalog: what an app's backend checks ("premium") and the
+/// products that unlock it (RevenueCat's entitlements, Adapty's access levels).
+public struct Substatus_V1_EntitlementDefinition: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.EntitlementDefinition"
+
+  /// The entitlement's identifier, chosen by the tenant (for example `premium`). Required; unique
+  /// within the app.
+  public var entitlementID: String = ""
+
+  /// A name for people; at most 200 bytes.
+  public var displayName: String = ""
+
+  /// The catalog products that grant it (any type; consumables never grant anything lasting).
+  /// Each must be in the app's catalog, once; at most 1000.
+  public var productIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.PutEntitlements.
+public struct Substatus_V1_PutEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The entitlements to insert or replace, 1 to 100, each id once.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.PutEntitlements.
+public struct Substatus_V1_PutEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutEntitlementsResponse"
+
+  /// The stored entitlements, in request order.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.ListEntitlements.
+public struct Substatus_V1_ListEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The maximum number of entitlements to return (AIP-158): 0 means 50; at most 1000.
+  public var pageSize: Int32 = 0
+
+  /// The `next_page_token` of a previous response; empty for the first page.
+  public var pageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.ListEntitlements.
+public struct Substatus_V1_ListEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListEntitlementsResponse"
+
+  /// The entitlements of this page, ordered by entitlement id.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// The token of the next page; empty on the last page.
+  public var nextPageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.DeleteEntitlements.
+public struct Substatus_V1_DeleteEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The entitlements to delete, 1 to 100.
+  public var entitlementIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteEntitlements.
+public struct Substatus_V1_DeleteEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteEntitlementsResponse"
+
+  /// The entitlements that were defined and are now deleted, in request order.
+  public var deletedEntitlementIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// The request of AdminService.SetPolicy.
 public struct Substatus_V1_SetPolicyRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -1446,6 +1603,300 @@ extension Substatus_V1_ListProductsResponse {
   }
 }
 
+extension Substatus_V1_EntitlementDefinition: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.EntitlementDefinition", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlementID = try r.string(0)
+    displayName = try r.string(1)
+    productIDs = try r.repeatedString(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, entitlementID)
+    w.string(1, displayName)
+    w.repeatedString(2, productIDs)
+  }
+}
+
+extension Substatus_V1_EntitlementDefinition {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.entitlementID.isEmpty) { o.append("entitlementId", .string(self.entitlementID)) }
+    if !(self.displayName.isEmpty) { o.append("displayName", .string(self.displayName)) }
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlementId", "entitlement_id":
+        self.entitlementID = try ProtoJSON.string(value, "entitlementId")
+      case "displayName", "display_name":
+        self.displayName = try ProtoJSON.string(value, "displayName")
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutEntitlementsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    entitlements = try r.repeatedMessage(1, Substatus_V1_EntitlementDefinition.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedMessage(1, entitlements)
+  }
+}
+
+extension Substatus_V1_PutEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutEntitlementsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlements = try r.repeatedMessage(0, Substatus_V1_EntitlementDefinition.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedMessage(0, entitlements)
+  }
+}
+
+extension Substatus_V1_PutEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ListEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListEntitlementsRequest", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    pageSize = r.int32(1)
+    pageToken = try r.string(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.int32(1, pageSize)
+    w.string(2, pageToken)
+  }
+}
+
+extension Substatus_V1_ListEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.pageSize == 0) { o.append("pageSize", ProtoJSON.int32(self.pageSize)) }
+    if !(self.pageToken.isEmpty) { o.append("pageToken", .string(self.pageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "pageSize", "page_size":
+        self.pageSize = try ProtoJSON.integer(value, "pageSize", Int32.self)
+      case "pageToken", "page_token":
+        self.pageToken = try ProtoJSON.string(value, "pageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ListEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListEntitlementsResponse", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlements = try r.repeatedMessage(0, Substatus_V1_EntitlementDefinition.self)
+    nextPageToken = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedMessage(0, entitlements)
+    w.string(1, nextPageToken)
+  }
+}
+
+extension Substatus_V1_ListEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    if !(self.nextPageToken.isEmpty) { o.append("nextPageToken", .string(self.nextPageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      case "nextPageToken", "next_page_token":
+        self.nextPageToken = try ProtoJSON.string(value, "nextPageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteEntitlementsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    entitlementIDs = try r.repeatedString(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedString(1, entitlementIDs)
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.entitlementIDs.isEmpty { o.append("entitlementIds", .array(self.entitlementIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "entitlementIds", "entitlement_ids":
+        self.entitlementIDs = try ProtoJSON.repeated(value, "entitlementIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteEntitlementsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    deletedEntitlementIDs = try r.repeatedString(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, deletedEntitlementIDs)
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.deletedEntitlementIDs.isEmpty { o.append("deletedEntitlementIds", .array(self.deletedEntitlementIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "deletedEntitlementIds", "deleted_entitlement_ids":
+        self.deletedEntitlementIDs = try ProtoJSON.repeated(value, "deletedEntitlementIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 extension Substatus_V1_SetPolicyRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SetPolicyRequest", [1, 2, 3])
 
@@ -1844,6 +2295,27 @@ public enum Substatus_V1_AdminService {
   /// Lists the app's catalog, ordered by `product_id`. Errors: NOT_FOUND.
   public static let listProducts = ProtoMethodDescriptor<Substatus_V1_ListProductsRequest, Substatus_V1_ListProductsResponse>(
     service: name, method: "ListProducts", clientStreaming: false, serverStreaming: false)
+
+  /// Inserts or replaces named entitlements of the app's catalog by `entitlement_id` ("premium":
+  /// the products that unlock it); entitlements not mentioned stay as they are. GetStatus and
+  /// GetEntitlements then answer each one for a user. All or nothing: every product id must be in
+  /// the app's catalog. Errors: NOT_FOUND; INVALID_ARGUMENT naming each bad field
+  /// (`entitlements[i].entitlement_id`, `entitlements[i].display_name`,
+  /// `entitlements[i].product_ids[j]` for a product the catalog lacks) in a BadRequest;
+  /// RESOURCE_EXHAUSTED above 100 entitlements per call.
+  public static let putEntitlements = ProtoMethodDescriptor<Substatus_V1_PutEntitlementsRequest, Substatus_V1_PutEntitlementsResponse>(
+    service: name, method: "PutEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Lists the app's named entitlements, ordered by `entitlement_id`. Errors: NOT_FOUND;
+  /// INVALID_ARGUMENT naming `page_size` or `page_token`.
+  public static let listEntitlements = ProtoMethodDescriptor<Substatus_V1_ListEntitlementsRequest, Substatus_V1_ListEntitlementsResponse>(
+    service: name, method: "ListEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Deletes named entitlements of the app by id; ids that are not defined are ignored (the
+  /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming
+  /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
+  public static let deleteEntitlements = ProtoMethodDescriptor<Substatus_V1_DeleteEntitlementsRequest, Substatus_V1_DeleteEntitlementsResponse>(
+    service: name, method: "DeleteEntitlements", clientStreaming: false, serverStreaming: false)
 
   /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
   /// `update_mask` (an unknown field name) or `policy.promo_scope`.
