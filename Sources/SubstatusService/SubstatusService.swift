@@ -44,6 +44,8 @@ public final class SubstatusService: Sendable {
   struct CachedApp {
     var app: AppRecord
     var catalog: Catalog
+    /// The named entitlement definitions, ordered by id.
+    var entitlements: [EntitlementDefinition]
     var fetchedMs: Int64
   }
 
@@ -110,6 +112,9 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_AdminService.createApiKey, { $0.createApiKey })
     add(Substatus_V1_AdminService.listApiKeys, { $0.listApiKeys })
     add(Substatus_V1_AdminService.revokeApiKey, { $0.revokeApiKey })
+    add(Substatus_V1_AdminService.putEntitlements, { $0.putEntitlements })
+    add(Substatus_V1_AdminService.listEntitlements, { $0.listEntitlements })
+    add(Substatus_V1_AdminService.deleteEntitlements, { $0.deleteEntitlements })
     add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })
@@ -161,7 +166,8 @@ public final class SubstatusService: Sendable {
     do {
       let record = try await store.app(id: appId)
       let products = try await store.products(appId: appId)
-      let entry = CachedApp(app: record, catalog: Catalog(products: products), fetchedMs: now)
+      let entitlements = try await store.entitlements(appId: appId)
+      let entry = CachedApp(app: record, catalog: Catalog(products: products), entitlements: entitlements, fetchedMs: now)
       apps.withLock { $0[appId] = entry }
       return entry
     } catch {
