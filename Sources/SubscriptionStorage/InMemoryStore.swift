@@ -270,6 +270,51 @@ public final class InMemoryStore: Store {
     }
   }
 
+  // MARK: Erasure
+
+  /// See ``Store/deleteProducts(appId:productIds:)``.
+  public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      var deleted: [String] = []
+      for id in productIds where s.products[appId]?.removeValue(forKey: id) != nil {
+        deleted.append(id)
+      }
+      let gone = Set(deleted)
+      for (id, var e) in s.entitlements[appId] ?? [:] where e.productIds.contains(where: gone.contains) {
+        e.productIds.removeAll(where: gone.contains)
+        s.entitlements[appId]?[id] = e
+      }
+      return deleted
+    }
+  }
+
+  /// See ``Store/deleteUsers(appId:userIds:)``.
+  public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
+      var erased = UserErasure()
+      for userId in Set(userIds) {
+        for environment in Environment.allCases {
+          let user = UserKey(appId: appId, environment: environment, userId: userId)
+          if let data = s.users.removeValue(forKey: user) {
+            erased.histories += 1
+            erased.transactions += data.transactions.count
+            erased.renewalInfos += data.renewalInfos.values.count {
+              if case .present = $0 { true } else { false }
+            }
+          }
+          if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
+          s.historySyncs[user] = nil
+        }
+      }
+      return erased
+    }
+  }
+
   // MARK: API keys
 
   /// See ``Store/createApiKey(_:)``.

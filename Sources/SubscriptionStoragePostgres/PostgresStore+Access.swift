@@ -71,3 +71,64 @@ extension PostgresStore {
     }
   }
 }
+
+// MARK: Erasure
+
+extension PostgresStore {
+  /// See ``Store/deleteProducts(appId:productIds:)``.
+  public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try await pool.transaction { db throws(StoreError) in
+      // Serialized with PutEntitlements' catalog check (see lockApp).
+      try Self.lockApp(db, appId)
+      var deleted: [String] = []
+      for id in productIds {
+        let n = try db.run(
+          "DELETE FROM products WHERE app_id = $1 AND product_id = $2", [.text(appId), .text(id)])
+        if n > 0 { deleted.append(id) }
+      }
+      guard !deleted.isEmpty else { return deleted }
+      // The named entitlements that list them lose them in the same commit.
+      let gone = Set(deleted)
+      for row in try db.query("SELECT payload FROM entitlements WHERE app_id = $1", [.text(appId)]) {
+        var e = try PayloadCodec.decodeJSON(EntitlementDefinition.self, row.bytes(0))
+        guard e.productIds.contains(where: gone.contains) else { continue }
+        e.productIds.removeAll(where: gone.contains)
+        try db.run(
+          "UPDATE entitlements SET payload = $1 WHERE app_id = $2 AND entitlement_id = $3",
+          [.bytes(try PayloadCodec.encodeJSON(e)), .text(appId), .text(e.entitlementId)])
+      }
+      return deleted
+    }
+  }
+
+  /// See ``Store/deleteUsers(appId:userIds:)``.
+  public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
+    guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
+    let ids = Array(Set(userIds))
+    return try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      var erased = UserErasure()
+      for userId in ids {
+        // FOR UPDATE: a concurrent ingest for these users (which holds a key-share lock on the
+        // rows it references) finishes first, so no row of theirs is left behind.
+        let keys = try db.query(
+          "SELECT user_key FROM users WHERE app_id = $1 AND user_id = $2 ORDER BY user_key FOR UPDATE",
+          [.text(appId), .text(userId)]
+        ).map { $0.int(0) }
+        for key in keys {
+          erased.histories += 1
+          erased.transactions += try db.run("DELETE FROM transactions WHERE user_key = $1", [.int(key)])
+          erased.renewalInfos += try db.run("DELETE FROM renewal_infos WHERE user_key = $1", [.int(key)])
+          try db.run("DELETE FROM renewal_info_removals WHERE user_key = $1", [.int(key)])
+          erased.receipts += try db.run("DELETE FROM receipts WHERE user_key = $1", [.int(key)])
+          try db.run("DELETE FROM users WHERE user_key = $1", [.int(key)])
+        }
+        try db.run(
+          "DELETE FROM history_syncs WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
+      }
+      return erased
+    }
+  }
+}

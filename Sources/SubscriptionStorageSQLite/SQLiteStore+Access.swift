@@ -61,3 +61,69 @@ extension SQLiteStore {
     }
   }
 }
+
+// MARK: Erasure
+
+extension SQLiteStore {
+  /// See ``Store/deleteProducts(appId:productIds:)``.
+  public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    defer { cache.invalidate(app: appId) }
+    return try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      var deleted: [String] = []
+      for id in productIds {
+        try db.run(
+          "DELETE FROM products WHERE app_id = ? AND product_id = ?", [.text(appId), .text(id)])
+        if db.changes > 0 { deleted.append(id) }
+      }
+      guard !deleted.isEmpty else { return deleted }
+      // The named entitlements that list them lose them in the same commit.
+      let gone = Set(deleted)
+      let definitions = try db.all(
+        "SELECT payload FROM entitlements WHERE app_id = ?", [.text(appId)]
+      ) { r throws(StoreError) in try PayloadCodec.decodeJSON(EntitlementDefinition.self, r.blob(0)) }
+      for var e in definitions where e.productIds.contains(where: gone.contains) {
+        e.productIds.removeAll(where: gone.contains)
+        try db.run(
+          "UPDATE entitlements SET payload = ? WHERE app_id = ? AND entitlement_id = ?",
+          [.blob(try PayloadCodec.encodeJSON(e)), .text(appId), .text(e.entitlementId)])
+      }
+      return deleted
+    }
+  }
+
+  /// See ``Store/deleteUsers(appId:userIds:)``.
+  public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
+    guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
+    let ids = Array(Set(userIds))
+    let erased = try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      var erased = UserErasure()
+      for userId in ids {
+        let keys = try db.all(
+          "SELECT user_key FROM users WHERE app_id = ? AND user_id = ?",
+          [.text(appId), .text(userId)]
+        ) { $0.int(0) }
+        for key in keys {
+          erased.histories += 1
+          try db.run("DELETE FROM transactions WHERE user_key = ?", [.int(key)])
+          erased.transactions += db.changes
+          try db.run("DELETE FROM renewal_infos WHERE user_key = ?", [.int(key)])
+          erased.renewalInfos += db.changes
+          try db.run("DELETE FROM renewal_info_removals WHERE user_key = ?", [.int(key)])
+          try db.run("DELETE FROM receipts WHERE user_key = ?", [.int(key)])
+          erased.receipts += db.changes
+          try db.run("DELETE FROM users WHERE user_key = ?", [.int(key)])
+        }
+        try db.run(
+          "DELETE FROM history_syncs WHERE app_id = ? AND user_id = ?", [.text(appId), .text(userId)])
+      }
+      return erased
+    }
+    // Their user_keys are gone; a later ingest of the same ids gets new ones.
+    userKeys.removeAll()
+    return erased
+  }
+}

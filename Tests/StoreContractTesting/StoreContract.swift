@@ -60,6 +60,10 @@ public enum StoreContract {
     case products
     /// named entitlements: upsert by id, checked against the catalog, sorted, deleted by id
     case entitlements
+    /// deleting products: gone from the catalog and from entitlements, transactions kept
+    case productDeletion
+    /// erasing users: every environment, every kind of data, others untouched, a fresh start after
+    case userErasure
     /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use
     case apiKeys
     /// ingest: many users in one call, history sorted by purchase, upsert by transaction id
@@ -119,6 +123,8 @@ public enum StoreContract {
       case .sharedSecrets: "shared secrets: current, previous with overlap, fingerprint on the app"
       case .products: "products: upsert by id, sorted catalog, unknown app"
       case .entitlements: "named entitlements: upsert by id, checked against the catalog, sorted, deleted by id"
+      case .productDeletion: "deleting products: gone from the catalog and from entitlements, transactions kept"
+      case .userErasure: "erasing users: every environment, every kind of data, others untouched, a fresh start after"
       case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
       case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
       case .newestWins: "newest signed data wins; older signed data is ignored"
@@ -157,6 +163,8 @@ public enum StoreContract {
     case .sharedSecrets: try await sharedSecrets(store)
     case .products: try await products(store)
     case .entitlements: try await entitlements(store)
+    case .productDeletion: try await productDeletion(store)
+    case .userErasure: try await userErasure(store)
     case .apiKeys: try await apiKeys(store)
     case .ingestAndHistory: try await ingestAndHistory(store)
     case .newestWins: try await newestWins(store)
