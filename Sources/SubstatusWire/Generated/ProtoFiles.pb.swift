@@ -58,7 +58,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(9)),
     ProtoFileDescriptor(
       name: "substatus/v1/admin_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto"],
-      symbols: ["substatus.v1.AdminService", "substatus.v1.App", "substatus.v1.InAppPurchaseKeyInfo", "substatus.v1.RegisterAppRequest", "substatus.v1.RegisterAppResponse", "substatus.v1.GetAppRequest", "substatus.v1.GetAppResponse", "substatus.v1.ListAppsRequest", "substatus.v1.ListAppsResponse", "substatus.v1.UpdateAppRequest", "substatus.v1.UpdateAppResponse", "substatus.v1.SetSharedSecretRequest", "substatus.v1.SetSharedSecretResponse", "substatus.v1.SetInAppPurchaseKeyRequest", "substatus.v1.SetInAppPurchaseKeyResponse", "substatus.v1.PutProductsRequest", "substatus.v1.PutProductsResponse", "substatus.v1.ListProductsRequest", "substatus.v1.ListProductsResponse", "substatus.v1.EntitlementDefinition", "substatus.v1.PutEntitlementsRequest", "substatus.v1.PutEntitlementsResponse", "substatus.v1.ListEntitlementsRequest", "substatus.v1.ListEntitlementsResponse", "substatus.v1.DeleteEntitlementsRequest", "substatus.v1.DeleteEntitlementsResponse", "substatus.v1.SetPolicyRequest", "substatus.v1.SetPolicyResponse", "substatus.v1.CreateApiKeyRequest", "substatus.v1.CreateApiKeyResponse", "substatus.v1.ListApiKeysRequest", "substatus.v1.ListApiKeysResponse", "substatus.v1.RevokeApiKeyRequest", "substatus.v1.RevokeApiKeyResponse"],
+      symbols: ["substatus.v1.AdminService", "substatus.v1.App", "substatus.v1.InAppPurchaseKeyInfo", "substatus.v1.RegisterAppRequest", "substatus.v1.RegisterAppResponse", "substatus.v1.GetAppRequest", "substatus.v1.GetAppResponse", "substatus.v1.ListAppsRequest", "substatus.v1.ListAppsResponse", "substatus.v1.UpdateAppRequest", "substatus.v1.UpdateAppResponse", "substatus.v1.SetSharedSecretRequest", "substatus.v1.SetSharedSecretResponse", "substatus.v1.SetInAppPurchaseKeyRequest", "substatus.v1.SetInAppPurchaseKeyResponse", "substatus.v1.PutProductsRequest", "substatus.v1.PutProductsResponse", "substatus.v1.ListProductsRequest", "substatus.v1.ListProductsResponse", "substatus.v1.EntitlementDefinition", "substatus.v1.PutEntitlementsRequest", "substatus.v1.PutEntitlementsResponse", "substatus.v1.ListEntitlementsRequest", "substatus.v1.ListEntitlementsResponse", "substatus.v1.DeleteEntitlementsRequest", "substatus.v1.DeleteEntitlementsResponse", "substatus.v1.DeleteProductsRequest", "substatus.v1.DeleteProductsResponse", "substatus.v1.DeleteUserRequest", "substatus.v1.DeleteUserResponse", "substatus.v1.SetPolicyRequest", "substatus.v1.SetPolicyResponse", "substatus.v1.CreateApiKeyRequest", "substatus.v1.CreateApiKeyResponse", "substatus.v1.ListApiKeysRequest", "substatus.v1.ListApiKeysResponse", "substatus.v1.RevokeApiKeyRequest", "substatus.v1.RevokeApiKeyResponse"],
       services: ["substatus.v1.AdminService"],
       serializedDescriptor: fileBytes(10)),
     ProtoFileDescriptor(
@@ -146,6 +146,10 @@ public enum ProtoFiles {
     "substatus.v1.CreateTenantResponse": Substatus_V1_CreateTenantResponse.self,
     "substatus.v1.DeleteEntitlementsRequest": Substatus_V1_DeleteEntitlementsRequest.self,
     "substatus.v1.DeleteEntitlementsResponse": Substatus_V1_DeleteEntitlementsResponse.self,
+    "substatus.v1.DeleteProductsRequest": Substatus_V1_DeleteProductsRequest.self,
+    "substatus.v1.DeleteProductsResponse": Substatus_V1_DeleteProductsResponse.self,
+    "substatus.v1.DeleteUserRequest": Substatus_V1_DeleteUserRequest.self,
+    "substatus.v1.DeleteUserResponse": Substatus_V1_DeleteUserResponse.self,
     "substatus.v1.DisableTenantRequest": Substatus_V1_DisableTenantRequest.self,
     "substatus.v1.DisableTenantResponse": Substatus_V1_DisableTenantResponse.self,
     "substatus.v1.EligibilityPolicy": Substatus_V1_EligibilityPolicy.self,

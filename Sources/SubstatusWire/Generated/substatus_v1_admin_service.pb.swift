@@ -603,6 +603,102 @@ public struct Substatus_V1_DeleteEntitlementsResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of AdminService.DeleteProducts.
+public struct Substatus_V1_DeleteProductsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteProductsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The products to delete from the catalog, 1 to 1000.
+  public var productIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteProducts.
+public struct Substatus_V1_DeleteProductsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteProductsResponse"
+
+  /// The products that were in the catalog and are now deleted, in request order.
+  public var deletedProductIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.DeleteUser.
+public struct Substatus_V1_DeleteUserRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteUserRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The app's id for the user to erase. Required.
+  public var userID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteUser: what was erased.
+public struct Substatus_V1_DeleteUserResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteUserResponse"
+
+  /// How the audit log names the erased user: `sha256:` and the lowercase hex SHA-256 of the user
+  /// id.
+  public var userIDHash: String = ""
+
+  /// The histories erased: one per environment with data, plus those Apple's notifications left
+  /// for the user's original transactions.
+  public var historiesErased: Int32 = 0
+
+  /// The transactions erased.
+  public var transactionsErased: Int64 = 0
+
+  /// The renewal infos erased.
+  public var renewalInfosErased: Int64 = 0
+
+  /// The stored receipts erased.
+  public var receiptsErased: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// The request of AdminService.SetPolicy.
 public struct Substatus_V1_SetPolicyRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -1897,6 +1993,184 @@ extension Substatus_V1_DeleteEntitlementsResponse {
   }
 }
 
+extension Substatus_V1_DeleteProductsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteProductsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    productIDs = try r.repeatedString(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedString(1, productIDs)
+  }
+}
+
+extension Substatus_V1_DeleteProductsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteProductsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteProductsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    deletedProductIDs = try r.repeatedString(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, deletedProductIDs)
+  }
+}
+
+extension Substatus_V1_DeleteProductsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.deletedProductIDs.isEmpty { o.append("deletedProductIds", .array(self.deletedProductIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "deletedProductIds", "deleted_product_ids":
+        self.deletedProductIDs = try ProtoJSON.repeated(value, "deletedProductIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteUserRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteUserRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+  }
+}
+
+extension Substatus_V1_DeleteUserRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteUserResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteUserResponse", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    userIDHash = try r.string(0)
+    historiesErased = r.int32(1)
+    transactionsErased = r.int64(2)
+    renewalInfosErased = r.int64(3)
+    receiptsErased = r.int64(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, userIDHash)
+    w.int32(1, historiesErased)
+    w.int64(2, transactionsErased)
+    w.int64(3, renewalInfosErased)
+    w.int64(4, receiptsErased)
+  }
+}
+
+extension Substatus_V1_DeleteUserResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.userIDHash.isEmpty) { o.append("userIdHash", .string(self.userIDHash)) }
+    if !(self.historiesErased == 0) { o.append("historiesErased", ProtoJSON.int32(self.historiesErased)) }
+    if !(self.transactionsErased == 0) { o.append("transactionsErased", ProtoJSON.int64(self.transactionsErased)) }
+    if !(self.renewalInfosErased == 0) { o.append("renewalInfosErased", ProtoJSON.int64(self.renewalInfosErased)) }
+    if !(self.receiptsErased == 0) { o.append("receiptsErased", ProtoJSON.int64(self.receiptsErased)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "userIdHash", "user_id_hash":
+        self.userIDHash = try ProtoJSON.string(value, "userIdHash")
+      case "historiesErased", "histories_erased":
+        self.historiesErased = try ProtoJSON.integer(value, "historiesErased", Int32.self)
+      case "transactionsErased", "transactions_erased":
+        self.transactionsErased = try ProtoJSON.integer(value, "transactionsErased", Int64.self)
+      case "renewalInfosErased", "renewal_infos_erased":
+        self.renewalInfosErased = try ProtoJSON.integer(value, "renewalInfosErased", Int64.self)
+      case "receiptsErased", "receipts_erased":
+        self.receiptsErased = try ProtoJSON.integer(value, "receiptsErased", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 extension Substatus_V1_SetPolicyRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SetPolicyRequest", [1, 2, 3])
 
@@ -2316,6 +2590,26 @@ public enum Substatus_V1_AdminService {
   /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
   public static let deleteEntitlements = ProtoMethodDescriptor<Substatus_V1_DeleteEntitlementsRequest, Substatus_V1_DeleteEntitlementsResponse>(
     service: name, method: "DeleteEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Deletes products from the app's catalog, and from every named entitlement that lists them, in
+  /// one commit. Users' transactions of those products stay in their history; evaluation then
+  /// treats them as products the catalog lacks (a transaction that carries a subscription group
+  /// still counts in that group, others are ignored). Ids not in the catalog are ignored (the
+  /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming `product_ids`
+  /// (empty) or `product_ids[i]`; RESOURCE_EXHAUSTED above 1000 ids per call.
+  public static let deleteProducts = ProtoMethodDescriptor<Substatus_V1_DeleteProductsRequest, Substatus_V1_DeleteProductsResponse>(
+    service: name, method: "DeleteProducts", clientStreaming: false, serverStreaming: false)
+
+  /// Erases one user of the app (the right to erasure): in every environment, in one commit, the
+  /// user's transactions, renewal infos, stored receipt, Server API sync state and everything
+  /// derived from them, and the data Apple's notifications stored for the user's original
+  /// transactions before the user submitted them (when no other user holds them). The audit log
+  /// records the erasure with a SHA-256 of the user id, never the id itself. A later notification
+  /// for one of the user's original transactions is handled as for a user never seen. Erasing a
+  /// user with no data succeeds and erases nothing, so a retry is safe. Errors: NOT_FOUND (app);
+  /// INVALID_ARGUMENT naming `user_id`.
+  public static let deleteUser = ProtoMethodDescriptor<Substatus_V1_DeleteUserRequest, Substatus_V1_DeleteUserResponse>(
+    service: name, method: "DeleteUser", clientStreaming: false, serverStreaming: false)
 
   /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
   /// `update_mask` (an unknown field name) or `policy.promo_scope`.

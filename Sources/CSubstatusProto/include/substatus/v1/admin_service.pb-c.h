@@ -41,6 +41,10 @@ typedef struct Substatus__V1__ListEntitlementsRequest Substatus__V1__ListEntitle
 typedef struct Substatus__V1__ListEntitlementsResponse Substatus__V1__ListEntitlementsResponse;
 typedef struct Substatus__V1__DeleteEntitlementsRequest Substatus__V1__DeleteEntitlementsRequest;
 typedef struct Substatus__V1__DeleteEntitlementsResponse Substatus__V1__DeleteEntitlementsResponse;
+typedef struct Substatus__V1__DeleteProductsRequest Substatus__V1__DeleteProductsRequest;
+typedef struct Substatus__V1__DeleteProductsResponse Substatus__V1__DeleteProductsResponse;
+typedef struct Substatus__V1__DeleteUserRequest Substatus__V1__DeleteUserRequest;
+typedef struct Substatus__V1__DeleteUserResponse Substatus__V1__DeleteUserResponse;
 typedef struct Substatus__V1__SetPolicyRequest Substatus__V1__SetPolicyRequest;
 typedef struct Substatus__V1__SetPolicyResponse Substatus__V1__SetPolicyResponse;
 typedef struct Substatus__V1__CreateApiKeyRequest Substatus__V1__CreateApiKeyRequest;
@@ -629,6 +633,98 @@ struct  Substatus__V1__DeleteEntitlementsResponse
 #define SUBSTATUS__V1__DELETE_ENTITLEMENTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_entitlements_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * The request of AdminService.DeleteProducts.
+ */
+struct  Substatus__V1__DeleteProductsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The products to delete from the catalog, 1 to 1000.
+   */
+  size_t n_product_ids;
+  char **product_ids;
+};
+#define SUBSTATUS__V1__DELETE_PRODUCTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_products_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The response of AdminService.DeleteProducts.
+ */
+struct  Substatus__V1__DeleteProductsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The products that were in the catalog and are now deleted, in request order.
+   */
+  size_t n_deleted_product_ids;
+  char **deleted_product_ids;
+};
+#define SUBSTATUS__V1__DELETE_PRODUCTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_products_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The request of AdminService.DeleteUser.
+ */
+struct  Substatus__V1__DeleteUserRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The app's id for the user to erase. Required.
+   */
+  char *user_id;
+};
+#define SUBSTATUS__V1__DELETE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_user_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.DeleteUser: what was erased.
+ */
+struct  Substatus__V1__DeleteUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * How the audit log names the erased user: `sha256:` and the lowercase hex SHA-256 of the user
+   * id.
+   */
+  char *user_id_hash;
+  /*
+   * The histories erased: one per environment with data, plus those Apple's notifications left
+   * for the user's original transactions.
+   */
+  int32_t histories_erased;
+  /*
+   * The transactions erased.
+   */
+  int64_t transactions_erased;
+  /*
+   * The renewal infos erased.
+   */
+  int64_t renewal_infos_erased;
+  /*
+   * The stored receipts erased.
+   */
+  int64_t receipts_erased;
+};
+#define SUBSTATUS__V1__DELETE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_user_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 /*
@@ -1272,6 +1368,82 @@ Substatus__V1__DeleteEntitlementsResponse *
 void   substatus__v1__delete_entitlements_response__free_unpacked
                      (Substatus__V1__DeleteEntitlementsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteProductsRequest methods */
+void   substatus__v1__delete_products_request__init
+                     (Substatus__V1__DeleteProductsRequest         *message);
+size_t substatus__v1__delete_products_request__get_packed_size
+                     (const Substatus__V1__DeleteProductsRequest   *message);
+size_t substatus__v1__delete_products_request__pack
+                     (const Substatus__V1__DeleteProductsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_products_request__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteProductsRequest *
+       substatus__v1__delete_products_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_products_request__free_unpacked
+                     (Substatus__V1__DeleteProductsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteProductsResponse methods */
+void   substatus__v1__delete_products_response__init
+                     (Substatus__V1__DeleteProductsResponse         *message);
+size_t substatus__v1__delete_products_response__get_packed_size
+                     (const Substatus__V1__DeleteProductsResponse   *message);
+size_t substatus__v1__delete_products_response__pack
+                     (const Substatus__V1__DeleteProductsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_products_response__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteProductsResponse *
+       substatus__v1__delete_products_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_products_response__free_unpacked
+                     (Substatus__V1__DeleteProductsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteUserRequest methods */
+void   substatus__v1__delete_user_request__init
+                     (Substatus__V1__DeleteUserRequest         *message);
+size_t substatus__v1__delete_user_request__get_packed_size
+                     (const Substatus__V1__DeleteUserRequest   *message);
+size_t substatus__v1__delete_user_request__pack
+                     (const Substatus__V1__DeleteUserRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_user_request__pack_to_buffer
+                     (const Substatus__V1__DeleteUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteUserRequest *
+       substatus__v1__delete_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_user_request__free_unpacked
+                     (Substatus__V1__DeleteUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteUserResponse methods */
+void   substatus__v1__delete_user_response__init
+                     (Substatus__V1__DeleteUserResponse         *message);
+size_t substatus__v1__delete_user_response__get_packed_size
+                     (const Substatus__V1__DeleteUserResponse   *message);
+size_t substatus__v1__delete_user_response__pack
+                     (const Substatus__V1__DeleteUserResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_user_response__pack_to_buffer
+                     (const Substatus__V1__DeleteUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteUserResponse *
+       substatus__v1__delete_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_user_response__free_unpacked
+                     (Substatus__V1__DeleteUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__SetPolicyRequest methods */
 void   substatus__v1__set_policy_request__init
                      (Substatus__V1__SetPolicyRequest         *message);
@@ -1501,6 +1673,18 @@ typedef void (*Substatus__V1__DeleteEntitlementsRequest_Closure)
 typedef void (*Substatus__V1__DeleteEntitlementsResponse_Closure)
                  (const Substatus__V1__DeleteEntitlementsResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__DeleteProductsRequest_Closure)
+                 (const Substatus__V1__DeleteProductsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteProductsResponse_Closure)
+                 (const Substatus__V1__DeleteProductsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteUserRequest_Closure)
+                 (const Substatus__V1__DeleteUserRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteUserResponse_Closure)
+                 (const Substatus__V1__DeleteUserResponse *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__SetPolicyRequest_Closure)
                  (const Substatus__V1__SetPolicyRequest *message,
                   void *closure_data);
@@ -1576,6 +1760,14 @@ struct Substatus__V1__AdminService_Service
                               const Substatus__V1__DeleteEntitlementsRequest *input,
                               Substatus__V1__DeleteEntitlementsResponse_Closure closure,
                               void *closure_data);
+  void (*delete_products)(Substatus__V1__AdminService_Service *service,
+                          const Substatus__V1__DeleteProductsRequest *input,
+                          Substatus__V1__DeleteProductsResponse_Closure closure,
+                          void *closure_data);
+  void (*delete_user)(Substatus__V1__AdminService_Service *service,
+                      const Substatus__V1__DeleteUserRequest *input,
+                      Substatus__V1__DeleteUserResponse_Closure closure,
+                      void *closure_data);
   void (*set_policy)(Substatus__V1__AdminService_Service *service,
                      const Substatus__V1__SetPolicyRequest *input,
                      Substatus__V1__SetPolicyResponse_Closure closure,
@@ -1611,6 +1803,8 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## put_entitlements,\
       function_prefix__ ## list_entitlements,\
       function_prefix__ ## delete_entitlements,\
+      function_prefix__ ## delete_products,\
+      function_prefix__ ## delete_user,\
       function_prefix__ ## set_policy,\
       function_prefix__ ## create_api_key,\
       function_prefix__ ## list_api_keys,\
@@ -1659,6 +1853,14 @@ void substatus__v1__admin_service__delete_entitlements(ProtobufCService *service
                                                        const Substatus__V1__DeleteEntitlementsRequest *input,
                                                        Substatus__V1__DeleteEntitlementsResponse_Closure closure,
                                                        void *closure_data);
+void substatus__v1__admin_service__delete_products(ProtobufCService *service,
+                                                   const Substatus__V1__DeleteProductsRequest *input,
+                                                   Substatus__V1__DeleteProductsResponse_Closure closure,
+                                                   void *closure_data);
+void substatus__v1__admin_service__delete_user(ProtobufCService *service,
+                                               const Substatus__V1__DeleteUserRequest *input,
+                                               Substatus__V1__DeleteUserResponse_Closure closure,
+                                               void *closure_data);
 void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               const Substatus__V1__SetPolicyRequest *input,
                                               Substatus__V1__SetPolicyResponse_Closure closure,
@@ -1703,6 +1905,10 @@ extern const ProtobufCMessageDescriptor substatus__v1__list_entitlements_request
 extern const ProtobufCMessageDescriptor substatus__v1__list_entitlements_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_products_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_products_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_user_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_user_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_policy_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_policy_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__create_api_key_request__descriptor;
