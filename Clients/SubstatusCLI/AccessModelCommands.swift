@@ -3,7 +3,7 @@ import RPCCore
 import SubstatusClient
 import SubstatusWire
 
-/// The commands of issue #20 (access model): named entitlements.
+/// The commands of issue #20 (access model): named entitlements, product deletion, erasure.
 let accessModelCommands: [CommandSpec] = [
   CommandSpec(
     words: ["entitlement", "put"], positionals: ["APP"],
@@ -23,6 +23,18 @@ let accessModelCommands: [CommandSpec] = [
   CommandSpec(
     words: ["entitlement", "delete"], positionals: ["APP", "ENTITLEMENT..."], options: [],
     summary: "delete named entitlements; prints those that were defined"),
+  CommandSpec(
+    words: ["product", "delete"], positionals: ["APP", "PRODUCT..."], options: [],
+    summary: "delete products from the catalog (and from the entitlements that list them)",
+    details:
+      "Users' transactions of the products stay in their history; they are then evaluated as\nproducts the catalog lacks."
+  ),
+  CommandSpec(
+    words: ["user", "delete"], positionals: ["APP", "USER"], options: [],
+    summary: "erase the user's data in every environment (transactions, renewal infos, receipts)",
+    details:
+      "Irreversible. The audit log records the erasure with a SHA-256 of the user id, never the id."
+  ),
 ]
 
 /// Runs a command of ``accessModelCommands``; `nil` for any other command.
@@ -71,6 +83,29 @@ func executeAccessModel(_ command: CommandSpec, _ context: CommandContext) async
       } else {
         for id in response.deletedEntitlementIDs { report.line("deleted \(id)") }
       }
+    }
+
+  case "product delete":
+    let response = try await client.deleteProducts(
+      appID: context.argument(0), productIDs: Array(context.parsed.positionals.dropFirst()))
+    return render(context, response) { report in
+      if response.deletedProductIDs.isEmpty {
+        report.line("no product deleted")
+      } else {
+        for id in response.deletedProductIDs { report.line("deleted \(id)") }
+      }
+    }
+
+  case "user delete":
+    let response = try await client.deleteUser(appID: context.argument(0), userID: context.argument(1))
+    return render(context, response) {
+      $0.fields([
+        ("user id hash", response.userIDHash),
+        ("histories erased", String(response.historiesErased)),
+        ("transactions erased", String(response.transactionsErased)),
+        ("renewal infos erased", String(response.renewalInfosErased)),
+        ("receipts erased", String(response.receiptsErased)),
+      ])
     }
 
   default:

@@ -1,7 +1,7 @@
 public import RPCCore
 public import SubstatusWire
 
-// MARK: - Access model (issue 20): named entitlements
+// MARK: - Access model (issue 20): named entitlements, product deletion, erasure
 
 extension SubstatusClient {
   /// Inserts or replaces named entitlements of the app's catalog
@@ -107,5 +107,49 @@ extension SubstatusClient {
     return try await call(
       Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent,
       options: options)
+  }
+
+  /// Deletes products from the app's catalog and from the entitlements that list them
+  /// (`AdminService.DeleteProducts`). Users' transactions of them stay in history. Not retried.
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - productIDs: 1 to 1000 ids; ids not in the catalog are ignored.
+  ///   - options: Deadline and metadata.
+  /// - Returns: The response; `deletedProductIDs` lists what was deleted.
+  /// - Throws: `RPCError` (`NOT_FOUND`, `INVALID_ARGUMENT`).
+  public func deleteProducts(
+    appID: String, productIDs: [String], options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_DeleteProductsResponse {
+    var request = Substatus_V1_DeleteProductsRequest()
+    request.appID = appID
+    request.productIDs = productIDs
+    return try await call(
+      Substatus_V1_AdminService.deleteProducts, request, idempotency: .nonIdempotent,
+      options: options)
+  }
+
+  /// Erases one user of the app in every environment (`AdminService.DeleteUser`). Erasing again
+  /// erases nothing, so a retry is safe. Not retried automatically.
+  ///
+  /// ```swift
+  /// let erased = try await admin.deleteUser(appID: app, userID: "user-42")
+  /// print(erased.userIDHash, erased.transactionsErased)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - userID: The user to erase.
+  ///   - options: Deadline and metadata.
+  /// - Returns: What was erased, and the hash the audit log names the user by.
+  /// - Throws: `RPCError` (`NOT_FOUND`, `INVALID_ARGUMENT` naming `user_id`).
+  public func deleteUser(
+    appID: String, userID: String, options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_DeleteUserResponse {
+    var request = Substatus_V1_DeleteUserRequest()
+    request.appID = appID
+    request.userID = userID
+    return try await call(
+      Substatus_V1_AdminService.deleteUser, request, idempotency: .nonIdempotent, options: options)
   }
 }

@@ -115,6 +115,8 @@ public final class SubstatusService: Sendable {
     add(Substatus_V1_AdminService.putEntitlements, { $0.putEntitlements })
     add(Substatus_V1_AdminService.listEntitlements, { $0.listEntitlements })
     add(Substatus_V1_AdminService.deleteEntitlements, { $0.deleteEntitlements })
+    add(Substatus_V1_AdminService.deleteProducts, { $0.deleteProducts })
+    add(Substatus_V1_AdminService.deleteUser, { $0.deleteUser })
     add(Substatus_V1_IngestService.submitReceipt, { $0.submitReceipt })
     add(Substatus_V1_IngestService.importReceiptResponse, { $0.importReceiptResponse })
     add(Substatus_V1_IngestService.importTransactions, { $0.importTransactions })

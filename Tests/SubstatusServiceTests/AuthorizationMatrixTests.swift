@@ -131,6 +131,13 @@ import SubstatusWire
     row(Substatus_V1_AdminService.deleteEntitlements, adminOfApp) { w in
       var r = Substatus_V1_DeleteEntitlementsRequest(); r.appID = w.appA; r.entitlementIDs = ["premium"]; return r
     },
+    // Erasure: products and users of app A.
+    row(Substatus_V1_AdminService.deleteProducts, adminOfApp) { w in
+      var r = Substatus_V1_DeleteProductsRequest(); r.appID = w.appA; r.productIDs = ["not.in.catalog"]; return r
+    },
+    row(Substatus_V1_AdminService.deleteUser, adminOfApp) { w in
+      var r = Substatus_V1_DeleteUserRequest(); r.appID = w.appA; r.userID = "erased-\(w.next())"; return r
+    },
     // A READ key limited to app A: within ADMIN{A}'s scope, beyond ADMIN{B}'s; app A is unknown to
     // the other tenant (INVALID_ARGUMENT naming app_ids[0], as for an app that does not exist).
     row(Substatus_V1_AdminService.createApiKey, "PD ok ok PD PD PD PD PD PD PD IA") { w in
