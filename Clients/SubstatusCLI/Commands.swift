@@ -154,7 +154,7 @@ let commandTable: [CommandSpec] = [
     summary: "which products the user may buy with an introductory, promotional or win-back offer, and why"),
   CommandSpec(
     words: ["status"], positionals: ["APP", "USER"], options: [asOfOption, environmentOption],
-    summary: "the user's state in every subscription group, and entitlements"),
+    summary: "the user's named entitlements, state in every subscription group, and entitlements"),
   CommandSpec(
     words: ["history"], positionals: ["APP", "USER"], options: [environmentOption],
     summary: "the user's stored transactions (oldest purchase first) and renewal infos"),
@@ -166,7 +166,7 @@ let commandTable: [CommandSpec] = [
     summary:
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
-] + signedDataCommands
+] + signedDataCommands + accessModelCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -532,6 +532,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ("user", response.userID), ("environment", Format.environment(response.environment)),
         ("as of", Format.time(response.asOfMs)),
       ])
+      namedEntitlementTable(&report, response.namedEntitlements)
       statusTables(&report, response.groups, response.entitlements)
     }
 
@@ -618,12 +619,13 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   default:
     if let output = try await executeSignedData(command, context) { return output }
+    if let output = try await executeAccessModel(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }
 
 /// The response as pretty proto3 JSON with `--json`, else the human report.
-private func render<Message: ProtobufJSONMessage>(
+func render<Message: ProtobufJSONMessage>(
   _ context: CommandContext, _ response: Message, _ build: (inout Report) -> Void
 ) -> String {
   if context.json { return response.jsonValue().serializedPretty() + "\n" }

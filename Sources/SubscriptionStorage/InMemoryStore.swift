@@ -20,6 +20,7 @@ public final class InMemoryStore: Store {
     var apps: [String: AppRecord] = [:]
     var secrets: [String: SharedSecrets] = [:]
     var products: [String: [String: Product]] = [:]
+    var entitlements: [String: [String: EntitlementDefinition]] = [:]
     var keys: [String: ApiKeyRecord] = [:]
     var users: [UserKey: UserData] = [:]
     var notifications: [[String]: Int64] = [:]
@@ -231,6 +232,86 @@ public final class InMemoryStore: Store {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       return (s.products[appId] ?? [:]).values.sorted { $0.productId < $1.productId }
+    }
+  }
+
+  // MARK: Named entitlements
+
+  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
+    async throws(StoreError)
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      try StoreValidation.validate(entitlements, catalog: Set((s.products[appId] ?? [:]).keys))
+      for e in entitlements { s.entitlements[appId, default: [:]][e.entitlementId] = e }
+    }
+  }
+
+  /// See ``Store/entitlements(appId:)``.
+  public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      return (s.entitlements[appId] ?? [:]).values.sorted { $0.entitlementId < $1.entitlementId }
+    }
+  }
+
+  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      var deleted: [String] = []
+      for id in entitlementIds where s.entitlements[appId]?.removeValue(forKey: id) != nil {
+        deleted.append(id)
+      }
+      return deleted
+    }
+  }
+
+  // MARK: Erasure
+
+  /// See ``Store/deleteProducts(appId:productIds:)``.
+  public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      var deleted: [String] = []
+      for id in productIds where s.products[appId]?.removeValue(forKey: id) != nil {
+        deleted.append(id)
+      }
+      let gone = Set(deleted)
+      for (id, var e) in s.entitlements[appId] ?? [:] where e.productIds.contains(where: gone.contains) {
+        e.productIds.removeAll(where: gone.contains)
+        s.entitlements[appId]?[id] = e
+      }
+      return deleted
+    }
+  }
+
+  /// See ``Store/deleteUsers(appId:userIds:)``.
+  public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
+    try withState { (s: inout State) throws(StoreError) in
+      guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
+      guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
+      var erased = UserErasure()
+      for userId in Set(userIds) {
+        for environment in Environment.allCases {
+          let user = UserKey(appId: appId, environment: environment, userId: userId)
+          if let data = s.users.removeValue(forKey: user) {
+            erased.histories += 1
+            erased.transactions += data.transactions.count
+            erased.renewalInfos += data.renewalInfos.values.count {
+              if case .present = $0 { true } else { false }
+            }
+          }
+          if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
+          s.historySyncs[user] = nil
+        }
+      }
+      return erased
     }
   }
 

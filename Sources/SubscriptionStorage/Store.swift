@@ -113,6 +113,26 @@ public struct UserHistory: Sendable, Hashable {
   }
 }
 
+/// What an erasure removed (``Store/deleteUsers(appId:userIds:)``).
+public struct UserErasure: Sendable, Hashable {
+  /// The (user, environment) histories erased.
+  public var histories: Int
+  /// Transactions erased.
+  public var transactions: Int
+  /// Renewal infos erased (removals recorded by snapshots not counted).
+  public var renewalInfos: Int
+  /// Stored receipts erased.
+  public var receipts: Int
+
+  /// Creates a summary.
+  public init(histories: Int = 0, transactions: Int = 0, renewalInfos: Int = 0, receipts: Int = 0) {
+    self.histories = histories
+    self.transactions = transactions
+    self.renewalInfos = renewalInfos
+    self.receipts = receipts
+  }
+}
+
 /// What an ingest changed.
 public struct IngestSummary: Sendable, Hashable {
   /// Transactions inserted or replaced by a copy that says something new (identical or older
@@ -210,6 +230,38 @@ public protocol Store: Sendable {
   /// The app's whole catalog, ordered by product id.
   /// - Throws: `notFound` for an unknown app.
   func products(appId: String) async throws(StoreError) -> [Product]
+
+  // MARK: Named entitlements
+
+  /// Inserts or replaces named entitlement definitions (by entitlement id) of the app; the others
+  /// stay. All or nothing, in one commit, checked against the catalog in that commit.
+  /// - Throws: `notFound` for an unknown app; `invalidArgument` when a definition has an empty id
+  ///   or names a product the app's catalog lacks (the message names them; nothing is written).
+  func putEntitlements(appId: String, entitlements: [EntitlementDefinition]) async throws(StoreError)
+  /// The app's entitlement definitions, ordered by entitlement id.
+  /// - Throws: `notFound` for an unknown app.
+  func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition]
+  /// Deletes entitlement definitions of the app by id, in one commit.
+  /// - Returns: the ids that existed and were deleted, in the order given (each once).
+  /// - Throws: `notFound` for an unknown app.
+  func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
+    -> [String]
+
+  // MARK: Erasure
+
+  /// Deletes products from the app's catalog, and from every named entitlement that lists them,
+  /// in one commit. The transactions of those products stay in the users' histories (evaluation
+  /// then treats them as unknown products, DESIGN rule 2).
+  /// - Returns: the product ids that existed and were deleted, in the order given (each once).
+  /// - Throws: `notFound` for an unknown app.
+  func deleteProducts(appId: String, productIds: [String]) async throws(StoreError) -> [String]
+  /// Erases users of an app in every environment, in one commit: their transactions, renewal
+  /// infos and the removals snapshots recorded for them, stored receipts, Server API sync states
+  /// and the users themselves. Nothing of them is left in any table; a user id with no data
+  /// erases nothing.
+  /// - Returns: how much was erased.
+  /// - Throws: `notFound` for an unknown app; `invalidArgument` for an empty user id.
+  func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure
 
   // MARK: API keys
 

@@ -1,6 +1,33 @@
+import SubscriptionDomain
+
 /// Argument checks every ``Store`` implementation applies before touching its data, so all of them
 /// refuse the same input with the same ``StoreError/Code-swift.struct/invalidArgument`` message.
 public enum StoreValidation {
+  /// Checks named entitlement definitions: non-empty ids, each once, and every product id in the
+  /// app's catalog (`catalog`).
+  /// - Throws: `invalidArgument` naming the empty or repeated id, or every unknown product id.
+  public static func validate(
+    _ entitlements: [EntitlementDefinition], catalog: Set<String>
+  ) throws(StoreError) {
+    var seen = Set<String>()
+    var unknown: [String] = []
+    for (i, e) in entitlements.enumerated() {
+      if e.entitlementId.isEmpty {
+        throw StoreError(.invalidArgument, "entitlements[\(i)]: entitlement_id is empty")
+      }
+      if !seen.insert(e.entitlementId).inserted {
+        throw StoreError(
+          .invalidArgument, "entitlements[\(i)]: \"\(e.entitlementId)\" appears twice")
+      }
+      for p in e.productIds where !catalog.contains(p) && !unknown.contains(p) { unknown.append(p) }
+    }
+    if !unknown.isEmpty {
+      throw StoreError(
+        .invalidArgument,
+        "products not in the catalog: \(unknown.map { "\"\($0)\"" }.joined(separator: ", "))")
+    }
+  }
+
   /// Checks a key: operator keys have no tenant, other keys have one, the hash is a SHA-256.
   /// - Throws: `invalidArgument` naming the problem.
   public static func validate(_ key: ApiKeyRecord) throws(StoreError) {

@@ -184,6 +184,18 @@ enum PostgresSchema {
           PRIMARY KEY(user_key, original_transaction_id)
         );
         """),
+    // DESIGN "Access model": named entitlement definitions per app (display name and product ids
+    // in the JSON payload).
+    PostgresMigration(
+      version: 6, description: "named entitlement definitions per app",
+      sql: """
+        CREATE TABLE entitlements(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          entitlement_id TEXT COLLATE "C" NOT NULL,
+          payload BYTEA NOT NULL,
+          PRIMARY KEY(app_id, entitlement_id)
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

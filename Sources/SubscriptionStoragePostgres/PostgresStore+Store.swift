@@ -17,7 +17,7 @@ private func exists(_ db: PGConnection, _ sql: String, _ values: [PGValue]) thro
   try db.first(sql, values) != nil
 }
 
-private func requireApp(_ db: PGConnection, _ appId: String) throws(StoreError) {
+func requireApp(_ db: PGConnection, _ appId: String) throws(StoreError) {
   guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
     throw StoreError.notFound("app", appId)
   }

@@ -23,6 +23,7 @@ struct Migration {
 ///   covers only receipts with a due time, so the refresher's "what is due now" is an index range.
 /// - `renewal_info_removals` remembers which renewal infos a snapshot removed, and when (rule 13);
 ///   only writes read it.
+/// - `entitlements` holds the named entitlement definitions of each app's catalog.
 /// - `api_keys.key_hash` is UNIQUE (an index lookup by hash); `notifications` is keyed by
 ///   (app, notification id), so "insert if new" is one primary-key probe.
 enum Schema {
@@ -193,6 +194,18 @@ enum Schema {
           original_transaction_id TEXT NOT NULL,
           as_of_ms INTEGER,
           PRIMARY KEY(user_key, original_transaction_id)
+        ) WITHOUT ROWID;
+        """),
+    // DESIGN "Access model": named entitlements of an app's catalog, one row per definition (its
+    // display name and product ids are the JSON payload; catalogs are small and read whole).
+    Migration(
+      version: 7, description: "named entitlement definitions per app",
+      sql: """
+        CREATE TABLE entitlements(
+          app_id TEXT NOT NULL REFERENCES apps(app_id),
+          entitlement_id TEXT NOT NULL,
+          payload BLOB NOT NULL,
+          PRIMARY KEY(app_id, entitlement_id)
         ) WITHOUT ROWID;
         """),
   ]

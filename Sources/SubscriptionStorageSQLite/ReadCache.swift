@@ -69,9 +69,11 @@ final class ReadCache: Sendable {
 }
 
 /// The `user_key` of users already read, so that the hot path's history read skips the `users`
-/// index lookup. Only keys seen in a committed snapshot (by a reader) are added, and a user's key
-/// never changes nor is deleted, so an entry never goes stale. (A store operation that deleted or
-/// re-keyed users would have to clear this cache.) Absent users are not cached: they may appear.
+/// index lookup. Only keys seen in a committed snapshot (by a reader) are added. A user's key never
+/// changes; it is deleted only by an erasure (``SQLiteStore/deleteUsers(appId:userIds:)``), which
+/// empties this cache after its commit and bumps ``epoch``: a reader passes the epoch it read
+/// before its snapshot to ``insert(_:_:epoch:)``, so a key read from a snapshot older than the
+/// erasure is never cached after it. Absent users are not cached: they may appear.
 ///
 /// Bounded: two generations of at most `capacity / 2` entries each; when the newer one is full it
 /// becomes the older one and the oldest generation is dropped, so recently used keys stay.
@@ -79,6 +81,7 @@ final class UserKeyCache: Sendable {
   private struct State {
     var current: [UserKey: Int64] = [:]
     var previous: [UserKey: Int64] = [:]
+    var epoch: UInt64 = 0
 
     mutating func insert(_ user: UserKey, _ key: Int64, _ generationSize: Int) {
       if current.count >= generationSize {
@@ -105,9 +108,24 @@ final class UserKeyCache: Sendable {
     }
   }
 
-  func insert(_ user: UserKey, _ key: Int64) {
+  /// The current epoch: read it before a read transaction whose keys may be inserted.
+  var epoch: UInt64 { state.withLock { $0.epoch } }
+
+  /// Caches a key read in a snapshot taken after `epoch` was read, unless an erasure happened since.
+  func insert(_ user: UserKey, _ key: Int64, epoch: UInt64) {
     guard generationSize > 0 else { return }
-    state.withLock { $0.insert(user, key, generationSize) }
+    state.withLock { s in
+      if s.epoch == epoch { s.insert(user, key, generationSize) }
+    }
+  }
+
+  /// Forgets every key and starts a new epoch (after users were deleted).
+  func removeAll() {
+    state.withLock { s in
+      s.epoch &+= 1
+      s.current = [:]
+      s.previous = [:]
+    }
   }
 
   /// Keys held now (both generations).

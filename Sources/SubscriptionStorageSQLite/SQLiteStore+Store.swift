@@ -17,7 +17,7 @@ private func exists(_ db: SQLiteConnection, _ sql: String, _ values: [SQLValue])
   try db.first(sql, values) { _ in true } ?? false
 }
 
-private func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreError) {
+func requireApp(_ db: SQLiteConnection, _ appId: String) throws(StoreError) {
   guard try exists(db, "SELECT 1 FROM apps WHERE app_id = ?", [.text(appId)]) else {
     throw StoreError.notFound("app", appId)
   }
@@ -720,8 +720,11 @@ extension SQLiteStore: Store {
   }
 
 
-  /// One user's history, in one read transaction. Reads through `userKeys` first.
-  private static func readHistory(_ db: SQLiteConnection, _ user: UserKey, _ userKeys: UserKeyCache) throws(StoreError)
+  /// One user's history, in one read transaction. Reads through `userKeys` first; `epoch` is the
+  /// cache's epoch read before the transaction's first statement.
+  private static func readHistory(
+    _ db: SQLiteConnection, _ user: UserKey, _ userKeys: UserKeyCache, epoch: UInt64
+  ) throws(StoreError)
     -> UserHistory
   {
     let key: Int64
@@ -729,7 +732,7 @@ extension SQLiteStore: Store {
       key = cached
     } else {
       guard let found = try userKey(db, user, create: false) else { return UserHistory(user: user) }
-      userKeys.insert(user, found)
+      userKeys.insert(user, found, epoch: epoch)
       key = found
     }
     var transactions: [Transaction] = []
@@ -750,7 +753,9 @@ extension SQLiteStore: Store {
   /// See ``Store/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
     let userKeys = self.userKeys
-    return try await readInline { db throws(StoreError) in try Self.readHistory(db, user, userKeys) }
+    return try await readInline { db throws(StoreError) in
+      try Self.readHistory(db, user, userKeys, epoch: userKeys.epoch)
+    }
   }
 
   /// See ``Store/histories(appId:environment:userIds:)``.
@@ -759,11 +764,13 @@ extension SQLiteStore: Store {
   ) async throws(StoreError) -> [UserHistory] {
     let userKeys = self.userKeys
     return try await readInline { db throws(StoreError) in
+      let epoch = userKeys.epoch
       var out: [UserHistory] = []
       out.reserveCapacity(userIds.count)
       for id in userIds {
         out.append(
-          try Self.readHistory(db, UserKey(appId: appId, environment: environment, userId: id), userKeys))
+          try Self.readHistory(
+            db, UserKey(appId: appId, environment: environment, userId: id), userKeys, epoch: epoch))
       }
       return out
     }

@@ -267,7 +267,7 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
 
 extension SubstatusService {
   func userEvaluation(appID: String, userID: String, environment wire: Substatus_V1_Environment, asOfMs: Int64, _ context: ServerContext)
-    async throws(RPCError) -> (SubscriptionDomain.Environment, SubscriptionEvaluation)
+    async throws(RPCError) -> UserEvaluation
   {
     let cached = try await app(appID, context)
     try requireID(userID, "user_id", limits: limits)
@@ -276,29 +276,40 @@ extension SubstatusService {
     let history = try await stored { () throws(StoreError) in
       try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
     }
-    return (environment, evaluate(history, cached, at: time))
+    return UserEvaluation(environment: environment, app: cached, history: history, evaluation: evaluate(history, cached, at: time))
+  }
+
+  /// One user's evaluation with what it was made from.
+  struct UserEvaluation {
+    var environment: SubscriptionDomain.Environment
+    var app: CachedApp
+    var history: UserHistory
+    var evaluation: SubscriptionEvaluation
   }
 
   public func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
-    let (environment, evaluation) = try await userEvaluation(
+    let user = try await userEvaluation(
       appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
     var response = Substatus_V1_GetStatusResponse()
     response.userID = request.userID
-    response.groups = evaluation.groups.map(\.wire)
-    response.entitlements = evaluation.entitlements.map(\.wire)
-    response.asOfMs = evaluation.time
-    response.environment = environment.wire
+    response.groups = user.evaluation.groups.map(\.wire)
+    response.entitlements = user.evaluation.entitlements.map(\.wire)
+    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app)
+    response.asOfMs = user.evaluation.time
+    response.environment = user.environment.wire
     return response
   }
 
   public func getEntitlements(_ request: Substatus_V1_GetEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetEntitlementsResponse {
-    let (environment, evaluation) = try await userEvaluation(
+    let user = try await userEvaluation(
       appID: request.appID, userID: request.userID, environment: request.environment, asOfMs: request.asOfMs, context)
     var response = Substatus_V1_GetEntitlementsResponse()
     response.userID = request.userID
-    response.entitlements = evaluation.entitlements.map(\.wire)
-    response.asOfMs = evaluation.time
-    response.environment = environment.wire
+    response.entitlements = user.evaluation.entitlements.map(\.wire)
+    response.namedEntitlements = try namedEntitlements(
+      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs)
+    response.asOfMs = user.evaluation.time
+    response.environment = user.environment.wire
     return response
   }
 

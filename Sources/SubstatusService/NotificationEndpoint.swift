@@ -123,7 +123,7 @@ extension SubstatusService {
       let users = try await stored { () throws(StoreError) in
         try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
       }
-      return users.isEmpty ? ["apple:\(otid)"] : users
+      return users.isEmpty ? [Self.unclaimedUserID(originalTransactionId: otid)] : users
     }
     for t in transactions {
       for user in try await route(t.originalTransactionId) {

@@ -251,7 +251,7 @@ public final class ServerAPIReconciler: Sendable {
           try await service.store.users(appId: appId, environment: environment, originalTransactionId: transaction.originalTransactionId)
         }
         do {
-          for user in users.isEmpty ? ["apple:\(transaction.originalTransactionId)"] : users where !synced.contains(user) {
+          for user in users.isEmpty ? [SubstatusService.unclaimedUserID(originalTransactionId: transaction.originalTransactionId)] : users where !synced.contains(user) {
             _ = try await service.syncHistory(
               cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
               fullResync: false)

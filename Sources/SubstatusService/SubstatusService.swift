@@ -45,6 +45,8 @@ public final class SubstatusService: Sendable {
   struct CachedApp {
     var app: AppRecord
     var catalog: Catalog
+    /// The named entitlement definitions, ordered by id.
+    var entitlements: [EntitlementDefinition]
     var fetchedMs: Int64
   }
 
@@ -142,7 +144,8 @@ public final class SubstatusService: Sendable {
     do {
       let record = try await store.app(id: appId)
       let products = try await store.products(appId: appId)
-      let entry = CachedApp(app: record, catalog: Catalog(products: products), fetchedMs: now)
+      let entitlements = try await store.entitlements(appId: appId)
+      let entry = CachedApp(app: record, catalog: Catalog(products: products), entitlements: entitlements, fetchedMs: now)
       apps.withLock { $0[appId] = entry }
       return entry
     } catch {

@@ -58,6 +58,12 @@ public enum StoreContract {
     case sharedSecrets
     /// products: upsert by id, sorted catalog, unknown app
     case products
+    /// named entitlements: upsert by id, checked against the catalog, sorted, deleted by id
+    case entitlements
+    /// deleting products: gone from the catalog and from entitlements, transactions kept
+    case productDeletion
+    /// erasing users: every environment, every kind of data, others untouched, a fresh start after
+    case userErasure
     /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use
     case apiKeys
     /// ingest: many users in one call, history sorted by purchase, upsert by transaction id
@@ -116,6 +122,9 @@ public enum StoreContract {
       case .policy: "policy is stored and returned; the Apple ID and display name can change"
       case .sharedSecrets: "shared secrets: current, previous with overlap, fingerprint on the app"
       case .products: "products: upsert by id, sorted catalog, unknown app"
+      case .entitlements: "named entitlements: upsert by id, checked against the catalog, sorted, deleted by id"
+      case .productDeletion: "deleting products: gone from the catalog and from entitlements, transactions kept"
+      case .userErasure: "erasing users: every environment, every kind of data, others untouched, a fresh start after"
       case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
       case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
       case .newestWins: "newest signed data wins; older signed data is ignored"
@@ -153,6 +162,9 @@ public enum StoreContract {
     case .policy: try await policy(store)
     case .sharedSecrets: try await sharedSecrets(store)
     case .products: try await products(store)
+    case .entitlements: try await entitlements(store)
+    case .productDeletion: try await productDeletion(store)
+    case .userErasure: try await userErasure(store)
     case .apiKeys: try await apiKeys(store)
     case .ingestAndHistory: try await ingestAndHistory(store)
     case .newestWins: try await newestWins(store)
@@ -305,6 +317,67 @@ public enum StoreContract {
       try await store.putProducts(appId: "zz", products: [monthly])
     }
     await expectStoreError(.notFound) { try await store.products(appId: "zz") }
+  }
+
+  /// named entitlements: upsert by id, checked against the catalog, sorted, deleted by id
+  static func entitlements(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await store.createApp(Fixture.app("a2"))
+    try await store.putProducts(
+      appId: "a1",
+      products: [
+        Product(productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1"),
+        Product(productId: "lifetime", type: .nonConsumable),
+      ])
+    #expect(try await store.entitlements(appId: "a1") == [])
+    let premium = EntitlementDefinition(
+      entitlementId: "premium", displayName: "Premium", productIds: ["monthly", "lifetime"])
+    let adsFree = EntitlementDefinition(entitlementId: "ads_free", productIds: ["lifetime"])
+    try await store.putEntitlements(appId: "a1", entitlements: [premium, adsFree])
+    #expect(try await store.entitlements(appId: "a1") == [adsFree, premium])
+    #expect(try await store.entitlements(appId: "a2") == [])
+
+    // Upsert by id; the others stay.
+    var changed = premium
+    changed.productIds = ["lifetime"]
+    changed.displayName = "Premium (lifetime only)"
+    try await store.putEntitlements(appId: "a1", entitlements: [changed])
+    #expect(try await store.entitlements(appId: "a1") == [adsFree, changed])
+
+    // Checked against the app's own catalog, all or nothing.
+    let other = EntitlementDefinition(entitlementId: "other", productIds: ["monthly"])
+    let unknown = EntitlementDefinition(entitlementId: "x", productIds: ["monthly", "gone", "nope"])
+    await expectStoreError(.invalidArgument) {
+      try await store.putEntitlements(appId: "a1", entitlements: [other, unknown])
+    }
+    await expectStoreError(.invalidArgument) {
+      try await store.putEntitlements(appId: "a2", entitlements: [other])
+    }
+    await expectStoreError(.invalidArgument) {
+      try await store.putEntitlements(appId: "a1", entitlements: [other, other])
+    }
+    await expectStoreError(.invalidArgument) {
+      try await store.putEntitlements(
+        appId: "a1", entitlements: [EntitlementDefinition(entitlementId: "", productIds: [])])
+    }
+    #expect(try await store.entitlements(appId: "a1") == [adsFree, changed])
+    #expect(try await store.entitlements(appId: "a2") == [])
+
+    // Deleted by id: the ones that existed, in the order given, each once.
+    #expect(
+      try await store.deleteEntitlements(appId: "a1", entitlementIds: ["nope", "premium", "premium"])
+        == ["premium"])
+    #expect(try await store.entitlements(appId: "a1") == [adsFree])
+    #expect(try await store.deleteEntitlements(appId: "a2", entitlementIds: ["ads_free"]) == [])
+    #expect(try await store.entitlements(appId: "a1") == [adsFree])
+
+    await expectStoreError(.notFound) { try await store.entitlements(appId: "zz") }
+    await expectStoreError(.notFound) {
+      try await store.putEntitlements(appId: "zz", entitlements: [adsFree])
+    }
+    await expectStoreError(.notFound) {
+      try await store.deleteEntitlements(appId: "zz", entitlementIds: ["ads_free"])
+    }
   }
 
   /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use

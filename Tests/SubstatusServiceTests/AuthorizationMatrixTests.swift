@@ -119,6 +119,25 @@ import SubstatusWire
     row(Substatus_V1_AdminService.setPolicy, adminOfApp) { w in
       var r = Substatus_V1_SetPolicyRequest(); r.appID = w.appA; r.updateMask = ["billing_retry_entitled"]; return r
     },
+    // Named entitlements: the product is put first (by the admin), so only authorization decides.
+    row(Substatus_V1_AdminService.putEntitlements, adminOfApp) { w in
+      var products = Substatus_V1_PutProductsRequest(); products.appID = w.appA
+      var p = Substatus_V1_Product(); p.productID = "lifetime"; p.type = .nonConsumable; products.products = [p]
+      _ = try await w.h.call(Substatus_V1_AdminService.putProducts, products, key: w.admin)
+      var e = Substatus_V1_EntitlementDefinition(); e.entitlementID = "premium"; e.productIDs = ["lifetime"]
+      var r = Substatus_V1_PutEntitlementsRequest(); r.appID = w.appA; r.entitlements = [e]; return r
+    },
+    row(Substatus_V1_AdminService.listEntitlements, adminOfApp) { w in var r = Substatus_V1_ListEntitlementsRequest(); r.appID = w.appA; return r },
+    row(Substatus_V1_AdminService.deleteEntitlements, adminOfApp) { w in
+      var r = Substatus_V1_DeleteEntitlementsRequest(); r.appID = w.appA; r.entitlementIDs = ["premium"]; return r
+    },
+    // Erasure: products and users of app A.
+    row(Substatus_V1_AdminService.deleteProducts, adminOfApp) { w in
+      var r = Substatus_V1_DeleteProductsRequest(); r.appID = w.appA; r.productIDs = ["not.in.catalog"]; return r
+    },
+    row(Substatus_V1_AdminService.deleteUser, adminOfApp) { w in
+      var r = Substatus_V1_DeleteUserRequest(); r.appID = w.appA; r.userID = "erased-\(w.next())"; return r
+    },
     // A READ key limited to app A: within ADMIN{A}'s scope, beyond ADMIN{B}'s; app A is unknown to
     // the other tenant (INVALID_ARGUMENT naming app_ids[0], as for an app that does not exist).
     row(Substatus_V1_AdminService.createApiKey, "PD ok ok PD PD PD PD PD PD PD IA") { w in

@@ -109,6 +109,72 @@ extension Substatus_V1_AdminService {
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func listProducts(_ request: Substatus_V1_ListProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListProductsResponse
 
+    /// Inserts or replaces named entitlements of the app's catalog by `entitlement_id` ("premium":
+    /// the products that unlock it); entitlements not mentioned stay as they are. GetStatus and
+    /// GetEntitlements then answer each one for a user. All or nothing: every product id must be in
+    /// the app's catalog. Errors: NOT_FOUND; INVALID_ARGUMENT naming each bad field
+    /// (`entitlements[i].entitlement_id`, `entitlements[i].display_name`,
+    /// `entitlements[i].product_ids[j]` for a product the catalog lacks) in a BadRequest;
+    /// RESOURCE_EXHAUSTED above 100 entitlements per call.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func putEntitlements(_ request: Substatus_V1_PutEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_PutEntitlementsResponse
+
+    /// Lists the app's named entitlements, ordered by `entitlement_id`. Errors: NOT_FOUND;
+    /// INVALID_ARGUMENT naming `page_size` or `page_token`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func listEntitlements(_ request: Substatus_V1_ListEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListEntitlementsResponse
+
+    /// Deletes named entitlements of the app by id; ids that are not defined are ignored (the
+    /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming
+    /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func deleteEntitlements(_ request: Substatus_V1_DeleteEntitlementsRequest, _ context: ServerContext) async throws -> Substatus_V1_DeleteEntitlementsResponse
+
+    /// Deletes products from the app's catalog, and from every named entitlement that lists them, in
+    /// one commit. Users' transactions of those products stay in their history; evaluation then
+    /// treats them as products the catalog lacks (a transaction that carries a subscription group
+    /// still counts in that group, others are ignored). Ids not in the catalog are ignored (the
+    /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming `product_ids`
+    /// (empty) or `product_ids[i]`; RESOURCE_EXHAUSTED above 1000 ids per call.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func deleteProducts(_ request: Substatus_V1_DeleteProductsRequest, _ context: ServerContext) async throws -> Substatus_V1_DeleteProductsResponse
+
+    /// Erases one user of the app (the right to erasure): in every environment, in one commit, the
+    /// user's transactions, renewal infos, stored receipt, Server API sync state and everything
+    /// derived from them, and the data Apple's notifications stored for the user's original
+    /// transactions before the user submitted them (when no other user holds them). The audit log
+    /// records the erasure with a SHA-256 of the user id, never the id itself. A later notification
+    /// for one of the user's original transactions is handled as for a user never seen. Erasing a
+    /// user with no data succeeds and erases nothing, so a retry is safe. Errors: NOT_FOUND (app);
+    /// INVALID_ARGUMENT naming `user_id`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func deleteUser(_ request: Substatus_V1_DeleteUserRequest, _ context: ServerContext) async throws -> Substatus_V1_DeleteUserResponse
+
     /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
     /// `update_mask` (an unknown field name) or `policy.promo_scope`.
     ///
@@ -212,6 +278,36 @@ extension Substatus_V1_AdminService {
       execution: execution(Substatus_V1_AdminService.listProducts.path)
     ) { request, context in
       try await service.listProducts(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.putEntitlements.path, request: Substatus_V1_PutEntitlementsRequest.self, response: Substatus_V1_PutEntitlementsResponse.self,
+      execution: execution(Substatus_V1_AdminService.putEntitlements.path)
+    ) { request, context in
+      try await service.putEntitlements(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.listEntitlements.path, request: Substatus_V1_ListEntitlementsRequest.self, response: Substatus_V1_ListEntitlementsResponse.self,
+      execution: execution(Substatus_V1_AdminService.listEntitlements.path)
+    ) { request, context in
+      try await service.listEntitlements(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.deleteEntitlements.path, request: Substatus_V1_DeleteEntitlementsRequest.self, response: Substatus_V1_DeleteEntitlementsResponse.self,
+      execution: execution(Substatus_V1_AdminService.deleteEntitlements.path)
+    ) { request, context in
+      try await service.deleteEntitlements(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.deleteProducts.path, request: Substatus_V1_DeleteProductsRequest.self, response: Substatus_V1_DeleteProductsResponse.self,
+      execution: execution(Substatus_V1_AdminService.deleteProducts.path)
+    ) { request, context in
+      try await service.deleteProducts(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.deleteUser.path, request: Substatus_V1_DeleteUserRequest.self, response: Substatus_V1_DeleteUserResponse.self,
+      execution: execution(Substatus_V1_AdminService.deleteUser.path)
+    ) { request, context in
+      try await service.deleteUser(request, context)
     }
     router.registerUnary(
       method: Substatus_V1_AdminService.setPolicy.path, request: Substatus_V1_SetPolicyRequest.self, response: Substatus_V1_SetPolicyResponse.self,
@@ -406,6 +502,107 @@ extension Substatus_V1_AdminService {
     ) async throws(RPCError) -> Substatus_V1_ListProductsResponse {
       try await rpcClient.unary(
         method: Substatus_V1_AdminService.listProducts.path, request: request, response: Substatus_V1_ListProductsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Inserts or replaces named entitlements of the app's catalog by `entitlement_id` ("premium":
+    /// the products that unlock it); entitlements not mentioned stay as they are. GetStatus and
+    /// GetEntitlements then answer each one for a user. All or nothing: every product id must be in
+    /// the app's catalog. Errors: NOT_FOUND; INVALID_ARGUMENT naming each bad field
+    /// (`entitlements[i].entitlement_id`, `entitlements[i].display_name`,
+    /// `entitlements[i].product_ids[j]` for a product the catalog lacks) in a BadRequest;
+    /// RESOURCE_EXHAUSTED above 100 entitlements per call.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func putEntitlements(
+      _ request: Substatus_V1_PutEntitlementsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_PutEntitlementsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.putEntitlements.path, request: request, response: Substatus_V1_PutEntitlementsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Lists the app's named entitlements, ordered by `entitlement_id`. Errors: NOT_FOUND;
+    /// INVALID_ARGUMENT naming `page_size` or `page_token`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func listEntitlements(
+      _ request: Substatus_V1_ListEntitlementsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_ListEntitlementsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.listEntitlements.path, request: request, response: Substatus_V1_ListEntitlementsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Deletes named entitlements of the app by id; ids that are not defined are ignored (the
+    /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming
+    /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func deleteEntitlements(
+      _ request: Substatus_V1_DeleteEntitlementsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_DeleteEntitlementsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.deleteEntitlements.path, request: request, response: Substatus_V1_DeleteEntitlementsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Deletes products from the app's catalog, and from every named entitlement that lists them, in
+    /// one commit. Users' transactions of those products stay in their history; evaluation then
+    /// treats them as products the catalog lacks (a transaction that carries a subscription group
+    /// still counts in that group, others are ignored). Ids not in the catalog are ignored (the
+    /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming `product_ids`
+    /// (empty) or `product_ids[i]`; RESOURCE_EXHAUSTED above 1000 ids per call.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func deleteProducts(
+      _ request: Substatus_V1_DeleteProductsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_DeleteProductsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.deleteProducts.path, request: request, response: Substatus_V1_DeleteProductsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Erases one user of the app (the right to erasure): in every environment, in one commit, the
+    /// user's transactions, renewal infos, stored receipt, Server API sync state and everything
+    /// derived from them, and the data Apple's notifications stored for the user's original
+    /// transactions before the user submitted them (when no other user holds them). The audit log
+    /// records the erasure with a SHA-256 of the user id, never the id itself. A later notification
+    /// for one of the user's original transactions is handled as for a user never seen. Erasing a
+    /// user with no data succeeds and erases nothing, so a retry is safe. Errors: NOT_FOUND (app);
+    /// INVALID_ARGUMENT naming `user_id`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func deleteUser(
+      _ request: Substatus_V1_DeleteUserRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_DeleteUserResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.deleteUser.path, request: request, response: Substatus_V1_DeleteUserResponse.self, metadata: metadata,
         options: options)
     }
 

@@ -12,8 +12,8 @@ extension Substatus_V1_StatusService {
   /// Reads a user's subscription state, entitlements and stored history. Needs a READ, INGEST or
   /// ADMIN key. A user with no stored data is not an error: every group is NEVER_SUBSCRIBED.
   public protocol ServiceProtocol: Sendable {
-    /// Returns the user's state in every subscription group and what the user is entitled to, as of
-    /// `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
+    /// Returns the user's state in every subscription group, each named entitlement of the catalog
+    /// and what the user is entitled to, as of `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
     /// `environment`.
     ///
     /// - Parameters:
@@ -23,8 +23,10 @@ extension Substatus_V1_StatusService {
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse
 
-    /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` of
-    /// GetStatus). Errors: as GetStatus.
+    /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` and
+    /// `named_entitlements` of GetStatus), optionally only some named entitlements. Errors: as
+    /// GetStatus; INVALID_ARGUMENT naming `entitlement_ids[i]` when the app defines no such
+    /// entitlement.
     ///
     /// - Parameters:
     ///   - request: The request message.
@@ -98,8 +100,8 @@ extension Substatus_V1_StatusService {
     /// - Parameter rpcClient: The caller.
     public init(_ rpcClient: RPCClient) { self.rpcClient = rpcClient }
 
-    /// Returns the user's state in every subscription group and what the user is entitled to, as of
-    /// `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
+    /// Returns the user's state in every subscription group, each named entitlement of the catalog
+    /// and what the user is entitled to, as of `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
     /// `environment`.
     ///
     /// - Parameters:
@@ -116,8 +118,10 @@ extension Substatus_V1_StatusService {
         options: options)
     }
 
-    /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` of
-    /// GetStatus). Errors: as GetStatus.
+    /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` and
+    /// `named_entitlements` of GetStatus), optionally only some named entitlements. Errors: as
+    /// GetStatus; INVALID_ARGUMENT naming `entitlement_ids[i]` when the app defines no such
+    /// entitlement.
     ///
     /// - Parameters:
     ///   - request: The request message.

@@ -446,6 +446,259 @@ public struct Substatus_V1_ListProductsResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// A named entitlement of an app's catalog: what an app's backend checks ("premium") and the
+/// products that unlock it (RevenueCat's entitlements, Adapty's access levels).
+public struct Substatus_V1_EntitlementDefinition: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.EntitlementDefinition"
+
+  /// The entitlement's identifier, chosen by the tenant (for example `premium`). Required; unique
+  /// within the app.
+  public var entitlementID: String = ""
+
+  /// A name for people; at most 200 bytes.
+  public var displayName: String = ""
+
+  /// The catalog products that grant it (any type; consumables never grant anything lasting).
+  /// Each must be in the app's catalog, once; at most 1000.
+  public var productIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.PutEntitlements.
+public struct Substatus_V1_PutEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The entitlements to insert or replace, 1 to 100, each id once.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.PutEntitlements.
+public struct Substatus_V1_PutEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutEntitlementsResponse"
+
+  /// The stored entitlements, in request order.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.ListEntitlements.
+public struct Substatus_V1_ListEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The maximum number of entitlements to return (AIP-158): 0 means 50; at most 1000.
+  public var pageSize: Int32 = 0
+
+  /// The `next_page_token` of a previous response; empty for the first page.
+  public var pageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.ListEntitlements.
+public struct Substatus_V1_ListEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListEntitlementsResponse"
+
+  /// The entitlements of this page, ordered by entitlement id.
+  public var entitlements: [Substatus_V1_EntitlementDefinition] = []
+
+  /// The token of the next page; empty on the last page.
+  public var nextPageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.DeleteEntitlements.
+public struct Substatus_V1_DeleteEntitlementsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteEntitlementsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The entitlements to delete, 1 to 100.
+  public var entitlementIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteEntitlements.
+public struct Substatus_V1_DeleteEntitlementsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteEntitlementsResponse"
+
+  /// The entitlements that were defined and are now deleted, in request order.
+  public var deletedEntitlementIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.DeleteProducts.
+public struct Substatus_V1_DeleteProductsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteProductsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The products to delete from the catalog, 1 to 1000.
+  public var productIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteProducts.
+public struct Substatus_V1_DeleteProductsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteProductsResponse"
+
+  /// The products that were in the catalog and are now deleted, in request order.
+  public var deletedProductIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.DeleteUser.
+public struct Substatus_V1_DeleteUserRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteUserRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The app's id for the user to erase. Required.
+  public var userID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.DeleteUser: what was erased.
+public struct Substatus_V1_DeleteUserResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.DeleteUserResponse"
+
+  /// How the audit log names the erased user: `sha256:` and the lowercase hex SHA-256 of the user
+  /// id.
+  public var userIDHash: String = ""
+
+  /// The histories erased: one per environment with data, plus those Apple's notifications left
+  /// for the user's original transactions.
+  public var historiesErased: Int32 = 0
+
+  /// The transactions erased.
+  public var transactionsErased: Int64 = 0
+
+  /// The renewal infos erased.
+  public var renewalInfosErased: Int64 = 0
+
+  /// The stored receipts erased.
+  public var receiptsErased: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// The request of AdminService.SetPolicy.
 public struct Substatus_V1_SetPolicyRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -1446,6 +1699,478 @@ extension Substatus_V1_ListProductsResponse {
   }
 }
 
+extension Substatus_V1_EntitlementDefinition: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.EntitlementDefinition", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlementID = try r.string(0)
+    displayName = try r.string(1)
+    productIDs = try r.repeatedString(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, entitlementID)
+    w.string(1, displayName)
+    w.repeatedString(2, productIDs)
+  }
+}
+
+extension Substatus_V1_EntitlementDefinition {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.entitlementID.isEmpty) { o.append("entitlementId", .string(self.entitlementID)) }
+    if !(self.displayName.isEmpty) { o.append("displayName", .string(self.displayName)) }
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlementId", "entitlement_id":
+        self.entitlementID = try ProtoJSON.string(value, "entitlementId")
+      case "displayName", "display_name":
+        self.displayName = try ProtoJSON.string(value, "displayName")
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutEntitlementsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    entitlements = try r.repeatedMessage(1, Substatus_V1_EntitlementDefinition.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedMessage(1, entitlements)
+  }
+}
+
+extension Substatus_V1_PutEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutEntitlementsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlements = try r.repeatedMessage(0, Substatus_V1_EntitlementDefinition.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedMessage(0, entitlements)
+  }
+}
+
+extension Substatus_V1_PutEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ListEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListEntitlementsRequest", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    pageSize = r.int32(1)
+    pageToken = try r.string(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.int32(1, pageSize)
+    w.string(2, pageToken)
+  }
+}
+
+extension Substatus_V1_ListEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.pageSize == 0) { o.append("pageSize", ProtoJSON.int32(self.pageSize)) }
+    if !(self.pageToken.isEmpty) { o.append("pageToken", .string(self.pageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "pageSize", "page_size":
+        self.pageSize = try ProtoJSON.integer(value, "pageSize", Int32.self)
+      case "pageToken", "page_token":
+        self.pageToken = try ProtoJSON.string(value, "pageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ListEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListEntitlementsResponse", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlements = try r.repeatedMessage(0, Substatus_V1_EntitlementDefinition.self)
+    nextPageToken = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedMessage(0, entitlements)
+    w.string(1, nextPageToken)
+  }
+}
+
+extension Substatus_V1_ListEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    if !(self.nextPageToken.isEmpty) { o.append("nextPageToken", .string(self.nextPageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_EntitlementDefinition.self) }
+      case "nextPageToken", "next_page_token":
+        self.nextPageToken = try ProtoJSON.string(value, "nextPageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteEntitlementsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    entitlementIDs = try r.repeatedString(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedString(1, entitlementIDs)
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.entitlementIDs.isEmpty { o.append("entitlementIds", .array(self.entitlementIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "entitlementIds", "entitlement_ids":
+        self.entitlementIDs = try ProtoJSON.repeated(value, "entitlementIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteEntitlementsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    deletedEntitlementIDs = try r.repeatedString(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, deletedEntitlementIDs)
+  }
+}
+
+extension Substatus_V1_DeleteEntitlementsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.deletedEntitlementIDs.isEmpty { o.append("deletedEntitlementIds", .array(self.deletedEntitlementIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "deletedEntitlementIds", "deleted_entitlement_ids":
+        self.deletedEntitlementIDs = try ProtoJSON.repeated(value, "deletedEntitlementIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteProductsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteProductsRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    productIDs = try r.repeatedString(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.repeatedString(1, productIDs)
+  }
+}
+
+extension Substatus_V1_DeleteProductsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteProductsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteProductsResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    deletedProductIDs = try r.repeatedString(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, deletedProductIDs)
+  }
+}
+
+extension Substatus_V1_DeleteProductsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.deletedProductIDs.isEmpty { o.append("deletedProductIds", .array(self.deletedProductIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "deletedProductIds", "deleted_product_ids":
+        self.deletedProductIDs = try ProtoJSON.repeated(value, "deletedProductIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteUserRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteUserRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+  }
+}
+
+extension Substatus_V1_DeleteUserRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_DeleteUserResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.DeleteUserResponse", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    userIDHash = try r.string(0)
+    historiesErased = r.int32(1)
+    transactionsErased = r.int64(2)
+    renewalInfosErased = r.int64(3)
+    receiptsErased = r.int64(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, userIDHash)
+    w.int32(1, historiesErased)
+    w.int64(2, transactionsErased)
+    w.int64(3, renewalInfosErased)
+    w.int64(4, receiptsErased)
+  }
+}
+
+extension Substatus_V1_DeleteUserResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.userIDHash.isEmpty) { o.append("userIdHash", .string(self.userIDHash)) }
+    if !(self.historiesErased == 0) { o.append("historiesErased", ProtoJSON.int32(self.historiesErased)) }
+    if !(self.transactionsErased == 0) { o.append("transactionsErased", ProtoJSON.int64(self.transactionsErased)) }
+    if !(self.renewalInfosErased == 0) { o.append("renewalInfosErased", ProtoJSON.int64(self.renewalInfosErased)) }
+    if !(self.receiptsErased == 0) { o.append("receiptsErased", ProtoJSON.int64(self.receiptsErased)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "userIdHash", "user_id_hash":
+        self.userIDHash = try ProtoJSON.string(value, "userIdHash")
+      case "historiesErased", "histories_erased":
+        self.historiesErased = try ProtoJSON.integer(value, "historiesErased", Int32.self)
+      case "transactionsErased", "transactions_erased":
+        self.transactionsErased = try ProtoJSON.integer(value, "transactionsErased", Int64.self)
+      case "renewalInfosErased", "renewal_infos_erased":
+        self.renewalInfosErased = try ProtoJSON.integer(value, "renewalInfosErased", Int64.self)
+      case "receiptsErased", "receipts_erased":
+        self.receiptsErased = try ProtoJSON.integer(value, "receiptsErased", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 extension Substatus_V1_SetPolicyRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SetPolicyRequest", [1, 2, 3])
 
@@ -1845,6 +2570,47 @@ public enum Substatus_V1_AdminService {
   public static let listProducts = ProtoMethodDescriptor<Substatus_V1_ListProductsRequest, Substatus_V1_ListProductsResponse>(
     service: name, method: "ListProducts", clientStreaming: false, serverStreaming: false)
 
+  /// Inserts or replaces named entitlements of the app's catalog by `entitlement_id` ("premium":
+  /// the products that unlock it); entitlements not mentioned stay as they are. GetStatus and
+  /// GetEntitlements then answer each one for a user. All or nothing: every product id must be in
+  /// the app's catalog. Errors: NOT_FOUND; INVALID_ARGUMENT naming each bad field
+  /// (`entitlements[i].entitlement_id`, `entitlements[i].display_name`,
+  /// `entitlements[i].product_ids[j]` for a product the catalog lacks) in a BadRequest;
+  /// RESOURCE_EXHAUSTED above 100 entitlements per call.
+  public static let putEntitlements = ProtoMethodDescriptor<Substatus_V1_PutEntitlementsRequest, Substatus_V1_PutEntitlementsResponse>(
+    service: name, method: "PutEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Lists the app's named entitlements, ordered by `entitlement_id`. Errors: NOT_FOUND;
+  /// INVALID_ARGUMENT naming `page_size` or `page_token`.
+  public static let listEntitlements = ProtoMethodDescriptor<Substatus_V1_ListEntitlementsRequest, Substatus_V1_ListEntitlementsResponse>(
+    service: name, method: "ListEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Deletes named entitlements of the app by id; ids that are not defined are ignored (the
+  /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming
+  /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
+  public static let deleteEntitlements = ProtoMethodDescriptor<Substatus_V1_DeleteEntitlementsRequest, Substatus_V1_DeleteEntitlementsResponse>(
+    service: name, method: "DeleteEntitlements", clientStreaming: false, serverStreaming: false)
+
+  /// Deletes products from the app's catalog, and from every named entitlement that lists them, in
+  /// one commit. Users' transactions of those products stay in their history; evaluation then
+  /// treats them as products the catalog lacks (a transaction that carries a subscription group
+  /// still counts in that group, others are ignored). Ids not in the catalog are ignored (the
+  /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming `product_ids`
+  /// (empty) or `product_ids[i]`; RESOURCE_EXHAUSTED above 1000 ids per call.
+  public static let deleteProducts = ProtoMethodDescriptor<Substatus_V1_DeleteProductsRequest, Substatus_V1_DeleteProductsResponse>(
+    service: name, method: "DeleteProducts", clientStreaming: false, serverStreaming: false)
+
+  /// Erases one user of the app (the right to erasure): in every environment, in one commit, the
+  /// user's transactions, renewal infos, stored receipt, Server API sync state and everything
+  /// derived from them, and the data Apple's notifications stored for the user's original
+  /// transactions before the user submitted them (when no other user holds them). The audit log
+  /// records the erasure with a SHA-256 of the user id, never the id itself. A later notification
+  /// for one of the user's original transactions is handled as for a user never seen. Erasing a
+  /// user with no data succeeds and erases nothing, so a retry is safe. Errors: NOT_FOUND (app);
+  /// INVALID_ARGUMENT naming `user_id`.
+  public static let deleteUser = ProtoMethodDescriptor<Substatus_V1_DeleteUserRequest, Substatus_V1_DeleteUserResponse>(
+    service: name, method: "DeleteUser", clientStreaming: false, serverStreaming: false)
+
   /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
   /// `update_mask` (an unknown field name) or `policy.promo_scope`.
   public static let setPolicy = ProtoMethodDescriptor<Substatus_V1_SetPolicyRequest, Substatus_V1_SetPolicyResponse>(
@@ -1869,6 +2635,6 @@ public enum Substatus_V1_AdminService {
     service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false)
 
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey"]
+  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey"]
 }
 

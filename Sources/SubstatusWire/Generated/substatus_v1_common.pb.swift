@@ -774,6 +774,55 @@ public struct Substatus_V1_Entitlement: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// One named entitlement of the app's catalog (see AdminService.PutEntitlements) for one user at
+/// one instant: "is this user `premium`?", with the grant that answers it.
+public struct Substatus_V1_NamedEntitlement: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.NamedEntitlement"
+
+  /// The entitlement, as defined in the catalog.
+  public var entitlementID: String = ""
+
+  /// True when one of its products grants access at the instant: an ACTIVE or GRACE_PERIOD
+  /// subscription (BILLING_RETRY only when the app's policy entitles it), a non-renewing term, a
+  /// non-consumable or free subscription not revoked; family-shared ones included.
+  public var active: Bool = false
+
+  /// As in GroupStatus. Active: the state of the grant (ACTIVE for products that are not
+  /// auto-renewable). Inactive: BILLING_RETRY (a group of its products is in billing retry and the
+  /// policy does not entitle it), else REVOKED or EXPIRED (from the newest transaction of its
+  /// products), else NEVER_SUBSCRIBED.
+  public var state: Substatus_V1_SubscriptionState = Substatus_V1_SubscriptionState(rawValue: 0)
+
+  /// When the grant ends (exclusive); 0: no end (non-consumable, free subscription) or not known
+  /// (billing retry). Inactive: the end of the deciding subscription period, where known.
+  public var expiresMs: Int64 = 0
+
+  /// True when the granting subscription (or the one in billing retry) will renew into a product
+  /// of this entitlement (auto-renew on, next product in the entitlement); false otherwise.
+  public var willRenew: Bool = false
+
+  /// The product of the grant that lasts longest (no end first, then the latest end, billing retry
+  /// last); inactive: of the deciding transaction; empty when NEVER_SUBSCRIBED.
+  public var productID: String = ""
+
+  /// The transaction of that grant or decision.
+  public var transactionID: String = ""
+
+  /// Purchased or family-shared (the grant); UNSPECIFIED when inactive.
+  public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// The description of a tenant API key. The key itself is shown once, on creation, and stored only
 /// as a SHA-256 hash.
 public struct Substatus_V1_ApiKeyInfo: ProtobufJSONMessage {
@@ -1137,6 +1186,78 @@ extension Substatus_V1_Entitlement {
         self.transactionID = try ProtoJSON.string(value, "transactionId")
       case "subscriptionGroupId", "subscription_group_id":
         self.subscriptionGroupID = try ProtoJSON.string(value, "subscriptionGroupId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_NamedEntitlement: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.NamedEntitlement", [1, 2, 3, 4, 5, 6, 7, 8])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    entitlementID = try r.string(0)
+    active = r.bool(1)
+    state = r.enumeration(2)
+    expiresMs = r.int64(3)
+    willRenew = r.bool(4)
+    productID = try r.string(5)
+    transactionID = try r.string(6)
+    ownership = r.enumeration(7)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, entitlementID)
+    w.bool(1, active)
+    w.enumeration(2, state)
+    w.int64(3, expiresMs)
+    w.bool(4, willRenew)
+    w.string(5, productID)
+    w.string(6, transactionID)
+    w.enumeration(7, ownership)
+  }
+}
+
+extension Substatus_V1_NamedEntitlement {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.entitlementID.isEmpty) { o.append("entitlementId", .string(self.entitlementID)) }
+    if !(!self.active) { o.append("active", .bool(self.active)) }
+    if !(self.state.rawValue == 0) { o.append("state", self.state.jsonValue) }
+    if !(self.expiresMs == 0) { o.append("expiresMs", ProtoJSON.int64(self.expiresMs)) }
+    if !(!self.willRenew) { o.append("willRenew", .bool(self.willRenew)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.transactionID.isEmpty) { o.append("transactionId", .string(self.transactionID)) }
+    if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "entitlementId", "entitlement_id":
+        self.entitlementID = try ProtoJSON.string(value, "entitlementId")
+      case "active":
+        self.active = try ProtoJSON.bool(value, "active")
+      case "state":
+        self.state = try ProtoJSON.enumeration(value, "state", Substatus_V1_SubscriptionState.self)
+      case "expiresMs", "expires_ms":
+        self.expiresMs = try ProtoJSON.integer(value, "expiresMs", Int64.self)
+      case "willRenew", "will_renew":
+        self.willRenew = try ProtoJSON.bool(value, "willRenew")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "transactionId", "transaction_id":
+        self.transactionID = try ProtoJSON.string(value, "transactionId")
+      case "ownership":
+        self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

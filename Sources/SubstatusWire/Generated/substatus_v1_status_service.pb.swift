@@ -51,6 +51,10 @@ public struct Substatus_V1_GetStatusResponse: ProtobufJSONMessage {
   /// The environment the answer is for.
   public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
 
+  /// One per named entitlement of the app's catalog, ordered by entitlement id; empty when the
+  /// catalog defines none.
+  public var namedEntitlements: [Substatus_V1_NamedEntitlement] = []
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -79,6 +83,10 @@ public struct Substatus_V1_GetEntitlementsRequest: ProtobufJSONMessage {
   /// The environment whose purchases count; UNSPECIFIED: production.
   public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
 
+  /// When set, `named_entitlements` answers only these, in this order (at most 100; each must be
+  /// defined in the catalog). Empty: every named entitlement of the catalog.
+  public var entitlementIDs: [String] = []
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -106,6 +114,10 @@ public struct Substatus_V1_GetEntitlementsResponse: ProtobufJSONMessage {
 
   /// The environment the answer is for.
   public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// The named entitlements asked for (`entitlement_ids`, in that order), or every one of the
+  /// catalog ordered by entitlement id.
+  public var namedEntitlements: [Substatus_V1_NamedEntitlement] = []
 
   /// A message with every field at its default value.
   public init() {}
@@ -227,7 +239,7 @@ extension Substatus_V1_GetStatusRequest {
 }
 
 extension Substatus_V1_GetStatusResponse: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.GetStatusResponse", [1, 2, 3, 4, 5])
+  static let cLayout = CMessageLayout("substatus.v1.GetStatusResponse", [1, 2, 3, 4, 5, 6])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -236,6 +248,7 @@ extension Substatus_V1_GetStatusResponse: CMessageConvertible {
     entitlements = try r.repeatedMessage(2, Substatus_V1_Entitlement.self)
     asOfMs = r.int64(3)
     environment = r.enumeration(4)
+    namedEntitlements = try r.repeatedMessage(5, Substatus_V1_NamedEntitlement.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -244,6 +257,7 @@ extension Substatus_V1_GetStatusResponse: CMessageConvertible {
     w.repeatedMessage(2, entitlements)
     w.int64(3, asOfMs)
     w.enumeration(4, environment)
+    w.repeatedMessage(5, namedEntitlements)
   }
 }
 
@@ -256,6 +270,7 @@ extension Substatus_V1_GetStatusResponse {
     if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
     if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
     if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !self.namedEntitlements.isEmpty { o.append("namedEntitlements", .array(self.namedEntitlements.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -276,6 +291,8 @@ extension Substatus_V1_GetStatusResponse {
         self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
       case "environment":
         self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "namedEntitlements", "named_entitlements":
+        self.namedEntitlements = try ProtoJSON.repeated(value, "namedEntitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_NamedEntitlement.self) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -284,7 +301,7 @@ extension Substatus_V1_GetStatusResponse {
 }
 
 extension Substatus_V1_GetEntitlementsRequest: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.GetEntitlementsRequest", [1, 2, 3, 4])
+  static let cLayout = CMessageLayout("substatus.v1.GetEntitlementsRequest", [1, 2, 3, 4, 5])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -292,6 +309,7 @@ extension Substatus_V1_GetEntitlementsRequest: CMessageConvertible {
     userID = try r.string(1)
     asOfMs = r.int64(2)
     environment = r.enumeration(3)
+    entitlementIDs = try r.repeatedString(4)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -299,6 +317,7 @@ extension Substatus_V1_GetEntitlementsRequest: CMessageConvertible {
     w.string(1, userID)
     w.int64(2, asOfMs)
     w.enumeration(3, environment)
+    w.repeatedString(4, entitlementIDs)
   }
 }
 
@@ -310,6 +329,7 @@ extension Substatus_V1_GetEntitlementsRequest {
     if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
     if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
     if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !self.entitlementIDs.isEmpty { o.append("entitlementIds", .array(self.entitlementIDs.map { .string($0) })) }
     return .object(o)
   }
 
@@ -328,6 +348,8 @@ extension Substatus_V1_GetEntitlementsRequest {
         self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
       case "environment":
         self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "entitlementIds", "entitlement_ids":
+        self.entitlementIDs = try ProtoJSON.repeated(value, "entitlementIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -336,7 +358,7 @@ extension Substatus_V1_GetEntitlementsRequest {
 }
 
 extension Substatus_V1_GetEntitlementsResponse: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.GetEntitlementsResponse", [1, 2, 3, 4])
+  static let cLayout = CMessageLayout("substatus.v1.GetEntitlementsResponse", [1, 2, 3, 4, 5])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -344,6 +366,7 @@ extension Substatus_V1_GetEntitlementsResponse: CMessageConvertible {
     entitlements = try r.repeatedMessage(1, Substatus_V1_Entitlement.self)
     asOfMs = r.int64(2)
     environment = r.enumeration(3)
+    namedEntitlements = try r.repeatedMessage(4, Substatus_V1_NamedEntitlement.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -351,6 +374,7 @@ extension Substatus_V1_GetEntitlementsResponse: CMessageConvertible {
     w.repeatedMessage(1, entitlements)
     w.int64(2, asOfMs)
     w.enumeration(3, environment)
+    w.repeatedMessage(4, namedEntitlements)
   }
 }
 
@@ -362,6 +386,7 @@ extension Substatus_V1_GetEntitlementsResponse {
     if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
     if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
     if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !self.namedEntitlements.isEmpty { o.append("namedEntitlements", .array(self.namedEntitlements.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -380,6 +405,8 @@ extension Substatus_V1_GetEntitlementsResponse {
         self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
       case "environment":
         self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "namedEntitlements", "named_entitlements":
+        self.namedEntitlements = try ProtoJSON.repeated(value, "namedEntitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_NamedEntitlement.self) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -497,14 +524,16 @@ public enum Substatus_V1_StatusService {
   /// The fully qualified service name.
   public static let name = "substatus.v1.StatusService"
 
-  /// Returns the user's state in every subscription group and what the user is entitled to, as of
-  /// `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
+  /// Returns the user's state in every subscription group, each named entitlement of the catalog
+  /// and what the user is entitled to, as of `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
   /// `environment`.
   public static let getStatus = ProtoMethodDescriptor<Substatus_V1_GetStatusRequest, Substatus_V1_GetStatusResponse>(
     service: name, method: "GetStatus", clientStreaming: false, serverStreaming: false)
 
-  /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` of
-  /// GetStatus). Errors: as GetStatus.
+  /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` and
+  /// `named_entitlements` of GetStatus), optionally only some named entitlements. Errors: as
+  /// GetStatus; INVALID_ARGUMENT naming `entitlement_ids[i]` when the app defines no such
+  /// entitlement.
   public static let getEntitlements = ProtoMethodDescriptor<Substatus_V1_GetEntitlementsRequest, Substatus_V1_GetEntitlementsResponse>(
     service: name, method: "GetEntitlements", clientStreaming: false, serverStreaming: false)
 

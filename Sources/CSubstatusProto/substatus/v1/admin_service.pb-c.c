@@ -817,6 +817,501 @@ void   substatus__v1__list_products_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__list_products_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__entitlement_definition__init
+                     (Substatus__V1__EntitlementDefinition         *message)
+{
+  static const Substatus__V1__EntitlementDefinition init_value = SUBSTATUS__V1__ENTITLEMENT_DEFINITION__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__entitlement_definition__get_packed_size
+                     (const Substatus__V1__EntitlementDefinition *message)
+{
+  assert(message->base.descriptor == &substatus__v1__entitlement_definition__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__entitlement_definition__pack
+                     (const Substatus__V1__EntitlementDefinition *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__entitlement_definition__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__entitlement_definition__pack_to_buffer
+                     (const Substatus__V1__EntitlementDefinition *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__entitlement_definition__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__EntitlementDefinition *
+       substatus__v1__entitlement_definition__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__EntitlementDefinition *)
+     protobuf_c_message_unpack (&substatus__v1__entitlement_definition__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__entitlement_definition__free_unpacked
+                     (Substatus__V1__EntitlementDefinition *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__entitlement_definition__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__put_entitlements_request__init
+                     (Substatus__V1__PutEntitlementsRequest         *message)
+{
+  static const Substatus__V1__PutEntitlementsRequest init_value = SUBSTATUS__V1__PUT_ENTITLEMENTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__put_entitlements_request__get_packed_size
+                     (const Substatus__V1__PutEntitlementsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__put_entitlements_request__pack
+                     (const Substatus__V1__PutEntitlementsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__put_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__PutEntitlementsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__PutEntitlementsRequest *
+       substatus__v1__put_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__PutEntitlementsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__put_entitlements_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__put_entitlements_request__free_unpacked
+                     (Substatus__V1__PutEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__put_entitlements_response__init
+                     (Substatus__V1__PutEntitlementsResponse         *message)
+{
+  static const Substatus__V1__PutEntitlementsResponse init_value = SUBSTATUS__V1__PUT_ENTITLEMENTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__put_entitlements_response__get_packed_size
+                     (const Substatus__V1__PutEntitlementsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__put_entitlements_response__pack
+                     (const Substatus__V1__PutEntitlementsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__put_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__PutEntitlementsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__PutEntitlementsResponse *
+       substatus__v1__put_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__PutEntitlementsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__put_entitlements_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__put_entitlements_response__free_unpacked
+                     (Substatus__V1__PutEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__put_entitlements_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__list_entitlements_request__init
+                     (Substatus__V1__ListEntitlementsRequest         *message)
+{
+  static const Substatus__V1__ListEntitlementsRequest init_value = SUBSTATUS__V1__LIST_ENTITLEMENTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__list_entitlements_request__get_packed_size
+                     (const Substatus__V1__ListEntitlementsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__list_entitlements_request__pack
+                     (const Substatus__V1__ListEntitlementsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__list_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__ListEntitlementsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ListEntitlementsRequest *
+       substatus__v1__list_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ListEntitlementsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__list_entitlements_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__list_entitlements_request__free_unpacked
+                     (Substatus__V1__ListEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__list_entitlements_response__init
+                     (Substatus__V1__ListEntitlementsResponse         *message)
+{
+  static const Substatus__V1__ListEntitlementsResponse init_value = SUBSTATUS__V1__LIST_ENTITLEMENTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__list_entitlements_response__get_packed_size
+                     (const Substatus__V1__ListEntitlementsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__list_entitlements_response__pack
+                     (const Substatus__V1__ListEntitlementsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__list_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__ListEntitlementsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ListEntitlementsResponse *
+       substatus__v1__list_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ListEntitlementsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__list_entitlements_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__list_entitlements_response__free_unpacked
+                     (Substatus__V1__ListEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__list_entitlements_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_entitlements_request__init
+                     (Substatus__V1__DeleteEntitlementsRequest         *message)
+{
+  static const Substatus__V1__DeleteEntitlementsRequest init_value = SUBSTATUS__V1__DELETE_ENTITLEMENTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_entitlements_request__get_packed_size
+                     (const Substatus__V1__DeleteEntitlementsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_entitlements_request__pack
+                     (const Substatus__V1__DeleteEntitlementsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__DeleteEntitlementsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteEntitlementsRequest *
+       substatus__v1__delete_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteEntitlementsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__delete_entitlements_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_entitlements_request__free_unpacked
+                     (Substatus__V1__DeleteEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_entitlements_response__init
+                     (Substatus__V1__DeleteEntitlementsResponse         *message)
+{
+  static const Substatus__V1__DeleteEntitlementsResponse init_value = SUBSTATUS__V1__DELETE_ENTITLEMENTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_entitlements_response__get_packed_size
+                     (const Substatus__V1__DeleteEntitlementsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_entitlements_response__pack
+                     (const Substatus__V1__DeleteEntitlementsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__DeleteEntitlementsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteEntitlementsResponse *
+       substatus__v1__delete_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteEntitlementsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__delete_entitlements_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_entitlements_response__free_unpacked
+                     (Substatus__V1__DeleteEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_entitlements_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_products_request__init
+                     (Substatus__V1__DeleteProductsRequest         *message)
+{
+  static const Substatus__V1__DeleteProductsRequest init_value = SUBSTATUS__V1__DELETE_PRODUCTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_products_request__get_packed_size
+                     (const Substatus__V1__DeleteProductsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_products_request__pack
+                     (const Substatus__V1__DeleteProductsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_products_request__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteProductsRequest *
+       substatus__v1__delete_products_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteProductsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__delete_products_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_products_request__free_unpacked
+                     (Substatus__V1__DeleteProductsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_products_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_products_response__init
+                     (Substatus__V1__DeleteProductsResponse         *message)
+{
+  static const Substatus__V1__DeleteProductsResponse init_value = SUBSTATUS__V1__DELETE_PRODUCTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_products_response__get_packed_size
+                     (const Substatus__V1__DeleteProductsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_products_response__pack
+                     (const Substatus__V1__DeleteProductsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_products_response__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_products_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteProductsResponse *
+       substatus__v1__delete_products_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteProductsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__delete_products_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_products_response__free_unpacked
+                     (Substatus__V1__DeleteProductsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_products_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_user_request__init
+                     (Substatus__V1__DeleteUserRequest         *message)
+{
+  static const Substatus__V1__DeleteUserRequest init_value = SUBSTATUS__V1__DELETE_USER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_user_request__get_packed_size
+                     (const Substatus__V1__DeleteUserRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_user_request__pack
+                     (const Substatus__V1__DeleteUserRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_user_request__pack_to_buffer
+                     (const Substatus__V1__DeleteUserRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteUserRequest *
+       substatus__v1__delete_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteUserRequest *)
+     protobuf_c_message_unpack (&substatus__v1__delete_user_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_user_request__free_unpacked
+                     (Substatus__V1__DeleteUserRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_user_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__delete_user_response__init
+                     (Substatus__V1__DeleteUserResponse         *message)
+{
+  static const Substatus__V1__DeleteUserResponse init_value = SUBSTATUS__V1__DELETE_USER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__delete_user_response__get_packed_size
+                     (const Substatus__V1__DeleteUserResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__delete_user_response__pack
+                     (const Substatus__V1__DeleteUserResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__delete_user_response__pack_to_buffer
+                     (const Substatus__V1__DeleteUserResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__delete_user_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__DeleteUserResponse *
+       substatus__v1__delete_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__DeleteUserResponse *)
+     protobuf_c_message_unpack (&substatus__v1__delete_user_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__delete_user_response__free_unpacked
+                     (Substatus__V1__DeleteUserResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__delete_user_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__set_policy_request__init
                      (Substatus__V1__SetPolicyRequest         *message)
 {
@@ -2264,6 +2759,593 @@ const ProtobufCMessageDescriptor substatus__v1__list_products_response__descript
   (ProtobufCMessageInit) substatus__v1__list_products_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__entitlement_definition__field_descriptors[3] =
+{
+  {
+    "entitlement_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EntitlementDefinition, entitlement_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "display_name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EntitlementDefinition, display_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__EntitlementDefinition, n_product_ids),
+    offsetof(Substatus__V1__EntitlementDefinition, product_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__entitlement_definition__field_indices_by_name[] = {
+  1,   /* field[1] = display_name */
+  0,   /* field[0] = entitlement_id */
+  2,   /* field[2] = product_ids */
+};
+static const ProtobufCIntRange substatus__v1__entitlement_definition__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__entitlement_definition__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.EntitlementDefinition",
+  "EntitlementDefinition",
+  "Substatus__V1__EntitlementDefinition",
+  "substatus.v1",
+  sizeof(Substatus__V1__EntitlementDefinition),
+  3,
+  substatus__v1__entitlement_definition__field_descriptors,
+  substatus__v1__entitlement_definition__field_indices_by_name,
+  1,  substatus__v1__entitlement_definition__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__entitlement_definition__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__put_entitlements_request__field_descriptors[2] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__PutEntitlementsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entitlements",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__PutEntitlementsRequest, n_entitlements),
+    offsetof(Substatus__V1__PutEntitlementsRequest, entitlements),
+    &substatus__v1__entitlement_definition__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__put_entitlements_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = entitlements */
+};
+static const ProtobufCIntRange substatus__v1__put_entitlements_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__put_entitlements_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.PutEntitlementsRequest",
+  "PutEntitlementsRequest",
+  "Substatus__V1__PutEntitlementsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__PutEntitlementsRequest),
+  2,
+  substatus__v1__put_entitlements_request__field_descriptors,
+  substatus__v1__put_entitlements_request__field_indices_by_name,
+  1,  substatus__v1__put_entitlements_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__put_entitlements_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__put_entitlements_response__field_descriptors[1] =
+{
+  {
+    "entitlements",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__PutEntitlementsResponse, n_entitlements),
+    offsetof(Substatus__V1__PutEntitlementsResponse, entitlements),
+    &substatus__v1__entitlement_definition__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__put_entitlements_response__field_indices_by_name[] = {
+  0,   /* field[0] = entitlements */
+};
+static const ProtobufCIntRange substatus__v1__put_entitlements_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__put_entitlements_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.PutEntitlementsResponse",
+  "PutEntitlementsResponse",
+  "Substatus__V1__PutEntitlementsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__PutEntitlementsResponse),
+  1,
+  substatus__v1__put_entitlements_response__field_descriptors,
+  substatus__v1__put_entitlements_response__field_indices_by_name,
+  1,  substatus__v1__put_entitlements_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__put_entitlements_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__list_entitlements_request__field_descriptors[3] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListEntitlementsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListEntitlementsRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListEntitlementsRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__list_entitlements_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = page_size */
+  2,   /* field[2] = page_token */
+};
+static const ProtobufCIntRange substatus__v1__list_entitlements_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__list_entitlements_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ListEntitlementsRequest",
+  "ListEntitlementsRequest",
+  "Substatus__V1__ListEntitlementsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__ListEntitlementsRequest),
+  3,
+  substatus__v1__list_entitlements_request__field_descriptors,
+  substatus__v1__list_entitlements_request__field_indices_by_name,
+  1,  substatus__v1__list_entitlements_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__list_entitlements_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__list_entitlements_response__field_descriptors[2] =
+{
+  {
+    "entitlements",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__ListEntitlementsResponse, n_entitlements),
+    offsetof(Substatus__V1__ListEntitlementsResponse, entitlements),
+    &substatus__v1__entitlement_definition__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListEntitlementsResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__list_entitlements_response__field_indices_by_name[] = {
+  0,   /* field[0] = entitlements */
+  1,   /* field[1] = next_page_token */
+};
+static const ProtobufCIntRange substatus__v1__list_entitlements_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__list_entitlements_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ListEntitlementsResponse",
+  "ListEntitlementsResponse",
+  "Substatus__V1__ListEntitlementsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__ListEntitlementsResponse),
+  2,
+  substatus__v1__list_entitlements_response__field_descriptors,
+  substatus__v1__list_entitlements_response__field_indices_by_name,
+  1,  substatus__v1__list_entitlements_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__list_entitlements_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_entitlements_request__field_descriptors[2] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteEntitlementsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entitlement_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__DeleteEntitlementsRequest, n_entitlement_ids),
+    offsetof(Substatus__V1__DeleteEntitlementsRequest, entitlement_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_entitlements_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = entitlement_ids */
+};
+static const ProtobufCIntRange substatus__v1__delete_entitlements_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteEntitlementsRequest",
+  "DeleteEntitlementsRequest",
+  "Substatus__V1__DeleteEntitlementsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteEntitlementsRequest),
+  2,
+  substatus__v1__delete_entitlements_request__field_descriptors,
+  substatus__v1__delete_entitlements_request__field_indices_by_name,
+  1,  substatus__v1__delete_entitlements_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_entitlements_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_entitlements_response__field_descriptors[1] =
+{
+  {
+    "deleted_entitlement_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__DeleteEntitlementsResponse, n_deleted_entitlement_ids),
+    offsetof(Substatus__V1__DeleteEntitlementsResponse, deleted_entitlement_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_entitlements_response__field_indices_by_name[] = {
+  0,   /* field[0] = deleted_entitlement_ids */
+};
+static const ProtobufCIntRange substatus__v1__delete_entitlements_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteEntitlementsResponse",
+  "DeleteEntitlementsResponse",
+  "Substatus__V1__DeleteEntitlementsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteEntitlementsResponse),
+  1,
+  substatus__v1__delete_entitlements_response__field_descriptors,
+  substatus__v1__delete_entitlements_response__field_indices_by_name,
+  1,  substatus__v1__delete_entitlements_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_entitlements_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_products_request__field_descriptors[2] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteProductsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__DeleteProductsRequest, n_product_ids),
+    offsetof(Substatus__V1__DeleteProductsRequest, product_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_products_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = product_ids */
+};
+static const ProtobufCIntRange substatus__v1__delete_products_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_products_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteProductsRequest",
+  "DeleteProductsRequest",
+  "Substatus__V1__DeleteProductsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteProductsRequest),
+  2,
+  substatus__v1__delete_products_request__field_descriptors,
+  substatus__v1__delete_products_request__field_indices_by_name,
+  1,  substatus__v1__delete_products_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_products_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_products_response__field_descriptors[1] =
+{
+  {
+    "deleted_product_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__DeleteProductsResponse, n_deleted_product_ids),
+    offsetof(Substatus__V1__DeleteProductsResponse, deleted_product_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_products_response__field_indices_by_name[] = {
+  0,   /* field[0] = deleted_product_ids */
+};
+static const ProtobufCIntRange substatus__v1__delete_products_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_products_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteProductsResponse",
+  "DeleteProductsResponse",
+  "Substatus__V1__DeleteProductsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteProductsResponse),
+  1,
+  substatus__v1__delete_products_response__field_descriptors,
+  substatus__v1__delete_products_response__field_indices_by_name,
+  1,  substatus__v1__delete_products_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_products_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_user_request__field_descriptors[2] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_user_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__delete_user_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_user_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteUserRequest",
+  "DeleteUserRequest",
+  "Substatus__V1__DeleteUserRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteUserRequest),
+  2,
+  substatus__v1__delete_user_request__field_descriptors,
+  substatus__v1__delete_user_request__field_indices_by_name,
+  1,  substatus__v1__delete_user_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_user_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__delete_user_response__field_descriptors[5] =
+{
+  {
+    "user_id_hash",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserResponse, user_id_hash),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "histories_erased",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserResponse, histories_erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transactions_erased",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserResponse, transactions_erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "renewal_infos_erased",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserResponse, renewal_infos_erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "receipts_erased",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__DeleteUserResponse, receipts_erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__delete_user_response__field_indices_by_name[] = {
+  1,   /* field[1] = histories_erased */
+  4,   /* field[4] = receipts_erased */
+  3,   /* field[3] = renewal_infos_erased */
+  2,   /* field[2] = transactions_erased */
+  0,   /* field[0] = user_id_hash */
+};
+static const ProtobufCIntRange substatus__v1__delete_user_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__delete_user_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.DeleteUserResponse",
+  "DeleteUserResponse",
+  "Substatus__V1__DeleteUserResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__DeleteUserResponse),
+  5,
+  substatus__v1__delete_user_response__field_descriptors,
+  substatus__v1__delete_user_response__field_indices_by_name,
+  1,  substatus__v1__delete_user_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__delete_user_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor substatus__v1__set_policy_request__field_descriptors[3] =
 {
   {
@@ -2672,7 +3754,7 @@ const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descrip
   (ProtobufCMessageInit) substatus__v1__revoke_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[12] =
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[17] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
@@ -2682,22 +3764,32 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "SetInAppPurchaseKey", &substatus__v1__set_in_app_purchase_key_request__descriptor, &substatus__v1__set_in_app_purchase_key_response__descriptor },
   { "PutProducts", &substatus__v1__put_products_request__descriptor, &substatus__v1__put_products_response__descriptor },
   { "ListProducts", &substatus__v1__list_products_request__descriptor, &substatus__v1__list_products_response__descriptor },
+  { "PutEntitlements", &substatus__v1__put_entitlements_request__descriptor, &substatus__v1__put_entitlements_response__descriptor },
+  { "ListEntitlements", &substatus__v1__list_entitlements_request__descriptor, &substatus__v1__list_entitlements_response__descriptor },
+  { "DeleteEntitlements", &substatus__v1__delete_entitlements_request__descriptor, &substatus__v1__delete_entitlements_response__descriptor },
+  { "DeleteProducts", &substatus__v1__delete_products_request__descriptor, &substatus__v1__delete_products_response__descriptor },
+  { "DeleteUser", &substatus__v1__delete_user_request__descriptor, &substatus__v1__delete_user_response__descriptor },
   { "SetPolicy", &substatus__v1__set_policy_request__descriptor, &substatus__v1__set_policy_response__descriptor },
   { "CreateApiKey", &substatus__v1__create_api_key_request__descriptor, &substatus__v1__create_api_key_response__descriptor },
   { "ListApiKeys", &substatus__v1__list_api_keys_request__descriptor, &substatus__v1__list_api_keys_response__descriptor },
   { "RevokeApiKey", &substatus__v1__revoke_api_key_request__descriptor, &substatus__v1__revoke_api_key_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
-  9,        /* CreateApiKey */
+  14,        /* CreateApiKey */
+  10,        /* DeleteEntitlements */
+  11,        /* DeleteProducts */
+  12,        /* DeleteUser */
   1,        /* GetApp */
-  10,        /* ListApiKeys */
+  15,        /* ListApiKeys */
   2,        /* ListApps */
+  9,        /* ListEntitlements */
   7,        /* ListProducts */
+  8,        /* PutEntitlements */
   6,        /* PutProducts */
   0,        /* RegisterApp */
-  11,        /* RevokeApiKey */
+  16,        /* RevokeApiKey */
   5,        /* SetInAppPurchaseKey */
-  8,        /* SetPolicy */
+  13,        /* SetPolicy */
   4,        /* SetSharedSecret */
   3         /* UpdateApp */
 };
@@ -2708,7 +3800,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  12,
+  17,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -2776,13 +3868,53 @@ void substatus__v1__admin_service__list_products(ProtobufCService *service,
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void substatus__v1__admin_service__put_entitlements(ProtobufCService *service,
+                                                    const Substatus__V1__PutEntitlementsRequest *input,
+                                                    Substatus__V1__PutEntitlementsResponse_Closure closure,
+                                                    void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__list_entitlements(ProtobufCService *service,
+                                                     const Substatus__V1__ListEntitlementsRequest *input,
+                                                     Substatus__V1__ListEntitlementsResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__delete_entitlements(ProtobufCService *service,
+                                                       const Substatus__V1__DeleteEntitlementsRequest *input,
+                                                       Substatus__V1__DeleteEntitlementsResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__delete_products(ProtobufCService *service,
+                                                   const Substatus__V1__DeleteProductsRequest *input,
+                                                   Substatus__V1__DeleteProductsResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__delete_user(ProtobufCService *service,
+                                               const Substatus__V1__DeleteUserRequest *input,
+                                               Substatus__V1__DeleteUserResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               const Substatus__V1__SetPolicyRequest *input,
                                               Substatus__V1__SetPolicyResponse_Closure closure,
                                               void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   const Substatus__V1__CreateApiKeyRequest *input,
@@ -2790,7 +3922,7 @@ void substatus__v1__admin_service__create_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  const Substatus__V1__ListApiKeysRequest *input,
@@ -2798,7 +3930,7 @@ void substatus__v1__admin_service__list_api_keys(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   const Substatus__V1__RevokeApiKeyRequest *input,
@@ -2806,7 +3938,7 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

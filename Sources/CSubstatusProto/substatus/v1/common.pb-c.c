@@ -232,6 +232,51 @@ void   substatus__v1__entitlement__free_unpacked
   assert(message->base.descriptor == &substatus__v1__entitlement__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__named_entitlement__init
+                     (Substatus__V1__NamedEntitlement         *message)
+{
+  static const Substatus__V1__NamedEntitlement init_value = SUBSTATUS__V1__NAMED_ENTITLEMENT__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__named_entitlement__get_packed_size
+                     (const Substatus__V1__NamedEntitlement *message)
+{
+  assert(message->base.descriptor == &substatus__v1__named_entitlement__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__named_entitlement__pack
+                     (const Substatus__V1__NamedEntitlement *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__named_entitlement__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__named_entitlement__pack_to_buffer
+                     (const Substatus__V1__NamedEntitlement *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__named_entitlement__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__NamedEntitlement *
+       substatus__v1__named_entitlement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__NamedEntitlement *)
+     protobuf_c_message_unpack (&substatus__v1__named_entitlement__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__named_entitlement__free_unpacked
+                     (Substatus__V1__NamedEntitlement *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__named_entitlement__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__api_key_info__init
                      (Substatus__V1__ApiKeyInfo         *message)
 {
@@ -829,6 +874,135 @@ const ProtobufCMessageDescriptor substatus__v1__entitlement__descriptor =
   substatus__v1__entitlement__field_indices_by_name,
   1,  substatus__v1__entitlement__number_ranges,
   (ProtobufCMessageInit) substatus__v1__entitlement__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__named_entitlement__field_descriptors[8] =
+{
+  {
+    "entitlement_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, entitlement_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "active",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, active),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, state),
+    &substatus__v1__subscription_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, expires_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "will_renew",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, will_renew),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_id",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ownership",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__NamedEntitlement, ownership),
+    &substatus__v1__ownership_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__named_entitlement__field_indices_by_name[] = {
+  1,   /* field[1] = active */
+  0,   /* field[0] = entitlement_id */
+  3,   /* field[3] = expires_ms */
+  7,   /* field[7] = ownership */
+  5,   /* field[5] = product_id */
+  2,   /* field[2] = state */
+  6,   /* field[6] = transaction_id */
+  4,   /* field[4] = will_renew */
+};
+static const ProtobufCIntRange substatus__v1__named_entitlement__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor substatus__v1__named_entitlement__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.NamedEntitlement",
+  "NamedEntitlement",
+  "Substatus__V1__NamedEntitlement",
+  "substatus.v1",
+  sizeof(Substatus__V1__NamedEntitlement),
+  8,
+  substatus__v1__named_entitlement__field_descriptors,
+  substatus__v1__named_entitlement__field_indices_by_name,
+  1,  substatus__v1__named_entitlement__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__named_entitlement__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__api_key_info__field_descriptors[9] =

@@ -354,7 +354,7 @@ const ProtobufCMessageDescriptor substatus__v1__get_status_request__descriptor =
   (ProtobufCMessageInit) substatus__v1__get_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__get_status_response__field_descriptors[5] =
+static const ProtobufCFieldDescriptor substatus__v1__get_status_response__field_descriptors[6] =
 {
   {
     "user_id",
@@ -416,18 +416,31 @@ static const ProtobufCFieldDescriptor substatus__v1__get_status_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "named_entitlements",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__GetStatusResponse, n_named_entitlements),
+    offsetof(Substatus__V1__GetStatusResponse, named_entitlements),
+    &substatus__v1__named_entitlement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__get_status_response__field_indices_by_name[] = {
   3,   /* field[3] = as_of_ms */
   2,   /* field[2] = entitlements */
   4,   /* field[4] = environment */
   1,   /* field[1] = groups */
+  5,   /* field[5] = named_entitlements */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange substatus__v1__get_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor substatus__v1__get_status_response__descriptor =
 {
@@ -437,14 +450,14 @@ const ProtobufCMessageDescriptor substatus__v1__get_status_response__descriptor 
   "Substatus__V1__GetStatusResponse",
   "substatus.v1",
   sizeof(Substatus__V1__GetStatusResponse),
-  5,
+  6,
   substatus__v1__get_status_response__field_descriptors,
   substatus__v1__get_status_response__field_indices_by_name,
   1,  substatus__v1__get_status_response__number_ranges,
   (ProtobufCMessageInit) substatus__v1__get_status_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_request__field_descriptors[5] =
 {
   {
     "app_id",
@@ -494,17 +507,30 @@ static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_request__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "entitlement_ids",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__GetEntitlementsRequest, n_entitlement_ids),
+    offsetof(Substatus__V1__GetEntitlementsRequest, entitlement_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__get_entitlements_request__field_indices_by_name[] = {
   0,   /* field[0] = app_id */
   2,   /* field[2] = as_of_ms */
+  4,   /* field[4] = entitlement_ids */
   3,   /* field[3] = environment */
   1,   /* field[1] = user_id */
 };
 static const ProtobufCIntRange substatus__v1__get_entitlements_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor substatus__v1__get_entitlements_request__descriptor =
 {
@@ -514,14 +540,14 @@ const ProtobufCMessageDescriptor substatus__v1__get_entitlements_request__descri
   "Substatus__V1__GetEntitlementsRequest",
   "substatus.v1",
   sizeof(Substatus__V1__GetEntitlementsRequest),
-  4,
+  5,
   substatus__v1__get_entitlements_request__field_descriptors,
   substatus__v1__get_entitlements_request__field_indices_by_name,
   1,  substatus__v1__get_entitlements_request__number_ranges,
   (ProtobufCMessageInit) substatus__v1__get_entitlements_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_response__field_descriptors[4] =
+static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_response__field_descriptors[5] =
 {
   {
     "user_id",
@@ -571,17 +597,30 @@ static const ProtobufCFieldDescriptor substatus__v1__get_entitlements_response__
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "named_entitlements",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__GetEntitlementsResponse, n_named_entitlements),
+    offsetof(Substatus__V1__GetEntitlementsResponse, named_entitlements),
+    &substatus__v1__named_entitlement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__get_entitlements_response__field_indices_by_name[] = {
   2,   /* field[2] = as_of_ms */
   1,   /* field[1] = entitlements */
   3,   /* field[3] = environment */
+  4,   /* field[4] = named_entitlements */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange substatus__v1__get_entitlements_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor substatus__v1__get_entitlements_response__descriptor =
 {
@@ -591,7 +630,7 @@ const ProtobufCMessageDescriptor substatus__v1__get_entitlements_response__descr
   "Substatus__V1__GetEntitlementsResponse",
   "substatus.v1",
   sizeof(Substatus__V1__GetEntitlementsResponse),
-  4,
+  5,
   substatus__v1__get_entitlements_response__field_descriptors,
   substatus__v1__get_entitlements_response__field_indices_by_name,
   1,  substatus__v1__get_entitlements_response__number_ranges,

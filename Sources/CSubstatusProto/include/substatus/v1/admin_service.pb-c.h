@@ -34,6 +34,17 @@ typedef struct Substatus__V1__PutProductsRequest Substatus__V1__PutProductsReque
 typedef struct Substatus__V1__PutProductsResponse Substatus__V1__PutProductsResponse;
 typedef struct Substatus__V1__ListProductsRequest Substatus__V1__ListProductsRequest;
 typedef struct Substatus__V1__ListProductsResponse Substatus__V1__ListProductsResponse;
+typedef struct Substatus__V1__EntitlementDefinition Substatus__V1__EntitlementDefinition;
+typedef struct Substatus__V1__PutEntitlementsRequest Substatus__V1__PutEntitlementsRequest;
+typedef struct Substatus__V1__PutEntitlementsResponse Substatus__V1__PutEntitlementsResponse;
+typedef struct Substatus__V1__ListEntitlementsRequest Substatus__V1__ListEntitlementsRequest;
+typedef struct Substatus__V1__ListEntitlementsResponse Substatus__V1__ListEntitlementsResponse;
+typedef struct Substatus__V1__DeleteEntitlementsRequest Substatus__V1__DeleteEntitlementsRequest;
+typedef struct Substatus__V1__DeleteEntitlementsResponse Substatus__V1__DeleteEntitlementsResponse;
+typedef struct Substatus__V1__DeleteProductsRequest Substatus__V1__DeleteProductsRequest;
+typedef struct Substatus__V1__DeleteProductsResponse Substatus__V1__DeleteProductsResponse;
+typedef struct Substatus__V1__DeleteUserRequest Substatus__V1__DeleteUserRequest;
+typedef struct Substatus__V1__DeleteUserResponse Substatus__V1__DeleteUserResponse;
 typedef struct Substatus__V1__SetPolicyRequest Substatus__V1__SetPolicyRequest;
 typedef struct Substatus__V1__SetPolicyResponse Substatus__V1__SetPolicyResponse;
 typedef struct Substatus__V1__CreateApiKeyRequest Substatus__V1__CreateApiKeyRequest;
@@ -473,6 +484,247 @@ struct  Substatus__V1__ListProductsResponse
 #define SUBSTATUS__V1__LIST_PRODUCTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_products_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A named entitlement of an app's catalog: what an app's backend checks ("premium") and the
+ * products that unlock it (RevenueCat's entitlements, Adapty's access levels).
+ */
+struct  Substatus__V1__EntitlementDefinition
+{
+  ProtobufCMessage base;
+  /*
+   * The entitlement's identifier, chosen by the tenant (for example `premium`). Required; unique
+   * within the app.
+   */
+  char *entitlement_id;
+  /*
+   * A name for people; at most 200 bytes.
+   */
+  char *display_name;
+  /*
+   * The catalog products that grant it (any type; consumables never grant anything lasting).
+   * Each must be in the app's catalog, once; at most 1000.
+   */
+  size_t n_product_ids;
+  char **product_ids;
+};
+#define SUBSTATUS__V1__ENTITLEMENT_DEFINITION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__entitlement_definition__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The request of AdminService.PutEntitlements.
+ */
+struct  Substatus__V1__PutEntitlementsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The entitlements to insert or replace, 1 to 100, each id once.
+   */
+  size_t n_entitlements;
+  Substatus__V1__EntitlementDefinition **entitlements;
+};
+#define SUBSTATUS__V1__PUT_ENTITLEMENTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__put_entitlements_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The response of AdminService.PutEntitlements.
+ */
+struct  Substatus__V1__PutEntitlementsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The stored entitlements, in request order.
+   */
+  size_t n_entitlements;
+  Substatus__V1__EntitlementDefinition **entitlements;
+};
+#define SUBSTATUS__V1__PUT_ENTITLEMENTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__put_entitlements_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The request of AdminService.ListEntitlements.
+ */
+struct  Substatus__V1__ListEntitlementsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The maximum number of entitlements to return (AIP-158): 0 means 50; at most 1000.
+   */
+  int32_t page_size;
+  /*
+   * The `next_page_token` of a previous response; empty for the first page.
+   */
+  char *page_token;
+};
+#define SUBSTATUS__V1__LIST_ENTITLEMENTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_entitlements_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.ListEntitlements.
+ */
+struct  Substatus__V1__ListEntitlementsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The entitlements of this page, ordered by entitlement id.
+   */
+  size_t n_entitlements;
+  Substatus__V1__EntitlementDefinition **entitlements;
+  /*
+   * The token of the next page; empty on the last page.
+   */
+  char *next_page_token;
+};
+#define SUBSTATUS__V1__LIST_ENTITLEMENTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_entitlements_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The request of AdminService.DeleteEntitlements.
+ */
+struct  Substatus__V1__DeleteEntitlementsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The entitlements to delete, 1 to 100.
+   */
+  size_t n_entitlement_ids;
+  char **entitlement_ids;
+};
+#define SUBSTATUS__V1__DELETE_ENTITLEMENTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_entitlements_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The response of AdminService.DeleteEntitlements.
+ */
+struct  Substatus__V1__DeleteEntitlementsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The entitlements that were defined and are now deleted, in request order.
+   */
+  size_t n_deleted_entitlement_ids;
+  char **deleted_entitlement_ids;
+};
+#define SUBSTATUS__V1__DELETE_ENTITLEMENTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_entitlements_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The request of AdminService.DeleteProducts.
+ */
+struct  Substatus__V1__DeleteProductsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The products to delete from the catalog, 1 to 1000.
+   */
+  size_t n_product_ids;
+  char **product_ids;
+};
+#define SUBSTATUS__V1__DELETE_PRODUCTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_products_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The response of AdminService.DeleteProducts.
+ */
+struct  Substatus__V1__DeleteProductsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The products that were in the catalog and are now deleted, in request order.
+   */
+  size_t n_deleted_product_ids;
+  char **deleted_product_ids;
+};
+#define SUBSTATUS__V1__DELETE_PRODUCTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_products_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The request of AdminService.DeleteUser.
+ */
+struct  Substatus__V1__DeleteUserRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The app's id for the user to erase. Required.
+   */
+  char *user_id;
+};
+#define SUBSTATUS__V1__DELETE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_user_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.DeleteUser: what was erased.
+ */
+struct  Substatus__V1__DeleteUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * How the audit log names the erased user: `sha256:` and the lowercase hex SHA-256 of the user
+   * id.
+   */
+  char *user_id_hash;
+  /*
+   * The histories erased: one per environment with data, plus those Apple's notifications left
+   * for the user's original transactions.
+   */
+  int32_t histories_erased;
+  /*
+   * The transactions erased.
+   */
+  int64_t transactions_erased;
+  /*
+   * The renewal infos erased.
+   */
+  int64_t renewal_infos_erased;
+  /*
+   * The stored receipts erased.
+   */
+  int64_t receipts_erased;
+};
+#define SUBSTATUS__V1__DELETE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__delete_user_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 /*
@@ -983,6 +1235,215 @@ Substatus__V1__ListProductsResponse *
 void   substatus__v1__list_products_response__free_unpacked
                      (Substatus__V1__ListProductsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__EntitlementDefinition methods */
+void   substatus__v1__entitlement_definition__init
+                     (Substatus__V1__EntitlementDefinition         *message);
+size_t substatus__v1__entitlement_definition__get_packed_size
+                     (const Substatus__V1__EntitlementDefinition   *message);
+size_t substatus__v1__entitlement_definition__pack
+                     (const Substatus__V1__EntitlementDefinition   *message,
+                      uint8_t             *out);
+size_t substatus__v1__entitlement_definition__pack_to_buffer
+                     (const Substatus__V1__EntitlementDefinition   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__EntitlementDefinition *
+       substatus__v1__entitlement_definition__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__entitlement_definition__free_unpacked
+                     (Substatus__V1__EntitlementDefinition *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__PutEntitlementsRequest methods */
+void   substatus__v1__put_entitlements_request__init
+                     (Substatus__V1__PutEntitlementsRequest         *message);
+size_t substatus__v1__put_entitlements_request__get_packed_size
+                     (const Substatus__V1__PutEntitlementsRequest   *message);
+size_t substatus__v1__put_entitlements_request__pack
+                     (const Substatus__V1__PutEntitlementsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__put_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__PutEntitlementsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__PutEntitlementsRequest *
+       substatus__v1__put_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__put_entitlements_request__free_unpacked
+                     (Substatus__V1__PutEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__PutEntitlementsResponse methods */
+void   substatus__v1__put_entitlements_response__init
+                     (Substatus__V1__PutEntitlementsResponse         *message);
+size_t substatus__v1__put_entitlements_response__get_packed_size
+                     (const Substatus__V1__PutEntitlementsResponse   *message);
+size_t substatus__v1__put_entitlements_response__pack
+                     (const Substatus__V1__PutEntitlementsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__put_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__PutEntitlementsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__PutEntitlementsResponse *
+       substatus__v1__put_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__put_entitlements_response__free_unpacked
+                     (Substatus__V1__PutEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__ListEntitlementsRequest methods */
+void   substatus__v1__list_entitlements_request__init
+                     (Substatus__V1__ListEntitlementsRequest         *message);
+size_t substatus__v1__list_entitlements_request__get_packed_size
+                     (const Substatus__V1__ListEntitlementsRequest   *message);
+size_t substatus__v1__list_entitlements_request__pack
+                     (const Substatus__V1__ListEntitlementsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__list_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__ListEntitlementsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ListEntitlementsRequest *
+       substatus__v1__list_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__list_entitlements_request__free_unpacked
+                     (Substatus__V1__ListEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__ListEntitlementsResponse methods */
+void   substatus__v1__list_entitlements_response__init
+                     (Substatus__V1__ListEntitlementsResponse         *message);
+size_t substatus__v1__list_entitlements_response__get_packed_size
+                     (const Substatus__V1__ListEntitlementsResponse   *message);
+size_t substatus__v1__list_entitlements_response__pack
+                     (const Substatus__V1__ListEntitlementsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__list_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__ListEntitlementsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ListEntitlementsResponse *
+       substatus__v1__list_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__list_entitlements_response__free_unpacked
+                     (Substatus__V1__ListEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteEntitlementsRequest methods */
+void   substatus__v1__delete_entitlements_request__init
+                     (Substatus__V1__DeleteEntitlementsRequest         *message);
+size_t substatus__v1__delete_entitlements_request__get_packed_size
+                     (const Substatus__V1__DeleteEntitlementsRequest   *message);
+size_t substatus__v1__delete_entitlements_request__pack
+                     (const Substatus__V1__DeleteEntitlementsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_entitlements_request__pack_to_buffer
+                     (const Substatus__V1__DeleteEntitlementsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteEntitlementsRequest *
+       substatus__v1__delete_entitlements_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_entitlements_request__free_unpacked
+                     (Substatus__V1__DeleteEntitlementsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteEntitlementsResponse methods */
+void   substatus__v1__delete_entitlements_response__init
+                     (Substatus__V1__DeleteEntitlementsResponse         *message);
+size_t substatus__v1__delete_entitlements_response__get_packed_size
+                     (const Substatus__V1__DeleteEntitlementsResponse   *message);
+size_t substatus__v1__delete_entitlements_response__pack
+                     (const Substatus__V1__DeleteEntitlementsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_entitlements_response__pack_to_buffer
+                     (const Substatus__V1__DeleteEntitlementsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteEntitlementsResponse *
+       substatus__v1__delete_entitlements_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_entitlements_response__free_unpacked
+                     (Substatus__V1__DeleteEntitlementsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteProductsRequest methods */
+void   substatus__v1__delete_products_request__init
+                     (Substatus__V1__DeleteProductsRequest         *message);
+size_t substatus__v1__delete_products_request__get_packed_size
+                     (const Substatus__V1__DeleteProductsRequest   *message);
+size_t substatus__v1__delete_products_request__pack
+                     (const Substatus__V1__DeleteProductsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_products_request__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteProductsRequest *
+       substatus__v1__delete_products_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_products_request__free_unpacked
+                     (Substatus__V1__DeleteProductsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteProductsResponse methods */
+void   substatus__v1__delete_products_response__init
+                     (Substatus__V1__DeleteProductsResponse         *message);
+size_t substatus__v1__delete_products_response__get_packed_size
+                     (const Substatus__V1__DeleteProductsResponse   *message);
+size_t substatus__v1__delete_products_response__pack
+                     (const Substatus__V1__DeleteProductsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_products_response__pack_to_buffer
+                     (const Substatus__V1__DeleteProductsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteProductsResponse *
+       substatus__v1__delete_products_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_products_response__free_unpacked
+                     (Substatus__V1__DeleteProductsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteUserRequest methods */
+void   substatus__v1__delete_user_request__init
+                     (Substatus__V1__DeleteUserRequest         *message);
+size_t substatus__v1__delete_user_request__get_packed_size
+                     (const Substatus__V1__DeleteUserRequest   *message);
+size_t substatus__v1__delete_user_request__pack
+                     (const Substatus__V1__DeleteUserRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_user_request__pack_to_buffer
+                     (const Substatus__V1__DeleteUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteUserRequest *
+       substatus__v1__delete_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_user_request__free_unpacked
+                     (Substatus__V1__DeleteUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__DeleteUserResponse methods */
+void   substatus__v1__delete_user_response__init
+                     (Substatus__V1__DeleteUserResponse         *message);
+size_t substatus__v1__delete_user_response__get_packed_size
+                     (const Substatus__V1__DeleteUserResponse   *message);
+size_t substatus__v1__delete_user_response__pack
+                     (const Substatus__V1__DeleteUserResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__delete_user_response__pack_to_buffer
+                     (const Substatus__V1__DeleteUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__DeleteUserResponse *
+       substatus__v1__delete_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__delete_user_response__free_unpacked
+                     (Substatus__V1__DeleteUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__SetPolicyRequest methods */
 void   substatus__v1__set_policy_request__init
                      (Substatus__V1__SetPolicyRequest         *message);
@@ -1191,6 +1652,39 @@ typedef void (*Substatus__V1__ListProductsRequest_Closure)
 typedef void (*Substatus__V1__ListProductsResponse_Closure)
                  (const Substatus__V1__ListProductsResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__EntitlementDefinition_Closure)
+                 (const Substatus__V1__EntitlementDefinition *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__PutEntitlementsRequest_Closure)
+                 (const Substatus__V1__PutEntitlementsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__PutEntitlementsResponse_Closure)
+                 (const Substatus__V1__PutEntitlementsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__ListEntitlementsRequest_Closure)
+                 (const Substatus__V1__ListEntitlementsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__ListEntitlementsResponse_Closure)
+                 (const Substatus__V1__ListEntitlementsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteEntitlementsRequest_Closure)
+                 (const Substatus__V1__DeleteEntitlementsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteEntitlementsResponse_Closure)
+                 (const Substatus__V1__DeleteEntitlementsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteProductsRequest_Closure)
+                 (const Substatus__V1__DeleteProductsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteProductsResponse_Closure)
+                 (const Substatus__V1__DeleteProductsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteUserRequest_Closure)
+                 (const Substatus__V1__DeleteUserRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__DeleteUserResponse_Closure)
+                 (const Substatus__V1__DeleteUserResponse *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__SetPolicyRequest_Closure)
                  (const Substatus__V1__SetPolicyRequest *message,
                   void *closure_data);
@@ -1254,6 +1748,26 @@ struct Substatus__V1__AdminService_Service
                         const Substatus__V1__ListProductsRequest *input,
                         Substatus__V1__ListProductsResponse_Closure closure,
                         void *closure_data);
+  void (*put_entitlements)(Substatus__V1__AdminService_Service *service,
+                           const Substatus__V1__PutEntitlementsRequest *input,
+                           Substatus__V1__PutEntitlementsResponse_Closure closure,
+                           void *closure_data);
+  void (*list_entitlements)(Substatus__V1__AdminService_Service *service,
+                            const Substatus__V1__ListEntitlementsRequest *input,
+                            Substatus__V1__ListEntitlementsResponse_Closure closure,
+                            void *closure_data);
+  void (*delete_entitlements)(Substatus__V1__AdminService_Service *service,
+                              const Substatus__V1__DeleteEntitlementsRequest *input,
+                              Substatus__V1__DeleteEntitlementsResponse_Closure closure,
+                              void *closure_data);
+  void (*delete_products)(Substatus__V1__AdminService_Service *service,
+                          const Substatus__V1__DeleteProductsRequest *input,
+                          Substatus__V1__DeleteProductsResponse_Closure closure,
+                          void *closure_data);
+  void (*delete_user)(Substatus__V1__AdminService_Service *service,
+                      const Substatus__V1__DeleteUserRequest *input,
+                      Substatus__V1__DeleteUserResponse_Closure closure,
+                      void *closure_data);
   void (*set_policy)(Substatus__V1__AdminService_Service *service,
                      const Substatus__V1__SetPolicyRequest *input,
                      Substatus__V1__SetPolicyResponse_Closure closure,
@@ -1286,6 +1800,11 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## set_in_app_purchase_key,\
       function_prefix__ ## put_products,\
       function_prefix__ ## list_products,\
+      function_prefix__ ## put_entitlements,\
+      function_prefix__ ## list_entitlements,\
+      function_prefix__ ## delete_entitlements,\
+      function_prefix__ ## delete_products,\
+      function_prefix__ ## delete_user,\
       function_prefix__ ## set_policy,\
       function_prefix__ ## create_api_key,\
       function_prefix__ ## list_api_keys,\
@@ -1322,6 +1841,26 @@ void substatus__v1__admin_service__list_products(ProtobufCService *service,
                                                  const Substatus__V1__ListProductsRequest *input,
                                                  Substatus__V1__ListProductsResponse_Closure closure,
                                                  void *closure_data);
+void substatus__v1__admin_service__put_entitlements(ProtobufCService *service,
+                                                    const Substatus__V1__PutEntitlementsRequest *input,
+                                                    Substatus__V1__PutEntitlementsResponse_Closure closure,
+                                                    void *closure_data);
+void substatus__v1__admin_service__list_entitlements(ProtobufCService *service,
+                                                     const Substatus__V1__ListEntitlementsRequest *input,
+                                                     Substatus__V1__ListEntitlementsResponse_Closure closure,
+                                                     void *closure_data);
+void substatus__v1__admin_service__delete_entitlements(ProtobufCService *service,
+                                                       const Substatus__V1__DeleteEntitlementsRequest *input,
+                                                       Substatus__V1__DeleteEntitlementsResponse_Closure closure,
+                                                       void *closure_data);
+void substatus__v1__admin_service__delete_products(ProtobufCService *service,
+                                                   const Substatus__V1__DeleteProductsRequest *input,
+                                                   Substatus__V1__DeleteProductsResponse_Closure closure,
+                                                   void *closure_data);
+void substatus__v1__admin_service__delete_user(ProtobufCService *service,
+                                               const Substatus__V1__DeleteUserRequest *input,
+                                               Substatus__V1__DeleteUserResponse_Closure closure,
+                                               void *closure_data);
 void substatus__v1__admin_service__set_policy(ProtobufCService *service,
                                               const Substatus__V1__SetPolicyRequest *input,
                                               Substatus__V1__SetPolicyResponse_Closure closure,
@@ -1359,6 +1898,17 @@ extern const ProtobufCMessageDescriptor substatus__v1__put_products_request__des
 extern const ProtobufCMessageDescriptor substatus__v1__put_products_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__list_products_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__list_products_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__entitlement_definition__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__put_entitlements_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__put_entitlements_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__list_entitlements_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__list_entitlements_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_entitlements_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_products_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_products_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_user_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__delete_user_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_policy_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__set_policy_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__create_api_key_request__descriptor;

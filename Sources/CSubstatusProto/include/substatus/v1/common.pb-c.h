@@ -20,6 +20,7 @@ typedef struct Substatus__V1__EligibilityPolicy Substatus__V1__EligibilityPolicy
 typedef struct Substatus__V1__ItemError Substatus__V1__ItemError;
 typedef struct Substatus__V1__GroupStatus Substatus__V1__GroupStatus;
 typedef struct Substatus__V1__Entitlement Substatus__V1__Entitlement;
+typedef struct Substatus__V1__NamedEntitlement Substatus__V1__NamedEntitlement;
 typedef struct Substatus__V1__ApiKeyInfo Substatus__V1__ApiKeyInfo;
 
 
@@ -514,6 +515,59 @@ struct  Substatus__V1__Entitlement
 
 
 /*
+ * One named entitlement of the app's catalog (see AdminService.PutEntitlements) for one user at
+ * one instant: "is this user `premium`?", with the grant that answers it.
+ */
+struct  Substatus__V1__NamedEntitlement
+{
+  ProtobufCMessage base;
+  /*
+   * The entitlement, as defined in the catalog.
+   */
+  char *entitlement_id;
+  /*
+   * True when one of its products grants access at the instant: an ACTIVE or GRACE_PERIOD
+   * subscription (BILLING_RETRY only when the app's policy entitles it), a non-renewing term, a
+   * non-consumable or free subscription not revoked; family-shared ones included.
+   */
+  protobuf_c_boolean active;
+  /*
+   * As in GroupStatus. Active: the state of the grant (ACTIVE for products that are not
+   * auto-renewable). Inactive: BILLING_RETRY (a group of its products is in billing retry and the
+   * policy does not entitle it), else REVOKED or EXPIRED (from the newest transaction of its
+   * products), else NEVER_SUBSCRIBED.
+   */
+  Substatus__V1__SubscriptionState state;
+  /*
+   * When the grant ends (exclusive); 0: no end (non-consumable, free subscription) or not known
+   * (billing retry). Inactive: the end of the deciding subscription period, where known.
+   */
+  int64_t expires_ms;
+  /*
+   * True when the granting subscription (or the one in billing retry) will renew into a product
+   * of this entitlement (auto-renew on, next product in the entitlement); false otherwise.
+   */
+  protobuf_c_boolean will_renew;
+  /*
+   * The product of the grant that lasts longest (no end first, then the latest end, billing retry
+   * last); inactive: of the deciding transaction; empty when NEVER_SUBSCRIBED.
+   */
+  char *product_id;
+  /*
+   * The transaction of that grant or decision.
+   */
+  char *transaction_id;
+  /*
+   * Purchased or family-shared (the grant); UNSPECIFIED when inactive.
+   */
+  Substatus__V1__OwnershipType ownership;
+};
+#define SUBSTATUS__V1__NAMED_ENTITLEMENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__named_entitlement__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED }
+
+
+/*
  * The description of a tenant API key. The key itself is shown once, on creation, and stored only
  * as a SHA-256 hash.
  */
@@ -659,6 +713,25 @@ Substatus__V1__Entitlement *
 void   substatus__v1__entitlement__free_unpacked
                      (Substatus__V1__Entitlement *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__NamedEntitlement methods */
+void   substatus__v1__named_entitlement__init
+                     (Substatus__V1__NamedEntitlement         *message);
+size_t substatus__v1__named_entitlement__get_packed_size
+                     (const Substatus__V1__NamedEntitlement   *message);
+size_t substatus__v1__named_entitlement__pack
+                     (const Substatus__V1__NamedEntitlement   *message,
+                      uint8_t             *out);
+size_t substatus__v1__named_entitlement__pack_to_buffer
+                     (const Substatus__V1__NamedEntitlement   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__NamedEntitlement *
+       substatus__v1__named_entitlement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__named_entitlement__free_unpacked
+                     (Substatus__V1__NamedEntitlement *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__ApiKeyInfo methods */
 void   substatus__v1__api_key_info__init
                      (Substatus__V1__ApiKeyInfo         *message);
@@ -695,6 +768,9 @@ typedef void (*Substatus__V1__GroupStatus_Closure)
 typedef void (*Substatus__V1__Entitlement_Closure)
                  (const Substatus__V1__Entitlement *message,
                   void *closure_data);
+typedef void (*Substatus__V1__NamedEntitlement_Closure)
+                 (const Substatus__V1__NamedEntitlement *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__ApiKeyInfo_Closure)
                  (const Substatus__V1__ApiKeyInfo *message,
                   void *closure_data);
@@ -716,6 +792,7 @@ extern const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descr
 extern const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__group_status__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__entitlement__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__named_entitlement__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__api_key_info__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -87,10 +87,16 @@ struct  Substatus__V1__GetStatusResponse
    * The environment the answer is for.
    */
   Substatus__V1__Environment environment;
+  /*
+   * One per named entitlement of the app's catalog, ordered by entitlement id; empty when the
+   * catalog defines none.
+   */
+  size_t n_named_entitlements;
+  Substatus__V1__NamedEntitlement **named_entitlements;
 };
 #define SUBSTATUS__V1__GET_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_status_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0,NULL }
 
 
 /*
@@ -115,10 +121,16 @@ struct  Substatus__V1__GetEntitlementsRequest
    * The environment whose purchases count; UNSPECIFIED: production.
    */
   Substatus__V1__Environment environment;
+  /*
+   * When set, `named_entitlements` answers only these, in this order (at most 100; each must be
+   * defined in the catalog). Empty: every named entitlement of the catalog.
+   */
+  size_t n_entitlement_ids;
+  char **entitlement_ids;
 };
 #define SUBSTATUS__V1__GET_ENTITLEMENTS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_entitlements_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0,NULL }
 
 
 /*
@@ -144,10 +156,16 @@ struct  Substatus__V1__GetEntitlementsResponse
    * The environment the answer is for.
    */
   Substatus__V1__Environment environment;
+  /*
+   * The named entitlements asked for (`entitlement_ids`, in that order), or every one of the
+   * catalog ordered by entitlement id.
+   */
+  size_t n_named_entitlements;
+  Substatus__V1__NamedEntitlement **named_entitlements;
 };
 #define SUBSTATUS__V1__GET_ENTITLEMENTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_entitlements_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0,NULL }
 
 
 /*

@@ -1,0 +1,134 @@
+import SubscriptionDomain
+import SubscriptionStorage
+
+// MARK: Named entitlements (DESIGN "Access model")
+
+extension PostgresStore {
+  /// Locks the app's row until the transaction ends, so that catalog checks and catalog changes
+  /// of one app (entitlements against products) are serialized across instances.
+  /// - Throws: `notFound` for an unknown app.
+  static func lockApp(_ db: PGConnection, _ appId: String) throws(StoreError) {
+    guard try db.first("SELECT 1 FROM apps WHERE app_id = $1 FOR UPDATE", [.text(appId)]) != nil
+    else { throw StoreError.notFound("app", appId) }
+  }
+
+  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
+    async throws(StoreError)
+  {
+    var encoded: [EntitlementRow] = []
+    for e in entitlements {
+      encoded.append(EntitlementRow(id: e.entitlementId, payload: try PayloadCodec.encodeJSON(e)))
+    }
+    let rows = encoded
+    try await pool.transaction { db throws(StoreError) in
+      try Self.lockApp(db, appId)
+      let catalog = try db.query("SELECT product_id FROM products WHERE app_id = $1", [.text(appId)])
+        .map { $0.text(0) }
+      try StoreValidation.validate(entitlements, catalog: Set(catalog))
+      for row in rows {
+        try db.run(
+          """
+          INSERT INTO entitlements(app_id, entitlement_id, payload) VALUES($1, $2, $3)
+          ON CONFLICT (app_id, entitlement_id) DO UPDATE SET payload = excluded.payload
+          """, [.text(appId), .text(row.id), .bytes(row.payload)])
+      }
+    }
+  }
+
+  private struct EntitlementRow: Sendable {
+    var id: String
+    var payload: [UInt8]
+  }
+
+  /// See ``Store/entitlements(appId:)``.
+  public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
+    let payloads = try await pool.run { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.query(
+        "SELECT payload FROM entitlements WHERE app_id = $1 ORDER BY entitlement_id", [.text(appId)]
+      ).map { $0.bytes(0) }
+    }
+    var result: [EntitlementDefinition] = []
+    for p in payloads { result.append(try PayloadCodec.decodeJSON(EntitlementDefinition.self, p)) }
+    return result
+  }
+
+  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      var deleted: [String] = []
+      for id in entitlementIds {
+        let n = try db.run(
+          "DELETE FROM entitlements WHERE app_id = $1 AND entitlement_id = $2",
+          [.text(appId), .text(id)])
+        if n > 0 { deleted.append(id) }
+      }
+      return deleted
+    }
+  }
+}
+
+// MARK: Erasure
+
+extension PostgresStore {
+  /// See ``Store/deleteProducts(appId:productIds:)``.
+  public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
+    -> [String]
+  {
+    try await pool.transaction { db throws(StoreError) in
+      // Serialized with PutEntitlements' catalog check (see lockApp).
+      try Self.lockApp(db, appId)
+      var deleted: [String] = []
+      for id in productIds {
+        let n = try db.run(
+          "DELETE FROM products WHERE app_id = $1 AND product_id = $2", [.text(appId), .text(id)])
+        if n > 0 { deleted.append(id) }
+      }
+      guard !deleted.isEmpty else { return deleted }
+      // The named entitlements that list them lose them in the same commit.
+      let gone = Set(deleted)
+      for row in try db.query("SELECT payload FROM entitlements WHERE app_id = $1", [.text(appId)]) {
+        var e = try PayloadCodec.decodeJSON(EntitlementDefinition.self, row.bytes(0))
+        guard e.productIds.contains(where: gone.contains) else { continue }
+        e.productIds.removeAll(where: gone.contains)
+        try db.run(
+          "UPDATE entitlements SET payload = $1 WHERE app_id = $2 AND entitlement_id = $3",
+          [.bytes(try PayloadCodec.encodeJSON(e)), .text(appId), .text(e.entitlementId)])
+      }
+      return deleted
+    }
+  }
+
+  /// See ``Store/deleteUsers(appId:userIds:)``.
+  public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
+    guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
+    let ids = Array(Set(userIds))
+    return try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      var erased = UserErasure()
+      for userId in ids {
+        // FOR UPDATE: a concurrent ingest for these users (which holds a key-share lock on the
+        // rows it references) finishes first, so no row of theirs is left behind.
+        let keys = try db.query(
+          "SELECT user_key FROM users WHERE app_id = $1 AND user_id = $2 ORDER BY user_key FOR UPDATE",
+          [.text(appId), .text(userId)]
+        ).map { $0.int(0) }
+        for key in keys {
+          erased.histories += 1
+          erased.transactions += try db.run("DELETE FROM transactions WHERE user_key = $1", [.int(key)])
+          erased.renewalInfos += try db.run("DELETE FROM renewal_infos WHERE user_key = $1", [.int(key)])
+          try db.run("DELETE FROM renewal_info_removals WHERE user_key = $1", [.int(key)])
+          erased.receipts += try db.run("DELETE FROM receipts WHERE user_key = $1", [.int(key)])
+          try db.run("DELETE FROM users WHERE user_key = $1", [.int(key)])
+        }
+        try db.run(
+          "DELETE FROM history_syncs WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
+      }
+      return erased
+    }
+  }
+}
