@@ -8,9 +8,16 @@ public enum CompressionAlgorithm: String, Sendable, Hashable, CaseIterable {
   /// gzip (RFC 1952), through zlib.
   case gzip
 
-  /// The value of the accept fields (`accept-encoding`, `connect-accept-encoding`,
-  /// `grpc-accept-encoding`) the server sends: `gzip,identity`.
-  public static let acceptedList = "gzip,identity"
+  /// Every algorithm this module reads and writes, most preferred first: gzip, identity. A
+  /// transport that passes ``RequestHead/compression`` to its ``RequestDeframer`` passes this to
+  /// ``RequestHead/parse(_:format:supportedCompression:)``.
+  public static let supported: [CompressionAlgorithm] = [.gzip, .identity]
+
+  /// The value of an accept field (`accept-encoding`, `connect-accept-encoding`,
+  /// `grpc-accept-encoding`) naming `algorithms`: `gzip,identity`.
+  static func acceptFieldValue(_ algorithms: [CompressionAlgorithm]) -> String {
+    algorithms.map(\.rawValue).joined(separator: ",")
+  }
 }
 
 /// gzip through zlib: the only place in this module that touches C and unsafe pointers.

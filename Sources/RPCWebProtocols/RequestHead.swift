@@ -37,21 +37,29 @@ public struct RequestHead: Sendable {
   /// - `connect-timeout-ms` (Connect) is 1 to 10 ASCII digits, else `INVALID_ARGUMENT`;
   ///   `grpc-timeout` (gRPC-Web) is gRPC's form, else `INTERNAL` as on the gRPC path.
   /// - Compression: the message encoding is `content-encoding` (Connect unary),
-  ///   `connect-content-encoding` (Connect streaming) or `grpc-encoding` (gRPC-Web, gRPC); `gzip`
-  ///   and `identity` (or absent, or empty) are accepted and read into ``compression``. Any other
-  ///   (`br`, `zstd`, `deflate`, …) is `UNIMPLEMENTED` "unknown compression …: supported encodings
-  ///   are gzip, identity", and the answer's headers name the accepted encodings
-  ///   (`accept-encoding`, `connect-accept-encoding` or `grpc-accept-encoding`: `gzip,identity`),
-  ///   as the Connect specification prescribes. A `content-encoding` other than `identity` on an
-  ///   enveloped body (the whole HTTP body compressed) is refused the same way.
-  /// - ``responseCompression`` is gzip when the accept field lists `gzip` (or `*`) without `q=0`,
-  ///   identity when it is present without it, and the request's encoding when it is absent.
+  ///   `connect-content-encoding` (Connect streaming) or `grpc-encoding` (gRPC-Web, gRPC); one of
+  ///   `supportedCompression` (`identity` also when absent or empty) is read into
+  ///   ``compression``. Any other (`br`, `zstd`, `deflate`, … and `gzip` when not supported) is
+  ///   `UNIMPLEMENTED` "unknown compression …: supported encodings are gzip, identity", and the
+  ///   answer's headers name the supported encodings (`accept-encoding`, `connect-accept-encoding`
+  ///   or `grpc-accept-encoding`: `gzip,identity`), as the Connect specification prescribes. A
+  ///   `content-encoding` other than `identity` on an enveloped body (the whole HTTP body
+  ///   compressed) is refused the same way.
+  /// - ``responseCompression`` is gzip when gzip is supported and the accept field lists `gzip`
+  ///   (or `*`) without `q=0`, identity when the field is present without it, and the request's
+  ///   encoding when it is absent.
   ///
   /// - Parameters:
   ///   - fields: The request's header fields, names in lower case (pseudo-headers may be included).
   ///   - format: The call's format from ``CallFormat/classify(method:contentType:)``.
+  ///   - supportedCompression: The encodings the caller's transport reads: ``CompressionAlgorithm/supported``
+  ///     when it passes ``compression`` to its ``RequestDeframer``; identity alone (the default)
+  ///     refuses gzip as before.
   /// - Returns: The head, or the refusal to answer with (through ``ResponseEncoder``).
-  public static func parse(_ fields: [HTTPField], format: CallFormat) -> Result<RequestHead, RequestRefusal> {
+  public static func parse(
+    _ fields: [HTTPField], format: CallFormat, supportedCompression: [CompressionAlgorithm] = [.identity]
+  ) -> Result<RequestHead, RequestRefusal> {
+    let supported = supportedCompression.contains(.identity) ? supportedCompression : supportedCompression + [.identity]
     var metadata = Metadata()
     var timeout: Duration?
     var timeoutError: RPCError?
@@ -99,32 +107,34 @@ public struct RequestHead: Sendable {
             code: .invalidArgument, message: "connect-protocol-version must be \"1\": got \"\(protocolVersion)\"")))
     }
     var accepted = Metadata()
-    accepted.addString(CompressionAlgorithm.acceptedList, forKey: acceptField)
+    accepted.addString(CompressionAlgorithm.acceptFieldValue(supported), forKey: acceptField)
+    let supportedList = supported.map(\.rawValue).joined(separator: ", ")
     if let bodyEncoding {
       return .failure(
         RequestRefusal(
           error: RPCError(
             code: .unimplemented,
             message:
-              "unknown compression \"\(bodyEncoding)\" of the whole body: compress each message with \(encodingField) (supported encodings are gzip, identity)"
+              "unknown compression \"\(bodyEncoding)\" of the whole body: compress each message with \(encodingField) (supported encodings are \(supportedList))"
           ),
           responseMetadata: accepted))
     }
     let compression: CompressionAlgorithm
     switch encoding?.trimmingASCIISpaces().lowercased() {
     case nil, "", "identity": compression = .identity
-    case "gzip": compression = .gzip
+    case "gzip" where supported.contains(.gzip): compression = .gzip
     default:
       return .failure(
         RequestRefusal(
           error: RPCError(
             code: .unimplemented,
-            message: "unknown compression \"\(encoding ?? "")\": supported encodings are gzip, identity"),
+            message: "unknown compression \"\(encoding ?? "")\": supported encodings are \(supportedList)"),
           responseMetadata: accepted))
     }
     if let timeoutError { return .failure(RequestRefusal(error: timeoutError)) }
     let responseCompression: CompressionAlgorithm =
-      accepts.isEmpty ? compression : accepts.contains(where: acceptsGzip) ? .gzip : .identity
+      !supported.contains(.gzip) ? .identity
+      : accepts.isEmpty ? compression : accepts.contains(where: acceptsGzip) ? .gzip : .identity
     return .success(
       RequestHead(
         metadata: metadata, timeout: timeout, compression: compression, responseCompression: responseCompression))

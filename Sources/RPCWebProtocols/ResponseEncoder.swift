@@ -223,7 +223,7 @@ public struct ResponseEncoder: Sendable {
 
   /// The accepted encodings advertised when compression is configured.
   private var acceptFields: [HTTPField] {
-    compression == nil ? [] : [HTTPField(RequestHead.acceptEncodingField(format), CompressionAlgorithm.acceptedList)]
+    compression == nil ? [] : [HTTPField(RequestHead.acceptEncodingField(format), CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported))]
   }
 
   /// `message` gzipped when gzip is negotiated and the message reaches the threshold; `nil` to

@@ -93,7 +93,11 @@ import Testing
     EncodingCase.wholeBody(grpcWebText, "br", "grpc-accept-encoding", "grpc-encoding"),
   ])
   func unknownCompressionIsRefusedAsUnimplemented(_ row: EncodingCase) throws {
-    guard case .failure(let refusal) = RequestHead.parse([HTTPField(row.field, row.value)], format: row.format) else {
+    let fields = [HTTPField(row.field, row.value)]
+    guard
+      case .failure(let refusal) = RequestHead.parse(
+        fields, format: row.format, supportedCompression: CompressionAlgorithm.supported)
+    else {
       Issue.record("\(row.value) accepted"); return
     }
     #expect(refusal.error.code == .unimplemented)
@@ -149,10 +153,29 @@ import Testing
     NegotiationCase(format: grpc, fields: [HTTPField("grpc-encoding", "")], compression: .identity, responseCompression: .identity),
   ])
   func gzipIsAcceptedAndNegotiated(_ row: NegotiationCase) throws {
-    let head = try RequestHead.parse(row.fields, format: row.format).get()
+    let head = try RequestHead.parse(row.fields, format: row.format, supportedCompression: CompressionAlgorithm.supported)
+      .get()
     #expect(head.compression == row.compression)
     #expect(head.responseCompression == row.responseCompression)
     #expect(head.metadata.isEmpty)
+  }
+
+  /// A transport that does not inflate (it leaves `supportedCompression` at its default) refuses
+  /// gzip as before and never negotiates it for the response.
+  @Test(arguments: [
+    (connectUnary, "content-encoding", "accept-encoding"),
+    (connectStream, "connect-content-encoding", "connect-accept-encoding"),
+    (grpcWeb, "grpc-encoding", "grpc-accept-encoding"),
+  ])
+  func withoutSupportGzipIsRefused(_ format: CallFormat, _ field: String, _ acceptField: String) throws {
+    guard case .failure(let refusal) = RequestHead.parse([HTTPField(field, "gzip")], format: format) else {
+      Issue.record("gzip accepted"); return
+    }
+    #expect(refusal.error.code == .unimplemented)
+    #expect(refusal.error.message == "unknown compression \"gzip\": supported encodings are identity")
+    #expect(refusal.responseMetadata.firstString(forKey: acceptField) == "identity")
+    let head = try RequestHead.parse([HTTPField(acceptField, "gzip")], format: format).get()
+    #expect(head.compression == .identity && head.responseCompression == .identity)
   }
 
   @Test func metadataFromHeaders() throws {
