@@ -68,7 +68,7 @@ let package = Package(
     .target(name: "RPCInProcessTransport", dependencies: ["RPCCore"], swiftSettings: swiftSettings),
     .target(
       name: "RPCHTTP2Transport",
-      dependencies: ["RPCCore", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
+      dependencies: ["RPCCore", "RPCWebProtocols", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
       swiftSettings: swiftSettings),
     // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
     // gzip through zlib (Gzip.swift) for the Connect, gRPC-Web and gRPC encodings.

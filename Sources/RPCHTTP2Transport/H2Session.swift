@@ -260,6 +260,14 @@ final class H2Session {
     resumeIfDeferred(streamID, ob)
   }
 
+  /// Ends a stream after its pending DATA, with END_STREAM on the last DATA frame and no trailers
+  /// (Connect and gRPC-Web carry the status in the headers or the body).
+  func endStream(streamID: Int32) {
+    guard let ob = outbound[streamID], !ob.done else { return }
+    ob.endStream = true
+    resumeIfDeferred(streamID, ob)
+  }
+
   /// The number of bytes a stream has queued but nghttp2 has not taken yet.
   func pendingBytes(streamID: Int32) -> Int {
     guard let ob = outbound[streamID] else { return 0 }

@@ -1,10 +1,17 @@
 public import RPCCore
 public import SubstatusClock
 import CLinuxShims
+import RPCWebProtocols
 import Foundation
 import Synchronization
 
 /// A gRPC server transport on HTTP/2 (libnghttp2) and epoll.
+///
+/// Each stream's `content-type` chooses its protocol: gRPC (`application/grpc`, the fast path), or
+/// Connect and gRPC-Web (`application/json`, `application/proto`, `application/connect+…`,
+/// `application/grpc-web…`), framed by `RPCWebProtocols` with the same admission, limits,
+/// deadlines and cancellation; Connect and gRPC-Web streams are full duplex. Browser origins in
+/// ``Configuration/corsAllowedOrigins`` get CORS answers, preflight included.
 ///
 /// One event loop per thread, each with its own listening socket on the same address
 /// (`SO_REUSEPORT`), nonblocking sockets, one nghttp2 session per connection. The kernel spreads
@@ -109,6 +116,9 @@ public final class HTTP2ServerTransport: ServerTransport {
     public var connectionWindowSize: Int = 16 << 20
     /// TLS for every connection (ALPN `h2` required); `nil` serves cleartext HTTP/2 (h2c).
     public var tls: TLSConfiguration? = nil
+    /// Browser origins (`scheme://host[:port]`, or `*` for any) allowed to call over Connect and
+    /// gRPC-Web (CORS, preflight included); empty, the default, allows none.
+    public var corsAllowedOrigins: [String] = []
 
     /// Creates a configuration with defaults.
     /// - Parameters:
@@ -132,6 +142,8 @@ public final class HTTP2ServerTransport: ServerTransport {
   let pausedListeners = Atomic<Int>(0)
   /// The budgets and counters of the limits, for ``metrics``.
   let counters: TransportCounters
+  /// The CORS policy of ``Configuration/corsAllowedOrigins``.
+  let cors: CORSPolicy
   private let listenFDs: [Int32]
   /// The TLS context new connections use; replaced by ``reloadTLSCertificates()``.
   private let tlsContext: Mutex<TLSContext?>
@@ -152,6 +164,7 @@ public final class HTTP2ServerTransport: ServerTransport {
   public init(configuration: Configuration) throws {
     clinux_ignore_sigpipe()
     self.configuration = configuration
+    cors = CORSPolicy(allowedOrigins: configuration.corsAllowedOrigins)
     counters = TransportCounters(
       maxBufferedRequestBytes: configuration.maxBufferedRequestBytes, maxCallsInFlight: configuration.maxCallsInFlight,
       maxReplyBytesInFlight: configuration.maxReplyBytesInFlight)

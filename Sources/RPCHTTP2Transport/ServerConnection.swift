@@ -1,4 +1,5 @@
 import RPCCore
+import RPCWebProtocols
 import SubstatusWire
 
 /// The server's state for one request stream.
@@ -18,10 +19,25 @@ final class ServerStream {
   /// The call holds a slot of the transport's budget of calls in flight
   /// (``TransportCounters/admitCall()``).
   var admitted = false
+  /// The framing of a Connect or gRPC-Web call; `nil` for gRPC, which uses ``deframer`` and
+  /// HTTP/2 trailers.
+  var web: WebFraming?
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
     deframer = GRPCDeframer(maxMessageLength: maxMessageLength)
+  }
+}
+
+/// The request deframer and response encoder of a Connect or gRPC-Web stream (a class, so that a
+/// gRPC stream carries one `nil` pointer for it).
+final class WebFraming {
+  var deframer: RequestDeframer
+  var encoder: ResponseEncoder
+
+  init(deframer: RequestDeframer, encoder: ResponseEncoder) {
+    self.deframer = deframer
+    self.encoder = encoder
   }
 }
 
@@ -172,11 +188,10 @@ final class ServerConnection: ConnectionPumpOwner {
     }
     let stream = ServerStream(id: streamID, maxMessageLength: configuration.maxReceiveMessageSize)
     streams[streamID] = stream
-    guard method == "POST" else {
-      return rejectHTTP(stream, status: "405", message: "gRPC requires POST, not \(method)")
-    }
-    guard contentType.hasPrefix("application/grpc") else {
-      return rejectHTTP(stream, status: "415", message: "invalid gRPC request content-type \"\(contentType)\"")
+    // gRPC first and unchanged; everything else (Connect, gRPC-Web, CORS, errors) is classified once.
+    guard method == "POST", contentType.hasPrefix("application/grpc"), !contentType.hasPrefix("application/grpc-web")
+    else {
+      return openWebStream(stream, method: method, path: path, contentType: contentType, fields: fields, endStream: endStream)
     }
     guard path.hasPrefix("/") else {
       return rejectHTTP(stream, status: "404", message: "malformed method path")
@@ -201,9 +216,95 @@ final class ServerConnection: ConnectionPumpOwner {
         self?.deadlineExpired(streamID)
       }
     }
-    stream.context = ServerContext(method: path, metadata: metadata, deadline: deadline, peer: peer)
+    stream.context = ServerContext(
+      method: path, metadata: metadata, deadline: deadline, peer: peer,
+      codec: contentType.hasSuffix("+json") ? .json : .protobuf)
     let requests = RPCRequestStream()
     stream.requests = requests
+    newStreams.append(stream)
+    if endStream { endOfRequest(stream) }
+  }
+
+  /// Opens a Connect or gRPC-Web stream, or answers a CORS preflight or an HTTP-level error.
+  private func openWebStream(
+    _ stream: ServerStream, method: String, path: String, contentType: String, fields: [HeaderField], endStream: Bool
+  ) {
+    let cors = server.transport.cors
+    var origin: String?
+    var requestMethod: String?
+    var requestHeaders: String?
+    var httpFields: [HTTPField] = []
+    httpFields.reserveCapacity(fields.count)
+    for field in fields where !field.name.hasPrefix(":") {
+      switch field.name {
+      case "origin": origin = field.value
+      case "access-control-request-method": requestMethod = field.value
+      case "access-control-request-headers": requestHeaders = field.value
+      default: break
+      }
+      httpFields.append(HTTPField(field.name, field.value))
+    }
+    let corsFields = cors.responseFields(origin: origin)
+    if CORSPolicy.isPreflight(method: method, origin: origin, requestMethod: requestMethod),
+      let origin, let requestMethod
+    {
+      switch cors.preflight(origin: origin, requestMethod: requestMethod, requestHeaders: requestHeaders) {
+      case .success(let head):
+        stream.finished = true
+        stream.responseStarted = true
+        session.submitResponse(
+          streamID: stream.id, headers: [HeaderField(name: ":status", value: String(head.status))] + head.fields.map(\.headerField),
+          body: nil)
+        return scheduleFlush()
+      case .failure(let rejection):
+        return rejectPlain(stream, rejection)
+      }
+    }
+    let format: CallFormat
+    switch CallFormat.classify(method: method, contentType: contentType) {
+    case .success(let classified): format = classified
+    case .failure(var rejection):
+      if contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web") {
+        // A gRPC client (which reads only grpc-status) sent something other than POST.
+        return rejectHTTP(stream, status: String(rejection.status), message: "gRPC requires POST, not \(method)")
+      }
+      rejection.headers += corsFields
+      return rejectPlain(stream, rejection)
+    }
+    guard format.framing != .grpc else {
+      // A gRPC content type spelled differently (upper case, parameters).
+      return rejectHTTP(stream, status: "415", message: "invalid gRPC request content-type \"\(contentType)\"")
+    }
+    guard path.hasPrefix("/") else {
+      return rejectPlain(stream, HTTPRejection(status: 404, message: "malformed method path", headers: corsFields))
+    }
+    let web = WebFraming(
+      deframer: RequestDeframer(format: format, maxMessageSize: configuration.maxReceiveMessageSize),
+      encoder: ResponseEncoder(
+        format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields))
+    stream.web = web
+    guard server.transport.counters.admitCall() else {
+      return finish(stream, code: .resourceExhausted, message: CallRefusal.message, trailers: CallRefusal.trailers)
+    }
+    stream.admitted = true
+    let head: RequestHead
+    switch RequestHead.parse(httpFields, format: format) {
+    case .success(let parsed): head = parsed
+    case .failure(let refusal):
+      return finishWeb(stream, web, refusal.responseParts)
+    }
+    var deadline: ContinuousClock.Instant?
+    if let timeout = head.timeout {
+      deadline = .now + timeout
+      let streamID = stream.id
+      stream.deadlineTimer = loop.schedule(after: timeout) { [weak self] in
+        self?.deadlineExpired(streamID)
+      }
+    }
+    stream.context = ServerContext(
+      method: path, metadata: head.metadata, deadline: deadline, peer: peer, rpcProtocol: format.rpcProtocol,
+      codec: format.codec)
+    stream.requests = RPCRequestStream()
     newStreams.append(stream)
     if endStream { endOfRequest(stream) }
   }
@@ -216,8 +317,17 @@ final class ServerConnection: ConnectionPumpOwner {
         message: "the request buffer of the connection (\(configuration.maxConnectionBufferedRequestBytes ?? 0) bytes) or of the server is full")
     }
     stream.bufferedBytes += bytes.count
-    stream.deframer.append(bytes)
     defer { accountBuffer(of: stream) }
+    if let web = stream.web {
+      do throws(RPCError) {
+        try web.deframer.append(bytes)
+        while let message = try web.deframer.next() { requests.yield(message) }
+      } catch {
+        finish(stream, code: error.code, message: error.message)
+      }
+      return
+    }
+    stream.deframer.append(bytes)
     do {
       while let message = try stream.deframer.next() { requests.yield(message) }
     } catch {
@@ -236,6 +346,17 @@ final class ServerConnection: ConnectionPumpOwner {
 
   private func endOfRequest(_ stream: ServerStream) {
     guard !stream.finished, let requests = stream.requests else { return }
+    if let web = stream.web {
+      defer { accountBuffer(of: stream) }
+      do throws(RPCError) {
+        try web.deframer.finish()
+        while let message = try web.deframer.next() { requests.yield(message) }
+        requests.finish()
+      } catch {
+        finish(stream, code: error.code, message: error.message)
+      }
+      return
+    }
     do {
       try stream.deframer.finish()
       requests.finish()
@@ -274,13 +395,18 @@ final class ServerConnection: ConnectionPumpOwner {
 
   /// Gives the bytes that left the stream's buffer back to the connection's budget.
   private func accountBuffer(of stream: ServerStream) {
-    let buffered = stream.deframer.bufferedByteCount
+    let buffered = stream.web?.deframer.bufferedByteCount ?? stream.deframer.bufferedByteCount
     pump.releaseRequestBytes(stream.bufferedBytes - buffered)
     stream.bufferedBytes = buffered
   }
 
   /// Frees a finished stream's request buffer.
   private func freeBuffer(of stream: ServerStream) {
+    if let web = stream.web {
+      guard stream.bufferedBytes > 0 || web.deframer.bufferedByteCount > 0 else { return }
+      web.deframer = RequestDeframer(format: web.deframer.format, maxMessageSize: web.deframer.maxMessageSize)
+      return accountBuffer(of: stream)
+    }
     guard stream.bufferedBytes > 0 || stream.deframer.bufferedByteCount > 0 else { return }
     stream.deframer = GRPCDeframer(maxMessageLength: configuration.maxReceiveMessageSize)
     accountBuffer(of: stream)
@@ -304,6 +430,7 @@ final class ServerConnection: ConnectionPumpOwner {
   /// Applies response parts written by a handler.
   func respond(streamID: Int32, parts: [RPCResponsePart]) {
     guard let stream = streams[streamID], !stream.finished else { return }
+    if let web = stream.web { return sendWeb(stream, web, parts) }
     var initial: Metadata?
     var body: [UInt8] = []
     var bodySize = 0
@@ -353,6 +480,9 @@ final class ServerConnection: ConnectionPumpOwner {
   /// A status the transport chose (not the handler) also cancels the handler.
   private func finish(_ stream: ServerStream, code: RPCError.Code, message: String, trailers: Metadata = [:]) {
     guard !stream.finished else { return }
+    if let web = stream.web {
+      return finishWeb(stream, web, [.status(code, message: message, trailers: trailers)])
+    }
     stream.finished = true
     freeBuffer(of: stream)
     if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
@@ -368,6 +498,55 @@ final class ServerConnection: ConnectionPumpOwner {
       ]
       session.submitResponse(streamID: stream.id, headers: headers + fields, body: nil)
     }
+    scheduleFlush()
+  }
+
+  /// Ends a Connect or gRPC-Web stream with parts the transport chose (the last one a status),
+  /// cancelling the handler.
+  private func finishWeb(_ stream: ServerStream, _ web: WebFraming, _ parts: [RPCResponsePart]) {
+    guard !stream.finished, case .status(let code, let message, _)? = parts.last else { return }
+    stream.task?.cancel()
+    stream.requests?.finish(throwing: RPCError(code: code, message: message))
+    // Marks the stream finished, frees its buffer and cancels its deadline.
+    sendWeb(stream, web, parts)
+  }
+
+  /// Sends the parts of a Connect or gRPC-Web response through the stream's encoder: the head
+  /// once, body bytes as DATA, and END_STREAM on the last DATA frame (or on the head when there
+  /// is no body).
+  private func sendWeb(_ stream: ServerStream, _ web: WebFraming, _ parts: [RPCResponsePart]) {
+    let out = web.encoder.encode(parts)
+    if out.exceededSendLimit { stream.task?.cancel() }
+    pump.chargeReplyBytes(out.body.count)
+    var endsWithHead = false
+    if let head = out.head {
+      stream.responseStarted = true
+      let headers = [HeaderField(name: ":status", value: String(head.status))] + head.fields.map(\.headerField)
+      endsWithHead = out.ends && out.body.isEmpty
+      session.submitResponse(streamID: stream.id, headers: headers, body: endsWithHead ? nil : out.body)
+    } else if !out.body.isEmpty {
+      session.sendData(streamID: stream.id, bytes: out.body)
+    }
+    if out.ends {
+      stream.finished = true
+      freeBuffer(of: stream)
+      if let timer = stream.deadlineTimer { loop.cancelTimer(timer) }
+      if !endsWithHead { session.endStream(streamID: stream.id) }
+    }
+    scheduleFlush()
+  }
+
+  /// Answers at the HTTP level with a `text/plain` message (Connect and gRPC-Web clients, browsers).
+  private func rejectPlain(_ stream: ServerStream, _ rejection: HTTPRejection) {
+    stream.finished = true
+    stream.responseStarted = true
+    let headers =
+      [
+        HeaderField(name: ":status", value: String(rejection.status)),
+        HeaderField(name: "content-type", value: "text/plain; charset=utf-8"),
+      ] + rejection.headers.map(\.headerField)
+    session.submitResponse(streamID: stream.id, headers: headers, body: Array((rejection.message + "\n").utf8))
+    session.endStream(streamID: stream.id)
     scheduleFlush()
   }
 
@@ -412,4 +591,9 @@ final class ServerConnection: ConnectionPumpOwner {
       fields.append(HeaderField(name: element.key, value: HeaderCoding.headerValue(element.value)))
     }
   }
+}
+
+extension HTTPField {
+  /// The field as nghttp2 sends it.
+  var headerField: HeaderField { HeaderField(name: name, value: value) }
 }

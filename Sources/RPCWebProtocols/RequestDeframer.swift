@@ -60,8 +60,10 @@ public struct RequestDeframer: Sendable {
   /// - Throws: ``RPCError``: `RESOURCE_EXHAUSTED` when a Connect unary body exceeds the limit,
   ///   `INTERNAL` for malformed base64 in a gRPC-Web text body.
   public mutating func append<Bytes: Collection>(_ bytes: Bytes) throws(RPCError) where Bytes.Element == UInt8 {
-    if start > 0 && start == buffer.count {
-      buffer.removeAll(keepingCapacity: true)
+    if start > 0 && (start == buffer.count || start >= 4096 && start * 2 >= buffer.count) {
+      // Drop what was read, so that a long stream whose pieces always end inside an envelope does
+      // not keep every byte it ever received.
+      buffer.removeSubrange(0..<start)
       start = 0
     }
     if format.framing == .grpcWebText {

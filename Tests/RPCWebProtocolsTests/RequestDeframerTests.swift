@@ -7,11 +7,6 @@ import Testing
     try! CallFormat.classify(method: "POST", contentType: contentType).get()
   }
 
-  static func envelope(_ flags: UInt8, _ payload: [UInt8]) -> [UInt8] {
-    let n = payload.count
-    return [flags, UInt8(n >> 24 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + payload
-  }
-
   /// Feeds `body` in pieces of `chunk` bytes, collecting messages as they come.
   static func read(_ body: [UInt8], format: CallFormat, max: Int = 100, chunk: Int) throws(RPCError) -> [[UInt8]] {
     var deframer = RequestDeframer(format: format, maxMessageSize: max)
@@ -49,10 +44,17 @@ import Testing
 
   @Test(arguments: ["application/connect+proto", "application/grpc-web", "application/grpc-web+json"], [1, 4, 5, 6, 64])
   func envelopesInPiecesOfAnySize(_ contentType: String, chunk: Int) throws {
-    let body = Self.envelope(0, [1, 2, 3]) + Self.envelope(0, []) + Self.envelope(0, Array(repeating: 9, count: 40))
+    let body = envelope(0, [1, 2, 3]) + envelope(0, []) + envelope(0, Array(repeating: 9, count: 40))
     #expect(
       try Self.read(body, format: Self.format(contentType), chunk: chunk)
         == [[1, 2, 3], [], Array(repeating: 9, count: 40)])
+  }
+
+  @Test(arguments: [7, 4099, 10_000])
+  func longStreamsReadEveryMessageAcrossBufferCompaction(chunk: Int) throws {
+    let messages = (0..<3000).map { index in (0..<(index % 13)).map { UInt8(truncatingIfNeeded: index + $0) } }
+    let body = messages.flatMap { envelope(0, $0) }
+    #expect(try Self.read(body, format: Self.format("application/connect+proto"), chunk: chunk) == messages)
   }
 
   struct FlagCase: Sendable, CustomStringConvertible {
@@ -72,7 +74,7 @@ import Testing
   ])
   func requestFlagsOtherThanZeroAreRefused(_ row: FlagCase) {
     do {
-      _ = try Self.read(Self.envelope(row.flags, [1]), format: Self.format(row.contentType), chunk: 64)
+      _ = try Self.read(envelope(row.flags, [1]), format: Self.format(row.contentType), chunk: 64)
       Issue.record("accepted")
     } catch {
       #expect(error.code == .internal)
@@ -97,7 +99,7 @@ import Testing
 
   @Test(arguments: ["application/connect+proto", "application/grpc-web"], [1, 3, 5, 7])
   func bodyEndingInsideAnEnvelopeIsInternal(_ contentType: String, cut: Int) {
-    let body = Array(Self.envelope(0, [1, 2, 3]).prefix(cut))
+    let body = Array(envelope(0, [1, 2, 3]).prefix(cut))
     do {
       _ = try Self.read(body, format: Self.format(contentType), chunk: 100)
       Issue.record("accepted")
@@ -110,8 +112,8 @@ import Testing
   @Test(arguments: [1, 2, 3, 4, 5, 9, 100])
   func grpcWebTextDecodesBase64AsItArrivesWithPaddingPerWrite(chunk: Int) throws {
     // Two writes encoded on their own, each padded, as gRPC-Web text clients send them.
-    let first = Self.envelope(0, [1, 2, 3])
-    let second = Self.envelope(0, [5, 6])
+    let first = envelope(0, [1, 2, 3])
+    let second = envelope(0, [5, 6])
     let body = Array((base64(first) + base64(second)).utf8)
     #expect(body.contains(UInt8(ascii: "=")))
     #expect(try Self.read(body, format: Self.format("application/grpc-web-text"), chunk: chunk) == [[1, 2, 3], [5, 6]])

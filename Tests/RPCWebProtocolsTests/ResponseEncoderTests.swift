@@ -10,11 +10,6 @@ import Testing
       extraFields: extra)
   }
 
-  static func envelope(_ flags: UInt8, _ payload: [UInt8]) -> [UInt8] {
-    let n = payload.count
-    return [flags, UInt8(n >> 24 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + payload
-  }
-
   @Test func connectUnarySuccessWaitsForTheStatus() {
     var encoder = Self.encoder("application/json", extra: [HTTPField("vary", "Origin")])
     let first = encoder.encode([.metadata(["x-initial": "1"]), .message(Array("{}".utf8))])
@@ -62,13 +57,13 @@ import Testing
     var encoder = Self.encoder("application/connect+json")
     let first = encoder.encode([.metadata(["x-a": "1"]), .message([7])])
     #expect(first.head == ResponseHead(status: 200, fields: [HTTPField("content-type", "application/connect+json"), HTTPField("x-a", "1")]))
-    #expect(first.body == Self.envelope(0, [7]))
+    #expect(first.body == envelope(0, [7]))
     let second = encoder.encode([.message([8]), .status(.notFound, message: "gone", trailers: ["x-t": "2"])])
     #expect(second.head == nil)
     #expect(
       second.body
-        == Self.envelope(0, [8])
-        + Self.envelope(2, Array(#"{"error":{"code":"not_found","message":"gone"},"metadata":{"x-t":["2"]}}"#.utf8)))
+        == envelope(0, [8])
+        + envelope(2, Array(#"{"error":{"code":"not_found","message":"gone"},"metadata":{"x-t":["2"]}}"#.utf8)))
     #expect(second.ends)
   }
 
@@ -76,7 +71,7 @@ import Testing
     var encoder = Self.encoder("application/connect+proto")
     let out = encoder.encode([.status(.ok, message: "", trailers: [:])])
     #expect(out.head?.status == 200)
-    #expect(out.body == Self.envelope(2, Array("{}".utf8)))
+    #expect(out.body == envelope(2, Array("{}".utf8)))
   }
 
   @Test func grpcWebMessagesThenTrailerFrame() {
@@ -86,7 +81,7 @@ import Testing
     let out = encoder.encode([.message([1, 2]), .status(.invalidArgument, message: "bad 100%", trailers: trailers)])
     #expect(out.head == ResponseHead(status: 200, fields: [HTTPField("content-type", "application/grpc-web+proto")]))
     let block = "grpc-status: 3\r\ngrpc-message: bad 100%25\r\nx-t: v\r\ntrace-bin: AAE\r\n"
-    #expect(out.body == Self.envelope(0, [1, 2]) + Self.envelope(0x80, Array(block.utf8)))
+    #expect(out.body == envelope(0, [1, 2]) + envelope(0x80, Array(block.utf8)))
     #expect(out.ends)
   }
 
@@ -111,7 +106,7 @@ import Testing
     #expect(first.head?.fields.first == HTTPField("content-type", "application/grpc-web-text"))
     #expect(String(decoding: first.body, as: UTF8.self) == "AAAAAAEB")
     let last = encoder.encode([.status(.ok, message: "", trailers: [:])])
-    let block = Self.envelope(0x80, Array("grpc-status: 0\r\n".utf8))
+    let block = envelope(0x80, Array("grpc-status: 0\r\n".utf8))
     var expected = HeaderCoding.base64Encode(block)
     while expected.utf8.count % 4 != 0 { expected += "=" }
     #expect(String(decoding: last.body, as: UTF8.self) == expected)
