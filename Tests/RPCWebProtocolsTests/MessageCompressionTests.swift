@@ -9,11 +9,6 @@ import Testing
     try! CallFormat.classify(method: "POST", contentType: contentType).get()
   }
 
-  static func envelope(_ flags: UInt8, _ payload: [UInt8]) -> [UInt8] {
-    let n = payload.count
-    return [flags, UInt8(n >> 24 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + payload
-  }
-
   /// The envelopes of a body: (flags, payload).
   static func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
     var out: [(UInt8, [UInt8])] = []
@@ -81,7 +76,7 @@ import Testing
   func aBombIsResourceExhaustedWithoutInflatingIt(_ contentType: String) throws {
     let format = Self.format(contentType)
     let bomb = try Fixture.bytes("bomb-4MiB-zeros.gz")
-    var body = format.framing == .connectUnary ? bomb : Self.envelope(1, bomb)
+    var body = format.framing == .connectUnary ? bomb : envelope(1, bomb)
     if format.framing == .grpcWebText { body = Array(HeaderCodingBase64.padded(body).utf8) }
     do {
       let messages = try Self.read(body, format: format, compression: .gzip, max: 64 << 10, chunk: 1 << 20)
@@ -111,7 +106,7 @@ import Testing
   func corruptGzipIsInvalidArgumentForConnectAndInternalForGRPC(_ row: CorruptCase) throws {
     let format = Self.format(row.contentType)
     let broken = Array(Self.gzip(sampleBytes(3000)).dropLast(6))
-    let body = format.framing == .connectUnary ? broken : Self.envelope(1, broken)
+    let body = format.framing == .connectUnary ? broken : envelope(1, broken)
     do {
       let messages = try Self.read(body, format: format, compression: .gzip, max: 1 << 20, chunk: 100)
       Issue.record("read \(messages.map(\.count))")
@@ -125,7 +120,7 @@ import Testing
   func theCompressedFlagWithoutGzipStaysAnError(_ contentType: String) {
     #expect(throws: RPCError.self) {
       try Self.read(
-        Self.envelope(1, Self.gzip([1, 2, 3])), format: Self.format(contentType), compression: .identity, max: 100,
+        envelope(1, Self.gzip([1, 2, 3])), format: Self.format(contentType), compression: .identity, max: 100,
         chunk: 64)
     }
   }
