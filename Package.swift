@@ -39,6 +39,7 @@ let package = Package(
     systemLibrary("CCrypto", pkgConfig: "openssl", apt: ["libssl-dev"]),
     systemLibrary("CMicroHTTPD", pkgConfig: "libmicrohttpd", apt: ["libmicrohttpd-dev"]),
     systemLibrary("CLibPQ", pkgConfig: "libpq", apt: ["libpq-dev"]),
+    systemLibrary("CZlib", pkgConfig: "zlib", apt: ["zlib1g-dev"]),
     .target(name: "CLinuxShims"),
     .target(name: "ProcessSignals", dependencies: ["CLinuxShims"], swiftSettings: swiftSettings),
     // The injected clock (monotonic and wall time, sleeping) and a manual clock for tests.
@@ -75,7 +76,8 @@ let package = Package(
       dependencies: ["RPCCore", "RPCWebProtocols", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
       swiftSettings: swiftSettings),
     // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
-    .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
+    // gzip through zlib (Gzip.swift) for the Connect, gRPC-Web and gRPC encodings.
+    .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire", "CZlib"], swiftSettings: swiftSettings),
     // Connect and gRPC-Web on the HTTP/1.1 listener: HTTP requests to RPCServer calls.
     .target(
       name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
@@ -185,7 +187,7 @@ let package = Package(
       swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCWebProtocolsTests", dependencies: ["RPCWebProtocols", "RPCCore", "SubstatusWire"],
-      swiftSettings: swiftSettings),
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusServiceAPITests",
       dependencies: ["SubstatusServiceAPI", "RPCCore", "RPCInProcessTransport", "SubstatusWire"],

@@ -5,10 +5,12 @@ public import RPCCore
 /// incrementally (full duplex over HTTP/2).
 ///
 /// - Connect unary: the whole body is the one message; it is returned once the body ends
-///   (``finish()``), and a body longer than the limit fails as soon as it is exceeded.
+///   (``finish()``), and a body longer than the limit fails as soon as it is exceeded. With gzip
+///   (`content-encoding`), a non-empty body is inflated when it is returned.
 /// - Connect streaming and gRPC-Web: 5-byte envelopes (flags, big-endian length). Requests carry
-///   flags 0 only: a compressed flag is refused (no compression is negotiated), as are Connect's
-///   end-stream flag, gRPC-Web's trailer flag and reserved bits.
+///   flags 0, or 1 (compressed) when gzip was negotiated (`connect-content-encoding`,
+///   `grpc-encoding`); a compressed flag without it is refused, as are Connect's end-stream flag,
+///   gRPC-Web's trailer flag and reserved bits.
 /// - gRPC-Web text: the body is base64 (each piece may end with padding), decoded as it arrives.
 ///
 /// ```swift
@@ -19,13 +21,18 @@ public import RPCCore
 /// while let message = try deframer.next() { requests.yield(message) }
 /// ```
 ///
-/// Errors are the ``RPCError`` to answer with: `RESOURCE_EXHAUSTED` for a message over the limit,
-/// `INTERNAL` for broken framing (as gRPC answers), and `INTERNAL` for bad base64.
+/// Errors are the ``RPCError`` to answer with: `RESOURCE_EXHAUSTED` for a message over the limit
+/// (compressed or inflated: the inflated size is checked while inflating, so a decompression bomb
+/// costs at most the limit), `INTERNAL` for broken framing (as gRPC answers), `INTERNAL` for bad
+/// base64, and for gzip that does not inflate `INVALID_ARGUMENT` (Connect, as connect-go) or
+/// `INTERNAL` (gRPC-Web and gRPC, as grpc-go).
 public struct RequestDeframer: Sendable {
   /// The call's format.
   public let format: CallFormat
   /// The largest message accepted, in bytes.
   public let maxMessageSize: Int
+  /// The compression of the request's messages, from ``RequestHead/compression``.
+  public let compression: CompressionAlgorithm
   private var buffer: [UInt8] = []
   private var start = 0
   private var ended = false
@@ -37,10 +44,12 @@ public struct RequestDeframer: Sendable {
   /// - Parameters:
   ///   - format: The call's format (any framing but ``Framing/grpc``, which the gRPC path reads with
   ///     `GRPCDeframer`; it is read here like gRPC-Web's binary form).
-  ///   - maxMessageSize: The largest message accepted, in bytes.
-  public init(format: CallFormat, maxMessageSize: Int) {
+  ///   - maxMessageSize: The largest message accepted, in bytes, compressed and inflated.
+  ///   - compression: The request's message compression, ``RequestHead/compression``.
+  public init(format: CallFormat, maxMessageSize: Int, compression: CompressionAlgorithm = .identity) {
     self.format = format
     self.maxMessageSize = maxMessageSize
+    self.compression = compression
   }
 
   /// The bytes held and not yet returned as messages (for a connection's buffer budget).
@@ -95,21 +104,23 @@ public struct RequestDeframer: Sendable {
 
   /// The next complete message, or `nil` when more bytes are needed (or none is left).
   ///
-  /// - Throws: ``RPCError``: `RESOURCE_EXHAUSTED` for an envelope announcing more than the limit,
-  ///   `INTERNAL` for flags a request must not carry.
+  /// - Throws: ``RPCError``: `RESOURCE_EXHAUSTED` for an envelope announcing more than the limit
+  ///   or a message inflating past it, `INTERNAL` for flags a request must not carry, and for gzip
+  ///   that does not inflate `INVALID_ARGUMENT` (Connect) or `INTERNAL` (gRPC-Web, gRPC).
   public mutating func next() throws(RPCError) -> [UInt8]? {
     guard format.isEnveloped else {
       guard ended, !bareReturned else { return nil }
       bareReturned = true
-      defer {
-        buffer = []
-        start = 0
-      }
-      return buffer
+      let body = buffer
+      buffer = []
+      start = 0
+      // "Servers must not attempt to decompress zero-length HTTP request content."
+      return compression == .gzip && !body.isEmpty ? try inflate(body) : body
     }
     guard buffer.count - start >= 5 else { return nil }
     let flags = buffer[start]
-    if flags != 0 {
+    let compressed = flags == 1 && compression == .gzip
+    if flags != 0 && !compressed {
       if flags == 1 {
         throw RPCError(
           code: .internal,
@@ -129,7 +140,26 @@ public struct RequestDeframer: Sendable {
       buffer.removeAll(keepingCapacity: true)
       start = 0
     }
-    return message
+    return compressed && !message.isEmpty ? try inflate(message) : message
+  }
+
+  /// Inflates one gzip message within ``maxMessageSize``.
+  private func inflate(_ message: [UInt8]) throws(RPCError) -> [UInt8] {
+    do {
+      return try Gzip.decompress(message, limit: maxMessageSize)
+    } catch {
+      switch error {
+      case .exceedsLimit:
+        throw RPCError(
+          code: .resourceExhausted,
+          message: "message after decompression is larger than configured max \(maxMessageSize)")
+      case .corrupt(let reason):
+        throw RPCError(
+          code: format.rpcProtocol == .connect ? .invalidArgument : .internal,
+          message: format.rpcProtocol == .connect
+            ? "decompress gzip message: \(reason)" : "grpc: failed to decompress the received message: \(reason)")
+      }
+    }
   }
 
   private static func length(_ buffer: [UInt8], at offset: Int) -> Int {

@@ -1,6 +1,7 @@
 public import RPCCore
 
-/// What a Connect or gRPC-Web request's header fields say: the caller's metadata and timeout.
+/// What a Connect or gRPC-Web request's header fields say: the caller's metadata, timeout and
+/// message compression.
 public struct RequestHead: Sendable {
   /// The request metadata: custom fields, `-bin` values base64-decoded as in gRPC. Fields the
   /// protocols reserve (`connect-*`, `grpc-*` but `grpc-status-details-bin`, content and transfer
@@ -9,11 +10,24 @@ public struct RequestHead: Sendable {
   /// The caller's timeout (`connect-timeout-ms` for Connect, `grpc-timeout` for gRPC-Web), `nil`
   /// when none was sent.
   public var timeout: Duration?
+  /// How the request's messages are compressed (the body for Connect unary, envelopes with the
+  /// compressed flag otherwise): pass it to ``RequestDeframer/init(format:maxMessageSize:compression:)``.
+  public var compression: CompressionAlgorithm
+  /// The compression the response's messages may use: gzip when the call's accept field
+  /// (`accept-encoding`, `connect-accept-encoding`, `grpc-accept-encoding`) lists it, or, when that
+  /// field is absent, the request's own ``compression`` (the Connect specification's inference).
+  /// Pass it to ``ResponseEncoder`` through ``ResponseCompression``.
+  public var responseCompression: CompressionAlgorithm
 
   /// Creates a head.
-  public init(metadata: Metadata, timeout: Duration?) {
+  public init(
+    metadata: Metadata, timeout: Duration?, compression: CompressionAlgorithm = .identity,
+    responseCompression: CompressionAlgorithm = .identity
+  ) {
     self.metadata = metadata
     self.timeout = timeout
+    self.compression = compression
+    self.responseCompression = responseCompression
   }
 
   /// Reads the header fields of a request of `format`.
@@ -23,23 +37,40 @@ public struct RequestHead: Sendable {
   ///   `INVALID_ARGUMENT` (absent is accepted, as connect-go does by default: `curl` need not send it).
   /// - `connect-timeout-ms` (Connect) is 1 to 10 ASCII digits, else `INVALID_ARGUMENT`;
   ///   `grpc-timeout` (gRPC-Web) is gRPC's form, else `INTERNAL` as on the gRPC path.
-  /// - Compression is refused: a `content-encoding` (Connect unary), `connect-content-encoding`
-  ///   (Connect streaming), `grpc-encoding` (gRPC-Web) or `content-encoding` (any) other than
-  ///   `identity` is `UNIMPLEMENTED` "unknown compression …: supported encodings are identity",
-  ///   and the answer's headers name the accepted encoding (`accept-encoding`,
-  ///   `connect-accept-encoding` or `grpc-accept-encoding`: `identity`), as the Connect
-  ///   specification prescribes.
+  /// - Compression: the message encoding is `content-encoding` (Connect unary),
+  ///   `connect-content-encoding` (Connect streaming) or `grpc-encoding` (gRPC-Web, gRPC); one of
+  ///   `supportedCompression` (`identity` also when absent or empty) is read into
+  ///   ``compression``. Any other (`br`, `zstd`, `deflate`, … and `gzip` when not supported) is
+  ///   `UNIMPLEMENTED` "unknown compression …: supported encodings are gzip, identity" (or
+  ///   "identity" alone by default), and the answer's headers name them (`accept-encoding`,
+  ///   `connect-accept-encoding` or `grpc-accept-encoding`: `gzip,identity`), as the Connect
+  ///   specification prescribes. A
+  ///   `content-encoding` other than `identity` on an enveloped body (the whole HTTP body
+  ///   compressed) is refused the same way.
+  /// - ``responseCompression`` is gzip when gzip is supported and the accept field lists `gzip`
+  ///   (or `*`) without `q=0`, identity when the field is present without it, and the request's
+  ///   encoding when it is absent.
   ///
   /// - Parameters:
   ///   - fields: The request's header fields, names in lower case (pseudo-headers may be included).
   ///   - format: The call's format from ``CallFormat/classify(method:contentType:)``.
+  ///   - supportedCompression: The encodings the caller's transport reads: ``CompressionAlgorithm/supported``
+  ///     when it passes ``compression`` to its ``RequestDeframer``; identity alone (the default)
+  ///     refuses gzip as before.
   /// - Returns: The head, or the refusal to answer with (through ``ResponseEncoder``).
-  public static func parse(_ fields: [HTTPField], format: CallFormat) -> Result<RequestHead, RequestRefusal> {
+  public static func parse(
+    _ fields: [HTTPField], format: CallFormat, supportedCompression: [CompressionAlgorithm] = [.identity]
+  ) -> Result<RequestHead, RequestRefusal> {
+    let supported = supportedCompression.contains(.identity) ? supportedCompression : supportedCompression + [.identity]
     var metadata = Metadata()
     var timeout: Duration?
     var timeoutError: RPCError?
     var protocolVersion: String?
-    var encodings: [String] = []
+    var encoding: String?
+    var bodyEncoding: String?
+    var accepts: [String] = []
+    let encodingField = messageEncodingField(format)
+    let acceptField = acceptEncodingField(format)
     for field in fields {
       switch field.name {
       case "connect-protocol-version":
@@ -58,8 +89,12 @@ public struct RequestHead: Sendable {
         } else {
           timeoutError = RPCError(code: .internal, message: "malformed grpc-timeout: \(field.value)")
         }
-      case "content-encoding", "connect-content-encoding", "grpc-encoding":
-        if field.value.trimmingASCIISpaces().lowercased() != "identity" { encodings.append(field.value) }
+      case encodingField:
+        encoding = field.value
+      case "content-encoding":
+        if !["", "identity"].contains(field.value.trimmingASCIISpaces().lowercased()) { bodyEncoding = field.value }
+      case acceptField:
+        accepts.append(field.value)
       default:
         guard !isProtocolField(field.name) else { continue }
         if let element = HeaderCoding.metadataElement(name: field.name, value: field.value) {
@@ -73,17 +108,63 @@ public struct RequestHead: Sendable {
           error: RPCError(
             code: .invalidArgument, message: "connect-protocol-version must be \"1\": got \"\(protocolVersion)\"")))
     }
-    if let encoding = encodings.first {
-      var accepted = Metadata()
-      accepted.addString("identity", forKey: acceptEncodingField(format))
+    var accepted = Metadata()
+    accepted.addString(CompressionAlgorithm.acceptFieldValue(supported), forKey: acceptField)
+    let supportedList = supported.map(\.rawValue).joined(separator: ", ")
+    if let bodyEncoding {
       return .failure(
         RequestRefusal(
           error: RPCError(
-            code: .unimplemented, message: "unknown compression \"\(encoding)\": supported encodings are identity"),
+            code: .unimplemented,
+            message:
+              "unknown compression \"\(bodyEncoding)\" of the whole body: compress each message with \(encodingField) (supported encodings are \(supportedList))"
+          ),
+          responseMetadata: accepted))
+    }
+    let compression: CompressionAlgorithm
+    switch encoding?.trimmingASCIISpaces().lowercased() {
+    case nil, "", "identity": compression = .identity
+    case "gzip" where supported.contains(.gzip): compression = .gzip
+    default:
+      return .failure(
+        RequestRefusal(
+          error: RPCError(
+            code: .unimplemented,
+            message: "unknown compression \"\(encoding ?? "")\": supported encodings are \(supportedList)"),
           responseMetadata: accepted))
     }
     if let timeoutError { return .failure(RequestRefusal(error: timeoutError)) }
-    return .success(RequestHead(metadata: metadata, timeout: timeout))
+    let responseCompression: CompressionAlgorithm =
+      supported.contains(.gzip) ? CompressionAlgorithm.negotiated(accept: accepts, request: compression) : .identity
+    return .success(
+      RequestHead(
+        metadata: metadata, timeout: timeout, compression: compression, responseCompression: responseCompression))
+  }
+
+  /// Whether an accept field (`gzip, br`, `gzip;q=1.0, identity;q=0.5`) admits gzip: `gzip` or
+  /// `*` listed without `q=0`.
+  public static func acceptsGzip(_ value: String) -> Bool {
+    for item in value.split(separator: ",") {
+      let parts = item.split(separator: ";")
+      guard let coding = parts.first?.trimmingASCIISpaces().lowercased(), coding == "gzip" || coding == "*" else {
+        continue
+      }
+      let refused = parts.dropFirst().contains { parameter in
+        let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingASCIISpaces().lowercased() }
+        return pair.count == 2 && pair[0] == "q" && Double(pair[1]) == 0
+      }
+      return !refused
+    }
+    return false
+  }
+
+  /// The field that names the encoding of the request's messages, for each framing.
+  static func messageEncodingField(_ format: CallFormat) -> String {
+    switch format.framing {
+    case .connectUnary: "content-encoding"
+    case .connectStreaming: "connect-content-encoding"
+    case .grpc, .grpcWeb, .grpcWebText: "grpc-encoding"
+    }
   }
 
   /// Parses `connect-timeout-ms`: a positive integer of at most 10 ASCII digits (0 is accepted and

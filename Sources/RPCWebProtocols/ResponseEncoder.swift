@@ -29,6 +29,25 @@ public struct EncodedResponse: Sendable {
   public var exceededSendLimit = false
 }
 
+/// How a response compresses its messages, for ``ResponseEncoder``: the algorithm negotiated for
+/// the call (``RequestHead/responseCompression``) and the size from which a message is worth it.
+public struct ResponseCompression: Sendable, Hashable {
+  /// The algorithm for messages at or above ``threshold``; identity sends every message as is.
+  public var algorithm: CompressionAlgorithm
+  /// The smallest message compressed, in bytes; below it gzip's 18-byte frame and CPU are not
+  /// worth it.
+  public var threshold: Int
+
+  /// 1 KiB.
+  public static let defaultThreshold = 1024
+
+  /// Creates a compression option.
+  public init(algorithm: CompressionAlgorithm, threshold: Int = ResponseCompression.defaultThreshold) {
+    self.algorithm = algorithm
+    self.threshold = threshold
+  }
+}
+
 /// Turns a handler's ``RPCResponsePart``s into the bytes of a Connect or gRPC-Web response; one
 /// per call, fed every batch of parts the handler writes. Pure: the transport sends what it
 /// returns.
@@ -44,11 +63,20 @@ public struct EncodedResponse: Sendable {
 ///   values base64 as in HTTP/2 trailers). A status with nothing before it is a Trailers-Only
 ///   answer: the status in the header fields, no body. gRPC-Web text base64-encodes (with padding)
 ///   the bytes of each call to ``encode(_:)``.
+///
+/// With a ``ResponseCompression`` every head advertises `gzip,identity` (`accept-encoding`,
+/// `connect-accept-encoding` or `grpc-accept-encoding`); with gzip negotiated, a Connect unary
+/// message at or above the threshold is the gzip body with `content-encoding: gzip`, and enveloped
+/// messages at or above it carry the compressed flag (1) under `connect-content-encoding: gzip` or
+/// `grpc-encoding: gzip` in the head. Errors, Connect's end-stream message and gRPC-Web's trailer
+/// frame are never compressed (as connect-go and grpc-go send them).
 public struct ResponseEncoder: Sendable {
   /// The call's format.
   public let format: CallFormat
   /// The largest message sent; a longer one ends the call with `RESOURCE_EXHAUSTED`.
   public let maxSendMessageSize: Int
+  /// How messages are compressed; `nil`: never, and no accepted encodings are advertised.
+  public let compression: ResponseCompression?
   private let extraFields: [HTTPField]
   private var headSent = false
   private var finished = false
@@ -61,10 +89,17 @@ public struct ResponseEncoder: Sendable {
   ///   - format: The call's format (not ``Framing/grpc``).
   ///   - maxSendMessageSize: The largest message sent, in bytes.
   ///   - extraFields: Fields added to the head (CORS).
-  public init(format: CallFormat, maxSendMessageSize: Int, extraFields: [HTTPField] = []) {
+  ///   - compression: How messages are compressed, usually
+  ///     `ResponseCompression(algorithm: head.responseCompression)`; `nil` (the default) never
+  ///     compresses and advertises nothing.
+  public init(
+    format: CallFormat, maxSendMessageSize: Int, extraFields: [HTTPField] = [],
+    compression: ResponseCompression? = nil
+  ) {
     self.format = format
     self.maxSendMessageSize = maxSendMessageSize
     self.extraFields = extraFields
+    self.compression = compression
   }
 
   /// Whether the response is complete; later parts are ignored.
@@ -104,7 +139,11 @@ public struct ResponseEncoder: Sendable {
             out.head = streamingHead([:])
             headSent = true
           }
-          Self.appendEnvelope(flags: 0, message, to: &binary)
+          if let packed = compressed(message) {
+            Self.appendEnvelope(flags: 0x01, packed, to: &binary)
+          } else {
+            Self.appendEnvelope(flags: 0, message, to: &binary)
+          }
         }
       case .status(let code, let message, let trailers):
         end(code: code, message: message, trailers: trailers, into: &out, binary: &binary)
@@ -125,12 +164,17 @@ public struct ResponseEncoder: Sendable {
       if code == .ok {
         fields = [HTTPField("content-type", format.responseContentType)]
         binary = unaryMessage ?? []
+        if let packed = compressed(binary) {
+          binary = packed
+          fields.append(HTTPField("content-encoding", CompressionAlgorithm.gzip.rawValue))
+        }
       } else {
         fields = [HTTPField("content-type", "application/json")]
         binary = ConnectError.errorJSON(code: code, message: message, trailers: trailers).serializedBytes()
       }
-      Self.appendMetadata(unaryInitial ?? [:], prefix: "", to: &fields)
-      Self.appendMetadata(trailers, prefix: "trailer-", to: &fields)
+      fields += acceptFields
+      appendMetadata(unaryInitial ?? [:], prefix: "", to: &fields)
+      appendMetadata(trailers, prefix: "trailer-", to: &fields)
       out.head = ResponseHead(
         status: code == .ok ? 200 : ConnectError.httpStatus(of: code), fields: fields + extraFields)
       headSent = true
@@ -145,8 +189,8 @@ public struct ResponseEncoder: Sendable {
     case .grpcWeb, .grpcWebText, .grpc:
       let statusFields = Self.grpcStatusFields(code: code, message: message, trailers: trailers)
       if !headSent && binary.isEmpty {
-        // Trailers-Only: the status in the head, no body.
-        var head = streamingHead([:])
+        // Trailers-Only: the status in the head, no body (and no message encoding).
+        var head = streamingHead([:], messagesFollow: false)
         head.fields.insert(contentsOf: statusFields, at: 1)
         out.head = head
         headSent = true
@@ -167,10 +211,28 @@ public struct ResponseEncoder: Sendable {
     }
   }
 
-  private func streamingHead(_ metadata: Metadata) -> ResponseHead {
+  private func streamingHead(_ metadata: Metadata, messagesFollow: Bool = true) -> ResponseHead {
     var fields = [HTTPField("content-type", format.responseContentType)]
-    Self.appendMetadata(metadata, prefix: "", to: &fields)
+    if messagesFollow, compression?.algorithm == .gzip {
+      fields.append(HTTPField(RequestHead.messageEncodingField(format), CompressionAlgorithm.gzip.rawValue))
+    }
+    fields += acceptFields
+    appendMetadata(metadata, prefix: "", to: &fields)
     return ResponseHead(status: 200, fields: fields + extraFields)
+  }
+
+  /// The accepted encodings advertised when compression is configured.
+  private var acceptFields: [HTTPField] {
+    guard compression != nil else { return [] }
+    let value = CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported)
+    return [HTTPField(RequestHead.acceptEncodingField(format), value)]
+  }
+
+  /// `message` gzipped when gzip is negotiated and the message reaches the threshold; `nil` to
+  /// send it as is.
+  private func compressed(_ message: [UInt8]) -> [UInt8]? {
+    guard let compression, compression.algorithm == .gzip, message.count >= compression.threshold else { return nil }
+    return Gzip.compress(message)
   }
 
   /// `grpc-status`, `grpc-message` (percent-encoded, when not empty) and the trailing metadata.
@@ -184,11 +246,13 @@ public struct ResponseEncoder: Sendable {
   }
 
   /// Appends metadata as fields; for Connect, `grpc-status-details-bin` is left out (the details
-  /// are in the JSON error). The accepted-encoding fields of a refused compression pass.
-  private static func appendMetadata(_ metadata: Metadata, prefix: String, to fields: inout [HTTPField]) {
+  /// are in the JSON error). The accepted-encoding fields of a refused compression pass, unless
+  /// the encoder advertises them itself.
+  private func appendMetadata(_ metadata: Metadata, prefix: String, to fields: inout [HTTPField]) {
     for element in metadata {
       switch element.key {
-      case "accept-encoding", "connect-accept-encoding", "grpc-accept-encoding": break
+      case "accept-encoding", "connect-accept-encoding", "grpc-accept-encoding":
+        if compression != nil { continue }
       case ConnectError.statusDetailsKey where !prefix.isEmpty: continue
       default: if HeaderCoding.isReserved(element.key) { continue }
       }
