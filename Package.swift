@@ -178,7 +178,7 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCHTTP2TransportTests",
-      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
+      dependencies: ["RPCHTTP2Transport", "RPCWebProtocols", "RPCCore", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],

@@ -288,11 +288,16 @@ final class ServerConnection: ConnectionPumpOwner {
     }
     stream.admitted = true
     let head: RequestHead
-    switch RequestHead.parse(httpFields, format: format) {
+    switch RequestHead.parse(httpFields, format: format, supportedCompression: CompressionAlgorithm.supported) {
     case .success(let parsed): head = parsed
     case .failure(let refusal):
       return finishWeb(stream, web, refusal.responseParts)
     }
+    web.deframer = RequestDeframer(
+      format: format, maxMessageSize: configuration.maxReceiveMessageSize, compression: head.compression)
+    web.encoder = ResponseEncoder(
+      format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields,
+      compression: ResponseCompression(algorithm: head.responseCompression))
     var deadline: ContinuousClock.Instant?
     if let timeout = head.timeout {
       deadline = .now + timeout
@@ -404,7 +409,8 @@ final class ServerConnection: ConnectionPumpOwner {
   private func freeBuffer(of stream: ServerStream) {
     if let web = stream.web {
       guard stream.bufferedBytes > 0 || web.deframer.bufferedByteCount > 0 else { return }
-      web.deframer = RequestDeframer(format: web.deframer.format, maxMessageSize: web.deframer.maxMessageSize)
+      web.deframer = RequestDeframer(
+        format: web.deframer.format, maxMessageSize: web.deframer.maxMessageSize, compression: web.deframer.compression)
       return accountBuffer(of: stream)
     }
     guard stream.bufferedBytes > 0 || stream.deframer.bufferedByteCount > 0 else { return }
