@@ -223,7 +223,9 @@ public struct ResponseEncoder: Sendable {
 
   /// The accepted encodings advertised when compression is configured.
   private var acceptFields: [HTTPField] {
-    compression == nil ? [] : [HTTPField(RequestHead.acceptEncodingField(format), CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported))]
+    guard compression != nil else { return [] }
+    let value = CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported)
+    return [HTTPField(RequestHead.acceptEncodingField(format), value)]
   }
 
   /// `message` gzipped when gzip is negotiated and the message reaches the threshold; `nil` to
