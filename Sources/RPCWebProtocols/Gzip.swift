@@ -13,9 +13,23 @@ public enum CompressionAlgorithm: String, Sendable, Hashable, CaseIterable {
   /// ``RequestHead/parse(_:format:supportedCompression:)``.
   public static let supported: [CompressionAlgorithm] = [.gzip, .identity]
 
+  /// The compression of a response: gzip when one of the accept field values lists it (see
+  /// ``RequestHead/acceptsGzip(_:)``), identity when the field is there without it, and the
+  /// request's own encoding when there is no accept field (the Connect specification's rule; the
+  /// gRPC path may use it for `grpc-accept-encoding` too).
+  ///
+  /// - Parameters:
+  ///   - accept: The values of the call's accept field (`accept-encoding`,
+  ///     `connect-accept-encoding` or `grpc-accept-encoding`), empty when absent.
+  ///   - request: The request's message encoding.
+  public static func negotiated(accept: [String], request: CompressionAlgorithm) -> CompressionAlgorithm {
+    guard !accept.isEmpty else { return request }
+    return accept.contains(where: RequestHead.acceptsGzip) ? .gzip : .identity
+  }
+
   /// The value of an accept field (`accept-encoding`, `connect-accept-encoding`,
   /// `grpc-accept-encoding`) naming `algorithms`: `gzip,identity`.
-  static func acceptFieldValue(_ algorithms: [CompressionAlgorithm]) -> String {
+  public static func acceptFieldValue(_ algorithms: [CompressionAlgorithm]) -> String {
     algorithms.map(\.rawValue).joined(separator: ",")
   }
 }

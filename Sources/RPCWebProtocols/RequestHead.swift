@@ -133,8 +133,7 @@ public struct RequestHead: Sendable {
     }
     if let timeoutError { return .failure(RequestRefusal(error: timeoutError)) }
     let responseCompression: CompressionAlgorithm =
-      !supported.contains(.gzip) ? .identity
-      : accepts.isEmpty ? compression : accepts.contains(where: acceptsGzip) ? .gzip : .identity
+      supported.contains(.gzip) ? CompressionAlgorithm.negotiated(accept: accepts, request: compression) : .identity
     return .success(
       RequestHead(
         metadata: metadata, timeout: timeout, compression: compression, responseCompression: responseCompression))
@@ -142,7 +141,7 @@ public struct RequestHead: Sendable {
 
   /// Whether an accept field (`gzip, br`, `gzip;q=1.0, identity;q=0.5`) admits gzip: `gzip` or
   /// `*` listed without `q=0`.
-  static func acceptsGzip(_ value: String) -> Bool {
+  public static func acceptsGzip(_ value: String) -> Bool {
     for item in value.split(separator: ",") {
       let parts = item.split(separator: ";")
       guard let coding = parts.first?.trimmingASCIISpaces().lowercased(), coding == "gzip" || coding == "*" else {

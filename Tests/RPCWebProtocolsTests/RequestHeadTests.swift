@@ -160,6 +160,21 @@ import Testing
     #expect(head.metadata.isEmpty)
   }
 
+  @Test(arguments: [
+    ([String](), CompressionAlgorithm.gzip, CompressionAlgorithm.gzip),
+    ([], .identity, .identity),
+    (["identity,deflate,gzip"], .identity, .gzip),
+    (["identity", "gzip"], .identity, .gzip),
+    (["identity"], .gzip, .identity),
+    (["GZip ; q=0"], .gzip, .identity),
+    (["br;q=1, *;q=0.1"], .identity, .gzip),
+    ([""], .gzip, .identity),
+  ])
+  func responseCompressionNegotiation(_ accept: [String], _ request: CompressionAlgorithm, _ expected: CompressionAlgorithm) {
+    #expect(CompressionAlgorithm.negotiated(accept: accept, request: request) == expected)
+    #expect(CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported) == "gzip,identity")
+  }
+
   /// A transport that does not inflate (it leaves `supportedCompression` at its default) refuses
   /// gzip as before and never negotiates it for the response.
   @Test(arguments: [
