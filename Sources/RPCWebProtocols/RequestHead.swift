@@ -1,6 +1,7 @@
 public import RPCCore
 
-/// What a Connect or gRPC-Web request's header fields say: the caller's metadata and timeout.
+/// What a Connect or gRPC-Web request's header fields say: the caller's metadata, timeout and
+/// message compression.
 public struct RequestHead: Sendable {
   /// The request metadata: custom fields, `-bin` values base64-decoded as in gRPC. Fields the
   /// protocols reserve (`connect-*`, `grpc-*` but `grpc-status-details-bin`, content and transfer
@@ -40,9 +41,10 @@ public struct RequestHead: Sendable {
   ///   `connect-content-encoding` (Connect streaming) or `grpc-encoding` (gRPC-Web, gRPC); one of
   ///   `supportedCompression` (`identity` also when absent or empty) is read into
   ///   ``compression``. Any other (`br`, `zstd`, `deflate`, … and `gzip` when not supported) is
-  ///   `UNIMPLEMENTED` "unknown compression …: supported encodings are gzip, identity", and the
-  ///   answer's headers name the supported encodings (`accept-encoding`, `connect-accept-encoding`
-  ///   or `grpc-accept-encoding`: `gzip,identity`), as the Connect specification prescribes. A
+  ///   `UNIMPLEMENTED` "unknown compression …: supported encodings are gzip, identity" (or
+  ///   "identity" alone by default), and the answer's headers name them (`accept-encoding`,
+  ///   `connect-accept-encoding` or `grpc-accept-encoding`: `gzip,identity`), as the Connect
+  ///   specification prescribes. A
   ///   `content-encoding` other than `identity` on an enveloped body (the whole HTTP body
   ///   compressed) is refused the same way.
   /// - ``responseCompression`` is gzip when gzip is supported and the accept field lists `gzip`

@@ -31,6 +31,12 @@ import Testing
     #expect(ConnectError.errorJSON(code: code, message: "", trailers: [:]).serialized() == #"{"code":"\#(name)"}"#)
   }
 
+  @Test(arguments: table)
+  func everyStatusOfTheTableHasItsReasonPhrase(_ code: RPCError.Code, _ name: String, _ status: Int) {
+    let phrase = ConnectError.reasonPhrase(of: status)
+    #expect((phrase == "Internal Server Error") == (status == 500), "\(status) \(phrase)")
+  }
+
   @Test func errorCarriesTheDetailsOfTheGRPCTrailers() throws {
     let error = RPCError.invalidArgument(field: "queries[0].user_id", "must not be empty")
     let json = ConnectError.errorJSON(code: error.code, message: error.message, trailers: error.metadata)

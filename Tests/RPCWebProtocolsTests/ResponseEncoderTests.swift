@@ -14,6 +14,7 @@ import Testing
     var encoder = Self.encoder("application/json", extra: [HTTPField("vary", "Origin")])
     let first = encoder.encode([.metadata(["x-initial": "1"]), .message(Array("{}".utf8))])
     #expect(first.head == nil && first.body.isEmpty && !first.ends)
+    #expect(!encoder.hasSentHead)
     var trailers: Metadata = ["x-cost": "2"]
     trailers.addBinary([0xFF], forKey: "trace-bin")
     let last = encoder.encode([.status(.ok, message: "", trailers: trailers)])
@@ -27,6 +28,7 @@ import Testing
           ]))
     #expect(last.body == Array("{}".utf8))
     #expect(last.ends)
+    #expect(encoder.hasSentHead)
     #expect(encoder.isFinished)
     #expect(encoder.encode([.message([1])]).body.isEmpty)
   }
