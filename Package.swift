@@ -194,7 +194,9 @@ let package = Package(
       swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCHTTP2TransportTests",
-      dependencies: ["RPCHTTP2Transport", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubstatusClock", "CLinuxShims"],
+      dependencies: [
+        "RPCHTTP2Transport", "RPCWebProtocols", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubstatusClock", "CLinuxShims",
+      ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionDomainTests", dependencies: ["SubscriptionDomain"],

@@ -22,6 +22,12 @@ final class ServerStream {
   /// The framing of a Connect or gRPC-Web call; `nil` for gRPC, which uses ``deframer`` and
   /// HTTP/2 trailers.
   var web: WebFraming?
+  /// The deframer of a gRPC call whose requests are gzip (`grpc-encoding: gzip`); `nil` on the
+  /// fast path, which uses ``deframer``.
+  var inflating: InflatingDeframer?
+  /// Replies of 1 KiB and more are gzipped: the request was gzip and the client accepts it (as
+  /// grpc-go answers in the request's compressor).
+  var compressReplies = false
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -38,6 +44,16 @@ final class WebFraming {
   init(deframer: RequestDeframer, encoder: ResponseEncoder) {
     self.deframer = deframer
     self.encoder = encoder
+  }
+}
+
+/// The inflating deframer of a gRPC stream with `grpc-encoding: gzip` (a class, so that other
+/// streams carry one `nil` pointer for it).
+final class InflatingDeframer {
+  var deframer: RequestDeframer
+
+  init(_ deframer: RequestDeframer) {
+    self.deframer = deframer
   }
 }
 
@@ -168,6 +184,7 @@ final class ServerConnection: ConnectionPumpOwner {
     var contentType = ""
     var timeout: String?
     var encoding: String?
+    var acceptEncoding: [String] = []
     var metadata = Metadata()
     for field in fields {
       switch field.name {
@@ -176,6 +193,7 @@ final class ServerConnection: ConnectionPumpOwner {
       case "content-type": contentType = field.value
       case "grpc-timeout": timeout = field.value
       case "grpc-encoding": encoding = field.value
+      case "grpc-accept-encoding": acceptEncoding.append(field.value)
       default:
         if let element = HeaderCoding.metadataElement(name: field.name, value: field.value) {
           metadata.append(element)
@@ -200,11 +218,19 @@ final class ServerConnection: ConnectionPumpOwner {
       return finish(stream, code: .resourceExhausted, message: CallRefusal.message, trailers: CallRefusal.trailers)
     }
     stream.admitted = true
+    let codec: MessageCodec = contentType.hasSuffix("+json") ? .json : .protobuf
     if let encoding, encoding != "identity" {
-      return finish(
-        stream, code: .unimplemented,
-        message: "grpc: Decompressor is not installed for grpc-encoding \"\(encoding)\"",
-        trailers: ["grpc-accept-encoding": "identity"])
+      guard encoding.lowercased() == "gzip" else {
+        return finish(
+          stream, code: .unimplemented,
+          message: "grpc: Decompressor is not installed for grpc-encoding \"\(encoding)\"",
+          trailers: ["grpc-accept-encoding": "gzip,identity"])
+      }
+      stream.inflating = InflatingDeframer(
+        RequestDeframer(
+          format: CallFormat(framing: .grpc, codec: codec, responseContentType: contentType),
+          maxMessageSize: configuration.maxReceiveMessageSize, compression: .gzip))
+      stream.compressReplies = CompressionAlgorithm.negotiated(accept: acceptEncoding, request: .gzip) == .gzip
     }
     var deadline: ContinuousClock.Instant?
     if let timeout {
@@ -216,9 +242,7 @@ final class ServerConnection: ConnectionPumpOwner {
         self?.deadlineExpired(streamID)
       }
     }
-    stream.context = ServerContext(
-      method: path, metadata: metadata, deadline: deadline, peer: peer,
-      codec: contentType.hasSuffix("+json") ? .json : .protobuf)
+    stream.context = ServerContext(method: path, metadata: metadata, deadline: deadline, peer: peer, codec: codec)
     let requests = RPCRequestStream()
     stream.requests = requests
     newStreams.append(stream)
@@ -288,11 +312,16 @@ final class ServerConnection: ConnectionPumpOwner {
     }
     stream.admitted = true
     let head: RequestHead
-    switch RequestHead.parse(httpFields, format: format) {
+    switch RequestHead.parse(httpFields, format: format, supportedCompression: CompressionAlgorithm.supported) {
     case .success(let parsed): head = parsed
     case .failure(let refusal):
       return finishWeb(stream, web, refusal.responseParts)
     }
+    web.deframer = RequestDeframer(
+      format: format, maxMessageSize: configuration.maxReceiveMessageSize, compression: head.compression)
+    web.encoder = ResponseEncoder(
+      format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields,
+      compression: ResponseCompression(algorithm: head.responseCompression))
     var deadline: ContinuousClock.Instant?
     if let timeout = head.timeout {
       deadline = .now + timeout
@@ -318,13 +347,13 @@ final class ServerConnection: ConnectionPumpOwner {
     }
     stream.bufferedBytes += bytes.count
     defer { accountBuffer(of: stream) }
-    if let web = stream.web {
-      do throws(RPCError) {
-        try web.deframer.append(bytes)
-        while let message = try web.deframer.next() { requests.yield(message) }
-      } catch {
-        finish(stream, code: error.code, message: error.message)
-      }
+    if stream.web != nil || stream.inflating != nil {
+      // The error is answered after the deframer's access ends (finish frees its buffer).
+      let failure =
+        if let web = stream.web { Self.feed(&web.deframer, bytes, requests) } else {
+          Self.feed(&stream.inflating!.deframer, bytes, requests)
+        }
+      if let failure { finish(stream, code: failure.code, message: failure.message) }
       return
     }
     stream.deframer.append(bytes)
@@ -344,17 +373,38 @@ final class ServerConnection: ConnectionPumpOwner {
     }
   }
 
+  /// Feeds body bytes to a Connect, gRPC-Web or inflating gRPC deframer; the error to answer with.
+  private static func feed(_ deframer: inout RequestDeframer, _ bytes: [UInt8], _ requests: RPCRequestStream) -> RPCError? {
+    do throws(RPCError) {
+      try deframer.append(bytes)
+      while let message = try deframer.next() { requests.yield(message) }
+      return nil
+    } catch {
+      return error
+    }
+  }
+
+  /// Ends the body of a Connect, gRPC-Web or inflating gRPC deframer; the error to answer with.
+  private static func finishBody(_ deframer: inout RequestDeframer, _ requests: RPCRequestStream) -> RPCError? {
+    do throws(RPCError) {
+      try deframer.finish()
+      while let message = try deframer.next() { requests.yield(message) }
+      requests.finish()
+      return nil
+    } catch {
+      return error
+    }
+  }
+
   private func endOfRequest(_ stream: ServerStream) {
     guard !stream.finished, let requests = stream.requests else { return }
-    if let web = stream.web {
+    if stream.web != nil || stream.inflating != nil {
       defer { accountBuffer(of: stream) }
-      do throws(RPCError) {
-        try web.deframer.finish()
-        while let message = try web.deframer.next() { requests.yield(message) }
-        requests.finish()
-      } catch {
-        finish(stream, code: error.code, message: error.message)
-      }
+      let failure =
+        if let web = stream.web { Self.finishBody(&web.deframer, requests) } else {
+          Self.finishBody(&stream.inflating!.deframer, requests)
+        }
+      if let failure { finish(stream, code: failure.code, message: failure.message) }
       return
     }
     do {
@@ -395,7 +445,9 @@ final class ServerConnection: ConnectionPumpOwner {
 
   /// Gives the bytes that left the stream's buffer back to the connection's budget.
   private func accountBuffer(of stream: ServerStream) {
-    let buffered = stream.web?.deframer.bufferedByteCount ?? stream.deframer.bufferedByteCount
+    let buffered =
+      stream.web?.deframer.bufferedByteCount ?? stream.inflating?.deframer.bufferedByteCount
+      ?? stream.deframer.bufferedByteCount
     pump.releaseRequestBytes(stream.bufferedBytes - buffered)
     stream.bufferedBytes = buffered
   }
@@ -404,7 +456,14 @@ final class ServerConnection: ConnectionPumpOwner {
   private func freeBuffer(of stream: ServerStream) {
     if let web = stream.web {
       guard stream.bufferedBytes > 0 || web.deframer.bufferedByteCount > 0 else { return }
-      web.deframer = RequestDeframer(format: web.deframer.format, maxMessageSize: web.deframer.maxMessageSize)
+      web.deframer = RequestDeframer(
+        format: web.deframer.format, maxMessageSize: web.deframer.maxMessageSize, compression: web.deframer.compression)
+      return accountBuffer(of: stream)
+    }
+    if let inflating = stream.inflating {
+      guard stream.bufferedBytes > 0 || inflating.deframer.bufferedByteCount > 0 else { return }
+      inflating.deframer = RequestDeframer(
+        format: inflating.deframer.format, maxMessageSize: inflating.deframer.maxMessageSize, compression: .gzip)
       return accountBuffer(of: stream)
     }
     guard stream.bufferedBytes > 0 || stream.deframer.bufferedByteCount > 0 else { return }
@@ -449,6 +508,12 @@ final class ServerConnection: ConnectionPumpOwner {
             [:]
           )
           stream.task?.cancel()
+        } else if stream.compressReplies, message.count >= ResponseCompression.defaultThreshold,
+          let packed = Gzip.compress(message)
+        {
+          let flags = body.count
+          GRPCFraming.appendFrame(packed, to: &body)
+          body[flags] = 1  // compressed
         } else {
           GRPCFraming.appendFrame(message, to: &body)
         }
@@ -462,7 +527,9 @@ final class ServerConnection: ConnectionPumpOwner {
     pump.chargeReplyBytes(body.count)
     if !stream.responseStarted {
       stream.responseStarted = true
-      session.submitResponse(streamID: streamID, headers: responseHeaders(initial ?? [:]), body: body)
+      var headers = responseHeaders(initial ?? [:])
+      if stream.compressReplies { headers += Self.gzipResponseHeaders }
+      session.submitResponse(streamID: streamID, headers: headers, body: body)
     } else if !body.isEmpty {
       session.sendData(streamID: streamID, bytes: body)
     }
@@ -568,6 +635,12 @@ final class ServerConnection: ConnectionPumpOwner {
     HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc"),
   ]
   private static let okTrailers = [HeaderField(name: "grpc-status", value: "0")]
+
+  /// The fields of a gRPC reply whose messages may be gzip.
+  private static let gzipResponseHeaders = [
+    HeaderField(name: "grpc-encoding", value: "gzip"),
+    HeaderField(name: "grpc-accept-encoding", value: CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported)),
+  ]
 
   private func responseHeaders(_ metadata: Metadata) -> [HeaderField] {
     if metadata.isEmpty { return Self.plainResponseHeaders }

@@ -1,6 +1,7 @@
 import Foundation
 import RPCCore
 import RPCHTTP2Transport
+import RPCWebProtocols
 import SubstatusServiceAPI
 import SubstatusWire
 import Testing
@@ -256,8 +257,8 @@ func withWebServer(
       message: "connect-protocol-version must be \"1\""),
     ErrorCase(
       name: "compression", path: "/subs.bench.v1.Bench/CheckEligibility", contentType: "application/json",
-      body: "{}", headers: ["content-encoding: gzip"], status: 501, code: "unimplemented",
-      message: "supported encodings are identity"),
+      body: "{}", headers: ["content-encoding: br"], status: 501, code: "unimplemented",
+      message: "supported encodings are gzip, identity"),
     ErrorCase(
       name: "details", path: "/subs.bench.v1.Bench/CheckEligibility", contentType: "application/json",
       body: "{}", status: 400, code: "invalid_argument", message: "app_id: must not be empty"),
@@ -273,11 +274,28 @@ func withWebServer(
       let json = try JSONValue(parsing: answer.text)
       #expect(json["code"]?.stringValue == row.code, "\(answer.text)")
       #expect(json["message"]?.stringValue?.contains(row.message) == true, "\(answer.text)")
-      if row.name == "compression" { #expect(answer.headers["accept-encoding"] == "identity") }
+      if row.name == "compression" { #expect(answer.headers["accept-encoding"] == "gzip,identity") }
       if row.name == "details" {
         #expect(json["details"]?.arrayValue?.first?["type"]?.stringValue == "google.rpc.BadRequest")
         #expect(answer.headers["trailer-grpc-status-details-bin"] == nil)
       }
+    }
+  }
+
+  /// curl sends a gzipped Connect JSON request and accepts gzip: the reply (200 results, over the
+  /// 1 KiB threshold) comes back gzipped, with the encodings the server accepts.
+  @Test func connectUnaryGzipBothWays() async throws {
+    try await withWebServer { server in
+      let products = (0..<200).map { "\"com.example.product.\($0)\"" }.joined(separator: ",")
+      let json = Array(#"{"appId":"a","userId":"u","productIds":[\#(products)]}"#.utf8)
+      let answer = try await curlHTTP2(
+        server.port, "/subs.bench.v1.Bench/CheckEligibility", contentType: "application/json",
+        body: try #require(Gzip.compress(json)), headers: ["content-encoding: gzip", "accept-encoding: gzip"])
+      #expect(answer.status == 200, "\(answer.text)")
+      #expect(answer.headers["content-encoding"] == "gzip")
+      #expect(answer.headers["accept-encoding"] == "gzip,identity")
+      let reply = String(decoding: try Gzip.decompress(answer.body, limit: 1 << 20), as: UTF8.self)
+      #expect(reply.hasPrefix(#"{"results":[{"productId":"com.example.product.0""#), "\(reply)")
     }
   }
 

@@ -74,7 +74,14 @@ elif case == "error_message":
     assert error.details() == "bad input: ü 100% \n done", repr(error.details())
     assert dict(error.trailing_metadata()).get("x-reason") == "test", error.trailing_metadata()
 elif case == "compressed":
-    error = expect_code(lambda: echo(b"z" * 100, timeout=10, compression=grpc.Compression.Gzip),
+    # gzip requests, small and over the server's 1 KiB threshold (the echo comes back gzipped);
+    # 4 MiB + 1 of zeros gzip to a few KiB and are still over the limit once inflated.
+    for payload in (b"z" * 100, bytes(range(256)) * 64):
+        assert echo(payload, timeout=10, compression=grpc.Compression.Gzip) == payload
+    expect_code(lambda: echo(bytes(4 * 1024 * 1024 + 1), timeout=20, compression=grpc.Compression.Gzip),
+                grpc.StatusCode.RESOURCE_EXHAUSTED)
+    # Deflate is not supported: refused naming what is.
+    error = expect_code(lambda: echo(b"z" * 100, timeout=10, compression=grpc.Compression.Deflate),
                         grpc.StatusCode.UNIMPLEMENTED)
 elif case == "inflight":
     # Started before the server begins its graceful shutdown; must still complete.
