@@ -107,17 +107,25 @@ public struct RPCWebGateway: Sendable {
     case .success(let classified): format = classified
     case .failure(let rejection): return Self.response(rejection, extraFields: cors.responseFields(origin: origin))
     }
-    var encoder = ResponseEncoder(
-      format: format, maxSendMessageSize: configuration.maxSendMessageSize,
-      extraFields: cors.responseFields(origin: origin))
+    let corsFields = cors.responseFields(origin: origin)
     let head: RequestHead
-    switch RequestHead.parse(request.headers.map { HTTPField($0.name, $0.value) }, format: format) {
+    switch RequestHead.parse(
+      request.headers.map { HTTPField($0.name, $0.value) }, format: format,
+      supportedCompression: CompressionAlgorithm.supported)
+    {
     case .success(let parsed): head = parsed
-    case .failure(let refusal): return Self.whole(encoder.encode(refusal.responseParts))
+    case .failure(let refusal):
+      var refusing = ResponseEncoder(
+        format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields)
+      return Self.whole(refusing.encode(refusal.responseParts))
     }
+    var encoder = ResponseEncoder(
+      format: format, maxSendMessageSize: configuration.maxSendMessageSize, extraFields: corsFields,
+      compression: ResponseCompression(algorithm: head.responseCompression))
     var messages: [[UInt8]] = []
     do throws(RPCError) {
-      var deframer = RequestDeframer(format: format, maxMessageSize: configuration.maxReceiveMessageSize)
+      var deframer = RequestDeframer(
+        format: format, maxMessageSize: configuration.maxReceiveMessageSize, compression: head.compression)
       try deframer.append(request.body)
       try deframer.finish()
       while let message = try deframer.next() { messages.append(message) }

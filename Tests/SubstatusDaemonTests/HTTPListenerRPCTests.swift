@@ -257,4 +257,36 @@ private func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
       #expect(badErr.contains("unauthenticated"))
     }
   }
+
+  /// Connect clients gzip their requests by default (the Python connectrpc client does): a gzipped
+  /// body is read, and a reply of 1 KiB or more comes back gzipped to a caller that accepts it.
+  @Test func gzipBothWaysAsConnectClientsSendIt() async throws {
+    try await withTenant { daemon, key, appId in
+      let products = (0..<60).map { "\"com.example.product.\($0)\"" }.joined(separator: ",")
+      let json = #"{"appId":"\#(appId)","queries":[{"userId":"u1","productIds":[\#(products)]}]}"#
+      let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gzip-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(at: directory) }
+      let plain = directory.appendingPathComponent("request.json")
+      try Data(json.utf8).write(to: plain)
+      let (gzipCode, _, gzipError) = try await run("/bin/gzip", ["-k", plain.path])
+      #expect(gzipCode == 0, "\(gzipError)")
+      let gzipped = try Data(contentsOf: URL(fileURLWithPath: plain.path + ".gz"))
+      let answer = try await curl(
+        ["--compressed", "-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json",
+         "-H", "Content-Encoding: gzip", "http://\(daemon.http)/substatus.v1.EligibilityService/CheckEligibility"],
+        body: gzipped)
+      #expect(answer.status == 200, "\(answer.text)")
+      #expect(answer.headers["content-encoding"] == "gzip")
+      let users = try #require(try answer.json()["users"] as? [[String: Any]])
+      #expect((users.first?["products"] as? [Any])?.count == 60)
+      // An encoding the server does not speak is refused as the Connect specification says.
+      let refused = try await curl(
+        ["-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json", "-H", "Content-Encoding: br",
+         "http://\(daemon.http)/substatus.v1.EligibilityService/CheckEligibility"],
+        body: Data(json.utf8))
+      #expect(refused.status == 501)
+      #expect(refused.headers["accept-encoding"] == "gzip,identity" || refused.headers["accept-encoding"] == "gzip, identity")
+    }
+  }
 }
