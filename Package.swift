@@ -234,6 +234,11 @@ let package = Package(
         "SubstatusProcessTestKit", "substatus", "substatusd",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Other languages' clients (the Buf CLI's `buf curl`, Python `connectrpc`, curl) against a real
+    // `substatusd` in gRPC, Connect and gRPC-Web on both listeners; the Buf CLI's checks of Protos/.
+    .testTarget(
+      name: "SubstatusInteropTests", dependencies: ["SubstatusProcessTestKit", "substatusd"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // Fault tests: SIGKILL under load, upstream faults (appstore-sim), disk full. Run the executables.
     .testTarget(
       name: "SubstatusFaultTests",
