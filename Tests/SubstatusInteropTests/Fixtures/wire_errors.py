@@ -13,7 +13,7 @@ import h2.config, h2.connection, h2.events, h2.exceptions
 
 import substatus_python
 
-grpc_addr, operator_key, protos, addr, http = sys.argv[1:6]
+grpc_addr, operator_key, protos, addr, http_version = sys.argv[1:6]
 substatus_python.generate(protos)
 from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
@@ -87,13 +87,15 @@ def h2_request(path, headers, body, delay=0.0):
     body_done = False
     while not ended:
         if not body_done and time.monotonic() >= sending_after:
-            try:
-                window = min(conn.local_flow_control_window(stream), conn.max_outbound_frame_size)
-                if window > 0 or not unsent:
+            try:  # as much as the flow-control windows allow, then wait for WINDOW_UPDATEs
+                while not body_done:
+                    window = min(conn.local_flow_control_window(stream), conn.max_outbound_frame_size)
+                    if window <= 0 and unsent:
+                        break
                     piece, unsent = unsent[:window], unsent[window:]
                     conn.send_data(stream, bytes(piece), end_stream=not unsent)
                     body_done = not unsent
-                    sock.sendall(conn.data_to_send())
+                sock.sendall(conn.data_to_send())
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 body_done = True
         waiting_to_send = not body_done and time.monotonic() < sending_after
@@ -107,7 +109,7 @@ def h2_request(path, headers, body, delay=0.0):
     return Response(status, response_headers, bytes(data), trailers)
 
 
-request = h2_request if http == "h2" else h1_request
+request = h2_request if http_version == "h2" else h1_request
 
 
 def frame(message, flags=0):
@@ -228,7 +230,7 @@ def get_status(user_id, app=None):
 protocols = [Protocol("connect+json", "application/json"), Protocol("connect+proto", "application/proto"),
              Protocol("grpc-web", "application/grpc-web+proto"),
              Protocol("grpc-web-text", "application/grpc-web-text", text=True)]
-if http == "h2":
+if http_version == "h2":
     protocols.append(Protocol("grpc", "application/grpc"))
 
 passed = failed = 0
