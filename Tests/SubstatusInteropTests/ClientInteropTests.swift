@@ -13,7 +13,8 @@ struct Call: Sendable, CustomTestStringConvertible {
 
 /// The Buf CLI's `buf curl` (a Go client, connect-go) calls every RPC of every service in each
 /// protocol it speaks, on both listeners: over HTTP/2 it learns the schema by server reflection,
-/// over HTTP/1.1 (where reflection, a bidirectional stream, cannot run) from an image of Protos/.
+/// over HTTP/1.1 from an image of Protos/ (buf curl runs reflection, a bidirectional stream, over
+/// HTTP/2 only; connectrpc calls it over HTTP/1.1 too, half duplex).
 @Suite(.serialized, .sharedServer)
 struct BufCurlInteropTests {
   static let calls: [Call] = [
@@ -50,17 +51,19 @@ struct BufCurlInteropTests {
 }
 
 /// PyPI's `connectrpc` client, with code generated from Protos/ by grpcio-tools' protoc and
-/// protoc-gen-connectrpc, calls every RPC of every service: Connect in JSON and binary, gRPC and
+/// protoc-gen-connectrpc, calls every RPC of every service in JSON and binary: Connect, gRPC and
 /// gRPC-Web, on both listeners (gRPC needs HTTP/2, so only on the gRPC port).
 @Suite(.serialized, .sharedServer)
 struct ConnectPythonInteropTests {
   static let calls: [Call] = [
     Call(rpcProtocol: "connect", codec: "json", listener: .grpcPort),
     Call(rpcProtocol: "connect", codec: "proto", listener: .grpcPort),
+    Call(rpcProtocol: "grpc", codec: "json", listener: .grpcPort),
     Call(rpcProtocol: "grpc", codec: "proto", listener: .grpcPort),
     Call(rpcProtocol: "grpcweb", codec: "proto", listener: .grpcPort),
     Call(rpcProtocol: "connect", codec: "json", listener: .httpListener),
     Call(rpcProtocol: "connect", codec: "proto", listener: .httpListener),
+    Call(rpcProtocol: "grpcweb", codec: "json", listener: .httpListener),
     Call(rpcProtocol: "grpcweb", codec: "proto", listener: .httpListener),
   ]
 
