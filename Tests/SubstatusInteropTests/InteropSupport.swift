@@ -55,10 +55,13 @@ enum Listener: String, Sendable, CustomTestStringConvertible {
   case grpcPort = "h2"
   case httpListener = "h1"
 
-  /// The base URL of this listener of `server`.
-  func url(_ server: ServerProcess) -> String {
-    "http://" + (self == .grpcPort ? server.grpcAddress : server.httpAddress)
+  /// This listener's `HOST:PORT` on `server`.
+  func address(_ server: ServerProcess) -> String {
+    self == .grpcPort ? server.grpcAddress : server.httpAddress
   }
+
+  /// This listener's base URL on `server`.
+  func url(_ server: ServerProcess) -> String { "http://" + address(server) }
 
   var testDescription: String { self == .grpcPort ? "gRPC port, HTTP/2" : "HTTP listener, HTTP/1.1" }
 }

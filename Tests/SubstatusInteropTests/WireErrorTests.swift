@@ -18,7 +18,7 @@ struct WireErrorTests {
       [
         fixture("wire_errors.py"), server.grpcAddress, server.operatorKey,
         packageRoot.appendingPathComponent("Protos").path,
-        listener == .grpcPort ? server.grpcAddress : server.httpAddress, listener.rawValue,
+        listener.address(server), listener.rawValue,
       ])
     #expect(
       run.status == 0 && run.stdout.contains(" passed, 0 failed"),
