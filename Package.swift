@@ -249,13 +249,21 @@ let package = Package(
         "SubstatusClock",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // A real `substatusd` on free ports and built executables run off the cooperative pool.
+    .target(
+      name: "SubstatusProcessTestKit", path: "Tests/SubstatusProcessTestKit", swiftSettings: swiftSettings),
     // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
     .testTarget(
       name: "SubstatusCLIEndToEndTests",
       dependencies: [
         "SubstatusCLI", "SubstatusClient", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "HTTPServer",
-        "substatus", "substatusd",
+        "SubstatusProcessTestKit", "substatus", "substatusd",
       ],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // Other languages' clients (the Buf CLI's `buf curl`, Python `connectrpc`, curl) against a real
+    // `substatusd` in gRPC, Connect and gRPC-Web on both listeners; the Buf CLI's checks of Protos/.
+    .testTarget(
+      name: "SubstatusInteropTests", dependencies: ["SubstatusProcessTestKit", "substatusd"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // Fault tests: SIGKILL under load, upstream faults (appstore-sim), disk full. Run the executables.
     .testTarget(

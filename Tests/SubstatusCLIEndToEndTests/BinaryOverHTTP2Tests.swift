@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusClient
+import SubstatusProcessTestKit
 import SubstatusWire
 import Synchronization
 import Testing

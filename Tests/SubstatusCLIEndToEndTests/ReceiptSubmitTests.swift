@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import SubstatusProcessTestKit
 import SubstatusWire
 import Synchronization
 import Testing

@@ -1,21 +1,23 @@
 import Foundation
+import Synchronization
 
 /// A `substatusd` started by a test on free ports, in its own temporary data directory.
-final class ServerProcess: @unchecked Sendable {
+public final class ServerProcess: @unchecked Sendable {
   /// The gRPC address, `127.0.0.1:PORT`.
-  let grpcAddress: String
+  public let grpcAddress: String
   /// The HTTP address, `127.0.0.1:PORT`.
-  let httpAddress: String
+  public let httpAddress: String
   /// The operator key written to the operator key file on first start.
-  let operatorKey: String
+  public let operatorKey: String
   /// The data directory (removed by ``stop()``).
-  let directory: URL
+  public let directory: URL
   private let process: Process
   private let log: URL
 
-  /// The directory holding the built products (`substatusd`, `substatus`): the test bundle's.
-  static var binDirectory: URL {
-    Bundle.module.bundleURL.deletingLastPathComponent()
+  /// The directory holding the built products (`substatusd`, `substatus`): the test bundle's
+  /// (`swift build --build-tests` builds the executables next to it).
+  public static var binDirectory: URL {
+    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   }
 
   /// Starts `substatusd --grpc-listen 127.0.0.1:0 --http-listen 127.0.0.1:0` and waits for its
@@ -23,7 +25,7 @@ final class ServerProcess: @unchecked Sendable {
   /// - Parameters:
   ///   - extraArguments: More flags, such as `--verify-receipt-production-url`.
   ///   - timeout: How long to wait for the ready file.
-  init(extraArguments: [String] = [], timeout: Duration = .seconds(30)) async throws {
+  public init(extraArguments: [String] = [], timeout: Duration = .seconds(30)) async throws {
     let fileManager = FileManager.default
     directory = fileManager.temporaryDirectory.appendingPathComponent(
       "substatus-e2e-\(UUID().uuidString)")
@@ -69,10 +71,13 @@ final class ServerProcess: @unchecked Sendable {
   }
 
   /// What the server printed so far.
-  var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+  public var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+
+  /// Whether the server process is still running.
+  public var isRunning: Bool { process.isRunning }
 
   /// Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its directory.
-  func stop() async {
+  public func stop() async {
     if process.isRunning {
       process.terminate()
       let clock = ContinuousClock()
@@ -86,24 +91,43 @@ final class ServerProcess: @unchecked Sendable {
   }
 }
 
-struct ServerProcessError: Error, CustomStringConvertible {
-  let message: String
-  var description: String { message }
+/// Why a ``ServerProcess`` could not start.
+public struct ServerProcessError: Error, CustomStringConvertible {
+  /// What went wrong, with the server's output.
+  public let message: String
+  /// The message.
+  public var description: String { message }
 }
 
-/// The result of running the `substatus` executable.
-struct ProcessRun: Sendable {
-  var status: Int32
-  var stdout: String
-  var stderr: String
+/// The result of running an executable.
+public struct ProcessRun: Sendable {
+  /// The exit status.
+  public var status: Int32
+  /// Everything written to standard output.
+  public var stdout: String
+  /// Everything written to standard error.
+  public var stderr: String
 }
 
 /// Runs the built `substatus` executable with arguments and standard input.
+public func runSubstatusBinary(
+  _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]
+)
+  async throws -> ProcessRun
+{
+  try await runExecutable(
+    ServerProcess.binDirectory.appendingPathComponent("substatus").path, arguments, stdin: stdin,
+    environment: environment)
+}
+
+/// Runs an executable to its end with arguments, standard input and an environment (`nil`: this
+/// process's).
 ///
 /// The blocking reads and wait happen on a thread of their own: blocking one of the few threads
 /// of Swift's cooperative pool would starve the in-process servers the executable talks to.
-func runSubstatusBinary(
-  _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]
+public func runExecutable(
+  _ path: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String]? = nil,
+  currentDirectory: URL? = nil
 )
   async throws -> ProcessRun
 {
@@ -111,22 +135,26 @@ func runSubstatusBinary(
     let thread = Thread {
       continuation.resume(
         with: Result {
-          try runSubstatusBinaryBlocking(arguments, stdin: stdin, environment: environment)
+          try runExecutableBlocking(
+            path, arguments, stdin: stdin, environment: environment,
+            currentDirectory: currentDirectory)
         })
     }
     thread.start()
   }
 }
 
-private func runSubstatusBinaryBlocking(
-  _ arguments: [String], stdin: [UInt8], environment: [String: String]
+private func runExecutableBlocking(
+  _ path: String, _ arguments: [String], stdin: [UInt8], environment: [String: String]?,
+  currentDirectory: URL?
 ) throws
   -> ProcessRun
 {
   let process = Process()
-  process.executableURL = ServerProcess.binDirectory.appendingPathComponent("substatus")
+  process.executableURL = URL(fileURLWithPath: path)
   process.arguments = arguments
-  process.environment = environment
+  if let environment { process.environment = environment }
+  if let currentDirectory { process.currentDirectoryURL = currentDirectory }
   let input = Pipe()
   let output = Pipe()
   let error = Pipe()
@@ -136,16 +164,19 @@ private func runSubstatusBinaryBlocking(
   try process.run()
   input.fileHandleForWriting.write(Data(stdin))
   try input.fileHandleForWriting.close()
+  // Standard error is read on another thread: a child that fills one pipe while we wait on the
+  // other would never finish.
+  let errorData = Mutex(Data())
+  let errorDone = DispatchSemaphore(value: 0)
+  DispatchQueue.global().async {
+    let data = error.fileHandleForReading.readDataToEndOfFile()
+    errorData.withLock { $0 = data }
+    errorDone.signal()
+  }
   let out = output.fileHandleForReading.readDataToEndOfFile()
-  let err = error.fileHandleForReading.readDataToEndOfFile()
+  errorDone.wait()
   process.waitUntilExit()
   return ProcessRun(
     status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-    stderr: String(decoding: err, as: UTF8.self))
-}
-
-/// The path of a test fixture.
-func fixture(_ name: String) -> String {
-  Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)?.path
-    ?? "missing-fixture-\(name)"
+    stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
 }
