@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
