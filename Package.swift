@@ -104,7 +104,7 @@ let package = Package(
       exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
-    .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+    .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SubstatusClock"], swiftSettings: swiftSettings),
 
     // MARK: Service
     .target(

@@ -1,3 +1,4 @@
+public import SubstatusClock
 import CMicroHTTPD
 import Dispatch
 import Synchronization
@@ -35,6 +36,9 @@ public struct HTTPServerConfiguration: Sendable {
   public var connectionMemoryLimit: Int
   /// HTTPS (libmicrohttpd's GnuTLS) with this certificate and key; `nil` serves plain HTTP.
   public var tls: HTTPServerTLS? = nil
+  /// The clock that stamps each request's arrival (``HTTPRequest/receivedAt``): the one the
+  /// handlers measure deadlines with.
+  public var clock: any ServiceClock = SystemClock()
   /// Decides the body limit of a request from its head (the request it is given has no body yet);
   /// when it is `nil` or returns `nil`, the limit is ``maxBodySize`` and a larger body gets 413.
   /// A protocol served on some paths answers oversized bodies its own way with it.
@@ -626,6 +630,7 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
       queryItems: collectValues(connection, kind: .GET_ARGUMENT_KIND),
       headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)))
     head.peer = peerAddress(connection)
+    head.receivedAt = core.configuration.clock.monotonicNow
     let context = RequestContext(
       connection: UnsafeHandle(raw: connection), head: head, bodyLimit: core.bodyLimit(of: head))
     conCls.pointee = Unmanaged.passRetained(context).toOpaque()

@@ -56,6 +56,10 @@ public struct HTTPRequest: Sendable {
   /// The client's address as gRPC names peers (`ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`);
   /// filled by the server.
   public var peer: String = ""
+  /// When the request head arrived, read from the server's clock
+  /// (``HTTPServerConfiguration/clock``, its `monotonicNow`); filled by the server. A deadline the
+  /// request carries counts from here, not from the end of its body.
+  public var receivedAt: Duration?
 
   /// Creates a request; the server does this, tests of handlers may too.
   public init(

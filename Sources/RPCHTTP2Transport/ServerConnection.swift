@@ -28,6 +28,8 @@ final class ServerStream {
   /// Replies of 1 KiB and more are gzipped: the request was gzip and the client accepts it (as
   /// grpc-go answers in the request's compressor).
   var compressReplies = false
+  /// A gRPC call in the JSON codec (`application/grpc+json`): its replies say so in `content-type`.
+  var grpcJSON = false
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -219,6 +221,7 @@ final class ServerConnection: ConnectionPumpOwner {
     }
     stream.admitted = true
     let codec: MessageCodec = contentType.hasSuffix("+json") ? .json : .protobuf
+    stream.grpcJSON = codec == .json
     if let encoding, encoding != "identity" {
       guard encoding.lowercased() == "gzip" else {
         return finish(
@@ -527,7 +530,7 @@ final class ServerConnection: ConnectionPumpOwner {
     pump.chargeReplyBytes(body.count)
     if !stream.responseStarted {
       stream.responseStarted = true
-      var headers = responseHeaders(initial ?? [:])
+      var headers = responseHeaders(initial ?? [:], json: stream.grpcJSON)
       if stream.compressReplies { headers += Self.gzipResponseHeaders }
       session.submitResponse(streamID: streamID, headers: headers, body: body)
     } else if !body.isEmpty {
@@ -560,9 +563,7 @@ final class ServerConnection: ConnectionPumpOwner {
       session.sendTrailers(streamID: stream.id, fields)
     } else {
       stream.responseStarted = true
-      let headers = [
-        HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc"),
-      ]
+      let headers = stream.grpcJSON ? Self.jsonResponseHeaders : Self.plainResponseHeaders
       session.submitResponse(streamID: stream.id, headers: headers + fields, body: nil)
     }
     scheduleFlush()
@@ -634,6 +635,10 @@ final class ServerConnection: ConnectionPumpOwner {
   private static let plainResponseHeaders = [
     HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc"),
   ]
+  /// The same for the JSON codec: a gRPC reply repeats the request's content subtype.
+  private static let jsonResponseHeaders = [
+    HeaderField(name: ":status", value: "200"), HeaderField(name: "content-type", value: "application/grpc+json"),
+  ]
   private static let okTrailers = [HeaderField(name: "grpc-status", value: "0")]
 
   /// The fields of a gRPC reply whose messages may be gzip.
@@ -642,9 +647,10 @@ final class ServerConnection: ConnectionPumpOwner {
     HeaderField(name: "grpc-accept-encoding", value: CompressionAlgorithm.acceptFieldValue(CompressionAlgorithm.supported)),
   ]
 
-  private func responseHeaders(_ metadata: Metadata) -> [HeaderField] {
-    if metadata.isEmpty { return Self.plainResponseHeaders }
-    var fields = Self.plainResponseHeaders
+  private func responseHeaders(_ metadata: Metadata, json: Bool) -> [HeaderField] {
+    let plain = json ? Self.jsonResponseHeaders : Self.plainResponseHeaders
+    if metadata.isEmpty { return plain }
+    var fields = plain
     appendMetadata(metadata, to: &fields)
     return fields
   }

@@ -133,12 +133,18 @@ public struct RPCWebGateway: Sendable {
       return Self.whole(encoder.encode([.status(error.code, message: error.message, trailers: error.metadata)]))
     }
 
-    if let timeout = head.timeout, timeout <= .zero {
+    // The caller's timeout counts from the arrival of the request head, as on the gRPC port (a
+    // slow body spends it).
+    let clock = configuration.clock
+    let remaining = head.timeout.map { timeout in
+      timeout - (request.receivedAt.map { clock.monotonicNow - $0 } ?? .zero)
+    }
+    if let remaining, remaining <= .zero {
       // Already past: the handler is not run (as grpc-go does with an expired deadline).
       return Self.whole(encoder.encode([.status(.deadlineExceeded, message: "deadline exceeded", trailers: [:])]))
     }
     let context = ServerContext(
-      method: request.path, metadata: head.metadata, deadline: head.timeout.map { .now + $0 }, peer: request.peer,
+      method: request.path, metadata: head.metadata, deadline: remaining.map { .now + $0 }, peer: request.peer,
       rpcProtocol: format.rpcProtocol, codec: format.codec)
     let call = GatewayCall(encoder: encoder, maxPendingBytes: configuration.maxPendingResponseBytes)
     let (router, interceptors) = (router, interceptors)
@@ -148,10 +154,9 @@ public struct RPCWebGateway: Sendable {
         router: router, interceptors: interceptors)
     }
     call.setHandler(handling)
-    let clock = configuration.clock
-    let deadline = head.timeout.map { timeout in
+    let deadline = remaining.map { remaining in
       Task {
-        try await clock.sleep(for: timeout)
+        try await clock.sleep(for: remaining)
         call.end(.deadlineExceeded, message: "deadline exceeded")
       }
     }

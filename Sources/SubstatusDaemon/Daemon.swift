@@ -186,6 +186,7 @@ public enum SubstatusDaemon {
     var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
     httpConfiguration.bodyLimit = { request in gateway.bodyLimit(for: request) }
     httpConfiguration.maxBufferedBodyBytes = configuration.httpRequestBuffer
+    httpConfiguration.clock = clock
     httpConfiguration.connectionLimit = descriptors.httpConnections
     httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
     httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))

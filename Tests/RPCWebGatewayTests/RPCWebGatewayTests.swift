@@ -89,6 +89,7 @@ private func withGateway(
   routes.fallback = { request in await gateway.respond(to: request) }
   var serverConfiguration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
   serverConfiguration.bodyLimit = { gateway.bodyLimit(for: $0) }
+  serverConfiguration.clock = clock
   let server = try HTTPServer(configuration: serverConfiguration, router: routes)
   do { try await body(server, probe) } catch {
     await server.stop(gracePeriod: .milliseconds(100))
