@@ -52,7 +52,7 @@ class ConnectRPC:
         self.options = dict(
             codec=google_protobuf_json_codec() if codec == "json" else google_protobuf_binary_codec(),
             protocol={"connect": ProtocolType.CONNECT, "grpc": ProtocolType.GRPC, "grpcweb": ProtocolType.GRPC_WEB}[protocol],
-            http_client=self.http_client, send_compression=None)
+            http_client=self.http_client)  # the client's defaults: gzip requests, accept gzip replies
         self.clients = {}
 
     def call(self, method, request_json, key, stream, take_first):
