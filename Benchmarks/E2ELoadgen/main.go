@@ -22,6 +22,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,6 +31,7 @@ import (
 	"io/ioutil"
 	"math"
 	"math/rand"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -38,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -59,6 +63,9 @@ var (
 	verifyURL = flag.String("verify-url", "", "verifyReceipt URL (naive)")
 	srvPid    = flag.Int("server-pid", 0, "report this process's CPU and RSS")
 	timeout   = flag.Duration("timeout", 20*time.Second, "per-call deadline")
+	protocol  = flag.String("protocol", "grpc",
+		"elig: grpc (grpc-go) | connect-proto | connect-json | grpc-web (HTTP/2 cleartext to -addr) | "+
+			"connect-json-h1 | connect-proto-h1 | grpc-web-h1 (HTTP/1.1 to -http)")
 )
 
 // MARK: protobuf wire helpers
@@ -460,10 +467,160 @@ func (c *grpcClient) invoke(worker int, method string, req []byte) ([]byte, erro
 	return resp, err
 }
 
+// MARK: Connect and gRPC-Web (net/http; HTTP/2 cleartext with prior knowledge, or HTTP/1.1)
+
+type webClient struct {
+	client  *http.Client
+	url     string
+	key     string
+	ctype   string
+	json    bool
+	grpcWeb bool
+	connect bool
+}
+
+func newWebClient(p, key string) *webClient {
+	w := &webClient{key: key}
+	h1 := strings.HasSuffix(p, "-h1")
+	switch strings.TrimSuffix(p, "-h1") {
+	case "connect-proto":
+		w.ctype, w.connect = "application/proto", true
+	case "connect-json":
+		w.ctype, w.connect, w.json = "application/json", true, true
+	case "grpc-web":
+		w.ctype, w.grpcWeb = "application/grpc-web+proto", true
+	default:
+		fail("unknown -protocol %q", p)
+	}
+	host := *addr
+	if h1 {
+		host = *httpAddr
+		w.client = &http.Client{Timeout: *timeout, Transport: &http.Transport{
+			MaxIdleConns: *conc * 2, MaxIdleConnsPerHost: *conc * 2, MaxConnsPerHost: *conc,
+			IdleConnTimeout: time.Minute, DisableCompression: true}}
+	} else {
+		w.client = &http.Client{Timeout: *timeout, Transport: &http2.Transport{
+			AllowHTTP: true, DisableCompression: true,
+			DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, a)
+			}}}
+	}
+	if host == "" {
+		fail("-protocol %s needs %s", p, map[bool]string{true: "-http", false: "-addr"}[h1])
+	}
+	w.url = "http://" + host + "/substatus.v1.EligibilityService/CheckEligibility"
+	return w
+}
+
+// jsonRequest is the proto3 JSON form of the binary CheckEligibilityRequest `req`.
+func jsonRequest(req []byte, appID string, asOf int64) []byte {
+	type query struct {
+		UserID     string   `json:"userId"`
+		ProductIDs []string `json:"productIds"`
+	}
+	var queries []query
+	fields(req, func(f int, _ uint64, data []byte) {
+		if f != 2 {
+			return
+		}
+		var q query
+		fields(data, func(f int, _ uint64, d []byte) {
+			if f == 1 {
+				q.UserID = string(d)
+			} else if f == 2 {
+				q.ProductIDs = append(q.ProductIDs, string(d))
+			}
+		})
+		queries = append(queries, q)
+	})
+	b, _ := json.Marshal(map[string]interface{}{"appId": appID, "asOfMs": strconv.FormatInt(asOf, 10), "queries": queries})
+	return b
+}
+
+func (w *webClient) checkEligibility(_ int, req []byte, appID string, asOf int64) ([]byte, error) {
+	body := req
+	if w.json {
+		body = jsonRequest(req, appID, asOf)
+	} else if w.grpcWeb {
+		framed := make([]byte, 5, 5+len(req))
+		binary.BigEndian.PutUint32(framed[1:], uint32(len(req)))
+		body = append(framed, req...)
+	}
+	hr, _ := http.NewRequest("POST", w.url, bytes.NewReader(body))
+	hr.Header.Set("Content-Type", w.ctype)
+	hr.Header.Set("Authorization", "Bearer "+w.key)
+	if w.connect {
+		hr.Header.Set("Connect-Protocol-Version", "1")
+		hr.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(timeout.Milliseconds(), 10))
+	} else {
+		hr.Header.Set("X-Grpc-Web", "1")
+	}
+	resp, err := w.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := ioutil.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, b)
+	}
+	if !w.grpcWeb {
+		return b, nil
+	}
+	// gRPC-Web: data frames, then the trailer frame (flag 0x80) with grpc-status.
+	var message []byte
+	for len(b) >= 5 {
+		n := int(binary.BigEndian.Uint32(b[1:5]))
+		if len(b) < 5+n {
+			return nil, errors.New("grpc-web: truncated frame")
+		}
+		if b[0]&0x80 != 0 {
+			trailers := string(b[5 : 5+n])
+			if !strings.Contains(trailers, "grpc-status:0") && !strings.Contains(trailers, "grpc-status: 0") {
+				return nil, fmt.Errorf("grpc-web: %s", strings.TrimSpace(trailers))
+			}
+			return message, nil
+		}
+		message = append(message, b[5:5+n]...)
+		b = b[5+n:]
+	}
+	return nil, errors.New("grpc-web: no trailer frame")
+}
+
+// checkJSONAnswer counts the users and products of a JSON CheckEligibilityResponse.
+func checkJSONAnswer(b []byte) error {
+	var r struct {
+		Users []struct {
+			Products []json.RawMessage `json:"products"`
+		} `json:"users"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("bad JSON answer: %v", err)
+	}
+	answers := 0
+	for _, u := range r.Users {
+		answers += len(u.Products)
+	}
+	if len(r.Users) != *users || answers != *users**products {
+		return fmt.Errorf("bad answer: %d users, %d products", len(r.Users), answers)
+	}
+	return nil
+}
+
 // MARK: modes
 
 func eligibility(s *spec) {
-	c := dial(s.Keys["read"])
+	var c *grpcClient
+	var web *webClient
+	if *protocol == "grpc" {
+		c = dial(s.Keys["read"])
+	} else {
+		web = newWebClient(*protocol, s.Keys["read"])
+	}
 	type appUsers struct {
 		app      *specApp
 		userIDs  []string
@@ -506,9 +663,18 @@ func eligibility(s *spec) {
 			}
 			req = appendMessage(req, 2, q)
 		}
-		resp, err := c.invoke(w, "/substatus.v1.EligibilityService/CheckEligibility", req)
+		var resp []byte
+		var err error
+		if web != nil {
+			resp, err = web.checkEligibility(w, req, a.app.AppID, s.AsOfMs)
+		} else {
+			resp, err = c.invoke(w, "/substatus.v1.EligibilityService/CheckEligibility", req)
+		}
 		if err != nil {
 			return err
+		}
+		if web != nil && web.json {
+			return checkJSONAnswer(resp)
 		}
 		answered, answers := 0, 0
 		err = fields(resp, func(f int, _ uint64, data []byte) {
@@ -528,7 +694,7 @@ func eligibility(s *spec) {
 		return nil
 	}
 	r := run(call, 0)
-	report(r, float64(*users**products), map[string]interface{}{"users": *users, "products": *products})
+	report(r, float64(*users**products), map[string]interface{}{"users": *users, "products": *products, "protocol": *protocol})
 }
 
 func ingest(s *spec) {
