@@ -15,9 +15,13 @@ public final class ServerProcess: @unchecked Sendable {
   private let log: URL
 
   /// The directory holding the built products (`substatusd`, `substatus`): the test bundle's
-  /// (`swift build --build-tests` builds the executables next to it).
+  /// (`swift build --build-tests` builds the executables next to it), or `SUBSTATUS_TEST_BIN_DIR`
+  /// when set (for example `.build/release`, to run the suites against a release build).
   public static var binDirectory: URL {
-    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    if let directory = ProcessInfo.processInfo.environment["SUBSTATUS_TEST_BIN_DIR"], !directory.isEmpty {
+      return URL(fileURLWithPath: directory, isDirectory: true)
+    }
+    return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   }
 
   /// Starts `substatusd --grpc-listen 127.0.0.1:0 --http-listen 127.0.0.1:0` and waits for its
