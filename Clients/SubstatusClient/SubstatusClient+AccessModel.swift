@@ -28,9 +28,9 @@ extension SubstatusClient {
     var request = Substatus_V1_PutEntitlementsRequest()
     request.appID = appID
     request.entitlements = entitlements
-    return try await call(
-      Substatus_V1_AdminService.putEntitlements, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).putEntitlements(request)
   }
 
   /// Lists the app's named entitlements, ordered by id (`AdminService.ListEntitlements`).
@@ -51,9 +51,9 @@ extension SubstatusClient {
     request.appID = appID
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await call(
-      Substatus_V1_AdminService.listEntitlements, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+    ).listEntitlements(request)
   }
 
   /// Deletes named entitlements by id (`AdminService.DeleteEntitlements`). Not retried.
@@ -71,9 +71,9 @@ extension SubstatusClient {
     var request = Substatus_V1_DeleteEntitlementsRequest()
     request.appID = appID
     request.entitlementIDs = entitlementIDs
-    return try await call(
-      Substatus_V1_AdminService.deleteEntitlements, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).deleteEntitlements(request)
   }
 
   /// Answers named entitlements of one user (`StatusService.GetEntitlements` with
@@ -104,9 +104,9 @@ extension SubstatusClient {
     request.entitlementIDs = entitlementIDs
     request.asOfMs = asOfMs
     request.environment = environment
-    return try await call(
-      Substatus_V1_StatusService.getEntitlements, request, idempotency: .idempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+    ).getEntitlements(request)
   }
 
   /// Deletes products from the app's catalog and from the entitlements that list them
@@ -124,9 +124,9 @@ extension SubstatusClient {
     var request = Substatus_V1_DeleteProductsRequest()
     request.appID = appID
     request.productIDs = productIDs
-    return try await call(
-      Substatus_V1_AdminService.deleteProducts, request, idempotency: .nonIdempotent,
-      options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).deleteProducts(request)
   }
 
   /// Erases one user of the app in every environment (`AdminService.DeleteUser`). Erasing again
@@ -149,7 +149,8 @@ extension SubstatusClient {
     var request = Substatus_V1_DeleteUserRequest()
     request.appID = appID
     request.userID = userID
-    return try await call(
-      Substatus_V1_AdminService.deleteUser, request, idempotency: .nonIdempotent, options: options)
+    return try await service(
+      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+    ).deleteUser(request)
   }
 }
