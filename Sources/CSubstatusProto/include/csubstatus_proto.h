@@ -12,6 +12,7 @@
 #include "substatus/v1/admin_service.pb-c.h"
 #include "substatus/v1/common.pb-c.h"
 #include "substatus/v1/eligibility_service.pb-c.h"
+#include "substatus/v1/event_service.pb-c.h"
 #include "substatus/v1/ingest_service.pb-c.h"
 #include "substatus/v1/report_service.pb-c.h"
 #include "substatus/v1/status_service.pb-c.h"
