@@ -1,0 +1,173 @@
+import RPCCore
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusWire
+
+// Mapping of the event log's values (DESIGN.md "Events out") to and from the wire: shared by
+// EventService, the webhook dispatcher (whose body is the `Event` in proto3 JSON) and trends.
+
+/// Event log cursors: opaque strings wrapping ``SubscriptionStorage/LoggedEvent/sequence``.
+enum EventCursor {
+  /// The cursor after `sequence` (0: the start of the log).
+  static func encode(_ sequence: Int64) -> String {
+    PageToken.encode("e" + String(sequence))
+  }
+
+  /// The sequence a cursor stands for; 0 for an empty cursor (the start of the log).
+  /// - Throws: `INVALID_ARGUMENT` naming `field` for a string this service did not make.
+  static func decode(_ cursor: String, field: String = "since_cursor") throws(RPCError) -> Int64 {
+    guard !cursor.isEmpty else { return 0 }
+    let text: String?
+    do { text = try PageToken.decode(cursor, field: field) } catch {
+      throw invalidArgument(field, "not a cursor returned by this service")
+    }
+    guard let text, text.first == "e", let sequence = Int64(text.dropFirst()), sequence >= 0 else {
+      throw invalidArgument(field, "not a cursor returned by this service")
+    }
+    return sequence
+  }
+}
+
+extension SubscriptionEventType {
+  /// The wire value.
+  var wire: Substatus_V1_EventType {
+    switch self {
+    case .subscriptionStarted: .subscriptionStarted
+    case .trialConverted: .trialConverted
+    case .renewed: .renewed
+    case .productChanged: .productChanged
+    case .autoRenewDisabled: .autoRenewDisabled
+    case .autoRenewEnabled: .autoRenewEnabled
+    case .billingIssue: .billingIssue
+    case .billingRecovered: .billingRecovered
+    case .gracePeriodExpired: .gracePeriodExpired
+    case .expired: .expired
+    case .refunded: .refunded
+    case .refundReversed: .refundReversed
+    case .familyAccessRevoked: .familyAccessRevoked
+    case .resubscribed: .resubscribed
+    case .nonRenewingPurchased: .nonRenewingPurchased
+    case .oneTimePurchased: .oneTimePurchased
+    case .ownershipTransferred: .ownershipTransferred
+    }
+  }
+
+  /// The domain type of a wire value in a request's `field`.
+  /// - Throws: `INVALID_ARGUMENT` naming `field` for UNSPECIFIED or an unknown number.
+  init(wire: Substatus_V1_EventType, field: String) throws(RPCError) {
+    guard let type = Self.allCases.first(where: { $0.wire == wire }) else {
+      throw invalidArgument(field, "not an event type: \(wire.rawValue)")
+    }
+    self = type
+  }
+
+  /// The domain types of a request's repeated `field` (empty: all types).
+  static func set(wire: [Substatus_V1_EventType], field: String) throws(RPCError) -> Set<Self> {
+    var types = Set<Self>()
+    for (i, w) in wire.enumerated() { types.insert(try Self(wire: w, field: "\(field)[\(i)]")) }
+    return types
+  }
+}
+
+extension SubscriptionEventOffer {
+  /// The wire value.
+  var wire: Substatus_V1_EventOffer {
+    switch self {
+    case .none: .none
+    case .freeTrial: .freeTrial
+    case .introductory: .introductory
+    case .promotional: .promotional
+    case .offerCode: .offerCode
+    case .winBack: .winBack
+    }
+  }
+}
+
+extension LoggedEvent {
+  /// The wire `Event`, its cursor the position after it.
+  var wire: Substatus_V1_Event {
+    var w = event.wire
+    w.cursor = EventCursor.encode(sequence)
+    return w
+  }
+}
+
+extension SubscriptionEvent {
+  /// The wire `Event` without a cursor (a webhook test event has none).
+  var wire: Substatus_V1_Event {
+    var w = Substatus_V1_Event()
+    w.eventID = eventId
+    w.appID = appId
+    w.userID = userId
+    w.environment = environment.wire
+    w.type = type.wire
+    w.occurredMs = occurredMs
+    w.detectedMs = detectedMs
+    w.subscriptionGroupID = subscriptionGroupId ?? ""
+    w.productID = productId ?? ""
+    w.transactionID = transactionId ?? ""
+    w.originalTransactionID = originalTransactionId ?? ""
+    w.stateBefore = stateBefore?.wire ?? .unspecified
+    w.stateAfter = stateAfter?.wire ?? .unspecified
+    w.offer = offer?.wire ?? .unspecified
+    w.offerID = offerId ?? ""
+    w.priceMilliunits = priceMilliunits ?? 0
+    w.currency = currency ?? ""
+    w.expirationReason = expirationReason ?? ""
+    w.previousProductID = previousProductId ?? ""
+    w.previousUserID = previousUserId ?? ""
+    return w
+  }
+}
+
+extension WebhookRecord {
+  /// The wire `Webhook`.
+  var wire: Substatus_V1_Webhook {
+    var w = Substatus_V1_Webhook()
+    w.webhookID = webhookId
+    w.appID = appId
+    w.url = url
+    w.eventTypes = eventTypes.sorted { $0.wire.rawValue < $1.wire.rawValue }.map(\.wire)
+    w.createdMs = createdMs
+    w.secretFingerprint = secretFingerprint
+    return w
+  }
+}
+
+extension DeliveryState {
+  /// The wire value.
+  var wire: Substatus_V1_DeliveryState {
+    switch self {
+    case .pending: .pending
+    case .delivered: .delivered
+    case .failed: .failed
+    }
+  }
+}
+
+extension DeliveryAttemptRecord {
+  /// The wire `DeliveryAttempt`.
+  var wire: Substatus_V1_DeliveryAttempt {
+    var w = Substatus_V1_DeliveryAttempt()
+    w.attemptedMs = attemptedMs
+    w.httpStatus = Int32(clamping: httpStatus ?? 0)
+    w.error = error ?? ""
+    w.durationMs = durationMs
+    return w
+  }
+}
+
+extension DeliveryRecord {
+  /// The wire `Delivery`.
+  var wire: Substatus_V1_Delivery {
+    var w = Substatus_V1_Delivery()
+    w.deliveryID = deliveryId
+    w.webhookID = webhookId
+    w.event = event.wire
+    w.state = state.wire
+    w.attempts = attempts.map(\.wire)
+    w.nextAttemptMs = state == .pending ? (nextAttemptMs ?? 0) : 0
+    w.createdMs = createdMs
+    return w
+  }
+}
