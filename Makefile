@@ -28,6 +28,7 @@ test: test-deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	scripts/check-protos
 	scripts/check-buf
+	scripts/readme_figures.py --check
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build --no-parallel
 
 ## Regenerates the C and Swift code for Protos/ (checked in; a test fails when it is stale).

@@ -557,6 +557,8 @@ def main():
     with open(path, "w") as f:
         f.write(new)
     print("updated the end-to-end section of BENCHMARKS.md")
+    import readme_figures  # README's figures follow BENCHMARKS.md
+    readme_figures.main()
 
 
 if __name__ == "__main__":
