@@ -124,6 +124,7 @@ extension SQLiteStore {
     }
     // Their user_keys are gone; a later ingest of the same ids gets new ones.
     userKeys.removeAll()
+    historyCache.invalidate(appId: appId, userIds: ids)
     return erased
   }
 }

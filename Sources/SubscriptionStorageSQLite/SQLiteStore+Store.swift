@@ -664,6 +664,7 @@ extension SQLiteStore: Store {
   public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
     try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
+    defer { historyCache.invalidate(batch.lazy.map(\.user)) }
     return try await writer.write { db throws(StoreError) in try Self.apply(encoded, db) }
   }
 
@@ -673,6 +674,7 @@ extension SQLiteStore: Store {
   ) async throws(StoreError) -> Bool {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
+    defer { historyCache.invalidate(updates.lazy.map(\.user)) }
     return try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       try db.run(
@@ -722,58 +724,88 @@ extension SQLiteStore: Store {
 
   /// One user's history, in one read transaction. Reads through `userKeys` first; `epoch` is the
   /// cache's epoch read before the transaction's first statement.
+  /// - Returns: the history and the size of its rows' payloads (for the history cache's estimate).
   private static func readHistory(
     _ db: SQLiteConnection, _ user: UserKey, _ userKeys: UserKeyCache, epoch: UInt64
   ) throws(StoreError)
-    -> UserHistory
+    -> (history: UserHistory, payloadBytes: Int)
   {
     let key: Int64
     if let cached = userKeys.key(of: user) {
       key = cached
     } else {
-      guard let found = try userKey(db, user, create: false) else { return UserHistory(user: user) }
+      guard let found = try userKey(db, user, create: false) else { return (UserHistory(user: user), 0) }
       userKeys.insert(user, found, epoch: epoch)
       key = found
     }
     var transactions: [Transaction] = []
     var renewalInfos: [RenewalInfo] = []
+    var payloadBytes = 0
     try db.query(HotQueries.history, [.int(key)]) { r throws(StoreError) in
+      let payload = r.blob(4)
+      payloadBytes += payload.count
       if r.int(0) == 0 {
         transactions.append(
           try PayloadCodec.decodeTransaction(
-            r.blob(4), transactionId: r.text(1), originalTransactionId: r.text(2), purchaseDate: r.int(3)))
+            payload, transactionId: r.text(1), originalTransactionId: r.text(2), purchaseDate: r.int(3)))
       } else {
-        renewalInfos.append(try PayloadCodec.decodeRenewalInfo(r.blob(4), originalTransactionId: r.text(1)))
+        renewalInfos.append(try PayloadCodec.decodeRenewalInfo(payload, originalTransactionId: r.text(1)))
       }
     }
-    return UserHistory(user: user, transactions: inPurchaseOrder(transactions), renewalInfos: renewalInfos)
+    let history = UserHistory(user: user, transactions: inPurchaseOrder(transactions), renewalInfos: renewalInfos)
+    return (history, payloadBytes)
   }
 
 
-  /// See ``Store/history(of:)``.
+  /// See ``Store/history(of:)``. Answered from the history cache when the user's data has not
+  /// changed since it was last read.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
+    if let cached = historyCache.history(of: user) {
+      await yieldOnSharedPool()
+      return cached
+    }
     let userKeys = self.userKeys
+    let historyCache = self.historyCache
     return try await readInline { db throws(StoreError) in
-      try Self.readHistory(db, user, userKeys, epoch: userKeys.epoch)
+      let generation = historyCache.generation(of: user)
+      let (history, payloadBytes) = try Self.readHistory(db, user, userKeys, epoch: userKeys.epoch)
+      historyCache.fill(
+        user, history, bytes: HistoryCache.estimatedBytes(history, payloadBytes: payloadBytes),
+        generation: generation)
+      return history
     }
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``.
+  /// See ``Store/histories(appId:environment:userIds:)``. Users in the history cache are answered
+  /// from it; the others are read in one read transaction.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
     let userKeys = self.userKeys
-    return try await readInline { db throws(StoreError) in
-      let epoch = userKeys.epoch
-      var out: [UserHistory] = []
-      out.reserveCapacity(userIds.count)
-      for id in userIds {
-        out.append(
-          try Self.readHistory(
-            db, UserKey(appId: appId, environment: environment, userId: id), userKeys, epoch: epoch))
-      }
-      return out
+    let historyCache = self.historyCache
+    let users = userIds.map { UserKey(appId: appId, environment: environment, userId: $0) }
+    var out = users.map { historyCache.history(of: $0) }
+    let missing = out.indices.filter { out[$0] == nil }
+    if missing.isEmpty {
+      await yieldOnSharedPool()
+      return out.map { $0! }
     }
+    let read = try await readInline { db throws(StoreError) in
+      let generations = missing.map { historyCache.generation(of: users[$0]) }
+      let epoch = userKeys.epoch
+      var read: [UserHistory] = []
+      read.reserveCapacity(missing.count)
+      for (i, index) in missing.enumerated() {
+        let (history, payloadBytes) = try Self.readHistory(db, users[index], userKeys, epoch: epoch)
+        historyCache.fill(
+          users[index], history, bytes: HistoryCache.estimatedBytes(history, payloadBytes: payloadBytes),
+          generation: generations[i])
+        read.append(history)
+      }
+      return read
+    }
+    for (i, index) in missing.enumerated() { out[index] = read[i] }
+    return out.map { $0! }
   }
 
   /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.

@@ -46,6 +46,11 @@ public final class SQLiteStore: Sendable {
     /// up to 15 bytes and about 27 MB for UUID-length ids (about 114 and 223 bytes per user,
     /// measured with a dictionary of the same key type).
     public var userKeyCacheCapacity: Int
+    /// About how many bytes of decoded user histories are kept in memory, so that reading a user
+    /// whose data has not changed skips SQLite (`docs/evaluation-cache.md`). Default 32 MiB; 0
+    /// turns the cache off. With the cache on, this store must be the only writer of its file
+    /// (as substatusd runs): another store's writes would not invalidate it.
+    public var historyCacheBytes: Int
 
     /// The database file name inside a data directory.
     public static let databaseFileName = "substatus.sqlite"
@@ -72,7 +77,7 @@ public final class SQLiteStore: Sendable {
       path: String, keyring: MasterKeyring? = nil, readerCount: Int = 4,
       inlineReaderCount: Int = max(4, 2 * ProcessInfo.processInfo.activeProcessorCount),
       synchronous: Synchronous = .full, busyTimeoutMs: Int = 10_000, cacheSizeKiB: Int = 8192,
-      userKeyCacheCapacity: Int = 131_072
+      userKeyCacheCapacity: Int = 131_072, historyCacheBytes: Int = 32 << 20
     ) {
       self.path = path
       self.keyring = keyring
@@ -82,6 +87,7 @@ public final class SQLiteStore: Sendable {
       self.busyTimeoutMs = busyTimeoutMs
       self.cacheSizeKiB = cacheSizeKiB
       self.userKeyCacheCapacity = userKeyCacheCapacity
+      self.historyCacheBytes = historyCacheBytes
     }
   }
 
@@ -99,6 +105,8 @@ public final class SQLiteStore: Sendable {
   let cache = ReadCache()
   /// The `user_key`s of users already read (see ``UserKeyCache``).
   let userKeys: UserKeyCache
+  /// Decoded histories of users whose data has not changed since they were read.
+  let historyCache: HistoryCache
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file
@@ -106,6 +114,7 @@ public final class SQLiteStore: Sendable {
   public init(configuration: Configuration) throws(StoreError) {
     self.configuration = configuration
     userKeys = UserKeyCache(capacity: configuration.userKeyCacheCapacity)
+    historyCache = HistoryCache(capacityBytes: configuration.historyCacheBytes)
     let writerConnection = try SQLiteConnection(
       path: configuration.path, readOnly: false, create: true)
     try Self.configure(writerConnection, configuration, cacheKiB: configuration.cacheSizeKiB)
@@ -148,8 +157,15 @@ public final class SQLiteStore: Sendable {
     _ body: @escaping @Sendable (SQLiteConnection) throws(StoreError) -> T
   ) async throws(StoreError) -> T {
     guard let result = try inlineReaders.read(body) else { return try await readers.read(body) }
-    if withUnsafeCurrentTask(body: { $0?.unownedTaskExecutor == nil }) { await Task.yield() }
+    await yieldOnSharedPool()
     return result
+  }
+
+  /// Yields when the current task runs on Swift's shared cooperative pool (see
+  /// ``readInline(_:)``): a read answered without suspending (inline, or from the history cache)
+  /// must not let a task that reads in a loop keep its thread from writers.
+  func yieldOnSharedPool() async {
+    if withUnsafeCurrentTask(body: { $0?.unownedTaskExecutor == nil }) { await Task.yield() }
   }
 
   private static func configure(
@@ -184,6 +200,29 @@ public final class SQLiteStore: Sendable {
 
   /// Commits and writes acknowledged so far (writes per commit shows group commit at work).
   public var groupCommitStatistics: (commits: Int, writes: Int) { writer.statistics }
+
+  /// The history cache's counters and size, in Prometheus text format (for `/metrics`).
+  public func historyCacheMetrics() -> String {
+    let s = historyCache.statistics
+    return """
+      # HELP substatus_history_cache_hits_total User history reads answered from memory.
+      # TYPE substatus_history_cache_hits_total counter
+      substatus_history_cache_hits_total \(s.hits)
+      # HELP substatus_history_cache_misses_total User history reads that went to SQLite.
+      # TYPE substatus_history_cache_misses_total counter
+      substatus_history_cache_misses_total \(s.misses)
+      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes.
+      # TYPE substatus_history_cache_invalidations_total counter
+      substatus_history_cache_invalidations_total \(s.invalidations)
+      # HELP substatus_history_cache_entries User histories held in memory.
+      # TYPE substatus_history_cache_entries gauge
+      substatus_history_cache_entries \(s.entries)
+      # HELP substatus_history_cache_bytes Estimated size of the user histories held in memory.
+      # TYPE substatus_history_cache_bytes gauge
+      substatus_history_cache_bytes \(s.bytes)
+
+      """
+  }
 
   /// Runs `PRAGMA integrity_check` and returns its rows (`["ok"]` for a sound database).
   public func integrityCheck() async throws(StoreError) -> [String] {

@@ -72,13 +72,17 @@ public enum SubstatusDaemon {
 
     let store: any Store
     let closeStore: () -> Void
+    var storeMetrics: (@Sendable () -> String)?
     do {
       if let postgresURL {
         let postgres = try PostgresStore(configuration: .init(url: postgresURL, keyring: keyring))
         (store, closeStore) = (postgres, postgres.close)
       } else {
-        let sqlite = try SQLiteStore(configuration: .dataDirectory(configuration.dataDirectory, keyring: keyring))
+        var sqliteConfiguration = SQLiteStore.Configuration.dataDirectory(configuration.dataDirectory, keyring: keyring)
+        sqliteConfiguration.historyCacheBytes = configuration.historyCacheMB << 20
+        let sqlite = try SQLiteStore(configuration: sqliteConfiguration)
         (store, closeStore) = (sqlite, sqlite.close)
+        storeMetrics = sqlite.historyCacheMetrics
       }
     } catch {
       return fail("cannot open the store: \(error)")
@@ -168,6 +172,7 @@ public enum SubstatusDaemon {
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
     service.metrics.addSource { transport.metrics.prometheusText() }
+    if let storeMetrics { service.metrics.addSource(storeMetrics) }
 
     // HTTP.
     let draining = Atomic<Bool>(false)

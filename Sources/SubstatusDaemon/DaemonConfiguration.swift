@@ -46,6 +46,7 @@ import SubstatusJSON
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
+/// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 32 (0: off; SQLite store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
@@ -139,6 +140,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// Seconds between checks that return freed heap pages to the system after a load has gone;
   /// 0 turns them off.
   public var memoryTrimInterval: Double = 5
+  /// MiB of decoded user histories the SQLite store keeps in memory, so that reading a user whose
+  /// data has not changed skips the database (`docs/evaluation-cache.md`); 0 turns it off. The
+  /// PostgreSQL store has no history cache: other instances' writes would not reach it.
+  public var historyCacheMB: Int = 32
 
   /// The web origins (`scheme://host[:port]`, as browsers send them in `Origin`) whose pages may
   /// call the API with Connect or gRPC-Web on both listeners (CORS); none by default. `*` is
@@ -219,6 +224,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
                                              beyond it 503 (resource_exhausted for RPCs) (default 67108864)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
+      --history-cache-mb N                   MiB of user histories kept in memory by the SQLite store
+                                             (default 32; 0: off)
     browsers:
       --cors-origin ORIGIN                   let web pages from ORIGIN (scheme://host[:port], e.g.
                                              https://console.example.com) call the API with Connect
@@ -269,6 +276,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
     ("--http-request-buffer", "SUBSTATUS_HTTP_REQUEST_BUFFER", "http_request_buffer"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
+    ("--history-cache-mb", "SUBSTATUS_HISTORY_CACHE_MB", "history_cache_mb"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
   ]
 
@@ -504,6 +512,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     // At least one largest RPC body: a 4 MiB message in base64 (gRPC-Web text) with its envelope.
     if let n = try whole("--http-request-buffer", 6_000_000...1_099_511_627_776) { httpRequestBuffer = n }
     if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
+    if let n = try whole("--history-cache-mb", 0...1_048_576) { historyCacheMB = n }
   }
 }
 

@@ -9,11 +9,12 @@ import Testing
 
 @Suite("SQLite store")
 struct SQLiteStoreTests {
-  private func open(_ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring) throws
-    -> SQLiteStore
-  {
+  private func open(
+    _ dir: TemporaryDirectory, keyring: MasterKeyring? = testKeyring, historyCacheBytes: Int = 32 << 20
+  ) throws -> SQLiteStore {
     try SQLiteStore(
-      configuration: .init(path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2))
+      configuration: .init(
+        path: dir.file("store.sqlite"), keyring: keyring, readerCount: 2, historyCacheBytes: historyCacheBytes))
   }
 
   @Test("data survives close and reopen; the schema version is recorded")
@@ -456,8 +457,10 @@ struct SQLiteStoreTests {
   @Test("two stores on one file, writing and reading under load: no SQLITE_BUSY reaches a caller")
   func contention() async throws {
     let dir = TemporaryDirectory()
-    let first = try open(dir)
-    let second = try open(dir)
+    // Two stores on one file must turn the history cache off: neither sees the other's writes
+    // (substatusd runs one store per data directory).
+    let first = try open(dir, historyCacheBytes: 0)
+    let second = try open(dir, historyCacheBytes: 0)
     defer {
       first.close()
       second.close()

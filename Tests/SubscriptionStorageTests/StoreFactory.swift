@@ -9,6 +9,8 @@ import Testing
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
   case inMemory
   case sqliteFile
+  /// SQLite with a history cache so small that entries are evicted all the time.
+  case sqliteTinyHistoryCache
 
   var testDescription: String { rawValue }
 }
@@ -39,10 +41,12 @@ func withStore<T>(
   switch kind {
   case .inMemory:
     return try await body(InMemoryStore())
-  case .sqliteFile:
+  case .sqliteFile, .sqliteTinyHistoryCache:
     let dir = TemporaryDirectory()
     let store = try SQLiteStore(
-      configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 2))
+      configuration: .init(
+        path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 2,
+        historyCacheBytes: kind == .sqliteTinyHistoryCache ? 64 << 10 : 32 << 20))
     defer { store.close() }
     return try await body(store)
   }
