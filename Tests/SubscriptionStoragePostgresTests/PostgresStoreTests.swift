@@ -130,25 +130,30 @@ struct PostgresStoreTests {
     }
     try await Fixture.seed(a)
     _ = try await a.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: .keepFirst))
-    let users = (0..<12).map { "u\($0)" }
-    let refusals = try await withThrowingTaskGroup(of: Int.self) { group in
-      for (n, user) in users.enumerated() {
-        group.addTask {
-          let store = n % 2 == 0 ? a : b
-          return try await store.ingest([
-            UserPurchases(
-              user: Fixture.user(user), transactions: [Fixture.transaction("1", purchase: 100, expires: 200)],
-              submittedMs: 1_000 + Int64(n))
-          ]).refused.count
+    let users = (0..<16).map { "u\($0)" }
+    for round in 0..<6 {
+      let original = "r\(round)"
+      let refusals = try await withThrowingTaskGroup(of: Int.self) { group in
+        for (n, user) in users.enumerated() {
+          group.addTask {
+            let store = n % 2 == 0 ? a : b
+            return try await store.ingest([
+              UserPurchases(
+                user: Fixture.user(user), transactions: [Fixture.transaction(original, purchase: 100, expires: 200)],
+                submittedMs: 1_000 + Int64(n))
+            ]).refused.count
+          }
         }
+        return try await group.reduce(0, +)
       }
-      return try await group.reduce(0, +)
-    }
-    #expect(refusals == users.count - 1)
-    let owners = try await b.users(appId: "a1", environment: .production, originalTransactionId: "1")
-    #expect(owners.count == 1)
-    for user in users where !owners.contains(user) {
-      #expect(try await a.history(of: Fixture.user(user)).transactions.isEmpty, "\(user)")
+      #expect(refusals == users.count - 1, "round \(round)")
+      let owners = try await b.users(appId: "a1", environment: .production, originalTransactionId: original)
+      #expect(owners.count == 1, "round \(round): \(owners)")
+      for user in users where !owners.contains(user) {
+        #expect(
+          try await a.history(of: Fixture.user(user)).transactions.allSatisfy { $0.originalTransactionId != original },
+          "\(user)")
+      }
     }
   }
 
