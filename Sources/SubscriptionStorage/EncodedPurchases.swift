@@ -31,13 +31,10 @@ package struct EncodedPurchases: Sendable {
   package var renewalInfos: [EncodedRenewalInfo]
   /// ``UserPurchases/submittedMs``.
   package var submittedMs: Int64?
-  /// ``UserPurchases/originalTransactionIds``.
-  package var originalTransactionIds: Set<String>
 
   package init(_ update: UserPurchases) {
     user = update.user
     submittedMs = update.submittedMs
-    originalTransactionIds = update.originalTransactionIds
     transactions = update.transactions.map {
       EncodedTransaction(
         transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
@@ -58,8 +55,13 @@ package struct EncodedPurchases: Sendable {
     var out = self
     out.transactions.removeAll { gone.contains($0.originalTransactionId) }
     out.renewalInfos.removeAll { gone.contains($0.originalTransactionId) }
-    out.originalTransactionIds.subtract(gone)
     return out
+  }
+
+  /// ``UserPurchases/originalTransactionIds``: computed only for apps whose purchase sharing
+  /// needs it.
+  package var originalTransactionIds: Set<String> {
+    Set(transactions.map(\.originalTransactionId)).union(renewalInfos.map(\.originalTransactionId))
   }
 
   /// Whether the update carries nothing to store.
