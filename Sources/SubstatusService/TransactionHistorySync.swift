@@ -172,6 +172,9 @@ extension SubstatusService {
   ///   - environment: where to ask; `nil`: production, then sandbox when production does not know
   ///     the transaction.
   ///   - fullResync: ignore the stored revision.
+  ///   - submission: the user asked for it (SyncTransactionHistory, SubmitReceipt's modern path):
+  ///     the app's purchase sharing applies; `false` for the reconciliation and revocation syncs,
+  ///     which change no owner.
   func syncHistory(
     _ cached: CachedApp, userId: String, transactionId: String?, environment: SubscriptionDomain.Environment?,
     fullResync: Bool, submission: Bool
