@@ -67,9 +67,13 @@ let commandTable: [CommandSpec] = [
         name: "--billing-retry-entitled", value: "BOOL", help: "billing retry entitles like grace"),
       OptionSpec(
         name: "--promo-scope", value: "group|app", help: "where promotional eligibility looks"),
+      OptionSpec(
+        name: "--purchase-sharing", value: "share|transfer|keep-first",
+        help: "who owns a purchase that several users submitted"),
     ],
     summary: "change the app's eligibility policy (only the fields given)",
-    details: "BOOL is true or false. At least one flag is needed; the others keep their values."),
+    details:
+      "BOOL is true or false. At least one flag is needed; the others keep their values.\n--purchase-sharing: share (every submitter has it, the default), transfer (the latest\nsubmitter has it from then on), keep-first (the first keeps it; later submitters are refused\nit with OWNED_BY_ANOTHER_USER). It applies to later submissions only."),
   CommandSpec(
     words: ["product", "put"], positionals: ["APP"],
     options: [
@@ -292,10 +296,14 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.promoScope = scope == "app" ? .app : .group
       mask.append("promo_scope")
     }
+    if let sharing = try context.choice("--purchase-sharing", ["share", "transfer", "keep-first"]) {
+      policy.purchaseSharing = sharing == "transfer" ? .transfer : sharing == "keep-first" ? .keepFirst : .share
+      mask.append("purchase_sharing")
+    }
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -407,6 +415,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ),
         ("as of", Format.time(response.asOfMs)),
       ])
+      refusedTable(&report, response.refusedOriginalTransactions)
       statusTables(&report, response.groups, response.entitlements)
     }
 
@@ -424,6 +433,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ),
         ("as of", Format.time(response.asOfMs)),
       ])
+      refusedTable(&report, response.refusedOriginalTransactions)
       statusTables(&report, response.groups, response.entitlements)
     }
 
@@ -480,6 +490,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ("revision", Format.orDash(response.revision)),
         ("as of", Format.time(response.asOfMs)),
       ])
+      refusedTable(&report, response.refusedOriginalTransactions)
       statusTables(&report, response.groups, response.entitlements)
     }
 
@@ -662,9 +673,23 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
         policy.promoScope == .unspecified
           ? "GROUP" : Format.name(policy.promoScope, prefix: "PROMO_SCOPE_")
       ),
+      (
+        "purchase sharing",
+        policy.purchaseSharing == .unspecified
+          ? "SHARE" : Format.name(policy.purchaseSharing, prefix: "PURCHASE_SHARING_")
+      ),
     ]
   }
   report.fields(fields)
+}
+
+/// The original transactions a submission was refused (purchase sharing), if any.
+private func refusedTable(_ report: inout Report, _ refused: [Substatus_V1_RefusedOriginalTransaction]) {
+  guard !refused.isEmpty else { return }
+  report.gap()
+  report.table(
+    ["REFUSED", "REASON", "WHY"],
+    refused.map { [$0.originalTransactionID, Format.orDash($0.error?.reason ?? ""), $0.error?.message ?? ""] }, empty: "")
 }
 
 private func productTable(_ report: inout Report, _ products: [Substatus_V1_Product]) {

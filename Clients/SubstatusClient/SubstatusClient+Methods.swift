@@ -243,8 +243,8 @@ extension SubstatusClient {
   ///   - appID: The app.
   ///   - policy: The new values.
   ///   - updateMask: The `EligibilityPolicy` field names to change (`refunds_block_intro`,
-  ///     `lapsed_subscribers_get_intro`, `billing_retry_entitled`, `promo_scope`); empty replaces
-  ///     the whole policy.
+  ///     `lapsed_subscribers_get_intro`, `billing_retry_entitled`, `promo_scope`,
+  ///     `purchase_sharing`); empty replaces the whole policy.
   ///   - options: Deadline and metadata.
   /// - Returns: The app with its policy as it is now.
   /// - Throws: `RPCError` (`NOT_FOUND`, `INVALID_ARGUMENT` naming `update_mask`).

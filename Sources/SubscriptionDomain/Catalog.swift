@@ -155,6 +155,9 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   public var billingRetryEntitled: Bool
   /// Whether promotional eligibility looks at the product's group or the whole app.
   public var promoScope: PromoScope
+  /// Who owns an original transaction that several of the app's users submitted. Default
+  /// ``PurchaseSharing/share``; a stored policy without it decodes as that.
+  public var purchaseSharing: PurchaseSharing
 
   /// The scope of promotional-offer eligibility.
   public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
@@ -167,12 +170,29 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// Creates a policy; every switch defaults to DESIGN's default.
   public init(
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
-    billingRetryEntitled: Bool = false, promoScope: PromoScope = .group
+    billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
+    purchaseSharing: PurchaseSharing = .share
   ) {
     self.refundsBlockIntro = refundsBlockIntro
     self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
     self.billingRetryEntitled = billingRetryEntitled
     self.promoScope = promoScope
+    self.purchaseSharing = purchaseSharing
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
+    case purchaseSharing
+  }
+
+  /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
+  public init(from decoder: any Decoder) throws {
+    let c = try decoder.container(keyedBy: CodingKeys.self)
+    refundsBlockIntro = try c.decode(Bool.self, forKey: .refundsBlockIntro)
+    lapsedSubscribersGetIntro = try c.decode(Bool.self, forKey: .lapsedSubscribersGetIntro)
+    billingRetryEntitled = try c.decode(Bool.self, forKey: .billingRetryEntitled)
+    promoScope = try c.decode(PromoScope.self, forKey: .promoScope)
+    purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
   }
 
   /// DESIGN's defaults.

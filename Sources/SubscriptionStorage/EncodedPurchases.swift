@@ -29,9 +29,12 @@ package struct EncodedPurchases: Sendable {
   package var transactions: [EncodedTransaction]
   /// Renewal infos and the removals of the update's snapshot (``UserPurchases/renewalInfoVersions``).
   package var renewalInfos: [EncodedRenewalInfo]
+  /// ``UserPurchases/submittedMs``.
+  package var submittedMs: Int64?
 
   package init(_ update: UserPurchases) {
     user = update.user
+    submittedMs = update.submittedMs
     transactions = update.transactions.map {
       EncodedTransaction(
         transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
@@ -43,6 +46,22 @@ package struct EncodedPurchases: Sendable {
         originalTransactionId: $0.originalTransactionId, signedMs: $0.renewalInfo?.signedDate,
         payload: $0.renewalInfo.map(PayloadCodec.encode), version: $0)
     }
+  }
+
+  /// The update without the data of `ids` (refused by ``PurchaseOwnership``).
+  package func removing(originalTransactionIds ids: [String]) -> EncodedPurchases {
+    if ids.isEmpty { return self }
+    let gone = Set(ids)
+    var out = self
+    out.transactions.removeAll { gone.contains($0.originalTransactionId) }
+    out.renewalInfos.removeAll { gone.contains($0.originalTransactionId) }
+    return out
+  }
+
+  /// ``UserPurchases/originalTransactionIds``: computed only for apps whose purchase sharing
+  /// needs it.
+  package var originalTransactionIds: Set<String> {
+    Set(transactions.map(\.originalTransactionId)).union(renewalInfos.map(\.originalTransactionId))
   }
 
   /// Whether the update carries nothing to store.

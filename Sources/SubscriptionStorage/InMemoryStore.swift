@@ -29,6 +29,54 @@ public final class InMemoryStore: Store {
     var inAppPurchaseKeys: [String: InAppPurchaseKey] = [:]
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     var reconciliations: [String: Reconciliation] = [:]
+    /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
+    var gaps: [UserKey: [OwnershipGap]] = [:]
+    var transfers: [OwnershipTransfer] = []
+  }
+
+  /// The ownership rows of one app and environment, over the state's users (read only).
+  private struct Ledger: OwnershipLedger {
+    let appId: String
+    let environment: Environment
+    let users: [UserKey: UserData]
+    var gaps: [UserKey: [OwnershipGap]]
+    var transfers: [OwnershipTransfer]
+
+    private func key(_ userId: String) -> UserKey {
+      UserKey(appId: appId, environment: environment, userId: userId)
+    }
+
+    func holders(of originalTransactionId: String) -> Set<String> {
+      Set(
+        users.compactMap { key, data in
+          key.appId == appId && key.environment == environment
+            && data.transactions.values.contains { $0.originalTransactionId == originalTransactionId }
+            ? key.userId : nil
+        })
+    }
+
+    func usersWithOpenGap(on originalTransactionId: String) -> Set<String> {
+      Set(
+        gaps.compactMap { key, gaps in
+          key.appId == appId && key.environment == environment
+            && gaps.contains { $0.originalTransactionId == originalTransactionId && $0.untilMs == nil }
+            ? key.userId : nil
+        })
+    }
+
+    mutating func insertGap(userId: String, _ gap: OwnershipGap) {
+      gaps[key(userId), default: []].append(gap)
+    }
+
+    mutating func closeGap(userId: String, originalTransactionId: String, atMs: Int64) {
+      guard var list = gaps[key(userId)] else { return }
+      for i in list.indices where list[i].originalTransactionId == originalTransactionId && list[i].untilMs == nil {
+        list[i].untilMs = atMs
+      }
+      gaps[key(userId)] = list
+    }
+
+    mutating func recordTransfer(_ transfer: OwnershipTransfer) { transfers.append(transfer) }
   }
 
   private struct Reconciliation {
@@ -134,6 +182,7 @@ public final class InMemoryStore: Store {
       var stored = app
       stored.sharedSecretFingerprint = nil
       stored.inAppPurchaseKey = nil
+      stored.ownershipTracked = app.policy.purchaseSharing != .share
       s.apps[app.appId] = stored
     }
   }
@@ -173,6 +222,7 @@ public final class InMemoryStore: Store {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
       a.policy = policy
+      a.ownershipTracked = a.ownershipTracked || policy.purchaseSharing != .share
       s.apps[appId] = a
       return Self.filled(a, s)
     }
@@ -297,6 +347,10 @@ public final class InMemoryStore: Store {
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
       var erased = UserErasure()
+      let erasedIds = Set(userIds)
+      s.transfers.removeAll {
+        $0.appId == appId && (erasedIds.contains($0.previousUserId) || erasedIds.contains($0.newUserId))
+      }
       for userId in Set(userIds) {
         for environment in Environment.allCases {
           let user = UserKey(appId: appId, environment: environment, userId: userId)
@@ -309,6 +363,7 @@ public final class InMemoryStore: Store {
           }
           if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
           s.historySyncs[user] = nil
+          s.gaps[user] = nil
         }
       }
       return erased
@@ -379,7 +434,8 @@ public final class InMemoryStore: Store {
       throw StoreError.notFound("app", update.user.appId)
     }
     var summary = IngestSummary()
-    for update in batch {
+    for submitted in batch {
+      let update = try settleOwnership(submitted, &s, &summary)
       var data = s.users[update.user] ?? UserData()
       // The domain's merge decides (rules 13, 14); see the Store protocol.
       for t in update.transactions {
@@ -397,6 +453,26 @@ public final class InMemoryStore: Store {
       if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
     }
     return summary
+  }
+
+  /// Applies purchase sharing to one update (``PurchaseOwnership``) and returns what to store.
+  private static func settleOwnership(
+    _ update: UserPurchases, _ s: inout State, _ summary: inout IngestSummary
+  ) throws(StoreError) -> UserPurchases {
+    guard let app = s.apps[update.user.appId] else { throw StoreError.notFound("app", update.user.appId) }
+    var ledger = Ledger(
+      appId: update.user.appId, environment: update.user.environment, users: s.users, gaps: s.gaps,
+      transfers: [])
+    s.gaps = [:]
+    let (refused, transfers) = try PurchaseOwnership.settle(
+      user: update.user, originalTransactionIds: update.originalTransactionIds,
+      submittedMs: update.submittedMs, sharing: app.policy.purchaseSharing,
+      tracked: app.ownershipTracked, ledger: &ledger)
+    s.gaps = ledger.gaps
+    s.transfers += ledger.transfers
+    summary.transfers += transfers
+    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
+    return update.removing(originalTransactionIds: Set(refused))
   }
 
   /// See ``Store/ingest(_:)``.
@@ -490,10 +566,41 @@ public final class InMemoryStore: Store {
         guard key.appId == appId, key.environment == environment,
           data.transactions.values.contains(where: {
             $0.originalTransactionId == originalTransactionId
+          }),
+          !(s.gaps[key] ?? []).contains(where: {
+            $0.originalTransactionId == originalTransactionId && $0.untilMs == nil
           })
         else { return nil }
         return key.userId
       }.sorted()
+    }
+  }
+
+  /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
+  public func ownershipGaps(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [String: [OwnershipGap]] {
+    state.withLock { s in
+      var out: [String: [OwnershipGap]] = [:]
+      for id in userIds {
+        guard let gaps = s.gaps[UserKey(appId: appId, environment: environment, userId: id)], !gaps.isEmpty
+        else { continue }
+        out[id] = gaps.sorted { ($0.originalTransactionId, $0.fromMs ?? .min) < ($1.originalTransactionId, $1.fromMs ?? .min) }
+      }
+      return out
+    }
+  }
+
+  /// See ``Store/ownershipTransfers(appId:environment:originalTransactionId:)``.
+  public func ownershipTransfers(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [OwnershipTransfer] {
+    state.withLock { s in
+      s.transfers.enumerated().filter {
+        $0.element.appId == appId && $0.element.environment == environment
+          && $0.element.originalTransactionId == originalTransactionId
+      }.sorted { ($0.element.atMs, $0.element.previousUserId, $0.offset) < ($1.element.atMs, $1.element.previousUserId, $1.offset) }
+      .map(\.element)
     }
   }
 

@@ -21,12 +21,17 @@ public struct AppRecord: Sendable, Hashable {
   /// What may be shown of the app's In-App Purchase key, if one is set (filled by the store on
   /// reads).
   public var inAppPurchaseKey: InAppPurchaseKeyInfo?
+  /// Whether the app's purchase sharing was ever other than SHARE (kept by the store: set by
+  /// ``Store/createApp(_:)`` and ``Store/setPolicy(appId:policy:)``, never cleared). Only then can
+  /// its users have ``SubscriptionDomain/OwnershipGap``s, so only then do evaluations read them.
+  public var ownershipTracked: Bool
 
   /// Creates an app record.
   public init(
     appId: String, tenantId: String, bundleId: String, appleAppId: Int64? = nil,
     displayName: String = "", policy: EligibilityPolicy = .default, createdMs: Int64,
-    sharedSecretFingerprint: String? = nil, inAppPurchaseKey: InAppPurchaseKeyInfo? = nil
+    sharedSecretFingerprint: String? = nil, inAppPurchaseKey: InAppPurchaseKeyInfo? = nil,
+    ownershipTracked: Bool? = nil
   ) {
     self.appId = appId
     self.tenantId = tenantId
@@ -37,6 +42,7 @@ public struct AppRecord: Sendable, Hashable {
     self.createdMs = createdMs
     self.sharedSecretFingerprint = sharedSecretFingerprint
     self.inAppPurchaseKey = inAppPurchaseKey
+    self.ownershipTracked = ownershipTracked ?? (policy.purchaseSharing != .share)
   }
 }
 
@@ -77,16 +83,37 @@ public struct UserPurchases: Sendable, Hashable {
   /// removed, unless it is newer on Apple's clock than the snapshot. `nil`: the renewal infos
   /// replace only their own (a signed renewal info, a V2 notification).
   public var renewalInfoSnapshot: RenewalInfoSnapshot?
+  /// When set, the update is a *submission* by the user at this instant (the server's clock at
+  /// ingest): the app's purchase sharing policy applies to its original transactions
+  /// (``PurchaseOwnership``). `nil`: a write that changes no owner (a notification, the background
+  /// refresh of a stored receipt).
+  public var submittedMs: Int64?
 
   /// Creates an update.
   public init(
     user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = [],
-    renewalInfoSnapshot: RenewalInfoSnapshot? = nil
+    renewalInfoSnapshot: RenewalInfoSnapshot? = nil, submittedMs: Int64? = nil
   ) {
     self.user = user
     self.transactions = transactions
     self.renewalInfos = renewalInfos
     self.renewalInfoSnapshot = renewalInfoSnapshot
+    self.submittedMs = submittedMs
+  }
+
+  /// The original transactions of its transactions and renewal infos (removals included).
+  public var originalTransactionIds: Set<String> {
+    Set(transactions.map(\.originalTransactionId)).union(renewalInfoVersions.map(\.originalTransactionId))
+  }
+
+  /// The update without the transactions and renewal infos of `originalTransactionIds`.
+  public func removing(originalTransactionIds ids: Set<String>) -> UserPurchases {
+    if ids.isEmpty { return self }
+    var out = self
+    out.transactions.removeAll { ids.contains($0.originalTransactionId) }
+    out.renewalInfos.removeAll { ids.contains($0.originalTransactionId) }
+    out.renewalInfoSnapshot = renewalInfoSnapshot.map { $0.restricted(to: Set($0.originalTransactionIds).subtracting(ids)) }
+    return out
   }
 
   /// What the update says of each original transaction's renewal: ``renewalInfos`` as present,
@@ -104,12 +131,29 @@ public struct UserHistory: Sendable, Hashable {
   public var transactions: [Transaction]
   /// Every stored renewal info, ordered by original transaction id.
   public var renewalInfos: [RenewalInfo]
+  /// The intervals during which the user did not own original transactions of the history
+  /// (purchase sharing); filled only by ``Store/ownershipGaps(appId:environment:userIds:)``'s
+  /// callers, empty from the history reads.
+  public var ownershipGaps: [OwnershipGap]
 
   /// Creates a history.
-  public init(user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = []) {
+  public init(
+    user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = [],
+    ownershipGaps: [OwnershipGap] = []
+  ) {
     self.user = user
     self.transactions = transactions
     self.renewalInfos = renewalInfos
+    self.ownershipGaps = ownershipGaps
+  }
+
+  /// The history as the user owned it at `time`: without the original transactions an ownership
+  /// gap covers then (``SubscriptionDomain/OwnershipGap/owned(transactions:renewals:gaps:at:)``).
+  public func owned(at time: Int64) -> UserHistory {
+    if ownershipGaps.isEmpty { return self }
+    let (t, r) = OwnershipGap.owned(
+      transactions: transactions, renewals: renewalInfos, gaps: ownershipGaps, at: time)
+    return UserHistory(user: user, transactions: t, renewalInfos: r, ownershipGaps: ownershipGaps)
   }
 }
 
@@ -140,11 +184,21 @@ public struct IngestSummary: Sendable, Hashable {
   public var transactionsWritten: Int
   /// Renewal infos inserted, replaced or removed (likewise).
   public var renewalInfosWritten: Int
+  /// Original transactions not stored for their user because another user owns them (purchase
+  /// sharing), in the order of the batch, then by id.
+  public var refused: [OwnershipRefusal]
+  /// The ownership transfers the commit made (stored with it), in the order of the batch.
+  public var transfers: [OwnershipTransfer]
 
   /// Creates a summary.
-  public init(transactionsWritten: Int = 0, renewalInfosWritten: Int = 0) {
+  public init(
+    transactionsWritten: Int = 0, renewalInfosWritten: Int = 0, refused: [OwnershipRefusal] = [],
+    transfers: [OwnershipTransfer] = []
+  ) {
     self.transactionsWritten = transactionsWritten
     self.renewalInfosWritten = renewalInfosWritten
+    self.refused = refused
+    self.transfers = transfers
   }
 }
 
@@ -169,6 +223,11 @@ public struct IngestSummary: Sendable, Hashable {
 ///   remembered with the snapshot's time (never returned by reads), so an older renewal info that
 ///   arrives later does not come back.
 /// - Lists that can grow are paged with opaque cursors.
+/// - Purchase sharing (DESIGN "Access model"): an update with ``UserPurchases/submittedMs`` is a
+///   submission; in its commit, under the app's policy read in that commit, it may take original
+///   transactions from other users (recording an ``OwnershipTransfer`` and the losers'
+///   ``SubscriptionDomain/OwnershipGap``s) or be refused them (``IngestSummary/refused``: nothing of
+///   them is stored for the user). The rules are ``PurchaseOwnership``'s, never re-implemented.
 public protocol Store: Sendable {
   // MARK: Tenants
 
@@ -256,8 +315,8 @@ public protocol Store: Sendable {
   /// - Throws: `notFound` for an unknown app.
   func deleteProducts(appId: String, productIds: [String]) async throws(StoreError) -> [String]
   /// Erases users of an app in every environment, in one commit: their transactions, renewal
-  /// infos and the removals snapshots recorded for them, stored receipts, Server API sync states
-  /// and the users themselves. Nothing of them is left in any table; a user id with no data
+  /// infos and the removals snapshots recorded for them, stored receipts, Server API sync states,
+  /// ownership gaps and the ownership transfers that name them, and the users themselves. Nothing of them is left in any table; a user id with no data
   /// erases nothing.
   /// - Returns: how much was erased.
   /// - Throws: `notFound` for an unknown app; `invalidArgument` for an empty user id.
@@ -314,11 +373,22 @@ public protocol Store: Sendable {
   func transactions(of user: UserKey, page: PageRequest) async throws(StoreError) -> Page<
     Transaction
   >
-  /// The users of an app and environment whose history holds `originalTransactionId` (notification
-  /// routing), ordered by user id.
+  /// The users of an app and environment whose history holds `originalTransactionId` and who own
+  /// it now (no open ownership gap: always, for an app that never left SHARE), ordered by user id.
+  /// Notifications are routed to them.
   func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String]
+  /// The ownership gaps of users of an app and environment (purchase sharing), by user id; users
+  /// without any are absent. Each user's gaps are ordered by original transaction id, then start.
+  /// Read it only for apps with ``AppRecord/ownershipTracked``: the others have none.
+  func ownershipGaps(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [String: [OwnershipGap]]
+  /// Every ownership transfer of an original transaction, oldest first (then by previous owner).
+  func ownershipTransfers(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [OwnershipTransfer]
   /// The users of an app and environment that have any stored data, ordered by user id (reports).
   func listUsers(
     appId: String, environment: Environment, page: PageRequest

@@ -196,6 +196,31 @@ enum PostgresSchema {
           PRIMARY KEY(app_id, entitlement_id)
         );
         """),
+    // DESIGN "Access model": purchase sharing (as SQLite's migration 8): the app's flag that its
+    // policy ever left SHARE, each user's ownership gaps, and every transfer for the event log.
+    PostgresMigration(
+      version: 7, description: "purchase sharing: ownership gaps and transfers",
+      sql: """
+        ALTER TABLE apps ADD COLUMN ownership_tracked BOOLEAN NOT NULL DEFAULT FALSE;
+        CREATE TABLE ownership_gaps(
+          user_key BIGINT NOT NULL REFERENCES users(user_key),
+          original_transaction_id TEXT COLLATE "C" NOT NULL,
+          from_ms BIGINT,
+          until_ms BIGINT
+        );
+        CREATE INDEX ownership_gaps_by_user ON ownership_gaps(user_key, original_transaction_id);
+        CREATE INDEX ownership_gaps_open ON ownership_gaps(original_transaction_id)
+          WHERE until_ms IS NULL;
+        CREATE TABLE ownership_transfers(
+          app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+          environment TEXT COLLATE "C" NOT NULL,
+          original_transaction_id TEXT COLLATE "C" NOT NULL,
+          at_ms BIGINT NOT NULL,
+          previous_user_id TEXT COLLATE "C" NOT NULL,
+          new_user_id TEXT COLLATE "C" NOT NULL,
+          PRIMARY KEY(app_id, environment, original_transaction_id, at_ms, previous_user_id)
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

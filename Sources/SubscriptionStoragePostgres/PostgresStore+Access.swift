@@ -122,11 +122,15 @@ extension PostgresStore {
           erased.transactions += try db.run("DELETE FROM transactions WHERE user_key = $1", [.int(key)])
           erased.renewalInfos += try db.run("DELETE FROM renewal_infos WHERE user_key = $1", [.int(key)])
           try db.run("DELETE FROM renewal_info_removals WHERE user_key = $1", [.int(key)])
+          try db.run("DELETE FROM ownership_gaps WHERE user_key = $1", [.int(key)])
           erased.receipts += try db.run("DELETE FROM receipts WHERE user_key = $1", [.int(key)])
           try db.run("DELETE FROM users WHERE user_key = $1", [.int(key)])
         }
         try db.run(
           "DELETE FROM history_syncs WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
+        try db.run(
+          "DELETE FROM ownership_transfers WHERE app_id = $1 AND (previous_user_id = $2 OR new_user_id = $2)",
+          [.text(appId), .text(userId)])
       }
       return erased
     }

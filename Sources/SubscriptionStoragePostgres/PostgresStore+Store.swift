@@ -28,8 +28,8 @@ enum PostgresQueries {
   static let tenantColumns = "SELECT tenant_id, name, disabled, created_ms FROM tenants"
   static let appColumns = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
-    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
+    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
   static let keyColumns = """
@@ -103,6 +103,8 @@ enum PostgresQueries {
   static let usersByOriginalTransaction = """
     SELECT DISTINCT u.user_id FROM transactions t JOIN users u ON u.user_key = t.user_key
     WHERE t.original_transaction_id = $1 AND u.app_id = $2 AND u.environment = $3
+      AND NOT EXISTS (SELECT 1 FROM ownership_gaps g WHERE g.user_key = t.user_key
+        AND g.original_transaction_id = $1 AND g.until_ms IS NULL)
     ORDER BY u.user_id
     """
 }
@@ -122,7 +124,7 @@ extension PostgresStore: Store {
         InAppPurchaseKeyInfo(
           keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
           publicKeyPEM: r.text(11), setMs: r.int(12))
-      })
+      }, ownershipTracked: r.bool(13))
   }
 
   private static func keyRecord(_ r: PGRow) throws(StoreError) -> ApiKeyRecord {
@@ -206,12 +208,14 @@ extension PostgresStore: Store {
       else { throw StoreError.notFound("tenant", app.tenantId) }
       let inserted = try db.run(
         """
-        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms)
-        VALUES($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
+        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms,
+          ownership_tracked)
+        VALUES($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING
         """,
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .bytes(policy), .int(app.createdMs),
+          .bool(app.policy.purchaseSharing != .share),
         ])
       if inserted == 1 { return }
       if try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(app.appId)]) {
@@ -258,7 +262,9 @@ extension PostgresStore: Store {
     let encoded = try PayloadCodec.encodeJSON(policy)
     let row = try await pool.transaction { db throws(StoreError) in
       guard
-        try db.run("UPDATE apps SET policy = $2 WHERE app_id = $1", [.text(appId), .bytes(encoded)])
+        try db.run(
+          "UPDATE apps SET policy = $2, ownership_tracked = ownership_tracked OR $3 WHERE app_id = $1",
+          [.text(appId), .bytes(encoded), .bool(policy.purchaseSharing != .share)])
           == 1
       else { throw StoreError.notFound("app", appId) }
       return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
@@ -546,13 +552,13 @@ extension PostgresStore: Store {
   private static func apply(_ batch: [EncodedPurchases], _ db: PGConnection) throws(StoreError)
     -> IngestSummary
   {
+    var policies: [String: OwnershipPolicy] = [:]
     for appId in Set(batch.map(\.user.appId)).sorted() {
-      guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
-        throw StoreError.notFound("app", appId)
-      }
+      policies[appId] = try OwnershipPolicy.read(db, appId)
     }
     var summary = IngestSummary()
-    for update in lockOrder(batch) {
+    for submitted in lockOrder(batch) {
+      let update = try settleOwnership(submitted, policies, db, &summary)
       if update.isEmpty { continue }
       let key = try userKey(db, update.user)
       for t in stableSorted(update.transactions, by: \.transactionId)

@@ -208,6 +208,33 @@ enum Schema {
           PRIMARY KEY(app_id, entitlement_id)
         ) WITHOUT ROWID;
         """),
+    // DESIGN "Access model": purchase sharing. An app's flag says its policy ever left SHARE (only
+    // then are gaps read). A gap is an interval in which a user did not own an original
+    // transaction their history holds (from NULL: never owned before; until NULL: still lost);
+    // a transfer is one change of owner, for the event log. Rows exist only for apps that left SHARE.
+    Migration(
+      version: 8, description: "purchase sharing: ownership gaps and transfers",
+      sql: """
+        ALTER TABLE apps ADD COLUMN ownership_tracked INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE ownership_gaps(
+          user_key INTEGER NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          from_ms INTEGER,
+          until_ms INTEGER
+        );
+        CREATE INDEX ownership_gaps_by_user ON ownership_gaps(user_key, original_transaction_id);
+        CREATE INDEX ownership_gaps_open ON ownership_gaps(original_transaction_id)
+          WHERE until_ms IS NULL;
+        CREATE TABLE ownership_transfers(
+          app_id TEXT NOT NULL,
+          environment TEXT NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          at_ms INTEGER NOT NULL,
+          previous_user_id TEXT NOT NULL,
+          new_user_id TEXT NOT NULL,
+          PRIMARY KEY(app_id, environment, original_transaction_id, at_ms, previous_user_id)
+        ) WITHOUT ROWID;
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -113,12 +113,16 @@ extension SQLiteStore {
           try db.run("DELETE FROM renewal_infos WHERE user_key = ?", [.int(key)])
           erased.renewalInfos += db.changes
           try db.run("DELETE FROM renewal_info_removals WHERE user_key = ?", [.int(key)])
+          try db.run("DELETE FROM ownership_gaps WHERE user_key = ?", [.int(key)])
           try db.run("DELETE FROM receipts WHERE user_key = ?", [.int(key)])
           erased.receipts += db.changes
           try db.run("DELETE FROM users WHERE user_key = ?", [.int(key)])
         }
         try db.run(
           "DELETE FROM history_syncs WHERE app_id = ? AND user_id = ?", [.text(appId), .text(userId)])
+        try db.run(
+          "DELETE FROM ownership_transfers WHERE app_id = ? AND (previous_user_id = ?2 OR new_user_id = ?2)",
+          [.text(appId), .text(userId)])
       }
       return erased
     }

@@ -46,7 +46,9 @@ enum HotQueries {
   // (10,000 probes per routed notification at 100,000 users over 10 apps).
   static let usersByOriginalTransaction = """
     SELECT DISTINCT u.user_id FROM transactions t CROSS JOIN users u ON u.user_key = t.user_key
-    WHERE t.original_transaction_id = ? AND u.app_id = ? AND u.environment = ?
+    WHERE t.original_transaction_id = ?1 AND u.app_id = ?2 AND u.environment = ?3
+      AND NOT EXISTS (SELECT 1 FROM ownership_gaps g WHERE g.user_key = t.user_key
+        AND g.original_transaction_id = ?1 AND g.until_ms IS NULL)
     ORDER BY u.user_id
     """
   static let keyByHash = """
@@ -57,8 +59,8 @@ enum HotQueries {
     "SELECT 1 FROM notifications WHERE app_id = ? AND notification_id = ?"
   static let appById = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
-    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
+    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id WHERE a.app_id = ?
     """
   static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
@@ -82,8 +84,8 @@ enum HotQueries {
 extension SQLiteStore: Store {
   private static let appColumns = """
     a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
-    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms \
-    FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
+    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
 
@@ -97,7 +99,7 @@ extension SQLiteStore: Store {
         InAppPurchaseKeyInfo(
           keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
           publicKeyPEM: r.text(11), setMs: r.int(12))
-      })
+      }, ownershipTracked: r.int(13) != 0)
   }
 
   private static let keyColumns = """
@@ -203,12 +205,14 @@ extension SQLiteStore: Store {
       }
       try db.run(
         """
-        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms)
-        VALUES(?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO apps(app_id, tenant_id, bundle_id, apple_app_id, display_name, policy, created_ms,
+          ownership_tracked)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .blob(policy), .int(app.createdMs),
+          .int(app.policy.purchaseSharing == .share ? 0 : 1),
         ])
     }
   }
@@ -254,7 +258,9 @@ extension SQLiteStore: Store {
     let encoded = try PayloadCodec.encodeJSON(policy)
     defer { cache.invalidate(app: appId) }
     return try await writer.write { db throws(StoreError) in
-      try db.run("UPDATE apps SET policy = ? WHERE app_id = ?", [.blob(encoded), .text(appId)])
+      try db.run(
+        "UPDATE apps SET policy = ?, ownership_tracked = MAX(ownership_tracked, ?) WHERE app_id = ?",
+        [.blob(encoded), .int(policy.purchaseSharing == .share ? 0 : 1), .text(appId)])
       guard
         let a = try db.first(
           "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
@@ -577,13 +583,13 @@ extension SQLiteStore: Store {
   private static func apply(_ batch: [EncodedPurchases], _ db: SQLiteConnection) throws(StoreError)
     -> IngestSummary
   {
-    var checked = Set<String>()
-    for update in batch where !checked.contains(update.user.appId) {
-      try requireApp(db, update.user.appId)
-      checked.insert(update.user.appId)
+    var policies: [String: OwnershipPolicy] = [:]
+    for update in batch where policies[update.user.appId] == nil {
+      policies[update.user.appId] = try OwnershipPolicy.read(db, update.user.appId)
     }
     var summary = IngestSummary()
-    for update in batch {
+    for submitted in batch {
+      let update = try settleOwnership(submitted, policies, db, &summary)
       if update.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
       // The domain's merge decides on the stored row (rules 13, 14); see the Store protocol.

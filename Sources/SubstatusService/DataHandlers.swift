@@ -36,11 +36,14 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
         throw invalidArgument("receipt_data", error.message)
       }
     }
-    let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
+    let (environment, total, written, evaluation, refused) = try await ingestVerified(
+      response, for: request.userID, in: cached, submission: true)
     try await saveReceipt(
       submitted: request.receiptData, response: response,
       user: UserKey(appId: request.appID, environment: environment, userId: request.userID), evaluation: evaluation)
-    return IngestedStatus(userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation).response()
+    return IngestedStatus(
+      userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation, refused: refused
+    ).response()
   }
 
   public func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
@@ -59,8 +62,11 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       let field = error.field.map { "verify_receipt_response_json.\($0)" } ?? "verify_receipt_response_json"
       throw invalidArgument(field, error.message)
     }
-    let (environment, total, written, evaluation) = try await ingestVerified(response, for: request.userID, in: cached)
-    return IngestedStatus(userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation).response()
+    let (environment, total, written, evaluation, refused) = try await ingestVerified(
+      response, for: request.userID, in: cached, submission: true)
+    return IngestedStatus(
+      userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation, refused: refused
+    ).response()
   }
 
   /// What SubmitReceipt and ImportReceiptResponse answer: the user's fresh status and counts.
@@ -70,6 +76,8 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     var total: Int
     var written: Int
     var evaluation: SubscriptionEvaluation
+    /// Original transactions not stored for the user (purchase sharing).
+    var refused: [String] = []
 
     func response<R: IngestedStatusResponse>() -> R {
       var out = R()
@@ -80,13 +88,18 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       out.environment = environment.wire
       out.transactionCount = Int32(clamping: total)
       out.storedTransactionCount = Int32(clamping: written)
+      out.refusedOriginalTransactions = refused.map(SubstatusService.refusedOriginalTransaction)
       return out
     }
   }
 
   /// Stores a verifyReceipt body's purchase data for a user and evaluates the fresh history.
-  func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp) async throws(RPCError)
-    -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation)
+  /// `submission`: the user submitted it now (the app's purchase sharing applies); false for the
+  /// background refresh of a stored receipt, which changes no owner. Returns the environment, the
+  /// body's transaction count, how many were written, the evaluation, and the original
+  /// transactions refused (another user owns them).
+  func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
+    async throws(RPCError) -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation, [String])
   {
     let environment = response.environment ?? .production
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: userId)
@@ -94,12 +107,15 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       try await store.ingest([
         UserPurchases(
           user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
-          renewalInfoSnapshot: response.renewalInfoSnapshot)
+          renewalInfoSnapshot: response.renewalInfoSnapshot, submittedMs: submission ? self.environment.now() : nil)
       ])
     }
     metrics.ingested(summary.transactionsWritten)
-    let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
-    return (environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()))
+    let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
+    return (
+      environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()),
+      summary.refused.map(\.originalTransactionId)
+    )
   }
 
   public func importTransactions(_ request: Substatus_V1_ImportTransactionsRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportTransactionsResponse {
@@ -143,10 +159,11 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       }
       renewalResults.append(result)
     }
+    let now = environment.now()
     let batch = Set(accepted.keys).union(acceptedRenewals.keys).sorted { $0.rawValue < $1.rawValue }.map {
       UserPurchases(
         user: UserKey(appId: cached.app.appId, environment: $0, userId: request.userID),
-        transactions: accepted[$0] ?? [], renewalInfos: acceptedRenewals[$0] ?? [])
+        transactions: accepted[$0] ?? [], renewalInfos: acceptedRenewals[$0] ?? [], submittedMs: now)
     }
     let outcomes = try await ingestWithOutcomes(batch)
     outcomes.fill(&transactionResults, &renewalResults)
@@ -160,13 +177,29 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
   struct ItemOutcomes {
     var transactions: [String: Substatus_V1_ImportOutcome] = [:]
     var renewalInfos: [String: Substatus_V1_ImportOutcome] = [:]
+    /// Transaction ids not stored because another user owns their original transaction, with it.
+    var refusedTransactions: [String: String] = [:]
+    /// Original transactions refused (purchase sharing), in the store's order.
+    var refused: [String] = []
 
-    /// Sets the outcome of every result that was not rejected.
+    /// Sets the outcome of every result that was not rejected; refused items become rejected
+    /// with OWNED_BY_ANOTHER_USER.
     func fill(_ transactionResults: inout [Substatus_V1_TransactionImportResult], _ renewalResults: inout [Substatus_V1_RenewalInfoImportResult]) {
+      let refusedIds = Set(refused)
       for i in transactionResults.indices where transactionResults[i].outcome != .rejected {
+        if let otid = refusedTransactions[transactionResults[i].transactionID] {
+          transactionResults[i].outcome = .rejected
+          transactionResults[i].error = SubstatusService.ownedByAnotherUser(otid)
+          continue
+        }
         transactionResults[i].outcome = transactions[transactionResults[i].transactionID] ?? .unchanged
       }
       for i in renewalResults.indices where renewalResults[i].outcome != .rejected {
+        if refusedIds.contains(renewalResults[i].originalTransactionID) {
+          renewalResults[i].outcome = .rejected
+          renewalResults[i].error = SubstatusService.ownedByAnotherUser(renewalResults[i].originalTransactionID)
+          continue
+        }
         renewalResults[i].outcome = renewalInfos[renewalResults[i].originalTransactionID] ?? .unchanged
       }
     }
@@ -191,6 +224,13 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
     metrics.ingested(summary.transactionsWritten)
+    outcomes.refused = summary.refused.map(\.originalTransactionId)
+    let refused = Set(summary.refused.map { [$0.user.environment.rawValue, $0.originalTransactionId] })
+    for purchases in batch {
+      for t in purchases.transactions where refused.contains([purchases.user.environment.rawValue, t.originalTransactionId]) {
+        outcomes.refusedTransactions[t.transactionId] = t.originalTransactionId
+      }
+    }
     return outcomes
   }
 
@@ -238,9 +278,10 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       do { try requireID(q.userID, "queries[\(n)].user_id", limits: limits); valid.append(q.userID) } catch { errors[n] = error }
     }
     let unique = Array(Set(valid))
-    let histories = try await stored { () throws(StoreError) in
-      try await store.histories(appId: cached.app.appId, environment: environment, userIds: unique)
-    }
+    let histories = try await owning(
+      try await stored { () throws(StoreError) in
+        try await store.histories(appId: cached.app.appId, environment: environment, userIds: unique)
+      }, cached)
     var evaluations: [String: SubscriptionEvaluation] = [:]
     evaluations.reserveCapacity(histories.count)
     for h in histories { evaluations[h.user.userId] = evaluate(h, cached, at: time) }
@@ -273,9 +314,11 @@ extension SubstatusService {
     try requireID(userID, "user_id", limits: limits)
     let environment = try SubscriptionDomain.Environment(wire: wire)
     let time = try asOf(asOfMs)
-    let history = try await stored { () throws(StoreError) in
-      try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
-    }
+    let history = try await owning(
+      try await stored { () throws(StoreError) in
+        try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
+      }, cached
+    ).owned(at: time)
     return UserEvaluation(environment: environment, app: cached, history: history, evaluation: evaluate(history, cached, at: time))
   }
 
@@ -346,9 +389,10 @@ extension SubstatusService: Substatus_V1_ReportService.ServiceProtocol {
       let page = try await stored { () throws(StoreError) in
         try await store.listUsers(appId: request.appID, environment: environment, page: PageRequest(size: 500, cursor: cursor))
       }
-      let histories = try await stored { () throws(StoreError) in
-        try await store.histories(appId: request.appID, environment: environment, userIds: page.items)
-      }
+      let histories = try await owning(
+        try await stored { () throws(StoreError) in
+          try await store.histories(appId: request.appID, environment: environment, userIds: page.items)
+        }, cached)
       for h in histories {
         let evaluation = evaluate(h, cached, at: time)
         counts += evaluation.reportCounts
@@ -394,6 +438,7 @@ protocol IngestedStatusResponse {
   var environment: Substatus_V1_Environment { get set }
   var transactionCount: Int32 { get set }
   var storedTransactionCount: Int32 { get set }
+  var refusedOriginalTransactions: [Substatus_V1_RefusedOriginalTransaction] { get set }
 }
 
 extension Substatus_V1_SubmitReceiptResponse: IngestedStatusResponse {}

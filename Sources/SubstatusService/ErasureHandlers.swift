@@ -8,7 +8,9 @@ import SubstatusWire
 extension SubstatusService {
   /// The pseudo-user under which a notification's data for an original transaction no user has
   /// submitted is kept (see ``routeByOriginalTransaction(appID:environment:transactions:renewalInfos:renewalInfoSnapshot:)``).
-  static func unclaimedUserID(originalTransactionId: String) -> String { "apple:\(originalTransactionId)" }
+  static func unclaimedUserID(originalTransactionId: String) -> String {
+    PurchaseOwnership.unclaimedUserId(originalTransactionId: originalTransactionId)
+  }
 
   /// How the audit log names a user: `sha256:` and the hex SHA-256 of the id, never the id.
   static func userIDHash(_ userID: String) -> String {

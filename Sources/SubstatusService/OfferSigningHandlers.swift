@@ -120,9 +120,11 @@ extension SubstatusService {
     let environment = try SubscriptionDomain.Environment(wire: wire)
     let (key, privateKey) = try await signingKey(cached.app.appId)
     let now = self.environment.now()
-    let history = try await stored { () throws(StoreError) in
-      try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
-    }
+    let history = try await owning(
+      try await stored { () throws(StoreError) in
+        try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
+      }, cached
+    ).owned(at: now)
     let evaluation = evaluate(history, cached, at: now)
     guard let answer = evaluation.eligibility(for: [productID]).first else {
       throw RPCError(code: .internal, message: "the evaluator gave no answer for \"\(productID)\"")

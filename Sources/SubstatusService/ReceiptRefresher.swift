@@ -414,8 +414,9 @@ public final class ReceiptRefresher: Sendable {
       }
     }
     do {
-      let (_, _, _, evaluation) = try await service.ingestVerified(
-        response, for: receipt.user.userId, in: app)
+      // Not a submission: a refresh never takes back what another account took (purchase sharing).
+      let (_, _, _, evaluation, _) = try await service.ingestVerified(
+        response, for: receipt.user.userId, in: app, submission: false)
       let next = service.limits.receiptRefresh.nextDue(evaluation, response)
       let fresh = response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 }
       try await service.store.markReceiptVerified(

@@ -108,7 +108,7 @@ extension SubstatusService {
       do {
         let result = try await syncHistory(
           cached, userId: key.userId, transactionId: transactionId, environment: key.environment,
-          fullResync: false)
+          fullResync: false, submission: false)
         metrics.revocationSync(outcome: "succeeded")
         log.info(
           "revocation sync",

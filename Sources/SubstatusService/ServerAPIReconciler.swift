@@ -254,7 +254,7 @@ public final class ServerAPIReconciler: Sendable {
           for user in users.isEmpty ? [SubstatusService.unclaimedUserID(originalTransactionId: transaction.originalTransactionId)] : users where !synced.contains(user) {
             _ = try await service.syncHistory(
               cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
-              fullResync: false)
+              fullResync: false, submission: false)
             synced.insert(user)
             summary.usersSynced += 1
           }

@@ -164,7 +164,10 @@ extension SubstatusService {
     let environment = batch.environment
     let user = UserKey(appId: cached.app.appId, environment: environment ?? .production, userId: request.userID)
     if environment != nil {
-      let outcomes = try await ingestWithOutcomes([UserPurchases(user: user, transactions: batch.transactions, renewalInfos: batch.renewalInfos)])
+      let outcomes = try await ingestWithOutcomes([
+        UserPurchases(
+          user: user, transactions: batch.transactions, renewalInfos: batch.renewalInfos, submittedMs: self.environment.now())
+      ])
       outcomes.fill(&transactionResults, &renewalResults)
     }
     if !batch.rejected.isEmpty {
@@ -173,7 +176,7 @@ extension SubstatusService {
         ("reasons", .string(batch.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: ","))),
       ])
     }
-    let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
+    let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
     let evaluation = evaluate(history, cached, at: self.environment.now())
     var response = Substatus_V1_SubmitSignedTransactionsResponse()
     response.userID = request.userID

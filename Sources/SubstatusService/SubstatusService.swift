@@ -167,9 +167,12 @@ public final class SubstatusService: Sendable {
     return ms == 0 ? environment.now() : ms
   }
 
+  /// Evaluates a history at `time` as the user owned it then (its ownership gaps, when
+  /// ``owning(_:_:)-(UserHistory,_)`` filled them: purchase sharing).
   func evaluate(_ history: UserHistory, _ app: CachedApp, at time: Int64) -> SubscriptionEvaluation {
-    SubscriptionEvaluator.evaluate(
-      history: history.transactions, renewals: history.renewalInfos, catalog: app.catalog, policy: app.app.policy, at: time)
+    let owned = history.owned(at: time)
+    return SubscriptionEvaluator.evaluate(
+      history: owned.transactions, renewals: owned.renewalInfos, catalog: app.catalog, policy: app.app.policy, at: time)
   }
 }
 

@@ -58,6 +58,8 @@ struct HistorySyncResult {
   var storedTransactionCount: Int
   var revision: String
   var evaluation: SubscriptionEvaluation
+  /// Original transactions not stored for the user (purchase sharing).
+  var refused: [String] = []
 }
 
 extension SubstatusService {
@@ -73,7 +75,7 @@ extension SubstatusService {
       request.environment == .unspecified ? nil : try SubscriptionDomain.Environment(wire: request.environment)
     let result = try await syncHistory(
       cached, userId: request.userID, transactionId: request.transactionID.isEmpty ? nil : request.transactionID,
-      environment: environment, fullResync: request.fullResync)
+      environment: environment, fullResync: request.fullResync, submission: true)
     var response = Substatus_V1_SyncTransactionHistoryResponse()
     response.userID = request.userID
     response.groups = result.evaluation.groups.map(\.wire)
@@ -83,6 +85,7 @@ extension SubstatusService {
     response.transactionCount = Int32(clamping: result.transactionCount)
     response.storedTransactionCount = Int32(clamping: result.storedTransactionCount)
     response.revision = result.revision
+    response.refusedOriginalTransactions = result.refused.map(Self.refusedOriginalTransaction)
     return response
   }
 
@@ -103,10 +106,10 @@ extension SubstatusService {
     }
     guard let transactionId = valid else { return nil }
     let result = try await syncHistory(
-      cached, userId: request.userID, transactionId: transactionId, environment: nil, fullResync: false)
+      cached, userId: request.userID, transactionId: transactionId, environment: nil, fullResync: false, submission: true)
     return IngestedStatus(
       userID: request.userID, environment: result.user.environment, total: result.transactionCount,
-      written: result.storedTransactionCount, evaluation: result.evaluation
+      written: result.storedTransactionCount, evaluation: result.evaluation, refused: result.refused
     ).response()
   }
 
@@ -169,9 +172,12 @@ extension SubstatusService {
   ///   - environment: where to ask; `nil`: production, then sandbox when production does not know
   ///     the transaction.
   ///   - fullResync: ignore the stored revision.
+  ///   - submission: the user asked for it (SyncTransactionHistory, SubmitReceipt's modern path):
+  ///     the app's purchase sharing applies; `false` for the reconciliation and revocation syncs,
+  ///     which change no owner.
   func syncHistory(
     _ cached: CachedApp, userId: String, transactionId: String?, environment: SubscriptionDomain.Environment?,
-    fullResync: Bool
+    fullResync: Bool, submission: Bool
   ) async throws(RPCError) -> HistorySyncResult {
     let appId = cached.app.appId
     let authorizer = try await serverAPIAuthorizer(cached)
@@ -196,7 +202,8 @@ extension SubstatusService {
       // customer's transaction id, `fetch` starts over.
       let revision = fullResync ? nil : state?.revision
       do {
-        return try await sync(cached, user: user, transactionId: id, revision: revision, authorizer: authorizer)
+        return try await sync(
+          cached, user: user, transactionId: id, revision: revision, authorizer: authorizer, submission: submission)
       } catch let error as AppStoreServerAPIError where error.code == .notFound {
         lastNotFound = error
         continue
@@ -218,7 +225,7 @@ extension SubstatusService {
   /// store).
   private func sync(
     _ cached: CachedApp, user: UserKey, transactionId: String, revision: String?,
-    authorizer: InAppPurchaseKeyAuthorizer
+    authorizer: InAppPurchaseKeyAuthorizer, submission: Bool
   ) async throws -> HistorySyncResult {
     let started = environment.clock.monotonicNow
     let (history, statuses) = try await fetch(user: user, transactionId: transactionId, revision: revision, authorizer: authorizer)
@@ -244,7 +251,9 @@ extension SubstatusService {
     var kept = Set<String>()
     transactions = transactions.filter { unique[$0.transactionId] == $0 && kept.insert($0.transactionId).inserted }
     let outcomes = try await ingestWithOutcomes([
-      UserPurchases(user: user, transactions: transactions, renewalInfos: renewalInfos, renewalInfoSnapshot: snapshot)
+      UserPurchases(
+        user: user, transactions: transactions, renewalInfos: renewalInfos, renewalInfoSnapshot: snapshot,
+        submittedMs: submission ? environment.now() : nil)
     ])
     let now = environment.now()
     try await stored { () throws(StoreError) in
@@ -255,10 +264,10 @@ extension SubstatusService {
     let stored = transactions.filter { t in
       historyIds.contains(t.transactionId) && outcomes.transactions[t.transactionId].map { $0 == .created || $0 == .updated } == true
     }.count
-    let fresh = try await SubstatusService.storedHistory(self, user)
+    let fresh = try await owning(try await SubstatusService.storedHistory(self, user), cached)
     return HistorySyncResult(
       user: user, transactionCount: history.signedTransactions.count, storedTransactionCount: stored,
-      revision: history.revision, evaluation: evaluate(fresh, cached, at: environment.now()))
+      revision: history.revision, evaluation: evaluate(fresh, cached, at: environment.now()), refused: outcomes.refused)
   }
 
   /// Get Transaction History (from `revision`, or from the start when Apple refuses it) and Get

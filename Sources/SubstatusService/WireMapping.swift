@@ -125,13 +125,16 @@ extension EligibilityPolicy {
     p.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
     p.billingRetryEntitled = billingRetryEntitled
     p.promoScope = promoScope == .app ? .app : .group
+    p.purchaseSharing = purchaseSharing.wire
     return p
   }
 
   /// Applies a SetPolicy request: the fields named in `mask`, or the whole policy when it is empty.
   func updated(with wire: Substatus_V1_EligibilityPolicy, mask: [String]) throws(RPCError) -> EligibilityPolicy {
     var out = self
-    let all = ["refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope"]
+    let all = [
+      "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
+    ]
     let fields = mask.isEmpty ? all : mask
     for (n, f) in fields.enumerated() {
       switch f {
@@ -145,11 +148,33 @@ extension EligibilityPolicy {
         case .app: out.promoScope = .app
         case .UNRECOGNIZED(let v): throw invalidArgument("policy.promo_scope", "unknown value \(v)")
         }
+      case "purchase_sharing", "purchaseSharing":
+        out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \"\(f)\"; known: \(all.joined(separator: ", "))")
       }
     }
     return out
+  }
+}
+
+extension PurchaseSharing {
+  var wire: Substatus_V1_PurchaseSharing {
+    switch self {
+    case .share: .share
+    case .transfer: .transfer
+    case .keepFirst: .keepFirst
+    }
+  }
+
+  /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `policy.purchase_sharing`.
+  init(wire: Substatus_V1_PurchaseSharing) throws(RPCError) {
+    switch wire {
+    case .share, .unspecified: self = .share
+    case .transfer: self = .transfer
+    case .keepFirst: self = .keepFirst
+    case .UNRECOGNIZED(let v): throw invalidArgument("policy.purchase_sharing", "unknown value \(v)")
+    }
   }
 }
 

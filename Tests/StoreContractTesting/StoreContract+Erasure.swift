@@ -40,10 +40,16 @@ extension StoreContract {
     try await Fixture.seed(store)
     try await store.createApp(Fixture.app("a2"))
     try await ErasureFixture.populate(store)
-    let erased = try await store.deleteUsers(appId: "a1", userIds: [ErasureFixture.userId, ErasureFixture.unclaimedUserId, "never-seen"])
-    #expect(erased == UserErasure(histories: 3, transactions: 5, renewalInfos: 2, receipts: 2))
+    let erased = try await store.deleteUsers(appId: "a1", userIds: ErasureFixture.erasedUserIds + ["never-seen"])
+    #expect(erased == UserErasure(histories: 4, transactions: 7, renewalInfos: 2, receipts: 2))
+    #expect(
+      try await store.ownershipTransfers(
+        appId: "a1", environment: .production, originalTransactionId: ErasureFixture.transferredOriginalTransactionId
+      ).isEmpty)
     for environment in Environment.allCases {
-      for id in [ErasureFixture.userId, ErasureFixture.unclaimedUserId] {
+      #expect(
+        try await store.ownershipGaps(appId: "a1", environment: environment, userIds: ErasureFixture.erasedUserIds).isEmpty)
+      for id in ErasureFixture.erasedUserIds {
         let user = Fixture.user(id, environment: environment)
         #expect(try await store.history(of: user) == UserHistory(user: user))
         #expect(try await store.receipt(of: user) == nil)
@@ -91,6 +97,13 @@ public enum ErasureFixture {
   public static let originalTransactionId = "otx-\(marker)-1"
   /// Another user of the same app, kept.
   public static let otherUserId = "other-user"
+  /// A second user to erase: under TRANSFER it took ``transferredOriginalTransactionId`` from
+  /// ``userId`` (so both have ownership gaps and a transfer names both).
+  public static let secondUserId = "second-\(marker)"
+  /// The subscription that changed owner.
+  public static let transferredOriginalTransactionId = "otx-\(marker)-xfer"
+  /// Every user id an erasure test erases.
+  public static let erasedUserIds = [userId, secondUserId, unclaimedUserId]
 
   /// Stores the data (apps a1 and a2 must exist).
   public static func populate(_ store: any Store) async throws {
@@ -127,6 +140,18 @@ public enum ErasureFixture {
     }
     try await store.saveTransactionHistorySync(
       TransactionHistorySyncState(user: user, transactionId: originalTransactionId, revision: "rev-\(marker)", lastSyncMs: 500))
+    // Purchase sharing: the user restores a subscription, then the second user restores it under
+    // TRANSFER (the policy goes back to the default afterwards; the rows stay).
+    _ = try await store.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: .transfer))
+    for (n, id) in [userId, secondUserId].enumerated() {
+      _ = try await store.ingest([
+        UserPurchases(
+          user: Fixture.user(id),
+          transactions: [Fixture.transaction(transferredOriginalTransactionId, purchase: 100, expires: 200)],
+          submittedMs: 600 + Int64(n) * 100)
+      ])
+    }
+    _ = try await store.setPolicy(appId: "a1", policy: .default)
   }
 
   /// Expects the data that must stay.

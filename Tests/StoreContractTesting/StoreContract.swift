@@ -112,6 +112,14 @@ public enum StoreContract {
     case claimDueReceipts
     /// concurrent claims never hand out the same receipt twice, and together take every due receipt
     case concurrentClaims
+    /// purchase sharing SHARE: every submitter has it, no ownership rows, the app is not tracked
+    case purchaseSharingShare
+    /// purchase sharing TRANSFER: the latest submitter has it from its instant; the history of owners is kept
+    case purchaseSharingTransfer
+    /// purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it
+    case purchaseSharingKeepFirst
+    /// purchase sharing: a policy change affects later submissions only, and the app stays tracked
+    case purchaseSharingPolicyChange
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -149,6 +157,10 @@ public enum StoreContract {
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
+      case .purchaseSharingShare: "purchase sharing SHARE: every submitter has it, no ownership rows, the app is not tracked"
+      case .purchaseSharingTransfer: "purchase sharing TRANSFER: the latest submitter has it from its instant; the history of owners is kept"
+      case .purchaseSharingKeepFirst: "purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it"
+      case .purchaseSharingPolicyChange: "purchase sharing: a policy change affects later submissions only, and the app stays tracked"
       }
     }
   }
@@ -189,6 +201,10 @@ public enum StoreContract {
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)
+    case .purchaseSharingShare: try await purchaseSharingShare(store)
+    case .purchaseSharingTransfer: try await purchaseSharingTransfer(store)
+    case .purchaseSharingKeepFirst: try await purchaseSharingKeepFirst(store)
+    case .purchaseSharingPolicyChange: try await purchaseSharingPolicyChange(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

@@ -117,6 +117,46 @@ struct PostgresStoreTests {
     #expect(try db.first("SELECT count(*) FROM users")?.int(0) == 2)
   }
 
+  /// Purchase sharing KEEP_FIRST across instances: many users of two instances submit the same
+  /// original transaction at once; the advisory lock per original transaction lets exactly one
+  /// keep it, and every other submission is refused and stores none of it.
+  @Test func concurrentFirstSubmissionsUnderKeepFirstHaveExactlyOneWinner() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let a = try open(url)
+    let b = try open(url)
+    defer {
+      a.close()
+      b.close()
+    }
+    try await Fixture.seed(a)
+    _ = try await a.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: .keepFirst))
+    let users = (0..<16).map { "u\($0)" }
+    for round in 0..<6 {
+      let original = "r\(round)"
+      let refusals = try await withThrowingTaskGroup(of: Int.self) { group in
+        for (n, user) in users.enumerated() {
+          group.addTask {
+            let store = n % 2 == 0 ? a : b
+            return try await store.ingest([
+              UserPurchases(
+                user: Fixture.user(user), transactions: [Fixture.transaction(original, purchase: 100, expires: 200)],
+                submittedMs: 1_000 + Int64(n))
+            ]).refused.count
+          }
+        }
+        return try await group.reduce(0, +)
+      }
+      #expect(refusals == users.count - 1, "round \(round)")
+      let owners = try await b.users(appId: "a1", environment: .production, originalTransactionId: original)
+      #expect(owners.count == 1, "round \(round): \(owners)")
+      for user in users where !owners.contains(user) {
+        #expect(
+          try await a.history(of: Fixture.user(user)).transactions.allSatisfy { $0.originalTransactionId != original },
+          "\(user)")
+      }
+    }
+  }
+
   @Test func secretsAreSealedAndReadableByEveryInstanceWithTheKey() async throws {
     let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let a = try open(url)

@@ -40,12 +40,12 @@ struct SQLiteErasureTests {
 
     let before = try await Self.rowsMentioning(ErasureFixture.marker, in: store)
     // The fixture reaches every table that holds user data (so the check below can fail).
-    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs"] {
+    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs", "ownership_gaps", "ownership_transfers"] {
       #expect((before[table] ?? 0) > 0, "\(table) holds none of the fixture's data")
     }
 
     _ = try await store.deleteUsers(
-      appId: "a1", userIds: [ErasureFixture.userId, ErasureFixture.unclaimedUserId])
+      appId: "a1", userIds: ErasureFixture.erasedUserIds)
     let after = try await Self.rowsMentioning(ErasureFixture.marker, in: store)
     // Only the same user id in app a2, which must stay, still mentions it: its `users` row.
     #expect(after.filter { $0.value > 0 } == ["users": 1])

@@ -175,8 +175,9 @@ extension Substatus_V1_AdminService {
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func deleteUser(_ request: Substatus_V1_DeleteUserRequest, _ context: ServerContext) async throws -> Substatus_V1_DeleteUserResponse
 
-    /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
-    /// `update_mask` (an unknown field name) or `policy.promo_scope`.
+    /// Changes the app's eligibility policy (and its purchase sharing, which affects later
+    /// submissions only). Errors: NOT_FOUND; INVALID_ARGUMENT naming `update_mask` (an unknown field
+    /// name), `policy.promo_scope` or `policy.purchase_sharing` (an unknown value).
     ///
     /// - Parameters:
     ///   - request: The request message.
@@ -606,8 +607,9 @@ extension Substatus_V1_AdminService {
         options: options)
     }
 
-    /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
-    /// `update_mask` (an unknown field name) or `policy.promo_scope`.
+    /// Changes the app's eligibility policy (and its purchase sharing, which affects later
+    /// submissions only). Errors: NOT_FOUND; INVALID_ARGUMENT naming `update_mask` (an unknown field
+    /// name), `policy.promo_scope` or `policy.purchase_sharing` (an unknown value).
     ///
     /// - Parameters:
     ///   - request: The request message.

@@ -13,6 +13,12 @@ extension Substatus_V1_IngestService {
   /// Every write is idempotent (transactions are deduplicated by id) and acknowledged only after it
   /// is durably committed. After a write, the user's state is re-derived from the full stored history.
   ///
+  /// Every call here is a submission for the purposes of the app's purchase sharing policy
+  /// (EligibilityPolicy.purchase_sharing): under PURCHASE_SHARING_TRANSFER it takes the original
+  /// transactions it brings from the other users who own them; under PURCHASE_SHARING_KEEP_FIRST an
+  /// original transaction that another user owns is refused on its own (ItemError reason
+  /// OWNED_BY_ANOTHER_USER) and the rest is stored.
+  ///
   /// Apple verifyReceipt statuses map to gRPC statuses as follows, and the error carries a
   /// `google.rpc.ErrorInfo` with reason `APPLE_RECEIPT_STATUS`, domain `substatus.v1` and metadata
   /// `status` = Apple's code (for example "21004"):

@@ -53,7 +53,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(8)),
     ProtoFileDescriptor(
       name: "substatus/v1/common.proto", package: "substatus.v1", dependencies: [],
-      symbols: ["substatus.v1.Product", "substatus.v1.EligibilityPolicy", "substatus.v1.ItemError", "substatus.v1.GroupStatus", "substatus.v1.Entitlement", "substatus.v1.NamedEntitlement", "substatus.v1.ApiKeyInfo", "substatus.v1.Environment", "substatus.v1.ProductType", "substatus.v1.OwnershipType", "substatus.v1.SubscriptionState", "substatus.v1.EligibilityReason", "substatus.v1.PromoScope", "substatus.v1.ApiKeyRole"],
+      symbols: ["substatus.v1.Product", "substatus.v1.EligibilityPolicy", "substatus.v1.ItemError", "substatus.v1.RefusedOriginalTransaction", "substatus.v1.GroupStatus", "substatus.v1.Entitlement", "substatus.v1.NamedEntitlement", "substatus.v1.ApiKeyInfo", "substatus.v1.Environment", "substatus.v1.ProductType", "substatus.v1.OwnershipType", "substatus.v1.SubscriptionState", "substatus.v1.EligibilityReason", "substatus.v1.PromoScope", "substatus.v1.PurchaseSharing", "substatus.v1.ApiKeyRole"],
       services: [],
       serializedDescriptor: fileBytes(9)),
     ProtoFileDescriptor(
@@ -209,6 +209,7 @@ public enum ProtoFiles {
     "substatus.v1.PutEntitlementsResponse": Substatus_V1_PutEntitlementsResponse.self,
     "substatus.v1.PutProductsRequest": Substatus_V1_PutProductsRequest.self,
     "substatus.v1.PutProductsResponse": Substatus_V1_PutProductsResponse.self,
+    "substatus.v1.RefusedOriginalTransaction": Substatus_V1_RefusedOriginalTransaction.self,
     "substatus.v1.RegisterAppRequest": Substatus_V1_RegisterAppRequest.self,
     "substatus.v1.RegisterAppResponse": Substatus_V1_RegisterAppResponse.self,
     "substatus.v1.RenewalInfo": Substatus_V1_RenewalInfo.self,

@@ -712,7 +712,8 @@ public struct Substatus_V1_SetPolicyRequest: ProtobufJSONMessage {
 
   /// The names of the EligibilityPolicy fields to change (for example `billing_retry_entitled`);
   /// the others keep their values. Empty: replace the whole policy with `policy` (where an
-  /// unspecified `promo_scope` means PROMO_SCOPE_GROUP). proto3 cannot tell an unset bool from
+  /// unspecified `promo_scope` means PROMO_SCOPE_GROUP and an unspecified
+  /// `purchase_sharing` PURCHASE_SHARING_SHARE). proto3 cannot tell an unset bool from
   /// false, so a partial change must name its fields here.
   public var updateMask: [String] = []
 
@@ -2611,8 +2612,9 @@ public enum Substatus_V1_AdminService {
   public static let deleteUser = ProtoMethodDescriptor<Substatus_V1_DeleteUserRequest, Substatus_V1_DeleteUserResponse>(
     service: name, method: "DeleteUser", clientStreaming: false, serverStreaming: false)
 
-  /// Changes the app's eligibility policy. Errors: NOT_FOUND; INVALID_ARGUMENT naming
-  /// `update_mask` (an unknown field name) or `policy.promo_scope`.
+  /// Changes the app's eligibility policy (and its purchase sharing, which affects later
+  /// submissions only). Errors: NOT_FOUND; INVALID_ARGUMENT naming `update_mask` (an unknown field
+  /// name), `policy.promo_scope` or `policy.purchase_sharing` (an unknown value).
   public static let setPolicy = ProtoMethodDescriptor<Substatus_V1_SetPolicyRequest, Substatus_V1_SetPolicyResponse>(
     service: name, method: "SetPolicy", clientStreaming: false, serverStreaming: false)
 

@@ -495,6 +495,78 @@ public enum Substatus_V1_PromoScope: ProtobufEnum {
   public static let allCases: [Substatus_V1_PromoScope] = [.unspecified, .group, .app]
 }
 
+/// Who owns an original transaction that several of an app's users submitted, as when a customer
+/// restores purchases under a second account of the app (one Apple ID, two app users). The policy
+/// decides at each submission: IngestService's SubmitReceipt, ImportReceiptResponse,
+/// ImportTransactions, SubmitSignedTransactions and SyncTransactionHistory. App Store Server
+/// Notifications and the background refresh of a stored receipt are not submissions: they update an
+/// original transaction for its current owners only and never change who owns it. A policy change
+/// affects later submissions only. Ownership is kept with its history, so answers with `as_of_ms`
+/// stay exact: a user is evaluated (eligibility, status, entitlements, reports) without an original
+/// transaction from the instant they lost it to another user, and with it before.
+public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
+  /// Not set; treated as PURCHASE_SHARING_SHARE and never returned.
+  case unspecified
+  /// Every submitter has it (the default).
+  case share
+  /// The latest submitter has it from the instant of the submission (the server's clock); the
+  /// users who had it lose it then. A user who acquired it this way did not own it before.
+  case transfer
+  /// The first submitter keeps it. A later submission of it by another user is refused for that
+  /// original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
+  /// OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
+  case keepFirst
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .share
+    case 2: self = .transfer
+    case 3: self = .keepFirst
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .share: 1
+    case .transfer: 2
+    case .keepFirst: 3
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "PURCHASE_SHARING_UNSPECIFIED"
+    case .share: "PURCHASE_SHARING_SHARE"
+    case .transfer: "PURCHASE_SHARING_TRANSFER"
+    case .keepFirst: "PURCHASE_SHARING_KEEP_FIRST"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "PURCHASE_SHARING_UNSPECIFIED": self = .unspecified
+    case "PURCHASE_SHARING_SHARE": self = .share
+    case "PURCHASE_SHARING_TRANSFER": self = .transfer
+    case "PURCHASE_SHARING_KEEP_FIRST": self = .keepFirst
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst]
+}
+
 /// The role of a tenant API key: what it may call.
 public enum Substatus_V1_ApiKeyRole: ProtobufEnum {
   /// Not set; CreateApiKey answers INVALID_ARGUMENT naming `role`.
@@ -629,6 +701,10 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// PROMO_SCOPE_UNSPECIFIED.
   public var promoScope: Substatus_V1_PromoScope = Substatus_V1_PromoScope(rawValue: 0)
 
+  /// Who owns an original transaction submitted by several users of the app (see PurchaseSharing).
+  /// Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
+  public var purchaseSharing: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -658,8 +734,33 @@ public struct Substatus_V1_ItemError: ProtobufJSONMessage {
 
   /// Why, in UPPER_SNAKE_CASE, when the failure has a machine-readable cause; empty otherwise. For
   /// signed data (IngestService.SubmitSignedTransactions): `INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`,
-  /// `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`.
+  /// `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`. For an original transaction that another user
+  /// of the app owns under PURCHASE_SHARING_KEEP_FIRST: `OWNED_BY_ANOTHER_USER` (code
+  /// FAILED_PRECONDITION).
   public var reason: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// An original transaction of a submission that was not stored for the user, and why (for example
+/// reason OWNED_BY_ANOTHER_USER under PURCHASE_SHARING_KEEP_FIRST).
+public struct Substatus_V1_RefusedOriginalTransaction: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RefusedOriginalTransaction"
+
+  /// The original transaction id.
+  public var originalTransactionID: String = ""
+
+  /// Why it was refused; never absent.
+  public var error: Substatus_V1_ItemError? = nil
 
   /// A message with every field at its default value.
   public init() {}
@@ -936,7 +1037,7 @@ extension Substatus_V1_Product {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -944,6 +1045,7 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     lapsedSubscribersGetIntro = r.bool(1)
     billingRetryEntitled = r.bool(2)
     promoScope = r.enumeration(3)
+    purchaseSharing = r.enumeration(4)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -951,6 +1053,7 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.bool(1, lapsedSubscribersGetIntro)
     w.bool(2, billingRetryEntitled)
     w.enumeration(3, promoScope)
+    w.enumeration(4, purchaseSharing)
   }
 }
 
@@ -962,6 +1065,7 @@ extension Substatus_V1_EligibilityPolicy {
     if !(!self.lapsedSubscribersGetIntro) { o.append("lapsedSubscribersGetIntro", .bool(self.lapsedSubscribersGetIntro)) }
     if !(!self.billingRetryEntitled) { o.append("billingRetryEntitled", .bool(self.billingRetryEntitled)) }
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
+    if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
     return .object(o)
   }
 
@@ -980,6 +1084,8 @@ extension Substatus_V1_EligibilityPolicy {
         self.billingRetryEntitled = try ProtoJSON.bool(value, "billingRetryEntitled")
       case "promoScope", "promo_scope":
         self.promoScope = try ProtoJSON.enumeration(value, "promoScope", Substatus_V1_PromoScope.self)
+      case "purchaseSharing", "purchase_sharing":
+        self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -1032,6 +1138,48 @@ extension Substatus_V1_ItemError {
         self.message = try ProtoJSON.string(value, "message")
       case "reason":
         self.reason = try ProtoJSON.string(value, "reason")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RefusedOriginalTransaction: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RefusedOriginalTransaction", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    originalTransactionID = try r.string(0)
+    error = try r.message(1, Substatus_V1_ItemError.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, originalTransactionID)
+    w.message(1, error)
+  }
+}
+
+extension Substatus_V1_RefusedOriginalTransaction {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.originalTransactionID.isEmpty) { o.append("originalTransactionId", .string(self.originalTransactionID)) }
+    if let v = self.error { o.append("error", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "originalTransactionId", "original_transaction_id":
+        self.originalTransactionID = try ProtoJSON.string(value, "originalTransactionId")
+      case "error":
+        self.error = try ProtoJSON.message(value, "error", Substatus_V1_ItemError.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

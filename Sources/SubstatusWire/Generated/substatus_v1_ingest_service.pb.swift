@@ -125,6 +125,11 @@ public struct Substatus_V1_SubmitReceiptResponse: ProtobufJSONMessage {
   /// How many of them were new or changed the stored copy.
   public var storedTransactionCount: Int32 = 0
 
+  /// The original transactions not stored for the user, each with its reason: under
+  /// PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+  /// counts above include their transactions; the status does not.
+  public var refusedOriginalTransactions: [Substatus_V1_RefusedOriginalTransaction] = []
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -191,6 +196,11 @@ public struct Substatus_V1_ImportReceiptResponseResponse: ProtobufJSONMessage {
   /// How many of them were new or changed the stored copy.
   public var storedTransactionCount: Int32 = 0
 
+  /// The original transactions not stored for the user, each with its reason: under
+  /// PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+  /// counts above include their transactions; the status does not.
+  public var refusedOriginalTransactions: [Substatus_V1_RefusedOriginalTransaction] = []
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -241,8 +251,10 @@ public struct Substatus_V1_TransactionImportResult: ProtobufJSONMessage {
   /// What happened to it.
   public var outcome: Substatus_V1_ImportOutcome = Substatus_V1_ImportOutcome(rawValue: 0)
 
-  /// Why it was rejected (code INVALID_ARGUMENT, field such as `transactions[4].purchase_date_ms`);
-  /// absent unless `outcome` is IMPORT_OUTCOME_REJECTED.
+  /// Why it was rejected (code INVALID_ARGUMENT, field such as `transactions[4].purchase_date_ms`;
+  /// or code FAILED_PRECONDITION, reason OWNED_BY_ANOTHER_USER, when another user owns its original
+  /// transaction under PURCHASE_SHARING_KEEP_FIRST); absent unless `outcome` is
+  /// IMPORT_OUTCOME_REJECTED.
   public var error: Substatus_V1_ItemError? = nil
 
   /// A message with every field at its default value.
@@ -267,7 +279,9 @@ public struct Substatus_V1_RenewalInfoImportResult: ProtobufJSONMessage {
   /// What happened to it.
   public var outcome: Substatus_V1_ImportOutcome = Substatus_V1_ImportOutcome(rawValue: 0)
 
-  /// Why it was rejected; absent unless `outcome` is IMPORT_OUTCOME_REJECTED.
+  /// Why it was rejected (as for a transaction: OWNED_BY_ANOTHER_USER when another user owns its
+  /// original transaction under PURCHASE_SHARING_KEEP_FIRST); absent unless `outcome` is
+  /// IMPORT_OUTCOME_REJECTED.
   public var error: Substatus_V1_ItemError? = nil
 
   /// A message with every field at its default value.
@@ -435,6 +449,11 @@ public struct Substatus_V1_SyncTransactionHistoryResponse: ProtobufJSONMessage {
   /// Apple's revision after this sync, stored for the next incremental sync.
   public var revision: String = ""
 
+  /// The original transactions not stored for the user, each with its reason: under
+  /// PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+  /// counts above include their transactions; the status does not.
+  public var refusedOriginalTransactions: [Substatus_V1_RefusedOriginalTransaction] = []
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -499,7 +518,7 @@ extension Substatus_V1_SubmitReceiptRequest {
 }
 
 extension Substatus_V1_SubmitReceiptResponse: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.SubmitReceiptResponse", [1, 2, 3, 4, 5, 6, 7])
+  static let cLayout = CMessageLayout("substatus.v1.SubmitReceiptResponse", [1, 2, 3, 4, 5, 6, 7, 8])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -510,6 +529,7 @@ extension Substatus_V1_SubmitReceiptResponse: CMessageConvertible {
     environment = r.enumeration(4)
     transactionCount = r.int32(5)
     storedTransactionCount = r.int32(6)
+    refusedOriginalTransactions = try r.repeatedMessage(7, Substatus_V1_RefusedOriginalTransaction.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -520,6 +540,7 @@ extension Substatus_V1_SubmitReceiptResponse: CMessageConvertible {
     w.enumeration(4, environment)
     w.int32(5, transactionCount)
     w.int32(6, storedTransactionCount)
+    w.repeatedMessage(7, refusedOriginalTransactions)
   }
 }
 
@@ -534,6 +555,7 @@ extension Substatus_V1_SubmitReceiptResponse {
     if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
     if !(self.transactionCount == 0) { o.append("transactionCount", ProtoJSON.int32(self.transactionCount)) }
     if !(self.storedTransactionCount == 0) { o.append("storedTransactionCount", ProtoJSON.int32(self.storedTransactionCount)) }
+    if !self.refusedOriginalTransactions.isEmpty { o.append("refusedOriginalTransactions", .array(self.refusedOriginalTransactions.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -558,6 +580,8 @@ extension Substatus_V1_SubmitReceiptResponse {
         self.transactionCount = try ProtoJSON.integer(value, "transactionCount", Int32.self)
       case "storedTransactionCount", "stored_transaction_count":
         self.storedTransactionCount = try ProtoJSON.integer(value, "storedTransactionCount", Int32.self)
+      case "refusedOriginalTransactions", "refused_original_transactions":
+        self.refusedOriginalTransactions = try ProtoJSON.repeated(value, "refusedOriginalTransactions") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RefusedOriginalTransaction.self) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -613,7 +637,7 @@ extension Substatus_V1_ImportReceiptResponseRequest {
 }
 
 extension Substatus_V1_ImportReceiptResponseResponse: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.ImportReceiptResponseResponse", [1, 2, 3, 4, 5, 6, 7])
+  static let cLayout = CMessageLayout("substatus.v1.ImportReceiptResponseResponse", [1, 2, 3, 4, 5, 6, 7, 8])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -624,6 +648,7 @@ extension Substatus_V1_ImportReceiptResponseResponse: CMessageConvertible {
     environment = r.enumeration(4)
     transactionCount = r.int32(5)
     storedTransactionCount = r.int32(6)
+    refusedOriginalTransactions = try r.repeatedMessage(7, Substatus_V1_RefusedOriginalTransaction.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -634,6 +659,7 @@ extension Substatus_V1_ImportReceiptResponseResponse: CMessageConvertible {
     w.enumeration(4, environment)
     w.int32(5, transactionCount)
     w.int32(6, storedTransactionCount)
+    w.repeatedMessage(7, refusedOriginalTransactions)
   }
 }
 
@@ -648,6 +674,7 @@ extension Substatus_V1_ImportReceiptResponseResponse {
     if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
     if !(self.transactionCount == 0) { o.append("transactionCount", ProtoJSON.int32(self.transactionCount)) }
     if !(self.storedTransactionCount == 0) { o.append("storedTransactionCount", ProtoJSON.int32(self.storedTransactionCount)) }
+    if !self.refusedOriginalTransactions.isEmpty { o.append("refusedOriginalTransactions", .array(self.refusedOriginalTransactions.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -672,6 +699,8 @@ extension Substatus_V1_ImportReceiptResponseResponse {
         self.transactionCount = try ProtoJSON.integer(value, "transactionCount", Int32.self)
       case "storedTransactionCount", "stored_transaction_count":
         self.storedTransactionCount = try ProtoJSON.integer(value, "storedTransactionCount", Int32.self)
+      case "refusedOriginalTransactions", "refused_original_transactions":
+        self.refusedOriginalTransactions = try ProtoJSON.repeated(value, "refusedOriginalTransactions") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RefusedOriginalTransaction.self) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -1044,7 +1073,7 @@ extension Substatus_V1_SyncTransactionHistoryRequest {
 }
 
 extension Substatus_V1_SyncTransactionHistoryResponse: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.SyncTransactionHistoryResponse", [1, 2, 3, 4, 5, 6, 7, 8])
+  static let cLayout = CMessageLayout("substatus.v1.SyncTransactionHistoryResponse", [1, 2, 3, 4, 5, 6, 7, 8, 9])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1056,6 +1085,7 @@ extension Substatus_V1_SyncTransactionHistoryResponse: CMessageConvertible {
     transactionCount = r.int32(5)
     storedTransactionCount = r.int32(6)
     revision = try r.string(7)
+    refusedOriginalTransactions = try r.repeatedMessage(8, Substatus_V1_RefusedOriginalTransaction.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1067,6 +1097,7 @@ extension Substatus_V1_SyncTransactionHistoryResponse: CMessageConvertible {
     w.int32(5, transactionCount)
     w.int32(6, storedTransactionCount)
     w.string(7, revision)
+    w.repeatedMessage(8, refusedOriginalTransactions)
   }
 }
 
@@ -1082,6 +1113,7 @@ extension Substatus_V1_SyncTransactionHistoryResponse {
     if !(self.transactionCount == 0) { o.append("transactionCount", ProtoJSON.int32(self.transactionCount)) }
     if !(self.storedTransactionCount == 0) { o.append("storedTransactionCount", ProtoJSON.int32(self.storedTransactionCount)) }
     if !(self.revision.isEmpty) { o.append("revision", .string(self.revision)) }
+    if !self.refusedOriginalTransactions.isEmpty { o.append("refusedOriginalTransactions", .array(self.refusedOriginalTransactions.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -1108,6 +1140,8 @@ extension Substatus_V1_SyncTransactionHistoryResponse {
         self.storedTransactionCount = try ProtoJSON.integer(value, "storedTransactionCount", Int32.self)
       case "revision":
         self.revision = try ProtoJSON.string(value, "revision")
+      case "refusedOriginalTransactions", "refused_original_transactions":
+        self.refusedOriginalTransactions = try ProtoJSON.repeated(value, "refusedOriginalTransactions") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RefusedOriginalTransaction.self) }
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -1118,6 +1152,12 @@ extension Substatus_V1_SyncTransactionHistoryResponse {
 /// Stores users' purchase data. Needs an INGEST or ADMIN key (READ keys get PERMISSION_DENIED).
 /// Every write is idempotent (transactions are deduplicated by id) and acknowledged only after it
 /// is durably committed. After a write, the user's state is re-derived from the full stored history.
+///
+/// Every call here is a submission for the purposes of the app's purchase sharing policy
+/// (EligibilityPolicy.purchase_sharing): under PURCHASE_SHARING_TRANSFER it takes the original
+/// transactions it brings from the other users who own them; under PURCHASE_SHARING_KEEP_FIRST an
+/// original transaction that another user owns is refused on its own (ItemError reason
+/// OWNED_BY_ANOTHER_USER) and the rest is stored.
 ///
 /// Apple verifyReceipt statuses map to gRPC statuses as follows, and the error carries a
 /// `google.rpc.ErrorInfo` with reason `APPLE_RECEIPT_STATUS`, domain `substatus.v1` and metadata

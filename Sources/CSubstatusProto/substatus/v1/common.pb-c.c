@@ -142,6 +142,51 @@ void   substatus__v1__item_error__free_unpacked
   assert(message->base.descriptor == &substatus__v1__item_error__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__refused_original_transaction__init
+                     (Substatus__V1__RefusedOriginalTransaction         *message)
+{
+  static const Substatus__V1__RefusedOriginalTransaction init_value = SUBSTATUS__V1__REFUSED_ORIGINAL_TRANSACTION__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__refused_original_transaction__get_packed_size
+                     (const Substatus__V1__RefusedOriginalTransaction *message)
+{
+  assert(message->base.descriptor == &substatus__v1__refused_original_transaction__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__refused_original_transaction__pack
+                     (const Substatus__V1__RefusedOriginalTransaction *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__refused_original_transaction__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__refused_original_transaction__pack_to_buffer
+                     (const Substatus__V1__RefusedOriginalTransaction *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__refused_original_transaction__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RefusedOriginalTransaction *
+       substatus__v1__refused_original_transaction__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RefusedOriginalTransaction *)
+     protobuf_c_message_unpack (&substatus__v1__refused_original_transaction__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__refused_original_transaction__free_unpacked
+                     (Substatus__V1__RefusedOriginalTransaction *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__refused_original_transaction__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__group_status__init
                      (Substatus__V1__GroupStatus         *message)
 {
@@ -438,7 +483,7 @@ const ProtobufCMessageDescriptor substatus__v1__product__descriptor =
   (ProtobufCMessageInit) substatus__v1__product__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[4] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[5] =
 {
   {
     "refunds_block_intro",
@@ -488,17 +533,30 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "purchase_sharing",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, purchase_sharing),
+    &substatus__v1__purchase_sharing__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
   2,   /* field[2] = billing_retry_entitled */
   1,   /* field[1] = lapsed_subscribers_get_intro */
   3,   /* field[3] = promo_scope */
+  4,   /* field[4] = purchase_sharing */
   0,   /* field[0] = refunds_block_intro */
 };
 static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -508,7 +566,7 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  4,
+  5,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
   1,  substatus__v1__eligibility_policy__number_ranges,
@@ -590,6 +648,57 @@ const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor =
   substatus__v1__item_error__field_indices_by_name,
   1,  substatus__v1__item_error__number_ranges,
   (ProtobufCMessageInit) substatus__v1__item_error__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__refused_original_transaction__field_descriptors[2] =
+{
+  {
+    "original_transaction_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RefusedOriginalTransaction, original_transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RefusedOriginalTransaction, error),
+    &substatus__v1__item_error__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__refused_original_transaction__field_indices_by_name[] = {
+  1,   /* field[1] = error */
+  0,   /* field[0] = original_transaction_id */
+};
+static const ProtobufCIntRange substatus__v1__refused_original_transaction__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__refused_original_transaction__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RefusedOriginalTransaction",
+  "RefusedOriginalTransaction",
+  "Substatus__V1__RefusedOriginalTransaction",
+  "substatus.v1",
+  sizeof(Substatus__V1__RefusedOriginalTransaction),
+  2,
+  substatus__v1__refused_original_transaction__field_descriptors,
+  substatus__v1__refused_original_transaction__field_indices_by_name,
+  1,  substatus__v1__refused_original_transaction__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__refused_original_transaction__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__group_status__field_descriptors[12] =
@@ -1365,6 +1474,38 @@ const ProtobufCEnumDescriptor substatus__v1__promo_scope__descriptor =
   substatus__v1__promo_scope__enum_values_by_name,
   1,
   substatus__v1__promo_scope__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__purchase_sharing__enum_values_by_number[4] =
+{
+  { "PURCHASE_SHARING_UNSPECIFIED", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED", 0 },
+  { "PURCHASE_SHARING_SHARE", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_SHARE", 1 },
+  { "PURCHASE_SHARING_TRANSFER", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER", 2 },
+  { "PURCHASE_SHARING_KEEP_FIRST", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST", 3 },
+};
+static const ProtobufCIntRange substatus__v1__purchase_sharing__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex substatus__v1__purchase_sharing__enum_values_by_name[4] =
+{
+  { "PURCHASE_SHARING_KEEP_FIRST", 3 },
+  { "PURCHASE_SHARING_SHARE", 1 },
+  { "PURCHASE_SHARING_TRANSFER", 2 },
+  { "PURCHASE_SHARING_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__purchase_sharing__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.PurchaseSharing",
+  "PurchaseSharing",
+  "Substatus__V1__PurchaseSharing",
+  "substatus.v1",
+  4,
+  substatus__v1__purchase_sharing__enum_values_by_number,
+  4,
+  substatus__v1__purchase_sharing__enum_values_by_name,
+  1,
+  substatus__v1__purchase_sharing__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue substatus__v1__api_key_role__enum_values_by_number[4] =

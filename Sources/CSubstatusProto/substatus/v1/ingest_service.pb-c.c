@@ -624,7 +624,7 @@ const ProtobufCMessageDescriptor substatus__v1__submit_receipt_request__descript
   (ProtobufCMessageInit) substatus__v1__submit_receipt_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__submit_receipt_response__field_descriptors[7] =
+static const ProtobufCFieldDescriptor substatus__v1__submit_receipt_response__field_descriptors[8] =
 {
   {
     "user_id",
@@ -710,12 +710,25 @@ static const ProtobufCFieldDescriptor substatus__v1__submit_receipt_response__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "refused_original_transactions",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitReceiptResponse, n_refused_original_transactions),
+    offsetof(Substatus__V1__SubmitReceiptResponse, refused_original_transactions),
+    &substatus__v1__refused_original_transaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__submit_receipt_response__field_indices_by_name[] = {
   3,   /* field[3] = as_of_ms */
   2,   /* field[2] = entitlements */
   4,   /* field[4] = environment */
   1,   /* field[1] = groups */
+  7,   /* field[7] = refused_original_transactions */
   6,   /* field[6] = stored_transaction_count */
   5,   /* field[5] = transaction_count */
   0,   /* field[0] = user_id */
@@ -723,7 +736,7 @@ static const unsigned substatus__v1__submit_receipt_response__field_indices_by_n
 static const ProtobufCIntRange substatus__v1__submit_receipt_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor substatus__v1__submit_receipt_response__descriptor =
 {
@@ -733,7 +746,7 @@ const ProtobufCMessageDescriptor substatus__v1__submit_receipt_response__descrip
   "Substatus__V1__SubmitReceiptResponse",
   "substatus.v1",
   sizeof(Substatus__V1__SubmitReceiptResponse),
-  7,
+  8,
   substatus__v1__submit_receipt_response__field_descriptors,
   substatus__v1__submit_receipt_response__field_indices_by_name,
   1,  substatus__v1__submit_receipt_response__number_ranges,
@@ -804,7 +817,7 @@ const ProtobufCMessageDescriptor substatus__v1__import_receipt_response_request_
   (ProtobufCMessageInit) substatus__v1__import_receipt_response_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__import_receipt_response_response__field_descriptors[7] =
+static const ProtobufCFieldDescriptor substatus__v1__import_receipt_response_response__field_descriptors[8] =
 {
   {
     "user_id",
@@ -890,12 +903,25 @@ static const ProtobufCFieldDescriptor substatus__v1__import_receipt_response_res
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "refused_original_transactions",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__ImportReceiptResponseResponse, n_refused_original_transactions),
+    offsetof(Substatus__V1__ImportReceiptResponseResponse, refused_original_transactions),
+    &substatus__v1__refused_original_transaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__import_receipt_response_response__field_indices_by_name[] = {
   3,   /* field[3] = as_of_ms */
   2,   /* field[2] = entitlements */
   4,   /* field[4] = environment */
   1,   /* field[1] = groups */
+  7,   /* field[7] = refused_original_transactions */
   6,   /* field[6] = stored_transaction_count */
   5,   /* field[5] = transaction_count */
   0,   /* field[0] = user_id */
@@ -903,7 +929,7 @@ static const unsigned substatus__v1__import_receipt_response_response__field_ind
 static const ProtobufCIntRange substatus__v1__import_receipt_response_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor substatus__v1__import_receipt_response_response__descriptor =
 {
@@ -913,7 +939,7 @@ const ProtobufCMessageDescriptor substatus__v1__import_receipt_response_response
   "Substatus__V1__ImportReceiptResponseResponse",
   "substatus.v1",
   sizeof(Substatus__V1__ImportReceiptResponseResponse),
-  7,
+  8,
   substatus__v1__import_receipt_response_response__field_descriptors,
   substatus__v1__import_receipt_response_response__field_indices_by_name,
   1,  substatus__v1__import_receipt_response_response__number_ranges,
@@ -1459,7 +1485,7 @@ const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_request
   (ProtobufCMessageInit) substatus__v1__sync_transaction_history_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__sync_transaction_history_response__field_descriptors[8] =
+static const ProtobufCFieldDescriptor substatus__v1__sync_transaction_history_response__field_descriptors[9] =
 {
   {
     "user_id",
@@ -1557,12 +1583,25 @@ static const ProtobufCFieldDescriptor substatus__v1__sync_transaction_history_re
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "refused_original_transactions",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, n_refused_original_transactions),
+    offsetof(Substatus__V1__SyncTransactionHistoryResponse, refused_original_transactions),
+    &substatus__v1__refused_original_transaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__sync_transaction_history_response__field_indices_by_name[] = {
   3,   /* field[3] = as_of_ms */
   2,   /* field[2] = entitlements */
   4,   /* field[4] = environment */
   1,   /* field[1] = groups */
+  8,   /* field[8] = refused_original_transactions */
   7,   /* field[7] = revision */
   6,   /* field[6] = stored_transaction_count */
   5,   /* field[5] = transaction_count */
@@ -1571,7 +1610,7 @@ static const unsigned substatus__v1__sync_transaction_history_response__field_in
 static const ProtobufCIntRange substatus__v1__sync_transaction_history_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_response__descriptor =
 {
@@ -1581,7 +1620,7 @@ const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_respons
   "Substatus__V1__SyncTransactionHistoryResponse",
   "substatus.v1",
   sizeof(Substatus__V1__SyncTransactionHistoryResponse),
-  8,
+  9,
   substatus__v1__sync_transaction_history_response__field_descriptors,
   substatus__v1__sync_transaction_history_response__field_indices_by_name,
   1,  substatus__v1__sync_transaction_history_response__number_ranges,

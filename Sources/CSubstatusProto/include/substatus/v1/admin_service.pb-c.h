@@ -744,7 +744,8 @@ struct  Substatus__V1__SetPolicyRequest
   /*
    * The names of the EligibilityPolicy fields to change (for example `billing_retry_entitled`);
    * the others keep their values. Empty: replace the whole policy with `policy` (where an
-   * unspecified `promo_scope` means PROMO_SCOPE_GROUP). proto3 cannot tell an unset bool from
+   * unspecified `promo_scope` means PROMO_SCOPE_GROUP and an unspecified
+   * `purchase_sharing` PURCHASE_SHARING_SHARE). proto3 cannot tell an unset bool from
    * false, so a partial change must name its fields here.
    */
   size_t n_update_mask;

@@ -18,6 +18,7 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Substatus__V1__Product Substatus__V1__Product;
 typedef struct Substatus__V1__EligibilityPolicy Substatus__V1__EligibilityPolicy;
 typedef struct Substatus__V1__ItemError Substatus__V1__ItemError;
+typedef struct Substatus__V1__RefusedOriginalTransaction Substatus__V1__RefusedOriginalTransaction;
 typedef struct Substatus__V1__GroupStatus Substatus__V1__GroupStatus;
 typedef struct Substatus__V1__Entitlement Substatus__V1__Entitlement;
 typedef struct Substatus__V1__NamedEntitlement Substatus__V1__NamedEntitlement;
@@ -257,6 +258,39 @@ typedef enum _Substatus__V1__PromoScope {
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__PROMO_SCOPE)
 } Substatus__V1__PromoScope;
 /*
+ * Who owns an original transaction that several of an app's users submitted, as when a customer
+ * restores purchases under a second account of the app (one Apple ID, two app users). The policy
+ * decides at each submission: IngestService's SubmitReceipt, ImportReceiptResponse,
+ * ImportTransactions, SubmitSignedTransactions and SyncTransactionHistory. App Store Server
+ * Notifications and the background refresh of a stored receipt are not submissions: they update an
+ * original transaction for its current owners only and never change who owns it. A policy change
+ * affects later submissions only. Ownership is kept with its history, so answers with `as_of_ms`
+ * stay exact: a user is evaluated (eligibility, status, entitlements, reports) without an original
+ * transaction from the instant they lost it to another user, and with it before.
+ */
+typedef enum _Substatus__V1__PurchaseSharing {
+  /*
+   * Not set; treated as PURCHASE_SHARING_SHARE and never returned.
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED = 0,
+  /*
+   * Every submitter has it (the default).
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_SHARE = 1,
+  /*
+   * The latest submitter has it from the instant of the submission (the server's clock); the
+   * users who had it lose it then. A user who acquired it this way did not own it before.
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER = 2,
+  /*
+   * The first submitter keeps it. A later submission of it by another user is refused for that
+   * original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
+   * OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__PURCHASE_SHARING)
+} Substatus__V1__PurchaseSharing;
+/*
  * The role of a tenant API key: what it may call.
  */
 typedef enum _Substatus__V1__ApiKeyRole {
@@ -364,10 +398,15 @@ struct  Substatus__V1__EligibilityPolicy
    * PROMO_SCOPE_UNSPECIFIED.
    */
   Substatus__V1__PromoScope promo_scope;
+  /*
+   * Who owns an original transaction submitted by several users of the app (see PurchaseSharing).
+   * Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
+   */
+  Substatus__V1__PurchaseSharing purchase_sharing;
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED }
 
 
 /*
@@ -393,13 +432,36 @@ struct  Substatus__V1__ItemError
   /*
    * Why, in UPPER_SNAKE_CASE, when the failure has a machine-readable cause; empty otherwise. For
    * signed data (IngestService.SubmitSignedTransactions): `INVALID_SIGNATURE`, `UNTRUSTED_CHAIN`,
-   * `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`.
+   * `WRONG_APP`, `WRONG_ENVIRONMENT` or `MALFORMED`. For an original transaction that another user
+   * of the app owns under PURCHASE_SHARING_KEEP_FIRST: `OWNED_BY_ANOTHER_USER` (code
+   * FAILED_PRECONDITION).
    */
   char *reason;
 };
 #define SUBSTATUS__V1__ITEM_ERROR__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__item_error__descriptor) \
     , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * An original transaction of a submission that was not stored for the user, and why (for example
+ * reason OWNED_BY_ANOTHER_USER under PURCHASE_SHARING_KEEP_FIRST).
+ */
+struct  Substatus__V1__RefusedOriginalTransaction
+{
+  ProtobufCMessage base;
+  /*
+   * The original transaction id.
+   */
+  char *original_transaction_id;
+  /*
+   * Why it was refused; never absent.
+   */
+  Substatus__V1__ItemError *error;
+};
+#define SUBSTATUS__V1__REFUSED_ORIGINAL_TRANSACTION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__refused_original_transaction__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL }
 
 
 /*
@@ -675,6 +737,25 @@ Substatus__V1__ItemError *
 void   substatus__v1__item_error__free_unpacked
                      (Substatus__V1__ItemError *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__RefusedOriginalTransaction methods */
+void   substatus__v1__refused_original_transaction__init
+                     (Substatus__V1__RefusedOriginalTransaction         *message);
+size_t substatus__v1__refused_original_transaction__get_packed_size
+                     (const Substatus__V1__RefusedOriginalTransaction   *message);
+size_t substatus__v1__refused_original_transaction__pack
+                     (const Substatus__V1__RefusedOriginalTransaction   *message,
+                      uint8_t             *out);
+size_t substatus__v1__refused_original_transaction__pack_to_buffer
+                     (const Substatus__V1__RefusedOriginalTransaction   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RefusedOriginalTransaction *
+       substatus__v1__refused_original_transaction__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__refused_original_transaction__free_unpacked
+                     (Substatus__V1__RefusedOriginalTransaction *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__GroupStatus methods */
 void   substatus__v1__group_status__init
                      (Substatus__V1__GroupStatus         *message);
@@ -762,6 +843,9 @@ typedef void (*Substatus__V1__EligibilityPolicy_Closure)
 typedef void (*Substatus__V1__ItemError_Closure)
                  (const Substatus__V1__ItemError *message,
                   void *closure_data);
+typedef void (*Substatus__V1__RefusedOriginalTransaction_Closure)
+                 (const Substatus__V1__RefusedOriginalTransaction *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__GroupStatus_Closure)
                  (const Substatus__V1__GroupStatus *message,
                   void *closure_data);
@@ -786,10 +870,12 @@ extern const ProtobufCEnumDescriptor    substatus__v1__ownership_type__descripto
 extern const ProtobufCEnumDescriptor    substatus__v1__subscription_state__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__eligibility_reason__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__promo_scope__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__purchase_sharing__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__api_key_role__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__product__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__refused_original_transaction__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__group_status__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__entitlement__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__named_entitlement__descriptor;

@@ -128,10 +128,17 @@ struct  Substatus__V1__SubmitReceiptResponse
    * How many of them were new or changed the stored copy.
    */
   int32_t stored_transaction_count;
+  /*
+   * The original transactions not stored for the user, each with its reason: under
+   * PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+   * counts above include their transactions; the status does not.
+   */
+  size_t n_refused_original_transactions;
+  Substatus__V1__RefusedOriginalTransaction **refused_original_transactions;
 };
 #define SUBSTATUS__V1__SUBMIT_RECEIPT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__submit_receipt_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, 0,NULL }
 
 
 /*
@@ -198,10 +205,17 @@ struct  Substatus__V1__ImportReceiptResponseResponse
    * How many of them were new or changed the stored copy.
    */
   int32_t stored_transaction_count;
+  /*
+   * The original transactions not stored for the user, each with its reason: under
+   * PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+   * counts above include their transactions; the status does not.
+   */
+  size_t n_refused_original_transactions;
+  Substatus__V1__RefusedOriginalTransaction **refused_original_transactions;
 };
 #define SUBSTATUS__V1__IMPORT_RECEIPT_RESPONSE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__import_receipt_response_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, 0,NULL }
 
 
 /*
@@ -249,8 +263,10 @@ struct  Substatus__V1__TransactionImportResult
    */
   Substatus__V1__ImportOutcome outcome;
   /*
-   * Why it was rejected (code INVALID_ARGUMENT, field such as `transactions[4].purchase_date_ms`);
-   * absent unless `outcome` is IMPORT_OUTCOME_REJECTED.
+   * Why it was rejected (code INVALID_ARGUMENT, field such as `transactions[4].purchase_date_ms`;
+   * or code FAILED_PRECONDITION, reason OWNED_BY_ANOTHER_USER, when another user owns its original
+   * transaction under PURCHASE_SHARING_KEEP_FIRST); absent unless `outcome` is
+   * IMPORT_OUTCOME_REJECTED.
    */
   Substatus__V1__ItemError *error;
 };
@@ -274,7 +290,9 @@ struct  Substatus__V1__RenewalInfoImportResult
    */
   Substatus__V1__ImportOutcome outcome;
   /*
-   * Why it was rejected; absent unless `outcome` is IMPORT_OUTCOME_REJECTED.
+   * Why it was rejected (as for a transaction: OWNED_BY_ANOTHER_USER when another user owns its
+   * original transaction under PURCHASE_SHARING_KEEP_FIRST); absent unless `outcome` is
+   * IMPORT_OUTCOME_REJECTED.
    */
   Substatus__V1__ItemError *error;
 };
@@ -458,10 +476,17 @@ struct  Substatus__V1__SyncTransactionHistoryResponse
    * Apple's revision after this sync, stored for the next incremental sync.
    */
   char *revision;
+  /*
+   * The original transactions not stored for the user, each with its reason: under
+   * PURCHASE_SHARING_KEEP_FIRST, those another user of the app owns (OWNED_BY_ANOTHER_USER). The
+   * counts above include their transactions; the status does not.
+   */
+  size_t n_refused_original_transactions;
+  Substatus__V1__RefusedOriginalTransaction **refused_original_transactions;
 };
 #define SUBSTATUS__V1__SYNC_TRANSACTION_HISTORY_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__sync_transaction_history_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 /* Substatus__V1__SubmitReceiptRequest methods */

@@ -1,0 +1,147 @@
+// Purchase sharing in SQLite: the app's policy read in the ingest's commit, the ownership rows
+// (tables ownership_gaps and ownership_transfers, migration 8) written through ``PurchaseOwnership``.
+import SubscriptionDomain
+import SubscriptionStorage
+
+/// An app's purchase sharing as an ingest commit reads it.
+struct OwnershipPolicy {
+  var sharing: PurchaseSharing
+  var tracked: Bool
+
+  /// The app's policy in the current transaction.
+  /// - Throws: `notFound` for an unknown app.
+  static func read(_ db: SQLiteConnection, _ appId: String) throws(StoreError) -> OwnershipPolicy {
+    guard
+      let row = try db.first(
+        "SELECT policy, ownership_tracked FROM apps WHERE app_id = ?", [.text(appId)],
+        { r throws(StoreError) in (try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(0)), r.int(1) != 0) })
+    else { throw StoreError.notFound("app", appId) }
+    return OwnershipPolicy(sharing: row.0.purchaseSharing, tracked: row.1)
+  }
+}
+
+/// The ownership rows of one app and environment, in the writer's transaction.
+private struct SQLiteOwnershipLedger: OwnershipLedger {
+  let db: SQLiteConnection
+  let appId: String
+  let environment: Environment
+
+  private var scope: [SQLValue] { [.text(appId), .text(environment.rawValue)] }
+
+  func holders(of originalTransactionId: String) throws(StoreError) -> Set<String> {
+    Set(
+      try db.all(
+        """
+        SELECT DISTINCT u.user_id FROM transactions t CROSS JOIN users u ON u.user_key = t.user_key
+        WHERE t.original_transaction_id = ? AND u.app_id = ? AND u.environment = ?
+        """, [.text(originalTransactionId)] + scope
+      ) { $0.text(0) })
+  }
+
+  func usersWithOpenGap(on originalTransactionId: String) throws(StoreError) -> Set<String> {
+    Set(
+      try db.all(
+        """
+        SELECT u.user_id FROM ownership_gaps g CROSS JOIN users u ON u.user_key = g.user_key
+        WHERE g.original_transaction_id = ? AND g.until_ms IS NULL AND u.app_id = ? AND u.environment = ?
+        """, [.text(originalTransactionId)] + scope
+      ) { $0.text(0) })
+  }
+
+  /// The user's key, created if needed (a gainer's gap may precede its first transaction row).
+  private func userKey(_ userId: String) throws(StoreError) -> Int64 {
+    let values = scope + [.text(userId)]
+    if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) { return key }
+    try db.run("INSERT INTO users(app_id, environment, user_id) VALUES(?, ?, ?)", values)
+    return db.lastInsertRowID
+  }
+
+  func insertGap(userId: String, _ gap: OwnershipGap) throws(StoreError) {
+    try db.run(
+      "INSERT INTO ownership_gaps(user_key, original_transaction_id, from_ms, until_ms) VALUES(?, ?, ?, ?)",
+      [.int(try userKey(userId)), .text(gap.originalTransactionId), .optional(gap.fromMs), .optional(gap.untilMs)])
+  }
+
+  func closeGap(userId: String, originalTransactionId: String, atMs: Int64) throws(StoreError) {
+    try db.run(
+      """
+      UPDATE ownership_gaps SET until_ms = ? WHERE user_key = ? AND original_transaction_id = ?
+        AND until_ms IS NULL
+      """, [.int(atMs), .int(try userKey(userId)), .text(originalTransactionId)])
+  }
+
+  func recordTransfer(_ transfer: OwnershipTransfer) throws(StoreError) {
+    try db.run(
+      """
+      INSERT INTO ownership_transfers(app_id, environment, original_transaction_id, at_ms,
+        previous_user_id, new_user_id) VALUES(?, ?, ?, ?, ?, ?)
+      ON CONFLICT(app_id, environment, original_transaction_id, at_ms, previous_user_id)
+        DO UPDATE SET new_user_id = excluded.new_user_id
+      """,
+      scope + [
+        .text(transfer.originalTransactionId), .int(transfer.atMs), .text(transfer.previousUserId),
+        .text(transfer.newUserId),
+      ])
+  }
+}
+
+extension SQLiteStore {
+  /// Applies purchase sharing to one update in the writer's transaction (``PurchaseOwnership``)
+  /// and returns what to store; refusals and transfers go to `summary`.
+  static func settleOwnership(
+    _ update: EncodedPurchases, _ policies: [String: OwnershipPolicy], _ db: SQLiteConnection,
+    _ summary: inout IngestSummary
+  ) throws(StoreError) -> EncodedPurchases {
+    guard let policy = policies[update.user.appId], policy.tracked || policy.sharing != .share else {
+      return update
+    }
+    var ledger = SQLiteOwnershipLedger(db: db, appId: update.user.appId, environment: update.user.environment)
+    let (refused, transfers) = try PurchaseOwnership.settle(
+      user: update.user, originalTransactionIds: update.originalTransactionIds,
+      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
+    summary.transfers += transfers
+    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
+    return update.removing(originalTransactionIds: refused)
+  }
+
+  /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
+  public func ownershipGaps(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [String: [OwnershipGap]] {
+    if userIds.isEmpty { return [:] }
+    return try await readers.read { db throws(StoreError) in
+      var out: [String: [OwnershipGap]] = [:]
+      for userId in Set(userIds) {
+        let gaps = try db.all(
+          """
+          SELECT g.original_transaction_id, g.from_ms, g.until_ms FROM users u
+          CROSS JOIN ownership_gaps g ON g.user_key = u.user_key
+          WHERE u.app_id = ? AND u.environment = ? AND u.user_id = ?
+          ORDER BY g.original_transaction_id, COALESCE(g.from_ms, -9223372036854775808)
+          """, [.text(appId), .text(environment.rawValue), .text(userId)]
+        ) { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
+        if !gaps.isEmpty { out[userId] = gaps }
+      }
+      return out
+    }
+  }
+
+  /// See ``Store/ownershipTransfers(appId:environment:originalTransactionId:)``.
+  public func ownershipTransfers(
+    appId: String, environment: Environment, originalTransactionId: String
+  ) async throws(StoreError) -> [OwnershipTransfer] {
+    try await readers.read { db throws(StoreError) in
+      try db.all(
+        """
+        SELECT at_ms, previous_user_id, new_user_id FROM ownership_transfers
+        WHERE app_id = ? AND environment = ? AND original_transaction_id = ?
+        ORDER BY at_ms, previous_user_id
+        """, [.text(appId), .text(environment.rawValue), .text(originalTransactionId)]
+      ) { r in
+        OwnershipTransfer(
+          appId: appId, environment: environment, originalTransactionId: originalTransactionId,
+          previousUserId: r.text(1), newUserId: r.text(2), atMs: r.int(0))
+      }
+    }
+  }
+}
