@@ -17,6 +17,7 @@ export function init() {
 }
 
 export function show() {
+  $("key-form").querySelector(".status").textContent = "";
   $("new-key").hidden = true;
   $("new-key-value").textContent = "";
   render().catch(status);

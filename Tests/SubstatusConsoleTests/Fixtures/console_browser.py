@@ -22,6 +22,8 @@ import urllib.error
 import urllib.request
 
 from axe_selenium_python import Axe
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
@@ -72,21 +74,25 @@ def sim(path, body=None):
 
 
 def lifecycle():
-    """alice: a free trial, renewals, an upgrade, a second group bought and refunded, then a billing
-    failure into grace and billing retry. Returns the receipt an app would send."""
+    """alice: a free trial, renewals (shared with bob through Family Sharing), an upgrade, a second
+    group bought and refunded, then a billing failure into grace and billing retry. Returns the
+    receipts an app would send for alice and bob."""
     sim("/control/apps", {
         "bundle_id": BUNDLE, "shared_secret": SECRET, "grace_period_days": 16,
         "products": [
             {"product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro",
-             "duration": "P1M", "level": 2, "introductory_offer": {"type": "free_trial", "duration": "P1W"}},
+             "duration": "P1M", "level": 2, "family_shareable": True,
+             "introductory_offer": {"type": "free_trial", "duration": "P1W"}},
             {"product_id": "pro.plus", "type": "auto_renewable", "subscription_group_id": "pro",
              "duration": "P1M", "level": 1},
             {"product_id": "storage.monthly", "type": "auto_renewable", "subscription_group_id": "storage",
              "duration": "P1M"},
         ]})
     sim("/control/users", {"user_id": "alice", "environment": "production"})
+    sim("/control/users", {"user_id": "bob", "environment": "production"})
     user = f"/control/apps/{BUNDLE}/users/alice"
     sim(f"{user}/purchase", {"product_id": "pro.monthly", "offer": {"type": "introductory"}})
+    sim("/control/users/alice/family/members", {"user_id": "bob"})
     sim("/control/clock/advance", {"days": 7})
     sim("/control/clock/advance", {"days": 30})
     sim(f"{user}/change-product", {"product_id": "pro.plus"})
@@ -95,8 +101,11 @@ def lifecycle():
     sim(f"{user}/refund", {"group_id": "storage"})
     sim("/control/users/alice/billing-failure")
     sim("/control/clock/advance", {"days": 45})
-    with urllib.request.urlopen(f"{SIM}{user}/receipt", timeout=20) as reply:
-        return json.loads(reply.read())["receipt"]
+    receipts = {}
+    for name in ["alice", "bob"]:
+        with urllib.request.urlopen(f"{SIM}/control/apps/{BUNDLE}/users/{name}/receipt", timeout=20) as reply:
+            receipts[name] = json.loads(reply.read())["receipt"]
+    return receipts
 
 
 def expected_kind(t):
@@ -199,7 +208,7 @@ def each_width(page, action=None):
 
 
 try:
-    receipt = lifecycle()
+    receipts = lifecycle()
     tenant = rpc(OPERATOR_KEY, "TenantService/CreateTenant", {"name": "console"})
     admin = tenant["adminKey"]
 
@@ -230,6 +239,17 @@ try:
     check(fingerprint in submit("#secret-form"), "setting the secret answers its fingerprint")
     check(q("#secret-fingerprint").text == fingerprint, "the fingerprint stands in for the secret")
     check(SECRET not in driver.page_source, "the secret is never shown back")
+    iap = ec.generate_private_key(ec.SECP256R1())
+    iap_pem = iap.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    spki = iap.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    iap_fingerprint = "sha256:" + hashlib.sha256(spki).hexdigest()[:16]
+    fill("#iap-issuer", "57246542-96fe-1a63-e053-0824d011072a")
+    fill("#iap-key-id", "2X9R4HXF34")
+    q("#iap-pem").send_keys(iap_pem)
+    check(iap_fingerprint in submit("#iap-form") and iap_fingerprint in q("#iap-fingerprint").text,
+          "the In-App Purchase key's public fingerprint stands in for it")
+    check("PRIVATE KEY" not in driver.page_source, "the private key is not shown back")
     q("#policy-refunds").click()
     check("Policy saved" in submit("#policy-form"), "save the policy")
     app = rpc(admin, "AdminService/GetApp", {"appId": app_id})["app"]
@@ -264,7 +284,8 @@ try:
     each_width("catalog")
 
     # The receipt, through the API: substatusd verifies it with the secret set in the browser.
-    rpc(admin, "IngestService/SubmitReceipt", {"appId": app_id, "userId": "alice", "receiptData": receipt})
+    for name, receipt in receipts.items():
+        rpc(admin, "IngestService/SubmitReceipt", {"appId": app_id, "userId": name, "receiptData": receipt})
 
     # API keys: a READ key shown once; an INGEST key revoked.
     go("keys")
@@ -300,13 +321,13 @@ try:
     for t in transactions:
         start, expires, revoked = int(t["purchaseDateMs"]), int(t.get("expiresDateMs", 0)), int(t.get("revocationDateMs", 0))
         end = revoked if revoked and revoked < expires else expires
-        expected[t["transactionId"]] = (expected_kind(t), start, end)
+        expected[t["transactionId"]] = (expected_kind(t), start, end, "false")
     drawn = {}
     for rect in driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period[data-transaction-id]"):
         tid = rect.get_attribute("data-transaction-id")
         if tid:
             drawn[tid] = (rect.get_attribute("data-kind"), int(rect.get_attribute("data-start-ms")),
-                          int(rect.get_attribute("data-end-ms")))
+                          int(rect.get_attribute("data-end-ms")), rect.get_attribute("data-family"))
     check(drawn == expected, f"one period per transaction, of its kind and times:\n{drawn}\n{expected}")
     kinds = [t[0] for t in sorted(expected.values(), key=lambda k: k[1])]
     check(kinds[0] == "trial" and "paid" in kinds, f"a trial then paid periods: {kinds}")
@@ -353,6 +374,18 @@ try:
     print(f"as of day {(at - first) / 86_400_000:.1f}: {api_group}")
     check(q("#user-as-of").get_attribute("value").replace("T", " ")[:16] == stamp.replace("T", " ")[:16],
           "the as-of field follows the line")
+    # bob: alice's family member, his shared periods labelled as such.
+    fill("#user-id", "bob")
+    fill("#user-as-of", "")
+    submit_button.click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period") and "bob" in q("#transactions-result").text)
+    bob = rpc(admin, "StatusService/GetTransactionHistory", {"appId": app_id, "userId": "bob", "pageSize": 1000})["transactions"]
+    shared = {t["transactionId"] for t in bob if t.get("ownership") == "OWNERSHIP_TYPE_FAMILY_SHARED"}
+    drawn_shared = {r.get_attribute("data-transaction-id") for r in driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period.family")}
+    check(shared and drawn_shared == shared, f"family-shared periods are marked: {drawn_shared} / {shared}")
+    check(any(t.text == "family" for t in driver.find_elements(By.CSS_SELECTOR, "#timeline text.period-label")),
+          "and labelled")
+    fill("#user-id", "alice")
     each_width("user", lambda: (submit_button.click(),
                                 wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period"))))
 
