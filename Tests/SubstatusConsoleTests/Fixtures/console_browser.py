@@ -148,11 +148,6 @@ def q(css):
     return driver.find_element(By.CSS_SELECTOR, css)
 
 
-def visible(css):
-    elements = driver.find_elements(By.CSS_SELECTOR, css)
-    return bool(elements) and elements[0].is_displayed()
-
-
 def status_of(form_css):
     wait.until(lambda d: q(f"{form_css} .status").text.strip() != "")
     return q(f"{form_css} .status").text
