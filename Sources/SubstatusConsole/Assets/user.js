@@ -20,6 +20,13 @@ export function init(context) {
     if (!appId) throw { code: "INVALID_ARGUMENT", message: "choose an app in the App field above" };
     await look({ appId, userId: data.get("userId").trim(), environment: data.get("environment") }, parseInstant(data.get("asOf")));
   });
+  onSubmit($("erase-form"), async () => {
+    const { appId, userId, environment } = lookup;
+    if (!confirm(`Erase every piece of data of ${userId} in ${appId}? This cannot be undone.`)) return "";
+    const reply = await call("AdminService", "DeleteUser", { appId, userId });
+    await look({ appId, userId, environment }, 0);
+    return `Erased ${int64(reply.transactionsErased)} transactions and ${int64(reply.renewalInfosErased)} renewal infos of ${userId}.`;
+  });
 }
 
 export function show() {}

@@ -380,6 +380,12 @@ try:
     check(shared and drawn_shared == shared, f"family-shared periods are marked: {drawn_shared} / {shared}")
     check(any(t.text == "family" for t in driver.find_elements(By.CSS_SELECTOR, "#timeline text.period-label")),
           "and labelled")
+    # Erasure (ADMIN only): bob's data goes, and the page says so.
+    q("#erase-form button[type=submit]").click()
+    driver.switch_to.alert.accept()
+    check("Erased" in status_of("#erase-form") and "No transactions for bob" in q("#timeline").text, "erase a user")
+    check(not rpc(admin, "StatusService/GetTransactionHistory", {"appId": app_id, "userId": "bob"}).get("transactions"),
+          "the API has nothing left of bob")
     fill("#user-id", "alice")
     each_width("user", lambda: (submit_button.click(),
                                 wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period"))))
@@ -418,6 +424,7 @@ try:
     read_drawn = sorted(r.get_attribute("data-transaction-id") for r in
                         driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period[data-transaction-id]"))
     check([t for t in read_drawn if t] == sorted(expected), f"a READ key sees the same timeline: {read_drawn}")
+    check(not q("#erase-form").is_displayed(), "a READ key cannot erase a user")
     each_width("user-read")
 
     # Nothing but the server; no policy violation.
