@@ -1,5 +1,6 @@
 // The console's shell: sign-in, what the key may do, the selected app and the page router.
-// Each page is a module exporting `show(context)`; pages a key may not use are hidden, not refused.
+// Each page is a module exporting `init(context)` (wires its forms once) and `show(context)` (draws it
+// when it is opened); pages and actions a key may not use (`data-needs="admin"`) are hidden, not refused.
 import { call, callAll, apiKey, setApiKey } from "./api.js";
 import { $, onSubmit, showError } from "./ui.js";
 import * as apps from "./apps.js";
