@@ -106,6 +106,11 @@ let package = Package(
     // MARK: HTTP/1.1 listener (libmicrohttpd)
     .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SubstatusClock"], swiftSettings: swiftSettings),
 
+    // MARK: Web console (static files compiled into the binary; served on the HTTP listener)
+    .target(
+      name: "SubstatusConsole", dependencies: ["HTTPServer"], resources: [.embedInCode("Assets")],
+      swiftSettings: swiftSettings),
+
     // MARK: Service
     .target(
       name: "SubstatusService",
@@ -120,7 +125,8 @@ let package = Package(
       name: "SubstatusDaemon",
       dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
-                     "RPCWebGateway", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock", "CLinuxShims"],
+                     "RPCWebGateway", "SubstatusConsole", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock",
+                     "CLinuxShims"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -283,6 +289,12 @@ let package = Package(
     .testTarget(
       name: "RPCWebGatewayTests",
       dependencies: ["RPCWebGateway", "HTTPServer", "HTTPTestSupport", "RPCCore", "SubstatusClock"],
+      resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
+    // The web console: its HTTP answers (headers, caching), and a real Chromium (selenium, axe-core)
+    // driving it against a real substatusd fed by appstore-sim lifecycles.
+    .testTarget(
+      name: "SubstatusConsoleTests",
+      dependencies: ["SubstatusConsole", "HTTPServer", "SubstatusProcessTestKit", "substatusd", "appstore-sim"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "AppStoreSimulatorTests",

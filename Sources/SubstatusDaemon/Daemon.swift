@@ -8,6 +8,7 @@ import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
 import RPCWebGateway
+import SubstatusConsole
 import SubscriptionStorage
 import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
@@ -181,6 +182,8 @@ public enum SubstatusDaemon {
     let memory = MemoryReturn(interval: configuration.memoryTrimInterval)
     service.metrics.addSource { (httpMetrics.withLock { $0 }?.prometheusText() ?? "") + memory.prometheusText() }
     var httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
+    // The web console (/console): static files from the binary, Chart.js from libjs-chart.js.
+    WebConsole().register(in: &httpRouter)
     // Connect and gRPC-Web on the HTTP listener: the gRPC port's router and interceptors, below
     // the listener's own routes (notifications, health, metrics keep precedence).
     var gatewayConfiguration = RPCWebGateway.Configuration()

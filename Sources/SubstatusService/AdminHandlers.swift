@@ -222,6 +222,19 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     return response
   }
 
+  /// Describes the calling key (any role: the auth interceptor let it through) from the record the
+  /// interceptor looked up, so the answer is the record that authorized this very call.
+  public func getCallerApiKey(_ request: Substatus_V1_GetCallerApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_GetCallerApiKeyResponse {
+    guard let record = context[CallerKeyRecordKey.self] else {
+      throw RPCError(code: .unauthenticated, message: "missing authorization")
+    }
+    var response = Substatus_V1_GetCallerApiKeyResponse()
+    response.info = record.wire
+    response.tenantID = record.tenantId ?? ""
+    response.operatorKey = record.role == .operator
+    return response
+  }
+
   /// A key of the tenant by id, or `nil`. The store finds keys by hash, not id, so this pages
   /// through the tenant's keys: only a scoped key's RevokeApiKey needs it, an admin call on a list
   /// of a few dozen keys.

@@ -10,6 +10,13 @@ enum MethodPolicy {
   static let admin: Set<ApiKeyRecord.Role> = [.admin]
   static let ingest: Set<ApiKeyRecord.Role> = [.admin, .ingest]
   static let read: Set<ApiKeyRecord.Role> = [.admin, .ingest, .read]
+  static let anyKey: Set<ApiKeyRecord.Role> = [.operator, .admin, .ingest, .read]
+
+  /// The roles that may call `method` (a full path): the service's roles, except for the few
+  /// methods open to every key.
+  static func roles(forMethod method: String, service: Substring) -> Set<ApiKeyRecord.Role>? {
+    method == Substatus_V1_AdminService.getCallerApiKey.path ? anyKey : roles(forService: service)
+  }
 
   static func roles(forService service: Substring) -> Set<ApiKeyRecord.Role>? {
     switch service {
@@ -32,7 +39,7 @@ struct AuthInterceptor: ServerInterceptor {
   let service: SubstatusService
 
   func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
-    guard let roles = MethodPolicy.roles(forService: context.service) else { return try await next(context) }
+    guard let roles = MethodPolicy.roles(forMethod: context.method, service: context.service) else { return try await next(context) }
     guard let header = context.metadata.firstString(forKey: "authorization") else {
       throw RPCError(code: .unauthenticated, message: "missing authorization: send \"authorization: Bearer <key>\"")
     }
@@ -62,6 +69,7 @@ struct AuthInterceptor: ServerInterceptor {
     var context = context
     let principal = Principal(keyId: record.keyId, tenantId: record.tenantId, role: record.role, appIds: record.appIds)
     context[PrincipalKey.self] = principal
+    context[CallerKeyRecordKey.self] = record
     context[RPCAnnotations.Key.self]?.principal.withLock { $0 = principal }
     try await next(context)
   }

@@ -96,6 +96,12 @@ public enum PrincipalKey: ServerContextKey {
   public typealias Value = Principal
 }
 
+/// The context key under which the auth interceptor stores the calling key's record (for
+/// AdminService.GetCallerApiKey, which describes it).
+enum CallerKeyRecordKey: ServerContextKey {
+  typealias Value = ApiKeyRecord
+}
+
 extension RPCError {
   /// Maps a store failure to a status: NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, UNAVAILABLE,
   /// FAILED_PRECONDITION for unopenable secrets, INTERNAL for the rest (generic message).

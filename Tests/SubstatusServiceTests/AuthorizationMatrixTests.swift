@@ -151,6 +151,8 @@ import SubstatusWire
       r.keyID = try await w.h.call(Substatus_V1_AdminService.createApiKey, create, key: w.admin).info!.keyID
       return r
     },
+    // Every valid key may describe itself (the console hides what the key may not do).
+    row(Substatus_V1_AdminService.getCallerApiKey, "ok ok ok ok ok ok ok ok ok ok ok") { _ in Substatus_V1_GetCallerApiKeyRequest() },
     // IngestService: ADMIN and INGEST keys. Calls that would reach Apple send a request that fails
     // its own validation after the app check: INVALID_ARGUMENT shows authorization passed.
     row(Substatus_V1_IngestService.submitReceipt, "PD IA IA NF IA IA NF PD PD PD NF") { w in
@@ -336,6 +338,40 @@ import SubstatusWire
       await expectStatus(.permissionDenied) { _ = try await h.call(Substatus_V1_AdminService.registerApp, register, key: scoped) }
       let unchanged = try await h.call(Substatus_V1_AdminService.listApps, Substatus_V1_ListAppsRequest(), key: w.admin).apps
       #expect(!unchanged.contains { $0.bundleID == "com.example.third" })
+    }
+  }
+
+  /// GetCallerApiKey answers each caller with its own role, scope and tenant, never another key's;
+  /// a revoked key gets UNAUTHENTICATED.
+  @Test func callerLearnsItsOwnRoleAndScope() async throws {
+    try await withService { h in
+      let w = try await Self.world(h)
+      let expected: [(Caller, Substatus_V1_ApiKeyRole, [String])] = [
+        (.admin, .admin, []), (.adminScopedHere, .admin, [w.appA]), (.ingestScopedElsewhere, .ingest, [w.appB]),
+        (.read, .read, []), (.readScopedHere, .read, [w.appA]),
+      ]
+      let acme = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: w.admin).tenantID
+      #expect(!acme.isEmpty)
+      for (caller, role, apps) in expected {
+        let answer = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: w.keys[caller]!)
+        #expect(answer.info?.role == role, "\(caller)")
+        #expect(answer.info?.appIDs == apps, "\(caller)")
+        #expect(answer.tenantID == acme, "\(caller)")
+        #expect(!answer.operatorKey, "\(caller)")
+        #expect(w.keys[caller]!.hasPrefix(String((answer.info?.displayPrefix ?? "-").dropLast())), "\(caller): another key's description")
+      }
+      let other = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: w.keys[.otherTenantAdmin]!)
+      #expect(other.tenantID != acme && !other.tenantID.isEmpty)
+      let op = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: h.operatorKey)
+      #expect(op.operatorKey && op.tenantID.isEmpty && op.info?.role == .unspecified)
+
+      let read = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: w.keys[.read]!)
+      var revoke = Substatus_V1_RevokeApiKeyRequest()
+      revoke.keyID = read.info!.keyID
+      _ = try await h.call(Substatus_V1_AdminService.revokeApiKey, revoke, key: w.admin)
+      await expectStatus(.unauthenticated) {
+        _ = try await h.call(Substatus_V1_AdminService.getCallerApiKey, .init(), key: w.keys[.read]!)
+      }
     }
   }
 }

@@ -15,6 +15,7 @@ extension Substatus_V1_AdminService {
   /// (PERMISSION_DENIED), sees only its apps in ListApps, gets NOT_FOUND for any other app, can create
   /// only keys scoped to a subset of its apps (else PERMISSION_DENIED), and lists and revokes only
   /// keys scoped to a subset of its apps (any other key, unscoped ones included, is NOT_FOUND).
+  /// GetCallerApiKey is the exception: any valid key may call it, to learn its own role and scope.
   public protocol ServiceProtocol: Sendable {
     /// Registers an app of the tenant. Its eligibility policy starts at the defaults (see
     /// EligibilityPolicy). Errors: INVALID_ARGUMENT naming `bundle_id`, `apple_app_id` or
@@ -218,6 +219,19 @@ extension Substatus_V1_AdminService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func revokeApiKey(_ request: Substatus_V1_RevokeApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_RevokeApiKeyResponse
+
+    /// Describes the key that makes the call: its role, app scope and tenant, so that a client (the
+    /// web console) can offer only what the key may do. Any valid key may call it, of every role, the
+    /// operator key included (its `info.role` is unspecified and `operator_key` is true); it counts
+    /// against the tenant's rate like any call. Errors: UNAUTHENTICATED (no, unknown or revoked key);
+    /// PERMISSION_DENIED (the key's tenant is disabled).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func getCallerApiKey(_ request: Substatus_V1_GetCallerApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_GetCallerApiKeyResponse
   }
 
   /// Registers every method of `substatus.v1.AdminService` with a router, as typed handlers that read
@@ -333,6 +347,12 @@ extension Substatus_V1_AdminService {
       execution: execution(Substatus_V1_AdminService.revokeApiKey.path)
     ) { request, context in
       try await service.revokeApiKey(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.getCallerApiKey.path, request: Substatus_V1_GetCallerApiKeyRequest.self, response: Substatus_V1_GetCallerApiKeyResponse.self,
+      execution: execution(Substatus_V1_AdminService.getCallerApiKey.path)
+    ) { request, context in
+      try await service.getCallerApiKey(request, context)
     }
   }
 
@@ -676,6 +696,26 @@ extension Substatus_V1_AdminService {
     ) async throws(RPCError) -> Substatus_V1_RevokeApiKeyResponse {
       try await rpcClient.unary(
         method: Substatus_V1_AdminService.revokeApiKey.path, request: request, response: Substatus_V1_RevokeApiKeyResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Describes the key that makes the call: its role, app scope and tenant, so that a client (the
+    /// web console) can offer only what the key may do. Any valid key may call it, of every role, the
+    /// operator key included (its `info.role` is unspecified and `operator_key` is true); it counts
+    /// against the tenant's rate like any call. Errors: UNAUTHENTICATED (no, unknown or revoked key);
+    /// PERMISSION_DENIED (the key's tenant is disabled).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func getCallerApiKey(
+      _ request: Substatus_V1_GetCallerApiKeyRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_GetCallerApiKeyResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.getCallerApiKey.path, request: request, response: Substatus_V1_GetCallerApiKeyResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -879,6 +879,47 @@ public struct Substatus_V1_RevokeApiKeyResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of AdminService.GetCallerApiKey: the key is the one in `authorization`.
+public struct Substatus_V1_GetCallerApiKeyRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetCallerApiKeyRequest"
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.GetCallerApiKey.
+public struct Substatus_V1_GetCallerApiKeyResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetCallerApiKeyResponse"
+
+  /// The calling key's description (never the key itself).
+  public var info: Substatus_V1_ApiKeyInfo? = nil
+
+  /// The key's tenant; empty for the operator key.
+  public var tenantID: String = ""
+
+  /// True for the operator key, which manages tenants (TenantService) and nothing inside them.
+  public var operatorKey: Bool = false
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_App: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
 
@@ -2508,12 +2549,87 @@ extension Substatus_V1_RevokeApiKeyResponse {
   }
 }
 
+extension Substatus_V1_GetCallerApiKeyRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetCallerApiKeyRequest", [])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+  }
+
+  func write(to w: inout CMessageWriter) {
+  }
+}
+
+extension Substatus_V1_GetCallerApiKeyRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    .object(JSONObject())
+  }
+
+  /// Reads the message from the proto3 JSON mapping: an object with no members.
+  /// - Throws: `WireError` naming the first member, which is unknown.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    if let name = try ProtoJSON.object(jsonValue, Self.protoMessageName).keys.first {
+      throw ProtoJSON.unknownField(name, Self.protoMessageName)
+    }
+  }
+}
+
+extension Substatus_V1_GetCallerApiKeyResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetCallerApiKeyResponse", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    info = try r.message(0, Substatus_V1_ApiKeyInfo.self)
+    tenantID = try r.string(1)
+    operatorKey = r.bool(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, info)
+    w.string(1, tenantID)
+    w.bool(2, operatorKey)
+  }
+}
+
+extension Substatus_V1_GetCallerApiKeyResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.info { o.append("info", v.jsonValue()) }
+    if !(self.tenantID.isEmpty) { o.append("tenantId", .string(self.tenantID)) }
+    if !(!self.operatorKey) { o.append("operatorKey", .bool(self.operatorKey)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "info":
+        self.info = try ProtoJSON.message(value, "info", Substatus_V1_ApiKeyInfo.self)
+      case "tenantId", "tenant_id":
+        self.tenantID = try ProtoJSON.string(value, "tenantId")
+      case "operatorKey", "operator_key":
+        self.operatorKey = try ProtoJSON.bool(value, "operatorKey")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Manages a tenant's apps, their shared secrets, product catalogs and eligibility policies, and
 /// the tenant's API keys. Needs an ADMIN key of the tenant (other roles get PERMISSION_DENIED).
 /// An ADMIN key scoped to apps may act only on those apps: it cannot register apps
 /// (PERMISSION_DENIED), sees only its apps in ListApps, gets NOT_FOUND for any other app, can create
 /// only keys scoped to a subset of its apps (else PERMISSION_DENIED), and lists and revokes only
 /// keys scoped to a subset of its apps (any other key, unscoped ones included, is NOT_FOUND).
+/// GetCallerApiKey is the exception: any valid key may call it, to learn its own role and scope.
 public enum Substatus_V1_AdminService {
   /// The fully qualified service name.
   public static let name = "substatus.v1.AdminService"
@@ -2636,7 +2752,15 @@ public enum Substatus_V1_AdminService {
   public static let revokeApiKey = ProtoMethodDescriptor<Substatus_V1_RevokeApiKeyRequest, Substatus_V1_RevokeApiKeyResponse>(
     service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false)
 
+  /// Describes the key that makes the call: its role, app scope and tenant, so that a client (the
+  /// web console) can offer only what the key may do. Any valid key may call it, of every role, the
+  /// operator key included (its `info.role` is unspecified and `operator_key` is true); it counts
+  /// against the tenant's rate like any call. Errors: UNAUTHENTICATED (no, unknown or revoked key);
+  /// PERMISSION_DENIED (the key's tenant is disabled).
+  public static let getCallerApiKey = ProtoMethodDescriptor<Substatus_V1_GetCallerApiKeyRequest, Substatus_V1_GetCallerApiKeyResponse>(
+    service: name, method: "GetCallerApiKey", clientStreaming: false, serverStreaming: false)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey"]
+  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey"]
 }
 

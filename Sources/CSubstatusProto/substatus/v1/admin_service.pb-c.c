@@ -1672,6 +1672,96 @@ void   substatus__v1__revoke_api_key_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__revoke_api_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__get_caller_api_key_request__init
+                     (Substatus__V1__GetCallerApiKeyRequest         *message)
+{
+  static const Substatus__V1__GetCallerApiKeyRequest init_value = SUBSTATUS__V1__GET_CALLER_API_KEY_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_caller_api_key_request__get_packed_size
+                     (const Substatus__V1__GetCallerApiKeyRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_caller_api_key_request__pack
+                     (const Substatus__V1__GetCallerApiKeyRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_caller_api_key_request__pack_to_buffer
+                     (const Substatus__V1__GetCallerApiKeyRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetCallerApiKeyRequest *
+       substatus__v1__get_caller_api_key_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetCallerApiKeyRequest *)
+     protobuf_c_message_unpack (&substatus__v1__get_caller_api_key_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_caller_api_key_request__free_unpacked
+                     (Substatus__V1__GetCallerApiKeyRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_caller_api_key_response__init
+                     (Substatus__V1__GetCallerApiKeyResponse         *message)
+{
+  static const Substatus__V1__GetCallerApiKeyResponse init_value = SUBSTATUS__V1__GET_CALLER_API_KEY_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_caller_api_key_response__get_packed_size
+                     (const Substatus__V1__GetCallerApiKeyResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_caller_api_key_response__pack
+                     (const Substatus__V1__GetCallerApiKeyResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_caller_api_key_response__pack_to_buffer
+                     (const Substatus__V1__GetCallerApiKeyResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetCallerApiKeyResponse *
+       substatus__v1__get_caller_api_key_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetCallerApiKeyResponse *)
+     protobuf_c_message_unpack (&substatus__v1__get_caller_api_key_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_caller_api_key_response__free_unpacked
+                     (Substatus__V1__GetCallerApiKeyResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[10] =
 {
   {
@@ -3754,7 +3844,89 @@ const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descrip
   (ProtobufCMessageInit) substatus__v1__revoke_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[17] =
+#define substatus__v1__get_caller_api_key_request__field_descriptors NULL
+#define substatus__v1__get_caller_api_key_request__field_indices_by_name NULL
+#define substatus__v1__get_caller_api_key_request__number_ranges NULL
+const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetCallerApiKeyRequest",
+  "GetCallerApiKeyRequest",
+  "Substatus__V1__GetCallerApiKeyRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetCallerApiKeyRequest),
+  0,
+  substatus__v1__get_caller_api_key_request__field_descriptors,
+  substatus__v1__get_caller_api_key_request__field_indices_by_name,
+  0,  substatus__v1__get_caller_api_key_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_caller_api_key_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_caller_api_key_response__field_descriptors[3] =
+{
+  {
+    "info",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetCallerApiKeyResponse, info),
+    &substatus__v1__api_key_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tenant_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetCallerApiKeyResponse, tenant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operator_key",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetCallerApiKeyResponse, operator_key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_caller_api_key_response__field_indices_by_name[] = {
+  0,   /* field[0] = info */
+  2,   /* field[2] = operator_key */
+  1,   /* field[1] = tenant_id */
+};
+static const ProtobufCIntRange substatus__v1__get_caller_api_key_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetCallerApiKeyResponse",
+  "GetCallerApiKeyResponse",
+  "Substatus__V1__GetCallerApiKeyResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetCallerApiKeyResponse),
+  3,
+  substatus__v1__get_caller_api_key_response__field_descriptors,
+  substatus__v1__get_caller_api_key_response__field_indices_by_name,
+  1,  substatus__v1__get_caller_api_key_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_caller_api_key_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[18] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
@@ -3773,6 +3945,7 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "CreateApiKey", &substatus__v1__create_api_key_request__descriptor, &substatus__v1__create_api_key_response__descriptor },
   { "ListApiKeys", &substatus__v1__list_api_keys_request__descriptor, &substatus__v1__list_api_keys_response__descriptor },
   { "RevokeApiKey", &substatus__v1__revoke_api_key_request__descriptor, &substatus__v1__revoke_api_key_response__descriptor },
+  { "GetCallerApiKey", &substatus__v1__get_caller_api_key_request__descriptor, &substatus__v1__get_caller_api_key_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   14,        /* CreateApiKey */
@@ -3780,6 +3953,7 @@ const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   11,        /* DeleteProducts */
   12,        /* DeleteUser */
   1,        /* GetApp */
+  17,        /* GetCallerApiKey */
   15,        /* ListApiKeys */
   2,        /* ListApps */
   9,        /* ListEntitlements */
@@ -3800,7 +3974,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  17,
+  18,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -3939,6 +4113,14 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__get_caller_api_key(ProtobufCService *service,
+                                                      const Substatus__V1__GetCallerApiKeyRequest *input,
+                                                      Substatus__V1__GetCallerApiKeyResponse_Closure closure,
+                                                      void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

@@ -53,6 +53,8 @@ typedef struct Substatus__V1__ListApiKeysRequest Substatus__V1__ListApiKeysReque
 typedef struct Substatus__V1__ListApiKeysResponse Substatus__V1__ListApiKeysResponse;
 typedef struct Substatus__V1__RevokeApiKeyRequest Substatus__V1__RevokeApiKeyRequest;
 typedef struct Substatus__V1__RevokeApiKeyResponse Substatus__V1__RevokeApiKeyResponse;
+typedef struct Substatus__V1__GetCallerApiKeyRequest Substatus__V1__GetCallerApiKeyRequest;
+typedef struct Substatus__V1__GetCallerApiKeyResponse Substatus__V1__GetCallerApiKeyResponse;
 
 
 /* --- enums --- */
@@ -894,6 +896,42 @@ struct  Substatus__V1__RevokeApiKeyResponse
     , NULL }
 
 
+/*
+ * The request of AdminService.GetCallerApiKey: the key is the one in `authorization`.
+ */
+struct  Substatus__V1__GetCallerApiKeyRequest
+{
+  ProtobufCMessage base;
+};
+#define SUBSTATUS__V1__GET_CALLER_API_KEY_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_caller_api_key_request__descriptor) \
+     }
+
+
+/*
+ * The response of AdminService.GetCallerApiKey.
+ */
+struct  Substatus__V1__GetCallerApiKeyResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The calling key's description (never the key itself).
+   */
+  Substatus__V1__ApiKeyInfo *info;
+  /*
+   * The key's tenant; empty for the operator key.
+   */
+  char *tenant_id;
+  /*
+   * True for the operator key, which manages tenants (TenantService) and nothing inside them.
+   */
+  protobuf_c_boolean operator_key;
+};
+#define SUBSTATUS__V1__GET_CALLER_API_KEY_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_caller_api_key_response__descriptor) \
+    , NULL, (char *)protobuf_c_empty_string, 0 }
+
+
 /* Substatus__V1__App methods */
 void   substatus__v1__app__init
                      (Substatus__V1__App         *message);
@@ -1597,6 +1635,44 @@ Substatus__V1__RevokeApiKeyResponse *
 void   substatus__v1__revoke_api_key_response__free_unpacked
                      (Substatus__V1__RevokeApiKeyResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__GetCallerApiKeyRequest methods */
+void   substatus__v1__get_caller_api_key_request__init
+                     (Substatus__V1__GetCallerApiKeyRequest         *message);
+size_t substatus__v1__get_caller_api_key_request__get_packed_size
+                     (const Substatus__V1__GetCallerApiKeyRequest   *message);
+size_t substatus__v1__get_caller_api_key_request__pack
+                     (const Substatus__V1__GetCallerApiKeyRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_caller_api_key_request__pack_to_buffer
+                     (const Substatus__V1__GetCallerApiKeyRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetCallerApiKeyRequest *
+       substatus__v1__get_caller_api_key_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_caller_api_key_request__free_unpacked
+                     (Substatus__V1__GetCallerApiKeyRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetCallerApiKeyResponse methods */
+void   substatus__v1__get_caller_api_key_response__init
+                     (Substatus__V1__GetCallerApiKeyResponse         *message);
+size_t substatus__v1__get_caller_api_key_response__get_packed_size
+                     (const Substatus__V1__GetCallerApiKeyResponse   *message);
+size_t substatus__v1__get_caller_api_key_response__pack
+                     (const Substatus__V1__GetCallerApiKeyResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_caller_api_key_response__pack_to_buffer
+                     (const Substatus__V1__GetCallerApiKeyResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetCallerApiKeyResponse *
+       substatus__v1__get_caller_api_key_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_caller_api_key_response__free_unpacked
+                     (Substatus__V1__GetCallerApiKeyResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__App_Closure)
@@ -1710,6 +1786,12 @@ typedef void (*Substatus__V1__RevokeApiKeyRequest_Closure)
 typedef void (*Substatus__V1__RevokeApiKeyResponse_Closure)
                  (const Substatus__V1__RevokeApiKeyResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__GetCallerApiKeyRequest_Closure)
+                 (const Substatus__V1__GetCallerApiKeyRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetCallerApiKeyResponse_Closure)
+                 (const Substatus__V1__GetCallerApiKeyResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1785,6 +1867,10 @@ struct Substatus__V1__AdminService_Service
                          const Substatus__V1__RevokeApiKeyRequest *input,
                          Substatus__V1__RevokeApiKeyResponse_Closure closure,
                          void *closure_data);
+  void (*get_caller_api_key)(Substatus__V1__AdminService_Service *service,
+                             const Substatus__V1__GetCallerApiKeyRequest *input,
+                             Substatus__V1__GetCallerApiKeyResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Substatus__V1__AdminService_ServiceDestroy)(Substatus__V1__AdminService_Service *);
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
@@ -1809,7 +1895,8 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## set_policy,\
       function_prefix__ ## create_api_key,\
       function_prefix__ ## list_api_keys,\
-      function_prefix__ ## revoke_api_key  }
+      function_prefix__ ## revoke_api_key,\
+      function_prefix__ ## get_caller_api_key  }
 void substatus__v1__admin_service__register_app(ProtobufCService *service,
                                                 const Substatus__V1__RegisterAppRequest *input,
                                                 Substatus__V1__RegisterAppResponse_Closure closure,
@@ -1878,6 +1965,10 @@ void substatus__v1__admin_service__revoke_api_key(ProtobufCService *service,
                                                   const Substatus__V1__RevokeApiKeyRequest *input,
                                                   Substatus__V1__RevokeApiKeyResponse_Closure closure,
                                                   void *closure_data);
+void substatus__v1__admin_service__get_caller_api_key(ProtobufCService *service,
+                                                      const Substatus__V1__GetCallerApiKeyRequest *input,
+                                                      Substatus__V1__GetCallerApiKeyResponse_Closure closure,
+                                                      void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1918,6 +2009,8 @@ extern const ProtobufCMessageDescriptor substatus__v1__list_api_keys_request__de
 extern const ProtobufCMessageDescriptor substatus__v1__list_api_keys_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor;
 
 PROTOBUF_C__END_DECLS

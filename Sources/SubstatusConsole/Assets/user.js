@@ -1,0 +1,146 @@
+// User lookup: status (groups and named entitlements), eligibility for the catalog with reasons and
+// evidence, and the history as a timeline whose as-of line re-asks status and eligibility.
+import { call, callAll, int64 } from "./api.js";
+import { $, el, enumName, instantValue, onSubmit, parseInstant, showError, table, time } from "./ui.js";
+import { buildLanes, drawTimeline, kinds } from "./timeline.js";
+
+let ctx;
+let lookup = null; // {appId, userId, environment, productIds}
+let drawn = null; // {lanes, asOfMs}: redrawn when the window's width changes
+let resizing = null;
+
+export function init(context) {
+  ctx = context;
+  $("timeline-legend").replaceChildren(...kinds.map(([kind, label]) =>
+    el("li", {}, el("span", { class: `swatch period-${kind}`, "aria-hidden": "true" }), label)),
+    el("li", {}, el("span", { class: "swatch mark-refund", "aria-hidden": "true" }), "Refund or revocation"),
+    el("li", {}, el("span", { class: "swatch mark-upgrade", "aria-hidden": "true" }), "Upgrade"));
+  onSubmit($("user-form"), async (data) => {
+    const appId = ctx.appId();
+    if (!appId) throw { code: "INVALID_ARGUMENT", message: "choose an app in the App field above" };
+    await look({ appId, userId: data.get("userId").trim(), environment: data.get("environment") }, parseInstant(data.get("asOf")));
+  });
+  onSubmit($("erase-form"), async () => {
+    const { appId, userId, environment } = lookup;
+    if (!confirm(`Erase every piece of data of ${userId} in ${appId}? This cannot be undone.`)) return "";
+    const reply = await call("AdminService", "DeleteUser", { appId, userId });
+    await look({ appId, userId, environment }, 0);
+    return `Erased ${int64(reply.transactionsErased)} transactions and ${int64(reply.renewalInfosErased)} renewal infos of ${userId}.`;
+  });
+}
+
+export function show() {}
+
+function draw(lanes, asOfMs) {
+  drawn = { lanes, asOfMs };
+  drawTimeline($("timeline"), lanes, asOfMs, (ms) => {
+    drawn.asOfMs = ms;
+    reask(ms).catch((error) => showError($("user-form"), error));
+  });
+}
+
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => { if (drawn && !$("page-user").hidden) draw(drawn.lanes, drawn.asOfMs); }, 150);
+});
+
+async function look(request, asOfMs) {
+  const [history, catalog] = await Promise.all([historyOf(request), catalogOf(request.appId)]);
+  const status = await call("StatusService", "GetStatus", { ...request, asOfMs: String(asOfMs) });
+  const groupOfOriginal = new Map((status.groups ?? []).filter((g) => g.originalTransactionId)
+    .map((g) => [g.originalTransactionId, g.subscriptionGroupId]));
+  const groupOfProduct = new Map(catalog.filter((p) => p.subscriptionGroupId).map((p) => [p.productId, p.subscriptionGroupId]));
+  const groupOf = (t) => t.subscriptionGroupId || groupOfProduct.get(t.productId)
+    || groupOfOriginal.get(t.originalTransactionId || t.transactionId) || "(one-time purchases)";
+  // Eligibility covers the whole catalog for an ADMIN key (ListProducts); other keys cannot list
+  // the catalog, so they see the products of the user's history and status.
+  const productIds = catalog.length ? catalog.map((p) => p.productId)
+    : [...new Set([...history.transactions.map((t) => t.productId), ...(status.groups ?? []).map((g) => g.productId)].filter(Boolean))];
+  lookup = { ...request, productIds: productIds.slice(0, 200) };
+
+  $("user-result").hidden = false;
+  const now = Date.now();
+  const lanes = buildLanes(history.transactions, history.renewalInfos, groupOf, now);
+  const at = asOfMs || now;
+  if (lanes.length) {
+    draw(lanes, at);
+  } else {
+    drawn = null;
+    $("timeline").replaceChildren(el("p", {}, `No transactions for ${request.userId} in this environment.`));
+  }
+  $("transactions-result").replaceChildren(table(`Transactions of ${request.userId}`,
+    ["Transaction", "Original", "Product", "Group", "Purchased", "Expires", "Offer", "Ownership", "Revoked", "Upgraded"],
+    history.transactions.map((t) => [
+      el("code", {}, t.transactionId), t.originalTransactionId ?? "", t.productId, groupOf(t),
+      time(int64(t.purchaseDateMs)), time(int64(t.expiresDateMs)),
+      t.isTrialPeriod ? "free trial" : t.isInIntroOfferPeriod ? "introductory" : enumName(t.offerType, "OFFER_TYPE_"),
+      enumName(t.ownership ?? "OWNERSHIP_TYPE_PURCHASED", "OWNERSHIP_TYPE_"),
+      t.revocationDateMs ? [time(int64(t.revocationDateMs)), t.revocationType && enumName(t.revocationType, "REVOCATION_TYPE_")].filter(Boolean).join(" ") : "—",
+      t.isUpgraded ? "yes" : "—",
+    ])));
+  renderStatus(status, at);
+  await renderEligibility(at);
+}
+
+/** Re-asks status and eligibility at `ms` (the as-of line moved). */
+async function reask(ms) {
+  $("user-as-of").value = instantValue(ms);
+  const status = await call("StatusService", "GetStatus", { appId: lookup.appId, userId: lookup.userId, environment: lookup.environment, asOfMs: String(ms) });
+  renderStatus(status, ms);
+  await renderEligibility(ms);
+}
+
+async function historyOf(request) {
+  const transactions = [];
+  let renewalInfos = [];
+  let pageToken = "";
+  do {
+    const reply = await call("StatusService", "GetTransactionHistory", { ...request, pageSize: 1000, pageToken });
+    transactions.push(...(reply.transactions ?? []));
+    if (!pageToken) renewalInfos = reply.renewalInfos ?? [];
+    pageToken = reply.nextPageToken ?? "";
+  } while (pageToken);
+  return { transactions, renewalInfos };
+}
+
+async function catalogOf(appId) {
+  return ctx.isAdmin ? callAll("AdminService", "ListProducts", { appId }, "products") : [];
+}
+
+function renderStatus(status, at) {
+  $("status-title").textContent = `Status at ${time(at)}`;
+  const groups = table("Subscription groups", ["Group", "State", "Product", "Expires", "Grace period ends", "Auto-renew", "Ownership", "Billing issue", "Offer now"],
+    (status.groups ?? []).map((g) => [
+      el("code", {}, g.subscriptionGroupId), el("span", { class: "state", "data-group": g.subscriptionGroupId }, enumName(g.state, "SUBSCRIPTION_STATE_")),
+      g.productId ?? "—", time(int64(g.expiresMs)), time(int64(g.gracePeriodExpiresMs)),
+      g.autoRenewEnabled ? `on → ${g.autoRenewProductId ?? g.productId}` : "off",
+      enumName(g.ownership, "OWNERSHIP_TYPE_"), g.billingIssue ? "yes: ask for a new payment method" : "no",
+      g.inTrial ? "free trial" : g.inIntroOffer ? "introductory" : "—",
+    ]));
+  const named = table("Named entitlements", ["Entitlement", "Active", "State", "Product", "Expires", "Will renew"],
+    (status.namedEntitlements ?? []).map((e) => [
+      el("code", {}, e.entitlementId), e.active ? "yes" : "no", enumName(e.state, "SUBSCRIPTION_STATE_"),
+      e.productId ?? "—", e.expiresMs ? time(int64(e.expiresMs)) : "no end", e.willRenew ? "yes" : "no",
+    ]));
+  $("status-result").replaceChildren(groups, named);
+}
+
+async function renderEligibility(at) {
+  if (!lookup.productIds.length) {
+    $("eligibility-result").replaceChildren(el("p", {}, "No products to check."));
+    return;
+  }
+  const reply = await call("EligibilityService", "CheckEligibility", {
+    appId: lookup.appId, environment: lookup.environment, asOfMs: String(at),
+    queries: [{ userId: lookup.userId, productIds: lookup.productIds }],
+  });
+  const user = reply.users?.[0] ?? {};
+  if (user.error) throw { code: `code ${user.error.code}`, message: user.error.message };
+  const offer = (o) => o ? `${o.eligible ? "eligible" : "not eligible"}: ${enumName(o.reason, "ELIGIBILITY_REASON_")}${o.evidenceTransactionId ? ` (transaction ${o.evidenceTransactionId})` : ""}` : "—";
+  $("eligibility-title").textContent = `Eligibility at ${time(at)}`;
+  $("eligibility-result").replaceChildren(table("Offer eligibility by product", ["Product", "Group", "Introductory offer", "Promotional offers", "Win-back offers"],
+    (user.products ?? []).map((p) => [
+      el("code", {}, p.productId), p.subscriptionGroupId ?? "—", offer(p.introductory), offer(p.promotional),
+      (p.winBackOffers ?? []).map((w) => `${w.offerId}: ${w.eligible ? "eligible" : "not eligible"}`).join(", ") || "—",
+    ])));
+}

@@ -1,0 +1,453 @@
+"""The web console in a real headless Chromium (Debian's chromium + chromium-driver, selenium).
+
+Usage: console_browser.py HTTP_URL OPERATOR_KEY SIM_URL [--screenshots DIR]
+
+Against a running substatusd (HTTP listener HTTP_URL, verifyReceipt pointed at the appstore-sim at
+SIM_URL, whose clock is frozen): plays a subscription lifecycle at the simulator, then, as a tenant
+admin in the browser, registers the app, sets its shared secret, edits the catalog, creates and
+revokes keys; submits the simulator's receipt through the API; looks the user up and checks the
+timeline's periods against the history the API returns, moves the as-of line by keyboard and checks
+the status follows; reads the report chart; checks a READ key sees no admin action; runs axe-core on
+every page at 1280 and 390 px; and checks that the browser requested nothing but the server and met
+no Content-Security-Policy violation. Prints "N passed, 0 failed" when all holds.
+
+With --screenshots DIR it also saves each page at both widths into DIR (scripts/console-screenshots).
+"""
+
+import hashlib
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from axe_selenium_python import Axe
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+HTTP, OPERATOR_KEY, SIM = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3].rstrip("/")
+SHOTS = sys.argv[sys.argv.index("--screenshots") + 1] if "--screenshots" in sys.argv else None
+BUNDLE = "com.example.console"
+SECRET = "0123456789abcdef0123456789abcdef"
+WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
+
+passed = 0
+
+
+def check(condition, what):
+    global passed
+    if not condition:
+        raise AssertionError(what)
+    passed += 1
+
+
+def post(url, body, headers=None):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as reply:
+            text = reply.read()
+            return reply.status, json.loads(text) if text else {}
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def rpc(key, path, body):
+    status, reply = post(f"{HTTP}/substatus.v1.{path}", body, {"Authorization": f"Bearer {key}"})
+    if status != 200:
+        raise AssertionError(f"{path}: HTTP {status} {reply}")
+    return reply
+
+
+def sim(path, body=None):
+    status, reply = post(f"{SIM}{path}", body or {})
+    if status >= 300:
+        raise AssertionError(f"appstore-sim {path}: {status} {reply}")
+    return reply
+
+
+def lifecycle():
+    """alice: a free trial, renewals (shared with bob through Family Sharing), an upgrade, a second
+    group bought and refunded, then a billing failure into grace and billing retry. Returns the
+    receipts an app would send for alice and bob."""
+    sim("/control/apps", {
+        "bundle_id": BUNDLE, "shared_secret": SECRET, "grace_period_days": 16,
+        "products": [
+            {"product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro",
+             "duration": "P1M", "level": 2, "family_shareable": True,
+             "introductory_offer": {"type": "free_trial", "duration": "P1W"}},
+            {"product_id": "pro.plus", "type": "auto_renewable", "subscription_group_id": "pro",
+             "duration": "P1M", "level": 1},
+            {"product_id": "storage.monthly", "type": "auto_renewable", "subscription_group_id": "storage",
+             "duration": "P1M"},
+        ]})
+    sim("/control/users", {"user_id": "alice", "environment": "production"})
+    sim("/control/users", {"user_id": "bob", "environment": "production"})
+    user = f"/control/apps/{BUNDLE}/users/alice"
+    sim(f"{user}/purchase", {"product_id": "pro.monthly", "offer": {"type": "introductory"}})
+    sim("/control/users/alice/family/members", {"user_id": "bob"})
+    sim("/control/clock/advance", {"days": 7})
+    sim("/control/clock/advance", {"days": 30})
+    sim(f"{user}/change-product", {"product_id": "pro.plus"})
+    sim(f"{user}/purchase", {"product_id": "storage.monthly"})
+    sim("/control/clock/advance", {"days": 10})
+    sim(f"{user}/refund", {"group_id": "storage"})
+    sim("/control/users/alice/billing-failure")
+    sim("/control/clock/advance", {"days": 45})
+    receipts = {}
+    for name in ["alice", "bob"]:
+        with urllib.request.urlopen(f"{SIM}/control/apps/{BUNDLE}/users/{name}/receipt", timeout=20) as reply:
+            receipts[name] = json.loads(reply.read())["receipt"]
+    return receipts
+
+
+def expected_kind(t):
+    if t.get("isTrialPeriod"):
+        return "trial"
+    if t.get("isInIntroOfferPeriod") or t.get("offerType") == "OFFER_TYPE_INTRODUCTORY":
+        return "intro"
+    if t.get("offerType") in ("OFFER_TYPE_PROMOTIONAL", "OFFER_TYPE_OFFER_CODE", "OFFER_TYPE_WIN_BACK"):
+        return "promotional"
+    return "paid"
+
+
+def options(width, height):
+    o = webdriver.ChromeOptions()
+    o.binary_location = "/usr/bin/chromium"
+    for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 f"--window-size={width},{height}", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-default-apps",
+                 "--hide-scrollbars", "--force-device-scale-factor=1"]:
+        o.add_argument(flag)
+    o.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    return o
+
+
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options(*WIDTHS["wide"]))
+wait = WebDriverWait(driver, 15)
+requested = []
+console_messages = []
+
+
+def drain_logs():
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requested.append(message["params"]["request"]["url"])
+    console_messages.extend(driver.get_log("browser"))
+
+
+def q(css):
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def status_of(form_css):
+    wait.until(lambda d: q(f"{form_css} .status").text.strip() != "")
+    return q(f"{form_css} .status").text
+
+
+def fill(css, value):
+    field = q(css)
+    field.clear()
+    field.send_keys(value)
+
+
+def submit(form_css):
+    driver.execute_script("document.querySelector(arguments[0] + ' .status').textContent = ''", form_css)
+    q(f"{form_css} button[type=submit]").click()
+    return status_of(form_css)
+
+
+def go(page):
+    driver.execute_script("location.hash = arguments[0]", page)
+    wait.until(lambda d: q(f"#page-{page}").is_displayed())
+
+
+def audit(page):
+    """axe-core on the page as shown: no critical or serious violation; nothing wider than the window."""
+    axe = Axe(driver)
+    axe.inject()
+    results = axe.run()
+    bad = [f"{v['id']} ({v['impact']}): {[(n['target'], n.get('failureSummary')) for n in v['nodes']][:3]}"
+           for v in results["violations"] if v["impact"] in ("critical", "serious")]
+    check(not bad, f"axe on {page} at {driver.get_window_size()['width']} px: {bad}")
+    overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    check(overflow <= 1, f"{page} is wider than the window by {overflow} px")
+
+
+def each_width(page, action=None):
+    """Audits `page` at both widths (and saves screenshots when asked), back at 1280 px after."""
+    for name, (width, height) in WIDTHS.items():
+        driver.set_window_size(width, height)
+        time.sleep(0.15)
+        if action:
+            action()
+        audit(page)
+        if SHOTS:
+            # axe scrolls what it inspects; the pictures start at the top left of each table.
+            driver.execute_script("document.querySelectorAll('.table-wrap').forEach((e) => { e.scrollLeft = 0; });"
+                                  "window.scrollTo(0, 0);")
+            full = driver.execute_script("return document.documentElement.scrollHeight")
+            driver.set_window_size(width, max(height, full + 140))
+            time.sleep(0.2)
+            driver.save_screenshot(f"{SHOTS}/{page}-{width}.png")
+    driver.set_window_size(*WIDTHS["wide"])
+    time.sleep(0.15)
+
+
+try:
+    receipts = lifecycle()
+    tenant = rpc(OPERATOR_KEY, "TenantService/CreateTenant", {"name": "console"})
+    admin = tenant["adminKey"]
+
+    # Sign in: a wrong key is refused where it was typed.
+    driver.get(f"{HTTP}/console")
+    each_width("signin")
+    fill("#signin-key", "not-a-key")
+    check("UNAUTHENTICATED" in submit("#signin-form"), "a wrong key shows UNAUTHENTICATED at the sign-in form")
+    fill("#signin-key", admin)
+    q("#signin-form button").click()
+    wait.until(lambda d: q("#page-apps").is_displayed())
+    check(driver.execute_script("return sessionStorage.getItem('substatus.apiKey')") == admin, "key in sessionStorage")
+    check(admin not in driver.current_url and not driver.get_cookies(), "the key is in no URL and no cookie")
+    check("ADMIN key" in q("#whoami").text, "the console shows the key's role")
+
+    # Apps: register, names, shared secret (fingerprint only), policy.
+    fill("#register-bundle", BUNDLE)
+    fill("#register-name", "Console Test")
+    check("Registered" in submit("#register-form"), "register an app")
+    app_id = q("#app-id").get_attribute("value")
+    check(app_id != "" and app_id in q("#apps-list").text, f"the new app is listed and selected ({app_id})")
+    fill("#register-bundle", BUNDLE)
+    check("ALREADY_EXISTS" in submit("#register-form"), "registering the bundle again shows ALREADY_EXISTS at the form")
+    fill("#update-apple-id", "123456789")
+    check("Saved" in submit("#update-app-form"), "update the app's Apple ID")
+    fill("#secret-value", SECRET)
+    fingerprint = "sha256:" + hashlib.sha256(SECRET.encode()).hexdigest()[:16]
+    check(fingerprint in submit("#secret-form"), "setting the secret answers its fingerprint")
+    check(q("#secret-fingerprint").text == fingerprint, "the fingerprint stands in for the secret")
+    check(SECRET not in driver.page_source, "the secret is never shown back")
+    iap = ec.generate_private_key(ec.SECP256R1())
+    iap_pem = iap.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    spki = iap.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    iap_fingerprint = "sha256:" + hashlib.sha256(spki).hexdigest()[:16]
+    fill("#iap-issuer", "57246542-96fe-1a63-e053-0824d011072a")
+    fill("#iap-key-id", "2X9R4HXF34")
+    q("#iap-pem").send_keys(iap_pem)
+    check(iap_fingerprint in submit("#iap-form") and iap_fingerprint in q("#iap-fingerprint").text,
+          "the In-App Purchase key's public fingerprint stands in for it")
+    check("PRIVATE KEY" not in driver.page_source, "the private key is not shown back")
+    q("#policy-refunds").click()
+    check("Policy saved" in submit("#policy-form"), "save the policy")
+    app = rpc(admin, "AdminService/GetApp", {"appId": app_id})["app"]
+    check(app["appleAppId"] == "123456789" and app["policy"].get("refundsBlockIntro") is True,
+          f"the API has the names and policy set in the browser: {app}")
+    each_width("apps")
+
+    # Catalog: products of two groups, a named entitlement; a bad entitlement; a product deleted.
+    go("catalog")
+    for product_id, group, intro in [("pro.monthly", "pro", True), ("pro.plus", "pro", False),
+                                     ("storage.monthly", "storage", False), ("doomed", "pro", False)]:
+        fill("#product-id", product_id)
+        fill("#product-group", group)
+        fill("#product-duration", "P1M")
+        if intro:
+            q("#product-intro").click()
+        check(f"Saved {product_id}" in submit("#product-form"), f"put {product_id}")
+    fill("#entitlement-id", "premium")
+    fill("#entitlement-products", "pro.monthly, nope")
+    check("INVALID_ARGUMENT" in submit("#entitlement-form"), "an entitlement of an unknown product: INVALID_ARGUMENT at the form")
+    fill("#entitlement-products", "pro.monthly, pro.plus")
+    check("Saved premium" in submit("#entitlement-form"), "put the premium entitlement")
+    q("#products-list button[type=button]:not([disabled])")  # the table is drawn
+    [doomed] = [b for b in driver.find_elements(By.CSS_SELECTOR, "#products-list button") if b.text == "Delete doomed"]
+    doomed.click()
+    driver.switch_to.alert.accept()
+    wait.until(lambda d: "doomed" not in q("#products-list").text)
+    products = rpc(admin, "AdminService/ListProducts", {"appId": app_id})["products"]
+    check(sorted(p["productId"] for p in products) == ["pro.monthly", "pro.plus", "storage.monthly"],
+          f"the catalog as edited: {products}")
+    check("storage" in q("#groups-list").text and "premium" in q("#entitlements-list").text, "groups and entitlements listed")
+    each_width("catalog")
+
+    # The receipt, through the API: substatusd verifies it with the secret set in the browser.
+    for name, receipt in receipts.items():
+        rpc(admin, "IngestService/SubmitReceipt", {"appId": app_id, "userId": name, "receiptData": receipt})
+
+    # API keys: a READ key shown once; an INGEST key revoked.
+    go("keys")
+    Select(q("#key-role")).select_by_value("API_KEY_ROLE_READ")
+    fill("#key-description", "support desk")
+    check("Created key" in submit("#key-form"), "create a READ key")
+    read_key = q("#new-key-value").text
+    check(len(read_key) > 30 and q("#new-key").is_displayed(), "the new key is shown once")
+    Select(q("#key-role")).select_by_value("API_KEY_ROLE_INGEST")
+    fill("#key-description", "to revoke")
+    submit("#key-form")
+    ingest_key = q("#new-key-value").text
+    ingest_id = rpc(ingest_key, "AdminService/GetCallerApiKey", {})["info"]["keyId"]
+    q(f"button[data-key-id='{ingest_id}']").click()
+    driver.switch_to.alert.accept()
+    wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, f"button[data-key-id='{ingest_id}']"))
+    status, reply = post(f"{HTTP}/substatus.v1.AdminService/GetCallerApiKey", {}, {"Authorization": f"Bearer {ingest_key}"})
+    check(status == 401 and reply.get("code") == "unauthenticated", f"the revoked key is refused: {status} {reply}")
+    go("apps")
+    go("keys")
+    check(read_key not in driver.page_source, "a key is shown only once")
+    each_width("keys")
+
+    # User lookup: the timeline against the history.
+    go("user")
+    fill("#user-id", "alice")
+    submit_button = q("#user-form button[type=submit]")
+    submit_button.click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period"))
+    history = rpc(admin, "StatusService/GetTransactionHistory", {"appId": app_id, "userId": "alice", "pageSize": 1000})
+    transactions = history["transactions"]
+    expected = {}
+    for t in transactions:
+        start, expires, revoked = int(t["purchaseDateMs"]), int(t.get("expiresDateMs", 0)), int(t.get("revocationDateMs", 0))
+        end = revoked if revoked and revoked < expires else expires
+        expected[t["transactionId"]] = (expected_kind(t), start, end, "false")
+    drawn = {}
+    for rect in driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period[data-transaction-id]"):
+        tid = rect.get_attribute("data-transaction-id")
+        if tid:
+            drawn[tid] = (rect.get_attribute("data-kind"), int(rect.get_attribute("data-start-ms")),
+                          int(rect.get_attribute("data-end-ms")), rect.get_attribute("data-family"))
+    check(drawn == expected, f"one period per transaction, of its kind and times:\n{drawn}\n{expected}")
+    kinds = [t[0] for t in sorted(expected.values(), key=lambda k: k[1])]
+    check(kinds[0] == "trial" and "paid" in kinds, f"a trial then paid periods: {kinds}")
+    lanes = [g.get_attribute("data-group") for g in driver.find_elements(By.CSS_SELECTOR, "#timeline g.lane")]
+    check(lanes == ["pro", "storage"], f"one lane per group: {lanes}")
+    by_lane = {lane: {r.get_attribute("data-transaction-id") for r in
+                      driver.find_elements(By.CSS_SELECTOR, f"#timeline g.lane[data-group='{lane}'] rect.period[data-transaction-id]")
+                      if r.get_attribute("data-transaction-id")} for lane in lanes}
+    check(by_lane["storage"] == {t["transactionId"] for t in transactions if t["productId"] == "storage.monthly"},
+          "the storage purchase is in its own lane")
+    renewal = next(r for r in history["renewalInfos"] if r.get("isInBillingRetryPeriod"))
+    last_pro = max(int(t["expiresDateMs"]) for t in transactions if t["productId"] == "pro.plus")
+    grace = q("#timeline g.lane[data-group='pro'] rect.period-grace")
+    check(int(grace.get_attribute("data-start-ms")) == last_pro
+          and int(grace.get_attribute("data-end-ms")) == int(renewal["gracePeriodExpiresDateMs"]),
+          "the grace period runs from the last expiry to the renewal info's grace end")
+    retry = q("#timeline g.lane[data-group='pro'] rect.period-retry")
+    check(int(retry.get_attribute("data-start-ms")) == int(renewal["gracePeriodExpiresDateMs"]), "billing retry follows grace")
+    refunded = next(t for t in transactions if t.get("revocationDateMs") and not t.get("isUpgraded"))
+    check(refunded["productId"] == "storage.monthly", "the refund the simulator made is in the history")
+    check(q(f"#timeline g.mark-refund[data-transaction-id='{refunded['transactionId']}']"), "the refund is marked")
+    upgraded = next(t for t in transactions if t.get("isUpgraded"))
+    check(q(f"#timeline g.mark-upgrade[data-transaction-id='{upgraded['transactionId']}']").text == "upgraded",
+          "the upgrade is labelled")
+    check("pro.monthly" in q("#eligibility-result").text and "storage.monthly" in q("#eligibility-result").text,
+          "eligibility covers the whole catalog")
+    check("not eligible: " in q("#eligibility-result").text and "(transaction " in q("#eligibility-result").text,
+          "eligibility shows its reasons and evidence")
+
+    # The as-of line, by keyboard: status and eligibility follow it.
+    slider = q("#timeline [role=slider]")
+    driver.execute_script("arguments[0].focus()", slider)
+    ActionChains(driver).send_keys(Keys.HOME).send_keys(Keys.PAGE_UP).perform()
+    at = int(slider.get_attribute("aria-valuenow"))
+    first = int(sorted(expected.values(), key=lambda k: k[1])[0][1])
+    check(first < at < first + 40 * 86_400_000, "Home then Page Up puts the line early in the history")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at / 1000))
+    wait.until(lambda d: stamp in q("#status-title").text and stamp in q("#eligibility-title").text)
+    api_group = next(g for g in rpc(admin, "StatusService/GetStatus", {"appId": app_id, "userId": "alice", "asOfMs": str(at)})["groups"]
+                     if g["subscriptionGroupId"] == "pro")
+    page_state = q("#status-result .state[data-group='pro']").text
+    check(page_state == api_group["state"].replace("SUBSCRIPTION_STATE_", ""),
+          f"the status at the line (day {(at - first) / 86_400_000:.1f}) is the API's: {page_state} / {api_group}")
+    print(f"as of day {(at - first) / 86_400_000:.1f}: {api_group}")
+    check(q("#user-as-of").get_attribute("value").replace("T", " ")[:16] == stamp.replace("T", " ")[:16],
+          "the as-of field follows the line")
+    # bob: alice's family member, his shared periods labelled as such.
+    fill("#user-id", "bob")
+    fill("#user-as-of", "")
+    submit_button.click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period") and "bob" in q("#transactions-result").text)
+    bob = rpc(admin, "StatusService/GetTransactionHistory", {"appId": app_id, "userId": "bob", "pageSize": 1000})["transactions"]
+    shared = {t["transactionId"] for t in bob if t.get("ownership") == "OWNERSHIP_TYPE_FAMILY_SHARED"}
+    drawn_shared = {r.get_attribute("data-transaction-id") for r in driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period.family")}
+    check(shared and drawn_shared == shared, f"family-shared periods are marked: {drawn_shared} / {shared}")
+    check(any(t.text == "family" for t in driver.find_elements(By.CSS_SELECTOR, "#timeline text.period-label")),
+          "and labelled")
+    # Erasure (ADMIN only): bob's data goes, and the page says so.
+    q("#erase-form button[type=submit]").click()
+    driver.switch_to.alert.accept()
+    check("Erased" in status_of("#erase-form") and "No transactions for bob" in q("#timeline").text, "erase a user")
+    check(not rpc(admin, "StatusService/GetTransactionHistory", {"appId": app_id, "userId": "bob"}).get("transactions"),
+          "the API has nothing left of bob")
+    fill("#user-id", "alice")
+    each_width("user", lambda: (submit_button.click(),
+                                wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period"))))
+
+    # Reports: counts and a Chart.js chart.
+    go("reports")
+    q("#report-form button[type=submit]").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#report-result table"))
+    report = rpc(admin, "ReportService/GetReport", {"appId": app_id})["report"]
+    check(f"Users{report.get('users', '0')}" in q("#report-result table").text.replace(" ", "").replace("\n", ""),
+          "the report's counts are the API's")
+    check(driver.execute_script("return !!(window.Chart && Chart.getChart(document.getElementById('report-chart')))"),
+          "the counts are drawn by Chart.js")
+    each_width("reports", lambda: (q("#report-form button[type=submit]").click(),
+                                   wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#report-result canvas"))))
+
+    # A READ key: only user lookup; admin pages and actions are not there, even by URL.
+    q("#sign-out").click()
+    wait.until(lambda d: q("#page-signin").is_displayed())
+    check(driver.execute_script("return sessionStorage.getItem('substatus.apiKey')") is None, "signing out forgets the key")
+    fill("#signin-key", read_key)
+    q("#signin-form button").click()
+    wait.until(lambda d: q("#page-user").is_displayed())
+    links = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#nav a") if a.is_displayed()]
+    check(links == ["User lookup"], f"a READ key sees only user lookup: {links}")
+    for page in ["apps", "catalog", "keys", "reports"]:
+        driver.execute_script("location.hash = arguments[0]", page)
+        time.sleep(0.1)
+        check(not q(f"#page-{page}").is_displayed() and q("#page-user").is_displayed(), f"#{page} stays hidden for READ")
+    check(not any(b.is_displayed() for b in driver.find_elements(By.CSS_SELECTOR, "#register-form button, #key-form button, #secret-form button")),
+          "no admin action is reachable")
+    fill("#app-id", app_id)
+    fill("#user-id", "alice")
+    q("#user-form button[type=submit]").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline rect.period"))
+    read_drawn = sorted(r.get_attribute("data-transaction-id") for r in
+                        driver.find_elements(By.CSS_SELECTOR, "#timeline rect.period[data-transaction-id]"))
+    check([t for t in read_drawn if t] == sorted(expected), f"a READ key sees the same timeline: {read_drawn}")
+    check(not q("#erase-form").is_displayed(), "a READ key cannot erase a user")
+    each_width("user-read")
+
+    # Nothing but the server; no policy violation.
+    drain_logs()
+    origin = HTTP + "/"
+    # data: URLs never leave the browser (Chromium's own form-control icons load that way).
+    foreign = [u for u in requested if not u.startswith(origin) and not u.startswith("data:")]
+    check(requested and not foreign, f"every request went to the server: {foreign}")
+    check(any("/substatus.v1.StatusService/GetStatus" in u for u in requested), "the performance log saw the API calls")
+    violations = [m["message"] for m in console_messages if "Content Security Policy" in m["message"]]
+    check(not violations, f"no CSP violation: {violations}")
+    errors = [m["message"] for m in console_messages if m["level"] == "SEVERE" and "/substatus.v1." not in m["message"]]
+    check(not errors, f"no script error: {errors}")
+    print(f"{passed} passed, 0 failed")
+except (AssertionError, WebDriverException) as failure:
+    print(f"FAILED after {passed} passed: {type(failure).__name__}: {failure}")
+    try:
+        drain_logs()
+        print("console:", [m["message"] for m in console_messages][-10:])
+        print("status lines:", [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".status") if e.text])
+    except Exception:  # noqa: BLE001 - diagnostics only
+        pass
+    print(f"{passed} passed, 1 failed")
+    sys.exit(1)
+finally:
+    driver.quit()
