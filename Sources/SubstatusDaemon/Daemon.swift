@@ -227,8 +227,20 @@ public enum SubstatusDaemon {
           interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000)))))
       : nil
     let reconciling = reconciler.map { r in Task { await r.run() } }
+    // Events out: the changes by time alone, and a look at the log every second for the watchers
+    // (events other instances sharing a PostgreSQL database wrote).
+    let transitions = EventTransitionScheduler(service: service)
+    let scheduling = Task { await transitions.run() }
+    let polling = Task {
+      while !Task.isCancelled {
+        do { try await clock.sleep(for: .seconds(1)) } catch { return }
+        service.eventSignal.signal()
+      }
+    }
 
     ProcessSignals.on([SIGTERM, SIGINT]) {
+      transitions.beginGracefulShutdown()
+      service.eventSignal.close()  // WatchEvents streams end UNAVAILABLE; clients resume by cursor
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
@@ -276,6 +288,9 @@ public enum SubstatusDaemon {
       }
       let status = await group.next() ?? 1
       // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
+      transitions.beginGracefulShutdown()
+      polling.cancel()
+      await scheduling.value
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       if let reconciling {

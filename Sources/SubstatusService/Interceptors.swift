@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import Synchronization
 import SubscriptionStorage
+import SubstatusServiceAPI
 import SubstatusWire
 
 /// Which roles may call each method; methods not listed (health, reflection) need no key.
@@ -11,8 +12,12 @@ enum MethodPolicy {
   static let ingest: Set<ApiKeyRecord.Role> = [.admin, .ingest]
   static let read: Set<ApiKeyRecord.Role> = [.admin, .ingest, .read]
 
-  static func roles(forService service: Substring) -> Set<ApiKeyRecord.Role>? {
+  static func roles(forService service: Substring, method: String = "") -> Set<ApiKeyRecord.Role>? {
     switch service {
+    case "substatus.v1.EventService":
+      // Reading the log is a read; webhooks and replays change what is sent where.
+      method == Substatus_V1_EventService.listEvents.path || method == Substatus_V1_EventService.watchEvents.path
+        ? read : admin
     case "substatus.v1.TenantService": operatorOnly
     case "substatus.v1.AdminService", "substatus.v1.ReportService": admin
     case "substatus.v1.IngestService": ingest
@@ -32,7 +37,7 @@ struct AuthInterceptor: ServerInterceptor {
   let service: SubstatusService
 
   func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
-    guard let roles = MethodPolicy.roles(forService: context.service) else { return try await next(context) }
+    guard let roles = MethodPolicy.roles(forService: context.service, method: context.method) else { return try await next(context) }
     guard let header = context.metadata.firstString(forKey: "authorization") else {
       throw RPCError(code: .unauthenticated, message: "missing authorization: send \"authorization: Bearer <key>\"")
     }

@@ -34,6 +34,12 @@ public final class SubstatusService: Sendable {
   /// modern path and the reconciler.
   public let appStoreServerAPI: AppStoreServerAPIClient
 
+  /// Wakes WatchEvents streams when events are appended (``eventsAppended(_:source:)``), and
+  /// when the daemon polls for other instances' events.
+  public let eventSignal = EventSignal()
+  /// Events appended, webhook deliveries and watchers, for `/metrics`.
+  public let eventMetrics: EventMetrics
+
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
@@ -61,7 +67,7 @@ public final class SubstatusService: Sendable {
     store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
     log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
-    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient()
+    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient(), eventMetrics: EventMetrics = EventMetrics()
   ) {
     self.store = store
     self.environment = environment
@@ -72,6 +78,15 @@ public final class SubstatusService: Sendable {
     self.appleRootCertificates = appleRootCertificates
     self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
+    self.eventMetrics = eventMetrics
+    metrics.addSource { eventMetrics.prometheusText() }
+  }
+
+  /// A write appended `count` events to the log (after its commit; `count` 0 when the write
+  /// cannot tell and may have): counts them and wakes WatchEvents streams.
+  public func eventsAppended(_ count: Int, source: String) {
+    eventMetrics.appended(count, source: source)
+    eventSignal.signal()
   }
 
   /// The interceptors to install, outermost first: access log and metrics, then authentication,
