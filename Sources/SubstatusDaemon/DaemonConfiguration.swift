@@ -47,7 +47,6 @@ import SubstatusJSON
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
-/// | `--allow-private-webhooks` | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -90,9 +89,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var refreshLease: Double = 300
   /// Due receipts one claim takes (instances sharing a database split the due receipts by batch).
   public var refreshBatchSize: Int = 200
-  /// Whether webhooks may point at loopback, link-local and private addresses (a receiver on the
-  /// same host or network); refused by default.
-  public var allowPrivateWebhooks = false
   /// The gRPC listener's certificate chain (PEM); with ``tlsKey``, gRPC is served over TLS.
   public var tlsCertificate: String?
   /// The private key (PEM) of ``tlsCertificate``.
@@ -229,10 +225,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              or gRPC-Web on both listeners (CORS); repeatable; none by
                                              default; '*' is refused (name each origin)
                                              (env SUBSTATUS_CORS_ORIGIN: origins joined by ',')
-    events:
-      --allow-private-webhooks               let webhooks point at loopback, link-local and private
-                                             addresses (a receiver on this host or network); refused
-                                             by default
       --help                                 this text
     """
 
@@ -278,11 +270,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-request-buffer", "SUBSTATUS_HTTP_REQUEST_BUFFER", "http_request_buffer"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
-    ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
   ]
-
-  /// Flags without a value (`true` when given; `--flag=false` turns one off).
-  private static let switches: Set<String> = ["--allow-private-webhooks"]
 
   /// Flags that may be given several times, with the separator that joins their values (as in the
   /// environment variable): `:` for paths, `,` for origins (which hold `:`).
@@ -313,7 +301,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard name == "--config" || keys.contains(where: { $0.flag == name }) else {
         throw UsageError(description: "unknown option \(name) (see --help)")
       }
-      if value == nil { value = switches.contains(name) ? "true" : rest.popFirst() }
+      if value == nil { value = rest.popFirst() }
       guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
       if name == "--config" {
         configPath = value
@@ -337,7 +325,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
         switch value {
         case .string(let s): values[entry.flag] = s
         case .number(let n): values[entry.flag] = n
-        case .bool(let b) where switches.contains(entry.flag): values[entry.flag] = b ? "true" : "false"
         case .array(let items) where repeatable[entry.flag] != nil:
           var paths: [String] = []
           for item in items {
@@ -433,13 +420,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
       for text in v.split(separator: ",", omittingEmptySubsequences: false) {
         let origin = try Self.corsOrigin(String(text))
         if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
-      }
-    }
-    if let v = values["--allow-private-webhooks"] {
-      switch v.lowercased() {
-      case "true", "1", "yes": c.allowPrivateWebhooks = true
-      case "false", "0", "no", "": c.allowPrivateWebhooks = false
-      default: throw UsageError(description: "--allow-private-webhooks is true or false, not \"\(v)\"")
       }
     }
     try c.parseLimits(number)
