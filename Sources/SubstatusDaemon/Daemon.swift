@@ -111,12 +111,27 @@ public enum SubstatusDaemon {
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
+    // Webhooks: the dispatcher delivers the event log of stores that keep webhooks.
+    let serviceEnvironment = ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes)
+    let eventMetrics = EventMetrics()
+    let dispatcher = (store as? any WebhookStore).map { webhookStore in
+      WebhookDispatcher(
+        store: webhookStore, environment: serviceEnvironment,
+        configuration: WebhookDispatcher.Configuration(
+          urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+        log: log,
+        onAttempt: { report in
+          eventMetrics.delivery(
+            outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
+        })
+    }
     let service = SubstatusService(
-      store: store, environment: ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes), limits: limits,
+      store: store, environment: serviceEnvironment, limits: limits,
       verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL, clock: clock), log: log,
       appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
-        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock))
+        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock),
+      eventMetrics: eventMetrics, webhookDispatcher: dispatcher)
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {
@@ -231,6 +246,7 @@ public enum SubstatusDaemon {
     // (events other instances sharing a PostgreSQL database wrote).
     let transitions = EventTransitionScheduler(service: service)
     let scheduling = Task { await transitions.run() }
+    let dispatching = dispatcher.map { d in Task { await d.run() } }
     let polling = Task {
       while !Task.isCancelled {
         do { try await clock.sleep(for: .seconds(1)) } catch { return }
@@ -240,6 +256,7 @@ public enum SubstatusDaemon {
 
     ProcessSignals.on([SIGTERM, SIGINT]) {
       transitions.beginGracefulShutdown()
+      dispatcher?.beginGracefulShutdown()
       service.eventSignal.close()  // WatchEvents streams end UNAVAILABLE; clients resume by cursor
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
@@ -291,6 +308,10 @@ public enum SubstatusDaemon {
       transitions.beginGracefulShutdown()
       polling.cancel()
       await scheduling.value
+      // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
+      // are due again after their lease.
+      dispatcher?.beginGracefulShutdown()
+      await dispatching?.value
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       if let reconciling {
