@@ -448,32 +448,61 @@ public final class WebhookDispatcher: Sendable {
   private func postWithTimeout(url: URL, headers: [(String, String)], body: [UInt8]) async
     -> PostResult
   {
-    let decided = Mutex<CheckedContinuation<PostResult, Never>?>(nil)
+    let race = PostRace()
     let (poster, clock, timeout) = (self.poster, environment.clock, configuration.timeout)
-    // The client's own timeout is a backstop behind the one on the injected clock.
-    let sentHeaders = headers
     return await withCheckedContinuation { (continuation: CheckedContinuation<PostResult, Never>) in
-      decided.withLock { $0 = continuation }
-      let finish: @Sendable (PostResult) -> Void = { result in
-        decided.withLock { c -> CheckedContinuation<PostResult, Never>? in
-          defer { c = nil }
-          return c
-        }?.resume(returning: result)
+      race.start(continuation)
+      race.keep(
+        Task {
+          do {
+            try await clock.sleep(for: timeout)
+            race.finish(.timedOut)
+          } catch {}
+        })
+      race.keep(
+        Task {
+          do {
+            // The client's own timeout is a backstop behind the one on the injected clock.
+            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
+            race.finish(.answered(response))
+          } catch {
+            race.finish(.failed(error))
+          }
+        })
+    }
+  }
+
+  /// The two sides of ``postWithTimeout(url:headers:body:)``: the first result resumes the caller
+  /// and cancels both tasks.
+  private final class PostRace: Sendable {
+    private struct State {
+      var continuation: CheckedContinuation<PostResult, Never>?
+      var tasks: [Task<Void, Never>] = []
+      var decided = false
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<PostResult, Never>) {
+      state.withLock { $0.continuation = continuation }
+    }
+
+    func keep(_ task: Task<Void, Never>) {
+      let decided = state.withLock { s -> Bool in
+        s.tasks.append(task)
+        return s.decided
       }
-      let request = Task {
-        do {
-          let response = try await poster.post(
-            url: url, headers: sentHeaders, body: body, timeout: timeout + .seconds(5))
-          finish(.answered(response))
-        } catch {
-          finish(.failed(error))
-        }
+      if decided { task.cancel() }
+    }
+
+    func finish(_ result: PostResult) {
+      let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<PostResult, Never>?, [Task<Void, Never>]) in
+        guard !s.decided else { return (nil, []) }
+        s.decided = true
+        defer { s.continuation = nil }
+        return (s.continuation, s.tasks)
       }
-      Task {
-        try? await clock.sleep(for: timeout)
-        finish(.timedOut)
-        request.cancel()
-      }
+      continuation?.resume(returning: result)
+      for task in tasks { task.cancel() }
     }
   }
 
