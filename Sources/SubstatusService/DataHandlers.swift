@@ -98,6 +98,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       ], atMs: self.environment.now())
     }
     metrics.ingested(summary.transactionsWritten)
+    if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
     return (environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()))
   }
@@ -191,6 +192,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
+    if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     return outcomes
   }
 

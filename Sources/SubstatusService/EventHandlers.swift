@@ -17,16 +17,15 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ListEventsResponse
   {
     _ = try await app(request.appID, context)
-    let logStore = try eventLog()
     let query = try eventQuery(userID: request.userID, types: request.types, environment: request.environment)
     guard (0...1000).contains(request.limit) else { throw invalidArgument("limit", "must be 1 to 1000 (0: 100)") }
     let limit = request.limit == 0 ? Self.eventBatch : Int(request.limit)
     let after = try EventCursor.decode(request.sinceCursor)
     // The log's end before the read: when the read returns fewer than asked, every event up to it
     // was scanned, so the next cursor may skip the events of other users, types and apps.
-    let end = try await stored { () throws(StoreError) in try await logStore.lastEventSequence() }
+    let end = try await stored { () throws(StoreError) in try await store.lastEventSequence() }
     let batch = try await stored { () throws(StoreError) in
-      try await logStore.events(appId: request.appID, query: query, afterSequence: after, limit: limit)
+      try await store.events(appId: request.appID, query: query, afterSequence: after, limit: limit)
     }
     var response = Substatus_V1_ListEventsResponse()
     response.events = batch.map(\.wire)
@@ -40,11 +39,10 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     _ context: ServerContext
   ) async throws {
     _ = try await app(request.appID, context)
-    let logStore = try eventLog()
     let query = try eventQuery(userID: request.userID, types: request.types, environment: request.environment)
     var after =
       request.sinceCursor.isEmpty
-      ? try await stored { () throws(StoreError) in try await logStore.lastEventSequence() }
+      ? try await stored { () throws(StoreError) in try await store.lastEventSequence() }
       : try EventCursor.decode(request.sinceCursor)
     eventMetrics.watcherStarted()
     defer { eventMetrics.watcherEnded() }
@@ -59,7 +57,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       }
       let seen = eventSignal.generation
       let batch = try await stored { () throws(StoreError) in
-        try await logStore.events(appId: request.appID, query: query, afterSequence: after, limit: Self.eventBatch)
+        try await store.events(appId: request.appID, query: query, afterSequence: after, limit: Self.eventBatch)
       }
       for logged in batch {
         var message = Substatus_V1_WatchEventsResponse()
@@ -185,15 +183,6 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     var response = Substatus_V1_ReplayEventsResponse()
     response.deliveriesCreated = Int64(created)
     return response
-  }
-
-  /// The store's event log.
-  /// - Throws: `UNIMPLEMENTED` for a store that keeps none.
-  func eventLog() throws(RPCError) -> any EventLogStore {
-    guard let log = store as? any EventLogStore else {
-      throw RPCError(code: .unimplemented, message: "this server's store keeps no event log")
-    }
-    return log
   }
 
   /// The store's webhooks and deliveries.

@@ -82,7 +82,7 @@ public final class EventTransitionScheduler: Sendable {
   ///   the next pass tries again; failures are logged).
   @discardableResult
   public func appendDue() async -> Int64? {
-    guard let store = service.store as? any EventLogStore else { return nil }
+    let store = service.store
     do {
       // Batches while users stay due (bounded: a store that keeps one due is retried next pass).
       for _ in 0..<100 {

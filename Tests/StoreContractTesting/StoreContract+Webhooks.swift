@@ -77,7 +77,7 @@ public enum WebhookContract {
               "\(app)-\(user)-\(n)", original: "\(app)-\(user)-0", purchase: purchase,
               expires: purchase + month, signed: purchase)
           ])
-      ])
+      ], atMs: purchase)
     }
     return try await store.events(appId: app, query: EventQuery(), afterSequence: before, limit: 1000)
   }

@@ -76,6 +76,22 @@ import SubstatusWire
     }
   }
 
+  /// A row of a server-streaming RPC: the call is accepted once the response headers arrive.
+  static func streamingRow<Req: ProtobufMessage, Res: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Req, Res>, _ expected: String,
+    _ make: @escaping @Sendable (World) async throws -> Req
+  ) -> Row {
+    let codes = expected.split(separator: " ").map(String.init)
+    precondition(codes.count == Caller.allCases.count, "\(method.method): \(codes.count) codes")
+    return Row(path: method.path, expected: codes) { world, key in
+      var metadata: Metadata = [:]
+      metadata.addString("Bearer \(key)", forKey: "authorization")
+      let stream = try await world.h.client.serverStreaming(
+        method: method.path, request: try await make(world), response: Res.self, metadata: metadata)
+      withExtendedLifetime(stream) {}  // then released: the call is cancelled
+    }
+  }
+
   //                                                      op  ad  adA adB in  inA inB rd  rdA rdB other
   static let operatorOnly = /*                         */ "ok PD  PD  PD  PD  PD  PD  PD  PD  PD  PD"
   static let adminOfApp = /*                           */ "PD ok  ok  NF  PD  PD  PD  PD  PD  PD  NF"
@@ -191,6 +207,11 @@ import SubstatusWire
     },
     row(Substatus_V1_StatusService.getTransactionHistory, readOfApp) { w in
       var r = Substatus_V1_GetTransactionHistoryRequest(); r.appID = w.appA; r.userID = "u"; return r
+    },
+    // EventService: READ keys list and watch the log; webhooks and replays need ADMIN.
+    row(Substatus_V1_EventService.listEvents, readOfApp) { w in var r = Substatus_V1_ListEventsRequest(); r.appID = w.appA; return r },
+    streamingRow(Substatus_V1_EventService.watchEvents, readOfApp) { w in
+      var r = Substatus_V1_WatchEventsRequest(); r.appID = w.appA; return r
     },
     // ReportService: ADMIN keys.
     row(Substatus_V1_ReportService.getReport, adminOfApp) { w in var r = Substatus_V1_GetReportRequest(); r.appID = w.appA; return r },
