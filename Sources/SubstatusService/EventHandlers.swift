@@ -179,7 +179,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       context, tenant: app.app.tenantId, action: "ReplayEvents",
       resource: "apps/\(request.appID)/webhooks/\(webhook ?? "*")",
       details: "since_cursor=\(request.sinceCursor.isEmpty ? "start" : request.sinceCursor) deliveries=\(created)")
-    eventSignal.signal()
+    webhookDispatcher?.notifyEventsAppended()  // the new deliveries are due now
     var response = Substatus_V1_ReplayEventsResponse()
     response.deliveriesCreated = Int64(created)
     return response
