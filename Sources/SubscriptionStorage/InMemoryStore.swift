@@ -33,6 +33,8 @@ public final class InMemoryStore: Store {
   }
 
   let state = Mutex(State())
+  /// Webhooks and deliveries (`InMemoryStore+Webhooks.swift`).
+  let webhookState = Mutex(InMemoryWebhooks())
 
   /// An empty store.
   public init() {}
@@ -288,7 +290,8 @@ public final class InMemoryStore: Store {
 
   /// See ``Store/deleteUsers(appId:userIds:)``.
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
-    try withState { (s: inout State) throws(StoreError) in
+    defer { webhookState.withLock { $0.erase(appId: appId, userIds: Set(userIds)) } }
+    return try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
       var erased = UserErasure()

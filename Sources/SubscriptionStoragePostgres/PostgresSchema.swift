@@ -229,6 +229,7 @@ enum PostgresSchema {
         CREATE INDEX event_schedules_by_due ON event_schedules(next_transition_ms)
           WHERE next_transition_ms IS NOT NULL;
         """),
+    webhooksMigration,
   ]
 
   /// The newest schema version this build knows.

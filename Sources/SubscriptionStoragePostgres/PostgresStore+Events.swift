@@ -45,7 +45,8 @@ enum PostgresEventQueries {
     WHERE s.next_transition_ms <= $1 ORDER BY s.next_transition_ms, s.user_key LIMIT $2
     FOR NO KEY UPDATE OF s, u SKIP LOCKED
     """
-  static let nextTransition = "SELECT MIN(next_transition_ms) FROM event_schedules"
+  static let nextTransition =
+    "SELECT MIN(next_transition_ms) FROM event_schedules WHERE next_transition_ms IS NOT NULL"
   static let lastSequence = "SELECT COALESCE(MAX(sequence), 0)::BIGINT FROM events"
 }
 

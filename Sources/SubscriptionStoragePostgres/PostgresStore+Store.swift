@@ -386,7 +386,7 @@ extension PostgresStore: Store {
           count += 1
         }
       }
-      return count + (try Self.resealInAppPurchaseKeys(db, keyring))
+      return count + (try Self.resealInAppPurchaseKeys(db, keyring)) + (try Self.resealWebhookSecrets(db, keyring))
     }
   }
 

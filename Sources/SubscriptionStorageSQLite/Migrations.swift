@@ -238,6 +238,7 @@ enum Schema {
         CREATE INDEX event_schedules_by_due ON event_schedules(next_transition_ms)
           WHERE next_transition_ms IS NOT NULL;
         """),
+    webhooksMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -34,7 +34,8 @@ enum EventQueries {
     FROM event_schedules s JOIN users u ON u.user_key = s.user_key
     WHERE s.next_transition_ms <= ? ORDER BY s.next_transition_ms, s.user_key LIMIT ?
     """
-  static let nextTransition = "SELECT MIN(next_transition_ms) FROM event_schedules"
+  static let nextTransition =
+    "SELECT MIN(next_transition_ms) FROM event_schedules WHERE next_transition_ms IS NOT NULL"
   static let lastSequence = "SELECT COALESCE(MAX(sequence), 0) FROM events"
   /// An app's events after a sequence, without filters (the common read: a watcher's page).
   static let appPage = """

@@ -413,7 +413,7 @@ extension SQLiteStore: Store {
           [.text(resealed.keyId), .blob(resealed.box), .text(part.appId)])
         count += 1
       }
-      return count + (try Self.resealInAppPurchaseKeys(db, keyring))
+      return count + (try Self.resealInAppPurchaseKeys(db, keyring)) + (try Self.resealWebhookSecrets(db, keyring))
     }
   }
 

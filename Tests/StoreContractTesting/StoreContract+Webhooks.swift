@@ -32,6 +32,8 @@ public enum WebhookContract {
     case replay
     /// deleting a webhook drops its deliveries and its secret
     case deleteDropsDeliveries
+    /// erasing a user drops the deliveries of the user's events, no other
+    case userErasure
 
     /// What the case checks, as test output shows it.
     public var testDescription: String { rawValue }
@@ -49,6 +51,7 @@ public enum WebhookContract {
     case .attemptsAndListing: try await attemptsAndListing(store)
     case .replay: try await replay(store)
     case .deleteDropsDeliveries: try await deleteDropsDeliveries(store)
+    case .userErasure: try await userErasure(store)
     }
   }
 
@@ -69,15 +72,14 @@ public enum WebhookContract {
       let key = Fixture.user(user, app: app)
       let n = try await store.history(of: key).transactions.count
       let purchase = base + Int64(n) * month
-      _ = try await store.ingest([
-        UserPurchases(
-          user: key,
-          transactions: [
-            Fixture.transaction(
-              "\(app)-\(user)-\(n)", original: "\(app)-\(user)-0", purchase: purchase,
-              expires: purchase + month, signed: purchase)
-          ])
-      ], atMs: purchase)
+      let update = UserPurchases(
+        user: key,
+        transactions: [
+          Fixture.transaction(
+            "\(app)-\(user)-\(n)", original: "\(app)-\(user)-0", purchase: purchase, expires: purchase + month,
+            signed: purchase)
+        ])
+      _ = try await store.ingest([update], atMs: purchase + 1_000)
     }
     return try await store.events(appId: app, query: EventQuery(), afterSequence: before, limit: 1000)
   }
@@ -233,7 +235,7 @@ public enum WebhookContract {
     #expect(try await store.claimDueDeliveries(atMs: 700, limit: 10, leaseUntilMs: 2_000).isEmpty)
 
     // Leases end: u3's head (never recorded) and u1's second are claimable again.
-    let expired = try await store.claimDueDeliveries(atMs: 2_000, limit: 10, leaseUntilMs: 3_000)
+    let expired = try await store.claimDueDeliveries(atMs: 2_000, limit: 10, leaseUntilMs: 10_000)
     #expect(Set(expired.map(\.deliveryId)) == Set([next[0].deliveryId] + first.filter { $0.event.event.userId == "u3" }.map(\.deliveryId)))
     // The retry comes due with its attempt.
     let retried = try await store.claimDueDeliveries(atMs: 5_000, limit: 10, leaseUntilMs: 6_000)
@@ -347,5 +349,15 @@ public enum WebhookContract {
     #expect(try await store.webhookSigningSecret(webhookId: "w1") == secret("w9"))
     _ = try await addEvents(store, users: ["u1"])
     #expect(try await store.enqueueDeliveries(atMs: 3_000, limit: 100) >= 2)
+  }
+
+  static func userErasure(_ store: FullStore) async throws {
+    try await store.createWebhook(webhook("w1"), signingSecret: secret("w1"))
+    let events = try await addEvents(store, users: ["u1", "u2", "u1"])
+    _ = try await store.enqueueDeliveries(atMs: 1, limit: 100)
+    #expect(try await allDeliveries(store, "w1").count == events.count)
+    _ = try await store.deleteUsers(appId: "a1", userIds: ["u1"])
+    let left = try await allDeliveries(store, "w1")
+    #expect(left.map(\.event).reversed() == events.filter { $0.event.userId == "u2" })
   }
 }
