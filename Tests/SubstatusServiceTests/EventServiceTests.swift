@@ -163,4 +163,67 @@ import Testing
       #expect(try await Self.list(h, admin, app) { $0.types = [.expired] }.events.count == 1)
     }
   }
+
+  @Test func webhooksShowTheirSecretOnceAndRefusePrivateURLs() async throws {
+    try await withService { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      func create(_ url: String, _ types: [Substatus_V1_EventType] = []) async throws -> Substatus_V1_CreateWebhookResponse {
+        var request = Substatus_V1_CreateWebhookRequest()
+        request.appID = app
+        request.url = url
+        request.eventTypes = types
+        return try await h.call(Substatus_V1_EventService.createWebhook, request, key: admin)
+      }
+      for url in ["http://127.0.0.1:9000/hook", "http://localhost/hook", "http://10.1.2.3/hook", "ftp://example.com/", ""] {
+        let error = await expectStatus(.invalidArgument, url) { _ = try await create(url) }
+        #expect(error?.message.contains("url") == true, "\(url): \(error?.message ?? "")")
+      }
+      let created = try await create("https://hooks.example.com/substatus", [.expired, .billingIssue])
+      #expect(created.signingSecret.hasPrefix("whsec_") && created.signingSecret.count == 6 + 64)
+      let webhook = try #require(created.webhook)
+      #expect(webhook.url == "https://hooks.example.com/substatus")
+      #expect(webhook.eventTypes == [.billingIssue, .expired])
+      #expect(!webhook.secretFingerprint.isEmpty)
+
+      var listRequest = Substatus_V1_ListWebhooksRequest()
+      listRequest.appID = app
+      let listed = try await h.call(Substatus_V1_EventService.listWebhooks, listRequest, key: admin)
+      #expect(listed.webhooks == [webhook])
+      #expect(!listed.serializedBytes().containsSubsequence(Array(created.signingSecret.utf8)))
+
+      var deliveries = Substatus_V1_ListDeliveriesRequest()
+      deliveries.appID = app
+      deliveries.webhookID = webhook.webhookID
+      #expect(try await h.call(Substatus_V1_EventService.listDeliveries, deliveries, key: admin).deliveries.isEmpty)
+
+      var replay = Substatus_V1_ReplayEventsRequest()
+      replay.appID = app
+      replay.webhookID = webhook.webhookID
+      _ = try await h.call(Substatus_V1_EventService.replayEvents, replay, key: admin)
+
+      var delete = Substatus_V1_DeleteWebhookRequest()
+      delete.appID = app
+      delete.webhookID = webhook.webhookID
+      _ = try await h.call(Substatus_V1_EventService.deleteWebhook, delete, key: admin)
+      await expectStatus(.notFound) { _ = try await h.call(Substatus_V1_EventService.deleteWebhook, delete, key: admin) }
+      #expect(try await h.call(Substatus_V1_EventService.listWebhooks, listRequest, key: admin).webhooks.isEmpty)
+
+      // The audit log names the creation, the replay and the deletion, never the secret.
+      let tenant = try await h.service.store.app(id: app).tenantId
+      let audit = try await h.service.store.auditLog(tenantId: tenant, page: PageRequest(size: 1000)).items
+      let mine = audit.filter { $0.resource.contains(webhook.webhookID) }
+      #expect(Set(mine.map(\.action)) == ["CreateWebhook", "ReplayEvents", "DeleteWebhook"])
+      let everything = audit.map { "\($0.action) \($0.resource) \($0.details)" }.joined(separator: "\n")
+      #expect(!everything.contains(created.signingSecret))
+      #expect(!everything.contains(String(created.signingSecret.dropFirst(6))))
+    }
+  }
+}
+
+extension Array where Element: Equatable {
+  /// Whether `needle` occurs in the array as consecutive elements.
+  func containsSubsequence(_ needle: [Element]) -> Bool {
+    guard !needle.isEmpty, needle.count <= count else { return needle.isEmpty }
+    return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
+  }
 }
