@@ -228,7 +228,7 @@ let package = Package(
       dependencies: [
         "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
-        "SubscriptionStorageSQLite", "SubstatusClock",
+        "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

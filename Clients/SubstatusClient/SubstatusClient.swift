@@ -82,7 +82,9 @@ public struct SubstatusClient: Sendable {
   public let transport: any ClientTransport
   /// The API key sent as `authorization: Bearer <key>`; `nil` sends none.
   public var apiKey: String?
-  /// The deadline of calls whose options set none; `nil` waits indefinitely.
+  /// The deadline of unary calls whose options set none; `nil` waits indefinitely. Server-streaming
+  /// calls (``watchEvents(appID:userID:types:sinceCursor:environment:options:)``) run until cancelled
+  /// unless their options set a timeout.
   public var defaultTimeout: Duration?
   /// The retry policy of idempotent calls.
   public var retryPolicy: RetryPolicy
@@ -189,14 +191,18 @@ struct SubstatusCallTransport: ClientTransport {
   func serverStreaming(method: String, request: [UInt8], metadata: Metadata, options callOptions: CallOptions)
     async throws(RPCError) -> ClientResponseStream
   {
-    try await withPolicy(method: method, metadata: metadata, options: callOptions) { metadata, options throws(RPCError) in
+    // A stream (a watch) runs until it is cancelled: the client's default deadline, meant for
+    // unary calls, does not apply; a timeout set in the call's options does.
+    try await withPolicy(method: method, metadata: metadata, options: callOptions, defaultTimeout: false) {
+      metadata, options throws(RPCError) in
       try await client.transport.serverStreaming(method: method, request: request, metadata: metadata, options: options)
     }
   }
 
-  /// Runs the attempts of one call with the policy's metadata, deadline and retries.
+  /// Runs the attempts of one call with the policy's metadata, deadline and retries
+  /// (`defaultTimeout`: whether the client's ``SubstatusClient/defaultTimeout`` applies).
   private func withPolicy<Result>(
-    method: String, metadata: Metadata, options callOptions: CallOptions,
+    method: String, metadata: Metadata, options callOptions: CallOptions, defaultTimeout: Bool = true,
     _ attempt: (Metadata, CallOptions) async throws(RPCError) -> Result
   ) async throws(RPCError) -> Result {
     var metadata = metadata
@@ -207,7 +213,8 @@ struct SubstatusCallTransport: ClientTransport {
     }
     let policy = idempotency == .idempotent ? (options.retryPolicy ?? client.retryPolicy) : .none
     let clock = client.clock
-    let timeout = [options.timeout ?? client.defaultTimeout, callOptions.timeout].compactMap { $0 }.min()
+    let timeout = [options.timeout ?? (defaultTimeout ? client.defaultTimeout : nil), callOptions.timeout]
+      .compactMap { $0 }.min()
     let deadline = timeout.map { clock.monotonicNow + $0 }
     var attempts = 1
     while true {

@@ -27,4 +27,10 @@ let environment = CLIEnvironment(
       privateKeyPath: options.clientKey)
     return try HTTP2ClientTransport(configuration: configuration)
   })
+// `events tail` streams until interrupted: Ctrl-C (SIGINT) ends it successfully. Its output is
+// written as it comes (unbuffered), so nothing is lost by exiting at once.
+let arguments = Array(CommandLine.arguments.dropFirst())
+if let events = arguments.firstIndex(of: "events"), arguments.dropFirst(events + 1).first == "tail" {
+  signal(SIGINT) { _ in _exit(0) }
+}
 exit(await SubstatusCLI.run(Array(CommandLine.arguments.dropFirst()), environment: environment))

@@ -44,6 +44,25 @@ public struct RPCMessageWriter<Message: ProtobufJSONMessage>: Sendable {
     let first = !headers.sent.exchange(true, ordering: .acquiringAndReleasing)
     writer.write(first ? [.metadata(context.response.initial), .message(bytes)] : [.message(bytes)])
   }
+
+  /// Sends the response headers now, with the context's initial metadata, unless a message has
+  /// sent them: a stream that may wait long for its first message (a watch) tells the client at
+  /// once that the call is accepted.
+  public func sendHeaders() {
+    guard !headers.sent.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    writer.write([.metadata(context.response.initial)])
+  }
+
+  /// Sends one message, then waits while the transport holds more than its bound of this call's
+  /// unsent response (``RPCResponseWriter/waitForRoom()``): a handler that streams without end
+  /// (a watch) writes through this, so a client that reads slowly holds it back instead of
+  /// making the server buffer. Returns at once after the call is over.
+  ///
+  /// - Parameter message: The message.
+  public func send(_ message: Message) async {
+    write(message)
+    await writer.waitForRoom()
+  }
 }
 
 /// The typed request side of a client- or bidirectional-streaming RPC on the server: the request

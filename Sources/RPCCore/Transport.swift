@@ -84,9 +84,21 @@ public enum RPCResponsePart: Sendable {
 
 /// Sends the parts of a response. Writes are buffered by the transport and never block; after a
 /// `.status` part, or once the RPC is over (cancelled, timed out), further writes are dropped.
+///
+/// A streaming handler paces itself with ``waitForRoom()``: it returns once the transport holds at
+/// most a bounded amount of this call's response (the client's flow-control window or socket is
+/// open again), so a slow reader costs bounded memory.
 public protocol RPCResponseWriter: Sendable {
   /// Sends parts of the response, in order.
   func write(_ parts: [RPCResponsePart])
+  /// Waits while the transport holds more than its bound of this call's unsent response bytes;
+  /// returns at once when it holds less, and once the call is over (cancelled, timed out, reset).
+  func waitForRoom() async
+}
+
+extension RPCResponseWriter {
+  /// A transport that never holds a response back (in process, collected whole) has room always.
+  public func waitForRoom() async {}
 }
 
 /// The serialized request messages of one RPC, as an async sequence.

@@ -411,7 +411,10 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
     let progress = session.dataBytesSent &+ bytesWritten
     let moved = progress != progressAtCheck
     progressAtCheck = progress
-    let blocked = waitingForWritable || (drained && session.pendingOutboundBytes > 0)
+    // Replies held only by streams whose own windows are closed, while the connection's is open,
+    // are not the connection's stall: the peer reads it (paced streams time out alone).
+    let blocked =
+      waitingForWritable || (drained && session.pendingOutboundBytes > 0 && session.connectionSendWindow <= 0)
     let wasStalled = machine.isWriteStalled
     if wasStalled && (moved || !blocked) { machine.writeProgressed() }
     if blocked && !machine.isWriteStalled { machine.writeStalled(now: loop.now) }

@@ -273,6 +273,9 @@ final class H2Session {
     resumeIfDeferred(streamID, ob)
   }
 
+  /// The DATA bytes the peer lets us send on the connection before it opens its window again.
+  var connectionSendWindow: Int { Int(nghttp2_session_get_remote_window_size(session)) }
+
   /// The number of bytes a stream has queued but nghttp2 has not taken yet.
   func pendingBytes(streamID: Int32) -> Int {
     guard let ob = outbound[streamID] else { return 0 }

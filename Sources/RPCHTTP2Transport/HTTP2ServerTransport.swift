@@ -97,7 +97,15 @@ public final class HTTP2ServerTransport: ServerTransport {
     /// A connection whose replies could not move for this long (the socket full, or the client's
     /// flow-control windows closed: a reader that stopped reading) is closed and its buffers
     /// freed; `nil` never.
+    ///
+    /// A stream whose own window stays closed while the connection's is open (a watcher that reads
+    /// one stream slowly or pauses) does not count: its handler, waiting for room
+    /// (``RPCResponseWriter/waitForRoom()``) for this long, loses that stream (RST_STREAM CANCEL)
+    /// and the connection's other calls go on.
     public var writeTimeout: Duration? = .seconds(60)
+    /// The unsent response bytes one stream may hold before a handler waiting for room
+    /// (``RPCResponseWriter/waitForRoom()``, a streamed response paced by its reader) waits.
+    public var maxPendingStreamResponseBytes: Int = 64 << 10
     /// The most request bytes one connection may hold buffered (partial messages) across its
     /// streams: data beyond it ends its call with `RESOURCE_EXHAUSTED`, and a new stream on a
     /// connection whose buffer is full is refused (`REFUSED_STREAM`). Keep it at least
@@ -494,6 +502,12 @@ final class LoopServer: LoopChannel, @unchecked Sendable {
     connections[token]?.respond(streamID: streamID, parts: parts)
   }
 
+  /// Resumes `waiter` once the stream has room for more of its response (runs on the loop).
+  func awaitRoom(token: UInt64, streamID: Int32, _ waiter: CheckedContinuation<Void, Never>) {
+    guard let connection = connections[token] else { return waiter.resume() }
+    connection.awaitRoom(streamID: streamID, waiter)
+  }
+
   func connectionClosed(_ connection: ServerConnection) {
     connections[connection.token] = nil
     load.wrappingSubtract(1, ordering: .relaxed)
@@ -539,6 +553,19 @@ struct StreamResponseWriter: RPCResponseWriter {
     let token = token
     let streamID = streamID
     server.loop.execute { server.deliver(token: token, streamID: streamID, parts: parts) }
+  }
+
+  func waitForRoom() async {
+    let server = server
+    let token = token
+    let streamID = streamID
+    await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+      if server.loop.isCurrentThread {
+        server.awaitRoom(token: token, streamID: streamID, waiter)
+      } else {
+        server.loop.execute { server.awaitRoom(token: token, streamID: streamID, waiter) }
+      }
+    }
   }
 }
 

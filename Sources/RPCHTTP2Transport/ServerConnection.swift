@@ -30,6 +30,11 @@ final class ServerStream {
   var compressReplies = false
   /// A gRPC call in the JSON codec (`application/grpc+json`): its replies say so in `content-type`.
   var grpcJSON = false
+  /// The handler waiting for the stream's unsent response to drop to the bound
+  /// (``RPCResponseWriter/waitForRoom()``).
+  var roomWaiter: CheckedContinuation<Void, Never>?
+  /// Resets the stream when its handler has waited for room for the write timeout.
+  var roomTimer: UInt64?
 
   init(id: Int32, maxMessageLength: Int) {
     self.id = id
@@ -74,6 +79,8 @@ final class ServerConnection: ConnectionPumpOwner {
   private let peer: String
   private var streams: [Int32: ServerStream] = [:]
   private var newStreams: [ServerStream] = []
+  /// The streams whose handler waits for room (``awaitRoom(streamID:_:)``).
+  private var roomWaiting: [Int32: ServerStream] = [:]
 
   init(fd: Int32, server: LoopServer, tls: TLSConnection?) {
     self.server = server
@@ -143,6 +150,7 @@ final class ServerConnection: ConnectionPumpOwner {
     for stream in streams.values { abandon(stream, reason: "the connection closed") }
     streams.removeAll()
     newStreams.removeAll()
+    resumeRoomWaiters()
     server.connectionClosed(self)
   }
 
@@ -178,6 +186,50 @@ final class ServerConnection: ConnectionPumpOwner {
       if pump.closed { return }
     }
     if !newStreams.isEmpty { dispatchNewStreams() }
+    if !roomWaiting.isEmpty { resumeRoomWaiters() }
+  }
+
+  // MARK: Pacing of streamed responses
+
+  /// Resumes `waiter` once the stream holds at most ``HTTP2ServerTransport/Configuration/maxPendingStreamResponseBytes``
+  /// unsent (at once if it does, or if the stream is over). A handler that waits for the write
+  /// timeout (its reader's window stays closed) loses its stream (RST_STREAM CANCEL), not the
+  /// connection: the other calls on it go on.
+  func awaitRoom(streamID: Int32, _ waiter: CheckedContinuation<Void, Never>) {
+    guard let stream = streams[streamID], !stream.finished, stream.roomWaiter == nil,
+      session.pendingBytes(streamID: streamID) > configuration.maxPendingStreamResponseBytes
+    else { return waiter.resume() }
+    stream.roomWaiter = waiter
+    roomWaiting[streamID] = stream
+    if let timeout = configuration.writeTimeout {
+      stream.roomTimer = loop.schedule(after: timeout) { [weak self] in self?.roomTimedOut(streamID) }
+    }
+  }
+
+  /// Resumes the handlers whose stream has room again or is over.
+  private func resumeRoomWaiters() {
+    for (id, stream) in roomWaiting
+    where pump.closed || stream.finished || session.pendingBytes(streamID: id) <= configuration.maxPendingStreamResponseBytes {
+      roomWaiting[id] = nil
+      releaseRoomWaiter(stream)
+    }
+  }
+
+  private func releaseRoomWaiter(_ stream: ServerStream) {
+    if let timer = stream.roomTimer { loop.cancelTimer(timer) }
+    stream.roomTimer = nil
+    stream.roomWaiter?.resume()
+    stream.roomWaiter = nil
+  }
+
+  private func roomTimedOut(_ streamID: Int32) {
+    guard let stream = roomWaiting.removeValue(forKey: streamID) else { return }
+    stream.roomTimer = nil
+    server.transport.counters.streamWriteTimeouts.wrappingAdd(1, ordering: .relaxed)
+    session.resetStream(streamID: streamID, errorCode: H2ErrorCode.cancel)
+    abandon(stream, reason: "the client did not read the response for the write timeout")
+    releaseRoomWaiter(stream)
+    scheduleFlush()
   }
 
   private func openStream(_ streamID: Int32, fields: [HeaderField], endStream: Bool) {

@@ -34,6 +34,8 @@ final class TransportCounters: Sendable {
   let handshakeTimeouts = Atomic<Int>(0)
   let keepaliveTimeouts = Atomic<Int>(0)
   let writeTimeouts = Atomic<Int>(0)
+  /// Streams reset because their handler waited for room for the write timeout.
+  let streamWriteTimeouts = Atomic<Int>(0)
   let pingFloods = Atomic<Int>(0)
   let graceExpirations = Atomic<Int>(0)
   /// Connections accepted.
@@ -122,6 +124,7 @@ final class TransportCounters: Sendable {
       handshakeTimeouts: handshakeTimeouts.load(ordering: .relaxed),
       keepaliveTimeouts: keepaliveTimeouts.load(ordering: .relaxed),
       writeTimeouts: writeTimeouts.load(ordering: .relaxed),
+      streamWriteTimeouts: streamWriteTimeouts.load(ordering: .relaxed),
       pingFloodCloses: pingFloods.load(ordering: .relaxed),
       graceExpirations: graceExpirations.load(ordering: .relaxed),
       openConnections: openConnections, connectionLimit: connectionLimit ?? 0,
@@ -158,6 +161,9 @@ extension HTTP2ServerTransport {
     public var keepaliveTimeouts: Int
     /// Connections closed after ``Configuration/writeTimeout`` without being able to send.
     public var writeTimeouts: Int
+    /// Streams reset (RST_STREAM CANCEL) because their client left a paced response unread for
+    /// ``Configuration/writeTimeout`` while the connection stayed open.
+    public var streamWriteTimeouts: Int
     /// Connections closed with `GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")`.
     public var pingFloodCloses: Int
     /// Draining connections closed at the end of their grace period with calls still open.
@@ -216,6 +222,10 @@ extension HTTP2ServerTransport {
       ] {
         out += "substatus_grpc_connections_closed_total{reason=\"\(reason)\"} \(value)\n"
       }
+      metric(
+        "substatus_grpc_stream_write_timeouts_total", "counter",
+        "Streamed calls reset because their client left the response unread for the write timeout.",
+        streamWriteTimeouts)
       metric("substatus_grpc_connections_open", "gauge", "gRPC connections open.", openConnections)
       metric(
         "substatus_grpc_connections_limit", "gauge", "The gRPC connection cap (--grpc-max-connections; 0: none).",

@@ -36,9 +36,10 @@ public struct RPCWebGateway: Sendable {
     public var maxReceiveMessageSize = 4 << 20
     /// The largest response message, in bytes; a larger one ends the call `RESOURCE_EXHAUSTED`.
     public var maxSendMessageSize = 4 << 20
-    /// Response bytes of a streamed call that may wait for a slow client. The handler's writes
-    /// never block (``RPCResponseWriter``), so beyond this the call ends `RESOURCE_EXHAUSTED` and
-    /// its handler is cancelled rather than buffering without bound.
+    /// Response bytes of a streamed call that may wait for a slow client. A handler that paces
+    /// itself (``RPCCore/RPCResponseWriter/waitForRoom()``) waits once 64 KiB are waiting; writes
+    /// never block, so beyond this the call of a handler that does not ends `RESOURCE_EXHAUSTED`
+    /// and its handler is cancelled rather than buffering without bound.
     public var maxPendingResponseBytes = 4 << 20
     /// The clock of call deadlines (a manual clock in tests).
     public var clock: any ServiceClock = SystemClock()
@@ -238,7 +239,12 @@ final class GatewayCall: RPCResponseWriter {
     var headTaken = false
     var waiter: CheckedContinuation<GatewayOutput, Never>?
     var handler: Task<Void, Never>?
+    /// The handler waiting for the client to take the pending body (``waitForRoom()``).
+    var roomWaiter: CheckedContinuation<Void, Never>?
   }
+
+  /// Pending body bytes beyond which ``waitForRoom()`` waits for the client to take them.
+  static let roomBytes = 64 << 10
 
   private let state: Mutex<State>
   private let maxPendingBytes: Int
@@ -292,18 +298,40 @@ final class GatewayCall: RPCResponseWriter {
     }
     cancel?.cancel()
     if let waiter, let ready { waiter.resume(returning: ready) }
+    if let room = state.withLock({ Self.takeRoomWaiter(&$0) }) { room.resume() }
+  }
+
+  /// Waits while more than ``roomBytes`` of the body wait for the client; returns at once once
+  /// the call is over.
+  func waitForRoom() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let wait = state.withLock { state -> Bool in
+        guard !state.output.ends, state.output.body.count > Self.roomBytes, state.roomWaiter == nil else { return false }
+        state.roomWaiter = continuation
+        return true
+      }
+      if !wait { continuation.resume() }
+    }
   }
 
   /// The next output: the first has the head; later ones body bytes; the last `ends`.
   func next() async -> GatewayOutput {
     await withCheckedContinuation { continuation in
-      let ready = state.withLock { state -> GatewayOutput? in
-        if let ready = Self.take(&state) { return ready }
+      let (ready, room) = state.withLock { state -> (GatewayOutput?, CheckedContinuation<Void, Never>?) in
+        if let ready = Self.take(&state) { return (ready, Self.takeRoomWaiter(&state)) }
         state.waiter = continuation
-        return nil
+        return (nil, nil)
       }
+      room?.resume()
       if let ready { continuation.resume(returning: ready) }
     }
+  }
+
+  /// The handler waiting for room, once it has room (or the call is over).
+  private static func takeRoomWaiter(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+    guard state.output.ends || state.output.body.count <= roomBytes, let room = state.roomWaiter else { return nil }
+    state.roomWaiter = nil
+    return room
   }
 
   /// Takes what is ready to send, if anything: the head first, then body bytes or the end.

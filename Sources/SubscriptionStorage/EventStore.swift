@@ -51,7 +51,7 @@ public struct EventQuery: Sendable, Hashable {
 
 /// The durable event log.
 ///
-/// Writing: every write of purchase data (``Store/ingest(_:)``, ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``)
+/// Writing: every write of purchase data (``Store/ingest(_:atMs:)``, ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``)
 /// derives the events of what it changed with the domain's pure derivation and appends them **in
 /// the same commit**, deduplicated by ``SubscriptionDomain/SubscriptionEvent/eventId`` (an event
 /// already in the log is never appended again: re-importing the same data appends nothing). The
@@ -201,6 +201,18 @@ public protocol WebhookStore: Sendable {
   /// - Throws: `invalidArgument` unless `leaseUntilMs > atMs`.
   func claimDueDeliveries(atMs: Int64, limit: Int, leaseUntilMs: Int64)
     async throws(StoreError) -> [DeliveryRecord]
+  /// ``claimDueDeliveries(atMs:limit:leaseUntilMs:)`` for a dispatcher that bounds what it holds
+  /// per webhook: at most `perWebhookLimit` deliveries of one webhook, none of the webhooks in
+  /// `excludingWebhookIds` (those it is busy with), so one slow receiver's backlog never fills a
+  /// claim meant for the others.
+  /// - Throws: `invalidArgument` unless `leaseUntilMs > atMs`.
+  func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
+    excludingWebhookIds: Set<String>
+  ) async throws(StoreError) -> [DeliveryRecord]
+  /// One webhook by id, whatever its app (the dispatcher's look-up for a claimed delivery).
+  /// - Throws: `notFound`.
+  func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord
   /// Records an attempt and the delivery's new state: `delivered`, `pending` again (due at
   /// `nextAttemptMs`), or `failed`.
   /// - Throws: `notFound` for an unknown delivery (its webhook was deleted meanwhile).
@@ -217,4 +229,15 @@ public protocol WebhookStore: Sendable {
   /// - Throws: `notFound` for an unknown app or webhook.
   func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
     async throws(StoreError) -> Int
+}
+
+extension WebhookStore {
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:)``: no per-webhook bound.
+  public func claimDueDeliveries(atMs: Int64, limit: Int, leaseUntilMs: Int64)
+    async throws(StoreError) -> [DeliveryRecord]
+  {
+    try await claimDueDeliveries(
+      atMs: atMs, limit: limit, leaseUntilMs: leaseUntilMs, perWebhookLimit: limit,
+      excludingWebhookIds: [])
+  }
 }

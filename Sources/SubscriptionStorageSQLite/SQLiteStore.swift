@@ -107,6 +107,8 @@ public final class SQLiteStore: Sendable {
   let userKeys: UserKeyCache
   /// Decoded histories of users whose data has not changed since they were read.
   let historyCache: HistoryCache
+  /// Catalogs for the event derivation of writes (see `EventCatalogCache`).
+  let eventCatalogs = EventCatalogCache()
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file

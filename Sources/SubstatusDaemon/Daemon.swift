@@ -116,12 +116,27 @@ public enum SubstatusDaemon {
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
+    // Webhooks: the dispatcher delivers the event log of stores that keep webhooks.
+    let serviceEnvironment = ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes)
+    let eventMetrics = EventMetrics()
+    let dispatcher = (store as? any WebhookStore).map { webhookStore in
+      WebhookDispatcher(
+        store: webhookStore, environment: serviceEnvironment,
+        configuration: WebhookDispatcher.Configuration(
+          urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+        log: log,
+        onAttempt: { report in
+          eventMetrics.delivery(
+            outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
+        })
+    }
     let service = SubstatusService(
-      store: store, environment: ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes), limits: limits,
+      store: store, environment: serviceEnvironment, limits: limits,
       verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL, clock: clock), log: log,
       appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
-        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock))
+        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock),
+      eventMetrics: eventMetrics, webhookDispatcher: dispatcher)
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {
@@ -235,8 +250,22 @@ public enum SubstatusDaemon {
           interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000)))))
       : nil
     let reconciling = reconciler.map { r in Task { await r.run() } }
+    // Events out: the changes by time alone, and a look at the log every second for the watchers
+    // (events other instances sharing a PostgreSQL database wrote).
+    let transitions = EventTransitionScheduler(service: service)
+    let scheduling = Task { await transitions.run() }
+    let dispatching = dispatcher.map { d in Task { await d.run() } }
+    let polling = Task {
+      while !Task.isCancelled {
+        do { try await clock.sleep(for: .seconds(1)) } catch { return }
+        service.eventSignal.signal()
+      }
+    }
 
     ProcessSignals.on([SIGTERM, SIGINT]) {
+      transitions.beginGracefulShutdown()
+      dispatcher?.beginGracefulShutdown()
+      service.eventSignal.close()  // WatchEvents streams end UNAVAILABLE; clients resume by cursor
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       draining.store(true, ordering: .relaxed)
@@ -284,6 +313,13 @@ public enum SubstatusDaemon {
       }
       let status = await group.next() ?? 1
       // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
+      transitions.beginGracefulShutdown()
+      polling.cancel()
+      await scheduling.value
+      // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
+      // are due again after their lease.
+      dispatcher?.beginGracefulShutdown()
+      await dispatching?.value
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
       if let reconciling {

@@ -48,6 +48,7 @@ import SubstatusJSON
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 32 (0: off; SQLite store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
+/// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -151,6 +152,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// page anywhere from reaching them through a visitor's browser.
   public var corsOrigins: [String] = []
 
+  /// Whether webhooks may point at loopback, link-local and private addresses (a receiver on the
+  /// same machine or network, for development and tests); refused by default, at creation and at
+  /// each delivery (DESIGN "Events out").
+  public var allowPrivateWebhooks = false
+
   /// The defaults.
   public init() {}
 
@@ -232,6 +238,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              or gRPC-Web on both listeners (CORS); repeatable; none by
                                              default; '*' is refused (name each origin)
                                              (env SUBSTATUS_CORS_ORIGIN: origins joined by ',')
+    webhooks:
+      --allow-private-webhooks               let webhooks POST to loopback, link-local and private
+                                             addresses (refused by default; for receivers on this
+                                             machine or network) (env SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS=true)
       --help                                 this text
     """
 
@@ -278,7 +288,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
     ("--history-cache-mb", "SUBSTATUS_HISTORY_CACHE_MB", "history_cache_mb"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
+    ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
   ]
+
+  /// Flags without a value: present means `true` (the environment variable and config key take
+  /// `true` or `false`).
+  private static let switches: Set<String> = ["--allow-private-webhooks"]
 
   /// Flags that may be given several times, with the separator that joins their values (as in the
   /// environment variable): `:` for paths, `,` for origins (which hold `:`).
@@ -309,7 +324,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
       guard name == "--config" || keys.contains(where: { $0.flag == name }) else {
         throw UsageError(description: "unknown option \(name) (see --help)")
       }
-      if value == nil { value = rest.popFirst() }
+      if value == nil { value = switches.contains(name) ? "true" : rest.popFirst() }
       guard let value, !value.hasPrefix("--") || value == "" else { throw UsageError(description: "\(name) needs a value") }
       if name == "--config" {
         configPath = value
@@ -333,6 +348,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         switch value {
         case .string(let s): values[entry.flag] = s
         case .number(let n): values[entry.flag] = n
+        case .bool(let b) where switches.contains(entry.flag): values[entry.flag] = b ? "true" : "false"
         case .array(let items) where repeatable[entry.flag] != nil:
           var paths: [String] = []
           for item in items {
@@ -428,6 +444,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
       for text in v.split(separator: ",", omittingEmptySubsequences: false) {
         let origin = try Self.corsOrigin(String(text))
         if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
+      }
+    }
+    if let v = values["--allow-private-webhooks"] {
+      switch v.lowercased() {
+      case "true", "1", "yes": c.allowPrivateWebhooks = true
+      case "false", "0", "no", "": c.allowPrivateWebhooks = false
+      default: throw UsageError(description: "--allow-private-webhooks takes no value (environment and config: true or false), not \"\(v)\"")
       }
     }
     try c.parseLimits(number)

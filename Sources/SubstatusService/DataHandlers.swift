@@ -108,9 +108,10 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
         UserPurchases(
           user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
           renewalInfoSnapshot: response.renewalInfoSnapshot, submittedMs: submission ? self.environment.now() : nil)
-      ])
+      ], atMs: self.environment.now())
     }
     metrics.ingested(summary.transactionsWritten)
+    if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
     return (
       environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()),
@@ -222,8 +223,9 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
           existingRenewals[r.originalTransactionId].map { !r.supersedes($0) || r.saysSame(as: $0) ? .unchanged : .updated } ?? .created
       }
     }
-    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
+    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
+    if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     outcomes.refused = summary.refused.map(\.originalTransactionId)
     let refused = Set(summary.refused.map { [$0.user.environment.rawValue, $0.originalTransactionId] })
     for purchases in batch {

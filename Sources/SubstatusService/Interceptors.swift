@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import Synchronization
 import SubscriptionStorage
+import SubstatusServiceAPI
 import SubstatusWire
 
 /// Which roles may call each method; methods not listed (health, reflection) need no key.
@@ -15,11 +16,12 @@ enum MethodPolicy {
   /// The roles that may call `method` (a full path): the service's roles, except for the few
   /// methods open to every key.
   static func roles(forMethod method: String, service: Substring) -> Set<ApiKeyRecord.Role>? {
-    method == Substatus_V1_AdminService.getCallerApiKey.path ? anyKey : roles(forService: service)
-  }
-
-  static func roles(forService service: Substring) -> Set<ApiKeyRecord.Role>? {
     switch service {
+    case _ where method == Substatus_V1_AdminService.getCallerApiKey.path: anyKey
+    case "substatus.v1.EventService":
+      // Reading the log is a read; webhooks and replays change what is sent where.
+      method == Substatus_V1_EventService.listEvents.path || method == Substatus_V1_EventService.watchEvents.path
+        ? read : admin
     case "substatus.v1.TenantService": operatorOnly
     case "substatus.v1.AdminService", "substatus.v1.ReportService": admin
     case "substatus.v1.IngestService": ingest

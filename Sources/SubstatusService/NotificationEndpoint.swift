@@ -100,6 +100,8 @@ extension SubstatusService {
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
     }
     metrics.notification(outcome: applied ? "applied" : "duplicate")
+    // The notification's events were appended in its commit (how many, the store does not say).
+    if applied { eventsAppended(0, source: "notification") }
     log.info("notification", [
       ("app_id", .string(cached.app.appId)), ("type", .string(notification.rawNotificationType)),
       ("environment", .string(environment.rawValue)), ("users", .integer(updates.count)),

@@ -303,6 +303,8 @@ extension SubstatusService {
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
     }
     metrics.notification(outcome: applied ? "applied" : "duplicate")
+    // The notification's events were appended in its commit (how many, the store does not say).
+    if applied { eventsAppended(0, source: "notification") }
     var fields: [(String, JSONValue)] = [
       ("app_id", .string(cached.app.appId)), ("version", .integer(2)), ("type", .string(notification.rawNotificationType)),
     ]

@@ -34,6 +34,16 @@ public final class SubstatusService: Sendable {
   /// modern path and the reconciler.
   public let appStoreServerAPI: AppStoreServerAPIClient
 
+  /// Wakes WatchEvents streams when events are appended (``eventsAppended(_:source:)``), and
+  /// when the daemon polls for other instances' events.
+  public let eventSignal = EventSignal()
+  /// Events appended, webhook deliveries and watchers, for `/metrics`.
+  public let eventMetrics: EventMetrics
+  /// Delivers the event log to webhooks (the daemon runs it); `nil`: TestWebhook is UNAVAILABLE.
+  public let webhookDispatcher: WebhookDispatcher?
+  /// The URL rules of CreateWebhook: the dispatcher's (``WebhookDispatcher/Configuration-swift.struct/urlPolicy``).
+  var webhookURLPolicy: WebhookURLPolicy { webhookDispatcher?.configuration.urlPolicy ?? WebhookURLPolicy() }
+
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
@@ -61,7 +71,8 @@ public final class SubstatusService: Sendable {
     store: any Store, environment: ServiceEnvironment = .live, limits: ServiceLimits = ServiceLimits(),
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
     log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
-    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient()
+    appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient(), eventMetrics: EventMetrics = EventMetrics(),
+    webhookDispatcher: WebhookDispatcher? = nil
   ) {
     self.store = store
     self.environment = environment
@@ -72,6 +83,18 @@ public final class SubstatusService: Sendable {
     self.appleRootCertificates = appleRootCertificates
     self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
+    self.eventMetrics = eventMetrics
+    self.webhookDispatcher = webhookDispatcher
+    metrics.addSource { eventMetrics.prometheusText() }
+  }
+
+  /// A write appended `count` events to the log (after its commit; `count` 0 when the write
+  /// cannot tell and may have): counts them and wakes WatchEvents streams, the transition
+  /// scheduler and the webhook dispatcher.
+  public func eventsAppended(_ count: Int, source: String) {
+    eventMetrics.appended(count, source: source)
+    eventSignal.signal()
+    webhookDispatcher?.notifyEventsAppended()
   }
 
   /// The interceptors to install, outermost first: access log and metrics, then authentication,
@@ -106,6 +129,7 @@ public final class SubstatusService: Sendable {
     Substatus_V1_EligibilityService.register(self, in: &router, execution: execution)
     Substatus_V1_StatusService.register(self, in: &router, execution: execution)
     Substatus_V1_ReportService.register(self, in: &router, execution: execution)
+    Substatus_V1_EventService.register(self, in: &router, execution: execution)
   }
 
   // MARK: Shared lookups

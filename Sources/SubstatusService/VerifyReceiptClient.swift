@@ -6,11 +6,40 @@ import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
 
-/// Sends HTTP POST requests; the service's only outbound I/O, replaceable in tests.
+/// What an HTTP POST answered.
+public struct HTTPPostResponse: Sendable {
+  /// The status code.
+  public var status: Int
+  /// The body.
+  public var body: [UInt8]
+  /// How long the request took, from sending to the whole answer (wall time of the I/O).
+  public var duration: Duration
+
+  /// Creates a response.
+  public init(status: Int, body: [UInt8], duration: Duration = .zero) {
+    self.status = status
+    self.body = body
+    self.duration = duration
+  }
+}
+
+/// Sends HTTP POST requests: the service's outbound HTTP to Apple and to webhooks, replaceable in
+/// tests.
 public protocol HTTPPoster: Sendable {
+  /// Posts a body with `headers` (the caller sets `Content-Type`) and returns the answer.
+  /// - Throws: On connection failure or timeout (`URLError` from ``URLSessionPoster``).
+  func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+    -> HTTPPostResponse
+}
+
+extension HTTPPoster {
   /// Posts a JSON body and returns the status code and body.
   /// - Throws: On connection failure or timeout.
-  func post(url: URL, body: [UInt8], timeout: Duration) async throws -> (status: Int, body: [UInt8])
+  public func post(url: URL, body: [UInt8], timeout: Duration) async throws -> (status: Int, body: [UInt8]) {
+    let response = try await post(
+      url: url, headers: [("Content-Type", "application/json")], body: body, timeout: timeout)
+    return (response.status, response.body)
+  }
 }
 
 /// `HTTPPoster` over FoundationNetworking's `URLSession` (libcurl inside the toolchain).
@@ -18,20 +47,42 @@ public struct URLSessionPoster: HTTPPoster {
   private let session: URLSession
 
   /// A poster with an ephemeral session (no cookies, no cache).
-  public init() {
+  /// - Parameters:
+  ///   - followRedirects: whether a 3xx answer is followed (Apple's endpoints); webhooks pass
+  ///     `false`, so a receiver cannot send the request on to an address the URL policy refuses,
+  ///     and the 3xx is the answer.
+  ///   - maxConnectionsPerHost: connections kept per host.
+  public init(followRedirects: Bool = true, maxConnectionsPerHost: Int = 16) {
     let configuration = URLSessionConfiguration.ephemeral
-    configuration.httpMaximumConnectionsPerHost = 16
-    session = URLSession(configuration: configuration)
+    configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
+    session = URLSession(
+      configuration: configuration, delegate: followRedirects ? nil : RedirectRefuser(), delegateQueue: nil)
   }
 
-  public func post(url: URL, body: [UInt8], timeout: Duration) async throws -> (status: Int, body: [UInt8]) {
+  /// See ``HTTPPoster/post(url:headers:body:timeout:)``.
+  public func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+    -> HTTPPostResponse
+  {
     var request = URLRequest(url: url)
     request.httpMethod = "POST"
     request.httpBody = Data(body)
-    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
     request.timeoutInterval = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+    let started = ContinuousClock.now
     let (data, response) = try await session.data(for: request)
-    return ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data))
+    return HTTPPostResponse(
+      status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: [UInt8](data),
+      duration: ContinuousClock.now - started)
+  }
+}
+
+/// Answers every redirect with "do not follow": the 3xx response is returned as it is.
+private final class RedirectRefuser: NSObject, URLSessionTaskDelegate, Sendable {
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+  ) {
+    completionHandler(nil)
   }
 }
 

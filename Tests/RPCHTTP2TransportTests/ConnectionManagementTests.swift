@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusClock
+import Synchronization
 import Testing
 
 /// Keepalive, idle and age limits, the write timeout, the request buffer budget, the connection
@@ -106,6 +107,50 @@ import Testing
       #expect(await waitForNoConnections(port: server.port))
       #expect(await attack.stop() == 0)
       #expect(server.transport.metrics.writeTimeouts == 1)
+    }
+  }
+
+  @Test func aPausedWatcherHoldsItsHandlerBackAndLosesOnlyItsStreamAfterTheWriteTimeout() async throws {
+    // A handler that streams without end, paced by waitForRoom(), to a client that reads the
+    // stream's first 64 KiB window and pauses while the connection's window is wide open.
+    let clock = ManualClock()
+    let written = Mutex(0)
+    let ended = Mutex(false)
+    try await withTestServer(
+      configure: {
+        $0.clock = clock
+        $0.writeTimeout = .seconds(30)
+      },
+      router: { probe in
+        var router = interopRouter(probe: probe)
+        router.registerStreaming(method: "/interop.Test/Watch") { _, responses, _ in
+          responses.write([.metadata([:])])
+          while !Task.isCancelled {
+            responses.write([.message([UInt8](repeating: 1, count: 1024))])
+            written.withLock { $0 += 1 }
+            await responses.waitForRoom()
+          }
+          ended.withLock { $0 = true }
+          return []
+        }
+        return router
+      }
+    ) { server in
+      let attack = try await LineProcess(python, [fixture("h2_attacks.py"), String(server.port), "paused_watcher"])
+      #expect(attack.firstLine == "READY")
+      try await Task.sleep(for: .milliseconds(300))
+      let held = written.withLock { $0 }
+      // The client's 64 KiB window, the 64 KiB bound and the message over it: about 130 of 1 KiB.
+      #expect(held > 64 && held < 140, "messages written while the client pauses: \(held)")
+      try await Task.sleep(for: .milliseconds(100))
+      #expect(written.withLock { $0 } == held, "the handler waits while the stream has no room")
+      #expect(server.transport.metrics.writeStalledConnections == 0, "one paused stream is not the connection's stall")
+      clock.advance(by: .seconds(30))
+      #expect(await waitUntil { ended.withLock { $0 } }, "the paused stream's handler is cancelled")
+      #expect(await attack.stop() == 0, "the stream was reset and the connection served calls before and after")
+      let metrics = server.transport.metrics
+      #expect(metrics.streamWriteTimeouts == 1)
+      #expect(metrics.writeTimeouts == 0)
     }
   }
 

@@ -25,6 +25,8 @@ private final class Probe: Sendable {
   let gate = Mutex(0)
   let started = Mutex(0)
   let cancelled = Mutex(0)
+  /// Messages the Paced handler has written.
+  let written = Mutex(0)
 }
 
 /// Byte-level test methods: `Count` streams `m1`...`mN` (N the request), each once the test opens
@@ -58,6 +60,17 @@ private func testRouter(_ probe: Probe) -> RPCRouter {
     while !Task.isCancelled {
       responses.write([.message([UInt8](repeating: UInt8(ascii: "x"), count: 100))])
       await Task.yield()
+    }
+    probe.cancelled.withLock { $0 += 1 }
+    return []
+  }
+  router.registerStreaming(method: "/test.v1.Stream/Paced") { _, responses, _ in
+    // Writes 1 KiB messages until it is cancelled, waiting for room after each (as WatchEvents).
+    responses.write([.metadata([:])])
+    while !Task.isCancelled {
+      responses.write([.message([UInt8](repeating: UInt8(ascii: "p"), count: 1024))])
+      probe.written.withLock { $0 += 1 }
+      await responses.waitForRoom()
     }
     probe.cancelled.withLock { $0 += 1 }
     return []
@@ -159,6 +172,32 @@ struct RPCWebGatewayTests {
     #expect(await client.nextLine() == "END")
     #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
     await server.stop()
+  }
+
+  @Test func aPacedStreamWaitsForAReaderThatPausesInsteadOfEndingIt() async throws {
+    // The default 4 MiB limit would end an unpaced stream; the paced handler waits at 64 KiB.
+    try await withGateway { server, probe in
+      let client = try ScriptedProcess(
+        python,
+        [fixture("stream_client.py"), String(server.port), "/test.v1.Stream/Paced", "application/connect+proto",
+         hex(enveloped("")), "stall"])
+      defer { client.stop() }
+      #expect(await client.nextLine() == "HEAD 200 application/connect+proto")
+      // It writes until the socket buffers and the gateway's 64 KiB are full, then waits.
+      var previous = -1
+      var settled = false
+      for _ in 0..<50 where !settled {
+        try await Task.sleep(for: .milliseconds(200))
+        let now = probe.written.withLock { $0 }
+        settled = now > 64 && now == previous
+        previous = now
+      }
+      #expect(settled, "the handler kept writing to a client that reads nothing: \(previous) messages")
+      #expect(previous < 32 << 10, "more than 32 MiB written: \(previous) messages of 1 KiB")
+      #expect(probe.cancelled.withLock { $0 } == 0, "the paused stream is not ended")
+      #expect(await client.ask("close") == "CLOSED")
+      #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
+    }
   }
 
   @Test func stoppingTheServerEndsAStreamWithUnavailable() async throws {

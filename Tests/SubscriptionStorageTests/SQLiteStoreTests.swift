@@ -26,7 +26,7 @@ struct SQLiteStoreTests {
       _ = try await store.ingest([
         UserPurchases(
           user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
-      ])
+      ], atMs: Fixture.now)
       store.close()
     }
     let store = try open(dir)
@@ -157,7 +157,7 @@ struct SQLiteStoreTests {
       UserPurchases(
         user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)],
         renewalInfos: [Fixture.renewal("1")])
-    ])
+    ], atMs: Fixture.now)
     // The only inline connection is busy: a nested borrower is told to go elsewhere.
     let nested = try store.inlineReaders.read { _ throws(StoreError) in
       try store.inlineReaders.read { _ throws(StoreError) in "ran" }
@@ -181,7 +181,7 @@ struct SQLiteStoreTests {
     let store = try open(dir)
     defer { store.close() }
     try await Fixture.seed(store)
-    _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])])
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])], atMs: Fixture.now)
     // Readers run until the writer has made its 5 writes (or 60 s have passed); starved, the writer
     // got its next turn only when the readers stopped.
     final class Flag: Sendable { let raised = Atomic<Bool>(false) }
@@ -202,7 +202,7 @@ struct SQLiteStoreTests {
         for n in 0..<5 {
           _ = try await store.ingest([
             UserPurchases(user: Fixture.user("w\(n)"), transactions: [Fixture.transaction("w\(n)", purchase: 1)])
-          ])
+          ], atMs: Fixture.now)
         }
         writerDone.raised.store(true, ordering: .relaxed)
         return started.duration(to: .now)
@@ -227,13 +227,13 @@ struct SQLiteStoreTests {
     #expect(store.userKeys.count == 0)
     _ = try await store.ingest([
       UserPurchases(user: Fixture.user("late"), transactions: [Fixture.transaction("L", purchase: 5)])
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("late")).transactions.map(\.transactionId) == ["L"])
     #expect(store.userKeys.count == 1)
     // Cached or not, the same answer; the cache never holds more than its capacity.
     for n in 0..<10 {
       let user = Fixture.user("u\(n)")
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t\(n)", purchase: Int64(n))])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t\(n)", purchase: Int64(n))])], atMs: Fixture.now)
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
       #expect(store.userKeys.count <= 4)
@@ -257,7 +257,7 @@ struct SQLiteStoreTests {
           Fixture.transaction("a", purchase: 30), Fixture.transaction("z", purchase: 10),
           Fixture.transaction("m2", purchase: 20), Fixture.transaction("m1", purchase: 20),
         ])
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["z", "m1", "m2", "a"])
   }
 
@@ -403,7 +403,7 @@ struct SQLiteStoreTests {
             UserPurchases(
               user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)]
             )
-          ])
+          ], atMs: Fixture.now)
         }
       }
       try await group.waitForAll()
@@ -435,14 +435,14 @@ struct SQLiteStoreTests {
                 UserPurchases(
                   user: Fixture.user("bad\(i)", app: "nope"),
                   transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
-              ])
+              ], atMs: Fixture.now)
             }
           } else {
             _ = try await store.ingest([
               UserPurchases(
                 user: Fixture.user("ok\(i)"),
                 transactions: [Fixture.transaction("x\(i)", purchase: 1)])
-            ])
+            ], atMs: Fixture.now)
           }
         }
       }
@@ -478,7 +478,7 @@ struct SQLiteStoreTests {
                 transactions: (0..<5).map {
                   Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0))
                 })
-            ])
+            ], atMs: Fixture.now)
           }
         }
       }
@@ -535,7 +535,7 @@ struct SQLiteStoreTests {
     _ = try await store.ingest([
       UserPurchases(
         user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
-    ])
+    ], atMs: Fixture.now)
     // max_page_count makes SQLite answer SQLITE_FULL exactly as a full disk does.
     let pages = try await store.writer.write { db throws(StoreError) in
       try db.first("PRAGMA page_count") { $0.int(0) } ?? 0
@@ -545,7 +545,7 @@ struct SQLiteStoreTests {
     }
     let big = (0..<400).map { Fixture.transaction("big-\($0)", purchase: Int64($0)) }
     do {
-      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)], atMs: Fixture.now)
       Issue.record("an ingest larger than the free space succeeded")
     } catch {
       #expect(error.code == .unavailable, "\(error)")
@@ -557,7 +557,7 @@ struct SQLiteStoreTests {
     try await store.writer.write { db throws(StoreError) in
       try db.execute("PRAGMA max_page_count=1073741823")
     }
-    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("u1")).transactions.count == 400)
     #expect(try await store.integrityCheck() == ["ok"])
   }
@@ -621,7 +621,8 @@ struct PayloadCodecTests {
       expiresDate: 1_702_592_000_000, isTrialPeriod: true, isInIntroOfferPeriod: true,
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
-      signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND")
+      signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND", price: 9_990,
+      currency: "EUR")
     t.rawOfferType = 2
     t.rawOfferDiscountType = "FREE_TRIAL"
     t.rawRevocationReason = 1
@@ -655,17 +656,45 @@ struct PayloadCodecTests {
 
   @Test("payloads of format 1 (before asOfDate) are still read, their asOfDate unknown")
   func formatOne() throws {
-    // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte).
-    func formatOne(_ bytes: [UInt8]) -> [UInt8] { [1] + bytes.dropFirst().dropLast() }
+    // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte); a
+    // transaction's format 2 is format 3 without price and currency (absent: two presence bytes).
+    func formatOne(_ bytes: [UInt8], trailing: Int = 1) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
     let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
     #expect(
       try PayloadCodec.decodeTransaction(
-        formatOne(PayloadCodec.encode(t)), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+        formatOne(PayloadCodec.encode(t), trailing: 3), transactionId: "1", originalTransactionId: "1",
+        purchaseDate: 10) == t)
     let r = Fixture.renewal("1", signed: 7, retry: true)
     #expect(try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r)), originalTransactionId: "1") == r)
     // A format-1 payload with a trailing byte is corrupt, as before.
     #expect(throws: StoreError.self) {
       try PayloadCodec.decodeRenewalInfo([1] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
+    }
+  }
+
+  @Test("transactions of format 2 (written before price and currency) are still read, both unknown")
+  func formatTwo() throws {
+    // The bytes the previous release wrote for this transaction (format 2, ending with asOfDate).
+    var t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15)
+    t.asOfDate = 14
+    let formatTwo: [UInt8] =
+      [2, 7] + Array("monthly".utf8) + [1, 2] + Array("g1".utf8)
+      + [0, 1, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 30, 0, 1, 28]
+    #expect(PayloadCodec.encode(t) == [3] + formatTwo.dropFirst() + [0, 0])
+    let decoded = try PayloadCodec.decodeTransaction(
+      formatTwo, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
+    #expect(decoded == t)
+    #expect(decoded.price == nil && decoded.currency == nil && decoded.asOfDate == 14)
+    // The same fields with a price are written as format 3 and read back with it.
+    t.price = 0
+    t.currency = "JPY"
+    #expect(
+      try PayloadCodec.decodeTransaction(
+        PayloadCodec.encode(t), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+    // A format-2 payload carrying price bytes is corrupt (trailing bytes), as any unknown layout.
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeTransaction(
+        [2] + PayloadCodec.encode(t).dropFirst(), transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     }
   }
 

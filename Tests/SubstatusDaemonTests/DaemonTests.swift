@@ -25,10 +25,12 @@ final class RunningDaemon: @unchecked Sendable {
   /// Starts substatusd; with `openFilesLimit`, under that RLIMIT_NOFILE (soft and hard, set by
   /// `prlimit`, which then runs substatusd in its place); with `logToFile`, its stderr goes to a
   /// file in its directory instead of a pipe (a pipe nobody reads fills up under load).
-  init(extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false) throws {
-    directory = FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
+  /// With `reusing`, a restart on the directory (data, keys) of an earlier run (after ``kill()``).
+  init(extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false, reusing: URL? = nil) throws {
+    directory = reusing ?? FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json").path
+    try? FileManager.default.removeItem(atPath: ready)
     let keyFile = directory.appendingPathComponent("operator.key").path
     let arguments = [
       "--data-dir", directory.appendingPathComponent("data").path, "--grpc-listen", "127.0.0.1:0",
@@ -61,6 +63,12 @@ final class RunningDaemon: @unchecked Sendable {
     operatorKey = try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
     #expect(mode == 0o600)
+  }
+
+  /// Sends SIGKILL and waits; the data directory stays for a restart.
+  func kill() {
+    Glibc.kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
   }
 
   /// Sends SIGTERM, waits, returns the exit status and everything written to stderr.

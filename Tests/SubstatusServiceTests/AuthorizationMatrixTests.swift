@@ -53,6 +53,14 @@ import SubstatusWire
     }
 
     func next() -> Int { counter.withLock { $0 += 1; return $0 } }
+
+    /// A new webhook of app A, made by the tenant's admin.
+    func webhook() async throws -> String {
+      var r = Substatus_V1_CreateWebhookRequest()
+      r.appID = appA
+      r.url = "https://hooks.example.com/\(next())"
+      return try await h.call(Substatus_V1_EventService.createWebhook, r, key: admin).webhook!.webhookID
+    }
     var admin: String { keys[.admin]! }
   }
 
@@ -73,6 +81,22 @@ import SubstatusWire
     precondition(codes.count == Caller.allCases.count, "\(method.method): \(codes.count) codes")
     return Row(path: method.path, expected: codes) { world, key in
       _ = try await world.h.call(method, try await make(world), key: key)
+    }
+  }
+
+  /// A row of a server-streaming RPC: the call is accepted once the response headers arrive.
+  static func streamingRow<Req: ProtobufMessage, Res: ProtobufMessage>(
+    _ method: ProtoMethodDescriptor<Req, Res>, _ expected: String,
+    _ make: @escaping @Sendable (World) async throws -> Req
+  ) -> Row {
+    let codes = expected.split(separator: " ").map(String.init)
+    precondition(codes.count == Caller.allCases.count, "\(method.method): \(codes.count) codes")
+    return Row(path: method.path, expected: codes) { world, key in
+      var metadata: Metadata = [:]
+      metadata.addString("Bearer \(key)", forKey: "authorization")
+      let stream = try await world.h.client.serverStreaming(
+        method: method.path, request: try await make(world), response: Res.self, metadata: metadata)
+      withExtendedLifetime(stream) {}  // then released: the call is cancelled
     }
   }
 
@@ -194,6 +218,26 @@ import SubstatusWire
     row(Substatus_V1_StatusService.getTransactionHistory, readOfApp) { w in
       var r = Substatus_V1_GetTransactionHistoryRequest(); r.appID = w.appA; r.userID = "u"; return r
     },
+    // EventService: READ keys list and watch the log; webhooks and replays need ADMIN.
+    row(Substatus_V1_EventService.listEvents, readOfApp) { w in var r = Substatus_V1_ListEventsRequest(); r.appID = w.appA; return r },
+    streamingRow(Substatus_V1_EventService.watchEvents, readOfApp) { w in
+      var r = Substatus_V1_WatchEventsRequest(); r.appID = w.appA; return r
+    },
+    row(Substatus_V1_EventService.createWebhook, adminOfApp) { w in
+      var r = Substatus_V1_CreateWebhookRequest(); r.appID = w.appA; r.url = "https://hooks.example.com/\(w.next())"; return r
+    },
+    row(Substatus_V1_EventService.listWebhooks, adminOfApp) { w in var r = Substatus_V1_ListWebhooksRequest(); r.appID = w.appA; return r },
+    row(Substatus_V1_EventService.deleteWebhook, adminOfApp) { w in
+      var r = Substatus_V1_DeleteWebhookRequest(); r.appID = w.appA; r.webhookID = try await w.webhook(); return r
+    },
+    // A webhook that does not exist: past authorization the answer is NOT_FOUND.
+    row(Substatus_V1_EventService.testWebhook, "PD NF NF NF PD PD PD PD PD PD NF") { w in
+      var r = Substatus_V1_TestWebhookRequest(); r.appID = w.appA; r.webhookID = "wh_none"; return r
+    },
+    row(Substatus_V1_EventService.listDeliveries, adminOfApp) { w in
+      var r = Substatus_V1_ListDeliveriesRequest(); r.appID = w.appA; r.webhookID = try await w.webhook(); return r
+    },
+    row(Substatus_V1_EventService.replayEvents, adminOfApp) { w in var r = Substatus_V1_ReplayEventsRequest(); r.appID = w.appA; return r },
     // ReportService: ADMIN keys.
     row(Substatus_V1_ReportService.getReport, adminOfApp) { w in var r = Substatus_V1_GetReportRequest(); r.appID = w.appA; return r },
   ]

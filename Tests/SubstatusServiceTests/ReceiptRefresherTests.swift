@@ -159,7 +159,8 @@ final class FakeAppStore: HTTPPoster {
 
   var calls: [Call] { state.withLock { $0.calls } }
 
-  func post(url: URL, body: [UInt8], timeout: Duration) async throws -> (status: Int, body: [UInt8])
+  func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+    -> HTTPPostResponse
   {
     let json = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
     let call = Call(
@@ -181,7 +182,7 @@ final class FakeAppStore: HTTPPoster {
     }
     if delay > .zero { try await clock.sleep(for: delay) }
     let (status, text) = answer.withLock { $0 }(call)
-    return (status, Array(text.utf8))
+    return HTTPPostResponse(status: status, body: Array(text.utf8))
   }
 
   /// A verifyReceipt body: one monthly subscription of group 20001001 with the given periods

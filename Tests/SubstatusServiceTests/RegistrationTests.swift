@@ -17,6 +17,7 @@ import Testing
       Substatus_V1_TenantService.methodPaths, Substatus_V1_AdminService.methodPaths,
       Substatus_V1_IngestService.methodPaths, Substatus_V1_EligibilityService.methodPaths,
       Substatus_V1_StatusService.methodPaths, Substatus_V1_ReportService.methodPaths,
+      Substatus_V1_EventService.methodPaths,
     ].flatMap { $0 }
     #expect(Set(methods.map { String($0.dropFirst().prefix { $0 != "/" }) }) == declared)
     #expect(router.methods == methods.sorted())

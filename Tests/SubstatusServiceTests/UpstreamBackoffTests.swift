@@ -19,9 +19,11 @@ final class CountingUpstream: HTTPPoster, HTTPRequester {
   /// Requests so far.
   var requests: Int { count.withLock { $0 } }
 
-  func post(url: URL, body: [UInt8], timeout: Duration) async throws -> (status: Int, body: [UInt8]) {
+  func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+    -> HTTPPostResponse
+  {
     count.withLock { $0 += 1 }
-    return (status.withLock { $0 }, self.body)
+    return HTTPPostResponse(status: status.withLock { $0 }, body: self.body)
   }
 
   func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)

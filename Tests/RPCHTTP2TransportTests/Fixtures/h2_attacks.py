@@ -220,6 +220,36 @@ elif case == "closed_window":
     print("READY", flush=True)
     read_until_closed(s, limit=10)
     s.close()
+elif case == "paused_watcher":
+    # A watcher that reads its stream's first window and pauses, on a connection whose own window
+    # is wide open: the server must hold the stream back (its handler waits for room), keep
+    # serving other calls on the connection, and after the write timeout reset only that stream.
+    s, conn = h2_client()
+    conn.increment_flow_control_window(16 << 20)
+    conn.send_headers(1, grpc_headers("/interop.Test/Watch"), end_stream=False)
+    conn.send_data(1, grpc_body(b""), end_stream=True)
+    s.sendall(conn.data_to_send())
+    collect(s, conn, lambda events: sum(len(e.data) for e in events
+                                        if isinstance(e, h2.events.DataReceived) and e.stream_id == 1) >= 65535)
+    print("READY", flush=True)
+
+    def echo(stream_id):
+        conn.send_headers(stream_id, grpc_headers(), end_stream=False)
+        conn.send_data(stream_id, grpc_body(b"hi"), end_stream=True)
+        s.sendall(conn.data_to_send())
+        events = collect(s, conn, lambda events: any(
+            isinstance(e, h2.events.StreamEnded) and e.stream_id == stream_id for e in events))
+        assert any(isinstance(e, h2.events.DataReceived) and e.stream_id == stream_id for e in events), events
+
+    echo(3)
+    print("ECHO", flush=True)
+    events = collect(s, conn, lambda events: any(
+        isinstance(e, h2.events.StreamReset) and e.stream_id == 1 for e in events), limit=20)
+    assert not any(isinstance(e, h2.events.ConnectionTerminated) for e in events), events
+    echo(5)
+    print("RESET", flush=True)
+    sys.stdin.read()
+    s.close()
 elif case == "held_reply_reset":
     # Asks for a 1 MiB reply with the default 64 KiB window and never opens it: the server holds
     # the rest of the reply ("READY"). On a line from stdin, resets the stream and checks that the

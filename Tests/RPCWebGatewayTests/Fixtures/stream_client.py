@@ -3,8 +3,9 @@
 Usage: stream_client.py PORT PATH CONTENT-TYPE BODY-HEX [quiet]
 POSTs the body, prints `HEAD <status> <content-type>`, then one line per envelope as it arrives,
 `FRAME <flags> <payload as text>`, and `END` when the body ends. With `quiet`, message envelopes
-(flags 0) are only counted: `COUNT <n>` comes before the last envelope's line. A `close` line on stdin closes the
-connection at once and prints `CLOSED`.
+(flags 0) are only counted: `COUNT <n>` comes before the last envelope's line. With `stall`, the
+body is not read at all (a client that pauses). A `close` line on stdin closes the connection at
+once and prints `CLOSED`.
 """
 import http.client
 import sys
@@ -12,6 +13,7 @@ import threading
 
 port, path, content_type, body = int(sys.argv[1]), sys.argv[2], sys.argv[3], bytes.fromhex(sys.argv[4])
 quiet = len(sys.argv) > 5 and sys.argv[5] == "quiet"
+stall = len(sys.argv) > 5 and sys.argv[5] == "stall"
 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
 connection.request("POST", path, body=body, headers={"Content-Type": content_type})
 response = connection.getresponse()
@@ -38,7 +40,8 @@ def read_frames():
         pass
 
 
-threading.Thread(target=read_frames, daemon=True).start()
+if not stall:
+    threading.Thread(target=read_frames, daemon=True).start()
 for line in sys.stdin:
     if line.strip() == "close":
         connection.sock.close()

@@ -1,0 +1,218 @@
+import SubscriptionDomain
+import Synchronization
+
+/// The webhooks and deliveries of an ``InMemoryStore`` (its own lock: the log is read through
+/// ``EventLogStore``, and fan-out commits by compare and set on each webhook's read position).
+struct InMemoryWebhooks: Sendable {
+  var webhooks: [String: WebhookRecord] = [:]
+  /// Signing secrets by webhook id (plaintext: nothing of an in-memory store is at rest).
+  var secrets: [String: String] = [:]
+  /// How far each webhook has read the log.
+  var positions: [String: Int64] = [:]
+  var deliveries: [String: DeliveryRecord] = [:]
+  /// Creation order of each delivery (its id's number): newest first in listings, ties in claims.
+  var order: [String: Int64] = [:]
+  var lastDelivery: Int64 = 0
+
+  /// Drops the deliveries of the users' events (their erasure).
+  mutating func erase(appId: String, userIds: Set<String>) {
+    for (id, d) in deliveries where d.event.event.appId == appId && userIds.contains(d.event.event.userId) {
+      deliveries[id] = nil
+      order[id] = nil
+    }
+  }
+
+  mutating func add(webhookId: String, event: LoggedEvent, atMs: Int64) {
+    lastDelivery += 1
+    let id = WebhookRowCoding.deliveryId(lastDelivery)
+    deliveries[id] = DeliveryRecord(
+      deliveryId: id, webhookId: webhookId, event: event, state: .pending, nextAttemptMs: atMs,
+      createdMs: atMs)
+    order[id] = lastDelivery
+  }
+}
+
+extension InMemoryStore: WebhookStore {
+  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+    try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
+    _ = try await app(id: webhook.appId)
+    let position = try await lastEventSequence()
+    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard w.webhooks[webhook.webhookId] == nil else {
+        throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists")
+      }
+      var stored = webhook
+      stored.secretFingerprint = SecretFingerprint.of(signingSecret)
+      w.webhooks[webhook.webhookId] = stored
+      w.secrets[webhook.webhookId] = signingSecret
+      w.positions[webhook.webhookId] = position
+    }
+  }
+
+  /// See ``WebhookStore/webhooks(appId:)``.
+  public func webhooks(appId: String) async throws(StoreError) -> [WebhookRecord] {
+    _ = try await app(id: appId)
+    return webhookState.withLock { w in
+      w.webhooks.values.filter { $0.appId == appId }.sorted { $0.webhookId < $1.webhookId }
+    }
+  }
+
+  /// See ``WebhookStore/webhook(id:)``.
+  public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
+    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard let webhook = w.webhooks[webhookId] else { throw StoreError.notFound("webhook", webhookId) }
+      return webhook
+    }
+  }
+
+  /// See ``WebhookStore/deleteWebhook(appId:webhookId:)``.
+  public func deleteWebhook(appId: String, webhookId: String) async throws(StoreError) {
+    _ = try await app(id: appId)
+    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard w.webhooks[webhookId]?.appId == appId else { throw StoreError.notFound("webhook", webhookId) }
+      w.webhooks[webhookId] = nil
+      w.secrets[webhookId] = nil
+      w.positions[webhookId] = nil
+      for (id, d) in w.deliveries where d.webhookId == webhookId {
+        w.deliveries[id] = nil
+        w.order[id] = nil
+      }
+    }
+  }
+
+  /// See ``WebhookStore/webhookSigningSecret(webhookId:)``.
+  public func webhookSigningSecret(webhookId: String) async throws(StoreError) -> String {
+    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard let secret = w.secrets[webhookId] else { throw StoreError.notFound("webhook", webhookId) }
+      return secret
+    }
+  }
+
+  /// See ``WebhookStore/enqueueDeliveries(atMs:limit:)``.
+  public func enqueueDeliveries(atMs: Int64, limit: Int) async throws(StoreError) -> Int {
+    let last = try await lastEventSequence()
+    let hooks = webhookState.withLock { w in
+      w.webhooks.values.map { ($0, w.positions[$0.webhookId] ?? 0) }
+    }
+    var created = 0
+    for (webhook, position) in hooks.sorted(by: { $0.0.webhookId < $1.0.webhookId }) {
+      let batch = try await WebhookFanOut.next(
+        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
+      guard batch.readThrough > position else { continue }
+      created += webhookState.withLock { w -> Int in
+        // Compare and set: another enqueue (or a delete) got there first.
+        guard w.webhooks[webhook.webhookId] != nil, w.positions[webhook.webhookId] == position else {
+          return 0
+        }
+        for event in batch.events { w.add(webhookId: webhook.webhookId, event: event, atMs: atMs) }
+        w.positions[webhook.webhookId] = batch.readThrough
+        return batch.events.count
+      }
+    }
+    return created
+  }
+
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``:
+  /// one locked step.
+  public func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
+    excludingWebhookIds: Set<String>
+  ) async throws(StoreError) -> [DeliveryRecord] {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    return webhookState.withLock { w in
+      struct Head {
+        var delivery: DeliveryRecord
+        var order: Int64
+      }
+      // The oldest pending delivery per (webhook, environment, user), due or not.
+      var heads: [[String]: Head] = [:]
+      for d in w.deliveries.values where d.state == .pending {
+        let key = [d.webhookId, d.event.event.environment.rawValue, d.event.event.userId]
+        let head = Head(delivery: d, order: w.order[d.deliveryId] ?? 0)
+        if let h = heads[key], (h.delivery.event.sequence, h.order) < (d.event.sequence, head.order) {
+          continue
+        }
+        heads[key] = head
+      }
+      let due = heads.values.filter {
+        ($0.delivery.nextAttemptMs ?? Int64.max) <= atMs
+          && !excludingWebhookIds.contains($0.delivery.webhookId)
+      }.sorted { ($0.delivery.event.sequence, $0.order) < ($1.delivery.event.sequence, $1.order) }
+      var perWebhook: [String: Int] = [:]
+      var claimed: [DeliveryRecord] = []
+      for head in due where claimed.count < min(max(limit, 1), 1000) {
+        let id = head.delivery.webhookId
+        guard perWebhook[id, default: 0] < max(perWebhookLimit, 1) else { continue }
+        perWebhook[id, default: 0] += 1
+        w.deliveries[head.delivery.deliveryId]?.nextAttemptMs = leaseUntilMs
+        claimed.append(head.delivery)
+      }
+      return claimed
+    }
+  }
+
+  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
+  public func recordDeliveryAttempt(
+    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
+  ) async throws(StoreError) {
+    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard var d = w.deliveries[deliveryId] else { throw StoreError.notFound("delivery", deliveryId) }
+      d.attempts.append(attempt)
+      d.state = state
+      d.nextAttemptMs = state == .pending ? nextAttemptMs ?? attempt.attemptedMs : nil
+      w.deliveries[deliveryId] = d
+    }
+  }
+
+  /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.
+  public func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
+    async throws(StoreError) -> Page<DeliveryRecord>
+  {
+    _ = try await app(id: appId)
+    var after: Int64?
+    if let cursor = page.cursor {
+      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      after = n
+    }
+    return try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
+      guard w.webhooks[webhookId]?.appId == appId else { throw StoreError.notFound("webhook", webhookId) }
+      let all = w.deliveries.values.filter { d in
+        d.webhookId == webhookId && (!failedOnly || d.state == .failed)
+          && (after.map { (w.order[d.deliveryId] ?? 0) < $0 } ?? true)
+      }.sorted { (w.order[$0.deliveryId] ?? 0) > (w.order[$1.deliveryId] ?? 0) }
+      let items = Array(all.prefix(page.limit))
+      let next = all.count > items.count ? items.last.map { String(w.order[$0.deliveryId] ?? 0) } : nil
+      return Page(items: items, nextCursor: next)
+    }
+  }
+
+  /// See ``WebhookStore/replay(appId:webhookId:afterSequence:atMs:)``.
+  public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
+    async throws(StoreError) -> Int
+  {
+    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
+    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
+    var created = 0
+    for webhook in targets {
+      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
+        (events: [LoggedEvent]) throws(StoreError) in
+        created += webhookState.withLock { w -> Int in
+          guard w.webhooks[webhook.webhookId] != nil else { return 0 }
+          for event in events { w.add(webhookId: webhook.webhookId, event: event, atMs: atMs) }
+          return events.count
+        }
+      }
+    }
+    return created
+  }
+
+  private func withWebhooks<T>(_ body: (inout InMemoryWebhooks) throws(StoreError) -> T)
+    throws(StoreError) -> T
+  {
+    let result: Result<T, StoreError> = webhookState.withLock { w in
+      do throws(StoreError) { return .success(try body(&w)) } catch { return .failure(error) }
+    }
+    return try result.get()
+  }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import SubscriptionDomain
+
+/// How the SQL stores keep a delivery's event and attempts in its row (JSON), a webhook's types
+/// (comma-separated raw values) and delivery ids (`dlv_` and the row's key, zero-padded).
+public enum WebhookRowCoding {
+  private struct Attempt: Codable {
+    var at: Int64
+    var status: Int?
+    var error: String?
+    var ms: Int64
+  }
+
+  /// The event as JSON.
+  public static func encode(_ event: SubscriptionEvent) throws(StoreError) -> [UInt8] {
+    do { return Array(try JSONEncoder().encode(event)) } catch {
+      throw StoreError(.internalError, "cannot encode an event: \(error)")
+    }
+  }
+
+  /// An event from its JSON.
+  /// - Throws: `corrupt`.
+  public static func decodeEvent(_ bytes: [UInt8]) throws(StoreError) -> SubscriptionEvent {
+    do { return try JSONDecoder().decode(SubscriptionEvent.self, from: Data(bytes)) } catch {
+      throw StoreError(.corrupt, "a delivery's event cannot be read: \(error)")
+    }
+  }
+
+  /// The attempts as a JSON array.
+  public static func encode(_ attempts: [DeliveryAttemptRecord]) throws(StoreError) -> [UInt8] {
+    let rows = attempts.map { Attempt(at: $0.attemptedMs, status: $0.httpStatus, error: $0.error, ms: $0.durationMs) }
+    do { return Array(try JSONEncoder().encode(rows)) } catch {
+      throw StoreError(.internalError, "cannot encode attempts: \(error)")
+    }
+  }
+
+  /// Attempts from their JSON array.
+  /// - Throws: `corrupt`.
+  public static func decodeAttempts(_ bytes: [UInt8]) throws(StoreError) -> [DeliveryAttemptRecord] {
+    do {
+      return try JSONDecoder().decode([Attempt].self, from: Data(bytes)).map {
+        DeliveryAttemptRecord(attemptedMs: $0.at, httpStatus: $0.status, error: $0.error, durationMs: $0.ms)
+      }
+    } catch {
+      throw StoreError(.corrupt, "a delivery's attempts cannot be read: \(error)")
+    }
+  }
+
+  /// A webhook's types as stored: raw values, sorted, comma-separated (empty: all).
+  public static func types(_ types: Set<SubscriptionEventType>) -> String {
+    types.map(\.rawValue).sorted().joined(separator: ",")
+  }
+
+  /// A webhook's types from their stored form.
+  public static func types(_ text: String) -> Set<SubscriptionEventType> {
+    Set(text.split(separator: ",").compactMap { SubscriptionEventType(rawValue: String($0)) })
+  }
+
+  /// The delivery id of a row key: `dlv_` and 12 digits.
+  public static func deliveryId(_ key: Int64) -> String {
+    let digits = String(key)
+    return "dlv_" + String(repeating: "0", count: max(0, 12 - digits.count)) + digits
+  }
+
+  /// The row key of a delivery id; `nil` for a string no store made.
+  public static func deliveryKey(_ id: String) -> Int64? {
+    guard id.hasPrefix("dlv_") else { return nil }
+    return Int64(id.dropFirst(4))
+  }
+}
+

@@ -1,0 +1,345 @@
+import SubscriptionDomain
+import SubscriptionStorage
+
+extension PostgresSchema {
+  /// DESIGN "Events out": webhooks and their deliveries, as in the SQLite store (see its
+  /// `webhooksMigration`). Claims across instances lock the delivery rows `FOR UPDATE SKIP LOCKED`;
+  /// fan-out moves a webhook's read position by compare and set in the transaction that inserts
+  /// the deliveries; an event erased from the log takes its deliveries' copies with it (trigger).
+  static let webhooksMigration = PostgresMigration(
+    version: 9, description: "webhooks and their deliveries",
+    sql: """
+      CREATE TABLE webhooks(
+        webhook_id TEXT COLLATE "C" PRIMARY KEY,
+        app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),
+        url TEXT NOT NULL,
+        event_types TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        secret_key_id TEXT NOT NULL,
+        secret_box BYTEA NOT NULL,
+        secret_fingerprint TEXT NOT NULL,
+        read_through BIGINT NOT NULL
+      );
+      CREATE INDEX webhooks_by_app ON webhooks(app_id, webhook_id);
+
+      CREATE TABLE webhook_deliveries(
+        delivery_key BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        webhook_id TEXT COLLATE "C" NOT NULL REFERENCES webhooks(webhook_id),
+        sequence BIGINT NOT NULL,
+        environment TEXT NOT NULL,
+        user_id TEXT COLLATE "C" NOT NULL,
+        event BYTEA NOT NULL,
+        state TEXT NOT NULL,
+        next_attempt_ms BIGINT,
+        created_ms BIGINT NOT NULL,
+        attempts BYTEA NOT NULL
+      );
+      CREATE INDEX webhook_deliveries_heads
+        ON webhook_deliveries(webhook_id, environment, user_id, sequence, delivery_key)
+        WHERE state = 'PENDING';
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_ms) WHERE state = 'PENDING';
+      CREATE INDEX webhook_deliveries_listing ON webhook_deliveries(webhook_id, state, delivery_key);
+      CREATE INDEX webhook_deliveries_by_sequence ON webhook_deliveries(sequence);
+      CREATE FUNCTION erase_webhook_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence;
+        RETURN OLD;
+      END
+      $$;
+      CREATE TRIGGER events_erase_deliveries AFTER DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION erase_webhook_deliveries();
+      """)
+}
+
+extension PostgresStore: WebhookStore {
+  private static let webhookColumns = "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint"
+  private static let deliveryColumns =
+    "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
+
+  private static func webhookRecord(_ r: PGRow) -> WebhookRecord {
+    WebhookRecord(
+      webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
+      createdMs: r.int(4), secretFingerprint: r.text(5))
+  }
+
+  private static func deliveryRecord(_ r: PGRow) throws(StoreError) -> DeliveryRecord {
+    let state = DeliveryState(rawValue: r.text(4)) ?? .pending
+    return DeliveryRecord(
+      deliveryId: WebhookRowCoding.deliveryId(r.int(0)), webhookId: r.text(1),
+      event: LoggedEvent(sequence: r.int(2), event: try WebhookRowCoding.decodeEvent(r.bytes(3))),
+      state: state, attempts: try WebhookRowCoding.decodeAttempts(r.bytes(7)),
+      nextAttemptMs: state == .pending ? r.optionalInt(5) : nil, createdMs: r.int(6))
+  }
+
+  private static func deliveries(_ rows: [PGRow]) throws(StoreError) -> [DeliveryRecord] {
+    var out: [DeliveryRecord] = []
+    for r in rows { out.append(try deliveryRecord(r)) }
+    return out
+  }
+
+  private func webhookKeyring() throws(StoreError) -> MasterKeyring {
+    guard let keyring = configuration.keyring else {
+      throw StoreError(
+        .secretUnavailable,
+        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
+      )
+    }
+    return keyring
+  }
+
+  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+    try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
+    let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
+    let position = try await lastEventSequence()
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, webhook.appId)
+      let inserted = try db.run(
+        """
+        INSERT INTO webhooks(webhook_id, app_id, url, event_types, created_ms, secret_key_id, secret_box,
+          secret_fingerprint, read_through)
+        VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (webhook_id) DO NOTHING
+        """,
+        [
+          .text(webhook.webhookId), .text(webhook.appId), .text(webhook.url),
+          .text(WebhookRowCoding.types(webhook.eventTypes)), .int(webhook.createdMs), .text(sealed.keyId),
+          .bytes(sealed.box), .text(SecretFingerprint.of(signingSecret)), .int(position),
+        ])
+      if inserted == 0 { throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists") }
+    }
+  }
+
+  /// See ``WebhookStore/webhooks(appId:)``.
+  public func webhooks(appId: String) async throws(StoreError) -> [WebhookRecord] {
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.query(
+        "SELECT \(Self.webhookColumns) FROM webhooks WHERE app_id = $1 ORDER BY webhook_id", [.text(appId)]
+      ).map(Self.webhookRecord)
+    }
+  }
+
+  /// See ``WebhookStore/webhook(id:)``.
+  public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first("SELECT \(Self.webhookColumns) FROM webhooks WHERE webhook_id = $1", [.text(webhookId)])
+    }
+    guard let row else { throw StoreError.notFound("webhook", webhookId) }
+    return Self.webhookRecord(row)
+  }
+
+  /// See ``WebhookStore/deleteWebhook(appId:webhookId:)``.
+  public func deleteWebhook(appId: String, webhookId: String) async throws(StoreError) {
+    try await pool.transaction { db throws(StoreError) in
+      try requireApp(db, appId)
+      guard
+        try db.first(
+          "SELECT 1 FROM webhooks WHERE webhook_id = $1 AND app_id = $2 FOR UPDATE", [.text(webhookId), .text(appId)])
+          != nil
+      else { throw StoreError.notFound("webhook", webhookId) }
+      _ = try db.run("DELETE FROM webhook_deliveries WHERE webhook_id = $1", [.text(webhookId)])
+      _ = try db.run("DELETE FROM webhooks WHERE webhook_id = $1", [.text(webhookId)])
+    }
+  }
+
+  /// See ``WebhookStore/webhookSigningSecret(webhookId:)``.
+  public func webhookSigningSecret(webhookId: String) async throws(StoreError) -> String {
+    let row = try await pool.run { db throws(StoreError) in
+      try db.first("SELECT secret_key_id, secret_box FROM webhooks WHERE webhook_id = $1", [.text(webhookId)])
+    }
+    guard let row else { throw StoreError.notFound("webhook", webhookId) }
+    return try WebhookFanOut.open(
+      SealedSecret(keyId: row.text(0), box: row.bytes(1)), webhookId: webhookId, keyring: webhookKeyring())
+  }
+
+  private static func insertDeliveries(
+    _ db: PGConnection, webhookId: String, events: [LoggedEvent], atMs: Int64, encoded: [[UInt8]]
+  ) throws(StoreError) {
+    let none = Array("[]".utf8)
+    for (event, bytes) in zip(events, encoded) {
+      _ = try db.run(
+        """
+        INSERT INTO webhook_deliveries(webhook_id, sequence, environment, user_id, event, state,
+          next_attempt_ms, created_ms, attempts)
+        VALUES($1, $2, $3, $4, $5, 'PENDING', $6, $6, $7)
+        """,
+        [
+          .text(webhookId), .int(event.sequence), .text(event.event.environment.rawValue),
+          .text(event.event.userId), .bytes(bytes), .int(atMs), .bytes(none),
+        ])
+    }
+  }
+
+  /// See ``WebhookStore/enqueueDeliveries(atMs:limit:)``: per webhook, the log read through
+  /// ``EventLogStore``, then the deliveries and the new position in one transaction that moves the
+  /// position only from the value read (another instance that got there first wins).
+  public func enqueueDeliveries(atMs: Int64, limit: Int) async throws(StoreError) -> Int {
+    let last = try await lastEventSequence()
+    let hooks = try await pool.run { db throws(StoreError) in
+      try db.query("SELECT \(Self.webhookColumns), read_through FROM webhooks WHERE read_through < $1 ORDER BY webhook_id", [.int(last)])
+        .map { (Self.webhookRecord($0), $0.int(6)) }
+    }
+    var created = 0
+    for (webhook, position) in hooks {
+      let batch = try await WebhookFanOut.next(
+        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
+      guard batch.readThrough > position else { continue }
+      var encoded: [[UInt8]] = []
+      for event in batch.events { encoded.append(try WebhookRowCoding.encode(event.event)) }
+      let frozen = encoded
+      created += try await pool.transaction { db throws(StoreError) -> Int in
+        let moved = try db.run(
+          "UPDATE webhooks SET read_through = $1 WHERE webhook_id = $2 AND read_through = $3",
+          [.int(batch.readThrough), .text(webhook.webhookId), .int(position)])
+        guard moved == 1 else { return 0 }
+        try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: batch.events, atMs: atMs, encoded: frozen)
+        return batch.events.count
+      }
+    }
+    return created
+  }
+
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``.
+  /// One statement: the due heads are chosen, locked `FOR UPDATE SKIP LOCKED` (rows another
+  /// instance is claiming are skipped) and leased; a row another claim committed first fails the
+  /// re-checked due condition.
+  public func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
+    excludingWebhookIds: Set<String>
+  ) async throws(StoreError) -> [DeliveryRecord] {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    let n = Int64(min(max(limit, 1), 1000))
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        WITH heads AS (
+          SELECT d.delivery_key, d.webhook_id, d.sequence FROM webhook_deliveries d
+          WHERE d.state = 'PENDING' AND d.next_attempt_ms <= $1
+            AND d.webhook_id <> ALL($2::text[])
+            AND NOT EXISTS (
+              SELECT 1 FROM webhook_deliveries o
+              WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
+                AND o.environment = d.environment AND o.user_id = d.user_id
+                AND (o.sequence, o.delivery_key) < (d.sequence, d.delivery_key))
+        ), ranked AS (
+          SELECT delivery_key, sequence,
+            ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY sequence, delivery_key) AS r
+          FROM heads
+        ), picked AS (
+          SELECT w.delivery_key FROM webhook_deliveries w
+          WHERE w.delivery_key IN (
+            SELECT delivery_key FROM ranked WHERE r <= $3 ORDER BY sequence, delivery_key LIMIT $4)
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE webhook_deliveries w SET next_attempt_ms = $5 FROM picked p
+        WHERE w.delivery_key = p.delivery_key AND w.state = 'PENDING' AND w.next_attempt_ms <= $1
+        RETURNING w.delivery_key, w.webhook_id, w.sequence, w.event, w.state, w.next_attempt_ms,
+          w.created_ms, w.attempts
+        """,
+        [
+          .int(atMs), .textArray(excludingWebhookIds.sorted()), .int(Int64(max(perWebhookLimit, 1))), .int(n),
+          .int(leaseUntilMs),
+        ])
+    }
+    // RETURNING has no order: log order, as the selection was made.
+    return try Self.deliveries(rows).sorted {
+      ($0.event.sequence, $0.deliveryId) < ($1.event.sequence, $1.deliveryId)
+    }
+  }
+
+  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
+  public func recordDeliveryAttempt(
+    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
+  ) async throws(StoreError) {
+    guard let key = WebhookRowCoding.deliveryKey(deliveryId) else {
+      throw StoreError.notFound("delivery", deliveryId)
+    }
+    try await pool.transaction { db throws(StoreError) in
+      guard
+        let row = try db.first("SELECT attempts FROM webhook_deliveries WHERE delivery_key = $1 FOR UPDATE", [.int(key)])
+      else { throw StoreError.notFound("delivery", deliveryId) }
+      let attempts = try WebhookRowCoding.decodeAttempts(row.bytes(0)) + [attempt]
+      _ = try db.run(
+        "UPDATE webhook_deliveries SET attempts = $1, state = $2, next_attempt_ms = $3 WHERE delivery_key = $4",
+        [
+          .bytes(try WebhookRowCoding.encode(attempts)), .text(state.rawValue),
+          state == .pending ? .int(nextAttemptMs ?? attempt.attemptedMs) : .null, .int(key),
+        ])
+    }
+  }
+
+  /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.
+  public func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
+    async throws(StoreError) -> Page<DeliveryRecord>
+  {
+    var before = Int64.max
+    if let cursor = page.cursor {
+      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      before = n
+    }
+    let limit = page.limit
+    let bound = before
+    let rows = try await pool.transaction { db throws(StoreError) -> [PGRow] in
+      try requireApp(db, appId)
+      guard
+        try db.first("SELECT 1 FROM webhooks WHERE webhook_id = $1 AND app_id = $2", [.text(webhookId), .text(appId)])
+          != nil
+      else { throw StoreError.notFound("webhook", webhookId) }
+      let stateFilter = failedOnly ? "AND state = 'FAILED'" : ""
+      return try db.query(
+        """
+        SELECT \(Self.deliveryColumns) FROM webhook_deliveries
+        WHERE webhook_id = $1 \(stateFilter) AND delivery_key < $2 ORDER BY delivery_key DESC LIMIT $3
+        """, [.text(webhookId), .int(bound), .int(Int64(limit + 1))])
+    }
+    let items = try Self.deliveries(rows)
+    if items.count > limit {
+      let shown = Array(items.prefix(limit))
+      return Page(
+        items: shown, nextCursor: shown.last.flatMap { WebhookRowCoding.deliveryKey($0.deliveryId) }.map(String.init))
+    }
+    return Page(items: items, nextCursor: nil)
+  }
+
+  /// See ``WebhookStore/replay(appId:webhookId:afterSequence:atMs:)``.
+  public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
+    async throws(StoreError) -> Int
+  {
+    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
+    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
+    var created = 0
+    for webhook in targets {
+      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
+        (events: [LoggedEvent]) throws(StoreError) in
+        var encoded: [[UInt8]] = []
+        for event in events { encoded.append(try WebhookRowCoding.encode(event.event)) }
+        let frozen = encoded
+        created += try await pool.transaction { db throws(StoreError) -> Int in
+          guard
+            try db.first("SELECT 1 FROM webhooks WHERE webhook_id = $1 FOR SHARE", [.text(webhook.webhookId)]) != nil
+          else { return 0 }
+          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs, encoded: frozen)
+          return events.count
+        }
+      }
+    }
+    return created
+  }
+
+  /// Re-seals the webhook signing secrets not sealed with the keyring's current key (part of
+  /// ``resealSecrets()``).
+  static func resealWebhookSecrets(_ db: PGConnection, _ keyring: MasterKeyring) throws(StoreError) -> Int {
+    let rows = try db.query(
+      "SELECT webhook_id, secret_key_id, secret_box FROM webhooks WHERE secret_key_id <> $1 FOR UPDATE",
+      [.text(keyring.current.id)])
+    for row in rows {
+      let id = row.text(0)
+      let secret = try WebhookFanOut.open(SealedSecret(keyId: row.text(1), box: row.bytes(2)), webhookId: id, keyring: keyring)
+      let sealed = try WebhookFanOut.seal(secret, webhookId: id, keyring: keyring)
+      _ = try db.run(
+        "UPDATE webhooks SET secret_key_id = $1, secret_box = $2 WHERE webhook_id = $3",
+        [.text(sealed.keyId), .bytes(sealed.box), .text(id)])
+    }
+    return rows.count
+  }
+}

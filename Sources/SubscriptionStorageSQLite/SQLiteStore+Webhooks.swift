@@ -1,0 +1,350 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+
+extension Schema {
+  /// DESIGN "Events out": webhooks (the signing secret sealed like shared secrets, the read position
+  /// in the event log) and their deliveries. A delivery keeps a copy of its event (the log's rows are
+  /// not its to read), its user (per-user order) and its attempts (a JSON array, rewritten per
+  /// attempt; a delivery has a few dozen at most over 3 days).
+  /// - `webhook_deliveries_heads`: pending deliveries by (webhook, user, log order), so "is there an
+  ///   older pending one of this user" is one index probe;
+  /// - `webhook_deliveries_due`: pending deliveries by due time;
+  /// - `webhook_deliveries_listing`: a webhook's deliveries newest first (`delivery_key` grows);
+  /// - an event erased from the log (a user's erasure) takes its deliveries' copies with it
+  ///   (`events_erase_deliveries`).
+  static let webhooksMigration = Migration(
+    version: 10, description: "webhooks and their deliveries",
+    sql: """
+      CREATE TABLE webhooks(
+        webhook_id TEXT PRIMARY KEY,
+        app_id TEXT NOT NULL REFERENCES apps(app_id),
+        url TEXT NOT NULL,
+        event_types TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        secret_key_id TEXT NOT NULL,
+        secret_box BLOB NOT NULL,
+        secret_fingerprint TEXT NOT NULL,
+        read_through INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX webhooks_by_app ON webhooks(app_id, webhook_id);
+
+      CREATE TABLE webhook_deliveries(
+        delivery_key INTEGER PRIMARY KEY AUTOINCREMENT,
+        webhook_id TEXT NOT NULL REFERENCES webhooks(webhook_id),
+        sequence INTEGER NOT NULL,
+        environment TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        event BLOB NOT NULL,
+        state TEXT NOT NULL,
+        next_attempt_ms INTEGER,
+        created_ms INTEGER NOT NULL,
+        attempts BLOB NOT NULL
+      );
+      CREATE INDEX webhook_deliveries_heads
+        ON webhook_deliveries(webhook_id, environment, user_id, sequence, delivery_key)
+        WHERE state = 'PENDING';
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_ms) WHERE state = 'PENDING';
+      CREATE INDEX webhook_deliveries_listing ON webhook_deliveries(webhook_id, state, delivery_key);
+      CREATE INDEX webhook_deliveries_by_sequence ON webhook_deliveries(sequence);
+      CREATE TRIGGER events_erase_deliveries AFTER DELETE ON events BEGIN
+        DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence;
+      END;
+      """)
+}
+
+/// The statements of the webhook dispatcher's hot loop, named so tests can check their plans.
+enum WebhookQueries {
+  static let deliveryColumns =
+    "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
+  /// The due heads (oldest pending delivery per webhook and user), at most `?3` per webhook, in log
+  /// order: ?1 now, ?2 a JSON array of webhook ids to skip, ?3 per webhook, ?4 in all.
+  static let claimKeys = """
+    WITH heads AS (
+      SELECT d.delivery_key, d.webhook_id, d.sequence FROM webhook_deliveries d
+      WHERE d.state = 'PENDING' AND d.next_attempt_ms <= ?1
+        AND d.webhook_id NOT IN (SELECT value FROM json_each(?2))
+        AND NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries o
+          WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
+            AND o.environment = d.environment AND o.user_id = d.user_id
+            AND (o.sequence < d.sequence OR (o.sequence = d.sequence AND o.delivery_key < d.delivery_key)))
+    ), ranked AS (
+      SELECT delivery_key, sequence,
+        ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY sequence, delivery_key) AS r
+      FROM heads
+    )
+    SELECT delivery_key FROM ranked WHERE r <= ?3 ORDER BY sequence, delivery_key LIMIT ?4
+    """
+}
+
+extension SQLiteStore: WebhookStore {
+  private static func webhookRecord(_ r: SQLRow) -> WebhookRecord {
+    WebhookRecord(
+      webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
+      createdMs: r.int(4), secretFingerprint: r.text(5))
+  }
+
+  private static let webhookColumns = "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint"
+
+  private static func deliveryRecord(_ r: SQLRow) throws(StoreError) -> DeliveryRecord {
+    let state = DeliveryState(rawValue: r.text(4)) ?? .pending
+    return DeliveryRecord(
+      deliveryId: WebhookRowCoding.deliveryId(r.int(0)), webhookId: r.text(1),
+      event: LoggedEvent(sequence: r.int(2), event: try WebhookRowCoding.decodeEvent(r.blob(3))),
+      state: state, attempts: try WebhookRowCoding.decodeAttempts(r.blob(7)),
+      nextAttemptMs: state == .pending ? r.optionalInt(5) : nil, createdMs: r.int(6))
+  }
+
+  private func webhookKeyring() throws(StoreError) -> MasterKeyring {
+    guard let keyring = configuration.keyring else {
+      throw StoreError(
+        .secretUnavailable,
+        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
+      )
+    }
+    return keyring
+  }
+
+  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+    try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
+    let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
+    // Events logged from now on are the webhook's (one committed while this runs may be too).
+    let position = try await lastEventSequence()
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, webhook.appId)
+      if try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil {
+        throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists")
+      }
+      try db.run(
+        """
+        INSERT INTO webhooks(webhook_id, app_id, url, event_types, created_ms, secret_key_id, secret_box,
+          secret_fingerprint, read_through)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .text(webhook.webhookId), .text(webhook.appId), .text(webhook.url),
+          .text(WebhookRowCoding.types(webhook.eventTypes)), .int(webhook.createdMs), .text(sealed.keyId),
+          .blob(sealed.box), .text(SecretFingerprint.of(signingSecret)), .int(position),
+        ])
+    }
+  }
+
+  /// See ``WebhookStore/webhooks(appId:)``.
+  public func webhooks(appId: String) async throws(StoreError) -> [WebhookRecord] {
+    try await readers.read { db throws(StoreError) in
+      try requireApp(db, appId)
+      return try db.all(
+        "SELECT \(Self.webhookColumns) FROM webhooks WHERE app_id = ? ORDER BY webhook_id", [.text(appId)]
+      ) { Self.webhookRecord($0) }
+    }
+  }
+
+  /// See ``WebhookStore/webhook(id:)``.
+  public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
+    let found = try await readers.read { db throws(StoreError) in
+      try db.first("SELECT \(Self.webhookColumns) FROM webhooks WHERE webhook_id = ?", [.text(webhookId)]) {
+        Self.webhookRecord($0)
+      }
+    }
+    guard let found else { throw StoreError.notFound("webhook", webhookId) }
+    return found
+  }
+
+  /// See ``WebhookStore/deleteWebhook(appId:webhookId:)``.
+  public func deleteWebhook(appId: String, webhookId: String) async throws(StoreError) {
+    try await writer.write { db throws(StoreError) in
+      try requireApp(db, appId)
+      try db.run("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND EXISTS (SELECT 1 FROM webhooks WHERE webhook_id = ? AND app_id = ?)", [.text(webhookId), .text(webhookId), .text(appId)])
+      try db.run("DELETE FROM webhooks WHERE webhook_id = ? AND app_id = ?", [.text(webhookId), .text(appId)])
+      if db.changes == 0 { throw StoreError.notFound("webhook", webhookId) }
+    }
+  }
+
+  /// See ``WebhookStore/webhookSigningSecret(webhookId:)``.
+  public func webhookSigningSecret(webhookId: String) async throws(StoreError) -> String {
+    let row = try await readers.read { db throws(StoreError) in
+      try db.first("SELECT secret_key_id, secret_box FROM webhooks WHERE webhook_id = ?", [.text(webhookId)]) {
+        SealedSecret(keyId: $0.text(0), box: $0.blob(1))
+      }
+    }
+    guard let row else { throw StoreError.notFound("webhook", webhookId) }
+    return try WebhookFanOut.open(row, webhookId: webhookId, keyring: webhookKeyring())
+  }
+
+  /// Inserts pending deliveries of `events` to one webhook.
+  private static func insertDeliveries(
+    _ db: SQLiteConnection, webhookId: String, events: [LoggedEvent], atMs: Int64, encoded: [[UInt8]]
+  ) throws(StoreError) {
+    let none: [UInt8] = Array("[]".utf8)
+    for (event, bytes) in zip(events, encoded) {
+      try db.run(
+        """
+        INSERT INTO webhook_deliveries(webhook_id, sequence, environment, user_id, event, state,
+          next_attempt_ms, created_ms, attempts)
+        VALUES(?, ?, ?, ?, ?, 'PENDING', ?, ?, ?)
+        """,
+        [
+          .text(webhookId), .int(event.sequence), .text(event.event.environment.rawValue),
+          .text(event.event.userId), .blob(bytes), .int(atMs), .int(atMs), .blob(none),
+        ])
+    }
+  }
+
+  /// See ``WebhookStore/enqueueDeliveries(atMs:limit:)``: per webhook, the log read through
+  /// ``EventLogStore``, then the deliveries and the new position in one write that checks the
+  /// position did not move meanwhile.
+  public func enqueueDeliveries(atMs: Int64, limit: Int) async throws(StoreError) -> Int {
+    let last = try await lastEventSequence()
+    let hooks = try await readers.read { db throws(StoreError) in
+      try db.all("SELECT \(Self.webhookColumns), read_through FROM webhooks ORDER BY webhook_id") {
+        (Self.webhookRecord($0), $0.int(6))
+      }
+    }
+    var created = 0
+    for (webhook, position) in hooks where position < last {
+      let batch = try await WebhookFanOut.next(
+        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
+      guard batch.readThrough > position else { continue }
+      var encoded: [[UInt8]] = []
+      for event in batch.events { encoded.append(try WebhookRowCoding.encode(event.event)) }
+      let frozen = encoded
+      created += try await writer.write { db throws(StoreError) -> Int in
+        try db.run(
+          "UPDATE webhooks SET read_through = ? WHERE webhook_id = ? AND read_through = ?",
+          [.int(batch.readThrough), .text(webhook.webhookId), .int(position)])
+        guard db.changes == 1 else { return 0 }
+        try Self.insertDeliveries(
+          db, webhookId: webhook.webhookId, events: batch.events, atMs: atMs, encoded: frozen)
+        return batch.events.count
+      }
+    }
+    return created
+  }
+
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``:
+  /// the due read and the lease in one write transaction of the single writer.
+  public func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
+    excludingWebhookIds: Set<String>
+  ) async throws(StoreError) -> [DeliveryRecord] {
+    try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
+    let excluded: String
+    do {
+      excluded = String(decoding: try JSONEncoder().encode(excludingWebhookIds.sorted()), as: UTF8.self)
+    } catch {
+      throw StoreError(.internalError, "cannot encode webhook ids: \(error)")
+    }
+    let n = Int64(min(max(limit, 1), 1000))
+    return try await writer.write { db throws(StoreError) in
+      let keys = try db.all(
+        WebhookQueries.claimKeys, [.int(atMs), .text(excluded), .int(Int64(max(perWebhookLimit, 1))), .int(n)]
+      ) { $0.int(0) }
+      var claimed: [DeliveryRecord] = []
+      for key in keys {
+        try db.run(
+          "UPDATE webhook_deliveries SET next_attempt_ms = ? WHERE delivery_key = ?", [.int(leaseUntilMs), .int(key)])
+        if let d = try db.first(
+          "SELECT \(WebhookQueries.deliveryColumns) FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)],
+          { r throws(StoreError) in try Self.deliveryRecord(r) })
+        {
+          claimed.append(d)
+        }
+      }
+      return claimed
+    }
+  }
+
+  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
+  public func recordDeliveryAttempt(
+    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
+  ) async throws(StoreError) {
+    guard let key = WebhookRowCoding.deliveryKey(deliveryId) else {
+      throw StoreError.notFound("delivery", deliveryId)
+    }
+    try await writer.write { db throws(StoreError) in
+      guard let bytes = try db.first("SELECT attempts FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)], { $0.blob(0) })
+      else { throw StoreError.notFound("delivery", deliveryId) }
+      let attempts = try WebhookRowCoding.decodeAttempts(bytes) + [attempt]
+      try db.run(
+        "UPDATE webhook_deliveries SET attempts = ?, state = ?, next_attempt_ms = ? WHERE delivery_key = ?",
+        [
+          .blob(try WebhookRowCoding.encode(attempts)), .text(state.rawValue),
+          state == .pending ? .int(nextAttemptMs ?? attempt.attemptedMs) : .null, .int(key),
+        ])
+    }
+  }
+
+  /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.
+  public func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
+    async throws(StoreError) -> Page<DeliveryRecord>
+  {
+    var before = Int64.max
+    if let cursor = page.cursor {
+      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
+      before = n
+    }
+    let limit = page.limit
+    let bound = before
+    let rows = try await readers.read { db throws(StoreError) -> [DeliveryRecord] in
+      try requireApp(db, appId)
+      guard try db.first(
+        "SELECT 1 FROM webhooks WHERE webhook_id = ? AND app_id = ?", [.text(webhookId), .text(appId)], { _ in true }) != nil
+      else { throw StoreError.notFound("webhook", webhookId) }
+      let stateFilter = failedOnly ? "AND state = 'FAILED'" : ""
+      return try db.all(
+        """
+        SELECT \(WebhookQueries.deliveryColumns) FROM webhook_deliveries
+        WHERE webhook_id = ? \(stateFilter) AND delivery_key < ? ORDER BY delivery_key DESC LIMIT ?
+        """, [.text(webhookId), .int(bound), .int(Int64(limit + 1))]
+      ) { r throws(StoreError) in try Self.deliveryRecord(r) }
+    }
+    if rows.count > limit {
+      let items = Array(rows.prefix(limit))
+      return Page(items: items, nextCursor: items.last.flatMap { WebhookRowCoding.deliveryKey($0.deliveryId) }.map(String.init))
+    }
+    return Page(items: rows, nextCursor: nil)
+  }
+
+  /// See ``WebhookStore/replay(appId:webhookId:afterSequence:atMs:)``.
+  public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
+    async throws(StoreError) -> Int
+  {
+    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
+    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
+    var created = 0
+    for webhook in targets {
+      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
+        (events: [LoggedEvent]) throws(StoreError) in
+        var encoded: [[UInt8]] = []
+        for event in events { encoded.append(try WebhookRowCoding.encode(event.event)) }
+        let frozen = encoded
+        created += try await writer.write { db throws(StoreError) -> Int in
+          // A webhook deleted meanwhile gets nothing.
+          guard try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil
+          else { return 0 }
+          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs, encoded: frozen)
+          return events.count
+        }
+      }
+    }
+    return created
+  }
+
+  /// Re-seals the webhook signing secrets not sealed with the keyring's current key (part of
+  /// ``resealSecrets()``).
+  static func resealWebhookSecrets(_ db: SQLiteConnection, _ keyring: MasterKeyring) throws(StoreError) -> Int {
+    let rows = try db.all(
+      "SELECT webhook_id, secret_key_id, secret_box FROM webhooks WHERE secret_key_id <> ?", [.text(keyring.current.id)]
+    ) { (id: $0.text(0), sealed: SealedSecret(keyId: $0.text(1), box: $0.blob(2))) }
+    for row in rows {
+      let secret = try WebhookFanOut.open(row.sealed, webhookId: row.id, keyring: keyring)
+      let sealed = try WebhookFanOut.seal(secret, webhookId: row.id, keyring: keyring)
+      try db.run(
+        "UPDATE webhooks SET secret_key_id = ?, secret_box = ? WHERE webhook_id = ?",
+        [.text(sealed.keyId), .blob(sealed.box), .text(row.id)])
+    }
+    return rows.count
+  }
+}

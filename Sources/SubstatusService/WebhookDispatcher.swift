@@ -1,0 +1,557 @@
+import Foundation
+import SubscriptionDomain
+import SubscriptionStorage
+import SubstatusClock
+import SubstatusJSON
+import SubstatusServiceAPI
+import SubstatusWire
+import Synchronization
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Delivers the event log to webhooks (DESIGN.md "Events out"): POSTs each event as proto3 JSON,
+/// signed, retried with exponential backoff for 3 days, in order per user.
+///
+/// A loop woken by ``notifyEventsAppended()`` and every ``Configuration-swift.struct/interval``:
+/// ``SubscriptionStorage/WebhookStore/enqueueDeliveries(atMs:limit:)`` (fan-out of new events to
+/// each webhook), then a claim of due deliveries under a lease (instances sharing a database take
+/// different ones; the store hands out only the oldest pending delivery per webhook and user, so
+/// one user's events reach a webhook in log order), then a POST of each:
+///
+/// - headers `Content-Type: application/json`, `User-Agent`, `Substatus-Event-Id` and
+///   `Substatus-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`
+///   (``WebhookSigning``);
+/// - any 2xx delivers; any other status, a timeout (``Configuration-swift.struct/timeout`` on the
+///   injected clock) or a connection error schedules a retry after
+///   `initialBackoff × 2^(failures-1)` (capped at `maxBackoff`, jittered by ±20 % from the injected
+///   randomness), until ``Configuration-swift.struct/retryWindow`` after the delivery's creation,
+///   when the delivery becomes FAILED (a replay sends it again);
+/// - the host's addresses are resolved and checked by the ``WebhookURLPolicy`` before each POST (a
+///   refused address fails the attempt, which is retried like any failure); redirects are not
+///   followed;
+/// - every attempt is recorded with its status, an error for people and its duration.
+///
+/// Concurrency: at most ``Configuration-swift.struct/maxInFlightPerWebhook`` POSTs per webhook and
+/// ``Configuration-swift.struct/maxInFlight`` overall; the loop never waits for a POST, so a slow
+/// or dead receiver holds only its own slots and delays no other webhook.
+///
+/// ```swift
+/// let dispatcher = WebhookDispatcher(store: store, environment: .live)
+/// let task = Task { await dispatcher.run() }
+/// dispatcher.notifyEventsAppended()       // after a write appended events
+/// dispatcher.beginGracefulShutdown()      // on SIGTERM: POSTs in flight finish
+/// await task.value
+/// ```
+public final class WebhookDispatcher: Sendable {
+  /// How the dispatcher works.
+  public struct Configuration: Sendable {
+    /// Time between passes when nothing wakes the loop (retries come due on it).
+    public var interval: Duration
+    /// The time limit of one POST.
+    public var timeout: Duration
+    /// POSTs in flight at once, over all webhooks.
+    public var maxInFlight: Int
+    /// POSTs in flight at once to one webhook.
+    public var maxInFlightPerWebhook: Int
+    /// Deliveries claimed (and events fanned out per webhook) per store call.
+    public var batchSize: Int
+    /// How long a claimed delivery is this instance's; longer than a POST can take.
+    public var lease: Duration
+    /// The first retry's delay; each further failure doubles it.
+    public var initialBackoff: Duration
+    /// The longest delay between retries.
+    public var maxBackoff: Duration
+    /// How long after its creation a delivery is retried before it is marked FAILED.
+    public var retryWindow: Duration
+    /// Which URLs and addresses are refused.
+    public var urlPolicy: WebhookURLPolicy
+    /// The `User-Agent` header.
+    public var userAgent: String
+
+    /// Creates a configuration.
+    public init(
+      interval: Duration = .seconds(1), timeout: Duration = .seconds(10), maxInFlight: Int = 64,
+      maxInFlightPerWebhook: Int = 4, batchSize: Int = 500, lease: Duration = .seconds(120),
+      initialBackoff: Duration = .seconds(30), maxBackoff: Duration = .seconds(4 * 3600),
+      retryWindow: Duration = .seconds(3 * 86_400), urlPolicy: WebhookURLPolicy = WebhookURLPolicy(),
+      userAgent: String = "substatus-webhooks/1"
+    ) {
+      self.interval = interval
+      self.timeout = timeout
+      self.maxInFlight = max(1, maxInFlight)
+      self.maxInFlightPerWebhook = max(1, maxInFlightPerWebhook)
+      self.batchSize = min(max(1, batchSize), 1000)
+      self.lease = max(lease, timeout * 3)
+      self.initialBackoff = initialBackoff
+      self.maxBackoff = max(maxBackoff, initialBackoff)
+      self.retryWindow = retryWindow
+      self.urlPolicy = urlPolicy
+      self.userAgent = userAgent
+    }
+  }
+
+  /// One recorded attempt of a delivery (what ``onAttempt`` hears).
+  public struct AttemptReport: Sendable, Hashable {
+    /// The delivery, as claimed (before this attempt).
+    public var delivery: DeliveryRecord
+    /// The attempt.
+    public var attempt: DeliveryAttemptRecord
+    /// The delivery's state after it.
+    public var state: DeliveryState
+    /// When it is tried again (pending only).
+    public var nextAttemptMs: Int64?
+  }
+
+  /// The answer to TestWebhook: the attempt made and whether it delivered.
+  public struct TestResult: Sendable, Hashable {
+    /// The attempt.
+    public var attempt: DeliveryAttemptRecord
+    /// Whether the receiver answered 2xx.
+    public var delivered: Bool
+  }
+
+  /// The settings.
+  public let configuration: Configuration
+  private let store: any WebhookStore
+  private let poster: any HTTPPoster
+  private let resolver: any WebhookAddressResolver
+  private let environment: ServiceEnvironment
+  private let log: LogSink
+  private let onAttempt: (@Sendable (AttemptReport) -> Void)?
+  private let timer: PeriodicJobTimer
+
+  private struct Target: Sendable {
+    var webhook: WebhookRecord
+    var url: URL
+    var secret: String
+  }
+
+  private struct Claimed: Sendable {
+    var delivery: DeliveryRecord
+    var target: Target
+  }
+
+  private struct State {
+    var wakePending = false
+    var waiter: CheckedContinuation<Void, Never>?
+    /// Claimed deliveries per webhook: waiting for a slot, and in flight.
+    var queued: [String: [Claimed]] = [:]
+    var inFlight: [String: Int] = [:]
+    var totalInFlight = 0
+    var totalQueued = 0
+
+    func held(_ webhookId: String) -> Int {
+      (queued[webhookId]?.count ?? 0) + (inFlight[webhookId] ?? 0)
+    }
+  }
+
+  private let state = Mutex(State())
+
+  /// Creates a dispatcher; it does nothing until ``run()``.
+  /// - Parameters:
+  ///   - store: the webhooks and deliveries.
+  ///   - environment: the clock (backoffs, timeouts, timestamps) and randomness (jitter).
+  ///   - configuration: the settings.
+  ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect.
+  ///   - resolver: resolves hosts for the address check before each POST.
+  ///   - log: where store failures are logged (never a secret or a body).
+  ///   - onAttempt: called after each recorded attempt (tests, metrics).
+  public init(
+    store: any WebhookStore, environment: ServiceEnvironment, configuration: Configuration = .init(),
+    poster: any HTTPPoster = URLSessionPoster(followRedirects: false),
+    resolver: any WebhookAddressResolver = SystemWebhookAddressResolver(), log: LogSink = .discard,
+    onAttempt: (@Sendable (AttemptReport) -> Void)? = nil
+  ) {
+    self.store = store
+    self.environment = environment
+    self.configuration = configuration
+    self.poster = poster
+    self.resolver = resolver
+    self.log = log
+    self.onAttempt = onAttempt
+    self.timer = PeriodicJobTimer(clock: environment.clock)
+  }
+
+  // MARK: The loop
+
+  /// Wakes the loop at once: events were appended to the log.
+  public func notifyEventsAppended() { wake() }
+
+  /// Stops ``run()``: no new POST starts, those in flight finish (their deliveries recorded);
+  /// claimed deliveries not started are due again when their lease ends.
+  public func beginGracefulShutdown() {
+    timer.stop()
+    wake()
+  }
+
+  /// Delivers until ``beginGracefulShutdown()`` or cancellation, then waits for the POSTs in flight.
+  public func run() async {
+    let ticker = Task { [timer, configuration] in
+      while !timer.isStopping, !Task.isCancelled {
+        await timer.wait(configuration.interval)
+        self.wake()
+      }
+    }
+    await withDiscardingTaskGroup { group in
+      while !timer.isStopping, !Task.isCancelled {
+        let more = await pass { claimed in
+          group.addTask { await self.deliver(claimed) }
+        }
+        if !more { await waitForWake() }
+      }
+    }
+    ticker.cancel()
+    state.withLock { s in
+      s.queued = [:]
+      s.totalQueued = 0
+    }
+  }
+
+  /// One pass: fan out new events, claim due deliveries within the caps, start what may start.
+  /// - Returns: whether another pass should follow at once (a full batch was read).
+  private func pass(start: (Claimed) -> Void) async -> Bool {
+    let now = environment.now()
+    var more = false
+    do {
+      let created = try await store.enqueueDeliveries(atMs: now, limit: configuration.batchSize)
+      more = created >= configuration.batchSize
+    } catch {
+      log.info("webhooks: cannot enqueue deliveries", [("error", .string(error.description))])
+    }
+    let (capacity, busy) = state.withLock { s -> (Int, Set<String>) in
+      let room = 2 * configuration.maxInFlight - s.totalInFlight - s.totalQueued
+      let busy = Set(
+        Set(s.queued.keys).union(s.inFlight.keys).filter {
+          s.held($0) >= configuration.maxInFlightPerWebhook
+        })
+      return (room, busy)
+    }
+    if capacity > 0 {
+      let limit = min(capacity, configuration.batchSize)
+      do {
+        let claimed = try await store.claimDueDeliveries(
+          atMs: now, limit: limit, leaseUntilMs: now + configuration.lease.milliseconds,
+          perWebhookLimit: configuration.maxInFlightPerWebhook, excludingWebhookIds: busy)
+        more = more || claimed.count >= limit
+        await hold(claimed)
+      } catch {
+        log.info("webhooks: cannot claim deliveries", [("error", .string(error.description))])
+      }
+    }
+    for claimed in startable() { start(claimed) }
+    return more
+  }
+
+  /// Looks up the claimed deliveries' webhooks and queues them per webhook.
+  private func hold(_ deliveries: [DeliveryRecord]) async {
+    var targets: [String: Target?] = [:]
+    for delivery in deliveries {
+      if targets[delivery.webhookId] == nil {
+        targets[delivery.webhookId] = await target(delivery.webhookId)
+      }
+      guard let target = targets[delivery.webhookId] ?? nil else { continue }
+      state.withLock { s in
+        s.queued[delivery.webhookId, default: []].append(Claimed(delivery: delivery, target: target))
+        s.totalQueued += 1
+      }
+    }
+  }
+
+  /// The webhook and its secret; `nil` when it was deleted (its deliveries went with it) or cannot
+  /// be read now (the lease brings its deliveries back).
+  private func target(_ webhookId: String) async -> Target? {
+    do {
+      let webhook = try await store.webhook(id: webhookId)
+      let secret = try await store.webhookSigningSecret(webhookId: webhookId)
+      guard let url = URL(string: webhook.url) else { return nil }
+      return Target(webhook: webhook, url: url, secret: secret)
+    } catch {
+      if error.code != .notFound {
+        log.info(
+          "webhooks: cannot read a webhook",
+          [("webhook_id", .string(webhookId)), ("error", .string(error.description))])
+      }
+      return nil
+    }
+  }
+
+  /// Takes the queued deliveries that may start now, one webhook after another (round robin), and
+  /// counts them in flight.
+  private func startable() -> [Claimed] {
+    state.withLock { s in
+      var started: [Claimed] = []
+      var progress = true
+      while progress && s.totalInFlight < configuration.maxInFlight {
+        progress = false
+        for webhookId in Array(s.queued.keys).sorted() {
+          guard s.totalInFlight < configuration.maxInFlight else { break }
+          guard (s.inFlight[webhookId] ?? 0) < configuration.maxInFlightPerWebhook,
+            var queue = s.queued[webhookId], !queue.isEmpty
+          else { continue }
+          started.append(queue.removeFirst())
+          s.queued[webhookId] = queue.isEmpty ? nil : queue
+          s.inFlight[webhookId, default: 0] += 1
+          s.totalInFlight += 1
+          s.totalQueued -= 1
+          progress = true
+        }
+      }
+      return started
+    }
+  }
+
+  private func deliver(_ claimed: Claimed) async {
+    await attempt(claimed)
+    state.withLock { s in
+      let id = claimed.delivery.webhookId
+      let left = (s.inFlight[id] ?? 1) - 1
+      s.inFlight[id] = left > 0 ? left : nil
+      s.totalInFlight -= 1
+    }
+    wake()
+  }
+
+  private func wake() {
+    let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+      if let w = s.waiter {
+        s.waiter = nil
+        return w
+      }
+      s.wakePending = true
+      return nil
+    }
+    waiter?.resume()
+  }
+
+  private func waitForWake() async {
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let now = state.withLock { s -> Bool in
+          if s.wakePending || Task.isCancelled {
+            s.wakePending = false
+            return true
+          }
+          s.waiter = continuation
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      wake()
+    }
+  }
+
+  // MARK: One attempt
+
+  /// POSTs one delivery and records the attempt and the delivery's new state.
+  private func attempt(_ claimed: Claimed) async {
+    let delivery = claimed.delivery
+    let body = Array(delivery.event.wire.jsonString().utf8)
+    let attempt = await post(body: body, eventId: delivery.event.event.eventId, to: claimed.target)
+    let (state, next) = nextState(after: attempt, of: delivery)
+    do {
+      try await store.recordDeliveryAttempt(
+        deliveryId: delivery.deliveryId, attempt: attempt, state: state, nextAttemptMs: next)
+    } catch {
+      // notFound: the webhook was deleted meanwhile, its deliveries with it.
+      if error.code != .notFound {
+        log.info(
+          "webhooks: cannot record an attempt",
+          [("delivery_id", .string(delivery.deliveryId)), ("error", .string(error.description))])
+      }
+      return
+    }
+    onAttempt?(AttemptReport(delivery: delivery, attempt: attempt, state: state, nextAttemptMs: next))
+  }
+
+  /// The delivery's state after a failed or successful attempt: DELIVERED on 2xx; else PENDING
+  /// after a backoff, the last retry at the end of the retry window, then FAILED.
+  func nextState(after attempt: DeliveryAttemptRecord, of delivery: DeliveryRecord)
+    -> (DeliveryState, Int64?)
+  {
+    if let status = attempt.httpStatus, (200..<300).contains(status) { return (.delivered, nil) }
+    let now = environment.now()
+    let deadline = delivery.createdMs + configuration.retryWindow.milliseconds
+    guard now < deadline else { return (.failed, nil) }
+    let failures = delivery.attempts.count { !(200..<300).contains($0.httpStatus ?? 0) } + 1
+    let base = min(
+      configuration.initialBackoff.milliseconds << min(failures - 1, 30),
+      configuration.maxBackoff.milliseconds)
+    let delay = Int64((Double(base) * (0.8 + 0.4 * unitRandom())).rounded())
+    return (.pending, min(now + max(delay, 1), deadline))
+  }
+
+  /// A number in [0, 1) from the injected randomness.
+  private func unitRandom() -> Double {
+    let bytes = environment.randomBytes(8)
+    let value = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    return Double(value >> 11) / Double(UInt64(1) << 53)
+  }
+
+  /// Checks the host's addresses, POSTs `body` signed for `target` within the timeout and describes
+  /// the attempt.
+  private func post(body: [UInt8], eventId: String, to target: Target) async -> DeliveryAttemptRecord {
+    let clock = environment.clock
+    let attemptedMs = environment.now()
+    let started = clock.monotonicNow
+    func failed(_ error: String, status: Int? = nil) -> DeliveryAttemptRecord {
+      DeliveryAttemptRecord(
+        attemptedMs: attemptedMs, httpStatus: status, error: error,
+        durationMs: (clock.monotonicNow - started).milliseconds)
+    }
+    if !configuration.urlPolicy.allowPrivateAddresses {
+      do {
+        let host = target.url.host ?? ""
+        for address in try await resolver.addresses(of: host) {
+          try configuration.urlPolicy.checkAddress(address)
+        }
+      } catch {
+        return failed("refused: \(error.reason)")
+      }
+    }
+    let headers = [
+      ("Content-Type", "application/json"),
+      ("User-Agent", configuration.userAgent),
+      ("Substatus-Event-Id", eventId),
+      (
+        "Substatus-Signature",
+        WebhookSigning.signatureHeader(secret: target.secret, timestamp: attemptedMs / 1000, body: body)
+      ),
+    ]
+    let result = await postWithTimeout(url: target.url, headers: headers, body: body)
+    switch result {
+    case .answered(let response):
+      let ok = (200..<300).contains(response.status)
+      let duration =
+        response.duration > .zero
+        ? response.duration.milliseconds : (clock.monotonicNow - started).milliseconds
+      return DeliveryAttemptRecord(
+        attemptedMs: attemptedMs, httpStatus: response.status,
+        error: ok ? nil : "the receiver answered HTTP \(response.status)", durationMs: duration)
+    case .timedOut:
+      return failed("timeout after \(Self.describe(configuration.timeout))")
+    case .failed(let error):
+      return failed(Self.describe(error))
+    }
+  }
+
+  private enum PostResult: Sendable {
+    case answered(HTTPPostResponse)
+    case timedOut
+    case failed(any Error)
+  }
+
+  /// The POST raced against the timeout on the injected clock: the first to finish decides, the
+  /// other is cancelled (a hung receiver costs its slot for the timeout, nothing more).
+  private func postWithTimeout(url: URL, headers: [(String, String)], body: [UInt8]) async
+    -> PostResult
+  {
+    let race = PostRace()
+    let (poster, clock, timeout) = (self.poster, environment.clock, configuration.timeout)
+    return await withCheckedContinuation { (continuation: CheckedContinuation<PostResult, Never>) in
+      race.start(continuation)
+      race.keep(
+        Task {
+          do {
+            try await clock.sleep(for: timeout)
+            race.finish(.timedOut)
+          } catch {}
+        })
+      race.keep(
+        Task {
+          do {
+            // The client's own timeout is a backstop behind the one on the injected clock.
+            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
+            race.finish(.answered(response))
+          } catch {
+            race.finish(.failed(error))
+          }
+        })
+    }
+  }
+
+  /// The two sides of ``postWithTimeout(url:headers:body:)``: the first result resumes the caller
+  /// and cancels both tasks.
+  private final class PostRace: Sendable {
+    private struct State {
+      var continuation: CheckedContinuation<PostResult, Never>?
+      var tasks: [Task<Void, Never>] = []
+      var decided = false
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<PostResult, Never>) {
+      state.withLock { $0.continuation = continuation }
+    }
+
+    func keep(_ task: Task<Void, Never>) {
+      let decided = state.withLock { s -> Bool in
+        s.tasks.append(task)
+        return s.decided
+      }
+      if decided { task.cancel() }
+    }
+
+    func finish(_ result: PostResult) {
+      let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<PostResult, Never>?, [Task<Void, Never>]) in
+        guard !s.decided else { return (nil, []) }
+        s.decided = true
+        defer { s.continuation = nil }
+        return (s.continuation, s.tasks)
+      }
+      continuation?.resume(returning: result)
+      for task in tasks { task.cancel() }
+    }
+  }
+
+  static func describe(_ duration: Duration) -> String {
+    let ms = duration.milliseconds
+    return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"
+  }
+
+  /// A connection error, for people.
+  static func describe(_ error: any Error) -> String {
+    if let urlError = error as? URLError {
+      switch urlError.code {
+      case .cannotConnectToHost: return "connection refused"
+      case .timedOut: return "timeout"
+      case .cannotFindHost, .dnsLookupFailed: return "cannot resolve the host"
+      case .networkConnectionLost: return "the connection was closed before an answer"
+      case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+        .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
+        return "TLS failure: \(urlError.localizedDescription)"
+      case .cancelled: return "cancelled"
+      default: return "connection error: \(urlError.localizedDescription)"
+      }
+    }
+    return "connection error: \(error)"
+  }
+
+  // MARK: TestWebhook
+
+  /// Sends a test event (type UNSPECIFIED, no user) to one webhook now, outside the log, and
+  /// answers with the attempt (nothing is recorded).
+  /// - Throws: `notFound` for an unknown app or webhook (or one of another app);
+  ///   `secretUnavailable` when its secret cannot be opened.
+  public func test(appId: String, webhookId: String) async throws(StoreError) -> TestResult {
+    guard let webhook = try await store.webhooks(appId: appId).first(where: { $0.webhookId == webhookId })
+    else { throw StoreError.notFound("webhook", webhookId) }
+    let secret = try await store.webhookSigningSecret(webhookId: webhookId)
+    guard let url = URL(string: webhook.url) else {
+      throw StoreError(.internalError, "webhook \"\(webhookId)\" has an unreadable URL")
+    }
+    let now = environment.now()
+    var event = Substatus_V1_Event()
+    event.eventID = "test_" + Hex.encode(environment.randomBytes(12))
+    event.appID = appId
+    event.occurredMs = now
+    event.detectedMs = now
+    let attempt = await post(
+      body: Array(event.jsonString().utf8), eventId: event.eventID,
+      to: Target(webhook: webhook, url: url, secret: secret))
+    return TestResult(
+      attempt: attempt, delivered: attempt.httpStatus.map { (200..<300).contains($0) } ?? false)
+  }
+}

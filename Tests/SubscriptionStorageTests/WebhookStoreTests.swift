@@ -1,0 +1,78 @@
+import Foundation
+import StoreContractTesting
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+@testable import SubscriptionStorageSQLite
+
+/// The webhook part of the contract (``WebhookContract``) against the in-memory and SQLite stores,
+/// and what only SQLite shows: the signing secret sealed in its row, re-sealed after a rotation.
+@Suite("Webhook store")
+struct WebhookStoreTests {
+  @Test(arguments: StoreKind.allCases, WebhookContract.Case.allCases)
+  func contract(kind: StoreKind, test: WebhookContract.Case) async throws {
+    try await withStore(kind) { store in
+      try await WebhookContract.run(test, try #require(store as? WebhookContract.FullStore))
+    }
+  }
+
+  static let secret = "whsec_" + String(repeating: "c3", count: 32)
+
+  @Test func theSigningSecretIsSealedAtRestAndNeedsTheMasterKey() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    let store = try SQLiteStore(configuration: .init(path: path, keyring: testKeyring, readerCount: 1))
+    try await Fixture.seed(store)
+    let webhook = WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1)
+    try await store.createWebhook(webhook, signingSecret: Self.secret)
+    #expect(try await store.webhookSigningSecret(webhookId: "w1") == Self.secret)
+    store.close()
+    let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+    let wal = (try? Data(contentsOf: URL(fileURLWithPath: path + "-wal"))) ?? Data()
+    #expect(bytes.range(of: Data(Self.secret.utf8)) == nil)
+    #expect(wal.range(of: Data(Self.secret.utf8)) == nil)
+
+    let keyless = try SQLiteStore(configuration: .init(path: path, keyring: nil, readerCount: 1))
+    defer { keyless.close() }
+    #expect(try await keyless.webhooks(appId: "a1").map(\.secretFingerprint) == [SecretFingerprint.of(Self.secret)])
+    await expectStoreError(.secretUnavailable) { try await keyless.webhookSigningSecret(webhookId: "w1") }
+    await expectStoreError(.secretUnavailable) {
+      try await keyless.createWebhook(
+        WebhookRecord(webhookId: "w2", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+        signingSecret: Self.secret)
+    }
+  }
+
+  @Test func resealingAfterARotationCoversSigningSecrets() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    let oldKey = try MasterKey(bytes: [UInt8](repeating: 3, count: 32))
+    let newKey = try MasterKey(bytes: [UInt8](repeating: 4, count: 32))
+    let before = try SQLiteStore(configuration: .init(path: path, keyring: MasterKeyring(current: oldKey), readerCount: 1))
+    try await Fixture.seed(before)
+    try await before.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    before.close()
+    let rotating = try SQLiteStore(
+      configuration: .init(path: path, keyring: MasterKeyring(current: newKey, previous: [oldKey]), readerCount: 1))
+    #expect(try await rotating.resealSecrets() == 1)
+    #expect(try await rotating.resealSecrets() == 0)
+    rotating.close()
+    let after = try SQLiteStore(configuration: .init(path: path, keyring: MasterKeyring(current: newKey), readerCount: 1))
+    defer { after.close() }
+    #expect(try await after.webhookSigningSecret(webhookId: "w1") == Self.secret)
+  }
+
+  @Test func theClaimUsesTheIndexes() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    let plan = try await store.queryPlan(
+      WebhookQueries.claimKeys.replacingOccurrences(of: "?1", with: "0").replacingOccurrences(of: "?2", with: "'[]'")
+        .replacingOccurrences(of: "?3", with: "4").replacingOccurrences(of: "?4", with: "10"))
+    #expect(plan.contains { $0.contains("webhook_deliveries_due") }, "\(plan)")
+    #expect(plan.contains { $0.contains("webhook_deliveries_heads") }, "\(plan)")
+  }
+}

@@ -1,0 +1,81 @@
+"""A backend's webhook receiver for the events end-to-end tests, independent of substatus: verifies
+Substatus-Signature with Python's hmac and deduplicates by Substatus-Event-Id, as the README tells
+receivers to.
+
+usage: event_receiver.py
+Prints `PORT <n>` (bound on 127.0.0.1, port 0), then reads commands from stdin:
+  SECRET <whsec_...>   the signing secret to verify with (requests before it are answered 503)
+  DOWN / UP            answer 503 to everything / answer again
+Each request is reported on stdout as a JSON line: {"event_id", "type", "user_id", "valid", "dup",
+"status"}. Answers 200 to a valid request (also to a duplicate: deduplicated, not an error), 401 to
+a bad signature.
+"""
+import hashlib
+import hmac
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"secret": None, "down": False}
+SEEN = set()
+
+
+def report(record):
+    with LOCK:
+        sys.stdout.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        event_id = self.headers.get("Substatus-Event-Id", "")
+        with LOCK:
+            secret, down = STATE["secret"], STATE["down"]
+        if secret is None or down:
+            return self.answer(503, event_id, body, valid=False, dup=False)
+        fields = dict(p.split("=", 1) for p in self.headers.get("Substatus-Signature", "").split(",") if "=" in p)
+        expected = hmac.new(secret.encode(), fields.get("t", "").encode() + b"." + body, hashlib.sha256).hexdigest()
+        valid = hmac.compare_digest(expected, fields.get("v1", ""))
+        if not valid:
+            return self.answer(401, event_id, body, valid=False, dup=False)
+        with LOCK:
+            dup = event_id in SEEN
+            SEEN.add(event_id)
+        self.answer(200, event_id, body, valid=True, dup=dup)
+
+    def answer(self, status, event_id, body, valid, dup):
+        try:
+            event = json.loads(body)
+        except ValueError:
+            event = {}
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        report({"event_id": event_id, "body_event_id": event.get("eventId", ""), "type": event.get("type", ""),
+                "user_id": event.get("userId", ""), "valid": valid, "dup": dup, "status": status})
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print("PORT", server.server_address[1], flush=True)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    with LOCK:
+        if words[0] == "SECRET":
+            STATE["secret"] = words[1]
+        elif words[0] == "DOWN":
+            STATE["down"] = True
+        elif words[0] == "UP":
+            STATE["down"] = False
+    print("OK", words[0], flush=True)
+server.shutdown()

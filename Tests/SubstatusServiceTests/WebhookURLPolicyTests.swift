@@ -1,0 +1,125 @@
+import Foundation
+import SubstatusService
+import Testing
+
+@Suite("Webhook URL policy")
+struct WebhookURLPolicyTests {
+  /// URLs accepted by default (public hosts and addresses).
+  @Test(arguments: [
+    "https://hooks.example.com/substatus",
+    "http://hooks.example.com:8080/x?y=1",
+    "HTTPS://Hooks.Example.com/",
+    "https://93.184.216.34/hook",
+    "https://[2606:2800:220:1:248:1893:25c8:1946]/hook",
+    "https://100.128.0.1/",  // just outside 100.64.0.0/10
+    "https://172.32.0.1/",  // just outside 172.16.0.0/12
+    "https://localhost.example.com/",
+  ])
+  func accepted(_ url: String) throws {
+    _ = try WebhookURLPolicy(allowPrivateAddresses: false).check(url)
+  }
+
+  /// URLs refused by default, and whether `--allow-private-webhooks` lets them through.
+  @Test(arguments: [
+    ("ftp://hooks.example.com/", "https:// or http://", false),
+    ("hooks.example.com/x", "https:// or http://", false),
+    ("", "required", false),
+    ("https:///path", "no host", false),
+    ("https://user:pass@hooks.example.com/", "credentials", false),
+    ("http://localhost:8080/", "local host", true),
+    ("http://api.localhost/", "local host", true),
+    ("http://127.0.0.1/", "loopback", true),
+    ("http://127.1/", "loopback", true),
+    ("http://2130706433/", "loopback", true),
+    ("http://0x7f.0.0.1/", "loopback", true),
+    ("http://[::1]/", "loopback", true),
+    ("http://0.0.0.0/", "unspecified", true),
+    ("http://[::]/", "unspecified", true),
+    ("http://10.1.2.3/", "private", true),
+    ("http://172.16.0.1/", "private", true),
+    ("http://172.31.255.255/", "private", true),
+    ("http://192.168.1.1/", "private", true),
+    ("http://169.254.169.254/latest/meta-data", "link-local", true),
+    ("http://100.64.0.1/", "CGNAT", true),
+    ("http://100.127.255.255/", "CGNAT", true),
+    ("http://[fe80::1]/", "link-local", true),
+    ("http://[fc00::1]/", "unique local", true),
+    ("http://[fd12:3456::1]/", "unique local", true),
+    ("http://[::ffff:127.0.0.1]/", "loopback", true),
+    ("http://[::ffff:10.0.0.1]/", "private", true),
+    ("http://[::ffff:169.254.169.254]/", "link-local", true),
+    ("http://[64:ff9b::a00:1]/", "private", true),
+    ("http://224.0.0.1/", "multicast", true),
+    ("http://255.255.255.255/", "reserved", true),
+  ])
+  func refused(_ url: String, _ reason: String, _ allowedWithFlag: Bool) throws {
+    #expect {
+      _ = try WebhookURLPolicy(allowPrivateAddresses: false).check(url)
+    } throws: { error in
+      (error as? WebhookURLRejection)?.reason.contains(reason) == true
+    }
+    if allowedWithFlag {
+      _ = try WebhookURLPolicy(allowPrivateAddresses: true).check(url)
+    } else {
+      #expect(throws: WebhookURLRejection.self) {
+        _ = try WebhookURLPolicy(allowPrivateAddresses: true).check(url)
+      }
+    }
+  }
+
+  /// Resolved addresses are checked at delivery: the kinds of addresses, by bytes.
+  @Test(arguments: [
+    ("8.8.8.8", nil),
+    ("2001:4860:4860::8888", nil),
+    ("127.0.0.53", "loopback"),
+    ("::1", "loopback"),
+    ("10.255.0.1", "private"),
+    ("::ffff:192.168.0.1", "private"),
+    ("::ffff:8.8.8.8", nil),
+    ("fe80::abcd", "link-local"),
+    ("fdff::1", "unique local"),
+    ("100.100.100.100", "shared (CGNAT)"),
+    ("0.1.2.3", "unspecified"),
+  ] as [(String, String?)])
+  func addressKinds(_ text: String, _ kind: String?) throws {
+    let address = try #require(WebhookIPAddress(text))
+    #expect(address.nonPublicKind == kind)
+    if kind == nil {
+      try WebhookURLPolicy().checkAddress(address)
+    } else {
+      #expect(throws: WebhookURLRejection.self) { try WebhookURLPolicy().checkAddress(address) }
+      try WebhookURLPolicy(allowPrivateAddresses: true).checkAddress(address)
+    }
+  }
+
+  @Test("the system resolver resolves localhost to a loopback address, which the policy refuses")
+  func resolverFindsLoopback() async throws {
+    let addresses = try await SystemWebhookAddressResolver().addresses(of: "localhost")
+    #expect(!addresses.isEmpty)
+    #expect(addresses.allSatisfy { $0.nonPublicKind == "loopback" })
+    #expect(try await SystemWebhookAddressResolver().addresses(of: "10.0.0.1") == [WebhookIPAddress("10.0.0.1")!])
+  }
+}
+
+@Suite("Webhook signing")
+struct WebhookSigningTests {
+  @Test("a secret is whsec_ and 64 hex digits of the injected randomness; its fingerprint is a shared secret's")
+  func secretShape() {
+    let secret = WebhookSigning.newSecret { Array(repeating: 0xab, count: $0) }
+    #expect(secret == "whsec_" + String(repeating: "ab", count: 32))
+    #expect(WebhookSigning.fingerprint(secret).hasPrefix("sha256:"))
+    #expect(WebhookSigning.fingerprint(secret).count == "sha256:".count + 16)
+  }
+
+  /// RFC 4231 test case 2 (HMAC-SHA256 of "what do ya want for nothing?" under "Jefe"), and the
+  /// header of a known body (computed with Python's hmac).
+  @Test func knownAnswers() {
+    let mac = WebhookSigning.hmacSHA256(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+    #expect(mac.map { String(format: "%02x", $0) }.joined() == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    let header = WebhookSigning.signatureHeader(secret: "whsec_test", timestamp: 1_700_000_000, body: Array("{\"a\":1}".utf8))
+    #expect(header == "t=1700000000,v1=" + Self.python)
+  }
+
+  /// `hmac.new(b"whsec_test", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()`
+  static let python = "38877139021993b830af32feea6e18a8da83eb2f6e49ee50bd9e4cf4ca4d3789"
+}
