@@ -225,6 +225,8 @@ extension Transaction {
     bundleId = try e.string("bundleId")
     appAccountToken = try e.string("appAccountToken")
     signedDate = try e.int64("signedDate")
+    price = try e.int64("price")
+    currency = try e.string("currency")
     self.notificationType = notificationType
   }
 }

@@ -62,16 +62,23 @@ public struct Transaction: Sendable, Hashable, Codable {
   /// The notification type (V1 `notification_type` or V2 `notificationType`) that delivered this
   /// version, when it came from a notification: it helps classify a revocation (rule 7).
   public var notificationType: String?
+  /// Apple's `price` (V2 only): what the user paid, in milliunits of ``currency`` (the price
+  /// configured in App Store Connect, or the offer's, times 1000; 0 for a free trial). `nil` when
+  /// the data carries none (verifyReceipt, V1 notifications).
+  public var price: Int64?
+  /// Apple's `currency` (V2 only): the ISO 4217 code of ``price``; `nil` when not known.
+  public var currency: String?
 
   /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
-  /// one initialization instead of a default one and 22 assignments).
+  /// one initialization instead of a default one and 28 assignments).
   package init(
     transactionId: String, originalTransactionId: String, productId: String, subscriptionGroupIdentifier: String?,
     purchaseDate: Int64, originalPurchaseDate: Int64?, expiresDate: Int64?, isTrialPeriod: Bool,
     isInIntroOfferPeriod: Bool, rawOfferType: Int?, offerIdentifier: String?, rawOfferDiscountType: String?,
     revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
     isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
-    bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?
+    bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?,
+    price: Int64?, currency: String?
   ) {
     self.transactionId = transactionId
     self.originalTransactionId = originalTransactionId
@@ -99,6 +106,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     self.signedDate = signedDate
     self.asOfDate = asOfDate
     self.notificationType = notificationType
+    self.price = price
+    self.currency = currency
   }
 
   /// Creates a transaction; every field but the identifiers and the purchase date is optional.
@@ -128,7 +137,9 @@ public struct Transaction: Sendable, Hashable, Codable {
     appAccountToken: String? = nil,
     signedDate: Int64? = nil,
     asOfDate: Int64? = nil,
-    notificationType: String? = nil
+    notificationType: String? = nil,
+    price: Int64? = nil,
+    currency: String? = nil
   ) {
     self.init(
       transactionId: transactionId, originalTransactionId: originalTransactionId ?? transactionId, productId: productId,
@@ -140,7 +151,7 @@ public struct Transaction: Sendable, Hashable, Codable {
       rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, asOfDate: asOfDate,
-      notificationType: notificationType)
+      notificationType: notificationType, price: price, currency: currency)
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).

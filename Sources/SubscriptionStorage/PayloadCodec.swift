@@ -9,7 +9,8 @@
 // The field lists below must follow the domain types; `PayloadCodecTests` fails when a stored
 // property is added to `Transaction` or `RenewalInfo` without being added here.
 // Format 2 appends `asOfDate` (rule 14's clock for unsigned copies) to both layouts; format 1
-// payloads, written before it existed, are still read (their `asOfDate` is unknown).
+// payloads, written before it existed, are still read (their `asOfDate` is unknown). Transaction
+// format 3 appends Apple's `price` and `currency`; format 1 and 2 payloads read with both unknown.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
@@ -17,13 +18,15 @@ import SubscriptionDomain
 /// Encodes domain values for storage; `package` so every store implementation shares one format.
 package enum PayloadCodec {
   /// Format byte of the binary transaction layout written now.
-  package static let transactionFormat: UInt8 = 2
+  package static let transactionFormat: UInt8 = 3
   /// Format byte of the binary renewal-info layout written now.
   package static let renewalInfoFormat: UInt8 = 2
   /// The first format, without `asOfDate` (read, never written).
   static let formatWithoutAsOfDate: UInt8 = 1
+  /// The transaction format with `asOfDate` but without `price` and `currency` (read, never written).
+  static let transactionFormatWithoutPrice: UInt8 = 2
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  package static let transactionFieldCount = 26
+  package static let transactionFieldCount = 28
   /// Stored properties the renewal-info layout covers.
   package static let renewalInfoFieldCount = 16
 
@@ -54,6 +57,8 @@ package enum PayloadCodec {
     w.int(t.signedDate)
     w.interned(t.notificationType)
     w.int(t.asOfDate)
+    w.int(t.price)
+    w.string(t.currency)
     return w.bytes
   }
 
@@ -63,7 +68,8 @@ package enum PayloadCodec {
   ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == transactionFormat || format == formatWithoutAsOfDate else {
+    guard format == transactionFormat || format == transactionFormatWithoutPrice || format == formatWithoutAsOfDate
+    else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
     // Arguments are evaluated in order: the same field order as `encode`.
@@ -77,8 +83,12 @@ package enum PayloadCodec {
       rawInAppOwnershipType: r.interned(), isUpgraded: r.bool(), rawEnvironment: r.interned(),
       webOrderLineItemId: r.optionalString(), quantity: Int(r.int()), rawType: r.interned(),
       bundleId: r.optionalString(), appAccountToken: r.optionalString(), signedDate: r.optionalInt(),
-      asOfDate: nil, notificationType: r.interned())
-    if format == transactionFormat { t.asOfDate = try r.optionalInt() }
+      asOfDate: nil, notificationType: r.interned(), price: nil, currency: nil)
+    if format >= transactionFormatWithoutPrice { t.asOfDate = try r.optionalInt() }
+    if format >= transactionFormat {
+      t.price = try r.optionalInt()
+      t.currency = try r.optionalString()
+    }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return t
   }

@@ -166,6 +166,12 @@ extension SubscriptionDomain.Transaction {
     if t.environment != .unspecified, (try? SubscriptionDomain.Environment(wire: t.environment)) != environment {
       throw invalidArgument("\(field).environment", "does not match the request's environment")
     }
+    if t.priceMilliunits < 0 { throw invalidArgument("\(field).price_milliunits", "must not be negative") }
+    if t.currency.isEmpty {
+      if t.priceMilliunits != 0 { throw invalidArgument("\(field).currency", "required with a price") }
+    } else if t.currency.utf8.count != 3 || !t.currency.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) {
+      throw invalidArgument("\(field).currency", "must be an ISO 4217 code such as USD")
+    }
     self.init(
       transactionId: t.transactionID,
       originalTransactionId: t.originalTransactionID.isEmpty ? nil : t.originalTransactionID,
@@ -188,7 +194,9 @@ extension SubscriptionDomain.Transaction {
       quantity: t.quantity == 0 ? 1 : Int(t.quantity),
       type: ProductType(wire: t.type),
       appAccountToken: t.appAccountToken.isEmpty ? nil : t.appAccountToken,
-      signedDate: t.signedDateMs == 0 ? nil : t.signedDateMs)
+      signedDate: t.signedDateMs == 0 ? nil : t.signedDateMs,
+      price: t.currency.isEmpty ? nil : t.priceMilliunits,
+      currency: t.currency.isEmpty ? nil : t.currency)
   }
 
   var wire: Substatus_V1_Transaction {
@@ -216,6 +224,11 @@ extension SubscriptionDomain.Transaction {
     t.type = type?.wire ?? .unspecified
     t.appAccountToken = appAccountToken ?? ""
     t.signedDateMs = signedDate ?? 0
+    // On the wire a price is known only with its currency: both, or neither.
+    if let price, let currency {
+      t.priceMilliunits = price
+      t.currency = currency
+    }
     return t
   }
 }

@@ -618,7 +618,8 @@ struct PayloadCodecTests {
       expiresDate: 1_702_592_000_000, isTrialPeriod: true, isInIntroOfferPeriod: true,
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
-      signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND")
+      signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND", price: 9_990,
+      currency: "EUR")
     t.rawOfferType = 2
     t.rawOfferDiscountType = "FREE_TRIAL"
     t.rawRevocationReason = 1
@@ -652,17 +653,45 @@ struct PayloadCodecTests {
 
   @Test("payloads of format 1 (before asOfDate) are still read, their asOfDate unknown")
   func formatOne() throws {
-    // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte).
-    func formatOne(_ bytes: [UInt8]) -> [UInt8] { [1] + bytes.dropFirst().dropLast() }
+    // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte); a
+    // transaction's format 2 is format 3 without price and currency (absent: two presence bytes).
+    func formatOne(_ bytes: [UInt8], trailing: Int = 1) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
     let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
     #expect(
       try PayloadCodec.decodeTransaction(
-        formatOne(PayloadCodec.encode(t)), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+        formatOne(PayloadCodec.encode(t), trailing: 3), transactionId: "1", originalTransactionId: "1",
+        purchaseDate: 10) == t)
     let r = Fixture.renewal("1", signed: 7, retry: true)
     #expect(try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r)), originalTransactionId: "1") == r)
     // A format-1 payload with a trailing byte is corrupt, as before.
     #expect(throws: StoreError.self) {
       try PayloadCodec.decodeRenewalInfo([1] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
+    }
+  }
+
+  @Test("transactions of format 2 (written before price and currency) are still read, both unknown")
+  func formatTwo() throws {
+    // The bytes the previous release wrote for this transaction (format 2, ending with asOfDate).
+    var t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15)
+    t.asOfDate = 14
+    let formatTwo: [UInt8] =
+      [2, 7] + Array("monthly".utf8) + [1, 2] + Array("g1".utf8)
+      + [0, 1, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 30, 0, 1, 28]
+    #expect(PayloadCodec.encode(t) == [3] + formatTwo.dropFirst() + [0, 0])
+    let decoded = try PayloadCodec.decodeTransaction(
+      formatTwo, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
+    #expect(decoded == t)
+    #expect(decoded.price == nil && decoded.currency == nil && decoded.asOfDate == 14)
+    // The same fields with a price are written as format 3 and read back with it.
+    t.price = 0
+    t.currency = "JPY"
+    #expect(
+      try PayloadCodec.decodeTransaction(
+        PayloadCodec.encode(t), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+    // A format-2 payload carrying price bytes is corrupt (trailing bytes), as any unknown layout.
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeTransaction(
+        [2] + PayloadCodec.encode(t).dropFirst(), transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     }
   }
 

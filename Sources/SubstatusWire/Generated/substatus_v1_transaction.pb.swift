@@ -497,6 +497,15 @@ public struct Substatus_V1_Transaction: ProtobufJSONMessage {
   /// When the server stored this copy. Output only.
   public var storedMs: Int64 = 0
 
+  /// What the user paid, in milliunits of `currency` (Apple's `price`: the price or the offer's
+  /// price times 1000; 0 for a free trial). Meaningful only with `currency`: must be 0 when
+  /// `currency` is empty. Must not be negative.
+  public var priceMilliunits: Int64 = 0
+
+  /// The ISO 4217 code of `price_milliunits` (Apple's `currency`, three upper-case letters); empty:
+  /// the price is not known (verifyReceipt and V1 notifications carry none).
+  public var currency: String = ""
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -575,7 +584,7 @@ public struct Substatus_V1_RenewalInfo: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Transaction: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Transaction", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])
+  static let cLayout = CMessageLayout("substatus.v1.Transaction", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -604,6 +613,8 @@ extension Substatus_V1_Transaction: CMessageConvertible {
     signedDateMs = r.int64(22)
     source = r.enumeration(23)
     storedMs = r.int64(24)
+    priceMilliunits = r.int64(25)
+    currency = try r.string(26)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -632,6 +643,8 @@ extension Substatus_V1_Transaction: CMessageConvertible {
     w.int64(22, signedDateMs)
     w.enumeration(23, source)
     w.int64(24, storedMs)
+    w.int64(25, priceMilliunits)
+    w.string(26, currency)
   }
 }
 
@@ -664,6 +677,8 @@ extension Substatus_V1_Transaction {
     if !(self.signedDateMs == 0) { o.append("signedDateMs", ProtoJSON.int64(self.signedDateMs)) }
     if !(self.source.rawValue == 0) { o.append("source", self.source.jsonValue) }
     if !(self.storedMs == 0) { o.append("storedMs", ProtoJSON.int64(self.storedMs)) }
+    if !(self.priceMilliunits == 0) { o.append("priceMilliunits", ProtoJSON.int64(self.priceMilliunits)) }
+    if !(self.currency.isEmpty) { o.append("currency", .string(self.currency)) }
     return .object(o)
   }
 
@@ -724,6 +739,10 @@ extension Substatus_V1_Transaction {
         self.source = try ProtoJSON.enumeration(value, "source", Substatus_V1_TransactionSource.self)
       case "storedMs", "stored_ms":
         self.storedMs = try ProtoJSON.integer(value, "storedMs", Int64.self)
+      case "priceMilliunits", "price_milliunits":
+        self.priceMilliunits = try ProtoJSON.integer(value, "priceMilliunits", Int64.self)
+      case "currency":
+        self.currency = try ProtoJSON.string(value, "currency")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

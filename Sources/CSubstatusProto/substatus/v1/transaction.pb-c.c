@@ -97,7 +97,7 @@ void   substatus__v1__renewal_info__free_unpacked
   assert(message->base.descriptor == &substatus__v1__renewal_info__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descriptors[25] =
+static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descriptors[27] =
 {
   {
     "transaction_id",
@@ -399,9 +399,34 @@ static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "price_milliunits",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Transaction, price_milliunits),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "currency",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Transaction, currency),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__transaction__field_indices_by_name[] = {
   20,   /* field[20] = app_account_token */
+  26,   /* field[26] = currency */
   16,   /* field[16] = environment */
   6,   /* field[6] = expires_date_ms */
   8,   /* field[8] = is_in_intro_offer_period */
@@ -413,6 +438,7 @@ static const unsigned substatus__v1__transaction__field_indices_by_name[] = {
   5,   /* field[5] = original_purchase_date_ms */
   1,   /* field[1] = original_transaction_id */
   14,   /* field[14] = ownership */
+  25,   /* field[25] = price_milliunits */
   2,   /* field[2] = product_id */
   4,   /* field[4] = purchase_date_ms */
   18,   /* field[18] = quantity */
@@ -430,7 +456,7 @@ static const unsigned substatus__v1__transaction__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__transaction__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 25 }
+  { 0, 27 }
 };
 const ProtobufCMessageDescriptor substatus__v1__transaction__descriptor =
 {
@@ -440,7 +466,7 @@ const ProtobufCMessageDescriptor substatus__v1__transaction__descriptor =
   "Substatus__V1__Transaction",
   "substatus.v1",
   sizeof(Substatus__V1__Transaction),
-  25,
+  27,
   substatus__v1__transaction__field_descriptors,
   substatus__v1__transaction__field_indices_by_name,
   1,  substatus__v1__transaction__number_ranges,

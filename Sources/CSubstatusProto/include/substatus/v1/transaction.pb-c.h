@@ -302,10 +302,21 @@ struct  Substatus__V1__Transaction
    * When the server stored this copy. Output only.
    */
   int64_t stored_ms;
+  /*
+   * What the user paid, in milliunits of `currency` (Apple's `price`: the price or the offer's
+   * price times 1000; 0 for a free trial). Meaningful only with `currency`: must be 0 when
+   * `currency` is empty. Must not be negative.
+   */
+  int64_t price_milliunits;
+  /*
+   * The ISO 4217 code of `price_milliunits` (Apple's `currency`, three upper-case letters); empty:
+   * the price is not known (verifyReceipt and V1 notifications carry none).
+   */
+  char *currency;
 };
 #define SUBSTATUS__V1__TRANSACTION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__transaction__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__REVOCATION_REASON__REVOCATION_REASON_UNSPECIFIED, SUBSTATUS__V1__REVOCATION_TYPE__REVOCATION_TYPE_UNSPECIFIED, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OFFER_DISCOUNT_TYPE__OFFER_DISCOUNT_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__TRANSACTION_SOURCE__TRANSACTION_SOURCE_UNSPECIFIED, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__REVOCATION_REASON__REVOCATION_REASON_UNSPECIFIED, SUBSTATUS__V1__REVOCATION_TYPE__REVOCATION_TYPE_UNSPECIFIED, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OFFER_DISCOUNT_TYPE__OFFER_DISCOUNT_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__TRANSACTION_SOURCE__TRANSACTION_SOURCE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string }
 
 
 /*

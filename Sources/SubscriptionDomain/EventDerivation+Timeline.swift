@@ -1,0 +1,330 @@
+// The timeline of one user's data (see EventDerivation.swift): the occurrences it holds and the
+// states around them, evaluated by ``SubscriptionEvaluator`` (its rules are not repeated here).
+
+/// One event of a timeline before it is given an id and a detection time.
+struct Occurrence {
+  var cause: EventCause
+  var type: SubscriptionEventType
+  /// When the event becomes known by time alone; `.min` for events caused by data.
+  var dueMs: Int64
+  var occurredMs: Int64
+  var groupId: String?
+  var productId: String?
+  /// The transaction that caused it (purchase, revocation, reversal): its price and offer.
+  var transaction: Transaction?
+  var originalTransactionId: String?
+  var stateBefore: SubscriptionState?
+  var stateAfter: SubscriptionState?
+  var expirationReason: String?
+  var previousProductId: String?
+  var isPurchase = false
+}
+
+/// How events treat a transaction's product: the catalog's type and group, else the transaction's
+/// own (an unknown product with a group is an auto-renewable of it, as evaluation treats it).
+enum PurchaseKind: Equatable {
+  case autoRenewable(groupId: String)
+  case nonRenewing
+  case oneTime
+  case ignored
+}
+
+struct Timeline {
+  let catalog: Catalog
+  /// Merged, ordered by purchase date then transaction id.
+  let transactions: [Transaction]
+  let renewals: [RenewalInfo]
+  /// `before`'s renewal infos during a write: they still describe the instants before `after`'s
+  /// new transactions of their subscription.
+  let fallbackRenewals: [RenewalInfo]
+  let kinds: [PurchaseKind]
+  /// Per original transaction id: positions in ``transactions`` (purchase order).
+  let positionsByOriginal: [String: [Int]]
+  let latestPurchase: [String: Int64]
+  let fallbackLatestPurchase: [String: Int64]
+  /// Transactions marked upgraded, with the instant the upgrade happened (their revocation date,
+  /// else the next purchase of their subscription): before it they were not upgraded yet.
+  let upgradeInstants: [(Int, Int64)]
+  private var evaluations: [Int64: SubscriptionEvaluation] = [:]
+
+  init(history: PurchaseHistory, fallback: PurchaseHistory?, catalog: Catalog) {
+    self.catalog = catalog
+    let transactions = Transaction.merged(history.transactions)
+    self.transactions = transactions
+    renewals = RenewalInfo.merged(history.renewals)
+    fallbackRenewals = fallback.map { RenewalInfo.merged($0.renewals) } ?? []
+    kinds = transactions.map { Timeline.kind(of: $0, catalog: catalog) }
+    var positions: [String: [Int]] = [:]
+    var latest: [String: Int64] = [:]
+    for (i, t) in transactions.enumerated() {
+      positions[t.originalTransactionId, default: []].append(i)
+      latest[t.originalTransactionId] = max(latest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    }
+    positionsByOriginal = positions
+    latestPurchase = latest
+    var fallbackLatest: [String: Int64] = [:]
+    for t in fallback?.transactions ?? [] {
+      fallbackLatest[t.originalTransactionId] = max(fallbackLatest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    }
+    fallbackLatestPurchase = fallbackLatest
+    var upgrades: [(Int, Int64)] = []
+    for (i, t) in transactions.enumerated() where t.isUpgraded {
+      let next = positions[t.originalTransactionId]?.lazy.map { transactions[$0].purchaseDate }
+        .first { $0 > t.purchaseDate }
+      if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
+    }
+    upgradeInstants = upgrades
+  }
+
+  static func kind(of t: Transaction, catalog: Catalog) -> PurchaseKind {
+    if let position = catalog.position(of: t.productId) {
+      switch catalog.products[position].type {
+      case .autoRenewable:
+        return .autoRenewable(groupId: catalog.subscriptionGroupIds[catalog.groupIndexOfProduct[position]])
+      case .nonRenewing: return .nonRenewing
+      case .consumable, .nonConsumable: return .oneTime
+      case .freeSubscription: return .ignored
+      }
+    }
+    if let group = t.subscriptionGroupIdentifier, !group.isEmpty { return .autoRenewable(groupId: group) }
+    switch t.type {
+    case .nonRenewing?: return .nonRenewing
+    case .consumable?, .nonConsumable?: return .oneTime
+    default: return .ignored
+    }
+  }
+
+  func groupId(_ i: Int) -> String? {
+    if case .autoRenewable(let group) = kinds[i] { return group }
+    return nil
+  }
+
+  /// The group of a subscription: its transactions', else its renewal product's in the catalog.
+  func groupId(originalTransactionId: String, productId: String) -> String? {
+    for i in positionsByOriginal[originalTransactionId] ?? [] {
+      if let group = groupId(i) { return group }
+    }
+    if let position = catalog.position(of: productId), catalog.products[position].type == .autoRenewable {
+      return catalog.subscriptionGroupIds[catalog.groupIndexOfProduct[position]]
+    }
+    return nil
+  }
+
+  // MARK: States
+
+  /// The renewal infos that describe instant `t`: each while no later transaction of its
+  /// subscription exists; `before`'s during a write for the instants before `after`'s new ones.
+  func renewals(at t: Int64) -> [RenewalInfo] {
+    var result: [RenewalInfo] = []
+    for r in renewals where (latestPurchase[r.originalTransactionId] ?? .min) <= t { result.append(r) }
+    for r in fallbackRenewals
+    where (fallbackLatestPurchase[r.originalTransactionId] ?? .min) <= t
+      && t < (latestPurchase[r.originalTransactionId] ?? .min)
+    {
+      result.append(r)
+    }
+    return result
+  }
+
+  func renewalInfo(of originalTransactionId: String?, at t: Int64) -> RenewalInfo? {
+    guard let originalTransactionId else { return nil }
+    return renewals(at: t).first { $0.originalTransactionId == originalTransactionId }
+  }
+
+  /// The evaluation at `t` of the data as it stood then: the renewal infos that describe `t`, and
+  /// a transaction upgraded later not marked upgraded yet (the evaluator never lets a transaction
+  /// marked upgraded cover, rule 12; before the upgrade it did). Cached per instant.
+  mutating func evaluation(at t: Int64) -> SubscriptionEvaluation {
+    if let cached = evaluations[t] { return cached }
+    var history = transactions
+    for (i, instant) in upgradeInstants where t < instant { history[i].isUpgraded = false }
+    let evaluation = SubscriptionEvaluator.evaluate(
+      history: history, renewals: renewals(at: t), catalog: catalog, at: t)
+    evaluations[t] = evaluation
+    return evaluation
+  }
+
+  mutating func status(_ group: String, at t: Int64) -> GroupStatus? {
+    evaluation(at: t).status(ofGroup: group)
+  }
+
+  mutating func state(_ group: String?, at t: Int64) -> SubscriptionState? {
+    guard let group else { return nil }
+    return status(group, at: t)?.state ?? .neverSubscribed
+  }
+
+  // MARK: Occurrences
+
+  /// The timeline's occurrences: with `includeData`, one per purchase and revocation (their
+  /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`.
+  mutating func occurrences(dueThrough: Int64, includeData: Bool = true) -> [Occurrence] {
+    var result: [Occurrence] = []
+    if includeData {
+      for i in transactions.indices { appendDataOccurrences(of: i, to: &result) }
+    }
+    appendTimeOccurrences(dueThrough: dueThrough, to: &result)
+    return result
+  }
+
+  private func appendDataOccurrences(of i: Int, to result: inout [Occurrence]) {
+    let t = transactions[i]
+    let type: SubscriptionEventType
+    switch kinds[i] {
+    case .ignored: return
+    case .oneTime: type = .oneTimePurchased
+    case .nonRenewing: type = .nonRenewingPurchased
+    case .autoRenewable: type = .subscriptionStarted  // classified by complete(_:)
+    }
+    var purchase = Occurrence(
+      cause: .purchase(transactionId: t.transactionId), type: type, dueMs: .min, occurredMs: t.purchaseDate,
+      groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId)
+    purchase.isPurchase = true
+    result.append(purchase)
+    if let revocationDate = t.revocationDate, let kind = RevocationKind(classifying: t), kind != .upgrade {
+      result.append(
+        Occurrence(
+          cause: .revocation(transactionId: t.transactionId, revocationMs: revocationDate),
+          type: kind == .refund ? .refunded : .familyAccessRevoked, dueMs: .min, occurredMs: revocationDate,
+          groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId))
+    }
+  }
+
+  /// Fills in the states of a purchase or revocation and classifies a subscription purchase.
+  mutating func complete(_ o: inout Occurrence) {
+    guard case .purchase(let id) = o.cause else {
+      if case .revocation = o.cause, let group = o.groupId {
+        o.stateBefore = state(group, at: o.occurredMs &- 1)
+        o.stateAfter = state(group, at: o.occurredMs)
+      }
+      return
+    }
+    guard let group = o.groupId, let t = o.transaction else { return }
+    let before = state(group, at: t.purchaseDate &- 1) ?? .neverSubscribed
+    o.stateBefore = before
+    o.stateAfter = state(group, at: t.purchaseDate)
+    // The subscription's previous transaction (same original transaction id, bought earlier).
+    var previous: Transaction?
+    for j in positionsByOriginal[t.originalTransactionId] ?? [] where groupId(j) != nil {
+      let candidate = transactions[j]
+      guard candidate.transactionId != id else { break }
+      previous = candidate
+    }
+    guard let previous else {
+      o.type = before == .expired || before == .revoked ? .resubscribed : .subscriptionStarted
+      return
+    }
+    let revokedBefore =
+      previous.revocationDate.map { $0 <= t.purchaseDate && RevocationKind(classifying: previous) != .upgrade }
+      ?? false
+    let lapsed = revokedBefore || (previous.expiresDate.map { t.purchaseDate > $0 } ?? false)
+    if lapsed {
+      o.type = before == .gracePeriod || before == .billingRetry ? .billingRecovered : .resubscribed
+    } else if previous.productId != t.productId {
+      o.type = .productChanged
+      o.previousProductId = previous.productId
+    } else if previous.isFreeTrial && !t.isFreeTrial {
+      o.type = .trialConverted
+    } else {
+      o.type = .renewed
+    }
+  }
+
+  /// The instants a group's state may change by time alone, per group: its periods' ends and its
+  /// renewal infos' grace ends (billing retry's end is added once a lapse into it is found).
+  private func timeCandidates() -> [String: Set<Int64>] {
+    var candidates: [String: Set<Int64>] = [:]
+    for i in transactions.indices {
+      guard let group = groupId(i), let end = transactions[i].expiresDate else { continue }
+      candidates[group, default: []].insert(end)
+    }
+    for r in renewals + fallbackRenewals {
+      guard let grace = r.gracePeriodExpiresDate,
+        let group = groupId(originalTransactionId: r.originalTransactionId, productId: r.productId)
+      else { continue }
+      candidates[group, default: []].insert(grace)
+    }
+    return candidates
+  }
+
+  /// Whether a transaction of `group` bought exactly at `t` covers it (a renewal continuing the
+  /// period that ends at `t`): then nothing changes at `t` and no evaluation is needed.
+  private func renewedAt(_ t: Int64, group: String) -> Bool {
+    for (i, x) in transactions.enumerated() where x.purchaseDate == t && !x.isUpgraded {
+      if groupId(i) == group, (x.revocationDate ?? .max) > t, (x.expiresDate ?? .min) > t { return true }
+    }
+    return false
+  }
+
+  private mutating func appendTimeOccurrences(dueThrough: Int64, to result: inout [Occurrence]) {
+    for (group, instants) in timeCandidates().sorted(by: { $0.key < $1.key }) {
+      var pending = instants.sorted()
+      var retryEnds = Set<Int64>()
+      var k = 0
+      while k < pending.count {
+        let t = pending[k]
+        k += 1
+        guard t <= dueThrough, t > .min, !renewedAt(t, group: group),
+          let now = status(group, at: t), now.state != .active,
+          let then = status(group, at: t - 1), then.state != now.state
+        else { continue }
+        let lapsed = now.transactionId ?? then.transactionId ?? now.originalTransactionId ?? "at:\(t)"
+        var o = Occurrence(
+          cause: .expired(groupId: group, lapsedTransactionId: lapsed), type: .expired, dueMs: t, occurredMs: t,
+          groupId: group, productId: now.productId ?? then.productId,
+          originalTransactionId: now.originalTransactionId ?? then.originalTransactionId, stateBefore: then.state,
+          stateAfter: now.state)
+        let info = renewalInfo(of: o.originalTransactionId, at: t)
+        switch (then.state, now.state) {
+        case (.active, .gracePeriod), (.active, .billingRetry):
+          o.cause = .billingIssue(groupId: group, lapsedTransactionId: lapsed)
+          o.type = .billingIssue
+          result.append(o)
+          // Billing retry ends 60 days after the period (rule 18): a candidate of its own.
+          let end = (now.expiresDate ?? t).addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+          if !end.overflow && retryEnds.insert(end.partialValue).inserted {
+            pending.insert(end.partialValue, at: pending[k...].firstIndex { $0 > end.partialValue } ?? pending.count)
+          }
+        case (.active, .expired), (.active, .revoked):
+          // Apple decides a renewal that auto-renews: until it says (a renewal, a billing issue, an
+          // expiration intent) the lapse is settled only when retrying would have ended.
+          let undecided = info.map { $0.willAutoRenew && $0.rawExpirationIntent == nil } ?? false
+          if undecided {
+            let settled = t.addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit)
+            o.dueMs = settled.overflow ? .max : settled.partialValue
+          } else {
+            o.expirationReason = Self.expirationReason(info, fallback: info.map { _ in "voluntary" })
+          }
+          if o.dueMs <= dueThrough { result.append(o) }
+        case (.gracePeriod, .billingRetry):
+          o.cause = .gracePeriodExpired(groupId: group, lapsedTransactionId: lapsed)
+          o.type = .gracePeriodExpired
+          result.append(o)
+        case (.gracePeriod, .expired), (.gracePeriod, .revoked):
+          var grace = o
+          grace.cause = .gracePeriodExpired(groupId: group, lapsedTransactionId: lapsed)
+          grace.type = .gracePeriodExpired
+          result.append(grace)
+          o.expirationReason = Self.expirationReason(info, fallback: "billing_error")
+          result.append(o)
+        case (.billingRetry, .expired), (.billingRetry, .revoked):
+          o.expirationReason = Self.expirationReason(info, fallback: "billing_error")
+          result.append(o)
+        default:
+          continue
+        }
+      }
+    }
+  }
+
+  /// Apple's expiration intent in DESIGN's words; `fallback` when the renewal info has none.
+  static func expirationReason(_ renewal: RenewalInfo?, fallback: String?) -> String? {
+    switch renewal?.expirationIntent {
+    case .customerCancelled?: "voluntary"
+    case .billingError?: "billing_error"
+    case .didNotConsentToPriceIncrease?: "price_increase"
+    case .productNotAvailable?: "product_unavailable"
+    case .other?: "other"
+    case nil: renewal?.rawExpirationIntent != nil ? "other" : fallback
+    }
+  }
+}

@@ -1,0 +1,328 @@
+// Event derivation (DESIGN.md "Events out"): which events a change of one user's stored purchase
+// data adds, and which changes happen by time alone. Pure and deterministic: no clock, no I/O, no
+// randomness; the hash that turns a cause into an event id is passed in.
+//
+// The model. A user's data (``PurchaseHistory``: the transactions and renewal infos a store holds)
+// has a *timeline*: one purchase event per transaction, one revocation event per revocation, and the
+// changes of each group's state at the instants nothing was bought (a period ends without a
+// following one, a grace period ends, billing retry's 60 days end), each named by its *cause*.
+// A write from `before` to `after` adds the events of `after`'s timeline whose cause is not in
+// `before`'s (so re-deriving the same data adds nothing, importing a whole history adds all of it,
+// and data arriving in any order adds each transaction's events once), plus what only a comparison
+// can tell: a revocation undone (REFUND_REVERSED) and auto-renewal turned off or on.
+//
+// Renewal infos describe the present: the store keeps only the latest per subscription. So the state
+// at a past instant is evaluated with a renewal info only while no later transaction of its
+// subscription exists (it describes what followed the last one); during a write, `before`'s renewal
+// info still describes the instants before `after`'s new transactions (a billing retry that a
+// renewal ends is a recovery, not a resubscription). What only an older renewal info knew (a
+// billing retry that later recovered) is not in the stored data any more: replaying a history from
+// scratch gives the same transaction-caused events, but its state changes are those the final data
+// tells.
+
+/// Whose data an event is about: the app, the environment and the app's user.
+public struct EventSubject: Sendable, Hashable {
+  /// The app.
+  public var appId: String
+  /// The environment of the data.
+  public var environment: Environment
+  /// The app's user id.
+  public var userId: String
+
+  /// Creates a subject.
+  public init(appId: String, environment: Environment, userId: String) {
+    self.appId = appId
+    self.environment = environment
+    self.userId = userId
+  }
+}
+
+/// One user's stored purchase data in one app and environment: what a store holds (one copy per
+/// transaction id, one renewal info per original transaction id).
+public struct PurchaseHistory: Sendable, Hashable {
+  /// The transactions, in any order (duplicates merge by ``Transaction/supersedes(_:)``).
+  public var transactions: [Transaction]
+  /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``).
+  public var renewals: [RenewalInfo]
+
+  /// Creates a history.
+  public init(transactions: [Transaction] = [], renewals: [RenewalInfo] = []) {
+    self.transactions = transactions
+    self.renewals = renewals
+  }
+
+  /// No data: the `before` of a user's first write.
+  public static let empty = PurchaseHistory()
+
+  /// The latest instant Apple's data vouches for (the greatest ``Transaction/appleClock`` or
+  /// ``RenewalInfo/appleClock``): by Apple's clock, everything up to it has happened. `nil`: unknown.
+  public var appleNow: Int64? {
+    var latest: Int64?
+    for t in transactions { if let c = t.appleClock { latest = max(latest ?? c, c) } }
+    for r in renewals { if let c = r.appleClock { latest = max(latest ?? c, c) } }
+    return latest
+  }
+}
+
+/// Why an event happened: what its id is derived from (never from when it was detected).
+///
+/// One cause gives at most one event, so the store deduplicates by id. A purchase's cause is its
+/// transaction, whatever its type turns out to be: a transaction whose predecessor arrives later is
+/// classified when it first arrives and never logged twice (its price counts once in trends).
+public enum EventCause: Sendable, Hashable {
+  /// A transaction was bought (any purchase type: started, renewed, converted, changed, ...).
+  case purchase(transactionId: String)
+  /// A transaction was revoked (refund or Family Sharing) at an instant.
+  case revocation(transactionId: String, revocationMs: Int64)
+  /// The revocation of a transaction at an instant was undone.
+  case revocationReversed(transactionId: String, revocationMs: Int64)
+  /// A renewal info version turned auto-renewal off or on; `version` is its Apple clock
+  /// (``RenewalInfo/appleClock``), or the subscription's newest transaction id when unknown.
+  case autoRenew(originalTransactionId: String, enabled: Bool, version: String)
+  /// A group entered the billing grace period or retry when `lapsedTransactionId`'s period ended.
+  case billingIssue(groupId: String, lapsedTransactionId: String)
+  /// The grace period after `lapsedTransactionId`'s period ended.
+  case gracePeriodExpired(groupId: String, lapsedTransactionId: String)
+  /// The group lapsed after `lapsedTransactionId`'s period (directly, or when billing retry ended).
+  case expired(groupId: String, lapsedTransactionId: String)
+
+  /// The canonical text of the cause for `subject`, the input of the event id's hash: a version tag,
+  /// then each component as `<UTF-8 length>:<text>` on its own line (so no two causes share it).
+  public func canonicalKey(for subject: EventSubject) -> String {
+    var parts = [subject.appId, subject.environment.rawValue, subject.userId]
+    switch self {
+    case .purchase(let id): parts += ["purchase", id]
+    case .revocation(let id, let at): parts += ["revocation", id, String(at)]
+    case .revocationReversed(let id, let at): parts += ["revocation_reversed", id, String(at)]
+    case .autoRenew(let otx, let enabled, let version):
+      parts += ["auto_renew", otx, enabled ? "on" : "off", version]
+    case .billingIssue(let group, let id): parts += ["billing_issue", group, id]
+    case .gracePeriodExpired(let group, let id): parts += ["grace_period_expired", group, id]
+    case .expired(let group, let id): parts += ["expired", group, id]
+    }
+    var key = "substatus.event.v1"
+    for part in parts { key += "\n\(part.utf8.count):\(part)" }
+    return key
+  }
+}
+
+/// Derives ``SubscriptionEvent``s from users' purchase data (DESIGN.md "Events out").
+///
+/// Ids: `evt_` and 32 lowercase hex digits, the first 16 bytes of ``digest`` applied to the UTF-8 of
+/// ``EventCause/canonicalKey(for:)``. The digest is passed in because the domain has no
+/// cryptography; the service passes SHA-256. The same cause always gives the same id.
+///
+/// ```swift
+/// let derivation = EventDerivation(digest: { SHA256.hash($0) })
+/// let added = derivation.events(
+///   subject: subject, before: stored, after: updated, catalog: catalog, throughMs: now, detectedMs: now)
+/// ```
+public struct EventDerivation: Sendable {
+  /// A cryptographic hash of bytes, at least 16 bytes long (SHA-256 in the service).
+  public let digest: @Sendable ([UInt8]) -> [UInt8]
+
+  /// Creates a derivation that names events with `digest`.
+  public init(digest: @escaping @Sendable ([UInt8]) -> [UInt8]) {
+    self.digest = digest
+  }
+
+  /// The id of the event `cause` gives for `subject`.
+  public func eventId(for cause: EventCause, subject: EventSubject) -> String {
+    let hash = digest(Array(cause.canonicalKey(for: subject).utf8))
+    precondition(hash.count >= 16, "an event id digest must be at least 16 bytes")
+    let digits = Array("0123456789abcdef".utf8)
+    var id = Array("evt_".utf8)
+    id.reserveCapacity(36)
+    for byte in hash.prefix(16) {
+      id.append(digits[Int(byte >> 4)])
+      id.append(digits[Int(byte & 0x0f)])
+    }
+    return String(decoding: id, as: UTF8.self)
+  }
+
+  /// The events that changing a user's stored data from `before` to `after` adds, in Apple's time
+  /// order (``SubscriptionEvent/occurredMs``, then a fixed order of types, then id).
+  ///
+  /// They are: the events of `after`'s timeline (purchases, revocations, and the state changes by
+  /// time alone that have happened by the horizon) whose cause is not in `before`'s; a revocation
+  /// that `after` no longer has (``SubscriptionEventType/refundReversed``); auto-renewal turned
+  /// off or on between the two renewal infos of a subscription (a first renewal info that is off
+  /// reports it too; both only while the subscription is current). The horizon is `throughMs`, or
+  /// later when Apple's data was signed later (``PurchaseHistory/appleNow``: Apple's own clock says
+  /// those instants have passed).
+  ///
+  /// - Parameters:
+  ///   - subject: the app, environment and user.
+  ///   - before: the stored data before the write (``PurchaseHistory/empty`` for a new user).
+  ///   - after: the stored data after it.
+  ///   - catalog: the app's products (products outside it: the transaction's own group and type).
+  ///   - throughMs: the instant changes by time alone are derived through (the write's time).
+  ///   - loggedThroughMs: the instant through which `before`'s changes by time alone are already
+  ///     logged (the user's last write or scheduler run); `nil`: `throughMs`. Those of `before`
+  ///     after it are returned when `after` still has them (the store deduplicates by id).
+  ///   - detectedMs: when substatus learned it (stored in each event; never part of an id).
+  public func events(
+    subject: EventSubject, before: PurchaseHistory, after: PurchaseHistory, catalog: Catalog,
+    throughMs: Int64, loggedThroughMs: Int64? = nil, detectedMs: Int64
+  ) -> [SubscriptionEvent] {
+    if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return [] }
+    let horizon = max(throughMs, after.appleNow ?? .min, before.appleNow ?? .min)
+    var old = Timeline(history: before, fallback: nil, catalog: catalog)
+    var new = Timeline(history: after, fallback: before, catalog: catalog)
+    let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
+    var known = Set<EventCause>()
+    for occurrence in old.occurrences(dueThrough: horizon) where occurrence.dueMs <= loggedHorizon {
+      known.insert(occurrence.cause)
+    }
+    var result: [SubscriptionEvent] = []
+    for var occurrence in new.occurrences(dueThrough: horizon) where !known.contains(occurrence.cause) {
+      new.complete(&occurrence)
+      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+    }
+    for change in Self.changes(old: &old, new: &new) {
+      result.append(event(change, subject: subject, detectedMs: detectedMs))
+    }
+    return Self.ordered(result)
+  }
+
+  /// The changes by time alone of an unchanged history that become due in `(afterMs, throughMs]`
+  /// (the scheduler's call; ``SubscriptionEvent/detectedMs`` is `detectedMs`), in Apple's time
+  /// order. Instants up to the history's ``PurchaseHistory/appleNow`` were due at its write.
+  public func transitionEvents(
+    subject: EventSubject, history: PurchaseHistory, catalog: Catalog, afterMs: Int64,
+    throughMs: Int64, detectedMs: Int64
+  ) -> [SubscriptionEvent] {
+    let appleNow = history.appleNow ?? .min
+    let low = max(afterMs, appleNow)
+    let high = max(throughMs, appleNow)
+    guard high > low else { return [] }
+    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    var result: [SubscriptionEvent] = []
+    for occurrence in timeline.occurrences(dueThrough: high, includeData: false) where occurrence.dueMs > low {
+      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+    }
+    return Self.ordered(result)
+  }
+
+  /// The next instant after `afterMs` (and after the history's ``PurchaseHistory/appleNow``) at
+  /// which a change by time alone happens to the unchanged history: a period ends without a
+  /// following one, a grace period ends, billing retry's 60 days end, or an ended period whose
+  /// renewal Apple has not decided is settled as expired. `nil` when none will.
+  public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
+    let low = max(afterMs, history.appleNow ?? .min)
+    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    return timeline.occurrences(dueThrough: .max, includeData: false).lazy.map(\.dueMs).filter { $0 > low }.min()
+  }
+
+  // MARK: Changes only a comparison tells
+
+  /// Revocations `after` no longer has (REFUND_REVERSED) and auto-renewal turned off or on.
+  static func changes(old: inout Timeline, new: inout Timeline) -> [Occurrence] {
+    var result: [Occurrence] = []
+    var previous: [String: Transaction] = [:]
+    for t in old.transactions where t.revocationDate != nil { previous[t.transactionId] = t }
+    if !previous.isEmpty {
+      for (i, t) in new.transactions.enumerated() where t.revocationDate == nil {
+        guard let b = previous[t.transactionId], let revoked = b.revocationDate,
+          let kind = RevocationKind(classifying: b), kind != .upgrade, new.kinds[i] != .ignored
+        else { continue }
+        let at = max(revoked, t.appleClock ?? revoked)
+        let group = new.groupId(i)
+        result.append(
+          Occurrence(
+            cause: .revocationReversed(transactionId: t.transactionId, revocationMs: revoked), type: .refundReversed,
+            dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: t,
+            originalTransactionId: t.originalTransactionId, stateBefore: old.state(group, at: at),
+            stateAfter: new.state(group, at: at)))
+      }
+    }
+    var oldRenewals: [String: RenewalInfo] = [:]
+    for r in old.renewals { oldRenewals[r.originalTransactionId] = r }
+    for r in new.renewals {
+      let b = oldRenewals[r.originalTransactionId]
+      let (was, now) = (b?.autoRenewStatus, r.autoRenewStatus)
+      let enabled: Bool
+      if was == .off && now == .on {
+        enabled = true
+      } else if was != .off && now == .off {
+        enabled = false
+      } else {
+        continue
+      }
+      let newest = new.positionsByOriginal[r.originalTransactionId]?.last.map { new.transactions[$0] }
+      let at = r.appleClock ?? newest?.purchaseDate
+      guard let at else { continue }
+      let group = new.groupId(originalTransactionId: r.originalTransactionId, productId: r.productId)
+      let stateAfter = new.state(group, at: at)
+      // Only a current subscription's renewal matters: Apple also turns it off when a subscription
+      // finally expires, and a first renewal info that is off may be of a long lapsed one.
+      guard [.active, .gracePeriod, .billingRetry].contains(stateAfter) else { continue }
+      let version = r.appleClock.map { String($0) } ?? "transaction:\(newest?.transactionId ?? "")"
+      result.append(
+        Occurrence(
+          cause: .autoRenew(originalTransactionId: r.originalTransactionId, enabled: enabled, version: version),
+          type: enabled ? .autoRenewEnabled : .autoRenewDisabled, dueMs: .min, occurredMs: at, groupId: group,
+          productId: r.productId, originalTransactionId: r.originalTransactionId,
+          stateBefore: new.state(group, at: at &- 1), stateAfter: stateAfter))
+    }
+    return result
+  }
+
+  // MARK: Building events
+
+  private func event(_ o: Occurrence, subject: EventSubject, detectedMs: Int64) -> SubscriptionEvent {
+    var e = SubscriptionEvent(
+      eventId: eventId(for: o.cause, subject: subject), appId: subject.appId, userId: subject.userId,
+      environment: subject.environment, type: o.type, occurredMs: o.occurredMs, detectedMs: detectedMs,
+      subscriptionGroupId: o.groupId, productId: o.productId, transactionId: o.transaction?.transactionId,
+      originalTransactionId: o.originalTransactionId, stateBefore: o.stateBefore, stateAfter: o.stateAfter,
+      expirationReason: o.expirationReason, previousProductId: o.previousProductId)
+    if let t = o.transaction {
+      if o.isPurchase {
+        e.offer = Self.offer(of: t)
+        e.offerId = t.offerIdentifier
+      }
+      e.priceMilliunits = t.price
+      e.currency = t.currency
+    }
+    return e
+  }
+
+  /// How a transaction's period was bought, from its offer fields.
+  static func offer(of t: Transaction) -> SubscriptionEventOffer {
+    switch t.offerType {
+    case .promotional?: return .promotional
+    case .offerCode?: return .offerCode
+    case .winBack?: return .winBack
+    case .introductory?: return t.isFreeTrial ? .freeTrial : .introductory
+    case nil:
+      if t.isTrialPeriod { return .freeTrial }
+      if t.isInIntroOfferPeriod { return .introductory }
+      return .none
+    }
+  }
+
+  /// Apple's time order; at one instant a fixed order of types, then the id.
+  static func ordered(_ events: [SubscriptionEvent]) -> [SubscriptionEvent] {
+    events.sorted {
+      if $0.occurredMs != $1.occurredMs { return $0.occurredMs < $1.occurredMs }
+      let (a, b) = (rank($0.type), rank($1.type))
+      return a != b ? a < b : $0.eventId < $1.eventId
+    }
+  }
+
+  private static func rank(_ type: SubscriptionEventType) -> Int {
+    switch type {
+    case .billingIssue: 0
+    case .gracePeriodExpired: 1
+    case .expired: 2
+    case .subscriptionStarted, .resubscribed, .trialConverted, .renewed, .billingRecovered, .productChanged,
+      .nonRenewingPurchased, .oneTimePurchased:
+      3
+    case .refunded, .familyAccessRevoked: 4
+    case .refundReversed: 5
+    case .autoRenewDisabled, .autoRenewEnabled: 6
+    case .ownershipTransferred: 7
+    }
+  }
+}
