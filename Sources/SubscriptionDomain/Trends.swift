@@ -233,6 +233,15 @@ public struct TrendAggregator: Sendable {
     unpricedChanges = activeChanges
   }
 
+  /// Starts counting with the durations of `catalog`'s products (for MRR).
+  public init(buckets: TrendBuckets, catalog: Catalog) {
+    var durations: [String: ISO8601Duration] = [:]
+    for product in catalog.products {
+      if let duration = product.duration { durations[product.productId] = duration }
+    }
+    self.init(buckets: buckets, productDurations: durations)
+  }
+
   private struct SubscriptionKey: Hashable {
     var userId: String
     var groupId: String

@@ -32,11 +32,7 @@ extension SubstatusService {
     guard let log = store as? any EventLogStore else {
       throw RPCError(code: .unimplemented, message: "this store keeps no event log")
     }
-    var durations: [String: ISO8601Duration] = [:]
-    for product in cached.catalog.products {
-      if let duration = product.duration { durations[product.productId] = duration }
-    }
-    var aggregator = TrendAggregator(buckets: buckets, productDurations: durations)
+    var aggregator = TrendAggregator(buckets: buckets, catalog: cached.catalog)
     let query = EventQuery(environment: environment, occurredBeforeMs: buckets.endMs)
     var after: Int64 = 0
     while true {
