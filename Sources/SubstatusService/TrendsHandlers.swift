@@ -41,7 +41,8 @@ extension SubstatusService {
           appId: request.appID, query: query, afterSequence: after, limit: Self.trendsPageSize)
       }
       for logged in page { aggregator.add(logged.event) }
-      guard let last = page.last, page.count == Self.trendsPageSize else { break }
+      // A store may answer fewer than asked before the end: only an empty page ends the log.
+      guard let last = page.last else { break }
       after = last.sequence
       try Task.checkCancellation()
     }
