@@ -167,11 +167,11 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
       let continues =
         index < arguments.count
         && commands.contains { Array($0.words.prefix(words.count + 1)) == words + [arguments[index]] }
-      if !continues, let command = commands.first(where: { $0.words == words }) {
+      if continues { continue }
+      if let command = commands.first(where: { $0.words == words }) {
         parsed.command = command
         continue
       }
-      if continues { continue }
       let group = commands.filter { Array($0.words.prefix(words.count)) == words }
       if group.isEmpty {
         let known = words.count == 1 ? "" : " for '\(words.dropLast().joined(separator: " "))'"
