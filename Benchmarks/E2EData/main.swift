@@ -253,7 +253,7 @@ struct Chain: Sendable {
         while call < calls {
           let first = call * usersPerCall
           let made = (first..<min(first + usersPerCall, userCount)).map(purchases)
-          _ = try await store.ingest(made.map(\.0))
+          _ = try await store.ingest(made.map(\.0), atMs: asOf)
           if sample.count < 1000 { sample += made.flatMap(\.1).filter { $0.expiresMs > asOf } }
           call += writers
         }

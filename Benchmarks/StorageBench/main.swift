@@ -63,6 +63,9 @@ func fileSize(_ path: String) -> Int {
   ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
 }
 
+/// When the ingests happen (the events' detection time): after every generated purchase.
+let ingestMs: Int64 = 1_800_000_000_000
+
 /// The user with global index `i`: app `i % appCount`, id `user-<i>`.
 func userKey(_ i: Int) -> UserKey {
   UserKey(appId: "app-\(i % appCount)", environment: .production, userId: "user-\(i)")
@@ -189,7 +192,7 @@ func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport 
           while call < calls {
             let first = next + call * usersPerCall
             let last = min(first + usersPerCall, targetUsers)
-            _ = try await store.ingest((first..<last).map(purchases))
+            _ = try await store.ingest((first..<last).map(purchases), atMs: ingestMs)
             call += writers
           }
         }
@@ -330,7 +333,7 @@ func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport 
         var call = 0
         while now() - mixedStart < mixedSeconds {
           let first = base + (call * writers + w) * usersPerCall
-          _ = try await store.ingest((first..<(first + usersPerCall)).map(purchases))
+          _ = try await store.ingest((first..<(first + usersPerCall)).map(purchases), atMs: ingestMs)
           users += usersPerCall
           call += 1
         }

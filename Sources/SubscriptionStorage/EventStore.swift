@@ -51,7 +51,7 @@ public struct EventQuery: Sendable, Hashable {
 
 /// The durable event log.
 ///
-/// Writing: every write of purchase data (``Store/ingest(_:)``, ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``)
+/// Writing: every write of purchase data (``Store/ingest(_:atMs:)``, ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``)
 /// derives the events of what it changed with the domain's pure derivation and appends them **in
 /// the same commit**, deduplicated by ``SubscriptionDomain/SubscriptionEvent/eventId`` (an event
 /// already in the log is never appended again: re-importing the same data appends nothing). The

@@ -9,35 +9,30 @@ import Synchronization
 /// try await store.createTenant(TenantRecord(tenantId: "t1", name: "Acme", createdMs: 0))
 /// ```
 public final class InMemoryStore: Store {
-  private struct UserData {
-    var transactions: [String: Transaction] = [:]
-    /// Per original transaction id: the renewal info, or its removal by a snapshot.
-    var renewalInfos: [String: RenewalInfoVersion] = [:]
-  }
-
-  private struct State {
+  struct State {
     var tenants: [String: TenantRecord] = [:]
     var apps: [String: AppRecord] = [:]
     var secrets: [String: SharedSecrets] = [:]
     var products: [String: [String: Product]] = [:]
     var entitlements: [String: [String: EntitlementDefinition]] = [:]
     var keys: [String: ApiKeyRecord] = [:]
-    var users: [UserKey: UserData] = [:]
+    var users: [UserKey: UserPurchaseState] = [:]
     var notifications: [[String]: Int64] = [:]
     var audit: [AuditEntry] = []
     var receipts: [UserKey: StoredReceipt] = [:]
     var inAppPurchaseKeys: [String: InAppPurchaseKey] = [:]
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     var reconciliations: [String: Reconciliation] = [:]
+    var eventLog = InMemoryEventLog()
   }
 
-  private struct Reconciliation {
+  struct Reconciliation {
     var reconciledThroughMs: Int64?
     var owner: String?
     var leaseUntilMs: Int64 = 0
   }
 
-  private let state = Mutex(State())
+  let state = Mutex(State())
 
   /// An empty store.
   public init() {}
@@ -59,7 +54,7 @@ public final class InMemoryStore: Store {
 
   /// Runs `body` under the lock. Every body validates before it mutates, so a thrown error leaves
   /// the state untouched (all-or-nothing, like a transaction) without copying the whole state.
-  private func withState<T>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
+  func withState<T>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
     let result: Result<T, StoreError> = state.withLock { s in
       do throws(StoreError) {
         return .success(try body(&s))
@@ -309,6 +304,7 @@ public final class InMemoryStore: Store {
           }
           if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
           s.historySyncs[user] = nil
+          s.eventLog.erase(user)
         }
       }
       return erased
@@ -372,37 +368,41 @@ public final class InMemoryStore: Store {
 
   // MARK: Purchase data
 
-  private static func apply(_ batch: [UserPurchases], to s: inout State) throws(StoreError)
-    -> IngestSummary
+  private static func apply(_ batch: [UserPurchases], atMs: Int64, to s: inout State)
+    throws(StoreError) -> IngestSummary
   {
     for update in batch where s.apps[update.user.appId] == nil {
       throw StoreError.notFound("app", update.user.appId)
     }
     var summary = IngestSummary()
     for update in batch {
-      var data = s.users[update.user] ?? UserData()
+      let before = s.users[update.user] ?? UserPurchaseState()
+      var data = before
       // The domain's merge decides (rules 13, 14); see the Store protocol.
       for t in update.transactions {
-        let old = data.transactions[t.transactionId]
-        if let old, !t.supersedes(old) { continue }
-        data.transactions[t.transactionId] = t
+        guard let old = data.merge(t) else { continue }
         if isCountedChange(t, replacing: old) { summary.transactionsWritten += 1 }
       }
       for version in update.renewalInfoVersions {
-        let old = data.renewalInfos[version.originalTransactionId]
-        if let old, !version.supersedes(old) { continue }
-        data.renewalInfos[version.originalTransactionId] = version
+        guard let old = data.merge(version) else { continue }
         if isCountedChange(version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
+      if data == before { continue }
       if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
+      summary.eventsAppended +=
+        logEvents(of: update.user, before: before, after: data, atMs: atMs, in: &s).count
     }
     return summary
   }
 
-  /// See ``Store/ingest(_:)``.
-  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
+  /// See ``Store/ingest(_:atMs:)``.
+  public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
+    -> IngestSummary
+  {
     try StoreValidation.validate(batch)
-    return try withState { (s: inout State) throws(StoreError) in try Self.apply(batch, to: &s) }
+    return try withState { (s: inout State) throws(StoreError) in
+      try Self.apply(batch, atMs: atMs, to: &s)
+    }
   }
 
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
@@ -413,7 +413,7 @@ public final class InMemoryStore: Store {
     return try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
       if s.notifications[[appId, notificationId]] != nil { return false }
-      _ = try Self.apply(updates, to: &s)
+      _ = try Self.apply(updates, atMs: receivedMs, to: &s)
       s.notifications[[appId, notificationId]] = receivedMs
       return true
     }
@@ -436,16 +436,8 @@ public final class InMemoryStore: Store {
     }
   }
 
-  private static func history(_ user: UserKey, _ s: State) -> UserHistory {
-    guard let data = s.users[user] else { return UserHistory(user: user) }
-    return UserHistory(
-      user: user,
-      transactions: data.transactions.values.sorted {
-        ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
-      },
-      renewalInfos: data.renewalInfos.values.compactMap(\.renewalInfo).sorted {
-        $0.originalTransactionId < $1.originalTransactionId
-      })
+  static func history(_ user: UserKey, _ s: State) -> UserHistory {
+    (s.users[user] ?? UserPurchaseState()).history(of: user)
   }
 
   /// See ``Store/history(of:)``.

@@ -140,11 +140,15 @@ public struct IngestSummary: Sendable, Hashable {
   public var transactionsWritten: Int
   /// Renewal infos inserted, replaced or removed (likewise).
   public var renewalInfosWritten: Int
+  /// Events appended to the log in the same commit (``EventLogStore``): when positive, watchers
+  /// and the webhook dispatcher have something new to read.
+  public var eventsAppended: Int
 
   /// Creates a summary.
-  public init(transactionsWritten: Int = 0, renewalInfosWritten: Int = 0) {
+  public init(transactionsWritten: Int = 0, renewalInfosWritten: Int = 0, eventsAppended: Int = 0) {
     self.transactionsWritten = transactionsWritten
     self.renewalInfosWritten = renewalInfosWritten
+    self.eventsAppended = eventsAppended
   }
 }
 
@@ -169,7 +173,7 @@ public struct IngestSummary: Sendable, Hashable {
 ///   remembered with the snapshot's time (never returned by reads), so an older renewal info that
 ///   arrives later does not come back.
 /// - Lists that can grow are paged with opaque cursors.
-public protocol Store: Sendable {
+public protocol Store: EventLogStore {
   // MARK: Tenants
 
   /// Creates a tenant.
@@ -287,12 +291,13 @@ public protocol Store: Sendable {
   // MARK: Purchase data
 
   /// Upserts many users' transactions and renewal infos (and applies their renewal-info snapshots)
-  /// in one durable commit.
+  /// in one durable commit, with the events they cause (``EventLogStore``: derived at `atMs`, the
+  /// events' ``SubscriptionDomain/SubscriptionEvent/detectedMs``).
   /// - Throws: `notFound` if an app does not exist (nothing of the batch is stored).
-  func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary
+  func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError) -> IngestSummary
   /// Applies a notification exactly once: if `notificationId` is new for the app, records it and
-  /// upserts `updates` atomically and returns `true`; if it was seen before, changes nothing and
-  /// returns `false`.
+  /// upserts `updates` atomically (with the events they cause, detected at `receivedMs`) and returns
+  /// `true`; if it was seen before, changes nothing and returns `false`.
   /// - Throws: `notFound` if an app does not exist.
   func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]

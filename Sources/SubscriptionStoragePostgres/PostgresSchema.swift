@@ -20,6 +20,8 @@ struct PostgresMigration {
 enum PostgresSchema {
   /// The advisory lock key that serializes migrations of instances starting at the same time.
   static let migrationLock: Int64 = 0x5375_6273_7461_7475  // "Substatu"
+  /// The transaction-level advisory lock under which event sequences are taken (see migration 7).
+  static let eventLogLock: Int64 = 0x5375_6245_7665_6E74  // "SubEvent"
 
   static let migrations: [PostgresMigration] = [
     PostgresMigration(
@@ -195,6 +197,37 @@ enum PostgresSchema {
           payload BYTEA NOT NULL,
           PRIMARY KEY(app_id, entitlement_id)
         );
+        """),
+    // DESIGN "Events out": the durable event log, written in the same transaction as the purchase
+    // data that caused the events. Sequences come from `event_sequence`, taken only under the
+    // transaction-level advisory lock `PostgresSchema.eventLogLock` (held until commit), so they
+    // increase in commit order across instances; `event_id` is UNIQUE (deduplication). One row per
+    // user that events were derived for: through when its changes by time alone are logged, and its
+    // next one, indexed by when it is due (the transition scheduler).
+    PostgresMigration(
+      version: 7, description: "the event log and each user's event schedule",
+      sql: """
+        CREATE SEQUENCE event_sequence AS BIGINT;
+        CREATE TABLE events(
+          sequence BIGINT PRIMARY KEY,
+          event_id TEXT COLLATE "C" NOT NULL UNIQUE,
+          app_id TEXT COLLATE "C" NOT NULL,
+          user_key BIGINT NOT NULL REFERENCES users(user_key),
+          environment TEXT NOT NULL,
+          type TEXT NOT NULL,
+          occurred_ms BIGINT NOT NULL,
+          payload BYTEA NOT NULL
+        );
+        CREATE INDEX events_by_app ON events(app_id, sequence);
+        CREATE INDEX events_by_user ON events(user_key, sequence);
+
+        CREATE TABLE event_schedules(
+          user_key BIGINT PRIMARY KEY REFERENCES users(user_key),
+          logged_through_ms BIGINT NOT NULL,
+          next_transition_ms BIGINT
+        );
+        CREATE INDEX event_schedules_by_due ON event_schedules(next_transition_ms)
+          WHERE next_transition_ms IS NOT NULL;
         """),
   ]
 

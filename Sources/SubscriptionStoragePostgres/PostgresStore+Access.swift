@@ -111,8 +111,8 @@ extension PostgresStore {
       try requireApp(db, appId)
       var erased = UserErasure()
       for userId in ids {
-        // FOR UPDATE: a concurrent ingest for these users (which holds a key-share lock on the
-        // rows it references) finishes first, so no row of theirs is left behind.
+        // FOR UPDATE: a concurrent ingest or transition run for these users (which holds a lock
+        // on the user's row) finishes first, so no row of theirs is left behind.
         let keys = try db.query(
           "SELECT user_key FROM users WHERE app_id = $1 AND user_id = $2 ORDER BY user_key FOR UPDATE",
           [.text(appId), .text(userId)]
@@ -123,6 +123,7 @@ extension PostgresStore {
           erased.renewalInfos += try db.run("DELETE FROM renewal_infos WHERE user_key = $1", [.int(key)])
           try db.run("DELETE FROM renewal_info_removals WHERE user_key = $1", [.int(key)])
           erased.receipts += try db.run("DELETE FROM receipts WHERE user_key = $1", [.int(key)])
+          try Self.eraseEvents(db, key)
           try db.run("DELETE FROM users WHERE user_key = $1", [.int(key)])
         }
         try db.run(

@@ -42,27 +42,17 @@ enum PostgresQueries {
     INSERT INTO users(app_id, environment, user_id) VALUES($1, $2, $3)
     ON CONFLICT (app_id, environment, user_id) DO NOTHING RETURNING user_key
     """
-  static let storedTransaction = """
-    SELECT payload FROM transactions WHERE user_key = $1 AND transaction_id = $2 FOR UPDATE
-    """
-  static let insertTransaction = """
+  static let upsertTransaction = """
     INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
       signed_ms, payload) VALUES($1, $2, $3, $4, $5, $6)
-    ON CONFLICT (user_key, transaction_id) DO NOTHING
+    ON CONFLICT (user_key, transaction_id) DO UPDATE SET
+      original_transaction_id = excluded.original_transaction_id, purchase_ms = excluded.purchase_ms,
+      signed_ms = excluded.signed_ms, payload = excluded.payload
     """
-  static let updateTransaction = """
-    UPDATE transactions SET original_transaction_id = $3, purchase_ms = $4, signed_ms = $5,
-      payload = $6 WHERE user_key = $1 AND transaction_id = $2
-    """
-  /// Serializes the renewal-info decisions of one user across instances (a renewal info and its
-  /// removal live in two tables, and an absent row cannot be locked). `NO KEY UPDATE` does not
-  /// conflict with the key-share locks that inserts of the user's rows take.
+  /// Serializes the writes of one user's data across instances (the merge decides on rows read
+  /// under it, and absent rows cannot be locked). `NO KEY UPDATE` does not conflict with the
+  /// key-share locks that inserts of the user's rows take.
   static let lockUser = "SELECT 1 FROM users WHERE user_key = $1 FOR NO KEY UPDATE"
-  static let storedRenewalInfo = """
-    SELECT 0, payload, NULL::BIGINT FROM renewal_infos WHERE user_key = $1 AND original_transaction_id = $2
-    UNION ALL
-    SELECT 1, NULL::BYTEA, as_of_ms FROM renewal_info_removals WHERE user_key = $1 AND original_transaction_id = $2
-    """
   static let upsertRenewalInfo = """
     INSERT INTO renewal_infos (user_key, original_transaction_id, signed_ms, payload)
     VALUES($1, $2, $3, $4)
@@ -532,7 +522,7 @@ extension PostgresStore: Store {
   // MARK: Purchase data
 
   /// The user's key, created if needed (a concurrent creator's row is found, not duplicated).
-  private static func userKey(_ db: PGConnection, _ user: UserKey) throws(StoreError) -> Int64 {
+  static func userKey(_ db: PGConnection, _ user: UserKey) throws(StoreError) -> Int64 {
     let values: [PGValue] = [
       .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
     ]
@@ -543,46 +533,60 @@ extension PostgresStore: Store {
     throw StoreError(.internalError, "cannot create the user row of \(user.userId)")
   }
 
-  private static func apply(_ batch: [EncodedPurchases], _ db: PGConnection) throws(StoreError)
-    -> IngestSummary
-  {
+  /// Applies the batch and logs the events it causes at `atMs`. Each user's row is locked first
+  /// (`FOR NO KEY UPDATE`: every write of a user's data, on any instance, takes it), so the user's
+  /// stored rows, read once, are what the domain's merge decides on and the events' "before"; the
+  /// "after" is that state with the merge's decisions applied. The events are appended last.
+  private static func apply(
+    _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
+  ) throws(StoreError) -> IngestSummary {
     for appId in Set(batch.map(\.user.appId)).sorted() {
       guard try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(appId)]) else {
         throw StoreError.notFound("app", appId)
       }
     }
     var summary = IngestSummary()
+    var pending: [PendingEvents] = []
     for update in lockOrder(batch) {
       if update.isEmpty { continue }
       let key = try userKey(db, update.user)
-      for t in stableSorted(update.transactions, by: \.transactionId)
-      where try upsert(t, key: key, db) {
-        summary.transactionsWritten += 1
-      }
-      if update.renewalInfos.isEmpty { continue }
       _ = try db.query(PostgresQueries.lockUser, [.int(key)])
-      for r in stableSorted(update.renewalInfos, by: \.originalTransactionId)
-      where try upsert(r, key: key, db) {
-        summary.renewalInfosWritten += 1
+      let before = try purchaseState(db, key)
+      var state = before
+      var changed = false
+      for t in update.transactions {
+        guard let old = state.merge(t.transaction) else { continue }
+        changed = true
+        try db.run(
+          PostgresQueries.upsertTransaction,
+          [
+            .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
+            .optional(t.signedMs), .bytes(t.payload),
+          ])
+        if isCountedChange(t.transaction, replacing: old) { summary.transactionsWritten += 1 }
+      }
+      for r in update.renewalInfos {
+        guard let old = state.merge(r.version) else { continue }
+        changed = true
+        try write(r, replacing: old, key: key, db)
+        if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
+      }
+      if changed {
+        pending.append(
+          try deriveWrite(
+            db, user: update.user, key: key, before: before, after: state, atMs: atMs,
+            catalogs: catalogs))
       }
     }
+    summary.eventsAppended = try appendEvents(db, pending).count
     return summary
   }
 
-  /// Applies one renewal info or removal (the user row is locked); returns whether it is a counted
-  /// change. The domain's ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` decides.
-  private static func upsert(_ r: EncodedRenewalInfo, key: Int64, _ db: PGConnection)
-    throws(StoreError) -> Bool
-  {
+  /// Writes one renewal info or removal that the domain's merge chose over `old`.
+  private static func write(
+    _ r: EncodedRenewalInfo, replacing old: RenewalInfoVersion?, key: Int64, _ db: PGConnection
+  ) throws(StoreError) {
     let ids: [PGValue] = [.int(key), .text(r.originalTransactionId)]
-    var old: RenewalInfoVersion?
-    if let row = try db.first(PostgresQueries.storedRenewalInfo, ids) {
-      old =
-        row.int(0) == 0
-        ? .present(try PayloadCodec.decodeRenewalInfo(row.bytes(1), originalTransactionId: r.originalTransactionId))
-        : .removed(originalTransactionId: r.originalTransactionId, asOfDate: row.optionalInt(2))
-    }
-    if let old, !r.version.supersedes(old) { return false }
     if let payload = r.payload {
       _ = try db.run(PostgresQueries.upsertRenewalInfo, ids + [.optional(r.signedMs), .bytes(payload)])
       if case .removed? = old { _ = try db.run(PostgresQueries.deleteRenewalInfoRemoval, ids) }
@@ -590,18 +594,12 @@ extension PostgresStore: Store {
       _ = try db.run(PostgresQueries.upsertRenewalInfoRemoval, ids + [.optional(r.version.appleClock)])
       if case .present? = old { _ = try db.run(PostgresQueries.deleteRenewalInfo, ids) }
     }
-    return isCountedChange(r.version, replacing: old)
   }
 
   /// The batch in one canonical order (user, then ids), so concurrent writers on other instances
   /// lock rows in the same order and do not deadlock. Stable: updates of one record keep their order.
   private static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
     stableSorted(batch) { [$0.user.appId, $0.user.environment.rawValue, $0.user.userId] }
-  }
-
-  private static func stableSorted<T, K: Comparable>(_ items: [T], by key: (T) -> K) -> [T] {
-    items.enumerated().sorted { (key($0.element), $0.offset) < (key($1.element), $1.offset) }
-      .map(\.element)
   }
 
   private static func stableSorted<T>(_ items: [T], by key: (T) -> [String]) -> [T] {
@@ -611,39 +609,16 @@ extension PostgresStore: Store {
     }.map(\.element)
   }
 
-  /// Upserts one transaction; returns whether it wrote a counted change. The stored version is read
-  /// `FOR UPDATE`, so no other instance changes it between the domain's decision and the write.
-  private static func upsert(_ t: EncodedTransaction, key: Int64, _ db: PGConnection)
-    throws(StoreError) -> Bool
+  /// See ``Store/ingest(_:atMs:)``.
+  public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
+    -> IngestSummary
   {
-    let values: [PGValue] = [
-      .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
-      .optional(t.signedMs), .bytes(t.payload),
-    ]
-    for _ in 0..<3 {
-      if let stored = try db.first(
-        PostgresQueries.storedTransaction, [.int(key), .text(t.transactionId)])
-      {
-        let bytes = stored.bytes(0)
-        if bytes == t.payload { return false }
-        let old = try PayloadCodec.decodeTransaction(
-          bytes, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
-          purchaseDate: t.purchaseMs)
-        if !t.transaction.supersedes(old) { return false }
-        return try db.run(PostgresQueries.updateTransaction, values) == 1
-          && isCountedChange(t.transaction, replacing: old)
-      }
-      // Absent: insert; if another instance inserted it meanwhile, read its version and decide.
-      if try db.run(PostgresQueries.insertTransaction, values) == 1 { return true }
-    }
-    throw StoreError(.internalError, "cannot upsert transaction \(t.transactionId)")
-  }
-
-  /// See ``Store/ingest(_:)``.
-  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
     try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
-    return try await pool.transaction { db throws(StoreError) in try Self.apply(encoded, db) }
+    let catalogs = eventCatalogs
+    return try await pool.transaction { db throws(StoreError) in
+      try Self.apply(encoded, atMs: atMs, db, catalogs: catalogs)
+    }
   }
 
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``. The primary key of
@@ -654,6 +629,7 @@ extension PostgresStore: Store {
   ) async throws(StoreError) -> Bool {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
+    let catalogs = eventCatalogs
     return try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
       let claimed = try db.run(
@@ -662,7 +638,7 @@ extension PostgresStore: Store {
         ON CONFLICT (app_id, notification_id) DO NOTHING
         """, [.text(appId), .text(notificationId), .int(receivedMs)])
       guard claimed == 1 else { return false }
-      _ = try Self.apply(encoded, db)
+      _ = try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
       return true
     }
   }

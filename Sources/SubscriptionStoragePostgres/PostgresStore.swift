@@ -11,14 +11,15 @@ import Synchronization
 /// - Statements are prepared once per connection; results come back in libpq's binary format.
 /// - Durability: a method returns after `COMMIT`, which PostgreSQL makes durable (WAL flushed with the
 ///   server's default `synchronous_commit=on`).
-/// - Concurrency across instances: every upsert runs in one READ COMMITTED transaction. A transaction
-///   is upserted after its stored version was read `FOR UPDATE`, so the domain's
-///   ``SubscriptionDomain/Transaction/supersedes(_:)`` decides on the row no other instance can
-///   change meanwhile; renewal infos and their removals by snapshots are decided by
-///   ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` under a `FOR NO KEY UPDATE` lock of
-///   the user's row (an absent row cannot be locked); a notification id is claimed by the primary
+/// - Concurrency across instances: every upsert runs in one READ COMMITTED transaction that first
+///   locks the user's row `FOR NO KEY UPDATE`, then reads the user's stored data once: the domain's
+///   ``SubscriptionDomain/Transaction/supersedes(_:)`` and
+///   ``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` decide on rows no other instance can
+///   change meanwhile (an absent row cannot be locked, the user's row can), and the same data is
+///   the "before" of the events the write logs; a notification id is claimed by the primary
 ///   key of `notifications` in the same transaction as its data, so one notification delivered to
-///   two instances is applied once.
+///   two instances is applied once. Event sequences are taken last, under an advisory lock held
+///   until commit, so they become visible in increasing order (see `PostgresStore+Events.swift`).
 ///   Deadlocks between instances are retried.
 /// - No read cache: another instance may change any row, so tenants, apps and keys are read from the
 ///   database every time (primary-key lookups).
@@ -60,6 +61,9 @@ public final class PostgresStore: Sendable {
   private let closed = Mutex(false)
   /// Last-used times already written per key id by this instance (`touchApiKey` coalescing).
   let touchedKeys = Mutex<[String: Int64]>([:])
+  /// Catalogs for the event derivation of writes, checked against the stored bytes every time
+  /// (another instance may change a catalog).
+  let eventCatalogs = EventCatalogCache()
 
   /// Connects, applies pending migrations and starts the pool threads.
   /// - Throws: `StoreError.unavailable` when the server cannot be reached, `.newerSchema` for a

@@ -208,6 +208,36 @@ enum Schema {
           PRIMARY KEY(app_id, entitlement_id)
         ) WITHOUT ROWID;
         """),
+    // DESIGN "Events out": the durable event log, written in the same commit as the purchase data
+    // that caused the events. `sequence` is AUTOINCREMENT so a number is never reused, even after
+    // erasure deleted the newest events; `event_id` is UNIQUE (deduplication). The columns beside
+    // the payload (the whole event) index and filter: per app and per user in log order. One row
+    // per user that events were derived for: through when its changes by time alone are logged,
+    // and its next one, indexed by when it is due (the transition scheduler).
+    Migration(
+      version: 8, description: "the event log and each user's event schedule",
+      sql: """
+        CREATE TABLE events(
+          sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+          event_id TEXT NOT NULL UNIQUE,
+          app_id TEXT NOT NULL,
+          user_key INTEGER NOT NULL,
+          environment TEXT NOT NULL,
+          type TEXT NOT NULL,
+          occurred_ms INTEGER NOT NULL,
+          payload BLOB NOT NULL
+        );
+        CREATE INDEX events_by_app ON events(app_id, sequence);
+        CREATE INDEX events_by_user ON events(user_key, sequence);
+
+        CREATE TABLE event_schedules(
+          user_key INTEGER PRIMARY KEY,
+          logged_through_ms INTEGER NOT NULL,
+          next_transition_ms INTEGER
+        );
+        CREATE INDEX event_schedules_by_due ON event_schedules(next_transition_ms)
+          WHERE next_transition_ms IS NOT NULL;
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -115,6 +115,7 @@ extension SQLiteStore {
           try db.run("DELETE FROM renewal_info_removals WHERE user_key = ?", [.int(key)])
           try db.run("DELETE FROM receipts WHERE user_key = ?", [.int(key)])
           erased.receipts += db.changes
+          try Self.eraseEvents(db, key)
           try db.run("DELETE FROM users WHERE user_key = ?", [.int(key)])
         }
         try db.run(

@@ -559,7 +559,7 @@ extension SQLiteStore: Store {
 
   // MARK: Purchase data
 
-  private static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool)
+  static func userKey(_ db: SQLiteConnection, _ user: UserKey, create: Bool)
     throws(StoreError)
     -> Int64?
   {
@@ -574,9 +574,12 @@ extension SQLiteStore: Store {
     return db.lastInsertRowID
   }
 
-  private static func apply(_ batch: [EncodedPurchases], _ db: SQLiteConnection) throws(StoreError)
-    -> IngestSummary
-  {
+  /// Applies the batch and logs the events it causes at `atMs`. Each user's stored rows are read
+  /// once: the merge decides on them and they are the events' "before"; the "after" is that state
+  /// with the merge's decisions applied.
+  private static func apply(
+    _ batch: [EncodedPurchases], atMs: Int64, _ db: SQLiteConnection, catalogs: EventCatalogCache
+  ) throws(StoreError) -> IngestSummary {
     var checked = Set<String>()
     for update in batch where !checked.contains(update.user.appId) {
       try requireApp(db, update.user.appId)
@@ -586,20 +589,13 @@ extension SQLiteStore: Store {
     for update in batch {
       if update.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
+      let before = try purchaseState(db, key)
+      var state = before
+      var changed = false
       // The domain's merge decides on the stored row (rules 13, 14); see the Store protocol.
       for t in update.transactions {
-        var old: Transaction?
-        if let stored = try db.first(
-          "SELECT payload FROM transactions WHERE user_key = ? AND transaction_id = ?",
-          [.int(key), .text(t.transactionId)], { $0.blob(0) })
-        {
-          if stored == t.payload { continue }
-          let decoded = try PayloadCodec.decodeTransaction(
-            stored, transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
-            purchaseDate: t.purchaseMs)
-          if !t.transaction.supersedes(decoded) { continue }
-          old = decoded
-        }
+        guard let old = state.merge(t.transaction) else { continue }
+        changed = true
         try db.run(
           """
           INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
@@ -616,8 +612,8 @@ extension SQLiteStore: Store {
       }
       for r in update.renewalInfos {
         let ids: [SQLValue] = [.int(key), .text(r.originalTransactionId)]
-        let old = try storedRenewalInfo(db, ids, r.originalTransactionId)
-        if let old, !r.version.supersedes(old) { continue }
+        guard let old = state.merge(r.version) else { continue }
+        changed = true
         if let payload = r.payload {
           try db.run(
             """
@@ -642,29 +638,26 @@ extension SQLiteStore: Store {
         }
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
+      if changed {
+        summary.eventsAppended += try logEvents(
+          db, user: update.user, key: key, before: before, after: state, atMs: atMs,
+          catalogs: catalogs
+        ).count
+      }
     }
     return summary
   }
 
-  /// The stored version of a renewal info: its row, else its removal, else `nil`.
-  private static func storedRenewalInfo(_ db: SQLiteConnection, _ ids: [SQLValue], _ originalTransactionId: String)
-    throws(StoreError) -> RenewalInfoVersion?
+  /// See ``Store/ingest(_:atMs:)``.
+  public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
+    -> IngestSummary
   {
-    if let payload = try db.first(
-      "SELECT payload FROM renewal_infos WHERE user_key = ? AND original_transaction_id = ?", ids, { $0.blob(0) })
-    {
-      return .present(try PayloadCodec.decodeRenewalInfo(payload, originalTransactionId: originalTransactionId))
-    }
-    return try db.first(
-      "SELECT as_of_ms FROM renewal_info_removals WHERE user_key = ? AND original_transaction_id = ?", ids
-    ) { r in RenewalInfoVersion.removed(originalTransactionId: originalTransactionId, asOfDate: r.optionalInt(0)) }
-  }
-
-  /// See ``Store/ingest(_:)``.
-  public func ingest(_ batch: [UserPurchases]) async throws(StoreError) -> IngestSummary {
     try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
-    return try await writer.write { db throws(StoreError) in try Self.apply(encoded, db) }
+    let catalogs = eventCatalogs
+    return try await writer.write { db throws(StoreError) in
+      try Self.apply(encoded, atMs: atMs, db, catalogs: catalogs)
+    }
   }
 
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
@@ -673,6 +666,7 @@ extension SQLiteStore: Store {
   ) async throws(StoreError) -> Bool {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
+    let catalogs = eventCatalogs
     return try await writer.write { db throws(StoreError) in
       try requireApp(db, appId)
       try db.run(
@@ -681,7 +675,7 @@ extension SQLiteStore: Store {
         ON CONFLICT(app_id, notification_id) DO NOTHING
         """, [.text(appId), .text(notificationId), .int(receivedMs)])
       guard db.changes == 1 else { return false }
-      _ = try Self.apply(encoded, db)
+      _ = try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
       return true
     }
   }

@@ -99,6 +99,8 @@ public final class SQLiteStore: Sendable {
   let cache = ReadCache()
   /// The `user_key`s of users already read (see ``UserKeyCache``).
   let userKeys: UserKeyCache
+  /// Catalogs for the event derivation of writes (see `EventCatalogCache`).
+  let eventCatalogs = EventCatalogCache()
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file

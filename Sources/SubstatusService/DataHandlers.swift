@@ -95,7 +95,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
         UserPurchases(
           user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
           renewalInfoSnapshot: response.renewalInfoSnapshot)
-      ])
+      ], atMs: self.environment.now())
     }
     metrics.ingested(summary.transactionsWritten)
     let history = try await stored { () throws(StoreError) in try await store.history(of: user) }
@@ -189,7 +189,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
           existingRenewals[r.originalTransactionId].map { !r.supersedes($0) || r.saysSame(as: $0) ? .unchanged : .updated } ?? .created
       }
     }
-    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch) }
+    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
     return outcomes
   }

@@ -1,7 +1,8 @@
 // substatus-storage-crashtest: ingests transactions into a SQLite store as fast as it can and, after
 // each acknowledged ingest, appends the acknowledged transaction ids to a side file. The crash test
 // (Tests/SubscriptionStorageTests/CrashDurabilityTests.swift) kills it with SIGKILL at random moments
-// and checks that every id in the side file is in the database.
+// and checks that every id in the side file is in the database, with the event it caused logged
+// exactly once (events are derived and appended in the ingest's commit).
 //
 // Usage: substatus-storage-crashtest --db PATH --acked PATH --run N [--writers N] [--batch N]
 import Foundation
@@ -85,7 +86,7 @@ await withTaskGroup(of: Void.self) { group in
         }
         let user = UserKey(appId: "a1", environment: .production, userId: "u\(w)-\(counter % 97)")
         do {
-          _ = try await store.ingest([UserPurchases(user: user, transactions: transactions)])
+          _ = try await store.ingest([UserPurchases(user: user, transactions: transactions)], atMs: Int64(Date().timeIntervalSince1970 * 1000))
         } catch {
           fail("ingest failed: \(error)")
         }

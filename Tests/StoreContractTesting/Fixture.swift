@@ -3,6 +3,9 @@ import SubscriptionStorage
 
 /// Test data builders shared by the store test targets.
 public enum Fixture {
+  /// The time the contract's writes happen at (`ingest(_:atMs:)`): after every fixture purchase.
+  public static let now: Int64 = 1_000_000_000
+
   /// A tenant with a fixed creation time.
   public static func tenant(_ id: String = "t1") -> TenantRecord {
     TenantRecord(tenantId: id, name: "Tenant \(id)", createdMs: 1_000)

@@ -16,7 +16,7 @@ extension StoreContract {
     let user = Fixture.user("u1")
     _ = try await store.ingest([
       UserPurchases(user: user, transactions: [Fixture.transaction("t1", product: "monthly", purchase: 10, expires: 20)])
-    ])
+    ], atMs: Fixture.now)
 
     #expect(try await store.deleteProducts(appId: "a1", productIds: ["nope", "lifetime", "monthly", "lifetime"]) == ["lifetime", "monthly"])
     #expect(try await store.products(appId: "a1") == [yearly])
@@ -60,7 +60,7 @@ extension StoreContract {
     // Erasing again erases nothing; the same id starts afresh, with only what comes after.
     #expect(try await store.deleteUsers(appId: "a1", userIds: [ErasureFixture.userId]) == UserErasure())
     let user = Fixture.user(ErasureFixture.userId)
-    _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("new1", purchase: 500, expires: 600)])])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("new1", purchase: 500, expires: 600)])], atMs: Fixture.now)
     #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["new1"])
     #expect(try await store.renewalInfoCount(of: user) == 0)
     await expectStoreError(.notFound) { try await store.deleteUsers(appId: "zz", userIds: ["u"]) }
@@ -113,14 +113,14 @@ public enum ErasureFixture {
         transactions: [Fixture.transaction("tx-\(marker)-apple", original: originalTransactionId, purchase: 300, expires: 400)]),
       UserPurchases(user: Fixture.user(otherUserId), transactions: [Fixture.transaction("keep-1", purchase: 100, expires: 200)]),
       UserPurchases(user: Fixture.user(userId, app: "a2"), transactions: [Fixture.transaction("keep-a2", purchase: 100, expires: 200)]),
-    ])
+    ], atMs: Fixture.now)
     // A snapshot that lacks the third subscription's renewal info records its removal.
     _ = try await store.ingest([
       UserPurchases(
         user: user, transactions: [Fixture.transaction("otx-\(marker)-3", purchase: 150, expires: 250)],
         renewalInfos: [],
         renewalInfoSnapshot: RenewalInfoSnapshot(originalTransactionIds: ["otx-\(marker)-3"], asOfDate: 400)),
-    ])
+    ], atMs: Fixture.now)
     for u in [user, sandbox, Fixture.user(otherUserId)] {
       try await store.saveReceipt(
         StoredReceipt(user: u, receiptData: u.userId == otherUserId ? "keep-receipt" : "receipt-\(marker)", nextDueMs: 1_000))

@@ -18,33 +18,33 @@ extension StoreContract {
     // Both orders: the receipt with the refund is newer than the StoreKit 2 copy and wins.
     for (n, order) in [[storeKit, refundedReceipt], [refundedReceipt, storeKit]].enumerated() {
       let user = Fixture.user("order\(n)")
-      for copy in order { _ = try await store.ingest([UserPurchases(user: user, transactions: [copy])]) }
+      for copy in order { _ = try await store.ingest([UserPurchases(user: user, transactions: [copy])], atMs: Fixture.now) }
       #expect(try await store.history(of: user).transactions == [refundedReceipt])
     }
     let user = Fixture.user("order0")
     // A tie on the clock, and a copy of unknown time, leave the revocation.
     let tie = Fixture.transaction("1", purchase: 10, expires: 100, signed: 30)
     let undated = Fixture.transaction("1", purchase: 10, expires: 100)
-    let s = try await store.ingest([UserPurchases(user: user, transactions: [tie, undated])])
+    let s = try await store.ingest([UserPurchases(user: user, transactions: [tie, undated])], atMs: Fixture.now)
     #expect(s.transactionsWritten == 0)
     #expect(try await store.history(of: user).transactions == [refundedReceipt])
     // A strictly newer copy without the revocation reverses the refund (REFUND_REVERSED)...
     let reversed = Fixture.transaction("1", purchase: 10, expires: 100, signed: 31)
-    #expect(try await store.ingest([UserPurchases(user: user, transactions: [reversed])]).transactionsWritten == 1)
+    #expect(try await store.ingest([UserPurchases(user: user, transactions: [reversed])], atMs: Fixture.now).transactionsWritten == 1)
     #expect(try await store.history(of: user).transactions == [reversed])
     // ...and a newer copy that says the same is stored (its time matters) but not counted.
     let later = dated(Fixture.transaction("1", purchase: 10, expires: 100), 40)
-    #expect(try await store.ingest([UserPurchases(user: user, transactions: [later])]).transactionsWritten == 0)
+    #expect(try await store.ingest([UserPurchases(user: user, transactions: [later])], atMs: Fixture.now).transactionsWritten == 0)
     #expect(try await store.history(of: user).transactions == [later])
     // Now the refund of time 30 is older than what is stored: it stays reversed.
-    _ = try await store.ingest([UserPurchases(user: user, transactions: [refundedReceipt])])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [refundedReceipt])], atMs: Fixture.now)
     #expect(try await store.history(of: user).transactions == [later])
     // A revocation of unknown time is never undone.
     let undatedRefund = Fixture.transaction("1", purchase: 10, expires: 100, revoked: 50)
-    _ = try await store.ingest([UserPurchases(user: user, transactions: [undatedRefund])])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [undatedRefund])], atMs: Fixture.now)
     _ = try await store.ingest([
       UserPurchases(user: user, transactions: [Fixture.transaction("1", purchase: 10, expires: 100, signed: 900)])
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: user).transactions == [undatedRefund])
   }
 
@@ -66,7 +66,7 @@ extension StoreContract {
       UserPurchases(
         user: user, transactions: [t1, t2, consumable], renewalInfos: [grace1, renewal2],
         renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1, t2, consumable], asOfDate: 110))
-    ])
+    ], atMs: Fixture.now)
     #expect(first.renewalInfosWritten == 2)
     // A newer body lacks subscription 1's renewal info: it is removed, in the same commit.
     let newer = dated(Fixture.renewal("2"), 120)
@@ -74,7 +74,7 @@ extension StoreContract {
       UserPurchases(
         user: user, transactions: [t1, t2], renewalInfos: [newer],
         renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1, t2], asOfDate: 120))
-    ])
+    ], atMs: Fixture.now)
     #expect(second.renewalInfosWritten == 1)  // the removal; renewal 2 only got newer
     #expect(try await store.history(of: user).renewalInfos == [newer])
     // The removal is remembered: the older renewal info arriving late does not come back, by
@@ -84,32 +84,32 @@ extension StoreContract {
         user: user, transactions: [t1], renewalInfos: [grace1],
         renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1], asOfDate: 110)),
       UserPurchases(user: user, renewalInfos: [dated(Fixture.renewal("1"), 115)]),
-    ])
+    ], atMs: Fixture.now)
     #expect(late.renewalInfosWritten == 0)
     #expect(try await store.history(of: user).renewalInfos == [newer])
     // An older snapshot never removes what a newer copy holds.
     _ = try await store.ingest([
       UserPurchases(user: user, transactions: [t2], renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t2], asOfDate: 119))
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: user).renewalInfos == [newer])
     // A signed renewal info newer than the removal brings subscription 1 back; one signed renewal
     // info replaces only its own.
     let resubscribed = Fixture.renewal("1", signed: 130)
-    #expect(try await store.ingest([UserPurchases(user: user, renewalInfos: [resubscribed])]).renewalInfosWritten == 1)
+    #expect(try await store.ingest([UserPurchases(user: user, renewalInfos: [resubscribed])], atMs: Fixture.now).renewalInfosWritten == 1)
     #expect(try await store.history(of: user).renewalInfos == [resubscribed, newer])
     // A snapshot only touches its own original transactions: other users and ids are left alone.
     let other = Fixture.user("u2")
-    _ = try await store.ingest([UserPurchases(user: other, transactions: [t1], renewalInfos: [dated(Fixture.renewal("1"), 100)])])
+    _ = try await store.ingest([UserPurchases(user: other, transactions: [t1], renewalInfos: [dated(Fixture.renewal("1"), 100)])], atMs: Fixture.now)
     _ = try await store.ingest([
       UserPurchases(user: user, transactions: [t1, t2], renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: [t1], asOfDate: 140))
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: user).renewalInfos == [newer])
     #expect(try await store.history(of: other).renewalInfos.count == 1)
     // The snapshot is validated with the rest of the batch.
     await expectStoreError(.invalidArgument) {
       _ = try await store.ingest([
         UserPurchases(user: user, renewalInfoSnapshot: RenewalInfoSnapshot(originalTransactionIds: [""], asOfDate: 1))
-      ])
+      ], atMs: Fixture.now)
     }
   }
 
@@ -135,7 +135,7 @@ extension StoreContract {
           var batch = Array(chunk)
           for i in batch.indices { batch[i].user = user }
           if Bool.random(using: &g) {
-            _ = try await store.ingest(batch)
+            _ = try await store.ingest(batch, atMs: Fixture.now)
           } else {
             _ = try await store.applyNotification(
               appId: "a1", notificationId: "\(user.userId)-\(rest.count)", receivedMs: 1, updates: batch)

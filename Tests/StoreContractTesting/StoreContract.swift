@@ -440,8 +440,8 @@ public enum StoreContract {
       UserPurchases(
         user: Fixture.user("u1"), transactions: [t1, t2], renewalInfos: [Fixture.renewal("1000")]),
       UserPurchases(user: Fixture.user("u2"), transactions: [t3]),
-    ])
-    #expect(summary == IngestSummary(transactionsWritten: 3, renewalInfosWritten: 1))
+    ], atMs: Fixture.now)
+    #expect(summary.transactionsWritten == 3 && summary.renewalInfosWritten == 1)
     let h1 = try await store.history(of: Fixture.user("u1"))
     #expect(h1.transactions == [t2, t1])
     #expect(h1.renewalInfos == [Fixture.renewal("1000")])
@@ -451,15 +451,15 @@ public enum StoreContract {
     // The same data again changes nothing; new data for an id replaces the old.
     let again = try await store.ingest([
       UserPurchases(user: Fixture.user("u1"), transactions: [t1, t2])
-    ])
-    #expect(again.transactionsWritten == 0)
+    ], atMs: Fixture.now)
+    #expect(again.transactionsWritten == 0 && again.eventsAppended == 0)
     let refunded = Fixture.transaction("1000", purchase: 300, expires: 400, revoked: 350)
     let r = try await store.ingest([
       UserPurchases(
         user: Fixture.user("u1"), transactions: [refunded],
         renewalInfos: [Fixture.renewal("1000", retry: true)])
-    ])
-    #expect(r == IngestSummary(transactionsWritten: 1, renewalInfosWritten: 1))
+    ], atMs: Fixture.now)
+    #expect(r.transactionsWritten == 1 && r.renewalInfosWritten == 1)
     let h2 = try await store.history(of: Fixture.user("u1"))
     #expect(h2.transactions == [t2, refunded])
     #expect(h2.renewalInfos.first?.isInBillingRetryPeriod == true)
@@ -474,18 +474,18 @@ public enum StoreContract {
     _ = try await store.ingest([
       UserPurchases(
         user: user, transactions: [newer], renewalInfos: [Fixture.renewal("1", signed: 500)])
-    ])
+    ], atMs: Fixture.now)
     let s = try await store.ingest([
       UserPurchases(
         user: user, transactions: [older],
         renewalInfos: [Fixture.renewal("1", signed: 400, retry: true)])
-    ])
+    ], atMs: Fixture.now)
     #expect(s == IngestSummary())
     let h = try await store.history(of: user)
     #expect(h.transactions == [newer])
     #expect(h.renewalInfos == [Fixture.renewal("1", signed: 500)])
     let newest = Fixture.transaction("1", purchase: 10, expires: 30, signed: 600)
-    _ = try await store.ingest([UserPurchases(user: user, transactions: [newest])])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [newest])], atMs: Fixture.now)
     #expect(try await store.history(of: user).transactions == [newest])
   }
 
@@ -499,7 +499,7 @@ public enum StoreContract {
         UserPurchases(
           user: Fixture.user("u2", app: "nope"),
           transactions: [Fixture.transaction("2", purchase: 1)]),
-      ])
+      ], atMs: Fixture.now)
     }
     #expect(try await store.history(of: Fixture.user("u1")).transactions.isEmpty)
   }
@@ -516,7 +516,7 @@ public enum StoreContract {
         user: Fixture.user("u2"), transactions: [Fixture.transaction("", purchase: 1)]),
       UserPurchases(user: Fixture.user("u2"), renewalInfos: [Fixture.renewal("")]),
     ] {
-      await expectStoreError(.invalidArgument) { try await store.ingest([good, bad]) }
+      await expectStoreError(.invalidArgument) { try await store.ingest([good, bad], atMs: Fixture.now) }
       await expectStoreError(.invalidArgument) {
         try await store.applyNotification(
           appId: "a1", notificationId: "n", receivedMs: 1, updates: [bad])
@@ -535,7 +535,7 @@ public enum StoreContract {
     _ = try await store.ingest([
       UserPurchases(user: Fixture.user("u1"), transactions: [prod]),
       UserPurchases(user: Fixture.user("u1", environment: .sandbox), transactions: [sandbox]),
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("u1")).transactions == [prod])
     #expect(
       try await store.history(of: Fixture.user("u1", environment: .sandbox)).transactions == [
@@ -608,7 +608,7 @@ public enum StoreContract {
       UserPurchases(
         user: Fixture.user("u4", environment: .sandbox),
         transactions: [Fixture.transaction("10", purchase: 1)]),
-    ])
+    ], atMs: Fixture.now)
     #expect(
       try await store.users(appId: "a1", environment: .production, originalTransactionId: "10")
         == ["u1", "u2"])
@@ -629,7 +629,7 @@ public enum StoreContract {
         UserPurchases(
           user: Fixture.user("u\(i)"),
           transactions: [Fixture.transaction("\(i)", purchase: Int64(i))])
-      })
+      }, atMs: Fixture.now)
     let hs = try await store.histories(
       appId: "a1", environment: .production, userIds: ["u3", "nobody", "u1"])
     #expect(hs.map(\.user.userId) == ["u3", "nobody", "u1"])
@@ -646,7 +646,7 @@ public enum StoreContract {
       Fixture.transaction("b2", purchase: 20), Fixture.transaction("b1", purchase: 20),
       Fixture.transaction("d", purchase: 40),
     ]
-    _ = try await store.ingest([UserPurchases(user: user, transactions: txs)])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: txs)], atMs: Fixture.now)
     let pages = try await collectPages(size: 2) {
       try await store.transactions(of: user, page: $0)
     }
@@ -661,7 +661,7 @@ public enum StoreContract {
       (1...5).map { i in
         UserPurchases(
           user: Fixture.user("v\(i)"), transactions: [Fixture.transaction("x\(i)", purchase: 1)])
-      })
+      }, atMs: Fixture.now)
     let users = try await collectPages(size: 4) {
       try await store.listUsers(appId: "a1", environment: .production, page: $0)
     }
@@ -709,7 +709,7 @@ public enum StoreContract {
               UserPurchases(
                 user: Fixture.user("w\(w)"),
                 transactions: [Fixture.transaction("w\(w)-\(i)", purchase: Int64(i))])
-            ])
+            ], atMs: Fixture.now)
           }
         }
       }

@@ -46,15 +46,24 @@ struct PostgresErasureTests {
     try await ErasureFixture.populate(store)
 
     let before = try await blocking { try Self.rowsMentioning(ErasureFixture.marker, url: url) }
-    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs"] {
+    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs", "events"] {
       #expect((before[table] ?? 0) > 0, "\(table) holds none of the fixture's data")
     }
 
     _ = try await store.deleteUsers(
       appId: "a1", userIds: [ErasureFixture.userId, ErasureFixture.unclaimedUserId])
     let after = try await blocking { try Self.rowsMentioning(ErasureFixture.marker, url: url) }
-    // Only the same user id in app a2, which must stay, still mentions it: its `users` row.
-    #expect(after.filter { $0.value > 0 } == ["users": 1])
+    // Only the same user id in app a2, which must stay, still mentions it: its `users` row and
+    // its events.
+    let a2Events = try await store.events(appId: "a2", query: EventQuery(), afterSequence: 0, limit: 1000)
+    #expect(!a2Events.isEmpty && a2Events.allSatisfy { $0.event.userId == ErasureFixture.userId })
+    #expect(after.filter { $0.value > 0 } == ["users": 1, "events": Int64(a2Events.count)])
+    // Event schedules hold only a user key (a foreign key to `users`): every one left belongs to a
+    // user that still exists, and the erased users had some.
+    let schedules = try await blocking {
+      try PGConnection(conninfo: url).first("SELECT count(*) FROM event_schedules")?.int(0) ?? 0
+    }
+    #expect(schedules == 2)
     #expect(Set(after.keys) == Set(before.keys))
     try await ErasureFixture.expectOthersKept(store)
   }

@@ -103,7 +103,7 @@ struct PostgresStoreTests {
             UserPurchases(user: Fixture.user("x"), transactions: [t, renewal]),
             UserPurchases(user: Fixture.user("y"), transactions: [t]),
           ]
-          _ = try await store.ingest(i % 2 == 0 ? batch : batch.reversed())
+          _ = try await store.ingest(i % 2 == 0 ? batch : batch.reversed(), atMs: Fixture.now)
         }
       }
       try await group.waitForAll()
@@ -165,7 +165,7 @@ struct PostgresStoreTests {
         _ = try await store.ingest([
           UserPurchases(
             user: Fixture.user(id), transactions: [Fixture.transaction("t\(i)", purchase: 1)])
-        ])
+        ], atMs: Fixture.now)
       }
       let histories = try await store.histories(
         appId: "a1", environment: .production, userIds: ids.reversed() + ["nobody"])
@@ -186,7 +186,7 @@ struct PostgresStoreTests {
         UserPurchases(
           user: Fixture.user("u\(i)"),
           transactions: [Fixture.transaction("t\(i)", purchase: 10, expires: 20)])
-      })
+      }, atMs: Fixture.now)
     // A prepared statement's generic plan (what the pool's statements get after five runs): the
     // user must be found by an index probe, not by filtering all the app's users.
     let db = try PGConnection(conninfo: url)

@@ -26,9 +26,16 @@ func builtExecutable(_ name: String, filePath: String = #filePath) -> String? {
 
 @Suite("Crash durability")
 struct CrashDurabilityTests {
+  /// The event types a new transaction causes (one per transaction).
+  static let purchaseTypes: Set<SubscriptionEventType> = [
+    .subscriptionStarted, .trialConverted, .renewed, .productChanged, .resubscribed,
+    .billingRecovered, .nonRenewingPurchased, .oneTimePurchased,
+  ]
+
   /// Kills a writer process with SIGKILL at random moments, at least 20 times, and checks after each
-  /// kill that every acknowledged transaction is in the database and the database is intact.
-  @Test("SIGKILL at random moments loses no acknowledged write (20 kills)", .timeLimit(.minutes(2)))
+  /// kill that every acknowledged transaction is in the database with its event logged exactly once,
+  /// and the database is intact.
+  @Test("SIGKILL at random moments loses no acknowledged write or its events (20 kills)", .timeLimit(.minutes(2)))
   func sigkill() async throws {
     let executable = try #require(
       builtExecutable("substatus-storage-crashtest"),
@@ -62,6 +69,13 @@ struct CrashDurabilityTests {
       let stored = try await store.readers.read { db throws(StoreError) in
         Set(try db.all("SELECT transaction_id FROM transactions") { $0.text(0) })
       }
+      let events = try await store.readers.read { db throws(StoreError) in
+        try db.all("SELECT payload FROM events") { r throws(StoreError) in try PayloadCodec.decodeEvent(r.blob(0)) }
+      }
+      var purchaseEvents: [String: Int] = [:]
+      for e in events where Self.purchaseTypes.contains(e.type) {
+        purchaseEvents[e.transactionId ?? "", default: 0] += 1
+      }
       let integrity = try await store.integrityCheck()
       store.close()
       #expect(integrity == ["ok"], "integrity after run \(run)")
@@ -69,12 +83,19 @@ struct CrashDurabilityTests {
       #expect(
         missing.isEmpty,
         "run \(run): \(missing.count) acknowledged ids missing, e.g. \(missing.prefix(3))")
+      // Every stored transaction (acknowledged or committed just before the kill) has its purchase
+      // event, exactly once: the events are in the same commit as the data.
+      let unlogged = stored.filter { purchaseEvents[$0] != 1 }
+      #expect(
+        unlogged.isEmpty,
+        "run \(run): \(unlogged.count) transactions without exactly one purchase event, e.g. \(unlogged.prefix(3).map { ($0, purchaseEvents[$0] ?? 0) })")
+      #expect(purchaseEvents.values.reduce(0, +) == stored.count, "run \(run): purchase events of unknown transactions")
       #expect(lines.count >= totalAcked)
       totalAcked = lines.count
     }
     #expect(totalAcked > 0)
     print(
-      "crash test: 20 kills, \(totalAcked) acknowledged transactions verified in \(Int(Date().timeIntervalSince(started))) s"
+      "crash test: 20 kills, \(totalAcked) acknowledged transactions and their events verified in \(Int(Date().timeIntervalSince(started))) s"
     )
   }
 }

@@ -40,22 +40,32 @@ struct SQLiteErasureTests {
 
     let before = try await Self.rowsMentioning(ErasureFixture.marker, in: store)
     // The fixture reaches every table that holds user data (so the check below can fail).
-    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs"] {
+    for table in ["users", "transactions", "renewal_infos", "renewal_info_removals", "receipts", "history_syncs", "events"] {
       #expect((before[table] ?? 0) > 0, "\(table) holds none of the fixture's data")
     }
 
     _ = try await store.deleteUsers(
       appId: "a1", userIds: [ErasureFixture.userId, ErasureFixture.unclaimedUserId])
     let after = try await Self.rowsMentioning(ErasureFixture.marker, in: store)
-    // Only the same user id in app a2, which must stay, still mentions it: its `users` row.
-    #expect(after.filter { $0.value > 0 } == ["users": 1])
+    // Only the same user id in app a2, which must stay, still mentions it: its `users` row and
+    // its events.
+    let a2Events = try await store.events(appId: "a2", query: EventQuery(), afterSequence: 0, limit: 1000)
+    #expect(!a2Events.isEmpty && a2Events.allSatisfy { $0.event.userId == ErasureFixture.userId })
+    #expect(after.filter { $0.value > 0 } == ["users": 1, "events": Int64(a2Events.count)])
+    // Event schedules hold only a user key: none is left for a user that no longer exists.
+    let schedules = try await store.readers.read { db throws(StoreError) in
+      try db.first("SELECT count(*), count(*) FILTER (WHERE user_key NOT IN (SELECT user_key FROM users)) FROM event_schedules") {
+        ($0.int(0), $0.int(1))
+      }
+    }
+    #expect(schedules?.0 ?? 0 > 0 && schedules?.1 == 0)
     #expect(Set(after.keys) == Set(before.keys))
     try await ErasureFixture.expectOthersKept(store)
     #expect(try await store.integrityCheck() == ["ok"])
 
     // The same id starts afresh: no stale cached key hides the new data.
     let user = Fixture.user(ErasureFixture.userId)
-    _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("new1", purchase: 1)])])
+    _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("new1", purchase: 1)])], atMs: Fixture.now)
     #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["new1"])
   }
 }

@@ -25,7 +25,7 @@ struct SQLiteStoreTests {
       _ = try await store.ingest([
         UserPurchases(
           user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)])
-      ])
+      ], atMs: Fixture.now)
       store.close()
     }
     let store = try open(dir)
@@ -156,7 +156,7 @@ struct SQLiteStoreTests {
       UserPurchases(
         user: Fixture.user("u1"), transactions: [Fixture.transaction("1", purchase: 1)],
         renewalInfos: [Fixture.renewal("1")])
-    ])
+    ], atMs: Fixture.now)
     // The only inline connection is busy: a nested borrower is told to go elsewhere.
     let nested = try store.inlineReaders.read { _ throws(StoreError) in
       try store.inlineReaders.read { _ throws(StoreError) in "ran" }
@@ -180,7 +180,7 @@ struct SQLiteStoreTests {
     let store = try open(dir)
     defer { store.close() }
     try await Fixture.seed(store)
-    _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])])
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("r"), transactions: [Fixture.transaction("r1", purchase: 1)])], atMs: Fixture.now)
     // Readers run until the writer has made its 5 writes (or 60 s have passed); starved, the writer
     // got its next turn only when the readers stopped.
     final class Flag: Sendable { let raised = Atomic<Bool>(false) }
@@ -201,7 +201,7 @@ struct SQLiteStoreTests {
         for n in 0..<5 {
           _ = try await store.ingest([
             UserPurchases(user: Fixture.user("w\(n)"), transactions: [Fixture.transaction("w\(n)", purchase: 1)])
-          ])
+          ], atMs: Fixture.now)
         }
         writerDone.raised.store(true, ordering: .relaxed)
         return started.duration(to: .now)
@@ -226,13 +226,13 @@ struct SQLiteStoreTests {
     #expect(store.userKeys.count == 0)
     _ = try await store.ingest([
       UserPurchases(user: Fixture.user("late"), transactions: [Fixture.transaction("L", purchase: 5)])
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("late")).transactions.map(\.transactionId) == ["L"])
     #expect(store.userKeys.count == 1)
     // Cached or not, the same answer; the cache never holds more than its capacity.
     for n in 0..<10 {
       let user = Fixture.user("u\(n)")
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t\(n)", purchase: Int64(n))])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t\(n)", purchase: Int64(n))])], atMs: Fixture.now)
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t\(n)"])
       #expect(store.userKeys.count <= 4)
@@ -256,7 +256,7 @@ struct SQLiteStoreTests {
           Fixture.transaction("a", purchase: 30), Fixture.transaction("z", purchase: 10),
           Fixture.transaction("m2", purchase: 20), Fixture.transaction("m1", purchase: 20),
         ])
-    ])
+    ], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("u1")).transactions.map(\.transactionId) == ["z", "m1", "m2", "a"])
   }
 
@@ -402,7 +402,7 @@ struct SQLiteStoreTests {
             UserPurchases(
               user: Fixture.user("u\(i)"), transactions: [Fixture.transaction("t\(i)", purchase: 1)]
             )
-          ])
+          ], atMs: Fixture.now)
         }
       }
       try await group.waitForAll()
@@ -434,14 +434,14 @@ struct SQLiteStoreTests {
                 UserPurchases(
                   user: Fixture.user("bad\(i)", app: "nope"),
                   transactions: [Fixture.transaction("y\(i)", purchase: 1)]),
-              ])
+              ], atMs: Fixture.now)
             }
           } else {
             _ = try await store.ingest([
               UserPurchases(
                 user: Fixture.user("ok\(i)"),
                 transactions: [Fixture.transaction("x\(i)", purchase: 1)])
-            ])
+            ], atMs: Fixture.now)
           }
         }
       }
@@ -475,7 +475,7 @@ struct SQLiteStoreTests {
                 transactions: (0..<5).map {
                   Fixture.transaction("w\(w)-\(i)-\($0)", purchase: Int64(i * 5 + $0))
                 })
-            ])
+            ], atMs: Fixture.now)
           }
         }
       }
@@ -532,7 +532,7 @@ struct SQLiteStoreTests {
     _ = try await store.ingest([
       UserPurchases(
         user: Fixture.user("u0"), transactions: [Fixture.transaction("kept", purchase: 1)])
-    ])
+    ], atMs: Fixture.now)
     // max_page_count makes SQLite answer SQLITE_FULL exactly as a full disk does.
     let pages = try await store.writer.write { db throws(StoreError) in
       try db.first("PRAGMA page_count") { $0.int(0) } ?? 0
@@ -542,7 +542,7 @@ struct SQLiteStoreTests {
     }
     let big = (0..<400).map { Fixture.transaction("big-\($0)", purchase: Int64($0)) }
     do {
-      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+      _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)], atMs: Fixture.now)
       Issue.record("an ingest larger than the free space succeeded")
     } catch {
       #expect(error.code == .unavailable, "\(error)")
@@ -554,7 +554,7 @@ struct SQLiteStoreTests {
     try await store.writer.write { db throws(StoreError) in
       try db.execute("PRAGMA max_page_count=1073741823")
     }
-    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)])
+    _ = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: big)], atMs: Fixture.now)
     #expect(try await store.history(of: Fixture.user("u1")).transactions.count == 400)
     #expect(try await store.integrityCheck() == ["ok"])
   }

@@ -1,0 +1,80 @@
+// How a logged event is kept in the SQL stores: the whole ``SubscriptionEvent`` in the compact
+// binary form of `PayloadCodec` (read on every ListEvents, WatchEvents and trends page, written on
+// every deriving ingest). The columns beside it (app, user, type, environment, times) only index
+// and filter; the payload alone gives the event back. Enumerations are stored by their raw values,
+// so adding a case never renumbers stored events.
+import SubscriptionDomain
+
+extension PayloadCodec {
+  /// Format byte of the binary event layout written now.
+  package static let eventFormat: UInt8 = 1
+  /// Stored properties the event layout covers (checked against the type by a test).
+  package static let eventFieldCount = 20
+
+  /// Encodes an event.
+  package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
+    var w = BinaryWriter()
+    w.byte(eventFormat)
+    w.string(e.eventId)
+    w.string(e.appId)
+    w.string(e.userId)
+    w.interned(e.environment.rawValue)
+    w.string(e.type.rawValue)
+    w.int(e.occurredMs)
+    w.int(e.detectedMs)
+    w.string(e.subscriptionGroupId)
+    w.string(e.productId)
+    w.string(e.transactionId)
+    w.string(e.originalTransactionId)
+    w.string(e.stateBefore?.rawValue)
+    w.string(e.stateAfter?.rawValue)
+    w.string(e.offer?.rawValue)
+    w.string(e.offerId)
+    w.int(e.priceMilliunits)
+    w.string(e.currency)
+    w.string(e.expirationReason)
+    w.string(e.previousProductId)
+    w.string(e.previousUserId)
+    return w.bytes
+  }
+
+  /// Decodes an event payload.
+  /// - Throws: `corrupt` for a payload this build cannot read.
+  package static func decodeEvent(_ bytes: [UInt8]) throws(StoreError) -> SubscriptionEvent {
+    var r = BinaryReader(bytes)
+    guard try r.byte() == eventFormat else {
+      throw StoreError(.corrupt, "stored event has an unknown format")
+    }
+    func value<T: RawRepresentable<String>>(_: T.Type, _ raw: String?, _ field: String)
+      throws(StoreError) -> T?
+    {
+      guard let raw else { return nil }
+      guard let v = T(rawValue: raw) else {
+        throw StoreError(.corrupt, "stored event has an unknown \(field) \"\(raw)\"")
+      }
+      return v
+    }
+    let eventId = try r.string()
+    let appId = try r.string()
+    let userId = try r.string()
+    guard let environment = try value(Environment.self, r.interned(), "environment") else {
+      throw StoreError(.corrupt, "stored event has no environment")
+    }
+    guard let type = try value(SubscriptionEventType.self, r.string(), "type") else {
+      throw StoreError(.corrupt, "stored event has no type")
+    }
+    let e = SubscriptionEvent(
+      eventId: eventId, appId: appId, userId: userId, environment: environment, type: type,
+      occurredMs: try r.int(), detectedMs: try r.int(), subscriptionGroupId: try r.optionalString(),
+      productId: try r.optionalString(), transactionId: try r.optionalString(),
+      originalTransactionId: try r.optionalString(),
+      stateBefore: try value(SubscriptionState.self, r.optionalString(), "state"),
+      stateAfter: try value(SubscriptionState.self, r.optionalString(), "state"),
+      offer: try value(SubscriptionEventOffer.self, r.optionalString(), "offer"),
+      offerId: try r.optionalString(), priceMilliunits: try r.optionalInt(),
+      currency: try r.optionalString(), expirationReason: try r.optionalString(),
+      previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
+    guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
+    return e
+  }
+}
