@@ -29,15 +29,12 @@ extension SubstatusService {
     } catch {
       throw invalidArgument(error.field, error.message)
     }
-    guard let log = store as? any EventLogStore else {
-      throw RPCError(code: .unimplemented, message: "this store keeps no event log")
-    }
     var aggregator = TrendAggregator(buckets: buckets, catalog: cached.catalog)
     let query = EventQuery(environment: environment, occurredBeforeMs: buckets.endMs)
     var after: Int64 = 0
     while true {
       let page = try await stored { () throws(StoreError) in
-        try await log.events(
+        try await store.events(
           appId: request.appID, query: query, afterSequence: after, limit: Self.trendsPageSize)
       }
       for logged in page { aggregator.add(logged.event) }
