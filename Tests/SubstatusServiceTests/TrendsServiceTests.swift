@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import RPCCore
 import SubstatusWire
+import SubscriptionDomain
+import SubscriptionStorage
 import SubscriptionStorageSQLite
 @testable import SubstatusService
 
@@ -138,6 +140,39 @@ struct TrendsStoreTests {
       request.environment = .sandbox
       let sandbox = try await h.call(Substatus_V1_ReportService.getTrends, request, key: admin)
       #expect(sandbox.buckets.allSatisfy { $0.activeSubscribers == 0 && $0.revenue.isEmpty })
+    }
+  }
+
+  @Test("a log of several pages (2,500 subscriptions started and expired: 5,000 events) is read whole")
+  func severalPages() async throws {
+    let store = InMemoryStore()
+    try await withService(store: store) { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      let d = Self.utcMidnight
+      let users = 2_500
+      let batch = (0..<users).map { n in
+        UserPurchases(
+          user: UserKey(appId: app, environment: .production, userId: "u\(n)"),
+          transactions: [
+            Transaction(
+              transactionId: "t\(n)", productId: "premium.monthly", subscriptionGroupIdentifier: "20001001",
+              purchaseDate: d(1, 1) + Int64(n), expiresDate: d(2, 1), type: .autoRenewable, price: 1000,
+              currency: "USD")
+          ])
+      }
+      let summary = try await store.ingest(batch, atMs: d(3, 1))
+      #expect(summary.eventsAppended == 2 * users)
+      var request = Substatus_V1_GetTrendsRequest()
+      request.appID = app
+      request.fromMs = d(1, 1)
+      request.toMs = d(3, 1)
+      request.interval = .month
+      let b = try await h.call(Substatus_V1_ReportService.getTrends, request, key: admin).buckets
+      #expect(b.map(\.newPaidSubscriptions) == [2_500, 0])
+      #expect(b.map(\.churned) == [0, 2_500])
+      #expect(b.map(\.activeSubscribers) == [2_500, 0])
+      #expect(b.map { $0.revenue.map(\.amountMilliunits) } == [[2_500_000], []])
+      #expect(b.map { $0.mrr.map(\.amountMilliunits) } == [[2_500_000], []])
     }
   }
 }
