@@ -134,7 +134,7 @@ enum TrendsTable {
     let interval = response.interval == .unspecified ? "DAY" : Format.name(response.interval, prefix: "TREND_INTERVAL_")
     report.fields([
       ("app", response.appID), ("environment", Format.environment(response.environment)),
-      ("range", "\(Format.date(first.startMs)) to \(Format.date(last.endMs)) (excluded)"),
+      ("range", "[\(Format.date(first.startMs)), \(Format.date(last.endMs))), UTC"),
       ("interval", "\(interval) (\(buckets.count) buckets)"),
     ])
     report.gap()
