@@ -216,9 +216,11 @@ struct Timeline {
     let revokedBefore =
       previous.revocationDate.map { $0 <= t.purchaseDate && RevocationKind(classifying: previous) != .upgrade }
       ?? false
-    let lapsed = revokedBefore || (previous.expiresDate.map { t.purchaseDate > $0 } ?? false)
-    if lapsed {
-      o.type = before == .gracePeriod || before == .billingRetry ? .billingRecovered : .resubscribed
+    let gap = previous.expiresDate.map { t.purchaseDate > $0 } ?? false
+    if before == .gracePeriod || before == .billingRetry {
+      o.type = .billingRecovered
+    } else if revokedBefore || (gap && !awaitingRenewal(previous, at: t.purchaseDate &- 1)) {
+      o.type = .resubscribed
     } else if previous.productId != t.productId {
       o.type = .productChanged
       o.previousProductId = previous.productId
@@ -227,6 +229,16 @@ struct Timeline {
     } else {
       o.type = .renewed
     }
+  }
+
+  /// Whether `lapsed`'s subscription was awaiting Apple's renewal decision at `t`: its renewal info
+  /// then said it auto-renews, without an expiration intent, and billing retry's 60 days after the
+  /// period had not passed. A purchase after such a gap continues the subscription.
+  func awaitingRenewal(_ lapsed: Transaction, at t: Int64) -> Bool {
+    guard let info = renewalInfo(of: lapsed.originalTransactionId, at: t), info.willAutoRenew,
+      info.rawExpirationIntent == nil, let end = lapsed.expiresDate
+    else { return false }
+    return t - end <= SubscriptionEvaluator.billingRetryLimit
   }
 
   /// The instants a group's state may change by time alone, per group: its periods' ends and its
@@ -246,11 +258,19 @@ struct Timeline {
     return candidates
   }
 
-  /// Whether a transaction of `group` bought exactly at `t` covers it (a renewal continuing the
-  /// period that ends at `t`): then nothing changes at `t` and no evaluation is needed.
-  private func renewedAt(_ t: Int64, group: String) -> Bool {
-    for (i, x) in transactions.enumerated() where x.purchaseDate == t && !x.isUpgraded {
-      if groupId(i) == group, (x.revocationDate ?? .max) > t, (x.expiresDate ?? .min) > t { return true }
+  /// Whether a transaction of `group` certainly covers `t` (bought by then, not ended, revoked or
+  /// marked upgraded, and no later purchase of its subscription by then, which would end it: rule
+  /// 12): then the group is active at `t`, nothing changes by time, and no evaluation is needed.
+  /// Renewals make most period ends such instants. Anything less certain is evaluated.
+  private func certainlyCovered(_ t: Int64, group: String) -> Bool {
+    for (i, x) in transactions.enumerated()
+    where x.purchaseDate <= t && t < (x.expiresDate ?? .min) && t < (x.revocationDate ?? .max) && !x.isUpgraded
+      && groupId(i) == group
+    {
+      let cut = positionsByOriginal[x.originalTransactionId]?.contains { j in
+        j != i && transactions[j].purchaseDate > x.purchaseDate && transactions[j].purchaseDate <= t
+      }
+      if cut != true { return true }
     }
     return false
   }
@@ -263,7 +283,7 @@ struct Timeline {
       while k < pending.count {
         let t = pending[k]
         k += 1
-        guard t <= dueThrough, t > .min, !renewedAt(t, group: group),
+        guard t <= dueThrough, t > .min, !certainlyCovered(t, group: group),
           let now = status(group, at: t), now.state != .active,
           let then = status(group, at: t - 1), then.state != now.state
         else { continue }

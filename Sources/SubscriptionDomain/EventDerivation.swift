@@ -167,19 +167,44 @@ public struct EventDerivation: Sendable {
   ) -> [SubscriptionEvent] {
     if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return [] }
     let horizon = max(throughMs, after.appleNow ?? .min, before.appleNow ?? .min)
-    var old = Timeline(history: before, fallback: nil, catalog: catalog)
     var new = Timeline(history: after, fallback: before, catalog: catalog)
-    let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
+    let occurrences = new.occurrences(dueThrough: horizon)
+    // What `before` already had: its purchases and revocations, and (only when `after` has changes
+    // by time at all, the costly part) its changes by time logged so far.
     var known = Set<EventCause>()
-    for occurrence in old.occurrences(dueThrough: horizon) where occurrence.dueMs <= loggedHorizon {
-      known.insert(occurrence.cause)
+    for t in before.transactions {
+      known.insert(.purchase(transactionId: t.transactionId))
+      if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
+    }
+    var old: Timeline?
+    if occurrences.contains(where: { $0.dueMs != .min }) {
+      let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
+      var timeline = Timeline(history: before, fallback: nil, catalog: catalog)
+      for occurrence in timeline.occurrences(dueThrough: horizon, includeData: false)
+      where occurrence.dueMs <= loggedHorizon {
+        known.insert(occurrence.cause)
+      }
+      old = timeline
     }
     var result: [SubscriptionEvent] = []
-    for var occurrence in new.occurrences(dueThrough: horizon) where !known.contains(occurrence.cause) {
+    for var occurrence in occurrences where !known.contains(occurrence.cause) {
       new.complete(&occurrence)
+      if case .expired(let group, let lapsed) = occurrence.cause,
+        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), var timeline = old
+      {
+        // Apple stopped retrying (EXPIRED / BILLING_RETRY) before the 60 days: the data now shows a
+        // plain lapse, but the log has the billing issue; the expiry is when Apple said so.
+        let said = new.renewals.first { $0.originalTransactionId == occurrence.originalTransactionId }?.appleClock
+        let at = max(occurrence.occurredMs, said ?? throughMs)
+        occurrence.occurredMs = at
+        occurrence.stateBefore = timeline.state(group, at: at)
+        occurrence.stateAfter = new.state(group, at: at)
+        occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
+        old = timeline
+      }
       result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
     }
-    for change in Self.changes(old: &old, new: &new) {
+    for change in Self.changes(before: before, old: &old, new: &new, catalog: catalog) {
       result.append(event(change, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
@@ -217,10 +242,16 @@ public struct EventDerivation: Sendable {
   // MARK: Changes only a comparison tells
 
   /// Revocations `after` no longer has (REFUND_REVERSED) and auto-renewal turned off or on.
-  static func changes(old: inout Timeline, new: inout Timeline) -> [Occurrence] {
+  /// `old` is `before`'s timeline, built here when first needed.
+  static func changes(
+    before: PurchaseHistory, old: inout Timeline?, new: inout Timeline, catalog: Catalog
+  ) -> [Occurrence] {
     var result: [Occurrence] = []
     var previous: [String: Transaction] = [:]
-    for t in old.transactions where t.revocationDate != nil { previous[t.transactionId] = t }
+    for t in before.transactions where t.revocationDate != nil {
+      if let other = previous[t.transactionId], other.supersedes(t) { continue }
+      previous[t.transactionId] = t
+    }
     if !previous.isEmpty {
       for (i, t) in new.transactions.enumerated() where t.revocationDate == nil {
         guard let b = previous[t.transactionId], let revoked = b.revocationDate,
@@ -228,16 +259,22 @@ public struct EventDerivation: Sendable {
         else { continue }
         let at = max(revoked, t.appleClock ?? revoked)
         let group = new.groupId(i)
+        var timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
+        let stateBefore = timeline.state(group, at: at)
+        old = timeline
         result.append(
           Occurrence(
             cause: .revocationReversed(transactionId: t.transactionId, revocationMs: revoked), type: .refundReversed,
             dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: t,
-            originalTransactionId: t.originalTransactionId, stateBefore: old.state(group, at: at),
+            originalTransactionId: t.originalTransactionId, stateBefore: stateBefore,
             stateAfter: new.state(group, at: at)))
       }
     }
     var oldRenewals: [String: RenewalInfo] = [:]
-    for r in old.renewals { oldRenewals[r.originalTransactionId] = r }
+    for r in before.renewals {
+      if let other = oldRenewals[r.originalTransactionId], other.supersedes(r) { continue }
+      oldRenewals[r.originalTransactionId] = r
+    }
     for r in new.renewals {
       let b = oldRenewals[r.originalTransactionId]
       let (was, now) = (b?.autoRenewStatus, r.autoRenewStatus)
