@@ -45,6 +45,10 @@ struct Timeline {
   /// Transactions marked upgraded, with the instant the upgrade happened (their revocation date,
   /// else the next purchase of their subscription): before it they were not upgraded yet.
   let upgradeInstants: [(Int, Int64)]
+  /// Per subscription group: positions of its transactions.
+  let positionsByGroup: [String: [Int]]
+  /// Per transaction: the next later purchase date of its subscription (`.max` when none).
+  let nextPurchaseInSubscription: [Int64]
   private var evaluations: [Int64: SubscriptionEvaluation] = [:]
 
   init(history: PurchaseHistory, fallback: PurchaseHistory?, catalog: Catalog) {
@@ -74,6 +78,25 @@ struct Timeline {
       if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
     }
     upgradeInstants = upgrades
+    var byGroup: [String: [Int]] = [:]
+    for i in transactions.indices {
+      if case .autoRenewable(let group) = kinds[i] { byGroup[group, default: []].append(i) }
+    }
+    positionsByGroup = byGroup
+    var nextPurchase = [Int64](repeating: .max, count: transactions.count)
+    for list in positions.values {
+      var later = Int64.max
+      var k = list.count - 1
+      // `list` is in purchase order: walk back, transactions bought at the same instant share it.
+      while k >= 0 {
+        var first = k
+        while first > 0 && transactions[list[first - 1]].purchaseDate == transactions[list[k]].purchaseDate { first -= 1 }
+        for j in first...k { nextPurchase[list[j]] = later }
+        later = transactions[list[k]].purchaseDate
+        k = first - 1
+      }
+    }
+    nextPurchaseInSubscription = nextPurchase
   }
 
   static func kind(of t: Transaction, catalog: Catalog) -> PurchaseKind {
@@ -156,13 +179,17 @@ struct Timeline {
   // MARK: Occurrences
 
   /// The timeline's occurrences: with `includeData`, one per purchase and revocation (their
-  /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`.
-  mutating func occurrences(dueThrough: Int64, includeData: Bool = true) -> [Occurrence] {
+  /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`
+  /// (with `dueAfter`, those due after it at least: instants that cannot give one are skipped).
+  mutating func occurrences(dueThrough: Int64, dueAfter: Int64 = .min, includeData: Bool = true) -> [Occurrence] {
     var result: [Occurrence] = []
     if includeData {
       for i in transactions.indices { appendDataOccurrences(of: i, to: &result) }
     }
-    appendTimeOccurrences(dueThrough: dueThrough, to: &result)
+    // A change at `t` is due at `t`, or for an undecided lapse or billing retry's end at most
+    // 60 days and 1 ms later.
+    let (earliest, overflow) = dueAfter.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+    appendTimeOccurrences(from: overflow ? .min : earliest, dueThrough: dueThrough, to: &result)
     return result
   }
 
@@ -263,19 +290,18 @@ struct Timeline {
   /// 12): then the group is active at `t`, nothing changes by time, and no evaluation is needed.
   /// Renewals make most period ends such instants. Anything less certain is evaluated.
   private func certainlyCovered(_ t: Int64, group: String) -> Bool {
-    for (i, x) in transactions.enumerated()
-    where x.purchaseDate <= t && t < (x.expiresDate ?? .min) && t < (x.revocationDate ?? .max) && !x.isUpgraded
-      && groupId(i) == group
-    {
-      let cut = positionsByOriginal[x.originalTransactionId]?.contains { j in
-        j != i && transactions[j].purchaseDate > x.purchaseDate && transactions[j].purchaseDate <= t
+    for i in positionsByGroup[group] ?? [] {
+      let x = transactions[i]
+      if x.purchaseDate <= t && t < (x.expiresDate ?? .min) && t < (x.revocationDate ?? .max) && !x.isUpgraded
+        && t < nextPurchaseInSubscription[i]
+      {
+        return true
       }
-      if cut != true { return true }
     }
     return false
   }
 
-  private mutating func appendTimeOccurrences(dueThrough: Int64, to result: inout [Occurrence]) {
+  private mutating func appendTimeOccurrences(from earliest: Int64, dueThrough: Int64, to result: inout [Occurrence]) {
     for (group, instants) in timeCandidates().sorted(by: { $0.key < $1.key }) {
       var pending = instants.sorted()
       var retryEnds = Set<Int64>()
@@ -283,7 +309,7 @@ struct Timeline {
       while k < pending.count {
         let t = pending[k]
         k += 1
-        guard t <= dueThrough, t > .min, !certainlyCovered(t, group: group),
+        guard t <= dueThrough, t > earliest, t > .min, !certainlyCovered(t, group: group),
           let now = status(group, at: t), now.state != .active,
           let then = status(group, at: t - 1), then.state != now.state
         else { continue }

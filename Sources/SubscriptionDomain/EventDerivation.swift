@@ -223,7 +223,8 @@ public struct EventDerivation: Sendable {
     guard high > low else { return [] }
     var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     var result: [SubscriptionEvent] = []
-    for occurrence in timeline.occurrences(dueThrough: high, includeData: false) where occurrence.dueMs > low {
+    for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
+    where occurrence.dueMs > low {
       result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
@@ -236,7 +237,8 @@ public struct EventDerivation: Sendable {
   public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
     let low = max(afterMs, history.appleNow ?? .min)
     var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
-    return timeline.occurrences(dueThrough: .max, includeData: false).lazy.map(\.dueMs).filter { $0 > low }.min()
+    return timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
+      .filter { $0 > low }.min()
   }
 
   // MARK: Changes only a comparison tells
