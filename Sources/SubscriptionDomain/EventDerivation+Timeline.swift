@@ -10,8 +10,9 @@ struct Occurrence {
   var occurredMs: Int64
   var groupId: String?
   var productId: String?
-  /// The transaction that caused it (purchase, revocation, reversal): its price and offer.
-  var transaction: Transaction?
+  /// The position in the timeline's transactions of the one that caused it (purchase,
+  /// revocation, reversal): its id, price and offer.
+  var transaction: Int?
   var originalTransactionId: String?
   var stateBefore: SubscriptionState?
   var stateAfter: SubscriptionState?
@@ -181,10 +182,12 @@ struct Timeline {
   /// The timeline's occurrences: with `includeData`, one per purchase and revocation (their
   /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`
   /// (with `dueAfter`, those due after it at least: instants that cannot give one are skipped).
-  mutating func occurrences(dueThrough: Int64, dueAfter: Int64 = .min, includeData: Bool = true) -> [Occurrence] {
+  mutating func occurrences(
+    dueThrough: Int64, dueAfter: Int64 = .min, includeData: Bool = true, skipping known: Set<EventCause> = []
+  ) -> [Occurrence] {
     var result: [Occurrence] = []
     if includeData {
-      for i in transactions.indices { appendDataOccurrences(of: i, to: &result) }
+      for i in transactions.indices { appendDataOccurrences(of: i, skipping: known, to: &result) }
     }
     // A change at `t` is due at `t`, or for an undecided lapse or billing retry's end at most
     // 60 days and 1 ms later.
@@ -193,8 +196,13 @@ struct Timeline {
     return result
   }
 
-  private func appendDataOccurrences(of i: Int, to result: inout [Occurrence]) {
+  private func appendDataOccurrences(of i: Int, skipping known: Set<EventCause>, to result: inout [Occurrence]) {
     let t = transactions[i]
+    let purchaseKnown = known.contains(.purchase(transactionId: t.transactionId))
+    let revocationKnown = t.revocationDate.map {
+      known.contains(.revocation(transactionId: t.transactionId, revocationMs: $0))
+    } ?? true
+    if purchaseKnown && revocationKnown { return }
     let type: SubscriptionEventType
     switch kinds[i] {
     case .ignored: return
@@ -204,7 +212,7 @@ struct Timeline {
     }
     var purchase = Occurrence(
       cause: .purchase(transactionId: t.transactionId), type: type, dueMs: .min, occurredMs: t.purchaseDate,
-      groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId)
+      groupId: groupId(i), productId: t.productId, transaction: i, originalTransactionId: t.originalTransactionId)
     purchase.isPurchase = true
     result.append(purchase)
     if let revocationDate = t.revocationDate, let kind = RevocationKind(classifying: t), kind != .upgrade {
@@ -212,7 +220,7 @@ struct Timeline {
         Occurrence(
           cause: .revocation(transactionId: t.transactionId, revocationMs: revocationDate),
           type: kind == .refund ? .refunded : .familyAccessRevoked, dueMs: .min, occurredMs: revocationDate,
-          groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId))
+          groupId: groupId(i), productId: t.productId, transaction: i, originalTransactionId: t.originalTransactionId))
     }
   }
 
@@ -225,7 +233,8 @@ struct Timeline {
       }
       return
     }
-    guard let group = o.groupId, let t = o.transaction else { return }
+    guard let group = o.groupId, let position = o.transaction else { return }
+    let t = transactions[position]
     let before = state(group, at: t.purchaseDate &- 1) ?? .neverSubscribed
     o.stateBefore = before
     o.stateAfter = state(group, at: t.purchaseDate)

@@ -167,8 +167,6 @@ public struct EventDerivation: Sendable {
   ) -> [SubscriptionEvent] {
     if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return [] }
     let horizon = max(throughMs, after.appleNow ?? .min, before.appleNow ?? .min)
-    var new = Timeline(history: after, fallback: before, catalog: catalog)
-    let occurrences = new.occurrences(dueThrough: horizon)
     // What `before` already had: its purchases and revocations, and (only when `after` has changes
     // by time at all, the costly part) its changes by time logged so far.
     var known = Set<EventCause>()
@@ -176,6 +174,8 @@ public struct EventDerivation: Sendable {
       known.insert(.purchase(transactionId: t.transactionId))
       if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
     }
+    var new = Timeline(history: after, fallback: before, catalog: catalog)
+    let occurrences = new.occurrences(dueThrough: horizon, skipping: known)
     var old: Timeline?
     if occurrences.contains(where: { $0.dueMs != .min }) {
       let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
@@ -202,10 +202,10 @@ public struct EventDerivation: Sendable {
         occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
         old = timeline
       }
-      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+      result.append(event(occurrence, of: new, subject: subject, detectedMs: detectedMs))
     }
     for change in Self.changes(before: before, old: &old, new: &new, catalog: catalog) {
-      result.append(event(change, subject: subject, detectedMs: detectedMs))
+      result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
   }
@@ -225,7 +225,7 @@ public struct EventDerivation: Sendable {
     var result: [SubscriptionEvent] = []
     for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
     where occurrence.dueMs > low {
-      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+      result.append(event(occurrence, of: timeline, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
   }
@@ -267,7 +267,7 @@ public struct EventDerivation: Sendable {
         result.append(
           Occurrence(
             cause: .revocationReversed(transactionId: t.transactionId, revocationMs: revoked), type: .refundReversed,
-            dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: t,
+            dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: i,
             originalTransactionId: t.originalTransactionId, stateBefore: stateBefore,
             stateAfter: new.state(group, at: at)))
       }
@@ -309,14 +309,18 @@ public struct EventDerivation: Sendable {
 
   // MARK: Building events
 
-  private func event(_ o: Occurrence, subject: EventSubject, detectedMs: Int64) -> SubscriptionEvent {
+  /// The event of an occurrence of `timeline`.
+  private func event(
+    _ o: Occurrence, of timeline: Timeline, subject: EventSubject, detectedMs: Int64
+  ) -> SubscriptionEvent {
+    let transaction = o.transaction.map { timeline.transactions[$0] }
     var e = SubscriptionEvent(
       eventId: eventId(for: o.cause, subject: subject), appId: subject.appId, userId: subject.userId,
       environment: subject.environment, type: o.type, occurredMs: o.occurredMs, detectedMs: detectedMs,
-      subscriptionGroupId: o.groupId, productId: o.productId, transactionId: o.transaction?.transactionId,
+      subscriptionGroupId: o.groupId, productId: o.productId, transactionId: transaction?.transactionId,
       originalTransactionId: o.originalTransactionId, stateBefore: o.stateBefore, stateAfter: o.stateAfter,
       expirationReason: o.expirationReason, previousProductId: o.previousProductId)
-    if let t = o.transaction {
+    if let t = transaction {
       if o.isPurchase {
         e.offer = Self.offer(of: t)
         e.offerId = t.offerIdentifier
