@@ -72,13 +72,6 @@ struct Timeline {
       fallbackLatest[t.originalTransactionId] = max(fallbackLatest[t.originalTransactionId] ?? .min, t.purchaseDate)
     }
     fallbackLatestPurchase = fallbackLatest
-    var upgrades: [(Int, Int64)] = []
-    for (i, t) in transactions.enumerated() where t.isUpgraded {
-      let next = positions[t.originalTransactionId]?.lazy.map { transactions[$0].purchaseDate }
-        .first { $0 > t.purchaseDate }
-      if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
-    }
-    upgradeInstants = upgrades
     var byGroup: [String: [Int]] = [:]
     for i in transactions.indices {
       if case .autoRenewable(let group) = kinds[i] { byGroup[group, default: []].append(i) }
@@ -91,13 +84,21 @@ struct Timeline {
       // `list` is in purchase order: walk back, transactions bought at the same instant share it.
       while k >= 0 {
         var first = k
-        while first > 0 && transactions[list[first - 1]].purchaseDate == transactions[list[k]].purchaseDate { first -= 1 }
+        while first > 0 && transactions[list[first - 1]].purchaseDate == transactions[list[k]].purchaseDate {
+          first -= 1
+        }
         for j in first...k { nextPurchase[list[j]] = later }
         later = transactions[list[k]].purchaseDate
         k = first - 1
       }
     }
     nextPurchaseInSubscription = nextPurchase
+    var upgrades: [(Int, Int64)] = []
+    for (i, t) in transactions.enumerated() where t.isUpgraded {
+      let next = nextPurchase[i] == .max ? nil : nextPurchase[i]
+      if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
+    }
+    upgradeInstants = upgrades
   }
 
   static func kind(of t: Transaction, catalog: Catalog) -> PurchaseKind {

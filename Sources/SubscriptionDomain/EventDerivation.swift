@@ -42,7 +42,8 @@ public struct EventSubject: Sendable, Hashable {
 public struct PurchaseHistory: Sendable, Hashable {
   /// The transactions, in any order (duplicates merge by ``Transaction/supersedes(_:)``).
   public var transactions: [Transaction]
-  /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``).
+  /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``); a
+  /// stored removal (``RenewalInfoVersion/removed(originalTransactionId:asOfDate:)``) is none.
   public var renewals: [RenewalInfo]
 
   /// Creates a history.
