@@ -34,7 +34,8 @@ enum EventQueries {
     FROM event_schedules s JOIN users u ON u.user_key = s.user_key
     WHERE s.next_transition_ms <= ? ORDER BY s.next_transition_ms, s.user_key LIMIT ?
     """
-  static let nextTransition = "SELECT MIN(next_transition_ms) FROM event_schedules"
+  static let nextTransition =
+    "SELECT MIN(next_transition_ms) FROM event_schedules WHERE next_transition_ms IS NOT NULL"
   static let lastSequence = "SELECT COALESCE(MAX(sequence), 0) FROM events"
   /// An app's events after a sequence, without filters (the common read: a watcher's page).
   static let appPage = """
@@ -136,16 +137,19 @@ extension SQLiteStore {
     }
     var sql = "SELECT sequence, payload FROM events WHERE "
     var values: [SQLValue] = []
+    let environments = query.environment.map { [$0] } ?? Environment.allCases
     if let userId = query.userId {
-      sql += "user_key IN (SELECT user_key FROM users WHERE app_id = ? AND user_id = ?)"
-      values += [.text(appId), .text(userId)]
+      // Each environment named, so the lookup is one probe of users(app, environment, user) each.
+      sql += "user_key IN (SELECT user_key FROM users WHERE app_id = ? AND environment IN ("
+        + environments.map { _ in "?" }.joined(separator: ", ") + ") AND user_id = ?)"
+      values += [.text(appId)] + environments.map { .text($0.rawValue) } + [.text(userId)]
     } else {
       sql += "app_id = ?"
       values.append(.text(appId))
     }
     sql += " AND sequence > ?"
     values.append(.int(afterSequence))
-    if let environment = query.environment {
+    if let environment = query.environment, query.userId == nil {
       sql += " AND environment = ?"
       values.append(.text(environment.rawValue))
     }

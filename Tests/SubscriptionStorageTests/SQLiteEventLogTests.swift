@@ -1,0 +1,146 @@
+import Foundation
+import StoreContractTesting
+import SubscriptionDomain
+import SubscriptionStorage
+import Testing
+
+@testable import SubscriptionStorageSQLite
+
+/// The SQLite event log beyond the contract: restarts, query plans, the payload layout.
+@Suite("SQLite event log")
+struct SQLiteEventLogTests {
+  private func open(_ dir: TemporaryDirectory) throws -> SQLiteStore {
+    try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 2))
+  }
+
+  /// Users whose periods end at different instants, auto-renewal off, ingested at 2,000.
+  private static func seedUsers(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await store.putProducts(
+      appId: "a1", products: [Product(productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1")])
+    for n in 0..<6 {
+      let t = Fixture.transaction("t\(n)", purchase: 1_000, expires: 10_000 * Int64(n + 1), signed: 1_000)
+      let off = RenewalInfo(
+        originalTransactionId: "t\(n)", productId: "monthly", autoRenewStatus: .off, environment: .production,
+        signedDate: 1_000)
+      _ = try await store.ingest(
+        [UserPurchases(user: Fixture.user("u\(n)"), transactions: [t], renewalInfos: [off])], atMs: 2_000)
+    }
+  }
+
+  /// The scheduler resumes from the store: runs at many instants, with the process restarted in
+  /// between, log exactly the events one run at the end logs (nothing missed or doubled), each
+  /// detected by the first run at or after it was due.
+  @Test func transitionsResumeAfterARestartWithNothingMissedOrDoubled() async throws {
+    let dir = TemporaryDirectory()
+    var store = try open(dir)
+    try await Self.seedUsers(store)
+    var appended: [LoggedEvent] = []
+    for (n, at) in [Int64(15_000), 15_000, 35_000, 35_001, 60_000, 90_000].enumerated() {
+      appended += try await store.appendDueTransitionEvents(atMs: at, limit: 10)
+      if n % 2 == 1 {
+        store.close()
+        store = try open(dir)
+      }
+    }
+    defer { store.close() }
+    #expect(try await store.nextTransitionDueMs() == nil)
+
+    let once = InMemoryStore()
+    try await Self.seedUsers(once)
+    let reference = try await once.appendDueTransitionEvents(atMs: 90_000, limit: 100)
+    #expect(reference.count == 6)
+    #expect(Set(appended.map(\.event.eventId)) == Set(reference.map(\.event.eventId)))
+    #expect(appended.count == reference.count)
+    // Each was detected by the first run at or after it was due.
+    for e in appended.map(\.event) {
+      let runs: [Int64] = [15_000, 35_000, 60_000, 90_000]
+      #expect(e.detectedMs == runs.first { $0 >= e.occurredMs }, "\(e.userId)")
+    }
+    let logged = try await EventLogContract.readAll(store, query: EventQuery(types: [.expired]))
+    #expect(logged == appended)
+  }
+
+  @Test(
+    "the event log's statements are index lookups (EXPLAIN QUERY PLAN has no full scan)",
+    arguments: EventQueries.all + [
+      SQLiteStore.eventsStatement(appId: "a1", query: EventQuery(userId: "u1"), afterSequence: 0, limit: 10).sql,
+      SQLiteStore.eventsStatement(
+        appId: "a1", query: EventQuery(types: [.expired], environment: .production, occurredFromMs: 1),
+        afterSequence: 0, limit: 10
+      ).sql,
+    ])
+  func queryPlans(sql: String) async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let plan = try await store.queryPlan(sql)
+    #expect(!plan.isEmpty)
+    for line in plan {
+      #expect(!line.hasPrefix("SCAN"), "full scan in plan of \(sql): \(plan)")
+    }
+  }
+
+  @Test("a user's events are found by probing the user's keys, not by walking the app's users")
+  func userFilterProbesTheUserIndex() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let sql = SQLiteStore.eventsStatement(appId: "a1", query: EventQuery(userId: "u1"), afterSequence: 0, limit: 10).sql
+    let plan = try await store.queryPlan(sql)
+    #expect(plan.contains { $0.contains("users") && $0.contains("(app_id=? AND environment=? AND user_id=?)") }, "\(plan)")
+    #expect(plan.contains { $0.contains("events_by_user") }, "\(plan)")
+  }
+
+  @Test("the event payload layout covers every stored property of SubscriptionEvent")
+  func payloadCoversEveryField() {
+    let e = SubscriptionEvent(
+      eventId: "e", appId: "a", userId: "u", environment: .production, type: .renewed, occurredMs: 1,
+      detectedMs: 2)
+    #expect(Mirror(reflecting: e).children.count == PayloadCodec.eventFieldCount)
+  }
+
+  @Test("an event payload this build cannot read is reported corrupt, not guessed")
+  func corruptPayloads() throws {
+    var bytes = PayloadCodec.encode(EventLogContract.event("e1"))
+    #expect(try PayloadCodec.decodeEvent(bytes) == EventLogContract.event("e1"))
+    bytes[0] = 99
+    #expect(throws: StoreError.self) { try PayloadCodec.decodeEvent(bytes) }
+    #expect(throws: StoreError.self) { try PayloadCodec.decodeEvent(Array(PayloadCodec.encode(EventLogContract.event("e1")).dropLast())) }
+  }
+
+  /// A database written before the event log (schema 7) migrates; its users' data stays, and the
+  /// first write after it logs only what that write adds (the stored history was never logged and
+  /// is not logged now).
+  @Test func aDatabaseFromBeforeTheEventLogMigratesAndLogsOnlyNewWrites() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    do {
+      let db = try SQLiteConnection(path: path, readOnly: false, create: true)
+      _ = try Schema.migrate(db, now: 0, through: 7)
+      db.close()
+    }
+    // Data written by the previous version: through the SQL it used (no event tables exist).
+    do {
+      let db = try SQLiteConnection(path: path, readOnly: false, create: false)
+      try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
+      try db.execute(
+        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', X'7B7D', 0)")
+      try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
+      let t = Fixture.transaction("old", purchase: 1_000, expires: 2_000, signed: 1_000)
+      try db.run(
+        "INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms, signed_ms, payload) VALUES(1, ?, ?, ?, ?, ?)",
+        [.text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseDate), .int(1_000), .blob(PayloadCodec.encode(t))])
+      db.close()
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(store.schemaVersion == Schema.latestVersion)
+    #expect(try await store.lastEventSequence() == 0)
+    let renewal = Fixture.transaction("new", original: "old", purchase: 2_000, expires: 3_000, signed: 2_000)
+    let summary = try await store.ingest([UserPurchases(user: Fixture.user("u1"), transactions: [renewal])], atMs: 2_500)
+    let logged = try await EventLogContract.readAll(store)
+    #expect(summary.eventsAppended == logged.count)
+    #expect(logged.map(\.event.transactionId) == ["new"])
+  }
+}
