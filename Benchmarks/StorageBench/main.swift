@@ -46,6 +46,14 @@ nonisolated(unsafe) var summary: [String: Double] = [:]
 
 func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
+/// CPU seconds (user + system) this process has used, all threads.
+func cpuSeconds() -> Double {
+  var usage = rusage()
+  getrusage(RUSAGE_SELF.rawValue, &usage)
+  func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 func rssKiB() -> (current: Int, peak: Int) {
   guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else {
     return (0, 0)
@@ -183,6 +191,7 @@ func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport 
   for checkpoint in checkpoints {
     let targetUsers = checkpoint / perUser
     let t0 = now()
+    let cpu0 = cpuSeconds()
     let next = filledUsers
     let calls = (targetUsers - next + usersPerCall - 1) / usersPerCall
     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -200,13 +209,15 @@ func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport 
       try await group.waitForAll()
     }
     let elapsed = now() - t0
+    let cpu = cpuSeconds() - cpu0
     ingestSeconds += elapsed
     let written = (targetUsers - filledUsers) * perUser
     filledUsers = targetUsers
     print(
       String(
-        format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s",
-        checkpoint, written, elapsed, Double(written) / elapsed))
+        format: "  filled to %9d transactions: +%d in %.2f s = %.0f transactions/s, %.2f CPU s (%.1f µs per transaction)",
+        checkpoint, written, elapsed, Double(written) / elapsed, cpu, cpu * 1e6 / Double(written)))
+    summary["ingest_cpu_us_per_tx"] = cpu * 1e6 / Double(written)
     let report = try await measureReads(store, users: filledUsers)
     reports.append(report)
     print(

@@ -162,6 +162,12 @@ func parseArguments(_ arguments: [String], commands: [CommandSpec]) throws(Usage
     }
     if parsed.command == nil {
       words.append(argument)
+      // A command may be the start of a longer one (`report APP`, `report trends APP`): the next
+      // argument continues the words when some command's words go on with it.
+      let continues =
+        index < arguments.count
+        && commands.contains { Array($0.words.prefix(words.count + 1)) == words + [arguments[index]] }
+      if continues { continue }
       if let command = commands.first(where: { $0.words == words }) {
         parsed.command = command
         continue

@@ -54,6 +54,39 @@ enum Format {
     return (quotient, remainder)
   }
 
+  /// A UTC midnight as its date, `2024-01-31`.
+  static func date(_ milliseconds: Int64) -> String {
+    let (days, _) = floorDivide(milliseconds, 86_400_000)
+    let (year, month, day) = civilDate(daysSinceEpoch: days)
+    return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+  }
+
+  /// The UTC midnight of a `YYYY-MM-DD` date in milliseconds since the epoch; `nil` when the text is
+  /// not such a date (month 1-12, day within the month).
+  static func midnight(ofDate text: String) -> Int64? {
+    let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+    guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+      parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+      let year = Int64(parts[0]), let month = Int64(parts[1]), let day = Int64(parts[2]),
+      (1...12).contains(month), day >= 1
+    else { return nil }
+    // 2023-02-30 would come back as 2023-03-02.
+    let days = daysSinceEpoch(year: year, month: month, day: day)
+    guard civilDate(daysSinceEpoch: days) == (year, month, day) else { return nil }
+    return days * 86_400_000
+  }
+
+  /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+  private static func daysSinceEpoch(year: Int64, month: Int64, day: Int64) -> Int64 {
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yearOfEra = y - era * 400
+    let monthPrime = month > 2 ? month - 3 : month + 9
+    let dayOfYear = (153 * monthPrime + 2) / 5 + day - 1
+    let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+    return era * 146_097 + dayOfEra - 719_468
+  }
+
   /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
   private static func civilDate(daysSinceEpoch: Int64) -> (Int64, Int64, Int64) {
     let z = daysSinceEpoch + 719_468

@@ -742,6 +742,41 @@ extension SubstatusClient {
     return response.report ?? Substatus_V1_Report()
   }
 
+  /// The app's series over `[from, to)` by day, ISO week or month, counted from the event log
+  /// (`ReportService.GetTrends`). Idempotent.
+  ///
+  /// ```swift
+  /// let trends = try await client.trends(
+  ///   appID: app, from: Date(substatusMilliseconds: 1_704_067_200_000),
+  ///   to: Date(substatusMilliseconds: 1_711_929_600_000), interval: .month)
+  /// for bucket in trends.buckets { print(bucket.startMs, bucket.activeSubscribers) }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - appID: The app.
+  ///   - from: The range's start, included: a UTC midnight.
+  ///   - to: The range's end, excluded: a later UTC midnight.
+  ///   - interval: The buckets' length (`.unspecified`: days).
+  ///   - environment: The environment to count.
+  ///   - options: Deadline and metadata.
+  /// - Returns: The buckets, oldest first, and the currencies that appear in them.
+  /// - Throws: `RPCError` (`NOT_FOUND`; `INVALID_ARGUMENT` naming `from_ms`, `to_ms` or `interval`).
+  public func trends(
+    appID: String, from: Date, to: Date, interval: Substatus_V1_TrendInterval = .unspecified,
+    environment: Substatus_V1_Environment = .unspecified,
+    options: SubstatusCallOptions = SubstatusCallOptions()
+  ) async throws(RPCError) -> Substatus_V1_GetTrendsResponse {
+    var request = Substatus_V1_GetTrendsRequest()
+    request.appID = appID
+    request.fromMs = from.substatusMilliseconds
+    request.toMs = to.substatusMilliseconds
+    request.interval = interval
+    request.environment = environment
+    return try await service(
+      Substatus_V1_ReportService.Client.self, idempotency: .idempotent, options: options
+    ).getTrends(request)
+  }
+
   /// Asks the server's health (`grpc.health.v1.Health/Check`); sends no API key. Idempotent.
   ///
   /// ```swift

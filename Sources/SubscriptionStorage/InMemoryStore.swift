@@ -437,16 +437,19 @@ public final class InMemoryStore: Store {
       let update = try settleOwnership(submitted, &s, &summary)
       let before = s.users[update.user] ?? UserPurchaseState()
       var data = before
+      var changed = false
       // The domain's merge decides (rules 13, 14); see the Store protocol.
       for t in update.transactions {
         guard let old = data.merge(t) else { continue }
+        changed = true
         if isCountedChange(t, replacing: old) { summary.transactionsWritten += 1 }
       }
       for version in update.renewalInfoVersions {
         guard let old = data.merge(version) else { continue }
+        changed = true
         if isCountedChange(version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
-      if data == before { continue }
+      if !changed { continue }
       if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
       summary.eventsAppended +=
         logEvents(of: update.user, before: before, after: data, atMs: atMs, in: &s).count

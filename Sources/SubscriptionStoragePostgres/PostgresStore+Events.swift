@@ -152,15 +152,18 @@ extension PostgresStore {
     }
     var sql = "SELECT sequence, payload FROM events WHERE "
     if let userId = query.userId {
+      // Each environment named, so the lookup is one probe of users(app, environment, user) each.
+      let environments = (query.environment.map { [$0] } ?? Environment.allCases)
+        .map { parameter(.text($0.rawValue)) }.joined(separator: ", ")
       sql +=
-        "user_key IN (SELECT user_key FROM users WHERE app_id = \(parameter(.text(appId))) AND user_id = \(parameter(.text(userId))))"
+        "user_key IN (SELECT user_key FROM users WHERE app_id = \(parameter(.text(appId))) AND environment IN (\(environments)) AND user_id = \(parameter(.text(userId))))"
     } else {
       sql += "app_id = \(parameter(.text(appId)))"
+      if let environment = query.environment {
+        sql += " AND environment = \(parameter(.text(environment.rawValue)))"
+      }
     }
     sql += " AND sequence > \(parameter(.int(afterSequence)))"
-    if let environment = query.environment {
-      sql += " AND environment = \(parameter(.text(environment.rawValue)))"
-    }
     if !query.types.isEmpty {
       let types = query.types.map(\.rawValue).sorted()
       sql += " AND type IN (" + types.map { parameter(.text($0)) }.joined(separator: ", ") + ")"

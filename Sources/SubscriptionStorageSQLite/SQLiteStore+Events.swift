@@ -137,16 +137,19 @@ extension SQLiteStore {
     }
     var sql = "SELECT sequence, payload FROM events WHERE "
     var values: [SQLValue] = []
+    let environments = query.environment.map { [$0] } ?? Environment.allCases
     if let userId = query.userId {
-      sql += "user_key IN (SELECT user_key FROM users WHERE app_id = ? AND user_id = ?)"
-      values += [.text(appId), .text(userId)]
+      // Each environment named, so the lookup is one probe of users(app, environment, user) each.
+      sql += "user_key IN (SELECT user_key FROM users WHERE app_id = ? AND environment IN ("
+        + environments.map { _ in "?" }.joined(separator: ", ") + ") AND user_id = ?)"
+      values += [.text(appId)] + environments.map { .text($0.rawValue) } + [.text(userId)]
     } else {
       sql += "app_id = ?"
       values.append(.text(appId))
     }
     sql += " AND sequence > ?"
     values.append(.int(afterSequence))
-    if let environment = query.environment {
+    if let environment = query.environment, query.userId == nil {
       sql += " AND environment = ?"
       values.append(.text(environment.rawValue))
     }

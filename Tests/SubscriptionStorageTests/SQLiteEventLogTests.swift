@@ -81,6 +81,17 @@ struct SQLiteEventLogTests {
     }
   }
 
+  @Test("a user's events are found by probing the user's keys, not by walking the app's users")
+  func userFilterProbesTheUserIndex() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    let sql = SQLiteStore.eventsStatement(appId: "a1", query: EventQuery(userId: "u1"), afterSequence: 0, limit: 10).sql
+    let plan = try await store.queryPlan(sql)
+    #expect(plan.contains { $0.contains("users") && $0.contains("(app_id=? AND environment=? AND user_id=?)") }, "\(plan)")
+    #expect(plan.contains { $0.contains("events_by_user") }, "\(plan)")
+  }
+
   @Test("the event payload layout covers every stored property of SubscriptionEvent")
   func payloadCoversEveryField() {
     let e = SubscriptionEvent(

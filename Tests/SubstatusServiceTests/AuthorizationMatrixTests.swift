@@ -240,6 +240,9 @@ import SubstatusWire
     row(Substatus_V1_EventService.replayEvents, adminOfApp) { w in var r = Substatus_V1_ReplayEventsRequest(); r.appID = w.appA; return r },
     // ReportService: ADMIN keys.
     row(Substatus_V1_ReportService.getReport, adminOfApp) { w in var r = Substatus_V1_GetReportRequest(); r.appID = w.appA; return r },
+    row(Substatus_V1_ReportService.getTrends, adminOfApp) { w in
+      var r = Substatus_V1_GetTrendsRequest(); r.appID = w.appA; r.fromMs = 1_704_067_200_000; r.toMs = 1_704_153_600_000; return r
+    },
   ]
 
   static func code(_ error: RPCError) -> String {

@@ -9,7 +9,8 @@ extension Substatus_V1_ReportService {
   /// The server side of `substatus.v1.ReportService`: one method per RPC, so a type that leaves one
   /// out does not compile. Register an implementation with ``register(_:in:execution:)``.
   ///
-  /// Counts an app's subscriptions by state. Needs an ADMIN key.
+  /// Counts an app's subscriptions by state, and reads the app's event log as series over time. Needs
+  /// an ADMIN key.
   public protocol ServiceProtocol: Sendable {
     /// Returns the app's counts as of `as_of_ms`, evaluated by the same rules as GetStatus. Errors:
     /// NOT_FOUND (app); INVALID_ARGUMENT naming `as_of_ms` or `environment`.
@@ -20,6 +21,22 @@ extension Substatus_V1_ReportService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func getReport(_ request: Substatus_V1_GetReportRequest, _ context: ServerContext) async throws -> Substatus_V1_GetReportResponse
+
+    /// Returns the app's series over `[from_ms, to_ms)` by day, ISO week or calendar month (App Store
+    /// Connect's Sales and Trends, for subscriptions), all counted from the event log (EventService's
+    /// events, by their `occurred_ms`). The server reads the environment's events that occurred
+    /// before `to_ms`, from the start of the log (events before `from_ms` tell who is subscribed when
+    /// the range starts), holding one small state per subscription: the cost grows with the app's
+    /// log, not with the range. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `from_ms` or `to_ms`
+    /// (not a UTC midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000
+    /// buckets) or `environment`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func getTrends(_ request: Substatus_V1_GetTrendsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetTrendsResponse
   }
 
   /// Registers every method of `substatus.v1.ReportService` with a router, as typed handlers that read
@@ -39,6 +56,12 @@ extension Substatus_V1_ReportService {
       execution: execution(Substatus_V1_ReportService.getReport.path)
     ) { request, context in
       try await service.getReport(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_ReportService.getTrends.path, request: Substatus_V1_GetTrendsRequest.self, response: Substatus_V1_GetTrendsResponse.self,
+      execution: execution(Substatus_V1_ReportService.getTrends.path)
+    ) { request, context in
+      try await service.getTrends(request, context)
     }
   }
 
@@ -77,6 +100,29 @@ extension Substatus_V1_ReportService {
     ) async throws(RPCError) -> Substatus_V1_GetReportResponse {
       try await rpcClient.unary(
         method: Substatus_V1_ReportService.getReport.path, request: request, response: Substatus_V1_GetReportResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Returns the app's series over `[from_ms, to_ms)` by day, ISO week or calendar month (App Store
+    /// Connect's Sales and Trends, for subscriptions), all counted from the event log (EventService's
+    /// events, by their `occurred_ms`). The server reads the environment's events that occurred
+    /// before `to_ms`, from the start of the log (events before `from_ms` tell who is subscribed when
+    /// the range starts), holding one small state per subscription: the cost grows with the app's
+    /// log, not with the range. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `from_ms` or `to_ms`
+    /// (not a UTC midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000
+    /// buckets) or `environment`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func getTrends(
+      _ request: Substatus_V1_GetTrendsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_GetTrendsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_ReportService.getTrends.path, request: request, response: Substatus_V1_GetTrendsResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -83,7 +83,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(14)),
     ProtoFileDescriptor(
       name: "substatus/v1/report_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto"],
-      symbols: ["substatus.v1.ReportService", "substatus.v1.GetReportRequest", "substatus.v1.GetReportResponse", "substatus.v1.Report"],
+      symbols: ["substatus.v1.ReportService", "substatus.v1.GetReportRequest", "substatus.v1.GetReportResponse", "substatus.v1.Report", "substatus.v1.GetTrendsRequest", "substatus.v1.GetTrendsResponse", "substatus.v1.CurrencyAmount", "substatus.v1.TrendBucket", "substatus.v1.TrendInterval"],
       services: ["substatus.v1.ReportService"],
       serializedDescriptor: fileBytes(15)),
     ProtoFileDescriptor(
@@ -151,6 +151,7 @@ public enum ProtoFiles {
     "substatus.v1.CreateTenantResponse": Substatus_V1_CreateTenantResponse.self,
     "substatus.v1.CreateWebhookRequest": Substatus_V1_CreateWebhookRequest.self,
     "substatus.v1.CreateWebhookResponse": Substatus_V1_CreateWebhookResponse.self,
+    "substatus.v1.CurrencyAmount": Substatus_V1_CurrencyAmount.self,
     "substatus.v1.DeleteEntitlementsRequest": Substatus_V1_DeleteEntitlementsRequest.self,
     "substatus.v1.DeleteEntitlementsResponse": Substatus_V1_DeleteEntitlementsResponse.self,
     "substatus.v1.DeleteProductsRequest": Substatus_V1_DeleteProductsRequest.self,
@@ -180,6 +181,8 @@ public enum ProtoFiles {
     "substatus.v1.GetStatusResponse": Substatus_V1_GetStatusResponse.self,
     "substatus.v1.GetTransactionHistoryRequest": Substatus_V1_GetTransactionHistoryRequest.self,
     "substatus.v1.GetTransactionHistoryResponse": Substatus_V1_GetTransactionHistoryResponse.self,
+    "substatus.v1.GetTrendsRequest": Substatus_V1_GetTrendsRequest.self,
+    "substatus.v1.GetTrendsResponse": Substatus_V1_GetTrendsResponse.self,
     "substatus.v1.GroupStatus": Substatus_V1_GroupStatus.self,
     "substatus.v1.ImportReceiptResponseRequest": Substatus_V1_ImportReceiptResponseRequest.self,
     "substatus.v1.ImportReceiptResponseResponse": Substatus_V1_ImportReceiptResponseResponse.self,
@@ -242,6 +245,7 @@ public enum ProtoFiles {
     "substatus.v1.TestWebhookResponse": Substatus_V1_TestWebhookResponse.self,
     "substatus.v1.Transaction": Substatus_V1_Transaction.self,
     "substatus.v1.TransactionImportResult": Substatus_V1_TransactionImportResult.self,
+    "substatus.v1.TrendBucket": Substatus_V1_TrendBucket.self,
     "substatus.v1.UpdateAppRequest": Substatus_V1_UpdateAppRequest.self,
     "substatus.v1.UpdateAppResponse": Substatus_V1_UpdateAppResponse.self,
     "substatus.v1.UserEligibility": Substatus_V1_UserEligibility.self,

@@ -2,6 +2,69 @@
 
 import Foundation
 
+/// The length of a trends bucket. Buckets follow the UTC calendar and are cut at the range's ends:
+/// a range that starts on a Wednesday has a first weekly bucket from that Wednesday to the next
+/// Monday.
+public enum Substatus_V1_TrendInterval: ProtobufEnum {
+  /// Not set: days.
+  case unspecified
+  /// UTC days.
+  case day
+  /// ISO weeks: from Monday 00:00 UTC to the next Monday.
+  case week
+  /// Calendar months: from the 1st, 00:00 UTC, to the next month's 1st.
+  case month
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .day
+    case 2: self = .week
+    case 3: self = .month
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .day: 1
+    case .week: 2
+    case .month: 3
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "TREND_INTERVAL_UNSPECIFIED"
+    case .day: "TREND_INTERVAL_DAY"
+    case .week: "TREND_INTERVAL_WEEK"
+    case .month: "TREND_INTERVAL_MONTH"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "TREND_INTERVAL_UNSPECIFIED": self = .unspecified
+    case "TREND_INTERVAL_DAY": self = .day
+    case "TREND_INTERVAL_WEEK": self = .week
+    case "TREND_INTERVAL_MONTH": self = .month
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_TrendInterval] = [.unspecified, .day, .week, .month]
+}
+
 /// The request of ReportService.GetReport.
 public struct Substatus_V1_GetReportRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -98,6 +161,190 @@ public struct Substatus_V1_Report: ProtobufJSONMessage {
 
   /// All subscriptions counted (every state but NEVER_SUBSCRIBED).
   public var subscriptions: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of ReportService.GetTrends.
+public struct Substatus_V1_GetTrendsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetTrendsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The range's start, included: a UTC midnight in milliseconds since the epoch. Required.
+  public var fromMs: Int64 = 0
+
+  /// The range's end, excluded: a UTC midnight after `from_ms`. Required.
+  public var toMs: Int64 = 0
+
+  /// The buckets' length; UNSPECIFIED: days. At most 1,000 buckets.
+  public var interval: Substatus_V1_TrendInterval = Substatus_V1_TrendInterval(rawValue: 0)
+
+  /// The environment to count; UNSPECIFIED: production.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of ReportService.GetTrends.
+public struct Substatus_V1_GetTrendsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetTrendsResponse"
+
+  /// The app.
+  public var appID: String = ""
+
+  /// The environment counted.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// The buckets' length (never UNSPECIFIED).
+  public var interval: Substatus_V1_TrendInterval = Substatus_V1_TrendInterval(rawValue: 0)
+
+  /// The buckets, oldest first, covering `[from_ms, to_ms)` without gap or overlap.
+  public var buckets: [Substatus_V1_TrendBucket] = []
+
+  /// Every currency that appears in some bucket's `revenue`, `refunded_revenue` or `mrr`, in
+  /// alphabetical order (the columns of a spreadsheet).
+  public var currencies: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// An amount of money in one currency.
+public struct Substatus_V1_CurrencyAmount: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.CurrencyAmount"
+
+  /// ISO 4217 currency code, as Apple gives it.
+  public var currency: String = ""
+
+  /// The amount in milliunits of the currency (Apple's `price`: 9990 is 9.99).
+  public var amountMilliunits: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The series' values for one bucket `[start_ms, end_ms)`. A subscription is a pair of (user,
+/// subscription group); its state is the `state_after` of its latest event that occurred before the
+/// instant asked (its events taken in log order: an event of a subscription that occurred before
+/// one already logged for it, data that arrived late, counts in the bucket it occurred in but does
+/// not change the states at bucket ends). Flow counts are of events whose `occurred_ms` is in the
+/// bucket. The "offer" of an event is its `offer`; a subscription is "in a free trial" from a
+/// SUBSCRIPTION_STARTED or RESUBSCRIBED event with offer FREE_TRIAL until its next purchase event
+/// or its lapse.
+public struct Substatus_V1_TrendBucket: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.TrendBucket"
+
+  /// The bucket's start, included.
+  public var startMs: Int64 = 0
+
+  /// The bucket's end, excluded.
+  public var endMs: Int64 = 0
+
+  /// Subscriptions in SUBSCRIPTION_STATE_ACTIVE or SUBSCRIPTION_STATE_GRACE_PERIOD (entitled, as
+  /// Apple keeps service during grace) at `end_ms`, free trials and family-shared access included.
+  public var activeSubscribers: Int64 = 0
+
+  /// Of `active_subscribers`, those in a free trial.
+  public var activeTrials: Int64 = 0
+
+  /// SUBSCRIPTION_STARTED and RESUBSCRIBED events with offer FREE_TRIAL.
+  public var trialsStarted: Int64 = 0
+
+  /// Free trials that became paid: TRIAL_CONVERTED events, and any other purchase event
+  /// (RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED with an offer other than FREE_TRIAL) of a
+  /// subscription in a free trial.
+  public var trialsConverted: Int64 = 0
+
+  /// Free trials that ended unpaid: a subscription in a free trial whose state became EXPIRED or
+  /// REVOKED (EXPIRED, REFUNDED or FAMILY_ACCESS_REVOKED events).
+  public var trialsLapsed: Int64 = 0
+
+  /// `trials_converted / (trials_converted + trials_lapsed)`, the share of the trials that ended in
+  /// the bucket which converted; 0 when none ended.
+  public var trialConversionRate: Double = 0
+
+  /// SUBSCRIPTION_STARTED and RESUBSCRIBED events with any offer but FREE_TRIAL (regular price,
+  /// paid introductory, promotional, offer code, win-back): new paid subscriptions, trial
+  /// conversions not included.
+  public var newPaidSubscriptions: Int64 = 0
+
+  /// RENEWED events.
+  public var renewals: Int64 = 0
+
+  /// EXPIRED events of subscriptions not in a free trial (voluntary and billing churn; trials that
+  /// lapse are `trials_lapsed`, refunds are `refunds`).
+  public var churned: Int64 = 0
+
+  /// REFUNDED events.
+  public var refunds: Int64 = 0
+
+  /// BILLING_ISSUE events.
+  public var billingIssues: Int64 = 0
+
+  /// BILLING_RECOVERED events.
+  public var billingRecoveries: Int64 = 0
+
+  /// Gross sales by currency: the prices of the purchase events (SUBSCRIPTION_STARTED,
+  /// RESUBSCRIBED, TRIAL_CONVERTED, RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED,
+  /// NON_RENEWING_PURCHASED, ONE_TIME_PURCHASED) that carry a price and a currency, each
+  /// transaction once; free trials add 0. Ordered by currency.
+  public var revenue: [Substatus_V1_CurrencyAmount] = []
+
+  /// Purchase events (as for `revenue`, free trials not included) without a price or currency:
+  /// revenue is only as complete as the prices Apple's data carried.
+  public var unpricedPurchases: Int64 = 0
+
+  /// The prices of REFUNDED events that carry one, by currency (subtract from `revenue` for net
+  /// sales). Ordered by currency.
+  public var refundedRevenue: [Substatus_V1_CurrencyAmount] = []
+
+  /// Monthly recurring revenue at `end_ms`, by currency: over subscriptions in
+  /// SUBSCRIPTION_STATE_ACTIVE and not in a free trial, the last price paid normalized to a month
+  /// from the product's catalog duration (P1W × 52/12, P1M × 1, P2M × 1/2, P3M × 1/3, P6M × 1/6,
+  /// P1Y × 1/12; generally × 12 / months, × 52 / 12 / weeks, × 365 / 12 / days), rounded to the
+  /// milliunit per subscription. Ordered by currency.
+  public var mrr: [Substatus_V1_CurrencyAmount] = []
+
+  /// Subscriptions counted in `active_subscribers`, not in a free trial and in
+  /// SUBSCRIPTION_STATE_ACTIVE, left out of `mrr` because their last price or their product's
+  /// duration is unknown.
+  public var mrrUnpricedSubscriptions: Int64 = 0
 
   /// A message with every field at its default value.
   public init() {}
@@ -296,7 +543,291 @@ extension Substatus_V1_Report {
   }
 }
 
-/// Counts an app's subscriptions by state. Needs an ADMIN key.
+extension Substatus_V1_GetTrendsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetTrendsRequest", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    fromMs = r.int64(1)
+    toMs = r.int64(2)
+    interval = r.enumeration(3)
+    environment = r.enumeration(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.int64(1, fromMs)
+    w.int64(2, toMs)
+    w.enumeration(3, interval)
+    w.enumeration(4, environment)
+  }
+}
+
+extension Substatus_V1_GetTrendsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.fromMs == 0) { o.append("fromMs", ProtoJSON.int64(self.fromMs)) }
+    if !(self.toMs == 0) { o.append("toMs", ProtoJSON.int64(self.toMs)) }
+    if !(self.interval.rawValue == 0) { o.append("interval", self.interval.jsonValue) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "fromMs", "from_ms":
+        self.fromMs = try ProtoJSON.integer(value, "fromMs", Int64.self)
+      case "toMs", "to_ms":
+        self.toMs = try ProtoJSON.integer(value, "toMs", Int64.self)
+      case "interval":
+        self.interval = try ProtoJSON.enumeration(value, "interval", Substatus_V1_TrendInterval.self)
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_GetTrendsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetTrendsResponse", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    environment = r.enumeration(1)
+    interval = r.enumeration(2)
+    buckets = try r.repeatedMessage(3, Substatus_V1_TrendBucket.self)
+    currencies = try r.repeatedString(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.enumeration(1, environment)
+    w.enumeration(2, interval)
+    w.repeatedMessage(3, buckets)
+    w.repeatedString(4, currencies)
+  }
+}
+
+extension Substatus_V1_GetTrendsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.interval.rawValue == 0) { o.append("interval", self.interval.jsonValue) }
+    if !self.buckets.isEmpty { o.append("buckets", .array(self.buckets.map { $0.jsonValue() })) }
+    if !self.currencies.isEmpty { o.append("currencies", .array(self.currencies.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "interval":
+        self.interval = try ProtoJSON.enumeration(value, "interval", Substatus_V1_TrendInterval.self)
+      case "buckets":
+        self.buckets = try ProtoJSON.repeated(value, "buckets") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_TrendBucket.self) }
+      case "currencies":
+        self.currencies = try ProtoJSON.repeated(value, "currencies") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_CurrencyAmount: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.CurrencyAmount", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    currency = try r.string(0)
+    amountMilliunits = r.int64(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, currency)
+    w.int64(1, amountMilliunits)
+  }
+}
+
+extension Substatus_V1_CurrencyAmount {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.currency.isEmpty) { o.append("currency", .string(self.currency)) }
+    if !(self.amountMilliunits == 0) { o.append("amountMilliunits", ProtoJSON.int64(self.amountMilliunits)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "currency":
+        self.currency = try ProtoJSON.string(value, "currency")
+      case "amountMilliunits", "amount_milliunits":
+        self.amountMilliunits = try ProtoJSON.integer(value, "amountMilliunits", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_TrendBucket: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.TrendBucket", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    startMs = r.int64(0)
+    endMs = r.int64(1)
+    activeSubscribers = r.int64(2)
+    activeTrials = r.int64(3)
+    trialsStarted = r.int64(4)
+    trialsConverted = r.int64(5)
+    trialsLapsed = r.int64(6)
+    trialConversionRate = r.double(7)
+    newPaidSubscriptions = r.int64(8)
+    renewals = r.int64(9)
+    churned = r.int64(10)
+    refunds = r.int64(11)
+    billingIssues = r.int64(12)
+    billingRecoveries = r.int64(13)
+    revenue = try r.repeatedMessage(14, Substatus_V1_CurrencyAmount.self)
+    unpricedPurchases = r.int64(15)
+    refundedRevenue = try r.repeatedMessage(16, Substatus_V1_CurrencyAmount.self)
+    mrr = try r.repeatedMessage(17, Substatus_V1_CurrencyAmount.self)
+    mrrUnpricedSubscriptions = r.int64(18)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.int64(0, startMs)
+    w.int64(1, endMs)
+    w.int64(2, activeSubscribers)
+    w.int64(3, activeTrials)
+    w.int64(4, trialsStarted)
+    w.int64(5, trialsConverted)
+    w.int64(6, trialsLapsed)
+    w.double(7, trialConversionRate)
+    w.int64(8, newPaidSubscriptions)
+    w.int64(9, renewals)
+    w.int64(10, churned)
+    w.int64(11, refunds)
+    w.int64(12, billingIssues)
+    w.int64(13, billingRecoveries)
+    w.repeatedMessage(14, revenue)
+    w.int64(15, unpricedPurchases)
+    w.repeatedMessage(16, refundedRevenue)
+    w.repeatedMessage(17, mrr)
+    w.int64(18, mrrUnpricedSubscriptions)
+  }
+}
+
+extension Substatus_V1_TrendBucket {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.startMs == 0) { o.append("startMs", ProtoJSON.int64(self.startMs)) }
+    if !(self.endMs == 0) { o.append("endMs", ProtoJSON.int64(self.endMs)) }
+    if !(self.activeSubscribers == 0) { o.append("activeSubscribers", ProtoJSON.int64(self.activeSubscribers)) }
+    if !(self.activeTrials == 0) { o.append("activeTrials", ProtoJSON.int64(self.activeTrials)) }
+    if !(self.trialsStarted == 0) { o.append("trialsStarted", ProtoJSON.int64(self.trialsStarted)) }
+    if !(self.trialsConverted == 0) { o.append("trialsConverted", ProtoJSON.int64(self.trialsConverted)) }
+    if !(self.trialsLapsed == 0) { o.append("trialsLapsed", ProtoJSON.int64(self.trialsLapsed)) }
+    if !(self.trialConversionRate == 0) { o.append("trialConversionRate", ProtoJSON.double(self.trialConversionRate)) }
+    if !(self.newPaidSubscriptions == 0) { o.append("newPaidSubscriptions", ProtoJSON.int64(self.newPaidSubscriptions)) }
+    if !(self.renewals == 0) { o.append("renewals", ProtoJSON.int64(self.renewals)) }
+    if !(self.churned == 0) { o.append("churned", ProtoJSON.int64(self.churned)) }
+    if !(self.refunds == 0) { o.append("refunds", ProtoJSON.int64(self.refunds)) }
+    if !(self.billingIssues == 0) { o.append("billingIssues", ProtoJSON.int64(self.billingIssues)) }
+    if !(self.billingRecoveries == 0) { o.append("billingRecoveries", ProtoJSON.int64(self.billingRecoveries)) }
+    if !self.revenue.isEmpty { o.append("revenue", .array(self.revenue.map { $0.jsonValue() })) }
+    if !(self.unpricedPurchases == 0) { o.append("unpricedPurchases", ProtoJSON.int64(self.unpricedPurchases)) }
+    if !self.refundedRevenue.isEmpty { o.append("refundedRevenue", .array(self.refundedRevenue.map { $0.jsonValue() })) }
+    if !self.mrr.isEmpty { o.append("mrr", .array(self.mrr.map { $0.jsonValue() })) }
+    if !(self.mrrUnpricedSubscriptions == 0) { o.append("mrrUnpricedSubscriptions", ProtoJSON.int64(self.mrrUnpricedSubscriptions)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "startMs", "start_ms":
+        self.startMs = try ProtoJSON.integer(value, "startMs", Int64.self)
+      case "endMs", "end_ms":
+        self.endMs = try ProtoJSON.integer(value, "endMs", Int64.self)
+      case "activeSubscribers", "active_subscribers":
+        self.activeSubscribers = try ProtoJSON.integer(value, "activeSubscribers", Int64.self)
+      case "activeTrials", "active_trials":
+        self.activeTrials = try ProtoJSON.integer(value, "activeTrials", Int64.self)
+      case "trialsStarted", "trials_started":
+        self.trialsStarted = try ProtoJSON.integer(value, "trialsStarted", Int64.self)
+      case "trialsConverted", "trials_converted":
+        self.trialsConverted = try ProtoJSON.integer(value, "trialsConverted", Int64.self)
+      case "trialsLapsed", "trials_lapsed":
+        self.trialsLapsed = try ProtoJSON.integer(value, "trialsLapsed", Int64.self)
+      case "trialConversionRate", "trial_conversion_rate":
+        self.trialConversionRate = try ProtoJSON.double(value, "trialConversionRate")
+      case "newPaidSubscriptions", "new_paid_subscriptions":
+        self.newPaidSubscriptions = try ProtoJSON.integer(value, "newPaidSubscriptions", Int64.self)
+      case "renewals":
+        self.renewals = try ProtoJSON.integer(value, "renewals", Int64.self)
+      case "churned":
+        self.churned = try ProtoJSON.integer(value, "churned", Int64.self)
+      case "refunds":
+        self.refunds = try ProtoJSON.integer(value, "refunds", Int64.self)
+      case "billingIssues", "billing_issues":
+        self.billingIssues = try ProtoJSON.integer(value, "billingIssues", Int64.self)
+      case "billingRecoveries", "billing_recoveries":
+        self.billingRecoveries = try ProtoJSON.integer(value, "billingRecoveries", Int64.self)
+      case "revenue":
+        self.revenue = try ProtoJSON.repeated(value, "revenue") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_CurrencyAmount.self) }
+      case "unpricedPurchases", "unpriced_purchases":
+        self.unpricedPurchases = try ProtoJSON.integer(value, "unpricedPurchases", Int64.self)
+      case "refundedRevenue", "refunded_revenue":
+        self.refundedRevenue = try ProtoJSON.repeated(value, "refundedRevenue") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_CurrencyAmount.self) }
+      case "mrr":
+        self.mrr = try ProtoJSON.repeated(value, "mrr") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_CurrencyAmount.self) }
+      case "mrrUnpricedSubscriptions", "mrr_unpriced_subscriptions":
+        self.mrrUnpricedSubscriptions = try ProtoJSON.integer(value, "mrrUnpricedSubscriptions", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+/// Counts an app's subscriptions by state, and reads the app's event log as series over time. Needs
+/// an ADMIN key.
 public enum Substatus_V1_ReportService {
   /// The fully qualified service name.
   public static let name = "substatus.v1.ReportService"
@@ -306,7 +837,18 @@ public enum Substatus_V1_ReportService {
   public static let getReport = ProtoMethodDescriptor<Substatus_V1_GetReportRequest, Substatus_V1_GetReportResponse>(
     service: name, method: "GetReport", clientStreaming: false, serverStreaming: false)
 
+  /// Returns the app's series over `[from_ms, to_ms)` by day, ISO week or calendar month (App Store
+  /// Connect's Sales and Trends, for subscriptions), all counted from the event log (EventService's
+  /// events, by their `occurred_ms`). The server reads the environment's events that occurred
+  /// before `to_ms`, from the start of the log (events before `from_ms` tell who is subscribed when
+  /// the range starts), holding one small state per subscription: the cost grows with the app's
+  /// log, not with the range. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `from_ms` or `to_ms`
+  /// (not a UTC midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000
+  /// buckets) or `environment`.
+  public static let getTrends = ProtoMethodDescriptor<Substatus_V1_GetTrendsRequest, Substatus_V1_GetTrendsResponse>(
+    service: name, method: "GetTrends", clientStreaming: false, serverStreaming: false)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport"]
+  public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport", "/substatus.v1.ReportService/GetTrends"]
 }
 

@@ -142,6 +142,186 @@ void   substatus__v1__report__free_unpacked
   assert(message->base.descriptor == &substatus__v1__report__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__get_trends_request__init
+                     (Substatus__V1__GetTrendsRequest         *message)
+{
+  static const Substatus__V1__GetTrendsRequest init_value = SUBSTATUS__V1__GET_TRENDS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_trends_request__get_packed_size
+                     (const Substatus__V1__GetTrendsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_trends_request__pack
+                     (const Substatus__V1__GetTrendsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_trends_request__pack_to_buffer
+                     (const Substatus__V1__GetTrendsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetTrendsRequest *
+       substatus__v1__get_trends_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetTrendsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__get_trends_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_trends_request__free_unpacked
+                     (Substatus__V1__GetTrendsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_trends_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_trends_response__init
+                     (Substatus__V1__GetTrendsResponse         *message)
+{
+  static const Substatus__V1__GetTrendsResponse init_value = SUBSTATUS__V1__GET_TRENDS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_trends_response__get_packed_size
+                     (const Substatus__V1__GetTrendsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_trends_response__pack
+                     (const Substatus__V1__GetTrendsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_trends_response__pack_to_buffer
+                     (const Substatus__V1__GetTrendsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_trends_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetTrendsResponse *
+       substatus__v1__get_trends_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetTrendsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__get_trends_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_trends_response__free_unpacked
+                     (Substatus__V1__GetTrendsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_trends_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__currency_amount__init
+                     (Substatus__V1__CurrencyAmount         *message)
+{
+  static const Substatus__V1__CurrencyAmount init_value = SUBSTATUS__V1__CURRENCY_AMOUNT__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__currency_amount__get_packed_size
+                     (const Substatus__V1__CurrencyAmount *message)
+{
+  assert(message->base.descriptor == &substatus__v1__currency_amount__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__currency_amount__pack
+                     (const Substatus__V1__CurrencyAmount *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__currency_amount__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__currency_amount__pack_to_buffer
+                     (const Substatus__V1__CurrencyAmount *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__currency_amount__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__CurrencyAmount *
+       substatus__v1__currency_amount__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__CurrencyAmount *)
+     protobuf_c_message_unpack (&substatus__v1__currency_amount__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__currency_amount__free_unpacked
+                     (Substatus__V1__CurrencyAmount *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__currency_amount__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__trend_bucket__init
+                     (Substatus__V1__TrendBucket         *message)
+{
+  static const Substatus__V1__TrendBucket init_value = SUBSTATUS__V1__TREND_BUCKET__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__trend_bucket__get_packed_size
+                     (const Substatus__V1__TrendBucket *message)
+{
+  assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__trend_bucket__pack
+                     (const Substatus__V1__TrendBucket *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__trend_bucket__pack_to_buffer
+                     (const Substatus__V1__TrendBucket *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__TrendBucket *
+       substatus__v1__trend_bucket__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__TrendBucket *)
+     protobuf_c_message_unpack (&substatus__v1__trend_bucket__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__trend_bucket__free_unpacked
+                     (Substatus__V1__TrendBucket *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__get_report_request__field_descriptors[3] =
 {
   {
@@ -451,12 +631,549 @@ const ProtobufCMessageDescriptor substatus__v1__report__descriptor =
   (ProtobufCMessageInit) substatus__v1__report__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__report_service__method_descriptors[1] =
+static const ProtobufCFieldDescriptor substatus__v1__get_trends_request__field_descriptors[5] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsRequest, from_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsRequest, to_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "interval",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsRequest, interval),
+    &substatus__v1__trend_interval__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_trends_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  4,   /* field[4] = environment */
+  1,   /* field[1] = from_ms */
+  3,   /* field[3] = interval */
+  2,   /* field[2] = to_ms */
+};
+static const ProtobufCIntRange substatus__v1__get_trends_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_trends_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetTrendsRequest",
+  "GetTrendsRequest",
+  "Substatus__V1__GetTrendsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetTrendsRequest),
+  5,
+  substatus__v1__get_trends_request__field_descriptors,
+  substatus__v1__get_trends_request__field_indices_by_name,
+  1,  substatus__v1__get_trends_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_trends_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_trends_response__field_descriptors[5] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsResponse, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsResponse, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "interval",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetTrendsResponse, interval),
+    &substatus__v1__trend_interval__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "buckets",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__GetTrendsResponse, n_buckets),
+    offsetof(Substatus__V1__GetTrendsResponse, buckets),
+    &substatus__v1__trend_bucket__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "currencies",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__GetTrendsResponse, n_currencies),
+    offsetof(Substatus__V1__GetTrendsResponse, currencies),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_trends_response__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  3,   /* field[3] = buckets */
+  4,   /* field[4] = currencies */
+  1,   /* field[1] = environment */
+  2,   /* field[2] = interval */
+};
+static const ProtobufCIntRange substatus__v1__get_trends_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_trends_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetTrendsResponse",
+  "GetTrendsResponse",
+  "Substatus__V1__GetTrendsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetTrendsResponse),
+  5,
+  substatus__v1__get_trends_response__field_descriptors,
+  substatus__v1__get_trends_response__field_indices_by_name,
+  1,  substatus__v1__get_trends_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_trends_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__currency_amount__field_descriptors[2] =
+{
+  {
+    "currency",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__CurrencyAmount, currency),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "amount_milliunits",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__CurrencyAmount, amount_milliunits),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__currency_amount__field_indices_by_name[] = {
+  1,   /* field[1] = amount_milliunits */
+  0,   /* field[0] = currency */
+};
+static const ProtobufCIntRange substatus__v1__currency_amount__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__currency_amount__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.CurrencyAmount",
+  "CurrencyAmount",
+  "Substatus__V1__CurrencyAmount",
+  "substatus.v1",
+  sizeof(Substatus__V1__CurrencyAmount),
+  2,
+  substatus__v1__currency_amount__field_descriptors,
+  substatus__v1__currency_amount__field_indices_by_name,
+  1,  substatus__v1__currency_amount__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__currency_amount__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__trend_bucket__field_descriptors[19] =
+{
+  {
+    "start_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, start_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, end_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "active_subscribers",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, active_subscribers),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "active_trials",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, active_trials),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trials_started",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, trials_started),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trials_converted",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, trials_converted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trials_lapsed",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, trials_lapsed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trial_conversion_rate",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, trial_conversion_rate),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "new_paid_subscriptions",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, new_paid_subscriptions),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "renewals",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, renewals),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "churned",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, churned),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refunds",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, refunds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_issues",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, billing_issues),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_recoveries",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, billing_recoveries),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revenue",
+    15,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__TrendBucket, n_revenue),
+    offsetof(Substatus__V1__TrendBucket, revenue),
+    &substatus__v1__currency_amount__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unpriced_purchases",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, unpriced_purchases),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refunded_revenue",
+    17,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__TrendBucket, n_refunded_revenue),
+    offsetof(Substatus__V1__TrendBucket, refunded_revenue),
+    &substatus__v1__currency_amount__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mrr",
+    18,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__TrendBucket, n_mrr),
+    offsetof(Substatus__V1__TrendBucket, mrr),
+    &substatus__v1__currency_amount__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mrr_unpriced_subscriptions",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TrendBucket, mrr_unpriced_subscriptions),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__trend_bucket__field_indices_by_name[] = {
+  2,   /* field[2] = active_subscribers */
+  3,   /* field[3] = active_trials */
+  12,   /* field[12] = billing_issues */
+  13,   /* field[13] = billing_recoveries */
+  10,   /* field[10] = churned */
+  1,   /* field[1] = end_ms */
+  17,   /* field[17] = mrr */
+  18,   /* field[18] = mrr_unpriced_subscriptions */
+  8,   /* field[8] = new_paid_subscriptions */
+  16,   /* field[16] = refunded_revenue */
+  11,   /* field[11] = refunds */
+  9,   /* field[9] = renewals */
+  14,   /* field[14] = revenue */
+  0,   /* field[0] = start_ms */
+  7,   /* field[7] = trial_conversion_rate */
+  5,   /* field[5] = trials_converted */
+  6,   /* field[6] = trials_lapsed */
+  4,   /* field[4] = trials_started */
+  15,   /* field[15] = unpriced_purchases */
+};
+static const ProtobufCIntRange substatus__v1__trend_bucket__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 19 }
+};
+const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.TrendBucket",
+  "TrendBucket",
+  "Substatus__V1__TrendBucket",
+  "substatus.v1",
+  sizeof(Substatus__V1__TrendBucket),
+  19,
+  substatus__v1__trend_bucket__field_descriptors,
+  substatus__v1__trend_bucket__field_indices_by_name,
+  1,  substatus__v1__trend_bucket__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__trend_bucket__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue substatus__v1__trend_interval__enum_values_by_number[4] =
+{
+  { "TREND_INTERVAL_UNSPECIFIED", "SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED", 0 },
+  { "TREND_INTERVAL_DAY", "SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_DAY", 1 },
+  { "TREND_INTERVAL_WEEK", "SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_WEEK", 2 },
+  { "TREND_INTERVAL_MONTH", "SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_MONTH", 3 },
+};
+static const ProtobufCIntRange substatus__v1__trend_interval__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex substatus__v1__trend_interval__enum_values_by_name[4] =
+{
+  { "TREND_INTERVAL_DAY", 1 },
+  { "TREND_INTERVAL_MONTH", 3 },
+  { "TREND_INTERVAL_UNSPECIFIED", 0 },
+  { "TREND_INTERVAL_WEEK", 2 },
+};
+const ProtobufCEnumDescriptor substatus__v1__trend_interval__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.TrendInterval",
+  "TrendInterval",
+  "Substatus__V1__TrendInterval",
+  "substatus.v1",
+  4,
+  substatus__v1__trend_interval__enum_values_by_number,
+  4,
+  substatus__v1__trend_interval__enum_values_by_name,
+  1,
+  substatus__v1__trend_interval__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__report_service__method_descriptors[2] =
 {
   { "GetReport", &substatus__v1__get_report_request__descriptor, &substatus__v1__get_report_response__descriptor },
+  { "GetTrends", &substatus__v1__get_trends_request__descriptor, &substatus__v1__get_trends_response__descriptor },
 };
 const unsigned substatus__v1__report_service__method_indices_by_name[] = {
-  0         /* GetReport */
+  0,        /* GetReport */
+  1         /* GetTrends */
 };
 const ProtobufCServiceDescriptor substatus__v1__report_service__descriptor =
 {
@@ -465,7 +1182,7 @@ const ProtobufCServiceDescriptor substatus__v1__report_service__descriptor =
   "ReportService",
   "Substatus__V1__ReportService",
   "substatus.v1",
-  1,
+  2,
   substatus__v1__report_service__method_descriptors,
   substatus__v1__report_service__method_indices_by_name
 };
@@ -476,6 +1193,14 @@ void substatus__v1__report_service__get_report(ProtobufCService *service,
 {
   assert(service->descriptor == &substatus__v1__report_service__descriptor);
   service->invoke(service, 0, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__report_service__get_trends(ProtobufCService *service,
+                                               const Substatus__V1__GetTrendsRequest *input,
+                                               Substatus__V1__GetTrendsResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__report_service__descriptor);
+  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *service,
                                           Substatus__V1__ReportService_ServiceDestroy destroy)

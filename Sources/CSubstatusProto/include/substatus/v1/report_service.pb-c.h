@@ -19,10 +19,38 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Substatus__V1__GetReportRequest Substatus__V1__GetReportRequest;
 typedef struct Substatus__V1__GetReportResponse Substatus__V1__GetReportResponse;
 typedef struct Substatus__V1__Report Substatus__V1__Report;
+typedef struct Substatus__V1__GetTrendsRequest Substatus__V1__GetTrendsRequest;
+typedef struct Substatus__V1__GetTrendsResponse Substatus__V1__GetTrendsResponse;
+typedef struct Substatus__V1__CurrencyAmount Substatus__V1__CurrencyAmount;
+typedef struct Substatus__V1__TrendBucket Substatus__V1__TrendBucket;
 
 
 /* --- enums --- */
 
+/*
+ * The length of a trends bucket. Buckets follow the UTC calendar and are cut at the range's ends:
+ * a range that starts on a Wednesday has a first weekly bucket from that Wednesday to the next
+ * Monday.
+ */
+typedef enum _Substatus__V1__TrendInterval {
+  /*
+   * Not set: days.
+   */
+  SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED = 0,
+  /*
+   * UTC days.
+   */
+  SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_DAY = 1,
+  /*
+   * ISO weeks: from Monday 00:00 UTC to the next Monday.
+   */
+  SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_WEEK = 2,
+  /*
+   * Calendar months: from the 1st, 00:00 UTC, to the next month's 1st.
+   */
+  SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_MONTH = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__TREND_INTERVAL)
+} Substatus__V1__TrendInterval;
 
 /* --- messages --- */
 
@@ -140,6 +168,210 @@ struct  Substatus__V1__Report
     , (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
+/*
+ * The request of ReportService.GetTrends.
+ */
+struct  Substatus__V1__GetTrendsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The range's start, included: a UTC midnight in milliseconds since the epoch. Required.
+   */
+  int64_t from_ms;
+  /*
+   * The range's end, excluded: a UTC midnight after `from_ms`. Required.
+   */
+  int64_t to_ms;
+  /*
+   * The buckets' length; UNSPECIFIED: days. At most 1,000 buckets.
+   */
+  Substatus__V1__TrendInterval interval;
+  /*
+   * The environment to count; UNSPECIFIED: production.
+   */
+  Substatus__V1__Environment environment;
+};
+#define SUBSTATUS__V1__GET_TRENDS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_trends_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
+
+
+/*
+ * The response of ReportService.GetTrends.
+ */
+struct  Substatus__V1__GetTrendsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The app.
+   */
+  char *app_id;
+  /*
+   * The environment counted.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * The buckets' length (never UNSPECIFIED).
+   */
+  Substatus__V1__TrendInterval interval;
+  /*
+   * The buckets, oldest first, covering `[from_ms, to_ms)` without gap or overlap.
+   */
+  size_t n_buckets;
+  Substatus__V1__TrendBucket **buckets;
+  /*
+   * Every currency that appears in some bucket's `revenue`, `refunded_revenue` or `mrr`, in
+   * alphabetical order (the columns of a spreadsheet).
+   */
+  size_t n_currencies;
+  char **currencies;
+};
+#define SUBSTATUS__V1__GET_TRENDS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_trends_response__descriptor) \
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED, 0,NULL, 0,NULL }
+
+
+/*
+ * An amount of money in one currency.
+ */
+struct  Substatus__V1__CurrencyAmount
+{
+  ProtobufCMessage base;
+  /*
+   * ISO 4217 currency code, as Apple gives it.
+   */
+  char *currency;
+  /*
+   * The amount in milliunits of the currency (Apple's `price`: 9990 is 9.99).
+   */
+  int64_t amount_milliunits;
+};
+#define SUBSTATUS__V1__CURRENCY_AMOUNT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__currency_amount__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * The series' values for one bucket `[start_ms, end_ms)`. A subscription is a pair of (user,
+ * subscription group); its state is the `state_after` of its latest event that occurred before the
+ * instant asked (its events taken in log order: an event of a subscription that occurred before
+ * one already logged for it, data that arrived late, counts in the bucket it occurred in but does
+ * not change the states at bucket ends). Flow counts are of events whose `occurred_ms` is in the
+ * bucket. The "offer" of an event is its `offer`; a subscription is "in a free trial" from a
+ * SUBSCRIPTION_STARTED or RESUBSCRIBED event with offer FREE_TRIAL until its next purchase event
+ * or its lapse.
+ */
+struct  Substatus__V1__TrendBucket
+{
+  ProtobufCMessage base;
+  /*
+   * The bucket's start, included.
+   */
+  int64_t start_ms;
+  /*
+   * The bucket's end, excluded.
+   */
+  int64_t end_ms;
+  /*
+   * Subscriptions in SUBSCRIPTION_STATE_ACTIVE or SUBSCRIPTION_STATE_GRACE_PERIOD (entitled, as
+   * Apple keeps service during grace) at `end_ms`, free trials and family-shared access included.
+   */
+  int64_t active_subscribers;
+  /*
+   * Of `active_subscribers`, those in a free trial.
+   */
+  int64_t active_trials;
+  /*
+   * SUBSCRIPTION_STARTED and RESUBSCRIBED events with offer FREE_TRIAL.
+   */
+  int64_t trials_started;
+  /*
+   * Free trials that became paid: TRIAL_CONVERTED events, and any other purchase event
+   * (RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED with an offer other than FREE_TRIAL) of a
+   * subscription in a free trial.
+   */
+  int64_t trials_converted;
+  /*
+   * Free trials that ended unpaid: a subscription in a free trial whose state became EXPIRED or
+   * REVOKED (EXPIRED, REFUNDED or FAMILY_ACCESS_REVOKED events).
+   */
+  int64_t trials_lapsed;
+  /*
+   * `trials_converted / (trials_converted + trials_lapsed)`, the share of the trials that ended in
+   * the bucket which converted; 0 when none ended.
+   */
+  double trial_conversion_rate;
+  /*
+   * SUBSCRIPTION_STARTED and RESUBSCRIBED events with any offer but FREE_TRIAL (regular price,
+   * paid introductory, promotional, offer code, win-back): new paid subscriptions, trial
+   * conversions not included.
+   */
+  int64_t new_paid_subscriptions;
+  /*
+   * RENEWED events.
+   */
+  int64_t renewals;
+  /*
+   * EXPIRED events of subscriptions not in a free trial (voluntary and billing churn; trials that
+   * lapse are `trials_lapsed`, refunds are `refunds`).
+   */
+  int64_t churned;
+  /*
+   * REFUNDED events.
+   */
+  int64_t refunds;
+  /*
+   * BILLING_ISSUE events.
+   */
+  int64_t billing_issues;
+  /*
+   * BILLING_RECOVERED events.
+   */
+  int64_t billing_recoveries;
+  /*
+   * Gross sales by currency: the prices of the purchase events (SUBSCRIPTION_STARTED,
+   * RESUBSCRIBED, TRIAL_CONVERTED, RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED,
+   * NON_RENEWING_PURCHASED, ONE_TIME_PURCHASED) that carry a price and a currency, each
+   * transaction once; free trials add 0. Ordered by currency.
+   */
+  size_t n_revenue;
+  Substatus__V1__CurrencyAmount **revenue;
+  /*
+   * Purchase events (as for `revenue`, free trials not included) without a price or currency:
+   * revenue is only as complete as the prices Apple's data carried.
+   */
+  int64_t unpriced_purchases;
+  /*
+   * The prices of REFUNDED events that carry one, by currency (subtract from `revenue` for net
+   * sales). Ordered by currency.
+   */
+  size_t n_refunded_revenue;
+  Substatus__V1__CurrencyAmount **refunded_revenue;
+  /*
+   * Monthly recurring revenue at `end_ms`, by currency: over subscriptions in
+   * SUBSCRIPTION_STATE_ACTIVE and not in a free trial, the last price paid normalized to a month
+   * from the product's catalog duration (P1W × 52/12, P1M × 1, P2M × 1/2, P3M × 1/3, P6M × 1/6,
+   * P1Y × 1/12; generally × 12 / months, × 52 / 12 / weeks, × 365 / 12 / days), rounded to the
+   * milliunit per subscription. Ordered by currency.
+   */
+  size_t n_mrr;
+  Substatus__V1__CurrencyAmount **mrr;
+  /*
+   * Subscriptions counted in `active_subscribers`, not in a free trial and in
+   * SUBSCRIPTION_STATE_ACTIVE, left out of `mrr` because their last price or their product's
+   * duration is unknown.
+   */
+  int64_t mrr_unpriced_subscriptions;
+};
+#define SUBSTATUS__V1__TREND_BUCKET__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__trend_bucket__descriptor) \
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL, 0, 0,NULL, 0,NULL, 0 }
+
+
 /* Substatus__V1__GetReportRequest methods */
 void   substatus__v1__get_report_request__init
                      (Substatus__V1__GetReportRequest         *message);
@@ -197,6 +429,82 @@ Substatus__V1__Report *
 void   substatus__v1__report__free_unpacked
                      (Substatus__V1__Report *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__GetTrendsRequest methods */
+void   substatus__v1__get_trends_request__init
+                     (Substatus__V1__GetTrendsRequest         *message);
+size_t substatus__v1__get_trends_request__get_packed_size
+                     (const Substatus__V1__GetTrendsRequest   *message);
+size_t substatus__v1__get_trends_request__pack
+                     (const Substatus__V1__GetTrendsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_trends_request__pack_to_buffer
+                     (const Substatus__V1__GetTrendsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetTrendsRequest *
+       substatus__v1__get_trends_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_trends_request__free_unpacked
+                     (Substatus__V1__GetTrendsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetTrendsResponse methods */
+void   substatus__v1__get_trends_response__init
+                     (Substatus__V1__GetTrendsResponse         *message);
+size_t substatus__v1__get_trends_response__get_packed_size
+                     (const Substatus__V1__GetTrendsResponse   *message);
+size_t substatus__v1__get_trends_response__pack
+                     (const Substatus__V1__GetTrendsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_trends_response__pack_to_buffer
+                     (const Substatus__V1__GetTrendsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetTrendsResponse *
+       substatus__v1__get_trends_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_trends_response__free_unpacked
+                     (Substatus__V1__GetTrendsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__CurrencyAmount methods */
+void   substatus__v1__currency_amount__init
+                     (Substatus__V1__CurrencyAmount         *message);
+size_t substatus__v1__currency_amount__get_packed_size
+                     (const Substatus__V1__CurrencyAmount   *message);
+size_t substatus__v1__currency_amount__pack
+                     (const Substatus__V1__CurrencyAmount   *message,
+                      uint8_t             *out);
+size_t substatus__v1__currency_amount__pack_to_buffer
+                     (const Substatus__V1__CurrencyAmount   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__CurrencyAmount *
+       substatus__v1__currency_amount__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__currency_amount__free_unpacked
+                     (Substatus__V1__CurrencyAmount *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__TrendBucket methods */
+void   substatus__v1__trend_bucket__init
+                     (Substatus__V1__TrendBucket         *message);
+size_t substatus__v1__trend_bucket__get_packed_size
+                     (const Substatus__V1__TrendBucket   *message);
+size_t substatus__v1__trend_bucket__pack
+                     (const Substatus__V1__TrendBucket   *message,
+                      uint8_t             *out);
+size_t substatus__v1__trend_bucket__pack_to_buffer
+                     (const Substatus__V1__TrendBucket   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__TrendBucket *
+       substatus__v1__trend_bucket__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__trend_bucket__free_unpacked
+                     (Substatus__V1__TrendBucket *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__GetReportRequest_Closure)
@@ -207,6 +515,18 @@ typedef void (*Substatus__V1__GetReportResponse_Closure)
                   void *closure_data);
 typedef void (*Substatus__V1__Report_Closure)
                  (const Substatus__V1__Report *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetTrendsRequest_Closure)
+                 (const Substatus__V1__GetTrendsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetTrendsResponse_Closure)
+                 (const Substatus__V1__GetTrendsResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__CurrencyAmount_Closure)
+                 (const Substatus__V1__CurrencyAmount *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__TrendBucket_Closure)
+                 (const Substatus__V1__TrendBucket *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -219,6 +539,10 @@ struct Substatus__V1__ReportService_Service
                      const Substatus__V1__GetReportRequest *input,
                      Substatus__V1__GetReportResponse_Closure closure,
                      void *closure_data);
+  void (*get_trends)(Substatus__V1__ReportService_Service *service,
+                     const Substatus__V1__GetTrendsRequest *input,
+                     Substatus__V1__GetTrendsResponse_Closure closure,
+                     void *closure_data);
 };
 typedef void (*Substatus__V1__ReportService_ServiceDestroy)(Substatus__V1__ReportService_Service *);
 void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *service,
@@ -227,17 +551,27 @@ void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *
     { &substatus__v1__report_service__descriptor, protobuf_c_service_invoke_internal, NULL }
 #define SUBSTATUS__V1__REPORT_SERVICE__INIT(function_prefix__) \
     { SUBSTATUS__V1__REPORT_SERVICE__BASE_INIT,\
-      function_prefix__ ## get_report  }
+      function_prefix__ ## get_report,\
+      function_prefix__ ## get_trends  }
 void substatus__v1__report_service__get_report(ProtobufCService *service,
                                                const Substatus__V1__GetReportRequest *input,
                                                Substatus__V1__GetReportResponse_Closure closure,
                                                void *closure_data);
+void substatus__v1__report_service__get_trends(ProtobufCService *service,
+                                               const Substatus__V1__GetTrendsRequest *input,
+                                               Substatus__V1__GetTrendsResponse_Closure closure,
+                                               void *closure_data);
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    substatus__v1__trend_interval__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_report_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_report_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__report__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_trends_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_trends_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__currency_amount__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__report_service__descriptor;
 
 PROTOBUF_C__END_DECLS
