@@ -141,6 +141,10 @@ let package = Package(
       dependencies: ["SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
+      name: "substatus-webhook-bench",
+      dependencies: ["SubstatusService", "SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain", "HTTPServer"],
+      path: "Benchmarks/WebhookBench", swiftSettings: swiftSettings),
+    .executableTarget(
       name: "substatus-e2e-datagen",
       dependencies: ["SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain"],
       path: "Benchmarks/E2EData", swiftSettings: swiftSettings),

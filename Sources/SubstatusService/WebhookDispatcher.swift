@@ -349,7 +349,9 @@ public final class WebhookDispatcher: Sendable {
   private func attempt(_ claimed: Claimed) async {
     let delivery = claimed.delivery
     let body = Array(delivery.event.wire.jsonString().utf8)
-    let attempt = await post(body: body, eventId: delivery.event.event.eventId, to: claimed.target)
+    guard let attempt = await post(body: body, eventId: delivery.event.event.eventId, to: claimed.target) else {
+      return
+    }
     let (state, next) = nextState(after: attempt, of: delivery)
     do {
       try await store.recordDeliveryAttempt(
@@ -392,7 +394,8 @@ public final class WebhookDispatcher: Sendable {
 
   /// Checks the host's addresses, POSTs `body` signed for `target` within the timeout and describes
   /// the attempt.
-  private func post(body: [UInt8], eventId: String, to target: Target) async -> DeliveryAttemptRecord {
+  /// - Returns: the attempt; `nil` when the dispatcher was cancelled meanwhile.
+  private func post(body: [UInt8], eventId: String, to target: Target) async -> DeliveryAttemptRecord? {
     let clock = environment.clock
     let attemptedMs = environment.now()
     let started = clock.monotonicNow
@@ -434,6 +437,8 @@ public final class WebhookDispatcher: Sendable {
       return failed("timeout after \(Self.describe(configuration.timeout))")
     case .failed(let error):
       return failed(Self.describe(error))
+    case .cancelled:
+      return nil
     }
   }
 
@@ -441,6 +446,8 @@ public final class WebhookDispatcher: Sendable {
     case answered(HTTPPostResponse)
     case timedOut
     case failed(any Error)
+    /// The dispatcher was cancelled: no attempt to record (the lease brings the delivery back).
+    case cancelled
   }
 
   /// The POST raced against the timeout on the injected clock: the first to finish decides, the
@@ -450,25 +457,10 @@ public final class WebhookDispatcher: Sendable {
   {
     let race = PostRace()
     let (poster, clock, timeout) = (self.poster, environment.clock, configuration.timeout)
-    return await withCheckedContinuation { (continuation: CheckedContinuation<PostResult, Never>) in
-      race.start(continuation)
-      race.keep(
-        Task {
-          do {
-            try await clock.sleep(for: timeout)
-            race.finish(.timedOut)
-          } catch {}
-        })
-      race.keep(
-        Task {
-          do {
-            // The client's own timeout is a backstop behind the one on the injected clock.
-            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
-            race.finish(.answered(response))
-          } catch {
-            race.finish(.failed(error))
-          }
-        })
+    return await withTaskCancellationHandler {
+      await race.run(poster: poster, clock: clock, timeout: timeout, url: url, headers: headers, body: body)
+    } onCancel: {
+      race.finish(.cancelled)
     }
   }
 
@@ -478,26 +470,54 @@ public final class WebhookDispatcher: Sendable {
     private struct State {
       var continuation: CheckedContinuation<PostResult, Never>?
       var tasks: [Task<Void, Never>] = []
-      var decided = false
+      var decided: PostResult?
     }
     private let state = Mutex(State())
 
-    func start(_ continuation: CheckedContinuation<PostResult, Never>) {
-      state.withLock { $0.continuation = continuation }
+    func run(
+      poster: any HTTPPoster, clock: any ServiceClock, timeout: Duration, url: URL, headers: [(String, String)],
+      body: [UInt8]
+    ) async -> PostResult {
+      await withCheckedContinuation { (continuation: CheckedContinuation<PostResult, Never>) in
+        if let decided = state.withLock({ s -> PostResult? in
+          if s.decided == nil { s.continuation = continuation }
+          return s.decided
+        }) {
+          continuation.resume(returning: decided)
+          return
+        }
+        keep(
+          Task {
+            do {
+              try await clock.sleep(for: timeout)
+              self.finish(.timedOut)
+            } catch {}
+          })
+        keep(
+          Task {
+            do {
+              // The client's own timeout is a backstop behind the one on the injected clock.
+              let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
+              self.finish(.answered(response))
+            } catch {
+              self.finish(.failed(error))
+            }
+          })
+      }
     }
 
-    func keep(_ task: Task<Void, Never>) {
+    private func keep(_ task: Task<Void, Never>) {
       let decided = state.withLock { s -> Bool in
         s.tasks.append(task)
-        return s.decided
+        return s.decided != nil
       }
       if decided { task.cancel() }
     }
 
     func finish(_ result: PostResult) {
       let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<PostResult, Never>?, [Task<Void, Never>]) in
-        guard !s.decided else { return (nil, []) }
-        s.decided = true
+        guard s.decided == nil else { return (nil, []) }
+        s.decided = result
         defer { s.continuation = nil }
         return (s.continuation, s.tasks)
       }
@@ -548,9 +568,11 @@ public final class WebhookDispatcher: Sendable {
     event.appID = appId
     event.occurredMs = now
     event.detectedMs = now
-    let attempt = await post(
-      body: Array(event.jsonString().utf8), eventId: event.eventID,
-      to: Target(webhook: webhook, url: url, secret: secret))
+    guard
+      let attempt = await post(
+        body: Array(event.jsonString().utf8), eventId: event.eventID,
+        to: Target(webhook: webhook, url: url, secret: secret))
+    else { throw StoreError(.unavailable, "the test of webhook \"\(webhookId)\" was cancelled") }
     return TestResult(
       attempt: attempt, delivered: attempt.httpStatus.map { (200..<300).contains($0) } ?? false)
   }

@@ -2,7 +2,7 @@
 substatus (Python's hmac), answers by path, and reports each request as a JSON line on stdout.
 
 usage: webhook_receiver.py SECRET
-First line printed: PORT <n> (bound on 127.0.0.1, port 0). Paths:
+First line printed: PORT <n> (bound on 127.0.0.1, port 0); it exits when its stdin ends. Paths:
   /ok/...          200
   /fail/N/...      500 for the first N requests of each event id, then 200
   /status/CODE/... CODE
@@ -11,6 +11,8 @@ First line printed: PORT <n> (bound on 127.0.0.1, port 0). Paths:
 import hashlib
 import hmac
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -71,6 +73,15 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+def exit_with_parent():
+    # The test keeps stdin open; its end (the test finished or died) ends the receiver.
+    sys.stdin.read()
+    os._exit(0)
+
+
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+threading.Thread(target=exit_with_parent, daemon=True).start()
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 print("PORT %d" % server.server_address[1], flush=True)
