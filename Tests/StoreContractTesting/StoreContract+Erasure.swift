@@ -149,7 +149,7 @@ public enum ErasureFixture {
           user: Fixture.user(id),
           transactions: [Fixture.transaction(transferredOriginalTransactionId, purchase: 100, expires: 200)],
           submittedMs: 600 + Int64(n) * 100)
-      ])
+      ], atMs: Fixture.now)
     }
     _ = try await store.setPolicy(appId: "a1", policy: .default)
   }

@@ -69,8 +69,8 @@ extension StoreContract {
     #expect(try await store.app(id: "a1").ownershipTracked == false)
     for (n, (first, second)) in restoreOrders.enumerated() {
       let shift = Int64(n) * 1_000
-      let a = try await store.ingest([SharingFixture.restore(first, at: 1_000 + shift)])
-      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000 + shift)])
+      let a = try await store.ingest([SharingFixture.restore(first, at: 1_000 + shift)], atMs: Fixture.now)
+      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000 + shift)], atMs: Fixture.now)
       #expect(a.refused.isEmpty && b.refused.isEmpty && a.transfers.isEmpty && b.transfers.isEmpty)
     }
     #expect(try await store.owners() == ["u1", "u2"])
@@ -87,11 +87,11 @@ extension StoreContract {
     #expect(try await store.app(id: "a1").ownershipTracked)
     for (first, second) in restoreOrders {
       _ = try await store.deleteUsers(appId: "a1", userIds: ["u1", "u2", "u3"])
-      let a = try await store.ingest([SharingFixture.restore(first, at: 1_000)])
+      let a = try await store.ingest([SharingFixture.restore(first, at: 1_000)], atMs: Fixture.now)
       #expect(a.transfers.isEmpty && a.refused.isEmpty)
       #expect(try await store.owners() == [first])
       // The second restores at 2000: the first loses it then, the second did not own it before.
-      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000, own: "otx-own-\(second)")])
+      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000, own: "otx-own-\(second)")], atMs: Fixture.now)
       #expect(b.refused.isEmpty)
       #expect(b.transfers == [SharingFixture.transfer(first, second, at: 2_000)])
       #expect(try await store.transfers() == [SharingFixture.transfer(first, second, at: 2_000)])
@@ -103,18 +103,18 @@ extension StoreContract {
       #expect(try await store.originals(of: first) == [SharingFixture.shared])
       #expect(try await store.originals(of: second) == [SharingFixture.shared, "otx-own-\(second)"])
       // Submitting again what one owns changes nothing.
-      #expect(try await store.ingest([SharingFixture.restore(second, at: 2_500)]).transfers.isEmpty)
+      #expect(try await store.ingest([SharingFixture.restore(second, at: 2_500)], atMs: Fixture.now).transfers.isEmpty)
       // A write that is not a submission (a notification, a refresh) moves nothing: stored for
       // the holders, refused to a user who does not hold it while another owns it.
       let refresh = try await store.ingest([
         SharingFixture.restore(first, at: nil), SharingFixture.restore("u3", at: nil, own: "otx-own-u3"),
-      ])
+      ], atMs: Fixture.now)
       #expect(refresh.transfers.isEmpty)
       #expect(refresh.refused == [OwnershipRefusal(user: Fixture.user("u3"), originalTransactionId: SharingFixture.shared)])
       #expect(try await store.originals(of: "u3") == ["otx-own-u3"])
       #expect(try await store.owners() == [second])
       // The first restores again at 3000 and takes it back: its gap closes, the second's opens.
-      let c = try await store.ingest([SharingFixture.restore(first, at: 3_000)])
+      let c = try await store.ingest([SharingFixture.restore(first, at: 3_000)], atMs: Fixture.now)
       #expect(c.transfers == [SharingFixture.transfer(second, first, at: 3_000)])
       #expect(try await store.owners() == [first])
       #expect(try await store.gaps(first, second) == [
@@ -136,8 +136,8 @@ extension StoreContract {
     try await SharingFixture.seed(store, .keepFirst)
     for (first, second) in restoreOrders {
       _ = try await store.deleteUsers(appId: "a1", userIds: ["u1", "u2"])
-      #expect(try await store.ingest([SharingFixture.restore(first, at: 1_000)]).refused.isEmpty)
-      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000, own: "otx-own-\(second)")])
+      #expect(try await store.ingest([SharingFixture.restore(first, at: 1_000)], atMs: Fixture.now).refused.isEmpty)
+      let b = try await store.ingest([SharingFixture.restore(second, at: 2_000, own: "otx-own-\(second)")], atMs: Fixture.now)
       #expect(b.refused == [OwnershipRefusal(user: Fixture.user(second), originalTransactionId: SharingFixture.shared)])
       #expect(b.transfers.isEmpty)
       #expect(b.transactionsWritten == 1 && b.renewalInfosWritten == 1)
@@ -145,18 +145,18 @@ extension StoreContract {
       #expect(try await store.originals(of: second) == ["otx-own-\(second)"])
       #expect(try await store.owners() == [first])
       // The first submits again: still theirs. The second again: refused again.
-      #expect(try await store.ingest([SharingFixture.restore(first, at: 3_000)]).refused.isEmpty)
-      #expect(try await store.ingest([SharingFixture.restore(second, at: 3_500)]).refused.count == 1)
+      #expect(try await store.ingest([SharingFixture.restore(first, at: 3_000)], atMs: Fixture.now).refused.isEmpty)
+      #expect(try await store.ingest([SharingFixture.restore(second, at: 3_500)], atMs: Fixture.now).refused.count == 1)
       #expect(try await store.gaps(first, second).isEmpty)
       #expect(try await store.transfers().isEmpty)
     }
     // Once the owner is erased nobody owns it: the next submitter keeps it.
     _ = try await store.deleteUsers(appId: "a1", userIds: ["u2"])
-    #expect(try await store.ingest([SharingFixture.restore("u1", at: 4_000)]).refused.isEmpty)
+    #expect(try await store.ingest([SharingFixture.restore("u1", at: 4_000)], atMs: Fixture.now).refused.isEmpty)
     #expect(try await store.owners() == ["u1"])
     // In one batch (applied in an order of the store's choosing), one keeps it, the other is refused.
     _ = try await store.deleteUsers(appId: "a1", userIds: ["u1"])
-    let batch = try await store.ingest([SharingFixture.restore("u2", at: 5_000), SharingFixture.restore("u1", at: 5_000)])
+    let batch = try await store.ingest([SharingFixture.restore("u2", at: 5_000), SharingFixture.restore("u1", at: 5_000)], atMs: Fixture.now)
     #expect(batch.refused.map(\.originalTransactionId) == [SharingFixture.shared])
     #expect(try await store.owners() == ["u1", "u2"].filter { $0 != batch.refused.first?.user.userId })
   }
@@ -164,12 +164,12 @@ extension StoreContract {
   /// purchase sharing: a policy change affects later submissions only, and the app stays tracked
   static func purchaseSharingPolicyChange(_ store: any Store) async throws {
     try await Fixture.seed(store)
-    _ = try await store.ingest([SharingFixture.restore("u1", at: 1_000), SharingFixture.restore("u2", at: 1_500)])
+    _ = try await store.ingest([SharingFixture.restore("u1", at: 1_000), SharingFixture.restore("u2", at: 1_500)], atMs: Fixture.now)
     var policy = EligibilityPolicy(purchaseSharing: .transfer)
     #expect(try await store.setPolicy(appId: "a1", policy: policy).ownershipTracked)
     // Changing the policy moved nothing; the next submission takes it from both sharers.
     #expect(try await store.owners() == ["u1", "u2"])
-    let c = try await store.ingest([SharingFixture.restore("u3", at: 2_000)])
+    let c = try await store.ingest([SharingFixture.restore("u3", at: 2_000)], atMs: Fixture.now)
     #expect(c.transfers == [SharingFixture.transfer("u1", "u3", at: 2_000), SharingFixture.transfer("u2", "u3", at: 2_000)])
     #expect(try await store.owners() == ["u3"])
     // Back to SHARE: the losses stay (and are still read: tracked); a new submission shares again.
@@ -177,7 +177,7 @@ extension StoreContract {
     #expect(try await store.setPolicy(appId: "a1", policy: policy).ownershipTracked)
     #expect(try await store.app(id: "a1").policy.purchaseSharing == .share)
     #expect(try await store.gaps("u1")["u1"] == [SharingFixture.gap(from: 2_000)])
-    let d = try await store.ingest([SharingFixture.restore("u1", at: 3_000)])
+    let d = try await store.ingest([SharingFixture.restore("u1", at: 3_000)], atMs: Fixture.now)
     #expect(d.transfers.isEmpty && d.refused.isEmpty)
     #expect(try await store.owners() == ["u1", "u3"])
     #expect(try await store.gaps("u1", "u2") == [
@@ -186,7 +186,7 @@ extension StoreContract {
     // KEEP_FIRST from now on: u2, who lost it, is refused; u1 and u3 own it and may submit.
     policy.purchaseSharing = .keepFirst
     _ = try await store.setPolicy(appId: "a1", policy: policy)
-    #expect(try await store.ingest([SharingFixture.restore("u2", at: 4_000)]).refused.count == 1)
-    #expect(try await store.ingest([SharingFixture.restore("u3", at: 4_000)]).refused.isEmpty)
+    #expect(try await store.ingest([SharingFixture.restore("u2", at: 4_000)], atMs: Fixture.now).refused.count == 1)
+    #expect(try await store.ingest([SharingFixture.restore("u3", at: 4_000)], atMs: Fixture.now).refused.isEmpty)
   }
 }

@@ -141,7 +141,7 @@ struct PostgresStoreTests {
               UserPurchases(
                 user: Fixture.user(user), transactions: [Fixture.transaction(original, purchase: 100, expires: 200)],
                 submittedMs: 1_000 + Int64(n))
-            ]).refused.count
+            ], atMs: Fixture.now).refused.count
           }
         }
         return try await group.reduce(0, +)

@@ -29,14 +29,14 @@ struct HistoryCacheTests {
   func writesInvalidate() async throws {
     try await Self.withSQLite { store in
       let user = Fixture.user("u1")
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])], atMs: Fixture.now)
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t1"])
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t1"])
       var stats = store.historyCache.statistics
       #expect(stats.hits == 1 && stats.misses == 1 && stats.entries == 1 && stats.bytes > 0)
 
       // An ingest.
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])], atMs: Fixture.now)
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t1", "t2"])
       // A notification (applied), read through the batch read.
       let applied = try await store.applyNotification(
@@ -58,13 +58,13 @@ struct HistoryCacheTests {
   func racingFillIsRefused() async throws {
     try await Self.withSQLite { store in
       let user = Fixture.user("u1")
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])], atMs: Fixture.now)
       let cache = store.historyCache
       // A reader took the generation and read the old history; then a write committed and
       // invalidated; then the reader tries to fill.
       let generation = cache.generation(of: user)
       let old = UserHistory(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])], atMs: Fixture.now)
       cache.fill(user, old, bytes: 100, generation: generation)
       #expect(cache.history(of: user) == nil)
       #expect(try await store.history(of: user).transactions.map(\.transactionId) == ["t1", "t2"])
@@ -101,7 +101,7 @@ struct HistoryCacheTests {
   func off() async throws {
     try await Self.withSQLite(historyCacheBytes: 0) { store in
       let user = Fixture.user("u1")
-      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])])
+      _ = try await store.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])], atMs: Fixture.now)
       _ = try await store.history(of: user)
       _ = try await store.history(of: user)
       #expect(store.historyCache.statistics == .init(hits: 0, misses: 0, invalidations: 0, entries: 0, bytes: 0))

@@ -217,7 +217,7 @@ struct PurchaseSharingRefreshTests {
     for (id, at) in [("u1", t - day), ("u2", t - hour)] {
       _ = try await w.store.ingest([
         UserPurchases(user: user(id), transactions: response.transactions, renewalInfos: response.pendingRenewalInfo, submittedMs: at)
-      ])
+      ], atMs: at)
     }
     try await w.saveDue("u1", app: "app1", tenant: "t1")
     #expect(try #require(await w.refresher().refreshDue()).outcomes == [.refreshed: 1])
