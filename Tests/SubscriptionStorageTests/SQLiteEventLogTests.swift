@@ -109,7 +109,7 @@ struct SQLiteEventLogTests {
     #expect(throws: StoreError.self) { try PayloadCodec.decodeEvent(Array(PayloadCodec.encode(EventLogContract.event("e1")).dropLast())) }
   }
 
-  /// A database written before the event log (schema 7) migrates; its users' data stays, and the
+  /// A database written before the event log (schema 8) migrates; its users' data stays, and the
   /// first write after it logs only what that write adds (the stored history was never logged and
   /// is not logged now).
   @Test func aDatabaseFromBeforeTheEventLogMigratesAndLogsOnlyNewWrites() async throws {
@@ -117,15 +117,16 @@ struct SQLiteEventLogTests {
     let path = dir.file("store.sqlite")
     do {
       let db = try SQLiteConnection(path: path, readOnly: false, create: true)
-      _ = try Schema.migrate(db, now: 0, through: 7)
+      _ = try Schema.migrate(db, now: 0, through: 8)
       db.close()
     }
     // Data written by the previous version: through the SQL it used (no event tables exist).
     do {
       let db = try SQLiteConnection(path: path, readOnly: false, create: false)
       try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
-      try db.execute(
-        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', X'7B7D', 0)")
+      try db.run(
+        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', ?, 0)",
+        [.blob(try PayloadCodec.encodeJSON(EligibilityPolicy.default))])
       try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
       let t = Fixture.transaction("old", purchase: 1_000, expires: 2_000, signed: 1_000)
       try db.run(
