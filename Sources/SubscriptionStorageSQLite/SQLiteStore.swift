@@ -47,8 +47,8 @@ public final class SQLiteStore: Sendable {
     /// measured with a dictionary of the same key type).
     public var userKeyCacheCapacity: Int
     /// About how many bytes of decoded user histories are kept in memory, so that reading a user
-    /// whose data has not changed skips SQLite (`docs/evaluation-cache.md`). Default 32 MiB; 0
-    /// turns the cache off. With the cache on, this store must be the only writer of its file
+    /// whose data has not changed skips SQLite (`docs/evaluation-cache.md`). Default 0 (off: on
+    /// random reads it measured slower than none). With the cache on, this store must be the only writer of its file
     /// (as substatusd runs): another store's writes would not invalidate it.
     public var historyCacheBytes: Int
 
@@ -77,7 +77,7 @@ public final class SQLiteStore: Sendable {
       path: String, keyring: MasterKeyring? = nil, readerCount: Int = 4,
       inlineReaderCount: Int = max(4, 2 * ProcessInfo.processInfo.activeProcessorCount),
       synchronous: Synchronous = .full, busyTimeoutMs: Int = 10_000, cacheSizeKiB: Int = 8192,
-      userKeyCacheCapacity: Int = 131_072, historyCacheBytes: Int = 32 << 20
+      userKeyCacheCapacity: Int = 131_072, historyCacheBytes: Int = 0
     ) {
       self.path = path
       self.keyring = keyring

@@ -47,7 +47,7 @@ import Testing
       arguments: [
         "--data-dir", "/d", "--grpc-max-connections", "50", "--http-max-connections", "20", "--grpc-max-calls", "300",
         "--grpc-max-reply-bytes", "1048576", "--http-max-connections-per-address", "4", "--http-request-head-timeout", "2.5",
-        "--memory-trim-interval", "0", "--reserved-descriptors", "64", "--history-cache-mb", "0",
+        "--memory-trim-interval", "0", "--reserved-descriptors", "64", "--history-cache-mb", "16",
       ], environment: [:]))
     #expect(DescriptorBudget(openFilesLimit: 1024, configuration: c) == DescriptorBudget(grpcConnections: 50, httpConnections: 20))
     #expect(c.grpcMaxCalls == 300)
@@ -56,11 +56,11 @@ import Testing
     #expect(c.httpRequestHeadTimeout == 2.5)
     #expect(c.memoryTrimInterval == 0)
     #expect(c.reservedDescriptors == 64)
-    #expect(c.historyCacheMB == 0)
+    #expect(c.historyCacheMB == 16)
     let defaults = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
     #expect(defaults.grpcMaxConnections == nil && defaults.httpMaxConnections == nil)
     #expect(defaults.grpcMaxCalls == 1024 && defaults.httpMaxConnectionsPerAddress == 16)
-    #expect(defaults.historyCacheMB == 32)
+    #expect(defaults.historyCacheMB == 0)
   }
 
   @Test(arguments: [
