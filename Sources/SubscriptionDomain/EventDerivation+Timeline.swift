@@ -10,8 +10,9 @@ struct Occurrence {
   var occurredMs: Int64
   var groupId: String?
   var productId: String?
-  /// The transaction that caused it (purchase, revocation, reversal): its price and offer.
-  var transaction: Transaction?
+  /// The position in the timeline's transactions of the one that caused it (purchase,
+  /// revocation, reversal): its id, price and offer.
+  var transaction: Int?
   var originalTransactionId: String?
   var stateBefore: SubscriptionState?
   var stateAfter: SubscriptionState?
@@ -45,6 +46,10 @@ struct Timeline {
   /// Transactions marked upgraded, with the instant the upgrade happened (their revocation date,
   /// else the next purchase of their subscription): before it they were not upgraded yet.
   let upgradeInstants: [(Int, Int64)]
+  /// Per subscription group: positions of its transactions.
+  let positionsByGroup: [String: [Int]]
+  /// Per transaction: the next later purchase date of its subscription (`.max` when none).
+  let nextPurchaseInSubscription: [Int64]
   private var evaluations: [Int64: SubscriptionEvaluation] = [:]
 
   init(history: PurchaseHistory, fallback: PurchaseHistory?, catalog: Catalog) {
@@ -67,10 +72,30 @@ struct Timeline {
       fallbackLatest[t.originalTransactionId] = max(fallbackLatest[t.originalTransactionId] ?? .min, t.purchaseDate)
     }
     fallbackLatestPurchase = fallbackLatest
+    var byGroup: [String: [Int]] = [:]
+    for i in transactions.indices {
+      if case .autoRenewable(let group) = kinds[i] { byGroup[group, default: []].append(i) }
+    }
+    positionsByGroup = byGroup
+    var nextPurchase = [Int64](repeating: .max, count: transactions.count)
+    for list in positions.values {
+      var later = Int64.max
+      var k = list.count - 1
+      // `list` is in purchase order: walk back, transactions bought at the same instant share it.
+      while k >= 0 {
+        var first = k
+        while first > 0 && transactions[list[first - 1]].purchaseDate == transactions[list[k]].purchaseDate {
+          first -= 1
+        }
+        for j in first...k { nextPurchase[list[j]] = later }
+        later = transactions[list[k]].purchaseDate
+        k = first - 1
+      }
+    }
+    nextPurchaseInSubscription = nextPurchase
     var upgrades: [(Int, Int64)] = []
     for (i, t) in transactions.enumerated() where t.isUpgraded {
-      let next = positions[t.originalTransactionId]?.lazy.map { transactions[$0].purchaseDate }
-        .first { $0 > t.purchaseDate }
+      let next = nextPurchase[i] == .max ? nil : nextPurchase[i]
       if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
     }
     upgradeInstants = upgrades
@@ -156,18 +181,29 @@ struct Timeline {
   // MARK: Occurrences
 
   /// The timeline's occurrences: with `includeData`, one per purchase and revocation (their
-  /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`.
-  mutating func occurrences(dueThrough: Int64, includeData: Bool = true) -> [Occurrence] {
+  /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`
+  /// (with `dueAfter`, those due after it at least: instants that cannot give one are skipped).
+  mutating func occurrences(
+    dueThrough: Int64, dueAfter: Int64 = .min, includeData: Bool = true, skipping known: Set<EventCause> = []
+  ) -> [Occurrence] {
     var result: [Occurrence] = []
     if includeData {
-      for i in transactions.indices { appendDataOccurrences(of: i, to: &result) }
+      for i in transactions.indices { appendDataOccurrences(of: i, skipping: known, to: &result) }
     }
-    appendTimeOccurrences(dueThrough: dueThrough, to: &result)
+    // A change at `t` is due at `t`, or for an undecided lapse or billing retry's end at most
+    // 60 days and 1 ms later.
+    let (earliest, overflow) = dueAfter.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+    appendTimeOccurrences(from: overflow ? .min : earliest, dueThrough: dueThrough, to: &result)
     return result
   }
 
-  private func appendDataOccurrences(of i: Int, to result: inout [Occurrence]) {
+  private func appendDataOccurrences(of i: Int, skipping known: Set<EventCause>, to result: inout [Occurrence]) {
     let t = transactions[i]
+    let purchaseKnown = known.contains(.purchase(transactionId: t.transactionId))
+    let revocationKnown = t.revocationDate.map {
+      known.contains(.revocation(transactionId: t.transactionId, revocationMs: $0))
+    } ?? true
+    if purchaseKnown && revocationKnown { return }
     let type: SubscriptionEventType
     switch kinds[i] {
     case .ignored: return
@@ -177,7 +213,7 @@ struct Timeline {
     }
     var purchase = Occurrence(
       cause: .purchase(transactionId: t.transactionId), type: type, dueMs: .min, occurredMs: t.purchaseDate,
-      groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId)
+      groupId: groupId(i), productId: t.productId, transaction: i, originalTransactionId: t.originalTransactionId)
     purchase.isPurchase = true
     result.append(purchase)
     if let revocationDate = t.revocationDate, let kind = RevocationKind(classifying: t), kind != .upgrade {
@@ -185,7 +221,7 @@ struct Timeline {
         Occurrence(
           cause: .revocation(transactionId: t.transactionId, revocationMs: revocationDate),
           type: kind == .refund ? .refunded : .familyAccessRevoked, dueMs: .min, occurredMs: revocationDate,
-          groupId: groupId(i), productId: t.productId, transaction: t, originalTransactionId: t.originalTransactionId))
+          groupId: groupId(i), productId: t.productId, transaction: i, originalTransactionId: t.originalTransactionId))
     }
   }
 
@@ -198,7 +234,8 @@ struct Timeline {
       }
       return
     }
-    guard let group = o.groupId, let t = o.transaction else { return }
+    guard let group = o.groupId, let position = o.transaction else { return }
+    let t = transactions[position]
     let before = state(group, at: t.purchaseDate &- 1) ?? .neverSubscribed
     o.stateBefore = before
     o.stateAfter = state(group, at: t.purchaseDate)
@@ -216,9 +253,11 @@ struct Timeline {
     let revokedBefore =
       previous.revocationDate.map { $0 <= t.purchaseDate && RevocationKind(classifying: previous) != .upgrade }
       ?? false
-    let lapsed = revokedBefore || (previous.expiresDate.map { t.purchaseDate > $0 } ?? false)
-    if lapsed {
-      o.type = before == .gracePeriod || before == .billingRetry ? .billingRecovered : .resubscribed
+    let gap = previous.expiresDate.map { t.purchaseDate > $0 } ?? false
+    if before == .gracePeriod || before == .billingRetry {
+      o.type = .billingRecovered
+    } else if revokedBefore || (gap && !awaitingRenewal(previous, at: t.purchaseDate &- 1)) {
+      o.type = .resubscribed
     } else if previous.productId != t.productId {
       o.type = .productChanged
       o.previousProductId = previous.productId
@@ -227,6 +266,16 @@ struct Timeline {
     } else {
       o.type = .renewed
     }
+  }
+
+  /// Whether `lapsed`'s subscription was awaiting Apple's renewal decision at `t`: its renewal info
+  /// then said it auto-renews, without an expiration intent, and billing retry's 60 days after the
+  /// period had not passed. A purchase after such a gap continues the subscription.
+  func awaitingRenewal(_ lapsed: Transaction, at t: Int64) -> Bool {
+    guard let info = renewalInfo(of: lapsed.originalTransactionId, at: t), info.willAutoRenew,
+      info.rawExpirationIntent == nil, let end = lapsed.expiresDate
+    else { return false }
+    return t - end <= SubscriptionEvaluator.billingRetryLimit
   }
 
   /// The instants a group's state may change by time alone, per group: its periods' ends and its
@@ -246,16 +295,23 @@ struct Timeline {
     return candidates
   }
 
-  /// Whether a transaction of `group` bought exactly at `t` covers it (a renewal continuing the
-  /// period that ends at `t`): then nothing changes at `t` and no evaluation is needed.
-  private func renewedAt(_ t: Int64, group: String) -> Bool {
-    for (i, x) in transactions.enumerated() where x.purchaseDate == t && !x.isUpgraded {
-      if groupId(i) == group, (x.revocationDate ?? .max) > t, (x.expiresDate ?? .min) > t { return true }
+  /// Whether a transaction of `group` certainly covers `t` (bought by then, not ended, revoked or
+  /// marked upgraded, and no later purchase of its subscription by then, which would end it: rule
+  /// 12): then the group is active at `t`, nothing changes by time, and no evaluation is needed.
+  /// Renewals make most period ends such instants. Anything less certain is evaluated.
+  private func certainlyCovered(_ t: Int64, group: String) -> Bool {
+    for i in positionsByGroup[group] ?? [] {
+      let x = transactions[i]
+      if x.purchaseDate <= t && t < (x.expiresDate ?? .min) && t < (x.revocationDate ?? .max) && !x.isUpgraded
+        && t < nextPurchaseInSubscription[i]
+      {
+        return true
+      }
     }
     return false
   }
 
-  private mutating func appendTimeOccurrences(dueThrough: Int64, to result: inout [Occurrence]) {
+  private mutating func appendTimeOccurrences(from earliest: Int64, dueThrough: Int64, to result: inout [Occurrence]) {
     for (group, instants) in timeCandidates().sorted(by: { $0.key < $1.key }) {
       var pending = instants.sorted()
       var retryEnds = Set<Int64>()
@@ -263,7 +319,7 @@ struct Timeline {
       while k < pending.count {
         let t = pending[k]
         k += 1
-        guard t <= dueThrough, t > .min, !renewedAt(t, group: group),
+        guard t <= dueThrough, t > earliest, t > .min, !certainlyCovered(t, group: group),
           let now = status(group, at: t), now.state != .active,
           let then = status(group, at: t - 1), then.state != now.state
         else { continue }

@@ -42,7 +42,8 @@ public struct EventSubject: Sendable, Hashable {
 public struct PurchaseHistory: Sendable, Hashable {
   /// The transactions, in any order (duplicates merge by ``Transaction/supersedes(_:)``).
   public var transactions: [Transaction]
-  /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``).
+  /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``); a
+  /// stored removal (``RenewalInfoVersion/removed(originalTransactionId:asOfDate:)``) is none.
   public var renewals: [RenewalInfo]
 
   /// Creates a history.
@@ -167,20 +168,45 @@ public struct EventDerivation: Sendable {
   ) -> [SubscriptionEvent] {
     if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return [] }
     let horizon = max(throughMs, after.appleNow ?? .min, before.appleNow ?? .min)
-    var old = Timeline(history: before, fallback: nil, catalog: catalog)
-    var new = Timeline(history: after, fallback: before, catalog: catalog)
-    let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
+    // What `before` already had: its purchases and revocations, and (only when `after` has changes
+    // by time at all, the costly part) its changes by time logged so far.
     var known = Set<EventCause>()
-    for occurrence in old.occurrences(dueThrough: horizon) where occurrence.dueMs <= loggedHorizon {
-      known.insert(occurrence.cause)
+    for t in before.transactions {
+      known.insert(.purchase(transactionId: t.transactionId))
+      if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
+    }
+    var new = Timeline(history: after, fallback: before, catalog: catalog)
+    let occurrences = new.occurrences(dueThrough: horizon, skipping: known)
+    var old: Timeline?
+    if occurrences.contains(where: { $0.dueMs != .min }) {
+      let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
+      var timeline = Timeline(history: before, fallback: nil, catalog: catalog)
+      for occurrence in timeline.occurrences(dueThrough: horizon, includeData: false)
+      where occurrence.dueMs <= loggedHorizon {
+        known.insert(occurrence.cause)
+      }
+      old = timeline
     }
     var result: [SubscriptionEvent] = []
-    for var occurrence in new.occurrences(dueThrough: horizon) where !known.contains(occurrence.cause) {
+    for var occurrence in occurrences where !known.contains(occurrence.cause) {
       new.complete(&occurrence)
-      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+      if case .expired(let group, let lapsed) = occurrence.cause,
+        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), var timeline = old
+      {
+        // Apple stopped retrying (EXPIRED / BILLING_RETRY) before the 60 days: the data now shows a
+        // plain lapse, but the log has the billing issue; the expiry is when Apple said so.
+        let said = new.renewals.first { $0.originalTransactionId == occurrence.originalTransactionId }?.appleClock
+        let at = max(occurrence.occurredMs, said ?? throughMs)
+        occurrence.occurredMs = at
+        occurrence.stateBefore = timeline.state(group, at: at)
+        occurrence.stateAfter = new.state(group, at: at)
+        occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
+        old = timeline
+      }
+      result.append(event(occurrence, of: new, subject: subject, detectedMs: detectedMs))
     }
-    for change in Self.changes(old: &old, new: &new) {
-      result.append(event(change, subject: subject, detectedMs: detectedMs))
+    for change in Self.changes(before: before, old: &old, new: &new, catalog: catalog) {
+      result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
   }
@@ -198,8 +224,9 @@ public struct EventDerivation: Sendable {
     guard high > low else { return [] }
     var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     var result: [SubscriptionEvent] = []
-    for occurrence in timeline.occurrences(dueThrough: high, includeData: false) where occurrence.dueMs > low {
-      result.append(event(occurrence, subject: subject, detectedMs: detectedMs))
+    for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
+    where occurrence.dueMs > low {
+      result.append(event(occurrence, of: timeline, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
   }
@@ -211,16 +238,23 @@ public struct EventDerivation: Sendable {
   public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
     let low = max(afterMs, history.appleNow ?? .min)
     var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
-    return timeline.occurrences(dueThrough: .max, includeData: false).lazy.map(\.dueMs).filter { $0 > low }.min()
+    return timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
+      .filter { $0 > low }.min()
   }
 
   // MARK: Changes only a comparison tells
 
   /// Revocations `after` no longer has (REFUND_REVERSED) and auto-renewal turned off or on.
-  static func changes(old: inout Timeline, new: inout Timeline) -> [Occurrence] {
+  /// `old` is `before`'s timeline, built here when first needed.
+  static func changes(
+    before: PurchaseHistory, old: inout Timeline?, new: inout Timeline, catalog: Catalog
+  ) -> [Occurrence] {
     var result: [Occurrence] = []
     var previous: [String: Transaction] = [:]
-    for t in old.transactions where t.revocationDate != nil { previous[t.transactionId] = t }
+    for t in before.transactions where t.revocationDate != nil {
+      if let other = previous[t.transactionId], other.supersedes(t) { continue }
+      previous[t.transactionId] = t
+    }
     if !previous.isEmpty {
       for (i, t) in new.transactions.enumerated() where t.revocationDate == nil {
         guard let b = previous[t.transactionId], let revoked = b.revocationDate,
@@ -228,16 +262,22 @@ public struct EventDerivation: Sendable {
         else { continue }
         let at = max(revoked, t.appleClock ?? revoked)
         let group = new.groupId(i)
+        var timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
+        let stateBefore = timeline.state(group, at: at)
+        old = timeline
         result.append(
           Occurrence(
             cause: .revocationReversed(transactionId: t.transactionId, revocationMs: revoked), type: .refundReversed,
-            dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: t,
-            originalTransactionId: t.originalTransactionId, stateBefore: old.state(group, at: at),
+            dueMs: .min, occurredMs: at, groupId: group, productId: t.productId, transaction: i,
+            originalTransactionId: t.originalTransactionId, stateBefore: stateBefore,
             stateAfter: new.state(group, at: at)))
       }
     }
     var oldRenewals: [String: RenewalInfo] = [:]
-    for r in old.renewals { oldRenewals[r.originalTransactionId] = r }
+    for r in before.renewals {
+      if let other = oldRenewals[r.originalTransactionId], other.supersedes(r) { continue }
+      oldRenewals[r.originalTransactionId] = r
+    }
     for r in new.renewals {
       let b = oldRenewals[r.originalTransactionId]
       let (was, now) = (b?.autoRenewStatus, r.autoRenewStatus)
@@ -270,14 +310,18 @@ public struct EventDerivation: Sendable {
 
   // MARK: Building events
 
-  private func event(_ o: Occurrence, subject: EventSubject, detectedMs: Int64) -> SubscriptionEvent {
+  /// The event of an occurrence of `timeline`.
+  private func event(
+    _ o: Occurrence, of timeline: Timeline, subject: EventSubject, detectedMs: Int64
+  ) -> SubscriptionEvent {
+    let transaction = o.transaction.map { timeline.transactions[$0] }
     var e = SubscriptionEvent(
       eventId: eventId(for: o.cause, subject: subject), appId: subject.appId, userId: subject.userId,
       environment: subject.environment, type: o.type, occurredMs: o.occurredMs, detectedMs: detectedMs,
-      subscriptionGroupId: o.groupId, productId: o.productId, transactionId: o.transaction?.transactionId,
+      subscriptionGroupId: o.groupId, productId: o.productId, transactionId: transaction?.transactionId,
       originalTransactionId: o.originalTransactionId, stateBefore: o.stateBefore, stateAfter: o.stateAfter,
       expirationReason: o.expirationReason, previousProductId: o.previousProductId)
-    if let t = o.transaction {
+    if let t = transaction {
       if o.isPurchase {
         e.offer = Self.offer(of: t)
         e.offerId = t.offerIdentifier

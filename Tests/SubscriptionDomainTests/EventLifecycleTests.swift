@@ -13,7 +13,8 @@ struct EventLifecycleTests {
     arguments: [
       "trial_conversion_billing_recovery.json", "voluntary_expiry.json", "upgrade.json", "downgrade_at_renewal.json",
       "refund_and_reversal.json", "family_sharing_revoke.json", "billing_retry_expired.json",
-      "resubscribe_after_lapse.json", "one_time_and_non_renewing.json",
+      "resubscribe_after_lapse.json", "one_time_and_non_renewing.json", "billing_retry_ended_by_apple.json",
+      "late_renewal.json",
     ])
   func lifecycle(_ name: String) throws {
     let document = resolvingTimes(try JSONValue(parsing: Fixture.bytes("events/\(name)")))
