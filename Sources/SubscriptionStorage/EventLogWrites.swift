@@ -1,6 +1,7 @@
 // What every store does the same way when it keeps the event log (``EventLogStore``): one user's
 // purchase data as a write sees it (before the write, and after as the write goes), the filters of
-// an ``EventQuery``, and deduplication by event id. The stores differ only in where rows live.
+// an ``EventQuery``, the page size, and the catalogs the derivation reads. The stores differ only in
+// where rows live.
 import SubscriptionDomain
 import Synchronization
 
@@ -63,13 +64,6 @@ package enum EventLogRules {
     if let from = query.occurredFromMs, event.occurredMs < from { return false }
     if let before = query.occurredBeforeMs, event.occurredMs >= before { return false }
     return true
-  }
-
-  /// `events` without repeated ids, first occurrence kept, in the order given (a write may derive
-  /// the same event for two updates of one user in one batch).
-  package static func unique(_ events: [SubscriptionEvent]) -> [SubscriptionEvent] {
-    var seen = Set<String>()
-    return events.filter { seen.insert($0.eventId).inserted }
   }
 }
 

@@ -104,6 +104,7 @@ extension PostgresStore {
     return PendingEvents(key: key, events: derived.events)
   }
 
+  /// Stores the user's schedule (through when its events are logged, its next transition).
   static func saveSchedule(_ db: PGConnection, _ key: Int64, _ schedule: EventSchedule)
     throws(StoreError)
   {

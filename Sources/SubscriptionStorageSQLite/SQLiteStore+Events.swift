@@ -94,6 +94,7 @@ extension SQLiteStore {
     return try appendEvents(db, derived.events, key: key)
   }
 
+  /// Stores the user's schedule (through when its events are logged, its next transition).
   static func saveSchedule(_ db: SQLiteConnection, _ key: Int64, _ schedule: EventSchedule)
     throws(StoreError)
   {
@@ -102,7 +103,7 @@ extension SQLiteStore {
       [.int(key), .int(schedule.loggedThroughMs), .optional(schedule.nextTransitionMs)])
   }
 
-  /// Deletes the user's events and transition (erasure; the sequences are never reused).
+  /// Deletes the user's events and schedule (erasure; the sequences are never reused).
   static func eraseEvents(_ db: SQLiteConnection, _ key: Int64) throws(StoreError) {
     try db.run("DELETE FROM events WHERE user_key = ?", [.int(key)])
     try db.run("DELETE FROM event_schedules WHERE user_key = ?", [.int(key)])
