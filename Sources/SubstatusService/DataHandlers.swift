@@ -255,6 +255,9 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
 // MARK: EligibilityService
 
 extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Substatus_V1_StatusService.ServiceProtocol {
+  /// The users of a CheckEligibility call read and evaluated between two yields to the event loop.
+  static let eligibilitySlice = 8
+
   public func checkEligibility(_ request: Substatus_V1_CheckEligibilityRequest, _ context: ServerContext) async throws -> Substatus_V1_CheckEligibilityResponse {
     let cached = try await app(request.appID, context)
     guard !request.queries.isEmpty else { throw invalidArgument("queries", "must not be empty") }
@@ -280,17 +283,25 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       do { try requireID(q.userID, "queries[\(n)].user_id", limits: limits); valid.append(q.userID) } catch { errors[n] = error }
     }
     let unique = Array(Set(valid))
-    let histories = try await owning(
-      try await stored { () throws(StoreError) in
-        try await store.histories(appId: cached.app.appId, environment: environment, userIds: unique)
-      }, cached)
+    // A big batch is read and evaluated a slice of users at a time, yielding between slices: the
+    // event loop serves the other calls in between instead of holding them for the whole batch.
+    let slice = Self.eligibilitySlice
     var evaluations: [String: SubscriptionEvaluation] = [:]
-    evaluations.reserveCapacity(histories.count)
-    for h in histories { evaluations[h.user.userId] = evaluate(h, cached, at: time) }
+    evaluations.reserveCapacity(unique.count)
+    for start in stride(from: 0, to: unique.count, by: slice) {
+      if start > 0 { await Task.yield() }
+      let userIds = Array(unique[start..<min(start + slice, unique.count)])
+      let histories = try await owning(
+        try await stored { () throws(StoreError) in
+          try await store.histories(appId: cached.app.appId, environment: environment, userIds: userIds)
+        }, cached)
+      for h in histories { evaluations[h.user.userId] = evaluate(h, cached, at: time) }
+    }
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
     response.users.reserveCapacity(request.queries.count)
     for (n, q) in request.queries.enumerated() {
+      if n > 0, n % slice == 0 { await Task.yield() }
       var user = Substatus_V1_UserEligibility()
       user.userID = q.userID
       if let error = errors[n] {

@@ -137,6 +137,49 @@ import SubstatusWire
     }
   }
 
+  /// A batch bigger than one slice (``SubstatusService/eligibilitySlice``) is read and evaluated
+  /// in several: every user, repeated and invalid ones included, is answered in the order asked,
+  /// exactly as a call for that user alone.
+  @Test func bigBatchesAnswerEveryUserAsAloneInOrder() async throws {
+    try await withService { h in
+      let (admin, appID) = try await h.makeTenantWithApp()
+      let users = (0..<(3 * SubstatusService.eligibilitySlice + 3)).map { "user-\($0)" }
+      for (n, user) in users.enumerated() where n % 3 != 2 {  // a third never bought anything
+        var request = Substatus_V1_ImportTransactionsRequest()
+        request.appID = appID
+        request.userID = user
+        var t = Substatus_V1_Transaction()
+        t.transactionID = "t\(n)"
+        t.productID = n % 2 == 0 ? "premium.monthly" : "pro.monthly"
+        t.purchaseDateMs = 1_711_000_000_000 + Int64(n) * 86_400_000
+        t.expiresDateMs = t.purchaseDateMs + 30 * 86_400_000
+        t.isTrialPeriod = n % 4 == 0
+        request.transactions = [t]
+        _ = try await h.call(Substatus_V1_IngestService.importTransactions, request, key: admin)
+      }
+      func query(_ user: String) -> Substatus_V1_EligibilityQuery {
+        var q = Substatus_V1_EligibilityQuery()
+        q.userID = user
+        q.productIDs = ["premium.monthly", "pro.monthly", "lifetime"]
+        return q
+      }
+      var check = Substatus_V1_CheckEligibilityRequest()
+      check.appID = appID
+      check.asOfMs = 1_712_000_000_000
+      let asked = users + [users[1], "", users[0]]  // a repeat, an invalid id, another repeat
+      check.queries = asked.map(query)
+      let batch = try await h.call(Substatus_V1_EligibilityService.checkEligibility, check, key: admin)
+      #expect(batch.users.map(\.userID) == asked)
+      #expect(batch.users[users.count + 1].error?.field == "queries[\(users.count + 1)].user_id")
+      for (n, user) in asked.enumerated() where !user.isEmpty {
+        var alone = check
+        alone.queries = [query(user)]
+        let single = try await h.call(Substatus_V1_EligibilityService.checkEligibility, alone, key: admin)
+        #expect(batch.users[n] == single.users[0], "user \(user) at \(n)")
+      }
+    }
+  }
+
   @Test func policyUpdateMaskChangesOnlyNamedFields() async throws {
     try await withService { h in
       let (admin, appID) = try await h.makeTenantWithApp()
