@@ -7,7 +7,7 @@ A real `substatusd` (release build) serves a SQLite data directory of 1,000,000 
 the load generator (Benchmarks/E2ELoadgen: grpc-go 1.33 and net/http, built in GOPATH mode against
 Debian's packages like ../shared/peer-bench) to CPU 1. Sections:
 
-1. CheckEligibility, 64 calls in flight: 1 and 50 users x 1 and 20 products, random users of
+1. CheckEligibility, 64 calls in flight: 1 and 50 users x 1 and 20 products, random users (version-4 UUID ids, as apps send) of
    random apps; calls/s, answers/s, p50/p99/p99.9, server CPU and RSS; plus 1x20 unpinned.
 2. Ingest: ImportTransactions (one new user, 10 transactions + a renewal info per call; the call
    returns after the commit, synchronous=FULL).
@@ -247,6 +247,25 @@ def load(loadgen, args, *flags, cpu="1"):
     return r
 
 
+def load_together(loadgen, args, *flag_lists, cpu="1"):
+    """Runs a load generator per flag list at the same time; their results, in order."""
+    procs = [subprocess.Popen((["taskset", "-c", cpu] if cpu else []) + [loadgen] + list(flags),
+                              stdout=subprocess.PIPE, text=True) for flags in flag_lists]
+    results = []
+    for flags, proc in zip(flag_lists, procs):
+        text, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(flags)}: exit {proc.returncode}")
+        print(text.strip().splitlines()[-2], flush=True)
+        r = json.loads(text.strip().splitlines()[-1].split(" ", 1)[1])
+        if r.get("errors"):
+            raise RuntimeError(f"{' '.join(flags)}: {r['errors']} errors, first: {r.get('first_error')}")
+        # The server's CPU is shared by both loads: no per-call figure for one of them.
+        r["calls_per_srv_cpu_s"] = None
+        results.append(r)
+    return results
+
+
 def timing(args):
     return ["-warmup", f"{args.e2e_warmup}s", "-duration", f"{args.e2e_duration}s"]
 
@@ -325,6 +344,13 @@ def run(args):
             for u, p in [(1, 1), (1, 20), (50, 1), (50, 20)]:
                 r = load(loadgen, args, "-mode", "elig", "-users", str(u), "-products", str(p), *common)
                 rows.append((f"{u} user{'s' if u > 1 else ''} × {p} product{'s' if p > 1 else ''}", "CPU 0 / CPU 1", r))
+            # Both shapes at once (48 + 16 in flight): how long big batches make small calls wait.
+            small, big = load_together(
+                loadgen, args,
+                ["-mode", "elig", "-users", "1", "-products", "20", "-concurrency", "48", *common],
+                ["-mode", "elig", "-users", "50", "-products", "20", "-concurrency", "16", *common])
+            rows.append(("mix: 1 user × 20 products, 48 in flight", "CPU 0 / CPU 1", small))
+            rows.append(("mix: 50 users × 20 products, 16 in flight at once", "CPU 0 / CPU 1", big))
             # The same 1 x 20 call in the other protocols the server speaks (Connect, gRPC-Web).
             for label, proto in PROTOCOLS:
                 r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-protocol", proto,

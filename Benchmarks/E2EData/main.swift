@@ -18,7 +18,7 @@ import SubscriptionStorage
 import SubscriptionStorageSQLite
 
 /// Bumped whenever the generated data changes, so that scripts/bench_e2e.py rebuilds its cache.
-let generatorVersion = 1
+let generatorVersion = 2  // 2: UUID user ids (users.txt)
 
 @Sendable func argument(_ name: String) -> String? {
   let args = CommandLine.arguments
@@ -60,6 +60,21 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 @Sendable func appId(_ a: Int) -> String { "app-\(a)" }
+/// User `i`'s id: a version-4 UUID in lowercase (what apps send, e.g. StoreKit's
+/// `appAccountToken`), random-looking but fixed by `i`. The load generator reads them from
+/// `users.txt` (one per line, in index order), never recomputes them.
+@Sendable func userId(_ i: Int) -> String {
+  var rng = SplitMix64(state: UInt64(i) &* 0x9FB2_1C65_1E98_DF25 &+ 0x5851_F42D_4C95_7F2D)
+  let hi = rng.next(), lo = rng.next()
+  func hex(_ v: UInt64, _ digits: Int) -> String {
+    let s = String(v, radix: 16)
+    return String(repeating: "0", count: max(0, digits - s.count)) + s
+  }
+  let version = (hi & ~0xF000) | 0x4000  // xxxxxxxx-xxxx-4xxx
+  let variant = (lo & ~(0xC << 60)) | (0x8 << 60)  // 8, 9, a or b
+  return "\(hex(version >> 32, 8))-\(hex((version >> 16) & 0xFFFF, 4))-\(hex(version & 0xFFFF, 4))-"
+    + "\(hex(variant >> 48, 4))-\(hex(variant & 0xFFFF_FFFF_FFFF, 12))"
+}
 @Sendable func bundleId(_ a: Int) -> String { "com.example.app\(a)" }
 @Sendable func groupId(_ a: Int, _ g: Int) -> String { String(21_000_000 + a * 10 + g) }
 
@@ -119,7 +134,7 @@ struct Chain: Sendable {
   var rng = SplitMix64(state: UInt64(i) &* 0xD1B5_4A32_D192_ED03 &+ 17)
   let a = i % appCount
   let bundle = bundleId(a)
-  let user = UserKey(appId: appId(a), environment: .production, userId: "user-\(i)")
+  let user = UserKey(appId: appId(a), environment: .production, userId: userId(i))
   let n = transactionCount(i)
   var nextId = 4_000_000_000_000_000 + i * 32
   var transactions: [Transaction] = []
@@ -275,7 +290,8 @@ struct Chain: Sendable {
     "transactions": userCount * 10,
     "as_of_ms": asOf, "tenant_id": tenantId,
     "keys": ["read": keys.read, "ingest": keys.ingest, "admin": keys.admin],
-    "user_id_format": "user-%d; app index = user index % apps",
+    "user_ids": "users.txt",
+    "user_id_format": "version-4 UUIDs, one per line of users.txt in index order; app index = user index % apps",
     "apps_detail": apps,
     "chains": sample.prefix(8000).map { c -> [String: Any] in
       [
@@ -286,6 +302,8 @@ struct Chain: Sendable {
   ]
   let json = try JSONSerialization.data(withJSONObject: spec, options: [.sortedKeys])
   try json.write(to: URL(fileURLWithPath: dir + "/bench.json"))
+  try (0..<userCount).map(userId).joined(separator: "\n").appending("\n")
+    .write(toFile: dir + "/users.txt", atomically: true, encoding: .utf8)
   print(
     String(
       format:

@@ -34,6 +34,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -199,17 +200,34 @@ type specChain struct {
 }
 
 type spec struct {
-	Users  int               `json:"users"`
-	Apps   int               `json:"apps"`
-	AsOfMs int64             `json:"as_of_ms"`
-	Keys   map[string]string `json:"keys"`
-	Detail []specApp         `json:"apps_detail"`
-	Chains []specChain       `json:"chains"`
+	Users   int               `json:"users"`
+	UserIDs string            `json:"user_ids"` // a file beside the spec: one user id per line, in index order
+	Apps    int               `json:"apps"`
+	AsOfMs  int64             `json:"as_of_ms"`
+	Keys    map[string]string `json:"keys"`
+	Detail  []specApp         `json:"apps_detail"`
+	Chains  []specChain       `json:"chains"`
 }
 
 type fileUser struct {
 	UserID  string `json:"user_id"`
 	Receipt string `json:"receipt"`
+}
+
+// userIDs reads the generator's user ids (users.txt beside the spec), index i at position i.
+func (s *spec) userIDs() []string {
+	if s.UserIDs == "" {
+		fail("the spec names no user_ids file: regenerate the data (substatus-e2e-data)")
+	}
+	b, err := ioutil.ReadFile(filepath.Join(filepath.Dir(*specPath), s.UserIDs))
+	if err != nil {
+		fail("read the user ids: %v", err)
+	}
+	ids := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(ids) != s.Users {
+		fail("%s has %d user ids, the spec says %d users", s.UserIDs, len(ids), s.Users)
+	}
+	return ids
 }
 
 func loadSpec() *spec {
@@ -635,10 +653,11 @@ func eligibility(s *spec) {
 		}
 		apps = append(apps, au)
 	} else {
+		ids := s.userIDs()
 		for a := 0; a < s.Apps; a++ {
 			au := appUsers{app: &s.Detail[a]}
 			for j := 0; j < s.Users/s.Apps; j++ {
-				au.userIDs = append(au.userIDs, fmt.Sprintf("user-%d", j*s.Apps+a))
+				au.userIDs = append(au.userIDs, ids[j*s.Apps+a])
 			}
 			apps = append(apps, au)
 		}
@@ -715,7 +734,8 @@ func ingest(s *spec) {
 		base := s.AsOfMs - int64(*batch)*30*86400000
 		otid := fmt.Sprintf("9%09d%09d", runID, n*1000)
 		req := appendString(nil, 1, a.AppID)
-		req = appendString(req, 2, fmt.Sprintf("ingest-%d-%d", runID, n))
+		// A new user per call, with a version-4 UUID as apps send (unique: the run and the call's number).
+		req = appendString(req, 2, fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", runID&0xffffffff, rng.Intn(1<<16), rng.Intn(1<<12), rng.Intn(1<<12), n))
 		for k := 0; k < *batch; k++ {
 			at := base + int64(k)*30*86400000
 			t := appendString(nil, 1, fmt.Sprintf("9%09d%09d", runID, n*1000+int64(k)))
