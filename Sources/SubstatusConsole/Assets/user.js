@@ -1,20 +1,28 @@
 // User lookup: status (groups and named entitlements), eligibility for the catalog with reasons and
-// evidence, and the history as a timeline whose as-of line re-asks status and eligibility.
+// evidence, the history as a timeline whose as-of line re-asks status and eligibility, and the
+// user's events (EventService.ListEvents), marked on the timeline and listed page by page.
 import { call, callAll, int64 } from "./api.js";
 import { $, el, enumName, instantValue, onSubmit, parseInstant, showError, table, time } from "./ui.js";
 import { buildLanes, drawTimeline, kinds } from "./timeline.js";
+import { money, offerOf, states, typeName } from "./events.js";
 
 let ctx;
 let lookup = null; // {appId, userId, environment, productIds}
 let drawn = null; // {lanes, asOfMs}: redrawn when the window's width changes
 let resizing = null;
+let events = { list: [], page: 0 }; // the looked-up user's events, in log order, and the page shown
 
 export function init(context) {
   ctx = context;
   $("timeline-legend").replaceChildren(...kinds.map(([kind, label]) =>
     el("li", {}, el("span", { class: `swatch period-${kind}`, "aria-hidden": "true" }), label)),
     el("li", {}, el("span", { class: "swatch mark-refund", "aria-hidden": "true" }), "Refund or revocation"),
-    el("li", {}, el("span", { class: "swatch mark-upgrade", "aria-hidden": "true" }), "Upgrade"));
+    el("li", {}, el("span", { class: "swatch mark-upgrade", "aria-hidden": "true" }), "Upgrade"),
+    el("li", {}, el("span", { class: "swatch event-swatch", "aria-hidden": "true" }), "Event (listed under Events)"));
+  $("events-order").addEventListener("change", () => { events.page = 0; renderEvents(); });
+  $("events-page-size").addEventListener("change", () => { events.page = 0; renderEvents(); });
+  $("events-previous").addEventListener("click", () => { events.page -= 1; renderEvents(); });
+  $("events-next").addEventListener("click", () => { events.page += 1; renderEvents(); });
   onSubmit($("user-form"), async (data) => {
     const appId = ctx.appId();
     if (!appId) throw { code: "INVALID_ARGUMENT", message: "choose an app in the App field above" };
@@ -45,7 +53,8 @@ window.addEventListener("resize", () => {
 });
 
 async function look(request, asOfMs) {
-  const [history, catalog] = await Promise.all([historyOf(request), catalogOf(request.appId)]);
+  const [history, catalog, logged] = await Promise.all([historyOf(request), catalogOf(request.appId), eventsOf(request)]);
+  events = { list: logged, page: 0 };
   const status = await call("StatusService", "GetStatus", { ...request, asOfMs: String(asOfMs) });
   const groupOfOriginal = new Map((status.groups ?? []).filter((g) => g.originalTransactionId)
     .map((g) => [g.originalTransactionId, g.subscriptionGroupId]));
@@ -60,7 +69,7 @@ async function look(request, asOfMs) {
 
   $("user-result").hidden = false;
   const now = Date.now();
-  const lanes = buildLanes(history.transactions, history.renewalInfos, groupOf, now);
+  const lanes = buildLanes(history.transactions, history.renewalInfos, groupOf, now, logged);
   const at = asOfMs || now;
   if (lanes.length) {
     draw(lanes, at);
@@ -78,6 +87,7 @@ async function look(request, asOfMs) {
       t.revocationDateMs ? [time(int64(t.revocationDateMs)), t.revocationType && enumName(t.revocationType, "REVOCATION_TYPE_")].filter(Boolean).join(" ") : "—",
       t.isUpgraded ? "yes" : "—",
     ])));
+  renderEvents();
   renderStatus(status, at);
   await renderEligibility(at);
 }
@@ -101,6 +111,46 @@ async function historyOf(request) {
     pageToken = reply.nextPageToken ?? "";
   } while (pageToken);
   return { transactions, renewalInfos };
+}
+
+/** Every event of the user in the looked-up environment, in log order (1,000 per call). */
+async function eventsOf(request) {
+  const found = [];
+  let sinceCursor = "";
+  for (;;) {
+    const reply = await call("EventService", "ListEvents", { ...request, sinceCursor, limit: 1000 });
+    found.push(...(reply.events ?? []));
+    sinceCursor = reply.nextCursor ?? "";
+    if ((reply.events ?? []).length < 1000) return found;
+  }
+}
+
+/** The page of the user's events shown, in the order chosen: by when each happened, then by log order. */
+function renderEvents() {
+  const newest = $("events-order").value === "newest";
+  const sorted = events.list.map((e, i) => [e, i])
+    .sort(([a, i], [b, j]) => (int64(a.occurredMs) - int64(b.occurredMs) || i - j) * (newest ? -1 : 1))
+    .map(([e]) => e);
+  const size = Number($("events-page-size").value);
+  const pages = Math.max(1, Math.ceil(sorted.length / size));
+  events.page = Math.min(Math.max(events.page, 0), pages - 1);
+  const first = events.page * size;
+  const shown = sorted.slice(first, first + size);
+  $("events-previous").disabled = events.page === 0;
+  $("events-next").disabled = events.page >= pages - 1;
+  $("events-status").textContent = sorted.length
+    ? `Events ${first + 1}–${first + shown.length} of ${sorted.length}, ${newest ? "newest" : "oldest"} first (page ${events.page + 1} of ${pages}).`
+    : "";
+  $("events-result").replaceChildren(table(`Events of ${lookup.userId}`,
+    ["Event", "Occurred", "Detected", "Group", "Product", "Offer", "Price", "State before → after", "Cursor"],
+    shown.map((e) => [
+      [el("strong", { class: "event-type", "data-event-id": e.eventId }, typeName(e.type)),
+        e.expirationReason ? ` (${e.expirationReason})` : "", e.previousUserId ? ` from ${e.previousUserId}` : ""],
+      time(int64(e.occurredMs)), time(int64(e.detectedMs)), e.subscriptionGroupId || "—",
+      [e.productId || "—", e.previousProductId ? ` (from ${e.previousProductId})` : ""].join(""),
+      offerOf(e), money(e.priceMilliunits, e.currency), states(e),
+      el("code", { class: "cursor" }, e.cursor ?? ""),
+    ])));
 }
 
 async function catalogOf(appId) {
