@@ -1,13 +1,13 @@
 // User lookup: status (groups and named entitlements), eligibility for the catalog with reasons and
 // evidence, the history as a timeline whose as-of line re-asks status and eligibility, and the
 // user's events (EventService.ListEvents), marked on the timeline and listed page by page.
-import { call, callAll, int64 } from "./api.js";
+import { call, int64 } from "./api.js";
 import { $, el, enumName, instantValue, onSubmit, parseInstant, showError, table, time } from "./ui.js";
 import { buildLanes, drawTimeline, kinds } from "./timeline.js";
 import { money, offerOf, states, typeName } from "./events.js";
 
 let ctx;
-let lookup = null; // {appId, userId, environment, productIds}
+let lookup = null; // {appId, userId, environment}
 let drawn = null; // {lanes, asOfMs}: redrawn when the window's width changes
 let resizing = null;
 let events = { list: [], page: 0 }; // the looked-up user's events, in log order, and the page shown
@@ -53,24 +53,24 @@ window.addEventListener("resize", () => {
 });
 
 async function look(request, asOfMs) {
-  const [history, catalog, logged] = await Promise.all([historyOf(request), catalogOf(request.appId), eventsOf(request)]);
+  const now = Date.now();
+  const at = asOfMs || now;
+  lookup = { ...request };
+  const [history, logged, status, eligibility] = await Promise.all([
+    historyOf(request), eventsOf(request), call("StatusService", "GetStatus", { ...request, asOfMs: String(asOfMs) }),
+    eligibilityAt(at)]);
   events = { list: logged, page: 0 };
-  const status = await call("StatusService", "GetStatus", { ...request, asOfMs: String(asOfMs) });
+  // Eligibility answers for the whole catalog (a query without product ids), to READ keys too, with
+  // each product's group: the timeline's lanes need no catalog listing (ListProducts is ADMIN's).
+  const groupOfProduct = new Map((eligibility.products ?? []).filter((p) => p.subscriptionGroupId)
+    .map((p) => [p.productId, p.subscriptionGroupId]));
   const groupOfOriginal = new Map((status.groups ?? []).filter((g) => g.originalTransactionId)
     .map((g) => [g.originalTransactionId, g.subscriptionGroupId]));
-  const groupOfProduct = new Map(catalog.filter((p) => p.subscriptionGroupId).map((p) => [p.productId, p.subscriptionGroupId]));
   const groupOf = (t) => t.subscriptionGroupId || groupOfProduct.get(t.productId)
     || groupOfOriginal.get(t.originalTransactionId || t.transactionId) || "(one-time purchases)";
-  // Eligibility covers the whole catalog for an ADMIN key (ListProducts); other keys cannot list
-  // the catalog, so they see the products of the user's history and status.
-  const productIds = catalog.length ? catalog.map((p) => p.productId)
-    : [...new Set([...history.transactions.map((t) => t.productId), ...(status.groups ?? []).map((g) => g.productId)].filter(Boolean))];
-  lookup = { ...request, productIds: productIds.slice(0, 200) };
 
   $("user-result").hidden = false;
-  const now = Date.now();
   const lanes = buildLanes(history.transactions, history.renewalInfos, groupOf, now, logged);
-  const at = asOfMs || now;
   if (lanes.length) {
     draw(lanes, at);
   } else {
@@ -89,15 +89,17 @@ async function look(request, asOfMs) {
     ])));
   renderEvents();
   renderStatus(status, at);
-  await renderEligibility(at);
+  renderEligibility(eligibility, at);
 }
 
 /** Re-asks status and eligibility at `ms` (the as-of line moved). */
 async function reask(ms) {
   $("user-as-of").value = instantValue(ms);
-  const status = await call("StatusService", "GetStatus", { appId: lookup.appId, userId: lookup.userId, environment: lookup.environment, asOfMs: String(ms) });
+  const [status, eligibility] = await Promise.all([
+    call("StatusService", "GetStatus", { appId: lookup.appId, userId: lookup.userId, environment: lookup.environment, asOfMs: String(ms) }),
+    eligibilityAt(ms)]);
   renderStatus(status, ms);
-  await renderEligibility(ms);
+  renderEligibility(eligibility, ms);
 }
 
 async function historyOf(request) {
@@ -153,10 +155,6 @@ function renderEvents() {
     ])));
 }
 
-async function catalogOf(appId) {
-  return ctx.isAdmin ? callAll("AdminService", "ListProducts", { appId }, "products") : [];
-}
-
 function renderStatus(status, at) {
   $("status-title").textContent = `Status at ${time(at)}`;
   const groups = table("Subscription groups", ["Group", "State", "Product", "Expires", "Grace period ends", "Auto-renew", "Ownership", "Billing issue", "Offer now"],
@@ -175,21 +173,28 @@ function renderStatus(status, at) {
   $("status-result").replaceChildren(groups, named);
 }
 
-async function renderEligibility(at) {
-  if (!lookup.productIds.length) {
-    $("eligibility-result").replaceChildren(el("p", {}, "No products to check."));
-    return;
-  }
+/**
+ * The looked-up user's eligibility at `at` for every product of the catalog: a query without
+ * product ids asks for the whole catalog, which any key that may check eligibility may do.
+ */
+async function eligibilityAt(at) {
   const reply = await call("EligibilityService", "CheckEligibility", {
-    appId: lookup.appId, environment: lookup.environment, asOfMs: String(at),
-    queries: [{ userId: lookup.userId, productIds: lookup.productIds }],
+    appId: lookup.appId, environment: lookup.environment, asOfMs: String(at), queries: [{ userId: lookup.userId }],
   });
   const user = reply.users?.[0] ?? {};
   if (user.error) throw { code: `code ${user.error.code}`, message: user.error.message };
-  const offer = (o) => o ? `${o.eligible ? "eligible" : "not eligible"}: ${enumName(o.reason, "ELIGIBILITY_REASON_")}${o.evidenceTransactionId ? ` (transaction ${o.evidenceTransactionId})` : ""}` : "—";
+  return user;
+}
+
+function renderEligibility(user, at) {
   $("eligibility-title").textContent = `Eligibility at ${time(at)}`;
+  if (!user.products?.length) {
+    $("eligibility-result").replaceChildren(el("p", {}, "The app's catalog has no products to check."));
+    return;
+  }
+  const offer = (o) => o ? `${o.eligible ? "eligible" : "not eligible"}: ${enumName(o.reason, "ELIGIBILITY_REASON_")}${o.evidenceTransactionId ? ` (transaction ${o.evidenceTransactionId})` : ""}` : "—";
   $("eligibility-result").replaceChildren(table("Offer eligibility by product", ["Product", "Group", "Introductory offer", "Promotional offers", "Win-back offers"],
-    (user.products ?? []).map((p) => [
+    user.products.map((p) => [
       el("code", {}, p.productId), p.subscriptionGroupId ?? "—", offer(p.introductory), offer(p.promotional),
       (p.winBackOffers ?? []).map((w) => `${w.offerId}: ${w.eligible ? "eligible" : "not eligible"}`).join(", ") || "—",
     ])));
