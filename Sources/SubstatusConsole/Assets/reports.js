@@ -115,12 +115,15 @@ async function renderCounts(request) {
   return { nodes: [el("h2", {}, "Counts"), figure, table(title, ["Count", "Value"], rows)], attached };
 }
 
-/** A bucket's label: its day, the Monday of its week, or its month. */
+/** A bucket's label: its day (for a week, its first day), or its month. */
 function bucketLabel(bucket, interval) {
   const day = new Date(int64(bucket.startMs)).toISOString().slice(0, 10);
-  if (interval === "TREND_INTERVAL_MONTH") return day.slice(0, 7);
-  if (interval === "TREND_INTERVAL_WEEK") return `week of ${day}`;
-  return day;
+  return interval === "TREND_INTERVAL_MONTH" ? day.slice(0, 7) : day;
+}
+
+/** The name of the periods of `interval`, as the tables' first column. */
+function periodName(interval) {
+  return { TREND_INTERVAL_WEEK: "Week from", TREND_INTERVAL_MONTH: "Month" }[interval] ?? "Day";
 }
 
 /** A bucket's series value: counts as numbers, the rate as a percentage. */
@@ -162,7 +165,7 @@ async function renderTrends(request) {
       },
     });
     drawings.push(attached);
-    nodes.push(pair(heading, figure, table(`${heading} by period`, ["Period", ...columns],
+    nodes.push(pair(heading, figure, table(`${heading} by ${periodName(reply.interval).toLowerCase()}`, [periodName(reply.interval), ...columns],
       rows.map((r, i) => [labels[i], ...r]))));
   };
   for (const chart of trendCharts) {

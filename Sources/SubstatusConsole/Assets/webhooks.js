@@ -49,7 +49,7 @@ export function init(context) {
 
 export function show() {
   forgetSecret();
-  $("webhook-form").querySelector(".status").textContent = "";
+  for (const form of ["webhook-form", "deliveries-form", "replay-form"]) $(form).querySelector(".status").textContent = "";
   $("deliveries-list").replaceChildren();
   $("deliveries-more").hidden = true;
   deliveries = null;
