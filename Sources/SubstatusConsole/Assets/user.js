@@ -55,10 +55,10 @@ window.addEventListener("resize", () => {
 async function look(request, asOfMs) {
   const now = Date.now();
   const at = asOfMs || now;
-  lookup = { ...request };
   const [history, logged, status, eligibility] = await Promise.all([
     historyOf(request), eventsOf(request), call("StatusService", "GetStatus", { ...request, asOfMs: String(asOfMs) }),
-    eligibilityAt(at)]);
+    eligibilityAt(request, at)]);
+  lookup = { ...request };
   events = { list: logged, page: 0 };
   // Eligibility answers for the whole catalog (a query without product ids), to READ keys too, with
   // each product's group: the timeline's lanes need no catalog listing (ListProducts is ADMIN's).
@@ -97,7 +97,7 @@ async function reask(ms) {
   $("user-as-of").value = instantValue(ms);
   const [status, eligibility] = await Promise.all([
     call("StatusService", "GetStatus", { appId: lookup.appId, userId: lookup.userId, environment: lookup.environment, asOfMs: String(ms) }),
-    eligibilityAt(ms)]);
+    eligibilityAt(lookup, ms)]);
   renderStatus(status, ms);
   renderEligibility(eligibility, ms);
 }
@@ -174,12 +174,12 @@ function renderStatus(status, at) {
 }
 
 /**
- * The looked-up user's eligibility at `at` for every product of the catalog: a query without
- * product ids asks for the whole catalog, which any key that may check eligibility may do.
+ * The user's eligibility at `at` for every product of the catalog: a query without product ids
+ * asks for the whole catalog, which any key that may check eligibility may do.
  */
-async function eligibilityAt(at) {
+async function eligibilityAt({ appId, userId, environment }, at) {
   const reply = await call("EligibilityService", "CheckEligibility", {
-    appId: lookup.appId, environment: lookup.environment, asOfMs: String(at), queries: [{ userId: lookup.userId }],
+    appId, environment, asOfMs: String(at), queries: [{ userId }],
   });
   const user = reply.users?.[0] ?? {};
   if (user.error) throw { code: `code ${user.error.code}`, message: user.error.message };

@@ -34,7 +34,7 @@ from axe_selenium_python import Axe
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -178,7 +178,9 @@ def options(width, height):
 
 
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options(*WIDTHS["wide"]))
-wait = WebDriverWait(driver, 15)
+# A page redraws its tables after each answer: an element read between a wait's find and its text
+# may be replaced meanwhile, so the waits try again.
+wait = WebDriverWait(driver, 15, ignored_exceptions=[StaleElementReferenceException])
 requested = []
 console_messages = []
 
