@@ -15,5 +15,7 @@ enum ConsoleAssets {
     "timeline.js": .init(body: PackageResources.timeline_js, contentType: "text/javascript; charset=utf-8"),
     "favicon.svg": .init(body: PackageResources.favicon_svg, contentType: "image/svg+xml"),
     "reports.js": .init(body: PackageResources.reports_js, contentType: "text/javascript; charset=utf-8"),
+    "events.js": .init(body: PackageResources.events_js, contentType: "text/javascript; charset=utf-8"),
+    "webhooks.js": .init(body: PackageResources.webhooks_js, contentType: "text/javascript; charset=utf-8"),
   ]
 }

@@ -5,10 +5,13 @@ import Testing
 /// The web console in a real headless Chromium (Debian's `chromium` and `chromium-driver`, driven
 /// by selenium from `.venv`), against a real `substatusd` whose verifyReceipt is a real
 /// `appstore-sim` with a frozen clock. `Fixtures/console_browser.py` holds the story: sign in,
-/// register an app, set its secret, edit the catalog, create and revoke keys, look a user up and
-/// check the timeline against the history (as-of line moved by keyboard), the report chart, a READ
-/// key without admin actions, axe-core on every page at 1280 and 390 px, and no request beyond the
-/// server nor any Content-Security-Policy violation.
+/// register an app, set its secret and policy (purchase sharing included), edit the catalog, create
+/// and revoke keys, add, test, replay to and remove webhooks (a receiver in the script checks the
+/// signatures with the secret shown once) and read their deliveries, look a user up and check the
+/// timeline against the history (as-of line moved by keyboard) and the user's events against
+/// ListEvents, the report and trend charts against GetReport and GetTrends, a READ key without
+/// admin actions but with the whole catalog's eligibility, axe-core on every page at 1280 and
+/// 390 px, and no request beyond the server nor any Content-Security-Policy violation.
 @Suite struct ConsoleBrowserTests {
   static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent()
@@ -18,7 +21,7 @@ import Testing
     let start = (Int64(Date().timeIntervalSince1970 * 1000) / 86_400_000 - 130) * 86_400_000
     let simulator = try await SimulatorProcess(startMs: start)
     let server: ServerProcess
-    do { server = try await ServerProcess(extraArguments: simulator.verifyReceiptArguments) } catch {
+    do { server = try await ServerProcess(extraArguments: simulator.verifyReceiptArguments + ["--allow-private-webhooks"]) } catch {
       await simulator.stop()
       throw error
     }

@@ -55,6 +55,7 @@ export function init(context) {
         lapsedSubscribersGetIntro: data.has("lapsedSubscribersGetIntro"),
         billingRetryEntitled: data.has("billingRetryEntitled"),
         promoScope: data.get("promoScope"),
+        purchaseSharing: data.get("purchaseSharing"),
       },
     });
     await render();
@@ -91,4 +92,5 @@ async function render() {
   $("policy-lapsed").checked = !!policy.lapsedSubscribersGetIntro;
   $("policy-retry").checked = !!policy.billingRetryEntitled;
   $("policy-scope").value = policy.promoScope ?? "PROMO_SCOPE_GROUP";
+  $("policy-sharing").value = policy.purchaseSharing ?? "PURCHASE_SHARING_SHARE";
 }

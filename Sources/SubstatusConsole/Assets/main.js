@@ -6,14 +6,16 @@ import { $, onSubmit, showError } from "./ui.js";
 import * as apps from "./apps.js";
 import * as catalog from "./catalog.js";
 import * as keys from "./keys.js";
+import * as webhooks from "./webhooks.js";
 import * as user from "./user.js";
 import * as reports from "./reports.js";
 
-/** Page name → [module, whether it needs an ADMIN key]. EventService pages slot in here. */
+/** Page name → [module, whether it needs an ADMIN key]. */
 const pages = {
   apps: [apps, true],
   catalog: [catalog, true],
   keys: [keys, true],
+  webhooks: [webhooks, true],
   user: [user, false],
   reports: [reports, true],
 };

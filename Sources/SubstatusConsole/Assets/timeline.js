@@ -1,7 +1,8 @@
 // The user's history as an SVG timeline: one lane per subscription group, each transaction's
 // period coloured by kind (trial, intro, promotional, paid), the current renewal state's grace
 // period and billing retry after the last period, refunds and revocations marked, upgrades and
-// family sharing labelled, and the `as_of` instant as a line to move by pointer or keyboard.
+// family sharing labelled, the user's events as dots under their group's lane, and the `as_of`
+// instant as a line to move by pointer or keyboard.
 import { int64 } from "./api.js";
 import { time } from "./ui.js";
 
@@ -26,11 +27,12 @@ export function periodKind(t) {
 /**
  * Lanes from a history: `groupOf(transaction)` names its lane. Periods are transactions with an
  * expiry; the others (one-time purchases) become purchase marks. `nowMs` bounds an open retry.
+ * `events` (EventService events) become dots of their group's lane, where the history has one.
  */
-export function buildLanes(transactions, renewalInfos, groupOf, nowMs) {
+export function buildLanes(transactions, renewalInfos, groupOf, nowMs, events = []) {
   const lanes = new Map();
   const lane = (name) => {
-    if (!lanes.has(name)) lanes.set(name, { group: name, periods: [], marks: [] });
+    if (!lanes.has(name)) lanes.set(name, { group: name, periods: [], marks: [], events: [] });
     return lanes.get(name);
   };
   const lastOfOriginal = new Map();
@@ -74,6 +76,10 @@ export function buildLanes(transactions, renewalInfos, groupOf, nowMs) {
       if (end > start) last.lane.periods.push({ kind: "retry", start, end, productId: info.productId ?? "", transactionId: "" });
     }
   }
+  for (const e of events) {
+    const l = lanes.get(e.subscriptionGroupId || groupOf({ productId: e.productId, originalTransactionId: e.originalTransactionId }));
+    l?.events.push({ at: int64(e.occurredMs), type: e.type, eventId: e.eventId });
+  }
   for (const l of lanes.values()) l.periods.sort((a, b) => a.start - b.start);
   return [...lanes.values()].sort((a, b) => a.group.localeCompare(b.group));
 }
@@ -90,7 +96,8 @@ function node(tag, attributes = {}, text) {
  * comes to rest (pointer released, or keys released for 300 ms). Returns `setAsOf(ms)`.
  */
 export function drawTimeline(container, lanes, asOfMs, onMove) {
-  const all = lanes.flatMap((l) => [...l.periods.flatMap((p) => [p.start, p.end]), ...l.marks.map((m) => m.at)]);
+  const all = lanes.flatMap((l) => [...l.periods.flatMap((p) => [p.start, p.end]), ...l.marks.map((m) => m.at),
+    ...l.events.map((e) => e.at)]);
   let min = Math.min(...all, asOfMs);
   let max = Math.max(...all, asOfMs);
   if (!(max > min)) { min -= DAY; max += DAY; }
@@ -135,6 +142,11 @@ export function drawTimeline(container, lanes, asOfMs, onMove) {
       mark.append(node("path", { d: `M${mx - 5},${y + 12} L${mx + 5},${y + 12} L${mx},${y + 19} Z` }));
       mark.append(node("text", { x: Math.min(mx + 6, width - right - 70), y: y + 11 }, m.label));
       g.append(mark);
+    }
+    for (const e of l.events) {
+      g.append(node("circle", { cx: x(e.at), cy: y + 18 + bar + 6, r: 3.5, class: "event-dot", role: "img",
+        "data-event-id": e.eventId, "data-type": e.type, "data-at-ms": e.at,
+        "aria-label": `Event ${e.type.replace("EVENT_TYPE_", "")} at ${time(e.at)}` }));
     }
     svg.append(g);
   });
