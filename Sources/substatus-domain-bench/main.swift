@@ -1,6 +1,7 @@
 // Micro-benchmark of SubscriptionEvaluator: one user with 30 transactions in 4 subscription groups
 // (plus non-renewing and non-consumable purchases), 4 renewal infos, 20 requested products.
-// Prints nanoseconds per user evaluation. Run: swift run -c release substatus-domain-bench
+// Prints nanoseconds per user evaluation; then event derivation per write beside evaluation per
+// history (DerivationBench.swift). Run: swift run -c release substatus-domain-bench
 import SubscriptionDomain
 
 let day: Int64 = 86_400_000
@@ -106,3 +107,7 @@ print(
   "evaluate + eligibility(20 products), 30 transactions, 4 groups: median \(Int(samples[3])) ns/user,"
     + " min \(Int(samples[0])) ns, max \(Int(samples[6])) ns (7 runs x \(iterations))")
 if sink == 42 { print("") }  // keep the work observable
+
+print("")
+sink &+= DerivationBench.run()
+if sink == 43 { print("") }
