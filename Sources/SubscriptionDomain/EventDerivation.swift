@@ -175,12 +175,12 @@ public struct EventDerivation: Sendable {
       known.insert(.purchase(transactionId: t.transactionId))
       if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
     }
-    var new = Timeline(history: after, fallback: before, catalog: catalog)
+    let new = Timeline(history: after, fallback: before, catalog: catalog)
     let occurrences = new.occurrences(dueThrough: horizon, skipping: known)
     var old: Timeline?
     if occurrences.contains(where: { $0.dueMs != .min }) {
       let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
-      var timeline = Timeline(history: before, fallback: nil, catalog: catalog)
+      let timeline = Timeline(history: before, fallback: nil, catalog: catalog)
       for occurrence in timeline.occurrences(dueThrough: horizon, includeData: false)
       where occurrence.dueMs <= loggedHorizon {
         known.insert(occurrence.cause)
@@ -191,7 +191,7 @@ public struct EventDerivation: Sendable {
     for var occurrence in occurrences where !known.contains(occurrence.cause) {
       new.complete(&occurrence)
       if case .expired(let group, let lapsed) = occurrence.cause,
-        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), var timeline = old
+        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), let timeline = old
       {
         // Apple stopped retrying (EXPIRED / BILLING_RETRY) before the 60 days: the data now shows a
         // plain lapse, but the log has the billing issue; the expiry is when Apple said so.
@@ -201,11 +201,10 @@ public struct EventDerivation: Sendable {
         occurrence.stateBefore = timeline.state(group, at: at)
         occurrence.stateAfter = new.state(group, at: at)
         occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
-        old = timeline
       }
       result.append(event(occurrence, of: new, subject: subject, detectedMs: detectedMs))
     }
-    for change in Self.changes(before: before, old: &old, new: &new, catalog: catalog) {
+    for change in Self.changes(before: before, old: &old, new: new, catalog: catalog) {
       result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
@@ -222,7 +221,7 @@ public struct EventDerivation: Sendable {
     let low = max(afterMs, appleNow)
     let high = max(throughMs, appleNow)
     guard high > low else { return [] }
-    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     var result: [SubscriptionEvent] = []
     for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
     where occurrence.dueMs > low {
@@ -237,7 +236,7 @@ public struct EventDerivation: Sendable {
   /// renewal Apple has not decided is settled as expired. `nil` when none will.
   public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
     let low = max(afterMs, history.appleNow ?? .min)
-    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     return timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
       .filter { $0 > low }.min()
   }
@@ -247,7 +246,7 @@ public struct EventDerivation: Sendable {
   /// Revocations `after` no longer has (REFUND_REVERSED) and auto-renewal turned off or on.
   /// `old` is `before`'s timeline, built here when first needed.
   static func changes(
-    before: PurchaseHistory, old: inout Timeline?, new: inout Timeline, catalog: Catalog
+    before: PurchaseHistory, old: inout Timeline?, new: Timeline, catalog: Catalog
   ) -> [Occurrence] {
     var result: [Occurrence] = []
     var previous: [String: Transaction] = [:]
@@ -262,7 +261,7 @@ public struct EventDerivation: Sendable {
         else { continue }
         let at = max(revoked, t.appleClock ?? revoked)
         let group = new.groupId(i)
-        var timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
+        let timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
         let stateBefore = timeline.state(group, at: at)
         old = timeline
         result.append(

@@ -1,0 +1,311 @@
+// The states of a timeline's groups at every instant, from one walk over its data in time order
+// (see EventDerivation.swift). A group's status (SubscriptionEvaluator's rule 5 with rules 12, 16
+// and 18) only changes at an instant the data names: a purchase, a period's end, a revocation, an
+// upgrade, a grace period's end, billing retry's 60 days after a period, a renewal info starting or
+// ceasing to describe the present. The walk visits those instants once, in order, keeping what
+// evaluation aggregates (the covering transactions, the newest ones, each subscription's lapsed
+// transaction) up to date as purchases come in, and records each group's status where it changes.
+// A query is then a binary search. `GroupStatesTests` checks every recorded status against
+// ``SubscriptionEvaluator`` at and around each instant.
+
+/// A group's status over an interval: what the evaluator's ``GroupStatus`` tells there, by position.
+struct TimelineStatus: Equatable {
+  var state: SubscriptionState
+  /// The transaction that decides the state (position in the timeline's transactions), or -1.
+  var deciding: Int
+  /// The renewal info of a grace period or billing retry (position in ``Timeline/allRenewals``), or -1.
+  var renewal: Int
+}
+
+/// Per group of a timeline: its status from each instant on (`starts` ascending, the first `.min`);
+/// `nil` while a group outside the catalog has no purchase yet (evaluation does not know it then).
+struct GroupStates {
+  var starts: [Int64] = []
+  var statuses: [TimelineStatus?] = []
+
+  func status(at t: Int64) -> TimelineStatus? {
+    // The last start <= t (the first start is .min).
+    var low = 0
+    var high = starts.count
+    while high - low > 1 {
+      let mid = (low + high) / 2
+      if starts[mid] <= t { low = mid } else { high = mid }
+    }
+    return statuses[low]
+  }
+}
+
+extension Timeline {
+  /// The walk: each group's statuses, by group id.
+  static func groupStates(
+    transactions: [Transaction], kinds: [PurchaseKind], renewals: [RenewalInfo], fallbackRenewals: [RenewalInfo],
+    latestPurchase: [String: Int64], fallbackLatestPurchase: [String: Int64],
+    nextPurchaseInSubscription: [Int64], catalog: Catalog
+  ) -> [String: GroupStates] {
+    var walk = StatesWalk(
+      transactions: transactions, kinds: kinds, renewals: renewals + fallbackRenewals,
+      fallbackCount: fallbackRenewals.count, latestPurchase: latestPurchase,
+      fallbackLatestPurchase: fallbackLatestPurchase, nextPurchaseInSubscription: nextPurchaseInSubscription,
+      catalog: catalog)
+    return walk.run()
+  }
+}
+
+/// The walk's working state (one per ``Timeline/groupStates``).
+private struct StatesWalk {
+  let transactions: [Transaction]
+  let catalog: Catalog
+  /// After's renewal infos, then `fallbackCount` of before's (see ``Timeline/renewals(at:)``).
+  let renewals: [RenewalInfo]
+  /// Per renewal info: the instants it describes, `[from, until)`.
+  var describes: [(from: Int64, until: Int64)] = []
+  /// Per renewal info: its catalog group (placed by product when its subscription has no
+  /// transaction yet), or -1.
+  var productGroup: [Int] = []
+  /// Per renewal info: the latest purchase of any transaction of its subscription (`.min`: none).
+  var subscriptionLatest: [Int64] = []
+  /// Per renewal info: its subscription's index in `lapsed`.
+  var subscriptionOf: [Int] = []
+
+  var groupIds: [String] = []
+  var catalogGroup: [Bool] = []
+  /// Per transaction: its group index (auto-renewables), else -1.
+  var groupOf: [Int] = []
+  /// Per transaction: from when it counts as upgraded (`.max`: never; see ``Timeline/upgradeInstants``).
+  var upgradedFrom: [Int64] = []
+  /// Per transaction: the end of the interval it covers from its purchase (rules 3, 12).
+  var coverEnd: [Int64] = []
+  /// Per transaction: the purchase of the next strictly later auto-renewable of its subscription,
+  /// which ends its period (evaluation's `endSupersededPeriods`); `.max`: none.
+  var nextAutoRenewable: [Int64] = []
+  /// Per transaction: the index of its subscription in `lapsed`, or -1 when no renewal info is about it.
+  var tracked: [Int] = []
+
+  /// Per group: its auto-renewables bought so far (purchase order) and those that may still cover.
+  var bought: [[Int]] = []
+  var open: [[Int]] = []
+  /// Per subscription with a renewal info: its newest auto-renewable bought so far, or -1.
+  var lapsed: [Int] = []
+
+  init(
+    transactions: [Transaction], kinds: [PurchaseKind], renewals: [RenewalInfo], fallbackCount: Int,
+    latestPurchase: [String: Int64], fallbackLatestPurchase: [String: Int64],
+    nextPurchaseInSubscription: [Int64], catalog: Catalog
+  ) {
+    self.transactions = transactions
+    self.catalog = catalog
+    self.renewals = renewals
+    var groupIndex: [String: Int] = [:]
+    func index(_ group: String, catalog inCatalog: Bool) -> Int {
+      if let existing = groupIndex[group] { return existing }
+      groupIndex[group] = groupIds.count
+      groupIds.append(group)
+      catalogGroup.append(inCatalog)
+      return groupIds.count - 1
+    }
+    let catalogGroups = Set(catalog.subscriptionGroupIds)
+    groupOf = kinds.map {
+      if case .autoRenewable(let group) = $0 { return index(group, catalog: catalogGroups.contains(group)) }
+      return -1
+    }
+    var subscriptions: [String: Int] = [:]
+    let afterCount = renewals.count - fallbackCount
+    for (k, r) in renewals.enumerated() {
+      let latest = latestPurchase[r.originalTransactionId] ?? .min
+      describes.append(
+        k < afterCount ? (latest, .max) : (fallbackLatestPurchase[r.originalTransactionId] ?? .min, latest))
+      subscriptionLatest.append(latest)
+      if let position = catalog.position(of: r.productId), catalog.products[position].type == .autoRenewable {
+        productGroup.append(index(catalog.subscriptionGroupIds[catalog.groupIndexOfProduct[position]], catalog: true))
+      } else {
+        productGroup.append(-1)
+      }
+      if let existing = subscriptions[r.originalTransactionId] {
+        subscriptionOf.append(existing)
+      } else {
+        subscriptions[r.originalTransactionId] = lapsed.count
+        subscriptionOf.append(lapsed.count)
+        lapsed.append(-1)
+      }
+    }
+    bought = Array(repeating: [], count: groupIds.count)
+    open = Array(repeating: [], count: groupIds.count)
+    // Per transaction: the next strictly later auto-renewable purchase of its subscription.
+    nextAutoRenewable = Array(repeating: .max, count: transactions.count)
+    var laterBySubscription: [String: (purchase: Int64, next: Int64)] = [:]
+    for i in transactions.indices.reversed() where groupOf[i] >= 0 {
+      let t = transactions[i]
+      let seen = laterBySubscription[t.originalTransactionId]
+      // Transactions bought at the same instant share the next later one.
+      let next = seen.map { $0.purchase > t.purchaseDate ? $0.purchase : $0.next } ?? .max
+      nextAutoRenewable[i] = next
+      laterBySubscription[t.originalTransactionId] = (t.purchaseDate, next)
+    }
+    tracked = transactions.map { subscriptions[$0.originalTransactionId] ?? -1 }
+    for (i, t) in transactions.enumerated() {
+      // Timeline.evaluation: an upgraded transaction is not upgraded yet before the upgrade.
+      let upgrade = nextPurchaseInSubscription[i] == .max ? nil : nextPurchaseInSubscription[i]
+      upgradedFrom.append(t.isUpgraded ? (t.revocationDate ?? upgrade ?? .min) : .max)
+      coverEnd.append(
+        min(t.expiresDate ?? .min, nextAutoRenewable[i], t.revocationDate ?? .max, upgradedFrom[i]))
+    }
+  }
+
+  /// The instants at which some group's status may change, ascending, starting with `.min`.
+  func instants() -> [Int64] {
+    var result: [Int64] = [.min]
+    result.reserveCapacity(3 * transactions.count + 2 * renewals.count + 1)
+    for (i, t) in transactions.enumerated() {
+      result.append(t.purchaseDate)
+      if let revoked = t.revocationDate { result.append(revoked) }
+      guard groupOf[i] >= 0 else { continue }
+      if let end = t.expiresDate {
+        result.append(end)
+        let retryEnd = end.addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+        if !retryEnd.overflow { result.append(retryEnd.partialValue) }
+      }
+      if upgradedFrom[i] != .max { result.append(upgradedFrom[i]) }
+    }
+    for (k, r) in renewals.enumerated() {
+      if let grace = r.gracePeriodExpiresDate { result.append(grace) }
+      result.append(describes[k].from)
+      result.append(describes[k].until)
+    }
+    result.sort()
+    var unique: [Int64] = []
+    unique.reserveCapacity(result.count)
+    for t in result where unique.last != t { unique.append(t) }
+    return unique
+  }
+
+  mutating func run() -> [String: GroupStates] {
+    var states = [GroupStates](repeating: GroupStates(), count: groupIds.count)
+    var next = 0  // the next transaction to buy (transactions are in purchase order)
+    for t in instants() {
+      while next < transactions.count && transactions[next].purchaseDate <= t {
+        buy(next)
+        next += 1
+      }
+      for g in groupIds.indices {
+        let status = status(g, at: t)
+        if states[g].statuses.isEmpty || states[g].statuses[states[g].statuses.count - 1] != status {
+          states[g].starts.append(t)
+          states[g].statuses.append(status)
+        }
+      }
+    }
+    var result: [String: GroupStates] = [:]
+    for g in groupIds.indices { result[groupIds[g]] = states[g] }
+    return result
+  }
+
+  private mutating func buy(_ i: Int) {
+    let g = groupOf[i]
+    guard g >= 0 else { return }
+    bought[g].append(i)
+    if coverEnd[i] > transactions[i].purchaseDate { open[g].append(i) }
+    // A subscription's newest transaction: no later one of it is bought yet, so its period is its own.
+    let s = tracked[i]
+    if s >= 0 && (lapsed[s] < 0 || isNewer(i, than: lapsed[s], at: transactions[i].purchaseDate)) { lapsed[s] = i }
+  }
+
+  // MARK: Evaluation's orders (SubscriptionEvaluator's Engine), by position
+
+  /// The period's end at `t` (evaluation's `Fact.expires`): the transaction's own, or earlier the
+  /// purchase of a later auto-renewable of its subscription bought by `t`.
+  private func expires(_ i: Int, at t: Int64) -> Int64 {
+    let own = transactions[i].expiresDate ?? .min
+    return nextAutoRenewable[i] <= t ? min(own, nextAutoRenewable[i]) : own
+  }
+
+  /// Evaluation's `isNewer`: later purchase, then later period end, then larger id.
+  private func isNewer(_ a: Int, than b: Int, at t: Int64) -> Bool {
+    let (x, y) = (transactions[a], transactions[b])
+    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
+    let (ea, eb) = (expires(a, at: t), expires(b, at: t))
+    if ea != eb { return ea > eb }
+    return x.transactionId > y.transactionId
+  }
+
+  /// Evaluation's `isBetterCover`: later expiry, then purchased over family-shared, then later
+  /// purchase, then smaller id (covering transactions' periods are their own).
+  private func isBetterCover(_ a: Int, than b: Int) -> Bool {
+    let (x, y) = (transactions[a], transactions[b])
+    if x.expiresDate != y.expiresDate { return (x.expiresDate ?? .min) > (y.expiresDate ?? .min) }
+    let (fa, fb) = (x.ownership == .familyShared, y.ownership == .familyShared)
+    if fa != fb { return !fa }
+    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
+    return x.transactionId < y.transactionId
+  }
+
+  /// The newest of group `g`'s transactions bought by `t` (not upgraded by then, with
+  /// `nonUpgraded`), or -1. Only the latest purchase instant's transactions can be it.
+  private func newest(_ g: Int, at t: Int64, nonUpgraded: Bool) -> Int {
+    var best = -1
+    for i in bought[g].reversed() {
+      if best >= 0 && transactions[i].purchaseDate < transactions[best].purchaseDate { break }
+      if nonUpgraded && t >= upgradedFrom[i] { continue }
+      if best < 0 || isNewer(i, than: best, at: t) { best = i }
+    }
+    return best
+  }
+
+  /// Rule 18 for a renewal info whose subscription lapsed with `lapsed`.
+  private func retryEnded(_ lapsed: Int, at t: Int64) -> Bool {
+    guard lapsed >= 0, let end = transactions[lapsed].expiresDate else { return false }
+    let cutoff = t.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit)
+    return !cutoff.overflow && end < cutoff.partialValue
+  }
+
+  // MARK: Rule 5
+
+  private mutating func status(_ g: Int, at t: Int64) -> TimelineStatus? {
+    open[g].removeAll { coverEnd[$0] <= t }
+    var cover = -1
+    for i in open[g] where cover < 0 || isBetterCover(i, than: cover) { cover = i }
+    if cover >= 0 { return TimelineStatus(state: .active, deciding: cover, renewal: -1) }
+    var grace = -1
+    var graceLapsed = -1
+    var retry = -1
+    var retryLapsed = -1
+    for (k, r) in renewals.enumerated() where describes[k].from <= t && t < describes[k].until {
+      let lapsed = self.lapsed[subscriptionOf[k]]
+      // Evaluation places a renewal info by its newest transaction, or by its product while its
+      // subscription has none at all; not while it only has later ones.
+      if lapsed < 0 && subscriptionLatest[k] > t { continue }
+      guard (lapsed >= 0 ? groupOf[lapsed] : productGroup[k]) == g else { continue }
+      if let end = r.gracePeriodExpiresDate, t < end,
+        lapsed < 0 || (transactions[lapsed].revocationDate ?? .max) > t,
+        grace < 0 || end > renewals[grace].gracePeriodExpiresDate!
+          || (end == renewals[grace].gracePeriodExpiresDate! && r.originalTransactionId < renewals[grace].originalTransactionId)
+      {
+        grace = k
+        graceLapsed = lapsed
+      }
+      if r.isInBillingRetryPeriod && !retryEnded(lapsed, at: t),
+        retry < 0 || r.originalTransactionId < renewals[retry].originalTransactionId
+      {
+        retry = k
+        retryLapsed = lapsed
+      }
+    }
+    if grace >= 0 {
+      return TimelineStatus(
+        state: .gracePeriod, deciding: graceLapsed >= 0 ? graceLapsed : newest(g, at: t, nonUpgraded: true),
+        renewal: grace)
+    }
+    if retry >= 0 {
+      return TimelineStatus(
+        state: .billingRetry, deciding: retryLapsed >= 0 ? retryLapsed : newest(g, at: t, nonUpgraded: true),
+        renewal: retry)
+    }
+    let newest = newest(g, at: t, nonUpgraded: false)
+    guard newest >= 0 else {
+      return catalogGroup[g] ? TimelineStatus(state: .neverSubscribed, deciding: -1, renewal: -1) : nil
+    }
+    let nonUpgraded = self.newest(g, at: t, nonUpgraded: true)
+    let deciding = nonUpgraded >= 0 ? nonUpgraded : newest
+    let revoked = (transactions[deciding].revocationDate ?? .max) <= t
+    return TimelineStatus(state: revoked ? .revoked : .expired, deciding: deciding, renewal: -1)
+  }
+}
