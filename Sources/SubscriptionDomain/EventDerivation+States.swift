@@ -13,7 +13,7 @@ struct TimelineStatus: Equatable {
   var state: SubscriptionState
   /// The transaction that decides the state (position in the timeline's transactions), or -1.
   var deciding: Int
-  /// The renewal info of a grace period or billing retry (position in ``Timeline/allRenewals``), or -1.
+  /// The renewal info of a grace period or billing retry (``Timeline/renewal(_:)``), or -1.
   var renewal: Int
 }
 
@@ -51,11 +51,11 @@ extension Timeline {
   }
 }
 
-/// The walk's working state (one per ``Timeline/groupStates``).
+/// The walk's working state (one per ``Timeline/groupStates(transactions:kinds:renewals:fallbackRenewals:latestPurchase:fallbackLatestPurchase:nextPurchaseInSubscription:catalog:)``).
 private struct StatesWalk {
   let transactions: [Transaction]
   let catalog: Catalog
-  /// After's renewal infos, then `fallbackCount` of before's (see ``Timeline/renewals(at:)``).
+  /// After's renewal infos, then `fallbackCount` of before's (see ``Timeline/renewalInfo(of:at:)``).
   let renewals: [RenewalInfo]
   /// Per renewal info: the instants it describes, `[from, until)`.
   var describes: [(from: Int64, until: Int64)] = []
@@ -69,9 +69,18 @@ private struct StatesWalk {
 
   var groupIds: [String] = []
   var catalogGroup: [Bool] = []
+  /// Per transaction, what the walk reads (plain values: no copy of a transaction's strings).
+  var purchase: [Int64] = []
+  /// The period's end (`.min` when absent), as evaluation reads it.
+  var expires: [Int64] = []
+  /// The revocation date, `.max` when absent.
+  var revocation: [Int64] = []
+  var familyShared: [Bool] = []
   /// Per transaction: its group index (auto-renewables), else -1.
   var groupOf: [Int] = []
-  /// Per transaction: from when it counts as upgraded (`.max`: never; see ``Timeline/upgradeInstants``).
+  /// Per transaction: from when it counts as upgraded (`.max`: never): a transaction marked
+  /// upgraded was not upgraded yet before its revocation date, else the next purchase of its
+  /// subscription (the evaluator never lets a transaction marked upgraded cover, rule 12).
   var upgradedFrom: [Int64] = []
   /// Per transaction: the end of the interval it covers from its purchase (rules 3, 12).
   var coverEnd: [Int64] = []
@@ -134,20 +143,30 @@ private struct StatesWalk {
     nextAutoRenewable = Array(repeating: .max, count: transactions.count)
     var laterBySubscription: [String: (purchase: Int64, next: Int64)] = [:]
     for i in transactions.indices.reversed() where groupOf[i] >= 0 {
-      let t = transactions[i]
-      let seen = laterBySubscription[t.originalTransactionId]
+      let bought = transactions[i].purchaseDate
+      let seen = laterBySubscription[transactions[i].originalTransactionId]
       // Transactions bought at the same instant share the next later one.
-      let next = seen.map { $0.purchase > t.purchaseDate ? $0.purchase : $0.next } ?? .max
+      let next = seen.map { $0.purchase > bought ? $0.purchase : $0.next } ?? .max
       nextAutoRenewable[i] = next
-      laterBySubscription[t.originalTransactionId] = (t.purchaseDate, next)
+      laterBySubscription[transactions[i].originalTransactionId] = (bought, next)
     }
-    tracked = transactions.map { subscriptions[$0.originalTransactionId] ?? -1 }
-    for (i, t) in transactions.enumerated() {
-      // Timeline.evaluation: an upgraded transaction is not upgraded yet before the upgrade.
+    let count = transactions.count
+    tracked.reserveCapacity(count)
+    purchase.reserveCapacity(count)
+    expires.reserveCapacity(count)
+    revocation.reserveCapacity(count)
+    familyShared.reserveCapacity(count)
+    upgradedFrom.reserveCapacity(count)
+    coverEnd.reserveCapacity(count)
+    for i in transactions.indices {
+      tracked.append(subscriptions.isEmpty ? -1 : subscriptions[transactions[i].originalTransactionId] ?? -1)
+      purchase.append(transactions[i].purchaseDate)
+      expires.append(transactions[i].expiresDate ?? .min)
+      revocation.append(transactions[i].revocationDate ?? .max)
+      familyShared.append(transactions[i].rawInAppOwnershipType == OwnershipType.familyShared.rawValue)
       let upgrade = nextPurchaseInSubscription[i] == .max ? nil : nextPurchaseInSubscription[i]
-      upgradedFrom.append(t.isUpgraded ? (t.revocationDate ?? upgrade ?? .min) : .max)
-      coverEnd.append(
-        min(t.expiresDate ?? .min, nextAutoRenewable[i], t.revocationDate ?? .max, upgradedFrom[i]))
+      upgradedFrom.append(transactions[i].isUpgraded ? (transactions[i].revocationDate ?? upgrade ?? .min) : .max)
+      coverEnd.append(min(expires[i], nextAutoRenewable[i], revocation[i], upgradedFrom[i]))
     }
   }
 
@@ -155,11 +174,11 @@ private struct StatesWalk {
   func instants() -> [Int64] {
     var result: [Int64] = [.min]
     result.reserveCapacity(3 * transactions.count + 2 * renewals.count + 1)
-    for (i, t) in transactions.enumerated() {
-      result.append(t.purchaseDate)
-      if let revoked = t.revocationDate { result.append(revoked) }
+    for i in transactions.indices {
+      result.append(purchase[i])
+      if revocation[i] != .max { result.append(revocation[i]) }
       guard groupOf[i] >= 0 else { continue }
-      if let end = t.expiresDate {
+      if let end = transactions[i].expiresDate {
         result.append(end)
         let retryEnd = end.addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
         if !retryEnd.overflow { result.append(retryEnd.partialValue) }
@@ -182,7 +201,7 @@ private struct StatesWalk {
     var states = [GroupStates](repeating: GroupStates(), count: groupIds.count)
     var next = 0  // the next transaction to buy (transactions are in purchase order)
     for t in instants() {
-      while next < transactions.count && transactions[next].purchaseDate <= t {
+      while next < purchase.count && purchase[next] <= t {
         buy(next)
         next += 1
       }
@@ -203,10 +222,10 @@ private struct StatesWalk {
     let g = groupOf[i]
     guard g >= 0 else { return }
     bought[g].append(i)
-    if coverEnd[i] > transactions[i].purchaseDate { open[g].append(i) }
+    if coverEnd[i] > purchase[i] { open[g].append(i) }
     // A subscription's newest transaction: no later one of it is bought yet, so its period is its own.
     let s = tracked[i]
-    if s >= 0 && (lapsed[s] < 0 || isNewer(i, than: lapsed[s], at: transactions[i].purchaseDate)) { lapsed[s] = i }
+    if s >= 0 && (lapsed[s] < 0 || isNewer(i, than: lapsed[s], at: purchase[i])) { lapsed[s] = i }
   }
 
   // MARK: Evaluation's orders (SubscriptionEvaluator's Engine), by position
@@ -214,28 +233,24 @@ private struct StatesWalk {
   /// The period's end at `t` (evaluation's `Fact.expires`): the transaction's own, or earlier the
   /// purchase of a later auto-renewable of its subscription bought by `t`.
   private func expires(_ i: Int, at t: Int64) -> Int64 {
-    let own = transactions[i].expiresDate ?? .min
-    return nextAutoRenewable[i] <= t ? min(own, nextAutoRenewable[i]) : own
+    nextAutoRenewable[i] <= t ? min(expires[i], nextAutoRenewable[i]) : expires[i]
   }
 
   /// Evaluation's `isNewer`: later purchase, then later period end, then larger id.
   private func isNewer(_ a: Int, than b: Int, at t: Int64) -> Bool {
-    let (x, y) = (transactions[a], transactions[b])
-    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
+    if purchase[a] != purchase[b] { return purchase[a] > purchase[b] }
     let (ea, eb) = (expires(a, at: t), expires(b, at: t))
     if ea != eb { return ea > eb }
-    return x.transactionId > y.transactionId
+    return transactions[a].transactionId > transactions[b].transactionId
   }
 
   /// Evaluation's `isBetterCover`: later expiry, then purchased over family-shared, then later
   /// purchase, then smaller id (covering transactions' periods are their own).
   private func isBetterCover(_ a: Int, than b: Int) -> Bool {
-    let (x, y) = (transactions[a], transactions[b])
-    if x.expiresDate != y.expiresDate { return (x.expiresDate ?? .min) > (y.expiresDate ?? .min) }
-    let (fa, fb) = (x.ownership == .familyShared, y.ownership == .familyShared)
-    if fa != fb { return !fa }
-    if x.purchaseDate != y.purchaseDate { return x.purchaseDate > y.purchaseDate }
-    return x.transactionId < y.transactionId
+    if expires[a] != expires[b] { return expires[a] > expires[b] }
+    if familyShared[a] != familyShared[b] { return !familyShared[a] }
+    if purchase[a] != purchase[b] { return purchase[a] > purchase[b] }
+    return transactions[a].transactionId < transactions[b].transactionId
   }
 
   /// The newest of group `g`'s transactions bought by `t` (not upgraded by then, with
@@ -243,7 +258,7 @@ private struct StatesWalk {
   private func newest(_ g: Int, at t: Int64, nonUpgraded: Bool) -> Int {
     var best = -1
     for i in bought[g].reversed() {
-      if best >= 0 && transactions[i].purchaseDate < transactions[best].purchaseDate { break }
+      if best >= 0 && purchase[i] < purchase[best] { break }
       if nonUpgraded && t >= upgradedFrom[i] { continue }
       if best < 0 || isNewer(i, than: best, at: t) { best = i }
     }
@@ -252,9 +267,9 @@ private struct StatesWalk {
 
   /// Rule 18 for a renewal info whose subscription lapsed with `lapsed`.
   private func retryEnded(_ lapsed: Int, at t: Int64) -> Bool {
-    guard lapsed >= 0, let end = transactions[lapsed].expiresDate else { return false }
+    guard lapsed >= 0, expires[lapsed] != .min else { return false }
     let cutoff = t.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit)
-    return !cutoff.overflow && end < cutoff.partialValue
+    return !cutoff.overflow && expires[lapsed] < cutoff.partialValue
   }
 
   // MARK: Rule 5
@@ -275,7 +290,7 @@ private struct StatesWalk {
       if lapsed < 0 && subscriptionLatest[k] > t { continue }
       guard (lapsed >= 0 ? groupOf[lapsed] : productGroup[k]) == g else { continue }
       if let end = r.gracePeriodExpiresDate, t < end,
-        lapsed < 0 || (transactions[lapsed].revocationDate ?? .max) > t,
+        lapsed < 0 || revocation[lapsed] > t,
         grace < 0 || end > renewals[grace].gracePeriodExpiresDate!
           || (end == renewals[grace].gracePeriodExpiresDate! && r.originalTransactionId < renewals[grace].originalTransactionId)
       {
@@ -305,7 +320,7 @@ private struct StatesWalk {
     }
     let nonUpgraded = self.newest(g, at: t, nonUpgraded: true)
     let deciding = nonUpgraded >= 0 ? nonUpgraded : newest
-    let revoked = (transactions[deciding].revocationDate ?? .max) <= t
+    let revoked = revocation[deciding] <= t
     return TimelineStatus(state: revoked ? .revoked : .expired, deciding: deciding, renewal: -1)
   }
 }

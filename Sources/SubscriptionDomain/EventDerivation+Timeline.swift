@@ -43,6 +43,9 @@ struct Timeline {
   let positionsByOriginal: [String: [Int]]
   let latestPurchase: [String: Int64]
   let fallbackLatestPurchase: [String: Int64]
+  /// Per transaction: the auto-renewable of its subscription bought before it (the one a purchase
+  /// continues), or -1.
+  let previousInSubscription: [Int]
   /// Per group with data: its statuses over time (``status(_:at:)``).
   let states: [String: GroupStates]
 
@@ -55,21 +58,31 @@ struct Timeline {
     kinds = transactions.map { Timeline.kind(of: $0, catalog: catalog) }
     var positions: [String: [Int]] = [:]
     var latest: [String: Int64] = [:]
-    for (i, t) in transactions.enumerated() {
-      positions[t.originalTransactionId, default: []].append(i)
-      latest[t.originalTransactionId] = max(latest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    for i in transactions.indices {
+      let (otx, bought) = (transactions[i].originalTransactionId, transactions[i].purchaseDate)
+      positions[otx, default: []].append(i)
+      latest[otx] = max(latest[otx] ?? .min, bought)
     }
     positionsByOriginal = positions
     latestPurchase = latest
     var fallbackLatest: [String: Int64] = [:]
-    for t in fallback?.transactions ?? [] {
-      fallbackLatest[t.originalTransactionId] = max(fallbackLatest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    if let before = fallback?.transactions {
+      for k in before.indices {
+        let (otx, bought) = (before[k].originalTransactionId, before[k].purchaseDate)
+        fallbackLatest[otx] = max(fallbackLatest[otx] ?? .min, bought)
+      }
     }
     fallbackLatestPurchase = fallbackLatest
     // Per transaction: the next later purchase of its subscription (`.max` when none): a
     // transaction marked upgraded was upgraded then, unless its revocation date says when.
     var nextPurchase = [Int64](repeating: .max, count: transactions.count)
+    var previous = [Int](repeating: -1, count: transactions.count)
     for list in positions.values {
+      var last = -1
+      for j in list {
+        previous[j] = last
+        if case .autoRenewable = kinds[j] { last = j }
+      }
       var later = Int64.max
       var k = list.count - 1
       // `list` is in purchase order: walk back, transactions bought at the same instant share it.
@@ -83,6 +96,7 @@ struct Timeline {
         k = first - 1
       }
     }
+    previousInSubscription = previous
     states = Timeline.groupStates(
       transactions: transactions, kinds: kinds, renewals: renewals, fallbackRenewals: fallbackRenewals,
       latestPurchase: latest, fallbackLatestPurchase: fallbackLatest, nextPurchaseInSubscription: nextPurchase,
@@ -198,12 +212,13 @@ struct Timeline {
   }
 
   private func appendDataOccurrences(of i: Int, skipping known: Set<EventCause>, to result: inout [Occurrence]) {
-    let t = transactions[i]
-    let purchaseKnown = known.contains(.purchase(transactionId: t.transactionId))
-    let revocationKnown = t.revocationDate.map {
-      known.contains(.revocation(transactionId: t.transactionId, revocationMs: $0))
+    let id = transactions[i].transactionId
+    let purchaseKnown = known.contains(.purchase(transactionId: id))
+    let revocationKnown = transactions[i].revocationDate.map {
+      known.contains(.revocation(transactionId: id, revocationMs: $0))
     } ?? true
     if purchaseKnown && revocationKnown { return }
+    let t = transactions[i]
     let type: SubscriptionEventType
     switch kinds[i] {
     case .ignored: return
@@ -227,7 +242,7 @@ struct Timeline {
 
   /// Fills in the states of a purchase or revocation and classifies a subscription purchase.
   func complete(_ o: inout Occurrence) {
-    guard case .purchase(let id) = o.cause else {
+    guard case .purchase = o.cause else {
       if case .revocation = o.cause, let group = o.groupId {
         o.stateBefore = state(group, at: o.occurredMs &- 1)
         o.stateAfter = state(group, at: o.occurredMs)
@@ -240,16 +255,11 @@ struct Timeline {
     o.stateBefore = before
     o.stateAfter = state(group, at: t.purchaseDate)
     // The subscription's previous transaction (same original transaction id, bought earlier).
-    var previous: Transaction?
-    for j in positionsByOriginal[t.originalTransactionId] ?? [] where groupId(j) != nil {
-      let candidate = transactions[j]
-      guard candidate.transactionId != id else { break }
-      previous = candidate
-    }
-    guard let previous else {
+    guard previousInSubscription[position] >= 0 else {
       o.type = before == .expired || before == .revoked ? .resubscribed : .subscriptionStarted
       return
     }
+    let previous = transactions[previousInSubscription[position]]
     let revokedBefore =
       previous.revocationDate.map { $0 <= t.purchaseDate && RevocationKind(classifying: previous) != .upgrade }
       ?? false

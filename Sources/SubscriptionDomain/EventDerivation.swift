@@ -59,7 +59,7 @@ public struct PurchaseHistory: Sendable, Hashable {
   /// ``RenewalInfo/appleClock``): by Apple's clock, everything up to it has happened. `nil`: unknown.
   public var appleNow: Int64? {
     var latest: Int64?
-    for t in transactions { if let c = t.appleClock { latest = max(latest ?? c, c) } }
+    for i in transactions.indices { if let c = transactions[i].appleClock { latest = max(latest ?? c, c) } }
     for r in renewals { if let c = r.appleClock { latest = max(latest ?? c, c) } }
     return latest
   }
@@ -171,9 +171,11 @@ public struct EventDerivation: Sendable {
     // What `before` already had: its purchases and revocations, and (only when `after` has changes
     // by time at all, the costly part) its changes by time logged so far.
     var known = Set<EventCause>()
-    for t in before.transactions {
-      known.insert(.purchase(transactionId: t.transactionId))
-      if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
+    known.reserveCapacity(before.transactions.count)
+    for i in before.transactions.indices {
+      let id = before.transactions[i].transactionId
+      known.insert(.purchase(transactionId: id))
+      if let at = before.transactions[i].revocationDate { known.insert(.revocation(transactionId: id, revocationMs: at)) }
     }
     let new = Timeline(history: after, fallback: before, catalog: catalog)
     let occurrences = new.occurrences(dueThrough: horizon, skipping: known)
@@ -255,10 +257,11 @@ public struct EventDerivation: Sendable {
       previous[t.transactionId] = t
     }
     if !previous.isEmpty {
-      for (i, t) in new.transactions.enumerated() where t.revocationDate == nil {
-        guard let b = previous[t.transactionId], let revoked = b.revocationDate,
+      for i in new.transactions.indices where new.transactions[i].revocationDate == nil {
+        guard let b = previous[new.transactions[i].transactionId], let revoked = b.revocationDate,
           let kind = RevocationKind(classifying: b), kind != .upgrade, new.kinds[i] != .ignored
         else { continue }
+        let t = new.transactions[i]
         let at = max(revoked, t.appleClock ?? revoked)
         let group = new.groupId(i)
         let timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
