@@ -57,13 +57,14 @@ private struct StatesWalk {
   let catalog: Catalog
   /// After's renewal infos, then `fallbackCount` of before's (see ``Timeline/renewalInfo(of:at:)``).
   let renewals: [RenewalInfo]
-  /// Per renewal info: the instants it describes, `[from, until)`.
-  var describes: [(from: Int64, until: Int64)] = []
+  let fallbackCount: Int
+  /// Per renewal info: the latest purchase of its subscription in the data it belongs to (after's,
+  /// or before's for a fallback), and in after's (``RenewalInfo/describes(_:subscriptionLatestPurchase:)``).
+  var ownLatest: [Int64?] = []
+  var afterLatest: [Int64?] = []
   /// Per renewal info: its catalog group (placed by product when its subscription has no
   /// transaction yet), or -1.
   var productGroup: [Int] = []
-  /// Per renewal info: the latest purchase of any transaction of its subscription (`.min`: none).
-  var subscriptionLatest: [Int64] = []
   /// Per renewal info: its subscription's index in `lapsed`.
   var subscriptionOf: [Int] = []
 
@@ -104,6 +105,7 @@ private struct StatesWalk {
     self.transactions = transactions
     self.catalog = catalog
     self.renewals = renewals
+    self.fallbackCount = fallbackCount
     var groupIndex: [String: Int] = [:]
     func index(_ group: String, catalog inCatalog: Bool) -> Int {
       if let existing = groupIndex[group] { return existing }
@@ -120,10 +122,9 @@ private struct StatesWalk {
     var subscriptions: [String: Int] = [:]
     let afterCount = renewals.count - fallbackCount
     for (k, r) in renewals.enumerated() {
-      let latest = latestPurchase[r.originalTransactionId] ?? .min
-      describes.append(
-        k < afterCount ? (latest, .max) : (fallbackLatestPurchase[r.originalTransactionId] ?? .min, latest))
-      subscriptionLatest.append(latest)
+      let latest = latestPurchase[r.originalTransactionId]
+      afterLatest.append(latest)
+      ownLatest.append(k < afterCount ? latest : fallbackLatestPurchase[r.originalTransactionId])
       if let position = catalog.position(of: r.productId), catalog.products[position].type == .autoRenewable {
         productGroup.append(index(catalog.subscriptionGroupIds[catalog.groupIndexOfProduct[position]], catalog: true))
       } else {
@@ -187,8 +188,7 @@ private struct StatesWalk {
     }
     for (k, r) in renewals.enumerated() {
       if let grace = r.gracePeriodExpiresDate { result.append(grace) }
-      result.append(describes[k].from)
-      result.append(describes[k].until)
+      for latest in [ownLatest[k], afterLatest[k]] { if let latest { result.append(latest) } }
     }
     result.sort()
     var unique: [Int64] = []
@@ -274,6 +274,14 @@ private struct StatesWalk {
 
   // MARK: Rule 5
 
+  /// Whether renewal info `k` describes `t`: after's by the rule; before's (during a write) for
+  /// the instants before `after`'s new transactions of its subscription.
+  private func describes(_ k: Int, _ t: Int64) -> Bool {
+    let own = RenewalInfo.describes(t, subscriptionLatestPurchase: ownLatest[k])
+    return k < renewals.count - fallbackCount
+      ? own : own && !RenewalInfo.describes(t, subscriptionLatestPurchase: afterLatest[k])
+  }
+
   private mutating func status(_ g: Int, at t: Int64) -> TimelineStatus? {
     open[g].removeAll { coverEnd[$0] <= t }
     var cover = -1
@@ -283,11 +291,9 @@ private struct StatesWalk {
     var graceLapsed = -1
     var retry = -1
     var retryLapsed = -1
-    for (k, r) in renewals.enumerated() where describes[k].from <= t && t < describes[k].until {
+    for (k, r) in renewals.enumerated() where describes(k, t) {
+      // Evaluation places a renewal info by its newest transaction, else by its product.
       let lapsed = self.lapsed[subscriptionOf[k]]
-      // Evaluation places a renewal info by its newest transaction, or by its product while its
-      // subscription has none at all; not while it only has later ones.
-      if lapsed < 0 && subscriptionLatest[k] > t { continue }
       guard (lapsed >= 0 ? groupOf[lapsed] : productGroup[k]) == g else { continue }
       if let end = r.gracePeriodExpiresDate, t < end,
         lapsed < 0 || revocation[lapsed] > t,

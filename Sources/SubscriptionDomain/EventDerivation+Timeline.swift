@@ -144,11 +144,12 @@ struct Timeline {
   /// `after`'s new ones.
   func renewalInfo(of originalTransactionId: String?, at t: Int64) -> RenewalInfo? {
     guard let originalTransactionId else { return nil }
-    let latest = latestPurchase[originalTransactionId] ?? .min
-    if latest <= t {
+    if RenewalInfo.describes(t, subscriptionLatestPurchase: latestPurchase[originalTransactionId]) {
       return renewals.first { $0.originalTransactionId == originalTransactionId }
     }
-    guard (fallbackLatestPurchase[originalTransactionId] ?? .min) <= t else { return nil }
+    guard RenewalInfo.describes(t, subscriptionLatestPurchase: fallbackLatestPurchase[originalTransactionId]) else {
+      return nil
+    }
     return fallbackRenewals.first { $0.originalTransactionId == originalTransactionId }
   }
 

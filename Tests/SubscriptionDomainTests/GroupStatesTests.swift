@@ -28,7 +28,9 @@ struct GroupStatesTests {
     return result
   }
 
-  /// The evaluation of `timeline`'s data as it stood at `t` (what the walk must agree with).
+  /// The evaluation of `timeline`'s data as it stood at `t` (what the walk must agree with): the
+  /// transactions bought by then, the renewal infos that describe `t` (during a write, before's
+  /// for the instants before after's new transactions of its subscription).
   static func evaluated(_ timeline: Timeline, before: PurchaseHistory?, group: String, at t: Int64) -> GroupStatus? {
     var history = timeline.transactions
     for i in history.indices where history[i].isUpgraded {
@@ -45,7 +47,8 @@ struct GroupStatesTests {
       let otx = r.originalTransactionId
       if latest(otx, in: before!.transactions) <= t && t < latest(otx, in: history) { renewals.append(r) }
     }
-    return SubscriptionEvaluator.evaluate(history: history, renewals: renewals, catalog: Fixture.catalog, at: t)
+    return SubscriptionEvaluator.evaluate(
+      history: history.filter { $0.purchaseDate <= t }, renewals: renewals, catalog: Fixture.catalog, at: t)
       .status(ofGroup: group)
   }
 
