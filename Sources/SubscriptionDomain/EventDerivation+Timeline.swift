@@ -43,14 +43,11 @@ struct Timeline {
   let positionsByOriginal: [String: [Int]]
   let latestPurchase: [String: Int64]
   let fallbackLatestPurchase: [String: Int64]
-  /// Transactions marked upgraded, with the instant the upgrade happened (their revocation date,
-  /// else the next purchase of their subscription): before it they were not upgraded yet.
-  let upgradeInstants: [(Int, Int64)]
-  /// Per subscription group: positions of its transactions.
-  let positionsByGroup: [String: [Int]]
-  /// Per transaction: the next later purchase date of its subscription (`.max` when none).
-  let nextPurchaseInSubscription: [Int64]
-  private var evaluations: [Int64: SubscriptionEvaluation] = [:]
+  /// Per transaction: the auto-renewable of its subscription bought before it (the one a purchase
+  /// continues), or -1.
+  let previousInSubscription: [Int]
+  /// Per group with data: its statuses over time (``status(_:at:)``).
+  let states: [String: GroupStates]
 
   init(history: PurchaseHistory, fallback: PurchaseHistory?, catalog: Catalog) {
     self.catalog = catalog
@@ -61,24 +58,31 @@ struct Timeline {
     kinds = transactions.map { Timeline.kind(of: $0, catalog: catalog) }
     var positions: [String: [Int]] = [:]
     var latest: [String: Int64] = [:]
-    for (i, t) in transactions.enumerated() {
-      positions[t.originalTransactionId, default: []].append(i)
-      latest[t.originalTransactionId] = max(latest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    for i in transactions.indices {
+      let (otx, bought) = (transactions[i].originalTransactionId, transactions[i].purchaseDate)
+      positions[otx, default: []].append(i)
+      latest[otx] = max(latest[otx] ?? .min, bought)
     }
     positionsByOriginal = positions
     latestPurchase = latest
     var fallbackLatest: [String: Int64] = [:]
-    for t in fallback?.transactions ?? [] {
-      fallbackLatest[t.originalTransactionId] = max(fallbackLatest[t.originalTransactionId] ?? .min, t.purchaseDate)
+    if let before = fallback?.transactions {
+      for k in before.indices {
+        let (otx, bought) = (before[k].originalTransactionId, before[k].purchaseDate)
+        fallbackLatest[otx] = max(fallbackLatest[otx] ?? .min, bought)
+      }
     }
     fallbackLatestPurchase = fallbackLatest
-    var byGroup: [String: [Int]] = [:]
-    for i in transactions.indices {
-      if case .autoRenewable(let group) = kinds[i] { byGroup[group, default: []].append(i) }
-    }
-    positionsByGroup = byGroup
+    // Per transaction: the next later purchase of its subscription (`.max` when none): a
+    // transaction marked upgraded was upgraded then, unless its revocation date says when.
     var nextPurchase = [Int64](repeating: .max, count: transactions.count)
+    var previous = [Int](repeating: -1, count: transactions.count)
     for list in positions.values {
+      var last = -1
+      for j in list {
+        previous[j] = last
+        if case .autoRenewable = kinds[j] { last = j }
+      }
       var later = Int64.max
       var k = list.count - 1
       // `list` is in purchase order: walk back, transactions bought at the same instant share it.
@@ -92,13 +96,11 @@ struct Timeline {
         k = first - 1
       }
     }
-    nextPurchaseInSubscription = nextPurchase
-    var upgrades: [(Int, Int64)] = []
-    for (i, t) in transactions.enumerated() where t.isUpgraded {
-      let next = nextPurchase[i] == .max ? nil : nextPurchase[i]
-      if let instant = t.revocationDate ?? next { upgrades.append((i, instant)) }
-    }
-    upgradeInstants = upgrades
+    previousInSubscription = previous
+    states = Timeline.groupStates(
+      transactions: transactions, kinds: kinds, renewals: renewals, fallbackRenewals: fallbackRenewals,
+      latestPurchase: latest, fallbackLatestPurchase: fallbackLatest, nextPurchaseInSubscription: nextPurchase,
+      catalog: catalog)
   }
 
   static func kind(of t: Transaction, catalog: Catalog) -> PurchaseKind {
@@ -137,45 +139,58 @@ struct Timeline {
 
   // MARK: States
 
-  /// The renewal infos that describe instant `t`: each while no later transaction of its
-  /// subscription exists; `before`'s during a write for the instants before `after`'s new ones.
-  func renewals(at t: Int64) -> [RenewalInfo] {
-    var result: [RenewalInfo] = []
-    for r in renewals where (latestPurchase[r.originalTransactionId] ?? .min) <= t { result.append(r) }
-    for r in fallbackRenewals
-    where (fallbackLatestPurchase[r.originalTransactionId] ?? .min) <= t
-      && t < (latestPurchase[r.originalTransactionId] ?? .min)
-    {
-      result.append(r)
-    }
-    return result
-  }
-
+  /// The renewal info of `originalTransactionId` that describes instant `t`: after's while no later
+  /// transaction of its subscription exists; `before`'s during a write for the instants before
+  /// `after`'s new ones.
   func renewalInfo(of originalTransactionId: String?, at t: Int64) -> RenewalInfo? {
     guard let originalTransactionId else { return nil }
-    return renewals(at: t).first { $0.originalTransactionId == originalTransactionId }
+    if RenewalInfo.describes(t, subscriptionLatestPurchase: latestPurchase[originalTransactionId]) {
+      return renewals.first { $0.originalTransactionId == originalTransactionId }
+    }
+    guard RenewalInfo.describes(t, subscriptionLatestPurchase: fallbackLatestPurchase[originalTransactionId]) else {
+      return nil
+    }
+    return fallbackRenewals.first { $0.originalTransactionId == originalTransactionId }
   }
 
-  /// The evaluation at `t` of the data as it stood then: the renewal infos that describe `t`, and
-  /// a transaction upgraded later not marked upgraded yet (the evaluator never lets a transaction
-  /// marked upgraded cover, rule 12; before the upgrade it did). Cached per instant.
-  mutating func evaluation(at t: Int64) -> SubscriptionEvaluation {
-    if let cached = evaluations[t] { return cached }
-    var history = transactions
-    for (i, instant) in upgradeInstants where t < instant { history[i].isUpgraded = false }
-    let evaluation = SubscriptionEvaluator.evaluate(
-      history: history, renewals: renewals(at: t), catalog: catalog, at: t)
-    evaluations[t] = evaluation
-    return evaluation
+  /// A group's status at `t` as ``SubscriptionEvaluator`` tells it of the data as it stood then (the
+  /// renewal infos that describe `t`; a transaction upgraded later not marked upgraded yet: the
+  /// evaluator never lets a transaction marked upgraded cover, rule 12, before the upgrade it did).
+  /// `nil` for a group evaluation does not know at `t`.
+  func status(_ group: String, at t: Int64) -> TimelineStatus? {
+    guard let states = states[group] else {
+      return catalog.subscriptionGroupIds.contains(group)
+        ? TimelineStatus(state: .neverSubscribed, deciding: -1, renewal: -1) : nil
+    }
+    return states.status(at: t)
   }
 
-  mutating func status(_ group: String, at t: Int64) -> GroupStatus? {
-    evaluation(at: t).status(ofGroup: group)
-  }
-
-  mutating func state(_ group: String?, at t: Int64) -> SubscriptionState? {
+  func state(_ group: String?, at t: Int64) -> SubscriptionState? {
     guard let group else { return nil }
     return status(group, at: t)?.state ?? .neverSubscribed
+  }
+
+  /// The renewal info a status names (``TimelineStatus/renewal``).
+  func renewal(_ k: Int) -> RenewalInfo {
+    k < renewals.count ? renewals[k] : fallbackRenewals[k - renewals.count]
+  }
+
+  func transactionId(_ s: TimelineStatus) -> String? {
+    s.deciding >= 0 ? transactions[s.deciding].transactionId : nil
+  }
+
+  func productId(_ s: TimelineStatus) -> String? {
+    s.deciding >= 0 ? transactions[s.deciding].productId : s.renewal >= 0 ? renewal(s.renewal).productId : nil
+  }
+
+  func originalTransactionId(_ s: TimelineStatus) -> String? {
+    s.deciding >= 0
+      ? transactions[s.deciding].originalTransactionId
+      : s.renewal >= 0 ? renewal(s.renewal).originalTransactionId : nil
+  }
+
+  func expiresDate(_ s: TimelineStatus) -> Int64? {
+    s.deciding >= 0 ? transactions[s.deciding].expiresDate : nil
   }
 
   // MARK: Occurrences
@@ -183,7 +198,7 @@ struct Timeline {
   /// The timeline's occurrences: with `includeData`, one per purchase and revocation (their
   /// states filled in by ``complete(_:)``); and the changes by time alone due by `dueThrough`
   /// (with `dueAfter`, those due after it at least: instants that cannot give one are skipped).
-  mutating func occurrences(
+  func occurrences(
     dueThrough: Int64, dueAfter: Int64 = .min, includeData: Bool = true, skipping known: Set<EventCause> = []
   ) -> [Occurrence] {
     var result: [Occurrence] = []
@@ -198,12 +213,13 @@ struct Timeline {
   }
 
   private func appendDataOccurrences(of i: Int, skipping known: Set<EventCause>, to result: inout [Occurrence]) {
-    let t = transactions[i]
-    let purchaseKnown = known.contains(.purchase(transactionId: t.transactionId))
-    let revocationKnown = t.revocationDate.map {
-      known.contains(.revocation(transactionId: t.transactionId, revocationMs: $0))
+    let id = transactions[i].transactionId
+    let purchaseKnown = known.contains(.purchase(transactionId: id))
+    let revocationKnown = transactions[i].revocationDate.map {
+      known.contains(.revocation(transactionId: id, revocationMs: $0))
     } ?? true
     if purchaseKnown && revocationKnown { return }
+    let t = transactions[i]
     let type: SubscriptionEventType
     switch kinds[i] {
     case .ignored: return
@@ -226,8 +242,8 @@ struct Timeline {
   }
 
   /// Fills in the states of a purchase or revocation and classifies a subscription purchase.
-  mutating func complete(_ o: inout Occurrence) {
-    guard case .purchase(let id) = o.cause else {
+  func complete(_ o: inout Occurrence) {
+    guard case .purchase = o.cause else {
       if case .revocation = o.cause, let group = o.groupId {
         o.stateBefore = state(group, at: o.occurredMs &- 1)
         o.stateAfter = state(group, at: o.occurredMs)
@@ -240,16 +256,11 @@ struct Timeline {
     o.stateBefore = before
     o.stateAfter = state(group, at: t.purchaseDate)
     // The subscription's previous transaction (same original transaction id, bought earlier).
-    var previous: Transaction?
-    for j in positionsByOriginal[t.originalTransactionId] ?? [] where groupId(j) != nil {
-      let candidate = transactions[j]
-      guard candidate.transactionId != id else { break }
-      previous = candidate
-    }
-    guard let previous else {
+    guard previousInSubscription[position] >= 0 else {
       o.type = before == .expired || before == .revoked ? .resubscribed : .subscriptionStarted
       return
     }
+    let previous = transactions[previousInSubscription[position]]
     let revokedBefore =
       previous.revocationDate.map { $0 <= t.purchaseDate && RevocationKind(classifying: previous) != .upgrade }
       ?? false
@@ -295,23 +306,7 @@ struct Timeline {
     return candidates
   }
 
-  /// Whether a transaction of `group` certainly covers `t` (bought by then, not ended, revoked or
-  /// marked upgraded, and no later purchase of its subscription by then, which would end it: rule
-  /// 12): then the group is active at `t`, nothing changes by time, and no evaluation is needed.
-  /// Renewals make most period ends such instants. Anything less certain is evaluated.
-  private func certainlyCovered(_ t: Int64, group: String) -> Bool {
-    for i in positionsByGroup[group] ?? [] {
-      let x = transactions[i]
-      if x.purchaseDate <= t && t < (x.expiresDate ?? .min) && t < (x.revocationDate ?? .max) && !x.isUpgraded
-        && t < nextPurchaseInSubscription[i]
-      {
-        return true
-      }
-    }
-    return false
-  }
-
-  private mutating func appendTimeOccurrences(from earliest: Int64, dueThrough: Int64, to result: inout [Occurrence]) {
+  private func appendTimeOccurrences(from earliest: Int64, dueThrough: Int64, to result: inout [Occurrence]) {
     for (group, instants) in timeCandidates().sorted(by: { $0.key < $1.key }) {
       var pending = instants.sorted()
       var retryEnds = Set<Int64>()
@@ -319,15 +314,15 @@ struct Timeline {
       while k < pending.count {
         let t = pending[k]
         k += 1
-        guard t <= dueThrough, t > earliest, t > .min, !certainlyCovered(t, group: group),
+        guard t <= dueThrough, t > earliest, t > .min,
           let now = status(group, at: t), now.state != .active,
           let then = status(group, at: t - 1), then.state != now.state
         else { continue }
-        let lapsed = now.transactionId ?? then.transactionId ?? now.originalTransactionId ?? "at:\(t)"
+        let lapsed = transactionId(now) ?? transactionId(then) ?? originalTransactionId(now) ?? "at:\(t)"
         var o = Occurrence(
           cause: .expired(groupId: group, lapsedTransactionId: lapsed), type: .expired, dueMs: t, occurredMs: t,
-          groupId: group, productId: now.productId ?? then.productId,
-          originalTransactionId: now.originalTransactionId ?? then.originalTransactionId, stateBefore: then.state,
+          groupId: group, productId: productId(now) ?? productId(then),
+          originalTransactionId: originalTransactionId(now) ?? originalTransactionId(then), stateBefore: then.state,
           stateAfter: now.state)
         let info = renewalInfo(of: o.originalTransactionId, at: t)
         switch (then.state, now.state) {
@@ -336,7 +331,7 @@ struct Timeline {
           o.type = .billingIssue
           result.append(o)
           // Billing retry ends 60 days after the period (rule 18): a candidate of its own.
-          let end = (now.expiresDate ?? t).addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+          let end = (expiresDate(now) ?? t).addingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
           if !end.overflow && retryEnds.insert(end.partialValue).inserted {
             pending.insert(end.partialValue, at: pending[k...].firstIndex { $0 > end.partialValue } ?? pending.count)
           }

@@ -59,7 +59,7 @@ public struct PurchaseHistory: Sendable, Hashable {
   /// ``RenewalInfo/appleClock``): by Apple's clock, everything up to it has happened. `nil`: unknown.
   public var appleNow: Int64? {
     var latest: Int64?
-    for t in transactions { if let c = t.appleClock { latest = max(latest ?? c, c) } }
+    for i in transactions.indices { if let c = transactions[i].appleClock { latest = max(latest ?? c, c) } }
     for r in renewals { if let c = r.appleClock { latest = max(latest ?? c, c) } }
     return latest
   }
@@ -171,16 +171,18 @@ public struct EventDerivation: Sendable {
     // What `before` already had: its purchases and revocations, and (only when `after` has changes
     // by time at all, the costly part) its changes by time logged so far.
     var known = Set<EventCause>()
-    for t in before.transactions {
-      known.insert(.purchase(transactionId: t.transactionId))
-      if let at = t.revocationDate { known.insert(.revocation(transactionId: t.transactionId, revocationMs: at)) }
+    known.reserveCapacity(before.transactions.count)
+    for i in before.transactions.indices {
+      let id = before.transactions[i].transactionId
+      known.insert(.purchase(transactionId: id))
+      if let at = before.transactions[i].revocationDate { known.insert(.revocation(transactionId: id, revocationMs: at)) }
     }
-    var new = Timeline(history: after, fallback: before, catalog: catalog)
+    let new = Timeline(history: after, fallback: before, catalog: catalog)
     let occurrences = new.occurrences(dueThrough: horizon, skipping: known)
     var old: Timeline?
     if occurrences.contains(where: { $0.dueMs != .min }) {
       let loggedHorizon = loggedThroughMs.map { max($0, before.appleNow ?? .min) } ?? horizon
-      var timeline = Timeline(history: before, fallback: nil, catalog: catalog)
+      let timeline = Timeline(history: before, fallback: nil, catalog: catalog)
       for occurrence in timeline.occurrences(dueThrough: horizon, includeData: false)
       where occurrence.dueMs <= loggedHorizon {
         known.insert(occurrence.cause)
@@ -191,7 +193,7 @@ public struct EventDerivation: Sendable {
     for var occurrence in occurrences where !known.contains(occurrence.cause) {
       new.complete(&occurrence)
       if case .expired(let group, let lapsed) = occurrence.cause,
-        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), var timeline = old
+        known.contains(.billingIssue(groupId: group, lapsedTransactionId: lapsed)), let timeline = old
       {
         // Apple stopped retrying (EXPIRED / BILLING_RETRY) before the 60 days: the data now shows a
         // plain lapse, but the log has the billing issue; the expiry is when Apple said so.
@@ -201,11 +203,10 @@ public struct EventDerivation: Sendable {
         occurrence.stateBefore = timeline.state(group, at: at)
         occurrence.stateAfter = new.state(group, at: at)
         occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
-        old = timeline
       }
       result.append(event(occurrence, of: new, subject: subject, detectedMs: detectedMs))
     }
-    for change in Self.changes(before: before, old: &old, new: &new, catalog: catalog) {
+    for change in Self.changes(before: before, old: &old, new: new, catalog: catalog) {
       result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
     }
     return Self.ordered(result)
@@ -222,7 +223,7 @@ public struct EventDerivation: Sendable {
     let low = max(afterMs, appleNow)
     let high = max(throughMs, appleNow)
     guard high > low else { return [] }
-    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     var result: [SubscriptionEvent] = []
     for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
     where occurrence.dueMs > low {
@@ -237,7 +238,7 @@ public struct EventDerivation: Sendable {
   /// renewal Apple has not decided is settled as expired. `nil` when none will.
   public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
     let low = max(afterMs, history.appleNow ?? .min)
-    var timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
     return timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
       .filter { $0 > low }.min()
   }
@@ -247,7 +248,7 @@ public struct EventDerivation: Sendable {
   /// Revocations `after` no longer has (REFUND_REVERSED) and auto-renewal turned off or on.
   /// `old` is `before`'s timeline, built here when first needed.
   static func changes(
-    before: PurchaseHistory, old: inout Timeline?, new: inout Timeline, catalog: Catalog
+    before: PurchaseHistory, old: inout Timeline?, new: Timeline, catalog: Catalog
   ) -> [Occurrence] {
     var result: [Occurrence] = []
     var previous: [String: Transaction] = [:]
@@ -256,13 +257,14 @@ public struct EventDerivation: Sendable {
       previous[t.transactionId] = t
     }
     if !previous.isEmpty {
-      for (i, t) in new.transactions.enumerated() where t.revocationDate == nil {
-        guard let b = previous[t.transactionId], let revoked = b.revocationDate,
+      for i in new.transactions.indices where new.transactions[i].revocationDate == nil {
+        guard let b = previous[new.transactions[i].transactionId], let revoked = b.revocationDate,
           let kind = RevocationKind(classifying: b), kind != .upgrade, new.kinds[i] != .ignored
         else { continue }
+        let t = new.transactions[i]
         let at = max(revoked, t.appleClock ?? revoked)
         let group = new.groupId(i)
-        var timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
+        let timeline = old ?? Timeline(history: before, fallback: nil, catalog: catalog)
         let stateBefore = timeline.state(group, at: at)
         old = timeline
         result.append(

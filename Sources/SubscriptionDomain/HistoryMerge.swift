@@ -62,6 +62,19 @@ extension Transaction {
     return a == other
   }
 
+  /// The copy a merge of this copy and `other` (same transaction id) keeps: the one that
+  /// ``supersedes(_:)`` the other, with the other's ``price`` and ``currency`` when it has none.
+  /// Only signed data (StoreKit 2, the Server API, V2 notifications) carries Apple's price, and a
+  /// transaction's price never changes: a newer verifyReceipt or V1 copy that wins still keeps it.
+  public func merging(_ other: Transaction) -> Transaction {
+    var (winner, loser) = other.supersedes(self) ? (other, self) : (self, other)
+    if winner.price == nil, loser.price != nil {
+      winner.price = loser.price
+      winner.currency = loser.currency
+    }
+    return winner
+  }
+
   /// When a V1 notification's data is as of (rule 14): the latest instant its `unified_receipt`
   /// records (a purchase or a cancellation of `transactions`, or `otherDates` such as
   /// `auto_renew_status_change_date_ms`); `nil` when it records none. A V1 body carries no date of
@@ -80,18 +93,27 @@ extension Transaction {
   }
 
   /// Deduplicates a history by `transactionId`, keeping the winning copy per id (see
-  /// ``supersedes(_:)``), ordered by purchase date then transaction id. The result does not
-  /// depend on the input's order.
+  /// ``supersedes(_:)``), ordered by purchase date then transaction id; a winning copy without a
+  /// price keeps that of the winning copy among those with one (see ``merging(_:)``). The result
+  /// does not depend on the input's order.
   public static func merged(_ transactions: some Sequence<Transaction>) -> [Transaction] {
     var position: [String: Int] = [:]
     var result: [Transaction] = []
+    var priced: [Transaction?] = []  // per id: the winning copy among those with a price
     for transaction in transactions {
       if let existing = position[transaction.transactionId] {
         if transaction.supersedes(result[existing]) { result[existing] = transaction }
+        if transaction.price != nil, priced[existing].map(transaction.supersedes) ?? true {
+          priced[existing] = transaction
+        }
       } else {
         position[transaction.transactionId] = result.count
         result.append(transaction)
+        priced.append(transaction.price != nil ? transaction : nil)
       }
+    }
+    for i in result.indices where result[i].price == nil {
+      if let known = priced[i] { result[i] = result[i].merging(known) }
     }
     result.sort {
       $0.purchaseDate != $1.purchaseDate

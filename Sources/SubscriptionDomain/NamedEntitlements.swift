@@ -124,7 +124,7 @@ extension SubscriptionEvaluation {
       let original =
         history.first { $0.transactionId == grant.transactionId }?.originalTransactionId
         ?? grant.transactionId
-      willRenew = renews(original, into: products, renewals)
+      willRenew = renews(original, into: products, renewals, history: history)
     }
     return NamedEntitlement(
       entitlementId: definition.entitlementId, active: true, state: state,
@@ -143,7 +143,7 @@ extension SubscriptionEvaluation {
       return NamedEntitlement(
         entitlementId: definition.entitlementId, active: false, state: .billingRetry,
         expiresDate: retry.expiresDate,
-        willRenew: retry.originalTransactionId.map { renews($0, into: products, renewals) } ?? false,
+        willRenew: retry.originalTransactionId.map { renews($0, into: products, renewals, history: history) } ?? false,
         productId: retry.productId, transactionId: retry.transactionId)
     }
     // The newest transaction of its products that happened by then (non-upgraded ones first).
@@ -170,10 +170,14 @@ extension SubscriptionEvaluation {
       productId: newest.productId, transactionId: newest.transactionId)
   }
 
-  /// Whether the subscription `originalTransactionId` renews into one of `products`.
+  /// Whether the subscription `originalTransactionId` renews into one of `products`, by its
+  /// renewal info when that describes ``time`` (``RenewalInfo/describes(_:subscriptionLatestPurchase:)``).
   private func renews(
-    _ originalTransactionId: String, into products: Set<String>, _ renewals: [RenewalInfo]
+    _ originalTransactionId: String, into products: Set<String>, _ renewals: [RenewalInfo],
+    history: [Transaction]
   ) -> Bool {
+    let latest = history.lazy.filter { $0.originalTransactionId == originalTransactionId }.map(\.purchaseDate).max()
+    guard RenewalInfo.describes(time, subscriptionLatestPurchase: latest) else { return false }
     // Merged by original transaction id as evaluation merges them: the newest data wins.
     var found: RenewalInfo?
     for r in renewals where r.originalTransactionId == originalTransactionId {

@@ -111,4 +111,18 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
 
   /// Whether the subscription renews: `auto_renew_status` is 1.
   public var willAutoRenew: Bool { rawAutoRenewStatus == AutoRenewStatus.on.rawValue }
+
+  /// Whether a renewal info describes instant `t`. Apple's renewal info tells the pending renewal
+  /// when it was signed: what follows its subscription's last transaction. So it describes the
+  /// instants from that transaction's purchase on, never earlier ones (evaluation at a past
+  /// `as_of`, and event derivation's states at past instants, both read it through this rule).
+  ///
+  /// - Parameters:
+  ///   - t: the instant.
+  ///   - latestPurchase: the latest `purchaseDate` of any transaction of the renewal info's
+  ///     subscription (its original transaction id); `nil` when it has none.
+  @inlinable
+  public static func describes(_ t: Int64, subscriptionLatestPurchase latestPurchase: Int64?) -> Bool {
+    (latestPurchase ?? .min) <= t
+  }
 }

@@ -44,10 +44,11 @@ extension SubscriptionEvaluation {
   /// one whose subscription has the newest transaction purchased by ``time`` (one without
   /// transactions comes last); then the smaller original transaction id. A renewal info belongs to
   /// the group of its subscription's transactions, or without any to its product's group, and
-  /// counts only once its subscription has begun (as for grace and billing retry).
+  /// counts only at the instants it describes (from its subscription's latest transaction on,
+  /// ``RenewalInfo/describes(_:subscriptionLatestPurchase:)``, as for grace and billing retry).
   ///
-  /// Renewal infos have no history: the stored one answers at every ``time``, since Apple's list
-  /// is a statement about the present when it was signed.
+  /// Renewal infos have no history: the stored one answers at every ``time`` it describes, since
+  /// Apple's list is a statement about the present when it was signed.
   func winBackOffers(_ offerIds: [String], group: GroupFacts) -> [WinBackOfferEligibility] {
     guard !offerIds.isEmpty else { return [] }
     guard let source = group.winBack else {

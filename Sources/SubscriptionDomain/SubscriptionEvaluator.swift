@@ -15,8 +15,10 @@ public enum SubscriptionEvaluator {
   ///     (``Transaction/supersedes(_:)``).
   ///   - renewals: the renewal infos, in any order; merged by `originalTransactionId`. A renewal
   ///     info belongs to the group of its subscription's transactions (or, without any, of its
-  ///     product). It describes the present: it is ignored at instants before its subscription's
-  ///     first purchase, and a grace period does not apply to a revoked lapsed transaction.
+  ///     product). It describes what followed its subscription's last transaction: it is ignored
+  ///     at instants before that transaction's purchase (``RenewalInfo/describes(_:subscriptionLatestPurchase:)``:
+  ///     at a past `as_of` neither its grace, billing retry nor auto-renew status applies), and a
+  ///     grace period does not apply to a revoked lapsed transaction.
   ///   - catalog: the app's products: type and group of each transaction (rule 2).
   ///   - policy: the app's eligibility policy (rule 10).
   ///   - time: the instant. Intervals are half-open (`start <= time < end`): a subscription whose
@@ -478,42 +480,43 @@ struct Engine {
 
   // MARK: Renewal infos (rule 5: grace, billing retry)
 
-  /// The newest transaction of a subscription (its original transaction id) purchased by `time`;
-  /// -1 when there is none, -2 when the subscription only starts after `time` (its renewal info
-  /// then describes a future that has not happened yet).
-  func lapsedTransaction(originalTransactionId: String) -> Int {
+  /// The newest transaction of a subscription (its original transaction id) purchased by `time`
+  /// (-1 when there is none), and the latest purchase of any of its transactions (`nil`: none).
+  func lapsedTransaction(originalTransactionId: String) -> (lapsed: Int, latestPurchase: Int64?) {
     var best = -1
-    var later = false
+    var latest: Int64?
     for i in facts.indices
     where history[source[i]].originalTransactionId == originalTransactionId {
-      if facts[i].kind == .autoRenewable {
-        if best < 0 || isNewer(i, than: best) { best = i }
-      } else if facts[i].purchase > time {
-        later = true
-      }
+      latest = max(latest ?? facts[i].purchase, facts[i].purchase)
+      if facts[i].kind == .autoRenewable && (best < 0 || isNewer(i, than: best)) { best = i }
     }
-    return best < 0 && later ? -2 : best
+    return (best, latest)
   }
 
   mutating func applyRenewals(_ input: [RenewalInfo]) {
-    renewals = input.count <= 1 ? input : RenewalInfo.merged(input)
-    // The newest transaction of each renewal's subscription, found before mutating anything.
-    var lapsedOf = [Int](repeating: -1, count: renewals.count)
-    for r in renewals.indices {
-      lapsedOf[r] = lapsedTransaction(originalTransactionId: renewals[r].originalTransactionId)
+    let merged = input.count <= 1 ? input : RenewalInfo.merged(input)
+    // Only the renewal infos that describe `time`, each with the newest transaction of its
+    // subscription, found before mutating anything.
+    renewals = []
+    var lapsedOf: [Int] = []
+    for r in merged {
+      let (lapsed, latest) = lapsedTransaction(originalTransactionId: r.originalTransactionId)
+      guard RenewalInfo.describes(time, subscriptionLatestPurchase: latest) else { continue }
+      renewals.append(r)
+      lapsedOf.append(lapsed)
     }
     for r in renewals.indices {
       let lapsed = lapsedOf[r]
       let g: Int
       if lapsed >= 0 {
         g = Int(facts[lapsed].group)
-      } else if lapsed == -1, let product = catalog.position(of: renewals[r].productId),
+      } else if let product = catalog.position(of: renewals[r].productId),
         catalog.groupIndexOfProduct[product] >= 0
       {
         // A renewal info without transactions: placed by its product.
         g = catalog.groupIndexOfProduct[product]
       } else {
-        continue  // not subscribed yet at `time`, or a group this evaluation cannot place
+        continue  // a group this evaluation cannot place
       }
       var acc = groups[g]
       considerForWinBack(r, lapsed: lapsed, in: &acc)

@@ -1,7 +1,11 @@
 // Micro-benchmark of SubscriptionEvaluator: one user with 30 transactions in 4 subscription groups
 // (plus non-renewing and non-consumable purchases), 4 renewal infos, 20 requested products.
-// Prints nanoseconds per user evaluation. Run: swift run -c release substatus-domain-bench
+// Prints nanoseconds per user evaluation; then event derivation per write beside evaluation per
+// history (DerivationBench.swift). Run: swift run -c release substatus-domain-bench
+// (`substatus-domain-bench derivation`: only the derivation rows).
 import SubscriptionDomain
+
+let derivationOnly = CommandLine.arguments.dropFirst().first == "derivation"
 
 let day: Int64 = 86_400_000
 let start: Int64 = 1_704_067_200_000  // 2024-01-01T00:00:00Z
@@ -82,27 +86,33 @@ func evaluateOnce(
   return checksum
 }
 
-let clock = ContinuousClock()
 var sink = 0
-for _ in 0..<20_000 { sink &+= evaluateOnce(history, renewals, catalog, requested, at: now) }  // warm up
+if !derivationOnly {
+  let clock = ContinuousClock()
+  for _ in 0..<20_000 { sink &+= evaluateOnce(history, renewals, catalog, requested, at: now) }  // warm up
 
-var samples: [Double] = []
-let iterations = 50_000
-for _ in 0..<7 {
-  let elapsed = clock.measure {
-    for i in 0..<iterations { 
-      sink &+= evaluateOnce(history, renewals, catalog, requested, at: now &+ Int64(i & 1))
+  var samples: [Double] = []
+  let iterations = 50_000
+  for _ in 0..<7 {
+    let elapsed = clock.measure {
+      for i in 0..<iterations { 
+        sink &+= evaluateOnce(history, renewals, catalog, requested, at: now &+ Int64(i & 1))
+      }
     }
+    let ns = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
+    samples.append(ns / Double(iterations))
   }
-  let ns = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
-  samples.append(ns / Double(iterations))
+  samples.sort()
+  let evaluation = SubscriptionEvaluator.evaluate(
+    history: history, renewals: renewals, catalog: catalog, at: now)
+  print("groups: \(evaluation.groups.map { "\($0.subscriptionGroupId)=\($0.state.rawValue)" })")
+  print("entitlements: \(evaluation.entitlements.map(\.productId))")
+  print(
+    "evaluate + eligibility(20 products), 30 transactions, 4 groups: median \(Int(samples[3])) ns/user,"
+      + " min \(Int(samples[0])) ns, max \(Int(samples[6])) ns (7 runs x \(iterations))")
 }
-samples.sort()
-let evaluation = SubscriptionEvaluator.evaluate(
-  history: history, renewals: renewals, catalog: catalog, at: now)
-print("groups: \(evaluation.groups.map { "\($0.subscriptionGroupId)=\($0.state.rawValue)" })")
-print("entitlements: \(evaluation.entitlements.map(\.productId))")
-print(
-  "evaluate + eligibility(20 products), 30 transactions, 4 groups: median \(Int(samples[3])) ns/user,"
-    + " min \(Int(samples[0])) ns, max \(Int(samples[6])) ns (7 runs x \(iterations))")
 if sink == 42 { print("") }  // keep the work observable
+
+print("")
+sink &+= DerivationBench.run()
+if sink == 43 { print("") }
