@@ -6,11 +6,7 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-/// An app's purchase sharing as an ingest transaction reads it.
-struct OwnershipPolicy {
-  var sharing: PurchaseSharing
-  var tracked: Bool
-
+extension OwnershipPolicy {
   /// The app's policy in the current transaction.
   /// - Throws: `notFound` for an unknown app.
   static func read(_ db: PGConnection, _ appId: String) throws(StoreError) -> OwnershipPolicy {
@@ -23,7 +19,7 @@ struct OwnershipPolicy {
 }
 
 /// The ownership rows of one app and environment, in the ingest's transaction.
-private struct PostgresOwnershipLedger: OwnershipLedger {
+struct PostgresOwnershipLedger: OwnershipLedger {
   let db: PGConnection
   let appId: String
   let environment: Environment
@@ -94,24 +90,6 @@ private struct PostgresOwnershipLedger: OwnershipLedger {
 }
 
 extension PostgresStore {
-  /// Applies purchase sharing to one update in the ingest's transaction (``PurchaseOwnership``)
-  /// and returns what to store; refusals and transfers go to `summary`.
-  static func settleOwnership(
-    _ update: EncodedPurchases, _ policies: [String: OwnershipPolicy], _ db: PGConnection,
-    _ summary: inout IngestSummary
-  ) throws(StoreError) -> EncodedPurchases {
-    guard let policy = policies[update.user.appId], policy.tracked || policy.sharing != .share else {
-      return update
-    }
-    var ledger = PostgresOwnershipLedger(db: db, appId: update.user.appId, environment: update.user.environment)
-    let (refused, transfers) = try PurchaseOwnership.settle(
-      user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
-    summary.transfers += transfers
-    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
-    return update.removing(originalTransactionIds: refused)
-  }
-
   /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]

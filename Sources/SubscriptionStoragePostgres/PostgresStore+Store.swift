@@ -554,7 +554,11 @@ extension PostgresStore: Store {
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
     for submitted in lockOrder(batch) {
-      let update = try settleOwnership(submitted, policies, db, &summary)
+      let update = try PurchaseOwnership.settle(
+        submitted, policy: policies[submitted.user.appId], summary: &summary
+      ) { user in
+        PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      }
       if update.isEmpty { continue }
       let key = try userKey(db, update.user)
       _ = try db.query(PostgresQueries.lockUser, [.int(key)])

@@ -592,7 +592,11 @@ extension SQLiteStore: Store {
     }
     var summary = IngestSummary()
     for submitted in batch {
-      let update = try settleOwnership(submitted, policies, db, &summary)
+      let update = try PurchaseOwnership.settle(
+        submitted, policy: policies[submitted.user.appId], summary: &summary
+      ) { user in
+        SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      }
       if update.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
       let before = try purchaseState(db, key)
