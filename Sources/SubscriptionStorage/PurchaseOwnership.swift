@@ -170,16 +170,16 @@ public enum PurchaseOwnership {
   ///   - update: the update as submitted.
   ///   - policy: its app's policy, read in the commit (`nil`: the app is not in the batch's policies).
   ///   - summary: the ingest's summary.
-  ///   - ledger: the store's ledger for the update's app and environment, made only when needed.
+  ///   - ledger: the store's ledger for the update's app and environment (read only when the
+  ///     policy needs it).
   package static func settle<Ledger: OwnershipLedger>(
     _ update: EncodedPurchases, policy: OwnershipPolicy?, summary: inout IngestSummary,
-    ledger: (UserKey) -> Ledger
+    ledger: inout Ledger
   ) throws(StoreError) -> EncodedPurchases {
     guard let policy, policy.needsLedger else { return update }
-    var rows = ledger(update.user)
     let (refused, transfers) = try settle(
       user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &rows)
+      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
     summary.transfers += transfers
     summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
     return update.removing(originalTransactionIds: refused)

@@ -40,7 +40,8 @@ enum PostgresEventQueries {
   /// processed by one instance at a time, and an ingest of the user waits for (or is skipped by)
   /// the scheduler. The due time is checked again on the locked row.
   static let claimDueSchedules = """
-    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms
+    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms,
+      EXISTS (SELECT 1 FROM ownership_gaps g WHERE g.user_key = s.user_key)
     FROM event_schedules s JOIN users u ON u.user_key = s.user_key
     WHERE s.next_transition_ms <= $1 ORDER BY s.next_transition_ms, s.user_key LIMIT $2
     FOR NO KEY UPDATE OF s, u SKIP LOCKED
@@ -88,18 +89,19 @@ extension PostgresStore {
     return try catalogs.catalog(appId: appId, payloads: payloads)
   }
 
-  /// Derives the events of a write of the user's data (the user's row is locked) and records the
-  /// user's schedule; the events are appended at the end of the transaction (``appendEvents(_:_:)``).
+  /// Derives the events of a write of the user's data (the user's row is locked; of what the user
+  /// owns, with its ownership gaps before and after the write) and records the user's schedule; the events are appended at the end of the transaction (``appendEvents(_:_:)``).
   static func deriveWrite(
     _ db: PGConnection, user: UserKey, key: Int64, before: UserPurchaseState,
-    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache
+    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
+    gapsBefore: [OwnershipGap] = [], gapsAfter: [OwnershipGap] = []
   ) throws(StoreError) -> PendingEvents {
     let schedule = try db.first(PostgresEventQueries.schedule, [.int(key)]).map {
       EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
     }
     let derived = UserEventDerivation.write(
       user: user, catalog: try catalog(db, user.appId, catalogs), before: before, after: after,
-      atMs: atMs, schedule: schedule)
+      atMs: atMs, schedule: schedule, gapsBefore: gapsBefore, gapsAfter: gapsAfter)
     try saveSchedule(db, key, derived.schedule)
     return PendingEvents(key: key, events: derived.events)
   }
@@ -222,7 +224,8 @@ extension PostgresStore {
         let derived = UserEventDerivation.transitions(
           user: user, catalog: try Self.catalog(db, user.appId, catalogs),
           state: try Self.purchaseState(db, key), atMs: atMs,
-          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)))
+          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)),
+          gaps: r.bool(6) ? try Self.ownershipGaps(db, key) : [])
         try Self.saveSchedule(db, key, derived.schedule)
         pending.append(PendingEvents(key: key, events: derived.events))
       }

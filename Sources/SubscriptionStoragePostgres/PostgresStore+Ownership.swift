@@ -18,11 +18,14 @@ extension OwnershipPolicy {
   }
 }
 
-/// The ownership rows of one app and environment, in the ingest's transaction.
-struct PostgresOwnershipLedger: OwnershipLedger {
+/// The ownership rows of one app and environment, in the ingest's transaction, and what the
+/// `OWNERSHIP_TRANSFERRED` events read and write there.
+struct PostgresOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: PGConnection
   let appId: String
   let environment: Environment
+  /// Events to append at the end of the transaction (``PostgresStore/appendEvents(_:_:)``).
+  private(set) var pending: [PendingEvents] = []
 
   private var scope: [PGValue] { [.text(appId), .text(environment.rawValue)] }
 
@@ -60,6 +63,38 @@ struct PostgresOwnershipLedger: OwnershipLedger {
     throw StoreError(.internalError, "cannot create the user row of \(userId)")
   }
 
+  /// Locks the user's row first, like every write of a user's data (the previous owner of a
+  /// transfer is not otherwise written by the transaction).
+  func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState {
+    let key = try userKey(userId)
+    _ = try db.query(PostgresQueries.lockUser, [.int(key)])
+    return try PostgresStore.purchaseState(db, key)
+  }
+
+  func gaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    try PostgresStore.ownershipGaps(db, try userKey(userId))
+  }
+
+  /// The user's gaps; none for a user not stored yet (whose row is not created).
+  func existingGaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    guard let row = try db.first(PostgresQueries.userKey, scope + [.text(userId)]) else { return [] }
+    return try PostgresStore.ownershipGaps(db, row.int(0))
+  }
+
+  func schedule(of userId: String) throws(StoreError) -> EventSchedule? {
+    try db.first(PostgresEventQueries.schedule, [.int(try userKey(userId))]).map {
+      EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
+    }
+  }
+
+  func saveSchedule(_ schedule: EventSchedule, of userId: String) throws(StoreError) {
+    try PostgresStore.saveSchedule(db, try userKey(userId), schedule)
+  }
+
+  mutating func append(_ events: [SubscriptionEvent], of userId: String) throws(StoreError) {
+    pending.append(PendingEvents(key: try userKey(userId), events: events))
+  }
+
   func insertGap(userId: String, _ gap: OwnershipGap) throws(StoreError) {
     _ = try db.run(
       "INSERT INTO ownership_gaps(user_key, original_transaction_id, from_ms, until_ms) VALUES($1, $2, $3, $4)",
@@ -90,6 +125,16 @@ struct PostgresOwnershipLedger: OwnershipLedger {
 }
 
 extension PostgresStore {
+  /// One user's ownership gaps, in the current transaction (``OwnershipGap/ownedEvents(_:gaps:)``).
+  static func ownershipGaps(_ db: PGConnection, _ key: Int64) throws(StoreError) -> [OwnershipGap] {
+    try db.query(
+      """
+      SELECT original_transaction_id, from_ms, until_ms FROM ownership_gaps WHERE user_key = $1
+      ORDER BY original_transaction_id, from_ms NULLS FIRST
+      """, [.int(key)]
+    ).map { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
+  }
+
   /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]

@@ -554,11 +554,14 @@ extension PostgresStore: Store {
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
     for submitted in lockOrder(batch) {
+      let user = submitted.user
+      var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      let madeBefore = summary.transfers.count
+      // Under purchase sharing the events follow what the user owns, before and after the write.
+      let tracked = policies[user.appId]?.needsLedger == true
+      let gapsBefore = tracked ? try ledger.existingGaps(of: user.userId) : []
       let update = try PurchaseOwnership.settle(
-        submitted, policy: policies[submitted.user.appId], summary: &summary
-      ) { user in
-        PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
-      }
+        submitted, policy: policies[user.appId], summary: &summary, ledger: &ledger)
       if update.isEmpty { continue }
       let key = try userKey(db, update.user)
       _ = try db.query(PostgresQueries.lockUser, [.int(key)])
@@ -586,7 +589,12 @@ extension PostgresStore: Store {
         pending.append(
           try deriveWrite(
             db, user: update.user, key: key, before: before, after: state, atMs: atMs,
-            catalogs: catalogs))
+            catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []))
+      }
+      let made = summary.transfers[madeBefore...]
+      if !made.isEmpty {
+        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+        pending += ledger.pending
       }
     }
     summary.eventsAppended = try appendEvents(db, pending).count

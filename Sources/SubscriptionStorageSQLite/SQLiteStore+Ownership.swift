@@ -16,11 +16,14 @@ extension OwnershipPolicy {
   }
 }
 
-/// The ownership rows of one app and environment, in the writer's transaction.
-struct SQLiteOwnershipLedger: OwnershipLedger {
+/// The ownership rows of one app and environment, in the writer's transaction, and what the
+/// `OWNERSHIP_TRANSFERRED` events read and write there.
+struct SQLiteOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: SQLiteConnection
   let appId: String
   let environment: Environment
+  /// Events appended through ``append(_:of:)``.
+  private(set) var eventsAppended = 0
 
   private var scope: [SQLValue] { [.text(appId), .text(environment.rawValue)] }
 
@@ -50,6 +53,34 @@ struct SQLiteOwnershipLedger: OwnershipLedger {
     if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) { return key }
     try db.run("INSERT INTO users(app_id, environment, user_id) VALUES(?, ?, ?)", values)
     return db.lastInsertRowID
+  }
+
+  func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState {
+    try SQLiteStore.purchaseState(db, try userKey(userId))
+  }
+
+  func gaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    try SQLiteStore.ownershipGaps(db, try userKey(userId))
+  }
+
+  /// The user's gaps; none for a user not stored yet (whose row is not created).
+  func existingGaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    guard let key = try db.first(HotQueries.userKey, scope + [.text(userId)], { $0.int(0) }) else { return [] }
+    return try SQLiteStore.ownershipGaps(db, key)
+  }
+
+  func schedule(of userId: String) throws(StoreError) -> EventSchedule? {
+    try db.first(EventQueries.schedule, [.int(try userKey(userId))]) {
+      EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
+    }
+  }
+
+  func saveSchedule(_ schedule: EventSchedule, of userId: String) throws(StoreError) {
+    try SQLiteStore.saveSchedule(db, try userKey(userId), schedule)
+  }
+
+  mutating func append(_ events: [SubscriptionEvent], of userId: String) throws(StoreError) {
+    eventsAppended += try SQLiteStore.appendEvents(db, events, key: try userKey(userId)).count
   }
 
   func insertGap(userId: String, _ gap: OwnershipGap) throws(StoreError) {
@@ -82,6 +113,16 @@ struct SQLiteOwnershipLedger: OwnershipLedger {
 }
 
 extension SQLiteStore {
+  /// One user's ownership gaps, in the current transaction (``OwnershipGap/ownedEvents(_:gaps:)``).
+  static func ownershipGaps(_ db: SQLiteConnection, _ key: Int64) throws(StoreError) -> [OwnershipGap] {
+    try db.all(
+      """
+      SELECT original_transaction_id, from_ms, until_ms FROM ownership_gaps WHERE user_key = ?
+      ORDER BY original_transaction_id, COALESCE(from_ms, -9223372036854775808)
+      """, [.int(key)]
+    ) { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
+  }
+
   /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]
