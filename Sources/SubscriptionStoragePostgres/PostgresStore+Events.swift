@@ -115,28 +115,6 @@ extension PostgresStore {
       [.int(key), .int(schedule.loggedThroughMs), .optional(schedule.nextTransitionMs)])
   }
 
-  /// Appends the events whose ids are not logged yet, as the transaction's last step: takes the
-  /// event log's advisory lock (held until commit; see the file's comment), then the sequences.
-  static func appendEvents(_ db: PGConnection, _ pending: [PendingEvents]) throws(StoreError)
-    -> [LoggedEvent]
-  {
-    guard pending.contains(where: { !$0.events.isEmpty }) else { return [] }
-    _ = try db.query(PostgresEventQueries.lock, [.int(PostgresSchema.eventLogLock)])
-    var appended: [LoggedEvent] = []
-    for p in pending {
-      for e in p.events {
-        let row = try db.first(
-          PostgresEventQueries.insertEvent,
-          [
-            .text(e.eventId), .text(e.appId), .int(p.key), .text(e.environment.rawValue),
-            .text(e.type.rawValue), .int(e.occurredMs), .bytes(PayloadCodec.encode(e)),
-          ])
-        if let row { appended.append(LoggedEvent(sequence: row.int(0), event: e)) }
-      }
-    }
-    return appended
-  }
-
   /// Deletes the user's events and schedule (erasure; the sequences are never reused).
   static func eraseEvents(_ db: PGConnection, _ key: Int64) throws(StoreError) {
     try db.run("DELETE FROM events WHERE user_key = $1", [.int(key)])

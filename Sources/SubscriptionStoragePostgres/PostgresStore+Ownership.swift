@@ -6,18 +6,6 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-extension OwnershipPolicy {
-  /// The app's policy in the current transaction.
-  /// - Throws: `notFound` for an unknown app.
-  static func read(_ db: PGConnection, _ appId: String) throws(StoreError) -> OwnershipPolicy {
-    guard let row = try db.first("SELECT policy, ownership_tracked FROM apps WHERE app_id = $1", [.text(appId)])
-    else { throw StoreError.notFound("app", appId) }
-    return OwnershipPolicy(
-      sharing: try PayloadCodec.decodeJSON(EligibilityPolicy.self, row.bytes(0)).purchaseSharing,
-      tracked: row.bool(1))
-  }
-}
-
 /// The ownership rows of one app and environment, in the ingest's transaction, and what the
 /// `OWNERSHIP_TRANSFERRED` events read and write there.
 struct PostgresOwnershipLedger: OwnershipLedger, OwnershipEventLog {

@@ -543,13 +543,15 @@ extension PostgresStore: Store {
   /// user's row is locked first (`FOR NO KEY UPDATE`: every write of a user's data, on any
   /// instance, takes it), so the user's stored rows, read once, are what the domain's merge decides
   /// on and the events' "before"; the "after" is that state with the merge's decisions applied.
-  /// The events are appended last.
-  private static func apply(
+  /// The events are appended last. A batch whose apps all share purchases (never tracked) runs in a
+  /// few statements (``applyBatched(_:atMs:_:catalogs:)``); otherwise update by update, each
+  /// deciding ownership on the rows the previous ones wrote.
+  static func apply(
     _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
   ) throws(StoreError) -> IngestSummary {
-    var policies: [String: OwnershipPolicy] = [:]
-    for appId in Set(batch.map(\.user.appId)).sorted() {
-      policies[appId] = try OwnershipPolicy.read(db, appId)
+    let policies = try policies(db, Set(batch.map(\.user.appId)))
+    if !policies.values.contains(where: \.needsLedger) {
+      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs)
     }
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
@@ -617,7 +619,7 @@ extension PostgresStore: Store {
 
   /// The batch in one canonical order (user, then ids), so concurrent writers on other instances
   /// lock rows in the same order and do not deadlock. Stable: updates of one record keep their order.
-  private static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
+  static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
     stableSorted(batch) { [$0.user.appId, $0.user.environment.rawValue, $0.user.userId] }
   }
 

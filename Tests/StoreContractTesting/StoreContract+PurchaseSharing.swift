@@ -258,6 +258,14 @@ extension StoreContract {
       let gone = try await events(store, "u2", after: back)
       #expect(gone.map(\.type) == [.ownershipTransferred])
       #expect(gone.first?.stateBefore == .active && gone.first?.stateAfter == .neverSubscribed)
+      // A refund notified after the transfer is the owner's event, even when Apple dates it a
+      // little before the transfer.
+      let refundFrom = try await store.lastEventSequence()
+      let refund = Fixture.transaction(
+        "x2", original: "x1", purchase: 10_000_000, expires: 20_000_000, signed: 12_000_500, revoked: 11_999_000)
+      _ = try await store.ingest([restore("u1", [refund], at: nil)], atMs: 12_000_600)
+      #expect(try await events(store, "u1", after: refundFrom).map(\.type).contains(.refunded))
+      #expect(try await events(store, "u2", after: refundFrom).isEmpty)
       // Neither user's scheduler run yields anything of the other's time now.
       let later = try await store.appendDueTransitionEvents(atMs: 30_000_000, limit: 100)
       #expect(later.allSatisfy { $0.event.userId == "u1" })
