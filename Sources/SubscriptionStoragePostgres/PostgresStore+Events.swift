@@ -31,11 +31,6 @@ enum PostgresEventQueries {
       next_transition_ms = excluded.next_transition_ms
     """
   static let lock = "SELECT pg_advisory_xact_lock($1)"
-  static let insertEvent = """
-    INSERT INTO events(sequence, event_id, app_id, user_key, environment, type, occurred_ms, payload)
-    VALUES(nextval('event_sequence'), $1, $2, $3, $4, $5, $6, $7)
-    ON CONFLICT (event_id) DO NOTHING RETURNING sequence
-    """
   /// Due users whose rows no other transaction holds, locked until this one commits: a user is
   /// processed by one instance at a time, and an ingest of the user waits for (or is skipped by)
   /// the scheduler. The due time is checked again on the locked row.
@@ -90,7 +85,8 @@ extension PostgresStore {
   }
 
   /// Derives the events of a write of the user's data (the user's row is locked; of what the user
-  /// owns, with its ownership gaps before and after the write) and records the user's schedule; the events are appended at the end of the transaction (``appendEvents(_:_:)``).
+  /// owns, with its ownership gaps before and after the write) and records the user's schedule;
+  /// the events are appended at the end of the transaction (``appendEvents(_:_:)``).
   static func deriveWrite(
     _ db: PGConnection, user: UserKey, key: Int64, before: UserPurchaseState,
     after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
