@@ -3,7 +3,7 @@
 // event derivation run in memory, and the rows, schedules and events are written by one multi-row
 // statement per table. For batches whose apps share purchases (SHARE, never tracked), the common
 // case: purchase sharing decides update by update on the rows the previous updates wrote, so
-// other batches take ``PostgresStore/applyOneByOne(_:policies:atMs:_:catalogs:)``.
+// other batches go update by update (``PostgresStore/apply(_:atMs:_:catalogs:)``).
 import SubscriptionDomain
 import SubscriptionStorage
 
