@@ -85,7 +85,7 @@ extension InMemoryStore {
       for (user, schedule, _) in due {
         let derived = UserEventDerivation.transitions(
           user: user, catalog: Self.catalog(user.appId, s), state: s.users[user] ?? UserPurchaseState(),
-          atMs: atMs, schedule: schedule)
+          atMs: atMs, schedule: schedule, gaps: s.gaps[user] ?? [])
         s.eventLog.schedules[user] = derived.schedule
         appended += s.eventLog.append(derived.events)
       }
@@ -99,19 +99,20 @@ extension InMemoryStore {
   }
 
   /// The app's catalog, as a write reads it.
-  private static func catalog(_ appId: String, _ s: State) -> Catalog {
+  static func catalog(_ appId: String, _ s: State) -> Catalog {
     Catalog(products: (s.products[appId] ?? [:]).values.sorted { $0.productId < $1.productId })
   }
 
-  /// Derives the user's events from `before` to `after` at `atMs`, appends the new ones and records
-  /// the user's schedule, in the caller's locked step.
+  /// Derives the user's events from `before` to `after` at `atMs` (of what the user owns, under
+  /// its ownership gaps before the write and in the state), appends the new ones and records the user's schedule, in the
+  /// caller's locked step.
   static func logEvents(
     of user: UserKey, before: UserPurchaseState, after: UserPurchaseState, atMs: Int64,
-    in s: inout State
+    gapsBefore: [OwnershipGap], in s: inout State
   ) -> [LoggedEvent] {
     let derived = UserEventDerivation.write(
       user: user, catalog: catalog(user.appId, s), before: before, after: after, atMs: atMs,
-      schedule: s.eventLog.schedules[user])
+      schedule: s.eventLog.schedules[user], gapsBefore: gapsBefore, gapsAfter: s.gaps[user] ?? [])
     s.eventLog.schedules[user] = derived.schedule
     return s.eventLog.append(derived.events)
   }

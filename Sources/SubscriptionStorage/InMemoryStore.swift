@@ -74,6 +74,31 @@ public final class InMemoryStore: Store {
     mutating func recordTransfer(_ transfer: OwnershipTransfer) { transfers.append(transfer) }
   }
 
+  /// What the `OWNERSHIP_TRANSFERRED` events of one app and environment read and write: the
+  /// state's users and gaps (read only), and its event log, moved in for the step.
+  private struct TransferEventLog: OwnershipEventLog {
+    let appId: String
+    let environment: Environment
+    let users: [UserKey: UserPurchaseState]
+    let allGaps: [UserKey: [OwnershipGap]]
+    var eventLog: InMemoryEventLog
+    var appended = 0
+
+    private func key(_ userId: String) -> UserKey {
+      UserKey(appId: appId, environment: environment, userId: userId)
+    }
+
+    func purchaseState(of userId: String) -> UserPurchaseState { users[key(userId)] ?? UserPurchaseState() }
+    func gaps(of userId: String) -> [OwnershipGap] { allGaps[key(userId)] ?? [] }
+    func schedule(of userId: String) -> EventSchedule? { eventLog.schedules[key(userId)] }
+    mutating func saveSchedule(_ schedule: EventSchedule, of userId: String) {
+      eventLog.schedules[key(userId)] = schedule
+    }
+    mutating func append(_ events: [SubscriptionEvent], of userId: String) {
+      appended += eventLog.append(events).count
+    }
+  }
+
   struct Reconciliation {
     var reconciledThroughMs: Int64?
     var owner: String?
@@ -434,6 +459,8 @@ public final class InMemoryStore: Store {
     }
     var summary = IngestSummary()
     for submitted in batch {
+      let madeBefore = summary.transfers.count
+      let gapsBefore = s.gaps[submitted.user] ?? []
       let update = try settleOwnership(submitted, &s, &summary)
       let before = s.users[update.user] ?? UserPurchaseState()
       var data = before
@@ -449,10 +476,21 @@ public final class InMemoryStore: Store {
         changed = true
         if isCountedChange(version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
-      if !changed { continue }
-      if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
-      summary.eventsAppended +=
-        logEvents(of: update.user, before: before, after: data, atMs: atMs, in: &s).count
+      if changed {
+        if !data.transactions.isEmpty || !data.renewalInfos.isEmpty { s.users[update.user] = data }
+        summary.eventsAppended +=
+          logEvents(of: update.user, before: before, after: data, atMs: atMs, gapsBefore: gapsBefore, in: &s).count
+      }
+      let made = summary.transfers[madeBefore...]
+      if !made.isEmpty {
+        var log = TransferEventLog(
+          appId: update.user.appId, environment: update.user.environment, users: s.users, allGaps: s.gaps,
+          eventLog: InMemoryEventLog())
+        swap(&log.eventLog, &s.eventLog)
+        defer { swap(&log.eventLog, &s.eventLog) }
+        try PurchaseOwnership.logTransferEvents(made, catalog: catalog(update.user.appId, s), log: &log)
+        summary.eventsAppended += log.appended
+      }
     }
     return summary
   }

@@ -66,6 +66,24 @@ package protocol OwnershipLedger {
   mutating func recordTransfer(_ transfer: OwnershipTransfer) throws(StoreError)
 }
 
+/// An app's purchase sharing as an ingest commit reads it (each SQL store reads it from its `apps`
+/// row in the commit).
+package struct OwnershipPolicy: Sendable {
+  /// The app's policy.
+  package var sharing: PurchaseSharing
+  /// Whether the policy was ever other than SHARE (``AppRecord/ownershipTracked``).
+  package var tracked: Bool
+
+  /// Creates a policy.
+  package init(sharing: PurchaseSharing, tracked: Bool) {
+    self.sharing = sharing
+    self.tracked = tracked
+  }
+
+  /// Whether the app has ownership rows to read (its policy left SHARE at some time).
+  package var needsLedger: Bool { tracked || sharing != .share }
+}
+
 /// The purchase sharing rules a store applies to each update of an ingest, in its commit.
 public enum PurchaseOwnership {
   /// The pseudo-user that holds what Apple's notifications brought for an original transaction no
@@ -143,5 +161,27 @@ public enum PurchaseOwnership {
       }
     }
     return (refused, transfers)
+  }
+
+  /// Applies purchase sharing to one encoded update in a SQL store's commit (``settle(user:originalTransactionIds:submittedMs:sharing:tracked:ledger:)``)
+  /// and returns what to store; refusals and transfers go to `summary`.
+  ///
+  /// - Parameters:
+  ///   - update: the update as submitted.
+  ///   - policy: its app's policy, read in the commit (`nil`: the app is not in the batch's policies).
+  ///   - summary: the ingest's summary.
+  ///   - ledger: the store's ledger for the update's app and environment (read only when the
+  ///     policy needs it).
+  package static func settle<Ledger: OwnershipLedger>(
+    _ update: EncodedPurchases, policy: OwnershipPolicy?, summary: inout IngestSummary,
+    ledger: inout Ledger
+  ) throws(StoreError) -> EncodedPurchases {
+    guard let policy, policy.needsLedger else { return update }
+    let (refused, transfers) = try settle(
+      user: update.user, originalTransactionIds: update.originalTransactionIds,
+      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
+    summary.transfers += transfers
+    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
+    return update.removing(originalTransactionIds: refused)
   }
 }

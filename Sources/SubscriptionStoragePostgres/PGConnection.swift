@@ -66,6 +66,9 @@ struct PGRow {
 /// from the creating thread to its owner thread.
 final class PGConnection: @unchecked Sendable {
   private let handle: OpaquePointer
+  /// Statements this connection has run (each a round trip; preparing one is not counted): what
+  /// tests count to keep a write's round trips few.
+  private(set) var statementsRun = 0
   /// SQL text to prepared statement name, for this session.
   private var prepared: [String: String] = [:]
   /// The SQLSTATE of the last failed statement (e.g. `40P01` deadlock), `nil` after a success.
@@ -120,6 +123,7 @@ final class PGConnection: @unchecked Sendable {
 
   /// Runs one or more statements without parameters (simple protocol): DDL, BEGIN/COMMIT.
   func execute(_ sql: String) throws(StoreError) {
+    statementsRun += 1
     let result = PQexec(handle, sql)
     defer { PQclear(result) }
     try check(result, sql)
@@ -186,6 +190,7 @@ final class PGConnection: @unchecked Sendable {
     _ sql: String, _ values: [PGValue], _ body: (OpaquePointer) -> T
   ) throws(StoreError) -> T {
     let name = try statementName(sql)
+    statementsRun += 1
     var buffers: [UnsafeMutablePointer<CChar>?] = []
     var lengths: [Int32] = []
     var formats: [Int32] = []

@@ -31,16 +31,12 @@ enum PostgresEventQueries {
       next_transition_ms = excluded.next_transition_ms
     """
   static let lock = "SELECT pg_advisory_xact_lock($1)"
-  static let insertEvent = """
-    INSERT INTO events(sequence, event_id, app_id, user_key, environment, type, occurred_ms, payload)
-    VALUES(nextval('event_sequence'), $1, $2, $3, $4, $5, $6, $7)
-    ON CONFLICT (event_id) DO NOTHING RETURNING sequence
-    """
   /// Due users whose rows no other transaction holds, locked until this one commits: a user is
   /// processed by one instance at a time, and an ingest of the user waits for (or is skipped by)
   /// the scheduler. The due time is checked again on the locked row.
   static let claimDueSchedules = """
-    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms
+    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms,
+      EXISTS (SELECT 1 FROM ownership_gaps g WHERE g.user_key = s.user_key)
     FROM event_schedules s JOIN users u ON u.user_key = s.user_key
     WHERE s.next_transition_ms <= $1 ORDER BY s.next_transition_ms, s.user_key LIMIT $2
     FOR NO KEY UPDATE OF s, u SKIP LOCKED
@@ -88,18 +84,20 @@ extension PostgresStore {
     return try catalogs.catalog(appId: appId, payloads: payloads)
   }
 
-  /// Derives the events of a write of the user's data (the user's row is locked) and records the
-  /// user's schedule; the events are appended at the end of the transaction (``appendEvents(_:_:)``).
+  /// Derives the events of a write of the user's data (the user's row is locked; of what the user
+  /// owns, with its ownership gaps before and after the write) and records the user's schedule;
+  /// the events are appended at the end of the transaction (``appendEvents(_:_:)``).
   static func deriveWrite(
     _ db: PGConnection, user: UserKey, key: Int64, before: UserPurchaseState,
-    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache
+    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
+    gapsBefore: [OwnershipGap] = [], gapsAfter: [OwnershipGap] = []
   ) throws(StoreError) -> PendingEvents {
     let schedule = try db.first(PostgresEventQueries.schedule, [.int(key)]).map {
       EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
     }
     let derived = UserEventDerivation.write(
       user: user, catalog: try catalog(db, user.appId, catalogs), before: before, after: after,
-      atMs: atMs, schedule: schedule)
+      atMs: atMs, schedule: schedule, gapsBefore: gapsBefore, gapsAfter: gapsAfter)
     try saveSchedule(db, key, derived.schedule)
     return PendingEvents(key: key, events: derived.events)
   }
@@ -111,28 +109,6 @@ extension PostgresStore {
     try db.run(
       PostgresEventQueries.upsertSchedule,
       [.int(key), .int(schedule.loggedThroughMs), .optional(schedule.nextTransitionMs)])
-  }
-
-  /// Appends the events whose ids are not logged yet, as the transaction's last step: takes the
-  /// event log's advisory lock (held until commit; see the file's comment), then the sequences.
-  static func appendEvents(_ db: PGConnection, _ pending: [PendingEvents]) throws(StoreError)
-    -> [LoggedEvent]
-  {
-    guard pending.contains(where: { !$0.events.isEmpty }) else { return [] }
-    _ = try db.query(PostgresEventQueries.lock, [.int(PostgresSchema.eventLogLock)])
-    var appended: [LoggedEvent] = []
-    for p in pending {
-      for e in p.events {
-        let row = try db.first(
-          PostgresEventQueries.insertEvent,
-          [
-            .text(e.eventId), .text(e.appId), .int(p.key), .text(e.environment.rawValue),
-            .text(e.type.rawValue), .int(e.occurredMs), .bytes(PayloadCodec.encode(e)),
-          ])
-        if let row { appended.append(LoggedEvent(sequence: row.int(0), event: e)) }
-      }
-    }
-    return appended
   }
 
   /// Deletes the user's events and schedule (erasure; the sequences are never reused).
@@ -222,7 +198,8 @@ extension PostgresStore {
         let derived = UserEventDerivation.transitions(
           user: user, catalog: try Self.catalog(db, user.appId, catalogs),
           state: try Self.purchaseState(db, key), atMs: atMs,
-          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)))
+          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)),
+          gaps: r.bool(6) ? try Self.ownershipGaps(db, key) : [])
         try Self.saveSchedule(db, key, derived.schedule)
         pending.append(PendingEvents(key: key, events: derived.events))
       }

@@ -6,27 +6,14 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-/// An app's purchase sharing as an ingest transaction reads it.
-struct OwnershipPolicy {
-  var sharing: PurchaseSharing
-  var tracked: Bool
-
-  /// The app's policy in the current transaction.
-  /// - Throws: `notFound` for an unknown app.
-  static func read(_ db: PGConnection, _ appId: String) throws(StoreError) -> OwnershipPolicy {
-    guard let row = try db.first("SELECT policy, ownership_tracked FROM apps WHERE app_id = $1", [.text(appId)])
-    else { throw StoreError.notFound("app", appId) }
-    return OwnershipPolicy(
-      sharing: try PayloadCodec.decodeJSON(EligibilityPolicy.self, row.bytes(0)).purchaseSharing,
-      tracked: row.bool(1))
-  }
-}
-
-/// The ownership rows of one app and environment, in the ingest's transaction.
-private struct PostgresOwnershipLedger: OwnershipLedger {
+/// The ownership rows of one app and environment, in the ingest's transaction, and what the
+/// `OWNERSHIP_TRANSFERRED` events read and write there.
+struct PostgresOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: PGConnection
   let appId: String
   let environment: Environment
+  /// Events to append at the end of the transaction (``PostgresStore/appendEvents(_:_:)``).
+  private(set) var pending: [PendingEvents] = []
 
   private var scope: [PGValue] { [.text(appId), .text(environment.rawValue)] }
 
@@ -64,6 +51,38 @@ private struct PostgresOwnershipLedger: OwnershipLedger {
     throw StoreError(.internalError, "cannot create the user row of \(userId)")
   }
 
+  /// Locks the user's row first, like every write of a user's data (the previous owner of a
+  /// transfer is not otherwise written by the transaction).
+  func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState {
+    let key = try userKey(userId)
+    _ = try db.query(PostgresQueries.lockUser, [.int(key)])
+    return try PostgresStore.purchaseState(db, key)
+  }
+
+  func gaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    try PostgresStore.ownershipGaps(db, try userKey(userId))
+  }
+
+  /// The user's gaps; none for a user not stored yet (whose row is not created).
+  func existingGaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    guard let row = try db.first(PostgresQueries.userKey, scope + [.text(userId)]) else { return [] }
+    return try PostgresStore.ownershipGaps(db, row.int(0))
+  }
+
+  func schedule(of userId: String) throws(StoreError) -> EventSchedule? {
+    try db.first(PostgresEventQueries.schedule, [.int(try userKey(userId))]).map {
+      EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
+    }
+  }
+
+  func saveSchedule(_ schedule: EventSchedule, of userId: String) throws(StoreError) {
+    try PostgresStore.saveSchedule(db, try userKey(userId), schedule)
+  }
+
+  mutating func append(_ events: [SubscriptionEvent], of userId: String) throws(StoreError) {
+    pending.append(PendingEvents(key: try userKey(userId), events: events))
+  }
+
   func insertGap(userId: String, _ gap: OwnershipGap) throws(StoreError) {
     _ = try db.run(
       "INSERT INTO ownership_gaps(user_key, original_transaction_id, from_ms, until_ms) VALUES($1, $2, $3, $4)",
@@ -94,22 +113,14 @@ private struct PostgresOwnershipLedger: OwnershipLedger {
 }
 
 extension PostgresStore {
-  /// Applies purchase sharing to one update in the ingest's transaction (``PurchaseOwnership``)
-  /// and returns what to store; refusals and transfers go to `summary`.
-  static func settleOwnership(
-    _ update: EncodedPurchases, _ policies: [String: OwnershipPolicy], _ db: PGConnection,
-    _ summary: inout IngestSummary
-  ) throws(StoreError) -> EncodedPurchases {
-    guard let policy = policies[update.user.appId], policy.tracked || policy.sharing != .share else {
-      return update
-    }
-    var ledger = PostgresOwnershipLedger(db: db, appId: update.user.appId, environment: update.user.environment)
-    let (refused, transfers) = try PurchaseOwnership.settle(
-      user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
-    summary.transfers += transfers
-    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
-    return update.removing(originalTransactionIds: refused)
+  /// One user's ownership gaps, in the current transaction (``OwnershipGap/ownedEvents(_:gaps:)``).
+  static func ownershipGaps(_ db: PGConnection, _ key: Int64) throws(StoreError) -> [OwnershipGap] {
+    try db.query(
+      """
+      SELECT original_transaction_id, from_ms, until_ms FROM ownership_gaps WHERE user_key = $1
+      ORDER BY original_transaction_id, from_ms NULLS FIRST
+      """, [.int(key)]
+    ).map { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
   }
 
   /// See ``Store/ownershipGaps(appId:environment:userIds:)``.

@@ -543,18 +543,27 @@ extension PostgresStore: Store {
   /// user's row is locked first (`FOR NO KEY UPDATE`: every write of a user's data, on any
   /// instance, takes it), so the user's stored rows, read once, are what the domain's merge decides
   /// on and the events' "before"; the "after" is that state with the merge's decisions applied.
-  /// The events are appended last.
-  private static func apply(
+  /// The events are appended last. A batch whose apps all share purchases (never tracked) runs in a
+  /// few statements (``applyBatched(_:atMs:_:catalogs:)``); otherwise update by update, each
+  /// deciding ownership on the rows the previous ones wrote.
+  static func apply(
     _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
   ) throws(StoreError) -> IngestSummary {
-    var policies: [String: OwnershipPolicy] = [:]
-    for appId in Set(batch.map(\.user.appId)).sorted() {
-      policies[appId] = try OwnershipPolicy.read(db, appId)
+    let policies = try policies(db, Set(batch.map(\.user.appId)))
+    if !policies.values.contains(where: \.needsLedger) {
+      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs)
     }
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
     for submitted in lockOrder(batch) {
-      let update = try settleOwnership(submitted, policies, db, &summary)
+      let user = submitted.user
+      var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      let madeBefore = summary.transfers.count
+      // Under purchase sharing the events follow what the user owns, before and after the write.
+      let tracked = policies[user.appId]?.needsLedger == true
+      let gapsBefore = tracked ? try ledger.existingGaps(of: user.userId) : []
+      let update = try PurchaseOwnership.settle(
+        submitted, policy: policies[user.appId], summary: &summary, ledger: &ledger)
       if update.isEmpty { continue }
       let key = try userKey(db, update.user)
       _ = try db.query(PostgresQueries.lockUser, [.int(key)])
@@ -582,7 +591,12 @@ extension PostgresStore: Store {
         pending.append(
           try deriveWrite(
             db, user: update.user, key: key, before: before, after: state, atMs: atMs,
-            catalogs: catalogs))
+            catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []))
+      }
+      let made = summary.transfers[madeBefore...]
+      if !made.isEmpty {
+        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+        pending += ledger.pending
       }
     }
     summary.eventsAppended = try appendEvents(db, pending).count
@@ -605,7 +619,7 @@ extension PostgresStore: Store {
 
   /// The batch in one canonical order (user, then ids), so concurrent writers on other instances
   /// lock rows in the same order and do not deadlock. Stable: updates of one record keep their order.
-  private static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
+  static func lockOrder(_ batch: [EncodedPurchases]) -> [EncodedPurchases] {
     stableSorted(batch) { [$0.user.appId, $0.user.environment.rawValue, $0.user.userId] }
   }
 

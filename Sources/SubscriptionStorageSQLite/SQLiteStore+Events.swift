@@ -30,7 +30,8 @@ enum EventQueries {
       next_transition_ms = excluded.next_transition_ms
     """
   static let dueSchedules = """
-    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms
+    SELECT s.user_key, u.app_id, u.environment, u.user_id, s.logged_through_ms, s.next_transition_ms,
+      EXISTS (SELECT 1 FROM ownership_gaps g WHERE g.user_key = s.user_key)
     FROM event_schedules s JOIN users u ON u.user_key = s.user_key
     WHERE s.next_transition_ms <= ? ORDER BY s.next_transition_ms, s.user_key LIMIT ?
     """
@@ -78,18 +79,20 @@ extension SQLiteStore {
     return try catalogs.catalog(appId: appId, payloads: payloads)
   }
 
-  /// Derives the events of a write of the user's data from `before` to `after` at `atMs`, appends
-  /// the new ones and records the user's schedule, in the write's transaction.
+  /// Derives the events of a write of the user's data from `before` to `after` at `atMs` (of what
+  /// the user owns, with its ownership gaps before and after the write), appends the new ones and records the user's schedule,
+  /// in the write's transaction.
   static func logEvents(
     _ db: SQLiteConnection, user: UserKey, key: Int64, before: UserPurchaseState,
-    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache
+    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
+    gapsBefore: [OwnershipGap] = [], gapsAfter: [OwnershipGap] = []
   ) throws(StoreError) -> [LoggedEvent] {
     let schedule = try db.first(EventQueries.schedule, [.int(key)]) {
       EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
     }
     let derived = UserEventDerivation.write(
       user: user, catalog: try catalog(db, user.appId, catalogs), before: before, after: after,
-      atMs: atMs, schedule: schedule)
+      atMs: atMs, schedule: schedule, gapsBefore: gapsBefore, gapsAfter: gapsAfter)
     try saveSchedule(db, key, derived.schedule)
     return try appendEvents(db, derived.events, key: key)
   }
@@ -210,14 +213,16 @@ extension SQLiteStore {
         }
         return (
           key: r.int(0), user: UserKey(appId: r.text(1), environment: environment, userId: r.text(3)),
-          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5))
+          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)),
+          hasGaps: r.int(6) != 0
         )
       }
       var appended: [LoggedEvent] = []
-      for (key, user, schedule) in due {
+      for (key, user, schedule, hasGaps) in due {
         let derived = UserEventDerivation.transitions(
           user: user, catalog: try Self.catalog(db, user.appId, catalogs),
-          state: try Self.purchaseState(db, key), atMs: atMs, schedule: schedule)
+          state: try Self.purchaseState(db, key), atMs: atMs, schedule: schedule,
+          gaps: hasGaps ? try Self.ownershipGaps(db, key) : [])
         try Self.saveSchedule(db, key, derived.schedule)
         appended += try Self.appendEvents(db, derived.events, key: key)
       }

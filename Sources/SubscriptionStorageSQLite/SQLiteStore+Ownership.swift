@@ -3,11 +3,7 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-/// An app's purchase sharing as an ingest commit reads it.
-struct OwnershipPolicy {
-  var sharing: PurchaseSharing
-  var tracked: Bool
-
+extension OwnershipPolicy {
   /// The app's policy in the current transaction.
   /// - Throws: `notFound` for an unknown app.
   static func read(_ db: SQLiteConnection, _ appId: String) throws(StoreError) -> OwnershipPolicy {
@@ -20,11 +16,14 @@ struct OwnershipPolicy {
   }
 }
 
-/// The ownership rows of one app and environment, in the writer's transaction.
-private struct SQLiteOwnershipLedger: OwnershipLedger {
+/// The ownership rows of one app and environment, in the writer's transaction, and what the
+/// `OWNERSHIP_TRANSFERRED` events read and write there.
+struct SQLiteOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: SQLiteConnection
   let appId: String
   let environment: Environment
+  /// Events appended through ``append(_:of:)``.
+  private(set) var eventsAppended = 0
 
   private var scope: [SQLValue] { [.text(appId), .text(environment.rawValue)] }
 
@@ -54,6 +53,34 @@ private struct SQLiteOwnershipLedger: OwnershipLedger {
     if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) { return key }
     try db.run("INSERT INTO users(app_id, environment, user_id) VALUES(?, ?, ?)", values)
     return db.lastInsertRowID
+  }
+
+  func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState {
+    try SQLiteStore.purchaseState(db, try userKey(userId))
+  }
+
+  func gaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    try SQLiteStore.ownershipGaps(db, try userKey(userId))
+  }
+
+  /// The user's gaps; none for a user not stored yet (whose row is not created).
+  func existingGaps(of userId: String) throws(StoreError) -> [OwnershipGap] {
+    guard let key = try db.first(HotQueries.userKey, scope + [.text(userId)], { $0.int(0) }) else { return [] }
+    return try SQLiteStore.ownershipGaps(db, key)
+  }
+
+  func schedule(of userId: String) throws(StoreError) -> EventSchedule? {
+    try db.first(EventQueries.schedule, [.int(try userKey(userId))]) {
+      EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
+    }
+  }
+
+  func saveSchedule(_ schedule: EventSchedule, of userId: String) throws(StoreError) {
+    try SQLiteStore.saveSchedule(db, try userKey(userId), schedule)
+  }
+
+  mutating func append(_ events: [SubscriptionEvent], of userId: String) throws(StoreError) {
+    eventsAppended += try SQLiteStore.appendEvents(db, events, key: try userKey(userId)).count
   }
 
   func insertGap(userId: String, _ gap: OwnershipGap) throws(StoreError) {
@@ -86,22 +113,14 @@ private struct SQLiteOwnershipLedger: OwnershipLedger {
 }
 
 extension SQLiteStore {
-  /// Applies purchase sharing to one update in the writer's transaction (``PurchaseOwnership``)
-  /// and returns what to store; refusals and transfers go to `summary`.
-  static func settleOwnership(
-    _ update: EncodedPurchases, _ policies: [String: OwnershipPolicy], _ db: SQLiteConnection,
-    _ summary: inout IngestSummary
-  ) throws(StoreError) -> EncodedPurchases {
-    guard let policy = policies[update.user.appId], policy.tracked || policy.sharing != .share else {
-      return update
-    }
-    var ledger = SQLiteOwnershipLedger(db: db, appId: update.user.appId, environment: update.user.environment)
-    let (refused, transfers) = try PurchaseOwnership.settle(
-      user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
-    summary.transfers += transfers
-    summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
-    return update.removing(originalTransactionIds: refused)
+  /// One user's ownership gaps, in the current transaction (``OwnershipGap/ownedEvents(_:gaps:)``).
+  static func ownershipGaps(_ db: SQLiteConnection, _ key: Int64) throws(StoreError) -> [OwnershipGap] {
+    try db.all(
+      """
+      SELECT original_transaction_id, from_ms, until_ms FROM ownership_gaps WHERE user_key = ?
+      ORDER BY original_transaction_id, COALESCE(from_ms, -9223372036854775808)
+      """, [.int(key)]
+    ) { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
   }
 
   /// See ``Store/ownershipGaps(appId:environment:userIds:)``.

@@ -592,7 +592,14 @@ extension SQLiteStore: Store {
     }
     var summary = IngestSummary()
     for submitted in batch {
-      let update = try settleOwnership(submitted, policies, db, &summary)
+      let user = submitted.user
+      var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      let madeBefore = summary.transfers.count
+      // Under purchase sharing the events follow what the user owns, before and after the write.
+      let tracked = policies[user.appId]?.needsLedger == true
+      let gapsBefore = tracked ? try ledger.existingGaps(of: user.userId) : []
+      let update = try PurchaseOwnership.settle(
+        submitted, policy: policies[user.appId], summary: &summary, ledger: &ledger)
       if update.isEmpty { continue }
       guard let key = try userKey(db, update.user, create: true) else { continue }
       let before = try purchaseState(db, key)
@@ -647,8 +654,13 @@ extension SQLiteStore: Store {
       if changed {
         summary.eventsAppended += try logEvents(
           db, user: update.user, key: key, before: before, after: state, atMs: atMs,
-          catalogs: catalogs
+          catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []
         ).count
+      }
+      let made = summary.transfers[madeBefore...]
+      if !made.isEmpty {
+        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+        summary.eventsAppended += ledger.eventsAppended
       }
     }
     return summary

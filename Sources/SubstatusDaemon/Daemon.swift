@@ -76,7 +76,8 @@ public enum SubstatusDaemon {
     var storeMetrics: (@Sendable () -> String)?
     do {
       if let postgresURL {
-        let postgres = try PostgresStore(configuration: .init(url: postgresURL, keyring: keyring))
+        let postgres = try PostgresStore(
+          configuration: .init(url: postgresURL, keyring: keyring, poolSize: configuration.postgresPoolSize))
         (store, closeStore) = (postgres, postgres.close)
       } else {
         var sqliteConfiguration = SQLiteStore.Configuration.dataDirectory(configuration.dataDirectory, keyring: keyring)

@@ -47,6 +47,7 @@ import SubstatusJSON
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off; SQLite store only) |
+/// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -147,6 +148,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// default: on random reads over 100,000 users a 32 MiB cache measured slower than none (2,085
   /// against 3,424 CheckEligibility 1x20 calls per server CPU-second), see docs/evaluation-cache.md.
   public var historyCacheMB: Int = 0
+  /// Connections to PostgreSQL this instance keeps (`--store postgres://`): transactions run on
+  /// all of them, and from 2 on one is kept for single statements (reads) so they never queue
+  /// behind writes. Each costs a server process: instances × size must stay under the server's
+  /// `max_connections`.
+  public var postgresPoolSize: Int = 4
 
   /// The web origins (`scheme://host[:port]`, as browsers send them in `Origin`) whose pages may
   /// call the API with Connect or gRPC-Web on both listeners (CORS); none by default. `*` is
@@ -234,6 +240,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
       --history-cache-mb N                   MiB of user histories kept in memory by the SQLite store
                                              (default 0: off)
+      --postgres-pool-size N                 connections to PostgreSQL per instance (default 4; one
+                                             serves only reads from 2 on)
     browsers:
       --cors-origin ORIGIN                   let web pages from ORIGIN (scheme://host[:port], e.g.
                                              https://console.example.com) call the API with Connect
@@ -289,6 +297,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--http-request-buffer", "SUBSTATUS_HTTP_REQUEST_BUFFER", "http_request_buffer"),
     ("--memory-trim-interval", "SUBSTATUS_MEMORY_TRIM_INTERVAL", "memory_trim_interval"),
     ("--history-cache-mb", "SUBSTATUS_HISTORY_CACHE_MB", "history_cache_mb"),
+    ("--postgres-pool-size", "SUBSTATUS_POSTGRES_POOL_SIZE", "postgres_pool_size"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
   ]
@@ -538,6 +547,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     if let n = try whole("--http-request-buffer", 6_000_000...1_099_511_627_776) { httpRequestBuffer = n }
     if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
     if let n = try whole("--history-cache-mb", 0...1_048_576) { historyCacheMB = n }
+    if let n = try whole("--postgres-pool-size", 1...256) { postgresPoolSize = n }
   }
 }
 

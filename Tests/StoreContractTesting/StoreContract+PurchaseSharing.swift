@@ -190,3 +190,96 @@ extension StoreContract {
     #expect(try await store.ingest([SharingFixture.restore("u3", at: 4_000)], atMs: Fixture.now).refused.isEmpty)
   }
 }
+
+extension StoreContract {
+  /// The events of `userId` (app a1) after `sequence`, in log order.
+  fileprivate static func events(_ store: any Store, _ userId: String, after sequence: Int64 = 0) async throws
+    -> [SubscriptionEvent]
+  {
+    try await store.events(appId: "a1", query: EventQuery(userId: userId), afterSequence: sequence, limit: 1000)
+      .map(\.event)
+  }
+
+  /// purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns
+  static func purchaseSharingEvents(_ store: any Store) async throws {
+    try await SharingFixture.seed(store, .transfer)
+    try await store.putProducts(
+      appId: "a1", products: [Product(productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1")])
+    let x1 = Fixture.transaction("x1", purchase: 1_000, expires: 10_000_000, signed: 1_000)
+    let x2 = Fixture.transaction("x2", original: "x1", purchase: 10_000_000, expires: 20_000_000, signed: 10_000_000)
+    func restore(_ userId: String, _ transactions: [Transaction], at ms: Int64?) -> UserPurchases {
+      UserPurchases(user: Fixture.user(userId), transactions: transactions, submittedMs: ms)
+    }
+    var runs: [[String]] = []
+    for _ in 0..<2 {
+      _ = try await store.deleteUsers(appId: "a1", userIds: ["u1", "u2"])
+      let start = try await store.lastEventSequence()
+      _ = try await store.ingest([restore("u1", [x1], at: 2_000)], atMs: 2_000)
+      #expect(try await events(store, "u1", after: start).map(\.type) == [.subscriptionStarted])
+
+      // u2 restores it at 5,000: no purchase event for u2 (it did not own it then), and each user
+      // gets the change of its state at the transfer's instant.
+      let moved = try await store.ingest([restore("u2", [x1], at: 5_000)], atMs: 5_000)
+      #expect(moved.transfers.count == 1 && moved.eventsAppended == 2)
+      let gained = try await events(store, "u2", after: start)
+      #expect(gained.map(\.type) == [.ownershipTransferred])
+      let lost = try await events(store, "u1", after: start).dropFirst()
+      #expect(lost.map(\.type) == [.ownershipTransferred])
+      for (event, before, after) in [(gained.first, SubscriptionState.neverSubscribed, SubscriptionState.active), (lost.first, .active, .neverSubscribed)] {
+        #expect(event?.previousUserId == "u1" && event?.originalTransactionId == "x1")
+        #expect(event?.occurredMs == 5_000 && event?.detectedMs == 5_000 && event?.subscriptionGroupId == "g1")
+        #expect(event?.transactionId == "x1" && event?.productId == "monthly")
+        #expect(event?.stateBefore == before && event?.stateAfter == after)
+      }
+      #expect(gained.first?.eventId != lost.first?.eventId)
+      // Submitting what one owns again moves nothing and logs nothing.
+      #expect(try await store.ingest([restore("u2", [x1], at: 6_000)], atMs: 6_000).eventsAppended == 0)
+
+      // Time passes: changes by time alone of the purchase are u2's only.
+      let timeEvents = try await store.appendDueTransitionEvents(atMs: 10_500_000, limit: 100)
+      #expect(timeEvents.allSatisfy { $0.event.userId == "u2" })
+
+      // A write that is not a submission (a refresh of u1's stored receipt) stores the renewal for
+      // both holders; only the owner gets its event.
+      let lastOfU1 = try await store.lastEventSequence()
+      _ = try await store.ingest([restore("u1", [x1, x2], at: nil)], atMs: 11_000_000)
+      #expect(try await events(store, "u1", after: lastOfU1).isEmpty)
+      _ = try await store.ingest([restore("u2", [x1, x2], at: nil)], atMs: 11_000_000)
+      #expect(try await events(store, "u2", after: lastOfU1).map(\.transactionId).contains("x2"))
+
+      // u1 takes it back at 12,000,000: the renewal made while u2 owned it is not u1's event.
+      let back = try await store.lastEventSequence()
+      let c = try await store.ingest([restore("u1", [x1, x2], at: 12_000_000)], atMs: 12_000_000)
+      #expect(c.transfers.count == 1 && c.eventsAppended == 2)
+      let regained = try await events(store, "u1", after: back)
+      #expect(regained.map(\.type) == [.ownershipTransferred])
+      #expect(regained.first?.previousUserId == "u2" && regained.first?.transactionId == "x2")
+      #expect(regained.first?.stateBefore == .neverSubscribed && regained.first?.stateAfter == .active)
+      let gone = try await events(store, "u2", after: back)
+      #expect(gone.map(\.type) == [.ownershipTransferred])
+      #expect(gone.first?.stateBefore == .active && gone.first?.stateAfter == .neverSubscribed)
+      // A refund notified after the transfer is the owner's event, even when Apple dates it a
+      // little before the transfer.
+      let refundFrom = try await store.lastEventSequence()
+      let refund = Fixture.transaction(
+        "x2", original: "x1", purchase: 10_000_000, expires: 20_000_000, signed: 12_000_500, revoked: 11_999_000)
+      _ = try await store.ingest([restore("u1", [refund], at: nil)], atMs: 12_000_600)
+      #expect(try await events(store, "u1", after: refundFrom).map(\.type).contains(.refunded))
+      #expect(try await events(store, "u2", after: refundFrom).isEmpty)
+      // Neither user's scheduler run yields anything of the other's time now.
+      let later = try await store.appendDueTransitionEvents(atMs: 30_000_000, limit: 100)
+      #expect(later.allSatisfy { $0.event.userId == "u1" })
+      runs.append(
+        try await events(store, "u1", after: start).map(\.eventId) + events(store, "u2", after: start).map(\.eventId))
+    }
+    // The same history again (after erasure) gives the same ids.
+    #expect(runs[0] == runs[1])
+
+    // KEEP_FIRST: the refused user stores none of it and gets no event of it.
+    _ = try await store.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: .keepFirst))
+    let refusedFrom = try await store.lastEventSequence()
+    let refused = try await store.ingest([restore("u3", [x1, x2], at: 13_000_000)], atMs: 13_000_000)
+    #expect(refused.refused.count == 1 && refused.eventsAppended == 0)
+    #expect(try await events(store, "u3", after: refusedFrom).isEmpty)
+  }
+}

@@ -120,6 +120,8 @@ public enum StoreContract {
     case purchaseSharingKeepFirst
     /// purchase sharing: a policy change affects later submissions only, and the app stays tracked
     case purchaseSharingPolicyChange
+    /// purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns
+    case purchaseSharingEvents
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -161,6 +163,7 @@ public enum StoreContract {
       case .purchaseSharingTransfer: "purchase sharing TRANSFER: the latest submitter has it from its instant; the history of owners is kept"
       case .purchaseSharingKeepFirst: "purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it"
       case .purchaseSharingPolicyChange: "purchase sharing: a policy change affects later submissions only, and the app stays tracked"
+      case .purchaseSharingEvents: "purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns"
       }
     }
   }
@@ -205,6 +208,7 @@ public enum StoreContract {
     case .purchaseSharingTransfer: try await purchaseSharingTransfer(store)
     case .purchaseSharingKeepFirst: try await purchaseSharingKeepFirst(store)
     case .purchaseSharingPolicyChange: try await purchaseSharingPolicyChange(store)
+    case .purchaseSharingEvents: try await purchaseSharingEvents(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

@@ -47,7 +47,7 @@ import Testing
       arguments: [
         "--data-dir", "/d", "--grpc-max-connections", "50", "--http-max-connections", "20", "--grpc-max-calls", "300",
         "--grpc-max-reply-bytes", "1048576", "--http-max-connections-per-address", "4", "--http-request-head-timeout", "2.5",
-        "--memory-trim-interval", "0", "--reserved-descriptors", "64", "--history-cache-mb", "16",
+        "--memory-trim-interval", "0", "--reserved-descriptors", "64", "--history-cache-mb", "16", "--postgres-pool-size", "12",
       ], environment: [:]))
     #expect(DescriptorBudget(openFilesLimit: 1024, configuration: c) == DescriptorBudget(grpcConnections: 50, httpConnections: 20))
     #expect(c.grpcMaxCalls == 300)
@@ -57,10 +57,12 @@ import Testing
     #expect(c.memoryTrimInterval == 0)
     #expect(c.reservedDescriptors == 64)
     #expect(c.historyCacheMB == 16)
+    #expect(c.postgresPoolSize == 12)
     let defaults = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
     #expect(defaults.grpcMaxConnections == nil && defaults.httpMaxConnections == nil)
     #expect(defaults.grpcMaxCalls == 1024 && defaults.httpMaxConnectionsPerAddress == 16)
     #expect(defaults.historyCacheMB == 0)
+    #expect(defaults.postgresPoolSize == 4)
   }
 
   @Test(arguments: [
@@ -74,6 +76,7 @@ import Testing
     (["--grpc-connection-request-buffer", "1000"], "--grpc-connection-request-buffer must be a whole number of bytes"),
     (["--grpc-request-buffer", "1e7.5"], "--grpc-request-buffer must be a non-negative number"),
     (["--history-cache-mb", "1.5"], "--history-cache-mb must be a whole number"),
+    (["--postgres-pool-size", "0"], "--postgres-pool-size must be"),
   ])
   func badLimitFlagsAreUsageErrors(arguments: [String], message: String) {
     let error = #expect(throws: DaemonConfiguration.UsageError.self) {

@@ -55,6 +55,28 @@ import Testing
     #expect(try await client.status(appID: appID, user: "alice-phone", environment: .production, key: admin)?.state == .neverSubscribed)
     #expect(try await client.status(appID: appID, user: "alice-work", environment: .production, key: admin)?.state == .active)
 
+    // The events follow ownership: the first account's purchase, then one OWNERSHIP_TRANSFERRED
+    // per account in the transfer's commit; no purchase event for the second account.
+    func events(_ user: String) async throws -> [Substatus_V1_Event] {
+      var request = Substatus_V1_ListEventsRequest()
+      request.appID = appID
+      request.userID = user
+      request.limit = 1000
+      return try await client.call(Substatus_V1_EventService.listEvents, request, key: admin).events
+    }
+    let phoneEvents = try await events("alice-phone")
+    #expect(phoneEvents.map(\.type) == [.subscriptionStarted, .ownershipTransferred])
+    let workEvents = try await events("alice-work")
+    #expect(workEvents.map(\.type) == [.ownershipTransferred])
+    for (event, before, after) in [
+      (phoneEvents.last, Substatus_V1_SubscriptionState.active, Substatus_V1_SubscriptionState.neverSubscribed),
+      (workEvents.last, .neverSubscribed, .active),
+    ] {
+      #expect(event?.previousUserID == "alice-phone" && event?.subscriptionGroupID == "pro")
+      #expect(event?.stateBefore == before && event?.stateAfter == after)
+      #expect(event?.originalTransactionID == phoneEvents.first?.originalTransactionID)
+    }
+
     // A refund at the App Store: the signed REFUND is stored for alice-work only.
     _ = try await sim.post("/control/apps/\(bundleID)/users/alice/refund", ["group_id": "pro"])
     try await sim.drain()
@@ -68,6 +90,10 @@ import Testing
     history.userID = "alice-work"
     let work = try await client.call(Substatus_V1_StatusService.getTransactionHistory, history, key: admin)
     #expect(work.transactions.contains { $0.revocationDateMs > 0 })
+    // The refund is an event of the owner only.
+    let workAfterRefund = try await events("alice-work").map(\.type)
+    #expect(workAfterRefund.first == .ownershipTransferred && workAfterRefund.contains(.refunded), "\(workAfterRefund)")
+    #expect(try await events("alice-phone").map(\.type) == [.subscriptionStarted, .ownershipTransferred])
     let (exitStatus, _) = try await offThePool { daemon.stop() }
     #expect(exitStatus == 0)
   }
