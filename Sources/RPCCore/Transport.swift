@@ -201,6 +201,20 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
     }
   }
 
+  /// The one message of a stream that has already ended without an error after exactly one
+  /// message, taken without suspending; `nil` otherwise (then await ``single()``, which also
+  /// reports what is wrong). A unary request usually ends in the DATA frame that carries it, so
+  /// its handler gets the message here without the awaits of ``single()``.
+  public func takeSingleIfComplete() -> [UInt8]? {
+    state.withLock { state in
+      guard state.finished, state.error == nil, state.buffer.count - state.head == 1 else { return nil }
+      let message = state.buffer[state.head]
+      state.buffer = []
+      state.head = 0
+      return message
+    }
+  }
+
   /// Reads the single message of a unary or server-streaming request.
   ///
   /// - Throws: ``RPCError`` `INTERNAL` when the stream holds no message or more than one.
