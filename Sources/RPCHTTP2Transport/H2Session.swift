@@ -40,9 +40,9 @@ final class H2Session {
   /// Something the peer did, reported after `receive` or `send`.
   enum Event {
     /// A complete header block (request or response headers, or trailers): its fields are
-    /// ``receivedFields```[fields]`.
+    /// `receivedFields[fields]`.
     case headers(streamID: Int32, fields: Range<Int>, endStream: Bool)
-    /// A chunk of DATA payload: ``receivedData``` [bytes]`.
+    /// A chunk of DATA payload: `receivedData[bytes]`.
     case data(streamID: Int32, bytes: Range<Int>)
     /// A DATA frame ended the peer's side of the stream.
     case endStream(streamID: Int32)
