@@ -94,7 +94,12 @@ public struct RPCRouter: Sendable {
     handler: @escaping @Sendable ([UInt8], ServerContext) async throws -> [UInt8]
   ) {
     registerStreaming(method: method, execution: execution) { requests, responses, context in
-      let request = try await requests.single()
+      let request: [UInt8]
+      if let complete = requests.takeSingleIfComplete() {
+        request = complete
+      } else {
+        request = try await requests.single()
+      }
       let response = try await handler(request, context)
       var parts: [RPCResponsePart] = []
       parts.reserveCapacity(3)  // RPCServer appends the status

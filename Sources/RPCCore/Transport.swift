@@ -112,11 +112,41 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
   public typealias Failure = any Error
 
   private struct State {
+    /// The first waiting message, kept apart from ``buffer`` so that a stream of one message (a
+    /// unary request) allocates no array for it; when set, it comes before ``buffer``'s.
+    var first: [UInt8]?
     var buffer: [[UInt8]] = []
     var head = 0
     var finished = false
     var error: RPCError?
     var waiter: CheckedContinuation<[UInt8]?, any Error>?
+
+    /// The number of messages waiting.
+    var count: Int { (first == nil ? 0 : 1) + buffer.count - head }
+
+    mutating func append(_ message: [UInt8]) {
+      if first == nil && head == buffer.count {
+        first = message
+      } else {
+        buffer.append(message)
+      }
+    }
+
+    /// Takes the next waiting message.
+    mutating func pop() -> [UInt8]? {
+      if let message = first {
+        first = nil
+        return message
+      }
+      guard head < buffer.count else { return nil }
+      let message = buffer[head]
+      head += 1
+      if head == buffer.count {
+        buffer.removeAll(keepingCapacity: true)
+        head = 0
+      }
+      return message
+    }
   }
   private let state: Mutex<State>
 
@@ -134,7 +164,7 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
         state.waiter = nil
         return waiter
       }
-      state.buffer.append(message)
+      state.append(message)
       return nil
     }
     waiter?.resume(returning: message)
@@ -156,15 +186,7 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
   public func next() async throws -> [UInt8]? {
     enum Fast { case value([UInt8]?), error(any Error), wait }
     let fast = state.withLock { state -> Fast in
-      if state.head < state.buffer.count {
-        let message = state.buffer[state.head]
-        state.head += 1
-        if state.head == state.buffer.count {
-          state.buffer.removeAll(keepingCapacity: true)
-          state.head = 0
-        }
-        return .value(message)
-      }
+      if let message = state.pop() { return .value(message) }
       if state.finished { return state.error.map { .error($0) } ?? .value(nil) }
       return .wait
     }
@@ -176,11 +198,7 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         let resumeNow = state.withLock { state -> Fast in
-          if state.head < state.buffer.count {
-            let message = state.buffer[state.head]
-            state.head += 1
-            return .value(message)
-          }
+          if let message = state.pop() { return .value(message) }
           if state.finished { return state.error.map { .error($0) } ?? .value(nil) }
           if Task.isCancelled { return .error(CancellationError()) }
           state.waiter = continuation
@@ -198,6 +216,17 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
         return state.waiter
       }
       waiter?.resume(throwing: CancellationError())
+    }
+  }
+
+  /// The one message of a stream that has already ended without an error after exactly one
+  /// message, taken without suspending; `nil` otherwise (then await ``single()``, which also
+  /// reports what is wrong). A unary request usually ends in the DATA frame that carries it, so
+  /// its handler gets the message here without the awaits of ``single()``.
+  public func takeSingleIfComplete() -> [UInt8]? {
+    state.withLock { state in
+      guard state.finished, state.error == nil, state.count == 1 else { return nil }
+      return state.pop()
     }
   }
 

@@ -56,6 +56,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
   /// clock, which moves without waking anyone), short enough that timers notice it soon.
   private let maxPollMilliseconds: Int32
   private var flushList: [() -> Void] = []
+  private var runningFlushes: [() -> Void] = []
   private var running = true
   /// A buffer for reads, shared by all channels of this loop.
   let readBuffer: UnsafeMutableRawBufferPointer
@@ -223,9 +224,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
       runJobs()
       runLocalTasks()
       while !flushList.isEmpty {
-        let list = flushList
-        flushList.removeAll(keepingCapacity: true)
-        for action in list { action() }
+        // Swapped with a spare array: handing the list out and emptying it in place would copy
+        // its storage on every iteration.
+        swap(&flushList, &runningFlushes)
+        for action in runningFlushes { action() }
+        runningFlushes.removeAll(keepingCapacity: true)
       }
     }
   }
@@ -233,6 +236,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
   private func runJobs() {
     let (jobs, tasks) = mailbox.withLock { box -> ([@Sendable () -> Void], [UnownedJob]) in
       box.signalled = false
+      // Nothing to hand out (most wake-ups): returning the arrays would make emptying them copy.
+      if box.jobs.isEmpty && box.tasks.isEmpty { return ([], []) }
       defer {
         box.jobs.removeAll(keepingCapacity: true)
         box.tasks.removeAll(keepingCapacity: true)

@@ -1,4 +1,5 @@
 import CNGHTTP2
+import Glibc
 
 // The only file that calls libnghttp2. The session is driven with mem_recv/mem_send, so it is a
 // pure state machine: bytes in, events out; submitted frames in, bytes out. A port to the post-1.60
@@ -38,10 +39,11 @@ enum H2ErrorCode {
 final class H2Session {
   /// Something the peer did, reported after `receive` or `send`.
   enum Event {
-    /// A complete header block (request or response headers, or trailers).
-    case headers(streamID: Int32, fields: [HeaderField], endStream: Bool)
-    /// A chunk of DATA payload.
-    case data(streamID: Int32, bytes: [UInt8])
+    /// A complete header block (request or response headers, or trailers): its fields are
+    /// `receivedFields[fields]`.
+    case headers(streamID: Int32, fields: Range<Int>, endStream: Bool)
+    /// A chunk of DATA payload: `receivedData[bytes]`.
+    case data(streamID: Int32, bytes: Range<Int>)
     /// A DATA frame ended the peer's side of the stream.
     case endStream(streamID: Int32)
     /// The stream is closed; `errorCode` is non-zero after RST_STREAM or a protocol error.
@@ -64,6 +66,16 @@ final class H2Session {
     var endStream = false
     var deferred = false
     var done = false
+
+    /// Makes a closed stream's state new again, for ``H2Session/spareOutbounds``.
+    func reset() {
+      bytes = []
+      offset = 0
+      trailers = nil
+      endStream = false
+      deferred = false
+      done = false
+    }
   }
 
   private var session: OpaquePointer?
@@ -71,12 +83,29 @@ final class H2Session {
   // nghttp2 delivers one header block at a time (CONTINUATION frames are contiguous), so the
   // fields of the block in progress need no per-stream table.
   private var blockStreamID: Int32 = 0
-  private var blockFields: [HeaderField] = []
+  private var blockStart = 0
   private var blockBytes = 0
   private var blockRejected = false
+  /// The header fields of the events not yet processed, one block after another; a `.headers`
+  /// event names its block's range. One array for all blocks (emptied, keeping its capacity, when
+  /// the next bytes arrive after the events were taken) instead of an array per block.
+  private(set) var receivedFields: [HeaderField] = []
+  /// The DATA payload of the events not yet processed, chunk after chunk, named by `.data` events'
+  /// ranges; emptied like ``receivedFields``.
+  private(set) var receivedData: [UInt8] = []
+  /// Header names and values of more than 15 bytes seen recently (the request path, the content
+  /// type, the user agent: the same on every call of a connection), so that a repeated one costs
+  /// a comparison instead of a new string (shorter strings are stored inline, without allocating).
+  private var recentStrings: [String] = []
+  private var recentStringsNext = 0
   private var outbound: [Int32: Outbound] = [:]
+  /// The outbound states of closed streams, reset, for the next streams (one allocation fewer
+  /// per call).
+  private var spareOutbounds: [Outbound] = []
   /// Events since the last `takeEvents()`.
   private(set) var events: [Event] = []
+  /// The storage of the events taken before, emptied (``recycleEvents(_:)``).
+  private var spareEvents: [Event] = []
   /// Whether a DATA or HEADERS frame was sent since the last ``takeSentDataOrHeaders()``.
   private var sentDataOrHeaders = false
   /// The DATA payload bytes sent since the session began.
@@ -101,7 +130,7 @@ final class H2Session {
     nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
       session.blockStreamID = frame!.pointee.hd.stream_id
-      session.blockFields.removeAll(keepingCapacity: true)
+      session.blockStart = session.receivedFields.count
       session.blockBytes = 0
       session.blockRejected = false
       return 0
@@ -121,7 +150,9 @@ final class H2Session {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
       _, _, streamID, data, length, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
-      session.events.append(.data(streamID: streamID, bytes: Array(UnsafeBufferPointer(start: data, count: length))))
+      let start = session.receivedData.count
+      session.receivedData.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+      session.events.append(.data(streamID: streamID, bytes: start..<session.receivedData.count))
       return 0
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
@@ -130,6 +161,10 @@ final class H2Session {
         let unsent = ob.bytes.count - ob.offset
         session.pendingOutboundBytes -= unsent
         session.droppedOutboundBytes += unsent
+        if session.spareOutbounds.count < 64 {
+          ob.reset()
+          session.spareOutbounds.append(ob)
+        }
       }
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
@@ -184,10 +219,20 @@ final class H2Session {
     return droppedOutboundBytes
   }
 
-  /// Returns and clears the collected events.
+  /// Returns and clears the collected events. Give the array back with ``recycleEvents(_:)``
+  /// once processed, so that the next events reuse its storage instead of a new allocation.
   func takeEvents() -> [Event] {
-    defer { events.removeAll(keepingCapacity: true) }
-    return events
+    var taken = spareEvents
+    spareEvents = []
+    swap(&taken, &events)
+    return taken
+  }
+
+  /// Takes back an array that ``takeEvents()`` returned, emptied, for the next events.
+  func recycleEvents(_ taken: inout [Event]) {
+    taken.removeAll(keepingCapacity: taken.capacity <= 1024)
+    spareEvents = taken
+    taken = []
   }
 
   /// Feeds received bytes.
@@ -195,6 +240,17 @@ final class H2Session {
   /// - Throws: ``H2SessionError`` when the connection must close (bad preface, flood, protocol).
   func receive(_ bytes: UnsafeRawBufferPointer) throws(H2SessionError) {
     guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+    if events.isEmpty {
+      // The events that named these fields and bytes have been taken and processed; the fields
+      // of a header block still arriving (split over reads) stay.
+      if blockStreamID != 0 {
+        receivedFields.removeSubrange(..<blockStart)
+        blockStart = 0
+      } else {
+        receivedFields.removeAll(keepingCapacity: receivedFields.capacity <= 256)
+      }
+      receivedData.removeAll(keepingCapacity: receivedData.capacity <= 64 << 10)
+    }
     let n = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
     if n < 0 { throw H2SessionError(code: n) }
   }
@@ -225,7 +281,7 @@ final class H2Session {
   @discardableResult
   func submitResponse(streamID: Int32, headers: [HeaderField], body: [UInt8]?) -> Bool {
     if let body {
-      let ob = Outbound()
+      let ob = spareOutbounds.popLast() ?? Outbound()
       ob.bytes = body
       outbound[streamID] = ob
       pendingOutboundBytes += body.count
@@ -239,7 +295,7 @@ final class H2Session {
   ///
   /// - Returns: The new stream id, or `nil` when the session cannot open a stream now.
   func submitRequest(headers: [HeaderField], body: [UInt8]) -> Int32? {
-    let ob = Outbound()
+    let ob = spareOutbounds.popLast() ?? Outbound()
     ob.bytes = body
     ob.endStream = true
     var provider = Self.provider
@@ -375,12 +431,30 @@ final class H2Session {
     if blockBytes > maxHeaderListSize {
       // The stream is reset; the rest of its header block is skipped.
       blockRejected = true
-      blockFields.removeAll(keepingCapacity: true)
+      receivedFields.removeSubrange(blockStart...)
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
-    blockFields.append(
-      HeaderField(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+    receivedFields.append(HeaderField(name: recentString(name), value: recentString(value)))
     return 0
+  }
+
+  /// The string of `bytes`, from ``recentStrings`` when it was seen lately.
+  private func recentString(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+    guard bytes.count > 15, bytes.count <= 256, let base = bytes.baseAddress else {
+      return String(decoding: bytes, as: UTF8.self)
+    }
+    for index in recentStrings.indices where recentStrings[index].utf8.count == bytes.count {
+      let same = recentStrings[index].utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, base, bytes.count) == 0 }
+      if same == true { return recentStrings[index] }
+    }
+    let string = String(decoding: bytes, as: UTF8.self)
+    if recentStrings.count < 8 {
+      recentStrings.append(string)
+    } else {
+      recentStrings[recentStringsNext] = string
+      recentStringsNext = (recentStringsNext + 1) % 8
+    }
+    return string
   }
 
   private func onFrame(_ frame: UnsafePointer<nghttp2_frame>) {
@@ -389,8 +463,7 @@ final class H2Session {
     switch UInt32(header.type) {
     case NGHTTP2_HEADERS.rawValue:
       guard header.stream_id == blockStreamID, !blockRejected else { return }
-      events.append(.headers(streamID: header.stream_id, fields: blockFields, endStream: endStream))
-      blockFields.removeAll(keepingCapacity: true)
+      events.append(.headers(streamID: header.stream_id, fields: blockStart..<receivedFields.count, endStream: endStream))
       blockStreamID = 0
     case NGHTTP2_DATA.rawValue:
       if endStream { events.append(.endStream(streamID: header.stream_id)) }

@@ -537,16 +537,19 @@ final class ClientConnection: ConnectionPumpOwner {
   }
 
   func processEvents() {
-    for event in session.takeEvents() {
+    var events = session.takeEvents()
+    defer { session.recycleEvents(&events) }
+    for event in events {
       switch event {
       case .headers(let streamID, let fields, let endStream):
         guard let call = streams[streamID] else { continue }
         if call.initialMetadata == nil && !endStream {
-          receiveHeaders(call, fields)
+          receiveHeaders(call, session.receivedFields[fields])
         } else {
-          receiveTrailers(call, fields)
+          receiveTrailers(call, session.receivedFields[fields])
         }
-      case .data(let streamID, let bytes):
+      case .data(let streamID, let range):
+        let bytes = session.receivedData[range]
         // The window is ours to reopen (manual window updates): a unary response and bytes of a
         // call that is over are given back at once, a stream's bytes as its consumer keeps up.
         guard let call = streams[streamID], call.failure == nil else {
@@ -607,7 +610,7 @@ final class ClientConnection: ConnectionPumpOwner {
     }
   }
 
-  private func receiveHeaders(_ call: ClientCall, _ fields: [HeaderField]) {
+  private func receiveHeaders(_ call: ClientCall, _ fields: ArraySlice<HeaderField>) {
     var status = ""
     var contentType = ""
     var metadata = Metadata()
@@ -634,7 +637,7 @@ final class ClientConnection: ConnectionPumpOwner {
     }
   }
 
-  private func receiveTrailers(_ call: ClientCall, _ fields: [HeaderField]) {
+  private func receiveTrailers(_ call: ClientCall, _ fields: ArraySlice<HeaderField>) {
     guard let streamID = call.streamID else { return }
     var grpcStatus: Int?
     var grpcMessage = ""

@@ -157,16 +157,18 @@ final class ServerConnection: ConnectionPumpOwner {
   // MARK: Events
 
   func processEvents() {
-    for event in session.takeEvents() {
+    var events = session.takeEvents()
+    defer { session.recycleEvents(&events) }
+    for event in events {
       switch event {
       case .headers(let streamID, let fields, let endStream):
         if let stream = streams[streamID] {
           if endStream { endOfRequest(stream) }
         } else {
-          openStream(streamID, fields: fields, endStream: endStream)
+          openStream(streamID, fields: session.receivedFields[fields], endStream: endStream)
         }
       case .data(let streamID, let bytes):
-        if let stream = streams[streamID] { receiveData(stream, bytes) }
+        if let stream = streams[streamID] { receiveData(stream, session.receivedData[bytes]) }
       case .endStream(let streamID):
         if let stream = streams[streamID] { endOfRequest(stream) }
       case .streamClosed(let streamID, _):
@@ -232,7 +234,7 @@ final class ServerConnection: ConnectionPumpOwner {
     scheduleFlush()
   }
 
-  private func openStream(_ streamID: Int32, fields: [HeaderField], endStream: Bool) {
+  private func openStream(_ streamID: Int32, fields: ArraySlice<HeaderField>, endStream: Bool) {
     var method = ""
     var path = ""
     var contentType = ""
@@ -306,7 +308,7 @@ final class ServerConnection: ConnectionPumpOwner {
 
   /// Opens a Connect or gRPC-Web stream, or answers a CORS preflight or an HTTP-level error.
   private func openWebStream(
-    _ stream: ServerStream, method: String, path: String, contentType: String, fields: [HeaderField], endStream: Bool
+    _ stream: ServerStream, method: String, path: String, contentType: String, fields: ArraySlice<HeaderField>, endStream: Bool
   ) {
     let cors = server.transport.cors
     var origin: String?
@@ -393,7 +395,7 @@ final class ServerConnection: ConnectionPumpOwner {
     if endStream { endOfRequest(stream) }
   }
 
-  private func receiveData(_ stream: ServerStream, _ bytes: [UInt8]) {
+  private func receiveData(_ stream: ServerStream, _ bytes: ArraySlice<UInt8>) {
     guard !stream.finished, let requests = stream.requests else { return }
     guard pump.reserveRequestBytes(bytes.count) else {
       return finish(
@@ -429,7 +431,9 @@ final class ServerConnection: ConnectionPumpOwner {
   }
 
   /// Feeds body bytes to a Connect, gRPC-Web or inflating gRPC deframer; the error to answer with.
-  private static func feed(_ deframer: inout RequestDeframer, _ bytes: [UInt8], _ requests: RPCRequestStream) -> RPCError? {
+  private static func feed(
+    _ deframer: inout RequestDeframer, _ bytes: ArraySlice<UInt8>, _ requests: RPCRequestStream
+  ) -> RPCError? {
     do throws(RPCError) {
       try deframer.append(bytes)
       while let message = try deframer.next() { requests.yield(message) }

@@ -60,6 +60,15 @@ struct BenchWorkload: Sendable {
 
   /// One pass over the user's history folding per-group flags, then one lookup per product.
   func check(userID: String, productIDs: [String]) -> [(productID: String, intro: Bool, promo: Bool)] {
+    var results: [(productID: String, intro: Bool, promo: Bool)] = []
+    results.reserveCapacity(productIDs.count)
+    check(userID: userID, productIDs: productIDs) { results.append(($0, $1, $2)) }
+    return results
+  }
+
+  /// The same, handing each product's answer (product id, intro eligible, promo eligible) to
+  /// `answer` in request order instead of collecting them in an array first.
+  func check(userID: String, productIDs: [String], _ answer: (String, Bool, Bool) -> Void) {
     var hadIntro = (false, false, false, false)
     var active = (false, false, false, false)
     var any = (false, false, false, false)
@@ -86,9 +95,12 @@ struct BenchWorkload: Sendable {
         if !t.revoked && t.expiresMs > Self.nowMs { set(&active, t.group) }
       }
     }
-    return productIDs.map { id in
-      guard let g = productGroups[id] else { return (id, false, false) }
-      return (id, !get(hadIntro, g) && !get(active, g), get(any, g))
+    for id in productIDs {
+      if let g = productGroups[id] {
+        answer(id, !get(hadIntro, g) && !get(active, g), get(any, g))
+      } else {
+        answer(id, false, false)
+      }
     }
   }
 

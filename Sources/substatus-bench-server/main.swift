@@ -80,12 +80,13 @@ struct BenchService: Subs_Bench_V1_Bench.ServiceProtocol {
     _ request: Subs_Bench_V1_EligibilityRequest, _ context: ServerContext
   ) async throws -> Subs_Bench_V1_EligibilityReply {
     var reply = Subs_Bench_V1_EligibilityReply()
-    reply.results = workload.check(userID: request.userID, productIDs: request.productIDs).map { result in
+    reply.results.reserveCapacity(request.productIDs.count)
+    workload.check(userID: request.userID, productIDs: request.productIDs) { productID, intro, promo in
       var item = Subs_Bench_V1_ProductEligibility()
-      item.productID = result.productID
-      item.introEligible = result.intro
-      item.promoEligible = result.promo
-      return item
+      item.productID = productID
+      item.introEligible = intro
+      item.promoEligible = promo
+      reply.results.append(item)
     }
     return reply
   }
