@@ -29,7 +29,7 @@ def run(build_dir, args, core):
     return json.loads(text.strip().splitlines()[-1])
 
 
-def section(build_dir, reps=3, core=1, events=10_000, users=2_000, per_user=10):
+def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10):
     """Measures; returns the markdown lines of the section."""
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     loads = []
