@@ -285,7 +285,7 @@ func measureReads(_ store: any Store, users: Int) async throws -> LatencyReport 
     let applied = try await store.applyNotification(
       appId: update.user.appId, notificationId: "bench-\(i)", receivedMs: Int64(i),
       updates: [update])
-    precondition(applied)
+    precondition(applied != nil)
   }
   try await measure("listUsers, a page of 100 (reports)", key: "list_users") { i in
     _ = try await store.listUsers(

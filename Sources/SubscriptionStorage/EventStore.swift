@@ -204,21 +204,31 @@ public protocol WebhookStore: Sendable {
   /// ``claimDueDeliveries(atMs:limit:leaseUntilMs:)`` for a dispatcher that bounds what it holds
   /// per webhook: at most `perWebhookLimit` deliveries of one webhook, none of the webhooks in
   /// `excludingWebhookIds` (those it is busy with), so one slow receiver's backlog never fills a
-  /// claim meant for the others.
+  /// claim meant for the others. `claimant` names the dispatcher's run (new at each start), for
+  /// ``releaseClaims(notMadeBy:atMs:)``.
   /// - Throws: `invalidArgument` unless `leaseUntilMs > atMs`.
   func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>
+    excludingWebhookIds: Set<String>, claimant: String
   ) async throws(StoreError) -> [DeliveryRecord]
+  /// Makes the deliveries still claimed by an earlier run of a dispatcher due at `atMs`, where the
+  /// store can know that run has ended (a dispatcher calls it as it starts, with its own
+  /// `claimant`): a store only one process serves (SQLite: substatusd's data directory is its
+  /// alone; in memory) releases every claim not made by `claimant`, so a restart after SIGKILL
+  /// redelivers at once instead of after the lease; a database other instances share (PostgreSQL)
+  /// releases none, since their claimants may be alive, and the lease decides. A delivery waiting
+  /// for a retry is not a claim and keeps its due time.
+  /// - Returns: how many deliveries were released.
+  func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int
   /// One webhook by id, whatever its app (the dispatcher's look-up for a claimed delivery).
   /// - Throws: `notFound`.
   func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord
-  /// Records an attempt and the delivery's new state: `delivered`, `pending` again (due at
-  /// `nextAttemptMs`), or `failed`.
-  /// - Throws: `notFound` for an unknown delivery (its webhook was deleted meanwhile).
-  func recordDeliveryAttempt(
-    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
-  ) async throws(StoreError)
+  /// Records attempts and the deliveries' new states (each `delivered`, `pending` again, due at its
+  /// `nextAttemptMs`, or `failed`) in one commit: the dispatcher's group commit of what its POSTs
+  /// answered.
+  /// - Returns: the ids of the outcomes not recorded because their delivery is unknown (its
+  ///   webhook was deleted meanwhile); every other outcome is recorded.
+  func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String>
   /// The webhook's deliveries, newest first, optionally only failed ones.
   /// - Throws: `notFound` for an unknown app or webhook.
   func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
@@ -231,7 +241,41 @@ public protocol WebhookStore: Sendable {
     async throws(StoreError) -> Int
 }
 
+/// What one attempt of a delivery ended with, to record (``WebhookStore/recordDeliveryAttempts(_:)``).
+public struct DeliveryOutcome: Sendable, Hashable {
+  /// The delivery.
+  public var deliveryId: String
+  /// The attempt.
+  public var attempt: DeliveryAttemptRecord
+  /// The delivery's state after it.
+  public var state: DeliveryState
+  /// When it is due again (`pending` only; `nil` means at once).
+  public var nextAttemptMs: Int64?
+
+  /// Creates an outcome.
+  public init(deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?) {
+    self.deliveryId = deliveryId
+    self.attempt = attempt
+    self.state = state
+    self.nextAttemptMs = nextAttemptMs
+  }
+
+  /// The due time stored: `nextAttemptMs` (or the attempt's time) while pending, none after.
+  public var storedNextAttemptMs: Int64? { state == .pending ? nextAttemptMs ?? attempt.attemptedMs : nil }
+}
+
 extension WebhookStore {
+  /// Records one attempt and the delivery's new state (``recordDeliveryAttempts(_:)`` of one).
+  /// - Throws: `notFound` for an unknown delivery (its webhook was deleted meanwhile).
+  public func recordDeliveryAttempt(
+    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
+  ) async throws(StoreError) {
+    let missing = try await recordDeliveryAttempts([
+      DeliveryOutcome(deliveryId: deliveryId, attempt: attempt, state: state, nextAttemptMs: nextAttemptMs)
+    ])
+    if !missing.isEmpty { throw StoreError.notFound("delivery", deliveryId) }
+  }
+
   /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:)``: no per-webhook bound.
   public func claimDueDeliveries(atMs: Int64, limit: Int, leaseUntilMs: Int64)
     async throws(StoreError) -> [DeliveryRecord]
@@ -239,5 +283,16 @@ extension WebhookStore {
     try await claimDueDeliveries(
       atMs: atMs, limit: limit, leaseUntilMs: leaseUntilMs, perWebhookLimit: limit,
       excludingWebhookIds: [])
+  }
+
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``,
+  /// by an unnamed claimant (tools and tests; any dispatcher's start releases its claims where the
+  /// store allows).
+  public func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int, excludingWebhookIds: Set<String>
+  ) async throws(StoreError) -> [DeliveryRecord] {
+    try await claimDueDeliveries(
+      atMs: atMs, limit: limit, leaseUntilMs: leaseUntilMs, perWebhookLimit: perWebhookLimit,
+      excludingWebhookIds: excludingWebhookIds, claimant: "")
   }
 }

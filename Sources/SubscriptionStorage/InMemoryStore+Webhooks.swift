@@ -13,12 +13,15 @@ struct InMemoryWebhooks: Sendable {
   /// Creation order of each delivery (its id's number): newest first in listings, ties in claims.
   var order: [String: Int64] = [:]
   var lastDelivery: Int64 = 0
+  /// Who holds each claimed delivery (until its attempt is recorded).
+  var claimants: [String: String] = [:]
 
   /// Drops the deliveries of the users' events (their erasure).
   mutating func erase(appId: String, userIds: Set<String>) {
     for (id, d) in deliveries where d.event.event.appId == appId && userIds.contains(d.event.event.userId) {
       deliveries[id] = nil
       order[id] = nil
+      claimants[id] = nil
     }
   }
 
@@ -77,6 +80,7 @@ extension InMemoryStore: WebhookStore {
       for (id, d) in w.deliveries where d.webhookId == webhookId {
         w.deliveries[id] = nil
         w.order[id] = nil
+        w.claimants[id] = nil
       }
     }
   }
@@ -113,11 +117,11 @@ extension InMemoryStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``:
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``:
   /// one locked step.
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>
+    excludingWebhookIds: Set<String>, claimant: String
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     return webhookState.withLock { w in
@@ -146,22 +150,42 @@ extension InMemoryStore: WebhookStore {
         guard perWebhook[id, default: 0] < max(perWebhookLimit, 1) else { continue }
         perWebhook[id, default: 0] += 1
         w.deliveries[head.delivery.deliveryId]?.nextAttemptMs = leaseUntilMs
+        w.claimants[head.delivery.deliveryId] = claimant
         claimed.append(head.delivery)
       }
       return claimed
     }
   }
 
-  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
-  public func recordDeliveryAttempt(
-    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
-  ) async throws(StoreError) {
-    try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
-      guard var d = w.deliveries[deliveryId] else { throw StoreError.notFound("delivery", deliveryId) }
-      d.attempts.append(attempt)
-      d.state = state
-      d.nextAttemptMs = state == .pending ? nextAttemptMs ?? attempt.attemptedMs : nil
-      w.deliveries[deliveryId] = d
+  /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: an in-memory store is one process's, so
+  /// every other claimant's run has ended.
+  public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int {
+    webhookState.withLock { w in
+      let stale = w.claimants.filter { $0.value != claimant }.keys
+      for id in stale {
+        w.claimants[id] = nil
+        if w.deliveries[id]?.state == .pending { w.deliveries[id]?.nextAttemptMs = atMs }
+      }
+      return stale.count
+    }
+  }
+
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one locked step.
+  public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
+    webhookState.withLock { w in
+      var missing = Set<String>()
+      for outcome in outcomes {
+        guard var d = w.deliveries[outcome.deliveryId] else {
+          missing.insert(outcome.deliveryId)
+          continue
+        }
+        d.attempts.append(outcome.attempt)
+        d.state = outcome.state
+        d.nextAttemptMs = outcome.storedNextAttemptMs
+        w.deliveries[outcome.deliveryId] = d
+        w.claimants[outcome.deliveryId] = nil
+      }
+      return missing
     }
   }
 

@@ -528,14 +528,14 @@ public final class InMemoryStore: Store {
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
-  ) async throws(StoreError) -> Bool {
+  ) async throws(StoreError) -> IngestSummary? {
     try StoreValidation.validate(updates)
-    return try withState { (s: inout State) throws(StoreError) in
+    return try withState { (s: inout State) throws(StoreError) -> IngestSummary? in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
-      if s.notifications[[appId, notificationId]] != nil { return false }
-      _ = try Self.apply(updates, atMs: receivedMs, to: &s)
+      if s.notifications[[appId, notificationId]] != nil { return nil }
+      let summary = try Self.apply(updates, atMs: receivedMs, to: &s)
       s.notifications[[appId, notificationId]] = receivedMs
-      return true
+      return summary
     }
   }
 

@@ -356,11 +356,12 @@ public protocol Store: EventLogStore {
   func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError) -> IngestSummary
   /// Applies a notification exactly once: if `notificationId` is new for the app, records it and
   /// upserts `updates` atomically (with the events they cause, detected at `receivedMs`) and returns
-  /// `true`; if it was seen before, changes nothing and returns `false`.
+  /// what the commit wrote (as ``ingest(_:atMs:)`` does: ``IngestSummary/eventsAppended`` counts
+  /// its events); if it was seen before, changes nothing and returns `nil`.
   /// - Throws: `notFound` if an app does not exist.
   func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
-  ) async throws(StoreError) -> Bool
+  ) async throws(StoreError) -> IngestSummary?
   /// Forgets processed notification ids received before `receivedBeforeMs` (Apple stops retrying a
   /// notification after a few days; keep well beyond that, e.g. 30 days).
   /// - Returns: how many ids were forgotten.

@@ -46,6 +46,23 @@ public enum WebhookRowCoding {
     }
   }
 
+  /// A stored attempts array with `attempt` appended, without decoding the others (the array is
+  /// rewritten on every attempt).
+  /// - Throws: `corrupt` when `bytes` is not a JSON array.
+  public static func appending(_ attempt: DeliveryAttemptRecord, to bytes: [UInt8]) throws(StoreError) -> [UInt8] {
+    let one = try encode([attempt])  // "[{...}]"
+    guard let open = bytes.firstIndex(where: { !Self.isSpace($0) }), bytes[open] == UInt8(ascii: "["),
+      let close = bytes.lastIndex(where: { !Self.isSpace($0) }), bytes[close] == UInt8(ascii: "]")
+    else { throw StoreError(.corrupt, "a delivery's attempts are not a JSON array") }
+    let inside = bytes[(open + 1)..<close]
+    guard inside.contains(where: { !Self.isSpace($0) }) else { return one }
+    return Array(bytes[open..<close]) + [UInt8(ascii: ",")] + one.dropFirst()
+  }
+
+  private static func isSpace(_ byte: UInt8) -> Bool {
+    byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+  }
+
   /// A webhook's types as stored: raw values, sorted, comma-separated (empty: all).
   public static func types(_ types: Set<SubscriptionEventType>) -> String {
     types.map(\.rawValue).sorted().joined(separator: ",")

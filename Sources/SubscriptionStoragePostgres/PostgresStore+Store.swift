@@ -647,20 +647,19 @@ extension PostgresStore: Store {
   /// same notification waits for the first one's commit, then finds the id taken.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
-  ) async throws(StoreError) -> Bool {
+  ) async throws(StoreError) -> IngestSummary? {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
     let catalogs = eventCatalogs
-    return try await pool.transaction { db throws(StoreError) in
+    return try await pool.transaction { db throws(StoreError) -> IngestSummary? in
       try requireApp(db, appId)
       let claimed = try db.run(
         """
         INSERT INTO notifications(app_id, notification_id, received_ms) VALUES($1, $2, $3)
         ON CONFLICT (app_id, notification_id) DO NOTHING
         """, [.text(appId), .text(notificationId), .int(receivedMs)])
-      guard claimed == 1 else { return false }
-      _ = try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
-      return true
+      guard claimed == 1 else { return nil }
+      return try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
     }
   }
 

@@ -199,13 +199,15 @@ extension PostgresStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``.
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``
+  /// (the claimant is not kept: claims are released by their lease only, see
+  /// ``releaseClaims(notMadeBy:atMs:)``).
   /// One statement: the due heads are chosen, locked `FOR UPDATE SKIP LOCKED` (rows another
   /// instance is claiming are skipped) and leased; a row another claim committed first fails the
   /// re-checked due condition.
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>
+    excludingWebhookIds: Set<String>, claimant: String
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let n = Int64(min(max(limit, 1), 1000))
@@ -247,24 +249,33 @@ extension PostgresStore: WebhookStore {
     }
   }
 
-  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
-  public func recordDeliveryAttempt(
-    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
-  ) async throws(StoreError) {
-    guard let key = WebhookRowCoding.deliveryKey(deliveryId) else {
-      throw StoreError.notFound("delivery", deliveryId)
-    }
-    try await pool.transaction { db throws(StoreError) in
-      guard
-        let row = try db.first("SELECT attempts FROM webhook_deliveries WHERE delivery_key = $1 FOR UPDATE", [.int(key)])
-      else { throw StoreError.notFound("delivery", deliveryId) }
-      let attempts = try WebhookRowCoding.decodeAttempts(row.bytes(0)) + [attempt]
-      _ = try db.run(
-        "UPDATE webhook_deliveries SET attempts = $1, state = $2, next_attempt_ms = $3 WHERE delivery_key = $4",
-        [
-          .bytes(try WebhookRowCoding.encode(attempts)), .text(state.rawValue),
-          state == .pending ? .int(nextAttemptMs ?? attempt.attemptedMs) : .null, .int(key),
-        ])
+  /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: none. Instances share the database, and
+  /// a claim of another claimant may be a live instance's POST; its lease ends it.
+  public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int { 0 }
+
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one transaction, each row locked while it
+  /// is read and rewritten.
+  public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
+    guard !outcomes.isEmpty else { return [] }
+    return try await pool.transaction { db throws(StoreError) -> Set<String> in
+      var missing = Set<String>()
+      for outcome in outcomes {
+        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
+          let row = try db.first(
+            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = $1 FOR UPDATE", [.int(key)])
+        else {
+          missing.insert(outcome.deliveryId)
+          continue
+        }
+        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: row.bytes(0))
+        _ = try db.run(
+          "UPDATE webhook_deliveries SET attempts = $1, state = $2, next_attempt_ms = $3 WHERE delivery_key = $4",
+          [
+            .bytes(attempts), .text(outcome.state.rawValue), 
+            .optional(outcome.storedNextAttemptMs), .int(key),
+          ])
+      }
+      return missing
     }
   }
 

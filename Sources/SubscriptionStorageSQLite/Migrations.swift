@@ -266,6 +266,7 @@ enum Schema {
           WHERE next_transition_ms IS NOT NULL;
         """),
     webhooksMigration,
+    webhookClaimantsMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -583,8 +583,9 @@ extension SQLiteStore: Store {
   /// Applies the batch (purchase sharing first) and logs the events it causes at `atMs`. Each
   /// user's stored rows are read once: the merge decides on them and they are the events'
   /// "before"; the "after" is that state with the merge's decisions applied.
+  /// `catalogs` `nil`: no event is logged (``Configuration-swift.struct/logsEvents`` off).
   private static func apply(
-    _ batch: [EncodedPurchases], atMs: Int64, _ db: SQLiteConnection, catalogs: EventCatalogCache
+    _ batch: [EncodedPurchases], atMs: Int64, _ db: SQLiteConnection, catalogs: EventCatalogCache?
   ) throws(StoreError) -> IngestSummary {
     var policies: [String: OwnershipPolicy] = [:]
     for update in batch where policies[update.user.appId] == nil {
@@ -651,7 +652,7 @@ extension SQLiteStore: Store {
         }
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
-      if changed {
+      if changed, let catalogs {
         summary.eventsAppended += try logEvents(
           db, user: update.user, key: key, before: before, after: state, atMs: atMs,
           catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []
@@ -673,7 +674,7 @@ extension SQLiteStore: Store {
     try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
     defer { historyCache.invalidate(batch.lazy.map(\.user)) }
-    let catalogs = eventCatalogs
+    let catalogs = configuration.logsEvents ? eventCatalogs : nil
     return try await writer.write { db throws(StoreError) in
       try Self.apply(encoded, atMs: atMs, db, catalogs: catalogs)
     }
@@ -682,21 +683,20 @@ extension SQLiteStore: Store {
   /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
-  ) async throws(StoreError) -> Bool {
+  ) async throws(StoreError) -> IngestSummary? {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
     defer { historyCache.invalidate(updates.lazy.map(\.user)) }
-    let catalogs = eventCatalogs
-    return try await writer.write { db throws(StoreError) in
+    let catalogs = configuration.logsEvents ? eventCatalogs : nil
+    return try await writer.write { db throws(StoreError) -> IngestSummary? in
       try requireApp(db, appId)
       try db.run(
         """
         INSERT INTO notifications(app_id, notification_id, received_ms) VALUES(?, ?, ?)
         ON CONFLICT(app_id, notification_id) DO NOTHING
         """, [.text(appId), .text(notificationId), .int(receivedMs)])
-      guard db.changes == 1 else { return false }
-      _ = try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
-      return true
+      guard db.changes == 1 else { return nil }
+      return try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
     }
   }
 

@@ -53,6 +53,15 @@ extension Schema {
       """)
 }
 
+extension Schema {
+  /// Who holds a claimed delivery: the claiming dispatcher run's name, cleared when its attempt is
+  /// recorded, so a restarted substatusd releases what its killed predecessor held
+  /// (``SQLiteStore/releaseClaims(notMadeBy:atMs:)``).
+  static let webhookClaimantsMigration = Migration(
+    version: 11, description: "webhook delivery claimants",
+    sql: "ALTER TABLE webhook_deliveries ADD COLUMN claimant TEXT;")
+}
+
 /// The statements of the webhook dispatcher's hot loop, named so tests can check their plans.
 enum WebhookQueries {
   static let deliveryColumns =
@@ -223,11 +232,11 @@ extension SQLiteStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:)``:
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``:
   /// the due read and the lease in one write transaction of the single writer.
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>
+    excludingWebhookIds: Set<String>, claimant: String
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let excluded: String
@@ -237,42 +246,63 @@ extension SQLiteStore: WebhookStore {
       throw StoreError(.internalError, "cannot encode webhook ids: \(error)")
     }
     let n = Int64(min(max(limit, 1), 1000))
-    return try await writer.write { db throws(StoreError) in
+    let claimed = try await writer.write { db throws(StoreError) in
       let keys = try db.all(
         WebhookQueries.claimKeys, [.int(atMs), .text(excluded), .int(Int64(max(perWebhookLimit, 1))), .int(n)]
-      ) { $0.int(0) }
-      var claimed: [DeliveryRecord] = []
-      for key in keys {
-        try db.run(
-          "UPDATE webhook_deliveries SET next_attempt_ms = ? WHERE delivery_key = ?", [.int(leaseUntilMs), .int(key)])
-        if let d = try db.first(
-          "SELECT \(WebhookQueries.deliveryColumns) FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)],
-          { r throws(StoreError) in try Self.deliveryRecord(r) })
-        {
-          claimed.append(d)
-        }
-      }
-      return claimed
+      ) { String($0.int(0)) }
+      guard !keys.isEmpty else { return [DeliveryRecord]() }
+      // One statement leases them all and returns their rows.
+      return try db.all(
+        """
+        UPDATE webhook_deliveries SET next_attempt_ms = ?, claimant = ?
+        WHERE delivery_key IN (SELECT value FROM json_each(?))
+        RETURNING \(WebhookQueries.deliveryColumns)
+        """, [.int(leaseUntilMs), .text(claimant), .text("[" + keys.joined(separator: ",") + "]")]
+      ) { r throws(StoreError) in try Self.deliveryRecord(r) }
+    }
+    // RETURNING has no order: log order, as the selection was made.
+    return claimed.sorted { ($0.event.sequence, $0.deliveryId) < ($1.event.sequence, $1.deliveryId) }
+  }
+
+  /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: substatusd serves a data directory alone,
+  /// so a claim of another run is its killed predecessor's. Claimed deliveries are pending with a
+  /// due time in the future (the lease): an index range of `webhook_deliveries_due`.
+  public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int {
+    try await writer.write { db throws(StoreError) -> Int in
+      try db.run(
+        """
+        UPDATE webhook_deliveries SET next_attempt_ms = ?1, claimant = NULL
+        WHERE state = 'PENDING' AND next_attempt_ms > ?1 AND claimant IS NOT NULL AND claimant <> ?2
+        """, [.int(atMs), .text(claimant)])
+      return db.changes
     }
   }
 
-  /// See ``WebhookStore/recordDeliveryAttempt(deliveryId:attempt:state:nextAttemptMs:)``.
-  public func recordDeliveryAttempt(
-    deliveryId: String, attempt: DeliveryAttemptRecord, state: DeliveryState, nextAttemptMs: Int64?
-  ) async throws(StoreError) {
-    guard let key = WebhookRowCoding.deliveryKey(deliveryId) else {
-      throw StoreError.notFound("delivery", deliveryId)
-    }
-    try await writer.write { db throws(StoreError) in
-      guard let bytes = try db.first("SELECT attempts FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)], { $0.blob(0) })
-      else { throw StoreError.notFound("delivery", deliveryId) }
-      let attempts = try WebhookRowCoding.decodeAttempts(bytes) + [attempt]
-      try db.run(
-        "UPDATE webhook_deliveries SET attempts = ?, state = ?, next_attempt_ms = ? WHERE delivery_key = ?",
-        [
-          .blob(try WebhookRowCoding.encode(attempts)), .text(state.rawValue),
-          state == .pending ? .int(nextAttemptMs ?? attempt.attemptedMs) : .null, .int(key),
-        ])
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer.
+  public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
+    guard !outcomes.isEmpty else { return [] }
+    return try await writer.write { db throws(StoreError) -> Set<String> in
+      var missing = Set<String>()
+      for outcome in outcomes {
+        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
+          let bytes = try db.first(
+            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)], { $0.blob(0) })
+        else {
+          missing.insert(outcome.deliveryId)
+          continue
+        }
+        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: bytes)
+        try db.run(
+          """
+          UPDATE webhook_deliveries SET attempts = ?, state = ?, next_attempt_ms = ?, claimant = NULL
+          WHERE delivery_key = ?
+          """,
+          [
+            .blob(attempts), .text(outcome.state.rawValue), 
+            .optional(outcome.storedNextAttemptMs), .int(key),
+          ])
+      }
+      return missing
     }
   }
 

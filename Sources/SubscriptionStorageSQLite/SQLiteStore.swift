@@ -51,6 +51,11 @@ public final class SQLiteStore: Sendable {
     /// random reads it measured slower than none). With the cache on, this store must be the only writer of its file
     /// (as substatusd runs): another store's writes would not invalidate it.
     public var historyCacheBytes: Int
+    /// Whether writes derive and log their events (DESIGN.md "Events out"). Always `true` in
+    /// service; `false` is for benchmarks only (`substatus-webhook-bench --ingest --no-events`
+    /// measures what the log adds to ingest): writes then log no event and no schedule, and the
+    /// store's log misses what they changed.
+    public var logsEvents = true
 
     /// The database file name inside a data directory.
     public static let databaseFileName = "substatus.sqlite"

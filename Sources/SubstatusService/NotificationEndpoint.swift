@@ -96,12 +96,12 @@ extension SubstatusService {
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
       renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: asOf))
     let id = "v1:" + Hex.encode(SHA256.hash(body))
-    let applied = try await stored { () throws(StoreError) in
+    let written = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
     }
+    let applied = written != nil
     metrics.notification(outcome: applied ? "applied" : "duplicate")
-    // The notification's events were appended in its commit (how many, the store does not say).
-    if applied { eventsAppended(0, source: "notification") }
+    if let written { eventsAppended(written.eventsAppended, source: "notification") }
     log.info("notification", [
       ("app_id", .string(cached.app.appId)), ("type", .string(notification.rawNotificationType)),
       ("environment", .string(environment.rawValue)), ("users", .integer(updates.count)),

@@ -272,7 +272,7 @@ public final class ServerAPIReconciler: Sendable {
       }
       if try await stored({ () throws(StoreError) in
         try await service.store.applyNotification(appId: appId, notificationId: id, receivedMs: now, updates: [])
-      }) {
+      }) != nil {
         summary.applied += 1
       }
     }

@@ -299,12 +299,12 @@ extension SubstatusService {
     let updates = try await routeByOriginalTransaction(
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
     let id = "v2:" + notification.notificationUUID
-    let applied = try await stored { () throws(StoreError) in
+    let written = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
     }
+    let applied = written != nil
     metrics.notification(outcome: applied ? "applied" : "duplicate")
-    // The notification's events were appended in its commit (how many, the store does not say).
-    if applied { eventsAppended(0, source: "notification") }
+    if let written { eventsAppended(written.eventsAppended, source: "notification") }
     var fields: [(String, JSONValue)] = [
       ("app_id", .string(cached.app.appId)), ("version", .integer(2)), ("type", .string(notification.rawNotificationType)),
     ]

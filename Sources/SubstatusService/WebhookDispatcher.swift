@@ -14,11 +14,13 @@ import Synchronization
 /// Delivers the event log to webhooks (DESIGN.md "Events out"): POSTs each event as proto3 JSON,
 /// signed, retried with exponential backoff for 3 days, in order per user.
 ///
-/// A loop woken by ``notifyEventsAppended()`` and every ``Configuration-swift.struct/interval``:
-/// ``SubscriptionStorage/WebhookStore/enqueueDeliveries(atMs:limit:)`` (fan-out of new events to
-/// each webhook), then a claim of due deliveries under a lease (instances sharing a database take
-/// different ones; the store hands out only the oldest pending delivery per webhook and user, so
-/// one user's events reach a webhook in log order), then a POST of each:
+/// A loop woken by ``notifyEventsAppended()``, every ``Configuration-swift.struct/interval`` and
+/// whenever attempts are recorded: ``SubscriptionStorage/WebhookStore/enqueueDeliveries(atMs:limit:)``
+/// (fan-out of new events to each webhook; on notification and tick only), then one claim of many
+/// due deliveries under a lease (instances sharing a database take different ones; the store hands
+/// out only the oldest pending delivery per webhook and user, so the deliveries in flight to one
+/// webhook are of different users and one user's events reach it in log order), then a POST of
+/// each:
 ///
 /// - headers `Content-Type: application/json`, `User-Agent`, `Substatus-Event-Id` and
 ///   `Substatus-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`
@@ -29,13 +31,24 @@ import Synchronization
 ///   randomness), until ``Configuration-swift.struct/retryWindow`` after the delivery's creation,
 ///   when the delivery becomes FAILED (a replay sends it again);
 /// - the host's addresses are resolved and checked by the ``WebhookURLPolicy`` before each POST (a
-///   refused address fails the attempt, which is retried like any failure); redirects are not
+///   refused address fails the attempt, which is retried like any failure); an `http://` POST is
+///   sent to the first checked address, the URL's host in `Host`, so a DNS answer that changes
+///   after the check (rebinding) is never connected to. An `https://` POST connects by name:
+///   `URLSession` takes the name for SNI and the certificate check from the URL and offers no way
+///   to give libcurl the address (no `CURLOPT_RESOLVE`/`CURLOPT_CONNECT_TO`, no peer address in
+///   the answer), so there its own lookup may differ from the checked one; redirects are not
 ///   followed;
-/// - every attempt is recorded with its status, an error for people and its duration.
+/// - at most a few KiB of an answer's body are read (``maxResponseBytes``), the rest dropped;
+/// - every attempt is recorded with its status, an error for people and its duration; the attempts
+///   that end while a record is being committed are recorded together in the next commit
+///   (``SubscriptionStorage/WebhookStore/recordDeliveryAttempts(_:)``), so the store sees a few
+///   commits per batch of POSTs, not one per POST.
 ///
 /// Concurrency: at most ``Configuration-swift.struct/maxInFlightPerWebhook`` POSTs per webhook and
-/// ``Configuration-swift.struct/maxInFlight`` overall; the loop never waits for a POST, so a slow
-/// or dead receiver holds only its own slots and delays no other webhook.
+/// ``Configuration-swift.struct/maxInFlight`` overall; about
+/// ``Configuration-swift.struct/maxClaimedPerWebhook`` deliveries of one webhook claimed ahead
+/// (queued, in flight or being recorded). The loop never waits for a POST, so a slow or dead
+/// receiver holds only its own slots and delays no other webhook.
 ///
 /// ```swift
 /// let dispatcher = WebhookDispatcher(store: store, environment: .live)
@@ -55,6 +68,12 @@ public final class WebhookDispatcher: Sendable {
     public var maxInFlight: Int
     /// POSTs in flight at once to one webhook.
     public var maxInFlightPerWebhook: Int
+    /// Deliveries of one webhook held (claimed and waiting for a slot, in flight, or waiting for
+    /// their record) before it is left out of claims: claims run ahead of the POSTs by about this
+    /// much (one claim adds at most this many to a webhook holding fewer, so it holds less than
+    /// twice this). At least ``maxInFlightPerWebhook``; capped so that a receiver answering each
+    /// POST at the timeout still gets every held delivery tried within the lease.
+    public var maxClaimedPerWebhook: Int
     /// Deliveries claimed (and events fanned out per webhook) per store call.
     public var batchSize: Int
     /// How long a claimed delivery is this instance's; longer than a POST can take.
@@ -73,7 +92,8 @@ public final class WebhookDispatcher: Sendable {
     /// Creates a configuration.
     public init(
       interval: Duration = .seconds(1), timeout: Duration = .seconds(10), maxInFlight: Int = 64,
-      maxInFlightPerWebhook: Int = 4, batchSize: Int = 500, lease: Duration = .seconds(120),
+      maxInFlightPerWebhook: Int = 16, maxClaimedPerWebhook: Int = 64, batchSize: Int = 500,
+      lease: Duration = .seconds(120),
       initialBackoff: Duration = .seconds(30), maxBackoff: Duration = .seconds(4 * 3600),
       retryWindow: Duration = .seconds(3 * 86_400), urlPolicy: WebhookURLPolicy = WebhookURLPolicy(),
       userAgent: String = "substatus-webhooks/1"
@@ -84,6 +104,11 @@ public final class WebhookDispatcher: Sendable {
       self.maxInFlightPerWebhook = max(1, maxInFlightPerWebhook)
       self.batchSize = min(max(1, batchSize), 1000)
       self.lease = max(lease, timeout * 3)
+      // Held deliveries go out maxInFlightPerWebhook at a time, each within the timeout: all of
+      // them are tried within ceil(held / inFlight) timeouts, which must stay inside the lease.
+      let rounds = max(1, Int(self.lease.milliseconds / max(1, timeout.milliseconds)) - 1)
+      self.maxClaimedPerWebhook = min(
+        max(maxClaimedPerWebhook, self.maxInFlightPerWebhook), self.maxInFlightPerWebhook * rounds)
       self.initialBackoff = initialBackoff
       self.maxBackoff = max(maxBackoff, initialBackoff)
       self.retryWindow = retryWindow
@@ -112,6 +137,9 @@ public final class WebhookDispatcher: Sendable {
     public var delivered: Bool
   }
 
+  /// The most of a receiver's answer read: any 2xx delivers, the body is never used.
+  public static let maxResponseBytes = 4096
+
   /// The settings.
   public let configuration: Configuration
   private let store: any WebhookStore
@@ -121,6 +149,8 @@ public final class WebhookDispatcher: Sendable {
   private let log: LogSink
   private let onAttempt: (@Sendable (AttemptReport) -> Void)?
   private let timer: PeriodicJobTimer
+  /// This dispatcher's name in its claims (``SubscriptionStorage/WebhookStore/releaseClaims(notMadeBy:atMs:)``).
+  private let claimant: String
 
   private struct Target: Sendable {
     var webhook: WebhookRecord
@@ -133,17 +163,34 @@ public final class WebhookDispatcher: Sendable {
     var target: Target
   }
 
+  /// An attempt made, waiting for its record's commit.
+  private struct Finished: Sendable {
+    var claimed: Claimed
+    var outcome: DeliveryOutcome
+  }
+
   private struct State {
     var wakePending = false
     var waiter: CheckedContinuation<Void, Never>?
-    /// Claimed deliveries per webhook: waiting for a slot, and in flight.
+    /// New events may be in the log: fan out on the next pass.
+    var fanOutWanted = true
+    /// Deliveries may have become due (a record, a tick, new events): claim on the next pass.
+    var claimWanted = true
+    /// Claimed deliveries per webhook waiting for a slot.
     var queued: [String: [Claimed]] = [:]
     var inFlight: [String: Int] = [:]
+    /// Deliveries per webhook held in any way (queued, in flight, being recorded).
+    var held: [String: Int] = [:]
     var totalInFlight = 0
-    var totalQueued = 0
+    var totalHeld = 0
+    /// Attempts made and not yet recorded; one task records them at a time.
+    var finished: [Finished] = []
+    var recording = false
 
-    func held(_ webhookId: String) -> Int {
-      (queued[webhookId]?.count ?? 0) + (inFlight[webhookId] ?? 0)
+    mutating func release(_ webhookId: String, count: Int = 1) {
+      let left = (held[webhookId] ?? count) - count
+      held[webhookId] = left > 0 ? left : nil
+      totalHeld -= count
     }
   }
 
@@ -154,13 +201,14 @@ public final class WebhookDispatcher: Sendable {
   ///   - store: the webhooks and deliveries.
   ///   - environment: the clock (backoffs, timeouts, timestamps) and randomness (jitter).
   ///   - configuration: the settings.
-  ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect.
+  ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect and
+  ///     reads at most ``maxResponseBytes`` of an answer.
   ///   - resolver: resolves hosts for the address check before each POST.
   ///   - log: where store failures are logged (never a secret or a body).
   ///   - onAttempt: called after each recorded attempt (tests, metrics).
   public init(
     store: any WebhookStore, environment: ServiceEnvironment, configuration: Configuration = .init(),
-    poster: any HTTPPoster = URLSessionPoster(followRedirects: false),
+    poster: any HTTPPoster = URLSessionPoster(followRedirects: false, maxResponseBytes: maxResponseBytes),
     resolver: any WebhookAddressResolver = SystemWebhookAddressResolver(), log: LogSink = .discard,
     onAttempt: (@Sendable (AttemptReport) -> Void)? = nil
   ) {
@@ -172,12 +220,13 @@ public final class WebhookDispatcher: Sendable {
     self.log = log
     self.onAttempt = onAttempt
     self.timer = PeriodicJobTimer(clock: environment.clock)
+    self.claimant = "dispatcher_" + Hex.encode(environment.randomBytes(12))
   }
 
   // MARK: The loop
 
-  /// Wakes the loop at once: events were appended to the log.
-  public func notifyEventsAppended() { wake() }
+  /// Wakes the loop at once: events were appended to the log (or deliveries came due).
+  public func notifyEventsAppended() { wake(fanOut: true) }
 
   /// Stops ``run()``: no new POST starts, those in flight finish (their deliveries recorded);
   /// claimed deliveries not started are due again when their lease ends.
@@ -187,11 +236,21 @@ public final class WebhookDispatcher: Sendable {
   }
 
   /// Delivers until ``beginGracefulShutdown()`` or cancellation, then waits for the POSTs in flight.
+  /// First takes back the deliveries an earlier run claimed and never recorded, where the store
+  /// knows that run has ended (a restart after SIGKILL; not on a database other instances share).
   public func run() async {
+    do {
+      let released = try await store.releaseClaims(notMadeBy: claimant, atMs: environment.now())
+      if released > 0 {
+        log.info("webhooks: took back the deliveries an earlier run had claimed", [("deliveries", .integer(released))])
+      }
+    } catch {
+      log.info("webhooks: cannot release earlier claims", [("error", .string(error.description))])
+    }
     let ticker = Task { [timer, configuration] in
       while !timer.isStopping, !Task.isCancelled {
         await timer.wait(configuration.interval)
-        self.wake()
+        self.wake(fanOut: true)
       }
     }
     await withDiscardingTaskGroup { group in
@@ -204,45 +263,54 @@ public final class WebhookDispatcher: Sendable {
     }
     ticker.cancel()
     state.withLock { s in
+      for (webhookId, queue) in s.queued { s.release(webhookId, count: queue.count) }
       s.queued = [:]
-      s.totalQueued = 0
     }
   }
 
-  /// One pass: fan out new events, claim due deliveries within the caps, start what may start.
+  /// One pass: fan out new events (when told of some), claim due deliveries within the caps (when
+  /// some may have come due), start what may start.
   /// - Returns: whether another pass should follow at once (a full batch was read).
   private func pass(start: (Claimed) -> Void) async -> Bool {
     let now = environment.now()
     var more = false
-    do {
-      let created = try await store.enqueueDeliveries(atMs: now, limit: configuration.batchSize)
-      more = created >= configuration.batchSize
-    } catch {
-      log.info("webhooks: cannot enqueue deliveries", [("error", .string(error.description))])
+    let (fanOut, claim) = state.withLock { s in
+      defer { (s.fanOutWanted, s.claimWanted) = (false, false) }
+      return (s.fanOutWanted, s.claimWanted)
     }
-    let (capacity, busy) = state.withLock { s -> (Int, Set<String>) in
-      let room = 2 * configuration.maxInFlight - s.totalInFlight - s.totalQueued
-      let busy = Set(
-        Set(s.queued.keys).union(s.inFlight.keys).filter {
-          s.held($0) >= configuration.maxInFlightPerWebhook
-        })
-      return (room, busy)
+    if fanOut {
+      do {
+        let created = try await store.enqueueDeliveries(atMs: now, limit: configuration.batchSize)
+        if created >= configuration.batchSize { state.withLock { $0.fanOutWanted = true } }
+        more = created > 0
+      } catch {
+        log.info("webhooks: cannot enqueue deliveries", [("error", .string(error.description))])
+      }
     }
-    if capacity > 0 {
-      let limit = min(capacity, configuration.batchSize)
+    let (room, busy) = state.withLock { s -> (Int, Set<String>) in
+      let busy = Set(s.held.filter { $0.value >= configuration.maxClaimedPerWebhook }.keys)
+      return (maxHeld - s.totalHeld, busy)
+    }
+    if (claim || more) && room > 0 {
+      let limit = min(room, configuration.batchSize)
       do {
         let claimed = try await store.claimDueDeliveries(
           atMs: now, limit: limit, leaseUntilMs: now + configuration.lease.milliseconds,
-          perWebhookLimit: configuration.maxInFlightPerWebhook, excludingWebhookIds: busy)
-        more = more || claimed.count >= limit
+          perWebhookLimit: configuration.maxClaimedPerWebhook, excludingWebhookIds: busy, claimant: claimant)
+        if claimed.count >= limit { state.withLock { $0.claimWanted = true } }
         await hold(claimed)
       } catch {
         log.info("webhooks: cannot claim deliveries", [("error", .string(error.description))])
       }
     }
     for claimed in startable() { start(claimed) }
-    return more
+    return state.withLock { s in
+      (s.fanOutWanted || s.claimWanted) && maxHeld - s.totalHeld > 0
+    }
   }
+
+  /// Deliveries held at once over all webhooks.
+  private var maxHeld: Int { 4 * configuration.maxInFlight }
 
   /// Looks up the claimed deliveries' webhooks and queues them per webhook.
   private func hold(_ deliveries: [DeliveryRecord]) async {
@@ -254,7 +322,8 @@ public final class WebhookDispatcher: Sendable {
       guard let target = targets[delivery.webhookId] ?? nil else { continue }
       state.withLock { s in
         s.queued[delivery.webhookId, default: []].append(Claimed(delivery: delivery, target: target))
-        s.totalQueued += 1
+        s.held[delivery.webhookId, default: 0] += 1
+        s.totalHeld += 1
       }
     }
   }
@@ -294,7 +363,6 @@ public final class WebhookDispatcher: Sendable {
           s.queued[webhookId] = queue.isEmpty ? nil : queue
           s.inFlight[webhookId, default: 0] += 1
           s.totalInFlight += 1
-          s.totalQueued -= 1
           progress = true
         }
       }
@@ -302,19 +370,69 @@ public final class WebhookDispatcher: Sendable {
     }
   }
 
+  /// POSTs one delivery, frees its slot, and records the attempt with the others that ended
+  /// meanwhile (the first task to find no record running commits them, in a loop).
   private func deliver(_ claimed: Claimed) async {
-    await attempt(claimed)
-    state.withLock { s in
+    let outcome = await attempt(claimed)
+    let records = state.withLock { s -> Bool in
       let id = claimed.delivery.webhookId
       let left = (s.inFlight[id] ?? 1) - 1
       s.inFlight[id] = left > 0 ? left : nil
       s.totalInFlight -= 1
+      guard let outcome else {
+        s.release(id)
+        return false
+      }
+      s.finished.append(Finished(claimed: claimed, outcome: outcome))
+      guard !s.recording else { return false }
+      s.recording = true
+      return true
     }
-    wake()
+    wake()  // a slot is free
+    if records { await recordFinished() }
   }
 
-  private func wake() {
+  /// Commits the finished attempts, batch after batch, until none is left.
+  private func recordFinished() async {
+    while true {
+      let batch = state.withLock { s -> [Finished] in
+        defer { s.finished = [] }
+        if s.finished.isEmpty { s.recording = false }
+        return s.finished
+      }
+      guard !batch.isEmpty else { return }
+      var missing = Set<String>()
+      var failed = false
+      do {
+        // notFound ones: their webhook was deleted meanwhile, the deliveries with it.
+        missing = try await store.recordDeliveryAttempts(batch.map(\.outcome))
+      } catch {
+        failed = true
+        log.info(
+          "webhooks: cannot record attempts",
+          [("deliveries", .integer(batch.count)), ("error", .string(error.description))])
+      }
+      state.withLock { s in
+        for finished in batch { s.release(finished.claimed.delivery.webhookId) }
+        s.claimWanted = true
+      }
+      wake()
+      guard !failed, let onAttempt else { continue }
+      for finished in batch where !missing.contains(finished.outcome.deliveryId) {
+        onAttempt(
+          AttemptReport(
+            delivery: finished.claimed.delivery, attempt: finished.outcome.attempt, state: finished.outcome.state,
+            nextAttemptMs: finished.outcome.nextAttemptMs))
+      }
+    }
+  }
+
+  private func wake(fanOut: Bool = false) {
     let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+      if fanOut {
+        s.fanOutWanted = true
+        s.claimWanted = true
+      }
       if let w = s.waiter {
         s.waiter = nil
         return w
@@ -345,27 +463,16 @@ public final class WebhookDispatcher: Sendable {
 
   // MARK: One attempt
 
-  /// POSTs one delivery and records the attempt and the delivery's new state.
-  private func attempt(_ claimed: Claimed) async {
+  /// POSTs one delivery and answers what to record: the attempt and the delivery's new state;
+  /// `nil` when the dispatcher was cancelled meanwhile (the lease brings the delivery back).
+  private func attempt(_ claimed: Claimed) async -> DeliveryOutcome? {
     let delivery = claimed.delivery
     let body = Array(delivery.event.wire.jsonString().utf8)
     guard let attempt = await post(body: body, eventId: delivery.event.event.eventId, to: claimed.target) else {
-      return
+      return nil
     }
     let (state, next) = nextState(after: attempt, of: delivery)
-    do {
-      try await store.recordDeliveryAttempt(
-        deliveryId: delivery.deliveryId, attempt: attempt, state: state, nextAttemptMs: next)
-    } catch {
-      // notFound: the webhook was deleted meanwhile, its deliveries with it.
-      if error.code != .notFound {
-        log.info(
-          "webhooks: cannot record an attempt",
-          [("delivery_id", .string(delivery.deliveryId)), ("error", .string(error.description))])
-      }
-      return
-    }
-    onAttempt?(AttemptReport(delivery: delivery, attempt: attempt, state: state, nextAttemptMs: next))
+    return DeliveryOutcome(deliveryId: delivery.deliveryId, attempt: attempt, state: state, nextAttemptMs: next)
   }
 
   /// The delivery's state after a failed or successful attempt: DELIVERED on 2xx; else PENDING
@@ -404,17 +511,22 @@ public final class WebhookDispatcher: Sendable {
         attemptedMs: attemptedMs, httpStatus: status, error: error,
         durationMs: (clock.monotonicNow - started).milliseconds)
     }
-    if !configuration.urlPolicy.allowPrivateAddresses {
-      do {
-        let host = target.url.host ?? ""
-        for address in try await resolver.addresses(of: host) {
-          try configuration.urlPolicy.checkAddress(address)
-        }
-      } catch {
-        return failed("refused: \(error.reason)")
+    // The addresses checked are the ones connected to (http://; see the type's notes on https://).
+    var url = target.url
+    var headers: [(String, String)] = []
+    do {
+      let addresses = try await resolver.addresses(of: target.url.host ?? "")
+      for address in addresses {
+        do { try configuration.urlPolicy.checkAddress(address) } catch { return failed("refused: \(error.reason)") }
       }
+      if let first = addresses.first, let pinned = Self.pin(target.url, to: first) {
+        url = pinned.url
+        headers.append(("Host", pinned.host))
+      }
+    } catch {
+      return failed(error.reason)
     }
-    let headers = [
+    headers += [
       ("Content-Type", "application/json"),
       ("User-Agent", configuration.userAgent),
       ("Substatus-Event-Id", eventId),
@@ -423,7 +535,7 @@ public final class WebhookDispatcher: Sendable {
         WebhookSigning.signatureHeader(secret: target.secret, timestamp: attemptedMs / 1000, body: body)
       ),
     ]
-    let result = await postWithTimeout(url: target.url, headers: headers, body: body)
+    let result = await postWithTimeout(url: url, headers: headers, body: body)
     switch result {
     case .answered(let response):
       let ok = (200..<300).contains(response.status)
@@ -440,6 +552,19 @@ public final class WebhookDispatcher: Sendable {
     case .cancelled:
       return nil
     }
+  }
+
+  /// An `http://` URL naming a host, rewritten to reach `address`, and the `Host` header that keeps
+  /// the name; `nil` for `https://` (the name is needed for TLS) and for IP literals.
+  static func pin(_ url: URL, to address: WebhookIPAddress) -> (url: URL, host: String)? {
+    guard url.scheme?.lowercased() == "http",
+      var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+      let host = components.percentEncodedHost, !host.isEmpty, WebhookIPAddress(host) == nil
+    else { return nil }
+    let hostHeader = components.port.map { "\(host):\($0)" } ?? host
+    components.percentEncodedHost = address.bytes.count == 16 ? "[\(address)]" : address.description
+    guard let pinned = components.url else { return nil }
+    return (pinned, hostHeader)
   }
 
   private enum PostResult: Sendable {

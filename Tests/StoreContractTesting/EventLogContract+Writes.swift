@@ -39,12 +39,13 @@ extension EventLogContract {
 
     // A notification logs what it changes, detected when it was received; applied once only.
     let off = UserPurchases(user: user, renewalInfos: [renewal("t1", on: false, signed: 50_000)])
-    #expect(try await store.applyNotification(appId: "a1", notificationId: "n1", receivedMs: 50_500, updates: [off]))
+    let applied = try await store.applyNotification(appId: "a1", notificationId: "n1", receivedMs: 50_500, updates: [off])
+    #expect(applied?.eventsAppended == 1, "the notification's events are counted")
     let second = try await readAll(store, after: first.last!.sequence)
     #expect(second.map(\.event.type) == [.autoRenewDisabled])
     #expect(second.first?.event.detectedMs == 50_500)
     let last = try await store.lastEventSequence()
-    #expect(!(try await store.applyNotification(appId: "a1", notificationId: "n1", receivedMs: 50_600, updates: [off])))
+    #expect(try await store.applyNotification(appId: "a1", notificationId: "n1", receivedMs: 50_600, updates: [off]) == nil)
 
     // A write that fails stores nothing and logs nothing.
     let t2 = Fixture.transaction("t2", original: "t1", purchase: 100_000, expires: 200_000, signed: 100_000)

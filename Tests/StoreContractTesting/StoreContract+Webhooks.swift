@@ -28,6 +28,8 @@ public enum WebhookContract {
     case claimBounds
     /// attempts are recorded; retries are due later; FAILED is final; listed newest first, paged
     case attemptsAndListing
+    /// attempts of many deliveries recorded in one call; unknown deliveries answered, not recorded
+    case batchedAttempts
     /// replay creates new deliveries of logged events, failed ones included
     case replay
     /// deleting a webhook drops its deliveries and its secret
@@ -49,6 +51,7 @@ public enum WebhookContract {
     case .claims: try await claims(store)
     case .claimBounds: try await claimBounds(store)
     case .attemptsAndListing: try await attemptsAndListing(store)
+    case .batchedAttempts: try await batchedAttempts(store)
     case .replay: try await replay(store)
     case .deleteDropsDeliveries: try await deleteDropsDeliveries(store)
     case .userErasure: try await userErasure(store)
@@ -92,7 +95,8 @@ public enum WebhookContract {
 
   static func secret(_ id: String) -> String { "whsec_" + String(repeating: "0", count: 60) + id.suffix(4) }
 
-  static func allDeliveries(_ store: FullStore, _ webhookId: String, app: String = "a1", failedOnly: Bool = false)
+  /// Every delivery of the webhook, newest first, read page by page.
+  public static func allDeliveries(_ store: FullStore, _ webhookId: String, app: String = "a1", failedOnly: Bool = false)
     async throws -> [DeliveryRecord]
   {
     try await collectPages(size: 7) {
@@ -299,6 +303,40 @@ public enum WebhookContract {
     await expectStoreError(.invalidArgument) {
       try await store.deliveries(appId: "a1", webhookId: "w1", failedOnly: false, page: PageRequest(cursor: "not a cursor"))
     }
+  }
+
+  static func batchedAttempts(_ store: FullStore) async throws {
+    try await store.createWebhook(webhook("w1"), signingSecret: secret("w1"))
+    _ = try await addEvents(store, users: ["u1", "u2", "u3", "u1"])
+    _ = try await store.enqueueDeliveries(atMs: 1, limit: 100)
+    let claimed = try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100)
+    #expect(claimed.count == 3)
+    let (a, b, c) = (claimed[0], claimed[1], claimed[2])
+    #expect(try await store.recordDeliveryAttempts([]).isEmpty)
+    let missing = try await store.recordDeliveryAttempts([
+      DeliveryOutcome(deliveryId: a.deliveryId, attempt: delivered(2), state: .delivered, nextAttemptMs: nil),
+      DeliveryOutcome(deliveryId: "dlv_999999999", attempt: failure(2), state: .failed, nextAttemptMs: nil),
+      DeliveryOutcome(deliveryId: b.deliveryId, attempt: failure(3), state: .pending, nextAttemptMs: 40),
+      DeliveryOutcome(deliveryId: "not a delivery id", attempt: failure(3), state: .failed, nextAttemptMs: nil),
+      DeliveryOutcome(deliveryId: c.deliveryId, attempt: failure(4), state: .failed, nextAttemptMs: nil),
+    ])
+    #expect(missing == ["dlv_999999999", "not a delivery id"])
+    // b again in a second batch: its attempts grow, oldest first.
+    #expect(
+      try await store.recordDeliveryAttempts([
+        DeliveryOutcome(deliveryId: b.deliveryId, attempt: failure(41), state: .pending, nextAttemptMs: nil)
+      ]).isEmpty)
+    let byId = Dictionary(uniqueKeysWithValues: try await allDeliveries(store, "w1").map { ($0.deliveryId, $0) })
+    #expect(byId[a.deliveryId]?.state == .delivered)
+    #expect(byId[a.deliveryId]?.attempts == [delivered(2)])
+    #expect(byId[b.deliveryId]?.state == .pending)
+    #expect(byId[b.deliveryId]?.attempts == [failure(3), failure(41)])
+    #expect(byId[b.deliveryId]?.nextAttemptMs == 41, "pending without a due time: due at its attempt")
+    #expect(byId[c.deliveryId]?.state == .failed)
+    #expect(byId[c.deliveryId]?.nextAttemptMs == nil)
+    // a delivered: u1's second is the only one due (b waits for its retry, c failed).
+    let next = try await store.claimDueDeliveries(atMs: 41, limit: 10, leaseUntilMs: 200)
+    #expect(next.map(\.deliveryId) == [b.deliveryId] + byId.values.filter { $0.attempts.isEmpty }.map(\.deliveryId))
   }
 
   static func replay(_ store: FullStore) async throws {

@@ -72,7 +72,7 @@ struct PostgresStoreTests {
           let store = stores[i % stores.count]
           group.addTask {
             try await store.applyNotification(
-              appId: "a1", notificationId: "n\(round)", receivedMs: 1, updates: [update])
+              appId: "a1", notificationId: "n\(round)", receivedMs: 1, updates: [update]) != nil
           }
         }
         return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }

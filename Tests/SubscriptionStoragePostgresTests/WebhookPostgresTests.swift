@@ -19,6 +19,31 @@ struct WebhookPostgresTests {
     try PostgresStore(configuration: .init(url: url, keyring: keyring, poolSize: 2))
   }
 
+  @Test("another instance's claims are never released early: on a shared database the lease decides")
+  func claimsOfOtherInstancesKeepTheirLease() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let a = try open(url)
+    let b = try open(url)
+    defer { for s in [a, b] { s.close() } }
+    try await Fixture.seed(a)
+    try await a.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: "whsec_" + String(repeating: "ab", count: 32))
+    _ = try await WebhookContract.addEvents(a, users: ["u1", "u2"])
+    _ = try await a.enqueueDeliveries(atMs: 1, limit: 100)
+    let claimed = try await a.claimDueDeliveries(
+      atMs: 1, limit: 10, leaseUntilMs: 120_001, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "instance-a")
+    #expect(claimed.count == 2)
+    #expect(try await b.releaseClaims(notMadeBy: "instance-b", atMs: 2) == 0)
+    #expect(
+      try await b.claimDueDeliveries(
+        atMs: 2, limit: 10, leaseUntilMs: 120_002, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "instance-b"
+      ).isEmpty)
+    let expired = try await b.claimDueDeliveries(
+      atMs: 120_001, limit: 10, leaseUntilMs: 240_001, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "instance-b")
+    #expect(Set(expired.map(\.deliveryId)) == Set(claimed.map(\.deliveryId)), "taken over when the lease ends")
+  }
+
   @Test func twoInstancesClaimingAtOnceShareTheDeliveriesOncePerUser() async throws {
     let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let a = try open(url)

@@ -44,6 +44,45 @@ struct WebhookStoreTests {
     }
   }
 
+  @Test("a restarted store's dispatcher takes back at once what the killed one had claimed, not retries in backoff")
+  func restartReleasesTheEarlierRunsClaims() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    let killed = try SQLiteStore(configuration: .init(path: path, keyring: testKeyring, readerCount: 1))
+    try await Fixture.seed(killed)
+    try await killed.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    _ = try await WebhookContract.addEvents(killed, users: ["u1", "u2", "u3"])
+    _ = try await killed.enqueueDeliveries(atMs: 1, limit: 100)
+    let claimed = try await killed.claimDueDeliveries(
+      atMs: 1, limit: 10, leaseUntilMs: 120_001, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "run-1")
+    #expect(claimed.count == 3)
+    // u2's was attempted and waits for its retry (a backoff, not a claim); u3's was delivered.
+    try await killed.recordDeliveryAttempt(
+      deliveryId: claimed[1].deliveryId,
+      attempt: DeliveryAttemptRecord(attemptedMs: 2, httpStatus: 500, error: "HTTP 500", durationMs: 1), state: .pending,
+      nextAttemptMs: 60_000)
+    try await killed.recordDeliveryAttempt(
+      deliveryId: claimed[2].deliveryId,
+      attempt: DeliveryAttemptRecord(attemptedMs: 2, httpStatus: 204, error: nil, durationMs: 1), state: .delivered,
+      nextAttemptMs: nil)
+    killed.close()  // SIGKILL: u1's claim is never recorded
+
+    let restarted = try SQLiteStore(configuration: .init(path: path, keyring: testKeyring, readerCount: 1))
+    defer { restarted.close() }
+    let before = try await restarted.claimDueDeliveries(
+      atMs: 3, limit: 10, leaseUntilMs: 120_003, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "run-2")
+    #expect(before.isEmpty, "leased until the lease ends")
+    #expect(try await restarted.releaseClaims(notMadeBy: "run-2", atMs: 3) == 1)
+    let again = try await restarted.claimDueDeliveries(
+      atMs: 3, limit: 10, leaseUntilMs: 120_003, perWebhookLimit: 10, excludingWebhookIds: [], claimant: "run-2")
+    #expect(again.map(\.deliveryId) == [claimed[0].deliveryId])
+    #expect(try await restarted.releaseClaims(notMadeBy: "run-2", atMs: 4) == 0, "the running dispatcher's claims stay")
+    let retry = try #require(try await WebhookContract.allDeliveries(restarted, "w1").first { $0.deliveryId == claimed[1].deliveryId })
+    #expect(retry.nextAttemptMs == 60_000, "the retry keeps its backoff")
+  }
+
   @Test func resealingAfterARotationCoversSigningSecrets() async throws {
     let dir = TemporaryDirectory()
     let path = dir.file("store.sqlite")

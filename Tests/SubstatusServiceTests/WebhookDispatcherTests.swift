@@ -154,6 +154,15 @@ final class DispatcherWorld: Sendable {
     return w
   }
 
+  /// Another dispatcher on the same store, clock and receiver (a restarted process's).
+  func restartedDispatcher() -> WebhookDispatcher {
+    let reports = self.reports
+    return WebhookDispatcher(
+      store: store, environment: world.environment, configuration: dispatcher.configuration,
+      poster: URLSessionPoster(followRedirects: false), log: world.log,
+      onAttempt: { report in reports.list.withLock { $0.append(report) } })
+  }
+
   /// Moves the clock and wakes the loop (as its periodic tick would).
   func advance(by duration: Duration) {
     clock.advance(by: duration)
@@ -292,6 +301,26 @@ struct WebhookDispatcherTests {
       #expect(hung <= w.dispatcher.configuration.maxInFlightPerWebhook, "at most its slots: \(hung)")
       #expect(w.attempts(of: "dead").isEmpty, "no time passed on the clock")
     }
+  }
+
+  @Test("a dispatcher started after one was killed mid-POST sends what that one had claimed at once, not after the lease")
+  func restartRedeliversAtOnce() async throws {
+    let w = try await DispatcherWorld.start()
+    try await w.createWebhook("w1", "hang")
+    let killed = Task { await w.dispatcher.run() }
+    try await w.addEvents(["u1", "u2"])
+    try await w.receiver.wait("both POSTs") { $0.count == 2 }
+    killed.cancel()  // gone mid-POST: nothing recorded, the claims stay leased
+    await killed.value
+    #expect(w.attempts(of: "w1").isEmpty)
+    let restarted = w.restartedDispatcher()
+    let task = Task { await restarted.run() }
+    // No time passes on the clock: the lease (120 s) has not ended.
+    try await w.receiver.wait("both sent again") { $0.count == 4 }
+    #expect(Set(w.receiver.requests.map(\.eventId)).count == 2)
+    restarted.beginGracefulShutdown()
+    task.cancel()
+    await task.value
   }
 
   @Test("a delivery still failing 3 days after its creation is marked FAILED, then replayed")
