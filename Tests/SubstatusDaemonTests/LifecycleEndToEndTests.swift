@@ -18,8 +18,11 @@ import Testing
   static func expectSequence(
     _ rig: LifecycleRig, user: String, _ expected: [String], sourceLocation: SourceLocation = #_sourceLocation
   ) async throws {
-    #expect(await rig.waitForReceived(expected.count, user: user), "\(rig.received(user: user).map(\.line))",
-      sourceLocation: sourceLocation)
+    if !(await rig.waitForReceived(expected.count, user: user)) {
+      let deliveries = try await rig.deliveries().map { "\($0.event?.type.protoName ?? "") \($0.state) \($0.attempts.map(\.httpStatus)) next \($0.nextAttemptMs)" }
+      Issue.record("not delivered: \(deliveries); receiver: \(rig.receiver.records.map { "\($0.type) \($0.status)" })",
+        sourceLocation: sourceLocation)
+    }
     let received = rig.received(user: user)
     #expect(received.map(\.line) == expected, sourceLocation: sourceLocation)
     let logged = try await rig.log(user: user)

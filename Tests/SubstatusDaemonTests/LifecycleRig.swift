@@ -146,16 +146,33 @@ final class LifecycleRig: @unchecked Sendable {
   }
 
   /// Moves the simulated clock (and so substatusd's) forward; the simulator renews, fails to
-  /// bill and ends periods on the way, and its notifications are delivered before this returns.
+  /// bill and ends periods on the way, its notifications are delivered and substatusd has read
+  /// the new time before this returns.
   func advance(days: Int64 = 0, ms: Int64 = 0) async throws {
     _ = try await sim.post("/control/clock/advance", ["ms": days * Self.day + ms])
     try await sim.drain()
+    try await waitForServerClock(try await simulatedNow())
   }
 
-  /// Moves the simulated clock to `ms`.
+  /// Moves the simulated clock to `ms`, as ``advance(days:ms:)``.
   func setClock(_ ms: Int64) async throws {
     _ = try await sim.post("/control/clock/set", ["now_ms": ms])
     try await sim.drain()
+    try await waitForServerClock(ms)
+  }
+
+  /// Waits (5 s at most) until substatusd's clock reads `ms` or later: it polls the simulator's
+  /// every 20 ms, so a test that moves the time in quick steps waits for each to be seen (the
+  /// instant a `GetStatus` is evaluated at is the server's now).
+  func waitForServerClock(_ ms: Int64) async throws {
+    var request = Substatus_V1_GetStatusRequest()
+    request.appID = app
+    request.userID = "clock-probe"
+    let deadline = Date().addingTimeInterval(5)
+    while try await client.call(Substatus_V1_StatusService.getStatus, request, key: admin).asOfMs < ms {
+      guard Date() < deadline else { throw DaemonFailure("substatusd's clock did not reach \(ms)") }
+      try await Task.sleep(for: .milliseconds(5))
+    }
   }
 
   /// The simulated clock now.
@@ -211,6 +228,41 @@ final class LifecycleRig: @unchecked Sendable {
     request.webhookID = webhookID
     request.pageSize = 1000
     return try await client.call(Substatus_V1_EventService.listDeliveries, request, key: admin).deliveries
+  }
+
+  /// Waits (10 s at most) until every delivery of the webhook is delivered: a receiver's answer
+  /// is recorded by substatusd just after the receiver reports it.
+  func waitForAllDelivered() async throws -> Bool {
+    let deadline = Date().addingTimeInterval(10)
+    while Date() < deadline {
+      if try await deliveries().allSatisfy({ $0.state == .delivered }) { return true }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+  }
+
+  /// Moves the simulated clock to `ms` without moving it while a POST is in flight: each user's
+  /// oldest pending delivery that is due by `ms` is attempted, and its attempt recorded, before
+  /// this returns (a jump past the claim's lease while a POST is in flight would let the claim
+  /// be taken again: real time never jumps so).
+  func stepDeliveries(to ms: Int64) async throws {
+    var oldest: [String: Substatus_V1_Delivery] = [:]
+    for delivery in try await deliveries().sorted(by: { $0.createdMs < $1.createdMs }) where delivery.state == .pending {
+      let user = delivery.event?.userID ?? ""
+      if oldest[user] == nil { oldest[user] = delivery }
+    }
+    let due = oldest.values.filter { $0.nextAttemptMs <= ms }
+    try await setClock(ms)
+    let deadline = Date().addingTimeInterval(10)
+    while true {
+      let now = try await deliveries()
+      let attempted = due.allSatisfy { before in
+        now.contains { $0.deliveryID == before.deliveryID && $0.attempts.count > before.attempts.count }
+      }
+      if attempted { return }
+      guard Date() < deadline else { throw DaemonFailure("deliveries due at \(ms) were not attempted") }
+      try await Task.sleep(for: .milliseconds(10))
+    }
   }
 
   /// `GetTrends` by day over `[start, start + days)`.
