@@ -148,17 +148,43 @@ final class LifecycleRig: @unchecked Sendable {
   /// Moves the simulated clock (and so substatusd's) forward; the simulator renews, fails to
   /// bill and ends periods on the way, its notifications are delivered and substatusd has read
   /// the new time before this returns.
-  func advance(days: Int64 = 0, ms: Int64 = 0) async throws {
+  ///
+  /// With `settling` (the default), it first waits until every event of the log was delivered:
+  /// a jump of days while a POST is in flight would time the POST out on the simulated clock
+  /// (real time never jumps so), and the receiver would see a retry where it should see one
+  /// delivery. Fault tests that keep deliveries pending pass `false`.
+  func advance(days: Int64 = 0, ms: Int64 = 0, settling: Bool = true) async throws {
+    if settling { try await settle() }
     _ = try await sim.post("/control/clock/advance", ["ms": days * Self.day + ms])
     try await sim.drain()
     try await waitForServerClock(try await simulatedNow())
   }
 
-  /// Moves the simulated clock to `ms`, as ``advance(days:ms:)``.
-  func setClock(_ ms: Int64) async throws {
+  /// Moves the simulated clock to `ms`, as ``advance(days:ms:settling:)``.
+  func setClock(_ ms: Int64, settling: Bool = true) async throws {
+    if settling { try await settle() }
     _ = try await sim.post("/control/clock/set", ["now_ms": ms])
     try await sim.drain()
     try await waitForServerClock(ms)
+  }
+
+  /// Waits (10 s at most) until every event of the log has a delivered delivery, on two readings
+  /// 50 ms apart (the transition scheduler may append an event just after the first).
+  func settle() async throws {
+    let deadline = Date().addingTimeInterval(10)
+    var quiet = 0
+    while true {
+      let (events, all) = (try await log().count, try await deliveries())
+      if all.count >= events && all.allSatisfy({ $0.state == .delivered }) {
+        quiet += 1
+        if quiet == 2 { return }
+        try await Task.sleep(for: .milliseconds(50))
+        continue
+      }
+      quiet = 0
+      guard Date() < deadline else { throw DaemonFailure("not delivered: \(all.map { "\($0.state) \($0.attempts.count)" })") }
+      try await Task.sleep(for: .milliseconds(10))
+    }
   }
 
   /// Waits (5 s at most) until substatusd's clock reads `ms` or later: it polls the simulator's
@@ -252,7 +278,7 @@ final class LifecycleRig: @unchecked Sendable {
       if oldest[user] == nil { oldest[user] = delivery }
     }
     let due = oldest.values.filter { $0.nextAttemptMs <= ms }
-    try await setClock(ms)
+    try await setClock(ms, settling: false)
     let deadline = Date().addingTimeInterval(10)
     while true {
       let now = try await deliveries()
@@ -275,10 +301,12 @@ final class LifecycleRig: @unchecked Sendable {
     return try await client.call(Substatus_V1_ReportService.getTrends, request, key: admin).buckets
   }
 
-  /// The events the receiver accepted (signed, 200), first delivery of each, in arrival order.
+  /// The events the receiver accepted (signed, 200), the first acceptance of each, in arrival
+  /// order (the receiver's `dup` marks an id it saw before, perhaps in a request it could not
+  /// answer).
   func received(user: String? = nil) -> [Substatus_V1_Event] {
     var seen = Set<String>()
-    return receiver.records.filter { $0.status == 200 && $0.valid && !$0.duplicate }.compactMap { record in
+    return receiver.records.filter { $0.status == 200 && $0.valid }.compactMap { record in
       guard let event = record.event, seen.insert(event.eventID).inserted, user == nil || event.userID == user else {
         return nil
       }
