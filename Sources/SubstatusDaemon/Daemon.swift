@@ -22,7 +22,8 @@ import Synchronization
 /// substatusd: opens the store, serves gRPC and HTTP, drains gracefully on SIGTERM/SIGINT.
 public enum SubstatusDaemon {
   /// Runs the daemon until a termination signal has drained it.
-  /// - Parameter clock: the clock of the service, its schedules, retries and logs.
+  /// - Parameter clock: the clock of the service, its schedules, retries and logs (with
+  ///   `--clock-url`, the service's schedules and retries follow that clock instead).
   /// - Returns: the process exit status.
   public static func run(
     _ configuration: DaemonConfiguration, environment: [String: String], clock: any ServiceClock = SystemClock()
@@ -117,8 +118,20 @@ public enum SubstatusDaemon {
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
+    // Tests only (--clock-url): the service's time follows another process's clock (the App Store
+    // simulator's); connection timeouts, the API clients' backoffs and the logs stay on `clock`.
+    var followedClock: FollowedClock?
+    if let clockURL = configuration.clockURL, let url = URL(string: clockURL) {
+      do { followedClock = try await FollowedClock.start(reading: clockReading(url)) } catch {
+        return fail("--clock-url: cannot read the clock: \(error)")
+      }
+      log.info("following a test clock (--clock-url)", [
+        ("url", .string(clockURL)), ("now_ms", .integer(followedClock?.wallMs ?? 0)),
+      ])
+    }
+    defer { followedClock?.stop() }
     // Webhooks: the dispatcher delivers the event log of stores that keep webhooks.
-    let serviceEnvironment = ServiceEnvironment(clock: clock, randomBytes: SecureRandom.bytes)
+    let serviceEnvironment = ServiceEnvironment(clock: followedClock ?? clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()
     let dispatcher = (store as? any WebhookStore).map { webhookStore in
       WebhookDispatcher(

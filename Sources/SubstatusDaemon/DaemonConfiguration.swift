@@ -50,6 +50,7 @@ import SubstatusJSON
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
+/// | `--clock-url URL` (tests only) | `SUBSTATUS_CLOCK_URL` | `clock_url` | none (the system clock) |
 public struct DaemonConfiguration: Sendable, Equatable {
   /// Where the SQLite database (and, by default, the master key) live.
   public var dataDirectory: String = ""
@@ -165,6 +166,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// each delivery (DESIGN "Events out").
   public var allowPrivateWebhooks = false
 
+  /// For end-to-end tests only: a loopback `http://` URL whose `GET` answers a JSON object with
+  /// `now_ms` (the App Store simulator's `/control/clock`). The service's time (events, the
+  /// transition scheduler, webhook retries, timeouts and leases, refreshes, logs) then follows that
+  /// clock (``SubstatusClock/FollowedClock``), polled every 20 ms; connection and network timeouts
+  /// stay on the real clock. `nil`: the system clock.
+  public var clockURL: String?
+
   /// The defaults.
   public init() {}
 
@@ -252,6 +260,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --allow-private-webhooks               let webhooks POST to loopback, link-local and private
                                              addresses (refused by default; for receivers on this
                                              machine or network) (env SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS=true)
+    tests only:
+      --clock-url URL                        follow the clock GET URL answers ({"now_ms": N}, e.g. the
+                                             App Store simulator's http://127.0.0.1:PORT/control/clock)
+                                             instead of the system clock; loopback http URLs only
       --help                                 this text
     """
 
@@ -300,6 +312,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--postgres-pool-size", "SUBSTATUS_POSTGRES_POOL_SIZE", "postgres_pool_size"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
+    ("--clock-url", "SUBSTATUS_CLOCK_URL", "clock_url"),
   ]
 
   /// Flags without a value: present means `true` (the environment variable and config key take
@@ -464,8 +477,26 @@ public struct DaemonConfiguration: Sendable, Equatable {
       default: throw UsageError(description: "--allow-private-webhooks takes no value (environment and config: true or false), not \"\(v)\"")
       }
     }
+    if let v = values["--clock-url"] { c.clockURL = try Self.clockURL(v) }
     try c.parseLimits(number)
     return c
+  }
+
+  /// Checks a `--clock-url` value: an `http://` URL on a loopback address (`127.0.0.0/8`, `::1`,
+  /// `localhost`). A clock that others can move would let them expire every subscription or
+  /// replay deliveries at will, so a test clock stays on the machine.
+  /// - Throws: ``UsageError`` for anything else.
+  static func clockURL(_ text: String) throws(UsageError) -> String {
+    guard let url = URL(string: text), url.scheme?.lowercased() == "http", let host = url.host?.lowercased(), !host.isEmpty
+    else { throw UsageError(description: "--clock-url must be an http:// URL, not \"\(text)\"") }
+    let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    let octets = bare.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+    let loopback = bare == "localhost" || bare == "::1" || (octets.count == 4 && !octets.contains(nil) && octets[0] == 127)
+    guard loopback else {
+      throw UsageError(
+        description: "--clock-url must point at this machine (127.0.0.1, [::1] or localhost), not \"\(host)\": it is for tests only")
+    }
+    return text
   }
 
   /// Checks a `--cors-origin` value and returns it as browsers serialize origins (RFC 6454):

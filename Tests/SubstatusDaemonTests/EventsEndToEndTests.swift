@@ -14,7 +14,14 @@ final class EventReceiver: @unchecked Sendable {
     var userID: String
     var valid: Bool
     var duplicate: Bool
+    /// The answer's status; 0 for a request held open unanswered (`HANG`).
     var status: Int
+    /// The signature's timestamp (`t=`), unix seconds.
+    var signedAt: Int64
+    /// Whether the request was held open without an answer (`HANG`).
+    var hung: Bool
+    /// The body: the event in proto3 JSON, as the receiver parsed it.
+    var event: Substatus_V1_Event?
   }
 
   /// The receiver's stdout: its first line, then the others.
@@ -67,7 +74,7 @@ final class EventReceiver: @unchecked Sendable {
     self.port = port
   }
 
-  /// Sends a command line (`SECRET s`, `DOWN`, `UP`).
+  /// Sends a command line (`SECRET s`, `DOWN`, `UP`, `FAIL status`, `HANG`).
   func send(_ command: String) throws {
     try stdin.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
   }
@@ -81,7 +88,13 @@ final class EventReceiver: @unchecked Sendable {
         eventID: object["event_id"] as? String ?? "", bodyEventID: object["body_event_id"] as? String ?? "",
         type: object["type"] as? String ?? "", userID: object["user_id"] as? String ?? "",
         valid: object["valid"] as? Bool ?? false, duplicate: object["dup"] as? Bool ?? false,
-        status: object["status"] as? Int ?? 0)
+        status: object["status"] as? Int ?? 0, signedAt: (object["t"] as? NSNumber)?.int64Value ?? 0,
+        hung: object["hung"] as? Bool ?? false,
+        event: (object["event"] as? [String: Any]).flatMap { body in
+          (try? JSONSerialization.data(withJSONObject: body)).flatMap {
+            try? Substatus_V1_Event(jsonString: String(decoding: $0, as: UTF8.self))
+          }
+        })
     }
   }
 

@@ -5,20 +5,24 @@ receivers to.
 usage: event_receiver.py
 Prints `PORT <n>` (bound on 127.0.0.1, port 0), then reads commands from stdin:
   SECRET <whsec_...>   the signing secret to verify with (requests before it are answered 503)
-  DOWN / UP            answer 503 to everything / answer again
+  DOWN / UP            answer 503 to everything / answer again (UP also ends FAIL and HANG)
+  FAIL <status>        answer <status> (e.g. 500) to every request, signed or not
+  HANG                 answer nothing: hold each request open (reported on arrival, "hung": true)
+                       for 60 s, then close it without an answer
 Each request is reported on stdout as a JSON line: {"event_id", "type", "user_id", "valid", "dup",
-"status"}. Answers 200 to a valid request (also to a duplicate: deduplicated, not an error), 401 to
-a bad signature.
+"status", "t", "event"} (`t`: the signature's timestamp; `event`: the whole body, parsed). Answers
+200 to a valid request (also to a duplicate: deduplicated, not an error), 401 to a bad signature.
 """
 import hashlib
 import hmac
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
-STATE = {"secret": None, "down": False}
+STATE = {"secret": None, "down": False, "fail": None, "hang": False}
 SEEN = set()
 
 
@@ -38,29 +42,42 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         event_id = self.headers.get("Substatus-Event-Id", "")
         with LOCK:
-            secret, down = STATE["secret"], STATE["down"]
+            secret, down, fail, hang = STATE["secret"], STATE["down"], STATE["fail"], STATE["hang"]
         if secret is None or down:
             return self.answer(503, event_id, body, valid=False, dup=False)
         fields = dict(p.split("=", 1) for p in self.headers.get("Substatus-Signature", "").split(",") if "=" in p)
         expected = hmac.new(secret.encode(), fields.get("t", "").encode() + b"." + body, hashlib.sha256).hexdigest()
         valid = hmac.compare_digest(expected, fields.get("v1", ""))
+        if hang:
+            report(self.record(0, event_id, body, valid, False, fields) | {"hung": True})
+            time.sleep(60)
+            self.close_connection = True
+            return
+        if fail is not None:
+            return self.answer(fail, event_id, body, valid=valid, dup=False, fields=fields)
         if not valid:
-            return self.answer(401, event_id, body, valid=False, dup=False)
+            return self.answer(401, event_id, body, valid=False, dup=False, fields=fields)
         with LOCK:
             dup = event_id in SEEN
             SEEN.add(event_id)
-        self.answer(200, event_id, body, valid=True, dup=dup)
+        self.answer(200, event_id, body, valid=True, dup=dup, fields=fields)
 
-    def answer(self, status, event_id, body, valid, dup):
+    @staticmethod
+    def record(status, event_id, body, valid, dup, fields):
         try:
             event = json.loads(body)
         except ValueError:
             event = {}
+        t = fields.get("t", "")
+        return {"event_id": event_id, "body_event_id": event.get("eventId", ""), "type": event.get("type", ""),
+                "user_id": event.get("userId", ""), "valid": valid, "dup": dup, "status": status,
+                "t": int(t) if t.isdigit() else 0, "event": event}
+
+    def answer(self, status, event_id, body, valid, dup, fields=None):
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
-        report({"event_id": event_id, "body_event_id": event.get("eventId", ""), "type": event.get("type", ""),
-                "user_id": event.get("userId", ""), "valid": valid, "dup": dup, "status": status})
+        report(self.record(status, event_id, body, valid, dup, fields or {}))
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -76,6 +93,10 @@ for line in sys.stdin:
         elif words[0] == "DOWN":
             STATE["down"] = True
         elif words[0] == "UP":
-            STATE["down"] = False
+            STATE["down"], STATE["fail"], STATE["hang"] = False, None, False
+        elif words[0] == "FAIL":
+            STATE["fail"] = int(words[1])
+        elif words[0] == "HANG":
+            STATE["hang"] = True
     print("OK", words[0], flush=True)
 server.shutdown()
