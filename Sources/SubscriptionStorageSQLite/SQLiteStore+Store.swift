@@ -659,7 +659,7 @@ extension SQLiteStore: Store {
         ).count
       }
       let made = summary.transfers[madeBefore...]
-      if !made.isEmpty {
+      if !made.isEmpty, let catalogs {
         try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
         summary.eventsAppended += ledger.eventsAppended
       }
