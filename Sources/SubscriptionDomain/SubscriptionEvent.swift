@@ -33,7 +33,8 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   case nonRenewingPurchased = "NON_RENEWING_PURCHASED"
   /// A consumable or non-consumable was bought.
   case oneTimePurchased = "ONE_TIME_PURCHASED"
-  /// The purchase sharing policy moved an original transaction to this user from another.
+  /// The purchase sharing policy moved an original transaction from one user to another (both
+  /// users get the event).
   case ownershipTransferred = "OWNERSHIP_TRANSFERRED"
 }
 
@@ -99,7 +100,8 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   public var expirationReason: String?
   /// For ``SubscriptionEventType/productChanged``: the product before.
   public var previousProductId: String?
-  /// For ``SubscriptionEventType/ownershipTransferred``: the user who had it before.
+  /// For ``SubscriptionEventType/ownershipTransferred``: the user who had the original
+  /// transaction before the transfer (the previous owner's own event has it as its user too).
   public var previousUserId: String?
 
   /// Creates an event.
