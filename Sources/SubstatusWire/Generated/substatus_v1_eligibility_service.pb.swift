@@ -38,8 +38,9 @@ public struct Substatus_V1_EligibilityQuery: ProtobufJSONMessage {
   /// The user. Required (else this query's UserEligibility carries an error).
   public var userID: String = ""
 
-  /// The products to check, 1 to 200; a product may appear more than once and is answered each
-  /// time.
+  /// The products to check, at most 200; a product may appear more than once and is answered
+  /// each time. Empty: every product of the app's catalog, in catalog order (counted against the
+  /// call's limit of answers).
   public var productIDs: [String] = []
 
   /// A message with every field at its default value.

@@ -41,8 +41,11 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   case nonRenewingPurchased
   /// A consumable or non-consumable was bought.
   case oneTimePurchased
-  /// The app's purchase sharing policy moved an original transaction to this user from another
-  /// (`previous_user_id`).
+  /// The app's purchase sharing policy (TRANSFER) moved an original transaction from
+  /// `previous_user_id` to another user. Both users get the event, in the commit of the transfer:
+  /// the new owner's has `user_id` ≠ `previous_user_id` (states of the purchase's group without and
+  /// with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
+  /// `occurred_ms` is the server's time of the submission that made the transfer.
   case ownershipTransferred
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
@@ -359,7 +362,8 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// For PRODUCT_CHANGED: the product before the change.
   public var previousProductID: String = ""
 
-  /// For OWNERSHIP_TRANSFERRED: the user who had the original transaction before.
+  /// For OWNERSHIP_TRANSFERRED: the user who had the original transaction before the transfer
+  /// (on the previous owner's own event, equal to `user_id`).
   public var previousUserID: String = ""
 
   /// The event's place in the app's log: pass it as `since_cursor` to continue after it. Opaque.

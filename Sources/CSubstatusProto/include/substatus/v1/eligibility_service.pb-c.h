@@ -74,8 +74,9 @@ struct  Substatus__V1__EligibilityQuery
    */
   char *user_id;
   /*
-   * The products to check, 1 to 200; a product may appear more than once and is answered each
-   * time.
+   * The products to check, at most 200; a product may appear more than once and is answered
+   * each time. Empty: every product of the app's catalog, in catalog order (counted against the
+   * call's limit of answers).
    */
   size_t n_product_ids;
   char **product_ids;

@@ -116,8 +116,11 @@ typedef enum _Substatus__V1__EventType {
    */
   SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_ONE_TIME_PURCHASED = 16,
   /*
-   * The app's purchase sharing policy moved an original transaction to this user from another
-   * (`previous_user_id`).
+   * The app's purchase sharing policy (TRANSFER) moved an original transaction from
+   * `previous_user_id` to another user. Both users get the event, in the commit of the transfer:
+   * the new owner's has `user_id` ≠ `previous_user_id` (states of the purchase's group without and
+   * with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
+   * `occurred_ms` is the server's time of the submission that made the transfer.
    */
   SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_TYPE)
@@ -270,7 +273,8 @@ struct  Substatus__V1__Event
    */
   char *previous_product_id;
   /*
-   * For OWNERSHIP_TRANSFERRED: the user who had the original transaction before.
+   * For OWNERSHIP_TRANSFERRED: the user who had the original transaction before the transfer
+   * (on the previous owner's own event, equal to `user_id`).
    */
   char *previous_user_id;
   /*
