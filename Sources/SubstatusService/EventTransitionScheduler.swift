@@ -7,8 +7,7 @@ import SubscriptionStorage
 /// It sleeps until the store's next recorded transition (``SubscriptionStorage/EventLogStore/nextTransitionDueMs()``),
 /// at least ``Configuration-swift.struct/minInterval`` (1 s) and at most
 /// ``Configuration-swift.struct/maxInterval`` (30 s), and wakes early when the service's
-/// ``SubstatusService/scheduleSignal`` fires (a write here may have recorded an earlier
-/// transition; its own appends and the daemon's poll for other instances do not wake it): a transition
+/// ``EventSignal`` fires (a write here may have recorded an earlier transition): a transition
 /// recorded on another instance sharing the database is acted on at most 30 s late. Sleeps are on
 /// the service's injected clock. The store claims each user it processes, so
 /// instances never append the same transition twice, and the recorded transitions survive
@@ -54,7 +53,7 @@ public final class EventTransitionScheduler: Sendable {
   /// Appends due transitions until ``beginGracefulShutdown()`` or cancellation.
   public func run() async {
     while !timer.isStopping, !Task.isCancelled {
-      let seen = service.scheduleSignal.generation
+      let seen = service.eventSignal.generation
       let next = await appendDue()
       let now = service.environment.now()
       var sleep = configuration.maxInterval
@@ -63,13 +62,13 @@ public final class EventTransitionScheduler: Sendable {
     }
   }
 
-  /// Sleeps for `duration`, or less when the service's ``SubstatusService/scheduleSignal`` moves past `seen` (a write
+  /// Sleeps for `duration`, or less when the service's ``EventSignal`` moves past `seen` (a write
   /// may have recorded an earlier transition), ``beginGracefulShutdown()`` is called or the task
   /// is cancelled.
   private func wait(_ duration: Duration, unlessSignalledAfter seen: UInt64) async {
     await withTaskGroup(of: Void.self) { group in
       group.addTask { await self.timer.wait(duration) }
-      group.addTask { await self.service.scheduleSignal.wait(after: seen) }
+      group.addTask { await self.service.eventSignal.wait(after: seen) }
       await group.next()
       group.cancelAll()
     }

@@ -37,10 +37,6 @@ public final class SubstatusService: Sendable {
   /// Wakes WatchEvents streams when events are appended (``eventsAppended(_:source:)``), and
   /// when the daemon polls for other instances' events.
   public let eventSignal = EventSignal()
-  /// Wakes the ``EventTransitionScheduler`` when a write here may have recorded an earlier
-  /// transition (events appended by anything but the scheduler itself). Unlike ``eventSignal``,
-  /// the daemon's poll for other instances does not fire it: the scheduler has its own due time.
-  public let scheduleSignal = EventSignal()
   /// Events appended, webhook deliveries and watchers, for `/metrics`.
   public let eventMetrics: EventMetrics
   /// Delivers the event log to webhooks (the daemon runs it); `nil`: TestWebhook is UNAVAILABLE.
@@ -93,12 +89,11 @@ public final class SubstatusService: Sendable {
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write
-  /// cannot tell and may have): counts them and wakes WatchEvents streams, the webhook dispatcher
-  /// and, unless the scheduler appended them (`source` "transition"), the transition scheduler.
+  /// cannot tell and may have): counts them and wakes WatchEvents streams, the transition
+  /// scheduler and the webhook dispatcher.
   public func eventsAppended(_ count: Int, source: String) {
     eventMetrics.appended(count, source: source)
     eventSignal.signal()
-    if source != "transition" { scheduleSignal.signal() }
     webhookDispatcher?.notifyEventsAppended()
   }
 
