@@ -17,6 +17,9 @@ scripts/bench calls `section(build_dir)`; run alone it measures and replaces the
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmarks_md import replace_section  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TITLE = "## Events out: derivation on ingest, webhook delivery"
 PRODUCT = "substatus-webhook-bench"
@@ -90,18 +93,6 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10):
     return lines
 
 
-def replace_section(path, lines):
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    start = text.find(TITLE)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    else:
-        end = text.find("\n## ", start + len(TITLE))
-        text = text[:start] + "\n".join(lines) + ("\n" + text[end + 1:] if end >= 0 else "")
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
@@ -112,7 +103,7 @@ def main():
     if not args.no_build:
         subprocess.run(["swift", "build", "-c", "release", "--product", PRODUCT], check=True)
     lines = section(os.path.join(ROOT, ".build"), args.reps, args.core)
-    replace_section(os.path.join(ROOT, "BENCHMARKS.md"), lines)
+    replace_section(os.path.join(ROOT, "BENCHMARKS.md"), TITLE, lines)
     print("\n".join(lines))
     print("wrote the events section of BENCHMARKS.md")
 

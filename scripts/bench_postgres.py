@@ -14,6 +14,9 @@ scripts/bench calls `section(build_dir, transactions)`; run alone it measures an
 """
 import argparse, glob, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmarks_md import replace_section  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TITLE = "## SQLite vs PostgreSQL (storage)"
 
@@ -208,18 +211,6 @@ def section(build_dir, transactions=100_000, reps=3):
     return lines
 
 
-def replace_section(path, lines):
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    start = text.find(TITLE)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    else:
-        end = text.find("\n## ", start + len(TITLE))
-        text = text[:start] + "\n".join(lines) + ("\n" + text[end + 1:] if end >= 0 else "")
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--transactions", type=int, default=100_000)
@@ -230,7 +221,7 @@ def main():
     if not args.no_build:
         subprocess.run(["swift", "build", "-c", "release", "--product", "substatus-storage-bench"], check=True)
     lines = section(os.path.join(ROOT, ".build"), args.transactions, args.reps)
-    replace_section(os.path.join(ROOT, "BENCHMARKS.md"), lines)
+    replace_section(os.path.join(ROOT, "BENCHMARKS.md"), TITLE, lines)
     print("\n".join(lines))
     print("wrote the SQLite vs PostgreSQL section of BENCHMARKS.md")
 
