@@ -93,20 +93,6 @@ extension EventDerivation {
   private static func purchaseOrder(_ a: Transaction, _ b: Transaction) -> Bool {
     (a.purchaseDate, a.transactionId) < (b.purchaseDate, b.transactionId)
   }
-
-  /// An event id from a canonical key (``eventId(for:subject:)``'s digest and format).
-  private func eventId(canonicalKey: String) -> String {
-    let hash = digest(Array(canonicalKey.utf8))
-    precondition(hash.count >= 16, "an event id digest must be at least 16 bytes")
-    let digits = Array("0123456789abcdef".utf8)
-    var id = Array("evt_".utf8)
-    id.reserveCapacity(36)
-    for byte in hash.prefix(16) {
-      id.append(digits[Int(byte >> 4)])
-      id.append(digits[Int(byte & 0x0f)])
-    }
-    return String(decoding: id, as: UTF8.self)
-  }
 }
 
 extension OwnershipGap {

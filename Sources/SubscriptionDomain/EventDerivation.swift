@@ -129,7 +129,13 @@ public struct EventDerivation: Sendable {
 
   /// The id of the event `cause` gives for `subject`.
   public func eventId(for cause: EventCause, subject: EventSubject) -> String {
-    let hash = digest(Array(cause.canonicalKey(for: subject).utf8))
+    eventId(canonicalKey: cause.canonicalKey(for: subject))
+  }
+
+  /// An event id from a canonical cause key: `evt_` and the first 16 bytes of its ``digest`` in
+  /// lowercase hex (every event id, ownership transfers' included).
+  func eventId(canonicalKey: String) -> String {
+    let hash = digest(Array(canonicalKey.utf8))
     precondition(hash.count >= 16, "an event id digest must be at least 16 bytes")
     let digits = Array("0123456789abcdef".utf8)
     var id = Array("evt_".utf8)
