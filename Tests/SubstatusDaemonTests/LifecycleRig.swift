@@ -168,8 +168,10 @@ final class LifecycleRig: @unchecked Sendable {
     try await waitForServerClock(ms)
   }
 
-  /// Waits (10 s at most) until every event of the log has a delivered delivery, on two readings
-  /// 50 ms apart (the transition scheduler may append an event just after the first).
+  /// Waits (10 s at most) until every event of the log has a delivered delivery, on three readings
+  /// 600 ms apart: the transition scheduler may append an event up to about a second after a
+  /// clock move (the daemon wakes it once a second), and a delivery still in flight when the clock
+  /// then jumps days ahead would time out past its retry window (FAILED after one attempt).
   func settle() async throws {
     let deadline = Date().addingTimeInterval(10)
     var quiet = 0
@@ -177,8 +179,8 @@ final class LifecycleRig: @unchecked Sendable {
       let (events, all) = (try await log().count, try await deliveries())
       if all.count >= events && all.allSatisfy({ $0.state == .delivered }) {
         quiet += 1
-        if quiet == 2 { return }
-        try await Task.sleep(for: .milliseconds(50))
+        if quiet == 3 { return }
+        try await Task.sleep(for: .milliseconds(600))
         continue
       }
       quiet = 0
