@@ -119,7 +119,8 @@ public enum SubstatusDaemon {
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
     // Tests only (--clock-url): the service's time follows another process's clock (the App Store
-    // simulator's); connection timeouts, the API clients' backoffs and the logs stay on `clock`.
+    // simulator's); connection and webhook POST timeouts, the API clients' backoffs and the logs
+    // stay on `clock` (the service environment's `wireClock`).
     var followedClock: FollowedClock?
     if let clockURL = configuration.clockURL, let url = URL(string: clockURL) {
       do { followedClock = try await FollowedClock.start(reading: clockReading(url)) } catch {
@@ -131,7 +132,8 @@ public enum SubstatusDaemon {
     }
     defer { followedClock?.stop() }
     // Webhooks: the dispatcher delivers the event log of stores that keep webhooks.
-    let serviceEnvironment = ServiceEnvironment(clock: followedClock ?? clock, randomBytes: SecureRandom.bytes)
+    let serviceEnvironment = ServiceEnvironment(
+      clock: followedClock ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()
     let dispatcher = (store as? any WebhookStore).map { webhookStore in
       WebhookDispatcher(

@@ -10,12 +10,20 @@ import SubstatusWire
 public struct ServiceEnvironment: Sendable {
   /// The clock every timestamp, duration, schedule and retry of the service reads.
   public var clock: any ServiceClock
+  /// The clock of what happens on the wire: the timeout of an outgoing request and the duration
+  /// recorded for it. It is ``clock`` except when that follows a test's simulated time
+  /// (`substatusd --clock-url`): a jump of the simulated clock by days must not time out a webhook
+  /// POST that is in flight.
+  public var wireClock: any ServiceClock
   /// Cryptographically secure random bytes.
   public var randomBytes: @Sendable (Int) -> [UInt8]
 
-  /// Creates an environment.
-  public init(clock: any ServiceClock, randomBytes: @escaping @Sendable (Int) -> [UInt8]) {
+  /// Creates an environment; `wireClock` is `clock` unless given.
+  public init(
+    clock: any ServiceClock, wireClock: (any ServiceClock)? = nil, randomBytes: @escaping @Sendable (Int) -> [UInt8]
+  ) {
     self.clock = clock
+    self.wireClock = wireClock ?? clock
     self.randomBytes = randomBytes
   }
 

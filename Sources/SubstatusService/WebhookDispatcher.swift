@@ -26,7 +26,7 @@ import Synchronization
 ///   `Substatus-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`
 ///   (``WebhookSigning``);
 /// - any 2xx delivers; any other status, a timeout (``Configuration-swift.struct/timeout`` on the
-///   injected clock) or a connection error schedules a retry after
+///   environment's `wireClock`) or a connection error schedules a retry after
 ///   `initialBackoff × 2^(failures-1)` (capped at `maxBackoff`, jittered by ±20 % from the injected
 ///   randomness), until ``Configuration-swift.struct/retryWindow`` after the delivery's creation,
 ///   when the delivery becomes FAILED (a replay sends it again);
@@ -181,16 +181,20 @@ public final class WebhookDispatcher: Sendable {
     var inFlight: [String: Int] = [:]
     /// Deliveries per webhook held in any way (queued, in flight, being recorded).
     var held: [String: Int] = [:]
+    /// The ids of the deliveries held: a claim that returns one of them again (its lease passed
+    /// while it was in flight, as when the clock jumps) does not send it twice.
+    var heldIds: Set<String> = []
     var totalInFlight = 0
     var totalHeld = 0
     /// Attempts made and not yet recorded; one task records them at a time.
     var finished: [Finished] = []
     var recording = false
 
-    mutating func release(_ webhookId: String, count: Int = 1) {
-      let left = (held[webhookId] ?? count) - count
-      held[webhookId] = left > 0 ? left : nil
-      totalHeld -= count
+    mutating func release(_ delivery: DeliveryRecord) {
+      let left = (held[delivery.webhookId] ?? 1) - 1
+      held[delivery.webhookId] = left > 0 ? left : nil
+      heldIds.remove(delivery.deliveryId)
+      totalHeld -= 1
     }
   }
 
@@ -199,7 +203,8 @@ public final class WebhookDispatcher: Sendable {
   /// Creates a dispatcher; it does nothing until ``run()``.
   /// - Parameters:
   ///   - store: the webhooks and deliveries.
-  ///   - environment: the clock (backoffs, timeouts, timestamps) and randomness (jitter).
+  ///   - environment: the clock (backoffs, leases, timestamps), the wire clock (each POST's timeout
+  ///     and duration) and randomness (jitter).
   ///   - configuration: the settings.
   ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect and
   ///     reads at most ``maxResponseBytes`` of an answer.
@@ -263,7 +268,7 @@ public final class WebhookDispatcher: Sendable {
     }
     ticker.cancel()
     state.withLock { s in
-      for (webhookId, queue) in s.queued { s.release(webhookId, count: queue.count) }
+      for queue in s.queued.values { for claimed in queue { s.release(claimed.delivery) } }
       s.queued = [:]
     }
   }
@@ -321,6 +326,7 @@ public final class WebhookDispatcher: Sendable {
       }
       guard let target = targets[delivery.webhookId] ?? nil else { continue }
       state.withLock { s in
+        guard s.heldIds.insert(delivery.deliveryId).inserted else { return }
         s.queued[delivery.webhookId, default: []].append(Claimed(delivery: delivery, target: target))
         s.held[delivery.webhookId, default: 0] += 1
         s.totalHeld += 1
@@ -380,7 +386,7 @@ public final class WebhookDispatcher: Sendable {
       s.inFlight[id] = left > 0 ? left : nil
       s.totalInFlight -= 1
       guard let outcome else {
-        s.release(id)
+        s.release(claimed.delivery)
         return false
       }
       s.finished.append(Finished(claimed: claimed, outcome: outcome))
@@ -413,7 +419,7 @@ public final class WebhookDispatcher: Sendable {
           [("deliveries", .integer(batch.count)), ("error", .string(error.description))])
       }
       state.withLock { s in
-        for finished in batch { s.release(finished.claimed.delivery.webhookId) }
+        for finished in batch { s.release(finished.claimed.delivery) }
         s.claimWanted = true
       }
       wake()
@@ -503,7 +509,7 @@ public final class WebhookDispatcher: Sendable {
   /// the attempt.
   /// - Returns: the attempt; `nil` when the dispatcher was cancelled meanwhile.
   private func post(body: [UInt8], eventId: String, to target: Target) async -> DeliveryAttemptRecord? {
-    let clock = environment.clock
+    let clock = environment.wireClock
     let attemptedMs = environment.now()
     let started = clock.monotonicNow
     func failed(_ error: String, status: Int? = nil) -> DeliveryAttemptRecord {
@@ -575,13 +581,13 @@ public final class WebhookDispatcher: Sendable {
     case cancelled
   }
 
-  /// The POST raced against the timeout on the injected clock: the first to finish decides, the
+  /// The POST raced against the timeout on the environment's wire clock: the first to finish decides, the
   /// other is cancelled (a hung receiver costs its slot for the timeout, nothing more).
   private func postWithTimeout(url: URL, headers: [(String, String)], body: [UInt8]) async
     -> PostResult
   {
     let race = PostRace()
-    let (poster, clock, timeout) = (self.poster, environment.clock, configuration.timeout)
+    let (poster, clock, timeout) = (self.poster, environment.wireClock, configuration.timeout)
     return await withTaskCancellationHandler {
       await race.run(poster: poster, clock: clock, timeout: timeout, url: url, headers: headers, body: body)
     } onCancel: {
@@ -621,7 +627,7 @@ public final class WebhookDispatcher: Sendable {
         keep(
           Task {
             do {
-              // The client's own timeout is a backstop behind the one on the injected clock.
+              // The client's own timeout is a backstop behind the one on the wire clock.
               let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
               self.finish(.answered(response))
             } catch {

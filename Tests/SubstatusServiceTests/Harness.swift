@@ -33,19 +33,23 @@ final class TestWallTime: Sendable {
 /// A manual clock, fixed randomness and a log that keeps every line.
 final class TestWorld: Sendable {
   let clock: ManualClock
+  /// The environment's wire clock (outgoing requests' timeouts): ``clock`` unless the world was
+  /// made with one of its own.
+  let wireClock: ManualClock
   /// The clock's wall time, from 2024-03-25T00:00:00Z by default.
   let now: TestWallTime
   let lines = Mutex<[String]>([])
   let counter = Mutex<UInt64>(0)
 
-  init(wallMs: Int64 = 1_711_324_800_000) {
+  init(wallMs: Int64 = 1_711_324_800_000, separateWireClock: Bool = false) {
     clock = ManualClock(wallMs: wallMs)
+    wireClock = separateWireClock ? ManualClock(wallMs: wallMs) : clock
     now = TestWallTime(clock)
   }
 
   var environment: ServiceEnvironment {
     ServiceEnvironment(
-      clock: clock,
+      clock: clock, wireClock: wireClock,
       randomBytes: { n in
         // Deterministic but distinct bytes per call.
         let seed = self.counter.withLock { $0 += 1; return $0 }

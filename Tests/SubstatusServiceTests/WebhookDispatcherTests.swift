@@ -127,7 +127,7 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(5), _ condition: () 
 /// A store with an app, a manual clock, the receiver and a dispatcher to drive.
 final class DispatcherWorld: Sendable {
   static let secret = "whsec_" + String(repeating: "5a", count: 32)
-  let world = TestWorld(wallMs: 1_700_000_000_000)
+  let world: TestWorld
   let store = InMemoryStore()
   let receiver: WebhookReceiver
   final class Reports: Sendable {
@@ -136,7 +136,8 @@ final class DispatcherWorld: Sendable {
   let reports = Reports()
   let dispatcher: WebhookDispatcher
 
-  private init(configuration: WebhookDispatcher.Configuration, receiver: WebhookReceiver) {
+  private init(configuration: WebhookDispatcher.Configuration, receiver: WebhookReceiver, separateWireClock: Bool) {
+    world = TestWorld(wallMs: 1_700_000_000_000, separateWireClock: separateWireClock)
     self.receiver = receiver
     let reports = self.reports
     dispatcher = WebhookDispatcher(
@@ -146,10 +147,14 @@ final class DispatcherWorld: Sendable {
   }
 
   /// A world with app a1 and a receiver; private addresses allowed unless `configuration` says.
+  /// With `separateWireClock`, the POSTs' timeouts run on ``TestWorld/wireClock``, not ``clock``.
   static func start(
-    _ configuration: WebhookDispatcher.Configuration = .init(urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true))
+    _ configuration: WebhookDispatcher.Configuration = .init(urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)),
+    separateWireClock: Bool = false
   ) async throws -> DispatcherWorld {
-    let w = DispatcherWorld(configuration: configuration, receiver: try await WebhookReceiver.start(secret: secret))
+    let w = DispatcherWorld(
+      configuration: configuration, receiver: try await WebhookReceiver.start(secret: secret),
+      separateWireClock: separateWireClock)
     try await Fixture.seed(w.store)
     return w
   }
@@ -284,6 +289,26 @@ struct WebhookDispatcherTests {
       #expect(report.state == .pending)
       w.advance(by: .seconds(40))
       try await w.receiver.wait("the retry") { $0.count == 2 }
+    }
+  }
+
+  @Test("a jump of the service's clock by days (a followed test clock) neither times out nor repeats a POST in flight")
+  func serviceClockJumpDoesNotTimeOutAPost() async throws {
+    let w = try await DispatcherWorld.start(separateWireClock: true)
+    try await w.createWebhook("w1", "hang")
+    try await w.running {
+      try await w.addEvents(["u1"])
+      try await w.receiver.wait("the request") { $0.count == 1 }
+      #expect(await w.world.wireClock.waitForSleepers(1), "the POST's timeout sleeps on the wire clock")
+      w.advance(by: .seconds(5 * 86_400))
+      try await Task.sleep(for: .milliseconds(200))
+      #expect(w.attempts(of: "w1").isEmpty, "still in flight after the service's clock jumped 5 days")
+      #expect(w.receiver.requests.count == 1, "the lease passed, but the held delivery is not claimed and sent again")
+      w.world.wireClock.advance(by: .seconds(10))
+      try await waitUntil("the timeout") { w.attempts(of: "w1").count == 1 }
+      let report = w.attempts(of: "w1")[0]
+      #expect(report.attempt.error == "timeout after 10 s")
+      #expect(report.attempt.durationMs == 10_000, "the duration on the wire clock")
     }
   }
 
