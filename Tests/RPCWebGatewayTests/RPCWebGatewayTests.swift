@@ -183,10 +183,11 @@ struct RPCWebGatewayTests {
          hex(enveloped("")), "stall"])
       defer { client.stop() }
       #expect(await client.nextLine() == "HEAD 200 application/connect+proto")
-      // It writes until the socket buffers and the gateway's 64 KiB are full, then waits.
+      // It writes until the socket buffers and the gateway's 64 KiB are full, then waits (up to
+      // 30 s to get there: a loaded 2-core CI machine fills megabytes of loopback buffers slowly).
       var previous = -1
       var settled = false
-      for _ in 0..<50 where !settled {
+      for _ in 0..<150 where !settled {
         try await Task.sleep(for: .milliseconds(200))
         let now = probe.written.withLock { $0 }
         settled = now > 64 && now == previous
