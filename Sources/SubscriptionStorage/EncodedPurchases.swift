@@ -11,6 +11,23 @@ package struct EncodedTransaction: Sendable {
   package var payload: [UInt8]
   /// The decoded value, compared with a stored version by ``Transaction/supersedes(_:)``.
   package var transaction: Transaction
+
+  /// `transaction` encoded.
+  package init(_ transaction: Transaction) {
+    transactionId = transaction.transactionId
+    originalTransactionId = transaction.originalTransactionId
+    purchaseMs = transaction.purchaseDate
+    signedMs = transaction.signedDate
+    payload = PayloadCodec.encode(transaction)
+    self.transaction = transaction
+  }
+
+  /// The row to write when a merge stores `stored` (``UserPurchaseState/merge(_:)``: this copy, or
+  /// the winner of it and the stored one with the price either carries): this one when it is
+  /// `stored`, else `stored` encoded.
+  package func row(storing stored: Transaction) -> EncodedTransaction {
+    stored == transaction ? self : EncodedTransaction(stored)
+  }
 }
 
 /// A renewal info, or its removal by a snapshot, ready to write.
@@ -35,12 +52,7 @@ package struct EncodedPurchases: Sendable {
   package init(_ update: UserPurchases) {
     user = update.user
     submittedMs = update.submittedMs
-    transactions = update.transactions.map {
-      EncodedTransaction(
-        transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId,
-        purchaseMs: $0.purchaseDate, signedMs: $0.signedDate, payload: PayloadCodec.encode($0),
-        transaction: $0)
-    }
+    transactions = update.transactions.map(EncodedTransaction.init)
     renewalInfos = update.renewalInfoVersions.map {
       EncodedRenewalInfo(
         originalTransactionId: $0.originalTransactionId, signedMs: $0.renewalInfo?.signedDate,

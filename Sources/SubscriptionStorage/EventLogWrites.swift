@@ -30,14 +30,21 @@ package struct UserPurchaseState: Sendable, Hashable {
       })
   }
 
-  /// Applies the domain's merge to one incoming transaction (rules 13, 14; see ``Store``).
-  /// - Returns: the stored version it replaces (`.some(nil)`: it is new), or `nil` when the
-  ///   stored version stays.
-  package mutating func merge(_ t: Transaction) -> Transaction?? {
-    let old = transactions[t.transactionId]
-    if let old, old == t || !t.supersedes(old) { return nil }
-    transactions[t.transactionId] = t
-    return .some(old)
+  /// Applies the domain's merge to one incoming transaction (rules 13, 14; see ``Store``): the
+  /// copy that wins, with the price either copy carries (``Transaction/merging(_:)``: a newer
+  /// verifyReceipt copy keeps a StoreKit 2 copy's price).
+  /// - Returns: the version now stored and the one it replaces (`nil`: it is new), or `nil` when
+  ///   the stored version stays as it is.
+  package mutating func merge(_ t: Transaction) -> (stored: Transaction, replaced: Transaction?)? {
+    guard let old = transactions[t.transactionId] else {
+      transactions[t.transactionId] = t
+      return (t, nil)
+    }
+    if old == t { return nil }
+    let merged = old.merging(t)
+    if merged == old { return nil }
+    transactions[t.transactionId] = merged
+    return (merged, old)
   }
 
   /// Applies the domain's merge to one incoming renewal info or removal.

@@ -467,9 +467,9 @@ public final class InMemoryStore: Store {
       var changed = false
       // The domain's merge decides (rules 13, 14); see the Store protocol.
       for t in update.transactions {
-        guard let old = data.merge(t) else { continue }
+        guard let (stored, old) = data.merge(t) else { continue }
         changed = true
-        if isCountedChange(t, replacing: old) { summary.transactionsWritten += 1 }
+        if isCountedChange(stored, replacing: old) { summary.transactionsWritten += 1 }
       }
       for version in update.renewalInfoVersions {
         guard let old = data.merge(version) else { continue }

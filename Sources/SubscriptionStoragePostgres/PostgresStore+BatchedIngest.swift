@@ -225,10 +225,10 @@ extension PostgresStore {
       var changed = false
       // The domain's merge decides (rules 13, 14; see the Store protocol), as in the other path.
       for t in update.transactions {
-        guard let old = u.state.merge(t.transaction) else { continue }
+        guard let (stored, old) = u.state.merge(t.transaction) else { continue }
         changed = true
-        u.transactions[t.transactionId] = t
-        if isCountedChange(t.transaction, replacing: old) { summary.transactionsWritten += 1 }
+        u.transactions[t.transactionId] = t.row(storing: stored)
+        if isCountedChange(stored, replacing: old) { summary.transactionsWritten += 1 }
       }
       for r in update.renewalInfos {
         guard let old = u.state.merge(r.version) else { continue }

@@ -570,16 +570,17 @@ extension PostgresStore: Store {
       let before = try purchaseState(db, key)
       var state = before
       var changed = false
-      for t in update.transactions {
-        guard let old = state.merge(t.transaction) else { continue }
+      for incoming in update.transactions {
+        guard let (stored, old) = state.merge(incoming.transaction) else { continue }
         changed = true
+        let t = incoming.row(storing: stored)
         try db.run(
           PostgresQueries.upsertTransaction,
           [
             .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
             .optional(t.signedMs), .bytes(t.payload),
           ])
-        if isCountedChange(t.transaction, replacing: old) { summary.transactionsWritten += 1 }
+        if isCountedChange(stored, replacing: old) { summary.transactionsWritten += 1 }
       }
       for r in update.renewalInfos {
         guard let old = state.merge(r.version) else { continue }

@@ -607,9 +607,10 @@ extension SQLiteStore: Store {
       var state = before
       var changed = false
       // The domain's merge decides on the stored row (rules 13, 14); see the Store protocol.
-      for t in update.transactions {
-        guard let old = state.merge(t.transaction) else { continue }
+      for incoming in update.transactions {
+        guard let (stored, old) = state.merge(incoming.transaction) else { continue }
         changed = true
+        let t = incoming.row(storing: stored)
         try db.run(
           """
           INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms,
@@ -622,7 +623,7 @@ extension SQLiteStore: Store {
             .int(key), .text(t.transactionId), .text(t.originalTransactionId), .int(t.purchaseMs),
             .optional(t.signedMs), .blob(t.payload),
           ])
-        if isCountedChange(t.transaction, replacing: old) { summary.transactionsWritten += 1 }
+        if isCountedChange(stored, replacing: old) { summary.transactionsWritten += 1 }
       }
       for r in update.renewalInfos {
         let ids: [SQLValue] = [.int(key), .text(r.originalTransactionId)]

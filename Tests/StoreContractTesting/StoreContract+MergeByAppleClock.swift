@@ -48,6 +48,44 @@ extension StoreContract {
     #expect(try await store.history(of: user).transactions == [undatedRefund])
   }
 
+  /// a winning copy without a price keeps the price another copy carried (StoreKit 2, then verifyReceipt)
+  static func mergedPrice(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    /// The StoreKit 2 copy (with Apple's price), the newer verifyReceipt copy (without one) and
+    /// what a store keeps of both, of transaction `id`.
+    func copies(_ id: String, receiptAsOf: Int64 = 30) -> (signed: Transaction, receipt: Transaction, kept: Transaction) {
+      var signed = Fixture.transaction(id, purchase: 10, expires: 100, signed: 20)
+      signed.price = 9_990
+      signed.currency = "EUR"
+      var receipt = Fixture.transaction(id, purchase: 10, expires: 100, revoked: 25)
+      receipt.asOfDate = receiptAsOf
+      var kept = receipt
+      kept.price = 9_990
+      kept.currency = "EUR"
+      return (signed, receipt, kept)
+    }
+    // SHARE, then TRANSFER (the stores' paths without and with purchase sharing's ledger).
+    for (round, sharing) in [PurchaseSharing.share, .transfer].enumerated() {
+      _ = try await store.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: sharing))
+      // The newer verifyReceipt copy wins in every order, in separate writes or in one; the price
+      // of the signed copy stays, whichever arrived first.
+      for n in 0..<4 {
+        let id = "\(round)-\(n)"
+        let (signed, receipt, kept) = copies(id)
+        let writes = [[[signed], [receipt]], [[receipt], [signed]], [[signed, receipt]], [[receipt, signed]]][n]
+        let user = Fixture.user("user\(id)")
+        for batch in writes {
+          _ = try await store.ingest([UserPurchases(user: user, transactions: batch)], atMs: Fixture.now)
+        }
+        #expect(try await store.history(of: user).transactions == [kept], "order \(n), \(sharing)")
+        // A still newer copy without a price does not lose it either.
+        let later = copies(id, receiptAsOf: 40)
+        _ = try await store.ingest([UserPurchases(user: user, transactions: [later.receipt])], atMs: Fixture.now)
+        #expect(try await store.history(of: user).transactions == [later.kept], "order \(n), \(sharing)")
+      }
+    }
+  }
+
   /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
   static func renewalInfoSnapshot(_ store: any Store) async throws {
     try await Fixture.seed(store)

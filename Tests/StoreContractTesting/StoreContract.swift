@@ -72,6 +72,8 @@ public enum StoreContract {
     case newestWins
     /// a revocation is never lost: a copy without it replaces it only when newer on Apple's clock
     case revocationWins
+    /// a winning copy without a price keeps the price another copy carried (StoreKit 2, then verifyReceipt)
+    case mergedPrice
     /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
     case renewalInfoSnapshot
     /// any permutation of generated copies from five sources stores one history and one evaluation
@@ -139,6 +141,7 @@ public enum StoreContract {
       case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
       case .newestWins: "newest signed data wins; older signed data is ignored"
       case .revocationWins: "a revocation is never lost: a copy without it replaces it only when newer on Apple's clock"
+      case .mergedPrice: "a winning copy without a price keeps the price another copy carried (StoreKit 2, then verifyReceipt)"
       case .renewalInfoSnapshot: "a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered"
       case .copyPermutations: "any permutation of generated copies from five sources stores one history and one evaluation"
       case .ingestIsAtomic: "an ingest naming an unknown app stores nothing of the batch"
@@ -184,6 +187,7 @@ public enum StoreContract {
     case .ingestAndHistory: try await ingestAndHistory(store)
     case .newestWins: try await newestWins(store)
     case .revocationWins: try await revocationWins(store)
+    case .mergedPrice: try await mergedPrice(store)
     case .renewalInfoSnapshot: try await renewalInfoSnapshot(store)
     case .copyPermutations: try await copyPermutations(store)
     case .ingestIsAtomic: try await ingestIsAtomic(store)
