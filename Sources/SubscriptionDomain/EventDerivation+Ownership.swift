@@ -28,13 +28,19 @@ public struct OwnershipChange: Sendable, Hashable {
   /// id's hash, in ``EventCause/canonicalKey(for:)``'s format with its own kind, so no other
   /// cause shares it.
   public func canonicalKey(for subject: EventSubject) -> String {
-    let parts = [
+    String(decoding: canonicalBytes(for: subject), as: UTF8.self)
+  }
+
+  /// ``canonicalKey(for:)`` as UTF-8.
+  func canonicalBytes(for subject: EventSubject) -> [UInt8] {
+    var key = CanonicalKey()
+    for part in [
       subject.appId, subject.environment.rawValue, subject.userId, "ownership_transferred",
       originalTransactionId, String(atMs), previousUserId, newUserId,
-    ]
-    var key = "substatus.event.v1"
-    for part in parts { key += "\n\(part.utf8.count):\(part)" }
-    return key
+    ] {
+      key.add(part)
+    }
+    return key.bytes
   }
 }
 
@@ -82,7 +88,7 @@ extension EventDerivation {
     }
     let gained = subject.userId == change.newUserId
     return SubscriptionEvent(
-      eventId: eventId(canonicalKey: change.canonicalKey(for: subject)), appId: subject.appId,
+      eventId: eventId(canonicalBytes: change.canonicalBytes(for: subject)), appId: subject.appId,
       userId: subject.userId, environment: subject.environment, type: .ownershipTransferred,
       occurredMs: at, detectedMs: detectedMs, subscriptionGroupId: group, productId: latest?.productId,
       transactionId: latest?.transactionId, originalTransactionId: otid,

@@ -90,20 +90,68 @@ public enum EventCause: Sendable, Hashable {
   /// The canonical text of the cause for `subject`, the input of the event id's hash: a version tag,
   /// then each component as `<UTF-8 length>:<text>` on its own line (so no two causes share it).
   public func canonicalKey(for subject: EventSubject) -> String {
-    var parts = [subject.appId, subject.environment.rawValue, subject.userId]
+    String(decoding: canonicalBytes(for: subject), as: UTF8.self)
+  }
+
+  /// ``canonicalKey(for:)`` as UTF-8, built without intermediate strings (one per event).
+  func canonicalBytes(for subject: EventSubject) -> [UInt8] {
+    var key = CanonicalKey()
+    key.add(subject.appId)
+    key.add(subject.environment.rawValue)
+    key.add(subject.userId)
     switch self {
-    case .purchase(let id): parts += ["purchase", id]
-    case .revocation(let id, let at): parts += ["revocation", id, String(at)]
-    case .revocationReversed(let id, let at): parts += ["revocation_reversed", id, String(at)]
+    case .purchase(let id):
+      key.add("purchase")
+      key.add(id)
+    case .revocation(let id, let at):
+      key.add("revocation")
+      key.add(id)
+      key.add(String(at))
+    case .revocationReversed(let id, let at):
+      key.add("revocation_reversed")
+      key.add(id)
+      key.add(String(at))
     case .autoRenew(let otx, let enabled, let version):
-      parts += ["auto_renew", otx, enabled ? "on" : "off", version]
-    case .billingIssue(let group, let id): parts += ["billing_issue", group, id]
-    case .gracePeriodExpired(let group, let id): parts += ["grace_period_expired", group, id]
-    case .expired(let group, let id): parts += ["expired", group, id]
+      key.add("auto_renew")
+      key.add(otx)
+      key.add(enabled ? "on" : "off")
+      key.add(version)
+    case .billingIssue(let group, let id):
+      key.add("billing_issue")
+      key.add(group)
+      key.add(id)
+    case .gracePeriodExpired(let group, let id):
+      key.add("grace_period_expired")
+      key.add(group)
+      key.add(id)
+    case .expired(let group, let id):
+      key.add("expired")
+      key.add(group)
+      key.add(id)
     }
-    var key = "substatus.event.v1"
-    for part in parts { key += "\n\(part.utf8.count):\(part)" }
-    return key
+    return key.bytes
+  }
+}
+
+/// The bytes of a canonical cause key: `substatus.event.v1`, then `\n<UTF-8 length>:<text>` per
+/// component (``EventCause/canonicalKey(for:)``).
+struct CanonicalKey {
+  private(set) var bytes: [UInt8]
+
+  init() {
+    bytes = []
+    bytes.reserveCapacity(192)
+    bytes.append(contentsOf: "substatus.event.v1".utf8)
+  }
+
+  mutating func add(_ part: String) {
+    var part = part
+    part.withUTF8 { utf8 in
+      bytes.append(UInt8(ascii: "\n"))
+      bytes.append(contentsOf: String(utf8.count).utf8)
+      bytes.append(UInt8(ascii: ":"))
+      bytes.append(contentsOf: utf8)
+    }
   }
 }
 
@@ -129,22 +177,27 @@ public struct EventDerivation: Sendable {
 
   /// The id of the event `cause` gives for `subject`.
   public func eventId(for cause: EventCause, subject: EventSubject) -> String {
-    eventId(canonicalKey: cause.canonicalKey(for: subject))
+    eventId(canonicalBytes: cause.canonicalBytes(for: subject))
   }
 
-  /// An event id from a canonical cause key: `evt_` and the first 16 bytes of its ``digest`` in
-  /// lowercase hex (every event id, ownership transfers' included).
-  func eventId(canonicalKey: String) -> String {
-    let hash = digest(Array(canonicalKey.utf8))
+  /// An event id from the UTF-8 of a canonical cause key (``EventCause/canonicalKey(for:)``):
+  /// `evt_` and the first 16 bytes of its ``digest`` in lowercase hex (every event id, ownership
+  /// transfers' included).
+  func eventId(canonicalBytes: [UInt8]) -> String {
+    let hash = digest(canonicalBytes)
     precondition(hash.count >= 16, "an event id digest must be at least 16 bytes")
-    let digits = Array("0123456789abcdef".utf8)
-    var id = Array("evt_".utf8)
+    var id: [UInt8] = Array("evt_".utf8)
     id.reserveCapacity(36)
     for byte in hash.prefix(16) {
-      id.append(digits[Int(byte >> 4)])
-      id.append(digits[Int(byte & 0x0f)])
+      id.append(Self.hexDigit(byte >> 4))
+      id.append(Self.hexDigit(byte & 0x0f))
     }
     return String(decoding: id, as: UTF8.self)
+  }
+
+  /// The lowercase hex digit of a nibble.
+  private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+    nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
   }
 
   /// The events that changing a user's stored data from `before` to `after` adds, in Apple's time
