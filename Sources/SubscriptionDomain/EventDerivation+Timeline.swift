@@ -205,11 +205,27 @@ struct Timeline {
     if includeData {
       for i in transactions.indices { appendDataOccurrences(of: i, skipping: known, to: &result) }
     }
-    // A change at `t` is due at `t`, or for an undecided lapse or billing retry's end at most
-    // 60 days and 1 ms later.
-    let (earliest, overflow) = dueAfter.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
-    appendTimeOccurrences(from: overflow ? .min : earliest, dueThrough: dueThrough, to: &result)
+    appendTimeOccurrences(from: Self.earliestInstant(dueAfter: dueAfter), dueThrough: dueThrough, to: &result)
     return result
+  }
+
+  /// The instant after which changes by time alone due after `dueAfter` happen: a change at `t`
+  /// is due at `t`, or for an undecided lapse or billing retry's end at most 60 days and 1 ms
+  /// later. ``occurrences(dueThrough:dueAfter:includeData:skipping:)`` reads the states at
+  /// and after it only.
+  static func earliestInstant(dueAfter: Int64) -> Int64 {
+    let (earliest, overflow) = dueAfter.subtractingReportingOverflow(SubscriptionEvaluator.billingRetryLimit + 1)
+    return overflow ? .min : earliest
+  }
+
+  /// Whether the fallback's renewal infos tell nothing from `earliest` on, so the timeline's
+  /// changes by time alone there are those of one without a fallback: each describes only the
+  /// instants before the latest purchase of its subscription in the history
+  /// (``renewalInfo(of:at:)``), and its grace end is no candidate instant after `earliest`.
+  func fallbackIsSilent(after earliest: Int64) -> Bool {
+    fallbackRenewals.allSatisfy {
+      (latestPurchase[$0.originalTransactionId] ?? .min) <= earliest && ($0.gracePeriodExpiresDate ?? .min) <= earliest
+    }
   }
 
   private func appendDataOccurrences(of i: Int, skipping known: Set<EventCause>, to result: inout [Occurrence]) {

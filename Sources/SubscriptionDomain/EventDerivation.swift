@@ -225,7 +225,36 @@ public struct EventDerivation: Sendable {
     subject: EventSubject, before: PurchaseHistory, after: PurchaseHistory, catalog: Catalog,
     throughMs: Int64, loggedThroughMs: Int64? = nil, detectedMs: Int64
   ) -> [SubscriptionEvent] {
-    if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return [] }
+    derive(
+      subject: subject, before: before, after: after, catalog: catalog, throughMs: throughMs,
+      loggedThroughMs: loggedThroughMs, detectedMs: detectedMs
+    ).events
+  }
+
+  /// What a store derives for one write: ``events(subject:before:after:catalog:throughMs:loggedThroughMs:detectedMs:)``
+  /// and ``nextTransitionMs(history:catalog:afterMs:)`` of `after` after `nextAfterMs`, equal to
+  /// calling both, from one timeline of `after` where `before`'s renewal infos cannot tell the
+  /// instants the next transition looks at (always when `before` has none).
+  public func write(
+    subject: EventSubject, before: PurchaseHistory, after: PurchaseHistory, catalog: Catalog,
+    throughMs: Int64, loggedThroughMs: Int64? = nil, detectedMs: Int64, nextAfterMs: Int64
+  ) -> (events: [SubscriptionEvent], nextTransitionMs: Int64?) {
+    let derived = derive(
+      subject: subject, before: before, after: after, catalog: catalog, throughMs: throughMs,
+      loggedThroughMs: loggedThroughMs, detectedMs: detectedMs)
+    let low = max(nextAfterMs, after.appleNow ?? .min)
+    let timeline =
+      derived.timeline.flatMap { $0.fallbackIsSilent(after: Timeline.earliestInstant(dueAfter: low)) ? $0 : nil }
+      ?? Timeline(history: after, fallback: nil, catalog: catalog)
+    return (derived.events, Self.nextTransitionMs(of: timeline, after: low))
+  }
+
+  /// The events and, when it was built, `after`'s timeline (with `before` as its fallback).
+  private func derive(
+    subject: EventSubject, before: PurchaseHistory, after: PurchaseHistory, catalog: Catalog,
+    throughMs: Int64, loggedThroughMs: Int64?, detectedMs: Int64
+  ) -> (events: [SubscriptionEvent], timeline: Timeline?) {
+    if before == after && loggedThroughMs.map({ $0 >= throughMs }) ?? true { return ([], nil) }
     let horizon = max(throughMs, after.appleNow ?? .min, before.appleNow ?? .min)
     // What `before` already had: its purchases and revocations, and (only when `after` has changes
     // by time at all, the costly part) its changes by time logged so far.
@@ -268,7 +297,7 @@ public struct EventDerivation: Sendable {
     for change in Self.changes(before: before, old: &old, new: new, catalog: catalog) {
       result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
     }
-    return Self.ordered(result)
+    return (Self.ordered(result), new)
   }
 
   /// The changes by time alone of an unchanged history that become due in `(afterMs, throughMs]`
@@ -296,9 +325,13 @@ public struct EventDerivation: Sendable {
   /// following one, a grace period ends, billing retry's 60 days end, or an ended period whose
   /// renewal Apple has not decided is settled as expired. `nil` when none will.
   public static func nextTransitionMs(history: PurchaseHistory, catalog: Catalog, afterMs: Int64) -> Int64? {
-    let low = max(afterMs, history.appleNow ?? .min)
-    let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
-    return timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
+    nextTransitionMs(
+      of: Timeline(history: history, fallback: nil, catalog: catalog), after: max(afterMs, history.appleNow ?? .min))
+  }
+
+  /// The next change by time alone of `timeline` due after `low`.
+  private static func nextTransitionMs(of timeline: Timeline, after low: Int64) -> Int64? {
+    timeline.occurrences(dueThrough: .max, dueAfter: low, includeData: false).lazy.map(\.dueMs)
       .filter { $0 > low }.min()
   }
 

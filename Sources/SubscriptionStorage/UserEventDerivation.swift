@@ -30,11 +30,11 @@ package enum UserEventDerivation {
     user: UserKey, catalog: Catalog, before: UserPurchaseState, after: UserPurchaseState,
     atMs: Int64, schedule: EventSchedule?
   ) -> (events: [SubscriptionEvent], schedule: EventSchedule) {
-    let history = after.purchaseHistory
-    let events = derivation.events(
-      subject: user.eventSubject, before: before.purchaseHistory, after: history, catalog: catalog,
-      throughMs: atMs, loggedThroughMs: schedule?.loggedThroughMs, detectedMs: atMs)
-    return (events, next(history, catalog, atMs: atMs, schedule: schedule))
+    let through = max(atMs, schedule?.loggedThroughMs ?? atMs)
+    let derived = derivation.write(
+      subject: user.eventSubject, before: before.purchaseHistory, after: after.purchaseHistory, catalog: catalog,
+      throughMs: atMs, loggedThroughMs: schedule?.loggedThroughMs, detectedMs: atMs, nextAfterMs: through)
+    return (derived.events, EventSchedule(loggedThroughMs: through, nextTransitionMs: derived.nextTransitionMs))
   }
 
   /// The changes by time alone of the user's unchanged data due since the schedule's

@@ -159,12 +159,10 @@ enum DerivationBench {
   /// change by time alone.
   @inline(never)
   static func deriveOnce(_ c: DerivationCase) -> Int {
-    let events = derivation.events(
+    let derived = derivation.write(
       subject: subject, before: c.before, after: c.after, catalog: catalog, throughMs: c.atMs,
-      loggedThroughMs: c.loggedThroughMs, detectedMs: c.atMs)
-    let next = EventDerivation.nextTransitionMs(
-      history: c.after, catalog: catalog, afterMs: max(c.atMs, c.loggedThroughMs ?? c.atMs))
-    return events.count &+ Int(truncatingIfNeeded: next ?? 0)
+      loggedThroughMs: c.loggedThroughMs, detectedMs: c.atMs, nextAfterMs: max(c.atMs, c.loggedThroughMs ?? c.atMs))
+    return derived.events.count &+ Int(truncatingIfNeeded: derived.nextTransitionMs ?? 0)
   }
 
   /// Median, min and max µs per call of `body` over 7 runs of `iterations` (after a warm-up), a

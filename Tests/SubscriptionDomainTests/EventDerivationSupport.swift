@@ -43,7 +43,14 @@ struct EventLogModel {
       subject: subject, before: before, after: after, catalog: catalog, throughMs: time,
       loggedThroughMs: loggedThroughMs, detectedMs: time)
     history = after
-    loggedThroughMs = max(loggedThroughMs ?? time, time)
+    let through = max(loggedThroughMs ?? time, time)
+    // A store's call (one timeline where it can) says the same as the two calls.
+    let write = derivation.write(
+      subject: subject, before: before, after: after, catalog: catalog, throughMs: time,
+      loggedThroughMs: loggedThroughMs, detectedMs: time, nextAfterMs: through)
+    #expect(write.events == events)
+    #expect(write.nextTransitionMs == EventDerivation.nextTransitionMs(history: after, catalog: catalog, afterMs: through))
+    loggedThroughMs = through
     return append(events)
   }
 
