@@ -23,15 +23,30 @@ public enum SHA256 {
     var length: UInt32 = 0
     let ok = input.withUnsafeBufferPointer { inp in
       digest.withUnsafeMutableBufferPointer { out in
-        EVP_Digest(inp.baseAddress, inp.count, out.baseAddress, &length, EVP_sha256(), nil)
+        EVP_Digest(inp.baseAddress, inp.count, out.baseAddress, &length, algorithm.md, nil)
       }
     }
     precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
     return digest
   }
 
+  /// SHA-256 fetched once: `EVP_sha256()` makes every digest fetch it from the provider again,
+  /// which costs as much as hashing an event id's key.
+  private static let algorithm = FetchedDigest("SHA256")
+
   /// The SHA-256 digest of the UTF-8 bytes of `string`.
   public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
+}
+
+/// A digest algorithm fetched once from libcrypto's default provider (`EVP_MD_fetch`); a fetched
+/// algorithm is immutable and may be used from any thread, and is kept for the process's life.
+private final class FetchedDigest: @unchecked Sendable {
+  let md: OpaquePointer
+
+  init(_ name: String) {
+    guard let md = EVP_MD_fetch(nil, name, nil) else { preconditionFailure("libcrypto has no \(name)") }
+    self.md = md
+  }
 }
 
 /// Cryptographically secure random bytes (OpenSSL `RAND_bytes`).
