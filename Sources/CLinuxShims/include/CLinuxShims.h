@@ -60,8 +60,8 @@ int clinux_malloc_trim(void);
 void clinux_heap_bytes(long *allocated, long *free_bytes, long *arenas);
 
 /// Caps glibc malloc's arenas at `count` (mallopt M_ARENA_MAX) unless the environment already sets
-/// MALLOC_ARENA_MAX (the operator's choice wins). Returns 1 when set, 0 otherwise. Call it before
-/// threads start.
+/// MALLOC_ARENA_MAX (the operator's choice wins). Returns 1 when set, 0 otherwise. Arenas made
+/// before the call stay: call it early, before the threads that allocate most start.
 int clinux_limit_malloc_arenas(int count);
 /// The resident set size of this process in bytes (/proc/self/statm), or -1.
 long clinux_resident_bytes(void);
