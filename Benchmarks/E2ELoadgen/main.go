@@ -8,7 +8,7 @@
 // Modes (-mode):
 //
 //	elig    CheckEligibility, -users U users x -products P products per call, random users of
-//	        random apps (or the users of -userfile for -app)
+//	        random apps (or the users of -userfile for -app; or only -hot-users of them)
 //	ingest  ImportTransactions, one new user with -batch transactions and a renewal info per call
 //	notify  App Store Server Notifications V1 (DID_RENEW) POSTed to /v1/apps/{app}/apple/notifications
 //	submit  SubmitReceipt once for each user of -userfile (setup of the verifyReceipt comparison)
@@ -57,6 +57,7 @@ var (
 	warmup    = flag.Duration("warmup", 2*time.Second, "warm-up (not measured)")
 	duration  = flag.Duration("duration", 10*time.Second, "measured time")
 	users     = flag.Int("users", 1, "users per CheckEligibility call")
+	hotUsers  = flag.Int("hot-users", 0, "elig: draw users only from this many (the first of each app's list, spread evenly over the apps): a load with locality; 0 draws from all")
 	products  = flag.Int("products", 20, "products per user per CheckEligibility call")
 	batch     = flag.Int("batch", 10, "transactions per ImportTransactions call")
 	appFlag   = flag.String("app", "", "only this app (elig with -userfile, submit, naive)")
@@ -609,6 +610,14 @@ func (w *webClient) checkEligibility(_ int, req []byte, appID string, asOf int64
 	return nil, errors.New("grpc-web: no trailer frame")
 }
 
+// max1 is n, at least 1.
+func max1(n int) int {
+	if n < 1 {
+		return 1
+	}
+	return n
+}
+
 // checkJSONAnswer counts the users and products of a JSON CheckEligibilityResponse.
 func checkJSONAnswer(b []byte) error {
 	var r struct {
@@ -656,7 +665,11 @@ func eligibility(s *spec) {
 		ids := s.userIDs()
 		for a := 0; a < s.Apps; a++ {
 			au := appUsers{app: &s.Detail[a]}
-			for j := 0; j < s.Users/s.Apps; j++ {
+			perApp := s.Users / s.Apps
+			if *hotUsers > 0 && *hotUsers/s.Apps < perApp {
+				perApp = max1(*hotUsers / s.Apps)
+			}
+			for j := 0; j < perApp; j++ {
 				au.userIDs = append(au.userIDs, ids[j*s.Apps+a])
 			}
 			apps = append(apps, au)
@@ -713,7 +726,7 @@ func eligibility(s *spec) {
 		return nil
 	}
 	r := run(call, 0)
-	report(r, float64(*users**products), map[string]interface{}{"users": *users, "products": *products, "protocol": *protocol})
+	report(r, float64(*users**products), map[string]interface{}{"users": *users, "products": *products, "protocol": *protocol, "hot_users": *hotUsers})
 }
 
 func ingest(s *spec) {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <sched.h>
@@ -161,6 +162,19 @@ long clinux_raise_open_files_limit(void) {
 }
 
 int clinux_malloc_trim(void) { return malloc_trim(0); }
+
+void clinux_heap_bytes(long *allocated, long *free_bytes, long *arenas) {
+  struct mallinfo2 info = mallinfo2();
+  *allocated = (long)(info.uordblks + info.hblkhd);
+  *free_bytes = (long)info.fordblks;
+  *arenas = (long)info.arena;
+}
+
+int clinux_limit_malloc_arenas(int count) {
+  const char *set = getenv("MALLOC_ARENA_MAX");
+  if (set != NULL && set[0] != '\0') return 0;
+  return mallopt(M_ARENA_MAX, count);
+}
 
 long clinux_resident_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "re");

@@ -7,45 +7,105 @@ import Synchronization
 ///
 /// Consistency, as for ``ReadCache`` and ``UserKeyCache``: every write that changes users' purchase
 /// data invalidates them after its commit and before it returns, so a caller always reads its own
-/// writes. A reader takes the ``generation(of:)`` of a user before its read transaction and passes
-/// it to ``fill(_:_:bytes:generation:)``, which keeps the history only if no invalidation of that
-/// user's shard happened since: a history read from a snapshot older than a write is never cached
-/// after the write's invalidation. The store assumes it is the only writer of its file (how
-/// substatusd runs on SQLite).
+/// writes. A reader calls ``lookup(_:)`` before its read transaction; a miss hands it a
+/// ``FillTicket`` holding the user's shard generation, and ``fill(_:_:payloadBytes:)`` keeps the
+/// history only if no invalidation of that shard happened since: a history read from a snapshot
+/// older than a write is never cached after the write's invalidation. The store assumes it is the
+/// only writer of its file (how substatusd runs on SQLite).
+///
+/// A miss costs what the read costs anyway plus one hash of the key and one lock: the key is hashed
+/// once per call (the shard, the dictionary probe, the admission bit and the fill all use that
+/// hash), and nothing is allocated. A history is kept only on its user's second miss within a
+/// window of recent misses (a per-shard bit set, the "doorkeeper"): on reads without locality (each
+/// user read once in a long while) the cache fills almost nothing, and the reads that would only
+/// churn it cost no decoding estimate, no insert and no eviction.
 ///
 /// Bounded in bytes (an estimate of the decoded values: their layout plus the encoded rows' size),
 /// sharded by key hash so concurrent readers rarely meet on a lock. Each shard keeps two
 /// generations: when the newer one exceeds half the shard's budget it becomes the older one and the
-/// oldest is dropped; a hit in the older generation moves the entry to the newer one, so recently
-/// used histories stay.
+/// oldest is dropped (freed after the lock is released); a hit in the older generation moves the
+/// entry to the newer one, so recently used histories stay.
 final class HistoryCache: Sendable {
+  /// A key with its hash computed once (hashing a `UserKey` hashes its strings).
+  struct Key: Hashable, Sendable {
+    let user: UserKey
+    let hash: Int
+
+    init(_ user: UserKey) {
+      self.user = user
+      hash = user.hashValue
+    }
+
+    static func == (a: Key, b: Key) -> Bool { a.hash == b.hash && a.user == b.user }
+    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+  }
+
+  /// What a miss hands to the reader: where to put the history it reads, if it should.
+  struct FillTicket: Sendable {
+    let key: Key
+    /// The shard's generation when the cache was consulted (before the read's snapshot).
+    let generation: UInt64
+  }
+
+  /// The answer of ``lookup(_:)``.
+  enum Lookup: Sendable {
+    /// The cached history.
+    case hit(UserHistory)
+    /// Not cached: read it, and fill with the ticket when there is one (the user's second miss).
+    case miss(FillTicket?)
+  }
+
   private struct Entry {
     var history: UserHistory
     var bytes: Int
   }
 
   private struct Shard {
-    var current: [UserKey: Entry] = [:]
-    var previous: [UserKey: Entry] = [:]
+    var current: [Key: Entry] = [:]
+    var previous: [Key: Entry] = [:]
     var currentBytes = 0
     var previousBytes = 0
     var generation: UInt64 = 0
+    /// The doorkeeper: one bit per hash slot, set by a user's first miss in this window.
+    var seen: [UInt64]
+    /// Bits set since the window began; at ``seenLimit`` the window restarts (cleared in place).
+    var seenCount = 0
 
-    mutating func insert(_ user: UserKey, _ entry: Entry, budget: Int) {
-      if let old = current.updateValue(entry, forKey: user) { currentBytes -= old.bytes }
+    init(seenWords: Int) { seen = Array(repeating: 0, count: seenWords) }
+
+    /// Inserts; returns the generation it dropped, if any, to be freed outside the lock.
+    mutating func insert(_ key: Key, _ entry: Entry, budget: Int) -> [Key: Entry]? {
+      if let old = current.updateValue(entry, forKey: key) { currentBytes -= old.bytes }
       currentBytes += entry.bytes
-      if let old = previous.removeValue(forKey: user) { previousBytes -= old.bytes }
-      if currentBytes > budget {
-        previous = current
-        previousBytes = currentBytes
-        current = [:]
-        currentBytes = 0
-      }
+      if let old = previous.removeValue(forKey: key) { previousBytes -= old.bytes }
+      guard currentBytes > budget else { return nil }
+      let dropped = previous
+      previous = current
+      previousBytes = currentBytes
+      current = [:]
+      currentBytes = 0
+      return dropped
     }
 
-    mutating func remove(_ user: UserKey) {
-      if let old = current.removeValue(forKey: user) { currentBytes -= old.bytes }
-      if let old = previous.removeValue(forKey: user) { previousBytes -= old.bytes }
+    mutating func remove(_ key: Key) {
+      if let old = current.removeValue(forKey: key) { currentBytes -= old.bytes }
+      if let old = previous.removeValue(forKey: key) { previousBytes -= old.bytes }
+    }
+
+    /// Whether the slot's bit was already set (a second miss: admit); sets it otherwise.
+    mutating func admits(_ slot: Int, limit: Int) -> Bool {
+      let (word, bit) = (slot >> 6, UInt64(1) << UInt64(slot & 63))
+      if seen[word] & bit != 0 {
+        seen[word] &= ~bit
+        return true
+      }
+      seen[word] |= bit
+      seenCount += 1
+      if seenCount >= limit {
+        for i in seen.indices { seen[i] = 0 }
+        seenCount = 0
+      }
+      return false
     }
   }
 
@@ -55,6 +115,8 @@ final class HistoryCache: Sendable {
     var hits: Int
     /// Reads that went to SQLite (the cache on).
     var misses: Int
+    /// Histories kept after a miss (a user's second miss in the doorkeeper's window).
+    var fills: Int
     /// Users invalidated by writes.
     var invalidations: Int
     /// Histories held now.
@@ -65,63 +127,97 @@ final class HistoryCache: Sendable {
 
   /// One shard's lock (a class: `Mutex` cannot be an array element).
   private final class ShardBox: Sendable {
-    let state = Mutex(Shard())
+    let state: Mutex<Shard>
+    init(seenWords: Int) { state = Mutex(Shard(seenWords: seenWords)) }
   }
 
   private static let shardCount = 16
+  /// The estimated size of a typical cached history, for sizing the doorkeeper's window: a little
+  /// under `bench_e2e`'s (10 transactions and a renewal info: 6.7 KB estimated), so that the
+  /// window errs on the long side.
+  static let typicalHistoryBytes = 4096
   private let shards: [ShardBox]
   private let hits = Atomic<Int>(0)
   private let misses = Atomic<Int>(0)
+  private let fills = Atomic<Int>(0)
   private let invalidations = Atomic<Int>(0)
   /// Half a shard's share of the budget: the size of one generation.
   private let generationBudget: Int
+  /// Bits of a shard's doorkeeper (a power of two) and how many are set before it restarts.
+  private let seenSlots: Int
+  private let seenLimit: Int
   /// Whether the cache is on (a budget above 0).
   let isEnabled: Bool
 
   /// A cache of about `capacityBytes` (0 turns it off).
   init(capacityBytes: Int) {
-    isEnabled = capacityBytes > 0
+    let enabled = capacityBytes > 0
+    isEnabled = enabled
     generationBudget = max(0, capacityBytes) / (2 * Self.shardCount)
-    shards = (0..<Self.shardCount).map { _ in ShardBox() }
+    // The window: about as many first misses as the shard holds typical histories, so a user read
+    // again while its history would still be cached gets in. Four bits per first miss of that
+    // window keep false admissions (two users on one bit) rare.
+    let window = max(64, max(0, capacityBytes) / Self.shardCount / Self.typicalHistoryBytes)
+    var slots = 64
+    while slots < 4 * window { slots <<= 1 }
+    seenSlots = enabled ? slots : 64
+    seenLimit = window
+    let words = enabled ? slots / 64 : 1
+    shards = (0..<Self.shardCount).map { _ in ShardBox(seenWords: words) }
   }
 
-  private func shard(_ user: UserKey) -> ShardBox {
-    shards[Int(UInt(bitPattern: user.hashValue) % UInt(Self.shardCount))]
+  private func shard(_ key: Key) -> ShardBox {
+    shards[Int(UInt(bitPattern: key.hash) % UInt(Self.shardCount))]
   }
 
-  /// The user's cached history, if any (counted as a hit or a miss).
-  func history(of user: UserKey) -> UserHistory? {
-    guard isEnabled else { return nil }
+  /// The user's cached history, or on a miss the ticket for filling it (counted as a hit or a miss).
+  /// Call it before the read transaction whose history may fill the cache. Turned off: a miss
+  /// without a ticket, no lock taken.
+  func lookup(_ user: UserKey) -> Lookup {
+    guard isEnabled else { return .miss(nil) }
+    let key = Key(user)
     let budget = generationBudget
-    let found = shard(user).state.withLock { s -> UserHistory? in
-      if let entry = s.current[user] { return entry.history }
-      guard let entry = s.previous[user] else { return nil }
-      s.insert(user, entry, budget: budget)
-      return entry.history
+    let slot = Int((UInt(bitPattern: key.hash) >> 8) & UInt(seenSlots - 1))
+    let limit = seenLimit
+    var dropped: [Key: Entry]?
+    let found = shard(key).state.withLock { s -> Lookup in
+      if let entry = s.current[key] { return .hit(entry.history) }
+      if let entry = s.previous[key] {
+        dropped = s.insert(key, entry, budget: budget)
+        return .hit(entry.history)
+      }
+      return .miss(s.admits(slot, limit: limit) ? FillTicket(key: key, generation: s.generation) : nil)
     }
-    if found == nil {
-      misses.wrappingAdd(1, ordering: .relaxed)
-    } else {
+    _ = dropped
+    if case .hit = found {
       hits.wrappingAdd(1, ordering: .relaxed)
+    } else {
+      misses.wrappingAdd(1, ordering: .relaxed)
     }
     return found
   }
 
-  /// The generation of the user's shard: read it before the read transaction whose history may fill
-  /// the cache.
-  func generation(of user: UserKey) -> UInt64 {
-    guard isEnabled else { return 0 }
-    return shard(user).state.withLock { $0.generation }
+  /// The user's cached history, if any (counted as a hit or a miss; a miss may admit the user).
+  func history(of user: UserKey) -> UserHistory? {
+    if case .hit(let history) = lookup(user) { return history }
+    return nil
   }
 
-  /// Keeps a history read in a snapshot taken after `generation` was read, unless the user's shard
+  /// Keeps a history read in a snapshot taken after the ticket's lookup, unless the user's shard
   /// was invalidated since, or it alone exceeds a generation's budget.
-  func fill(_ user: UserKey, _ history: UserHistory, bytes: Int, generation: UInt64) {
+  /// - Parameter payloadBytes: the size of its rows' payloads (for the size estimate).
+  func fill(_ ticket: FillTicket, _ history: UserHistory, payloadBytes: Int) {
+    let bytes = Self.estimatedBytes(history, payloadBytes: payloadBytes)
     guard isEnabled, bytes <= generationBudget else { return }
     let budget = generationBudget
-    shard(user).state.withLock { s in
-      if s.generation == generation { s.insert(user, Entry(history: history, bytes: bytes), budget: budget) }
+    var dropped: [Key: Entry]?
+    let kept = shard(ticket.key).state.withLock { s -> Bool in
+      guard s.generation == ticket.generation else { return false }
+      dropped = s.insert(ticket.key, Entry(history: history, bytes: bytes), budget: budget)
+      return true
     }
+    _ = dropped  // the dropped generation is freed here, after the lock
+    if kept { fills.wrappingAdd(1, ordering: .relaxed) }
   }
 
   /// Forgets users whose data a committed write changed (call after the commit, before returning).
@@ -130,9 +226,10 @@ final class HistoryCache: Sendable {
     var count = 0
     for user in users {
       count += 1
-      shard(user).state.withLock { s in
+      let key = Key(user)
+      shard(key).state.withLock { s in
         s.generation &+= 1
-        s.remove(user)
+        s.remove(key)
       }
     }
     invalidations.wrappingAdd(count, ordering: .relaxed)
@@ -158,7 +255,7 @@ final class HistoryCache: Sendable {
     }
     return Statistics(
       hits: hits.load(ordering: .relaxed), misses: misses.load(ordering: .relaxed),
-      invalidations: invalidations.load(ordering: .relaxed), entries: entries, bytes: bytes)
+      fills: fills.load(ordering: .relaxed), invalidations: invalidations.load(ordering: .relaxed), entries: entries, bytes: bytes)
   }
 
   /// The estimated in-memory size of a decoded history whose rows' payloads held `payloadBytes`.

@@ -773,18 +773,19 @@ extension SQLiteStore: Store {
   /// See ``Store/history(of:)``. Answered from the history cache when the user's data has not
   /// changed since it was last read.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
-    if let cached = historyCache.history(of: user) {
+    let ticket: HistoryCache.FillTicket?
+    switch historyCache.lookup(user) {
+    case .hit(let cached):
       await yieldOnSharedPool()
       return cached
+    case .miss(let fill):
+      ticket = fill
     }
     let userKeys = self.userKeys
     let historyCache = self.historyCache
     return try await readInline { db throws(StoreError) in
-      let generation = historyCache.generation(of: user)
       let (history, payloadBytes) = try Self.readHistory(db, user, userKeys, epoch: userKeys.epoch)
-      historyCache.fill(
-        user, history, bytes: HistoryCache.estimatedBytes(history, payloadBytes: payloadBytes),
-        generation: generation)
+      if let ticket { historyCache.fill(ticket, history, payloadBytes: payloadBytes) }
       return history
     }
   }
@@ -796,28 +797,35 @@ extension SQLiteStore: Store {
   ) async throws(StoreError) -> [UserHistory] {
     let userKeys = self.userKeys
     let historyCache = self.historyCache
-    let users = userIds.map { UserKey(appId: appId, environment: environment, userId: $0) }
-    var out = users.map { historyCache.history(of: $0) }
-    let missing = out.indices.filter { out[$0] == nil }
+    var out: [UserHistory?] = []
+    out.reserveCapacity(userIds.count)
+    var missing: [(index: Int, user: UserKey, ticket: HistoryCache.FillTicket?)] = []
+    for (index, userId) in userIds.enumerated() {
+      let user = UserKey(appId: appId, environment: environment, userId: userId)
+      switch historyCache.lookup(user) {
+      case .hit(let cached): out.append(cached)
+      case .miss(let ticket):
+        out.append(nil)
+        missing.append((index, user, ticket))
+      }
+    }
     if missing.isEmpty {
       await yieldOnSharedPool()
       return out.map { $0! }
     }
+    let wanted = missing
     let read = try await readInline { db throws(StoreError) in
-      let generations = missing.map { historyCache.generation(of: users[$0]) }
       let epoch = userKeys.epoch
       var read: [UserHistory] = []
-      read.reserveCapacity(missing.count)
-      for (i, index) in missing.enumerated() {
-        let (history, payloadBytes) = try Self.readHistory(db, users[index], userKeys, epoch: epoch)
-        historyCache.fill(
-          users[index], history, bytes: HistoryCache.estimatedBytes(history, payloadBytes: payloadBytes),
-          generation: generations[i])
+      read.reserveCapacity(wanted.count)
+      for item in wanted {
+        let (history, payloadBytes) = try Self.readHistory(db, item.user, userKeys, epoch: epoch)
+        if let ticket = item.ticket { historyCache.fill(ticket, history, payloadBytes: payloadBytes) }
         read.append(history)
       }
       return read
     }
-    for (i, index) in missing.enumerated() { out[index] = read[i] }
+    for (i, item) in missing.enumerated() { out[item.index] = read[i] }
     return out.map { $0! }
   }
 

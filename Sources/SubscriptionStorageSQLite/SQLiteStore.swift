@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import SubscriptionStorage
 import Synchronization
@@ -48,7 +49,7 @@ public final class SQLiteStore: Sendable {
     public var userKeyCacheCapacity: Int
     /// About how many bytes of decoded user histories are kept in memory, so that reading a user
     /// whose data has not changed skips SQLite (`docs/evaluation-cache.md`). Default 0 (off: on
-    /// random reads it measured slower than none). With the cache on, this store must be the only writer of its file
+    /// random reads it hits too rarely to pay for its memory). With the cache on, this store must be the only writer of its file
     /// (as substatusd runs): another store's writes would not invalidate it.
     public var historyCacheBytes: Int
     /// Whether writes derive and log their events (DESIGN.md "Events out"). Always `true` in
@@ -218,6 +219,9 @@ public final class SQLiteStore: Sendable {
       # HELP substatus_history_cache_misses_total User history reads that went to SQLite.
       # TYPE substatus_history_cache_misses_total counter
       substatus_history_cache_misses_total \(s.misses)
+      # HELP substatus_history_cache_fills_total User histories kept after a miss (a user's second miss within the admission window).
+      # TYPE substatus_history_cache_fills_total counter
+      substatus_history_cache_fills_total \(s.fills)
       # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes.
       # TYPE substatus_history_cache_invalidations_total counter
       substatus_history_cache_invalidations_total \(s.invalidations)
@@ -229,6 +233,21 @@ public final class SQLiteStore: Sendable {
       substatus_history_cache_bytes \(s.bytes)
 
       """
+  }
+
+  /// What the store holds in memory besides the history cache, in Prometheus text format (for
+  /// `/metrics`): SQLite's own heap (the connections' page caches, schemas and statements) and the
+  /// user-key cache's entries.
+  public func memoryMetrics() -> String {
+    """
+    # HELP substatus_sqlite_memory_bytes Heap memory held by SQLite (page caches of every connection, schemas, statements).
+    # TYPE substatus_sqlite_memory_bytes gauge
+    substatus_sqlite_memory_bytes \(sqlite3_memory_used())
+    # HELP substatus_user_key_cache_entries Users whose internal key is held in memory.
+    # TYPE substatus_user_key_cache_entries gauge
+    substatus_user_key_cache_entries \(userKeys.count)
+
+    """
   }
 
   /// Runs `PRAGMA integrity_check` and returns its rows (`["ok"]` for a sound database).

@@ -34,6 +34,10 @@ public enum SubstatusDaemon {
       log.flush()
       return status
     }
+    // Memory: glibc malloc gives a thread that finds its arena locked a new one (up to 8 per core)
+    // and keeps freed memory in the arena that served it; one arena per core keeps that spread
+    // down (`docs/evaluation-cache.md`, "Memory"). MALLOC_ARENA_MAX in the environment wins.
+    _ = clinux_limit_malloc_arenas(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
     // Descriptors: raise the soft limit to the hard one, then keep both listeners' caps and a
     // reserve under it, so that no client load brings the process near its limit.
     let openFilesLimit = Int(clinux_raise_open_files_limit())
@@ -85,7 +89,7 @@ public enum SubstatusDaemon {
         sqliteConfiguration.historyCacheBytes = configuration.historyCacheMB << 20
         let sqlite = try SQLiteStore(configuration: sqliteConfiguration)
         (store, closeStore) = (sqlite, sqlite.close)
-        storeMetrics = sqlite.historyCacheMetrics
+        storeMetrics = { sqlite.historyCacheMetrics() + sqlite.memoryMetrics() }
       }
     } catch {
       return fail("cannot open the store: \(error)")

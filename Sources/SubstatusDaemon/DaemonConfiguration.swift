@@ -146,8 +146,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// MiB of decoded user histories the SQLite store keeps in memory, so that reading a user whose
   /// data has not changed skips the database (`docs/evaluation-cache.md`); 0 turns it off. The
   /// PostgreSQL store has no history cache: other instances' writes would not reach it. Off by
-  /// default: on random reads over 100,000 users a 32 MiB cache measured slower than none (2,085
-  /// against 3,424 CheckEligibility 1x20 calls per server CPU-second), see docs/evaluation-cache.md.
+  /// default: on random reads over 100,000 users it hits about 5 % of reads, and holding their
+  /// whole working set (7–10 KB per decoded history) would break the 128 MB RSS target; it pays
+  /// on loads that read the same users again (docs/evaluation-cache.md).
   public var historyCacheMB: Int = 0
   /// Connections to PostgreSQL this instance keeps (`--store postgres://`): transactions run on
   /// all of them, and from 2 on one is kept for single statements (reads) so they never queue

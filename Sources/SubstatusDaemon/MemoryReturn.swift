@@ -75,6 +75,8 @@ final class MemoryReturn: Sendable {
   /// Prometheus text: the RSS, the trims and the bytes they returned.
   func prometheusText() -> String {
     let (trims, released) = state.withLock { ($0.trims, $0.releasedBytes) }
+    var (allocated, free, arenas) = (0, 0, 0)
+    clinux_heap_bytes(&allocated, &free, &arenas)
     return """
       # HELP substatus_resident_memory_bytes Resident set size of the process.
       # TYPE substatus_resident_memory_bytes gauge
@@ -85,6 +87,15 @@ final class MemoryReturn: Sendable {
       # HELP substatus_memory_trimmed_bytes_total RSS returned to the system by those trims.
       # TYPE substatus_memory_trimmed_bytes_total counter
       substatus_memory_trimmed_bytes_total \(released)
+      # HELP substatus_heap_allocated_bytes Bytes the process's malloc has handed out and not freed (glibc mallinfo2).
+      # TYPE substatus_heap_allocated_bytes gauge
+      substatus_heap_allocated_bytes \(allocated)
+      # HELP substatus_heap_free_bytes Bytes freed but kept by malloc in its arenas.
+      # TYPE substatus_heap_free_bytes gauge
+      substatus_heap_free_bytes \(free)
+      # HELP substatus_heap_arena_bytes Size of malloc's arenas (allocated and free, without mmapped blocks).
+      # TYPE substatus_heap_arena_bytes gauge
+      substatus_heap_arena_bytes \(arenas)
 
       """
   }

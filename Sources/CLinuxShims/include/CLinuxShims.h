@@ -54,5 +54,14 @@ int clinux_next_signal(int fd);
 long clinux_raise_open_files_limit(void);
 /// Returns freed heap pages to the system (glibc malloc_trim(0)); returns 1 if memory was released.
 int clinux_malloc_trim(void);
+
+/// glibc malloc's heap (mallinfo2): bytes handed out (arena chunks in use plus mmapped blocks),
+/// bytes free inside the arenas (kept by malloc, counted in RSS when touched), and the arenas' size.
+void clinux_heap_bytes(long *allocated, long *free_bytes, long *arenas);
+
+/// Caps glibc malloc's arenas at `count` (mallopt M_ARENA_MAX) unless the environment already sets
+/// MALLOC_ARENA_MAX (the operator's choice wins). Returns 1 when set, 0 otherwise. Arenas made
+/// before the call stay: call it early, before the threads that allocate most start.
+int clinux_limit_malloc_arenas(int count);
 /// The resident set size of this process in bytes (/proc/self/statm), or -1.
 long clinux_resident_bytes(void);

@@ -209,6 +209,8 @@ check('substatus_notifications_total{outcome="duplicate"} 1' in metrics, "notifi
 check('substatus_grpc_buffered_request_bytes ' in metrics and 'substatus_grpc_connections_closed_total{reason="write_timeout"}' in metrics, "transport limit metrics")
 check('substatus_grpc_calls_in_flight_limit 1024\n' in metrics and 'substatus_grpc_connections_evicted_total ' in metrics, "transport cap and budget metrics")
 check('substatus_http_connections_limit ' in metrics and 'substatus_memory_trims_total ' in metrics, "HTTP listener and memory metrics")
+check('substatus_heap_allocated_bytes ' in metrics and 'substatus_sqlite_memory_bytes ' in metrics
+      and 'substatus_user_key_cache_entries ' in metrics and 'substatus_history_cache_fills_total ' in metrics, "memory breakdown metrics")
 
 print(f"{checks} passed, 0 failed")
 print("SECRETS " + " ".join(secrets))
