@@ -169,9 +169,10 @@ final class LifecycleRig: @unchecked Sendable {
   }
 
   /// Waits (10 s at most) until every event of the log has a delivered delivery, on three readings
-  /// 600 ms apart: the transition scheduler may append an event up to about a second after a
-  /// clock move (the daemon wakes it once a second), and a delivery still in flight when the clock
-  /// then jumps days ahead would time out past its retry window (FAILED after one attempt).
+  /// 600 ms apart: the transition scheduler appends an event just after substatusd's followed
+  /// clock reads a move (its pass may lag on a loaded machine), and a delivery still in flight
+  /// when the clock then jumps days ahead would time out past its retry window (FAILED after one
+  /// attempt).
   func settle() async throws {
     let deadline = Date().addingTimeInterval(10)
     var quiet = 0
