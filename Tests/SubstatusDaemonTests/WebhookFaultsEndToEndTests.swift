@@ -1,12 +1,14 @@
 import Foundation
 import SubstatusWire
+import Synchronization
 import Testing
 
 /// Webhook faults end to end (``LifecycleRig``: real substatusd following the simulator's clock,
 /// a real receiver): a receiver that fails then hangs is retried with backoff on the simulated
 /// clock; one down for a simulated day gets everything, in order per user, once back; a replay
-/// delivers again; a SIGKILL of substatusd while a POST is in flight loses nothing, and a
-/// receiver that deduplicates by `Substatus-Event-Id` sees each event once (at-least-once).
+/// delivers again; a SIGKILL of substatusd while a POST is in flight, or while ImportTransactions
+/// writes are, loses nothing, and a receiver that deduplicates by `Substatus-Event-Id` sees each
+/// event once (at-least-once).
 @Suite(.serialized) struct WebhookFaultsEndToEndTests {
   static let second: Int64 = 1_000
   static let hour: Int64 = 3_600_000
@@ -174,6 +176,120 @@ import Testing
     #expect(accepted.count == log.count)
     #expect(Set(rig.receiver.records.filter(\.hung).map(\.eventID)) == Set(before.map(\.eventID)))
     #expect(rig.receiver.records.allSatisfy { $0.valid })
+    #expect(try await rig.waitForAllDelivered())
+  }
+
+  /// One user's history for ``aSIGKILLDuringIngest…``: three monthly periods of `pro.monthly`
+  /// back to back (SUBSCRIPTION_STARTED, RENEWED, RENEWED), the last ending 10 days after
+  /// ``LifecycleRig/start``, priced.
+  static func history(_ rig: LifecycleRig, user: String, index: Int) -> Substatus_V1_ImportTransactionsRequest {
+    let month: Int64 = 30 * LifecycleRig.day
+    let base = LifecycleRig.start + 10 * LifecycleRig.day - 3 * month + Int64(index) * second
+    var request = Substatus_V1_ImportTransactionsRequest()
+    request.appID = rig.app
+    request.userID = user
+    request.transactions = (0..<3).map { period in
+      var t = Substatus_V1_Transaction()
+      t.transactionID = String(9_100_000 + index * 10 + period)
+      t.originalTransactionID = String(9_100_000 + index * 10)
+      t.productID = "pro.monthly"
+      t.subscriptionGroupID = "pro"
+      t.type = .autoRenewable
+      t.environment = .production
+      t.purchaseDateMs = base + Int64(period) * month
+      t.originalPurchaseDateMs = base
+      t.expiresDateMs = base + Int64(period + 1) * month
+      t.signedDateMs = t.purchaseDateMs
+      t.priceMilliunits = 9990
+      t.currency = "USD"
+      return t
+    }
+    return request
+  }
+
+  /// SIGKILL of substatusd while ImportTransactions calls are being written (four callers, one
+  /// user's history per call), then a restart on the same data: every acknowledged write's events
+  /// are in the log, exactly once; the callers retry what was not acknowledged (some of it may
+  /// have been committed without an answer: the retry adds nothing then), and a client that
+  /// re-sends everything adds nothing either. The receiver, deduplicating by
+  /// `Substatus-Event-Id`, gets every event of the log, in order per user (at-least-once: a POST
+  /// cut by the kill is sent again).
+  @Test func aSIGKILLDuringIngestLosesNoAcknowledgedWriteAndTheDeduplicatingReceiverSeesEachEventOnce() async throws {
+    let rig = try await LifecycleRig()
+    defer { rig.stop() }
+    let users = (0..<24).map { "ingest-\($0)" }
+    let requests = Dictionary(uniqueKeysWithValues: users.enumerated().map { ($1, Self.history(rig, user: $1, index: $0)) })
+    final class Progress: Sendable {
+      let state = Mutex((next: 0, acknowledged: Set<String>(), failed: Set<String>(), killed: false))
+    }
+    let progress = Progress()
+    let (client, admin, pid) = (rig.client, rig.admin, rig.daemon.process.processIdentifier)
+    // The sixth acknowledgement sends SIGKILL; the calls in flight then, and all later ones, fail.
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<4 {
+        group.addTask {
+          while let user = progress.state.withLock({ s -> String? in
+            guard s.next < users.count else { return nil }
+            s.next += 1
+            return users[s.next - 1]
+          }) {
+            do {
+              let answer = try await client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: admin)
+              let kill = progress.state.withLock { s -> Bool in
+                s.acknowledged.insert(user)
+                guard s.acknowledged.count == 6, !s.killed else { return false }
+                s.killed = true
+                return true
+              }
+              if kill { Glibc.kill(pid, SIGKILL) }
+              #expect(answer.transactionResults.map(\.outcome) == [.created, .created, .created])
+            } catch {
+              progress.state.withLock { _ = $0.failed.insert(user) }
+            }
+          }
+        }
+      }
+    }
+    let (acknowledged, failed) = progress.state.withLock { ($0.acknowledged, $0.failed) }
+    #expect(acknowledged.count >= 6 && !failed.isEmpty, "acknowledged \(acknowledged.count), failed \(failed.count)")
+    #expect(acknowledged.count + failed.count == users.count)
+    try await rig.killAndRestart()
+
+    // Acknowledged before the kill: in the log, without any retry.
+    let survived = try await rig.log()
+    for user in acknowledged {
+      #expect(survived.filter { $0.userID == user }.map(\.type) == [.subscriptionStarted, .renewed, .renewed], "\(user)")
+    }
+    // The callers retry what was not acknowledged; then a client re-sends everything.
+    for user in failed.sorted() {
+      _ = try await rig.client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: rig.admin)
+    }
+    let log = try await rig.log()
+    for user in users.shuffled() {
+      let again = try await rig.client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: rig.admin)
+      #expect(again.transactionResults.map(\.outcome) == [.unchanged, .unchanged, .unchanged])
+    }
+    #expect(try await rig.log().map(\.eventID) == log.map(\.eventID), "a re-sent write adds no event")
+
+    // Each user's three events, once each.
+    #expect(log.count == 3 * users.count)
+    #expect(Set(log.map(\.eventID)).count == log.count, "no event twice in the log")
+    for user in users {
+      #expect(log.filter { $0.userID == user }.map(\.line) == [
+        "SUBSCRIPTION_STARTED at +\(requests[user]!.transactions[0].purchaseDateMs - LifecycleRig.start) pro.monthly NEVER_SUBSCRIBED->ACTIVE offer NONE 9990 USD",
+        "RENEWED at +\(requests[user]!.transactions[1].purchaseDateMs - LifecycleRig.start) pro.monthly ACTIVE->ACTIVE offer NONE 9990 USD",
+        "RENEWED at +\(requests[user]!.transactions[2].purchaseDateMs - LifecycleRig.start) pro.monthly ACTIVE->ACTIVE offer NONE 9990 USD",
+      ], "\(user)")
+    }
+
+    // The receiver: every event at least once; deduplicated, each user's exact sequence.
+    #expect(await rig.waitForReceived(log.count), "received \(rig.received().count) of \(log.count)")
+    #expect(Set(rig.received().map(\.eventID)) == Set(log.map(\.eventID)))
+    for user in users {
+      #expect(rig.received(user: user).map(\.eventID) == log.filter { $0.userID == user }.map(\.eventID), "\(user)")
+    }
+    #expect(rig.receiver.records.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
+    #expect(try await rig.deliveries().count == log.count, "one delivery per event")
     #expect(try await rig.waitForAllDelivered())
   }
 }
