@@ -43,7 +43,9 @@ import Testing
     #expect((24 * Self.second...36 * Self.second).contains(delivery.nextAttemptMs - t0), "\(delivery.nextAttemptMs - t0)")
     #expect(rig.receiver.records.count == 1, "no retry before the simulated clock moves")
 
-    // 2. The receiver hangs: the POST times out after 10 s of the simulated clock.
+    // 2. The receiver hangs: the POST times out after 10 s of real time (substatusd's wire clock:
+    // a jump of the simulated clock never times out a POST in flight, so this step takes 10 s);
+    // the simulated clock moves by those 10 s too, and the failure is recorded at t1 + 10 s.
     try rig.receiver.send("HANG")
     let t1 = delivery.nextAttemptMs
     try await rig.setClock(t1, settling: false)
