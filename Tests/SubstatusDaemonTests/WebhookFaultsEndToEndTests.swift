@@ -294,4 +294,54 @@ import Testing
     #expect(try await rig.deliveries().count == log.count, "one delivery per event")
     #expect(try await rig.waitForAllDelivered())
   }
+
+  /// SIGKILL of substatusd while it ingests the simulator's V2 notifications (one purchase each
+  /// for 16 users; the ``LifecycleRig/relay`` kills it while the sixth is in flight): the
+  /// notifications answered 200 before it are in the log; every one without a 2xx (the one cut,
+  /// and those sent while substatusd was down) is retried by the simulator an hour later, as
+  /// Apple's first retry is, and then logged once (a cut write that was committed adds nothing
+  /// the second time). The deduplicating receiver gets each user's event once.
+  @Test func aSIGKILLDuringNotificationIngestLosesNothingAndTheSimulatorsRetriesAddNothingTwice() async throws {
+    let rig = try await LifecycleRig(relayingNotifications: true)
+    defer { rig.stop() }
+    let relay = try #require(rig.relay)
+    let users = (0..<16).map { "buyer-\($0)" }
+    for user in users { try await rig.addUser(user) }
+    try relay.send("KILL \(rig.daemon.process.processIdentifier) 5")
+    for user in users {
+      _ = try await rig.sim.post("/control/apps/\(LifecycleRig.bundleID)/users/\(user)/purchase", ["product_id": "pro.monthly"])
+    }
+    // The simulator tried each notification once (serially): five answered, then the kill.
+    #expect(await relay.waitUntil(timeout: 10) { $0.count == users.count }, "\(relay.records.map(\.status))")
+    let statuses = relay.records.map(\.status)
+    #expect(statuses.prefix(5).allSatisfy { $0 == 200 } && statuses.contains(502), "\(statuses)")
+    let notifications = try await rig.sim.get("/control/notifications")["notifications"]?.arrayValue ?? []
+    let answered = notifications.filter { $0["state"]?.stringValue == "delivered" }.compactMap { $0["user_id"]?.stringValue }
+    #expect(answered.count >= 5 && answered.count < users.count, "\(answered)")
+    try await rig.killAndRestart()
+
+    // Answered before the kill: in the log, before any retry.
+    let survived = try await rig.log()
+    for user in answered {
+      let id = try await rig.substatusUser(of: user)
+      #expect(survived.filter { $0.userID == id }.map(\.type) == [.subscriptionStarted], "\(user)")
+    }
+    // An hour later the simulator sends the others again.
+    try await rig.advance(ms: 3_600_000)
+    let after = try await rig.sim.get("/control/notifications")["notifications"]?.arrayValue ?? []
+    #expect(after.count == users.count && after.allSatisfy { $0["state"]?.stringValue == "delivered" }, "\(after)")
+
+    let log = try await rig.log()
+    #expect(log.count == users.count)
+    #expect(Set(log.map(\.eventID)).count == log.count, "no event twice in the log")
+    #expect(await rig.waitForReceived(log.count), "received \(rig.received().count) of \(log.count)")
+    for user in users {
+      let id = try await rig.substatusUser(of: user)
+      let mine = log.filter { $0.userID == id }
+      #expect(mine.map(\.line) == ["SUBSCRIPTION_STARTED at +0 pro.monthly NEVER_SUBSCRIBED->ACTIVE offer NONE 9990 USD"], "\(user)")
+      #expect(rig.received(user: id).map(\.eventID) == mine.map(\.eventID), "\(user)")
+    }
+    #expect(rig.receiver.records.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
+    #expect(try await rig.waitForAllDelivered())
+  }
 }
