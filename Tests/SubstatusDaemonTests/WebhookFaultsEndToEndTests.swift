@@ -6,9 +6,9 @@ import Testing
 /// Webhook faults end to end (``LifecycleRig``: real substatusd following the simulator's clock,
 /// a real receiver): a receiver that fails then hangs is retried with backoff on the simulated
 /// clock; one down for a simulated day gets everything, in order per user, once back; a replay
-/// delivers again; a SIGKILL of substatusd while a POST is in flight, or while ImportTransactions
-/// writes are, loses nothing, and a receiver that deduplicates by `Substatus-Event-Id` sees each
-/// event once (at-least-once).
+/// delivers again; a SIGKILL of substatusd while a POST is in flight, or while it ingests
+/// ImportTransactions calls or V2 notifications, loses nothing, and a receiver that deduplicates by
+/// `Substatus-Event-Id` sees each event once (at-least-once).
 @Suite(.serialized) struct WebhookFaultsEndToEndTests {
   static let second: Int64 = 1_000
   static let hour: Int64 = 3_600_000
@@ -181,7 +181,7 @@ import Testing
     #expect(try await rig.waitForAllDelivered())
   }
 
-  /// One user's history for ``aSIGKILLDuringIngest…``: three monthly periods of `pro.monthly`
+  /// One user's history for the SIGKILL-during-ImportTransactions test: three monthly periods of `pro.monthly`
   /// back to back (SUBSCRIPTION_STARTED, RENEWED, RENEWED), the last ending 10 days after
   /// ``LifecycleRig/start``, priced.
   static func history(_ rig: LifecycleRig, user: String, index: Int) -> Substatus_V1_ImportTransactionsRequest {
