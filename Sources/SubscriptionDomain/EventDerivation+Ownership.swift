@@ -93,7 +93,7 @@ extension EventDerivation {
       occurredMs: at, detectedMs: detectedMs, subscriptionGroupId: group, productId: latest?.productId,
       transactionId: latest?.transactionId, originalTransactionId: otid,
       stateBefore: gained ? states.without : states.with, stateAfter: gained ? states.with : states.without,
-      previousUserId: change.previousUserId)
+      previousUserId: change.previousUserId, ownershipType: latest?.ownership)
   }
 
   private static func purchaseOrder(_ a: Transaction, _ b: Transaction) -> Bool {

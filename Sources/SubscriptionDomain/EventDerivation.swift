@@ -415,6 +415,11 @@ public struct EventDerivation: Sendable {
       subscriptionGroupId: o.groupId, productId: o.productId, transactionId: transaction?.transactionId,
       originalTransactionId: o.originalTransactionId, stateBefore: o.stateBefore, stateAfter: o.stateAfter,
       expirationReason: o.expirationReason, previousProductId: o.previousProductId)
+    // The ownership of the subscription or purchase: its own transaction's, else that of the
+    // original transaction's latest (Apple gives a family member transactions of their own).
+    let owning = transaction
+      ?? o.originalTransactionId.flatMap { timeline.positionsByOriginal[$0]?.last }.map { timeline.transactions[$0] }
+    e.ownershipType = owning?.ownership
     if let t = transaction {
       if o.isPurchase {
         e.offer = Self.offer(of: t)

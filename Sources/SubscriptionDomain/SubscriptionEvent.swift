@@ -103,6 +103,11 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// For ``SubscriptionEventType/ownershipTransferred``: the user who had the original
   /// transaction before the transfer (the previous owner's own event has it as its user too).
   public var previousUserId: String?
+  /// Whether the subscription or purchase is the user's own (``OwnershipType/purchased``) or
+  /// shared with them through Family Sharing (``OwnershipType/familyShared``: an entitlement, not a
+  /// purchase of this user), from Apple's `inAppOwnershipType` of its transactions; `nil` when no
+  /// transaction of it is known (or for an event logged before events carried it).
+  public var ownershipType: OwnershipType?
 
   /// Creates an event.
   public init(
@@ -113,7 +118,7 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
     stateAfter: SubscriptionState? = nil, offer: SubscriptionEventOffer? = nil,
     offerId: String? = nil, priceMilliunits: Int64? = nil, currency: String? = nil,
     expirationReason: String? = nil, previousProductId: String? = nil,
-    previousUserId: String? = nil
+    previousUserId: String? = nil, ownershipType: OwnershipType? = nil
   ) {
     self.eventId = eventId
     self.appId = appId
@@ -135,5 +140,6 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
     self.expirationReason = expirationReason
     self.previousProductId = previousProductId
     self.previousUserId = previousUserId
+    self.ownershipType = ownershipType
   }
 }

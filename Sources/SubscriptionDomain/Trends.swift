@@ -203,6 +203,15 @@ public func monthlyMilliunits(price: Int64, duration: ISO8601Duration) -> Int64?
 /// before one already fed for the same subscription (data that arrived late) counts in the flow
 /// series of the bucket it occurred in but does not change the states at bucket ends.
 ///
+/// **Family Sharing.** A subscription shared with the user by a family member
+/// (``SubscriptionEvent/ownershipType`` ``OwnershipType/familyShared``, or, on an event without
+/// one, the subscription's last known ownership) is an entitlement, not a purchase of the user:
+/// Apple's SUBSCRIBED to a member is "first access via Family Sharing", and the member's
+/// transactions carry the organizer's price, paid once, by the organizer. It counts in the
+/// active subscribers (and active trials) and in no flow series (no trial, new paid subscription,
+/// renewal, churn, refund, billing issue or recovery), no revenue and no MRR; a family-shared
+/// one-time product adds no revenue either.
+///
 /// ```swift
 /// var aggregator = TrendAggregator(buckets: buckets, productDurations: durations)
 /// for event in log { aggregator.add(event) }
@@ -257,6 +266,8 @@ public struct TrendAggregator: Sendable {
     var price: (milliunits: Int64, currency: String)?
     /// The transaction whose price was last added to revenue (a transaction counts once).
     var revenueTransactionId: String?
+    /// Shared with the user through Family Sharing (the last ownership an event told).
+    var familyShared = false
   }
 
   /// What one subscription adds to the level series.
@@ -283,14 +294,15 @@ public struct TrendAggregator: Sendable {
     let isFreeTrial = event.offer == .freeTrial
 
     guard let groupId = event.subscriptionGroupId else {
-      if index >= 0 && isPurchase { addRevenue(event, at: index) }
+      if index >= 0 && isPurchase && event.ownershipType != .familyShared { addRevenue(event, at: index) }
       return
     }
     let key = SubscriptionKey(userId: event.userId, groupId: groupId)
     var track = subscriptions[key] ?? Track()
     let wasInTrial = track.inTrial
+    let familyShared = event.ownershipType.map { $0 == .familyShared } ?? track.familyShared
 
-    if index >= 0 {
+    if index >= 0 && !familyShared {
       var bucket = flows[index]
       switch event.type {
       case .subscriptionStarted, .resubscribed:
@@ -336,6 +348,7 @@ public struct TrendAggregator: Sendable {
     }
     let before = contribution(track)
     track.occurredMs = event.occurredMs
+    track.familyShared = familyShared
     if let state = event.stateAfter { track.state = state }
     if let product = event.productId { track.productId = product }
     switch event.type {
@@ -351,7 +364,7 @@ public struct TrendAggregator: Sendable {
     if track.state != .active && track.state != .gracePeriod && track.state != .billingRetry {
       track.inTrial = false
     }
-    if isPurchase && !isFreeTrial {
+    if isPurchase && !isFreeTrial && !familyShared {
       if let price = event.priceMilliunits, let currency = event.currency, !currency.isEmpty {
         track.price = (price, currency)
       } else {
@@ -399,7 +412,7 @@ public struct TrendAggregator: Sendable {
       result.trial = 1
       return result
     }
-    guard track.state == .active else { return result }
+    guard track.state == .active, !track.familyShared else { return result }
     if let price = track.price, let product = track.productId,
       let duration = productDurations[product],
       let monthly = monthlyMilliunits(price: price.milliunits, duration: duration)

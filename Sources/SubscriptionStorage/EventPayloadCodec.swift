@@ -6,10 +6,12 @@
 import SubscriptionDomain
 
 extension PayloadCodec {
-  /// Format byte of the binary event layout written now.
-  package static let eventFormat: UInt8 = 1
+  /// Format byte of the binary event layout written now: 2 appends the ownership type to
+  /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
+  /// no ownership type).
+  package static let eventFormat: UInt8 = 2
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 20
+  package static let eventFieldCount = 21
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -35,6 +37,7 @@ extension PayloadCodec {
     w.string(e.expirationReason)
     w.string(e.previousProductId)
     w.string(e.previousUserId)
+    w.string(e.ownershipType?.rawValue)
     return w.bytes
   }
 
@@ -42,7 +45,8 @@ extension PayloadCodec {
   /// - Throws: `corrupt` for a payload this build cannot read.
   package static func decodeEvent(_ bytes: [UInt8]) throws(StoreError) -> SubscriptionEvent {
     var r = BinaryReader(bytes)
-    guard try r.byte() == eventFormat else {
+    let format = try r.byte()
+    guard format == 1 || format == eventFormat else {
       throw StoreError(.corrupt, "stored event has an unknown format")
     }
     func value<T: RawRepresentable<String>>(_: T.Type, _ raw: String?, _ field: String)
@@ -63,7 +67,7 @@ extension PayloadCodec {
     guard let type = try value(SubscriptionEventType.self, r.string(), "type") else {
       throw StoreError(.corrupt, "stored event has no type")
     }
-    let e = SubscriptionEvent(
+    var e = SubscriptionEvent(
       eventId: eventId, appId: appId, userId: userId, environment: environment, type: type,
       occurredMs: try r.int(), detectedMs: try r.int(), subscriptionGroupId: try r.optionalString(),
       productId: try r.optionalString(), transactionId: try r.optionalString(),
@@ -74,6 +78,7 @@ extension PayloadCodec {
       offerId: try r.optionalString(), priceMilliunits: try r.optionalInt(),
       currency: try r.optionalString(), expirationReason: try r.optionalString(),
       previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
+    if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e
   }

@@ -270,8 +270,9 @@ public enum SubstatusDaemon {
           interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000)))))
       : nil
     let reconciling = reconciler.map { r in Task { await r.run() } }
-    // Events out: the changes by time alone, and a look at the log every second for the watchers
-    // (events other instances sharing a PostgreSQL database wrote).
+    // Events out: the changes by time alone (the scheduler wakes on its own: at due times on the
+    // service clock, a periodic pass on the real clock), and a look at the log every second for
+    // the watchers (events other instances sharing a PostgreSQL database wrote).
     let transitions = EventTransitionScheduler(service: service)
     let scheduling = Task { await transitions.run() }
     let dispatching = dispatcher.map { d in Task { await d.run() } }

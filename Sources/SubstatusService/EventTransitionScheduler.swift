@@ -4,14 +4,24 @@ import SubscriptionStorage
 /// grace period or billing retry ends): a loop over the store's
 /// ``SubscriptionStorage/EventLogStore/appendDueTransitionEvents(atMs:limit:)``.
 ///
-/// It sleeps until the store's next recorded transition (``SubscriptionStorage/EventLogStore/nextTransitionDueMs()``),
-/// at least ``Configuration-swift.struct/minInterval`` (1 s) and at most
-/// ``Configuration-swift.struct/maxInterval`` (30 s), and wakes early when the service's
-/// ``EventSignal`` fires (a write here may have recorded an earlier transition): a transition
-/// recorded on another instance sharing the database is acted on at most 30 s late. Sleeps are on
-/// the service's injected clock. The store claims each user it processes, so
-/// instances never append the same transition twice, and the recorded transitions survive
-/// restarts (nothing is missed).
+/// **When it runs a pass.** Due times are instants of the service's clock
+/// (``ServiceEnvironment/clock``); the period between passes is real time
+/// (``ServiceEnvironment/wireClock``). After each pass it waits for the first of:
+/// - the store's next recorded transition (``SubscriptionStorage/EventLogStore/nextTransitionDueMs()``)
+///   on the service's clock: in production at that instant; under `substatusd --clock-url`, once
+///   the followed test clock reaches it, however the test moves that clock;
+/// - ``Configuration-swift.struct/maxInterval`` (30 s) of real time, the periodic pass: a
+///   transition recorded by another instance sharing the database, or after a store failure, is
+///   acted on at most that late (and so within the 60 s of DESIGN.md);
+///   ``Configuration-swift.struct/minInterval`` (1 s) of real time instead when a transition is
+///   due already (the store keeps it: another instance holds its user), so it is not spun on;
+/// - the service's ``EventSignal`` (a write here may have recorded an earlier transition).
+///
+/// It depends on no other wake-up: the daemon's once-a-second signal for watchers also wakes it,
+/// harmlessly. A followed test clock that stands still (the simulator at `--time-scale 0`) never
+/// ends a sleep on it, which is why the periodic pass is on real time. The store claims each user
+/// it processes, so instances never append the same transition twice, and the recorded
+/// transitions survive restarts (nothing is missed).
 ///
 /// ```swift
 /// let scheduler = EventTransitionScheduler(service: service)
@@ -22,9 +32,10 @@ import SubscriptionStorage
 public final class EventTransitionScheduler: Sendable {
   /// How the scheduler works.
   public struct Configuration: Sendable {
-    /// The longest sleep between passes.
+    /// The longest real time between passes.
     public var maxInterval: Duration
-    /// The shortest sleep between passes (a transition the store keeps due is not spun on).
+    /// The real time between passes while a transition stays due (a transition the store keeps
+    /// due is not spun on).
     public var minInterval: Duration
     /// Users processed per store call.
     public var batchSize: Int
@@ -41,33 +52,39 @@ public final class EventTransitionScheduler: Sendable {
   public let service: SubstatusService
   /// The settings.
   public let configuration: Configuration
-  private let timer: PeriodicJobTimer
+  /// The periodic pass, on real time (the environment's wire clock).
+  private let passTimer: PeriodicJobTimer
+  /// The next due transition, on the service's clock.
+  private let dueTimer: PeriodicJobTimer
 
   /// Creates a scheduler; it does nothing until ``run()`` or ``appendDue()``.
   public init(service: SubstatusService, configuration: Configuration = Configuration()) {
     self.service = service
     self.configuration = configuration
-    self.timer = PeriodicJobTimer(clock: service.environment.clock)
+    self.passTimer = PeriodicJobTimer(clock: service.environment.wireClock)
+    self.dueTimer = PeriodicJobTimer(clock: service.environment.clock)
   }
 
   /// Appends due transitions until ``beginGracefulShutdown()`` or cancellation.
   public func run() async {
-    while !timer.isStopping, !Task.isCancelled {
+    while !passTimer.isStopping, !Task.isCancelled {
       let seen = service.eventSignal.generation
       let next = await appendDue()
-      let now = service.environment.now()
-      var sleep = configuration.maxInterval
-      if let next { sleep = max(configuration.minInterval, min(sleep, .milliseconds(next - now))) }
-      await wait(sleep, unlessSignalledAfter: seen)
+      await wait(untilDue: next, unlessSignalledAfter: seen)
     }
   }
 
-  /// Sleeps for `duration`, or less when the service's ``EventSignal`` moves past `seen` (a write
-  /// may have recorded an earlier transition), ``beginGracefulShutdown()`` is called or the task
-  /// is cancelled.
-  private func wait(_ duration: Duration, unlessSignalledAfter seen: UInt64) async {
+  /// Waits until the service's clock reaches `next` (when it is later than now), the periodic
+  /// pass's real time has passed, or the service's ``EventSignal`` moves past `seen`; or until
+  /// ``beginGracefulShutdown()`` or cancellation.
+  private func wait(untilDue next: Int64?, unlessSignalledAfter seen: UInt64) async {
+    let now = service.environment.now()
+    let pass = next.map { $0 <= now } == true ? configuration.minInterval : configuration.maxInterval
     await withTaskGroup(of: Void.self) { group in
-      group.addTask { await self.timer.wait(duration) }
+      group.addTask { await self.passTimer.wait(pass) }
+      if let next, next > now {
+        group.addTask { await self.dueTimer.wait(.milliseconds(next - now)) }
+      }
       group.addTask { await self.service.eventSignal.wait(after: seen) }
       await group.next()
       group.cancelAll()
@@ -75,7 +92,10 @@ public final class EventTransitionScheduler: Sendable {
   }
 
   /// Stops ``run()`` after the pass in progress.
-  public func beginGracefulShutdown() { timer.stop() }
+  public func beginGracefulShutdown() {
+    passTimer.stop()
+    dueTimer.stop()
+  }
 
   /// One pass: appends every transition due now (in batches), wakes watchers and the dispatcher.
   /// - Returns: the next recorded transition after the pass, `nil` when none (or the store failed:

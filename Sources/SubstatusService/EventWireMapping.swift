@@ -116,6 +116,7 @@ extension SubscriptionEvent {
     w.expirationReason = expirationReason ?? ""
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
+    w.ownership = ownershipType?.wire ?? .unspecified
     return w
   }
 }

@@ -10,10 +10,12 @@ import SubstatusWire
 public struct ServiceEnvironment: Sendable {
   /// The clock every timestamp, duration, schedule and retry of the service reads.
   public var clock: any ServiceClock
-  /// The clock of what happens on the wire: the timeout of an outgoing request and the duration
-  /// recorded for it. It is ``clock`` except when that follows a test's simulated time
-  /// (`substatusd --clock-url`): a jump of the simulated clock by days must not time out a webhook
-  /// POST that is in flight.
+  /// The clock of what happens on the wire, and of real-time periods: the timeout of an outgoing
+  /// request and the duration recorded for it, the period of the transition scheduler's passes
+  /// (``EventTransitionScheduler``). It is ``clock`` except when that follows a test's simulated
+  /// time (`substatusd --clock-url`): a jump of the simulated clock by days must not time out a
+  /// webhook POST that is in flight, and a simulated clock standing still must not stop the
+  /// scheduler's periodic pass.
   public var wireClock: any ServiceClock
   /// Cryptographically secure random bytes.
   public var randomBytes: @Sendable (Int) -> [UInt8]

@@ -6,13 +6,14 @@ import SubscriptionDomain
 private func event(
   _ type: SubscriptionEventType, _ user: String, at time: Int64, after state: SubscriptionState?,
   group: String? = "pro", product: String? = "pro.monthly", offer: SubscriptionEventOffer? = nil,
-  price: Int64? = nil, currency: String? = nil, transaction: String? = nil
+  price: Int64? = nil, currency: String? = nil, transaction: String? = nil,
+  ownership: OwnershipType? = nil
 ) -> SubscriptionEvent {
   SubscriptionEvent(
     eventId: "\(user)-\(type.rawValue)-\(time)", appId: "app", userId: user, environment: .production,
     type: type, occurredMs: time, detectedMs: time, subscriptionGroupId: group, productId: product,
     transactionId: transaction, stateAfter: state, offer: offer, priceMilliunits: price,
-    currency: currency)
+    currency: currency, ownershipType: ownership)
 }
 
 private let durations: [String: ISO8601Duration] = [
@@ -319,5 +320,40 @@ struct TrendAggregatorTests {
       ])
     #expect(series[0].revenue == ["USD": 9990 + 99990])
     #expect(series[0].mrr == ["USD": 8333])
+  }
+
+  @Test("a family-shared subscription is access, not a purchase: active, but no flow, revenue or MRR")
+  func familySharing() throws {
+    let usd = (price: Int64(9990), currency: "USD")
+    let series = try trends(
+      from: utc(2024, 1, 1), to: utc(2024, 1, 4),
+      [
+        // Day 1: the organizer buys; the member gets access (Apple's transaction carries the price).
+        event(.subscriptionStarted, "organizer", at: utc(2024, 1, 1, 1), after: .active,
+              offer: SubscriptionEventOffer.none, price: usd.price, currency: usd.currency, transaction: "o1",
+              ownership: .purchased),
+        event(.subscriptionStarted, "member", at: utc(2024, 1, 1, 2), after: .active,
+              offer: SubscriptionEventOffer.none, price: usd.price, currency: usd.currency, transaction: "m1",
+              ownership: .familyShared),
+        // Day 2: both renew; the organizer pays.
+        event(.renewed, "organizer", at: utc(2024, 1, 2, 1), after: .active, offer: SubscriptionEventOffer.none,
+              price: usd.price, currency: usd.currency, transaction: "o2", ownership: .purchased),
+        event(.renewed, "member", at: utc(2024, 1, 2, 2), after: .active, offer: SubscriptionEventOffer.none,
+              price: usd.price, currency: usd.currency, transaction: "m2", ownership: .familyShared),
+        // Day 3: an event without an ownership keeps the subscription's (the member's billing
+        // issue mirrors the organizer's, not counted twice); a shared non-consumable is no sale.
+        event(.billingIssue, "organizer", at: utc(2024, 1, 3, 1), after: .billingRetry),
+        event(.billingIssue, "member", at: utc(2024, 1, 3, 2), after: .billingRetry),
+        event(.oneTimePurchased, "member", at: utc(2024, 1, 3, 3), after: nil, group: nil, product: "levels",
+              offer: nil, price: 4990, currency: "USD", transaction: "m3", ownership: .familyShared),
+      ])
+    #expect(series.map(\.activeSubscribers) == [2, 2, 0])
+    #expect(series.map(\.newPaidSubscriptions) == [1, 0, 0])
+    #expect(series.map(\.renewals) == [0, 1, 0])
+    #expect(series.map(\.billingIssues) == [0, 0, 1])
+    #expect(series.map(\.revenue) == [["USD": 9990], ["USD": 9990], [:]])
+    #expect(series.map(\.unpricedPurchases) == [0, 0, 0])
+    #expect(series.map(\.mrr) == [["USD": 9990], ["USD": 9990], [:]])
+    #expect(series.map(\.mrrUnpricedSubscriptions) == [0, 0, 0])
   }
 }

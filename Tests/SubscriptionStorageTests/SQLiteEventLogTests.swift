@@ -109,6 +109,19 @@ struct SQLiteEventLogTests {
     #expect(throws: StoreError.self) { try PayloadCodec.decodeEvent(Array(PayloadCodec.encode(EventLogContract.event("e1")).dropLast())) }
   }
 
+  @Test("the ownership type round-trips; a format 1 payload (before events carried it) still reads, without one")
+  func ownershipTypeAndFormatOnePayloads() throws {
+    var shared = EventLogContract.event("e1")
+    shared.ownershipType = .familyShared
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
+    // Format 1 is format 2 without the last field (an absent ownership type is one 0 byte).
+    var old = EventLogContract.event("e1")
+    old.ownershipType = nil
+    var bytes = Array(PayloadCodec.encode(old).dropLast())
+    bytes[0] = 1
+    #expect(try PayloadCodec.decodeEvent(bytes) == old)
+  }
+
   /// A database written before the event log (schema 8) migrates; its users' data stays, and the
   /// first write after it logs only what that write adds (the stored history was never logged and
   /// is not logged now).

@@ -5,7 +5,9 @@ import Synchronization
 import Testing
 
 /// The test's webhook receiver (`Fixtures/event_receiver.py`): verifies signatures with Python's
-/// hmac and deduplicates by `Substatus-Event-Id`; each request it answered is a ``Record``.
+/// hmac and deduplicates by `Substatus-Event-Id`; each request it answered is a ``Record``. With
+/// another `script` of the fixtures speaking the same protocol (`PORT n`, then commands on stdin
+/// and a JSON line per request), that helper (`notification_relay.py`).
 final class EventReceiver: @unchecked Sendable {
   struct Record: Sendable {
     var eventID: String
@@ -39,10 +41,10 @@ final class EventReceiver: @unchecked Sendable {
   let port: Int
   private let output = Output()
 
-  init() throws {
+  init(script name: String = "event_receiver.py") throws {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
     process.executableURL = URL(fileURLWithPath: FileManager.default.isExecutableFile(atPath: python) ? python : "/usr/bin/python3")
-    let script = try #require(Bundle.module.url(forResource: "Fixtures/event_receiver.py", withExtension: nil))
+    let script = try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil))
     process.arguments = [script.path]
     let stdout = Pipe()
     process.standardOutput = stdout

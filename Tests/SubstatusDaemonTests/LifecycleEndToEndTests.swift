@@ -164,6 +164,10 @@ import Testing
     try await Self.expectSequence(rig, user: organizer, [
       "SUBSCRIPTION_STARTED at +0 pro.monthly NEVER_SUBSCRIBED->ACTIVE offer NONE 9990 USD"
     ])
+    // The events tell whose purchase it is (Apple's inAppOwnershipType), the webhook's JSON too.
+    #expect(try await rig.log(user: member).map(\.ownership) == [.familyShared, .familyShared])
+    #expect(try await rig.log(user: organizer).map(\.ownership) == [.purchased])
+    #expect(rig.received(user: member).map(\.ownership) == [.familyShared, .familyShared])
     let trends = try await rig.trends(days: 6)
     #expect(trends[0].activeSubscribers == 2)
     #expect(trends[5].activeSubscribers == 1)
@@ -171,13 +175,9 @@ import Testing
     #expect(trends[5].mrr.map(\.amountMilliunits) == [9990], "\(trends[5].mrr)")
     // One payment: the organizer's. Apple's SUBSCRIBED to a member is "first access via Family
     // Sharing", not a purchase: no revenue, no new paid subscription, no MRR.
-    withKnownIssue(
-      "Trends count a Family Sharing member's access as a paid subscription (revenue, new paid, MRR): SubscriptionDomain/Trends.swift cannot tell, Event carries no in_app_ownership_type"
-    ) {
-      #expect(trends[0].revenue.map(\.amountMilliunits) == [9990], "\(trends[0].revenue)")
-      #expect(trends[0].newPaidSubscriptions == 1)
-      #expect(trends[0].mrr.map(\.amountMilliunits) == [9990], "\(trends[0].mrr)")
-    }
+    #expect(trends[0].revenue.map(\.amountMilliunits) == [9990], "\(trends[0].revenue)")
+    #expect(trends[0].newPaidSubscriptions == 1)
+    #expect(trends[0].mrr.map(\.amountMilliunits) == [9990], "\(trends[0].mrr)")
   }
 
   /// Auto-renew turned off, then the period ends: the EXPIRED comes from time alone (the

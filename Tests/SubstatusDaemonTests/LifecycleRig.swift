@@ -26,6 +26,9 @@ final class LifecycleRig: @unchecked Sendable {
   private(set) var daemon: RunningDaemon
   private(set) var client: DaemonClient
   let receiver: EventReceiver
+  /// With `relayingNotifications`, the simulator's notifications go through this relay
+  /// (`notification_relay.py`), which forwards them to the running substatusd, restarts included.
+  let relay: EventReceiver?
   let admin: String
   let app: String
   let webhookID: String
@@ -37,8 +40,10 @@ final class LifecycleRig: @unchecked Sendable {
 
   /// Starts the three processes; the simulator's app sells `pro.monthly` (level 2, 9.99 USD, a
   /// one-week free trial, family shareable) and `pro.plus.monthly` (level 1, 14.99 USD) in group
-  /// `pro`, with a `graceDays` billing grace period.
-  init(graceDays: Int = 3) async throws {
+  /// `pro`, with a `graceDays` billing grace period. With `relayingNotifications`, the simulator
+  /// posts notifications to ``relay``, whose URL a restart does not change (the simulator retries
+  /// a notification at the URL it first tried).
+  init(graceDays: Int = 3, relayingNotifications: Bool = false) async throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycle-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
@@ -53,6 +58,9 @@ final class LifecycleRig: @unchecked Sendable {
     daemon = try await offThePool { try RunningDaemon(extraArguments: arguments, logToFile: true) }
     client = try DaemonClient(daemon)
     receiver = try EventReceiver()
+    relay = relayingNotifications ? try EventReceiver(script: "notification_relay.py") : nil
+    try relay?.send("TARGET \(daemon.http)")
+    let notifications = relay.map { "127.0.0.1:\($0.port)" } ?? daemon.http
 
     var tenant = Substatus_V1_CreateTenantRequest()
     tenant.name = "lifecycle"
@@ -78,7 +86,7 @@ final class LifecycleRig: @unchecked Sendable {
       [
         "bundle_id": Self.bundleID, "apple_app_id": Self.appleAppID, "shared_secret": "unused-by-v2",
         "notification_version": "v2", "grace_period_days": graceDays,
-        "notification_url": "http://\(daemon.http)/v1/apps/\(app)/apple/notifications",
+        "notification_url": "http://\(notifications)/v1/apps/\(app)/apple/notifications",
         "products": [
           [
             "product_id": "pro.monthly", "type": "auto_renewable", "subscription_group_id": "pro", "duration": "P1M",
@@ -108,18 +116,23 @@ final class LifecycleRig: @unchecked Sendable {
     client.transport.close()
     if daemon.process.isRunning { _ = daemon.stop() }
     receiver.stop()
+    relay?.stop()
     sim.stop()
     try? FileManager.default.removeItem(at: directory)
   }
 
   /// SIGKILL of substatusd, then a start on the same data (on new ports: the simulator's app is
-  /// pointed at the new notification URL).
+  /// pointed at the new notification URL, or the ``relay`` at the new substatusd).
   func killAndRestart() async throws {
     daemon.kill()
     let (arguments, directory) = (daemonArguments, daemon.directory)
     daemon = try await offThePool { try RunningDaemon(extraArguments: arguments, logToFile: true, reusing: directory) }
     client.transport.close()
     client = try DaemonClient(daemon)
+    if let relay {
+      try relay.send("TARGET \(daemon.http)")
+      return
+    }
     var patch = URLRequest(url: try #require(URL(string: "http://\(sim.address)/control/apps/\(Self.bundleID)")))
     patch.httpMethod = "PATCH"
     patch.httpBody = try JSONSerialization.data(withJSONObject: [
@@ -169,9 +182,10 @@ final class LifecycleRig: @unchecked Sendable {
   }
 
   /// Waits (10 s at most) until every event of the log has a delivered delivery, on three readings
-  /// 600 ms apart: the transition scheduler may append an event up to about a second after a
-  /// clock move (the daemon wakes it once a second), and a delivery still in flight when the clock
-  /// then jumps days ahead would time out past its retry window (FAILED after one attempt).
+  /// 600 ms apart: the transition scheduler appends an event just after substatusd's followed
+  /// clock reads a move (its pass may lag on a loaded machine), and a delivery still in flight
+  /// when the clock then jumps days ahead would time out past its retry window (FAILED after one
+  /// attempt).
   func settle() async throws {
     let deadline = Date().addingTimeInterval(10)
     var quiet = 0

@@ -1,12 +1,14 @@
 import Foundation
 import SubstatusWire
+import Synchronization
 import Testing
 
 /// Webhook faults end to end (``LifecycleRig``: real substatusd following the simulator's clock,
 /// a real receiver): a receiver that fails then hangs is retried with backoff on the simulated
 /// clock; one down for a simulated day gets everything, in order per user, once back; a replay
-/// delivers again; a SIGKILL of substatusd while a POST is in flight loses nothing, and a
-/// receiver that deduplicates by `Substatus-Event-Id` sees each event once (at-least-once).
+/// delivers again; a SIGKILL of substatusd while a POST is in flight, or while it ingests
+/// ImportTransactions calls or V2 notifications, loses nothing, and a receiver that deduplicates by
+/// `Substatus-Event-Id` sees each event once (at-least-once).
 @Suite(.serialized) struct WebhookFaultsEndToEndTests {
   static let second: Int64 = 1_000
   static let hour: Int64 = 3_600_000
@@ -41,7 +43,9 @@ import Testing
     #expect((24 * Self.second...36 * Self.second).contains(delivery.nextAttemptMs - t0), "\(delivery.nextAttemptMs - t0)")
     #expect(rig.receiver.records.count == 1, "no retry before the simulated clock moves")
 
-    // 2. The receiver hangs: the POST times out after 10 s of the simulated clock.
+    // 2. The receiver hangs: the POST times out after 10 s of real time (substatusd's wire clock:
+    // a jump of the simulated clock never times out a POST in flight, so this step takes 10 s);
+    // the simulated clock moves by those 10 s too, and the failure is recorded at t1 + 10 s.
     try rig.receiver.send("HANG")
     let t1 = delivery.nextAttemptMs
     try await rig.setClock(t1, settling: false)
@@ -174,6 +178,170 @@ import Testing
     #expect(accepted.count == log.count)
     #expect(Set(rig.receiver.records.filter(\.hung).map(\.eventID)) == Set(before.map(\.eventID)))
     #expect(rig.receiver.records.allSatisfy { $0.valid })
+    #expect(try await rig.waitForAllDelivered())
+  }
+
+  /// One user's history for the SIGKILL-during-ImportTransactions test: three monthly periods of `pro.monthly`
+  /// back to back (SUBSCRIPTION_STARTED, RENEWED, RENEWED), the last ending 10 days after
+  /// ``LifecycleRig/start``, priced.
+  static func history(_ rig: LifecycleRig, user: String, index: Int) -> Substatus_V1_ImportTransactionsRequest {
+    let month: Int64 = 30 * LifecycleRig.day
+    let base = LifecycleRig.start + 10 * LifecycleRig.day - 3 * month + Int64(index) * second
+    var request = Substatus_V1_ImportTransactionsRequest()
+    request.appID = rig.app
+    request.userID = user
+    request.transactions = (0..<3).map { period in
+      var t = Substatus_V1_Transaction()
+      t.transactionID = String(9_100_000 + index * 10 + period)
+      t.originalTransactionID = String(9_100_000 + index * 10)
+      t.productID = "pro.monthly"
+      t.subscriptionGroupID = "pro"
+      t.type = .autoRenewable
+      t.environment = .production
+      t.purchaseDateMs = base + Int64(period) * month
+      t.originalPurchaseDateMs = base
+      t.expiresDateMs = base + Int64(period + 1) * month
+      t.signedDateMs = t.purchaseDateMs
+      t.priceMilliunits = 9990
+      t.currency = "USD"
+      return t
+    }
+    return request
+  }
+
+  /// SIGKILL of substatusd while ImportTransactions calls are being written (four callers, one
+  /// user's history per call), then a restart on the same data: every acknowledged write's events
+  /// are in the log, exactly once; the callers retry what was not acknowledged (some of it may
+  /// have been committed without an answer: the retry adds nothing then), and a client that
+  /// re-sends everything adds nothing either. The receiver, deduplicating by
+  /// `Substatus-Event-Id`, gets every event of the log, in order per user (at-least-once: a POST
+  /// cut by the kill is sent again).
+  @Test func aSIGKILLDuringIngestLosesNoAcknowledgedWriteAndTheDeduplicatingReceiverSeesEachEventOnce() async throws {
+    let rig = try await LifecycleRig()
+    defer { rig.stop() }
+    let users = (0..<24).map { "ingest-\($0)" }
+    let requests = Dictionary(uniqueKeysWithValues: users.enumerated().map { ($1, Self.history(rig, user: $1, index: $0)) })
+    final class Progress: Sendable {
+      let state = Mutex((next: 0, acknowledged: Set<String>(), failed: Set<String>(), killed: false))
+    }
+    let progress = Progress()
+    let (client, admin, pid) = (rig.client, rig.admin, rig.daemon.process.processIdentifier)
+    // The sixth acknowledgement sends SIGKILL; the calls in flight then, and all later ones, fail.
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<4 {
+        group.addTask {
+          while let user = progress.state.withLock({ s -> String? in
+            guard s.next < users.count else { return nil }
+            s.next += 1
+            return users[s.next - 1]
+          }) {
+            do {
+              let answer = try await client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: admin)
+              let kill = progress.state.withLock { s -> Bool in
+                s.acknowledged.insert(user)
+                guard s.acknowledged.count == 6, !s.killed else { return false }
+                s.killed = true
+                return true
+              }
+              if kill { Glibc.kill(pid, SIGKILL) }
+              #expect(answer.transactionResults.map(\.outcome) == [.created, .created, .created])
+            } catch {
+              progress.state.withLock { _ = $0.failed.insert(user) }
+            }
+          }
+        }
+      }
+    }
+    let (acknowledged, failed) = progress.state.withLock { ($0.acknowledged, $0.failed) }
+    #expect(acknowledged.count >= 6 && !failed.isEmpty, "acknowledged \(acknowledged.count), failed \(failed.count)")
+    #expect(acknowledged.count + failed.count == users.count)
+    try await rig.killAndRestart()
+
+    // Acknowledged before the kill: in the log, without any retry.
+    let survived = try await rig.log()
+    for user in acknowledged {
+      #expect(survived.filter { $0.userID == user }.map(\.type) == [.subscriptionStarted, .renewed, .renewed], "\(user)")
+    }
+    // The callers retry what was not acknowledged; then a client re-sends everything.
+    for user in failed.sorted() {
+      _ = try await rig.client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: rig.admin)
+    }
+    let log = try await rig.log()
+    for user in users.shuffled() {
+      let again = try await rig.client.call(Substatus_V1_IngestService.importTransactions, requests[user]!, key: rig.admin)
+      #expect(again.transactionResults.map(\.outcome) == [.unchanged, .unchanged, .unchanged])
+    }
+    #expect(try await rig.log().map(\.eventID) == log.map(\.eventID), "a re-sent write adds no event")
+
+    // Each user's three events, once each.
+    #expect(log.count == 3 * users.count)
+    #expect(Set(log.map(\.eventID)).count == log.count, "no event twice in the log")
+    for user in users {
+      #expect(log.filter { $0.userID == user }.map(\.line) == [
+        "SUBSCRIPTION_STARTED at +\(requests[user]!.transactions[0].purchaseDateMs - LifecycleRig.start) pro.monthly NEVER_SUBSCRIBED->ACTIVE offer NONE 9990 USD",
+        "RENEWED at +\(requests[user]!.transactions[1].purchaseDateMs - LifecycleRig.start) pro.monthly ACTIVE->ACTIVE offer NONE 9990 USD",
+        "RENEWED at +\(requests[user]!.transactions[2].purchaseDateMs - LifecycleRig.start) pro.monthly ACTIVE->ACTIVE offer NONE 9990 USD",
+      ], "\(user)")
+    }
+
+    // The receiver: every event at least once; deduplicated, each user's exact sequence.
+    #expect(await rig.waitForReceived(log.count), "received \(rig.received().count) of \(log.count)")
+    #expect(Set(rig.received().map(\.eventID)) == Set(log.map(\.eventID)))
+    for user in users {
+      #expect(rig.received(user: user).map(\.eventID) == log.filter { $0.userID == user }.map(\.eventID), "\(user)")
+    }
+    #expect(rig.receiver.records.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
+    #expect(try await rig.deliveries().count == log.count, "one delivery per event")
+    #expect(try await rig.waitForAllDelivered())
+  }
+
+  /// SIGKILL of substatusd while it ingests the simulator's V2 notifications (one purchase each
+  /// for 16 users; the ``LifecycleRig/relay`` kills it while the sixth is in flight): the
+  /// notifications answered 200 before it are in the log; every one without a 2xx (the one cut,
+  /// and those sent while substatusd was down) is retried by the simulator an hour later, as
+  /// Apple's first retry is, and then logged once (a cut write that was committed adds nothing
+  /// the second time). The deduplicating receiver gets each user's event once.
+  @Test func aSIGKILLDuringNotificationIngestLosesNothingAndTheSimulatorsRetriesAddNothingTwice() async throws {
+    let rig = try await LifecycleRig(relayingNotifications: true)
+    defer { rig.stop() }
+    let relay = try #require(rig.relay)
+    let users = (0..<16).map { "buyer-\($0)" }
+    for user in users { try await rig.addUser(user) }
+    try relay.send("KILL \(rig.daemon.process.processIdentifier) 5")
+    for user in users {
+      _ = try await rig.sim.post("/control/apps/\(LifecycleRig.bundleID)/users/\(user)/purchase", ["product_id": "pro.monthly"])
+    }
+    // The simulator tried each notification once (serially): five answered, then the kill.
+    #expect(await relay.waitUntil(timeout: 10) { $0.count == users.count }, "\(relay.records.map(\.status))")
+    let statuses = relay.records.map(\.status)
+    #expect(statuses.prefix(5).allSatisfy { $0 == 200 } && statuses.contains(502), "\(statuses)")
+    let notifications = try await rig.sim.get("/control/notifications")["notifications"]?.arrayValue ?? []
+    let answered = notifications.filter { $0["state"]?.stringValue == "delivered" }.compactMap { $0["user_id"]?.stringValue }
+    #expect(answered.count >= 5 && answered.count < users.count, "\(answered)")
+    try await rig.killAndRestart()
+
+    // Answered before the kill: in the log, before any retry.
+    let survived = try await rig.log()
+    for user in answered {
+      let id = try await rig.substatusUser(of: user)
+      #expect(survived.filter { $0.userID == id }.map(\.type) == [.subscriptionStarted], "\(user)")
+    }
+    // An hour later the simulator sends the others again.
+    try await rig.advance(ms: 3_600_000)
+    let after = try await rig.sim.get("/control/notifications")["notifications"]?.arrayValue ?? []
+    #expect(after.count == users.count && after.allSatisfy { $0["state"]?.stringValue == "delivered" }, "\(after)")
+
+    let log = try await rig.log()
+    #expect(log.count == users.count)
+    #expect(Set(log.map(\.eventID)).count == log.count, "no event twice in the log")
+    #expect(await rig.waitForReceived(log.count), "received \(rig.received().count) of \(log.count)")
+    for user in users {
+      let id = try await rig.substatusUser(of: user)
+      let mine = log.filter { $0.userID == id }
+      #expect(mine.map(\.line) == ["SUBSCRIPTION_STARTED at +0 pro.monthly NEVER_SUBSCRIBED->ACTIVE offer NONE 9990 USD"], "\(user)")
+      #expect(rig.received(user: id).map(\.eventID) == mine.map(\.eventID), "\(user)")
+    }
+    #expect(rig.receiver.records.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
     #expect(try await rig.waitForAllDelivered())
   }
 }

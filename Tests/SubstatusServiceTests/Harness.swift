@@ -97,16 +97,23 @@ func fixture(_ name: String) throws -> String {
   return try String(contentsOf: url, encoding: .utf8)
 }
 
+/// Runs `body` against a service in `world` over `store`; with `operatorKey`, a second instance
+/// over a store another harness bootstrapped (its key is reused).
 func withService(
   limits: ServiceLimits = ServiceLimits(), verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(),
   appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3], store: any Store = InMemoryStore(),
+  world: TestWorld = TestWorld(), operatorKey bootstrapped: String? = nil,
   _ body: (Harness) async throws -> Void
 ) async throws {
-  let world = TestWorld()
   let service = SubstatusService(
     store: store, environment: world.environment, limits: limits, verifyReceipt: verifyReceipt, log: world.log,
     appleRootCertificates: appleRootCertificates)
-  let operatorKey = try #require(try await service.bootstrapOperatorKey())
+  let operatorKey: String
+  if let bootstrapped {
+    operatorKey = bootstrapped
+  } else {
+    operatorKey = try #require(try await service.bootstrapOperatorKey())
+  }
   #expect(try await service.bootstrapOperatorKey() == nil)
   var router = RPCRouter()
   service.register(in: &router)

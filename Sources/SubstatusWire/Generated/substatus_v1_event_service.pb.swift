@@ -369,6 +369,13 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// The event's place in the app's log: pass it as `since_cursor` to continue after it. Opaque.
   public var cursor: String = ""
 
+  /// Whether the subscription or purchase is the user's own (OWNERSHIP_TYPE_PURCHASED) or shared
+  /// with them through Family Sharing (OWNERSHIP_TYPE_FAMILY_SHARED: Apple's `inAppOwnershipType`
+  /// of its transactions). A family member's SUBSCRIPTION_STARTED or RENEWED is access, not a
+  /// purchase of theirs: its price is the organizer's, paid once (trends count no revenue for it).
+  /// UNSPECIFIED when no transaction of it is known.
+  public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -852,7 +859,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -877,6 +884,7 @@ extension Substatus_V1_Event: CMessageConvertible {
     previousProductID = try r.string(18)
     previousUserID = try r.string(19)
     cursor = try r.string(20)
+    ownership = r.enumeration(21)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -901,6 +909,7 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(18, previousProductID)
     w.string(19, previousUserID)
     w.string(20, cursor)
+    w.enumeration(21, ownership)
   }
 }
 
@@ -929,6 +938,7 @@ extension Substatus_V1_Event {
     if !(self.previousProductID.isEmpty) { o.append("previousProductId", .string(self.previousProductID)) }
     if !(self.previousUserID.isEmpty) { o.append("previousUserId", .string(self.previousUserID)) }
     if !(self.cursor.isEmpty) { o.append("cursor", .string(self.cursor)) }
+    if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
     return .object(o)
   }
 
@@ -981,6 +991,8 @@ extension Substatus_V1_Event {
         self.previousUserID = try ProtoJSON.string(value, "previousUserId")
       case "cursor":
         self.cursor = try ProtoJSON.string(value, "cursor")
+      case "ownership":
+        self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

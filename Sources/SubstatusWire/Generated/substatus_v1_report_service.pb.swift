@@ -265,7 +265,11 @@ public struct Substatus_V1_CurrencyAmount: ProtobufJSONMessage {
 /// not change the states at bucket ends). Flow counts are of events whose `occurred_ms` is in the
 /// bucket. The "offer" of an event is its `offer`; a subscription is "in a free trial" from a
 /// SUBSCRIPTION_STARTED or RESUBSCRIBED event with offer FREE_TRIAL until its next purchase event
-/// or its lapse.
+/// or its lapse. A family-shared subscription (its events' `ownership` OWNERSHIP_TYPE_FAMILY_SHARED,
+/// or, on an event without one, the last ownership its events told) is access, not a purchase of
+/// the family member (Apple's SUBSCRIBED to a member is "first access via Family Sharing"; the
+/// organizer paid, once): it counts in `active_subscribers` and `active_trials` only, in no flow
+/// count, no revenue and no MRR. A family-shared one-time product adds no revenue either.
 public struct Substatus_V1_TrendBucket: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
   public static let protoMessageName = "substatus.v1.TrendBucket"

@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[21] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22] =
 {
   {
     "event_id",
@@ -1161,6 +1161,18 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[21
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ownership",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, ownership),
+    &substatus__v1__ownership_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
@@ -1174,6 +1186,7 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   13,   /* field[13] = offer */
   14,   /* field[14] = offer_id */
   10,   /* field[10] = original_transaction_id */
+  21,   /* field[21] = ownership */
   18,   /* field[18] = previous_product_id */
   19,   /* field[19] = previous_user_id */
   15,   /* field[15] = price_milliunits */
@@ -1188,7 +1201,7 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 21 }
+  { 0, 22 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1198,7 +1211,7 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  21,
+  22,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
   1,  substatus__v1__event__number_ranges,

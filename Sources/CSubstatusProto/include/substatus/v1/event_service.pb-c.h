@@ -281,10 +281,18 @@ struct  Substatus__V1__Event
    * The event's place in the app's log: pass it as `since_cursor` to continue after it. Opaque.
    */
   char *cursor;
+  /*
+   * Whether the subscription or purchase is the user's own (OWNERSHIP_TYPE_PURCHASED) or shared
+   * with them through Family Sharing (OWNERSHIP_TYPE_FAMILY_SHARED: Apple's `inAppOwnershipType`
+   * of its transactions). A family member's SUBSCRIPTION_STARTED or RENEWED is access, not a
+   * purchase of theirs: its price is the organizer's, paid once (trends count no revenue for it).
+   * UNSPECIFIED when no transaction of it is known.
+   */
+  Substatus__V1__OwnershipType ownership;
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED }
 
 
 /*

@@ -1,0 +1,117 @@
+import Foundation
+import SubscriptionStorage
+import SubstatusClock
+import SubstatusWire
+import Testing
+@testable import SubstatusService
+
+/// The transition scheduler's wake-ups with two manual clocks: the service's clock (due times; a
+/// test clock under `--clock-url`) and the wire clock (real time: the periodic pass). Neither test
+/// fires the service's event signal after the scheduler starts, so neither depends on the
+/// daemon's once-a-second poll.
+@Suite struct EventTransitionSchedulerTests {
+  static let day: Int64 = 86_400_000
+  static let hour: Int64 = 3_600_000
+
+  /// dana's monthly period ending `endsIn` after now, auto-renew off: it lapses by time alone.
+  static func importLapsing(_ h: Harness, _ admin: String, _ app: String, endsIn: Int64) async throws {
+    let now = h.world.clock.wallMs
+    var request = Substatus_V1_ImportTransactionsRequest()
+    request.appID = app
+    request.userID = "dana"
+    var t = Substatus_V1_Transaction()
+    t.transactionID = "7000"
+    t.originalTransactionID = "7000"
+    t.productID = "premium.monthly"
+    t.purchaseDateMs = now + endsIn - 30 * day
+    t.expiresDateMs = now + endsIn
+    request.transactions = [t]
+    var renewal = Substatus_V1_RenewalInfo()
+    renewal.originalTransactionID = "7000"
+    renewal.productID = "premium.monthly"
+    renewal.autoRenewProductID = "premium.monthly"
+    renewal.autoRenewEnabled = false
+    request.renewalInfos = [renewal]
+    _ = try await h.call(Substatus_V1_IngestService.importTransactions, request, key: admin)
+  }
+
+  /// The EXPIRED events of the app.
+  static func expired(_ h: Harness, _ admin: String, _ app: String) async throws -> [Substatus_V1_Event] {
+    var request = Substatus_V1_ListEventsRequest()
+    request.appID = app
+    request.types = [.expired]
+    return try await h.call(Substatus_V1_EventService.listEvents, request, key: admin).events
+  }
+
+  /// Waits (5 s of real time at most) until the app has an EXPIRED event.
+  static func waitForExpired(_ h: Harness, _ admin: String, _ app: String) async throws -> [Substatus_V1_Event] {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+      let events = try await expired(h, admin, app)
+      if !events.isEmpty { return events }
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    return []
+  }
+
+  @Test func aDueTransitionWakesItOnTheServiceClockWhileTheWireClockStandsStill() async throws {
+    let world = TestWorld(separateWireClock: true)
+    try await withService(world: world) { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      try await Self.importLapsing(h, admin, app, endsIn: Self.day)
+      let start = world.clock.wallMs
+      let (serviceSleepers, wireSleepers) = (world.clock.sleeperCount, world.wireClock.sleeperCount)
+      let scheduler = EventTransitionScheduler(service: h.service)
+      let running = Task { await scheduler.run() }
+      defer { running.cancel() }
+      // The first pass found nothing due; it waits for the period's end on the service clock and
+      // for its periodic pass on the wire clock.
+      #expect(await world.clock.waitForSleepers(serviceSleepers + 1))
+      #expect(await world.wireClock.waitForSleepers(wireSleepers + 1))
+      #expect(try await Self.expired(h, admin, app).isEmpty)
+
+      // A followed test clock moves to a millisecond before the period's end, then to its end
+      // (as `voluntaryExpiryByTimeAlone` moves the simulator's); real time does not move.
+      world.clock.advance(by: .milliseconds(Self.day - 1))
+      #expect(await world.clock.waitForSleepers(serviceSleepers + 1), "asleep again, nothing due")
+      #expect(try await Self.expired(h, admin, app).isEmpty)
+      world.clock.advance(by: .milliseconds(1))
+      let expired = try await Self.waitForExpired(h, admin, app)
+      #expect(expired.map(\.occurredMs) == [start + Self.day])
+      #expect(expired.first?.detectedMs == start + Self.day, "detected at once, not at the next periodic pass")
+      scheduler.beginGracefulShutdown()
+      await running.value
+    }
+  }
+
+  @Test func thePeriodicPassRunsOnTheWireClockForATransitionAnotherInstanceRecorded() async throws {
+    let world = TestWorld(separateWireClock: true)
+    let store = InMemoryStore()
+    try await withService(store: store, world: world) { a in
+      let (admin, app) = try await a.makeTenantWithApp()
+      // This instance's scheduler: nothing recorded yet, so no due time to wait for.
+      let scheduler = EventTransitionScheduler(service: a.service)
+      let wireSleepers = world.wireClock.sleeperCount
+      let running = Task { await scheduler.run() }
+      defer { running.cancel() }
+      #expect(await world.wireClock.waitForSleepers(wireSleepers + 1))
+
+      // Another instance over the same store records a transition an hour ahead (its own signal
+      // and scheduler are not this one's); the service clock passes it.
+      try await withService(store: store, world: world, operatorKey: a.operatorKey) { b in
+        try await Self.importLapsing(b, admin, app, endsIn: Self.hour)
+      }
+      let start = world.clock.wallMs
+      world.clock.advance(by: .milliseconds(2 * Self.hour))
+      #expect(try await Self.expired(a, admin, app).isEmpty, "no pass yet: the periodic one waits on real time")
+
+      // 30 s of real time: the periodic pass appends it, detected at the service clock's now.
+      world.wireClock.advance(by: scheduler.configuration.maxInterval)
+      let expired = try await Self.waitForExpired(a, admin, app)
+      #expect(expired.map(\.occurredMs) == [start + Self.hour])
+      #expect(expired.first?.detectedMs == start + 2 * Self.hour)
+      scheduler.beginGracefulShutdown()
+      await running.value
+    }
+  }
+}
