@@ -95,12 +95,25 @@ import Testing
     let (feed, signal) = (EventFeed(), EventSignal())
     let start = try await store.lastEventSequence()
     feed.join(appId: "a1", at: start)
-    let events = try await WebhookContract.addEvents(store, users: (0..<(EventFeed.window + 10)).map { "u\($0)" })
+    _ = try await WebhookContract.addEvents(store, users: (0..<(EventFeed.window + 10)).map { "u\($0)" })
+    var events: [LoggedEvent] = []
+    while true {
+      let page = try await store.events(
+        appId: "a1", query: EventQuery(), afterSequence: events.last?.sequence ?? start, limit: 1000)
+      events += page
+      if page.count < 1000 { break }
+    }
+    #expect(events.count == EventFeed.window + 10)
     signal.signal()
     let newest = try await feed.read(
-      appId: "a1", query: EventQuery(), after: events[9].sequence, limit: 1000, seen: signal.generation,
+      appId: "a1", query: EventQuery(), after: events[9].sequence, limit: EventFeed.window, seen: signal.generation,
       signal: signal, store: log)
     #expect(newest?.entries.map(\.event) == events.suffix(EventFeed.window).map(\.event))
+    // From the middle of the window: the bisection finds the next one.
+    let middle = try await feed.read(
+      appId: "a1", query: EventQuery(), after: events[1000].sequence, limit: 2, seen: signal.generation,
+      signal: signal, store: log)
+    #expect(middle?.entries.map(\.sequence) == [events[1001].sequence, events[1002].sequence])
     // The ten oldest fell out of the window: a stream before them reads the store.
     #expect(
       try await feed.read(
