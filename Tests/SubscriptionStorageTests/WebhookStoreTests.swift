@@ -104,6 +104,28 @@ struct WebhookStoreTests {
     #expect(try await after.webhookSigningSecret(webhookId: "w1") == Self.secret)
   }
 
+  @Test func aDeliveryWrittenWithItsEventAsJSONIsStillClaimedAndRead() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    try await store.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    let events = try await WebhookContract.addEvents(store, users: ["u1", "u2"])
+    #expect(try await store.enqueueDeliveries(atMs: 1, limit: 10) == 2)
+    // The first delivery as an earlier build wrote it: the event as Foundation JSON.
+    let json = Array(try JSONEncoder().encode(events[0].event))
+    try await store.writer.write { db throws(StoreError) in
+      try db.run(
+        "UPDATE webhook_deliveries SET event = ? WHERE sequence = ?", [.blob(json), .int(events[0].sequence)])
+    }
+    let claimed = try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100)
+    #expect(claimed.map(\.event) == events)
+    // An attempts array with blanks is still empty.
+    #expect(try WebhookRowCoding.decodeAttempts(Array(" [ ] ".utf8)).isEmpty)
+  }
+
   @Test func theClaimUsesTheIndexes() async throws {
     let dir = TemporaryDirectory()
     let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
