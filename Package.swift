@@ -142,7 +142,10 @@ let package = Package(
       path: "Benchmarks/StorageBench", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-webhook-bench",
-      dependencies: ["SubstatusService", "SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain", "HTTPServer"],
+      dependencies: [
+        "SubstatusService", "SubscriptionStorageSQLite", "SubscriptionStorage", "SubscriptionDomain", "HTTPServer",
+        "RPCCore", "RPCHTTP2Transport", "SubstatusServiceAPI", "SubstatusWire",
+      ],
       path: "Benchmarks/WebhookBench", swiftSettings: swiftSettings),
     .executableTarget(
       name: "substatus-e2e-datagen",

@@ -184,9 +184,7 @@ extension PostgresStore: WebhookStore {
       let batch = try await WebhookFanOut.next(
         for: webhook, after: position, lastSequence: last, limit: limit, log: self)
       guard batch.readThrough > position else { continue }
-      var encoded: [[UInt8]] = []
-      for event in batch.events { encoded.append(try WebhookRowCoding.encode(event.event)) }
-      let frozen = encoded
+      let frozen = batch.events.map { WebhookRowCoding.encode($0.event) }
       created += try await pool.transaction { db throws(StoreError) -> Int in
         let moved = try db.run(
           "UPDATE webhooks SET read_through = $1 WHERE webhook_id = $2 AND read_through = $3",
@@ -322,9 +320,7 @@ extension PostgresStore: WebhookStore {
     for webhook in targets {
       try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
         (events: [LoggedEvent]) throws(StoreError) in
-        var encoded: [[UInt8]] = []
-        for event in events { encoded.append(try WebhookRowCoding.encode(event.event)) }
-        let frozen = encoded
+        let frozen = events.map { WebhookRowCoding.encode($0.event) }
         created += try await pool.transaction { db throws(StoreError) -> Int in
           guard
             try db.first("SELECT 1 FROM webhooks WHERE webhook_id = $1 FOR SHARE", [.text(webhook.webhookId)]) != nil

@@ -66,24 +66,21 @@ extension Schema {
 enum WebhookQueries {
   static let deliveryColumns =
     "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
-  /// The due heads (oldest pending delivery per webhook and user), at most `?3` per webhook, in log
-  /// order: ?1 now, ?2 a JSON array of webhook ids to skip, ?3 per webhook, ?4 in all.
-  static let claimKeys = """
-    WITH heads AS (
-      SELECT d.delivery_key, d.webhook_id, d.sequence FROM webhook_deliveries d
-      WHERE d.state = 'PENDING' AND d.next_attempt_ms <= ?1
-        AND d.webhook_id NOT IN (SELECT value FROM json_each(?2))
-        AND NOT EXISTS (
-          SELECT 1 FROM webhook_deliveries o
-          WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
-            AND o.environment = d.environment AND o.user_id = d.user_id
-            AND (o.sequence < d.sequence OR (o.sequence = d.sequence AND o.delivery_key < d.delivery_key)))
-    ), ranked AS (
-      SELECT delivery_key, sequence,
-        ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY sequence, delivery_key) AS r
-      FROM heads
-    )
-    SELECT delivery_key FROM ranked WHERE r <= ?3 ORDER BY sequence, delivery_key LIMIT ?4
+  /// One webhook's due heads (its oldest pending delivery per user), at most `?3`, oldest first:
+  /// ?1 the webhook, ?2 now. The scan walks the webhook's pending deliveries in creation order
+  /// (`webhook_deliveries_listing`) and stops at the limit, so a claim costs about the deliveries
+  /// held and the limit, not the whole backlog (a query over every due delivery, ranked per
+  /// webhook, read all of them on every claim); each candidate's "no older pending delivery of
+  /// its user" is one probe of `webhook_deliveries_heads`.
+  static let claimHeads = """
+    SELECT d.delivery_key, d.sequence FROM webhook_deliveries d INDEXED BY webhook_deliveries_listing
+    WHERE d.webhook_id = ?1 AND d.state = 'PENDING' AND d.next_attempt_ms <= ?2
+      AND NOT EXISTS (
+        SELECT 1 FROM webhook_deliveries o INDEXED BY webhook_deliveries_heads
+        WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
+          AND o.environment = d.environment AND o.user_id = d.user_id
+          AND (o.sequence < d.sequence OR (o.sequence = d.sequence AND o.delivery_key < d.delivery_key)))
+    ORDER BY d.delivery_key LIMIT ?3
     """
 }
 
@@ -216,9 +213,7 @@ extension SQLiteStore: WebhookStore {
       let batch = try await WebhookFanOut.next(
         for: webhook, after: position, lastSequence: last, limit: limit, log: self)
       guard batch.readThrough > position else { continue }
-      var encoded: [[UInt8]] = []
-      for event in batch.events { encoded.append(try WebhookRowCoding.encode(event.event)) }
-      let frozen = encoded
+      let frozen = batch.events.map { WebhookRowCoding.encode($0.event) }
       created += try await writer.write { db throws(StoreError) -> Int in
         try db.run(
           "UPDATE webhooks SET read_through = ? WHERE webhook_id = ? AND read_through = ?",
@@ -239,18 +234,19 @@ extension SQLiteStore: WebhookStore {
     excludingWebhookIds: Set<String>, claimant: String
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
-    let excluded: String
-    do {
-      excluded = String(decoding: try JSONEncoder().encode(excludingWebhookIds.sorted()), as: UTF8.self)
-    } catch {
-      throw StoreError(.internalError, "cannot encode webhook ids: \(error)")
-    }
-    let n = Int64(min(max(limit, 1), 1000))
+    let n = min(max(limit, 1), 1000)
+    let perWebhook = Int64(min(max(perWebhookLimit, 1), n))
     let claimed = try await writer.write { db throws(StoreError) in
-      let keys = try db.all(
-        WebhookQueries.claimKeys, [.int(atMs), .text(excluded), .int(Int64(max(perWebhookLimit, 1))), .int(n)]
-      ) { String($0.int(0)) }
-      guard !keys.isEmpty else { return [DeliveryRecord]() }
+      // Each webhook's first due heads, then the oldest `n` of them all in log order.
+      var heads: [(sequence: Int64, key: Int64)] = []
+      for webhookId in try db.all("SELECT webhook_id FROM webhooks ORDER BY webhook_id", [], { $0.text(0) })
+      where !excludingWebhookIds.contains(webhookId) {
+        heads += try db.all(WebhookQueries.claimHeads, [.text(webhookId), .int(atMs), .int(perWebhook)]) {
+          (sequence: $0.int(1), key: $0.int(0))
+        }
+      }
+      guard !heads.isEmpty else { return [DeliveryRecord]() }
+      let keys = heads.sorted { ($0.sequence, $0.key) < ($1.sequence, $1.key) }.prefix(n).map { String($0.key) }
       // One statement leases them all and returns their rows.
       return try db.all(
         """
@@ -347,9 +343,7 @@ extension SQLiteStore: WebhookStore {
     for webhook in targets {
       try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
         (events: [LoggedEvent]) throws(StoreError) in
-        var encoded: [[UInt8]] = []
-        for event in events { encoded.append(try WebhookRowCoding.encode(event.event)) }
-        let frozen = encoded
+        let frozen = events.map { WebhookRowCoding.encode($0.event) }
         created += try await writer.write { db throws(StoreError) -> Int in
           // A webhook deleted meanwhile gets nothing.
           guard try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil

@@ -46,6 +46,10 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       : try EventCursor.decode(request.sinceCursor)
     eventMetrics.watcherStarted()
     defer { eventMetrics.watcherEnded() }
+    // The app's streams share one read of the log (EventFeed); a stream behind its window reads
+    // the store itself until it catches up.
+    eventFeed.join(appId: request.appID, at: after)
+    defer { eventFeed.leave(appId: request.appID) }
     // The headers now: the client knows the watch is on before the first event.
     responses.sendHeaders()
     // The store is the buffer: the next batch is read only once the stream has room for it
@@ -56,6 +60,23 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
         throw RPCError(code: .unavailable, message: "the server is shutting down: watch again from the last event's cursor")
       }
       let seen = eventSignal.generation
+      let shared = try await stored { () throws(StoreError) in
+        try await eventFeed.read(
+          appId: request.appID, query: query, after: after, limit: Self.eventBatch, seen: seen, signal: eventSignal,
+          store: store)
+      }
+      if let shared {
+        for entry in shared.entries {
+          await responses.send(entry.message)
+          after = entry.sequence
+          if Task.isCancelled { return }
+        }
+        if shared.entries.count < Self.eventBatch {
+          after = max(after, shared.through)
+          await eventSignal.wait(after: seen)
+        }
+        continue
+      }
       let batch = try await stored { () throws(StoreError) in
         try await store.events(appId: request.appID, query: query, afterSequence: after, limit: Self.eventBatch)
       }

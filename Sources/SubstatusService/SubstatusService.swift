@@ -37,6 +37,8 @@ public final class SubstatusService: Sendable {
   /// Wakes WatchEvents streams when events are appended (``eventsAppended(_:source:)``), and
   /// when the daemon polls for other instances' events.
   public let eventSignal = EventSignal()
+  /// The recent events of each watched app, read once for all of its WatchEvents streams.
+  let eventFeed = EventFeed()
   /// Events appended, webhook deliveries and watchers, for `/metrics`.
   public let eventMetrics: EventMetrics
   /// Delivers the event log to webhooks (the daemon runs it); `nil`: TestWebhook is UNAVAILABLE.

@@ -358,15 +358,18 @@ public final class WebhookDispatcher: Sendable {
     state.withLock { s in
       var started: [Claimed] = []
       var progress = true
+      let order = s.queued.keys.sorted()
       while progress && s.totalInFlight < configuration.maxInFlight {
         progress = false
-        for webhookId in Array(s.queued.keys).sorted() {
+        for webhookId in order {
           guard s.totalInFlight < configuration.maxInFlight else { break }
           guard (s.inFlight[webhookId] ?? 0) < configuration.maxInFlightPerWebhook,
-            var queue = s.queued[webhookId], !queue.isEmpty
+            s.queued[webhookId]?.isEmpty == false
           else { continue }
-          started.append(queue.removeFirst())
-          s.queued[webhookId] = queue.isEmpty ? nil : queue
+          // Popped in place: copying the queue out and back copied every delivery in it.
+          guard let next = s.queued[webhookId]?.removeFirst() else { continue }
+          if s.queued[webhookId]?.isEmpty == true { s.queued[webhookId] = nil }
+          started.append(next)
           s.inFlight[webhookId, default: 0] += 1
           s.totalInFlight += 1
           progress = true
