@@ -127,23 +127,7 @@ import Testing
       let (admin, app) = try await h.makeTenantWithApp()
       let now = h.world.clock.wallMs
       // A monthly period that ends in a day, auto-renew turned off: it lapses by time alone.
-      var request = Substatus_V1_ImportTransactionsRequest()
-      request.appID = app
-      request.userID = "dana"
-      var t = Substatus_V1_Transaction()
-      t.transactionID = "7000"
-      t.originalTransactionID = "7000"
-      t.productID = "premium.monthly"
-      t.purchaseDateMs = now - 29 * 86_400_000
-      t.expiresDateMs = now + 86_400_000
-      request.transactions = [t]
-      var renewal = Substatus_V1_RenewalInfo()
-      renewal.originalTransactionID = "7000"
-      renewal.productID = "premium.monthly"
-      renewal.autoRenewProductID = "premium.monthly"
-      renewal.autoRenewEnabled = false
-      request.renewalInfos = [renewal]
-      _ = try await h.call(Substatus_V1_IngestService.importTransactions, request, key: admin)
+      try await EventTransitionSchedulerTests.importLapsing(h, admin, app, endsIn: 86_400_000)
       let scheduler = EventTransitionScheduler(service: h.service)
       let next = await scheduler.appendDue()
       #expect(next == now + 86_400_000, "the next transition is the period's end")
