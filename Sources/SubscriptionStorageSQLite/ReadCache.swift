@@ -77,19 +77,39 @@ final class ReadCache: Sendable {
 ///
 /// Bounded: two generations of at most `capacity / 2` entries each; when the newer one is full it
 /// becomes the older one and the oldest generation is dropped, so recently used keys stay.
+///
+/// Compact: an entry holds its app as a small number (app ids are interned; apps are few) and a
+/// user id that is a canonical lowercase UUID, what apps usually send, as its 16 bytes; any other
+/// user id as its string. Both forms are exact (two users share an entry only when their ids are
+/// equal), and an entry takes about a third of the memory of one keyed by the strings.
 final class UserKeyCache: Sendable {
   private struct State {
-    var current: [UserKey: Int64] = [:]
-    var previous: [UserKey: Int64] = [:]
+    var current: [CompactUserKey: Int64] = [:]
+    var previous: [CompactUserKey: Int64] = [:]
+    var apps: [String: UInt32] = [:]
     var epoch: UInt64 = 0
 
-    mutating func insert(_ user: UserKey, _ key: Int64, _ generationSize: Int) {
+    mutating func insert(_ user: CompactUserKey, _ key: Int64, _ generationSize: Int) {
       if current.count >= generationSize {
         previous = current
         current = [:]
         current.reserveCapacity(generationSize)
       }
       current[user] = key
+    }
+
+    /// The cache's form of `user`; `nil` when its app was never interned (nothing of it is held)
+    /// and `intern` is false.
+    mutating func compact(_ user: UserKey, intern: Bool) -> CompactUserKey? {
+      let app: UInt32
+      if let known = apps[user.appId] {
+        app = known
+      } else {
+        guard intern else { return nil }
+        app = UInt32(truncatingIfNeeded: apps.count)
+        apps[user.appId] = app
+      }
+      return CompactUserKey(app: app, environment: user.environment, user: .init(user.userId))
     }
   }
   private let state = Mutex(State())
@@ -101,9 +121,10 @@ final class UserKeyCache: Sendable {
   func key(of user: UserKey) -> Int64? {
     guard generationSize > 0 else { return nil }
     return state.withLock { s -> Int64? in
-      if let key = s.current[user] { return key }
-      guard let key = s.previous[user] else { return nil }
-      s.insert(user, key, generationSize)
+      guard let compact = s.compact(user, intern: false) else { return nil }
+      if let key = s.current[compact] { return key }
+      guard let key = s.previous[compact] else { return nil }
+      s.insert(compact, key, generationSize)
       return key
     }
   }
@@ -115,7 +136,7 @@ final class UserKeyCache: Sendable {
   func insert(_ user: UserKey, _ key: Int64, epoch: UInt64) {
     guard generationSize > 0 else { return }
     state.withLock { s in
-      if s.epoch == epoch { s.insert(user, key, generationSize) }
+      if s.epoch == epoch, let compact = s.compact(user, intern: true) { s.insert(compact, key, generationSize) }
     }
   }
 
@@ -132,3 +153,48 @@ final class UserKeyCache: Sendable {
   var count: Int { state.withLock { $0.current.count + $0.previous.count } }
 }
 
+
+/// A ``SubscriptionStorage/UserKey`` in ``UserKeyCache``: the interned app, the environment and
+/// the user id, 16 bytes when it is a canonical lowercase UUID.
+struct CompactUserKey: Hashable, Sendable {
+  /// A user id: a canonical lowercase UUID's 128 bits, or any other id's text.
+  enum UserID: Hashable, Sendable {
+    case uuid(UInt64, UInt64)
+    case text(String)
+
+    /// `id` as 16 bytes when it is exactly `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` in lowercase hex
+    /// (so that no other text maps to the same bytes), else as text.
+    init(_ id: String) {
+      if let bits = Self.uuidBits(id) { self = .uuid(bits.0, bits.1) } else { self = .text(id) }
+    }
+
+    private static func uuidBits(_ id: String) -> (UInt64, UInt64)? {
+      guard id.utf8.count == 36 else { return nil }
+      var high: UInt64 = 0
+      var low: UInt64 = 0
+      var digits = 0
+      for (index, byte) in id.utf8.enumerated() {
+        if index == 8 || index == 13 || index == 18 || index == 23 {
+          guard byte == UInt8(ascii: "-") else { return nil }
+          continue
+        }
+        let value: UInt8
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte &- UInt8(ascii: "a") &+ 10
+        default: return nil
+        }
+        if digits < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
+        digits += 1
+      }
+      return (high, low)
+    }
+  }
+
+  /// The app's number in the cache's interning table.
+  var app: UInt32
+  /// Production or sandbox.
+  var environment: Environment
+  /// The user id.
+  var user: UserID
+}
