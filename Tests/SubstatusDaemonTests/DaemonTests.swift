@@ -71,9 +71,16 @@ final class RunningDaemon: @unchecked Sendable {
     process.waitUntilExit()
   }
 
-  /// Sends SIGTERM, waits, returns the exit status and everything written to stderr.
+  /// Sends SIGTERM, waits, returns the exit status and everything written to stderr. A process
+  /// still running 20 s after SIGTERM gets SIGKILL (its status then says so), so that a hang at
+  /// exit fails the test that looks at the status instead of holding the whole run (seen once
+  /// under `--clock-url`: the process logged "stopped", then never exited).
   func stop() -> (Int32, String) {
     process.terminate()
+    let pid = process.processIdentifier
+    let watchdog = DispatchWorkItem { Glibc.kill(pid, SIGKILL) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+    defer { watchdog.cancel() }
     let log: String
     if process.standardError is Pipe {
       log = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -290,7 +290,9 @@ import Testing
     for user in users {
       #expect(rig.received(user: user).map(\.eventID) == log.filter { $0.userID == user }.map(\.eventID), "\(user)")
     }
-    #expect(rig.receiver.records.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
+    // A POST cut short by the SIGKILL reaches the receiver truncated (its signature then fails:
+    // seen once on a loaded machine); every request the receiver accepted is whole and signed.
+    #expect(rig.receiver.records.filter { $0.status == 200 }.allSatisfy { $0.valid && $0.eventID == $0.bodyEventID })
     #expect(try await rig.deliveries().count == log.count, "one delivery per event")
     #expect(try await rig.waitForAllDelivered())
   }
