@@ -237,7 +237,7 @@ enum Schema {
         """),
     // DESIGN "Events out": the durable event log, written in the same commit as the purchase data
     // that caused the events. `sequence` is AUTOINCREMENT so a number is never reused, even after
-    // erasure deleted the newest events; `event_id` is UNIQUE (deduplication). The columns beside
+    // erasure deleted the newest events; `event_id` is UNIQUE (deduplication; per user since version 12). The columns beside
     // the payload (the whole event) index and filter: per app and per user in log order. One row
     // per user that events were derived for: through when its changes by time alone are logged,
     // and its next one, indexed by when it is due (the transition scheduler).
@@ -267,6 +267,44 @@ enum Schema {
         """),
     webhooksMigration,
     webhookClaimantsMigration,
+    // An event's id is unique per user (ids are derived from the app, environment and user, and
+    // only a user's own data re-derives them): the UNIQUE index over every event id in the log
+    // took each append to a random place of an index as big as the log, about half an event's
+    // insert cost at 300,000 events. The per-user index deduplicates, finds a user's events
+    // (sorted by sequence on reading, a user has few) and erases them. SQLite drops a column's
+    // UNIQUE only by rebuilding the table: the rows are copied with their sequences, the
+    // AUTOINCREMENT high-water mark is carried over (erasure may have deleted the newest events),
+    // and the webhook deliveries' erasure trigger is recreated.
+    Migration(
+      version: 12, description: "events deduplicated per user",
+      sql: """
+        CREATE TABLE events_v12(
+          sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+          event_id TEXT NOT NULL,
+          app_id TEXT NOT NULL,
+          user_key INTEGER NOT NULL,
+          environment TEXT NOT NULL,
+          type TEXT NOT NULL,
+          occurred_ms INTEGER NOT NULL,
+          payload BLOB NOT NULL
+        );
+        INSERT INTO events_v12(sequence, event_id, app_id, user_key, environment, type, occurred_ms, payload)
+          SELECT sequence, event_id, app_id, user_key, environment, type, occurred_ms, payload FROM events
+          ORDER BY sequence;
+        DELETE FROM sqlite_sequence WHERE name = 'events_v12';
+        INSERT INTO sqlite_sequence(name, seq)
+          SELECT 'events_v12', MAX(seq) FROM (
+            SELECT seq FROM sqlite_sequence WHERE name = 'events'
+            UNION ALL SELECT MAX(sequence) FROM events_v12)
+          HAVING MAX(seq) IS NOT NULL;
+        DROP TABLE events;
+        ALTER TABLE events_v12 RENAME TO events;
+        CREATE INDEX events_by_app ON events(app_id, sequence);
+        CREATE UNIQUE INDEX events_by_user ON events(user_key, event_id);
+        CREATE TRIGGER events_erase_deliveries AFTER DELETE ON events BEGIN
+          DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence;
+        END;
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -20,7 +20,7 @@ enum EventQueries {
   static let productPayloads = "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id"
   static let insertEvent = """
     INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload)
-    VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(event_id) DO NOTHING
+    VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user_key, event_id) DO NOTHING
     """
   static let schedule =
     "SELECT logged_through_ms, next_transition_ms FROM event_schedules WHERE user_key = ?"

@@ -157,4 +157,49 @@ struct SQLiteEventLogTests {
     #expect(summary.eventsAppended == logged.count)
     #expect(logged.map(\.event.transactionId) == ["new"])
   }
+
+  /// Version 12 rebuilt the log to deduplicate per user: a log written before keeps its events and
+  /// their sequences, never reuses a number erasure freed (the AUTOINCREMENT high-water mark moves
+  /// across the rebuild), keeps the trigger that erases the events' deliveries, and deduplicates a
+  /// user's event ids while two users may each have an id.
+  @Test func theVersion12RebuildKeepsTheLogItsSequencesAndTheErasureTrigger() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    do {
+      let db = try SQLiteConnection(path: path, readOnly: false, create: true)
+      _ = try Schema.migrate(db, now: 0, through: 11)
+      try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
+      try db.run(
+        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', ?, 0)",
+        [.blob(try PayloadCodec.encodeJSON(EligibilityPolicy.default))])
+      try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
+      for id in ["e1", "e2", "e3"] {
+        try db.run(
+          "INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload) VALUES(?, 'a1', 1, 'Production', 'RENEWED', 100, ?)",
+          [.text(id), .blob(PayloadCodec.encode(EventLogContract.event(id)))])
+      }
+      // Erasure of the newest event: its number (3) stays used.
+      try db.execute("DELETE FROM events WHERE sequence = 3")
+      db.close()
+    }
+    let store = try open(dir)
+    defer { store.close() }
+    #expect(store.schemaVersion == 12)
+    #expect(try await EventLogContract.readAll(store).map(\.sequence) == [1, 2])
+    #expect(try await EventLogContract.readAll(store).map(\.event.eventId) == ["e1", "e2"])
+    let appended = try await store.appendEvents([
+      EventLogContract.event("e2"), EventLogContract.event("e4"), EventLogContract.event("e2", user: "u2"),
+    ])
+    #expect(appended.map(\.event.eventId) == ["e4", "e2"])
+    #expect(appended.map(\.event.userId) == ["u1", "u2"])
+    // Numbers only grow: past the erased 3 (a refused duplicate may use one up, as before).
+    #expect(appended.map(\.sequence).allSatisfy { $0 > 3 })
+    #expect(appended.map(\.sequence) == appended.map(\.sequence).sorted())
+    let db = try SQLiteConnection(path: path, readOnly: true, create: false)
+    defer { db.close() }
+    let trigger = try db.first("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'") { $0.text(0) }
+    #expect(trigger?.contains("DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence") == true)
+    let index = try db.first("SELECT sql FROM sqlite_master WHERE name = 'events_by_user'") { $0.text(0) }
+    #expect(index == "CREATE UNIQUE INDEX events_by_user ON events(user_key, event_id)")
+  }
 }
