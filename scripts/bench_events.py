@@ -12,13 +12,18 @@ Runs `.build/release/substatus-webhook-bench` (Benchmarks/WebhookBench) pinned t
 3. WatchEvents fan-out (`--watch`): 100 streams on one app over the HTTP/2 transport, N events
    appended 100 per commit; events/s delivered to every watcher, lag from commit to receipt
    (p50/p99), CPU per delivered event (server and watchers, one process) and peak RSS.
+4. Derivation at the service level: `substatusd` (release, pinned to CPU 0) on the end-to-end
+   benchmark's 100,000-user store (its event log already holds about a million events) under
+   ImportTransactions from the grpc-go load generator on CPU 1, profiled with perf: the share of
+   the server's CPU spent deriving, logging and scheduling events (`SQLiteStore.logEvents` and what
+   it calls), and the overhead that share means against ingest without it (share / (1 - share)).
 
 Each figure is the median of `reps` runs; the machine's load average is reported beside it.
 scripts/bench calls `section(build_dir)`; run alone it measures and replaces the section:
 
     scripts/bench_events.py [--reps N] [--no-build]
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks_md import replace_section  # noqa: E402
@@ -35,9 +40,52 @@ def run(build_dir, args, core):
     return json.loads(text.strip().splitlines()[-1])
 
 
+# The frame of the SQLite store's function that derives, appends and schedules one user's events
+# in the ingest's commit (SQLiteStore.logEvents(_:user:key:before:after:atMs:catalogs:...)).
+EVENTS_FRAME = "SubscriptionStorageSQLite0C5StoreC9logEvents"
+
+
+def service_share(seconds=6):
+    """ImportTransactions into substatusd on the end-to-end store, perf-profiled: returns a dict with
+    the events' share of the server's CPU samples, tx/s and the load, or None without perf."""
+    import bench_e2e  # the end-to-end harness: its data set, server and load generator
+    bench_e2e.build()
+    loadgen = os.path.join(bench_e2e.BUILD, "e2e-loadgen", "bin", "e2e-loadgen")
+    work = tempfile.mkdtemp(dir=bench_e2e.BUILD, prefix="bench-events-")
+    try:
+        server = bench_e2e.Server(bench_e2e.data_dir(100_000), work)
+        try:
+            load = subprocess.Popen(["taskset", "-c", "1", loadgen, "-mode", "ingest", "-batch", "10", "-addr", server.grpc,
+                                     "-spec", server.spec, "-server-pid", str(server.pid), "-warmup", "2s",
+                                     "-duration", f"{seconds + 3}s"], stdout=subprocess.PIPE, text=True)
+            time.sleep(3)
+            loadavg = os.getloadavg()[0]
+            data = os.path.join(work, "perf.data")
+            try:
+                subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,16384", "-p",
+                                str(server.pid), "-o", data, "--", "sleep", str(seconds)], check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                text = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], check=True, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+            except (OSError, subprocess.CalledProcessError):
+                text = None
+            result = json.loads(load.communicate()[0].strip().splitlines()[-1].split(" ", 1)[1])
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not text:
+        return None
+    samples = [b for b in text.split("\n\n") if b.strip()]
+    events = sum(1 for b in samples if EVENTS_FRAME in b)
+    return {"samples": len(samples), "event_samples": events, "share": events / max(len(samples), 1),
+            "tx_per_s": result["items_per_s"], "load": loadavg}
+
+
 def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, watchers=100, watched=2_000):
     """Measures; returns the markdown lines of the section."""
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    service = service_share()
     loads = []
     on, off, delivery, ordered, fanout = [], [], [], [], []
     for _ in range(reps):  # interleaved, so load changes hit both sides alike
@@ -85,6 +133,14 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"| ingest CPU per transaction, event log on (derivation, log, schedules) | {us_on:.1f} µs | | |",
              f"| ingest CPU per transaction, event log off (`logsEvents = false`) | {us_off:.1f} µs | | |",
              f"| derivation overhead on ingest | +{overhead:.0f} % | ≤ +10 % | {verdict(overhead <= 10)} |",
+             (f"| events' share of substatusd's CPU during ImportTransactions (perf; log of about a million events) "
+              f"| {100 * service['share']:.1f} % of {service['samples']:,} samples ({service['tx_per_s']:,.0f} tx/s, load "
+              f"{service['load']:.1f}) | | |" if service else
+              "| events' share of substatusd's CPU during ImportTransactions | not measured (no perf) | | |"),
+             (f"| derivation overhead on ingest, service level (share / (1 − share)) "
+              f"| +{100 * service['share'] / (1 - service['share']):.0f} % | ≤ +10 % "
+              f"| {verdict(service['share'] / (1 - service['share']) <= 0.10)} |" if service else
+              "| derivation overhead on ingest, service level | not measured | ≤ +10 % | |"),
              f"| webhook delivery, one event per user | {d:,.0f} events/s (CPU per event: sender {cpu_per_event(delivery):.0f} µs, "
              f"receiver {receiver_per_event(delivery):.0f} µs) | ≥ 5,000 events/s | {verdict(d >= 5000)} |",
              f"| webhook delivery, 4 events per user (in order: each waits for the previous one's record) "
@@ -97,7 +153,10 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"Ingest: {users:,} users × {per_user} monthly transactions (a purchase, then renewals), 100 users per"
              f" `ingest` commit into a fresh SQLite store (synchronous=FULL), {events_per_tx:.2f} events per transaction;"
              " CPU of the whole process per transaction. Store level: ImportTransactions adds the RPC's own cost,"
-             " the same with and without the log, so its relative overhead is somewhat smaller than this row's.", "",
+             " the same with and without the log, so its relative overhead is somewhat smaller than this row's"
+             " (the service-level rows: the same substatusd and 100,000-user store as the end-to-end section, each"
+             " ImportTransactions call a new user with 10 transactions, perf with DWARF call graphs for 6 s; a sample"
+             " counts for the events when `SQLiteStore.logEvents` is on its stack).", "",
              f"Delivery: {events:,} events logged in a SQLite store, one webhook at `http://127.0.0.1` (the project's"
              " HTTP server in a child process pinned to the same core, answering 204 at once), the dispatcher with its"
              " default settings; time from its start until every delivery is recorded DELIVERED. Sender: the"
