@@ -86,12 +86,17 @@ package protocol EventLogAppending {
 }
 
 /// The catalogs the event derivation reads in a write's transaction, built once per version of the
-/// stored products: a write reads the app's product payloads (an index range, no decoding) and
-/// reuses the catalog built from the same bytes. Always what the transaction sees, whichever
-/// instance or method changed the products.
+/// stored products: a write reads the app's product payloads (an index range, no decoding), or the
+/// store's version number of them, and reuses the catalog built from the same bytes or version.
+/// Always what the transaction sees, whichever instance or method changed the products.
 package final class EventCatalogCache: Sendable {
+  /// What a catalog was built from: its products' bytes, or a store's version number of them.
+  private enum Source: Equatable, Sendable {
+    case payloads([[UInt8]])
+    case version(Int64)
+  }
   private struct Entry: Sendable {
-    var payloads: [[UInt8]]
+    var source: Source
     var catalog: Catalog
   }
   private let entries = Mutex<[String: Entry]>([:])
@@ -102,12 +107,30 @@ package final class EventCatalogCache: Sendable {
   /// The catalog of `appId` made of `payloads` (the JSON of its products, in product id order).
   /// - Throws: `corrupt` when a payload cannot be decoded.
   package func catalog(appId: String, payloads: [[UInt8]]) throws(StoreError) -> Catalog {
-    if let entry = entries.withLock({ $0[appId] }), entry.payloads == payloads { return entry.catalog }
+    try catalog(appId: appId, source: .payloads(payloads)) { () throws(StoreError) in payloads }
+  }
+
+  /// The catalog of `appId` at `version`, a number the store changes in the same transaction as
+  /// any change of the app's products (so equal versions mean equal products, whichever instance
+  /// wrote them): `payloads` (as for ``catalog(appId:payloads:)``) is read only for a version this
+  /// cache has not built.
+  /// - Throws: `corrupt` when a payload cannot be decoded; what `payloads` throws.
+  package func catalog(
+    appId: String, version: Int64, payloads: () throws(StoreError) -> [[UInt8]]
+  ) throws(StoreError) -> Catalog {
+    try catalog(appId: appId, source: .version(version), payloads: payloads)
+  }
+
+  private func catalog(
+    appId: String, source: Source, payloads: () throws(StoreError) -> [[UInt8]]
+  ) throws(StoreError) -> Catalog {
+    if let entry = entries.withLock({ $0[appId] }), entry.source == source { return entry.catalog }
+    let bytes = try payloads()
     var products: [Product] = []
-    products.reserveCapacity(payloads.count)
-    for p in payloads { products.append(try PayloadCodec.decodeJSON(Product.self, p)) }
+    products.reserveCapacity(bytes.count)
+    for p in bytes { products.append(try PayloadCodec.decodeJSON(Product.self, p)) }
     let catalog = Catalog(products: products)
-    entries.withLock { $0[appId] = Entry(payloads: payloads, catalog: catalog) }
+    entries.withLock { $0[appId] = Entry(source: source, catalog: catalog) }
     return catalog
   }
 }

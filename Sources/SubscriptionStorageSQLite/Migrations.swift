@@ -305,6 +305,24 @@ enum Schema {
           DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence;
         END;
         """),
+    // A number that changes with every change of an app's products, in the same transaction (by
+    // triggers, so no writer can forget it): the event derivation reuses the catalog it built while
+    // the number stands, instead of reading and comparing every product's payload for each user
+    // written (about 3 % of substatusd's ingest CPU).
+    Migration(
+      version: 13, description: "a version of each app's catalog",
+      sql: """
+        ALTER TABLE apps ADD COLUMN catalog_version INTEGER NOT NULL DEFAULT 0;
+        CREATE TRIGGER products_version_insert AFTER INSERT ON products BEGIN
+          UPDATE apps SET catalog_version = catalog_version + 1 WHERE app_id = NEW.app_id;
+        END;
+        CREATE TRIGGER products_version_update AFTER UPDATE ON products BEGIN
+          UPDATE apps SET catalog_version = catalog_version + 1 WHERE app_id IN (OLD.app_id, NEW.app_id);
+        END;
+        CREATE TRIGGER products_version_delete AFTER DELETE ON products BEGIN
+          UPDATE apps SET catalog_version = catalog_version + 1 WHERE app_id = OLD.app_id;
+        END;
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -184,7 +184,7 @@ struct SQLiteEventLogTests {
     }
     let store = try open(dir)
     defer { store.close() }
-    #expect(store.schemaVersion == 12)
+    #expect(store.schemaVersion == Schema.latestVersion)
     #expect(try await EventLogContract.readAll(store).map(\.sequence) == [1, 2])
     #expect(try await EventLogContract.readAll(store).map(\.event.eventId) == ["e1", "e2"])
     let appended = try await store.appendEvents([
@@ -201,5 +201,28 @@ struct SQLiteEventLogTests {
     #expect(trigger?.contains("DELETE FROM webhook_deliveries WHERE sequence = OLD.sequence") == true)
     let index = try db.first("SELECT sql FROM sqlite_master WHERE name = 'events_by_user'") { $0.text(0) }
     #expect(index == "CREATE UNIQUE INDEX events_by_user ON events(user_key, event_id)")
+  }
+
+  /// Schema 13: every change of an app's products changes its `catalog_version` in the same
+  /// transaction (the event derivation rebuilds its catalog only then), and only that app's.
+  @Test func everyChangeOfAnAppsProductsChangesItsCatalogVersion() async throws {
+    let dir = TemporaryDirectory()
+    let store = try open(dir)
+    defer { store.close() }
+    try await Fixture.seed(store)
+    let db = try SQLiteConnection(path: dir.file("store.sqlite"), readOnly: true, create: false)
+    defer { db.close() }
+    func version() throws -> Int64? {
+      try db.first("SELECT catalog_version FROM apps WHERE app_id = 'a1'") { $0.int(0) }
+    }
+    let start = try #require(try version())
+    try await store.putProducts(appId: "a1", products: [Product(productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g1")])
+    let added = try #require(try version())
+    #expect(added > start)
+    try await store.putProducts(appId: "a1", products: [Product(productId: "monthly", type: .autoRenewable, subscriptionGroupId: "g2")])
+    let changed = try #require(try version())
+    #expect(changed > added)
+    _ = try await store.deleteProducts(appId: "a1", productIds: ["monthly"])
+    #expect(try #require(try version()) > changed)
   }
 }
