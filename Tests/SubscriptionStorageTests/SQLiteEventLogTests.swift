@@ -122,25 +122,28 @@ struct SQLiteEventLogTests {
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
   }
 
+  /// A database at schema `version` with tenant t1, app a1 and its user u1 (key 1), written through
+  /// the SQL of that version; open for the caller to add more.
+  private static func olderDatabase(_ path: String, through version: Int) throws -> SQLiteConnection {
+    let db = try SQLiteConnection(path: path, readOnly: false, create: true)
+    _ = try Schema.migrate(db, now: 0, through: version)
+    try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
+    try db.run(
+      "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', ?, 0)",
+      [.blob(try PayloadCodec.encodeJSON(EligibilityPolicy.default))])
+    try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
+    return db
+  }
+
   /// A database written before the event log (schema 8) migrates; its users' data stays, and the
   /// first write after it logs only what that write adds (the stored history was never logged and
   /// is not logged now).
   @Test func aDatabaseFromBeforeTheEventLogMigratesAndLogsOnlyNewWrites() async throws {
     let dir = TemporaryDirectory()
     let path = dir.file("store.sqlite")
-    do {
-      let db = try SQLiteConnection(path: path, readOnly: false, create: true)
-      _ = try Schema.migrate(db, now: 0, through: 8)
-      db.close()
-    }
     // Data written by the previous version: through the SQL it used (no event tables exist).
     do {
-      let db = try SQLiteConnection(path: path, readOnly: false, create: false)
-      try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
-      try db.run(
-        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', ?, 0)",
-        [.blob(try PayloadCodec.encodeJSON(EligibilityPolicy.default))])
-      try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
+      let db = try Self.olderDatabase(path, through: 8)
       let t = Fixture.transaction("old", purchase: 1_000, expires: 2_000, signed: 1_000)
       try db.run(
         "INSERT INTO transactions(user_key, transaction_id, original_transaction_id, purchase_ms, signed_ms, payload) VALUES(1, ?, ?, ?, ?, ?)",
@@ -166,13 +169,7 @@ struct SQLiteEventLogTests {
     let dir = TemporaryDirectory()
     let path = dir.file("store.sqlite")
     do {
-      let db = try SQLiteConnection(path: path, readOnly: false, create: true)
-      _ = try Schema.migrate(db, now: 0, through: 11)
-      try db.execute("INSERT INTO tenants(tenant_id, name, created_ms) VALUES('t1', 't', 0)")
-      try db.run(
-        "INSERT INTO apps(app_id, tenant_id, bundle_id, display_name, policy, created_ms) VALUES('a1', 't1', 'b', '', ?, 0)",
-        [.blob(try PayloadCodec.encodeJSON(EligibilityPolicy.default))])
-      try db.execute("INSERT INTO users(user_key, app_id, environment, user_id) VALUES(1, 'a1', 'Production', 'u1')")
+      let db = try Self.olderDatabase(path, through: 11)
       for id in ["e1", "e2", "e3"] {
         try db.run(
           "INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload) VALUES(?, 'a1', 1, 'Production', 'RENEWED', 100, ?)",
