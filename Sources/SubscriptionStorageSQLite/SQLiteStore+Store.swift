@@ -732,9 +732,14 @@ extension SQLiteStore: Store {
   /// which is usually purchase order already; otherwise positions are sorted and each transaction
   /// moved once (sorting the array itself copies its elements, a dozen strings each, many times).
   private static func inPurchaseOrder(_ transactions: [Transaction]) -> [Transaction] {
-    func key(_ i: Int) -> (Int64, String) { (transactions[i].purchaseDate, transactions[i].transactionId) }
-    if transactions.indices.dropFirst().allSatisfy({ !(key($0) < key($0 - 1)) }) { return transactions }
-    return transactions.indices.sorted { key($0) < key($1) }.map { transactions[$0] }
+    // Ids are compared only on equal dates (a tuple of both would retain and release two
+    // strings per comparison).
+    func before(_ a: Int, _ b: Int) -> Bool {
+      let (dateA, dateB) = (transactions[a].purchaseDate, transactions[b].purchaseDate)
+      return dateA != dateB ? dateA < dateB : transactions[a].transactionId < transactions[b].transactionId
+    }
+    if transactions.indices.dropFirst().allSatisfy({ !before($0, $0 - 1) }) { return transactions }
+    return transactions.indices.sorted(by: before).map { transactions[$0] }
   }
 
 

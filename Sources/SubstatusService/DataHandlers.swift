@@ -282,7 +282,7 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
     for (n, q) in request.queries.enumerated() {
       do { try requireID(q.userID, "queries[\(n)].user_id", limits: limits); valid.append(q.userID) } catch { errors[n] = error }
     }
-    let unique = Array(Set(valid))
+    let unique = valid.count > 1 ? Array(Set(valid)) : valid
     // A big batch is read and evaluated a slice of users at a time, yielding between slices: the
     // event loop serves the other calls in between instead of holding them for the whole batch.
     let slice = Self.eligibilitySlice
@@ -308,7 +308,10 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
         user.error = itemError(error)
       } else if let evaluation = evaluations[q.userID] {
         let ids = q.productIDs.isEmpty ? cached.catalog.products.map(\.productId) : q.productIDs
-        user.products = evaluation.eligibility(for: ids).map { $0.wire(type: cached.catalog.productType(of: $0.productId)) }
+        // Each answer goes to its wire form as it is made: no array of intermediate answers,
+        // each copied out of it.
+        user.products.reserveCapacity(ids.count)
+        for id in ids { user.products.append(evaluation.eligibility(for: id).wire(type: cached.catalog.productType(of: id))) }
       }
       response.users.append(user)
     }

@@ -145,22 +145,24 @@ struct AccessLogInterceptor: ServerInterceptor {
     defer {
       let seconds = (service.environment.clock.monotonicNow - started).seconds
       service.metrics.rpc(method: context.method, code: code, seconds: seconds, rpcProtocol: context.rpcProtocol)
-      var line = JSONObject()
-      line.append("ts", .integer(service.environment.now()))
-      line.append("level", .string(code == .ok ? "info" : "warn"))
-      line.append("msg", .string("rpc"))
-      line.append("method", .string(context.method))
-      line.append("protocol", .string(context.rpcProtocol.rawValue))
-      line.append("codec", .string(context.codec.rawValue))
-      line.append("status", .string(code.description))
-      line.append("duration_ms", .double((seconds * 1e6).rounded() / 1000))
-      line.append("peer", .string(context.peer))
-      if let failure { line.append("error", .string(failure)) }
+      // Written byte by byte (``JSONLine``): the same text as a serialized JSONObject, at a
+      // fraction of the cost on every call.
+      var line = JSONLine()
+      line.append("ts", integer: service.environment.now())
+      line.append("level", string: code == .ok ? "info" : "warn")
+      line.append("msg", string: "rpc")
+      line.append("method", string: context.method)
+      line.append("protocol", string: context.rpcProtocol.rawValue)
+      line.append("codec", string: context.codec.rawValue)
+      line.append("status", string: code.description)
+      line.append("duration_ms", milliseconds: Int64((seconds * 1e6).rounded()))
+      line.append("peer", string: context.peer)
+      if let failure { line.append("error", string: failure) }
       if let principal = annotations.principal.withLock({ $0 }) {
-        line.append("key_id", .string(principal.keyId))
-        if let tenant = principal.tenantId { line.append("tenant", .string(tenant)) }
+        line.append("key_id", string: principal.keyId)
+        if let tenant = principal.tenantId { line.append("tenant", string: tenant) }
       }
-      service.log.write(.object(line))
+      service.log.write(line: line.finish())
     }
     do {
       try await next(context)

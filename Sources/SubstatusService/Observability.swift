@@ -8,6 +8,7 @@ import SubstatusJSON
 /// Where log lines go: one JSON object per line.
 public struct LogSink: Sendable {
   private let sink: @Sendable (String) -> Void
+  private let byteSink: @Sendable ([UInt8]) -> Void
   private let flusher: @Sendable () -> Void
   /// The clock whose wall reading stamps each ``info(_:_:)`` line (`ts`).
   public let clock: any ServiceClock
@@ -18,16 +19,27 @@ public struct LogSink: Sendable {
     _ write: @escaping @Sendable (String) -> Void, flush: @escaping @Sendable () -> Void = {},
     clock: any ServiceClock = SystemClock()
   ) {
+    self.init(write, bytes: { write(String(decoding: $0, as: UTF8.self)) }, flush: flush, clock: clock)
+  }
+
+  private init(
+    _ write: @escaping @Sendable (String) -> Void, bytes: @escaping @Sendable ([UInt8]) -> Void,
+    flush: @escaping @Sendable () -> Void, clock: any ServiceClock
+  ) {
     sink = write
+    byteSink = bytes
     flusher = flush
     self.clock = clock
   }
 
   /// The same sink, its lines stamped by `clock`.
-  public func with(clock: any ServiceClock) -> LogSink { LogSink(sink, flush: flusher, clock: clock) }
+  public func with(clock: any ServiceClock) -> LogSink { LogSink(sink, bytes: byteSink, flush: flusher, clock: clock) }
 
   /// Writes a JSON object as one line.
   public func write(_ value: JSONValue) { sink(value.serialized()) }
+
+  /// Writes one line given as UTF-8 bytes (without the newline), as ``JSONLine`` builds it.
+  func write(line: [UInt8]) { byteSink(line) }
 
   /// Writes a message with fields.
   public func info(_ message: String, _ fields: [(String, JSONValue)] = []) {
@@ -43,7 +55,8 @@ public struct LogSink: Sendable {
   /// per batch instead of one per RPC), flushed when the buffer passes 64 KiB and by ``flush()``.
   public static let standardError: LogSink = {
     let writer = BufferedLineWriter(fd: 2)
-    return LogSink({ writer.append($0) }, flush: { writer.flush() })
+    return LogSink(
+      { writer.append($0.utf8) }, bytes: { writer.append($0) }, flush: { writer.flush() }, clock: SystemClock())
   }()
 
   /// Writes out anything buffered (call before the process exits).
@@ -229,9 +242,9 @@ final class BufferedLineWriter: @unchecked Sendable {
     timer.resume()
   }
 
-  func append(_ line: String) {
+  func append(_ line: some Collection<UInt8>) {
     let full = buffer.withLock { buffer -> Bool in
-      buffer.append(contentsOf: line.utf8)
+      buffer.append(contentsOf: line)
       buffer.append(0x0A)
       return buffer.count >= 64 << 10
     }
@@ -249,5 +262,84 @@ final class BufferedLineWriter: @unchecked Sendable {
       if n <= 0 { if errno == EINTR { continue } else { return } }
       offset += n
     }
+  }
+}
+
+/// One JSON object written member by member straight into UTF-8 bytes, for the access log's line
+/// per RPC: the same text as a ``JSONObject`` serialized (members in the order written, strings
+/// escaped as ``JSONValue`` escapes them, numbers as ``JSONValue/integer(_:)`` and
+/// ``JSONValue/double(_:)`` write them) without building the tree or formatting numbers through
+/// `String`.
+struct JSONLine {
+  private var bytes: [UInt8] = []
+
+  /// An empty object.
+  init() {
+    bytes.reserveCapacity(320)
+    bytes.append(UInt8(ascii: "{"))
+  }
+
+  /// The object's text.
+  consuming func finish() -> [UInt8] {
+    bytes.append(UInt8(ascii: "}"))
+    return bytes
+  }
+
+  /// A member with a string value. Printable ASCII without `"` or `\\` (methods, addresses, ids)
+  /// is copied as it is; anything else is escaped by ``JSONValue``'s serialization.
+  mutating func append(_ key: StaticString, string value: String) {
+    name(key)
+    if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+      bytes.append(UInt8(ascii: "\""))
+      bytes.append(contentsOf: value.utf8)
+      bytes.append(UInt8(ascii: "\""))
+    } else {
+      bytes.append(contentsOf: JSONValue.string(value).serializedBytes())
+    }
+  }
+
+  /// A member with an integer value.
+  mutating func append(_ key: StaticString, integer value: Int64) {
+    name(key)
+    digits(value)
+  }
+
+  /// A member whose value is `microseconds / 1000`: the text of
+  /// `JSONValue.double(Double(microseconds) / 1000)` (`12`, `1.5`, `0.001`) without `Double`'s
+  /// description.
+  mutating func append(_ key: StaticString, milliseconds microseconds: Int64) {
+    name(key)
+    let negative = microseconds < 0
+    let magnitude = microseconds.magnitude
+    if negative { bytes.append(UInt8(ascii: "-")) }
+    digits(Int64(magnitude / 1000))
+    var fraction = Int(magnitude % 1000)
+    guard fraction != 0 else { return }
+    bytes.append(UInt8(ascii: "."))
+    var scale = 100
+    while fraction != 0 {
+      bytes.append(UInt8(ascii: "0") + UInt8(fraction / scale))
+      fraction %= scale
+      scale /= 10
+    }
+  }
+
+  private mutating func name(_ key: StaticString) {
+    if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+    bytes.append(UInt8(ascii: "\""))
+    key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    bytes.append(UInt8(ascii: "\""))
+    bytes.append(UInt8(ascii: ":"))
+  }
+
+  private mutating func digits(_ value: Int64) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    let magnitude = value.magnitude
+    var divisor: UInt64 = 1
+    while divisor <= magnitude / 10 { divisor *= 10 }
+    repeat {
+      bytes.append(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
+      divisor /= 10
+    } while divisor > 0
   }
 }
