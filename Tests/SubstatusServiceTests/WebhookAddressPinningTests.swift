@@ -8,8 +8,9 @@ import Testing
 
 @testable import SubstatusService
 
-/// DNS rebinding: an `http://` delivery connects to the address the policy checked, never to what a
-/// second lookup would answer.
+/// DNS rebinding: a delivery connects to an address the policy checked, never to what a later lookup
+/// answers: `http://` to the address the dispatcher checked, `https://` through the tunnel proxy,
+/// which checks the addresses it connects to.
 @Suite("Webhook address pinning")
 struct WebhookAddressPinningTests {
   /// Answers one fixed address for the test's name, and counts its lookups.
@@ -41,7 +42,7 @@ struct WebhookAddressPinningTests {
     return (server, hosts)
   }
 
-  private static func dispatcher(_ url: String, resolver: FixedResolver, allowPrivate: Bool) async throws
+  private static func dispatcher(_ url: String, resolver: any WebhookAddressResolver, allowPrivate: Bool) async throws
     -> WebhookDispatcher
   {
     let store = InMemoryStore()
@@ -76,6 +77,64 @@ struct WebhookAddressPinningTests {
     #expect(!result.delivered)
     #expect(result.attempt.error?.hasPrefix("refused: the address 127.0.0.1 is loopback") == true)
     #expect(hosts.all.isEmpty)
+    await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// A self-signed certificate for `localhost` (trusted by nobody) and its key, made by openssl.
+  private static func selfSignedTLS() async throws -> HTTPServerTLS {
+    try await offPool {
+      let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(at: directory) }
+      let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
+      let openssl = Process()
+      openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+      openssl.arguments = [
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert,
+      ]
+      openssl.standardError = FileHandle.nullDevice
+      try openssl.run()
+      openssl.waitUntilExit()
+      return HTTPServerTLS(
+        certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
+        privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+    }
+  }
+
+  @Test("https: a name the check saw public and that then resolves to loopback is refused by the tunnel; nothing connects")
+  func httpsRebindingRefused() async throws {
+    // What would be reached: a service on the machine itself (it counts connections).
+    let inside = try EchoListener()
+    // The dispatcher's check sees a public address; the next lookup (the connection's) loopback.
+    let resolver = WebhookTunnelProxyTests.ListResolver([["203.0.113.10"], ["127.0.0.1"]])
+    let url = "https://localhost:\(inside.port)/hook"
+    let dispatcher = try await Self.dispatcher(url, resolver: resolver, allowPrivate: false)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(!result.delivered)
+    #expect(result.attempt.error?.hasPrefix("refused: the address 127.0.0.1 is loopback") == true, "\(result.attempt)")
+    #expect(inside.connections == 0)
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
+  }
+
+  @Test("https through the tunnel keeps TLS end to end: a certificate nobody trusts fails the delivery")
+  func httpsUntrustedCertificateFails() async throws {
+    guard HTTPServerTLS.isSupported else { return }
+    let requests = Hosts()
+    var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
+    configuration.tls = try await Self.selfSignedTLS()
+    let server = try HTTPServer(configuration: configuration) { request in
+      requests.list.withLock { $0.append(request.headers["host"] ?? "") }
+      return HTTPResponse(status: 204)
+    }
+    let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
+    let dispatcher = try await Self.dispatcher("https://localhost:\(server.port)/hook", resolver: resolver, allowPrivate: true)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(!result.delivered)
+    #expect(result.attempt.error?.contains("certificate") == true, "\(result.attempt)")
+    #expect(requests.all.isEmpty)
+    // Resolved by the dispatcher's check, then by the tunnel for the connection.
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
     await server.stop(gracePeriod: .seconds(1))
   }
 }
