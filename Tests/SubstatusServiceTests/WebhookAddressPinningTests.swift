@@ -80,26 +80,44 @@ struct WebhookAddressPinningTests {
     await server.stop(gracePeriod: .seconds(1))
   }
 
-  /// A self-signed certificate for `localhost` (trusted by nobody) and its key, made by openssl.
-  private static func selfSignedTLS() async throws -> HTTPServerTLS {
+  /// A self-signed certificate for `localhost` (trusted by nobody) and its key, made by openssl in
+  /// `directory` (`cert.pem`, `key.pem`).
+  private static func selfSignedTLS(in directory: URL) async throws -> HTTPServerTLS {
     try await offPool {
-      let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
-      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-      defer { try? FileManager.default.removeItem(at: directory) }
       let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
-      let openssl = Process()
-      openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-      openssl.arguments = [
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert,
-      ]
-      openssl.standardError = FileHandle.nullDevice
-      try openssl.run()
-      openssl.waitUntilExit()
+      if !FileManager.default.fileExists(atPath: cert) {
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+      }
       return HTTPServerTLS(
         certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
         privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
     }
+  }
+
+  private static func temporaryDirectory() throws -> URL {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return directory
+  }
+
+  /// An HTTPS receiver on 127.0.0.1 with the certificate in `directory`, keeping each Host header.
+  private static func tlsReceiver(_ directory: URL) async throws -> (HTTPServer, Hosts) {
+    let hosts = Hosts()
+    var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
+    configuration.tls = try await selfSignedTLS(in: directory)
+    let server = try HTTPServer(configuration: configuration) { request in
+      hosts.list.withLock { $0.append(request.headers["host"] ?? "") }
+      return HTTPResponse(status: 204)
+    }
+    return (server, hosts)
   }
 
   @Test("https: a name the check saw public and that then resolves to loopback is refused by the tunnel; nothing connects")
@@ -120,13 +138,9 @@ struct WebhookAddressPinningTests {
   @Test("https through the tunnel keeps TLS end to end: a certificate nobody trusts fails the delivery")
   func httpsUntrustedCertificateFails() async throws {
     guard HTTPServerTLS.isSupported else { return }
-    let requests = Hosts()
-    var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
-    configuration.tls = try await Self.selfSignedTLS()
-    let server = try HTTPServer(configuration: configuration) { request in
-      requests.list.withLock { $0.append(request.headers["host"] ?? "") }
-      return HTTPResponse(status: 204)
-    }
+    let directory = try Self.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let (server, requests) = try await Self.tlsReceiver(directory)
     let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
     let dispatcher = try await Self.dispatcher("https://localhost:\(server.port)/hook", resolver: resolver, allowPrivate: true)
     let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
@@ -136,5 +150,73 @@ struct WebhookAddressPinningTests {
     // Resolved by the dispatcher's check, then by the tunnel for the connection.
     #expect(resolver.lookups.load(ordering: .relaxed) == 2)
     await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// The directory of a certificate the process trusts (``httpsTrustedCertificateDelivers()``
+  /// runs only in the child that ``httpsTrustedCertificateDeliversInAMountNamespace()`` starts).
+  private static let trustedDirectory = ProcessInfo.processInfo.environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"]
+
+  /// Whether this machine lets an unprivileged process make a user and mount namespace.
+  private static let canUnshare: Bool = {
+    let probe = Process()
+    probe.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+    probe.arguments = ["-r", "-m", "true"]
+    probe.standardError = FileHandle.nullDevice
+    guard (try? probe.run()) != nil else { return false }
+    probe.waitUntilExit()
+    return probe.terminationStatus == 0
+  }()
+
+  @Test(
+    "with private webhooks allowed, an https POST to a loopback receiver goes through the tunnel and verifies its certificate",
+    .enabled(if: trustedDirectory != nil))
+  func httpsTrustedCertificateDelivers() async throws {
+    let directory = URL(fileURLWithPath: try #require(Self.trustedDirectory))
+    let (server, hosts) = try await Self.tlsReceiver(directory)
+    let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
+    let dispatcher = try await Self.dispatcher("https://localhost:\(server.port)/hook", resolver: resolver, allowPrivate: true)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(result.delivered, "\(result.attempt)")
+    #expect(result.attempt.httpStatus == 204)
+    #expect(hosts.all == ["localhost:\(server.port)"])
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
+    await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// FoundationNetworking on Linux has no way to trust a certificate but the system's CA bundle:
+  /// this test runs ``httpsTrustedCertificateDelivers()`` in a child test process in a mount
+  /// namespace where the test's self-signed certificate is bind-mounted over that bundle.
+  @Test(
+    "the trusted-certificate delivery, in a child process whose CA bundle is the test's certificate",
+    .enabled(if: HTTPServerTLS.isSupported && trustedDirectory == nil && canUnshare))
+  func httpsTrustedCertificateDeliversInAMountNamespace() async throws {
+    let directory = try Self.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    _ = try await Self.selfSignedTLS(in: directory)
+    let output = try await offPool {
+      let child = Process()
+      child.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+      child.arguments = [
+        "-r", "-m", "/bin/sh", "-c",
+        #"mount --bind "$1" /etc/ssl/certs/ca-certificates.crt && exec "$2" --testing-library swift-testing --filter "$3""#,
+        "sh", directory.appendingPathComponent("cert.pem").path, CommandLine.arguments[0],
+        "WebhookAddressPinningTests/httpsTrustedCertificateDelivers()",
+      ]
+      var environment = ProcessInfo.processInfo.environment
+      environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"] = directory.path
+      // This process's tunnel proxy (installed by an earlier test) is not the child's.
+      environment["https_proxy"] = nil
+      child.environment = environment
+      let pipe = Pipe()
+      child.standardOutput = pipe
+      child.standardError = pipe
+      try child.run()
+      let data = pipe.fileHandleForReading.readDataToEndOfFile()
+      child.waitUntilExit()
+      return (child.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+    #expect(output.0 == 0, "\(output.1)")
+    let ran = output.1.split(separator: "\n").contains { $0.contains("with private webhooks allowed") && $0.contains(" passed after") }
+    #expect(ran, "\(output.1)")
   }
 }
