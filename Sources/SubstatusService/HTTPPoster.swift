@@ -48,6 +48,11 @@ extension HTTPPoster {
 /// arrives and kept up to `maxResponseBytes`: past that, the request is cancelled and the answer is
 /// the status with the first `maxResponseBytes` bytes (a receiver cannot make the client hold an
 /// unbounded body).
+///
+/// libcurl takes its proxy from the environment at each new connection, for every session of the
+/// process: once a ``WebhookDispatcher`` has installed the ``WebhookTunnelProxy`` (`https_proxy`),
+/// every `https://` connection of this poster goes through it, and to an address its
+/// ``WebhookURLPolicy`` allows (TLS stays end to end).
 public struct URLSessionPoster: HTTPPoster {
   private let session: URLSession
   private let delegate: PosterDelegate

@@ -31,13 +31,16 @@ import Synchronization
 ///   randomness), until ``Configuration-swift.struct/retryWindow`` after the delivery's creation,
 ///   when the delivery becomes FAILED (a replay sends it again);
 /// - the host's addresses are resolved and checked by the ``WebhookURLPolicy`` before each POST (a
-///   refused address fails the attempt, which is retried like any failure); an `http://` POST is
-///   sent to the first checked address, the URL's host in `Host`, so a DNS answer that changes
-///   after the check (rebinding) is never connected to. An `https://` POST connects by name:
-///   `URLSession` takes the name for SNI and the certificate check from the URL and offers no way
-///   to give libcurl the address (no `CURLOPT_RESOLVE`/`CURLOPT_CONNECT_TO`, no peer address in
-///   the answer), so there its own lookup may differ from the checked one; redirects are not
-///   followed;
+///   refused address fails the attempt, which is retried like any failure), and the connection
+///   goes to a checked address, so a DNS answer that changes after the check (rebinding) is never
+///   connected to: an `http://` POST is sent to the first checked address, the URL's host in
+///   `Host`; an `https://` POST goes through the process's ``WebhookTunnelProxy`` (libcurl's
+///   `https_proxy`), which resolves the host once more for the connection, checks those addresses
+///   with the same policy and connects to a checked one (a refusal there is the attempt's error).
+///   TLS stays end to end: URLSession verifies the receiver's certificate against the URL's host
+///   name and sends it as SNI. Where the proxy is not installed (the environment names a proxy of
+///   the operator's, logged at start) an `https://` POST connects by name after the check.
+///   Redirects are not followed;
 /// - at most a few KiB of an answer's body are read (``maxResponseBytes``), the rest dropped;
 /// - every attempt is recorded with its status, an error for people and its duration; the attempts
 ///   that end while a record is being committed are recorded together in the next commit
@@ -145,6 +148,8 @@ public final class WebhookDispatcher: Sendable {
   private let store: any WebhookStore
   private let poster: any HTTPPoster
   private let resolver: any WebhookAddressResolver
+  /// The process's HTTPS tunnel proxy, when installed: `https://` POSTs register with it.
+  private let tunnel: WebhookTunnelProxy?
   private let environment: ServiceEnvironment
   private let log: LogSink
   private let onAttempt: (@Sendable (AttemptReport) -> Void)?
@@ -208,15 +213,30 @@ public final class WebhookDispatcher: Sendable {
   ///   - configuration: the settings.
   ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect and
   ///     reads at most ``maxResponseBytes`` of an answer.
-  ///   - resolver: resolves hosts for the address check before each POST.
+  ///   - resolver: resolves hosts for the address check before each POST (and, for `https://`, in
+  ///     the tunnel proxy before the connection).
+  ///   - httpsTunnel: whether `https://` POSTs go through the process's ``WebhookTunnelProxy``
+  ///     (``WebhookTunnelProxy/installProcessWide(fallbackPolicy:)``, installed on the first
+  ///     dispatcher's creation); `false` connects them by name after the check.
   ///   - log: where store failures are logged (never a secret or a body).
   ///   - onAttempt: called after each recorded attempt (tests, metrics).
   public init(
     store: any WebhookStore, environment: ServiceEnvironment, configuration: Configuration = .init(),
     poster: any HTTPPoster = URLSessionPoster(followRedirects: false, maxResponseBytes: maxResponseBytes),
-    resolver: any WebhookAddressResolver = SystemWebhookAddressResolver(), log: LogSink = .discard,
-    onAttempt: (@Sendable (AttemptReport) -> Void)? = nil
+    resolver: any WebhookAddressResolver = SystemWebhookAddressResolver(), httpsTunnel: Bool = true,
+    log: LogSink = .discard, onAttempt: (@Sendable (AttemptReport) -> Void)? = nil
   ) {
+    switch httpsTunnel ? WebhookTunnelProxy.installProcessWide(fallbackPolicy: configuration.urlPolicy) : nil {
+    case .success(let proxy)?:
+      tunnel = proxy
+    case .failure(let error)?:
+      tunnel = nil
+      log.info(
+        "webhooks: https:// POSTs connect by name after the address check (no tunnel proxy)",
+        [("reason", .string(error.description))])
+    case nil:
+      tunnel = nil
+    }
     self.store = store
     self.environment = environment
     self.configuration = configuration
@@ -520,7 +540,7 @@ public final class WebhookDispatcher: Sendable {
         attemptedMs: attemptedMs, httpStatus: status, error: error,
         durationMs: (clock.monotonicNow - started).milliseconds)
     }
-    // The addresses checked are the ones connected to (http://; see the type's notes on https://).
+    // The addresses checked are the ones connected to: http:// pinned here, https:// by the tunnel.
     var url = target.url
     var headers: [(String, String)] = []
     do {
@@ -544,7 +564,12 @@ public final class WebhookDispatcher: Sendable {
         WebhookSigning.signatureHeader(secret: target.secret, timestamp: attemptedMs / 1000, body: body)
       ),
     ]
+    let grant = tunnel.flatMap { tunnel -> WebhookTunnelProxy.Grant? in
+      guard url.scheme?.lowercased() == "https", let host = url.host else { return nil }
+      return tunnel.expect(host: host, port: url.port ?? 443, policy: configuration.urlPolicy, resolver: resolver)
+    }
     let result = await postWithTimeout(url: url, headers: headers, body: body)
+    if let grant { tunnel?.release(grant) }
     switch result {
     case .answered(let response):
       let ok = (200..<300).contains(response.status)
@@ -557,6 +582,10 @@ public final class WebhookDispatcher: Sendable {
     case .timedOut:
       return failed("timeout after \(Self.describe(configuration.timeout))")
     case .failed(let error):
+      // The tunnel's reason (a refused address, a failed lookup or connection) over libcurl's
+      // "CONNECT tunnel failed".
+      if let refusal = grant?.refusal { return failed("refused: \(refusal)") }
+      if let failure = grant?.failure { return failed(failure) }
       return failed(Self.describe(error))
     case .cancelled:
       return nil

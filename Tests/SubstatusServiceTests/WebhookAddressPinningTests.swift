@@ -8,8 +8,9 @@ import Testing
 
 @testable import SubstatusService
 
-/// DNS rebinding: an `http://` delivery connects to the address the policy checked, never to what a
-/// second lookup would answer.
+/// DNS rebinding: a delivery connects to an address the policy checked, never to what a later lookup
+/// answers: `http://` to the address the dispatcher checked, `https://` through the tunnel proxy,
+/// which checks the addresses it connects to.
 @Suite("Webhook address pinning")
 struct WebhookAddressPinningTests {
   /// Answers one fixed address for the test's name, and counts its lookups.
@@ -41,7 +42,7 @@ struct WebhookAddressPinningTests {
     return (server, hosts)
   }
 
-  private static func dispatcher(_ url: String, resolver: FixedResolver, allowPrivate: Bool) async throws
+  private static func dispatcher(_ url: String, resolver: any WebhookAddressResolver, allowPrivate: Bool) async throws
     -> WebhookDispatcher
   {
     let store = InMemoryStore()
@@ -77,5 +78,145 @@ struct WebhookAddressPinningTests {
     #expect(result.attempt.error?.hasPrefix("refused: the address 127.0.0.1 is loopback") == true)
     #expect(hosts.all.isEmpty)
     await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// A self-signed certificate for `localhost` (trusted by nobody) and its key, made by openssl in
+  /// `directory` (`cert.pem`, `key.pem`).
+  private static func selfSignedTLS(in directory: URL) async throws -> HTTPServerTLS {
+    try await offPool {
+      let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
+      if !FileManager.default.fileExists(atPath: cert) {
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+      }
+      return HTTPServerTLS(
+        certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
+        privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+    }
+  }
+
+  private static func temporaryDirectory() throws -> URL {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return directory
+  }
+
+  /// An HTTPS receiver on 127.0.0.1 with the certificate in `directory`, keeping each Host header.
+  private static func tlsReceiver(_ directory: URL) async throws -> (HTTPServer, Hosts) {
+    let hosts = Hosts()
+    var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
+    configuration.tls = try await selfSignedTLS(in: directory)
+    let server = try HTTPServer(configuration: configuration) { request in
+      hosts.list.withLock { $0.append(request.headers["host"] ?? "") }
+      return HTTPResponse(status: 204)
+    }
+    return (server, hosts)
+  }
+
+  @Test("https: a name the check saw public and that then resolves to loopback is refused by the tunnel; nothing connects")
+  func httpsRebindingRefused() async throws {
+    // What would be reached: a service on the machine itself (it counts connections).
+    let inside = try EchoListener()
+    // The dispatcher's check sees a public address; the next lookup (the connection's) loopback.
+    let resolver = WebhookTunnelProxyTests.ListResolver([["203.0.113.10"], ["127.0.0.1"]])
+    let url = "https://localhost:\(inside.port)/hook"
+    let dispatcher = try await Self.dispatcher(url, resolver: resolver, allowPrivate: false)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(!result.delivered)
+    #expect(result.attempt.error?.hasPrefix("refused: the address 127.0.0.1 is loopback") == true, "\(result.attempt)")
+    #expect(inside.connections == 0)
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
+  }
+
+  @Test("https through the tunnel keeps TLS end to end: a certificate nobody trusts fails the delivery")
+  func httpsUntrustedCertificateFails() async throws {
+    guard HTTPServerTLS.isSupported else { return }
+    let directory = try Self.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let (server, requests) = try await Self.tlsReceiver(directory)
+    let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
+    let dispatcher = try await Self.dispatcher("https://localhost:\(server.port)/hook", resolver: resolver, allowPrivate: true)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(!result.delivered)
+    #expect(result.attempt.error?.contains("certificate") == true, "\(result.attempt)")
+    #expect(requests.all.isEmpty)
+    // Resolved by the dispatcher's check, then by the tunnel for the connection.
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
+    await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// The directory of a certificate the process trusts (``httpsTrustedCertificateDelivers()``
+  /// runs only in the child that ``httpsTrustedCertificateDeliversInAMountNamespace()`` starts).
+  private static let trustedDirectory = ProcessInfo.processInfo.environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"]
+
+  /// Whether this machine lets an unprivileged process make a user and mount namespace.
+  private static let canUnshare: Bool = {
+    let probe = Process()
+    probe.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+    probe.arguments = ["-r", "-m", "true"]
+    probe.standardError = FileHandle.nullDevice
+    guard (try? probe.run()) != nil else { return false }
+    probe.waitUntilExit()
+    return probe.terminationStatus == 0
+  }()
+
+  @Test(
+    "with private webhooks allowed, an https POST to a loopback receiver goes through the tunnel and verifies its certificate",
+    .enabled(if: trustedDirectory != nil))
+  func httpsTrustedCertificateDelivers() async throws {
+    let directory = URL(fileURLWithPath: try #require(Self.trustedDirectory))
+    let (server, hosts) = try await Self.tlsReceiver(directory)
+    let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
+    let dispatcher = try await Self.dispatcher("https://localhost:\(server.port)/hook", resolver: resolver, allowPrivate: true)
+    let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
+    #expect(result.delivered, "\(result.attempt)")
+    #expect(result.attempt.httpStatus == 204)
+    #expect(hosts.all == ["localhost:\(server.port)"])
+    #expect(resolver.lookups.load(ordering: .relaxed) == 2)
+    await server.stop(gracePeriod: .seconds(1))
+  }
+
+  /// FoundationNetworking on Linux has no way to trust a certificate but the system's CA bundle:
+  /// this test runs ``httpsTrustedCertificateDelivers()`` in a child test process in a mount
+  /// namespace where the test's self-signed certificate is bind-mounted over that bundle.
+  @Test(
+    "the trusted-certificate delivery, in a child process whose CA bundle is the test's certificate",
+    .enabled(if: HTTPServerTLS.isSupported && trustedDirectory == nil && canUnshare))
+  func httpsTrustedCertificateDeliversInAMountNamespace() async throws {
+    let directory = try Self.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    _ = try await Self.selfSignedTLS(in: directory)
+    let output = try await offPool {
+      let child = Process()
+      child.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+      child.arguments = [
+        "-r", "-m", "/bin/sh", "-c",
+        #"mount --bind "$1" /etc/ssl/certs/ca-certificates.crt && exec "$2" --testing-library swift-testing --filter "$3""#,
+        "sh", directory.appendingPathComponent("cert.pem").path, CommandLine.arguments[0],
+        "WebhookAddressPinningTests/httpsTrustedCertificateDelivers()",
+      ]
+      var environment = ProcessInfo.processInfo.environment
+      environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"] = directory.path
+      // This process's tunnel proxy (installed by an earlier test) is not the child's.
+      environment["https_proxy"] = nil
+      child.environment = environment
+      let pipe = Pipe()
+      child.standardOutput = pipe
+      child.standardError = pipe
+      try child.run()
+      let data = pipe.fileHandleForReading.readDataToEndOfFile()
+      child.waitUntilExit()
+      return (child.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+    #expect(output.0 == 0, "\(output.1)")
+    let ran = output.1.split(separator: "\n").contains { $0.contains("with private webhooks allowed") && $0.contains(" passed after") }
+    #expect(ran, "\(output.1)")
   }
 }
