@@ -107,6 +107,7 @@ extension PostgresStore {
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
     guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
     let ids = Array(Set(userIds))
+    defer { historyCache.invalidate(appId: appId, userIds: ids) }
     return try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
       var erased = UserErasure()

@@ -637,6 +637,7 @@ extension PostgresStore: Store {
   {
     try StoreValidation.validate(batch)
     let encoded = batch.map(EncodedPurchases.init)
+    defer { historyCache.invalidate(batch.lazy.map(\.user)) }
     let catalogs = eventCatalogs
     return try await pool.transaction { db throws(StoreError) in
       try Self.apply(encoded, atMs: atMs, db, catalogs: catalogs)
@@ -651,6 +652,7 @@ extension PostgresStore: Store {
   ) async throws(StoreError) -> IngestSummary? {
     try StoreValidation.validate(updates)
     let encoded = updates.map(EncodedPurchases.init)
+    defer { historyCache.invalidate(updates.lazy.map(\.user)) }
     let catalogs = eventCatalogs
     return try await pool.transaction { db throws(StoreError) -> IngestSummary? in
       try requireApp(db, appId)
@@ -687,43 +689,62 @@ extension PostgresStore: Store {
     try await histories(appId: user.appId, environment: user.environment, userIds: [user.userId])[0]
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``. One statement for the whole batch.
+  /// See ``Store/histories(appId:environment:userIds:)``. Users in the history cache are answered
+  /// from it; the others are read in one statement (their fill tickets taken before it).
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
     if userIds.isEmpty { return [] }
+    var out: [UserHistory?] = []
+    out.reserveCapacity(userIds.count)
+    var tickets: [String: HistoryCache.FillTicket] = [:]
+    var missing: [String] = []
+    for userId in userIds {
+      switch historyCache.lookup(UserKey(appId: appId, environment: environment, userId: userId)) {
+      case .hit(let cached): out.append(cached)
+      case .miss(let ticket):
+        out.append(nil)
+        missing.append(userId)
+        if let ticket { tickets[userId] = ticket }
+      }
+    }
+    if missing.isEmpty { return out.map { $0! } }
+    let wanted = Array(Set(missing))
     let rows = try await pool.run { db throws(StoreError) in
       try db.query(
-        PostgresQueries.histories,
-        [.text(appId), .text(environment.rawValue), .textArray(Array(Set(userIds)))])
+        PostgresQueries.histories, [.text(appId), .text(environment.rawValue), .textArray(wanted)])
     }
-    var byUser: [String: UserHistory] = [:]
+    var byUser: [String: (history: UserHistory, payloadBytes: Int)] = [:]
     for r in rows {
       let userId = r.text(0)
       var h =
         byUser[userId]
-        ?? UserHistory(user: UserKey(appId: appId, environment: environment, userId: userId))
+        ?? (UserHistory(user: UserKey(appId: appId, environment: environment, userId: userId)), 0)
+      let payload = r.bytes(5)
+      h.payloadBytes += payload.count
       if r.int(1) == 0 {
-        h.transactions.append(
+        h.history.transactions.append(
           try PayloadCodec.decodeTransaction(
-            r.bytes(5), transactionId: r.text(2), originalTransactionId: r.text(3),
+            payload, transactionId: r.text(2), originalTransactionId: r.text(3),
             purchaseDate: r.int(4)))
       } else {
-        h.renewalInfos.append(
-          try PayloadCodec.decodeRenewalInfo(r.bytes(5), originalTransactionId: r.text(3)))
+        h.history.renewalInfos.append(
+          try PayloadCodec.decodeRenewalInfo(payload, originalTransactionId: r.text(3)))
       }
       byUser[userId] = h
     }
-    return userIds.map { id in
-      guard var h = byUser[id] else {
-        return UserHistory(user: UserKey(appId: appId, environment: environment, userId: id))
-      }
+    var read: [String: UserHistory] = [:]
+    for userId in wanted {
+      var (h, payloadBytes) =
+        byUser[userId] ?? (UserHistory(user: UserKey(appId: appId, environment: environment, userId: userId)), 0)
       h.transactions.sort {
         ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
       }
       h.renewalInfos.sort { $0.originalTransactionId < $1.originalTransactionId }
-      return h
+      if let ticket = tickets[userId] { historyCache.fill(ticket, h, payloadBytes: payloadBytes) }
+      read[userId] = h
     }
+    return zip(userIds, out).map { id, cached in cached ?? read[id]! }
   }
 
   /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.

@@ -21,8 +21,10 @@ import Synchronization
 ///   two instances is applied once. Event sequences are taken last, under an advisory lock held
 ///   until commit, so they become visible in increasing order (see `PostgresStore+Events.swift`).
 ///   Deadlocks between instances are retried.
-/// - No read cache: another instance may change any row, so tenants, apps and keys are read from the
-///   database every time (primary-key lookups).
+/// - No read cache of tenants, apps and keys: another instance may change any row, so they are read
+///   from the database every time (primary-key lookups). User histories may be cached
+///   (``Configuration/historyCacheBytes``): this instance's writes invalidate their users after the
+///   commit.
 /// - Schema: versioned migrations at start under an advisory lock; a newer schema is refused.
 ///
 /// ```swift
@@ -38,16 +40,21 @@ public final class PostgresStore: Sendable {
     public var keyring: MasterKeyring?
     /// Connections (and threads) per instance. Default 4.
     public var poolSize: Int
+    /// Bytes of decoded user histories kept in memory (`docs/evaluation-cache.md`); 0, the
+    /// default, turns the history cache off.
+    public var historyCacheBytes: Int
 
     /// Creates a configuration.
     /// - Parameters:
     ///   - url: the libpq connection URI.
     ///   - keyring: the master keys.
     ///   - poolSize: connections per instance.
-    public init(url: String, keyring: MasterKeyring? = nil, poolSize: Int = 4) {
+    ///   - historyCacheBytes: the history cache's budget (0: off).
+    public init(url: String, keyring: MasterKeyring? = nil, poolSize: Int = 4, historyCacheBytes: Int = 0) {
       self.url = url
       self.keyring = keyring
       self.poolSize = poolSize
+      self.historyCacheBytes = historyCacheBytes
     }
   }
 
@@ -64,12 +71,16 @@ public final class PostgresStore: Sendable {
   /// Catalogs for the event derivation of writes, checked against the stored bytes every time
   /// (another instance may change a catalog).
   let eventCatalogs = EventCatalogCache()
+  /// Decoded histories of recently read users; every write of this instance invalidates its users
+  /// after its commit.
+  let historyCache: HistoryCache
 
   /// Connects, applies pending migrations and starts the pool threads.
   /// - Throws: `StoreError.unavailable` when the server cannot be reached, `.newerSchema` for a
   ///   database migrated by a newer substatus.
   public init(configuration: Configuration) throws(StoreError) {
     self.configuration = configuration
+    historyCache = HistoryCache(capacityBytes: configuration.historyCacheBytes)
     var connections: [PGConnection] = []
     for _ in 0..<max(1, configuration.poolSize) {
       connections.append(try PGConnection(conninfo: configuration.url))
@@ -86,6 +97,9 @@ public final class PostgresStore: Sendable {
       try db.first("SELECT pg_database_size(current_database())")?.int(0) ?? 0
     }
   }
+
+  /// The history cache's counters and size, in Prometheus text format (for `/metrics`).
+  public func historyCacheMetrics() -> String { historyCache.metrics(database: "PostgreSQL") }
 
   /// Finishes queued work, stops the threads and closes the connections. Idempotent.
   public func close() {

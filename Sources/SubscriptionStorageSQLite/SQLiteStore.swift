@@ -210,30 +210,7 @@ public final class SQLiteStore: Sendable {
   public var groupCommitStatistics: (commits: Int, writes: Int) { writer.statistics }
 
   /// The history cache's counters and size, in Prometheus text format (for `/metrics`).
-  public func historyCacheMetrics() -> String {
-    let s = historyCache.statistics
-    return """
-      # HELP substatus_history_cache_hits_total User history reads answered from memory.
-      # TYPE substatus_history_cache_hits_total counter
-      substatus_history_cache_hits_total \(s.hits)
-      # HELP substatus_history_cache_misses_total User history reads that went to SQLite.
-      # TYPE substatus_history_cache_misses_total counter
-      substatus_history_cache_misses_total \(s.misses)
-      # HELP substatus_history_cache_fills_total User histories kept after a miss (a user's second miss within the admission window).
-      # TYPE substatus_history_cache_fills_total counter
-      substatus_history_cache_fills_total \(s.fills)
-      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes.
-      # TYPE substatus_history_cache_invalidations_total counter
-      substatus_history_cache_invalidations_total \(s.invalidations)
-      # HELP substatus_history_cache_entries User histories held in memory.
-      # TYPE substatus_history_cache_entries gauge
-      substatus_history_cache_entries \(s.entries)
-      # HELP substatus_history_cache_bytes Estimated size of the user histories held in memory.
-      # TYPE substatus_history_cache_bytes gauge
-      substatus_history_cache_bytes \(s.bytes)
-
-      """
-  }
+  public func historyCacheMetrics() -> String { historyCache.metrics(database: "SQLite") }
 
   /// What the store holds in memory besides the history cache, in Prometheus text format (for
   /// `/metrics`): SQLite's own heap (the connections' page caches, schemas and statements) and the

@@ -82,8 +82,11 @@ public enum SubstatusDaemon {
     do {
       if let postgresURL {
         let postgres = try PostgresStore(
-          configuration: .init(url: postgresURL, keyring: keyring, poolSize: configuration.postgresPoolSize))
+          configuration: .init(
+            url: postgresURL, keyring: keyring, poolSize: configuration.postgresPoolSize,
+            historyCacheBytes: configuration.historyCacheMB << 20))
         (store, closeStore) = (postgres, postgres.close)
+        storeMetrics = { postgres.historyCacheMetrics() }
       } else {
         var sqliteConfiguration = SQLiteStore.Configuration.dataDirectory(configuration.dataDirectory, keyring: keyring)
         sqliteConfiguration.historyCacheBytes = configuration.historyCacheMB << 20

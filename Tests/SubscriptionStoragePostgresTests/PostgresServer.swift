@@ -225,13 +225,15 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 }
 
 /// Runs `body` with a fresh store on a fresh database of the fast server.
+/// - Parameter historyCacheBytes: the store's history cache (0: off).
 func withPostgresStore<T>(
-  poolSize: Int = 2, _ body: (PostgresStore) async throws -> T
+  poolSize: Int = 2, historyCacheBytes: Int = 0, _ body: (PostgresStore) async throws -> T
 ) async throws -> T {
   let store = try await blocking {
     let url = try PostgresServer.fast.get().createDatabase()
     return try PostgresStore(
-      configuration: .init(url: url, keyring: testKeyring, poolSize: poolSize))
+      configuration: .init(
+        url: url, keyring: testKeyring, poolSize: poolSize, historyCacheBytes: historyCacheBytes))
   }
   defer { store.close() }
   return try await body(store)

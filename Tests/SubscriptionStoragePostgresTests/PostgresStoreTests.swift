@@ -7,12 +7,18 @@ import Testing
 
 @testable import SubscriptionStoragePostgres
 
-/// The shared contract suite (``StoreContract``) against PostgreSQL, each case on its own database.
+/// The shared contract suite (``StoreContract``) against PostgreSQL, each case on its own database,
+/// with the history cache off and with one so small (64 KiB) that entries are evicted all the time.
 @Suite("PostgreSQL store contract")
 struct PostgresContractTests {
   @Test(arguments: StoreContract.Case.allCases)
   func contract(_ test: StoreContract.Case) async throws {
     try await withPostgresStore { store in try await StoreContract.run(test, store) }
+  }
+
+  @Test(arguments: StoreContract.Case.allCases)
+  func contractWithATinyHistoryCache(_ test: StoreContract.Case) async throws {
+    try await withPostgresStore(historyCacheBytes: 64 << 10) { store in try await StoreContract.run(test, store) }
   }
 }
 

@@ -1,17 +1,19 @@
 import SubscriptionDomain
-import SubscriptionStorage
 import Synchronization
 
 /// Decoded user histories kept in memory, so that a read of a user whose data has not changed skips
-/// the SQLite read and the decoding of its rows (`docs/evaluation-cache.md`).
+/// the database read and the decoding of its rows (`docs/evaluation-cache.md`). Shared by the SQLite
+/// and PostgreSQL stores.
 ///
 /// Consistency, as for ``ReadCache`` and ``UserKeyCache``: every write that changes users' purchase
 /// data invalidates them after its commit and before it returns, so a caller always reads its own
 /// writes. A reader calls ``lookup(_:)`` before its read transaction; a miss hands it a
 /// ``FillTicket`` holding the user's shard generation, and ``fill(_:_:payloadBytes:)`` keeps the
 /// history only if no invalidation of that shard happened since: a history read from a snapshot
-/// older than a write is never cached after the write's invalidation. The store assumes it is the
-/// only writer of its file (how substatusd runs on SQLite).
+/// older than a write is never cached after the write's invalidation. The SQLite store assumes it is
+/// the only writer of its file (how substatusd runs on SQLite); the PostgreSQL store also
+/// invalidates what other instances changed, from its change feed, and calls ``clear()`` when it
+/// may have missed some of it.
 ///
 /// A miss costs what the read costs anyway plus one hash of the key and one lock: the key is hashed
 /// once per call (the shard, the dictionary probe, the admission bit and the fill all use that
@@ -25,30 +27,30 @@ import Synchronization
 /// generations: when the newer one exceeds half the shard's budget it becomes the older one and the
 /// oldest is dropped (freed after the lock is released); a hit in the older generation moves the
 /// entry to the newer one, so recently used histories stay.
-final class HistoryCache: Sendable {
+package final class HistoryCache: Sendable {
   /// A key with its hash computed once (hashing a `UserKey` hashes its strings).
-  struct Key: Hashable, Sendable {
-    let user: UserKey
-    let hash: Int
+  package struct Key: Hashable, Sendable {
+    package let user: UserKey
+    package let hash: Int
 
-    init(_ user: UserKey) {
+    package init(_ user: UserKey) {
       self.user = user
       hash = user.hashValue
     }
 
-    static func == (a: Key, b: Key) -> Bool { a.hash == b.hash && a.user == b.user }
-    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+    package static func == (a: Key, b: Key) -> Bool { a.hash == b.hash && a.user == b.user }
+    package func hash(into hasher: inout Hasher) { hasher.combine(hash) }
   }
 
   /// What a miss hands to the reader: where to put the history it reads, if it should.
-  struct FillTicket: Sendable {
-    let key: Key
+  package struct FillTicket: Sendable {
+    package let key: Key
     /// The shard's generation when the cache was consulted (before the read's snapshot).
-    let generation: UInt64
+    package let generation: UInt64
   }
 
   /// The answer of ``lookup(_:)``.
-  enum Lookup: Sendable {
+  package enum Lookup: Sendable {
     /// The cached history.
     case hit(UserHistory)
     /// Not cached: read it, and fill with the ticket when there is one (the user's second miss).
@@ -57,7 +59,7 @@ final class HistoryCache: Sendable {
 
   private struct Entry {
     var history: UserHistory
-    var bytes: Int
+    package var bytes: Int
   }
 
   private struct Shard {
@@ -110,19 +112,25 @@ final class HistoryCache: Sendable {
   }
 
   /// What the cache did since the store opened, for `/metrics`.
-  struct Statistics: Sendable, Hashable {
+  package struct Statistics: Sendable, Hashable {
     /// Reads answered from memory.
-    var hits: Int
-    /// Reads that went to SQLite (the cache on).
-    var misses: Int
+    package var hits: Int
+    /// Reads that went to the database (the cache on).
+    package var misses: Int
     /// Histories kept after a miss (a user's second miss in the doorkeeper's window).
-    var fills: Int
+    package var fills: Int
     /// Users invalidated by writes.
-    var invalidations: Int
+    package var invalidations: Int
     /// Histories held now.
-    var entries: Int
+    package var entries: Int
     /// Their estimated size.
-    var bytes: Int
+    package var bytes: Int
+
+    /// Counters and size as given.
+    package init(hits: Int, misses: Int, fills: Int, invalidations: Int, entries: Int, bytes: Int) {
+      (self.hits, self.misses, self.fills, self.invalidations) = (hits, misses, fills, invalidations)
+      (self.entries, self.bytes) = (entries, bytes)
+    }
   }
 
   /// One shard's lock (a class: `Mutex` cannot be an array element).
@@ -135,7 +143,7 @@ final class HistoryCache: Sendable {
   /// The estimated size of a typical cached history, for sizing the doorkeeper's window: a little
   /// under `bench_e2e`'s (10 transactions and a renewal info: 6.7 KB estimated), so that the
   /// window errs on the long side.
-  static let typicalHistoryBytes = 4096
+  package static let typicalHistoryBytes = 4096
   private let shards: [ShardBox]
   private let hits = Atomic<Int>(0)
   private let misses = Atomic<Int>(0)
@@ -147,10 +155,10 @@ final class HistoryCache: Sendable {
   private let seenSlots: Int
   private let seenLimit: Int
   /// Whether the cache is on (a budget above 0).
-  let isEnabled: Bool
+  package let isEnabled: Bool
 
   /// A cache of about `capacityBytes` (0 turns it off).
-  init(capacityBytes: Int) {
+  package init(capacityBytes: Int) {
     let enabled = capacityBytes > 0
     isEnabled = enabled
     generationBudget = max(0, capacityBytes) / (2 * Self.shardCount)
@@ -173,7 +181,7 @@ final class HistoryCache: Sendable {
   /// The user's cached history, or on a miss the ticket for filling it (counted as a hit or a miss).
   /// Call it before the read transaction whose history may fill the cache. Turned off: a miss
   /// without a ticket, no lock taken.
-  func lookup(_ user: UserKey) -> Lookup {
+  package func lookup(_ user: UserKey) -> Lookup {
     guard isEnabled else { return .miss(nil) }
     let key = Key(user)
     let budget = generationBudget
@@ -198,7 +206,7 @@ final class HistoryCache: Sendable {
   }
 
   /// The user's cached history, if any (counted as a hit or a miss; a miss may admit the user).
-  func history(of user: UserKey) -> UserHistory? {
+  package func history(of user: UserKey) -> UserHistory? {
     if case .hit(let history) = lookup(user) { return history }
     return nil
   }
@@ -206,7 +214,7 @@ final class HistoryCache: Sendable {
   /// Keeps a history read in a snapshot taken after the ticket's lookup, unless the user's shard
   /// was invalidated since, or it alone exceeds a generation's budget.
   /// - Parameter payloadBytes: the size of its rows' payloads (for the size estimate).
-  func fill(_ ticket: FillTicket, _ history: UserHistory, payloadBytes: Int) {
+  package func fill(_ ticket: FillTicket, _ history: UserHistory, payloadBytes: Int) {
     let bytes = Self.estimatedBytes(history, payloadBytes: payloadBytes)
     guard isEnabled, bytes <= generationBudget else { return }
     let budget = generationBudget
@@ -221,7 +229,7 @@ final class HistoryCache: Sendable {
   }
 
   /// Forgets users whose data a committed write changed (call after the commit, before returning).
-  func invalidate(_ users: some Sequence<UserKey>) {
+  package func invalidate(_ users: some Sequence<UserKey>) {
     guard isEnabled else { return }
     var count = 0
     for user in users {
@@ -236,7 +244,7 @@ final class HistoryCache: Sendable {
   }
 
   /// Forgets every user of `appId` named in `userIds`, in every environment (erasure).
-  func invalidate(appId: String, userIds: [String]) {
+  package func invalidate(appId: String, userIds: [String]) {
     invalidate(
       userIds.flatMap { id in
         Environment.allCases.map { UserKey(appId: appId, environment: $0, userId: id) }
@@ -244,7 +252,7 @@ final class HistoryCache: Sendable {
   }
 
   /// The counters and the current size.
-  var statistics: Statistics {
+  package var statistics: Statistics {
     var entries = 0
     var bytes = 0
     for shard in shards {
@@ -258,8 +266,35 @@ final class HistoryCache: Sendable {
       fills: fills.load(ordering: .relaxed), invalidations: invalidations.load(ordering: .relaxed), entries: entries, bytes: bytes)
   }
 
+  /// The counters and the size in Prometheus text format (for `/metrics`).
+  /// - Parameter database: the store's database, named in the help of the misses.
+  package func metrics(database: String) -> String {
+    let s = statistics
+    return """
+      # HELP substatus_history_cache_hits_total User history reads answered from memory.
+      # TYPE substatus_history_cache_hits_total counter
+      substatus_history_cache_hits_total \(s.hits)
+      # HELP substatus_history_cache_misses_total User history reads that went to \(database).
+      # TYPE substatus_history_cache_misses_total counter
+      substatus_history_cache_misses_total \(s.misses)
+      # HELP substatus_history_cache_fills_total User histories kept after a miss (a user's second miss within the admission window).
+      # TYPE substatus_history_cache_fills_total counter
+      substatus_history_cache_fills_total \(s.fills)
+      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes.
+      # TYPE substatus_history_cache_invalidations_total counter
+      substatus_history_cache_invalidations_total \(s.invalidations)
+      # HELP substatus_history_cache_entries User histories held in memory.
+      # TYPE substatus_history_cache_entries gauge
+      substatus_history_cache_entries \(s.entries)
+      # HELP substatus_history_cache_bytes Estimated size of the user histories held in memory.
+      # TYPE substatus_history_cache_bytes gauge
+      substatus_history_cache_bytes \(s.bytes)
+
+      """
+  }
+
   /// The estimated in-memory size of a decoded history whose rows' payloads held `payloadBytes`.
-  static func estimatedBytes(_ history: UserHistory, payloadBytes: Int) -> Int {
+  package static func estimatedBytes(_ history: UserHistory, payloadBytes: Int) -> Int {
     MemoryLayout<UserHistory>.stride + 3 * (history.user.appId.utf8.count + history.user.userId.utf8.count)
       + history.transactions.count * MemoryLayout<Transaction>.stride
       + history.renewalInfos.count * MemoryLayout<RenewalInfo>.stride + 2 * payloadBytes
