@@ -36,7 +36,12 @@ def number(cell):
 def figures(text):
     """The README paragraph's sentences, from BENCHMARKS.md's text."""
     out = []
-    date = re.search(r"Measured by `make bench` \(default settings\) on ([0-9-]+ [0-9:]+ UTC)", text)
+    # Each section says when it was measured (`scripts/bench --only` measures some again); older files
+    # dated the transport section only in the header.
+    start = text.find("## gRPC runtime vs grpc-go")
+    date = (re.search(r"^Measured on ([0-9-]+ [0-9:]+ UTC)", text[start:text.find("\n## ", start + 1)], re.M)
+            if start >= 0 else None) or \
+        re.search(r"Measured by `make bench` \(default settings\) on ([0-9-]+ [0-9:]+ UTC)", text)
     transport = table_rows(text, "load | grpc-go calls/s")
     if transport:
         # Columns: load, go calls/s, ours calls/s, ratio, go per CPU-s, ours per CPU-s, ratio, ...
@@ -48,7 +53,7 @@ def figures(text):
             f"peer's four loads (worst: {worst})" + (f", measured {date.group(1)}" if date else ""))
     else:
         out.append("the transport comparison with grpc-go is missing from BENCHMARKS.md")
-    e2e_date = re.search(r"^Measured on ([0-9-]+ [0-9:]+ UTC)", text, re.M)
+    e2e_date = re.search(r"^Measured on ([0-9-]+ [0-9:]+ UTC)", text[max(text.find("<!-- e2e:begin -->"), 0):], re.M)
     elig = table_rows(text, "shape | pinning")
     by_shape = {(r[0], r[1]): r for r in elig}
     one = by_shape.get(("1 user × 20 products", "CPU 0 / CPU 1"))
