@@ -229,6 +229,7 @@ public final class WebhookDispatcher: Sendable {
     switch httpsTunnel ? WebhookTunnelProxy.installProcessWide(fallbackPolicy: configuration.urlPolicy) : nil {
     case .success(let proxy)?:
       tunnel = proxy
+      log.info("webhooks: https:// POSTs go through the tunnel proxy", [("listen", .string("127.0.0.1:\(proxy.port)"))])
     case .failure(let error)?:
       tunnel = nil
       log.info(

@@ -28,14 +28,13 @@ public struct WebhookTunnelProxyError: Error, Sendable, CustomStringConvertible 
 /// connections, so that a webhook's connection goes to an address the ``WebhookURLPolicy`` checked.
 ///
 /// - Only `CONNECT host:port` is served, only with this proxy's `Proxy-Authorization` (a random
-///   token made at start, known to this process only: it is in the process's environment), only
-///   from 127.0.0.1; anything else gets 405, 407 or 400 and is closed.
+///   token made at start, known to this process only: it is in the process's environment), on
+///   127.0.0.1 only; anything else gets 405, 407 or 400 and is closed.
 /// - A webhook POST registers its host and port first (``expect(host:port:policy:resolver:)``): a
 ///   CONNECT to them is resolved with that POST's resolver and policy; a refused address answers
 ///   403, a failed lookup or connection 502, and the reason is kept on the ``Grant`` (the attempt's
-///   error names the policy or the failure). Any other
-///   CONNECT (Apple's endpoints) is resolved by the system resolver and checked by the proxy's
-///   `fallbackPolicy`.
+///   error names the policy or the failure). Any other CONNECT (Apple's endpoints) is resolved by
+///   the system resolver and checked by the proxy's `fallbackPolicy`.
 /// - Every address is checked before any connection; then the addresses are tried in order, each
 ///   within ``Limits-swift.struct/connectTimeout``; once connected, bytes are moved both ways until
 ///   both sides close or nothing moves for ``Limits-swift.struct/idleTimeout``.
@@ -117,7 +116,9 @@ public final class WebhookTunnelProxy: Sendable {
 
   /// Starts a proxy on 127.0.0.1, port 0 (it does not change the environment; see
   /// ``installProcessWide(fallbackPolicy:)``).
-  /// - Parameter fallbackPolicy: checks CONNECTs that no ``Grant`` covers.
+  /// - Parameters:
+  ///   - fallbackPolicy: checks CONNECTs that no ``Grant`` covers.
+  ///   - limits: the timeouts and the most tunnels at once.
   /// - Throws: ``WebhookTunnelProxyError`` when the socket cannot be bound.
   public init(fallbackPolicy: WebhookURLPolicy, limits: Limits = .init()) throws(WebhookTunnelProxyError) {
     var generator = SystemRandomNumberGenerator()

@@ -80,34 +80,6 @@ struct WebhookAddressPinningTests {
     await server.stop(gracePeriod: .seconds(1))
   }
 
-  /// A self-signed certificate for `localhost` (trusted by nobody) and its key, made by openssl in
-  /// `directory` (`cert.pem`, `key.pem`).
-  private static func selfSignedTLS(in directory: URL) async throws -> HTTPServerTLS {
-    try await offPool {
-      let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
-      if !FileManager.default.fileExists(atPath: cert) {
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = [
-          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-      }
-      return HTTPServerTLS(
-        certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
-        privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
-    }
-  }
-
-  private static func temporaryDirectory() throws -> URL {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    return directory
-  }
-
   /// An HTTPS receiver on 127.0.0.1 with the certificate in `directory`, keeping each Host header.
   private static func tlsReceiver(_ directory: URL) async throws -> (HTTPServer, Hosts) {
     let hosts = Hosts()
@@ -138,7 +110,7 @@ struct WebhookAddressPinningTests {
   @Test("https through the tunnel keeps TLS end to end: a certificate nobody trusts fails the delivery")
   func httpsUntrustedCertificateFails() async throws {
     guard HTTPServerTLS.isSupported else { return }
-    let directory = try Self.temporaryDirectory()
+    let directory = try tlsTestDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let (server, requests) = try await Self.tlsReceiver(directory)
     let resolver = WebhookTunnelProxyTests.ListResolver([["127.0.0.1"]])
@@ -190,31 +162,21 @@ struct WebhookAddressPinningTests {
     "the trusted-certificate delivery, in a child process whose CA bundle is the test's certificate",
     .enabled(if: HTTPServerTLS.isSupported && trustedDirectory == nil && canUnshare))
   func httpsTrustedCertificateDeliversInAMountNamespace() async throws {
-    let directory = try Self.temporaryDirectory()
+    let directory = try tlsTestDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
-    _ = try await Self.selfSignedTLS(in: directory)
-    let output = try await offPool {
-      let child = Process()
-      child.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-      child.arguments = [
+    _ = try await selfSignedTLS(in: directory)
+    var environment = ProcessInfo.processInfo.environment
+    environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"] = directory.path
+    // This process's tunnel proxy (installed by an earlier test) is not the child's.
+    environment["https_proxy"] = nil
+    let output = try await runProgram(
+      "/usr/bin/unshare",
+      [
         "-r", "-m", "/bin/sh", "-c",
         #"mount --bind "$1" /etc/ssl/certs/ca-certificates.crt && exec "$2" --testing-library swift-testing --filter "$3""#,
         "sh", directory.appendingPathComponent("cert.pem").path, CommandLine.arguments[0],
         "WebhookAddressPinningTests/httpsTrustedCertificateDelivers()",
-      ]
-      var environment = ProcessInfo.processInfo.environment
-      environment["SUBSTATUS_TEST_TRUSTED_TLS_DIR"] = directory.path
-      // This process's tunnel proxy (installed by an earlier test) is not the child's.
-      environment["https_proxy"] = nil
-      child.environment = environment
-      let pipe = Pipe()
-      child.standardOutput = pipe
-      child.standardError = pipe
-      try child.run()
-      let data = pipe.fileHandleForReading.readDataToEndOfFile()
-      child.waitUntilExit()
-      return (child.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+      ], environment: environment)
     #expect(output.0 == 0, "\(output.1)")
     let ran = output.1.split(separator: "\n").contains { $0.contains("with private webhooks allowed") && $0.contains(" passed after") }
     #expect(ran, "\(output.1)")

@@ -16,6 +16,50 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thro
   }
 }
 
+/// Runs a program off the cooperative pool; its exit status and its stdout and stderr together.
+func runProgram(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws
+  -> (status: Int32, output: String)
+{
+  try await offPool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+  }
+}
+
+/// A new empty directory for a test's certificate.
+func tlsTestDirectory() throws -> URL {
+  let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-tls-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+  return directory
+}
+
+/// A self-signed certificate for `localhost` (trusted by nobody unless a test makes it so) and its
+/// key, made by openssl in `directory` (`cert.pem`, `key.pem`) unless there already.
+func selfSignedTLS(in directory: URL) async throws -> HTTPServerTLS {
+  let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
+  if !FileManager.default.fileExists(atPath: cert) {
+    let made = try await runProgram(
+      "/usr/bin/openssl",
+      [
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
+      ])
+    guard made.status == 0 else { throw SocketFailure(description: "openssl: \(made.output)") }
+  }
+  return HTTPServerTLS(
+    certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
+    privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+}
+
 struct SocketFailure: Error, CustomStringConvertible {
   var description: String
 }
@@ -251,20 +295,11 @@ struct WebhookTunnelProxyTests {
   @Test("libcurl (curl, as URLSession) through the proxy from https_proxy: TLS end to end, the certificate checked for the URL's name")
   func curlThroughTheTunnelVerifiesTheCertificate() async throws {
     guard HTTPServerTLS.isSupported else { return }
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tunnel-curl-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let directory = try tlsTestDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
-    let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
-    _ = try await Self.run(
-      "/usr/bin/openssl",
-      [
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert,
-      ])
+    let cert = directory.appendingPathComponent("cert.pem").path
     var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
-    configuration.tls = HTTPServerTLS(
-      certificateChainPEM: try String(contentsOfFile: cert, encoding: .utf8),
-      privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+    configuration.tls = try await selfSignedTLS(in: directory)
     let server = try HTTPServer(configuration: configuration) { request in
       HTTPResponse(status: 200, body: Array("host \(request.headers["host"] ?? "")".utf8))
     }
@@ -275,7 +310,7 @@ struct WebhookTunnelProxyTests {
       host: "localhost", port: server.port, policy: WebhookURLPolicy(allowPrivateAddresses: true), resolver: resolver)
     defer { proxy.release(grant) }
     let environment = ["https_proxy": proxy.proxyURL, "PATH": "/usr/bin:/bin"]
-    let trusted = try await Self.run(
+    let trusted = try await runProgram(
       "/usr/bin/curl", ["-sS", "--cacert", cert, "-d", "{}", "https://localhost:\(server.port)/hook"], environment: environment)
     #expect(trusted.status == 0, "\(trusted.output)")
     #expect(trusted.output == "host localhost:\(server.port)")
@@ -284,30 +319,11 @@ struct WebhookTunnelProxyTests {
     let literal = proxy.expect(
       host: "127.0.0.1", port: server.port, policy: WebhookURLPolicy(allowPrivateAddresses: true), resolver: resolver)
     defer { proxy.release(literal) }
-    let wrongName = try await Self.run(
+    let wrongName = try await runProgram(
       "/usr/bin/curl", ["-sS", "--cacert", cert, "-d", "{}", "https://127.0.0.1:\(server.port)/hook"],
       environment: environment)
     #expect(wrongName.status == 60, "\(wrongName.output)")
     #expect(literal.refusal == nil && literal.failure == nil)
     await server.stop(gracePeriod: .seconds(1))
-  }
-
-  /// Runs a program off the cooperative pool; its exit status and its stdout and stderr.
-  private static func run(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws
-    -> (status: Int32, output: String)
-  {
-    try await offPool {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: path)
-      process.arguments = arguments
-      if let environment { process.environment = environment }
-      let pipe = Pipe()
-      process.standardOutput = pipe
-      process.standardError = pipe
-      try process.run()
-      let output = pipe.fileHandleForReading.readDataToEndOfFile()
-      process.waitUntilExit()
-      return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-    }
   }
 }
