@@ -211,7 +211,7 @@ PROFILE_CATEGORIES = [
     ("domain: evaluation and eligibility answers", ["SubscriptionDomain"]),
     ("protobuf: encoding the response (protobuf-c)", ["6encode", "CArena", "CMessageWriter", "protobuf_c_message_pack", "get_packed_size"]),
     ("protobuf: decoding the request (protobuf-c)", ["6decode", "CMessageReader", "protobuf_c_message_unpack", "free_unpacked"]),
-    ("access log line and metrics", ["AccessLogInterceptor", "SubstatusJSON", "BufferedLineWriter", "ServiceMetrics"]),
+    ("access log line and metrics", ["AccessLogInterceptor", "JSONLine", "SubstatusJSON", "BufferedLineWriter", "ServiceMetrics"]),
     ("API key check and rate limit", ["AuthInterceptor", "lookUpKey", "SHA256", "RateLimiter"]),
     ("CheckEligibility handler: request checks, response building", ["SubstatusService"]),
     ("RPC dispatch and call context (RPCCore)", ["RPCCore"]),
