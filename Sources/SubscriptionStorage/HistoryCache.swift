@@ -121,15 +121,17 @@ package final class HistoryCache: Sendable {
     package var fills: Int
     /// Users invalidated by writes.
     package var invalidations: Int
+    /// Whole clears (``HistoryCache/clear()``).
+    package var clears: Int
     /// Histories held now.
     package var entries: Int
     /// Their estimated size.
     package var bytes: Int
 
     /// Counters and size as given.
-    package init(hits: Int, misses: Int, fills: Int, invalidations: Int, entries: Int, bytes: Int) {
+    package init(hits: Int, misses: Int, fills: Int, invalidations: Int, clears: Int = 0, entries: Int, bytes: Int) {
       (self.hits, self.misses, self.fills, self.invalidations) = (hits, misses, fills, invalidations)
-      (self.entries, self.bytes) = (entries, bytes)
+      (self.clears, self.entries, self.bytes) = (clears, entries, bytes)
     }
   }
 
@@ -149,6 +151,7 @@ package final class HistoryCache: Sendable {
   private let misses = Atomic<Int>(0)
   private let fills = Atomic<Int>(0)
   private let invalidations = Atomic<Int>(0)
+  private let clears = Atomic<Int>(0)
   /// Half a shard's share of the budget: the size of one generation.
   private let generationBudget: Int
   /// Bits of a shard's doorkeeper (a power of two) and how many are set before it restarts.
@@ -243,6 +246,22 @@ package final class HistoryCache: Sendable {
     invalidations.wrappingAdd(count, ordering: .relaxed)
   }
 
+  /// Forgets every history and refuses every fill whose ticket predates the call (the PostgreSQL
+  /// store, when it may have missed other instances' changes).
+  package func clear() {
+    guard isEnabled else { return }
+    for shard in shards {
+      var dropped: (current: [Key: Entry], previous: [Key: Entry])?
+      shard.state.withLock { s in
+        s.generation &+= 1
+        dropped = (s.current, s.previous)
+        (s.current, s.previous, s.currentBytes, s.previousBytes) = ([:], [:], 0, 0)
+      }
+      _ = dropped  // freed here, after the lock
+    }
+    clears.wrappingAdd(1, ordering: .relaxed)
+  }
+
   /// Forgets every user of `appId` named in `userIds`, in every environment (erasure).
   package func invalidate(appId: String, userIds: [String]) {
     invalidate(
@@ -263,7 +282,8 @@ package final class HistoryCache: Sendable {
     }
     return Statistics(
       hits: hits.load(ordering: .relaxed), misses: misses.load(ordering: .relaxed),
-      fills: fills.load(ordering: .relaxed), invalidations: invalidations.load(ordering: .relaxed), entries: entries, bytes: bytes)
+      fills: fills.load(ordering: .relaxed), invalidations: invalidations.load(ordering: .relaxed),
+      clears: clears.load(ordering: .relaxed), entries: entries, bytes: bytes)
   }
 
   /// The counters and the size in Prometheus text format (for `/metrics`).
@@ -280,9 +300,12 @@ package final class HistoryCache: Sendable {
       # HELP substatus_history_cache_fills_total User histories kept after a miss (a user's second miss within the admission window).
       # TYPE substatus_history_cache_fills_total counter
       substatus_history_cache_fills_total \(s.fills)
-      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes.
+      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes (PostgreSQL: also other instances' writes).
       # TYPE substatus_history_cache_invalidations_total counter
       substatus_history_cache_invalidations_total \(s.invalidations)
+      # HELP substatus_history_cache_clears_total Whole clears of the history cache (PostgreSQL: its change feed lost its connection or missed pruned changes).
+      # TYPE substatus_history_cache_clears_total counter
+      substatus_history_cache_clears_total \(s.clears)
       # HELP substatus_history_cache_entries User histories held in memory.
       # TYPE substatus_history_cache_entries gauge
       substatus_history_cache_entries \(s.entries)

@@ -94,6 +94,27 @@ final class PGConnection: @unchecked Sendable {
   /// Whether the session was lost (server restart, network): the pool reconnects before next use.
   var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
 
+  /// The session's socket, for waiting on notifications (`poll`); -1 without a session.
+  var socket: Int32 { PQsocket(handle) }
+
+  /// Reads what the server sent (after the socket became readable).
+  /// - Returns: `false` when the session was lost.
+  func consumeInput() -> Bool {
+    PQconsumeInput(handle) != 0 && !isBroken
+  }
+
+  /// Takes the `NOTIFY` messages received (by ``consumeInput()`` or with a statement's results)
+  /// and returns how many there were: their arrival is the news, the change feed's rows are the
+  /// content.
+  func takeNotifications() -> Int {
+    var count = 0
+    while let notification = PQnotifies(handle) {
+      PQfreemem(notification)
+      count += 1
+    }
+    return count
+  }
+
   /// Whether a transaction block is open (or failed and awaiting ROLLBACK).
   var inTransaction: Bool {
     let s = PQtransactionStatus(handle)

@@ -255,6 +255,26 @@ enum PostgresSchema {
           WHERE next_transition_ms IS NOT NULL;
         """),
     webhooksMigration,
+    // docs/evaluation-cache.md "Other instances": the users each commit changed, for the other
+    // instances' history caches. Sequences are taken under `eventLogLock` (visible in increasing
+    // order, as the event log's); rows older than a few minutes are pruned, and the highest pruned
+    // sequence is kept, so that a listener behind it knows it missed some. A row holds the user's
+    // key only, not its ids (no foreign key: an erased user's key no longer names anyone).
+    PostgresMigration(
+      version: 10, description: "the change feed of users for the history caches",
+      sql: """
+        CREATE TABLE user_changes(
+          sequence BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          user_key BIGINT NOT NULL,
+          changed_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        CREATE INDEX user_changes_by_time ON user_changes(changed_at);
+        CREATE TABLE user_changes_pruned(
+          only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+          through BIGINT NOT NULL
+        );
+        INSERT INTO user_changes_pruned(through) VALUES (0);
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -111,6 +111,7 @@ extension PostgresStore {
     return try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
       var erased = UserErasure()
+      var erasedKeys: [Int64] = []
       for userId in ids {
         // FOR UPDATE: a concurrent ingest or transition run for these users (which holds a lock
         // on the user's row) finishes first, so no row of theirs is left behind.
@@ -118,6 +119,7 @@ extension PostgresStore {
           "SELECT user_key FROM users WHERE app_id = $1 AND user_id = $2 ORDER BY user_key FOR UPDATE",
           [.text(appId), .text(userId)]
         ).map { $0.int(0) }
+        erasedKeys += keys
         for key in keys {
           erased.histories += 1
           erased.transactions += try db.run("DELETE FROM transactions WHERE user_key = $1", [.int(key)])
@@ -134,6 +136,9 @@ extension PostgresStore {
           "DELETE FROM ownership_transfers WHERE app_id = $1 AND (previous_user_id = $2 OR new_user_id = $2)",
           [.text(appId), .text(userId)])
       }
+      // The other instances find these users gone and clear their caches (the feed's rows hold
+      // keys only: nothing of the erased users' ids stays behind).
+      try Self.recordUserChanges(db, erasedKeys)
       return erased
     }
   }

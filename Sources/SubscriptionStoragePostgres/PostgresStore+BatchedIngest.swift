@@ -219,6 +219,7 @@ extension PostgresStore {
       data[user] = UserBatch(key: key, state: state, stored: state, schedule: schedules[key])
     }
     var pending: [PendingEvents] = []
+    var changedKeys: [Int64] = []
     for update in ordered {
       var u = data[update.user]!
       let before = u.state
@@ -237,6 +238,7 @@ extension PostgresStore {
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
       if changed {
+        if changedKeys.last != u.key { changedKeys.append(u.key) }
         let derived = UserEventDerivation.write(
           user: update.user, catalog: catalogOf[update.user.appId]!, before: before, after: u.state, atMs: atMs,
           schedule: u.schedule)
@@ -248,6 +250,7 @@ extension PostgresStore {
     }
     try write(users.map { data[$0]! }, db)
     summary.eventsAppended = try appendEvents(db, pending).count
+    try recordUserChanges(db, changedKeys)
     return summary
   }
 

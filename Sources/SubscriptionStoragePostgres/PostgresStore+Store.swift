@@ -555,6 +555,7 @@ extension PostgresStore: Store {
     }
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
+    var changedKeys: [Int64] = []
     for submitted in lockOrder(batch) {
       let user = submitted.user
       var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
@@ -589,6 +590,7 @@ extension PostgresStore: Store {
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
       if changed {
+        if changedKeys.last != key { changedKeys.append(key) }
         pending.append(
           try deriveWrite(
             db, user: update.user, key: key, before: before, after: state, atMs: atMs,
@@ -601,6 +603,7 @@ extension PostgresStore: Store {
       }
     }
     summary.eventsAppended = try appendEvents(db, pending).count
+    try recordUserChanges(db, changedKeys)
     return summary
   }
 

@@ -24,7 +24,9 @@ import Synchronization
 /// - No read cache of tenants, apps and keys: another instance may change any row, so they are read
 ///   from the database every time (primary-key lookups). User histories may be cached
 ///   (``Configuration/historyCacheBytes``): this instance's writes invalidate their users after the
-///   commit.
+///   commit, and every write records its users in the change feed (`user_changes`, `NOTIFY`), from
+///   which the other instances invalidate theirs within about a second
+///   (`PostgresStore+UserChanges.swift`).
 /// - Schema: versioned migrations at start under an advisory lock; a newer schema is refused.
 ///
 /// ```swift
@@ -43,6 +45,9 @@ public final class PostgresStore: Sendable {
     /// Bytes of decoded user histories kept in memory (`docs/evaluation-cache.md`); 0, the
     /// default, turns the history cache off.
     public var historyCacheBytes: Int
+    /// With the history cache on: the longest wait, in seconds, before another instance's change
+    /// is read when its `NOTIFY` does not arrive (the bound on cross-instance staleness). Default 1.
+    public var changePollInterval: Double = 1
 
     /// Creates a configuration.
     /// - Parameters:
@@ -72,8 +77,10 @@ public final class PostgresStore: Sendable {
   /// (another instance may change a catalog).
   let eventCatalogs = EventCatalogCache()
   /// Decoded histories of recently read users; every write of this instance invalidates its users
-  /// after its commit.
+  /// after its commit, ``changeFeed`` those of the other instances' writes.
   let historyCache: HistoryCache
+  /// With the history cache on: the listener of the other instances' changes.
+  let changeFeed: UserChangeFeed?
 
   /// Connects, applies pending migrations and starts the pool threads.
   /// - Throws: `StoreError.unavailable` when the server cannot be reached, `.newerSchema` for a
@@ -87,6 +94,11 @@ public final class PostgresStore: Sendable {
     }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     schemaVersion = try PostgresSchema.migrate(connections[0], now: now)
+    changeFeed =
+      historyCache.isEnabled
+      ? try UserChangeFeed(
+        conninfo: configuration.url, cache: historyCache, pollInterval: configuration.changePollInterval)
+      : nil
     pool = PGPool(connections: connections, conninfo: configuration.url)
   }
 
@@ -107,12 +119,16 @@ public final class PostgresStore: Sendable {
       defer { c = true }
       return c
     }
-    if !wasClosed { pool.close() }
+    if !wasClosed {
+      changeFeed?.stop()
+      pool.close()
+    }
   }
 
   /// Without an explicit ``close()`` the threads are told to finish but not waited for.
   deinit {
     if closed.withLock({ $0 }) { return }
+    changeFeed?.stop(wait: false)
     pool.close(wait: false)
   }
 }

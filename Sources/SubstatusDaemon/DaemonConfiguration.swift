@@ -46,7 +46,7 @@ import SubstatusJSON
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
-/// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off; SQLite store only) |
+/// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off) |
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
@@ -143,9 +143,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// Seconds between checks that return freed heap pages to the system after a load has gone;
   /// 0 turns them off.
   public var memoryTrimInterval: Double = 5
-  /// MiB of decoded user histories the SQLite store keeps in memory, so that reading a user whose
-  /// data has not changed skips the database (`docs/evaluation-cache.md`); 0 turns it off. The
-  /// PostgreSQL store has no history cache: other instances' writes would not reach it. Off by
+  /// MiB of decoded user histories the store (SQLite or PostgreSQL) keeps in memory, so that
+  /// reading a user whose data has not changed skips the database (`docs/evaluation-cache.md`); 0
+  /// turns it off. On PostgreSQL an instance with the cache listens to the other instances'
+  /// changes (one more connection) and serves them within about a second. Off by
   /// default: on random reads over 100,000 users it hits about 5 % of reads, and holding their
   /// whole working set (7–10 KB per decoded history) would break the 128 MB RSS target; it pays
   /// on loads that read the same users again (docs/evaluation-cache.md).
@@ -247,8 +248,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
                                              beyond it 503 (resource_exhausted for RPCs) (default 67108864)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
-      --history-cache-mb N                   MiB of user histories kept in memory by the SQLite store
-                                             (default 0: off)
+      --history-cache-mb N                   MiB of user histories kept in memory by the store (on
+                                             PostgreSQL: one more connection, other instances'
+                                             writes seen within 1 s) (default 0: off)
       --postgres-pool-size N                 connections to PostgreSQL per instance (default 4; one
                                              serves only reads from 2 on)
     browsers:

@@ -81,7 +81,10 @@ final class Instance: Sendable {
 
 @Suite("substatusd instances sharing one PostgreSQL database", .serialized)
 struct MultiInstanceTests {
-  @Test func writesReadsOneNotificationAppliedOnceAndNoAcknowledgedWriteLostToSIGKILL()
+  /// With `historyCacheMB` above 0 both instances cache histories and follow each other's writes
+  /// through the change feed (the script reads each user through B after writing it through A).
+  @Test(arguments: [0, 16])
+  func writesReadsOneNotificationAppliedOnceAndNoAcknowledgedWriteLostToSIGKILL(historyCacheMB: Int)
     async throws
   {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
@@ -90,8 +93,9 @@ struct MultiInstanceTests {
     // Durable server settings (fsync on): this test is about acknowledged writes.
     let url = try await blocking { try PostgresServer.durable.get().createDatabase() }
     let masterKey = MasterKey.generate().hexEncoded
-    let a = try await blocking { try Instance(store: url, masterKey: masterKey) }
-    let b = try await blocking { try Instance(store: url, masterKey: masterKey) }
+    let cache = ["--history-cache-mb", String(historyCacheMB)]
+    let a = try await blocking { try Instance(store: url, masterKey: masterKey, extraArguments: cache) }
+    let b = try await blocking { try Instance(store: url, masterKey: masterKey, extraArguments: cache) }
     let operatorKey = try #require(a.operatorKey, "the first instance creates the operator key")
     #expect(b.operatorKey == nil, "the second instance finds it in the shared database")
 

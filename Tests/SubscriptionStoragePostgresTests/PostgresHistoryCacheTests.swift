@@ -58,3 +58,148 @@ struct PostgresHistoryCacheTests {
     }
   }
 }
+
+/// Two instances on one database: what one writes, the other's cache stops serving, through the
+/// change feed (`user_changes`, `NOTIFY`, the poll, whole clears when it may have missed rows).
+@Suite("PostgreSQL history cache across instances")
+struct PostgresHistoryCacheFeedTests {
+  /// Runs `body` with two stores on one fresh database: `a` writes (cache off), `b` caches with a
+  /// poll interval of `pollInterval` seconds.
+  static func withTwoInstances(
+    pollInterval: Double = 60, _ body: (_ a: PostgresStore, _ b: PostgresStore, _ url: String) async throws -> Void
+  ) async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let (a, b) = try await blocking {
+      let a = try PostgresStore(configuration: .init(url: url, keyring: testKeyring, poolSize: 2))
+      var c = PostgresStore.Configuration(url: url, keyring: testKeyring, poolSize: 2, historyCacheBytes: 32 << 20)
+      c.changePollInterval = pollInterval
+      return (a, try PostgresStore(configuration: c))
+    }
+    defer {
+      a.close()
+      b.close()
+    }
+    try await Fixture.seed(a)
+    try await body(a, b, url)
+  }
+
+  /// Reads through `store` until `done` holds of the history, for at most 5 s; returns whether it did.
+  static func eventually(
+    _ store: PostgresStore, _ user: UserKey, _ done: (UserHistory) -> Bool
+  ) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+      if done(try await store.history(of: user)) { return true }
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+  }
+
+  /// Waits (at most 5 s) until `store`'s feed has read `changes` rows in all; returns whether it did.
+  static func caughtUp(_ store: PostgresStore, changes: Int) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while store.changeFeed!.statistics.changesRead < changes, ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    return store.changeFeed!.statistics.changesRead == changes
+  }
+
+  /// a writes `t1` for u1; once b's feed has read that change, b caches the history.
+  static func cachedInB(_ a: PostgresStore, _ b: PostgresStore) async throws -> UserKey {
+    let user = Fixture.user("u1")
+    _ = try await a.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t1", purchase: 1)])], atMs: Fixture.now)
+    #expect(try await caughtUp(b, changes: 1))
+    try await PostgresHistoryCacheTests.warm(b, user, expect: ["t1"])
+    #expect(b.historyCache.statistics.entries == 1)
+    return user
+  }
+
+  /// Runs SQL on the database itself (not through a store).
+  static func sql(_ url: String, _ statement: String) async throws {
+    try await blocking { try PGConnection(conninfo: url).execute(statement) }
+  }
+
+  @Test("a write through one instance is read through the other at once after its notification (the poll is a minute)")
+  func writeSeenAfterNotification() async throws {
+    try await Self.withTwoInstances { a, b, _ in
+      let user = try await Self.cachedInB(a, b)
+      #expect(try await b.history(of: user).transactions.count == 1)  // served from memory
+      _ = try await a.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])], atMs: Fixture.now)
+      #expect(try await Self.eventually(b, user) { $0.transactions.map(\.transactionId) == ["t1", "t2"] })
+      // Cached again (once b has read the change), then a notification through a.
+      #expect(try await Self.caughtUp(b, changes: 2))
+      try await PostgresHistoryCacheTests.warm(b, user, expect: ["t1", "t2"])
+      #expect(b.historyCache.history(of: user)?.transactions.count == 2)
+      _ = try await a.applyNotification(
+        appId: "a1", notificationId: "n1", receivedMs: 10,
+        updates: [UserPurchases(user: user, renewalInfos: [Fixture.renewal("t1", signed: 5)])])
+      #expect(try await Self.eventually(b, user) { $0.renewalInfos.count == 1 })
+      #expect(b.changeFeed!.statistics.changesRead == 3)
+      #expect(b.changeFeed!.statistics.clears == 1)  // the start only
+    }
+  }
+
+  @Test("an erasure through one instance is not served from the other's cache")
+  func erasureNotServed() async throws {
+    try await Self.withTwoInstances { a, b, _ in
+      let user = try await Self.cachedInB(a, b)
+      _ = try await a.deleteUsers(appId: "a1", userIds: ["u1"])
+      #expect(try await Self.eventually(b, user) { $0.transactions.isEmpty })
+      // The feed names no erased user: b, finding the user gone, cleared everything.
+      #expect(b.changeFeed!.statistics.clears == 2)
+    }
+  }
+
+  @Test("without a notification, the poll invalidates; a prune of rows the instance read clears nothing")
+  func pollAndPrune() async throws {
+    try await Self.withTwoInstances(pollInterval: 0.05) { a, b, url in
+      let user = try await Self.cachedInB(a, b)
+      // A change row without NOTIFY (as a commit whose notification was lost would leave).
+      try await Self.sql(url, "INSERT INTO user_changes(user_key) SELECT user_key FROM users WHERE user_id = 'u1'")
+      #expect(try await Self.caughtUp(b, changes: 2))
+      #expect(b.historyCache.statistics.entries == 0)
+      try await a.pruneUserChanges(olderThanSeconds: 0)
+      try await PostgresHistoryCacheTests.warm(b, user, expect: ["t1"])
+      try await Task.sleep(for: .milliseconds(200))  // several polls
+      #expect(b.historyCache.statistics.entries == 1)
+      #expect(b.changeFeed!.statistics.clears == 1)
+    }
+  }
+
+  @Test("rows pruned before the instance read them clear its whole cache")
+  func prunedUnreadRowsClear() async throws {
+    try await Self.withTwoInstances(pollInterval: 0.05) { a, b, url in
+      _ = try await Self.cachedInB(a, b)
+      // Rows recorded and pruned in one commit: b never sees them, only the watermark past its position.
+      try await Self.sql(
+        url,
+        """
+        BEGIN;
+        INSERT INTO user_changes(user_key) SELECT user_key FROM users WHERE user_id = 'u1';
+        UPDATE user_changes_pruned SET through = (SELECT MAX(sequence) FROM user_changes);
+        DELETE FROM user_changes;
+        COMMIT
+        """)
+      let deadline = ContinuousClock.now + .seconds(5)
+      while b.changeFeed!.statistics.clears < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+      #expect(b.changeFeed!.statistics.clears == 2)
+      #expect(b.historyCache.statistics.entries == 0)
+    }
+  }
+
+  @Test("a lost listening connection clears the cache; once reconnected, writes are seen again")
+  func lostConnectionClears() async throws {
+    try await Self.withTwoInstances(pollInterval: 0.05) { a, b, url in
+      let user = try await Self.cachedInB(a, b)
+      let name = b.changeFeed!.applicationName
+      try await Self.sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
+      let deadline = ContinuousClock.now + .seconds(5)
+      while b.historyCache.statistics.entries > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+      #expect(b.historyCache.statistics.entries == 0)
+      #expect(b.changeFeed!.statistics.clears >= 2)
+      try await PostgresHistoryCacheTests.warm(b, user, expect: ["t1"])
+      _ = try await a.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])], atMs: Fixture.now)
+      #expect(try await Self.eventually(b, user) { $0.transactions.count == 2 })
+    }
+  }
+}
