@@ -170,17 +170,25 @@ public struct RPCWebGateway: Sendable {
     for field in responseHead.fields { headers.add(name: field.name, value: field.value) }
     return .streamed(status: responseHead.status, headers: headers) { writer in
       defer { deadline?.cancel() }
-      try await withTaskCancellationHandler {
-        try await writer.write(first.body)
-        while true {
-          let output = await call.next()
-          try await writer.write(output.body)
-          if output.ends { return }
+      do {
+        try await withTaskCancellationHandler {
+          try await writer.write(first.body)
+          while true {
+            let output = await call.next()
+            try await writer.write(output.body)
+            if output.ends { return }
+          }
+        } onCancel: {
+          // The server stops (or the client went away): the stream ends with a status, and the
+          // handler is cancelled.
+          call.end(.unavailable, message: "the server is shutting down")
         }
-      } onCancel: {
-        // The client went away (nobody reads this) or the server stops: the stream ends with a
-        // status, and the handler is cancelled.
-        call.end(.unavailable, message: "the server is shutting down")
+      } catch {
+        // A write failed: the stream is over (the client went away, or the server ended it),
+        // whether or not this task has been cancelled yet. The call ends and its handler is
+        // cancelled; otherwise a handler waiting for room (`waitForRoom()`) would wait forever.
+        call.end(.cancelled, message: "the client went away")
+        throw error
       }
     }
   }
