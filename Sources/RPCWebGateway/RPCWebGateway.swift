@@ -161,7 +161,13 @@ public struct RPCWebGateway: Sendable {
         call.end(.deadlineExceeded, message: "deadline exceeded")
       }
     }
-    let first = await call.next()
+    // The listener cancels this task when the client goes away before the first answer (a slow
+    // unary handler): the call ends and its handler is cancelled.
+    let first = await withTaskCancellationHandler {
+      await call.next()
+    } onCancel: {
+      call.end(.cancelled, message: "the client went away")
+    }
     guard !first.ends, let responseHead = first.head else {
       deadline?.cancel()
       return Self.whole(first)

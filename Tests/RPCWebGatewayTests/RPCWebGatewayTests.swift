@@ -224,6 +224,19 @@ struct RPCWebGatewayTests {
     await #expect(throws: CancellationError.self) { try await producer.value }
   }
 
+  @Test func aClientLeavingDuringAUnaryCallCancelsItsHandler() async throws {
+    try await withGateway { server, probe in
+      let client = try RawConnection(port: server.port)
+      client.send(
+        "POST /test.v1.Stream/Sleep HTTP/1.1\r\nHost: test\r\nContent-Type: application/proto\r\n"
+          + "Content-Length: 0\r\n\r\n")
+      #expect(await waitUntil { probe.started.withLock { $0 } == 1 })
+      client.close()
+      #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 }, "the handler outlived its client")
+      #expect(await waitUntil { server.openConnections == 0 })
+    }
+  }
+
   @Test func stoppingTheServerEndsAStreamWithUnavailable() async throws {
     let probe = Probe()
     let gateway = RPCWebGateway(router: testRouter(probe), interceptors: [])
