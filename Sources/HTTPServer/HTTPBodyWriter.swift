@@ -34,7 +34,9 @@ public final class HTTPStreamedBody: Sendable {
 /// A suspended connection is not watched by libmicrohttpd, so the server checks every 250 ms
 /// whether the client of an idle stream closed its side (a zero-byte `recv` with `MSG_PEEK`) and
 /// then ends the response and cancels the producer. (Over TLS an orderly close is only seen at
-/// the next write.)
+/// the next write.) When the client goes away, the producer's task is cancelled before a write
+/// waiting for room throws; a producer must still treat any failed write as the end of the body,
+/// as it may be between writes when the stream ends.
 public final class HTTPBodyWriter: Sendable {
   struct State {
     var pending: [UInt8] = []
@@ -133,8 +135,9 @@ public final class HTTPBodyWriter: Sendable {
       defer { state.waiter = nil }
       return (state.waiter, state.producer)
     }
-    waiter?.resume(throwing: CancellationError())
+    // Cancel first: the producer's cancellation handlers run while its write still waits.
     producer?.cancel()
+    waiter?.resume(throwing: CancellationError())
   }
 
   /// Cancels the producer's task (the server is stopping); what it writes before returning is
@@ -166,11 +169,7 @@ public final class HTTPBodyWriter: Sendable {
     let gone = state.withLock { state -> Bool in
       // While suspended the connection cannot close, so the socket is still this connection's.
       guard state.waitingForBytes, !state.closed, state.socket >= 0 else { return false }
-      var byte: UInt8 = 0
-      let n = recv(state.socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-      if n > 0 { return false }
-      if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }
-      return true
+      return peerHasClosed(state.socket)
     }
     if gone { close() }
   }
@@ -224,6 +223,18 @@ public final class HTTPBodyWriter: Sendable {
   static let endOfStream = -1
   /// `MHD_CONTENT_READER_END_WITH_ERROR`.
   static let endWithError = -2
+}
+
+/// Whether the client of a suspended connection has closed it: the socket is at its end (the
+/// client closed, or shut down its sending side) or reset. Bytes waiting (a pipelined request)
+/// are not a close. Never blocks (`MSG_PEEK | MSG_DONTWAIT`).
+func peerHasClosed(_ socket: Int32) -> Bool {
+  guard socket >= 0 else { return false }
+  var byte: UInt8 = 0
+  let n = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+  if n > 0 { return false }
+  if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }
+  return true
 }
 
 /// A pointer owned by libmicrohttpd, passed between the event thread and tasks. Only used under

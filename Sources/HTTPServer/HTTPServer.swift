@@ -150,6 +150,24 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// the connection has not taken the bytes already written (backpressure); the connection sleeps
 /// while the producer has nothing to send, and the producer is cancelled when the client goes.
 ///
+/// A client that closes its connection is noticed whatever the request's state, and what serves
+/// it is cancelled:
+/// - while a response is being sent or waits for the socket (a paused reader), libmicrohttpd
+///   polls the connection and sees the close or reset at once; a streamed body's writes then
+///   throw and its producer's task is cancelled;
+/// - while a handler runs, or a streamed body has nothing to send, the connection is suspended,
+///   and libmicrohttpd does not watch a suspended connection ("while a connection is suspended,
+///   MHD will not detect disconnects by the client", `MHD_suspend_connection`). A sweep every
+///   250 ms peeks at the socket of each such connection (`recv` with `MSG_PEEK`): at its end
+///   (the client closed or shut down its sending side) or on a reset, the handler's task is
+///   cancelled, or the idle stream ended; the connection then closes once the handler returns
+///   (a handler that ignores cancellation holds its connection until it returns);
+/// - an idle keep-alive connection is polled by libmicrohttpd and closes with its client (or
+///   after ``HTTPServerConfiguration/connectionTimeoutSeconds``).
+///
+/// Over TLS a close is seen the same way, but bytes the client sent after its request (a TLS
+/// alert) count as data, so a suspended connection's close is only seen when it resumes.
+///
 /// ```swift
 /// let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { request in
 ///   .text("hello \(request.path)")
@@ -264,19 +282,47 @@ private final class RequestContext: Sendable {
     /// Body bytes charged to the server's request buffer, given back when the request is done.
     var charged = 0
     var phase = Phase.receiving
+    /// The task running the handler, cancelled when the client goes away while it runs.
+    var handler: Task<Void, Never>?
+    /// The client closed the connection while the handler ran.
+    var clientGone = false
   }
 
   let connection: UnsafeHandle
+  /// Its socket, to notice a client that leaves while the handler runs (the connection is
+  /// suspended then, so the socket stays this connection's).
+  let socket: Int32
   /// The request without its body.
   let head: HTTPRequest
   /// Its body limit.
   let bodyLimit: HTTPBodyLimit
   let state = Mutex(Mutable())
 
-  init(connection: UnsafeHandle, head: HTTPRequest, bodyLimit: HTTPBodyLimit) {
+  init(connection: UnsafeHandle, socket: Int32, head: HTTPRequest, bodyLimit: HTTPBodyLimit) {
     self.connection = connection
+    self.socket = socket
     self.head = head
     self.bodyLimit = bodyLimit
+  }
+
+  /// The handler's task is running: it is cancelled at once if the client has already gone.
+  func handlerStarted(_ task: Task<Void, Never>) {
+    let gone = state.withLock { state in
+      state.handler = task
+      return state.clientGone
+    }
+    if gone { task.cancel() }
+  }
+
+  /// If the handler still runs and the client has closed the connection, marks the client gone
+  /// and returns the handler's task to cancel. Called by the sweep while the connection is
+  /// suspended (under the server's lock, which its resume also takes).
+  func takeHandlerIfClientGone() -> Task<Void, Never>? {
+    state.withLock { state in
+      guard case .running = state.phase, !state.clientGone, peerHasClosed(socket) else { return nil }
+      state.clientGone = true
+      return state.handler
+    }
   }
 
   /// Stores the response if the handler is still running; false if someone answered already.
@@ -350,9 +396,14 @@ private final class ServerCore: Sendable {
     }
   }
 
-  /// The periodic sweep: late request heads, and idle streams whose client has gone.
+  /// The periodic sweep: late request heads, and clients gone from suspended connections (see
+  /// ``HTTPServer``): handlers in flight and idle streams.
   func sweep() {
     sweepLateHeads()
+    // A context in `inFlight` has its connection suspended: it leaves the table under this lock
+    // before the connection is resumed.
+    let abandoned = state.withLock { state in state.inFlight.values.compactMap { $0.takeHandlerIfClientGone() } }
+    for handler in abandoned { handler.cancel() }
     for writer in state.withLock({ Array($0.streams.values) }) { writer.checkClientGone() }
   }
 
@@ -500,11 +551,12 @@ private final class ServerCore: Sendable {
     Unmanaged.passUnretained(self).release()
   }
 
-  /// Runs the handler for `context` as a task; the connection is already suspended.
+  /// Runs the handler for `context` as a task; the connection is already suspended. The task is
+  /// cancelled if the client goes away while it runs.
   func dispatch(_ context: RequestContext, body: [UInt8]) {
     var request = context.head
     request.body = body
-    Task { [self] in
+    let task = Task { [self] in
       let response = await handler(request)
       let streamed = response.streamedBody
       let writer = streamed.map { HTTPBodyWriter(maxPendingBytes: $0.maxPendingBytes) }
@@ -517,6 +569,7 @@ private final class ServerCore: Sendable {
       }
       if answered, let writer, let streamed { writer.run(streamed.produce) }
     }
+    context.handlerStarted(task)
   }
 
   /// A streamed body's response is queued: the sweep watches it until it is gone.
@@ -632,7 +685,8 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
     head.peer = peerAddress(connection)
     head.receivedAt = core.configuration.clock.monotonicNow
     let context = RequestContext(
-      connection: UnsafeHandle(raw: connection), head: head, bodyLimit: core.bodyLimit(of: head))
+      connection: UnsafeHandle(raw: connection), socket: substatus_mhd_connection_fd(connection), head: head,
+      bodyLimit: core.bodyLimit(of: head))
     conCls.pointee = Unmanaged.passRetained(context).toOpaque()
     let stopping = core.state.withLock { state in
       state.live += 1

@@ -161,7 +161,13 @@ public struct RPCWebGateway: Sendable {
         call.end(.deadlineExceeded, message: "deadline exceeded")
       }
     }
-    let first = await call.next()
+    // The listener cancels this task when the client goes away before the first answer (a slow
+    // unary handler): the call ends and its handler is cancelled.
+    let first = await withTaskCancellationHandler {
+      await call.next()
+    } onCancel: {
+      call.end(.cancelled, message: "the client went away")
+    }
     guard !first.ends, let responseHead = first.head else {
       deadline?.cancel()
       return Self.whole(first)
@@ -170,17 +176,25 @@ public struct RPCWebGateway: Sendable {
     for field in responseHead.fields { headers.add(name: field.name, value: field.value) }
     return .streamed(status: responseHead.status, headers: headers) { writer in
       defer { deadline?.cancel() }
-      try await withTaskCancellationHandler {
-        try await writer.write(first.body)
-        while true {
-          let output = await call.next()
-          try await writer.write(output.body)
-          if output.ends { return }
+      do {
+        try await withTaskCancellationHandler {
+          try await writer.write(first.body)
+          while true {
+            let output = await call.next()
+            try await writer.write(output.body)
+            if output.ends { return }
+          }
+        } onCancel: {
+          // The server stops (or the client went away): the stream ends with a status, and the
+          // handler is cancelled.
+          call.end(.unavailable, message: "the server is shutting down")
         }
-      } onCancel: {
-        // The client went away (nobody reads this) or the server stops: the stream ends with a
-        // status, and the handler is cancelled.
-        call.end(.unavailable, message: "the server is shutting down")
+      } catch {
+        // A write failed: the stream is over (the client went away, or the server ended it),
+        // whether or not this task has been cancelled yet. The call ends and its handler is
+        // cancelled; otherwise a handler waiting for room (`waitForRoom()`) would wait forever.
+        call.end(.cancelled, message: "the client went away")
+        throw error
       }
     }
   }

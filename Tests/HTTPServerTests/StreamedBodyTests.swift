@@ -17,6 +17,8 @@ private final class ProducerProbe: Sendable {
   let mostPendingAfterWrite = Mutex(0)
   let writer = Mutex<HTTPBodyWriter?>(nil)
   let ended = Mutex<String?>(nil)
+  /// Whether the producer's task was cancelled when its write failed.
+  let cancelledAtFailure = Mutex<Bool?>(nil)
 
   /// A write waits: more than the bound is pending (a write returns only below it).
   var isHeldBack: Bool {
@@ -48,6 +50,7 @@ struct StreamedBodyTests {
           }
           probe.ended.withLock { $0 = "returned" }
         } catch {
+          probe.cancelledAtFailure.withLock { $0 = Task.isCancelled }
           probe.ended.withLock { $0 = error is CancellationError ? "cancelled" : "failed: \(error)" }
           throw error
         }
@@ -106,6 +109,9 @@ struct StreamedBodyTests {
     #expect(await waitUntil { probe.isHeldBack })
     #expect(await client.ask("close") == "CLOSED")
     #expect(await waitUntil { probe.ended.withLock { $0 } == "cancelled" })
+    // Its task was cancelled before the waiting write threw (a producer that relies on
+    // cancellation handlers sees them run while it still waits).
+    #expect(probe.cancelledAtFailure.withLock { $0 } == true)
     #expect(await waitUntil { server.openConnections == 0 })
     await server.stop()
   }

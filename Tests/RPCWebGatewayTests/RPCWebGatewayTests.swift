@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServer
+@testable import HTTPServer
 import HTTPTestSupport
 import RPCCore
 import RPCWebGateway
@@ -198,6 +198,42 @@ struct RPCWebGatewayTests {
       #expect(probe.cancelled.withLock { $0 } == 0, "the paused stream is not ended")
       #expect(await client.ask("close") == "CLOSED")
       #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 })
+    }
+  }
+
+  @Test func aStreamWhoseWritesFailCancelsItsHandlerThoughItsTaskIsNotCancelled() async throws {
+    // The listener ends a stream whose client went away by failing its writes and cancelling the
+    // producer's task; the two are not atomic, and under load the producer can see the failed
+    // write first and return before its task is cancelled. Here the writer fails the write and
+    // no task is ever cancelled: the call must still end, and its paced handler (waiting for room)
+    // be cancelled.
+    let probe = Probe()
+    let gateway = RPCWebGateway(router: testRouter(probe), interceptors: [])
+    let request = HTTPRequest(
+      method: "POST", path: "/test.v1.Stream/Paced", headers: ["Content-Type": "application/connect+proto"],
+      body: enveloped(""))
+    let response = await gateway.respond(to: request)
+    let streamed = try #require(response.streamedBody)
+    let writer = HTTPBodyWriter(maxPendingBytes: 4096)  // no connection takes its bytes
+    let producer = Task { try await streamed.produce(writer) }
+    // The handler fills the gateway's 64 KiB and waits for room; the producer waits on the writer.
+    #expect(await waitUntil { probe.written.withLock { $0 } > 64 && writer.pendingBytes > 4096 })
+    #expect(probe.cancelled.withLock { $0 } == 0)
+    writer.close()
+    #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 }, "the handler outlived its stream")
+    await #expect(throws: CancellationError.self) { try await producer.value }
+  }
+
+  @Test func aClientLeavingDuringAUnaryCallCancelsItsHandler() async throws {
+    try await withGateway { server, probe in
+      let client = try RawConnection(port: server.port)
+      client.send(
+        "POST /test.v1.Stream/Sleep HTTP/1.1\r\nHost: test\r\nContent-Type: application/proto\r\n"
+          + "Content-Length: 0\r\n\r\n")
+      #expect(await waitUntil { probe.started.withLock { $0 } == 1 })
+      client.close()
+      #expect(await waitUntil { probe.cancelled.withLock { $0 } == 1 }, "the handler outlived its client")
+      #expect(await waitUntil { server.openConnections == 0 })
     }
   }
 
