@@ -12,10 +12,15 @@ import Synchronization
 /// followed back (``monotonicNow`` never decreases); a reading that fails leaves the time as it
 /// was, and the next poll tries again.
 ///
+/// ``stop()`` never cancels a reading in flight: the reading ends by its own time limit and the
+/// poller then ends. (The daemon's reading is a `URLSession` request, and cancelling a task inside
+/// swift-corelibs-foundation 6.3's `URLSession.data(for:)` could deadlock the cancelling thread,
+/// which hung substatusd at exit; see ``stop(waitingAtMost:)``.)
+///
 /// ```swift
 /// let clock = try await FollowedClock.start(reading: { try await simulatorNowMs() })
-/// defer { clock.stop() }
 /// try await clock.sleep(for: .seconds(30))  // returns once the simulator's clock moved 30 s
+/// _ = await clock.stop(waitingAtMost: .seconds(3))
 /// ```
 public final class FollowedClock: ServiceClock {
   /// Reads the followed clock: milliseconds since 1970-01-01T00:00:00Z.
@@ -28,8 +33,18 @@ public final class FollowedClock: ServiceClock {
   private let followed: ManualClock
   /// Serializes the moves, so that two readings racing cannot both add the same difference.
   private let mover = Mutex<Void>(())
-  private let poller = Mutex<Task<Void, Never>?>(nil)
+  private let polling = Mutex(Polling())
   private let failures = Atomic<Int>(0)
+
+  /// The poller of ``start(reading:pollInterval:pollClock:)``: cancelled only while it waits
+  /// between readings, never while a reading is in flight.
+  private struct Polling {
+    var task: Task<Void, Never>?
+    /// The real clock the poller waits on.
+    var clock: (any ServiceClock)?
+    var stopping = false
+    var reading = false
+  }
 
   /// Creates a clock at `wallMs` that moves only through ``synchronize()`` (tests drive it so;
   /// ``start(reading:pollInterval:pollClock:)`` also polls).
@@ -48,25 +63,59 @@ public final class FollowedClock: ServiceClock {
   ) async throws -> FollowedClock {
     let clock = FollowedClock(wallMs: try await read(), pollInterval: pollInterval, reading: read)
     let task = Task { [weak clock] in
-      while !Task.isCancelled {
+      while true {
         do { try await pollClock.sleep(for: pollInterval) } catch { return }
-        guard let clock else { return }
+        guard let clock, clock.beginReading() else { return }
         _ = try? await clock.synchronize()
+        guard clock.endReading() else { return }
       }
     }
-    clock.poller.withLock { $0 = task }
+    clock.polling.withLock {
+      $0.task = task
+      $0.clock = pollClock
+    }
     return clock
   }
 
   /// Stops the polling: the readings stay where they are (sleepers wait for a ``synchronize()``).
+  /// A poller waiting between readings is cancelled; a reading in flight is not: it ends by its
+  /// own time limit, and no reading follows it. (A clock released without ``stop()`` stops too:
+  /// the poller holds it weakly and ends at its next wake.)
   public func stop() {
-    poller.withLock { task in
-      task?.cancel()
-      task = nil
+    let waiting = polling.withLock { p -> Task<Void, Never>? in
+      p.stopping = true
+      return p.reading ? nil : p.task
+    }
+    // Outside the lock: a cancellation runs the sleep's cancellation handler.
+    waiting?.cancel()
+  }
+
+  /// Stops the polling (``stop()``) and waits until the poller has ended, at most `limit` of the
+  /// poll clock: a reading in flight ends by its own time limit, so a limit above it is met
+  /// unless the reading hangs past its own limit.
+  /// - Returns: whether the poller has ended (`true` too for a clock that never polled).
+  public func stop(waitingAtMost limit: Duration) async -> Bool {
+    stop()
+    let (task, clock) = polling.withLock { ($0.task, $0.clock) }
+    guard let task, let clock else { return true }
+    return await clock.waitForEnd(of: task, within: limit)
+  }
+
+  /// The poller is about to read: `false` once ``stop()`` was called (no reading then).
+  private func beginReading() -> Bool {
+    polling.withLock { p in
+      p.reading = !p.stopping
+      return p.reading
     }
   }
 
-  deinit { poller.withLock { $0?.cancel() } }
+  /// The poller's reading ended: `false` once ``stop()`` was called (the poller ends then).
+  private func endReading() -> Bool {
+    polling.withLock { p in
+      p.reading = false
+      return !p.stopping
+    }
+  }
 
   /// Milliseconds of the followed clock since this clock was created; never decreases.
   public var monotonicNow: Duration { followed.monotonicNow }

@@ -336,38 +336,60 @@ public enum SubstatusDaemon {
         }
       }
       let status = await group.next() ?? 1
-      // Refreshes in flight may finish for 5 s, then they are cancelled (and retried after restart).
+      // Every wait of the drain is bounded on the real clock: work that does not end in time is
+      // cancelled, then left behind (logged, exit status 1); nothing holds the exit.
+      var unfinished: [String] = []
+      // The scheduler's pass in progress finishes; no new one starts.
       transitions.beginGracefulShutdown()
       polling.cancel()
-      await scheduling.value
+      if await !finish(scheduling, within: .seconds(10), clock: clock) {
+        unfinished.append("the transition scheduler")
+      }
       // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
       // are due again after their lease.
       dispatcher?.beginGracefulShutdown()
-      await dispatching?.value
+      if let dispatcher, let dispatching,
+        await !finish(dispatching, within: dispatcher.configuration.timeout + .seconds(5), clock: clock)
+      {
+        unfinished.append("the webhook dispatcher")
+      }
+      // Refreshes and reconciliations in flight may finish for 5 s, then they are cancelled (and
+      // retried after restart).
       refresher?.beginGracefulShutdown()
       reconciler?.beginGracefulShutdown()
-      if let reconciling {
-        let deadline = Task {
-          try await clock.sleep(for: .seconds(5))
-          reconciling.cancel()
-        }
-        await reconciling.value
-        deadline.cancel()
+      for (task, name) in [(reconciling, "the reconciler"), (refreshing, "the receipt refresher")] {
+        if let task, await !finish(task, within: .seconds(5), clock: clock) { unfinished.append(name) }
       }
-      if let refreshing {
-        let deadline = Task {
-          try await clock.sleep(for: .seconds(5))
-          refreshing.cancel()
-        }
-        await refreshing.value
-        deadline.cancel()
+      // The followed clock's reading in flight ends by its own time limit (2 s).
+      if let followedClock, await !followedClock.stop(waitingAtMost: .seconds(3)) {
+        unfinished.append("the followed clock's poller")
       }
       memory.stop()
       await http.stop()
+      if !unfinished.isEmpty {
+        log.write(.object([
+          "level": .string("error"), "msg": .string("stopped, leaving behind work that did not end in time"),
+          "unfinished": .array(unfinished.map { .string($0) }),
+        ]))
+        log.flush()
+        return 1
+      }
       log.info("stopped")
       log.flush()
       return status
     }
+  }
+
+  /// Waits at shutdown for a background task told to stop: `limit` of `clock` for it to end by
+  /// itself, then it is cancelled and waited for 5 s more. The cancellation is sent from a
+  /// Dispatch thread, because cancellation handlers run on the cancelling thread and one stuck
+  /// there (a `URLSession` request in swift-corelibs-foundation 6.3, see `URLSessionRequester`)
+  /// must not hold the shutdown.
+  /// - Returns: whether the task ended.
+  static func finish(_ task: Task<Void, Never>, within limit: Duration, clock: any ServiceClock) async -> Bool {
+    if await clock.waitForEnd(of: task, within: limit) { return true }
+    DispatchQueue.global().async { task.cancel() }
+    return await clock.waitForEnd(of: task, within: .seconds(5))
   }
 
   static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -5,6 +6,7 @@ import Foundation
 import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
+import Synchronization
 
 /// Sends HTTP requests with headers (GET and POST); the App Store Server API client's outbound
 /// I/O, replaceable in tests.
@@ -22,6 +24,16 @@ public protocol HTTPRequester: Sendable {
 }
 
 /// ``HTTPRequester`` over FoundationNetworking's `URLSession` (libcurl inside the toolchain).
+///
+/// A request whose task is cancelled throws `CancellationError` at once; the HTTP request itself
+/// is not cancelled but left to end by its own time limit, its answer dropped. In
+/// swift-corelibs-foundation 6.3 cancelling a `URLSessionTask` is unsafe: `URLSession.data(for:)`
+/// cancels it from its cancellation handler, under the Swift task's status-record lock, and
+/// `URLSessionTask.cancel()` waits for the session's work queue; when the work queue is handing
+/// back the answer at that moment it waits for that lock, and both wait forever (its issue #5412,
+/// fixed after 6.3; substatusd hung so at exit). Cancelling from another thread avoids the
+/// deadlock, but a cancellation that races the completion can still stop the process
+/// (`TaskRegistry.swift`: "Trying to access a behaviour for a task that in not in the registry").
 public struct URLSessionRequester: HTTPRequester {
   private let session: URLSession
 
@@ -33,6 +45,8 @@ public struct URLSessionRequester: HTTPRequester {
   }
 
   /// See ``HTTPRequester/send(method:url:headers:body:timeout:)``.
+  /// - Throws: `CancellationError` when the calling task is cancelled first; `URLError` on
+  ///   connection failure or timeout.
   public func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
     async throws -> (status: Int, body: [UInt8])
   {
@@ -41,8 +55,58 @@ public struct URLSessionRequester: HTTPRequester {
     if let body { request.httpBody = Data(body) }
     for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
     request.timeoutInterval = timeout.seconds
-    let (data, response) = try await session.data(for: request)
-    return ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data))
+    let exchange = Exchange()
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        let task = session.dataTask(with: request) { data, response, error in
+          if let error {
+            exchange.finish(.failure(error))
+          } else {
+            exchange.finish(.success(((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data ?? Data()))))
+          }
+        }
+        exchange.start(task, continuation)
+      }
+    } onCancel: {
+      exchange.cancel()
+    }
+  }
+
+  /// One request's continuation, resumed exactly once: by the answer or by the cancellation,
+  /// whichever comes first.
+  private final class Exchange: Sendable {
+    private struct State {
+      var continuation: CheckedContinuation<(status: Int, body: [UInt8]), any Error>?
+      var cancelled = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts `task`; a request cancelled already throws at once (its answer is dropped).
+    func start(_ task: URLSessionDataTask, _ continuation: CheckedContinuation<(status: Int, body: [UInt8]), any Error>) {
+      let cancelled = state.withLock { s -> Bool in
+        if !s.cancelled { s.continuation = continuation }
+        return s.cancelled
+      }
+      if cancelled { continuation.resume(throwing: CancellationError()) }
+      task.resume()
+    }
+
+    /// The answer (or URLSession's error); nothing once cancelled.
+    func finish(_ result: Result<(status: Int, body: [UInt8]), any Error>) {
+      state.withLock { $0.continuation.take() }?.resume(with: result)
+    }
+
+    /// Runs in the cancellation handler, under the task's status-record lock: takes the caller's
+    /// continuation and resumes it from a Dispatch thread (resuming wakes the task, which takes
+    /// that lock). The request goes on to its end, unheard (see ``URLSessionRequester``).
+    func cancel() {
+      let continuation = state.withLock { s in
+        s.cancelled = true
+        return s.continuation.take()
+      }
+      if let continuation { DispatchQueue.global().async { continuation.resume(throwing: CancellationError()) } }
+    }
   }
 }
 

@@ -236,10 +236,13 @@ public final class ReceiptRefresher: Sendable {
   public init(service: SubstatusService, configuration: Configuration) {
     self.service = service
     self.configuration = configuration
-    self.timer = PeriodicJobTimer(clock: service.environment.clock)
+    // Real time between ticks (the wire clock): under a followed test clock that stands still the
+    // ticks go on, and what is due is judged on the service clock.
+    self.timer = PeriodicJobTimer(clock: service.environment.wireClock)
   }
 
-  /// Refreshes due receipts every ``Configuration-swift.struct/interval`` until
+  /// Refreshes due receipts every ``Configuration-swift.struct/interval`` of real time (the
+  /// environment's ``ServiceEnvironment/wireClock``; due times are on its service clock) until
   /// ``beginGracefulShutdown()`` (verifications in flight finish, no new one starts) or until the
   /// task is cancelled.
   public func run() async {

@@ -19,7 +19,8 @@ import Synchronization
 /// at a time reconcile it, and the processed-notification record makes each notification done
 /// once. A run that fails part-way keeps the reconciled time, so the next run covers the same span.
 ///
-/// It waits its interval on the service's clock (``ServiceEnvironment/clock``). Each pass of
+/// It waits its interval in real time (``ServiceEnvironment/wireClock``); the spans it reads, its
+/// claims and leases are on the service's clock (``ServiceEnvironment/clock``). Each pass of
 /// ``reconcileAll()`` is counted in ``ServiceMetrics`` (`substatus_reconciler_runs_total`, with the
 /// notifications found, the users synced and the failed reconciliations).
 ///
@@ -91,7 +92,9 @@ public final class ServerAPIReconciler: Sendable {
   public init(service: SubstatusService, configuration: Configuration = Configuration(), owner: String? = nil) {
     self.service = service
     self.configuration = configuration
-    self.timer = PeriodicJobTimer(clock: service.environment.clock)
+    // Real time between runs (the wire clock): under a followed test clock that stands still the
+    // runs go on; each covers Apple's history up to the service clock's now.
+    self.timer = PeriodicJobTimer(clock: service.environment.wireClock)
     self.owner = owner ?? "reconciler-" + Hex.encode(service.environment.randomBytes(8))
   }
 

@@ -117,4 +117,94 @@ import Testing
     #expect(at - 30_000 < step)
     #expect(at - 30_000 <= 60_000)
   }
+
+  /// A reading the test holds until it opens the gate.
+  final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    /// Whether a reading waits at the gate.
+    var isWaitedOn: Bool { state.withLock { $0.waiter != nil } }
+
+    func wait() async {
+      await withCheckedContinuation { continuation in
+        let open = state.withLock { s -> Bool in
+          if !s.open { s.waiter = continuation }
+          return s.open
+        }
+        if open { continuation.resume() }
+      }
+    }
+
+    func open() {
+      state.withLock { s -> CheckedContinuation<Void, Never>? in
+        s.open = true
+        return s.waiter.take()
+      }?.resume()
+    }
+  }
+
+  /// A followed clock at 5,000 whose second reading (the first poll) waits at ``gate``; counts the
+  /// readings and records whether a reading's task was cancelled.
+  final class HeldSource: Sendable {
+    let gate = Gate()
+    let reads = Atomic<Int>(0)
+    let cancelled = Atomic<Bool>(false)
+
+    var reading: FollowedClock.Reading {
+      { [self] in
+        if reads.add(1, ordering: .relaxed).newValue >= 2 {
+          await gate.wait()
+          if Task.isCancelled { cancelled.store(true, ordering: .relaxed) }
+        }
+        return 5_000
+      }
+    }
+
+    /// Starts a clock on it polled by `polls`, and returns once the first poll waits at the gate.
+    func startHeldAtTheFirstPoll(polls: ManualClock) async throws -> FollowedClock {
+      let clock = try await FollowedClock.start(reading: reading, pollClock: polls)
+      #expect(await polls.waitForSleepers(1))
+      polls.advance(by: .milliseconds(20))
+      let deadline = ContinuousClock.now + .seconds(5)
+      while !gate.isWaitedOn, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+      #expect(gate.isWaitedOn, "the first poll is reading")
+      return clock
+    }
+  }
+
+  /// The daemon's reading is a `URLSession` request, and cancelling a task inside
+  /// swift-corelibs-foundation 6.3's `URLSession.data(for:)` can deadlock: stop() lets a reading
+  /// in flight end by itself, then the poller ends without another reading.
+  @Test func stopNeverCancelsAReadingInFlightAndNoReadingFollowsIt() async throws {
+    let (source, polls) = (HeldSource(), ManualClock())
+    let clock = try await source.startHeldAtTheFirstPoll(polls: polls)
+    let stopping = Task { await clock.stop(waitingAtMost: .seconds(3)) }
+    // The bounded wait runs on the poll clock: once it waits, let the reading answer.
+    #expect(await polls.waitForSleepers(1))
+    source.gate.open()
+    #expect(await stopping.value, "the poller ended within the limit")
+    #expect(source.cancelled.load(ordering: .relaxed) == false, "the reading in flight was not cancelled")
+    #expect(source.reads.load(ordering: .relaxed) == 2, "no reading after stop()")
+    #expect(clock.wallMs == 5_000)
+  }
+
+  /// A reading that hangs past its own limit does not hold the caller of stop(waitingAtMost:).
+  @Test func stopWaitingAtMostGivesUpOnAReadingThatNeverEnds() async throws {
+    let (source, polls) = (HeldSource(), ManualClock())
+    let clock = try await source.startHeldAtTheFirstPoll(polls: polls)
+    let stopping = Task { await clock.stop(waitingAtMost: .seconds(3)) }
+    #expect(await polls.waitForSleepers(1))
+    polls.advance(by: .seconds(3))
+    #expect(await stopping.value == false)
+    // Let it go: the poller then ends without another reading, never cancelled.
+    source.gate.open()
+    #expect(await clock.stop(waitingAtMost: .seconds(3)))
+    #expect(source.cancelled.load(ordering: .relaxed) == false)
+    #expect(source.reads.load(ordering: .relaxed) == 2)
+  }
+
+  @Test func stopWaitingAtMostOnAClockThatNeverPolledReturnsAtOnce() async {
+    let clock = FollowedClock(wallMs: 1, reading: { 1 })
+    #expect(await clock.stop(waitingAtMost: .seconds(1)))
+  }
 }

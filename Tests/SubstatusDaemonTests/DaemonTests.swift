@@ -72,14 +72,14 @@ final class RunningDaemon: @unchecked Sendable {
   }
 
   /// Sends SIGTERM, waits, returns the exit status and everything written to stderr. A process
-  /// still running 20 s after SIGTERM gets SIGKILL (its status then says so), so that a hang at
-  /// exit fails the test that looks at the status instead of holding the whole run (seen once
-  /// under `--clock-url`: the process logged "stopped", then never exited).
-  func stop() -> (Int32, String) {
+  /// still running `killingAfter` seconds after SIGTERM gets SIGKILL (its status then says so), so
+  /// that a hang at exit fails the test that looks at the status instead of holding the whole run
+  /// (seen once under `--clock-url`: the process logged "stopped", then never exited).
+  func stop(killingAfter limit: Double = 20) -> (Int32, String) {
     process.terminate()
     let pid = process.processIdentifier
     let watchdog = DispatchWorkItem { Glibc.kill(pid, SIGKILL) }
-    DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+    DispatchQueue.global().asyncAfter(deadline: .now() + limit, execute: watchdog)
     defer { watchdog.cancel() }
     let log: String
     if process.standardError is Pipe {

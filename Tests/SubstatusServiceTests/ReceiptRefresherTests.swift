@@ -596,6 +596,34 @@ struct ReceiptRefresherTests {
     await cancelled.value
     #expect(clock.sleeperCount == 0)
   }
+
+  /// Under `--clock-url` the service clock follows the simulator's, which may stand still: ticks
+  /// come every interval of real time (the wire clock); what is due is judged on the service clock.
+  @Test("run() ticks on the wire clock while the service clock stands still", .timeLimit(.minutes(1)))
+  func ticksOnTheWireClock() async throws {
+    let world = TestWorld(separateWireClock: true)
+    let t = world.now.withLock { $0 }
+    let fake = FakeAppStore { _ in
+      (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: "ok"))
+    }
+    let w = RefreshWorld(fake: fake, world: world)
+    try await w.makeApp("app1", tenant: "t1")
+    try await w.saveDue("u1", app: "app1", tenant: "t1")
+    let refresher = w.refresher(.init(interval: .seconds(60)))
+    let task = Task { await refresher.run() }
+    #expect(await world.wireClock.waitForSleepers(1))
+    #expect(world.clock.sleeperCount == 0)
+    #expect(fake.calls.map(\.receipt) == ["t1/app1/u1"])
+    // A receipt due at the service clock's now, which does not move: the next tick, a minute of
+    // real time later, takes it.
+    try await w.saveDue("u2", app: "app1", tenant: "t1")
+    world.wireClock.advance(by: .seconds(60))
+    #expect(await world.wireClock.waitForSleepers(1))
+    #expect(fake.calls.map(\.receipt) == ["t1/app1/u1", "t1/app1/u2"])
+    refresher.beginGracefulShutdown()
+    await task.value
+    #expect(world.wireClock.sleeperCount == 0)
+  }
 }
 
 // MARK: SubmitReceipt keeps the receipt

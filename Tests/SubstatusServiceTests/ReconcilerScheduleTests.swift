@@ -9,11 +9,12 @@ import Testing
 /// A reconciler over an in-memory store holding one app with an In-App Purchase key, whose App
 /// Store Server API is a ``CountingUpstream`` answering an empty notification history.
 private struct ReconcilerWorld {
-  let world = TestWorld()
+  let world: TestWorld
   let apple = CountingUpstream(status: 200, body: #"{"notificationHistory":[],"hasMore":false}"#)
   let service: SubstatusService
 
-  init() async throws {
+  init(separateWireClock: Bool = false) async throws {
+    world = TestWorld(separateWireClock: separateWireClock)
     let store = InMemoryStore()
     service = SubstatusService(
       store: store, environment: world.environment, log: world.log,
@@ -72,6 +73,29 @@ struct ReconcilerScheduleTests {
     #expect(clock.sleeperCount == 0)
     #expect(w.counter("substatus_reconciler_runs_total") == "3")
     #expect(w.apple.requests == 6)
+  }
+
+  /// Under `--clock-url` the service clock follows the simulator's, which may stand still: the
+  /// interval between runs is real time (the wire clock), or no run would ever come again.
+  @Test("run() waits its interval on the wire clock, not on a service clock standing still", .timeLimit(.minutes(1)))
+  func waitsOnTheWireClock() async throws {
+    let w = try await ReconcilerWorld(separateWireClock: true)
+    let (service, wire) = (w.world.clock, w.world.wireClock)
+    let reconciler = ServerAPIReconciler(service: w.service, configuration: .init(interval: .seconds(3600)))
+    let task = Task { await reconciler.run() }
+    #expect(await wire.waitForSleepers(1))
+    #expect(service.sleeperCount == 0)
+    #expect(w.apple.requests == 2)
+    // The service's time moving does not bring the next run; an hour of real time does.
+    service.advance(by: .seconds(7200))
+    #expect(w.apple.requests == 2)
+    wire.advance(by: .seconds(3600))
+    #expect(await wire.waitForSleepers(1))
+    #expect(w.apple.requests == 4)
+    #expect(w.counter("substatus_reconciler_runs_total") == "2")
+    reconciler.beginGracefulShutdown()
+    await task.value
+    #expect(wire.sleeperCount == 0)
   }
 
   @Test("cancelling run() ends its wait at once", .timeLimit(.minutes(1)))
