@@ -38,6 +38,12 @@ public enum SubstatusDaemon {
     // and keeps freed memory in the arena that served it; one arena per core keeps that spread
     // down (`docs/evaluation-cache.md`, "Memory"). MALLOC_ARENA_MAX in the environment wins.
     _ = clinux_limit_malloc_arenas(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
+    // Webhooks' https:// POSTs go through a tunnel proxy that libcurl finds in `https_proxy`
+    // (WebhookTunnelProxy; the dispatcher below uses this one). Installed first, before any thread
+    // that may read the environment exists (the store's, the followed clock's URLSession's):
+    // setenv races with getenv on glibc.
+    _ = WebhookTunnelProxy.installProcessWide(
+      fallbackPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks))
     // Descriptors: raise the soft limit to the hard one, then keep both listeners' caps and a
     // reserve under it, so that no client load brings the process near its limit.
     let openFilesLimit = Int(clinux_raise_open_files_limit())
