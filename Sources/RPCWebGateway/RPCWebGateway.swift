@@ -17,6 +17,10 @@ import Synchronization
 ///   messages come (``HTTPResponse/streamed(status:headers:maxPendingBytes:_:)``).
 /// - `Connect-Timeout-Ms` and `grpc-timeout` set the deadline: when it passes the call ends
 ///   `DEADLINE_EXCEEDED` and its handler is cancelled.
+/// - A client that closes its connection ends its call and its handler is cancelled, whatever the
+///   call's state: a unary handler running (the listener cancels ``respond(to:)``'s task, within
+///   250 ms, see `HTTPServer`), a stream idle between messages, or one held by a reader that
+///   stopped reading (its write fails).
 /// - A body over the limit (``bodyLimit(for:)``, installed as the listener's body limit) answers
 ///   `RESOURCE_EXHAUSTED` as the protocol says, before the body is read.
 /// - `OPTIONS` preflights and the CORS fields of answers follow ``Configuration/corsAllowedOrigins``.

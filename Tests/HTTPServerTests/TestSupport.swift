@@ -47,42 +47,36 @@ func send(
 }
 
 /// Writes `bytes` to a fresh TCP connection and reads until the server closes or `timeout`
-/// passes; returns what the server sent. The blocking socket calls run on a Dispatch thread, not
-/// on the cooperative pool (which has one thread per core, and the handlers need it).
+/// passes; returns what the server sent. The connection is opened on a Dispatch thread, and reads
+/// wait there, not on the cooperative pool (which has one thread per core, and the handlers need it).
 func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) async throws -> String {
-  try await withCheckedThrowingContinuation { continuation in
-    DispatchQueue.global().async {
-      continuation.resume(with: Result { try blockingExchange(port: port, bytes, timeout: timeout) })
-    }
-  }
-}
-
-private func blockingExchange(port: Int, _ bytes: [UInt8], timeout: Duration) throws -> String {
-  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  precondition(fd >= 0)
-  defer { close(fd) }
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = in_port_t(UInt16(port).bigEndian)
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-  let micros = timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000
-  var tv = timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-  _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+  let connection = try await connected(port: port, count: 1, sending: bytes)[0]
+  defer { connection.close() }
   var received: [UInt8] = []
-  var buffer = [UInt8](repeating: 0, count: 4096)
-  while true {
-    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-    if n <= 0 { break }
-    received.append(contentsOf: buffer[0..<n])
+  let end = ContinuousClock.now + timeout
+  while ContinuousClock.now < end {
+    let chunk = await connection.read(timeout: end - ContinuousClock.now)
+    if chunk.isEmpty { break }
+    received += chunk
   }
   return String(decoding: received, as: UTF8.self)
+}
+
+/// Opens `count` connections to `port` that each send `bytes`, on a Dispatch thread (a connect
+/// waits while the server's backlog is full).
+private func connected(port: Int, count: Int, sending bytes: [UInt8]) async throws -> [RawConnection] {
+  try await withCheckedThrowingContinuation { continuation in
+    DispatchQueue.global().async {
+      continuation.resume(
+        with: Result {
+          try (0..<count).map { _ in
+            let connection = try RawConnection(port: port)
+            connection.send(bytes)
+            return connection
+          }
+        })
+    }
+  }
 }
 
 /// A counter shared between a handler and its test.
@@ -97,25 +91,8 @@ final class Counter: Sendable {
 func withHeldConnections<T: Sendable>(
   port: Int, count: Int, sending bytes: [UInt8], _ body: () async throws -> T
 ) async throws -> T {
-  let fds = await withCheckedContinuation { continuation in
-    DispatchQueue.global().async {
-      var fds: [Int32] = []
-      for _ in 0..<count {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) {
-          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        fds.append(fd)
-      }
-      continuation.resume(returning: fds)
-    }
-  }
-  defer { for fd in fds { close(fd) } }
+  let connections = try await connected(port: port, count: count, sending: bytes)
+  defer { for connection in connections { connection.close() } }
   return try await body()
 }
 

@@ -7,9 +7,10 @@ import Synchronization
 #endif
 
 /// A plain TCP connection to a test server on 127.0.0.1, for tests that must control exactly when
-/// the client sends, reads and closes. Connecting, sending a short request and closing never block
-/// on loopback; ``read(timeout:)`` blocks, so it runs on a Dispatch thread, never on the
-/// cooperative pool.
+/// the client sends, reads and closes. Sending a short request and closing never block on loopback;
+/// ``read(timeout:)`` waits on a Dispatch thread, never on the cooperative pool. Connecting blocks
+/// only while the server's backlog is full: a test at the connection limit connects on a Dispatch
+/// thread.
 public final class RawConnection: Sendable {
   private let fd: Int32
   private let open = Mutex(true)
@@ -35,13 +36,15 @@ public final class RawConnection: Sendable {
   }
 
   /// Sends `text` (a request, written whole).
-  public func send(_ text: String) {
-    let bytes = Array(text.utf8)
+  public func send(_ text: String) { send(Array(text.utf8)) }
+
+  /// Sends `bytes` (a short request: one `send`).
+  public func send(_ bytes: [UInt8]) {
     _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
   }
 
   /// Reads what has arrived, waiting up to `timeout` for the first bytes; empty at the end or on
-  /// timeout.
+  /// timeout. Not after ``close(reset:)``.
   public func read(timeout: Duration = .seconds(5)) async -> [UInt8] {
     let fd = fd
     return await withCheckedContinuation { continuation in
