@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// substatusd's exit on SIGTERM, at random points of its life, with the background work that
-/// talks HTTP running: it drains, logs "stopped" and exits 0 within seconds, every time.
+/// substatusd's exit on SIGTERM at random points while it follows a test clock over HTTP: it
+/// drains, logs "stopped" and exits 0 within seconds, every time.
 @Suite(.serialized) struct ShutdownEndToEndTests {
   /// Under `--clock-url` the followed clock reads a real `appstore-sim` every 20 ms over
   /// `URLSession`. A clean-clone CI run once hung here forever after "stopped": the shutdown
