@@ -45,9 +45,11 @@ extension HTTPPoster {
 ///
 /// Connections are kept alive and reused between requests to the same host (libcurl's connection
 /// cache of the session), at most `maxConnectionsPerHost` at once; no response cache, no cookies. The answer's body is read as it
-/// arrives and kept up to `maxResponseBytes`: past that, the request is cancelled and the answer is
-/// the status with the first `maxResponseBytes` bytes (a receiver cannot make the client hold an
-/// unbounded body).
+/// arrives and kept up to `maxResponseBytes`: past that, the answer is the status with the first
+/// `maxResponseBytes` bytes at once, and the rest is dropped as it arrives (a receiver cannot make
+/// the client hold an unbounded body). No task is ever cancelled (a FoundationNetworking bug, see
+/// `PosterDelegate`): a cancelled caller throws `CancellationError` at once and its request ends
+/// unheard, by its answer or its timeout.
 ///
 /// libcurl takes its proxy from the environment at each new connection, for every session of the
 /// process: once a ``WebhookDispatcher`` has installed the ``WebhookTunnelProxy`` (`https_proxy`),
@@ -92,21 +94,25 @@ public struct URLSessionPoster: HTTPPoster {
         delegate.start(task, continuation)
       }
     } onCancel: {
-      task.cancel()
+      delegate.abandon(task)
     }
   }
 }
 
 /// The session's delegate: follows or refuses redirects, collects each task's answer up to the
 /// limit and resumes its caller when the task completes.
+///
+/// A `URLSessionTask` is never cancelled: in this toolchain's FoundationNetworking (6.3.1,
+/// swift-corelibs-foundation issue #5412) `cancel()` racing the task's completion can deadlock
+/// (from a Swift cancellation handler, which holds the task's status-record lock) or crash ("a
+/// task that is not in the registry"). A caller cancelled, or an answer past the limit, is resumed
+/// at once; the request goes on unheard to its own end (its answer, or the request's timeout).
 private final class PosterDelegate: NSObject, URLSessionDataDelegate, Sendable {
   private struct Pending {
     var continuation: CheckedContinuation<HTTPPostResponse, any Error>
     var started: ContinuousClock.Instant
     var status: Int?
     var body: [UInt8] = []
-    /// The body passed the limit: the task was cancelled, the answer is what was kept.
-    var truncated = false
   }
 
   private let followRedirects: Bool
@@ -118,10 +124,24 @@ private final class PosterDelegate: NSObject, URLSessionDataDelegate, Sendable {
     self.maxResponseBytes = maxResponseBytes
   }
 
-  /// Registers the task's caller, then starts it.
+  /// Registers the task's caller, then starts it (a caller cancelled already throws at once).
   func start(_ task: URLSessionDataTask, _ continuation: CheckedContinuation<HTTPPostResponse, any Error>) {
+    if Task.isCancelled {
+      continuation.resume(throwing: CancellationError())
+      return
+    }
     pending.withLock { $0[task.taskIdentifier] = Pending(continuation: continuation, started: .now) }
     task.resume()
+  }
+
+  /// The caller of `task` was cancelled: it throws `CancellationError` now, resumed from a
+  /// Dispatch thread (this runs in the cancellation handler, under the task's status-record lock,
+  /// which resuming takes); the request is not cancelled (see the type's notes).
+  /// A caller cancelled before its task was registered finds it cancelled in ``start(_:_:)``; one
+  /// cancelled in between gets its answer.
+  func abandon(_ task: URLSessionDataTask) {
+    guard let p = pending.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+    DispatchQueue.global().async { p.continuation.resume(throwing: CancellationError()) }
   }
 
   func urlSession(
@@ -142,24 +162,29 @@ private final class PosterDelegate: NSObject, URLSessionDataDelegate, Sendable {
   }
 
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-    let cancel = pending.withLock { tasks -> Bool in
-      guard var p = tasks[dataTask.taskIdentifier], !p.truncated else { return false }
+    // Past the limit the caller has its answer now: the status and the first bytes. The rest of
+    // the body is dropped as it comes (nothing is pending for the task any more).
+    let truncated = pending.withLock { tasks -> Pending? in
+      guard var p = tasks[dataTask.taskIdentifier] else { return nil }
       if let limit = maxResponseBytes, p.body.count + data.count > limit {
         p.body += data.prefix(limit - p.body.count)
-        p.truncated = true
-      } else {
-        p.body += data
+        tasks[dataTask.taskIdentifier] = nil
+        return p
       }
+      p.body += data
       tasks[dataTask.taskIdentifier] = p
-      return p.truncated
+      return nil
     }
-    if cancel { dataTask.cancel() }
+    if let p = truncated {
+      let status = p.status ?? (dataTask.response as? HTTPURLResponse)?.statusCode ?? 0
+      p.continuation.resume(returning: HTTPPostResponse(status: status, body: p.body, duration: .now - p.started))
+    }
   }
 
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
     guard let p = pending.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
     let status = p.status ?? (task.response as? HTTPURLResponse)?.statusCode
-    if let status, error == nil || p.truncated {
+    if let status, error == nil {
       p.continuation.resume(returning: HTTPPostResponse(status: status, body: p.body, duration: .now - p.started))
     } else {
       p.continuation.resume(throwing: error ?? URLError(.badServerResponse))

@@ -66,4 +66,35 @@ struct HTTPPosterTests {
     #expect(response.body == body)
     await server.stop(gracePeriod: .seconds(1))
   }
+
+  /// A cancelled caller throws at once and its URLSessionTask is never cancelled (FoundationNetworking
+  /// 6.3.1 deadlocks or crashes when a cancel races the task's completion): callers cancelled at
+  /// every point of a slow answer's life, many times, each return promptly, and the poster goes on.
+  @Test("callers cancelled at any point throw CancellationError at once; the poster keeps working")
+  func cancelledCallers() async throws {
+    let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0)) { _ in
+      try? await Task.sleep(for: .milliseconds(150))
+      return HTTPResponse(status: 204)
+    }
+    let poster = URLSessionPoster(followRedirects: false)
+    let url = try #require(URL(string: "http://\(server.address)/hook"))
+    var cancelled = 0
+    for i in 0..<40 {
+      let call = Task { try await poster.post(url: url, headers: [], body: [], timeout: .seconds(5)) }
+      try await Task.sleep(for: .milliseconds(i % 2 == 0 ? (i * 7) % 200 : 0))
+      let asked = ContinuousClock.now
+      call.cancel()
+      switch await call.result {
+      case .success(let response): #expect(response.status == 204)
+      case .failure(let error):
+        #expect(error is CancellationError, "\(error)")
+        cancelled += 1
+      }
+      #expect(ContinuousClock.now - asked < .seconds(2), "call \(i) returned promptly after its cancellation")
+    }
+    #expect(cancelled > 0)
+    let after = try await poster.post(url: url, headers: [], body: [], timeout: .seconds(5))
+    #expect(after.status == 204)
+    await server.stop(gracePeriod: .seconds(1))
+  }
 }
