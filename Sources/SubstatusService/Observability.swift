@@ -285,7 +285,7 @@ struct JSONLine {
     return bytes
   }
 
-  /// A member with a string value. Printable ASCII without `"` or `\\` (methods, addresses, ids)
+  /// A member with a string value. Printable ASCII without `"` or `\` (methods, addresses, ids)
   /// is copied as it is; anything else is escaped by ``JSONValue``'s serialization.
   mutating func append(_ key: StaticString, string value: String) {
     name(key)
@@ -324,6 +324,7 @@ struct JSONLine {
     }
   }
 
+  /// The member's name: a literal of the caller's, which needs no escaping.
   private mutating func name(_ key: StaticString) {
     if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
     bytes.append(UInt8(ascii: "\""))
