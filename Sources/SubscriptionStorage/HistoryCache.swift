@@ -59,7 +59,7 @@ package final class HistoryCache: Sendable {
 
   private struct Entry {
     var history: UserHistory
-    package var bytes: Int
+    var bytes: Int
   }
 
   private struct Shard {

@@ -6,8 +6,8 @@
 // increasing order, as the event log's do), and `NOTIFY substatus_user_changes`. An instance with a
 // history cache listens on a connection of its own: on a notification, or after `pollInterval` at
 // the latest, it reads the rows after the last sequence it saw and invalidates those users. When it
-// may have missed rows (its connection was lost, or rows it had not read were pruned), it clears
-// its whole cache. Staleness across instances is thus bounded by the poll interval (about one
+// may have missed rows (its connection was lost, or rows it had not read were pruned) or cannot
+// name a row's user (erased since: rows hold user keys, never ids), it clears its whole cache. Staleness across instances is thus bounded by the poll interval (about one
 // second); within an instance there is none (its writes invalidate after their commit).
 import CLibPQ
 import Dispatch
@@ -61,9 +61,9 @@ extension PostgresStore {
   /// for minutes misses some (and then clears its cache).
   static let userChangesRetentionSeconds = 300
 
-  /// Records the users of `userKeys` as changed by the current transaction (its last step; see the file's comment)
-  /// and, about once every ``userChangesPruneEvery`` sequences, prunes the rows older than
-  /// ``userChangesRetentionSeconds``. Every instance records, its own cache on or off.
+  /// Records the users of `userKeys` as changed by the current transaction (its last step; see the
+  /// file's comment) and, about once every ``userChangesPruneEvery`` sequences, prunes the rows
+  /// older than ``userChangesRetentionSeconds``. Every instance records, its own cache on or off.
   static func recordUserChanges(_ db: PGConnection, _ userKeys: [Int64]) throws(StoreError) {
     if userKeys.isEmpty { return }
     let last = try db.first(
@@ -85,11 +85,12 @@ extension PostgresStore {
 /// The listening side of the change feed: one thread owning one connection, invalidating the
 /// history cache of its store.
 final class UserChangeFeed: Sendable {
-  /// What the feed has done, for tests and `/metrics`.
+  /// What the feed has done (for tests; `/metrics` shows the cache's own counters).
   struct Statistics: Sendable, Hashable {
-    /// Change rows read (each invalidates its user).
+    /// Change rows read (each invalidates its user, or clears the cache when the user is gone).
     var changesRead: Int
-    /// Whole-cache clears (lost connection, pruned rows not read).
+    /// Whole-cache clears (start and reconnects, lost connection, pruned rows not read, erased
+    /// users).
     var clears: Int
     /// The last sequence read.
     var lastSequence: Int64

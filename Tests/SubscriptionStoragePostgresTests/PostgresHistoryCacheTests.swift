@@ -187,6 +187,27 @@ struct PostgresHistoryCacheFeedTests {
     }
   }
 
+  @Test("a writer whose sequences cross a multiple of 4096 prunes the rows older than 5 minutes and raises the watermark")
+  func writersPrune() async throws {
+    try await Self.withTwoInstances { a, _, url in
+      func count(_ sql: String) async throws -> Int64 {
+        try await blocking { try PGConnection(conninfo: url).first(sql)?.int(0) ?? -1 }
+      }
+      try await Self.sql(
+        url,
+        """
+        INSERT INTO user_changes(user_key, changed_at) VALUES (0, now() - interval '6 minutes'), (0, now() - interval '4 minutes');
+        ALTER TABLE user_changes ALTER COLUMN sequence RESTART WITH 4095
+        """)
+      let users = [Fixture.user("p1"), Fixture.user("p2")]
+      // Sequences 4095 and 4096: no multiple of 4096 crossed before the last one.
+      _ = try await a.ingest(users.map { UserPurchases(user: $0, transactions: [Fixture.transaction("t-\($0.userId)", purchase: 1)]) }, atMs: Fixture.now)
+      #expect(try await count("SELECT count(*) FROM user_changes") == 3)
+      #expect(try await count("SELECT through FROM user_changes_pruned") == 1)
+      #expect(try await count("SELECT MIN(sequence) FROM user_changes") == 2)
+    }
+  }
+
   @Test("a lost listening connection clears the cache; once reconnected, writes are seen again")
   func lostConnectionClears() async throws {
     try await Self.withTwoInstances(pollInterval: 0.05) { a, b, url in
