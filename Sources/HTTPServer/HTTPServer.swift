@@ -306,8 +306,12 @@ private final class RequestContext: Sendable {
   }
 
   /// The handler's task is running: it is cancelled at once if the client has already gone.
+  ///
+  /// The task's closure holds this context, so the context holds the task only while the handler
+  /// runs (``complete(_:writer:)`` lets it go): a finished task kept here would keep both alive.
   func handlerStarted(_ task: Task<Void, Never>) {
-    let gone = state.withLock { state in
+    let gone = state.withLock { state -> Bool in
+      guard case .running = state.phase else { return false }
       state.handler = task
       return state.clientGone
     }
@@ -330,6 +334,7 @@ private final class RequestContext: Sendable {
     state.withLock { state in
       guard case .running = state.phase else { return false }
       state.phase = .completed(response, writer)
+      state.handler = nil
       return true
     }
   }

@@ -159,11 +159,10 @@ public struct RPCWebGateway: Sendable {
         router: router, interceptors: interceptors)
     }
     call.setHandler(handling)
+    // Cancelled when the call ends: a cancelled deadline lets go of the call at once, whatever
+    // deadline the client asked for.
     let deadline = remaining.map { remaining in
-      Task {
-        try await clock.sleep(for: remaining)
-        call.end(.deadlineExceeded, message: "deadline exceeded")
-      }
+      clock.schedule(after: remaining) { call.end(.deadlineExceeded, message: "deadline exceeded") }
     }
     // The listener cancels this task when the client goes away before the first answer (a slow
     // unary handler): the call ends and its handler is cancelled.
@@ -273,10 +272,14 @@ final class GatewayCall: RPCResponseWriter {
   }
 
   /// The task running the handler, cancelled when the call ends early.
+  ///
+  /// The task holds this call (its response writer), so the call holds the task only until the
+  /// call is over: a task kept after that would keep both, and the request, alive for good.
   func setHandler(_ task: Task<Void, Never>) {
-    let cancel = state.withLock { state in
+    let cancel = state.withLock { state -> Bool in
+      guard !state.output.ends else { return true }
       state.handler = task
-      return state.output.ends
+      return false
     }
     if cancel { task.cancel() }
   }
@@ -310,6 +313,7 @@ final class GatewayCall: RPCResponseWriter {
       state.output.body += encoded.body
       state.output.ends = encoded.ends
       let handler = cancel ? state.handler : nil
+      if state.output.ends { state.handler = nil }
       guard let waiter = state.waiter, let ready = Self.take(&state) else { return (nil, handler, nil) }
       state.waiter = nil
       return (waiter, handler, ready)

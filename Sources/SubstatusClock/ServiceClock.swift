@@ -15,6 +15,57 @@ public protocol ServiceClock: Sendable {
   ///
   /// - Throws: `CancellationError` when the task is cancelled first.
   func sleep(for duration: Duration) async throws
+  /// Runs `work` once `delay` of this clock's time has passed, unless the returned work is
+  /// cancelled first. Cancelling frees what the work holds at once (a deadline cancelled when its
+  /// call ends must not keep the call alive until the deadline would have passed).
+  func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork
+}
+
+/// Work waiting on a clock (``ServiceClock/schedule(after:_:)``).
+public protocol ScheduledWork: Sendable {
+  /// Stops the work from running, if it has not run yet, and lets go of it.
+  func cancel()
+}
+
+extension ServiceClock {
+  /// A task that sleeps on this clock, then runs `work` (clocks whose sleeps end when cancelled,
+  /// such as ``ManualClock``).
+  public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+    SleepingWork(task: Task {
+      try await self.sleep(for: delay)
+      work()
+    })
+  }
+}
+
+/// ``ServiceClock/schedule(after:_:)`` as a task sleeping on the clock.
+private struct SleepingWork: ScheduledWork {
+  let task: Task<Void, any Error>
+  func cancel() { task.cancel() }
+}
+
+/// ``SystemClock/schedule(after:_:)`` as a Dispatch timer: cancelling it releases the work at
+/// once. (A cancelled `Task.sleep` ends its task, but the runtime's timer keeps its allocation until
+/// the original deadline: a million calls with an hour's deadline each would pin it all.)
+private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
+  // A DispatchSourceTimer is thread-safe; it is only activated, cancelled and released here.
+  private let timer: any DispatchSourceTimer
+
+  init(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+    let (seconds, attoseconds) = delay.components
+    let nanoseconds = seconds >= Int64.max / 1_000_000_000 - 1
+      ? Int.max / 2 : Int(max(0, seconds)) * 1_000_000_000 + Int(max(0, attoseconds) / 1_000_000_000)
+    timer = DispatchSource.makeTimerSource(queue: .global())
+    timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), leeway: .milliseconds(1))
+    let timer = self.timer
+    timer.setEventHandler {
+      work()
+      timer.cancel()  // one shot: releases the handler and what it holds
+    }
+    timer.activate()
+  }
+
+  func cancel() { timer.cancel() }
 }
 
 /// The process's real clocks: `ContinuousClock` (monotonic) and the system's wall clock.
@@ -35,6 +86,11 @@ public struct SystemClock: ServiceClock {
 
   /// `Task.sleep(for:)`.
   public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+
+  /// A Dispatch timer, released at once when cancelled.
+  public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+    DispatchTimerWork(after: delay, work)
+  }
 }
 
 /// A clock that moves only when a test says so: ``advance(by:)`` moves both readings and resumes
