@@ -83,40 +83,19 @@ extension SQLiteStore {
     }
   }
 
-  /// The catalogs one write transaction derives events with: each app's catalog looked up once per
-  /// transaction (it cannot change inside it), not once per user written.
-  struct TransactionCatalogs {
-    let db: SQLiteConnection
-    let cache: EventCatalogCache
-    private var read: [String: Catalog] = [:]
-
-    init(_ db: SQLiteConnection, _ cache: EventCatalogCache) {
-      self.db = db
-      self.cache = cache
-    }
-
-    /// The catalog of `appId` as this transaction sees it.
-    mutating func catalog(_ appId: String) throws(StoreError) -> Catalog {
-      if let known = read[appId] { return known }
-      let catalog = try SQLiteStore.catalog(db, appId, cache)
-      read[appId] = catalog
-      return catalog
-    }
-  }
-
   /// Derives the events of a write of the user's data from `before` to `after` at `atMs` (of what
   /// the user owns, with its ownership gaps before and after the write), appends the new ones and records the user's schedule,
   /// in the write's transaction.
   static func logEvents(
     _ db: SQLiteConnection, user: UserKey, key: Int64, before: UserPurchaseState,
-    after: UserPurchaseState, atMs: Int64, catalogs: inout TransactionCatalogs,
+    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
     gapsBefore: [OwnershipGap] = [], gapsAfter: [OwnershipGap] = []
   ) throws(StoreError) -> [LoggedEvent] {
     let schedule = try db.first(EventQueries.schedule, [.int(key)]) {
       EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
     }
     let derived = UserEventDerivation.write(
-      user: user, catalog: try catalogs.catalog(user.appId), before: before, after: after,
+      user: user, catalog: try catalog(db, user.appId, catalogs), before: before, after: after,
       atMs: atMs, schedule: schedule, gapsBefore: gapsBefore, gapsAfter: gapsAfter)
     try saveSchedule(db, key, derived.schedule)
     return try appendEvents(db, derived.events, key: key)
@@ -243,10 +222,9 @@ extension SQLiteStore {
         )
       }
       var appended: [LoggedEvent] = []
-      var transactionCatalogs = TransactionCatalogs(db, catalogs)
       for (key, user, schedule, hasGaps) in due {
         let derived = UserEventDerivation.transitions(
-          user: user, catalog: try transactionCatalogs.catalog(user.appId),
+          user: user, catalog: try Self.catalog(db, user.appId, catalogs),
           state: try Self.purchaseState(db, key), atMs: atMs, schedule: schedule,
           gaps: hasGaps ? try Self.ownershipGaps(db, key) : [])
         try Self.saveSchedule(db, key, derived.schedule)

@@ -592,7 +592,6 @@ extension SQLiteStore: Store {
       policies[update.user.appId] = try OwnershipPolicy.read(db, update.user.appId)
     }
     var summary = IngestSummary()
-    var transactionCatalogs = catalogs.map { TransactionCatalogs(db, $0) }
     for submitted in batch {
       let user = submitted.user
       var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
@@ -654,17 +653,15 @@ extension SQLiteStore: Store {
         }
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
-      if changed, transactionCatalogs != nil {
+      if changed, let catalogs {
         summary.eventsAppended += try logEvents(
           db, user: update.user, key: key, before: before, after: state, atMs: atMs,
-          catalogs: &transactionCatalogs!, gapsBefore: gapsBefore,
-          gapsAfter: tracked ? try ownershipGaps(db, key) : []
+          catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []
         ).count
       }
       let made = summary.transfers[madeBefore...]
-      if !made.isEmpty, transactionCatalogs != nil {
-        try PurchaseOwnership.logTransferEvents(
-          made, catalog: try transactionCatalogs!.catalog(user.appId), log: &ledger)
+      if !made.isEmpty, let catalogs {
+        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
         summary.eventsAppended += ledger.eventsAppended
       }
     }
