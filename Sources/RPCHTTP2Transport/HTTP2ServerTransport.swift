@@ -261,6 +261,11 @@ public final class HTTP2ServerTransport: ServerTransport {
     }
   }
 
+  /// The most calls that were in flight at once since the previous call of this method (at least
+  /// the calls in flight now), for a reader that samples the load at intervals and must not miss
+  /// a burst between two samples. Each call starts a new period: give it one reader.
+  public func takeCallsInFlightPeak() -> Int { counters.takeCallsInFlightPeak() }
+
   /// The limits' counters and gauges now (for `/metrics`).
   public var metrics: Metrics {
     counters.snapshot(

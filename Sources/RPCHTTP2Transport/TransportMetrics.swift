@@ -24,6 +24,9 @@ final class TransportCounters: Sendable {
   let bufferedRequestBytes = Atomic<Int>(0)
   /// Calls holding a slot now.
   let callsInFlight = Atomic<Int>(0)
+  /// The most calls in flight since ``takeCallsInFlightPeak()`` last read it: a burst shorter than
+  /// the interval between two readings is still seen.
+  let callsInFlightPeak = Atomic<Int>(0)
   /// Reply bytes written by handlers and not yet taken by a socket now.
   let replyBytesInFlight = Atomic<Int>(0)
   let stalledConnections = Atomic<Int>(0)
@@ -70,7 +73,21 @@ final class TransportCounters: Sendable {
       callsRefused.add(1, ordering: .relaxed)
       return false
     }
+    var peak = callsInFlightPeak.load(ordering: .relaxed)
+    while calls > peak {
+      let (exchanged, original) = callsInFlightPeak.compareExchange(
+        expected: peak, desired: calls, ordering: .relaxed)
+      if exchanged { break }
+      peak = original
+    }
     return true
+  }
+
+  /// The most calls in flight since the previous call (at least the calls in flight now); starts
+  /// the next period at the calls in flight now.
+  func takeCallsInFlightPeak() -> Int {
+    let now = callsInFlight.load(ordering: .relaxed)
+    return max(now, callsInFlightPeak.exchange(now, ordering: .relaxed))
   }
 
   /// Gives back the slot of an admitted call.

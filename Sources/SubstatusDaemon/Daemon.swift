@@ -262,7 +262,9 @@ public enum SubstatusDaemon {
     httpMetrics.withLock { $0 = http }
     memory.start(load: {
       let grpc = transport.metrics
-      return grpc.openConnections + grpc.callsInFlight + http.openConnections
+      let connections = grpc.openConnections + http.openConnections
+      let peakCalls = transport.takeCallsInFlightPeak()
+      return .init(now: connections + grpc.callsInFlight, peak: connections + peakCalls)
     })
 
     // Background receipt refresh (off with --refresh-interval 0).

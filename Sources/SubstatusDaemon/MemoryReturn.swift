@@ -6,8 +6,10 @@ import Synchronization
 ///
 /// glibc's malloc keeps freed memory in its arenas: after a storm of connections or calls the
 /// process's RSS stays near its peak although the memory is free. Every `interval` this checks
-/// the RSS and the load (connections plus calls in flight). When a storm has subsided (the load
-/// peaked at 64 or more since the previous trim and has fallen to half of that peak) and the RSS
+/// the RSS and the load (connections plus calls in flight, with the most calls in flight at once
+/// since the previous check, so that a burst shorter than the interval is seen). When a storm has
+/// subsided (the load peaked at 64 or more since the previous trim and has fallen to half of
+/// that peak) and the RSS
 /// is at least 8 MiB over the lowest level seen, it calls `malloc_trim(0)`, which gives back
 /// the free pages of every arena. In steady state it never trims; it costs one read of
 /// `/proc/self/statm` per interval.
@@ -29,11 +31,30 @@ final class MemoryReturn: Sendable {
   /// The load (connections and calls in flight) that makes a storm.
   static let stormLoad = 64
 
-  init(interval: Double) { self.interval = interval }
+  private let residentBytes: @Sendable () -> Int
+
+  /// - Parameters:
+  ///   - interval: seconds between checks; 0 turns them off.
+  ///   - residentBytes: the process's RSS now (tests pass their own).
+  init(interval: Double, residentBytes: @escaping @Sendable () -> Int = { clinux_resident_bytes() }) {
+    self.interval = interval
+    self.residentBytes = residentBytes
+  }
+
+  /// How many times the checks trimmed.
+  var trims: Int { state.withLock { $0.trims } }
+
+  /// The load at one check.
+  struct Load: Sendable {
+    /// Connections and calls in flight now.
+    var now: Int
+    /// The highest load since the previous check (at least `now`).
+    var peak: Int
+  }
 
   /// Starts the checks (none when the interval is 0).
-  /// - Parameter load: the connections and calls in flight now.
-  func start(load: @escaping @Sendable () -> Int) {
+  /// - Parameter load: the load now and its peak since the previous check.
+  func start(load: @escaping @Sendable () -> Load) {
     guard interval > 0 else { return }
     let period = DispatchTimeInterval.milliseconds(max(100, Int(interval * 1000)))
     state.withLock { state in
@@ -54,21 +75,22 @@ final class MemoryReturn: Sendable {
   }
 
   /// One check: trims when the RSS grew and the load has fallen (see the type's documentation).
-  func check(load: Int) {
-    let rss = clinux_resident_bytes()
+  func check(load: Load) {
+    let rss = residentBytes()
     let shouldTrim = state.withLock { state -> Bool in
-      state.peakLoad = max(state.peakLoad, load)
+      state.peakLoad = max(state.peakLoad, load.peak, load.now)
       state.restingBytes = min(state.restingBytes, rss)
-      return state.peakLoad >= Self.stormLoad && load * 2 <= state.peakLoad && rss >= state.restingBytes + Self.threshold
+      return state.peakLoad >= Self.stormLoad && load.now * 2 <= state.peakLoad
+        && rss >= state.restingBytes + Self.threshold
     }
     guard shouldTrim else { return }
     _ = clinux_malloc_trim()
-    let after = clinux_resident_bytes()
+    let after = residentBytes()
     state.withLock {
       $0.trims += 1
       $0.releasedBytes += max(0, rss - after)
       $0.restingBytes = min($0.restingBytes, after)
-      $0.peakLoad = load
+      $0.peakLoad = load.now
     }
   }
 
