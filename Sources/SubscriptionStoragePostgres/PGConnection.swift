@@ -74,10 +74,32 @@ final class PGConnection: @unchecked Sendable {
   /// The SQLSTATE of the last failed statement (e.g. `40P01` deadlock), `nil` after a success.
   private(set) var lastSQLState: String?
 
+  /// The seconds a connection attempt (and a reconnect, which reuses its parameters) may take
+  /// unless the connection string sets `connect_timeout` itself. libpq's own default is to wait
+  /// forever: a server that accepts and never answers would hold a pool thread, the change feed's
+  /// thread, or the store's `close()` for good.
+  static let defaultConnectTimeoutSeconds = 10
+
   /// Connects with a libpq connection string or `postgres://` URI.
-  /// - Throws: `unavailable` when the server cannot be reached or refuses the login.
-  init(conninfo: String) throws(StoreError) {
-    guard let conn = PQconnectdb(conninfo) else {
+  /// - Parameters:
+  ///   - conninfo: the connection string; its `connect_timeout`, if any, wins over the default,
+  ///     and so does the environment's `PGCONNECT_TIMEOUT`.
+  ///   - connectTimeoutSeconds: the timeout when neither sets one.
+  /// - Throws: `unavailable` when the server cannot be reached in time or refuses the login.
+  init(conninfo: String, connectTimeoutSeconds: Int = defaultConnectTimeoutSeconds) throws(StoreError) {
+    // Later parameters override earlier ones, and `dbname` is expanded into the connection
+    // string's parameters (expand_dbname = 1): the default goes first.
+    let timeoutSetting = getenv("PGCONNECT_TIMEOUT").map { String(cString: $0) } ?? "\(connectTimeoutSeconds)"
+    let connection = "connect_timeout".withCString { timeoutKey in
+      timeoutSetting.withCString { timeout in
+        "dbname".withCString { dbnameKey in
+          conninfo.withCString { dbname in
+            PQconnectdbParams([timeoutKey, dbnameKey, nil], [timeout, dbname, nil], 1)
+          }
+        }
+      }
+    }
+    guard let conn = connection else {
       throw StoreError(.unavailable, "cannot allocate a PostgreSQL connection")
     }
     guard PQstatus(conn) == CONNECTION_OK else {

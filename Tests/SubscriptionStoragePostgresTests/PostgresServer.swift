@@ -65,9 +65,15 @@ struct PostgresFailure: Error, CustomStringConvertible {
 
 /// A port that was free a moment ago: bind port 0, read it, close (PostgreSQL cannot bind port 0).
 func freePort() throws -> Int {
+  let (fd, port) = try boundLoopbackSocket()
+  close(fd)
+  return port
+}
+
+/// A socket bound to a free loopback port (the caller closes it).
+private func boundLoopbackSocket() throws -> (Int32, Int) {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   guard fd >= 0 else { throw PostgresFailure("socket() failed") }
-  defer { close(fd) }
   var address = sockaddr_in()
   address.sin_family = sa_family_t(AF_INET)
   address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -76,12 +82,31 @@ func freePort() throws -> Int {
   let bound = withUnsafePointer(to: &address) {
     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
   }
-  guard bound == 0 else { throw PostgresFailure("bind() failed") }
   let named = withUnsafeMutablePointer(to: &address) {
     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
   }
-  guard named == 0 else { throw PostgresFailure("getsockname() failed") }
-  return Int(UInt16(bigEndian: address.sin_port))
+  guard bound == 0, named == 0 else {
+    close(fd)
+    throw PostgresFailure("bind() or getsockname() failed")
+  }
+  return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A loopback port that takes connections (the kernel completes them) and never answers: a
+/// server that hangs. Closed when this value goes.
+final class SilentListener: Sendable {
+  let port: Int
+  private let fd: Int32
+
+  init() throws {
+    (fd, port) = try boundLoopbackSocket()
+    guard listen(fd, 16) == 0 else {
+      close(fd)
+      throw PostgresFailure("listen() failed")
+    }
+  }
+
+  deinit { close(fd) }
 }
 
 /// A throwaway PostgreSQL cluster in a temporary directory, on a free port, its unix socket in that

@@ -64,6 +64,24 @@ struct PostgresStoreTests {
     }
   }
 
+  /// A server that accepts and never answers: the connection gives up after the default timeout,
+  /// or after the connection string's own `connect_timeout`, which wins over the default.
+  @Test(arguments: [
+    // (query of the URL, default timeout in seconds)
+    ("", 1), ("?connect_timeout=1", 600),
+  ])
+  func aServerThatNeverAnswersTimesOut(query: String, defaultTimeout: Int) async throws {
+    let silent = try SilentListener()
+    let url = "postgres://postgres@127.0.0.1:\(silent.port)/nope\(query)"
+    let started = ContinuousClock.now
+    // Without a timeout libpq waits forever here.
+    await expectStoreError(.unavailable) {
+      try await blocking { _ = try PGConnection(conninfo: url, connectTimeoutSeconds: defaultTimeout) }
+    }
+    #expect(ContinuousClock.now - started < .seconds(60))
+    withExtendedLifetime(silent) {}
+  }
+
   @Test func oneNotificationAppliedByManyInstancesAtOnceIsAppliedOnce() async throws {
     let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
     let stores = try (0..<3).map { _ in try open(url) }
