@@ -42,8 +42,9 @@ public enum SubstatusDaemon {
     // (WebhookTunnelProxy; the dispatcher below uses this one). Installed first, before any thread
     // that may read the environment exists (the store's, the followed clock's URLSession's):
     // setenv races with getenv on glibc.
-    _ = WebhookTunnelProxy.installProcessWide(
-      fallbackPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks))
+    let tunnelProxy = try? WebhookTunnelProxy.installProcessWide(
+      fallbackPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)
+    ).get()
     // Descriptors: raise the soft limit to the hard one, then keep both listeners' caps and a
     // reserve under it, so that no client load brings the process near its limit.
     let openFilesLimit = Int(clinux_raise_open_files_limit())
@@ -218,6 +219,7 @@ public enum SubstatusDaemon {
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
     service.metrics.addSource { transport.metrics.prometheusText() }
     if let storeMetrics { service.metrics.addSource(storeMetrics) }
+    if let tunnelProxy { service.metrics.addSource { tunnelProxy.prometheusText() } }
 
     // HTTP.
     let draining = Atomic<Bool>(false)

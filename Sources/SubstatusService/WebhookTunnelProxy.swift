@@ -103,6 +103,21 @@ public final class WebhookTunnelProxy: Sendable {
     var nextGrant = 0
     var tunnels = 0
     var stopped = false
+    var counts = Counts()
+  }
+
+  /// What the proxy did since it started (``counts``, `/metrics`).
+  public struct Counts: Sendable, Equatable {
+    /// Tunnels established (CONNECT answered 200).
+    public var established = 0
+    /// CONNECTs refused because the policy refuses an address of the host (403).
+    public var refusedAddress = 0
+    /// CONNECTs whose lookup or connection failed (502).
+    public var failed = 0
+    /// Connections refused at ``Limits-swift.struct/maxTunnels`` (503).
+    public var refusedAtCap = 0
+    /// Connections that were not an authorized `CONNECT host:port` (400, 405, 407).
+    public var badRequests = 0
   }
 
   /// The port it listens on (127.0.0.1).
@@ -214,6 +229,32 @@ public final class WebhookTunnelProxy: Sendable {
   /// Tunnels open now (tests, metrics).
   public var openTunnels: Int { state.withLock { $0.tunnels } }
 
+  /// What the proxy did since it started.
+  public var counts: Counts { state.withLock { $0.counts } }
+
+  /// The counts and the tunnels open, in the Prometheus text format.
+  public func prometheusText() -> String {
+    let (open, c) = state.withLock { ($0.tunnels, $0.counts) }
+    var out = """
+      # HELP substatus_webhook_tunnels_open Connections open through the https:// webhook tunnel proxy (its cap: substatus_webhook_tunnels_limit).
+      # TYPE substatus_webhook_tunnels_open gauge
+      substatus_webhook_tunnels_open \(open)
+      # HELP substatus_webhook_tunnels_limit The most connections the tunnel proxy holds at once.
+      # TYPE substatus_webhook_tunnels_limit gauge
+      substatus_webhook_tunnels_limit \(limits.maxTunnels)
+      # HELP substatus_webhook_tunnel_connects_total CONNECT requests to the tunnel proxy by outcome.
+      # TYPE substatus_webhook_tunnel_connects_total counter
+
+      """
+    for (outcome, count) in [
+      ("established", c.established), ("refused_address", c.refusedAddress), ("failed", c.failed),
+      ("refused_at_cap", c.refusedAtCap), ("bad_request", c.badRequests),
+    ] {
+      out += "substatus_webhook_tunnel_connects_total{outcome=\"\(outcome)\"} \(count)\n"
+    }
+    return out
+  }
+
   /// Stops accepting connections (tunnels open run to their end). The process-wide proxy is never
   /// stopped: the environment keeps naming it.
   public func stop() {
@@ -250,6 +291,7 @@ public final class WebhookTunnelProxy: Sendable {
         return true
       }
       guard admitted else {
+        state.withLock { $0.counts.refusedAtCap += 1 }
         Self.answer(fd, 503, "too many tunnels")
         close(fd)
         continue
@@ -267,29 +309,33 @@ public final class WebhookTunnelProxy: Sendable {
   /// One client connection: its CONNECT request, the check, the connection, then the relay.
   private func serve(_ client: Int32) {
     defer { close(client) }
+    func badRequest(_ status: Int, _ reason: String, extra: String = "") {
+      state.withLock { $0.counts.badRequests += 1 }
+      Self.answer(client, status, reason, extra: extra)
+    }
     let requestDeadline = ContinuousClock.now + limits.requestTimeout
     guard let (head, rest) = Self.readHead(client, deadline: requestDeadline) else {
-      Self.answer(client, 400, "no request head")
+      badRequest(400, "no request head")
       return
     }
     let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
     let requestLine = lines.first.map { $0.split(separator: " ") } ?? []
     guard requestLine.count == 3, requestLine[0] == "CONNECT" else {
-      Self.answer(client, 405, "only CONNECT", extra: "Allow: CONNECT\r\n")
+      badRequest(405, "only CONNECT", extra: "Allow: CONNECT\r\n")
       return
     }
     let authorization = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authorization:") }
       .map { $0.dropFirst("proxy-authorization:".count).trimmingCharacters(in: .whitespaces) }
     let expected = "Basic " + Data("substatus:\(token)".utf8).base64EncodedString()
     guard let authorization, Self.constantTimeEqual(authorization, expected) else {
-      Self.answer(client, 407, "proxy authorization required", extra: "Proxy-Authenticate: Basic realm=\"substatus\"\r\n")
+      badRequest(407, "proxy authorization required", extra: "Proxy-Authenticate: Basic realm=\"substatus\"\r\n")
       return
     }
     let target = requestLine[1]
     guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]),
       (1...65535).contains(port), colon > target.startIndex
     else {
-      Self.answer(client, 400, "the target is not host:port")
+      badRequest(400, "the target is not host:port")
       return
     }
     var host = String(target[..<colon])
@@ -302,6 +348,7 @@ public final class WebhookTunnelProxy: Sendable {
         ? fallbackPolicy.allowPrivateAddresses : grants.allSatisfy(\.policy.allowPrivateAddresses))
     let resolver: any WebhookAddressResolver = grants.first?.resolver ?? SystemWebhookAddressResolver()
     func refuse(_ status: Int, _ reason: String) {
+      state.withLock { if status == 403 { $0.counts.refusedAddress += 1 } else { $0.counts.failed += 1 } }
       for grant in grants { grant.record(refusal: status == 403 ? reason : nil, failure: status == 403 ? nil : reason) }
       Self.answer(client, status, reason)
     }
@@ -333,6 +380,7 @@ public final class WebhookTunnelProxy: Sendable {
       return
     }
     defer { close(upstream) }
+    state.withLock { $0.counts.established += 1 }
     guard Self.sendAll(client, Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)),
       rest.isEmpty || Self.sendAll(upstream, rest)
     else { return }

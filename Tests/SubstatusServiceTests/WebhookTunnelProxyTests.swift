@@ -201,6 +201,8 @@ struct WebhookTunnelProxyTests {
     }
     #expect(answer.hasPrefix(expected), "\(answer)")
     #expect(target.connections == 0)
+    #expect(proxy.counts == WebhookTunnelProxy.Counts(badRequests: 1))
+    #expect(proxy.prometheusText().contains("substatus_webhook_tunnel_connects_total{outcome=\"bad_request\"} 1\n"))
   }
 
   @Test("a CONNECT to a registered host is checked with its POST's resolver and policy: refused, nothing connects")
@@ -222,6 +224,7 @@ struct WebhookTunnelProxyTests {
     #expect(grant.refusal?.hasPrefix("the address 127.0.0.1 is loopback") == true)
     #expect(resolver.lookups.load(ordering: .relaxed) == 1)
     #expect(target.connections == 0)
+    #expect(proxy.counts == WebhookTunnelProxy.Counts(refusedAddress: 1))
     proxy.release(grant)
   }
 
@@ -249,6 +252,8 @@ struct WebhookTunnelProxyTests {
     #expect(target.connections == 1)
     #expect(resolver.lookups.load(ordering: .relaxed) == 1)
     #expect(grant.refusal == nil)
+    #expect(proxy.counts == WebhookTunnelProxy.Counts(established: 1))
+    #expect(proxy.prometheusText().contains("substatus_webhook_tunnels_limit 256\n"))
   }
 
   @Test("a CONNECT no POST registered is checked by the fallback policy and the system resolver")
@@ -288,6 +293,7 @@ struct WebhookTunnelProxyTests {
     }
     #expect(first.hasPrefix("HTTP/1.1 200 "), "\(first)")
     #expect(second.hasPrefix("HTTP/1.1 503 "), "\(second)")
+    #expect(proxy.counts == WebhookTunnelProxy.Counts(established: 1, refusedAtCap: 1))
     #expect(afterIdle.0.isEmpty)
     #expect(afterIdle.1 < .seconds(3))
   }
