@@ -67,6 +67,16 @@ public struct Catalog: Sendable, Hashable, Codable {
   let groupIndexOfProduct: [Int]
   /// productId -> index into `products`, for evaluation's hot path.
   let table: StringTable
+  // Per product, in the order of `products`: what eligibility reads, as plain values, so that
+  // answering a product copies no `Product` (a struct of strings and arrays) out of `products`.
+  /// Each product's identifier.
+  let productIds: [String]
+  /// Each product's type.
+  let types: [ProductType]
+  /// Whether each product has an introductory offer.
+  let introductoryOffers: [Bool]
+  /// Each product's win-back offer identifiers.
+  let winBackOfferIds: [[String]]
 
   /// An empty catalog: every transaction is then classified from its own fields (rule 2).
   public static let empty = Catalog(products: [])
@@ -96,10 +106,15 @@ public struct Catalog: Sendable, Hashable, Codable {
       }
     }
     self.index = index
+    let productIds = products.map(\.productId)
     var table = StringTable(capacity: products.count)
     for (productId, position) in index {
-      _ = table.insert(productId, position: position) { products[$0].productId }
+      _ = table.insert(productId, position: position) { productIds[$0] }
     }
+    self.productIds = productIds
+    self.types = products.map(\.type)
+    self.introductoryOffers = products.map(\.hasIntroductoryOffer)
+    self.winBackOfferIds = products.map(\.winBackOfferIds)
     self.table = table
     self.subscriptionGroupIds = groups
     self.groupIndexOfProduct = groupOfProduct
@@ -113,14 +128,14 @@ public struct Catalog: Sendable, Hashable, Codable {
   /// The type of the product with this identifier, if the catalog has it (without copying the
   /// product, as ``subscript(productId:)`` does).
   public func productType(of productId: String) -> ProductType? {
-    position(of: productId).map { products[$0].type }
+    position(of: productId).map { types[$0] }
   }
 
   /// The position of a product in ``products`` (fast path for evaluation).
   @inline(__always)
   func position(of productId: String) -> Int? {
-    let products = self.products
-    return table.find(productId) { products[$0].productId }
+    let productIds = self.productIds
+    return table.find(productId) { productIds[$0] }
   }
 
   private enum CodingKeys: String, CodingKey { case products }

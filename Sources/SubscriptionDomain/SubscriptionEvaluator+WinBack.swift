@@ -49,9 +49,9 @@ extension SubscriptionEvaluation {
   ///
   /// Renewal infos have no history: the stored one answers at every ``time`` it describes, since
   /// Apple's list is a statement about the present when it was signed.
-  func winBackOffers(_ offerIds: [String], group: GroupFacts) -> [WinBackOfferEligibility] {
+  func winBackOffers(_ offerIds: [String], group: Int) -> [WinBackOfferEligibility] {
     guard !offerIds.isEmpty else { return [] }
-    guard let source = group.winBack else {
+    guard let source = facts[group].winBack else {
       return offerIds.map {
         WinBackOfferEligibility(offerId: $0, eligible: false, reason: .winBackNotOffered)
       }

@@ -63,6 +63,35 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   let appFacts: AppFacts
   let catalog: Catalog
   let policy: EligibilityPolicy
+  /// Per group (indexed like `facts`): the introductory answer for a product that has an intro
+  /// offer, and the promotional answer. Every product of a group gets the same ones, so they are
+  /// worked out once per evaluation, and answering a product copies no `GroupFacts`.
+  let introductoryAnswers: [OfferEligibility]
+  let promotionalAnswers: [OfferEligibility]
+
+  init(
+    time: Int64, groups: [GroupStatus], entitlements: [Entitlement], revocations: [Revocation],
+    facts: [GroupFacts], appFacts: AppFacts, catalog: Catalog, policy: EligibilityPolicy
+  ) {
+    self.time = time
+    self.groups = groups
+    self.entitlements = entitlements
+    self.revocations = revocations
+    self.facts = facts
+    self.appFacts = appFacts
+    self.catalog = catalog
+    self.policy = policy
+    var introductoryAnswers: [OfferEligibility] = []
+    var promotionalAnswers: [OfferEligibility] = []
+    introductoryAnswers.reserveCapacity(facts.count)
+    promotionalAnswers.reserveCapacity(facts.count)
+    for group in facts {
+      introductoryAnswers.append(Self.introductory(group: group, policy: policy))
+      promotionalAnswers.append(Self.promotional(group: group, appFacts: appFacts, policy: policy))
+    }
+    self.introductoryAnswers = introductoryAnswers
+    self.promotionalAnswers = promotionalAnswers
+  }
 
   /// The status of one group, if it is in the catalog or the history.
   public func status(ofGroup subscriptionGroupId: String) -> GroupStatus? {
@@ -104,19 +133,17 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
         productId: productId, subscriptionGroupId: catalog.products[position].subscriptionGroupId,
         introductory: none, promotional: none)
     }
+    // The catalog's groups come first in `facts`, in catalog order, so `groupIndex` indexes both.
     return ProductEligibility(
-      productId: productId, subscriptionGroupId: facts[groupIndex].id,
-      introductory: introductory(
-        hasIntroductoryOffer: catalog.products[position].hasIntroductoryOffer,
-        group: facts[groupIndex]),
-      promotional: promotional(group: facts[groupIndex]),
-      winBackOffers: winBackOffers(catalog.products[position].winBackOfferIds, group: facts[groupIndex]))
+      productId: productId, subscriptionGroupId: catalog.subscriptionGroupIds[groupIndex],
+      introductory: catalog.introductoryOffers[position]
+        ? introductoryAnswers[groupIndex] : OfferEligibility(eligible: false, reason: .noIntroOffer),
+      promotional: promotionalAnswers[groupIndex],
+      winBackOffers: winBackOffers(catalog.winBackOfferIds[position], group: groupIndex))
   }
 
-  private func introductory(hasIntroductoryOffer: Bool, group: GroupFacts) -> OfferEligibility {
-    if !hasIntroductoryOffer {
-      return OfferEligibility(eligible: false, reason: .noIntroOffer)
-    }
+  /// The introductory answer (rule 8) for a product of `group` that has an intro offer.
+  private static func introductory(group: GroupFacts, policy: EligibilityPolicy) -> OfferEligibility {
     if let evidence = group.introEvidence {
       return OfferEligibility(
         eligible: false, reason: .introAlreadyUsed, evidenceTransactionId: evidence)
@@ -145,7 +172,10 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
     return OfferEligibility(eligible: true, reason: .newCustomer)
   }
 
-  private func promotional(group: GroupFacts) -> OfferEligibility {
+  /// The promotional answer (rule 9) for a product of `group`.
+  private static func promotional(
+    group: GroupFacts, appFacts: AppFacts, policy: EligibilityPolicy
+  ) -> OfferEligibility {
     let existing: String?
     let newest: String?
     let current: Bool

@@ -72,25 +72,46 @@ package enum PayloadCodec {
     else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
-    // Arguments are evaluated in order: the same field order as `encode`.
-    var t = try Transaction(
-      transactionId: transactionId, originalTransactionId: originalTransactionId, productId: r.string(),
-      subscriptionGroupIdentifier: r.optionalString(), purchaseDate: purchaseDate,
-      originalPurchaseDate: r.optionalInt(), expiresDate: r.optionalInt(), isTrialPeriod: r.bool(),
-      isInIntroOfferPeriod: r.bool(), rawOfferType: r.optionalInt().map { Int($0) },
-      offerIdentifier: r.optionalString(), rawOfferDiscountType: r.interned(), revocationDate: r.optionalInt(),
-      rawRevocationReason: r.optionalInt().map { Int($0) }, rawRevocationType: r.interned(),
-      rawInAppOwnershipType: r.interned(), isUpgraded: r.bool(), rawEnvironment: r.interned(),
-      webOrderLineItemId: r.optionalString(), quantity: Int(r.int()), rawType: r.interned(),
-      bundleId: r.optionalString(), appAccountToken: r.optionalString(), signedDate: r.optionalInt(),
-      asOfDate: nil, notificationType: r.interned(), price: nil, currency: nil)
-    if format >= transactionFormatWithoutPrice { t.asOfDate = try r.optionalInt() }
-    if format >= transactionFormat {
-      t.price = try r.optionalInt()
-      t.currency = try r.optionalString()
-    }
+    // Every field is read first, in `encode`'s order, and the value built once at the end:
+    // building it early and setting the later fields made a copy of the whole transaction
+    // (a dozen strings retained and released) on every decode.
+    let productId = try r.string()
+    let subscriptionGroupIdentifier = try r.optionalString()
+    let originalPurchaseDate = try r.optionalInt()
+    let expiresDate = try r.optionalInt()
+    let isTrialPeriod = try r.bool()
+    let isInIntroOfferPeriod = try r.bool()
+    let rawOfferType = try r.optionalInt().map { Int($0) }
+    let offerIdentifier = try r.optionalString()
+    let rawOfferDiscountType = try r.interned()
+    let revocationDate = try r.optionalInt()
+    let rawRevocationReason = try r.optionalInt().map { Int($0) }
+    let rawRevocationType = try r.interned()
+    let rawInAppOwnershipType = try r.interned()
+    let isUpgraded = try r.bool()
+    let rawEnvironment = try r.interned()
+    let webOrderLineItemId = try r.optionalString()
+    let quantity = Int(try r.int())
+    let rawType = try r.interned()
+    let bundleId = try r.optionalString()
+    let appAccountToken = try r.optionalString()
+    let signedDate = try r.optionalInt()
+    let notificationType = try r.interned()
+    let asOfDate = format >= transactionFormatWithoutPrice ? try r.optionalInt() : nil
+    let price = format >= transactionFormat ? try r.optionalInt() : nil
+    let currency = format >= transactionFormat ? try r.optionalString() : nil
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
-    return t
+    return Transaction(
+      transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
+      subscriptionGroupIdentifier: subscriptionGroupIdentifier, purchaseDate: purchaseDate,
+      originalPurchaseDate: originalPurchaseDate, expiresDate: expiresDate, isTrialPeriod: isTrialPeriod,
+      isInIntroOfferPeriod: isInIntroOfferPeriod, rawOfferType: rawOfferType,
+      offerIdentifier: offerIdentifier, rawOfferDiscountType: rawOfferDiscountType, revocationDate: revocationDate,
+      rawRevocationReason: rawRevocationReason, rawRevocationType: rawRevocationType,
+      rawInAppOwnershipType: rawInAppOwnershipType, isUpgraded: isUpgraded, rawEnvironment: rawEnvironment,
+      webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: rawType,
+      bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate,
+      asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency)
   }
 
   package static func encode(_ i: RenewalInfo) -> [UInt8] {

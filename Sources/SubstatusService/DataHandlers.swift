@@ -308,10 +308,12 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
         user.error = itemError(error)
       } else if let evaluation = evaluations[q.userID] {
         let ids = q.productIDs.isEmpty ? cached.catalog.products.map(\.productId) : q.productIDs
-        // Each answer goes to its wire form as it is made: no array of intermediate answers,
-        // each copied out of it.
-        user.products.reserveCapacity(ids.count)
-        for id in ids { user.products.append(evaluation.eligibility(for: id).wire(type: cached.catalog.productType(of: id))) }
+        // Each answer is written as it is made into its message, in place in the response: no
+        // array of intermediate answers, and no message copied into the array.
+        user.products = Array(repeating: Substatus_V1_ProductEligibility(), count: ids.count)
+        for (k, id) in ids.enumerated() {
+          evaluation.eligibility(for: id).write(to: &user.products[k], type: cached.catalog.productType(of: id))
+        }
       }
       response.users.append(user)
     }

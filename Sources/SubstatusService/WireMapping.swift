@@ -422,15 +422,22 @@ extension Entitlement {
 }
 
 extension ProductEligibility {
+  /// The answer's wire form, as ``write(to:type:)`` writes it.
   func wire(type: ProductType?) -> Substatus_V1_ProductEligibility {
     var p = Substatus_V1_ProductEligibility()
+    write(to: &p, type: type)
+    return p
+  }
+
+  /// Writes the answer into `p`, a message in place in the response: building a message and
+  /// appending it released a copy of the whole message (its strings one by one) per answer.
+  func write(to p: inout Substatus_V1_ProductEligibility, type: ProductType?) {
     p.productID = productId
     p.subscriptionGroupID = subscriptionGroupId ?? ""
     p.introductory = introductory.wire
     p.promotional = promotional.wire
     p.type = type?.wire ?? .unspecified
-    p.winBackOffers = winBackOffers.map(\.wire)
-    return p
+    if !winBackOffers.isEmpty { p.winBackOffers = winBackOffers.map(\.wire) }
   }
 }
 
