@@ -177,7 +177,7 @@ import Testing
     let accepted = rig.receiver.records.filter { $0.status == 200 && !$0.duplicate }
     #expect(accepted.count == log.count)
     #expect(Set(rig.receiver.records.filter(\.hung).map(\.eventID)) == Set(before.map(\.eventID)))
-    #expect(rig.receiver.records.allSatisfy { $0.valid })
+    #expect(rig.receiver.records.allSatisfy { $0.valid }, "\(rig.receiver.records.filter { !$0.valid })")
     #expect(try await rig.waitForAllDelivered())
   }
 

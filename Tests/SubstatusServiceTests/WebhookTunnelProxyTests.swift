@@ -128,10 +128,16 @@ final class EchoListener: Sendable {
     guard ok else { throw SocketFailure(description: "listen: \(String(cString: strerror(errno)))") }
     port = Int(UInt16(bigEndian: address.sin_port))
     let (listener, accepted) = (fd, accepted)
+    // The accept thread closes the listener when `deinit`'s shutdown wakes it: closed by
+    // `deinit`, its number could be reused by another test's listener (tests run in parallel)
+    // before this thread's next accept, which would then take that listener's connections.
     Thread {
       while true {
         let client = accept(listener, nil, nil)
-        guard client >= 0 else { return }
+        guard client >= 0 else {
+          close(listener)
+          return
+        }
         accepted.value.add(1, ordering: .relaxed)
         Thread {
           var buffer = [UInt8](repeating: 0, count: 4096)
@@ -149,10 +155,7 @@ final class EchoListener: Sendable {
   /// Connections accepted so far.
   var connections: Int { accepted.value.load(ordering: .relaxed) }
 
-  deinit {
-    shutdown(fd, Int32(SHUT_RDWR))
-    close(fd)
-  }
+  deinit { shutdown(fd, Int32(SHUT_RDWR)) }
 }
 
 /// The CONNECT proxy on its own (not installed in the environment), over raw sockets.

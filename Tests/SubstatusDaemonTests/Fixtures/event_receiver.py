@@ -39,7 +39,13 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        if len(body) < length:
+            # The sender went (a SIGKILL mid-POST): an incomplete request is no request, as for
+            # any HTTP server; nothing is answered or reported.
+            self.close_connection = True
+            return
         event_id = self.headers.get("Substatus-Event-Id", "")
         with LOCK:
             secret, down, fail, hang = STATE["secret"], STATE["down"], STATE["fail"], STATE["hang"]
