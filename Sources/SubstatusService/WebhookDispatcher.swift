@@ -596,6 +596,9 @@ public final class WebhookDispatcher: Sendable {
   /// An `http://` URL naming a host, rewritten to reach `address`, and the `Host` header that keeps
   /// the name; `nil` for `https://` (the name is needed for TLS) and for IP literals.
   static func pin(_ url: URL, to address: WebhookIPAddress) -> (url: URL, host: String)? {
+    // An IP literal needs no pinning: answered before parsing the URL's components (which cost
+    // more than the rest of the address check).
+    if let literal = url.host, WebhookIPAddress(literal) != nil { return nil }
     guard url.scheme?.lowercased() == "http",
       var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
       let host = components.percentEncodedHost, !host.isEmpty, WebhookIPAddress(host) == nil
