@@ -687,9 +687,10 @@ public final class WebhookDispatcher: Sendable {
         defer { (s.continuation, s.post, s.timeout) = (nil, nil, nil) }
         return (s.continuation, s.post, s.timeout)
       }
-      continuation?.resume(returning: result)
+      // Both sides let go before the caller goes on, so nothing of this POST outlives its result.
       timeout?.cancel()
       post?.cancel()
+      continuation?.resume(returning: result)
     }
   }
 
