@@ -260,15 +260,18 @@ final class RecordingPoster: HTTPPoster {
 }
 
 /// Runs a dispatcher until every logged event is delivered (or 120 s).
-/// - Returns: the deliveries recorded DELIVERED.
-@MainActor func deliverAll(poster: any HTTPPoster, measured: Bool) async throws -> Int {
+/// - Returns: the deliveries recorded DELIVERED, and when (and at what CPU time) the dispatcher
+///   started.
+@MainActor func deliverAll(poster: any HTTPPoster, measured: Bool) async throws
+  -> (count: Int, started: ContinuousClock.Instant, cpuBefore: Double)
+{
   let delivered = Atomic<Int>(0)
   let dispatcher = WebhookDispatcher(
     store: store, environment: .live,
     configuration: .init(maxInFlightPerWebhook: perWebhook, urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)),
     poster: poster, onAttempt: { report in if report.state == .delivered { delivered.add(1, ordering: .relaxed) } })
   if measured { perfCommand("enable", perfControl) }
-  let started = ContinuousClock.now
+  let (started, cpuBefore) = (ContinuousClock.now, cpuSeconds())
   let task = Task { await dispatcher.run() }
   dispatcher.notifyEventsAppended()
   while delivered.load(ordering: .relaxed) < Int(logged), ContinuousClock.now - started < .seconds(120) {
@@ -277,7 +280,7 @@ final class RecordingPoster: HTTPPoster {
   if measured { perfCommand("disable", perfControl) }
   dispatcher.beginGracefulShutdown()
   await task.value
-  return delivered.load(ordering: .relaxed)
+  return (delivered.load(ordering: .relaxed), started, cpuBefore)
 }
 
 /// POSTs `requests` through a `URLSessionPoster` made as the dispatcher makes its own, `inFlight`
@@ -308,9 +311,7 @@ final class RecordingPoster: HTTPPoster {
   }
 }
 
-var started = ContinuousClock.now
-var cpuBefore = cpuSeconds()
-var count: Int
+let (count, started, cpuBefore): (Int, ContinuousClock.Instant, Double)
 if clientOnly {
   let recording = RecordingPoster()
   _ = try await deliverAll(poster: recording, measured: false)
@@ -318,9 +319,9 @@ if clientOnly {
   (started, cpuBefore) = (ContinuousClock.now, cpuSeconds())
   count = await postAll(recorded, inFlight: perWebhook)
 } else if nullPoster {
-  count = try await deliverAll(poster: RecordingPoster(), measured: true)
+  (count, started, cpuBefore) = try await deliverAll(poster: RecordingPoster(), measured: true)
 } else {
-  count = try await deliverAll(
+  (count, started, cpuBefore) = try await deliverAll(
     poster: URLSessionPoster(followRedirects: false, maxResponseBytes: WebhookDispatcher.maxResponseBytes),
     measured: true)
 }
