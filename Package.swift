@@ -87,7 +87,7 @@ let package = Package(
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",

@@ -9,6 +9,8 @@ Runs `.build/release/substatus-webhook-bench` (Benchmarks/WebhookBench) pinned t
 2. Webhook delivery throughput to a local receiver (the project's HTTP server in a child process
    on the same core, answering 204): events/s from the dispatcher's start until every delivery is
    recorded DELIVERED, and CPU per event of the sender and of the receiver; target >= 5,000 events/s.
+   The sender in its parts: the dispatcher and the store with a poster that answers at once
+   (`--null-poster`), and URLSession alone POSTing the same requests (`--client-only`).
 3. WatchEvents fan-out (`--watch`): 100 streams on one app over the HTTP/2 transport, N events
    appended 100 per commit; events/s delivered to every watcher, lag from commit to receipt
    (p50/p99), CPU per delivered event (server and watchers, one process) and peak RSS.
@@ -88,6 +90,7 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
     service = service_share()
     loads = []
     on, off, delivery, ordered, fanout = [], [], [], [], []
+    dispatcher_only, client_only = [], []  # the delivery's sender in its two parts
     for _ in range(reps):  # interleaved, so load changes hit both sides alike
         loads.append(os.getloadavg()[0])
         ingest = ["--ingest", "--users", str(users), "--per-user", str(per_user)]
@@ -95,6 +98,8 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
         off.append(run(build_dir, ingest + ["--no-events"], core))
         delivery.append(run(build_dir, ["--events", str(events)], core))
         ordered.append(run(build_dir, ["--events", str(events), "--per-user", "4"], core))
+        dispatcher_only.append(run(build_dir, ["--events", str(events), "--null-poster"], core))
+        client_only.append(run(build_dir, ["--events", str(events), "--client-only"], core))
         fanout.append(run(build_dir, ["--watch", "--watchers", str(watchers), "--events", str(watched)], core))
     loads.append(os.getloadavg()[0])
 
@@ -146,6 +151,11 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"| webhook delivery, 4 events per user (in order: each waits for the previous one's record) "
              f"| {o:,.0f} events/s (CPU per event: sender {cpu_per_event(ordered):.0f} µs, receiver "
              f"{receiver_per_event(ordered):.0f} µs) | ≥ 5,000 events/s | {verdict(o >= 5000)} |",
+             f"| webhook delivery, its parts: the dispatcher and the store alone (a poster answering at once, no I/O) "
+             f"| {rate(dispatcher_only):,.0f} events/s ({cpu_per_event(dispatcher_only):.0f} µs CPU per event) | | |",
+             f"| webhook delivery, its parts: URLSession alone (the same requests, {events:,} POSTs, 16 in flight) "
+             f"| {rate(client_only):,.0f} POSTs/s (CPU per POST: sender {cpu_per_event(client_only):.0f} µs, receiver "
+             f"{receiver_per_event(client_only):.0f} µs) | | |",
              f"| WatchEvents fan-out to {watchers} watchers of one app | {w_rate:,.0f} events/s to every watcher "
              f"({w_rate * watchers:,.0f} messages/s), lag p50 {w_p50:.1f} ms, p99 {w_p99:.1f} ms; {w_cpu:.1f} µs CPU per "
              f"message; peak RSS {w_rss:.0f} MB | (none set) | |",
@@ -160,7 +170,10 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"Delivery: {events:,} events logged in a SQLite store, one webhook at `http://127.0.0.1` (the project's"
              " HTTP server in a child process pinned to the same core, answering 204 at once), the dispatcher with its"
              " default settings; time from its start until every delivery is recorded DELIVERED. Sender: the"
-             " dispatcher, the store and URLSession (libcurl) in the bench process; receiver: the child's CPU.", "",
+             " dispatcher, the store and URLSession (libcurl) in the bench process; receiver: the child's CPU. Its parts"
+             " (`--null-poster`, `--client-only`): the dispatcher and store with a poster that answers 204 at once;"
+             " then URLSession alone POSTing the requests the dispatcher made, as many in flight (see"
+             " docs/webhook-delivery.md).", "",
              f"WatchEvents: {watchers} streams of one app over one HTTP/2 connection (server, service on a SQLite"
              f" store, and the watching client in one process on one core), then {watched:,} first purchases ingested"
              " 100 users per commit as fast as the store takes them; events/s from the first commit to the last"
@@ -169,6 +182,7 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              " stream's latency); CPU of the whole process (ingest included) per message delivered.", "",
              "<details><summary>Every run</summary>", "", "```"]
     lines += [json.dumps(r) for r in on + off + delivery + ordered + fanout]
+    lines += [json.dumps(r) for r in dispatcher_only + client_only]
     lines += ["```", "", "</details>", ""]
     return lines
 

@@ -16,6 +16,12 @@
 // purchase, then renewals), delivered in order per user (K store round trips per user);
 // --per-webhook N is the POSTs in flight (the dispatcher's default otherwise).
 //
+// Two runs split the sender's CPU in its parts: --null-poster gives the dispatcher a poster that
+// answers 204 at once without any I/O (the dispatcher and the store alone); --client-only first
+// lets the dispatcher run with that poster to collect its requests (URL, headers, signed body; not
+// measured), then measures URLSession (`URLSessionPoster`, as the dispatcher makes it) POSTing
+// those requests to the receiver, N in flight, with nothing else (the HTTP client alone).
+//
 // --ingest measures ingest instead: U users' K monthly transactions into a fresh store, 100 users
 // per commit, with the event log on or off (the store's bench-only `logsEvents`), and prints the
 // process's CPU per transaction (derivation's overhead).
@@ -27,6 +33,14 @@
 // receipt (p50, p99, max), CPU per delivered event and the peak RSS.
 //
 // --json prints one JSON object (scripts/bench_events.py reads it).
+//
+// --perf-control CTL,ACK (delivery): perf's control FIFOs; "enable" is sent just before the
+// dispatcher starts and "disable" once every delivery is recorded, so counts cover the delivery
+// alone (not the ingest before it):
+//
+//   mkfifo ctl ack
+//   perf stat -D -1 --control fifo:ctl,ack -e task-clock,context-switches,probe_libc:malloc \
+//     .build/release/substatus-webhook-bench --events 5000 --perf-control ctl,ack
 import Foundation
 import HTTPServer
 import RPCCore
@@ -50,6 +64,9 @@ var inProcessReceiver = false
 var serveReceiver = false
 var watch = false
 var watchers = 100
+var perfControl: (control: String, ack: String)?
+var nullPoster = false
+var clientOnly = false
 var arguments = CommandLine.arguments.dropFirst()
 while let arg = arguments.popFirst() {
   if arg == "--events", let n = arguments.popFirst().flatMap(Int.init) { events = n }
@@ -63,6 +80,22 @@ while let arg = arguments.popFirst() {
   if arg == "--serve-receiver" { serveReceiver = true }
   if arg == "--watch" { watch = true }
   if arg == "--watchers", let n = arguments.popFirst().flatMap(Int.init) { watchers = max(1, n) }
+  if arg == "--null-poster" { nullPoster = true }
+  if arg == "--client-only" { clientOnly = true }
+  if arg == "--perf-control", let paths = arguments.popFirst()?.split(separator: ","), paths.count == 2 {
+    perfControl = (String(paths[0]), String(paths[1]))
+  }
+}
+
+/// Sends `command` ("enable" or "disable") to perf's control FIFO and waits for its "ack".
+func perfCommand(_ command: String, _ perfControl: (control: String, ack: String)?) {
+  guard let perfControl, let control = FileHandle(forWritingAtPath: perfControl.control),
+    let ack = FileHandle(forReadingAtPath: perfControl.ack)
+  else { return }
+  control.write(Data((command + "\n").utf8))
+  _ = ack.availableData
+  try? control.close()
+  try? ack.close()
 }
 
 /// CPU seconds of this process (user + system).
@@ -208,22 +241,92 @@ for i in 0..<max(1, events / perUser) {
 if !batch.isEmpty { _ = try await store.ingest(batch, atMs: now) }
 let logged = try await store.lastEventSequence()
 
-let delivered = Atomic<Int>(0)
-let dispatcher = WebhookDispatcher(
-  store: store, environment: .live,
-  configuration: .init(maxInFlightPerWebhook: perWebhook, urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)),
-  onAttempt: { report in if report.state == .delivered { delivered.add(1, ordering: .relaxed) } })
-let started = ContinuousClock.now
-let cpuBefore = cpuSeconds()
-let task = Task { await dispatcher.run() }
-dispatcher.notifyEventsAppended()
-while delivered.load(ordering: .relaxed) < Int(logged), ContinuousClock.now - started < .seconds(120) {
-  try await Task.sleep(for: .milliseconds(5))
+/// A poster that answers 204 at once, without I/O, and keeps the requests it was given
+/// (`--null-poster`, `--client-only`).
+final class RecordingPoster: HTTPPoster {
+  struct Request: Sendable {
+    var url: URL
+    var headers: [(String, String)]
+    var body: [UInt8]
+  }
+  let requests = Mutex<[Request]>([])
+
+  func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+    -> HTTPPostResponse
+  {
+    requests.withLock { $0.append(Request(url: url, headers: headers, body: body)) }
+    return HTTPPostResponse(status: 204, body: [])
+  }
 }
-let elapsed = seconds(ContinuousClock.now - started)
+
+/// Runs a dispatcher until every logged event is delivered (or 120 s).
+/// - Returns: the deliveries recorded DELIVERED, and when (and at what CPU time) the dispatcher
+///   started.
+@MainActor func deliverAll(poster: any HTTPPoster, measured: Bool) async throws
+  -> (count: Int, started: ContinuousClock.Instant, cpuBefore: Double)
+{
+  let delivered = Atomic<Int>(0)
+  let dispatcher = WebhookDispatcher(
+    store: store, environment: .live,
+    configuration: .init(maxInFlightPerWebhook: perWebhook, urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)),
+    poster: poster, onAttempt: { report in if report.state == .delivered { delivered.add(1, ordering: .relaxed) } })
+  if measured { perfCommand("enable", perfControl) }
+  let (started, cpuBefore) = (ContinuousClock.now, cpuSeconds())
+  let task = Task { await dispatcher.run() }
+  dispatcher.notifyEventsAppended()
+  while delivered.load(ordering: .relaxed) < Int(logged), ContinuousClock.now - started < .seconds(120) {
+    try await Task.sleep(for: .milliseconds(5))
+  }
+  if measured { perfCommand("disable", perfControl) }
+  dispatcher.beginGracefulShutdown()
+  await task.value
+  return (delivered.load(ordering: .relaxed), started, cpuBefore)
+}
+
+/// POSTs `requests` through a `URLSessionPoster` made as the dispatcher makes its own, `inFlight`
+/// at a time.
+/// - Returns: the requests answered 2xx.
+@MainActor func postAll(_ requests: [RecordingPoster.Request], inFlight: Int) async -> Int {
+  let poster = URLSessionPoster(followRedirects: false, maxResponseBytes: WebhookDispatcher.maxResponseBytes)
+  perfCommand("enable", perfControl)
+  defer { perfCommand("disable", perfControl) }
+  return await withTaskGroup(of: Bool.self) { group in
+    var next = requests.makeIterator()
+    var ok = 0
+    func add() -> Bool {
+      guard let request = next.next() else { return false }
+      group.addTask {
+        let response = try? await poster.post(
+          url: request.url, headers: request.headers, body: request.body, timeout: .seconds(10))
+        return response.map { (200..<300).contains($0.status) } ?? false
+      }
+      return true
+    }
+    for _ in 0..<max(1, inFlight) where !add() { break }
+    while let answered = await group.next() {
+      if answered { ok += 1 }
+      _ = add()
+    }
+    return ok
+  }
+}
+
+let (count, started, cpuBefore): (Int, ContinuousClock.Instant, Double)
+if clientOnly {
+  let recording = RecordingPoster()
+  _ = try await deliverAll(poster: recording, measured: false)
+  let recorded = recording.requests.withLock { $0 }
+  (started, cpuBefore) = (ContinuousClock.now, cpuSeconds())
+  count = await postAll(recorded, inFlight: perWebhook)
+} else if nullPoster {
+  (count, started, cpuBefore) = try await deliverAll(poster: RecordingPoster(), measured: true)
+} else {
+  (count, started, cpuBefore) = try await deliverAll(
+    poster: URLSessionPoster(followRedirects: false, maxResponseBytes: WebhookDispatcher.maxResponseBytes),
+    measured: true)
+}
 let cpu = cpuSeconds() - cpuBefore
-dispatcher.beginGracefulShutdown()
-await task.value
+let elapsed = seconds(ContinuousClock.now - started)
 var receiverCPU: Double?
 var received = requests.load(ordering: .relaxed)
 var connections: Int?
@@ -238,16 +341,16 @@ if let receiver {
   receiverCPU = object?["cpu_seconds"] as? Double
   received = object?["requests"] as? Int ?? 0
 }
-let count = delivered.load(ordering: .relaxed)
+let mode = clientOnly ? "client-only" : nullPoster ? "null-poster" : "delivery"
 if json {
   print(
-    "{\"events\": \(logged), \"delivered\": \(count), \"seconds\": \(elapsed), \"cpu_seconds\": \(cpu), "
+    "{\"mode\": \"\(mode)\", \"events\": \(logged), \"delivered\": \(count), \"seconds\": \(elapsed), \"cpu_seconds\": \(cpu), "
       + "\"receiver_cpu_seconds\": \(receiverCPU.map { "\($0)" } ?? "null"), \"requests\": \(received), "
       + "\"per_user\": \(perUser), \"in_flight\": \(perWebhook), \"connections\": \(connections.map { "\($0)" } ?? "null")}")
 } else {
   let perEvent = { (s: Double) in String(format: "%.0f", s * 1e6 / Double(max(count, 1))) }
   print(
-    "webhook delivery: \(count) of \(logged) events delivered in \(String(format: "%.2f", elapsed)) s: "
+    "webhook \(mode): \(count) of \(logged) events delivered in \(String(format: "%.2f", elapsed)) s: "
       + "\(String(format: "%.0f", Double(count) / elapsed)) events/s, \(perEvent(cpu)) µs CPU per event in the sender"
       + (receiverCPU.map { ", \(perEvent($0)) µs in the receiver process" } ?? " (the receiver in this process too)")
       + " (requests received \(received), \(perUser) per user, \(perWebhook) in flight)")

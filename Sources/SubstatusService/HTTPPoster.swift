@@ -69,11 +69,17 @@ public struct URLSessionPoster: HTTPPoster {
   public init(followRedirects: Bool = true, maxConnectionsPerHost: Int = 16, maxResponseBytes: Int? = nil) {
     let configuration = URLSessionConfiguration.ephemeral
     configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
-    // POST answers are never cached and no cookie is kept: skip both look-ups on every request.
+    // POST answers are never cached, no cookie is kept and no credential is used: skip the
+    // look-ups on every request. The accept policy matters on its own: FoundationNetworking parses
+    // every header line of every answer for Set-Cookie unless it is `.never`, storage or not (3 %
+    // of a webhook POST's CPU). An ephemeral session has a credential store, consulted at the end
+    // of each task.
     configuration.urlCache = nil
     configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
     configuration.httpCookieStorage = nil
     configuration.httpShouldSetCookies = false
+    configuration.httpCookieAcceptPolicy = .never
+    configuration.urlCredentialStorage = nil
     delegate = PosterDelegate(followRedirects: followRedirects, maxResponseBytes: maxResponseBytes.map { max(0, $0) })
     session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
   }

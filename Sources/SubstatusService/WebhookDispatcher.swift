@@ -596,6 +596,9 @@ public final class WebhookDispatcher: Sendable {
   /// An `http://` URL naming a host, rewritten to reach `address`, and the `Host` header that keeps
   /// the name; `nil` for `https://` (the name is needed for TLS) and for IP literals.
   static func pin(_ url: URL, to address: WebhookIPAddress) -> (url: URL, host: String)? {
+    // An IP literal needs no pinning: answered before parsing the URL's components (which cost
+    // more than the rest of the address check).
+    if let literal = url.host, WebhookIPAddress(literal) != nil { return nil }
     guard url.scheme?.lowercased() == "http",
       var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
       let host = components.percentEncodedHost, !host.isEmpty, WebhookIPAddress(host) == nil
@@ -628,12 +631,16 @@ public final class WebhookDispatcher: Sendable {
     }
   }
 
-  /// The two sides of ``postWithTimeout(url:headers:body:)``: the first result resumes the caller
-  /// and cancels both tasks.
+  /// The two sides of ``postWithTimeout(url:headers:body:)``: the POST in a task, the timeout as work
+  /// scheduled on the clock (``SubstatusClock/ServiceClock/schedule(after:_:)``: on the system clock a
+  /// Dispatch timer, released as soon as it is cancelled; a sleeping task kept its allocation until
+  /// the 10 s were up, so every POST answered in time pinned one for 10 s). The first result resumes
+  /// the caller, cancels the other side and lets go of both.
   private final class PostRace: Sendable {
     private struct State {
       var continuation: CheckedContinuation<PostResult, Never>?
-      var tasks: [Task<Void, Never>] = []
+      var post: Task<Void, Never>?
+      var timeout: (any ScheduledWork)?
       var decided: PostResult?
     }
     private let state = Mutex(State())
@@ -650,43 +657,40 @@ public final class WebhookDispatcher: Sendable {
           continuation.resume(returning: decided)
           return
         }
-        keep(
-          Task {
-            do {
-              try await clock.sleep(for: timeout)
-              self.finish(.timedOut)
-            } catch {}
-          })
-        keep(
-          Task {
-            do {
-              // The client's own timeout is a backstop behind the one on the wire clock.
-              let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
-              self.finish(.answered(response))
-            } catch {
-              self.finish(.failed(error))
-            }
-          })
+        let work = clock.schedule(after: timeout) { self.finish(.timedOut) }
+        let post = Task {
+          do {
+            // The client's own timeout is a backstop behind the one on the wire clock.
+            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
+            self.finish(.answered(response))
+          } catch {
+            self.finish(.failed(error))
+          }
+        }
+        let decided = state.withLock { s -> Bool in
+          guard s.decided == nil else { return true }
+          (s.post, s.timeout) = (post, work)
+          return false
+        }
+        if decided {
+          work.cancel()
+          post.cancel()
+        }
       }
-    }
-
-    private func keep(_ task: Task<Void, Never>) {
-      let decided = state.withLock { s -> Bool in
-        s.tasks.append(task)
-        return s.decided != nil
-      }
-      if decided { task.cancel() }
     }
 
     func finish(_ result: PostResult) {
-      let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<PostResult, Never>?, [Task<Void, Never>]) in
-        guard s.decided == nil else { return (nil, []) }
+      let (continuation, post, timeout) = state.withLock {
+        s -> (CheckedContinuation<PostResult, Never>?, Task<Void, Never>?, (any ScheduledWork)?) in
+        guard s.decided == nil else { return (nil, nil, nil) }
         s.decided = result
-        defer { s.continuation = nil }
-        return (s.continuation, s.tasks)
+        defer { (s.continuation, s.post, s.timeout) = (nil, nil, nil) }
+        return (s.continuation, s.post, s.timeout)
       }
+      // Both sides let go before the caller goes on, so nothing of this POST outlives its result.
+      timeout?.cancel()
+      post?.cancel()
       continuation?.resume(returning: result)
-      for task in tasks { task.cancel() }
     }
   }
 

@@ -136,25 +136,31 @@ final class DispatcherWorld: Sendable {
   let reports = Reports()
   let dispatcher: WebhookDispatcher
 
-  private init(configuration: WebhookDispatcher.Configuration, receiver: WebhookReceiver, separateWireClock: Bool) {
+  private init(
+    configuration: WebhookDispatcher.Configuration, receiver: WebhookReceiver, separateWireClock: Bool,
+    wireClock: (any ServiceClock)?
+  ) {
     world = TestWorld(wallMs: 1_700_000_000_000, separateWireClock: separateWireClock)
     self.receiver = receiver
     let reports = self.reports
+    var environment = world.environment
+    if let wireClock { environment.wireClock = wireClock }
     dispatcher = WebhookDispatcher(
-      store: store, environment: world.environment, configuration: configuration,
+      store: store, environment: environment, configuration: configuration,
       poster: URLSessionPoster(followRedirects: false), log: world.log,
       onAttempt: { report in reports.list.withLock { $0.append(report) } })
   }
 
   /// A world with app a1 and a receiver; private addresses allowed unless `configuration` says.
-  /// With `separateWireClock`, the POSTs' timeouts run on ``TestWorld/wireClock``, not ``clock``.
+  /// With `separateWireClock`, the POSTs' timeouts run on ``TestWorld/wireClock``, not ``clock``;
+  /// `wireClock` replaces the dispatcher's wire clock altogether.
   static func start(
     _ configuration: WebhookDispatcher.Configuration = .init(urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)),
-    separateWireClock: Bool = false
+    separateWireClock: Bool = false, wireClock: (any ServiceClock)? = nil
   ) async throws -> DispatcherWorld {
     let w = DispatcherWorld(
       configuration: configuration, receiver: try await WebhookReceiver.start(secret: secret),
-      separateWireClock: separateWireClock)
+      separateWireClock: separateWireClock, wireClock: wireClock)
     try await Fixture.seed(w.store)
     return w
   }
@@ -212,6 +218,45 @@ final class DispatcherWorld: Sendable {
     dispatcher.beginGracefulShutdown()
     task.cancel()
     await task.value
+  }
+}
+
+/// A wire clock over a ``ManualClock`` that counts the work scheduled on it, the work cancelled and
+/// the sleeps.
+final class CountingWireClock: ServiceClock {
+  struct Counts: Sendable, Equatable {
+    var scheduled = 0
+    var cancelled = 0
+    var sleeps = 0
+  }
+  let base: ManualClock
+  // A class so that the scheduled work can share it.
+  final class Box: Sendable { let counts = Mutex(Counts()) }
+  private let box = Box()
+
+  init(_ base: ManualClock) { self.base = base }
+
+  var counts: Counts { box.counts.withLock { $0 } }
+  var monotonicNow: Duration { base.monotonicNow }
+  var wallMs: Int64 { base.wallMs }
+
+  func sleep(for duration: Duration) async throws {
+    box.counts.withLock { $0.sleeps += 1 }
+    try await base.sleep(for: duration)
+  }
+
+  func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+    box.counts.withLock { $0.scheduled += 1 }
+    return CountedWork(work: base.schedule(after: delay, work), box: box)
+  }
+
+  private struct CountedWork: ScheduledWork {
+    let work: any ScheduledWork
+    let box: Box
+    func cancel() {
+      box.counts.withLock { $0.cancelled += 1 }
+      work.cancel()
+    }
   }
 }
 
@@ -290,6 +335,19 @@ struct WebhookDispatcherTests {
       w.advance(by: .seconds(40))
       try await w.receiver.wait("the retry") { $0.count == 2 }
     }
+  }
+
+  @Test("each POST's timeout is work scheduled on the wire clock and cancelled when the answer comes (no sleeping task)")
+  func timeoutIsScheduledWorkCancelledOnAnswer() async throws {
+    let wire = CountingWireClock(ManualClock(wallMs: 1_700_000_000_000))
+    let w = try await DispatcherWorld.start(wireClock: wire)
+    try await w.createWebhook("w1", "ok")
+    try await w.running {
+      try await w.addEvents(["u1", "u2", "u3"])
+      try await waitUntil("recorded") { w.attempts(of: "w1").count == 3 }
+    }
+    #expect(wire.counts == .init(scheduled: 3, cancelled: 3, sleeps: 0))
+    #expect(w.attempts(of: "w1").allSatisfy { $0.state == .delivered })
   }
 
   @Test("a jump of the service's clock by days (a followed test clock) neither times out nor repeats a POST in flight")
