@@ -19,18 +19,10 @@ enum EventQueries {
     """
   static let productPayloads = "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id"
   static let catalogVersion = "SELECT catalog_version FROM apps WHERE app_id = ?"
-  /// The most events one INSERT appends (7 parameters each); a write's events beyond it take
-  /// another statement.
-  static let insertChunk = 16
-  /// `insertEvents[n]` appends `n` events in one statement (1...``insertChunk``), skipping the ids
-  /// the user has logged, and returns the sequence and id of each row it added: one statement per
-  /// write's events instead of one per event, so the statement's setup, the AUTOINCREMENT counter's
-  /// read and write, and the cursors on the table and its indexes are paid once per write.
-  static let insertEvents: [String] = (0...insertChunk).map { n in
-    "INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload) VALUES "
-      + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: max(n, 1)).joined(separator: ", ")
-      + " ON CONFLICT(user_key, event_id) DO NOTHING RETURNING sequence, event_id"
-  }
+  static let insertEvent = """
+    INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload)
+    VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user_key, event_id) DO NOTHING
+    """
   static let schedule =
     "SELECT logged_through_ms, next_transition_ms FROM event_schedules WHERE user_key = ?"
   static let upsertSchedule = """
@@ -124,38 +116,19 @@ extension SQLiteStore {
     try db.run("DELETE FROM event_schedules WHERE user_key = ?", [.int(key)])
   }
 
-  /// Inserts the user's events whose ids are not logged yet (the per-user UNIQUE index decides),
-  /// in order: one statement per ``EventQueries/insertChunk`` events. The rows of one statement
-  /// are inserted in the order given, so their sequences increase in that order; an id given
-  /// twice is appended once, as its first occurrence.
+  /// Inserts the events whose ids are not logged yet (the UNIQUE index decides), in order.
   static func appendEvents(_ db: SQLiteConnection, _ events: [SubscriptionEvent], key: Int64)
     throws(StoreError) -> [LoggedEvent]
   {
     var appended: [LoggedEvent] = []
-    var start = events.startIndex
-    while start < events.endIndex {
-      let chunk = events[start..<min(start + EventQueries.insertChunk, events.endIndex)]
-      start = chunk.endIndex
-      var values: [SQLValue] = []
-      values.reserveCapacity(chunk.count * 7)
-      for e in chunk {
-        values.append(.text(e.eventId))
-        values.append(.text(e.appId))
-        values.append(.int(key))
-        values.append(.text(e.environment.rawValue))
-        values.append(.text(e.type.rawValue))
-        values.append(.int(e.occurredMs))
-        values.append(.blob(PayloadCodec.encode(e)))
-      }
-      var added: [String: Int64] = [:]
-      try db.query(EventQueries.insertEvents[chunk.count], values) { r throws(StoreError) in
-        added[r.text(1)] = r.int(0)
-      }
-      for e in chunk {
-        if let sequence = added.removeValue(forKey: e.eventId) {
-          appended.append(LoggedEvent(sequence: sequence, event: e))
-        }
-      }
+    for e in events {
+      try db.run(
+        EventQueries.insertEvent,
+        [
+          .text(e.eventId), .text(e.appId), .int(key), .text(e.environment.rawValue),
+          .text(e.type.rawValue), .int(e.occurredMs), .blob(PayloadCodec.encode(e)),
+        ])
+      if db.changes == 1 { appended.append(LoggedEvent(sequence: db.lastInsertRowID, event: e)) }
     }
     return appended
   }
@@ -273,22 +246,12 @@ extension SQLiteStore: EventLogAppending {
   /// See ``EventLogAppending/appendEvents(_:)``.
   package func appendEvents(_ events: [SubscriptionEvent]) async throws(StoreError) -> [LoggedEvent] {
     try await writer.write { db throws(StoreError) in
-      // Consecutive events of one user are appended together, as a deriving write appends them.
       var appended: [LoggedEvent] = []
-      var start = events.startIndex
-      while start < events.endIndex {
-        let e = events[start]
-        var end = start + 1
-        while end < events.endIndex, events[end].appId == e.appId, events[end].environment == e.environment,
-          events[end].userId == e.userId
-        {
-          end += 1
-        }
-        defer { start = end }
+      for e in events {
         try requireApp(db, e.appId)
         let user = UserKey(appId: e.appId, environment: e.environment, userId: e.userId)
         guard let key = try Self.userKey(db, user, create: true) else { continue }
-        appended += try Self.appendEvents(db, Array(events[start..<end]), key: key)
+        appended += try Self.appendEvents(db, [e], key: key)
       }
       return appended
     }

@@ -222,29 +222,4 @@ struct SQLiteEventLogTests {
     _ = try await store.deleteProducts(appId: "a1", productIds: ["monthly"])
     #expect(try #require(try version()) > changed)
   }
-
-  /// A write's events are appended by statements of up to `EventQueries.insertChunk` rows each:
-  /// across chunk boundaries, with ids already logged and ids given twice, what is appended is
-  /// each new id once, as its first occurrence, with sequences increasing in the order given.
-  @Test(arguments: [1, EventQueries.insertChunk - 1, EventQueries.insertChunk, 2 * EventQueries.insertChunk + 3])
-  func aWritesEventsAreAppendedInChunksInOrderOnce(count: Int) async throws {
-    let dir = TemporaryDirectory()
-    let store = try open(dir)
-    defer { store.close() }
-    try await Fixture.seed(store)
-    let logged = try await store.appendEvents([EventLogContract.event("e3"), EventLogContract.event("e7")])
-    let ids = (0..<count).map { "e\($0)" }
-    // Each id, then the first ids again (in the same write), and another user's e1 at the end.
-    let events = ids.map { EventLogContract.event($0) } + ids.prefix(3).map { EventLogContract.event($0) }
-      + [EventLogContract.event("e1", user: "u2")]
-    let appended = try await store.appendEvents(events)
-    let expected = ids.filter { $0 != "e3" && $0 != "e7" }
-    #expect(appended.filter { $0.event.userId == "u1" }.map(\.event.eventId) == expected)
-    #expect(appended.last?.event.userId == "u2")
-    let sequences = appended.map(\.sequence)
-    #expect(sequences == sequences.sorted() && Set(sequences).count == sequences.count)
-    #expect(sequences.allSatisfy { $0 > logged.map(\.sequence).max()! })
-    #expect(try await EventLogContract.readAll(store) == logged + appended)
-    #expect(try await store.appendEvents(events).isEmpty)
-  }
 }
