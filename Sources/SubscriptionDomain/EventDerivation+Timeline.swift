@@ -51,7 +51,9 @@ struct Timeline {
 
   init(history: PurchaseHistory, fallback: PurchaseHistory?, catalog: Catalog) {
     self.catalog = catalog
-    let transactions = Transaction.merged(history.transactions)
+    let transactions =
+      history.transactionsAreMerged
+      ? history.transactions.sorted(by: Transaction.inPurchaseOrder) : Transaction.merged(history.transactions)
     self.transactions = transactions
     renewals = RenewalInfo.merged(history.renewals)
     fallbackRenewals = fallback.map { RenewalInfo.merged($0.renewals) } ?? []

@@ -41,15 +41,40 @@ public struct EventSubject: Sendable, Hashable {
 /// transaction id, one renewal info per original transaction id).
 public struct PurchaseHistory: Sendable, Hashable {
   /// The transactions, in any order (duplicates merge by ``Transaction/supersedes(_:)``).
-  public var transactions: [Transaction]
+  public var transactions: [Transaction] {
+    didSet { transactionsAreMerged = false }
+  }
   /// The renewal infos, in any order (duplicates merge by ``RenewalInfo/supersedes(_:)``); a
   /// stored removal (``RenewalInfoVersion/removed(originalTransactionId:asOfDate:)``) is none.
   public var renewals: [RenewalInfo]
+  /// Whether ``transactions`` are known to be merged already (one per transaction id, as
+  /// ``Transaction/merged(_:)`` leaves them), so a timeline only sorts them. Not part of equality.
+  private(set) var transactionsAreMerged = false
 
   /// Creates a history.
   public init(transactions: [Transaction] = [], renewals: [RenewalInfo] = []) {
     self.transactions = transactions
     self.renewals = renewals
+  }
+
+  /// Creates a history of transactions already merged: one per transaction id, each the merge of
+  /// its copies (``Transaction/merged(_:)``; a store's rows, which its writes merged), so deriving
+  /// from it skips merging them again. The same history as ``init(transactions:renewals:)``.
+  public init(mergedTransactions: [Transaction], renewals: [RenewalInfo] = []) {
+    self.transactions = mergedTransactions
+    self.renewals = renewals
+    transactionsAreMerged = true
+  }
+
+  /// Equal data, however it was created.
+  public static func == (a: PurchaseHistory, b: PurchaseHistory) -> Bool {
+    a.transactions == b.transactions && a.renewals == b.renewals
+  }
+
+  /// Hashes the data (as ``==`` compares it).
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(transactions)
+    hasher.combine(renewals)
   }
 
   /// No data: the `before` of a user's first write.
@@ -95,10 +120,13 @@ public enum EventCause: Sendable, Hashable {
 
   /// ``canonicalKey(for:)`` as UTF-8, built without intermediate strings (one per event).
   func canonicalBytes(for subject: EventSubject) -> [UInt8] {
-    var key = CanonicalKey()
-    key.add(subject.appId)
-    key.add(subject.environment.rawValue)
-    key.add(subject.userId)
+    canonicalBytes(continuing: CanonicalKey(subject: subject))
+  }
+
+  /// ``canonicalBytes(for:)`` from the subject's part of the key, built once per derivation
+  /// (``CanonicalKey/init(subject:)``).
+  func canonicalBytes(continuing subjectKey: CanonicalKey) -> [UInt8] {
+    var key = CanonicalKey(continuing: subjectKey)
     switch self {
     case .purchase(let id):
       key.add("purchase")
@@ -144,13 +172,40 @@ struct CanonicalKey {
     bytes.append(contentsOf: "substatus.event.v1".utf8)
   }
 
+  /// The key's start for `subject`: the tag, then its app, environment and user.
+  init(subject: EventSubject) {
+    self.init()
+    add(subject.appId)
+    add(subject.environment.rawValue)
+    add(subject.userId)
+  }
+
+  /// A copy of `start` to continue with a cause's components.
+  init(continuing start: CanonicalKey) {
+    bytes = []
+    bytes.reserveCapacity(max(192, start.bytes.count + 128))
+    bytes.append(contentsOf: start.bytes)
+  }
+
   mutating func add(_ part: String) {
     var part = part
     part.withUTF8 { utf8 in
       bytes.append(UInt8(ascii: "\n"))
-      bytes.append(contentsOf: String(utf8.count).utf8)
+      appendDecimal(utf8.count)
       bytes.append(UInt8(ascii: ":"))
       bytes.append(contentsOf: utf8)
+    }
+  }
+
+  /// The decimal digits of a length (what `String(n)` spells), without making a string.
+  private mutating func appendDecimal(_ n: Int) {
+    var divisor = 1
+    while divisor <= n / 10 { divisor *= 10 }
+    var rest = n
+    while divisor > 0 {
+      bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+      rest %= divisor
+      divisor /= 10
     }
   }
 }
@@ -186,13 +241,14 @@ public struct EventDerivation: Sendable {
   func eventId(canonicalBytes: [UInt8]) -> String {
     let hash = digest(canonicalBytes)
     precondition(hash.count >= 16, "an event id digest must be at least 16 bytes")
-    var id: [UInt8] = Array("evt_".utf8)
-    id.reserveCapacity(36)
-    for byte in hash.prefix(16) {
-      id.append(Self.hexDigit(byte >> 4))
-      id.append(Self.hexDigit(byte & 0x0f))
+    return String(unsafeUninitializedCapacity: 36) { id in
+      for (i, c) in "evt_".utf8.enumerated() { id[i] = c }
+      for i in 0..<16 {
+        id[4 + 2 * i] = Self.hexDigit(hash[i] >> 4)
+        id[5 + 2 * i] = Self.hexDigit(hash[i] & 0x0f)
+      }
+      return 36
     }
-    return String(decoding: id, as: UTF8.self)
   }
 
   /// The lowercase hex digit of a nibble.
@@ -277,6 +333,7 @@ public struct EventDerivation: Sendable {
       }
       old = timeline
     }
+    let subjectKey = CanonicalKey(subject: subject)
     var result: [SubscriptionEvent] = []
     for var occurrence in occurrences where !known.contains(occurrence.cause) {
       new.complete(&occurrence)
@@ -292,10 +349,10 @@ public struct EventDerivation: Sendable {
         occurrence.stateAfter = new.state(group, at: at)
         occurrence.expirationReason = occurrence.expirationReason ?? "billing_error"
       }
-      result.append(event(occurrence, of: new, subject: subject, detectedMs: detectedMs))
+      result.append(event(occurrence, of: new, subject: subject, subjectKey: subjectKey, detectedMs: detectedMs))
     }
     for change in Self.changes(before: before, old: &old, new: new, catalog: catalog) {
-      result.append(event(change, of: new, subject: subject, detectedMs: detectedMs))
+      result.append(event(change, of: new, subject: subject, subjectKey: subjectKey, detectedMs: detectedMs))
     }
     return (Self.ordered(result), new)
   }
@@ -312,10 +369,11 @@ public struct EventDerivation: Sendable {
     let high = max(throughMs, appleNow)
     guard high > low else { return [] }
     let timeline = Timeline(history: history, fallback: nil, catalog: catalog)
+    let subjectKey = CanonicalKey(subject: subject)
     var result: [SubscriptionEvent] = []
     for occurrence in timeline.occurrences(dueThrough: high, dueAfter: low, includeData: false)
     where occurrence.dueMs > low {
-      result.append(event(occurrence, of: timeline, subject: subject, detectedMs: detectedMs))
+      result.append(event(occurrence, of: timeline, subject: subject, subjectKey: subjectKey, detectedMs: detectedMs))
     }
     return Self.ordered(result)
   }
@@ -405,12 +463,14 @@ public struct EventDerivation: Sendable {
   // MARK: Building events
 
   /// The event of an occurrence of `timeline`.
+  /// `subjectKey` is `subject`'s part of every id's key (``CanonicalKey/init(subject:)``).
   private func event(
-    _ o: Occurrence, of timeline: Timeline, subject: EventSubject, detectedMs: Int64
+    _ o: Occurrence, of timeline: Timeline, subject: EventSubject, subjectKey: CanonicalKey, detectedMs: Int64
   ) -> SubscriptionEvent {
     let transaction = o.transaction.map { timeline.transactions[$0] }
     var e = SubscriptionEvent(
-      eventId: eventId(for: o.cause, subject: subject), appId: subject.appId, userId: subject.userId,
+      eventId: eventId(canonicalBytes: o.cause.canonicalBytes(continuing: subjectKey)), appId: subject.appId,
+      userId: subject.userId,
       environment: subject.environment, type: o.type, occurredMs: o.occurredMs, detectedMs: detectedMs,
       subscriptionGroupId: o.groupId, productId: o.productId, transactionId: transaction?.transactionId,
       originalTransactionId: o.originalTransactionId, stateBefore: o.stateBefore, stateAfter: o.stateAfter,

@@ -115,11 +115,13 @@ extension Transaction {
     for i in result.indices where result[i].price == nil {
       if let known = priced[i] { result[i] = result[i].merging(known) }
     }
-    result.sort {
-      $0.purchaseDate != $1.purchaseDate
-        ? $0.purchaseDate < $1.purchaseDate : $0.transactionId < $1.transactionId
-    }
+    result.sort(by: inPurchaseOrder)
     return result
+  }
+
+  /// The order of ``merged(_:)``'s result: by purchase date, then transaction id.
+  static func inPurchaseOrder(_ a: Transaction, _ b: Transaction) -> Bool {
+    a.purchaseDate != b.purchaseDate ? a.purchaseDate < b.purchaseDate : a.transactionId < b.transactionId
   }
 }
 

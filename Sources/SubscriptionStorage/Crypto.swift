@@ -18,16 +18,18 @@ public enum SHA256 {
   /// - Parameter bytes: the message.
   /// - Returns: 32 bytes.
   public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-    let input = Array(bytes)
-    var digest = [UInt8](repeating: 0, count: 32)
-    var length: UInt32 = 0
-    let ok = input.withUnsafeBufferPointer { inp in
-      digest.withUnsafeMutableBufferPointer { out in
-        EVP_Digest(inp.baseAddress, inp.count, out.baseAddress, &length, algorithm.md, nil)
-      }
+    // Contiguous input (an array: every event id's key) is hashed in place, not copied first.
+    if let digest = bytes.withContiguousStorageIfAvailable(hash(contiguous:)) { return digest }
+    return Array(bytes).withUnsafeBufferPointer(hash(contiguous:))
+  }
+
+  private static func hash(contiguous input: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+    [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+      var length: UInt32 = 0
+      let ok = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, algorithm.md, nil)
+      precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
+      count = 32
     }
-    precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-    return digest
   }
 
   /// SHA-256 fetched once: `EVP_sha256()` makes every digest fetch it from the provider again,

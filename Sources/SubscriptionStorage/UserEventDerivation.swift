@@ -68,10 +68,12 @@ extension UserKey {
 }
 
 extension UserPurchaseState {
-  /// The derivation's view of the stored data (order does not matter to it).
+  /// The derivation's view of the stored data (order does not matter to it): one copy per
+  /// transaction id, each merged by the write that stored it, so the derivation does not merge
+  /// them again.
   var purchaseHistory: PurchaseHistory {
     PurchaseHistory(
-      transactions: Array(transactions.values),
+      mergedTransactions: Array(transactions.values),
       renewals: renewalInfos.values.compactMap(\.renewalInfo))
   }
 }

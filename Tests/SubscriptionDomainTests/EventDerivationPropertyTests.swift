@@ -100,6 +100,37 @@ struct EventDerivationPropertyTests {
     }
   }
 
+  @Test("a history created as already merged (a store's rows, in any order) derives what the plain one does", arguments: seeds)
+  func mergedHistories(seed: UInt64) {
+    let history = RandomHistory(seed: seed)
+    let rows = Transaction.merged(history.copies).reversed()
+    let merged = PurchaseHistory(mergedTransactions: Array(rows))
+    // Equality and hashing are of the data (in its order), not of how the history was created.
+    let sameOrder = PurchaseHistory(mergedTransactions: history.final.transactions)
+    #expect(sameOrder == history.final && sameOrder.hashValue == history.final.hashValue)
+    var random = SeededGenerator(seed: seed)
+    let half = PurchaseHistory(transactions: Transaction.merged(history.copies.filter { _ in Bool.random(using: &random) }))
+    let halfRows = PurchaseHistory(mergedTransactions: half.transactions.shuffled(using: &random))
+    for through in [jan1 + 50 * day, history.end] {
+      let plain = derivation.write(
+        subject: subject, before: half, after: history.final, catalog: Fixture.catalog, throughMs: through,
+        loggedThroughMs: jan1, detectedMs: 1, nextAfterMs: through)
+      let fromRows = derivation.write(
+        subject: subject, before: halfRows, after: merged, catalog: Fixture.catalog, throughMs: through,
+        loggedThroughMs: jan1, detectedMs: 1, nextAfterMs: through)
+      #expect(fromRows.events == plain.events && fromRows.nextTransitionMs == plain.nextTransitionMs)
+    }
+    // Changing the transactions of a merged history makes it a plain one again (copies merge).
+    var changed = merged
+    changed.transactions += history.copies
+    #expect(!changed.transactionsAreMerged)
+    #expect(
+      derivation.events(subject: subject, before: .empty, after: changed, catalog: Fixture.catalog, throughMs: history.end, detectedMs: 1)
+        == derivation.events(
+          subject: subject, before: .empty, after: history.final, catalog: Fixture.catalog, throughMs: history.end,
+          detectedMs: 1))
+  }
+
   @Test("transactions arriving in any order, one write each, give the same transaction events", arguments: seeds)
   func anyOrder(seed: UInt64) {
     let history = RandomHistory(seed: seed)
@@ -188,6 +219,14 @@ struct EventDerivationPropertyTests {
     #expect(c[0].eventId != a[0].eventId)
     let key = EventCause.purchase(transactionId: "1").canonicalKey(for: subject)
     #expect(key == "substatus.event.v1\n4:app1\n10:Production\n5:user1\n8:purchase\n1:1")
+    // Every length is spelled in decimal as String(count) does, from 0 to several digits.
+    for n in [0, 1, 9, 10, 99, 100, 1_234] {
+      let id = String(repeating: "x", count: n)
+      let long = EventSubject(appId: "app1", environment: .production, userId: id)
+      #expect(
+        EventCause.purchase(transactionId: id).canonicalKey(for: long)
+          == "substatus.event.v1\n4:app1\n10:Production\n\(n):\(id)\n8:purchase\n\(n):\(id)")
+    }
     #expect(a[0].eventId == derivation.eventId(for: .purchase(transactionId: "1"), subject: subject))
   }
 }
