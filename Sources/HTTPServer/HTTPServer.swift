@@ -421,8 +421,7 @@ private final class ServerCore: Sendable {
     state.withLock { state in
       let pressured = state.connections.count * 4 >= configuration.connectionLimit * 3
       let limit = pressured ? min(timeout, configuration.requestHeadTimeoutUnderPressure) : timeout
-      let (seconds, attoseconds) = limit.components
-      let deadline = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+      let deadline = limit.nanoseconds
       for (key, connection) in state.connections
       where !connection.headComplete && now &- connection.headSince > deadline {
         shutdown(connection.fd, Int32(SHUT_RDWR))

@@ -573,14 +573,3 @@ struct StreamResponseWriter: RPCResponseWriter {
     }
   }
 }
-
-extension Duration {
-  /// The duration in whole nanoseconds, clamped at zero.
-  var nanoseconds: UInt64 {
-    let (seconds, attoseconds) = components
-    // A negative duration can come as (0 s, negative attoseconds): SystemClock's very first
-    // reading is a hair below zero (`now` is taken before its origin is).
-    if seconds < 0 || attoseconds < 0 { return 0 }
-    return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-  }
-}

@@ -52,10 +52,8 @@ private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
   private let timer: any DispatchSourceTimer
 
   init(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
-    let (seconds, attoseconds) = delay.components
-    let nanoseconds = seconds >= Int64.max / 1_000_000_000 - 1
-      ? Int.max / 2 : Int(max(0, seconds)) * 1_000_000_000 + Int(max(0, attoseconds) / 1_000_000_000)
     timer = DispatchSource.makeTimerSource(queue: .global())
+    let nanoseconds = Int(min(delay.nanoseconds, UInt64(Int.max / 2)))
     timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), leeway: .milliseconds(1))
     let timer = self.timer
     timer.setEventHandler {
@@ -241,5 +239,16 @@ public final class ManualClock: ServiceClock {
       return s.waiters.remove(at: index)
     }
     waiter?.continuation.resume(returning: false)
+  }
+}
+
+extension Duration {
+  /// The duration in whole nanoseconds: 0 for a negative one (a duration just below zero can come
+  /// as 0 s and negative attoseconds), `Int64.max` for one too long to count (about 292 years).
+  public var nanoseconds: UInt64 {
+    let (seconds, attoseconds) = components
+    if seconds < 0 || attoseconds < 0 { return 0 }
+    let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+    return overflow || whole > UInt64(Int64.max) ? UInt64(Int64.max) : whole + UInt64(attoseconds / 1_000_000_000)
   }
 }

@@ -460,8 +460,7 @@ public final class WebhookTunnelProxy: Sendable {
       result.withLock { $0 = r }
       done.signal()
     }
-    let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-    guard done.wait(timeout: .now() + seconds) == .success, let r = result.withLock({ $0 }) else {
+    guard done.wait(timeout: .now() + timeout.seconds) == .success, let r = result.withLock({ $0 }) else {
       task.cancel()
       return .failure(WebhookURLRejection("cannot resolve \(host): no answer within \(WebhookDispatcher.describe(timeout))"))
     }
