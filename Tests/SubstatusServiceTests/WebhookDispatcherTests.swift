@@ -487,6 +487,8 @@ struct WebhookDispatcherTests {
     #expect(ok.delivered)
     #expect(ok.attempt.httpStatus == 200)
     #expect(ok.attempt.error == nil)
+    // The receiver reports a request on its stdout, read by a thread: after its answer.
+    try await w.receiver.wait("the test request") { !$0.isEmpty }
     let request = try #require(w.receiver.requests.first)
     #expect(request.signatureOK)
     #expect(request.user == "" && request.type == "")
