@@ -97,7 +97,7 @@ struct WebhookAddressPinningTests {
     // What would be reached: a service on the machine itself (it counts connections).
     let inside = try EchoListener()
     // The dispatcher's check sees a public address; the next lookup (the connection's) loopback.
-    let resolver = WebhookTunnelProxyTests.ListResolver([["203.0.113.10"], ["127.0.0.1"]])
+    let resolver = WebhookTunnelProxyTests.ListResolver([["93.184.216.34"], ["127.0.0.1"]])
     let url = "https://localhost:\(inside.port)/hook"
     let dispatcher = try await Self.dispatcher(url, resolver: resolver, allowPrivate: false)
     let result = try await dispatcher.test(appId: "a1", webhookId: "w1")
