@@ -22,16 +22,21 @@ enum TerminalText {
 
   private static func escaped(_ text: String, keepingLines: Bool) -> String {
     // Printable ASCII (and LF when kept), the common case, is decided from the bytes.
-    if text.utf8.allSatisfy({ ($0 >= 0x20 && $0 < 0x7F) || (keepingLines && $0 == 0x0A) }) { return text }
+    if text.utf8.allSatisfy({ ($0 >= 0x20 && $0 < 0x7F) || (keepingLines && $0 == 0x0A) }) {
+      return text
+    }
     var out = String.UnicodeScalarView()
     let scalars = Array(text.unicodeScalars)
     for (index, scalar) in scalars.enumerated() {
       let lineEnd =
-        keepingLines && (scalar == "\n" || scalar == "\r" && index + 1 < scalars.count && scalars[index + 1] == "\n")
+        keepingLines
+        && (scalar == "\n"
+          || scalar == "\r" && index + 1 < scalars.count && scalars[index + 1] == "\n")
       if lineEnd || !actsOnTerminal(scalar) {
         out.append(scalar)
       } else {
-        out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
+        out.append(
+          contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
       }
     }
     return String(out)

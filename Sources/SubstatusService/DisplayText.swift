@@ -28,7 +28,9 @@ enum DisplayText {
   static func hasControl(_ text: String) -> Bool {
     var previous: UInt8 = 0
     for byte in text.utf8 {
-      if byte < 0x20 || byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte)) { return true }
+      if byte < 0x20 || byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte)) {
+        return true
+      }
       previous = byte
     }
     return false
@@ -50,6 +52,8 @@ enum DisplayText {
 /// no control character, no bidirectional formatting character.
 /// - Throws: `INVALID_ARGUMENT` naming `field`.
 func requireDisplayText(_ value: String, _ field: String, maxBytes: Int = 200) throws(RPCError) {
-  guard value.utf8.count <= maxBytes else { throw invalidArgument(field, "longer than \(maxBytes) bytes") }
+  guard value.utf8.count <= maxBytes else {
+    throw invalidArgument(field, "longer than \(maxBytes) bytes")
+  }
   if let problem = DisplayText.problem(in: value) { throw invalidArgument(field, problem) }
 }

@@ -89,7 +89,9 @@ public final class WebhookLocalAddresses: Sendable, Hashable {
   public var readCount: Int { reads.load(ordering: .relaxed) }
 
   /// Identity: two sources are equal when they are the same object.
-  public static func == (lhs: WebhookLocalAddresses, rhs: WebhookLocalAddresses) -> Bool { lhs === rhs }
+  public static func == (lhs: WebhookLocalAddresses, rhs: WebhookLocalAddresses) -> Bool {
+    lhs === rhs
+  }
 
   /// Hashes the identity.
   public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
@@ -108,14 +110,18 @@ public final class WebhookLocalAddresses: Sendable, Hashable {
       switch Int32(sa.pointee.sa_family) {
       case AF_INET:
         sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { p in
-          if let a = WebhookIPAddress(bytes: withUnsafeBytes(of: p.pointee.sin_addr.s_addr) { Array($0) }) {
+          if let a = WebhookIPAddress(
+            bytes: withUnsafeBytes(of: p.pointee.sin_addr.s_addr) { Array($0) })
+          {
             addresses.insert(a)
           }
         }
       case AF_INET6:
         sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
           var a6 = p.pointee.sin6_addr
-          if let a = WebhookIPAddress(bytes: withUnsafeBytes(of: &a6) { Array($0) }) { addresses.insert(a) }
+          if let a = WebhookIPAddress(bytes: withUnsafeBytes(of: &a6) { Array($0) }) {
+            addresses.insert(a)
+          }
         }
       default:
         continue

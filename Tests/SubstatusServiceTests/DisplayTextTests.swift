@@ -1,6 +1,7 @@
-import Testing
 import RPCCore
 import SubstatusWire
+import Testing
+
 @testable import SubstatusService
 
 /// Names are text (README "Request limits and whole strings"): every name, description, display
@@ -17,7 +18,9 @@ import SubstatusWire
     var testDescription: String { name }
   }
 
-  static func product(_ id: String, group: String = "g1", offers: [String] = []) -> Substatus_V1_Product {
+  static func product(_ id: String, group: String = "g1", offers: [String] = [])
+    -> Substatus_V1_Product
+  {
     var p = Substatus_V1_Product()
     p.productID = id
     p.type = .autoRenewable
@@ -81,7 +84,8 @@ import SubstatusWire
       r.products = [product("p", group: "g" + value)]
       _ = try await h.call(Substatus_V1_AdminService.putProducts, r, key: admin)
     },
-    Field(name: "products[0].promotional_offer_ids[0]", isDisplayText: false) { h, admin, app, value in
+    Field(name: "products[0].promotional_offer_ids[0]", isDisplayText: false) {
+      h, admin, app, value in
       var r = Substatus_V1_PutProductsRequest()
       r.appID = app
       r.products = [product("p", offers: ["o" + value])]
@@ -97,13 +101,17 @@ import SubstatusWire
 
   /// ESC (a terminal escape), LF and CR (forged lines, header injection), BEL, tab, DEL and C1
   /// (NEL; CSI, which 8-bit terminals act on).
-  static let controls = ["\u{1B}[31mred", "line\nbreak", "cr\rlf", "bell\u{07}", "tab\tin", "del\u{7F}", "nel\u{85}", "csi\u{9B}31m"]
+  static let controls = [
+    "\u{1B}[31mred", "line\nbreak", "cr\rlf", "bell\u{07}", "tab\tin", "del\u{7F}", "nel\u{85}",
+    "csi\u{9B}31m",
+  ]
 
   @Test(arguments: fields, controls)
   func controlCharactersAreRefusedNamingTheField(_ field: Field, _ value: String) async throws {
     try await withService { h in
       let (admin, app) = try await h.makeTenantWithApp()
-      let error = await expectStatus(.invalidArgument, "\(field.name) = \(value.debugDescription)") {
+      let error = await expectStatus(.invalidArgument, "\(field.name) = \(value.debugDescription)")
+      {
         try await field.set(h, admin, app, value)
       }
       #expect(error?.message == "\(field.name): contains control characters")
@@ -111,14 +119,19 @@ import SubstatusWire
   }
 
   /// RLO, LRO, the isolates: they reorder the text that follows them on screen.
-  @Test(arguments: fields.filter(\.isDisplayText), ["evil\u{202E}txt.exe", "\u{202A}a", "\u{2066}b\u{2069}"])
+  @Test(
+    arguments: fields.filter(\.isDisplayText),
+    ["evil\u{202E}txt.exe", "\u{202A}a", "\u{2066}b\u{2069}"])
   func bidirectionalFormattingIsRefusedInDisplayText(_ field: Field, _ value: String) async throws {
     try await withService { h in
       let (admin, app) = try await h.makeTenantWithApp()
-      let error = await expectStatus(.invalidArgument, "\(field.name) = \(value.debugDescription)") {
+      let error = await expectStatus(.invalidArgument, "\(field.name) = \(value.debugDescription)")
+      {
         try await field.set(h, admin, app, value)
       }
-      #expect(error?.message.hasPrefix("\(field.name): contains bidirectional formatting characters") == true)
+      #expect(
+        error?.message.hasPrefix("\(field.name): contains bidirectional formatting characters")
+          == true)
     }
   }
 
@@ -140,8 +153,12 @@ import SubstatusWire
   @Test func controlTablesMatchUnicodeCc() {
     for value in UInt32(0)...0x2100 {
       guard let scalar = Unicode.Scalar(value) else { continue }
-      #expect(DisplayText.isControl(scalar) == (scalar.properties.generalCategory == .control), "U+\(String(value, radix: 16))")
-      #expect(DisplayText.hasControl(String(scalar)) == DisplayText.isControl(scalar), "U+\(String(value, radix: 16))")
+      #expect(
+        DisplayText.isControl(scalar) == (scalar.properties.generalCategory == .control),
+        "U+\(String(value, radix: 16))")
+      #expect(
+        DisplayText.hasControl(String(scalar)) == DisplayText.isControl(scalar),
+        "U+\(String(value, radix: 16))")
     }
   }
 }
