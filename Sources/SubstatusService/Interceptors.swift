@@ -144,8 +144,10 @@ struct AccessLogInterceptor: ServerInterceptor {
     var failure: String? = nil
     defer {
       // The reply is encoded (or the call failed): its working set is the transport's to count.
-      let reserved = annotations.workingSet.exchange(0, ordering: .relaxed)
-      if reserved > 0 { service.workingSetBudget.release(reserved) }
+      // (A load first: most calls reserve nothing, and a load writes nothing.)
+      if annotations.workingSet.load(ordering: .relaxed) > 0 {
+        service.workingSetBudget.release(annotations.workingSet.exchange(0, ordering: .relaxed))
+      }
       let seconds = (service.environment.clock.monotonicNow - started).seconds
       service.metrics.rpc(method: context.method, code: code, seconds: seconds, rpcProtocol: context.rpcProtocol)
       // Written byte by byte (``JSONLine``): the same text as a serialized JSONObject, at a
