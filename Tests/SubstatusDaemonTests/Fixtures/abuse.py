@@ -16,8 +16,9 @@ Scenarios:
                  (substatus_heap_allocated_bytes) are within 4 MB of those before it, and a
                  malloc_trim returns memory within a few seconds.
   heavy_reads    2,000 concurrent GetTransactionHistory calls (ABUSE_HEAVY_CALLS) for one user whose
-                 page is ~59 KB (350 transactions, page_size 350), over eight connections, with
-                 the call budget above them: every call is answered OK, or RESOURCE_EXHAUSTED
+                 page is ~59 KB (350 transactions, page_size 350), over eight connections (the
+                 test sets the call budget above them, so that the working-set budget alone must
+                 hold, whatever the call cap): every call is answered OK, or RESOURCE_EXHAUSTED
                  with a google.rpc.RetryInfo; the peak RSS growth stays under ABUSE_HEAVY_MAX_MB
                  (default 150); once the storm is over, memory returns (a trim, and the RSS back
                  within ABUSE_HEAVY_RETURN_MB, default 40, of its level before).
