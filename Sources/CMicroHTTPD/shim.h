@@ -9,11 +9,16 @@
 // framing rules are HTTPServer's (HTTPFraming.swift).
 // Declarations and trivial forwarding only; all policy lives in the Swift HTTPServer module.
 
+/// `MHD_OPTION_URI_LOG_CALLBACK`: sees each request's target as sent (before percent-decoding);
+/// its result becomes the request's initial `*con_cls` (HTTPServer returns NULL).
+typedef void *(*substatus_mhd_uri_log)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /// Starts a daemon bound to `addr` with the options HTTPServer uses.
 static inline struct MHD_Daemon *substatus_mhd_start(
     unsigned int flags, const struct sockaddr *addr, unsigned int connection_limit,
     unsigned int connection_timeout_seconds, size_t connection_memory_limit,
     unsigned int per_ip_connection_limit, MHD_AcceptPolicyCallback accept_policy, void *accept_policy_cls,
+    substatus_mhd_uri_log uri_log, void *uri_log_cls,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
     MHD_NotifyConnectionCallback notify, void *notify_cls) {
@@ -26,6 +31,7 @@ static inline struct MHD_Daemon *substatus_mhd_start(
       MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
       MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+      MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
       MHD_OPTION_END);
 }
 
@@ -35,6 +41,7 @@ static inline struct MHD_Daemon *substatus_mhd_start_tls(
     unsigned int flags, const struct sockaddr *addr, unsigned int connection_limit,
     unsigned int connection_timeout_seconds, size_t connection_memory_limit,
     unsigned int per_ip_connection_limit, MHD_AcceptPolicyCallback accept_policy, void *accept_policy_cls,
+    substatus_mhd_uri_log uri_log, void *uri_log_cls,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
     MHD_NotifyConnectionCallback notify, void *notify_cls,
@@ -48,6 +55,7 @@ static inline struct MHD_Daemon *substatus_mhd_start_tls(
       MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
       MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+      MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
       MHD_OPTION_HTTPS_MEM_CERT, certificate_pem,
       MHD_OPTION_HTTPS_MEM_KEY, key_pem,
       MHD_OPTION_END);

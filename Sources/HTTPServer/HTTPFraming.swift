@@ -23,7 +23,7 @@ public enum HTTPFraming {
     /// HTTP/1.1 without exactly one `Host` (RFC 9112 §3.2).
     case badHost
     /// The head's bytes: a bare LF, an obs-fold line, a NUL or CR in a field, a field name that is
-    /// not a token.
+    /// not a token, a space or control character in the request target.
     case malformedHead(String)
 
     /// The answer: 501 for an unknown coding (RFC 9112 §6.1), else 400; always with

@@ -434,6 +434,9 @@ private struct OpenConnection {
   /// It was opened past its address's cap: its first request is answered 503, unless a place
   /// has freed by then.
   var overCap = false
+  /// The current request's target, as sent, has a space or a control character (see
+  /// ``ServerCore/targetEvent(_:uri:)``).
+  var badTarget = false
 }
 
 /// What the listener decided about a request from its head.
@@ -575,6 +578,15 @@ private final class ServerCore: Sendable {
     }
   }
 
+  /// A request line has been read: `uri` is its target as sent (before percent-decoding), where a
+  /// space (libmicrohttpd takes `GET /a b HTTP/1.1` as the target `/a b`), a tab or another
+  /// control character is refused (RFC 9112 §3.2).
+  func targetEvent(_ connection: OpaquePointer, uri: UnsafePointer<CChar>) {
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    let bad = UnsafeRawBufferPointer(start: uri, count: strlen(uri)).contains { $0 <= 0x20 || $0 == 0x7f }
+    state.withLock { $0.connections[key]?.badTarget = bad }
+  }
+
   func isTrustedProxy(_ address: IPAddress) -> Bool {
     configuration.trustedProxies.contains { $0.contains(address) }
   }
@@ -606,6 +618,9 @@ private final class ServerCore: Sendable {
         head.forwardedBy = head.peer
         head.peer = client.peerName
       }
+    }
+    if open?.badTarget == true {
+      return refuse("framing", HTTPFraming.Fault.malformedHead("a space or control character in the request target").response, head)
     }
     if let rawFault { return refuse("framing", HTTPFraming.Fault.malformedHead(rawFault).response, head) }
     if let fault = HTTPFraming.check(headers: head.headers, version: version) {
@@ -698,14 +713,14 @@ private final class ServerCore: Sendable {
         UInt32(clamping: configuration.connectionTimeoutSeconds),
         // The per-address cap is ours (`accepts`, `admit`), not libmicrohttpd's: it would close
         // connections past it without an answer.
-        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls,
+        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls, mhdURILog, cls,
         mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls,
         tls.certificateChainPEM, tls.privateKeyPEM)
     } else {
       started = substatus_mhd_start(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
-        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls,
+        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls, mhdURILog, cls,
         mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls)
     }
     guard let daemon = started else {
@@ -1020,6 +1035,12 @@ private let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, address, _ in
   guard let cls else { return MHD_Result.YES }
   let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
   return core.accepts(address.flatMap(ipAddress)) ? MHD_Result.YES : MHD_Result.NO
+}
+
+private let mhdURILog: substatus_mhd_uri_log = { cls, uri, connection in
+  guard let cls, let uri, let connection else { return nil }
+  Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().targetEvent(connection, uri: uri)
+  return nil
 }
 
 /// The address of a connection's client.

@@ -31,7 +31,7 @@ import Testing
     "content_length_and_chunked", "chunked_and_content_length", "xchunked", "chunked_identity", "chunked_twice",
     "two_content_lengths", "obs_fold_space", "obs_fold_tab", "obs_fold_first_line", "nul_in_value", "nul_in_name",
     "bare_lf_everywhere", "bare_lf_request_line", "bare_lf_one_field", "bare_lf_end_of_head", "bare_cr_in_value",
-    "space_before_colon",
+    "space_before_colon", "space_in_target", "control_in_target",
   ])
   func ambiguousFramingIsRefusedAndTheConnectionClosed(framing: String) async throws {
     let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], logToFile: true)

@@ -48,6 +48,8 @@ FRAMING = {
     "bare_lf_end_of_head": (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\n", 400),
     "bare_cr_in_value": (b"GET /healthz HTTP/1.1\r\nHost: x\rX-A: one\r\n\r\n", 400),
     "space_before_colon": (b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n", 400),
+    "space_in_target": (b"GET /healthz x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    "control_in_target": (b"GET /health\x01z HTTP/1.1\r\nHost: x\r\n\r\n", 400),
 }
 
 
