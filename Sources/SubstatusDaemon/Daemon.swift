@@ -244,6 +244,15 @@ public enum SubstatusDaemon {
     httpConfiguration.clock = clock
     httpConfiguration.connectionLimit = descriptors.httpConnections
     httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
+    // Behind proxies (README, "Running behind a reverse proxy"): the client a trusted proxy names
+    // is the one the caps count and the logs show; Apple's notifications are never refused by a cap.
+    httpConfiguration.trustedProxies = configuration.trustedProxies.compactMap { IPNetwork($0) }
+    httpConfiguration.exemptFromClientCaps = { request in
+      let parts = request.path.split(separator: "/")
+      return parts.count >= 4 && parts[0] == "v1" && parts[1] == "apps" && parts[3] == "apple"
+    }
+    let refusalLog = RefusalLog(log: log)
+    httpConfiguration.onRefusal = { refusal in refusalLog.record(refusal) }
     httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))
     if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
       do {
@@ -425,3 +434,30 @@ public enum SubstatusDaemon {
   }
 }
 
+
+/// Logs the HTTP listener's refusals (over a client cap, bad framing), naming the client: at most
+/// one line per reason a second, with the number of refusals of that reason since the last line.
+final class RefusalLog: Sendable {
+  private let log: LogSink
+  private let state = Mutex<[String: (last: ContinuousClock.Instant, suppressed: Int)]>([:])
+
+  init(log: LogSink) { self.log = log }
+
+  func record(_ refusal: HTTPRefusal) {
+    let now = ContinuousClock.now
+    let suppressed = state.withLock { state -> Int? in
+      if let entry = state[refusal.reason], now - entry.last < .seconds(1) {
+        state[refusal.reason]?.suppressed += 1
+        return nil
+      }
+      defer { state[refusal.reason] = (now, 0) }
+      return state[refusal.reason]?.suppressed ?? 0
+    }
+    guard let suppressed else { return }
+    log.info("http request refused", [
+      ("reason", .string(refusal.reason)), ("client", .string(refusal.client)), ("status", .integer(Int64(refusal.status))),
+      ("method", .string(String(refusal.method.prefix(16)))), ("path", .string(String(refusal.path.prefix(128)))),
+      ("refused_since_last_line", .integer(Int64(suppressed))),
+    ])
+  }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import SubstatusJSON
 
 /// substatusd's settings, from a JSON config file, then environment variables, then flags (each
@@ -46,6 +47,7 @@ import SubstatusJSON
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
+/// | `--trusted-proxies CIDR[,CIDR…]` (repeatable) | `SUBSTATUS_TRUSTED_PROXIES` (ranges joined by `,`) | `trusted_proxies` (a list or an array) | none |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off) |
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
@@ -167,6 +169,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// refused: the listeners often sit on a private network, and naming each origin keeps a web
   /// page anywhere from reaching them through a visitor's browser.
   public var corsOrigins: [String] = []
+  /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` the HTTP listener believes (CIDR
+  /// ranges, normalized: `127.0.0.1/32`).
+  public var trustedProxies: [String] = []
 
   /// Whether webhooks may point at loopback, link-local and private addresses (a receiver on the
   /// same machine or network, for development and tests); refused by default, at creation and at
@@ -255,6 +260,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
       --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
                                              beyond it 503 (resource_exhausted for RPCs) (default 67108864)
+      --trusted-proxies CIDR[,CIDR...]       reverse proxies in front of the HTTP listener: for their
+                                             connections the client is the right-most untrusted address
+                                             of X-Forwarded-For (or Forwarded: for=), and the
+                                             per-address cap counts its requests in flight (default none)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
       --history-cache-mb N                   MiB of user histories kept in memory by the store (on
                                              PostgreSQL: one more connection, other instances'
@@ -323,6 +332,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--history-cache-mb", "SUBSTATUS_HISTORY_CACHE_MB", "history_cache_mb"),
     ("--postgres-pool-size", "SUBSTATUS_POSTGRES_POOL_SIZE", "postgres_pool_size"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
+    ("--trusted-proxies", "SUBSTATUS_TRUSTED_PROXIES", "trusted_proxies"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
     ("--clock-url", "SUBSTATUS_CLOCK_URL", "clock_url"),
   ]
@@ -333,7 +343,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
   /// Flags that may be given several times, with the separator that joins their values (as in the
   /// environment variable): `:` for paths, `,` for origins (which hold `:`).
-  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ","]
+  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ",", "--trusted-proxies": ","]
 
   /// Reads the settings.
   /// - Parameters:
@@ -481,6 +491,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         let origin = try Self.corsOrigin(String(text))
         if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
       }
+    }
+    if let v = values["--trusted-proxies"] {
+      guard let networks = IPNetwork.list(v) else {
+        throw UsageError(description: "--trusted-proxies must be CIDR ranges joined by ',' (127.0.0.1/32,10.0.0.0/8), not \"\(v)\"")
+      }
+      c.trustedProxies = networks.map(\.description)
     }
     if let v = values["--allow-private-webhooks"] {
       switch v.lowercased() {

@@ -62,6 +62,28 @@ import Testing
     if limit > reserve + 32 { #expect(budget.fits(openFilesLimit: limit, reserved: reserve)) }
   }
 
+  @Test func trustedProxiesFromFlagsEnvironmentAndFile() throws {
+    let none = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    #expect(none.trustedProxies.isEmpty)
+    let flags = try #require(try DaemonConfiguration.parse(
+      arguments: ["--data-dir", "/d", "--trusted-proxies", "127.0.0.1/32, 10.1.2.3/8", "--trusted-proxies", "::1"],
+      environment: [:]))
+    #expect(flags.trustedProxies == ["127.0.0.1/32", "10.0.0.0/8", "::1/128"])
+    let env = try #require(try DaemonConfiguration.parse(
+      arguments: ["--data-dir", "/d"], environment: ["SUBSTATUS_TRUSTED_PROXIES": "192.0.2.0/24,2001:db8::/32"]))
+    #expect(env.trustedProxies == ["192.0.2.0/24", "2001:db8::/32"])
+    let file: [UInt8] = Array(#"{"data_dir": "/d", "trusted_proxies": ["127.0.0.1", "10.0.0.0/8"]}"#.utf8)
+    let fromFile = try #require(try DaemonConfiguration.parse(arguments: ["--config", "c.json"], environment: [:], readFile: { _ in file }))
+    #expect(fromFile.trustedProxies == ["127.0.0.1/32", "10.0.0.0/8"])
+  }
+
+  @Test(arguments: ["", "10.0.0.0/33", "proxy.example.com", "127.0.0.1,,10.0.0.0/8", "10.0.0.0/8 10.1.0.0/16"])
+  func rejectsBadTrustedProxies(value: String) {
+    #expect(throws: DaemonConfiguration.UsageError.self) {
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--trusted-proxies", value], environment: [:])
+    }
+  }
+
   @Test func flagsOverrideTheDerivedCaps() throws {
     let c = try #require(try DaemonConfiguration.parse(
       arguments: [
