@@ -40,6 +40,7 @@ let package = Package(
     systemLibrary("CMicroHTTPD", pkgConfig: "libmicrohttpd", apt: ["libmicrohttpd-dev"]),
     systemLibrary("CLibPQ", pkgConfig: "libpq", apt: ["libpq-dev"]),
     systemLibrary("CZlib", pkgConfig: "zlib", apt: ["zlib1g-dev"]),
+    systemLibrary("CCurl", pkgConfig: "libcurl", apt: ["libcurl4-openssl-dev"]),
     .target(name: "CLinuxShims"),
     .target(name: "ProcessSignals", dependencies: ["CLinuxShims"], swiftSettings: swiftSettings),
     // The injected clock (monotonic and wall time, sleeping) and a manual clock for tests.
@@ -83,6 +84,10 @@ let package = Package(
       name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
       swiftSettings: swiftSettings),
 
+
+    // Outbound HTTP(S) on libcurl's multi interface: webhooks, Apple's endpoints, the simulator's
+    // notifications. One loop thread per client; per-request deadlines, body limits, address checks.
+    .target(name: "OutboundHTTP", dependencies: ["CCurl"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
@@ -188,6 +193,9 @@ let package = Package(
       path: "Fuzz/Targets", swiftSettings: swiftSettings),
 
     // MARK: Tests
+    .testTarget(
+      name: "OutboundHTTPTests", dependencies: ["OutboundHTTP"], resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
     .testTarget(
