@@ -122,7 +122,7 @@ let package = Package(
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
         "AppStoreSignedData",
-        "SubstatusJSON", "CCrypto", "SubstatusClock",
+        "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP",
       ],
       swiftSettings: swiftSettings),
 
@@ -131,7 +131,7 @@ let package = Package(
       dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "RPCWebGateway", "SubstatusConsole", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock",
-                     "CLinuxShims"],
+                     "CLinuxShims", "OutboundHTTP"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -161,7 +161,8 @@ let package = Package(
       dependencies: ["RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "SubstatusWire", "ProcessSignals"],
       swiftSettings: swiftSettings),
     .target(
-      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData", "ProcessSignals"],
+      name: "AppStoreSimulator",
+      dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData", "ProcessSignals", "OutboundHTTP"],
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
