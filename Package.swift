@@ -251,6 +251,7 @@ let package = Package(
       name: "SubstatusDaemonTests",
       dependencies: [
         "SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON", "ProtoGen",
+        "HTTPServer",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
