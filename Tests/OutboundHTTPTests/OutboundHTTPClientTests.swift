@@ -232,7 +232,8 @@ struct OutboundHTTPClientTests {
     "a name's next address is tried after a dead or refused one",
     arguments: [
       ("[::1],127.0.0.1", false),  // IPv6 first, nothing listens there: refused, then IPv4
-      ("127.0.0.2,127.0.0.1", false),  // a dead first address of the same family
+      ("127.0.0.2,127.0.0.1", false),  // a refused first address of the same family
+      ("10.255.255.1,127.0.0.1", false),  // a first address that never answers (or is unreachable)
       ("127.0.0.2,127.0.0.1", true),  // the first refused by the policy, the second allowed
     ])
   func nextAddress(addresses: String, refuseFirst: Bool) async throws {
