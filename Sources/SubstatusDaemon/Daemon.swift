@@ -144,6 +144,7 @@ public enum SubstatusDaemon {
     var limits = ServiceLimits()
     limits.tenantRequestsPerSecond = configuration.tenantRateLimit
     limits.tenantBurst = configuration.tenantBurst
+    limits.maxWorkingSetBytes = configuration.maxWorkingSetBytes > 0 ? configuration.maxWorkingSetBytes : nil
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }

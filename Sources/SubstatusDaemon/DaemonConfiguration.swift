@@ -41,6 +41,7 @@ import SubstatusJSON
 /// | `--grpc-max-connections N` | `SUBSTATUS_GRPC_MAX_CONNECTIONS` | `grpc_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--grpc-max-calls N` | `SUBSTATUS_GRPC_MAX_CALLS` | `grpc_max_calls` | 1024 |
 /// | `--grpc-max-reply-bytes N` | `SUBSTATUS_GRPC_MAX_REPLY_BYTES` | `grpc_max_reply_bytes` | 67108864 (64 MiB) |
+/// | `--max-working-set-bytes N` | `SUBSTATUS_MAX_WORKING_SET_BYTES` | `max_working_set_bytes` | 134217728 (128 MiB; 0: off) |
 /// | `--http-max-connections N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS` | `http_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
@@ -142,6 +143,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// gRPC reply bytes not yet taken by a socket, over all connections; while more are pending,
   /// new calls get `RESOURCE_EXHAUSTED` with `RetryInfo`.
   public var grpcMaxReplyBytes: Int = 64 << 20
+  /// The estimated working set heavy calls in flight may hold at once, reserved before the
+  /// store is read (`SubstatusService.WorkingSetBudget`); beyond it `RESOURCE_EXHAUSTED` with
+  /// `RetryInfo`. 0 turns the budget off.
+  public var maxWorkingSetBytes: Int = 128 << 20
   /// HTTP connections served at once; `nil` derives it from the descriptor limit.
   public var httpMaxConnections: Int?
   /// HTTP connections from one client address.
@@ -254,6 +259,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
                                              limit less the reserve, at most 4096)
       --grpc-max-calls N                     gRPC calls in flight overall (default 1024)
       --grpc-max-reply-bytes N               gRPC reply bytes not yet sent, overall (default 64 MiB)
+      --max-working-set-bytes N              estimated memory of calls in flight (pages of
+                                             histories), reserved before the store is read;
+                                             beyond it RESOURCE_EXHAUSTED (default 128 MiB; 0: off)
       --http-max-connections N               HTTP connections at once (default: 1/4 of the open-files
                                              limit less the reserve, at most 1024)
       --http-max-connections-per-address N   HTTP connections from one client address (default 16)
@@ -321,6 +329,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--grpc-max-connections", "SUBSTATUS_GRPC_MAX_CONNECTIONS", "grpc_max_connections"),
     ("--grpc-max-calls", "SUBSTATUS_GRPC_MAX_CALLS", "grpc_max_calls"),
     ("--grpc-max-reply-bytes", "SUBSTATUS_GRPC_MAX_REPLY_BYTES", "grpc_max_reply_bytes"),
+    ("--max-working-set-bytes", "SUBSTATUS_MAX_WORKING_SET_BYTES", "max_working_set_bytes"),
     ("--http-max-connections", "SUBSTATUS_HTTP_MAX_CONNECTIONS", "http_max_connections"),
     ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
@@ -590,6 +599,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     if let n = try whole("--outbound-max-connections", 2...100_000) { outboundMaxConnections = n }
     if let n = try whole("--grpc-max-calls", 1...1_000_000) { grpcMaxCalls = n }
     if let n = try whole("--grpc-max-reply-bytes", 65536...1_099_511_627_776) { grpcMaxReplyBytes = n }
+    if let n = try whole("--max-working-set-bytes", 0...1_099_511_627_776) {
+      guard n == 0 || n >= 1 << 20 else {
+        throw UsageError(description: "--max-working-set-bytes must be 0 (off) or at least 1048576 (1 MiB)")
+      }
+      maxWorkingSetBytes = n
+    }
     if let n = try whole("--http-max-connections", 1...1_000_000) { httpMaxConnections = n }
     if let n = try whole("--http-max-connections-per-address", 1...1_000_000) { httpMaxConnectionsPerAddress = n }
     if let n = try number("--http-request-head-timeout") {

@@ -13,6 +13,26 @@ import Testing
     #expect(c.grpcRequestBuffer == 256 << 20)
   }
 
+  @Test(arguments: [
+    // arguments, environment, expected limit (nil: a usage error)
+    ([String](), [String: String](), 128 << 20 as Int?),
+    (["--max-working-set-bytes", "0"], [:], 0),
+    (["--max-working-set-bytes", "268435456"], [:], 256 << 20),
+    ([], ["SUBSTATUS_MAX_WORKING_SET_BYTES": "67108864"], 64 << 20),
+    (["--max-working-set-bytes", "1000"], [:], nil),
+    (["--max-working-set-bytes", "-1"], [:], nil),
+  ])
+  func workingSetBudgetFlag(arguments: [String], environment: [String: String], expected: Int?) throws {
+    if let expected {
+      let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment))
+      #expect(c.maxWorkingSetBytes == expected)
+    } else {
+      #expect(throws: DaemonConfiguration.UsageError.self) {
+        try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment)
+      }
+    }
+  }
+
   @Test func connectionLimitsFromFileEnvironmentAndFlags() throws {
     let file: [UInt8] = Array(#"{"data_dir": "/d", "grpc_idle_timeout": 30, "grpc_write_timeout": "5"}"#.utf8)
     let c = try #require(
