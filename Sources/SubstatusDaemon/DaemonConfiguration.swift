@@ -52,6 +52,8 @@ import SubstatusJSON
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off) |
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
+/// | `--outbound-max-connections N` | `SUBSTATUS_OUTBOUND_MAX_CONNECTIONS` | `outbound_max_connections` | half the descriptor reserve (64) |
+/// | `--outbound-ca-file F` | `SUBSTATUS_OUTBOUND_CA_FILE` | `outbound_ca_file` | none (the system's roots) |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
 /// | `--clock-url URL` (tests only) | `SUBSTATUS_CLOCK_URL` | `clock_url` | none (the system clock) |
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -126,6 +128,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var grpcRequestBuffer: Int = 256 << 20
   /// Descriptors kept out of the listeners' caps for the store, outbound calls and the runtime.
   public var reservedDescriptors: Int = 128
+  /// Outbound HTTP connections open at once (webhooks and Apple's endpoints together), counted in
+  /// ``reservedDescriptors``; `nil`: half the reserve.
+  public var outboundMaxConnections: Int?
+  /// A PEM file of certificates trusted for outbound HTTPS besides the system's roots (private
+  /// webhook receivers).
+  public var outboundCAFile: String?
+
+  /// The outbound connection cap in force.
+  public var outboundConnections: Int { outboundMaxConnections ?? max(8, reservedDescriptors / 2) }
   /// gRPC connections served at once; `nil` derives it from the descriptor limit
   /// (``DescriptorBudget``).
   public var grpcMaxConnections: Int?
@@ -247,6 +258,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     limits (see README "Limits"; the soft open-files limit is raised to the hard one at start):
       --reserved-descriptors N               descriptors kept for the store, outbound calls and
                                              the runtime, outside the listeners' caps (default 128)
+      --outbound-max-connections N           outbound HTTP connections at once, webhooks and Apple
+                                             together, counted in the reserve (default: half of it)
       --grpc-max-connections N               gRPC connections at once (default: 3/4 of the open-files
                                              limit less the reserve, at most 4096)
       --grpc-max-calls N                     gRPC calls in flight overall (default 1024)
@@ -280,6 +293,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --allow-private-webhooks               let webhooks POST to loopback, link-local and private
                                              addresses (refused by default; for receivers on this
                                              machine or network) (env SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS=true)
+      --outbound-ca-file F                   trust the certificates of this PEM file for outbound
+                                             HTTPS (webhooks, Apple) besides the system's roots
     tests only:
       --clock-url URL                        follow the clock GET URL answers ({"now_ms": N}, e.g. the
                                              App Store simulator's http://127.0.0.1:PORT/control/clock)
@@ -334,6 +349,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
     ("--trusted-proxies", "SUBSTATUS_TRUSTED_PROXIES", "trusted_proxies"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
+    ("--outbound-max-connections", "SUBSTATUS_OUTBOUND_MAX_CONNECTIONS", "outbound_max_connections"),
+    ("--outbound-ca-file", "SUBSTATUS_OUTBOUND_CA_FILE", "outbound_ca_file"),
     ("--clock-url", "SUBSTATUS_CLOCK_URL", "clock_url"),
   ]
 
@@ -437,6 +454,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     c.tlsCertificate = values["--tls-cert"]
     c.tlsKey = values["--tls-key"]
     c.tlsClientCA = values["--tls-client-ca"]
+    c.outboundCAFile = values["--outbound-ca-file"]
     guard (c.tlsCertificate == nil) == (c.tlsKey == nil) else {
       throw UsageError(description: "--tls-cert and --tls-key go together")
     }
@@ -594,6 +612,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
     if let n = try whole("--reserved-descriptors", 16...1_000_000) { reservedDescriptors = n }
     if let n = try whole("--grpc-max-connections", 1...1_000_000) { grpcMaxConnections = n }
+    if let n = try whole("--outbound-max-connections", 2...100_000) { outboundMaxConnections = n }
     if let n = try whole("--grpc-max-calls", 1...1_000_000) { grpcMaxCalls = n }
     if let n = try whole("--grpc-max-reply-bytes", 65536...1_099_511_627_776) { grpcMaxReplyBytes = n }
     if let n = try whole("--max-working-set-bytes", 0...1_099_511_627_776) {

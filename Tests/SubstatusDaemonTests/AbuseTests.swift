@@ -59,4 +59,22 @@ import Testing
       openFilesLimit: 256, logToFile: true)
     _ = try await attack("call_flood", daemon)
   }
+
+  /// Issue 30, attack 1: 24 webhook receivers trickling a byte a second. Every POST ends at its
+  /// 10 s deadline and its connection closes (with URLSession's inactivity timeout they stayed
+  /// open for good: +96 descriptors here, +380 in a minute in the issue); then 600 idle gRPC
+  /// connections under an open-files limit of 1,024.
+  @Test func tricklingWebhookReceivers() async throws {
+    let daemon = try RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024, logToFile: true)
+    _ = try await attack("hook_trickle", daemon)
+  }
+
+  /// Issue 30, attack 2: receivers streaming an endless body and announcing 1 GB: the bodies are
+  /// cut at 4 KiB where they are read, memory stays flat and /healthz keeps answering.
+  @Test func endlessWebhookAnswers() async throws {
+    let daemon = try RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024, logToFile: true)
+    _ = try await attack("hook_endless", daemon)
+  }
 }

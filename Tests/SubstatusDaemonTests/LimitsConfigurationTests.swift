@@ -126,4 +126,26 @@ import Testing
     }
     #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
   }
+
+  @Test(arguments: [
+    // arguments, environment, expected cap, expected CA file
+    ([String](), [String: String](), 64, String?.none),
+    (["--reserved-descriptors", "300"], [:], 150, nil),
+    (["--outbound-max-connections", "20", "--outbound-ca-file", "/etc/ca.pem"], [:], 20, "/etc/ca.pem"),
+    ([], ["SUBSTATUS_OUTBOUND_MAX_CONNECTIONS": "12", "SUBSTATUS_OUTBOUND_CA_FILE": "/x.pem"], 12, "/x.pem"),
+  ])
+  func outboundConnectionsFitTheReserve(
+    arguments: [String], environment: [String: String], cap: Int, caFile: String?
+  ) throws {
+    let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment))
+    #expect(c.outboundConnections == cap)
+    #expect(c.outboundCAFile == caFile)
+  }
+
+  @Test(arguments: ["0", "1", "x", "100001"])
+  func outboundMaxConnectionsOutOfRangeIsAUsageError(value: String) {
+    #expect(throws: (any Error).self) {
+      _ = try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--outbound-max-connections", value], environment: [:])
+    }
+  }
 }
