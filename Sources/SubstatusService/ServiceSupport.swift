@@ -69,6 +69,9 @@ public struct ServiceLimits: Sendable {
   public var cacheTTLMilliseconds: Int64 = 5_000
   /// When stored receipts are verified again in the background (see ``ReceiptRefresher``).
   public var receiptRefresh = ReceiptRefreshPolicy()
+  /// The estimated working set that calls in flight may hold at once (``WorkingSetBudget``,
+  /// `--max-working-set-bytes`); `nil` is unlimited.
+  public var maxWorkingSetBytes: Int? = WorkingSetBudget.defaultLimitBytes
 
   /// The defaults.
   public init() {}

@@ -49,6 +49,8 @@ public final class SubstatusService: Sendable {
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
+  /// The in-flight budget of heavy calls' estimated working sets (``ServiceLimits/maxWorkingSetBytes``).
+  public let workingSetBudget: WorkingSetBudget
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
@@ -85,9 +87,11 @@ public final class SubstatusService: Sendable {
     self.appleRootCertificates = appleRootCertificates
     self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
+    self.workingSetBudget = WorkingSetBudget(limitBytes: limits.maxWorkingSetBytes)
     self.eventMetrics = eventMetrics
     self.webhookDispatcher = webhookDispatcher
-    metrics.addSource { eventMetrics.prometheusText() }
+    let workingSetBudget = self.workingSetBudget
+    metrics.addSource { eventMetrics.prometheusText() + workingSetBudget.prometheusText() }
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write
