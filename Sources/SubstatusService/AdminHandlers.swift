@@ -15,7 +15,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     }
     try requireID(request.bundleID, "bundle_id", limits: limits)
     guard request.appleAppID >= 0 else { throw invalidArgument("apple_app_id", "must not be negative") }
-    guard request.displayName.utf8.count <= 200 else { throw invalidArgument("display_name", "longer than 200 bytes") }
+    try requireDisplayText(request.displayName, "display_name")
     let app = AppRecord(
       appId: Identifiers.make("app", environment), tenantId: tenant, bundleId: request.bundleID,
       appleAppId: request.appleAppID == 0 ? nil : request.appleAppID, displayName: request.displayName,
@@ -145,7 +145,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
         guard values.appleAppID >= 0 else { throw invalidArgument("app.apple_app_id", "must not be negative") }
         appleAppId = values.appleAppID == 0 ? nil : values.appleAppID
       case "display_name":
-        guard values.displayName.utf8.count <= 200 else { throw invalidArgument("app.display_name", "longer than 200 bytes") }
+        try requireDisplayText(values.displayName, "app.display_name")
         displayName = values.displayName
       default:
         throw invalidArgument("update_mask", "unknown field \"\(path)\" (apple_app_id, display_name)")
@@ -172,7 +172,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     case .read: role = .read
     default: throw invalidArgument("role", "must be API_KEY_ROLE_ADMIN, API_KEY_ROLE_INGEST or API_KEY_ROLE_READ")
     }
-    guard request.description.utf8.count <= 200 else { throw invalidArgument("description", "longer than 200 bytes") }
+    try requireDisplayText(request.description, "description")
     // A scoped key can only hand out keys within its own scope.
     guard p.mayManage(keyScopedTo: request.appIDs) else {
       throw RPCError(code: .permissionDenied, message: "a key scoped to apps can only create keys within its scope")

@@ -36,8 +36,8 @@ extension SubstatusService {
       }
       if wire.displayName.utf8.count > 200 {
         violations.append(("\(field).display_name", "longer than 200 bytes"))
-      } else if wire.displayName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-        violations.append(("\(field).display_name", "contains control characters"))
+      } else if let problem = DisplayText.problem(in: wire.displayName) {
+        violations.append(("\(field).display_name", problem))
       }
       if wire.productIDs.count > Self.maxProductsPerEntitlement {
         throw batchTooLarge("\(field).product_ids", limit: Self.maxProductsPerEntitlement, count: wire.productIDs.count)

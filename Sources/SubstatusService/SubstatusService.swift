@@ -215,10 +215,8 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
     guard !name.isEmpty else { throw invalidArgument("name", "must not be empty") }
     guard name.utf8.count <= 200 else { throw invalidArgument("name", "longer than 200 bytes") }
     // Control characters (Unicode Cc: C0, DEL, C1) would forge lines and escapes in listings,
-    // logs and terminals.
-    guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-      throw invalidArgument("name", "contains control characters")
-    }
+    // logs and terminals; bidirectional overrides would reorder what a reader sees.
+    if let problem = DisplayText.problem(in: name) { throw invalidArgument("name", problem) }
     let now = environment.now()
     let tenant = TenantRecord(tenantId: Identifiers.make("tn", environment), name: name, createdMs: now)
     try await stored { () throws(StoreError) in try await store.createTenant(tenant) }
