@@ -208,8 +208,8 @@ public struct WebhookURLRejection: Error, Sendable, Hashable, CustomStringConver
   public var description: String { reason }
 }
 
-/// The webhook URL rules (no DNS: ``WebhookAddressResolver`` resolves names at delivery, and each
-/// address connected to goes through ``checkAddress(_:)``).
+/// The webhook URL rules. No DNS here: the outbound client (libcurl) resolves a name at each
+/// connection and passes every address it would connect to through ``checkAddress(_:)``.
 ///
 /// ```swift
 /// let policy = WebhookURLPolicy(allowPrivateAddresses: false)
@@ -303,62 +303,5 @@ public struct WebhookURLPolicy: Sendable, Hashable {
     var address = in_addr()
     guard inet_aton(host, &address) != 0 else { return nil }
     return WebhookIPAddress(bytes: withUnsafeBytes(of: address.s_addr) { Array($0) })
-  }
-}
-
-/// Resolves a webhook's host to the addresses a delivery would connect to.
-public protocol WebhookAddressResolver: Sendable {
-  /// The addresses of `host` (an IP literal resolves to itself).
-  /// - Throws: ``WebhookURLRejection`` when the name does not resolve.
-  func addresses(of host: String) async throws(WebhookURLRejection) -> [WebhookIPAddress]
-}
-
-/// ``WebhookAddressResolver`` through the system resolver (`getaddrinfo`), run off Swift's
-/// cooperative pool (a DNS lookup blocks).
-public struct SystemWebhookAddressResolver: WebhookAddressResolver {
-  /// Creates the resolver.
-  public init() {}
-
-  /// See ``WebhookAddressResolver/addresses(of:)``.
-  public func addresses(of host: String) async throws(WebhookURLRejection) -> [WebhookIPAddress] {
-    if let literal = WebhookIPAddress(host) { return [literal] }
-    let result: Result<[WebhookIPAddress], WebhookURLRejection> = await withCheckedContinuation {
-      continuation in
-      DispatchQueue.global().async { continuation.resume(returning: Self.lookUp(host)) }
-    }
-    return try result.get()
-  }
-
-  private static func lookUp(_ host: String) -> Result<[WebhookIPAddress], WebhookURLRejection> {
-    var hints = addrinfo()
-    hints.ai_family = AF_UNSPEC
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    var list: UnsafeMutablePointer<addrinfo>?
-    let rc = getaddrinfo(host, nil, &hints, &list)
-    guard rc == 0 else {
-      return .failure(WebhookURLRejection("cannot resolve \(host): \(String(cString: gai_strerror(rc)))"))
-    }
-    defer { freeaddrinfo(list) }
-    var addresses: [WebhookIPAddress] = []
-    var node = list
-    while let entry = node?.pointee {
-      if entry.ai_family == AF_INET, let sa = entry.ai_addr {
-        sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { p in
-          if let a = WebhookIPAddress(bytes: withUnsafeBytes(of: p.pointee.sin_addr.s_addr) { Array($0) }) {
-            addresses.append(a)
-          }
-        }
-      } else if entry.ai_family == AF_INET6, let sa = entry.ai_addr {
-        sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
-          var a6 = p.pointee.sin6_addr
-          if let a = WebhookIPAddress(bytes: withUnsafeBytes(of: &a6) { Array($0) }) {
-            addresses.append(a)
-          }
-        }
-      }
-      node = entry.ai_next
-    }
-    guard !addresses.isEmpty else { return .failure(WebhookURLRejection("\(host) has no address")) }
-    return .success(addresses)
   }
 }
