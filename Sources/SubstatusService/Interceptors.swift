@@ -169,7 +169,8 @@ struct AccessLogInterceptor: ServerInterceptor {
     } catch {
       let mapped = RPCError(mapping: error)
       code = mapped.code
-      failure = mapped.message
+      // Cut as the transports cut it: a message may quote a client's input.
+      failure = StatusBounds.message(mapped.message)
       throw error
     }
   }
