@@ -308,14 +308,18 @@ final class H2Session {
   private func resetUnsendableHeaderStreams() {
     let streams = unsendableHeaderStreams
     unsendableHeaderStreams.removeAll()
-    for streamID in streams
-    where nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, H2ErrorCode.internalError) == 0 {
+    for streamID in streams {
+      // A stream the peer already closed (its block was dropped for that reason) needs nothing.
+      guard let stream = nghttp2_session_find_stream(session, streamID),
+        nghttp2_stream_get_state(stream) != NGHTTP2_STREAM_STATE_CLOSED,
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, H2ErrorCode.internalError) == 0
+      else { continue }
       unsendableHeaderResets += 1
     }
   }
 
   /// Whether a header block fits the peer's `SETTINGS_MAX_HEADER_LIST_SIZE` (RFC 9113 § 6.5.2:
-  /// each field counts its name's and value's lengths plus 32) and our own send limit.
+  /// each field counts its name's and value's lengths plus 32; unlimited unless the peer set it).
   private func fitsPeerHeaderList(_ fields: [HeaderField]) -> Bool {
     let peerLimit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE))
     var size = 0
@@ -341,21 +345,23 @@ final class H2Session {
   /// - Returns: Whether the block was submitted.
   @discardableResult
   func submitResponse(streamID: Int32, headers: [HeaderField], body: [UInt8]?) -> Bool {
-    guard fitsPeerHeaderList(headers) else {
-      unsendableHeaderStreams.append(streamID)
-      return false
-    }
+    let submitted: Bool
     if let body {
+      // Queued even when the block cannot go: the reset drops these bytes as any reset stream's
+      // (``takeDroppedOutboundBytes()``), so the owner's count of reply bytes stays right.
       let ob = spareOutbounds.popLast() ?? Outbound()
       ob.bytes = body
       outbound[streamID] = ob
       pendingOutboundBytes += body.count
       var provider = Self.provider
-      let submitted = withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
-      if !submitted { unsendableHeaderStreams.append(streamID) }
-      return submitted
+      submitted =
+        fitsPeerHeaderList(headers)
+        && withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
+    } else {
+      submitted =
+        fitsPeerHeaderList(headers)
+        && withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, nil) } == 0
     }
-    let submitted = withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, nil) } == 0
     if !submitted { unsendableHeaderStreams.append(streamID) }
     return submitted
   }
