@@ -28,12 +28,11 @@ import Testing
     try await withTestServer(router: Self.router) { server in
       let client = try makeClient(port: server.port)
       defer { client.close() }
-      let started = ContinuousClock.now
+      // Reset (INTERNAL_ERROR), not left open until the deadline (DEADLINE_EXCEEDED).
       let error = await expectCode(.internal) {
-        _ = try await call(client, "HugeTrailers", "x", timeout: .seconds(20))
+        _ = try await call(client, "HugeTrailers", "x", timeout: .seconds(60))
       }
       #expect(error?.message.contains("HTTP/2 error 2") == true, "\(String(describing: error))")
-      #expect(ContinuousClock.now - started < .seconds(10), "the stream was left open until the deadline")
       #expect(await waitUntil { server.transport.metrics.callsInFlight == 0 })
       #expect(server.transport.metrics.unsendableHeaderResets == 1)
       // The connection goes on serving.
@@ -47,7 +46,7 @@ import Testing
       let client = try makeClient(port: server.port)
       defer { client.close() }
       let error = try #require(await expectCode(.invalidArgument) {
-        _ = try await call(client, "HugeError", "x", timeout: .seconds(20))
+        _ = try await call(client, "HugeError", "x", timeout: .seconds(60))
       })
       #expect(error.message.utf8.count <= StatusBounds.maxMessageBytes)
       #expect(error.message.hasPrefix("bad value: 999"))
