@@ -1,5 +1,6 @@
 import SubstatusJSON
 public import SubstatusWire
+import Synchronization
 
 /// How long a call's status may be on the wire: every transport cuts `grpc-message` and
 /// `grpc-status-details-bin` (and Connect's JSON error, built from the same two) to these bounds,
@@ -37,7 +38,19 @@ public enum StatusBounds {
 
   /// `message` cut to ``maxMessageBytes``.
   public static func message(_ message: String) -> String {
-    ErrorText.truncated(message, maxBytes: maxMessageBytes)
+    guard message.utf8.count > maxMessageBytes else { return message }
+    messagesCut.add(1, ordering: .relaxed)
+    return ErrorText.truncated(message, maxBytes: maxMessageBytes)
+  }
+
+  private static let messagesCut = Atomic<Int>(0)
+  private static let detailsCut = Atomic<Int>(0)
+
+  /// How many status messages and details were cut since the process started (each once: a
+  /// status already within the bounds passes unchanged and uncounted), for
+  /// `substatus_status_cut_total`.
+  public static var cutCounts: (messages: Int, details: Int) {
+    (messagesCut.load(ordering: .relaxed), detailsCut.load(ordering: .relaxed))
   }
 
   /// The message cut to ``maxMessageBytes`` and the trailers with their details cut to
@@ -86,6 +99,7 @@ public enum StatusBounds {
   ///   - maxBytes: The most bytes of its encoding.
   public static func status(_ status: Google_Rpc_Status, maxBytes: Int = maxDetailsBytes) -> Google_Rpc_Status {
     if status.serializedBytes().count <= maxBytes { return status }
+    detailsCut.add(1, ordering: .relaxed)
     var status = status
     status.message = ErrorText.truncated(status.message, maxBytes: min(maxDetailsMessageBytes, maxBytes / 4))
 

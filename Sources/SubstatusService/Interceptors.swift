@@ -169,8 +169,8 @@ struct AccessLogInterceptor: ServerInterceptor {
     } catch {
       let mapped = RPCError(mapping: error)
       code = mapped.code
-      // Cut as the transports cut it: a message may quote a client's input.
-      failure = StatusBounds.message(mapped.message)
+      // Cut as the transports cut it (not counted again): a message may quote a client's input.
+      failure = ErrorText.truncated(mapped.message, maxBytes: StatusBounds.maxMessageBytes)
       throw error
     }
   }

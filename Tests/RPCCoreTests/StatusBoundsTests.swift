@@ -26,7 +26,10 @@ import Testing
 
   @Test func messageIsCutToTheBound() {
     let long = "failed to decode: \"" + String(repeating: "9", count: 70_000) + "\""
+    let before = StatusBounds.cutCounts.messages
     let cut = StatusBounds.message(long)
+    // Counted (other tests may cut at the same time: at least this one).
+    #expect(StatusBounds.cutCounts.messages >= before + 1)
     #expect(cut.utf8.count <= StatusBounds.maxMessageBytes)
     #expect(cut.hasPrefix("failed to decode: \"999"))
     #expect(cut.hasSuffix("more bytes)"))

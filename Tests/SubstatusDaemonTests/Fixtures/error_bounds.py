@@ -307,6 +307,9 @@ def violations():
     assert len(urllib.parse.unquote(fields.get("grpc-message", "")).encode()) <= MAX_MESSAGE
     raw = base64.b64decode(fields["grpc-status-details-bin"] + "=" * (-len(fields["grpc-status-details-bin"]) % 4))
     figures["grpc_web"].update(check_details(raw, "grpc-web", total))
+    # Cut once per call, where the violations were built (three calls).
+    figures["details_cut"] = metrics()['substatus_status_cut_total{part="details"}']
+    assert figures["details_cut"] == 3, figures
 
 
 def status_pb2_bytes(type_name, value):
