@@ -24,7 +24,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       try await store.createApp(app)
     } catch {
       if error.code == .alreadyExists {
-        throw RPCError(code: .alreadyExists, message: "an app with bundle id \"\(request.bundleID)\" is already registered")
+        throw RPCError(code: .alreadyExists, message: "an app with bundle id \(ErrorText.quoted(request.bundleID)) is already registered")
       }
       throw RPCError(store: error)
     }
@@ -93,7 +93,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     for (n, wire) in request.products.enumerated() {
       let product = try Product(wire: wire, field: "products[\(n)]")
       guard seen.insert(product.productId).inserted else {
-        throw invalidArgument("products[\(n)].product_id", "\"\(product.productId)\" appears twice")
+        throw invalidArgument("products[\(n)].product_id", "\(ErrorText.quoted(product.productId)) appears twice")
       }
       products.append(product)
     }
@@ -148,7 +148,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
         try requireDisplayText(values.displayName, "app.display_name")
         displayName = values.displayName
       default:
-        throw invalidArgument("update_mask", "unknown field \"\(path)\" (apple_app_id, display_name)")
+        throw invalidArgument("update_mask", "unknown field \(ErrorText.quoted(path)) (apple_app_id, display_name)")
       }
     }
     let updated = try await stored { () throws(StoreError) in
@@ -179,7 +179,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     }
     for (n, appId) in request.appIDs.enumerated() {
       do { _ = try await app(appId, context) } catch {
-        throw invalidArgument("app_ids[\(n)]", "app \"\(appId)\" not found")
+        throw invalidArgument("app_ids[\(n)]", "app \(ErrorText.quoted(appId)) not found")
       }
     }
     let (key, record) = try await newKey(
@@ -209,7 +209,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       // A key beyond the caller's scope is NOT_FOUND, as if it did not exist (as ListApiKeys hides
       // it), rather than PERMISSION_DENIED, which would confirm that the id is a key of the tenant.
       guard let target = try await apiKey(tenant: tenant, keyId: request.keyID), p.mayManage(keyScopedTo: target.appIds) else {
-        throw RPCError(code: .notFound, message: "API key \"\(request.keyID)\" not found")
+        throw RPCError(code: .notFound, message: "API key \(ErrorText.quoted(request.keyID)) not found")
       }
     }
     let record = try await stored { () throws(StoreError) in

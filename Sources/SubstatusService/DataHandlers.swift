@@ -17,7 +17,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     if let synced = try await submitReceiptThroughServerAPI(request, cached) { return synced }
     let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: request.appID) }
     guard let secret = secrets?.current.secret else {
-      throw RPCError(code: .failedPrecondition, message: "app \"\(request.appID)\" has no shared secret: set one with SetSharedSecret")
+      throw RPCError(code: .failedPrecondition, message: "app \(ErrorText.quoted(request.appID)) has no shared secret: set one with SetSharedSecret")
     }
     let started = environment.clock.monotonicNow
     let response: VerifyReceiptResponse
@@ -29,7 +29,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: (environment.clock.monotonicNow - started).seconds)
       switch error.kind {
       case .wrongSharedSecret:
-        throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \"\(request.appID)\" (status 21004): set the right one with SetSharedSecret")
+        throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \(ErrorText.quoted(request.appID)) (status 21004): set the right one with SetSharedSecret")
       case .unavailable:
         throw RPCError(code: .unavailable, message: error.message)
       case .rejected:

@@ -174,7 +174,8 @@ struct AccessLogInterceptor: ServerInterceptor {
     } catch {
       let mapped = RPCError(mapping: error)
       code = mapped.code
-      failure = mapped.message
+      // Cut as the transports cut it (not counted again): a message may quote a client's input.
+      failure = ErrorText.truncated(mapped.message, maxBytes: StatusBounds.maxMessageBytes)
       throw error
     }
   }

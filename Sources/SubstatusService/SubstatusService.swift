@@ -162,7 +162,7 @@ public final class SubstatusService: Sendable {
     let (p, tenant) = try tenantID(context)
     let cached = try await loadApp(appId)
     guard let cached, cached.app.tenantId == tenant, p.mayAccess(appId: appId) else {
-      throw RPCError(code: .notFound, message: "app \"\(appId)\" not found")
+      throw RPCError(code: .notFound, message: "app \(ErrorText.quoted(appId)) not found")
     }
     return cached
   }

@@ -42,7 +42,7 @@ extension Product {
     var duration: ISO8601Duration? = nil
     if !p.duration.isEmpty {
       do { duration = try ISO8601Duration(parsing: p.duration) } catch {
-        throw invalidArgument("\(field).duration", "\"\(p.duration)\" is not an ISO-8601 duration such as P1M: \(error.message)")
+        throw invalidArgument("\(field).duration", "\(ErrorText.quoted(p.duration)) is not an ISO-8601 duration such as P1M: \(error.message)")
       }
     }
     if type == .autoRenewable && p.subscriptionGroupID.isEmpty {
@@ -84,7 +84,7 @@ extension Product {
       guard id.utf8.count <= 255 else { throw invalidArgument("\(field)[\(n)]", "longer than 255 bytes") }
       try requireNoControl(id, "\(field)[\(n)]")
       guard seen.insert(id).inserted else {
-        throw invalidArgument("\(field)[\(n)]", "\"\(id)\" appears twice")
+        throw invalidArgument("\(field)[\(n)]", "\(ErrorText.quoted(id)) appears twice")
       }
     }
   }
@@ -160,7 +160,7 @@ extension EligibilityPolicy {
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       default:
-        throw invalidArgument("update_mask[\(n)]", "unknown policy field \"\(f)\"; known: \(all.joined(separator: ", "))")
+        throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }
     }
     return out
