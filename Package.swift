@@ -40,6 +40,7 @@ let package = Package(
     systemLibrary("CMicroHTTPD", pkgConfig: "libmicrohttpd", apt: ["libmicrohttpd-dev"]),
     systemLibrary("CLibPQ", pkgConfig: "libpq", apt: ["libpq-dev"]),
     systemLibrary("CZlib", pkgConfig: "zlib", apt: ["zlib1g-dev"]),
+    systemLibrary("CCurl", pkgConfig: "libcurl", apt: ["libcurl4-openssl-dev"]),
     .target(name: "CLinuxShims"),
     .target(name: "ProcessSignals", dependencies: ["CLinuxShims"], swiftSettings: swiftSettings),
     // The injected clock (monotonic and wall time, sleeping) and a manual clock for tests.
@@ -84,6 +85,10 @@ let package = Package(
       swiftSettings: swiftSettings),
 
 
+    // Outbound HTTP(S) on libcurl's multi interface: webhooks, Apple's endpoints, the simulator's
+    // notifications. One loop thread per client; per-request deadlines, body limits, address checks.
+    .target(name: "OutboundHTTP", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+
     // MARK: Domain and storage
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
@@ -117,7 +122,7 @@ let package = Package(
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
         "AppStoreSignedData",
-        "SubstatusJSON", "CCrypto", "SubstatusClock",
+        "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP",
       ],
       swiftSettings: swiftSettings),
 
@@ -126,7 +131,7 @@ let package = Package(
       dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "RPCWebGateway", "SubstatusConsole", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock",
-                     "CLinuxShims"],
+                     "CLinuxShims", "OutboundHTTP"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -156,7 +161,8 @@ let package = Package(
       dependencies: ["RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "SubstatusWire", "ProcessSignals"],
       swiftSettings: swiftSettings),
     .target(
-      name: "AppStoreSimulator", dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData", "ProcessSignals"],
+      name: "AppStoreSimulator",
+      dependencies: ["HTTPServer", "SubstatusJSON", "AppStoreSignedData", "ProcessSignals", "OutboundHTTP"],
       swiftSettings: swiftSettings),
     .executableTarget(
       name: "appstore-sim", dependencies: ["AppStoreSimulator", "HTTPServer"],
@@ -188,6 +194,9 @@ let package = Package(
       path: "Fuzz/Targets", swiftSettings: swiftSettings),
 
     // MARK: Tests
+    .testTarget(
+      name: "OutboundHTTPTests", dependencies: ["OutboundHTTP"], resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
     .testTarget(
@@ -242,6 +251,7 @@ let package = Package(
       name: "SubstatusDaemonTests",
       dependencies: [
         "SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON", "ProtoGen",
+        "HTTPServer",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.

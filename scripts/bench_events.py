@@ -10,7 +10,7 @@ Runs `.build/release/substatus-webhook-bench` (Benchmarks/WebhookBench) pinned t
    on the same core, answering 204): events/s from the dispatcher's start until every delivery is
    recorded DELIVERED, and CPU per event of the sender and of the receiver; target >= 5,000 events/s.
    The sender in its parts: the dispatcher and the store with a poster that answers at once
-   (`--null-poster`), and URLSession alone POSTing the same requests (`--client-only`).
+   (`--null-poster`), and the outbound HTTP client (libcurl) alone POSTing the same requests (`--client-only`).
 3. WatchEvents fan-out (`--watch`): 100 streams on one app over the HTTP/2 transport, N events
    appended 100 per commit; events/s delivered to every watcher, lag from commit to receipt
    (p50/p99), CPU per delivered event (server and watchers, one process) and peak RSS.
@@ -153,7 +153,7 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"{receiver_per_event(ordered):.0f} µs) | ≥ 5,000 events/s | {verdict(o >= 5000)} |",
              f"| webhook delivery, its parts: the dispatcher and the store alone (a poster answering at once, no I/O) "
              f"| {rate(dispatcher_only):,.0f} events/s ({cpu_per_event(dispatcher_only):.0f} µs CPU per event) | | |",
-             f"| webhook delivery, its parts: URLSession alone (the same requests, {events:,} POSTs, 16 in flight) "
+             f"| webhook delivery, its parts: the HTTP client (libcurl) alone (the same requests, {events:,} POSTs, 16 in flight) "
              f"| {rate(client_only):,.0f} POSTs/s (CPU per POST: sender {cpu_per_event(client_only):.0f} µs, receiver "
              f"{receiver_per_event(client_only):.0f} µs) | | |",
              f"| WatchEvents fan-out to {watchers} watchers of one app | {w_rate:,.0f} events/s to every watcher "
@@ -170,9 +170,9 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              f"Delivery: {events:,} events logged in a SQLite store, one webhook at `http://127.0.0.1` (the project's"
              " HTTP server in a child process pinned to the same core, answering 204 at once), the dispatcher with its"
              " default settings; time from its start until every delivery is recorded DELIVERED. Sender: the"
-             " dispatcher, the store and URLSession (libcurl) in the bench process; receiver: the child's CPU. Its parts"
+             " dispatcher, the store and the outbound HTTP client (libcurl's multi interface) in the bench process; receiver: the child's CPU. Its parts"
              " (`--null-poster`, `--client-only`): the dispatcher and store with a poster that answers 204 at once;"
-             " then URLSession alone POSTing the requests the dispatcher made, as many in flight (see"
+             " then the HTTP client alone POSTing the requests the dispatcher made, as many in flight (see"
              " docs/webhook-delivery.md).", "",
              f"WatchEvents: {watchers} streams of one app over one HTTP/2 connection (server, service on a SQLite"
              f" store, and the watching client in one process on one core), then {watched:,} first purchases ingested"

@@ -19,8 +19,9 @@
 // Two runs split the sender's CPU in its parts: --null-poster gives the dispatcher a poster that
 // answers 204 at once without any I/O (the dispatcher and the store alone); --client-only first
 // lets the dispatcher run with that poster to collect its requests (URL, headers, signed body; not
-// measured), then measures URLSession (`URLSessionPoster`, as the dispatcher makes it) POSTing
-// those requests to the receiver, N in flight, with nothing else (the HTTP client alone).
+// measured), then measures the outbound HTTP client (`OutboundHTTPPoster.webhooks`, libcurl, as
+// the dispatcher makes it) POSTing those requests to the receiver, N in flight, with nothing else
+// (the HTTP client alone).
 //
 // --ingest measures ingest instead: U users' K monthly transactions into a fresh store, 100 users
 // per commit, with the event log on or off (the store's bench-only `logsEvents`), and prints the
@@ -283,11 +284,15 @@ final class RecordingPoster: HTTPPoster {
   return (delivered.load(ordering: .relaxed), started, cpuBefore)
 }
 
-/// POSTs `requests` through a `URLSessionPoster` made as the dispatcher makes its own, `inFlight`
-/// at a time.
+/// The dispatcher's poster: the outbound HTTP client as the daemon makes it for webhooks.
+func webhookPoster() -> OutboundHTTPPoster {
+  OutboundHTTPPoster.webhooks(policy: WebhookURLPolicy(allowPrivateAddresses: true))
+}
+
+/// POSTs `requests` through the webhooks' poster, `inFlight` at a time.
 /// - Returns: the requests answered 2xx.
 @MainActor func postAll(_ requests: [RecordingPoster.Request], inFlight: Int) async -> Int {
-  let poster = URLSessionPoster(followRedirects: false, maxResponseBytes: WebhookDispatcher.maxResponseBytes)
+  let poster = webhookPoster()
   perfCommand("enable", perfControl)
   defer { perfCommand("disable", perfControl) }
   return await withTaskGroup(of: Bool.self) { group in
@@ -321,9 +326,7 @@ if clientOnly {
 } else if nullPoster {
   (count, started, cpuBefore) = try await deliverAll(poster: RecordingPoster(), measured: true)
 } else {
-  (count, started, cpuBefore) = try await deliverAll(
-    poster: URLSessionPoster(followRedirects: false, maxResponseBytes: WebhookDispatcher.maxResponseBytes),
-    measured: true)
+  (count, started, cpuBefore) = try await deliverAll(poster: webhookPoster(), measured: true)
 }
 let cpu = cpuSeconds() - cpuBefore
 let elapsed = seconds(ContinuousClock.now - started)

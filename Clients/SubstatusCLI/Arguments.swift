@@ -253,6 +253,8 @@ private func optionTable(_ options: [OptionSpec]) -> String {
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
 func formatColumns(_ rows: [[String]]) -> String {
+  // Cells are the server's strings: shown, never acted on by the terminal (and measured so).
+  let rows = rows.map { $0.map(TerminalText.visible) }
   guard let columns = rows.map(\.count).max() else { return "" }
   var widths = [Int](repeating: 0, count: columns)
   for row in rows {

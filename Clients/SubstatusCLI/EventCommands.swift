@@ -89,7 +89,7 @@ func executeEvents(_ command: CommandSpec, _ context: CommandContext) async thro
       if context.json {
         context.environment.standardOutput(event.jsonValue().serialized() + "\n")
       } else {
-        context.environment.standardOutput(eventRow(event).joined(separator: "  ") + "\n")
+        context.environment.standardOutput(eventRow(event).map(TerminalText.visible).joined(separator: "  ") + "\n")
       }
     }
     return ""

@@ -130,5 +130,5 @@ struct Report {
   mutating func gap() { text += "\n" }
 
   /// A line of text.
-  mutating func line(_ line: String) { text += line + "\n" }
+  mutating func line(_ line: String) { text += TerminalText.visible(line) + "\n" }
 }

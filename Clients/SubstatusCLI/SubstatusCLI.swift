@@ -107,6 +107,13 @@ public enum SubstatusCLI {
   ///   - environment: Streams, files, variables and the transport factory.
   /// - Returns: The exit status: 0 success, 1 RPC failure, 2 usage error.
   public static func run(_ arguments: [String], environment: CLIEnvironment) async -> Int32 {
+    // The last guard of "no raw control byte on the terminal": whatever a command prints, only
+    // its own line breaks pass as such (TerminalText).
+    var environment = environment
+    let standardOutput = environment.standardOutput
+    let standardError = environment.standardError
+    environment.standardOutput = { standardOutput(TerminalText.visibleKeepingLines($0)) }
+    environment.standardError = { standardError(TerminalText.visibleKeepingLines($0)) }
     let parsed: ParsedArguments
     do {
       parsed = try parseArguments(arguments, commands: commandTable)
@@ -152,8 +159,9 @@ public enum SubstatusCLI {
     environment.standardError("\(prefix)\(error.message)\nRun '\(pointer)' for usage.\n")
   }
 
+  /// A message on one line, its control characters shown (the server's messages quote values).
   private static func oneLine(_ text: String) -> String {
-    text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    TerminalText.visible(text.split(whereSeparator: \.isNewline).joined(separator: " "))
   }
 }
 

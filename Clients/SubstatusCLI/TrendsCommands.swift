@@ -152,7 +152,7 @@ enum TrendsTable {
   /// codes are letters).
   static func csv(_ response: Substatus_V1_GetTrendsResponse) -> String {
     let rows = series(response)
-    var text = (["start", "end"] + rows.map(\.csvName)).joined(separator: ",") + "\r\n"
+    var text = (["start", "end"] + rows.map { TerminalText.visible($0.csvName) }).joined(separator: ",") + "\r\n"
     for (index, bucket) in response.buckets.enumerated() {
       let cells = rows.map { row in
         row.csvName == "trial_conversion_rate" ? String(format: "%.4f", row.values[index]) : row.text[index]

@@ -1,3 +1,5 @@
+import SubstatusJSON
+
 /// Why signed data from Apple (or claiming to be) was refused. Every case is a verdict on the data
 /// itself, never transient: retrying the same input gives the same answer, so callers must not retry
 /// and should answer "invalid argument" / "unauthenticated", not "unavailable".
@@ -32,7 +34,7 @@ public enum SignedDataVerificationError: Error, Sendable, Equatable, CustomStrin
     switch self {
     case .malformed(let detail): "malformed signed data: \(detail)"
     case .unsupportedAlgorithm(let alg):
-      "unsupported JWS algorithm \"\(alg)\" (only ES256 is accepted)"
+      "unsupported JWS algorithm \(ErrorText.quoted(alg)) (only ES256 is accepted)"
     case .invalidCertificateChain(let detail): "invalid certificate chain: \(detail)"
     case .untrustedRoot: "the certificate chain does not end at a trusted root"
     case .missingAppleMarkerOID(let oid):
@@ -41,12 +43,12 @@ public enum SignedDataVerificationError: Error, Sendable, Equatable, CustomStrin
       "a certificate of the chain was not valid at the signed date"
     case .invalidSignature: "the JWS signature does not verify"
     case .wrongBundleId(let expected, let found):
-      "bundleId \(found.map { "\"\($0)\"" } ?? "missing"), expected \"\(expected)\""
+      "bundleId \(found.map { ErrorText.quoted($0) } ?? "missing"), expected \"\(expected)\""
     case .wrongAppAppleId: "appAppleId does not match the app"
     case .wrongEnvironment(let expected, let found):
-      "environment \(found.map { "\"\($0)\"" } ?? "missing"), expected \"\(expected)\""
+      "environment \(found.map { ErrorText.quoted($0) } ?? "missing"), expected \"\(expected)\""
     case .unsupportedEnvironment(let environment):
-      "environment \"\(environment)\" is not signed by Apple"
+      "environment \(ErrorText.quoted(environment)) is not signed by Apple"
     }
   }
 }

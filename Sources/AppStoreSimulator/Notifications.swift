@@ -1,10 +1,8 @@
 import Foundation
+import OutboundHTTP
 import SubstatusJSON
 import Synchronization
 
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
 
 /// A notification payload format: V1 (JSON with `notification_type` and `unified_receipt`,
 /// ``NotificationFormatV1``) or V2 (`{"signedPayload": JWS}`, ``NotificationFormatV2``), each
@@ -255,15 +253,13 @@ final class NotificationDispatcher: Sendable {
   }
 
   private let state = Mutex(State())
-  private let session: URLSession
+  /// The outbound HTTP client (libcurl): at most 4 connections, to the one substatusd.
+  private let client: OutboundHTTPClient
   private let clock: @Sendable () -> Int64
   private let timeoutSeconds: Double
 
   init(timeoutSeconds: Double, clock: @escaping @Sendable () -> Int64) {
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.timeoutIntervalForRequest = timeoutSeconds
-    configuration.httpMaximumConnectionsPerHost = 4
-    session = URLSession(configuration: configuration)
+    client = OutboundHTTPClient(configuration: .init(maxConnections: 4, maxConnectionsPerHost: 4))
     self.clock = clock
     self.timeoutSeconds = timeoutSeconds
   }
@@ -367,16 +363,16 @@ final class NotificationDispatcher: Sendable {
     guard let target = URL(string: url), target.scheme == "http" || target.scheme == "https" else {
       return (nil, "invalid notification URL")
     }
-    var request = URLRequest(url: target)
-    request.httpMethod = "POST"
-    request.httpBody = Data(body)
-    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-    request.timeoutInterval = timeoutSeconds
+    var request = OutboundRequest(
+      method: .post, url: target.absoluteString, headers: [("Content-Type", "application/json")], body: body)
+    request.timeout = .milliseconds(Int64((timeoutSeconds * 1000).rounded()))
+    request.connectTimeout = min(request.timeout, .seconds(5))
+    // Apple reads no more than a status from the notification endpoint.
+    request.maxResponseBytes = 64 << 10
     do {
-      let (_, response) = try await session.data(for: request)
-      return ((response as? HTTPURLResponse)?.statusCode, nil)
+      return (try await client.send(request).status, nil)
     } catch {
-      return (nil, String(describing: error))
+      return (nil, error.description)
     }
   }
 }

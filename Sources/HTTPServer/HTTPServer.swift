@@ -20,9 +20,36 @@ public struct HTTPServerConfiguration: Sendable {
   /// The most simultaneous connections (`MHD_OPTION_CONNECTION_LIMIT`); at the limit
   /// libmicrohttpd stops accepting until one closes. Keep it below the descriptor limit.
   public var connectionLimit: Int
-  /// The most simultaneous connections from one client address
-  /// (`MHD_OPTION_PER_IP_CONNECTION_LIMIT`); more are closed at once. 0 is unlimited.
+  /// The most simultaneous connections from one client address; 0 is unlimited. A connection past
+  /// it is still accepted, with the short head deadline
+  /// (``requestHeadTimeoutUnderPressure``), and its first request is answered
+  /// ``HTTPServerConfiguration/overCapResponse`` (503, `Retry-After`, `Connection: close`) instead
+  /// of being closed without an answer; only past ``overCapConnectionLimit`` such connections at
+  /// once are new ones closed as they are accepted. Connections from a trusted proxy
+  /// (``trustedProxies``) do not count: there the cap counts the requests in flight of each
+  /// forwarded client.
   public var perAddressConnectionLimit: Int = 0
+  /// Trusted reverse proxies: for a connection from one of these ranges, the client is the
+  /// address named by `X-Forwarded-For` or `Forwarded` (``ForwardedClient``), the request's
+  /// ``HTTPRequest/peer`` names it, and ``perAddressConnectionLimit`` counts its requests in
+  /// flight (a client over it gets ``overCapResponse``, the proxy's connection stays open).
+  public var trustedProxies: [IPNetwork] = []
+  /// Requests that a client cap never refuses (Apple's notifications: another client's abuse
+  /// from the same address must not lose them). An exempt request on a connection over the
+  /// per-address cap is served, and that connection closed after it.
+  public var exemptFromClientCaps: (@Sendable (HTTPRequest) -> Bool)? = nil
+  /// Told of each request refused by a cap or the framing rules (on libmicrohttpd's thread:
+  /// return quickly).
+  public var onRefusal: (@Sendable (HTTPRefusal) -> Void)? = nil
+  /// The most connections over their address's cap open at once, all addresses together
+  /// (a quarter of ``connectionLimit``, at least ``perAddressConnectionLimit``).
+  public var overCapConnectionLimit: Int { max(perAddressConnectionLimit, connectionLimit / 4) }
+  /// The answer to a request over a client cap: 503 with `Retry-After: 1`.
+  public static var overCapResponse: HTTPResponse {
+    var response = HTTPResponse.error(status: 503, message: "too many connections or requests from this client; retry later")
+    response.headers.add(name: "Retry-After", value: "1")
+    return response
+  }
   /// Idle seconds after which a connection is closed (`MHD_OPTION_CONNECTION_TIMEOUT`); 0 never.
   public var connectionTimeoutSeconds: Int
   /// The time a connection has to send a whole request head (request line and headers), from
@@ -101,6 +128,20 @@ public struct HTTPBodyLimit: Sendable {
     response.headers.add(name: "Retry-After", value: "1")
     return response
   }
+}
+
+/// A request the listener refused before its handler (``HTTPServerConfiguration/onRefusal``).
+public struct HTTPRefusal: Sendable {
+  /// Why: `connections_per_address` (a connection over its address's cap),
+  /// `requests_per_client` (a trusted proxy's client with too many requests in flight), or
+  /// `framing` (``HTTPFraming``).
+  public var reason: String
+  /// The client as ``HTTPRequest/peer`` names it (the forwarded client behind a trusted proxy).
+  public var client: String
+  /// The status answered.
+  public var status: Int
+  /// The request's method and path.
+  public var method: String, path: String
 }
 
 /// The HTTPS certificate of an ``HTTPServer``, as PEM text (read the files before starting).
@@ -212,6 +253,9 @@ public final class HTTPServer: Sendable {
     let (open, late, buffered, refused) = core.state.withLock {
       ($0.connections.count, $0.lateHeads, $0.bufferedBodyBytes, $0.bufferRefusals)
     }
+    let (refusals, acceptRefusals, overCap, proxied) = core.state.withLock {
+      ($0.refusals, $0.acceptRefusals, $0.overCapOpen, $0.proxiedRequests)
+    }
     var out = ""
     func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
       out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
@@ -232,6 +276,25 @@ public final class HTTPServer: Sendable {
     metric(
       "substatus_http_request_buffer_refusals_total", "counter",
       "HTTP requests refused because the request buffer was full (--http-request-buffer).", refused)
+    out += "# HELP substatus_http_requests_refused_total HTTP requests answered by the listener before their handler: "
+    out += "503 over a client cap (connections_per_address, requests_per_client), 400/501 for their framing (framing).\n"
+    out += "# TYPE substatus_http_requests_refused_total counter\n"
+    for reason in ["connections_per_address", "requests_per_client", "framing"] {
+      out += "substatus_http_requests_refused_total{reason=\"\(reason)\"} \(refusals[reason] ?? 0)\n"
+    }
+    metric(
+      "substatus_http_connections_over_address_cap", "gauge",
+      "HTTP connections open past their address's cap, to be answered 503 (--http-max-connections-per-address).", overCap)
+    metric(
+      "substatus_http_connections_refused_total", "counter",
+      "HTTP connections closed as accepted: past their address's cap while too many such connections were open.",
+      acceptRefusals)
+    metric(
+      "substatus_http_trusted_proxy_requests_total", "counter",
+      "HTTP requests that came through a trusted proxy (--trusted-proxies).", proxied)
+    metric(
+      "substatus_http_trusted_proxies", "gauge", "Address ranges trusted as reverse proxies (--trusted-proxies).",
+      core.configuration.trustedProxies.count)
     return out
   }
 
@@ -272,6 +335,8 @@ private final class RequestContext: Sendable {
     /// The handler's response, and the writer of its body when it is streamed.
     case completed(HTTPResponse, HTTPBodyWriter?)
     case sent
+    /// Refused, to be answered once the (empty) body is in, so that the connection stays open.
+    case refused(HTTPResponse)
   }
 
   struct Mutable {
@@ -288,6 +353,13 @@ private final class RequestContext: Sendable {
     var clientGone = false
   }
 
+  /// The forwarded client whose requests in flight this request counts in (behind a trusted
+  /// proxy), given back when it is done.
+  let countedClient: IPAddress?
+  /// Close the connection after the response (a request served on a connection over its
+  /// address's cap).
+  let closeAfterResponse: Bool
+
   let connection: UnsafeHandle
   /// Its socket, to notice a client that leaves while the handler runs (the connection is
   /// suspended then, so the socket stays this connection's).
@@ -298,11 +370,16 @@ private final class RequestContext: Sendable {
   let bodyLimit: HTTPBodyLimit
   let state = Mutex(Mutable())
 
-  init(connection: UnsafeHandle, socket: Int32, head: HTTPRequest, bodyLimit: HTTPBodyLimit) {
+  init(
+    connection: UnsafeHandle, socket: Int32, head: HTTPRequest, bodyLimit: HTTPBodyLimit, countedClient: IPAddress?,
+    closeAfterResponse: Bool
+  ) {
     self.connection = connection
     self.socket = socket
     self.head = head
     self.bodyLimit = bodyLimit
+    self.countedClient = countedClient
+    self.closeAfterResponse = closeAfterResponse
   }
 
   /// The handler's task is running: it is cancelled at once if the client has already gone.
@@ -350,6 +427,26 @@ private struct OpenConnection {
   var headSince: UInt64
   /// The current request's head has arrived.
   var headComplete = false
+  /// The client's address (`nil` when libmicrohttpd does not tell it).
+  var address: IPAddress?
+  /// It comes from a trusted proxy: not counted in its address's connections.
+  var trusted = false
+  /// It was opened past its address's cap: its first request is answered 503, unless a place
+  /// has freed by then.
+  var overCap = false
+  /// The current request's target, as sent, has a space or a control character (see
+  /// ``ServerCore/targetEvent(_:uri:)``).
+  var badTarget = false
+}
+
+/// What the listener decided about a request from its head.
+private struct Admission {
+  /// Answer this at once, for this reason (``HTTPRefusal/reason``).
+  var refusal: (reason: String, response: HTTPResponse)?
+  /// See ``RequestContext/countedClient``.
+  var countedClient: IPAddress?
+  /// See ``RequestContext/closeAfterResponse``.
+  var closeAfterResponse = false
 }
 
 private final class ServerCore: Sendable {
@@ -367,6 +464,18 @@ private final class ServerCore: Sendable {
     var bufferedBodyBytes = 0
     /// Requests answered with the busy response because the request buffer was full.
     var bufferRefusals = 0
+    /// Connections counted against their address's cap, by address (not trusted proxies').
+    var connectionsByAddress: [IPAddress: Int] = [:]
+    /// Connections open past their address's cap.
+    var overCapOpen = 0
+    /// Requests in flight of each client behind a trusted proxy.
+    var requestsByClient: [IPAddress: Int] = [:]
+    /// Requests refused before their handler, by reason (``HTTPRefusal/reason``).
+    var refusals: [String: Int] = [:]
+    /// Connections closed as accepted (past the cap with too many over-cap connections open).
+    var acceptRefusals = 0
+    /// Requests that came through a trusted proxy.
+    var proxiedRequests = 0
     /// Streamed response bodies being sent.
     var streams: [ObjectIdentifier: HTTPBodyWriter] = [:]
     /// Enforces the request-head deadline and notices clients gone from idle streams
@@ -422,8 +531,9 @@ private final class ServerCore: Sendable {
       let pressured = state.connections.count * 4 >= configuration.connectionLimit * 3
       let limit = pressured ? min(timeout, configuration.requestHeadTimeoutUnderPressure) : timeout
       let deadline = limit.nanoseconds
+      let overCapDeadline = min(limit, configuration.requestHeadTimeoutUnderPressure).nanoseconds
       for (key, connection) in state.connections
-      where !connection.headComplete && now &- connection.headSince > deadline {
+      where !connection.headComplete && now &- connection.headSince > (connection.overCap ? overCapDeadline : deadline) {
         shutdown(connection.fd, Int32(SHUT_RDWR))
         state.connections[key]?.headComplete = true  // shut down once
         state.lateHeads += 1
@@ -438,9 +548,128 @@ private final class ServerCore: Sendable {
       let fd = substatus_mhd_connection_fd(connection)
       guard fd >= 0 else { return }
       let now = monotonicNanoseconds()
-      state.withLock { $0.connections[key] = OpenConnection(fd: fd, headSince: now) }
+      var open = OpenConnection(fd: fd, headSince: now)
+      open.address = clientAddress(connection)
+      let limit = configuration.perAddressConnectionLimit
+      state.withLock { state in
+        if let address = open.address {
+          open.trusted = isTrustedProxy(address)
+          if !open.trusted && limit > 0 {
+            if state.connectionsByAddress[address, default: 0] < limit {
+              state.connectionsByAddress[address, default: 0] += 1
+            } else {
+              open.overCap = true
+              state.overCapOpen += 1
+            }
+          }
+        }
+        state.connections[key] = open
+      }
     } else {
-      _ = state.withLock { $0.connections.removeValue(forKey: key) }
+      state.withLock { state in
+        guard let open = state.connections.removeValue(forKey: key) else { return }
+        if open.overCap {
+          state.overCapOpen -= 1
+        } else if !open.trusted, configuration.perAddressConnectionLimit > 0, let address = open.address {
+          let left = state.connectionsByAddress[address, default: 1] - 1
+          state.connectionsByAddress[address] = left > 0 ? left : nil
+        }
+      }
+    }
+  }
+
+  /// A request line has been read: `uri` is its target as sent (before percent-decoding), where a
+  /// space (libmicrohttpd takes `GET /a b HTTP/1.1` as the target `/a b`), a tab or another
+  /// control character is refused (RFC 9112 §3.2).
+  func targetEvent(_ connection: OpaquePointer, uri: UnsafePointer<CChar>) {
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    let bad = UnsafeRawBufferPointer(start: uri, count: strlen(uri)).contains { $0 <= 0x20 || $0 == 0x7f }
+    state.withLock { $0.connections[key]?.badTarget = bad }
+  }
+
+  func isTrustedProxy(_ address: IPAddress) -> Bool {
+    configuration.trustedProxies.contains { $0.contains(address) }
+  }
+
+  /// libmicrohttpd's accept policy: a connection past its address's cap is accepted (to be
+  /// answered 503) while fewer than ``HTTPServerConfiguration/overCapConnectionLimit`` such
+  /// connections are open; past that it is closed at once.
+  func accepts(_ address: IPAddress?) -> Bool {
+    let limit = configuration.perAddressConnectionLimit
+    guard limit > 0, let address, !isTrustedProxy(address) else { return true }
+    return state.withLock { state in
+      if state.connectionsByAddress[address, default: 0] < limit || state.overCapOpen < configuration.overCapConnectionLimit {
+        return true
+      }
+      state.acceptRefusals += 1
+      return false
+    }
+  }
+
+  /// Decides about a request whose head has arrived: its framing, its client (behind a trusted
+  /// proxy, the forwarded one: `head.peer` is set to it) and the client caps.
+  func admit(_ connection: OpaquePointer, head: inout HTTPRequest, version: String, rawFault: String?) -> Admission {
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    let open = state.withLock { $0.connections[key] }
+    var client: IPAddress?
+    if let open, open.trusted {
+      client = ForwardedClient.resolve(headers: head.headers, trusted: configuration.trustedProxies)
+      if let client {
+        head.forwardedBy = head.peer
+        head.peer = client.peerName
+      }
+    }
+    if open?.badTarget == true {
+      return refuse("framing", HTTPFraming.Fault.malformedHead("a space or control character in the request target").response, head)
+    }
+    if let rawFault { return refuse("framing", HTTPFraming.Fault.malformedHead(rawFault).response, head) }
+    if let fault = HTTPFraming.check(headers: head.headers, version: version) {
+      return refuse("framing", fault.response, head)
+    }
+    let limit = configuration.perAddressConnectionLimit
+    let exempt = configuration.exemptFromClientCaps?(head) ?? false
+    guard let open, let address = open.address else { return Admission() }
+    if open.trusted {
+      let counted = client ?? address
+      let over = state.withLock { state -> Bool in
+        state.proxiedRequests += 1
+        guard limit > 0, !exempt else { return false }
+        if state.requestsByClient[counted, default: 0] >= limit { return true }
+        state.requestsByClient[counted, default: 0] += 1
+        return false
+      }
+      if over { return refuse("requests_per_client", HTTPServerConfiguration.overCapResponse, head) }
+      return Admission(countedClient: limit > 0 && !exempt ? counted : nil)
+    }
+    guard open.overCap else { return Admission() }
+    // Over its address's cap when it was opened: admitted if a place has freed since.
+    let admitted = state.withLock { state -> Bool in
+      guard state.connections[key]?.overCap == true else { return true }
+      guard state.connectionsByAddress[address, default: 0] < limit else { return false }
+      state.connections[key]?.overCap = false
+      state.overCapOpen -= 1
+      state.connectionsByAddress[address, default: 0] += 1
+      return true
+    }
+    if admitted { return Admission() }
+    if exempt { return Admission(closeAfterResponse: true) }
+    var response = HTTPServerConfiguration.overCapResponse
+    response.headers.add(name: "Connection", value: "close")
+    return refuse("connections_per_address", response, head)
+  }
+
+  private func refuse(_ reason: String, _ response: HTTPResponse, _ head: HTTPRequest) -> Admission {
+    state.withLock { $0.refusals[reason, default: 0] += 1 }
+    configuration.onRefusal?(
+      HTTPRefusal(reason: reason, client: head.peer, status: response.status, method: head.method, path: head.path))
+    return Admission(refusal: (reason, response))
+  }
+
+  /// A request counted in its forwarded client's requests in flight is done.
+  func requestDone(countedClient: IPAddress) {
+    state.withLock { state in
+      let left = state.requestsByClient[countedClient, default: 1] - 1
+      state.requestsByClient[countedClient] = left > 0 ? left : nil
     }
   }
 
@@ -482,14 +711,16 @@ private final class ServerCore: Sendable {
       started = substatus_mhd_start_tls(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
-        configuration.connectionMemoryLimit, UInt32(clamping: configuration.perAddressConnectionLimit),
+        // The per-address cap is ours (`accepts`, `admit`), not libmicrohttpd's: it would close
+        // connections past it without an answer.
+        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls, mhdURILog, cls,
         mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls,
         tls.certificateChainPEM, tls.privateKeyPEM)
     } else {
       started = substatus_mhd_start(
         flags, info.pointee.ai_addr, UInt32(clamping: configuration.connectionLimit),
         UInt32(clamping: configuration.connectionTimeoutSeconds),
-        configuration.connectionMemoryLimit, UInt32(clamping: configuration.perAddressConnectionLimit),
+        configuration.connectionMemoryLimit, 0, mhdAcceptPolicy, cls, mhdURILog, cls,
         mhdAccessHandler, cls, mhdRequestCompleted, cls, mhdNotifyConnection, cls)
     }
     guard let daemon = started else {
@@ -561,7 +792,8 @@ private final class ServerCore: Sendable {
     var request = context.head
     request.body = body
     let task = Task { [self] in
-      let response = await handler(request)
+      var response = await handler(request)
+      if context.closeAfterResponse { response.headers.replaceOrAdd(name: "Connection", value: "close") }
       let streamed = response.streamedBody
       let writer = streamed.map { HTTPBodyWriter(maxPendingBytes: $0.maxPendingBytes) }
       let answered = state.withLock { state -> Bool in
@@ -674,7 +906,7 @@ private let mhdStreamFree: MHD_ContentReaderFreeCallback = { cls in
 }
 
 private let mhdAccessHandler: MHD_AccessHandlerCallback = {
-  cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+  cls, connection, url, method, version, uploadData, uploadDataSize, conCls in
   guard let cls, let connection, let conCls, let uploadDataSize else { return MHD_Result.NO }
   let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
 
@@ -688,13 +920,30 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
       headers: HTTPHeaders(collectValues(connection, kind: .HEADER_KIND)))
     head.peer = peerAddress(connection)
     head.receivedAt = core.configuration.clock.monotonicNow
+    let rawFault = method.flatMap { method in version.flatMap { rawHeadFault(connection, method: method, version: $0) } }
+    let admission = core.admit(
+      connection, head: &head, version: version.map { String(cString: $0) } ?? "", rawFault: rawFault)
     let context = RequestContext(
       connection: UnsafeHandle(raw: connection), socket: substatus_mhd_connection_fd(connection), head: head,
-      bodyLimit: core.bodyLimit(of: head))
+      bodyLimit: core.bodyLimit(of: head), countedClient: admission.countedClient,
+      closeAfterResponse: admission.closeAfterResponse)
     conCls.pointee = Unmanaged.passRetained(context).toOpaque()
     let stopping = core.state.withLock { state in
       state.live += 1
       return state.stopping
+    }
+    if let refusal = admission.refusal {
+      let hasBody =
+        head.headers["Transfer-Encoding"] != nil || (head.headers["Content-Length"].flatMap { Int($0) } ?? 0) > 0
+      if !hasBody && refusal.response.headers["Connection"] == nil {
+        // Answered at the next call (at once: there is no body), as a normal response: the
+        // connection stays open for the proxy's other clients.
+        context.state.withLock { $0.phase = .refused(refusal.response) }
+        return MHD_Result.YES
+      }
+      // Answered before the body: libmicrohttpd reads nothing more on this connection.
+      context.state.withLock { $0.phase = .sent }
+      return queue(refusal.response, on: connection)
     }
     if stopping {
       context.state.withLock { $0.phase = .sent }
@@ -704,7 +953,9 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
     }
     if let length = head.headers["Content-Length"].flatMap({ Int($0) }), length > context.bodyLimit.maxBytes {
       context.state.withLock { $0.phase = .sent }
-      return queue(context.bodyLimit.response, on: connection)
+      var response = context.bodyLimit.response
+      if context.closeAfterResponse { response.headers.replaceOrAdd(name: "Connection", value: "close") }
+      return queue(response, on: connection)
     }
     return MHD_Result.YES
   }
@@ -750,6 +1001,9 @@ private let mhdAccessHandler: MHD_AccessHandlerCallback = {
     case .completed(let response, let writer):
       state.phase = .sent
       return .send(response, writer)
+    case .refused(let response):
+      state.phase = .sent
+      return .send(response, nil)
     case .running, .sent:
       return .nothing
     }
@@ -775,6 +1029,122 @@ private let mhdNotifyConnection: MHD_NotifyConnectionCallback = { cls, connectio
   case .CONNECTION_NOTIFY_CLOSED: core.connectionEvent(connection, started: false)
   default: break
   }
+}
+
+private let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, address, _ in
+  guard let cls else { return MHD_Result.YES }
+  let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+  return core.accepts(address.flatMap(ipAddress)) ? MHD_Result.YES : MHD_Result.NO
+}
+
+private let mhdURILog: substatus_mhd_uri_log = { cls, uri, connection in
+  guard let cls, let uri, let connection else { return nil }
+  Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().targetEvent(connection, uri: uri)
+  return nil
+}
+
+/// The address of a connection's client.
+private func clientAddress(_ connection: OpaquePointer) -> IPAddress? {
+  substatus_mhd_connection_client_address(connection).flatMap(ipAddress)
+}
+
+private func ipAddress(_ address: UnsafePointer<sockaddr>) -> IPAddress? {
+  switch Int32(address.pointee.sa_family) {
+  case AF_INET:
+    return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+      var addr = v4.pointee.sin_addr
+      return IPAddress(bytes: withUnsafeBytes(of: &addr) { Array($0) })
+    }
+  case AF_INET6:
+    return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+      var addr = v6.pointee.sin6_addr
+      return IPAddress(bytes: withUnsafeBytes(of: &addr) { Array($0) })
+    }
+  default: return nil
+  }
+}
+
+/// Whether this libmicrohttpd parses a request head in place the way ``rawHeadFault`` reads it
+/// (the 0.9.7x series; Debian 12 has 0.9.75).
+private let parsesHeadInPlace: Bool = {
+  guard let version = MHD_get_version() else { return false }
+  return String(cString: version).hasPrefix("0.9.7")
+}()
+
+/// What is wrong with the bytes of a request head that libmicrohttpd has parsed, or `nil`.
+///
+/// libmicrohttpd 0.9.7x parses the head in its read buffer, in place: the request line's
+/// separators and each line end become NULs (CR LF two, a bare LF one), a field's colon becomes a
+/// NUL, and the method, target, version, names and values it reports point into that buffer, in
+/// the order they arrived. So after it, from the end of the version on, the head must read, for
+/// each field, `NUL NUL name NUL [SP/HTAB]* value [SP/HTAB]*` and end in `NUL NUL NUL NUL`:
+/// - a bare LF line end leaves a single NUL between two lines;
+/// - a NUL inside a value leaves bytes after the value's reported end (it is cut there);
+/// - an obs-fold line (one starting with SP or HTAB) is joined into another field by moving its
+///   name: the names no longer follow one another, or the name starts with a space;
+/// - a bare CR stays inside the value;
+/// - a name with a space before its colon is not a token.
+/// The bytes read are the head's own, up to the 4 NULs of its end (a bare LF there leaves fewer:
+/// then at most 2 bytes past the head are read, still inside the connection's read buffer).
+private func rawHeadFault(
+  _ connection: OpaquePointer, method: UnsafePointer<CChar>, version: UnsafePointer<CChar>
+) -> String? {
+  guard parsesHeadInPlace else { return nil }
+  struct Field {
+    var name: UnsafeRawPointer
+    var nameCount: Int
+    var value: UnsafeRawPointer?
+    var valueCount: Int
+  }
+  final class Collector { var fields: [Field] = [] }
+  let collector = Collector()
+  withExtendedLifetime(collector) {
+    _ = MHD_get_connection_values_n(
+      connection, .HEADER_KIND,
+      { cls, _, key, keySize, value, valueSize in
+        guard let cls, let key else { return MHD_Result.YES }
+        Unmanaged<Collector>.fromOpaque(cls).takeUnretainedValue().fields.append(
+          Field(name: UnsafeRawPointer(key), nameCount: keySize, value: value.map(UnsafeRawPointer.init), valueCount: valueSize))
+        return MHD_Result.YES
+      }, Unmanaged.passUnretained(collector).toOpaque())
+  }
+  let start = UnsafeRawPointer(method)
+  func byte(_ p: UnsafeRawPointer) -> UInt8 { p.load(as: UInt8.self) }
+  func skipBlanks(_ p: UnsafeRawPointer) -> UnsafeRawPointer {
+    var p = p
+    while byte(p) == 0x20 || byte(p) == 0x09 { p += 1 }
+    return p
+  }
+  /// After a line's content (and any trailing blanks): its CR LF, as two NULs.
+  func lineEnd(_ p: UnsafeRawPointer) -> UnsafeRawPointer? {
+    let p = skipBlanks(p)
+    return byte(p) == 0 && byte(p + 1) == 0 ? p + 2 : nil
+  }
+  let endOfHead = "a line ending in a bare LF, or a NUL in a field"
+  let versionStart = UnsafeRawPointer(version)
+  guard versionStart > start else { return nil }
+  guard var position = lineEnd(versionStart + strlen(version)) else { return endOfHead }
+  for field in collector.fields {
+    guard field.name == position else { return "a folded (obs-fold) or misplaced field line" }
+    guard field.nameCount > 0,
+      UnsafeRawBufferPointer(start: field.name, count: field.nameCount).allSatisfy(HTTPFraming.isTokenByte)
+    else { return "a field name that is not a token" }
+    guard byte(field.name + field.nameCount) == 0 else { return "a field line without a colon" }
+    let valueStart = skipBlanks(field.name + field.nameCount + 1)
+    if field.valueCount > 0 {
+      guard let value = field.value, value == valueStart else { return "a folded (obs-fold) or misplaced field value" }
+      if UnsafeRawBufferPointer(start: value, count: field.valueCount).contains(where: { $0 == 0x0d || $0 == 0x0a }) {
+        return "a CR or LF in a field value"
+      }
+      position = value + field.valueCount
+    } else {
+      position = valueStart
+    }
+    guard let next = lineEnd(position) else { return endOfHead }
+    position = next
+  }
+  guard byte(position) == 0 && byte(position + 1) == 0 else { return endOfHead }
+  return nil
 }
 
 /// The client's address as gRPC names peers: `ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`.
@@ -814,6 +1184,7 @@ private let mhdRequestCompleted: MHD_RequestCompletedCallback = { cls, connectio
   conCls.pointee = nil
   let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
   let charged = context.state.withLock { $0.charged }
+  if let client = context.countedClient { core.requestDone(countedClient: client) }
   core.state.withLock { state in
     state.live -= 1
     state.bufferedBodyBytes -= charged

@@ -54,8 +54,12 @@ public struct HTTPRequest: Sendable {
   /// The values of `{name}` segments of the route that matched; filled by ``HTTPRouter``.
   public var pathParameters: [String: String]
   /// The client's address as gRPC names peers (`ipv4:127.0.0.1:53122`, `ipv6:[::1]:53122`);
-  /// filled by the server.
+  /// filled by the server. Behind a trusted proxy it is the forwarded client, without a port
+  /// (`ipv4:198.51.100.7`), and ``forwardedBy`` is the proxy.
   public var peer: String = ""
+  /// The trusted proxy the request came through (as ``peer`` names peers), when ``peer`` is the
+  /// client it forwarded for; `nil` otherwise.
+  public var forwardedBy: String?
   /// When the request head arrived, read from the server's clock
   /// (``HTTPServerConfiguration/clock``, its `monotonicNow`); filled by the server. A deadline the
   /// request carries counts from here, not from the end of its body.

@@ -193,8 +193,9 @@ extension RPCError {
     status.code = Int32(Code.invalidArgument.rawValue)
     status.message = "\(field): \(description)"
     status.details = [Google_Protobuf_Any(packing: badRequest)]
-    var error = RPCError(code: .invalidArgument, message: status.message)
-    error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
+    status = StatusBounds.status(status)
+    var error = RPCError(code: .invalidArgument, message: StatusBounds.message(status.message))
+    error.metadata.addBinary(status.serializedBytes(), forKey: StatusBounds.detailsKey)
     return error
   }
 }

@@ -273,7 +273,9 @@ public struct RPCServer: Sendable {
       var error = RPCError(mapping: error)
       var trailers = context.response.trailing
       trailers.add(contentsOf: error.metadata)
-      error.metadata = trailers
+      // Every transport bounds what it sends; bounding here also keeps the in-process transport's
+      // and the logs' copies short.
+      (error.message, error.metadata) = StatusBounds.bound(message: error.message, trailers: trailers)
       call.responses.write([.status(error.code, message: error.message, trailers: error.metadata)])
     }
   }

@@ -160,6 +160,8 @@ final class ConnectionPump<Owner: ConnectionPumpOwner>: LoopChannel {
   private func processEvents() {
     owner?.processEvents()
     releaseReplyBytes(session.takeDroppedOutboundBytes())
+    let resets = session.takeUnsendableHeaderResets()
+    if resets > 0 { counters?.unsendableHeaderResets.add(resets, ordering: .relaxed) }
   }
 
   /// The peer sent a PING.

@@ -116,6 +116,18 @@ final class H2Session {
   /// Queued DATA bytes dropped because their stream closed first (reset), since the last
   /// ``takeDroppedOutboundBytes()``.
   private var droppedOutboundBytes = 0
+  /// The streams whose response headers or trailers could not be sent (nghttp2 refused the block:
+  /// over ``maxSendHeaderBlockLength``, over the peer's `SETTINGS_MAX_HEADER_LIST_SIZE`, or a
+  /// failed submission), to reset before the next frames go out: nghttp2 itself leaves such a
+  /// stream open, holding its call, for ever.
+  private var unsendableHeaderStreams: [Int32] = []
+  /// The streams reset by ``unsendableHeaderStreams`` since the last
+  /// ``takeUnsendableHeaderResets()``.
+  private var unsendableHeaderResets = 0
+
+  /// The largest header block (HPACK-compressed) nghttp2 sends: 64 KiB. A larger one is not sent
+  /// and its stream is reset (``StatusBounds`` keeps a status's trailers far below it).
+  static let maxSendHeaderBlockLength = 64 << 10
 
   /// Creates a server or client session and queues its SETTINGS.
   ///
@@ -169,6 +181,19 @@ final class H2Session {
       session.events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
       return 0
     }
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, _, userData in
+      // A HEADERS frame of ours that nghttp2 could not send (a block over the length limit, a
+      // compression failure): the stream would stay open with no end; it is reset instead.
+      // (A client's refused request HEADERS are closed by nghttp2 itself.)
+      let header = frame!.pointee.hd
+      if UInt32(header.type) == NGHTTP2_HEADERS.rawValue, header.stream_id > 0,
+        frame!.pointee.headers.cat != NGHTTP2_HCAT_REQUEST
+      {
+        let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
+        session.unsendableHeaderStreams.append(header.stream_id)
+      }
+      return 0
+    }
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
       let type = UInt32(frame!.pointee.hd.type)
       if type == NGHTTP2_DATA.rawValue || type == NGHTTP2_HEADERS.rawValue {
@@ -181,7 +206,7 @@ final class H2Session {
     var option: OpaquePointer?
     nghttp2_option_new(&option)
     defer { nghttp2_option_del(option) }
-    nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
+    nghttp2_option_set_max_send_header_block_length(option, Self.maxSendHeaderBlockLength)
     if manualWindowUpdates { nghttp2_option_set_no_auto_window_update(option, 1) }
     let userData = Unmanaged.passUnretained(self).toOpaque()
     if isServer {
@@ -217,6 +242,12 @@ final class H2Session {
   func takeDroppedOutboundBytes() -> Int {
     defer { droppedOutboundBytes = 0 }
     return droppedOutboundBytes
+  }
+
+  /// The streams reset since the last call because their headers or trailers could not be sent.
+  func takeUnsendableHeaderResets() -> Int {
+    defer { unsendableHeaderResets = 0 }
+    return unsendableHeaderResets
   }
 
   /// Returns and clears the collected events. Give the array back with ``recycleEvents(_:)``
@@ -263,9 +294,37 @@ final class H2Session {
       var pointer: UnsafePointer<UInt8>?
       let n = nghttp2_session_mem_send(session, &pointer)
       if n < 0 { throw H2SessionError(code: n) }
+      if n > 0 { buffer.append(contentsOf: UnsafeBufferPointer(start: pointer, count: n)) }
+      // Header blocks refused during this call: their streams are reset now (RST_STREAM goes out
+      // in the next round), so that they close and release what they hold.
+      if !unsendableHeaderStreams.isEmpty {
+        resetUnsendableHeaderStreams()
+        continue
+      }
       if n == 0 { return }
-      buffer.append(contentsOf: UnsafeBufferPointer(start: pointer, count: n))
     }
+  }
+
+  private func resetUnsendableHeaderStreams() {
+    let streams = unsendableHeaderStreams
+    unsendableHeaderStreams.removeAll()
+    for streamID in streams {
+      // A stream the peer already closed (its block was dropped for that reason) needs nothing.
+      guard let stream = nghttp2_session_find_stream(session, streamID),
+        nghttp2_stream_get_state(stream) != NGHTTP2_STREAM_STATE_CLOSED,
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, H2ErrorCode.internalError) == 0
+      else { continue }
+      unsendableHeaderResets += 1
+    }
+  }
+
+  /// Whether a header block fits the peer's `SETTINGS_MAX_HEADER_LIST_SIZE` (RFC 9113 § 6.5.2:
+  /// each field counts its name's and value's lengths plus 32; unlimited unless the peer set it).
+  private func fitsPeerHeaderList(_ fields: [HeaderField]) -> Bool {
+    let peerLimit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE))
+    var size = 0
+    for field in fields { size += field.name.utf8.count + field.value.utf8.count + 32 }
+    return size <= peerLimit
   }
 
   /// Whether the session wants to read more.
@@ -278,17 +337,33 @@ final class H2Session {
   /// Submits response headers. With `body == nil` the header block ends the stream (Trailers-Only
   /// or an HTTP error); otherwise DATA follows from ``sendData(streamID:bytes:)`` and the stream
   /// ends with ``sendTrailers(streamID:_:)``.
+  ///
+  /// A block that cannot be sent (over the peer's `SETTINGS_MAX_HEADER_LIST_SIZE`, or refused by
+  /// nghttp2 now or when it comes to send it) resets the stream with `INTERNAL_ERROR` instead, as
+  /// grpc-go does: the stream then closes, never left open.
+  ///
+  /// - Returns: Whether the block was submitted.
   @discardableResult
   func submitResponse(streamID: Int32, headers: [HeaderField], body: [UInt8]?) -> Bool {
+    let submitted: Bool
     if let body {
+      // Queued even when the block cannot go: the reset drops these bytes as any reset stream's
+      // (``takeDroppedOutboundBytes()``), so the owner's count of reply bytes stays right.
       let ob = spareOutbounds.popLast() ?? Outbound()
       ob.bytes = body
       outbound[streamID] = ob
       pendingOutboundBytes += body.count
       var provider = Self.provider
-      return withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
+      submitted =
+        fitsPeerHeaderList(headers)
+        && withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
+    } else {
+      submitted =
+        fitsPeerHeaderList(headers)
+        && withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, nil) } == 0
     }
-    return withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, nil) } == 0
+    if !submitted { unsendableHeaderStreams.append(streamID) }
+    return submitted
   }
 
   /// Submits a request whose body is `body`, ending the stream after it.
@@ -413,7 +488,11 @@ final class H2Session {
       if let trailers = ob.trailers {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
         ob.done = true
-        withNameValues(trailers) { _ = nghttp2_submit_trailer(session, streamID, $0, $1) }
+        // Trailers that cannot go (too large for the peer, or refused by nghttp2): the stream is
+        // reset after this round rather than left without an end.
+        let submitted =
+          fitsPeerHeaderList(trailers) && withNameValues(trailers) { nghttp2_submit_trailer(session, streamID, $0, $1) } == 0
+        if !submitted { unsendableHeaderStreams.append(streamID) }
       } else if ob.endStream {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
         ob.done = true

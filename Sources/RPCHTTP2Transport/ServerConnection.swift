@@ -681,7 +681,7 @@ final class ServerConnection: ConnectionPumpOwner {
       HeaderField(name: ":status", value: status),
       HeaderField(name: "content-type", value: "application/grpc"),
       HeaderField(name: "grpc-status", value: String(RPCError.Code.internal.rawValue)),
-      HeaderField(name: "grpc-message", value: HeaderCoding.percentEncode(message)),
+      HeaderField(name: "grpc-message", value: HeaderCoding.percentEncode(StatusBounds.message(message))),
     ]
     session.submitResponse(streamID: stream.id, headers: fields, body: nil)
     scheduleFlush()
@@ -711,8 +711,11 @@ final class ServerConnection: ConnectionPumpOwner {
     return fields
   }
 
+  /// `grpc-status`, `grpc-message` and the metadata, the message and details cut to
+  /// ``StatusBounds`` so that the block fits.
   private func trailerFields(code: RPCError.Code, message: String, metadata: Metadata) -> [HeaderField] {
     if code == .ok && message.isEmpty && metadata.isEmpty { return Self.okTrailers }
+    let (message, metadata) = StatusBounds.bound(message: message, trailers: metadata)
     var fields = [HeaderField(name: "grpc-status", value: String(code.rawValue))]
     if !message.isEmpty {
       fields.append(HeaderField(name: "grpc-message", value: HeaderCoding.percentEncode(message)))

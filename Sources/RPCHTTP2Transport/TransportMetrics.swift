@@ -39,6 +39,8 @@ final class TransportCounters: Sendable {
   let writeTimeouts = Atomic<Int>(0)
   /// Streams reset because their handler waited for room for the write timeout.
   let streamWriteTimeouts = Atomic<Int>(0)
+  /// Streams reset because their response headers or trailers could not be sent.
+  let unsendableHeaderResets = Atomic<Int>(0)
   let pingFloods = Atomic<Int>(0)
   let graceExpirations = Atomic<Int>(0)
   /// Connections accepted.
@@ -142,6 +144,7 @@ final class TransportCounters: Sendable {
       keepaliveTimeouts: keepaliveTimeouts.load(ordering: .relaxed),
       writeTimeouts: writeTimeouts.load(ordering: .relaxed),
       streamWriteTimeouts: streamWriteTimeouts.load(ordering: .relaxed),
+      unsendableHeaderResets: unsendableHeaderResets.load(ordering: .relaxed),
       pingFloodCloses: pingFloods.load(ordering: .relaxed),
       graceExpirations: graceExpirations.load(ordering: .relaxed),
       openConnections: openConnections, connectionLimit: connectionLimit ?? 0,
@@ -181,6 +184,9 @@ extension HTTP2ServerTransport {
     /// Streams reset (RST_STREAM CANCEL) because their client left a paced response unread for
     /// ``Configuration/writeTimeout`` while the connection stayed open.
     public var streamWriteTimeouts: Int
+    /// Streams reset (RST_STREAM `INTERNAL_ERROR`) because their response headers or trailers
+    /// could not be sent: over the peer's `SETTINGS_MAX_HEADER_LIST_SIZE` or nghttp2's 64 KiB.
+    public var unsendableHeaderResets: Int
     /// Connections closed with `GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")`.
     public var pingFloodCloses: Int
     /// Draining connections closed at the end of their grace period with calls still open.
@@ -243,6 +249,10 @@ extension HTTP2ServerTransport {
         "substatus_grpc_stream_write_timeouts_total", "counter",
         "Streamed calls reset because their client left the response unread for the write timeout.",
         streamWriteTimeouts)
+      metric(
+        "substatus_grpc_unsendable_header_resets_total", "counter",
+        "Streams reset because their response headers or trailers could not be sent (too large for the peer).",
+        unsendableHeaderResets)
       metric("substatus_grpc_connections_open", "gauge", "gRPC connections open.", openConnections)
       metric(
         "substatus_grpc_connections_limit", "gauge", "The gRPC connection cap (--grpc-max-connections; 0: none).",

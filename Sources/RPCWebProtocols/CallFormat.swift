@@ -1,4 +1,5 @@
 public import RPCCore
+import SubstatusJSON
 
 /// One HTTP header field, name in lower case, as both listeners read and write them.
 public struct HTTPField: Sendable, Hashable, CustomStringConvertible {
@@ -144,7 +145,7 @@ public struct CallFormat: Sendable, Hashable {
   }
 
   private static func unsupported(_ contentType: String?) -> HTTPRejection {
-    let received = contentType.map { "\"\($0)\"" } ?? "no content-type"
+    let received = contentType.map { ErrorText.quoted($0) } ?? "no content-type"
     return HTTPRejection(
       status: 415,
       message:

@@ -1,4 +1,5 @@
 public import RPCCore
+import SubstatusJSON
 
 /// What a Connect or gRPC-Web request's header fields say: the caller's metadata, timeout and
 /// message compression.
@@ -81,7 +82,7 @@ public struct RequestHead: Sendable {
         } else {
           timeoutError = RPCError(
             code: .invalidArgument,
-            message: "parse timeout: connect-timeout-ms \"\(field.value)\" is not a number of at most 10 digits")
+            message: "parse timeout: connect-timeout-ms \(ErrorText.quoted(field.value)) is not a number of at most 10 digits")
         }
       case "grpc-timeout" where format.rpcProtocol == .grpcWeb:
         if let duration = HeaderCoding.parseTimeout(field.value) {
@@ -106,7 +107,7 @@ public struct RequestHead: Sendable {
       return .failure(
         RequestRefusal(
           error: RPCError(
-            code: .invalidArgument, message: "connect-protocol-version must be \"1\": got \"\(protocolVersion)\"")))
+            code: .invalidArgument, message: "connect-protocol-version must be \"1\": got \(ErrorText.quoted(protocolVersion))")))
     }
     var accepted = Metadata()
     accepted.addString(CompressionAlgorithm.acceptFieldValue(supported), forKey: acceptField)
@@ -117,7 +118,7 @@ public struct RequestHead: Sendable {
           error: RPCError(
             code: .unimplemented,
             message:
-              "unknown compression \"\(bodyEncoding)\" of the whole body: compress each message with \(encodingField) (supported encodings are \(supportedList))"
+              "unknown compression \(ErrorText.quoted(bodyEncoding)) of the whole body: compress each message with \(encodingField) (supported encodings are \(supportedList))"
           ),
           responseMetadata: accepted))
     }
@@ -130,7 +131,7 @@ public struct RequestHead: Sendable {
         RequestRefusal(
           error: RPCError(
             code: .unimplemented,
-            message: "unknown compression \"\(encoding ?? "")\": supported encodings are \(supportedList)"),
+            message: "unknown compression \(ErrorText.quoted(encoding ?? "")): supported encodings are \(supportedList)"),
           responseMetadata: accepted))
     }
     if let timeoutError { return .failure(RequestRefusal(error: timeoutError)) }

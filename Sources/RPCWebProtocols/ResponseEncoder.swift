@@ -156,6 +156,9 @@ public struct ResponseEncoder: Sendable {
   private mutating func end(
     code: RPCError.Code, message: String, trailers: Metadata, into out: inout EncodedResponse, binary: inout [UInt8]
   ) {
+    // A status's message and details are cut to their bounds whatever the protocol (the same
+    // text goes into Connect's JSON error and gRPC-Web's trailers).
+    let (message, trailers) = StatusBounds.bound(message: message, trailers: trailers)
     finished = true
     out.ends = true
     switch format.framing {

@@ -67,7 +67,7 @@ struct AppleObject {
       if let number = JSONValue.number(trimmed).int64Value, AppleObject.isNumberSyntax(trimmed) {
         return number
       }
-      throw invalid(key, "expected an integer, found \"\(text)\"")
+      throw invalid(key, "expected an integer, found \(ErrorText.quoted(text))")
     default:
       throw invalid(key, "expected an integer, found \(value.typeName)")
     }
@@ -109,7 +109,7 @@ struct AppleObject {
       case "true", "1": return true
       case "false", "0": return false
       case "": return nil
-      default: throw invalid(key, "expected a boolean, found \"\(text)\"")
+      default: throw invalid(key, "expected a boolean, found \(ErrorText.quoted(text))")
       }
     default:
       throw invalid(key, "expected a boolean, found \(value.typeName)")
@@ -124,7 +124,7 @@ struct AppleObject {
     // iOS 6-style receipts put milliseconds in `expires_date`.
     if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let ms = Int64(text) { return ms }
     guard let ms = AppleObject.parseDate(text) else {
-      throw invalid(textKey, "expected a date such as \"2024-01-31 10:00:00 Etc/GMT\", found \"\(text)\"")
+      throw invalid(textKey, "expected a date such as \"2024-01-31 10:00:00 Etc/GMT\", found \(ErrorText.quoted(text))")
     }
     return ms
   }

@@ -1,3 +1,5 @@
+import SubstatusJSON
+
 /// An ISO-8601 duration such as `P1W`, `P1M`, `P3M`, `P1Y`, `P30D`, `P1Y2M10D` or `PT12H`, added
 /// with calendar arithmetic in UTC.
 ///
@@ -47,7 +49,7 @@ public struct ISO8601Duration: Sendable, Hashable, Codable, CustomStringConverti
     guard let parsed = ISO8601Duration.parse(Array(text.utf8)) else {
       throw AppleDataError(
         code: .invalidValue, field: nil,
-        message: "\"\(text)\" is not an ISO-8601 duration such as P1W, P1M, P1Y or P30D")
+        message: "\(ErrorText.quoted(text)) is not an ISO-8601 duration such as P1W, P1M, P1Y or P30D")
     }
     self = parsed
   }

@@ -379,6 +379,9 @@ public protocol Store: EventLogStore {
   func transactions(of user: UserKey, page: PageRequest) async throws(StoreError) -> Page<
     Transaction
   >
+  /// One user's renewal infos, ordered by original transaction id (``UserHistory/renewalInfos``),
+  /// without decoding the user's transactions: a page of a long history needs only these.
+  func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo]
   /// The users of an app and environment whose history holds `originalTransactionId` and who own
   /// it now (no open ownership gap: always, for an app that never left SHARE), ordered by user id.
   /// Notifications are routed to them.
@@ -485,4 +488,12 @@ public protocol Store: EventLogStore {
   func completeReconciliation(
     appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
   ) async throws(StoreError)
+}
+
+extension Store {
+  /// See ``Store/renewalInfos(of:)``. This default reads the whole history; stores that can read
+  /// the renewal infos alone do.
+  public func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo] {
+    try await history(of: user).renewalInfos
+  }
 }

@@ -83,6 +83,13 @@ enum PostgresQueries {
     SELECT q.user_id, 1, NULL, r.original_transaction_id, 0, r.payload
     FROM q JOIN renewal_infos r ON r.user_key = q.user_key
     """
+  /// A user's renewal infos alone (a history's first page), ordered by original transaction id.
+  static let renewalInfos = """
+    SELECT r.original_transaction_id, r.payload
+    FROM users u JOIN renewal_infos r ON r.user_key = u.user_key
+    WHERE u.app_id = $1 AND u.environment = $2 AND u.user_id = $3
+    ORDER BY r.original_transaction_id
+    """
   static let transactionPage = """
     SELECT t.transaction_id, t.original_transaction_id, t.purchase_ms, t.payload
     FROM users u JOIN transactions t ON t.user_key = u.user_key
@@ -779,6 +786,19 @@ extension PostgresStore: Store {
         purchaseDate: r.int(2))
     }
     return makePage(items, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
+  }
+
+  /// See ``Store/renewalInfos(of:)``. From the history cache when it holds the user, else the
+  /// renewal infos' rows alone: the user's transactions are not read.
+  public func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo] {
+    if let cached = historyCache.history(of: user) { return cached.renewalInfos }
+    let rows = try await pool.run { db throws(StoreError) in
+      try db.query(
+        PostgresQueries.renewalInfos, [.text(user.appId), .text(user.environment.rawValue), .text(user.userId)])
+    }
+    return try Self.map(rows) { r throws(StoreError) in
+      try PayloadCodec.decodeRenewalInfo(r.bytes(1), originalTransactionId: r.text(0))
+    }
   }
 
   /// See ``Store/users(appId:environment:originalTransactionId:)``.

@@ -35,6 +35,11 @@ enum HotQueries {
     UNION ALL
     SELECT 1, original_transaction_id, NULL, NULL, payload FROM renewal_infos WHERE user_key = ?1
     """
+  /// A user's renewal infos alone (a history's first page), ordered by original transaction id.
+  static let renewalInfos = """
+    SELECT original_transaction_id, payload FROM renewal_infos WHERE user_key = ?
+    ORDER BY original_transaction_id
+    """
   static let transactionPage = """
     SELECT transaction_id, original_transaction_id, purchase_ms, payload FROM transactions
     WHERE user_key = ? AND (purchase_ms, transaction_id) > (?, ?)
@@ -76,7 +81,7 @@ enum HotQueries {
     WHERE r.next_due_ms <= ? ORDER BY r.next_due_ms, u.app_id, u.environment, u.user_id LIMIT ?
     """
   static let all = [
-    userKey, history, transactionPage, usersByOriginalTransaction,
+    userKey, history, renewalInfos, transactionPage, usersByOriginalTransaction,
     keyByHash, notificationSeen, appById, pruneNotifications, dueReceipts, dueReceiptKeys,
   ]
 }
@@ -857,6 +862,18 @@ extension SQLiteStore: Store {
         HotQueries.transactionPage, [.int(key), .int(ms), .text(id), .int(Int64(limit + 1))]
       ) { r throws(StoreError) in try Self.transaction(r) }
       return makePage(rows, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
+    }
+  }
+
+  /// See ``Store/renewalInfos(of:)``. From the history cache when it holds the user, else the
+  /// renewal infos' rows alone: the user's transactions are not read.
+  public func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo] {
+    if let cached = historyCache.history(of: user) { return cached.renewalInfos }
+    return try await readers.read { db throws(StoreError) in
+      guard let key = try Self.userKey(db, user, create: false) else { return [] }
+      return try db.all(HotQueries.renewalInfos, [.int(key)]) { r throws(StoreError) in
+        try PayloadCodec.decodeRenewalInfo(r.blob(1), originalTransactionId: r.text(0))
+      }
     }
   }
 

@@ -12,10 +12,8 @@ import Synchronization
 /// followed back (``monotonicNow`` never decreases); a reading that fails leaves the time as it
 /// was, and the next poll tries again.
 ///
-/// ``stop()`` never cancels a reading in flight: the reading ends by its own time limit and the
-/// poller then ends. (The daemon's reading is a `URLSession` request, and cancelling a task inside
-/// swift-corelibs-foundation 6.3's `URLSession.data(for:)` could deadlock the cancelling thread,
-/// which hung substatusd at exit; see ``stop(waitingAtMost:)``.)
+/// ``stop()`` never cancels a reading in flight: the reading ends by its own time limit (the
+/// daemon's is a 2 s HTTP request) and the poller then ends; see ``stop(waitingAtMost:)``.
 ///
 /// ```swift
 /// let clock = try await FollowedClock.start(reading: { try await simulatorNowMs() })

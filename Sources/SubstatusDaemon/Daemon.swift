@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Glibc
 import HTTPServer
+import OutboundHTTP
 import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
@@ -38,13 +39,6 @@ public enum SubstatusDaemon {
     // and keeps freed memory in the arena that served it; one arena per core keeps that spread
     // down (`docs/evaluation-cache.md`, "Memory"). MALLOC_ARENA_MAX in the environment wins.
     _ = clinux_limit_malloc_arenas(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
-    // Webhooks' https:// POSTs go through a tunnel proxy that libcurl finds in `https_proxy`
-    // (WebhookTunnelProxy; the dispatcher below uses this one). Installed first, before any thread
-    // that may read the environment exists (the store's, the followed clock's URLSession's):
-    // setenv races with getenv on glibc.
-    let tunnelProxy = try? WebhookTunnelProxy.installProcessWide(
-      fallbackPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)
-    ).get()
     // Descriptors: raise the soft limit to the hard one, then keep both listeners' caps and a
     // reserve under it, so that no client load brings the process near its limit.
     let openFilesLimit = Int(clinux_raise_open_files_limit())
@@ -56,6 +50,27 @@ public enum SubstatusDaemon {
         "open_files_limit": .integer(Int64(openFilesLimit)),
       ]))
     }
+    // Outbound HTTP (libcurl, README "Limits"): one pool for webhooks, whose every address is
+    // checked by the webhook rules as it is connected to, one for Apple's endpoints and the test
+    // clock (the operator's URLs; a connection of one pool is never reused by the other). Together
+    // at most --outbound-max-connections, counted in the descriptor reserve.
+    let outboundCap = configuration.outboundConnections
+    if outboundCap + 32 > configuration.reservedDescriptors {
+      log.write(.object([
+        "level": .string("warning"),
+        "msg": .string("--outbound-max-connections leaves less than 32 of --reserved-descriptors for the store and the runtime"),
+        "outbound_max_connections": .integer(Int64(outboundCap)),
+      ]))
+    }
+    let appleConnections = max(1, outboundCap / 4)
+    let webhookClient = OutboundHTTPClient(
+      configuration: .init(
+        maxConnections: max(1, outboundCap - appleConnections), maxConnectionsPerHost: 16,
+        caFile: configuration.outboundCAFile))
+    let appleClient = OutboundHTTPClient(
+      configuration: .init(
+        maxConnections: appleConnections, maxConnectionsPerHost: appleConnections, caFile: configuration.outboundCAFile))
+    let applePoster = OutboundHTTPPoster.apple(client: appleClient)
     let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
     do {
       try FileManager.default.createDirectory(
@@ -131,6 +146,7 @@ public enum SubstatusDaemon {
     limits.tenantBurst = configuration.tenantBurst
     limits.webhooks = WebhookLimits(
       perApp: configuration.maxWebhooksPerApp, perTenant: configuration.maxWebhooksPerTenant)
+    limits.maxWorkingSetBytes = configuration.maxWorkingSetBytes > 0 ? configuration.maxWorkingSetBytes : nil
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
     else { return fail("invalid App Store Server API URL", status: 2) }
@@ -139,7 +155,7 @@ public enum SubstatusDaemon {
     // stay on `clock` (the service environment's `wireClock`).
     var followedClock: FollowedClock?
     if let clockURL = configuration.clockURL, let url = URL(string: clockURL) {
-      do { followedClock = try await FollowedClock.start(reading: clockReading(url)) } catch {
+      do { followedClock = try await FollowedClock.start(reading: clockReading(url, requester: applePoster)) } catch {
         return fail("--clock-url: cannot read the clock: \(error)")
       }
       log.info("following a test clock (--clock-url)", [
@@ -159,6 +175,8 @@ public enum SubstatusDaemon {
         configuration: WebhookDispatcher.Configuration(
           maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
           urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+        poster: OutboundHTTPPoster.webhooks(
+          client: webhookClient, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
         log: log,
         onAttempt: { report in
           eventMetrics.delivery(
@@ -168,10 +186,11 @@ public enum SubstatusDaemon {
     }
     let service = SubstatusService(
       store: store, environment: serviceEnvironment, limits: limits,
-      verifyReceipt: VerifyReceiptClient(productionURL: productionURL, sandboxURL: sandboxURL, clock: clock), log: log,
+      verifyReceipt: VerifyReceiptClient(
+        productionURL: productionURL, sandboxURL: sandboxURL, poster: applePoster, clock: clock), log: log,
       appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
-        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, clock: clock),
+        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, requester: applePoster, clock: clock),
       eventMetrics: eventMetrics, webhookDispatcher: dispatcher, eventCursors: eventCursors)
 
     // The operator key, created on first start: shown once, stored as a hash.
@@ -225,7 +244,9 @@ public enum SubstatusDaemon {
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
     service.metrics.addSource { transport.metrics.prometheusText() }
     if let storeMetrics { service.metrics.addSource(storeMetrics) }
-    if let tunnelProxy { service.metrics.addSource { tunnelProxy.prometheusText() } }
+    service.metrics.addSource {
+      OutboundHTTPMetrics.prometheusText(pools: [("webhooks", webhookClient.metrics), ("apple", appleClient.metrics)])
+    }
 
     // HTTP.
     let draining = Atomic<Bool>(false)
@@ -249,6 +270,15 @@ public enum SubstatusDaemon {
     httpConfiguration.clock = clock
     httpConfiguration.connectionLimit = descriptors.httpConnections
     httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
+    // Behind proxies (README, "Running behind a reverse proxy"): the client a trusted proxy names
+    // is the one the caps count and the logs show; Apple's notifications are never refused by a cap.
+    httpConfiguration.trustedProxies = configuration.trustedProxies.compactMap { IPNetwork($0) }
+    httpConfiguration.exemptFromClientCaps = { request in
+      let parts = request.path.split(separator: "/")
+      return parts.count >= 4 && parts[0] == "v1" && parts[1] == "apps" && parts[3] == "apple"
+    }
+    let refusalLog = RefusalLog(log: log)
+    httpConfiguration.onRefusal = { refusal in refusalLog.record(refusal) }
     httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))
     if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
       do {
@@ -398,9 +428,7 @@ public enum SubstatusDaemon {
 
   /// Waits at shutdown for a background task told to stop: `limit` of `clock` for it to end by
   /// itself, then it is cancelled and waited for 5 s more. The cancellation is sent from a
-  /// Dispatch thread, because cancellation handlers run on the cancelling thread and one stuck
-  /// there (a `URLSession` request in swift-corelibs-foundation 6.3, see `URLSessionRequester`)
-  /// must not hold the shutdown.
+  /// Dispatch thread, so that a cancellation handler that blocks cannot hold the shutdown.
   /// - Returns: whether the task ended.
   static func finish(_ task: Task<Void, Never>, within limit: Duration, clock: any ServiceClock) async -> Bool {
     if await clock.waitForEnd(of: task, within: limit) { return true }
@@ -430,3 +458,30 @@ public enum SubstatusDaemon {
   }
 }
 
+
+/// Logs the HTTP listener's refusals (over a client cap, bad framing), naming the client: at most
+/// one line per reason a second, with the number of refusals of that reason since the last line.
+final class RefusalLog: Sendable {
+  private let log: LogSink
+  private let state = Mutex<[String: (last: ContinuousClock.Instant, suppressed: Int)]>([:])
+
+  init(log: LogSink) { self.log = log }
+
+  func record(_ refusal: HTTPRefusal) {
+    let now = ContinuousClock.now
+    let suppressed = state.withLock { state -> Int? in
+      if let entry = state[refusal.reason], now - entry.last < .seconds(1) {
+        state[refusal.reason]?.suppressed += 1
+        return nil
+      }
+      defer { state[refusal.reason] = (now, 0) }
+      return state[refusal.reason]?.suppressed ?? 0
+    }
+    guard let suppressed else { return }
+    log.info("http request refused", [
+      ("reason", .string(refusal.reason)), ("client", .string(refusal.client)), ("status", .integer(Int64(refusal.status))),
+      ("method", .string(String(refusal.method.prefix(16)))), ("path", .string(String(refusal.path.prefix(128)))),
+      ("refused_since_last_line", .integer(Int64(suppressed))),
+    ])
+  }
+}

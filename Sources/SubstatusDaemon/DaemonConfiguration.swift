@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import SubstatusJSON
 
 /// substatusd's settings, from a JSON config file, then environment variables, then flags (each
@@ -41,17 +42,21 @@ import SubstatusJSON
 /// | `--grpc-max-connections N` | `SUBSTATUS_GRPC_MAX_CONNECTIONS` | `grpc_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--grpc-max-calls N` | `SUBSTATUS_GRPC_MAX_CALLS` | `grpc_max_calls` | 1024 |
 /// | `--grpc-max-reply-bytes N` | `SUBSTATUS_GRPC_MAX_REPLY_BYTES` | `grpc_max_reply_bytes` | 67108864 (64 MiB) |
+/// | `--max-working-set-bytes N` | `SUBSTATUS_MAX_WORKING_SET_BYTES` | `max_working_set_bytes` | 134217728 (128 MiB; 0: off) |
 /// | `--http-max-connections N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS` | `http_max_connections` | from the descriptor limit (``DescriptorBudget``) |
 /// | `--http-max-connections-per-address N` | `SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS` | `http_max_connections_per_address` | 16 |
 /// | `--http-request-head-timeout SECONDS` | `SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT` | `http_request_head_timeout` | 10 |
 /// | `--http-request-buffer BYTES` | `SUBSTATUS_HTTP_REQUEST_BUFFER` | `http_request_buffer` | 64 MiB |
+/// | `--trusted-proxies CIDR[,CIDR…]` (repeatable) | `SUBSTATUS_TRUSTED_PROXIES` (ranges joined by `,`) | `trusted_proxies` (a list or an array) | none |
 /// | `--memory-trim-interval SECONDS` | `SUBSTATUS_MEMORY_TRIM_INTERVAL` | `memory_trim_interval` | 5 (0: off) |
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off) |
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
 /// | `--max-webhooks-per-app N` | `SUBSTATUS_MAX_WEBHOOKS_PER_APP` | `max_webhooks_per_app` | 16 |
 /// | `--max-webhooks-per-tenant N` | `SUBSTATUS_MAX_WEBHOOKS_PER_TENANT` | `max_webhooks_per_tenant` | 256 |
-/// | `--webhook-max-in-flight-per-tenant N` | `SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT` | `webhook_max_in_flight_per_tenant` | 16 |
+/// | `--webhook-max-in-flight-per-tenant N` | `SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT` | `webhook_max_in_flight_per_tenant` | 32 |
+/// | `--outbound-max-connections N` | `SUBSTATUS_OUTBOUND_MAX_CONNECTIONS` | `outbound_max_connections` | half the descriptor reserve (64) |
+/// | `--outbound-ca-file F` | `SUBSTATUS_OUTBOUND_CA_FILE` | `outbound_ca_file` | none (the system's roots) |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
 /// | `--clock-url URL` (tests only) | `SUBSTATUS_CLOCK_URL` | `clock_url` | none (the system clock) |
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -126,6 +131,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var grpcRequestBuffer: Int = 256 << 20
   /// Descriptors kept out of the listeners' caps for the store, outbound calls and the runtime.
   public var reservedDescriptors: Int = 128
+  /// Outbound HTTP connections open at once (webhooks and Apple's endpoints together), counted in
+  /// ``reservedDescriptors``; `nil`: half the reserve.
+  public var outboundMaxConnections: Int?
+  /// A PEM file of certificates trusted for outbound HTTPS besides the system's roots (private
+  /// webhook receivers).
+  public var outboundCAFile: String?
+
+  /// The outbound connection cap in force.
+  public var outboundConnections: Int { outboundMaxConnections ?? max(8, reservedDescriptors / 2) }
   /// gRPC connections served at once; `nil` derives it from the descriptor limit
   /// (``DescriptorBudget``).
   public var grpcMaxConnections: Int?
@@ -134,6 +148,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// gRPC reply bytes not yet taken by a socket, over all connections; while more are pending,
   /// new calls get `RESOURCE_EXHAUSTED` with `RetryInfo`.
   public var grpcMaxReplyBytes: Int = 64 << 20
+  /// The estimated working set heavy calls in flight may hold at once, reserved before the
+  /// store is read (`SubstatusService.WorkingSetBudget`); beyond it `RESOURCE_EXHAUSTED` with
+  /// `RetryInfo`. 0 turns the budget off.
+  public var maxWorkingSetBytes: Int = 128 << 20
   /// HTTP connections served at once; `nil` derives it from the descriptor limit.
   public var httpMaxConnections: Int?
   /// HTTP connections from one client address.
@@ -165,6 +183,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// refused: the listeners often sit on a private network, and naming each origin keeps a web
   /// page anywhere from reaching them through a visitor's browser.
   public var corsOrigins: [String] = []
+  /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` the HTTP listener believes (CIDR
+  /// ranges, normalized: `127.0.0.1/32`).
+  public var trustedProxies: [String] = []
 
   /// Whether webhooks may point at loopback, link-local and private addresses (a receiver on the
   /// same machine or network, for development and tests); refused by default, at creation and at
@@ -176,7 +197,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var maxWebhooksPerTenant = 256
   /// Webhook POSTs in flight at once for one tenant (its deliveries held: 4 times this), so one
   /// tenant's backlog never takes the slots of the others.
-  public var webhookMaxInFlightPerTenant = 16
+  public var webhookMaxInFlightPerTenant = 32
 
   /// For end-to-end tests only: a loopback `http://` URL whose `GET` answers a JSON object with
   /// `now_ms` (the App Store simulator's `/control/clock`). The service's time (events, the
@@ -247,16 +268,25 @@ public struct DaemonConfiguration: Sendable, Equatable {
     limits (see README "Limits"; the soft open-files limit is raised to the hard one at start):
       --reserved-descriptors N               descriptors kept for the store, outbound calls and
                                              the runtime, outside the listeners' caps (default 128)
+      --outbound-max-connections N           outbound HTTP connections at once, webhooks and Apple
+                                             together, counted in the reserve (default: half of it)
       --grpc-max-connections N               gRPC connections at once (default: 3/4 of the open-files
                                              limit less the reserve, at most 4096)
       --grpc-max-calls N                     gRPC calls in flight overall (default 1024)
       --grpc-max-reply-bytes N               gRPC reply bytes not yet sent, overall (default 64 MiB)
+      --max-working-set-bytes N              estimated memory of calls in flight (pages of
+                                             histories), reserved before the store is read;
+                                             beyond it RESOURCE_EXHAUSTED (default 128 MiB; 0: off)
       --http-max-connections N               HTTP connections at once (default: 1/4 of the open-files
                                              limit less the reserve, at most 1024)
       --http-max-connections-per-address N   HTTP connections from one client address (default 16)
       --http-request-head-timeout SECONDS    time to send a whole HTTP request head (default 10)
       --http-request-buffer BYTES            HTTP request body bytes held at once, all connections;
                                              beyond it 503 (resource_exhausted for RPCs) (default 67108864)
+      --trusted-proxies CIDR[,CIDR...]       reverse proxies in front of the HTTP listener: for their
+                                             connections the client is the right-most untrusted address
+                                             of X-Forwarded-For (or Forwarded: for=), and the
+                                             per-address cap counts its requests in flight (default none)
       --memory-trim-interval SECONDS         return freed heap pages after a load (default 5; 0: off)
       --history-cache-mb N                   MiB of user histories kept in memory by the store (on
                                              PostgreSQL: one more connection, other instances'
@@ -278,7 +308,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --max-webhooks-per-tenant N            ... one tenant over all its apps (default 256)
       --webhook-max-in-flight-per-tenant N   webhook POSTs in flight at once for one tenant; its
                                              deliveries are claimed in turn with the others'
-                                             (default 16; 64 overall)
+                                             (default 32, half of the 64 overall)
+      --outbound-ca-file F                   trust the certificates of this PEM file for outbound
+                                             HTTPS (webhooks, Apple) besides the system's roots
     tests only:
       --clock-url URL                        follow the clock GET URL answers ({"now_ms": N}, e.g. the
                                              App Store simulator's http://127.0.0.1:PORT/control/clock)
@@ -322,6 +354,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--grpc-max-connections", "SUBSTATUS_GRPC_MAX_CONNECTIONS", "grpc_max_connections"),
     ("--grpc-max-calls", "SUBSTATUS_GRPC_MAX_CALLS", "grpc_max_calls"),
     ("--grpc-max-reply-bytes", "SUBSTATUS_GRPC_MAX_REPLY_BYTES", "grpc_max_reply_bytes"),
+    ("--max-working-set-bytes", "SUBSTATUS_MAX_WORKING_SET_BYTES", "max_working_set_bytes"),
     ("--http-max-connections", "SUBSTATUS_HTTP_MAX_CONNECTIONS", "http_max_connections"),
     ("--http-max-connections-per-address", "SUBSTATUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "http_max_connections_per_address"),
     ("--http-request-head-timeout", "SUBSTATUS_HTTP_REQUEST_HEAD_TIMEOUT", "http_request_head_timeout"),
@@ -330,10 +363,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--history-cache-mb", "SUBSTATUS_HISTORY_CACHE_MB", "history_cache_mb"),
     ("--postgres-pool-size", "SUBSTATUS_POSTGRES_POOL_SIZE", "postgres_pool_size"),
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
+    ("--trusted-proxies", "SUBSTATUS_TRUSTED_PROXIES", "trusted_proxies"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
     ("--max-webhooks-per-app", "SUBSTATUS_MAX_WEBHOOKS_PER_APP", "max_webhooks_per_app"),
     ("--max-webhooks-per-tenant", "SUBSTATUS_MAX_WEBHOOKS_PER_TENANT", "max_webhooks_per_tenant"),
     ("--webhook-max-in-flight-per-tenant", "SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT", "webhook_max_in_flight_per_tenant"),
+    ("--outbound-max-connections", "SUBSTATUS_OUTBOUND_MAX_CONNECTIONS", "outbound_max_connections"),
+    ("--outbound-ca-file", "SUBSTATUS_OUTBOUND_CA_FILE", "outbound_ca_file"),
     ("--clock-url", "SUBSTATUS_CLOCK_URL", "clock_url"),
   ]
 
@@ -343,7 +379,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
   /// Flags that may be given several times, with the separator that joins their values (as in the
   /// environment variable): `:` for paths, `,` for origins (which hold `:`).
-  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ","]
+  private static let repeatable: [String: String] = ["--apple-root-ca": ":", "--cors-origin": ",", "--trusted-proxies": ","]
 
   /// Reads the settings.
   /// - Parameters:
@@ -437,6 +473,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     c.tlsCertificate = values["--tls-cert"]
     c.tlsKey = values["--tls-key"]
     c.tlsClientCA = values["--tls-client-ca"]
+    c.outboundCAFile = values["--outbound-ca-file"]
     guard (c.tlsCertificate == nil) == (c.tlsKey == nil) else {
       throw UsageError(description: "--tls-cert and --tls-key go together")
     }
@@ -491,6 +528,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         let origin = try Self.corsOrigin(String(text))
         if !c.corsOrigins.contains(origin) { c.corsOrigins.append(origin) }
       }
+    }
+    if let v = values["--trusted-proxies"] {
+      guard let networks = IPNetwork.list(v) else {
+        throw UsageError(description: "--trusted-proxies must be CIDR ranges joined by ',' (127.0.0.1/32,10.0.0.0/8), not \"\(v)\"")
+      }
+      c.trustedProxies = networks.map(\.description)
     }
     if let v = values["--allow-private-webhooks"] {
       switch v.lowercased() {
@@ -588,8 +631,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
     if let n = try whole("--reserved-descriptors", 16...1_000_000) { reservedDescriptors = n }
     if let n = try whole("--grpc-max-connections", 1...1_000_000) { grpcMaxConnections = n }
+    if let n = try whole("--outbound-max-connections", 2...100_000) { outboundMaxConnections = n }
     if let n = try whole("--grpc-max-calls", 1...1_000_000) { grpcMaxCalls = n }
     if let n = try whole("--grpc-max-reply-bytes", 65536...1_099_511_627_776) { grpcMaxReplyBytes = n }
+    if let n = try whole("--max-working-set-bytes", 0...1_099_511_627_776) {
+      guard n == 0 || n >= 1 << 20 else {
+        throw UsageError(description: "--max-working-set-bytes must be 0 (off) or at least 1048576 (1 MiB)")
+      }
+      maxWorkingSetBytes = n
+    }
     if let n = try whole("--http-max-connections", 1...1_000_000) { httpMaxConnections = n }
     if let n = try whole("--http-max-connections-per-address", 1...1_000_000) { httpMaxConnectionsPerAddress = n }
     if let n = try number("--http-request-head-timeout") {

@@ -108,7 +108,7 @@ struct JSONParser {
       let keyOffset = i
       let key = try parseString()
       guard seen.insert(key).inserted else {
-        throw JSONError(message: "duplicate member name \"\(key)\"", offset: keyOffset)
+        throw JSONError(message: "duplicate member name \(ErrorText.quoted(key))", offset: keyOffset)
       }
       skipWhitespace()
       guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else {

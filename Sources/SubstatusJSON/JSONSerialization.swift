@@ -60,15 +60,24 @@ extension JSONValue {
     text.withUTF8Buffer { out.append(contentsOf: $0) }
   }
 
+  /// `\uXXXX` in lowercase hexadecimal, for a scalar below U+10000.
+  private static func appendUnicodeEscape(_ scalar: UInt32, to out: inout [UInt8]) {
+    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+    append("\\u", to: &out)
+    for shift in stride(from: 12, through: 0, by: -4) { out.append(hex[Int(scalar >> UInt32(shift) & 0xF)]) }
+  }
+
   private static func newline(_ out: inout [UInt8], indent: StaticString?, level: Int) {
     guard let indent else { return }
     out.append(UInt8(ascii: "\n"))
     for _ in 0..<level { append(indent, to: &out) }
   }
 
-  /// A JSON string literal: `"` and `\` escaped, control characters as their short escape or
-  /// `\u00XX`, and U+2028 / U+2029 as `\u2028` / `\u2029` (valid JSON, but line breaks to
-  /// JavaScript); everything else copied as UTF-8.
+  /// A JSON string literal: `"` and `\` escaped, control characters (C0, DEL, C1) as their short
+  /// escape or `\u00XX`, U+2028 / U+2029 as `\u2028` / `\u2029` (valid JSON, but line breaks to
+  /// JavaScript), and the bidirectional formatting characters U+202A to U+202E and U+2066 to
+  /// U+2069 as `\u202a` … (they reorder what a terminal shows); everything else copied as UTF-8.
+  /// Every escape is valid JSON that decodes to the same string.
   private static func writeString(_ s: String, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
     var s = s
@@ -78,10 +87,15 @@ extension JSONValue {
       while i < bytes.count {
         let b = bytes[i]
         let escapedLength: Int
-        if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
+        if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b == 0x7F {
           escapedLength = 1
-        } else if b == 0xE2, i + 2 < bytes.count, bytes[i + 1] == 0x80, bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9 {
-          escapedLength = 3
+        } else if b == 0xC2, i + 1 < bytes.count, (0x80...0x9F).contains(bytes[i + 1]) {
+          escapedLength = 2  // C1: U+0080 to U+009F
+        } else if b == 0xE2, i + 2 < bytes.count,
+          bytes[i + 1] == 0x80 && (0xA8...0xAE).contains(bytes[i + 2])
+            || bytes[i + 1] == 0x81 && (0xA6...0xA9).contains(bytes[i + 2])
+        {
+          escapedLength = 3  // U+2028 to U+202E, U+2066 to U+2069
         } else {
           i += 1
           continue
@@ -95,12 +109,15 @@ extension JSONValue {
         case UInt8(ascii: "\t"): append("\\t", to: &out)
         case 0x08: append("\\b", to: &out)
         case 0x0C: append("\\f", to: &out)
-        case 0xE2: append(bytes[i + 2] == 0xA8 ? "\\u2028" : "\\u2029", to: &out)
+        case 0xC2, 0xE2:
+          // The scalar of the 2- or 3-byte sequence: U+0080 to U+009F, or U+20xx.
+          let scalar =
+            b == 0xC2
+            ? UInt32(bytes[i + 1])
+            : 0x2000 | UInt32(bytes[i + 1] & 0x3F) << 6 | UInt32(bytes[i + 2] & 0x3F)
+          appendUnicodeEscape(scalar, to: &out)
         default:
-          let hex: [UInt8] = Array("0123456789abcdef".utf8)
-          append("\\u00", to: &out)
-          out.append(hex[Int(b >> 4)])
-          out.append(hex[Int(b & 0xF)])
+          appendUnicodeEscape(UInt32(b), to: &out)
         }
         i += escapedLength
         copied = i

@@ -15,7 +15,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     }
     try requireID(request.bundleID, "bundle_id", limits: limits)
     guard request.appleAppID >= 0 else { throw invalidArgument("apple_app_id", "must not be negative") }
-    guard request.displayName.utf8.count <= 200 else { throw invalidArgument("display_name", "longer than 200 bytes") }
+    try requireDisplayText(request.displayName, "display_name")
     let app = AppRecord(
       appId: Identifiers.make("app", environment), tenantId: tenant, bundleId: request.bundleID,
       appleAppId: request.appleAppID == 0 ? nil : request.appleAppID, displayName: request.displayName,
@@ -24,7 +24,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       try await store.createApp(app)
     } catch {
       if error.code == .alreadyExists {
-        throw RPCError(code: .alreadyExists, message: "an app with bundle id \"\(request.bundleID)\" is already registered")
+        throw RPCError(code: .alreadyExists, message: "an app with bundle id \(ErrorText.quoted(request.bundleID)) is already registered")
       }
       throw RPCError(store: error)
     }
@@ -93,7 +93,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     for (n, wire) in request.products.enumerated() {
       let product = try Product(wire: wire, field: "products[\(n)]")
       guard seen.insert(product.productId).inserted else {
-        throw invalidArgument("products[\(n)].product_id", "\"\(product.productId)\" appears twice")
+        throw invalidArgument("products[\(n)].product_id", "\(ErrorText.quoted(product.productId)) appears twice")
       }
       products.append(product)
     }
@@ -145,10 +145,10 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
         guard values.appleAppID >= 0 else { throw invalidArgument("app.apple_app_id", "must not be negative") }
         appleAppId = values.appleAppID == 0 ? nil : values.appleAppID
       case "display_name":
-        guard values.displayName.utf8.count <= 200 else { throw invalidArgument("app.display_name", "longer than 200 bytes") }
+        try requireDisplayText(values.displayName, "app.display_name")
         displayName = values.displayName
       default:
-        throw invalidArgument("update_mask", "unknown field \"\(path)\" (apple_app_id, display_name)")
+        throw invalidArgument("update_mask", "unknown field \(ErrorText.quoted(path)) (apple_app_id, display_name)")
       }
     }
     let updated = try await stored { () throws(StoreError) in
@@ -172,14 +172,14 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     case .read: role = .read
     default: throw invalidArgument("role", "must be API_KEY_ROLE_ADMIN, API_KEY_ROLE_INGEST or API_KEY_ROLE_READ")
     }
-    guard request.description.utf8.count <= 200 else { throw invalidArgument("description", "longer than 200 bytes") }
+    try requireDisplayText(request.description, "description")
     // A scoped key can only hand out keys within its own scope.
     guard p.mayManage(keyScopedTo: request.appIDs) else {
       throw RPCError(code: .permissionDenied, message: "a key scoped to apps can only create keys within its scope")
     }
     for (n, appId) in request.appIDs.enumerated() {
       do { _ = try await app(appId, context) } catch {
-        throw invalidArgument("app_ids[\(n)]", "app \"\(appId)\" not found")
+        throw invalidArgument("app_ids[\(n)]", "app \(ErrorText.quoted(appId)) not found")
       }
     }
     let (key, record) = try await newKey(
@@ -209,7 +209,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       // A key beyond the caller's scope is NOT_FOUND, as if it did not exist (as ListApiKeys hides
       // it), rather than PERMISSION_DENIED, which would confirm that the id is a key of the tenant.
       guard let target = try await apiKey(tenant: tenant, keyId: request.keyID), p.mayManage(keyScopedTo: target.appIds) else {
-        throw RPCError(code: .notFound, message: "API key \"\(request.keyID)\" not found")
+        throw RPCError(code: .notFound, message: "API key \(ErrorText.quoted(request.keyID)) not found")
       }
     }
     let record = try await stored { () throws(StoreError) in

@@ -1,8 +1,5 @@
 import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
 import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
@@ -21,93 +18,6 @@ public protocol HTTPRequester: Sendable {
   /// - Throws: On connection failure or timeout.
   func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
     async throws -> (status: Int, body: [UInt8])
-}
-
-/// ``HTTPRequester`` over FoundationNetworking's `URLSession` (libcurl inside the toolchain).
-///
-/// A request whose task is cancelled throws `CancellationError` at once; the HTTP request itself
-/// is not cancelled but left to end by its own time limit, its answer dropped. In
-/// swift-corelibs-foundation 6.3 cancelling a `URLSessionTask` is unsafe: `URLSession.data(for:)`
-/// cancels it from its cancellation handler, under the Swift task's status-record lock, and
-/// `URLSessionTask.cancel()` waits for the session's work queue; when the work queue is handing
-/// back the answer at that moment it waits for that lock, and both wait forever (its issue #5412,
-/// fixed after 6.3; substatusd hung so at exit). Cancelling from another thread avoids the
-/// deadlock, but a cancellation that races the completion can still stop the process
-/// (`TaskRegistry.swift`: "Trying to access a behaviour for a task that in not in the registry").
-public struct URLSessionRequester: HTTPRequester {
-  private let session: URLSession
-
-  /// A requester with an ephemeral session (no cookies, no cache).
-  public init() {
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.httpMaximumConnectionsPerHost = 16
-    session = URLSession(configuration: configuration)
-  }
-
-  /// See ``HTTPRequester/send(method:url:headers:body:timeout:)``.
-  /// - Throws: `CancellationError` when the calling task is cancelled first; `URLError` on
-  ///   connection failure or timeout.
-  public func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
-    async throws -> (status: Int, body: [UInt8])
-  {
-    var request = URLRequest(url: url)
-    request.httpMethod = method
-    if let body { request.httpBody = Data(body) }
-    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-    request.timeoutInterval = timeout.seconds
-    let exchange = Exchange()
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in
-        let task = session.dataTask(with: request) { data, response, error in
-          if let error {
-            exchange.finish(.failure(error))
-          } else {
-            exchange.finish(.success(((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data ?? Data()))))
-          }
-        }
-        exchange.start(task, continuation)
-      }
-    } onCancel: {
-      exchange.cancel()
-    }
-  }
-
-  /// One request's continuation, resumed exactly once: by the answer or by the cancellation,
-  /// whichever comes first.
-  private final class Exchange: Sendable {
-    private struct State {
-      var continuation: CheckedContinuation<(status: Int, body: [UInt8]), any Error>?
-      var cancelled = false
-    }
-
-    private let state = Mutex(State())
-
-    /// Starts `task`; a request cancelled already throws at once (its answer is dropped).
-    func start(_ task: URLSessionDataTask, _ continuation: CheckedContinuation<(status: Int, body: [UInt8]), any Error>) {
-      let cancelled = state.withLock { s -> Bool in
-        if !s.cancelled { s.continuation = continuation }
-        return s.cancelled
-      }
-      if cancelled { continuation.resume(throwing: CancellationError()) }
-      task.resume()
-    }
-
-    /// The answer (or URLSession's error); nothing once cancelled.
-    func finish(_ result: Result<(status: Int, body: [UInt8]), any Error>) {
-      state.withLock { $0.continuation.take() }?.resume(with: result)
-    }
-
-    /// Runs in the cancellation handler, under the task's status-record lock: takes the caller's
-    /// continuation and resumes it from a Dispatch thread (resuming wakes the task, which takes
-    /// that lock). The request goes on to its end, unheard (see ``URLSessionRequester``).
-    func cancel() {
-      let continuation = state.withLock { s in
-        s.cancelled = true
-        return s.continuation.take()
-      }
-      if let continuation { DispatchQueue.global().async { continuation.resume(throwing: CancellationError()) } }
-    }
-  }
 }
 
 /// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
@@ -250,7 +160,7 @@ public struct AppStoreServerAPIClient: Sendable {
     productionURL: URL = AppStoreServerAPIClient.appleProduction,
     sandboxURL: URL = AppStoreServerAPIClient.appleSandbox, timeout: Duration = .seconds(15),
     maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
-    requester: any HTTPRequester = URLSessionRequester(), clock: any ServiceClock = SystemClock()
+    requester: any HTTPRequester = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock()
   ) {
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
@@ -465,7 +375,7 @@ public struct AppStoreServerAPIClient: Sendable {
         (status, responseBody) = try await requester.send(
           method: method, url: url, headers: headers, body: body, timeout: timeout)
       } catch {
-        last = AppStoreServerAPIError(code: .unavailable, message: "App Store Server API unreachable (\(endpoint)): \(error.localizedDescription)")
+        last = AppStoreServerAPIError(code: .unavailable, message: "App Store Server API unreachable (\(endpoint)): \(error)")
         try await backoff(attempt)
         continue
       }

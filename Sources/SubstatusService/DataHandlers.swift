@@ -17,7 +17,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     if let synced = try await submitReceiptThroughServerAPI(request, cached) { return synced }
     let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: request.appID) }
     guard let secret = secrets?.current.secret else {
-      throw RPCError(code: .failedPrecondition, message: "app \"\(request.appID)\" has no shared secret: set one with SetSharedSecret")
+      throw RPCError(code: .failedPrecondition, message: "app \(ErrorText.quoted(request.appID)) has no shared secret: set one with SetSharedSecret")
     }
     let started = environment.clock.monotonicNow
     let response: VerifyReceiptResponse
@@ -29,7 +29,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       metrics.upstream(status: error.status.map { String($0.code) } ?? "error", seconds: (environment.clock.monotonicNow - started).seconds)
       switch error.kind {
       case .wrongSharedSecret:
-        throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \"\(request.appID)\" (status 21004): set the right one with SetSharedSecret")
+        throw RPCError(code: .failedPrecondition, message: "Apple rejected the shared secret of app \(ErrorText.quoted(request.appID)) (status 21004): set the right one with SetSharedSecret")
       case .unavailable:
         throw RPCError(code: .unavailable, message: error.message)
       case .rejected:
@@ -380,13 +380,18 @@ extension SubstatusService {
     let environment = try SubscriptionDomain.Environment(wire: request.environment)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     let user = UserKey(appId: request.appID, environment: environment, userId: request.userID)
-    let result = try await stored { () throws(StoreError) in try await store.transactions(of: user, page: page) }
+    // What the page will hold, reserved before the store is read (README "Limits").
+    try reserveWorkingSet(WorkingSetEstimate.transactionPage(pageSize: page.limit, firstPage: page.cursor == nil), context)
     var response = Substatus_V1_GetTransactionHistoryResponse()
-    response.transactions = result.items.map(\.wire)
-    response.nextPageToken = PageToken.encode(result.nextCursor)
+    do {
+      let result = try await stored { () throws(StoreError) in try await store.transactions(of: user, page: page) }
+      response.transactions = result.items.map(\.wire)
+      response.nextPageToken = PageToken.encode(result.nextCursor)
+    }
     if page.cursor == nil {
-      // The renewal infos come with the first page.
-      response.renewalInfos = try await stored { () throws(StoreError) in try await store.history(of: user) }.renewalInfos.map(\.wire)
+      // The renewal infos come with the first page, read alone: a page of a long history never
+      // decodes the whole of it.
+      response.renewalInfos = try await stored { () throws(StoreError) in try await store.renewalInfos(of: user) }.map(\.wire)
     }
     return response
   }

@@ -32,12 +32,12 @@ extension SubstatusService {
         violations.append(contentsOf: error.fieldViolations)
       }
       if !wire.entitlementID.isEmpty, !seen.insert(wire.entitlementID).inserted {
-        violations.append(("\(field).entitlement_id", "\"\(wire.entitlementID)\" appears twice"))
+        violations.append(("\(field).entitlement_id", "\(ErrorText.quoted(wire.entitlementID)) appears twice"))
       }
       if wire.displayName.utf8.count > 200 {
         violations.append(("\(field).display_name", "longer than 200 bytes"))
-      } else if wire.displayName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-        violations.append(("\(field).display_name", "contains control characters"))
+      } else if let problem = DisplayText.problem(in: wire.displayName) {
+        violations.append(("\(field).display_name", problem))
       }
       if wire.productIDs.count > Self.maxProductsPerEntitlement {
         throw batchTooLarge("\(field).product_ids", limit: Self.maxProductsPerEntitlement, count: wire.productIDs.count)
@@ -46,9 +46,9 @@ extension SubstatusService {
       for (j, productId) in wire.productIDs.enumerated() {
         let productField = "\(field).product_ids[\(j)]"
         if !products.insert(productId).inserted {
-          violations.append((productField, "\"\(productId)\" appears twice"))
+          violations.append((productField, "\(ErrorText.quoted(productId)) appears twice"))
         } else if !catalog.contains(productId) {
-          violations.append((productField, "product \"\(productId)\" is not in the app's catalog"))
+          violations.append((productField, "product \(ErrorText.quoted(productId)) is not in the app's catalog"))
         }
       }
       definitions.append(EntitlementDefinition(entitlementId: wire.entitlementID, displayName: wire.displayName, productIds: wire.productIDs))
@@ -112,7 +112,7 @@ extension SubstatusService {
       definitions = []
       for (i, id) in filter.enumerated() {
         guard let definition = app.entitlements.first(where: { $0.entitlementId == id }) else {
-          throw invalidArgument("entitlement_ids[\(i)]", "the app defines no entitlement \"\(id)\"")
+          throw invalidArgument("entitlement_ids[\(i)]", "the app defines no entitlement \(ErrorText.quoted(id))")
         }
         definitions.append(definition)
       }
@@ -136,8 +136,11 @@ func invalidArguments(_ violations: [(field: String, description: String)]) -> R
   status.code = Int32(RPCError.Code.invalidArgument.rawValue)
   status.message = "\(first.field): \(first.description)" + (violations.count > 1 ? " (and \(violations.count - 1) more)" : "")
   status.details = [Google_Protobuf_Any(packing: badRequest)]
-  var error = RPCError(code: .invalidArgument, message: status.message)
-  error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")
+  // Hundreds of violations do not fit in a header block: the first ones that fit in the details'
+  // bound are kept, and one more says how many were left out (StatusBounds).
+  status = StatusBounds.status(status)
+  var error = RPCError(code: .invalidArgument, message: StatusBounds.message(status.message))
+  error.metadata.addBinary(status.serializedBytes(), forKey: StatusBounds.detailsKey)
   return error
 }
 

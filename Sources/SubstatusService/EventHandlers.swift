@@ -135,7 +135,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     try requireID(request.webhookID, "webhook_id", limits: limits)
     let webhooks = try await stored { () throws(StoreError) in try await hooks.webhooks(appId: request.appID) }
     guard webhooks.contains(where: { $0.webhookId == request.webhookID }) else {
-      throw RPCError(code: .notFound, message: "webhook \"\(request.webhookID)\" not found")
+      throw RPCError(code: .notFound, message: "webhook \(ErrorText.quoted(request.webhookID)) not found")
     }
     guard let dispatcher = webhookDispatcher else {
       throw RPCError(code: .unavailable, message: "webhook delivery is not running on this server")

@@ -38,13 +38,13 @@ extension SubstatusService {
     guard let key = try await stored({ () throws(StoreError) in try await store.inAppPurchaseKey(appId: appId) }) else {
       throw RPCError(
         code: .failedPrecondition,
-        message: "app \"\(appId)\" has no In-App Purchase key: set one with AdminService.SetInAppPurchaseKey")
+        message: "app \(ErrorText.quoted(appId)) has no In-App Purchase key: set one with AdminService.SetInAppPurchaseKey")
     }
     do {
       return (key, try ES256PrivateKey(pkcs8PEM: key.privateKeyPEM))
     } catch {
       // It parsed when it was set; the store handed back something else.
-      throw RPCError(code: .internal, message: "the stored In-App Purchase key of app \"\(appId)\" does not parse")
+      throw RPCError(code: .internal, message: "the stored In-App Purchase key of app \(ErrorText.quoted(appId)) does not parse")
     }
   }
 }

@@ -143,6 +143,11 @@ struct AccessLogInterceptor: ServerInterceptor {
     var code = RPCError.Code.ok
     var failure: String? = nil
     defer {
+      // The reply is encoded (or the call failed): its working set is the transport's to count.
+      // (A load first: most calls reserve nothing, and a load writes nothing.)
+      if annotations.workingSet.load(ordering: .relaxed) > 0 {
+        service.workingSetBudget.release(annotations.workingSet.exchange(0, ordering: .relaxed))
+      }
       let seconds = (service.environment.clock.monotonicNow - started).seconds
       service.metrics.rpc(method: context.method, code: code, seconds: seconds, rpcProtocol: context.rpcProtocol)
       // Written byte by byte (``JSONLine``): the same text as a serialized JSONObject, at a
@@ -169,14 +174,33 @@ struct AccessLogInterceptor: ServerInterceptor {
     } catch {
       let mapped = RPCError(mapping: error)
       code = mapped.code
-      failure = mapped.message
+      // Cut as the transports cut it (not counted again): a message may quote a client's input.
+      failure = ErrorText.truncated(mapped.message, maxBytes: StatusBounds.maxMessageBytes)
       throw error
     }
   }
 }
 
-/// What inner interceptors learn about an RPC that the access log reports.
+/// What inner interceptors and the handler tell the outermost interceptor about an RPC: the
+/// principal the access log reports, and the working set the call reserved.
 final class RPCAnnotations: Sendable {
   enum Key: ServerContextKey { typealias Value = RPCAnnotations }
   let principal = Mutex<Principal?>(nil)
+  /// Bytes the call reserved in ``SubstatusService/workingSetBudget``
+  /// (``SubstatusService/reserveWorkingSet(_:_:)``), given back when the call ends.
+  let workingSet = Atomic<Int>(0)
+}
+
+extension SubstatusService {
+  /// Reserves a call's estimated working set (``WorkingSetEstimate``) before it reads the store;
+  /// the access-log interceptor gives it back once the reply is encoded and handed to the
+  /// transport, or the call has failed or been cancelled. A call served without the service's
+  /// interceptors (``interceptors()``) reserves nothing.
+  /// - Throws: ``WorkingSetBudget/refusal`` (`RESOURCE_EXHAUSTED` with a `RetryInfo`) when the
+  ///   budget has no room.
+  func reserveWorkingSet(_ bytes: Int, _ context: ServerContext) throws(RPCError) {
+    guard let annotations = context[RPCAnnotations.Key.self] else { return }
+    guard let granted = workingSetBudget.reserve(bytes) else { throw WorkingSetBudget.refusal }
+    annotations.workingSet.wrappingAdd(granted, ordering: .relaxed)
+  }
 }

@@ -70,7 +70,7 @@ extension SubstatusService {
     }
     guard !appID.isEmpty, let cached = try await loadApp(appID) else {
       metrics.notification(outcome: "unknown_app")
-      throw HTTPError(status: 404, message: "app \"\(appID)\" not found")
+      throw HTTPError(status: 404, message: "app \(ErrorText.quoted(appID)) not found")
     }
     // Authenticate by the shared secret, current or previous during its overlap.
     let now = environment.now()

@@ -163,6 +163,10 @@ public final class ServiceMetrics: Sendable {
   public func prometheusText() -> String {
     let s = state.withLock { $0 }
     var out = sources.withLock { $0 }.map { $0() }.joined()
+    let cut = StatusBounds.cutCounts
+    out += "# HELP substatus_status_cut_total Status messages and details cut to their bounds (README \"Limits\").\n"
+    out += "# TYPE substatus_status_cut_total counter\n"
+    out += "substatus_status_cut_total{part=\"message\"} \(cut.messages)\nsubstatus_status_cut_total{part=\"details\"} \(cut.details)\n"
     out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
     for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
       for (code, n) in codes.sorted(by: { $0.key < $1.key }) {

@@ -17,7 +17,7 @@ extension SubstatusService {
     let product = try subscriptionProduct(request.productID, cached)
     try requireID(request.offerID, "offer_id", limits: limits)
     guard product.promotionalOfferIds.contains(request.offerID) else {
-      throw invalidArgument("offer_id", "\"\(request.offerID)\" is not one of the promotional offers of \"\(product.productId)\"")
+      throw invalidArgument("offer_id", "\(ErrorText.quoted(request.offerID)) is not one of the promotional offers of \(ErrorText.quoted(product.productId))")
     }
     guard request.appAccountToken.isEmpty || InAppPurchaseKeyValidation.isUUID(request.appAccountToken) else {
       throw invalidArgument("app_account_token", "must be a UUID or empty")
@@ -84,10 +84,10 @@ extension SubstatusService {
   private func subscriptionProduct(_ productID: String, _ cached: CachedApp) throws(RPCError) -> Product {
     try requireID(productID, "product_id", limits: limits)
     guard let product = cached.catalog[productID] else {
-      throw invalidArgument("product_id", "\"\(productID)\" is not in the app's catalog")
+      throw invalidArgument("product_id", "\(ErrorText.quoted(productID)) is not in the app's catalog")
     }
     guard product.type == .autoRenewable else {
-      throw invalidArgument("product_id", "\"\(productID)\" is not an auto-renewable subscription")
+      throw invalidArgument("product_id", "\(ErrorText.quoted(productID)) is not an auto-renewable subscription")
     }
     return product
   }
@@ -127,7 +127,7 @@ extension SubstatusService {
     ).owned(at: now)
     let evaluation = evaluate(history, cached, at: now)
     guard let answer = evaluation.eligibility(for: [productID]).first else {
-      throw RPCError(code: .internal, message: "the evaluator gave no answer for \"\(productID)\"")
+      throw RPCError(code: .internal, message: "the evaluator gave no answer for \(ErrorText.quoted(productID))")
     }
     return (key, privateKey, nonce, now, history, answer)
   }
@@ -141,7 +141,7 @@ extension SubstatusService {
     info.metadata = ["productId": productID]
     var status = Google_Rpc_Status()
     status.code = Int32(RPCError.Code.failedPrecondition.rawValue)
-    status.message = "user \"\(userID)\" is not eligible for \(offer) of \"\(productID)\": \(name)"
+    status.message = "user \(ErrorText.quoted(userID)) is not eligible for \(offer) of \(ErrorText.quoted(productID)): \(name)"
     status.details = [Google_Protobuf_Any(packing: info)]
     var error = RPCError(code: .failedPrecondition, message: status.message)
     error.metadata.addBinary(status.serializedBytes(), forKey: "grpc-status-details-bin")

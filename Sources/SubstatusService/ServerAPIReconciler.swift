@@ -204,7 +204,7 @@ public final class ServerAPIReconciler: Sendable {
     var summary = Summary()
     let appId = claim.appId
     let environment = claim.environment
-    guard let cached = try await service.loadApp(appId) else { throw RPCError(code: .notFound, message: "app \"\(appId)\" not found") }
+    guard let cached = try await service.loadApp(appId) else { throw RPCError(code: .notFound, message: "app \(ErrorText.quoted(appId)) not found") }
     let authorizer = try await service.serverAPIAuthorizer(cached)
     // Apple keeps 180 days of notification history in production, 30 in the sandbox.
     let retention: Int64 = (environment == .production ? 180 : 30) * 86_400_000

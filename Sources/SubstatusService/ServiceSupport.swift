@@ -71,6 +71,9 @@ public struct ServiceLimits: Sendable {
   public var webhooks = WebhookLimits()
   /// When stored receipts are verified again in the background (see ``ReceiptRefresher``).
   public var receiptRefresh = ReceiptRefreshPolicy()
+  /// The estimated working set that calls in flight may hold at once (``WorkingSetBudget``,
+  /// `--max-working-set-bytes`); `nil` is unlimited.
+  public var maxWorkingSetBytes: Int? = WorkingSetBudget.defaultLimitBytes
 
   /// The defaults.
   public init() {}
@@ -176,10 +179,7 @@ func requireID(_ value: String, _ field: String, limits: ServiceLimits) throws(R
   guard value.utf8.count <= limits.maxIdLength else {
     throw invalidArgument(field, "longer than \(limits.maxIdLength) bytes")
   }
-  // C0 controls and DEL are single bytes in UTF-8 that never occur inside a multi-byte sequence.
-  guard !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
-    throw invalidArgument(field, "contains control characters")
-  }
+  guard !DisplayText.hasControl(value) else { throw invalidArgument(field, "contains control characters") }
 }
 
 /// Random identifiers and keys.

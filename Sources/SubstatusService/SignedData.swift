@@ -266,7 +266,7 @@ extension SubstatusService {
     }
     guard !appID.isEmpty, let cached = try await loadApp(appID) else {
       metrics.notification(outcome: "unknown_app")
-      throw HTTPError(status: 404, message: "app \"\(appID)\" not found")
+      throw HTTPError(status: 404, message: "app \(ErrorText.quoted(appID)) not found")
     }
     let verifiers = AppSignedDataVerifiers(roots: appleRootCertificates, app: cached.app)
     let notification: NotificationV2

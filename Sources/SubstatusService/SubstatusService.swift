@@ -51,6 +51,8 @@ public final class SubstatusService: Sendable {
   let apps = Mutex<[String: CachedApp]>([:])
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
+  /// The in-flight budget of heavy calls' estimated working sets (``ServiceLimits/maxWorkingSetBytes``).
+  public let workingSetBudget: WorkingSetBudget
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
@@ -90,9 +92,11 @@ public final class SubstatusService: Sendable {
     self.appleRootCertificates = appleRootCertificates
     self.appStoreServerAPI = appStoreServerAPI
     self.rateLimiter = TenantRateLimiter(rate: limits.tenantRequestsPerSecond, burst: limits.tenantBurst)
+    self.workingSetBudget = WorkingSetBudget(limitBytes: limits.maxWorkingSetBytes)
     self.eventMetrics = eventMetrics
     self.webhookDispatcher = webhookDispatcher
-    metrics.addSource { eventMetrics.prometheusText() }
+    let workingSetBudget = self.workingSetBudget
+    metrics.addSource { eventMetrics.prometheusText() + workingSetBudget.prometheusText() }
     eventMetrics.setWebhookLimits(limits.webhooks)
     if let webhookDispatcher { metrics.addSource { webhookDispatcher.prometheusText() } }
   }
@@ -165,7 +169,7 @@ public final class SubstatusService: Sendable {
     let (p, tenant) = try tenantID(context)
     let cached = try await loadApp(appId)
     guard let cached, cached.app.tenantId == tenant, p.mayAccess(appId: appId) else {
-      throw RPCError(code: .notFound, message: "app \"\(appId)\" not found")
+      throw RPCError(code: .notFound, message: "app \(ErrorText.quoted(appId)) not found")
     }
     return cached
   }
@@ -218,10 +222,8 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
     guard !name.isEmpty else { throw invalidArgument("name", "must not be empty") }
     guard name.utf8.count <= 200 else { throw invalidArgument("name", "longer than 200 bytes") }
     // Control characters (Unicode Cc: C0, DEL, C1) would forge lines and escapes in listings,
-    // logs and terminals.
-    guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-      throw invalidArgument("name", "contains control characters")
-    }
+    // logs and terminals; bidirectional overrides would reorder what a reader sees.
+    if let problem = DisplayText.problem(in: name) { throw invalidArgument("name", problem) }
     let now = environment.now()
     let tenant = TenantRecord(tenantId: Identifiers.make("tn", environment), name: name, createdMs: now)
     try await stored { () throws(StoreError) in try await store.createTenant(tenant) }

@@ -132,7 +132,7 @@ extension SubstatusService {
     guard let key = try await stored({ () throws(StoreError) in try await store.inAppPurchaseKey(appId: appId) }) else {
       throw RPCError(
         code: .failedPrecondition,
-        message: "app \"\(appId)\" has no In-App Purchase key: set one with SetInAppPurchaseKey")
+        message: "app \(ErrorText.quoted(appId)) has no In-App Purchase key: set one with SetInAppPurchaseKey")
     }
     let authorizer: InAppPurchaseKeyAuthorizer
     do { authorizer = try InAppPurchaseKeyAuthorizer(key: key, bundleId: cached.app.bundleId) } catch {
@@ -154,7 +154,7 @@ extension SubstatusService {
     case .keyRefused:
       RPCError(
         code: .failedPrecondition,
-        message: "Apple refused the In-App Purchase key of app \"\(appId)\" (\(error.message)): set the right one with SetInAppPurchaseKey")
+        message: "Apple refused the In-App Purchase key of app \(ErrorText.quoted(appId)) (\(error.message)): set the right one with SetInAppPurchaseKey")
     case .rejected: RPCError(code: .invalidArgument, message: error.message)
     default: RPCError(code: .unavailable, message: error.message)
     }

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
 import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
@@ -53,7 +50,7 @@ public struct VerifyReceiptClient: Sendable {
   public init(
     productionURL: URL = VerifyReceiptClient.appleProduction, sandboxURL: URL = VerifyReceiptClient.appleSandbox,
     timeout: Duration = .seconds(10), maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
-    poster: any HTTPPoster = URLSessionPoster(), clock: any ServiceClock = SystemClock()
+    poster: any HTTPPoster = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock()
   ) {
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
@@ -128,7 +125,7 @@ public struct VerifyReceiptClient: Sendable {
       } catch let failure as VerifyReceiptFailure {
         throw failure
       } catch {
-        lastFailure = VerifyReceiptFailure(kind: .unavailable, status: nil, message: "verifyReceipt unreachable: \(error.localizedDescription)")
+        lastFailure = VerifyReceiptFailure(kind: .unavailable, status: nil, message: "verifyReceipt unreachable: \(error)")
         try await backoff(attempt)
       }
     } while attempt < maxAttempts

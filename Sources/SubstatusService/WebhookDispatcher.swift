@@ -5,11 +5,8 @@ import SubstatusClock
 import SubstatusJSON
 import SubstatusServiceAPI
 import SubstatusWire
+import OutboundHTTP
 import Synchronization
-
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
 
 /// Delivers the event log to webhooks (DESIGN.md "Events out"): POSTs each event as proto3 JSON,
 /// signed, retried with exponential backoff for 3 days, in order per user.
@@ -30,18 +27,17 @@ import Synchronization
 ///   `initialBackoff × 2^(failures-1)` (capped at `maxBackoff`, jittered by ±20 % from the injected
 ///   randomness), until ``Configuration-swift.struct/retryWindow`` after the delivery's creation,
 ///   when the delivery becomes FAILED (a replay sends it again);
-/// - the host's addresses are resolved and checked by the ``WebhookURLPolicy`` before each POST (a
-///   refused address fails the attempt, which is retried like any failure), and the connection
-///   goes to a checked address, so a DNS answer that changes after the check (rebinding) is never
-///   connected to: an `http://` POST is sent to the first checked address, the URL's host in
-///   `Host`; an `https://` POST goes through the process's ``WebhookTunnelProxy`` (libcurl's
-///   `https_proxy`), which resolves the host once more for the connection, checks those addresses
-///   with the same policy and connects to a checked one (a refusal there is the attempt's error).
-///   TLS stays end to end: URLSession verifies the receiver's certificate against the URL's host
-///   name and sends it as SNI. Where the proxy is not installed (the environment names a proxy of
-///   the operator's, logged at start) an `https://` POST connects by name after the check.
-///   Redirects are not followed;
-/// - at most a few KiB of an answer's body are read (``maxResponseBytes``), the rest dropped;
+/// - the POST goes through the outbound HTTP client (``OutboundHTTPPoster/webhooks(client:policy:)``,
+///   libcurl): every address it connects to is checked by ``WebhookURLPolicy/checkAddress(_:)`` at
+///   connect time, the addresses of a name tried in turn (IPv6 and IPv4), so a DNS answer that
+///   changes after any earlier check (rebinding) is never connected to unchecked; when every
+///   address is refused the attempt fails with the policy's reason and is retried like any
+///   failure. TLS is verified against the URL's host name. Redirects are not followed; no proxy is
+///   used, whatever the environment says;
+/// - a POST never outlives ``Configuration-swift.struct/timeout``: the client's total deadline
+///   (connecting, sending, however slowly the answer trickles) ends it and closes its connection;
+/// - at most a few KiB of an answer's body are read (``maxResponseBytes``): past that the
+///   connection is closed, and the status counts;
 /// - every attempt is recorded with its status, an error for people and its duration; the attempts
 ///   that end while a record is being committed are recorded together in the next commit
 ///   (``SubscriptionStorage/WebhookStore/recordDeliveryAttempts(_:)``), so the store sees a few
@@ -106,7 +102,7 @@ public final class WebhookDispatcher: Sendable {
     /// Creates a configuration.
     public init(
       interval: Duration = .seconds(1), timeout: Duration = .seconds(10), maxInFlight: Int = 64,
-      maxInFlightPerWebhook: Int = 16, maxInFlightPerTenant: Int = 16, maxClaimedPerWebhook: Int = 64,
+      maxInFlightPerWebhook: Int = 16, maxInFlightPerTenant: Int = 32, maxClaimedPerWebhook: Int = 64,
       batchSize: Int = 500,
       lease: Duration = .seconds(120),
       initialBackoff: Duration = .seconds(30), maxBackoff: Duration = .seconds(4 * 3600),
@@ -162,9 +158,6 @@ public final class WebhookDispatcher: Sendable {
   public let cursors: EventCursors
   private let store: any WebhookStore
   private let poster: any HTTPPoster
-  private let resolver: any WebhookAddressResolver
-  /// The process's HTTPS tunnel proxy, when installed: `https://` POSTs register with it.
-  private let tunnel: WebhookTunnelProxy?
   private let environment: ServiceEnvironment
   private let log: LogSink
   private let onAttempt: (@Sendable (AttemptReport) -> Void)?
@@ -234,40 +227,23 @@ public final class WebhookDispatcher: Sendable {
   ///   - environment: the clock (backoffs, leases, timestamps), the wire clock (each POST's timeout
   ///     and duration) and randomness (jitter).
   ///   - configuration: the settings.
-  ///   - poster: the outbound HTTP client; by default a `URLSession` that follows no redirect and
-  ///     reads at most ``maxResponseBytes`` of an answer.
-  ///   - resolver: resolves hosts for the address check before each POST (and, for `https://`, in
-  ///     the tunnel proxy before the connection).
-  ///   - httpsTunnel: whether `https://` POSTs go through the process's ``WebhookTunnelProxy``
-  ///     (``WebhookTunnelProxy/installProcessWide(fallbackPolicy:)``, installed on the first
-  ///     dispatcher's creation); `false` connects them by name after the check.
+  ///   - poster: the outbound HTTP client; by default
+  ///     ``OutboundHTTPPoster/webhooks(client:policy:)`` on the shared client with the
+  ///     configuration's URL policy (no redirect, at most ``maxResponseBytes`` of an answer, every
+  ///     address checked at connect time).
   ///   - log: where store failures are logged (never a secret or a body).
   ///   - onAttempt: called after each recorded attempt (tests, metrics).
   public init(
     store: any WebhookStore, environment: ServiceEnvironment, configuration: Configuration = .init(),
-    poster: any HTTPPoster = URLSessionPoster(followRedirects: false, maxResponseBytes: maxResponseBytes),
-    resolver: any WebhookAddressResolver = SystemWebhookAddressResolver(), httpsTunnel: Bool = true,
+    poster: (any HTTPPoster)? = nil,
     log: LogSink = .discard, onAttempt: (@Sendable (AttemptReport) -> Void)? = nil,
     cursors: EventCursors = EventCursors()
   ) {
     self.cursors = cursors
-    switch httpsTunnel ? WebhookTunnelProxy.installProcessWide(fallbackPolicy: configuration.urlPolicy) : nil {
-    case .success(let proxy)?:
-      tunnel = proxy
-      log.info("webhooks: https:// POSTs go through the tunnel proxy", [("listen", .string("127.0.0.1:\(proxy.port)"))])
-    case .failure(let error)?:
-      tunnel = nil
-      log.info(
-        "webhooks: https:// POSTs connect by name after the address check (no tunnel proxy)",
-        [("reason", .string(error.description))])
-    case nil:
-      tunnel = nil
-    }
     self.store = store
     self.environment = environment
     self.configuration = configuration
-    self.poster = poster
-    self.resolver = resolver
+    self.poster = poster ?? OutboundHTTPPoster.webhooks(policy: configuration.urlPolicy)
     self.log = log
     self.onAttempt = onAttempt
     self.timer = PeriodicJobTimer(clock: environment.clock)
@@ -592,8 +568,8 @@ public final class WebhookDispatcher: Sendable {
     return Double(value >> 11) / Double(UInt64(1) << 53)
   }
 
-  /// Checks the host's addresses, POSTs `body` signed for `target` within the timeout and describes
-  /// the attempt.
+  /// POSTs `body` signed for `target` within the timeout (the poster checks each address it
+  /// connects to) and describes the attempt.
   /// - Returns: the attempt; `nil` when the dispatcher was cancelled meanwhile.
   private func post(body: [UInt8], eventId: String, to target: Target) async -> DeliveryAttemptRecord? {
     let clock = environment.wireClock
@@ -604,22 +580,7 @@ public final class WebhookDispatcher: Sendable {
         attemptedMs: attemptedMs, httpStatus: status, error: error,
         durationMs: (clock.monotonicNow - started).milliseconds)
     }
-    // The addresses checked are the ones connected to: http:// pinned here, https:// by the tunnel.
-    var url = target.url
-    var headers: [(String, String)] = []
-    do {
-      let addresses = try await resolver.addresses(of: target.url.host ?? "")
-      for address in addresses {
-        do { try configuration.urlPolicy.checkAddress(address) } catch { return failed("refused: \(error.reason)") }
-      }
-      if let first = addresses.first, let pinned = Self.pin(target.url, to: first) {
-        url = pinned.url
-        headers.append(("Host", pinned.host))
-      }
-    } catch {
-      return failed(error.reason)
-    }
-    headers += [
+    let headers = [
       ("Content-Type", "application/json"),
       ("User-Agent", configuration.userAgent),
       ("Substatus-Event-Id", eventId),
@@ -628,13 +589,7 @@ public final class WebhookDispatcher: Sendable {
         WebhookSigning.signatureHeader(secret: target.secret, timestamp: attemptedMs / 1000, body: body)
       ),
     ]
-    let grant = tunnel.flatMap { tunnel -> WebhookTunnelProxy.Grant? in
-      guard url.scheme?.lowercased() == "https", let host = url.host else { return nil }
-      return tunnel.expect(host: host, port: url.port ?? 443, policy: configuration.urlPolicy, resolver: resolver)
-    }
-    let result = await postWithTimeout(url: url, headers: headers, body: body)
-    if let grant { tunnel?.release(grant) }
-    switch result {
+    switch await postWithTimeout(url: target.url, headers: headers, body: body) {
     case .answered(let response):
       let ok = (200..<300).contains(response.status)
       let duration =
@@ -645,31 +600,13 @@ public final class WebhookDispatcher: Sendable {
         error: ok ? nil : "the receiver answered HTTP \(response.status)", durationMs: duration)
     case .timedOut:
       return failed("timeout after \(Self.describe(configuration.timeout))")
+    case .failed(let error as OutboundHTTPError) where error.code == .timeout:
+      return failed("timeout after \(Self.describe(configuration.timeout))")
     case .failed(let error):
-      // The tunnel's reason (a refused address, a failed lookup or connection) over libcurl's
-      // "CONNECT tunnel failed".
-      if let refusal = grant?.refusal { return failed("refused: \(refusal)") }
-      if let failure = grant?.failure { return failed(failure) }
       return failed(Self.describe(error))
     case .cancelled:
       return nil
     }
-  }
-
-  /// An `http://` URL naming a host, rewritten to reach `address`, and the `Host` header that keeps
-  /// the name; `nil` for `https://` (the name is needed for TLS) and for IP literals.
-  static func pin(_ url: URL, to address: WebhookIPAddress) -> (url: URL, host: String)? {
-    // An IP literal needs no pinning: answered before parsing the URL's components (which cost
-    // more than the rest of the address check).
-    if let literal = url.host, WebhookIPAddress(literal) != nil { return nil }
-    guard url.scheme?.lowercased() == "http",
-      var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-      let host = components.percentEncodedHost, !host.isEmpty, WebhookIPAddress(host) == nil
-    else { return nil }
-    let hostHeader = components.port.map { "\(host):\($0)" } ?? host
-    components.percentEncodedHost = address.bytes.count == 16 ? "[\(address)]" : address.description
-    guard let pinned = components.url else { return nil }
-    return (pinned, hostHeader)
   }
 
   private enum PostResult: Sendable {
@@ -723,8 +660,13 @@ public final class WebhookDispatcher: Sendable {
         let work = clock.schedule(after: timeout) { self.finish(.timedOut) }
         let post = Task {
           do {
-            // The client's own timeout is a backstop behind the one on the wire clock.
-            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout + .seconds(5))
+            // The client's total deadline, a little before this one (250 ms: its loop thread may
+            // be scheduled late on a loaded machine): on the system clock it is
+            // the client that ends a POST at its deadline (closing its connection, counted as a
+            // timeout in its metrics); this side then only backs it up (and ends POSTs on a test's
+            // manual clock).
+            let margin = min(.milliseconds(250), timeout / 10)
+            let response = try await poster.post(url: url, headers: headers, body: body, timeout: timeout - margin)
             self.finish(.answered(response))
           } catch {
             self.finish(.failed(error))
@@ -764,20 +706,18 @@ public final class WebhookDispatcher: Sendable {
 
   /// A connection error, for people.
   static func describe(_ error: any Error) -> String {
-    if let urlError = error as? URLError {
-      switch urlError.code {
-      case .cannotConnectToHost: return "connection refused"
-      case .timedOut: return "timeout"
-      case .cannotFindHost, .dnsLookupFailed: return "cannot resolve the host"
-      case .networkConnectionLost: return "the connection was closed before an answer"
-      case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-        .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
-        return "TLS failure: \(urlError.localizedDescription)"
-      case .cancelled: return "cancelled"
-      default: return "connection error: \(urlError.localizedDescription)"
-      }
+    guard let error = error as? OutboundHTTPError else { return "connection error: \(error)" }
+    switch error.code {
+    case .addressRefused: return "refused: \(error.message)"
+    case .timeout: return "timeout"
+    case .connectFailed: return "connection refused"
+    case .resolveFailed: return "cannot resolve the host"
+    case .connectionLost: return "the connection was closed before an answer"
+    case .tlsFailed: return "TLS failure: \(error.message)"
+    case .tooLarge: return "the answer is larger than \(maxResponseBytes) bytes"
+    case .cancelled: return "cancelled"
+    default: return "connection error: \(error.message)"
     }
-    return "connection error: \(error)"
   }
 
   // MARK: TestWebhook

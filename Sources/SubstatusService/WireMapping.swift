@@ -27,6 +27,8 @@ extension Product {
   init(wire p: Substatus_V1_Product, field: String) throws(RPCError) {
     guard !p.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
     guard p.productID.utf8.count <= 255 else { throw invalidArgument("\(field).product_id", "longer than 255 bytes") }
+    try Product.requireNoControl(p.productID, "\(field).product_id")
+    try Product.requireNoControl(p.subscriptionGroupID, "\(field).subscription_group_id")
     let type: ProductType
     switch p.type {
     case .autoRenewable: type = .autoRenewable
@@ -40,7 +42,7 @@ extension Product {
     var duration: ISO8601Duration? = nil
     if !p.duration.isEmpty {
       do { duration = try ISO8601Duration(parsing: p.duration) } catch {
-        throw invalidArgument("\(field).duration", "\"\(p.duration)\" is not an ISO-8601 duration such as P1M: \(error.message)")
+        throw invalidArgument("\(field).duration", "\(ErrorText.quoted(p.duration)) is not an ISO-8601 duration such as P1M: \(error.message)")
       }
     }
     if type == .autoRenewable && p.subscriptionGroupID.isEmpty {
@@ -65,6 +67,12 @@ extension Product {
   /// subscription, far above its promotional-offer limit.
   static let maxOfferIds = 350
 
+  /// Identifiers of the catalog hold no control character (README "Request limits and whole
+  /// strings"), as ``requireID`` checks the others.
+  private static func requireNoControl(_ id: String, _ field: String) throws(RPCError) {
+    guard !DisplayText.hasControl(id) else { throw invalidArgument(field, "contains control characters") }
+  }
+
   /// Offer ids of one kind: each 1 to 255 bytes, no duplicates, at most ``maxOfferIds``.
   private static func validateOfferIds(_ ids: [String], field: String) throws(RPCError) {
     guard ids.count <= maxOfferIds else {
@@ -74,8 +82,9 @@ extension Product {
     for (n, id) in ids.enumerated() {
       guard !id.isEmpty else { throw invalidArgument("\(field)[\(n)]", "must not be empty") }
       guard id.utf8.count <= 255 else { throw invalidArgument("\(field)[\(n)]", "longer than 255 bytes") }
+      try requireNoControl(id, "\(field)[\(n)]")
       guard seen.insert(id).inserted else {
-        throw invalidArgument("\(field)[\(n)]", "\"\(id)\" appears twice")
+        throw invalidArgument("\(field)[\(n)]", "\(ErrorText.quoted(id)) appears twice")
       }
     }
   }
@@ -151,7 +160,7 @@ extension EligibilityPolicy {
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       default:
-        throw invalidArgument("update_mask[\(n)]", "unknown policy field \"\(f)\"; known: \(all.joined(separator: ", "))")
+        throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }
     }
     return out

@@ -40,7 +40,7 @@ enum ProtoJSON {
   }
 
   static func unknownField(_ key: String, _ messageName: String) -> WireError {
-    WireError(code: .invalidJSON, message: "unknown field \"\(key)\" in \(messageName)")
+    WireError(code: .invalidJSON, message: "unknown field \(ErrorText.quoted(key)) in \(messageName)")
   }
 
   static func array(_ value: JSONValue, _ field: String) throws(WireError) -> [JSONValue] {
@@ -71,7 +71,8 @@ enum ProtoJSON {
     }
     if let exact = I(text) { return exact }
     if let d = Double(text), d.isFinite, let exact = I(exactly: d) { return exact }
-    throw error("\"\(text)\" is not an integer in the range of \(I.self)", field)
+    // The value is quoted by its first bytes only: a number may have megabytes of digits.
+    throw error("\(ErrorText.quoted(text)) is not an integer in the range of \(I.self)", field)
   }
 
   static func double(_ value: JSONValue, _ field: String) throws(WireError) -> Double {
@@ -104,7 +105,7 @@ enum ProtoJSON {
   static func enumeration<E: ProtobufEnum>(_ value: JSONValue, _ field: String, _: E.Type) throws(WireError) -> E {
     switch value {
     case .string(let name):
-      guard let e = E(protoName: name) else { throw error("unknown enum value \"\(name)\"", field) }
+      guard let e = E(protoName: name) else { throw error("unknown enum value \(ErrorText.quoted(name))", field) }
       return e
     case .number:
       return E(rawValue: try integer(value, field, Int32.self))

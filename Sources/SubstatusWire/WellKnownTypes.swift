@@ -59,12 +59,12 @@ extension ProtoJSON {
     let parts = text.split(separator: ".", omittingEmptySubsequences: false)
     guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].allSatisfy(\.isASCIIDigit),
       let seconds = Int64(parts[0]), seconds <= 315_576_000_000
-    else { throw error("\"\(text)s\" is not a duration", field) }
+    else { throw error("\(ErrorText.quoted(text + "s")) is not a duration", field) }
     var nanos: Int32 = 0
     if parts.count == 2 {
       let f = parts[1]
       guard (1...9).contains(f.count), f.allSatisfy(\.isASCIIDigit) else {
-        throw error("\"\(text)s\" has an invalid fraction", field)
+        throw error("\(ErrorText.quoted(text + "s")) has an invalid fraction", field)
       }
       nanos = Int32(f + String(repeating: "0", count: 9 - f.count))!
     }
@@ -105,7 +105,7 @@ extension ProtoJSON {
     var any = Google_Protobuf_Any()
     any.typeURL = typeURL
     guard let type = ProtoFiles.messageTypes[any.packedTypeName] else {
-      throw error("unknown type \"\(typeURL)\"", "google.protobuf.Any")
+      throw error("unknown type \(ErrorText.quoted(typeURL))", "google.protobuf.Any")
     }
     let inner: JSONValue = isSpecial(any.packedTypeName) ? (fields["value"] ?? .null) : .object(fields)
     any.value = try type.init(jsonValue: inner).serializedBytes()

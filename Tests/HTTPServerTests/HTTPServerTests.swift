@@ -258,22 +258,100 @@ struct HTTPServerTests {
     }
   }
 
-  @Test func connectionsOverTheCapPerAddressAreClosedAtOnce() async throws {
+  @Test func connectionsOverTheCapPerAddressAreAnswered503AndClosed() async throws {
     var configuration = HTTPServerConfiguration(maxBodySize: 1024)
     configuration.perAddressConnectionLimit = 2
     try await withServer(configuration) { server in
       let answer = try await withHeldConnections(port: server.port, count: 2, sending: Array("GET /".utf8)) {
         try await rawExchange(port: server.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
       }
-      #expect(answer.isEmpty, "a third connection from one address was served: \(answer)")
-      // The held connections are closed now; libmicrohttpd counts them until its loop has seen the
-      // closes (a moment, longer on a loaded machine), then the address is served again.
+      // Answered, never closed silently: 503 with Retry-After, and the connection closed after it.
+      #expect(answer.hasPrefix("HTTP/1.1 503"), "\(answer)")
+      #expect(answer.contains("Retry-After: 1"), "\(answer)")
+      #expect(answer.contains("Connection: close"), "\(answer)")
+      // The held connections are closed now; once the server has seen the closes, the address is
+      // served again.
       var served = false
       for _ in 0..<50 where !served {
         served = (try? await send("GET", server, "/healthz").text) == "ok"
         if !served { try await Task.sleep(for: .milliseconds(100)) }
       }
       #expect(served, "the address was not served again after its connections closed")
+      #expect(server.prometheusText().contains("substatus_http_requests_refused_total{reason=\"connections_per_address\"} 1"))
+    }
+  }
+
+  @Test func exemptRequestsOverTheCapAreServedAndTheConnectionClosed() async throws {
+    var configuration = HTTPServerConfiguration(maxBodySize: 1024)
+    configuration.perAddressConnectionLimit = 1
+    configuration.exemptFromClientCaps = { $0.path.hasPrefix("/v1/apps/") }
+    try await withServer(configuration) { server in
+      let answer = try await withHeldConnections(port: server.port, count: 1, sending: Array("GET /".utf8)) {
+        try await rawExchange(
+          port: server.port, Array("GET /v1/apps/a1/apple/notifications HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+      }
+      #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+      #expect(answer.contains("Connection: close"), "\(answer)")
+    }
+  }
+
+  @Test func aTrustedProxysClientsAreCountedApartAndNamed() async throws {
+    var configuration = HTTPServerConfiguration(maxBodySize: 1024)
+    configuration.perAddressConnectionLimit = 1
+    configuration.trustedProxies = [IPNetwork("127.0.0.0/8")!]
+    let seen = Mutex<[String]>([])
+    let release = Mutex(false)
+    let server = try HTTPServer(configuration: configuration) { request in
+      seen.withLock { $0.append("\(request.peer) via \(request.forwardedBy ?? "-")") }
+      if request.path == "/hold" {
+        while !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+      }
+      return .text("ok")
+    }
+    // One request of client .7 in flight: its next gets 503 + Retry-After on a kept connection;
+    // client .8, on another connection from the same proxy, is served.
+    let held = try await connected(
+      port: server.port, count: 1,
+      sending: Array("GET /hold HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n".utf8))
+    defer { held[0].close() }
+    var inFlight = false
+    for _ in 0..<200 where !inFlight {
+      inFlight = seen.withLock { $0.count } == 1
+      if !inFlight { try await Task.sleep(for: .milliseconds(10)) }
+    }
+    let refused = try await rawExchange(
+      port: server.port, Array("GET /x HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n".utf8),
+      timeout: .seconds(1))
+    #expect(refused.hasPrefix("HTTP/1.1 503"), "\(refused)")
+    #expect(refused.contains("Retry-After: 1"), "\(refused)")
+    let served = try await rawExchange(
+      port: server.port, Array("GET /x HTTP/1.1\r\nHost: x\r\nForwarded: for=\"[2001:db8::8]:4711\"\r\n\r\n".utf8),
+      timeout: .seconds(1))
+    #expect(served.hasPrefix("HTTP/1.1 200"), "\(served)")
+    release.withLock { $0 = true }
+    let names = seen.withLock { $0 }
+    #expect(names.first?.hasPrefix("ipv4:198.51.100.7 via ipv4:127.0.0.1:") == true, "\(names)")
+    #expect(names.contains { $0.hasPrefix("ipv6:[2001:db8::8] via ipv4:127.0.0.1:") }, "\(names)")
+    let metrics = server.prometheusText()
+    #expect(metrics.contains("substatus_http_requests_refused_total{reason=\"requests_per_client\"} 1"), "\(metrics)")
+    #expect(metrics.contains("substatus_http_trusted_proxy_requests_total 3"), "\(metrics)")
+    await server.stop()
+  }
+
+  @Test(arguments: [
+    ("POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n", 501),
+    ("GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: one\r\n two\r\n\r\n", 400),
+    ("GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: o\u{0}e\r\n\r\n", 400),
+    ("GET /healthz HTTP/1.1\nHost: x\n\n", 400),
+    ("GET /healthz HTTP/1.1\r\n\r\n", 400),  // libmicrohttpd's strict mode: HTTP/1.1 needs Host
+  ])
+  func badFramingIsRefusedAndTheConnectionClosed(request: String, status: Int) async throws {
+    try await withServer(HTTPServerConfiguration(maxBodySize: 1024)) { server in
+      let answer = try await rawExchange(
+        port: server.port, Array((request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").utf8), timeout: .seconds(3))
+      #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(answer)")
+      #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "a request behind it was answered: \(answer)")
     }
   }
 

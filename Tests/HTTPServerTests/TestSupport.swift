@@ -64,7 +64,7 @@ func rawExchange(port: Int, _ bytes: [UInt8], timeout: Duration = .seconds(5)) a
 
 /// Opens `count` connections to `port` that each send `bytes`, on a Dispatch thread (a connect
 /// waits while the server's backlog is full).
-private func connected(port: Int, count: Int, sending bytes: [UInt8]) async throws -> [RawConnection] {
+func connected(port: Int, count: Int, sending bytes: [UInt8]) async throws -> [RawConnection] {
   try await withCheckedThrowingContinuation { continuation in
     DispatchQueue.global().async {
       continuation.resume(

@@ -92,7 +92,7 @@ public enum StoreContract {
     case routing
     /// histories of many users come back in request order
     case batchHistories
-    /// transaction history and users page in order
+    /// transaction history, renewal infos and users page in order
     case historyPaging
     /// audit log: append, per tenant, paged oldest first
     case audit
@@ -151,7 +151,7 @@ public enum StoreContract {
       case .pruneNotifications: "old processed notification ids can be pruned"
       case .routing: "original transaction id routes to every user holding it"
       case .batchHistories: "histories of many users come back in request order"
-      case .historyPaging: "transaction history and users page in order"
+      case .historyPaging: "transaction history, renewal infos and users page in order"
       case .audit: "audit log: append, per tenant, paged oldest first"
       case .concurrency: "concurrent writers and readers all succeed"
       case .receiptsSaveAndRead: "receipts: save, read, replace; unknown app and bad input refused"
@@ -670,11 +670,21 @@ public enum StoreContract {
       Fixture.transaction("b2", purchase: 20), Fixture.transaction("b1", purchase: 20),
       Fixture.transaction("d", purchase: 40),
     ]
-    _ = try await store.ingest([UserPurchases(user: user, transactions: txs)], atMs: Fixture.now)
+    let infos = [Fixture.renewal("c"), Fixture.renewal("a"), Fixture.renewal("b1")]
+    _ = try await store.ingest(
+      [UserPurchases(user: user, transactions: txs, renewalInfos: infos)], atMs: Fixture.now)
     let pages = try await collectPages(size: 2) {
       try await store.transactions(of: user, page: $0)
     }
     #expect(pages.map { $0.map(\.transactionId) } == [["a", "b1"], ["b2", "c"], ["d"]])
+    // The renewal infos alone (a first page's), as the whole history has them, twice (a store
+    // with a cache may answer the second read from it).
+    let history = try await store.history(of: user)
+    #expect(history.renewalInfos.map(\.originalTransactionId) == ["a", "b1", "c"])
+    for _ in 0..<2 {
+      #expect(try await store.renewalInfos(of: user) == history.renewalInfos)
+    }
+    #expect(try await store.renewalInfos(of: Fixture.user("nobody")).isEmpty)
     #expect(
       try await store.transactions(of: Fixture.user("nobody"), page: PageRequest()).items.isEmpty)
     await expectStoreError(.invalidArgument) {

@@ -83,3 +83,15 @@ struct ISO8601DurationTests {
     #expect(CivilDate(year: 2024, month: 2, day: 29).daysSinceEpoch * 86_400_000 == utc(2024, 2, 29))
   }
 }
+
+/// A bad value in an error message is quoted by its first 64 bytes and its length (issue 30).
+@Test func aHugeBadDurationIsQuotedByItsPrefix() {
+  let text = "P" + String(repeating: "9", count: 100_000) + "X"
+  do {
+    _ = try ISO8601Duration(parsing: text)
+    Issue.record("parsed")
+  } catch {
+    #expect(error.message.utf8.count < 200, "\(error.message.prefix(300))")
+    #expect(error.message.contains("(100002 bytes)"))
+  }
+}

@@ -26,7 +26,11 @@ final class RunningDaemon: @unchecked Sendable {
   /// `prlimit`, which then runs substatusd in its place); with `logToFile`, its stderr goes to a
   /// file in its directory instead of a pipe (a pipe nobody reads fills up under load).
   /// With `reusing`, a restart on the directory (data, keys) of an earlier run (after ``kill()``).
-  init(extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false, reusing: URL? = nil) throws {
+  /// `environment` is added to the test process's own.
+  init(
+    extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false, reusing: URL? = nil,
+    environment: [String: String] = [:]
+  ) throws {
     directory = reusing ?? FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json").path
@@ -51,6 +55,9 @@ final class RunningDaemon: @unchecked Sendable {
       process.standardError = stderrPipe
     }
     process.standardOutput = FileHandle.nullDevice
+    if !environment.isEmpty {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     try process.run()
     let deadline = Date().addingTimeInterval(30)
     while !FileManager.default.fileExists(atPath: ready) {

@@ -13,6 +13,26 @@ import Testing
     #expect(c.grpcRequestBuffer == 256 << 20)
   }
 
+  @Test(arguments: [
+    // arguments, environment, expected limit (nil: a usage error)
+    ([String](), [String: String](), 128 << 20 as Int?),
+    (["--max-working-set-bytes", "0"], [:], 0),
+    (["--max-working-set-bytes", "268435456"], [:], 256 << 20),
+    ([], ["SUBSTATUS_MAX_WORKING_SET_BYTES": "67108864"], 64 << 20),
+    (["--max-working-set-bytes", "1000"], [:], nil),
+    (["--max-working-set-bytes", "-1"], [:], nil),
+  ])
+  func workingSetBudgetFlag(arguments: [String], environment: [String: String], expected: Int?) throws {
+    if let expected {
+      let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment))
+      #expect(c.maxWorkingSetBytes == expected)
+    } else {
+      #expect(throws: DaemonConfiguration.UsageError.self) {
+        try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment)
+      }
+    }
+  }
+
   @Test func connectionLimitsFromFileEnvironmentAndFlags() throws {
     let file: [UInt8] = Array(#"{"data_dir": "/d", "grpc_idle_timeout": 30, "grpc_write_timeout": "5"}"#.utf8)
     let c = try #require(
@@ -40,6 +60,28 @@ import Testing
     let budget = DescriptorBudget(openFilesLimit: limit, configuration: configuration)
     #expect(budget == DescriptorBudget(grpcConnections: grpc, httpConnections: http))
     if limit > reserve + 32 { #expect(budget.fits(openFilesLimit: limit, reserved: reserve)) }
+  }
+
+  @Test func trustedProxiesFromFlagsEnvironmentAndFile() throws {
+    let none = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"], environment: [:]))
+    #expect(none.trustedProxies.isEmpty)
+    let flags = try #require(try DaemonConfiguration.parse(
+      arguments: ["--data-dir", "/d", "--trusted-proxies", "127.0.0.1/32, 10.1.2.3/8", "--trusted-proxies", "::1"],
+      environment: [:]))
+    #expect(flags.trustedProxies == ["127.0.0.1/32", "10.0.0.0/8", "::1/128"])
+    let env = try #require(try DaemonConfiguration.parse(
+      arguments: ["--data-dir", "/d"], environment: ["SUBSTATUS_TRUSTED_PROXIES": "192.0.2.0/24,2001:db8::/32"]))
+    #expect(env.trustedProxies == ["192.0.2.0/24", "2001:db8::/32"])
+    let file: [UInt8] = Array(#"{"data_dir": "/d", "trusted_proxies": ["127.0.0.1", "10.0.0.0/8"]}"#.utf8)
+    let fromFile = try #require(try DaemonConfiguration.parse(arguments: ["--config", "c.json"], environment: [:], readFile: { _ in file }))
+    #expect(fromFile.trustedProxies == ["127.0.0.1/32", "10.0.0.0/8"])
+  }
+
+  @Test(arguments: ["", "10.0.0.0/33", "proxy.example.com", "127.0.0.1,,10.0.0.0/8", "10.0.0.0/8 10.1.0.0/16"])
+  func rejectsBadTrustedProxies(value: String) {
+    #expect(throws: DaemonConfiguration.UsageError.self) {
+      try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--trusted-proxies", value], environment: [:])
+    }
   }
 
   @Test func flagsOverrideTheDerivedCaps() throws {
@@ -83,5 +125,27 @@ import Testing
       try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: [:])
     }
     #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
+  }
+
+  @Test(arguments: [
+    // arguments, environment, expected cap, expected CA file
+    ([String](), [String: String](), 64, String?.none),
+    (["--reserved-descriptors", "300"], [:], 150, nil),
+    (["--outbound-max-connections", "20", "--outbound-ca-file", "/etc/ca.pem"], [:], 20, "/etc/ca.pem"),
+    ([], ["SUBSTATUS_OUTBOUND_MAX_CONNECTIONS": "12", "SUBSTATUS_OUTBOUND_CA_FILE": "/x.pem"], 12, "/x.pem"),
+  ])
+  func outboundConnectionsFitTheReserve(
+    arguments: [String], environment: [String: String], cap: Int, caFile: String?
+  ) throws {
+    let c = try #require(try DaemonConfiguration.parse(arguments: ["--data-dir", "/d"] + arguments, environment: environment))
+    #expect(c.outboundConnections == cap)
+    #expect(c.outboundCAFile == caFile)
+  }
+
+  @Test(arguments: ["0", "1", "x", "100001"])
+  func outboundMaxConnectionsOutOfRangeIsAUsageError(value: String) {
+    #expect(throws: (any Error).self) {
+      _ = try DaemonConfiguration.parse(arguments: ["--data-dir", "/d", "--outbound-max-connections", value], environment: [:])
+    }
   }
 }

@@ -45,7 +45,7 @@ import Testing
   @Test(arguments: [
     ("--max-webhooks-per-app", "SUBSTATUS_MAX_WEBHOOKS_PER_APP", "max_webhooks_per_app", 16),
     ("--max-webhooks-per-tenant", "SUBSTATUS_MAX_WEBHOOKS_PER_TENANT", "max_webhooks_per_tenant", 256),
-    ("--webhook-max-in-flight-per-tenant", "SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT", "webhook_max_in_flight_per_tenant", 16),
+    ("--webhook-max-in-flight-per-tenant", "SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT", "webhook_max_in_flight_per_tenant", 32),
   ])
   func webhookLimits(flag: String, env: String, key: String, byDefault: Int) throws {
     func value(_ c: DaemonConfiguration) -> Int {

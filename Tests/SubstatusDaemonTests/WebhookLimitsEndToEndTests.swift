@@ -201,7 +201,7 @@ import Testing
     // A's backlog was still there: most of its 3,200 deliveries not made yet.
     #expect(slow.records.count < 2_000, "\(slow.records.count) of A's deliveries made in \(took) s")
     let text = try await Self.metrics(daemon)
-    #expect(text.contains("substatus_webhook_max_in_flight_per_tenant 16"))
+    #expect(text.contains("substatus_webhook_max_in_flight_per_tenant 32"))
     #expect(text.contains("substatus_webhook_deliveries_deferred_total"))
   }
 

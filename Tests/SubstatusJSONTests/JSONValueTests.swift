@@ -62,11 +62,13 @@ import SubstatusJSON
     ("\"", #""\"""#),
     ("\\", #""\\""#),
     ("a\u{8}b\u{C}c\td\re\nf", #""a\bb\fc\td\re\nf""#),
-    ("\u{0}\u{1F}\u{7F}", "\"\\u0000\\u001f\u{7F}\""),
+    ("\u{0}\u{1F}\u{7F}", "\"\\u0000\\u001f\\u007f\""),
     ("line\u{2028}para\u{2029}", #""line\u2028para\u2029""#),
-    ("\u{2027}\u{202A}é😀", "\"\u{2027}\u{202A}é😀\""),
+    ("\u{2027}\u{202A}é😀", "\"\u{2027}\\u202aé😀\""),
+    ("\u{2029}\u{202E}\u{202F}", #""\u2029\u202e\#u{202F}""#),
+    ("\u{2065}\u{2066}\u{2069}\u{206A}", #""\#u{2065}\u2066\u2069\#u{206A}""#),
     ("ends with \u{2028}", #""ends with \u2028""#),
-    ("â\u{80}", "\"â\u{80}\""),
+    ("â\u{80}\u{9F}\u{A0}", "\"â\\u0080\\u009f\u{A0}\""),
   ])
   func stringEscapes(text: String, json: String) throws {
     #expect(JSONValue.string(text).serialized() == json)

@@ -147,7 +147,7 @@ final class DispatcherWorld: Sendable {
     if let wireClock { environment.wireClock = wireClock }
     dispatcher = WebhookDispatcher(
       store: store, environment: environment, configuration: configuration,
-      poster: URLSessionPoster(followRedirects: false), log: world.log,
+      log: world.log,
       onAttempt: { report in reports.list.withLock { $0.append(report) } })
   }
 
@@ -170,7 +170,7 @@ final class DispatcherWorld: Sendable {
     let reports = self.reports
     return WebhookDispatcher(
       store: store, environment: world.environment, configuration: dispatcher.configuration,
-      poster: URLSessionPoster(followRedirects: false), log: world.log,
+      log: world.log,
       onAttempt: { report in reports.list.withLock { $0.append(report) } })
   }
 

@@ -15,6 +15,22 @@ Scenarios:
                  growth stays under 300 MB, the bytes malloc has in use after the flood
                  (substatus_heap_allocated_bytes) are within 4 MB of those before it, and a
                  malloc_trim returns memory within a few seconds.
+  heavy_reads    2,000 concurrent GetTransactionHistory calls (ABUSE_HEAVY_CALLS) for one user whose
+                 page is ~59 KB (350 transactions, page_size 350), over eight connections (the
+                 test sets the call budget above them, so that the working-set budget alone must
+                 hold, whatever the call cap): every call is answered OK, or RESOURCE_EXHAUSTED
+                 with a google.rpc.RetryInfo; the peak RSS growth stays under ABUSE_HEAVY_MAX_MB
+                 (default 150); once the storm is over, memory returns (a trim, and the RSS back
+                 within ABUSE_HEAVY_RETURN_MB, default 40, of its level before).
+  hook_trickle   (issue 30, attack 1) 24 webhook receivers (6 apps x 4) answering 200 with a
+                 chunked body of one byte a second, 4 users' events each: every POST ends at its
+                 10 s deadline and its connection is closed, so once the 96 first attempts have
+                 ended the descriptors are back (within 16 of where they were), before the first
+                 retries; then 600 idle gRPC connections (open-files limit 1024): the process
+                 lives and answers.
+  hook_endless   (issue 30, attack 2) receivers streaming an endless chunked body and announcing a
+                 1 GB Content-Length, 8 users' events each: RSS grows less than 100 MB, /healthz
+                 answers within 2 s throughout, and no receiver gets more than 16 MB read from it.
 Prints `PASS SCENARIO` and a `FIGURES {...}` line; an assertion fails otherwise.
 """
 import asyncio, glob, importlib, json, os, socket, sys, tempfile, threading, time, urllib.error, urllib.request
@@ -318,6 +334,283 @@ def call_flood(calls=int(os.environ.get("ABUSE_CALLS", "3000"))):
     assert figures["trims"] >= 1, figures
 
 
-{"idle_flood": idle_flood, "slow_http": slow_http, "call_flood": call_flood}[scenario]()
+def descriptors():
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Receivers:
+    """HTTP/1.1 webhook receivers on 127.0.0.1, port 0, each connection served by a thread.
+
+    `behaviour(conn, path)` answers one request; the bytes each connection got sent out are kept
+    (the most in `max_sent`)."""
+
+    def __init__(self, count, behaviour):
+        self.behaviour = behaviour
+        self.ports = []
+        self.connections = 0
+        self.max_sent = 0
+        self.lock = threading.Lock()
+        for _ in range(count):
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(256)
+            self.ports.append(listener.getsockname()[1])
+            threading.Thread(target=self.accept, args=(listener,), daemon=True).start()
+
+    def accept(self, listener):
+        while True:
+            conn, _ = listener.accept()
+            with self.lock:
+                self.connections += 1
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn):
+        sent = [0]
+
+        def send(data):
+            conn.sendall(data)
+            sent[0] += len(data)
+            with self.lock:
+                self.max_sent = max(self.max_sent, sent[0])
+
+        try:
+            f = conn.makefile("rb")
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                path = line.split(b" ")[1].decode()
+                length = 0
+                while True:
+                    h = f.readline()
+                    if h in (b"\r\n", b"\n", b""):
+                        break
+                    if h.lower().startswith(b"content-length:"):
+                        length = int(h.split(b":")[1])
+                f.read(length)
+                self.behaviour(send, path)
+        except OSError:
+            pass
+        finally:
+            with self.lock:
+                self.max_sent = max(self.max_sent, sent[0])
+            conn.close()
+
+
+def trickle(send, path):
+    send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    while True:
+        send(b"1\r\nx\r\n")
+        time.sleep(1)
+
+
+def endless(send, path):
+    if path.endswith("/huge"):
+        send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n")
+        chunk = b"z" * 65536
+    else:
+        send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b"y" * 65536 + b"\r\n"
+    while True:
+        send(chunk)
+
+
+def webhooks_with_events(urls_per_app, users):
+    """A tenant, one app per list of URLs with a webhook for each URL, and `users` users' purchases
+    in each app (events to deliver to every webhook of the app)."""
+    pb, stub = load_stubs()
+    auth = lambda key: (("authorization", "Bearer " + key),)
+    day, t0 = 86400000, int(time.time() * 1000) - 40 * 86400000
+    with grpc.insecure_channel(grpc_addr) as channel:
+        admin_key = stub("tenant_service", channel).CreateTenant(pb.CreateTenantRequest(name="hooks"), metadata=auth(operator_key)).admin_key
+        admin, events, ingest = stub("admin_service", channel), stub("event_service", channel), stub("ingest_service", channel)
+        for a, urls in enumerate(urls_per_app):
+            app_id = admin.RegisterApp(pb.RegisterAppRequest(bundle_id=f"com.example.hooks{a}"), metadata=auth(admin_key)).app.app_id
+            admin.PutProducts(pb.PutProductsRequest(app_id=app_id, products=[pb.Product(
+                product_id="pro.monthly", type=pb.PRODUCT_TYPE_AUTO_RENEWABLE, subscription_group_id="pro")]), metadata=auth(admin_key))
+            for url in urls:
+                events.CreateWebhook(pb.CreateWebhookRequest(app_id=app_id, url=url), metadata=auth(admin_key))
+            for u in range(users):
+                batch = [pb.Transaction(transaction_id=f"t-{a}-{u}-{i}", original_transaction_id=f"t-{a}-{u}-0", product_id="pro.monthly",
+                                        type=pb.PRODUCT_TYPE_AUTO_RENEWABLE, subscription_group_id="pro", environment=pb.ENVIRONMENT_PRODUCTION,
+                                        purchase_date_ms=t0 + i * 30 * day, original_purchase_date_ms=t0, signed_date_ms=t0 + i * 30 * day,
+                                        expires_date_ms=t0 + (i + 1) * 30 * day) for i in range(2)]
+                ingest.ImportTransactions(pb.ImportTransactionsRequest(app_id=app_id, user_id=f"user-{u}", transactions=batch), metadata=auth(admin_key))
+            listed = events.ListEvents(pb.ListEventsRequest(app_id=app_id, limit=1000), metadata=auth(admin_key)).events
+            assert len(listed) >= users, f"no events to deliver: {len(listed)}"
+
+
+def hook_trickle():
+    receivers = Receivers(24, trickle)
+    baseline = descriptors()
+    figures["descriptors_before"] = baseline
+    started = time.monotonic()
+    webhooks_with_events([[f"http://127.0.0.1:{p}/hook" for p in receivers.ports[i:i + 4]] for i in range(0, 24, 4)], users=4)
+    peak = baseline
+    # 96 first attempts (24 webhooks x 4 users), 64 at once: the first wave ends at 10 s, the rest
+    # at about 20 s; the first retries come 30 s (-20 %) after a failure. Wait until every first
+    # attempt has started and none is in flight (at most 45 s).
+    def webhook_metric(name, outcome=None):
+        return sum(v for k, v in metrics().items() if k.startswith(name + '{pool="webhooks"')
+                   and (outcome is None or f'outcome="{outcome}"' in k))
+    while time.monotonic() - started < 45:
+        peak = max(peak, descriptors())
+        if receivers.connections >= 96 and webhook_metric("substatus_outbound_requests_in_flight") == 0:
+            break
+        time.sleep(0.5)
+    time.sleep(0.5)
+    figures["seconds_until_all_ended"] = round(time.monotonic() - started, 1)
+    figures["outbound"] = {k.split("{", 1)[1]: v for k, v in metrics().items() if k.startswith("substatus_outbound_requests") and 'pool="webhooks"' in k and v}
+    figures["receiver_connections"] = receivers.connections
+    figures["descriptors_peak"] = peak
+    figures["descriptors_after_deadline"] = descriptors()
+    assert alive(), "substatusd died"
+    assert receivers.connections >= 48, f"the POSTs did not start: {figures}"
+    assert figures["descriptors_after_deadline"] - baseline < 16, f"connections outlived their deadline: {figures}"
+    # Ended at their deadline: by the client's (timeout), or by the dispatcher's just after it
+    # (cancelled) when the client's loop was not scheduled in time.
+    figures["outbound_ended_at_deadline"] = (webhook_metric("substatus_outbound_requests_total", "timeout")
+                                             + webhook_metric("substatus_outbound_requests_total", "cancelled"))
+    assert figures["outbound_ended_at_deadline"] >= 96, figures
+    # 600 idle HTTP/2 connections, below the gRPC cap (672 with 1,024 descriptors): with the
+    # receivers' connections leaked they would run the process out of descriptors.
+    socks = []
+    for _ in range(600):
+        s = socket.socket()
+        s.settimeout(2)
+        try:
+            s.connect((grpc_host, int(grpc_port)))
+            s.sendall(PREFACE)
+            socks.append(s)
+        except OSError:
+            s.close()
+    figures["idle_grpc_connections"] = len(socks)
+    time.sleep(1)
+    assert alive(), "substatusd died"
+    figures["grpc_health_s"] = round(timed(health_check), 3)
+    figures["healthz_s"] = round(timed(healthz), 3)
+    figures["descriptors_flooded"] = descriptors()
+    for s in socks:
+        s.close()
+    assert alive(), "substatusd died"
+
+
+def hook_endless():
+    receivers = Receivers(1, endless)
+    port = receivers.ports[0]
+    time.sleep(0.5)
+    rss_before = rss_mb()
+    webhooks_with_events([[f"http://127.0.0.1:{port}/endless", f"http://127.0.0.1:{port}/huge"]], users=8)
+    started = time.monotonic()
+    peak, slowest = rss_before, 0.0
+    while time.monotonic() - started < 12:
+        peak = max(peak, rss_mb())
+        try:
+            slowest = max(slowest, timed(healthz))
+        except OSError:
+            slowest = 99.0  # no answer within its 2 s
+        time.sleep(0.25)
+    figures["rss_mb"] = {"before": round(rss_before, 1), "peak": round(peak, 1), "after": round(rss_mb(), 1)}
+    figures["healthz_max_s"] = round(slowest, 3)
+    figures["receiver_connections"] = receivers.connections
+    figures["most_read_from_one_connection_mb"] = round(receivers.max_sent / 2**20, 1)
+    assert alive(), "substatusd died"
+    assert receivers.connections >= 2, f"the POSTs did not start: {figures}"
+    assert slowest < 2, figures
+    assert peak - rss_before < 100, f"the answers' bodies are being read: {figures}"
+    assert receivers.max_sent < 16 * 2**20, f"a body was read past its limit: {figures}"
+
+
+def heavy_reads(calls=int(os.environ.get("ABUSE_HEAVY_CALLS", "2000")), transactions=350,
+                max_growth_mb=float(os.environ.get("ABUSE_HEAVY_MAX_MB", "150")),
+                return_mb=float(os.environ.get("ABUSE_HEAVY_RETURN_MB", "40"))):
+    pb, stub = load_stubs()
+    from google.rpc import status_pb2, error_details_pb2
+    auth = lambda key: (("authorization", "Bearer " + key),)
+    with grpc.insecure_channel(grpc_addr) as channel:
+        admin_key = stub("tenant_service", channel).CreateTenant(pb.CreateTenantRequest(name="heavy"), metadata=auth(operator_key)).admin_key
+        admin = stub("admin_service", channel)
+        app_id = admin.RegisterApp(pb.RegisterAppRequest(bundle_id="com.example.heavy"), metadata=auth(admin_key)).app.app_id
+        read_key = admin.CreateApiKey(pb.CreateApiKeyRequest(role=pb.API_KEY_ROLE_READ, app_ids=[app_id]), metadata=auth(admin_key)).key
+        ingest_key = admin.CreateApiKey(pb.CreateApiKeyRequest(role=pb.API_KEY_ROLE_INGEST, app_ids=[app_id]), metadata=auth(admin_key)).key
+        day, t0 = 86400000, 1500000000000
+        batch = [pb.Transaction(transaction_id=f"2000000{i:09d}", original_transaction_id="2000000000000000",
+                                product_id="com.example.heavy.pro.monthly", purchase_date_ms=t0 + i * day,
+                                original_purchase_date_ms=t0, expires_date_ms=t0 + (i + 30) * day,
+                                web_order_line_item_id=f"3000000{i:09d}", currency="EUR", price_milliunits=9990,
+                                app_account_token="6f2c3b1e-8a4d-4c7e-9b1a-2d3e4f5a6b7c")
+                 for i in range(transactions)]
+        stub("ingest_service", channel).ImportTransactions(pb.ImportTransactionsRequest(app_id=app_id, user_id="heavy", transactions=batch), metadata=auth(ingest_key))
+        reply = stub("status_service", channel).GetTransactionHistory(
+            pb.GetTransactionHistoryRequest(app_id=app_id, user_id="heavy", page_size=transactions), metadata=auth(read_key), timeout=10)
+        figures["reply_bytes"] = reply.ByteSize()
+        assert len(reply.transactions) == transactions, len(reply.transactions)
+    m = metrics()
+    figures["call_budget"] = m["substatus_grpc_calls_in_flight_limit"]
+    trims_before = m["substatus_memory_trims_total"]
+    time.sleep(1.0)
+    rss_before = rss_mb()
+    peak = [rss_before]
+    sampling = [True]
+    def sample():
+        while sampling[0]:
+            peak[0] = max(peak[0], rss_mb())
+            time.sleep(0.02)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+
+    async def flood():
+        channels = [grpc.aio.insecure_channel(grpc_addr, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(8)]
+        stubs = [stub("status_service", c) for c in channels]
+        req = pb.GetTransactionHistoryRequest(app_id=app_id, user_id="heavy", page_size=transactions)
+        async def one(i):
+            try:
+                await stubs[i % len(stubs)].GetTransactionHistory(req, metadata=auth(read_key), timeout=30)
+                return "OK"
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    details = dict(e.trailing_metadata() or ()).get("grpc-status-details-bin")
+                    if not details:
+                        return "RESOURCE_EXHAUSTED without details"
+                    retry = error_details_pb2.RetryInfo()
+                    if not status_pb2.Status.FromString(details).details[0].Unpack(retry) or retry.retry_delay.ToMilliseconds() <= 0:
+                        return "RESOURCE_EXHAUSTED without RetryInfo"
+                return e.code().name
+        started = time.monotonic()
+        codes = await asyncio.gather(*(one(i) for i in range(calls)))
+        figures["flood_seconds"] = round(time.monotonic() - started, 2)
+        for c in channels:
+            await c.close()
+        return codes
+    codes = asyncio.run(flood())
+    sampling[0] = False
+    sampler.join()
+    figures["flood_codes"] = {c: codes.count(c) for c in set(codes)}
+    # The bound is half the issue's 300 MB, so that the test tells the budget from the cheaper
+    # first page alone: measured on the debug build (2026-12-05, 2-core machine under load), the
+    # peak grew by 32 MB with the working-set budget, by 249 MB with the budget off
+    # (--max-working-set-bytes 0), and by 484 MB on main before it (whole histories decoded for
+    # every first page, 289 calls past their 30 s deadline).
+    rss_peak = peak[0]
+    figures["rss_mb"] = {"before": round(rss_before, 1), "peak": round(rss_peak, 1)}
+    m = metrics()
+    figures["working_set"] = {k.replace("substatus_working_set_", ""): v for k, v in m.items() if k.startswith("substatus_working_set_")}
+    assert alive(), "substatusd died"
+    assert rss_peak - rss_before < max_growth_mb, figures
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, figures
+    assert codes.count("OK") > 0, figures
+    # Memory returns: MemoryReturn trims once the storm has passed.
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and (metrics()["substatus_memory_trims_total"] <= trims_before or rss_mb() - rss_before > return_mb):
+        time.sleep(0.25)
+    figures["rss_mb"] = {"before": round(rss_before, 1), "peak": round(rss_peak, 1), "after": round(rss_mb(), 1)}
+    figures["trims"] = metrics()["substatus_memory_trims_total"] - trims_before
+    assert figures["trims"] >= 1, figures
+    assert figures["rss_mb"]["after"] - rss_before < return_mb, figures
+
+
+{"idle_flood": idle_flood, "slow_http": slow_http, "call_flood": call_flood, "heavy_reads": heavy_reads,
+ "hook_trickle": hook_trickle, "hook_endless": hook_endless}[scenario]()
 print("FIGURES " + json.dumps(figures), flush=True)
 print(f"PASS {scenario}", flush=True)
