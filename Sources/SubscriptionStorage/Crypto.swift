@@ -185,6 +185,10 @@ public struct MasterKey: Sendable {
     }
   }
 
+  /// The key's bytes, to derive other keys from (HMAC-SHA256 under a label of their use), never
+  /// to seal with directly, log or show.
+  package var derivationKey: [UInt8] { bytes }
+
   /// The key in hex, for writing a key file. Handle like the secret it is.
   public var hexEncoded: String { Hex.encode(bytes) }
 

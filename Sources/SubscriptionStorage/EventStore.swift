@@ -66,6 +66,11 @@ public protocol EventLogStore: Sendable {
   /// The sequence of the store's last logged event (0 when the log is empty): a reader that wants
   /// only events written from now on starts after it.
   func lastEventSequence() async throws(StoreError) -> Int64
+  /// How many of the app's events the log holds in (`afterSequence`, `throughSequence`]: an index
+  /// range count. A copy of that range kept elsewhere (the WatchEvents feed) that holds more was
+  /// made before an erasure removed some of them (a user's erasure deletes their events; nothing
+  /// is ever inserted behind the log's end), on this instance or another sharing the database.
+  func eventCount(appId: String, afterSequence: Int64, throughSequence: Int64) async throws(StoreError) -> Int
   /// Appends the events that became due by time alone: for users whose recorded next transition
   /// is at or before `atMs`, at most `limit` users per call, in one commit each batch, derives
   /// their events through `atMs` (``SubscriptionDomain/SubscriptionEvent/detectedMs`` is `atMs`),
@@ -93,6 +98,9 @@ public struct WebhookRecord: Sendable, Hashable {
   public var createdMs: Int64
   /// The signing secret's fingerprint (filled by the store on reads).
   public var secretFingerprint: String
+  /// The tenant of the webhook's app (filled by ``WebhookStore/webhook(id:)``; empty elsewhere):
+  /// the dispatcher shares its slots by tenant.
+  public var tenantId: String = ""
 
   /// Creates a record.
   public init(
@@ -105,6 +113,105 @@ public struct WebhookRecord: Sendable, Hashable {
     self.eventTypes = eventTypes
     self.createdMs = createdMs
     self.secretFingerprint = secretFingerprint
+  }
+}
+
+/// How one claim of due deliveries is shared among tenants
+/// (``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``).
+public struct DeliveryClaimShares: Sendable, Hashable {
+  /// At most this many deliveries of one tenant in the claim.
+  public var perTenantLimit: Int
+  /// Tenants whose deliveries are left out (the dispatcher holds their share already).
+  public var excludingTenantIds: Set<String>
+
+  /// No per-tenant bound, no tenant left out (tenants still take turns).
+  public static let unbounded = DeliveryClaimShares(perTenantLimit: .max)
+
+  /// Creates shares; `perTenantLimit` is at least 1.
+  public init(perTenantLimit: Int, excludingTenantIds: Set<String> = []) {
+    self.perTenantLimit = max(1, perTenantLimit)
+    self.excludingTenantIds = excludingTenantIds
+  }
+}
+
+/// The rule every store's claim of due deliveries follows (SQL stores say the same in their
+/// dialect): tenants take turns.
+public enum FairClaim {
+  /// A due head: the oldest pending delivery of its webhook and user.
+  public struct Candidate: Sendable, Hashable {
+    /// The tenant of the webhook's app.
+    public var tenantId: String
+    /// The webhook.
+    public var webhookId: String
+    /// The event's log position.
+    public var sequence: Int64
+    /// The delivery's creation order (ties of `sequence`).
+    public var key: Int64
+
+    /// Creates a candidate.
+    public init(tenantId: String, webhookId: String, sequence: Int64, key: Int64) {
+      self.tenantId = tenantId
+      self.webhookId = webhookId
+      self.sequence = sequence
+      self.key = key
+    }
+  }
+
+  /// The candidates one claim takes: each webhook's oldest `perWebhook`, then of those each
+  /// tenant's oldest `perTenant`, ordered by their rank within their tenant and then by log
+  /// order (round robin: every tenant's first before any tenant's second), the first `limit`.
+  public static func pick(_ candidates: [Candidate], limit: Int, perWebhook: Int, perTenant: Int) -> [Candidate] {
+    let inLogOrder = candidates.sorted { ($0.sequence, $0.key) < ($1.sequence, $1.key) }
+    var perWebhookCount: [String: Int] = [:]
+    var perTenantCount: [String: Int] = [:]
+    var ranked: [(rank: Int, candidate: Candidate)] = []
+    for candidate in inLogOrder {
+      guard perWebhookCount[candidate.webhookId, default: 0] < max(perWebhook, 1) else { continue }
+      perWebhookCount[candidate.webhookId, default: 0] += 1
+      let rank = perTenantCount[candidate.tenantId, default: 0]
+      guard rank < max(perTenant, 1) else { continue }
+      perTenantCount[candidate.tenantId] = rank + 1
+      ranked.append((rank, candidate))
+    }
+    return ranked.sorted {
+      ($0.rank, $0.candidate.sequence, $0.candidate.key) < ($1.rank, $1.candidate.sequence, $1.candidate.key)
+    }.prefix(max(limit, 0)).map(\.candidate)
+  }
+}
+
+/// Caps on the webhooks an app and a tenant may have (README "Limits"): each webhook multiplies
+/// every event of its app into a delivery, so the count bounds the work one event can cause.
+public struct WebhookLimits: Sendable, Hashable {
+  /// Webhooks per app.
+  public var perApp: Int
+  /// Webhooks over all apps of one tenant.
+  public var perTenant: Int
+
+  /// No cap (tools and tests that create webhooks directly).
+  public static let unlimited = WebhookLimits(perApp: .max, perTenant: .max)
+
+  /// Creates caps; each is at least 1.
+  public init(perApp: Int = 16, perTenant: Int = 256) {
+    self.perApp = max(1, perApp)
+    self.perTenant = max(1, perTenant)
+  }
+
+  /// The error of a create refused at a cap: `resourceExhausted`, naming the cap and its value.
+  /// - Parameters:
+  ///   - appCount: the app's webhooks now.
+  ///   - tenantCount: the tenant's webhooks now.
+  /// - Returns: `nil` when one more webhook fits under both caps.
+  public func refusal(appCount: Int, tenantCount: Int) -> StoreError? {
+    if appCount >= perApp {
+      return StoreError(
+        .resourceExhausted, "the app has \(appCount) webhooks, the most allowed per app (max-webhooks-per-app \(perApp))")
+    }
+    if tenantCount >= perTenant {
+      return StoreError(
+        .resourceExhausted,
+        "the tenant has \(tenantCount) webhooks, the most allowed per tenant (max-webhooks-per-tenant \(perTenant))")
+    }
+    return nil
   }
 }
 
@@ -177,10 +284,13 @@ public struct DeliveryRecord: Sendable, Hashable {
 /// one commit, so no event is skipped or enqueued twice (events logged before the webhook was
 /// created are not delivered, except by ``replay(appId:webhookId:afterSequence:atMs:)``).
 public protocol WebhookStore: Sendable {
-  /// Stores a webhook and its signing secret (sealed at rest).
-  /// - Throws: `notFound` for an unknown app; `alreadyExists` for a taken id; `secretUnavailable`
-  ///   without a master key.
-  func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError)
+  /// Stores a webhook and its signing secret (sealed at rest), unless its app or its app's tenant
+  /// already has as many webhooks as `limits` allow: the count and the insert are one atomic step,
+  /// so concurrent creates (on any instance sharing the database) never pass a cap together.
+  /// - Throws: `notFound` for an unknown app; `alreadyExists` for a taken id; `resourceExhausted`
+  ///   naming the cap when the app or tenant is at it; `secretUnavailable` without a master key.
+  func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)
+    async throws(StoreError)
   /// The app's webhooks, ordered by id.
   /// - Throws: `notFound` for an unknown app.
   func webhooks(appId: String) async throws(StoreError) -> [WebhookRecord]
@@ -207,9 +317,14 @@ public protocol WebhookStore: Sendable {
   /// claim meant for the others. `claimant` names the dispatcher's run (new at each start), for
   /// ``releaseClaims(notMadeBy:atMs:)``.
   /// - Throws: `invalidArgument` unless `leaseUntilMs > atMs`.
+  ///
+  /// Shared fairly across tenants: the claim takes each tenant's oldest due heads in turn (every
+  /// tenant's first before any tenant's second, each round in log order; ``FairClaim``), at most
+  /// `shares.perTenantLimit` of one tenant, none of `shares.excludingTenantIds`; so one tenant's
+  /// backlog, however old and large, never fills a claim another tenant's deliveries wait for.
   func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>, claimant: String
+    excludingWebhookIds: Set<String>, claimant: String, shares: DeliveryClaimShares
   ) async throws(StoreError) -> [DeliveryRecord]
   /// Makes the deliveries still claimed by an earlier run of a dispatcher due at `atMs`, where the
   /// store can know that run has ended (a dispatcher calls it as it starts, with its own
@@ -265,6 +380,12 @@ public struct DeliveryOutcome: Sendable, Hashable {
 }
 
 extension WebhookStore {
+  /// Stores a webhook with no cap (``createWebhook(_:signingSecret:limits:)`` with
+  /// ``WebhookLimits/unlimited``): tools and tests.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+    try await createWebhook(webhook, signingSecret: signingSecret, limits: .unlimited)
+  }
+
   /// Records one attempt and the delivery's new state (``recordDeliveryAttempts(_:)`` of one).
   /// - Throws: `notFound` for an unknown delivery (its webhook was deleted meanwhile).
   public func recordDeliveryAttempt(
@@ -274,6 +395,17 @@ extension WebhookStore {
       DeliveryOutcome(deliveryId: deliveryId, attempt: attempt, state: state, nextAttemptMs: nextAttemptMs)
     ])
     if !missing.isEmpty { throw StoreError.notFound("delivery", deliveryId) }
+  }
+
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``,
+  /// with no per-tenant bound (tenants still in turn).
+  public func claimDueDeliveries(
+    atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
+    excludingWebhookIds: Set<String>, claimant: String
+  ) async throws(StoreError) -> [DeliveryRecord] {
+    try await claimDueDeliveries(
+      atMs: atMs, limit: limit, leaseUntilMs: leaseUntilMs, perWebhookLimit: perWebhookLimit,
+      excludingWebhookIds: excludingWebhookIds, claimant: claimant, shares: .unbounded)
   }
 
   /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:)``: no per-webhook bound.

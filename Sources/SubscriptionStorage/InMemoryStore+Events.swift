@@ -70,6 +70,15 @@ extension InMemoryStore {
     state.withLock { $0.eventLog.lastSequence }
   }
 
+  /// See ``EventLogStore/eventCount(appId:afterSequence:throughSequence:)``.
+  public func eventCount(appId: String, afterSequence: Int64, throughSequence: Int64) async throws(StoreError) -> Int {
+    state.withLock { s in
+      s.eventLog.events.count {
+        $0.event.appId == appId && $0.sequence > afterSequence && $0.sequence <= throughSequence
+      }
+    }
+  }
+
   /// See ``EventLogStore/appendDueTransitionEvents(atMs:limit:)``: one locked step.
   public func appendDueTransitionEvents(atMs: Int64, limit: Int) async throws(StoreError)
     -> [LoggedEvent]

@@ -9,6 +9,8 @@ struct InMemoryWebhooks: Sendable {
   var secrets: [String: String] = [:]
   /// How far each webhook has read the log.
   var positions: [String: Int64] = [:]
+  /// Each webhook's tenant (its app's): the per-tenant cap and fair claims.
+  var tenants: [String: String] = [:]
   var deliveries: [String: DeliveryRecord] = [:]
   /// Creation order of each delivery (its id's number): newest first in listings, ties in claims.
   var order: [String: Int64] = [:]
@@ -36,15 +38,22 @@ struct InMemoryWebhooks: Sendable {
 }
 
 extension InMemoryStore: WebhookStore {
-  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
-  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+  /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the counts and the insert under
+  /// one lock.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)
+    async throws(StoreError)
+  {
     try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
-    _ = try await app(id: webhook.appId)
+    let tenantId = try await app(id: webhook.appId).tenantId
     let position = try await lastEventSequence()
     try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
       guard w.webhooks[webhook.webhookId] == nil else {
         throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists")
       }
+      let appCount = w.webhooks.values.count { $0.appId == webhook.appId }
+      let tenantCount = w.tenants.values.count { $0 == tenantId }
+      if let refusal = limits.refusal(appCount: appCount, tenantCount: tenantCount) { throw refusal }
+      w.tenants[webhook.webhookId] = tenantId
       var stored = webhook
       stored.secretFingerprint = SecretFingerprint.of(signingSecret)
       w.webhooks[webhook.webhookId] = stored
@@ -64,7 +73,8 @@ extension InMemoryStore: WebhookStore {
   /// See ``WebhookStore/webhook(id:)``.
   public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
     try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
-      guard let webhook = w.webhooks[webhookId] else { throw StoreError.notFound("webhook", webhookId) }
+      guard var webhook = w.webhooks[webhookId] else { throw StoreError.notFound("webhook", webhookId) }
+      webhook.tenantId = w.tenants[webhookId] ?? ""
       return webhook
     }
   }
@@ -75,6 +85,7 @@ extension InMemoryStore: WebhookStore {
     try withWebhooks { (w: inout InMemoryWebhooks) throws(StoreError) in
       guard w.webhooks[webhookId]?.appId == appId else { throw StoreError.notFound("webhook", webhookId) }
       w.webhooks[webhookId] = nil
+      w.tenants[webhookId] = nil
       w.secrets[webhookId] = nil
       w.positions[webhookId] = nil
       for (id, d) in w.deliveries where d.webhookId == webhookId {
@@ -117,11 +128,11 @@ extension InMemoryStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``:
-  /// one locked step.
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``:
+  /// one locked step, tenants in turn (``FairClaim``).
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>, claimant: String
+    excludingWebhookIds: Set<String>, claimant: String, shares: DeliveryClaimShares
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     return webhookState.withLock { w in
@@ -139,19 +150,27 @@ extension InMemoryStore: WebhookStore {
         }
         heads[key] = head
       }
-      let due = heads.values.filter {
-        ($0.delivery.nextAttemptMs ?? Int64.max) <= atMs
-          && !excludingWebhookIds.contains($0.delivery.webhookId)
-      }.sorted { ($0.delivery.event.sequence, $0.order) < ($1.delivery.event.sequence, $1.order) }
-      var perWebhook: [String: Int] = [:]
+      var byKey: [Int64: DeliveryRecord] = [:]
+      var candidates: [FairClaim.Candidate] = []
+      for head in heads.values where (head.delivery.nextAttemptMs ?? Int64.max) <= atMs
+        && !excludingWebhookIds.contains(head.delivery.webhookId)
+      {
+        let tenantId = w.tenants[head.delivery.webhookId] ?? ""
+        guard !shares.excludingTenantIds.contains(tenantId) else { continue }
+        byKey[head.order] = head.delivery
+        candidates.append(
+          FairClaim.Candidate(
+            tenantId: tenantId, webhookId: head.delivery.webhookId, sequence: head.delivery.event.sequence,
+            key: head.order))
+      }
       var claimed: [DeliveryRecord] = []
-      for head in due where claimed.count < min(max(limit, 1), 1000) {
-        let id = head.delivery.webhookId
-        guard perWebhook[id, default: 0] < max(perWebhookLimit, 1) else { continue }
-        perWebhook[id, default: 0] += 1
-        w.deliveries[head.delivery.deliveryId]?.nextAttemptMs = leaseUntilMs
-        w.claimants[head.delivery.deliveryId] = claimant
-        claimed.append(head.delivery)
+      for pick in FairClaim.pick(
+        candidates, limit: min(max(limit, 1), 1000), perWebhook: perWebhookLimit, perTenant: shares.perTenantLimit)
+      {
+        guard let delivery = byKey[pick.key] else { continue }
+        w.deliveries[delivery.deliveryId]?.nextAttemptMs = leaseUntilMs
+        w.claimants[delivery.deliveryId] = claimant
+        claimed.append(delivery)
       }
       return claimed
     }

@@ -2,13 +2,14 @@
 ///
 /// The service maps codes to gRPC statuses: ``Code-swift.struct/notFound`` → `NOT_FOUND`,
 /// ``Code-swift.struct/alreadyExists`` → `ALREADY_EXISTS`, ``Code-swift.struct/invalidArgument``
-/// → `INVALID_ARGUMENT`, ``Code-swift.struct/unavailable`` → `UNAVAILABLE`, the rest → `INTERNAL`.
+/// → `INVALID_ARGUMENT`, ``Code-swift.struct/unavailable`` → `UNAVAILABLE`,
+/// ``Code-swift.struct/resourceExhausted`` → `RESOURCE_EXHAUSTED`, the rest → `INTERNAL`.
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
   /// A machine-readable reason; a struct over a private enum so codes can be added.
   public struct Code: Hashable, Sendable, CustomStringConvertible {
     private enum Value: String, Hashable, Sendable {
       case notFound, alreadyExists, invalidArgument, unavailable, corrupt, newerSchema
-      case secretUnavailable, internalError
+      case secretUnavailable, internalError, resourceExhausted
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -27,6 +28,8 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let newerSchema = Code(.newerSchema)
     /// A stored secret cannot be opened: its master key is not configured or the GCM tag failed.
     public static let secretUnavailable = Code(.secretUnavailable)
+    /// A cap on stored records is reached (webhooks per app or tenant): nothing was written.
+    public static let resourceExhausted = Code(.resourceExhausted)
     /// A bug or an unexpected database answer.
     public static let internalError = Code(.internalError)
 

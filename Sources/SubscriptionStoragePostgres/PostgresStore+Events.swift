@@ -179,6 +179,18 @@ extension PostgresStore {
     }
   }
 
+  /// See ``EventLogStore/eventCount(appId:afterSequence:throughSequence:)``: a range of
+  /// `events_by_app`.
+  public func eventCount(appId: String, afterSequence: Int64, throughSequence: Int64) async throws(StoreError) -> Int {
+    try await pool.run { db throws(StoreError) in
+      Int(
+        try db.first(
+          "SELECT COUNT(*) FROM events WHERE app_id = $1 AND sequence > $2 AND sequence <= $3",
+          [.text(appId), .int(afterSequence), .int(throughSequence)]
+        )?.int(0) ?? 0)
+    }
+  }
+
   /// See ``EventLogStore/appendDueTransitionEvents(atMs:limit:)``: due users are claimed with
   /// `FOR NO KEY UPDATE SKIP LOCKED` (instances take different users; a user being written is
   /// left for the next run), processed and appended in one transaction.

@@ -87,13 +87,31 @@ extension PostgresStore: WebhookStore {
     return keyring
   }
 
-  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
-  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+  /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the app's tenant row is locked
+  /// (`FOR UPDATE`) before the counts, so creates in one tenant, on any instance, take turns and
+  /// never pass a cap together.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)
+    async throws(StoreError)
+  {
     try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
     let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
     let position = try await lastEventSequence()
     try await pool.transaction { db throws(StoreError) in
-      try requireApp(db, webhook.appId)
+      guard
+        try db.first(
+          "SELECT t.tenant_id FROM apps a JOIN tenants t ON t.tenant_id = a.tenant_id WHERE a.app_id = $1 FOR UPDATE OF t",
+          [.text(webhook.appId)]) != nil
+      else { throw StoreError.notFound("app", webhook.appId) }
+      if let counts = try db.first(
+        """
+        SELECT (SELECT COUNT(*) FROM webhooks WHERE app_id = $1),
+          (SELECT COUNT(*) FROM webhooks w JOIN apps a ON a.app_id = w.app_id
+           WHERE a.tenant_id = (SELECT tenant_id FROM apps WHERE app_id = $1))
+        """, [.text(webhook.appId)]),
+        let refusal = limits.refusal(appCount: Int(counts.int(0)), tenantCount: Int(counts.int(1)))
+      {
+        throw refusal
+      }
       let inserted = try db.run(
         """
         INSERT INTO webhooks(webhook_id, app_id, url, event_types, created_ms, secret_key_id, secret_box,
@@ -122,10 +140,14 @@ extension PostgresStore: WebhookStore {
   /// See ``WebhookStore/webhook(id:)``.
   public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
     let row = try await pool.run { db throws(StoreError) in
-      try db.first("SELECT \(Self.webhookColumns) FROM webhooks WHERE webhook_id = $1", [.text(webhookId)])
+      try db.first(
+        "SELECT \(Self.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = $1",
+        [.text(webhookId)])
     }
     guard let row else { throw StoreError.notFound("webhook", webhookId) }
-    return Self.webhookRecord(row)
+    var record = Self.webhookRecord(row)
+    record.tenantId = row.text(6)
+    return record
   }
 
   /// See ``WebhookStore/deleteWebhook(appId:webhookId:)``.
@@ -197,38 +219,45 @@ extension PostgresStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``
-  /// (the claimant is not kept: claims are released by their lease only, see
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``
+  /// (tenants in turn: each head ranked within its webhook, then within its tenant, ordered by
+  /// that rank and log order, as ``FairClaim`` does; the claimant is not kept: claims are released by their lease only, see
   /// ``releaseClaims(notMadeBy:atMs:)``).
   /// One statement: the due heads are chosen, locked `FOR UPDATE SKIP LOCKED` (rows another
   /// instance is claiming are skipped) and leased; a row another claim committed first fails the
   /// re-checked due condition.
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>, claimant: String
+    excludingWebhookIds: Set<String>, claimant: String, shares: DeliveryClaimShares
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let n = Int64(min(max(limit, 1), 1000))
+    let perTenant = Int64(min(shares.perTenantLimit, 1_000_000))
     let rows = try await pool.run { db throws(StoreError) in
       try db.query(
         """
         WITH heads AS (
-          SELECT d.delivery_key, d.webhook_id, d.sequence FROM webhook_deliveries d
+          SELECT d.delivery_key, d.webhook_id, d.sequence, a.tenant_id FROM webhook_deliveries d
+          JOIN webhooks h ON h.webhook_id = d.webhook_id JOIN apps a ON a.app_id = h.app_id
           WHERE d.state = 'PENDING' AND d.next_attempt_ms <= $1
-            AND d.webhook_id <> ALL($2::text[])
+            AND d.webhook_id <> ALL($2::text[]) AND a.tenant_id <> ALL($6::text[])
             AND NOT EXISTS (
               SELECT 1 FROM webhook_deliveries o
               WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
                 AND o.environment = d.environment AND o.user_id = d.user_id
                 AND (o.sequence, o.delivery_key) < (d.sequence, d.delivery_key))
         ), ranked AS (
-          SELECT delivery_key, sequence,
+          SELECT delivery_key, sequence, tenant_id,
             ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY sequence, delivery_key) AS r
           FROM heads
+        ), turns AS (
+          SELECT delivery_key, sequence,
+            ROW_NUMBER() OVER (PARTITION BY tenant_id ORDER BY sequence, delivery_key) AS t
+          FROM ranked WHERE r <= $3
         ), picked AS (
           SELECT w.delivery_key FROM webhook_deliveries w
           WHERE w.delivery_key IN (
-            SELECT delivery_key FROM ranked WHERE r <= $3 ORDER BY sequence, delivery_key LIMIT $4)
+            SELECT delivery_key FROM turns WHERE t <= $7 ORDER BY t, sequence, delivery_key LIMIT $4)
           FOR UPDATE SKIP LOCKED
         )
         UPDATE webhook_deliveries w SET next_attempt_ms = $5 FROM picked p
@@ -238,7 +267,7 @@ extension PostgresStore: WebhookStore {
         """,
         [
           .int(atMs), .textArray(excludingWebhookIds.sorted()), .int(Int64(max(perWebhookLimit, 1))), .int(n),
-          .int(leaseUntilMs),
+          .int(leaseUntilMs), .textArray(shares.excludingTenantIds.sorted()), .int(perTenant),
         ])
     }
     // RETURNING has no order: log order, as the selection was made.

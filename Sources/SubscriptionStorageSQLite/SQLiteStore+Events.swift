@@ -202,6 +202,18 @@ extension SQLiteStore {
     }
   }
 
+  /// See ``EventLogStore/eventCount(appId:afterSequence:throughSequence:)``: a range of
+  /// `events_by_app`.
+  public func eventCount(appId: String, afterSequence: Int64, throughSequence: Int64) async throws(StoreError) -> Int {
+    try await readers.read { db throws(StoreError) in
+      Int(
+        try db.first(
+          "SELECT COUNT(*) FROM events WHERE app_id = ? AND sequence > ? AND sequence <= ?",
+          [.text(appId), .int(afterSequence), .int(throughSequence)]
+        ) { $0.int(0) } ?? 0)
+    }
+  }
+
   /// See ``EventLogStore/appendDueTransitionEvents(atMs:limit:)``: one write of the single writer,
   /// so no other write changes these users meanwhile.
   public func appendDueTransitionEvents(atMs: Int64, limit: Int) async throws(StoreError)

@@ -64,6 +64,13 @@ extension Schema {
 
 /// The statements of the webhook dispatcher's hot loop, named so tests can check their plans.
 enum WebhookQueries {
+  /// The webhooks of app ?1 and of its tenant (the caps of ``WebhookLimits``): index ranges of
+  /// `webhooks_by_app` and `apps_by_tenant`.
+  static let counts = """
+    SELECT (SELECT COUNT(*) FROM webhooks WHERE app_id = ?1),
+      (SELECT COUNT(*) FROM webhooks w JOIN apps a ON a.app_id = w.app_id
+       WHERE a.tenant_id = (SELECT tenant_id FROM apps WHERE app_id = ?1))
+    """
   static let deliveryColumns =
     "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
   /// One webhook's due heads (its oldest pending delivery per user), at most `?3`, oldest first:
@@ -112,8 +119,11 @@ extension SQLiteStore: WebhookStore {
     return keyring
   }
 
-  /// See ``WebhookStore/createWebhook(_:signingSecret:)``.
-  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String) async throws(StoreError) {
+  /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the counts and the insert in one
+  /// write transaction of the single writer.
+  public func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)
+    async throws(StoreError)
+  {
     try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
     let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
     // Events logged from now on are the webhook's (one committed while this runs may be too).
@@ -122,6 +132,10 @@ extension SQLiteStore: WebhookStore {
       try requireApp(db, webhook.appId)
       if try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil {
         throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists")
+      }
+      let counts = try db.first(WebhookQueries.counts, [.text(webhook.appId)]) { (app: $0.int(0), tenant: $0.int(1)) }
+      if let refusal = limits.refusal(appCount: Int(counts?.app ?? 0), tenantCount: Int(counts?.tenant ?? 0)) {
+        throw refusal
       }
       try db.run(
         """
@@ -150,8 +164,13 @@ extension SQLiteStore: WebhookStore {
   /// See ``WebhookStore/webhook(id:)``.
   public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
     let found = try await readers.read { db throws(StoreError) in
-      try db.first("SELECT \(Self.webhookColumns) FROM webhooks WHERE webhook_id = ?", [.text(webhookId)]) {
-        Self.webhookRecord($0)
+      try db.first(
+        "SELECT \(Self.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = ?",
+        [.text(webhookId)]
+      ) {
+        var record = Self.webhookRecord($0)
+        record.tenantId = $0.text(6)
+        return record
       }
     }
     guard let found else { throw StoreError.notFound("webhook", webhookId) }
@@ -227,26 +246,31 @@ extension SQLiteStore: WebhookStore {
     return created
   }
 
-  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:)``:
-  /// the due read and the lease in one write transaction of the single writer.
+  /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``:
+  /// the due read and the lease in one write transaction of the single writer; tenants in turn
+  /// (``FairClaim``).
   public func claimDueDeliveries(
     atMs: Int64, limit: Int, leaseUntilMs: Int64, perWebhookLimit: Int,
-    excludingWebhookIds: Set<String>, claimant: String
+    excludingWebhookIds: Set<String>, claimant: String, shares: DeliveryClaimShares
   ) async throws(StoreError) -> [DeliveryRecord] {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let n = min(max(limit, 1), 1000)
     let perWebhook = Int64(min(max(perWebhookLimit, 1), n))
     let claimed = try await writer.write { db throws(StoreError) in
-      // Each webhook's first due heads, then the oldest `n` of them all in log order.
-      var heads: [(sequence: Int64, key: Int64)] = []
-      for webhookId in try db.all("SELECT webhook_id FROM webhooks ORDER BY webhook_id", [], { $0.text(0) })
-      where !excludingWebhookIds.contains(webhookId) {
-        heads += try db.all(WebhookQueries.claimHeads, [.text(webhookId), .int(atMs), .int(perWebhook)]) {
-          (sequence: $0.int(1), key: $0.int(0))
+      // Each webhook's first due heads, then `n` of them all, tenants in turn.
+      var heads: [FairClaim.Candidate] = []
+      let hooks = try db.all(
+        "SELECT w.webhook_id, a.tenant_id FROM webhooks w JOIN apps a ON a.app_id = w.app_id ORDER BY w.webhook_id", []
+      ) { (webhookId: $0.text(0), tenantId: $0.text(1)) }
+      for hook in hooks
+      where !excludingWebhookIds.contains(hook.webhookId) && !shares.excludingTenantIds.contains(hook.tenantId) {
+        heads += try db.all(WebhookQueries.claimHeads, [.text(hook.webhookId), .int(atMs), .int(perWebhook)]) {
+          FairClaim.Candidate(tenantId: hook.tenantId, webhookId: hook.webhookId, sequence: $0.int(1), key: $0.int(0))
         }
       }
       guard !heads.isEmpty else { return [DeliveryRecord]() }
-      let keys = heads.sorted { ($0.sequence, $0.key) < ($1.sequence, $1.key) }.prefix(n).map { String($0.key) }
+      let keys = FairClaim.pick(heads, limit: n, perWebhook: Int(perWebhook), perTenant: shares.perTenantLimit)
+        .map { String($0.key) }
       // One statement leases them all and returns their rows.
       return try db.all(
         """

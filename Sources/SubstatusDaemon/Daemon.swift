@@ -144,6 +144,8 @@ public enum SubstatusDaemon {
     var limits = ServiceLimits()
     limits.tenantRequestsPerSecond = configuration.tenantRateLimit
     limits.tenantBurst = configuration.tenantBurst
+    limits.webhooks = WebhookLimits(
+      perApp: configuration.maxWebhooksPerApp, perTenant: configuration.maxWebhooksPerTenant)
     limits.maxWorkingSetBytes = configuration.maxWorkingSetBytes > 0 ? configuration.maxWorkingSetBytes : nil
     guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
       let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
@@ -165,10 +167,13 @@ public enum SubstatusDaemon {
     let serviceEnvironment = ServiceEnvironment(
       clock: followedClock ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()
+    // Event cursors under the master key: every instance reads the others' (opaque per app).
+    let eventCursors = EventCursors(keyring: keyring)
     let dispatcher = (store as? any WebhookStore).map { webhookStore in
       WebhookDispatcher(
         store: webhookStore, environment: serviceEnvironment,
         configuration: WebhookDispatcher.Configuration(
+          maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
           urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
         poster: OutboundHTTPPoster.webhooks(
           client: webhookClient, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
@@ -176,7 +181,8 @@ public enum SubstatusDaemon {
         onAttempt: { report in
           eventMetrics.delivery(
             outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
-        })
+        },
+        cursors: eventCursors)
     }
     let service = SubstatusService(
       store: store, environment: serviceEnvironment, limits: limits,
@@ -185,7 +191,7 @@ public enum SubstatusDaemon {
       appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
         productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, requester: applePoster, clock: clock),
-      eventMetrics: eventMetrics, webhookDispatcher: dispatcher)
+      eventMetrics: eventMetrics, webhookDispatcher: dispatcher, eventCursors: eventCursors)
 
     // The operator key, created on first start: shown once, stored as a hash.
     do {

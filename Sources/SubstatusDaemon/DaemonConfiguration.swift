@@ -52,6 +52,9 @@ import SubstatusJSON
 /// | `--history-cache-mb N` | `SUBSTATUS_HISTORY_CACHE_MB` | `history_cache_mb` | 0 (off) |
 /// | `--postgres-pool-size N` | `SUBSTATUS_POSTGRES_POOL_SIZE` | `postgres_pool_size` | 4 (PostgreSQL store only) |
 /// | `--cors-origin ORIGIN` (repeatable) | `SUBSTATUS_CORS_ORIGIN` (origins joined by `,`) | `cors_origin` (an origin or an array) | none |
+/// | `--max-webhooks-per-app N` | `SUBSTATUS_MAX_WEBHOOKS_PER_APP` | `max_webhooks_per_app` | 16 |
+/// | `--max-webhooks-per-tenant N` | `SUBSTATUS_MAX_WEBHOOKS_PER_TENANT` | `max_webhooks_per_tenant` | 256 |
+/// | `--webhook-max-in-flight-per-tenant N` | `SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT` | `webhook_max_in_flight_per_tenant` | 32 |
 /// | `--outbound-max-connections N` | `SUBSTATUS_OUTBOUND_MAX_CONNECTIONS` | `outbound_max_connections` | half the descriptor reserve (64) |
 /// | `--outbound-ca-file F` | `SUBSTATUS_OUTBOUND_CA_FILE` | `outbound_ca_file` | none (the system's roots) |
 /// | `--allow-private-webhooks` (no value) | `SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS` (`true`/`false`) | `allow_private_webhooks` (a boolean) | off |
@@ -188,6 +191,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
   /// same machine or network, for development and tests); refused by default, at creation and at
   /// each delivery (DESIGN "Events out").
   public var allowPrivateWebhooks = false
+  /// Webhooks one app may have (CreateWebhook beyond: `RESOURCE_EXHAUSTED`).
+  public var maxWebhooksPerApp = 16
+  /// Webhooks one tenant may have over all its apps.
+  public var maxWebhooksPerTenant = 256
+  /// Webhook POSTs in flight at once for one tenant (its deliveries held: 4 times this), so one
+  /// tenant's backlog never takes the slots of the others.
+  public var webhookMaxInFlightPerTenant = 32
 
   /// For end-to-end tests only: a loopback `http://` URL whose `GET` answers a JSON object with
   /// `now_ms` (the App Store simulator's `/control/clock`). The service's time (events, the
@@ -293,6 +303,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --allow-private-webhooks               let webhooks POST to loopback, link-local and private
                                              addresses (refused by default; for receivers on this
                                              machine or network) (env SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS=true)
+      --max-webhooks-per-app N               webhooks one app may have; CreateWebhook beyond is
+                                             RESOURCE_EXHAUSTED (default 16)
+      --max-webhooks-per-tenant N            ... one tenant over all its apps (default 256)
+      --webhook-max-in-flight-per-tenant N   webhook POSTs in flight at once for one tenant; its
+                                             deliveries are claimed in turn with the others'
+                                             (default 32, half of the 64 overall)
       --outbound-ca-file F                   trust the certificates of this PEM file for outbound
                                              HTTPS (webhooks, Apple) besides the system's roots
     tests only:
@@ -349,6 +365,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--cors-origin", "SUBSTATUS_CORS_ORIGIN", "cors_origin"),
     ("--trusted-proxies", "SUBSTATUS_TRUSTED_PROXIES", "trusted_proxies"),
     ("--allow-private-webhooks", "SUBSTATUS_ALLOW_PRIVATE_WEBHOOKS", "allow_private_webhooks"),
+    ("--max-webhooks-per-app", "SUBSTATUS_MAX_WEBHOOKS_PER_APP", "max_webhooks_per_app"),
+    ("--max-webhooks-per-tenant", "SUBSTATUS_MAX_WEBHOOKS_PER_TENANT", "max_webhooks_per_tenant"),
+    ("--webhook-max-in-flight-per-tenant", "SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT", "webhook_max_in_flight_per_tenant"),
     ("--outbound-max-connections", "SUBSTATUS_OUTBOUND_MAX_CONNECTIONS", "outbound_max_connections"),
     ("--outbound-ca-file", "SUBSTATUS_OUTBOUND_CA_FILE", "outbound_ca_file"),
     ("--clock-url", "SUBSTATUS_CLOCK_URL", "clock_url"),
@@ -632,6 +651,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     if let n = try number("--memory-trim-interval") { memoryTrimInterval = n }
     if let n = try whole("--history-cache-mb", 0...1_048_576) { historyCacheMB = n }
     if let n = try whole("--postgres-pool-size", 1...256) { postgresPoolSize = n }
+    if let n = try whole("--max-webhooks-per-app", 1...100_000) { maxWebhooksPerApp = n }
+    if let n = try whole("--max-webhooks-per-tenant", 1...1_000_000) { maxWebhooksPerTenant = n }
+    if let n = try whole("--webhook-max-in-flight-per-tenant", 1...64) { webhookMaxInFlightPerTenant = n }
   }
 }
 

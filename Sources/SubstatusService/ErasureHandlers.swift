@@ -59,6 +59,9 @@ extension SubstatusService {
     let erased = try await stored { () throws(StoreError) in
       try await store.deleteUsers(appId: request.appID, userIds: userIds)
     }
+    // The WatchEvents window of the app held copies of the erased events: gone too (other
+    // instances find out by the count of their next read, EventFeed).
+    eventFeed.forget(appId: request.appID)
     let hash = Self.userIDHash(request.userID)
     await audit(
       context, tenant: cached.app.tenantId, action: "DeleteUser", resource: "apps/\(request.appID)/users/\(hash)",

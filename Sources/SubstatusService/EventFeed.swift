@@ -16,6 +16,14 @@ import Synchronization
 /// more than ``window`` events were appended) gets `nil` and reads the store itself, as before,
 /// until it catches up. The feed keeps at most ``window`` events per app and is dropped when the
 /// app's last stream ends, so its memory is bounded by the apps being watched, not by watchers.
+///
+/// Erasure reaches the feed (a user's erasure deletes their events from the log, and no copy may
+/// outlive it): the erasing instance drops the app's window at once (``forget(appId:)``, after
+/// the erasure's commit); every read of new events first counts the log's events in the window's
+/// range (``SubscriptionStorage/EventLogStore/eventCount(appId:afterSequence:throughSequence:)``,
+/// an index range count), and so does each new stream's first read, and a count below what the
+/// window holds drops it: an erasure made by another instance sharing the database reaches a new
+/// stream at once and the streams already open within a signal (about a second).
 final class EventFeed: Sendable {
   /// The most events kept per watched app (each entry holds the event twice, as the domain value
   /// and as the wire message; kept only while the app is watched). Enough for a burst of ingest
@@ -60,9 +68,11 @@ final class EventFeed: Sendable {
   }
 
   private let state = Mutex(State())
+  /// The cursors of the messages (each event's of its app).
+  private let cursors: EventCursors
 
-  /// Creates an empty feed.
-  init() {}
+  /// Creates an empty feed whose messages carry cursors made by `cursors`.
+  init(cursors: EventCursors = EventCursors()) { self.cursors = cursors }
 
   /// A stream of `appId` starts at log position `position`.
   func join(appId: String, at position: Int64) {
@@ -73,6 +83,33 @@ final class EventFeed: Sendable {
       }
       s.tails[appId]!.watchers += 1
     }
+  }
+
+  /// Drops the events kept for `appId` (its users' erasure committed): the window starts again
+  /// at its end, a read under way is not kept, and the streams behind read the store.
+  func forget(appId: String) {
+    state.withLock { s in
+      guard let tail = s.tails[appId] else { return }
+      s.nextId &+= 1
+      var fresh = Tail(from: tail.through, through: tail.through, id: s.nextId)
+      fresh.watchers = tail.watchers
+      s.tails[appId] = fresh
+    }
+  }
+
+  /// Drops the app's window if the log holds fewer of its events than the window does: an
+  /// erasure removed some (here or on another instance).
+  private func verify(appId: String, store: any EventLogStore) async throws(StoreError) {
+    guard
+      let (id, from, through, held) = state.withLock({ s -> (UInt64, Int64, Int64, Int)? in
+        guard let tail = s.tails[appId], tail.readAt != nil, !tail.entries.isEmpty else { return nil }
+        return (tail.id, tail.from, tail.through, tail.entries.count)
+      })
+    else { return }
+    let logged = try await store.eventCount(appId: appId, afterSequence: from, throughSequence: through)
+    guard logged < held else { return }
+    let current = state.withLock { $0.tails[appId]?.id }
+    if current == id { forget(appId: appId) }
   }
 
   /// A stream of `appId` ended; the app's feed goes with its last stream.
@@ -91,11 +128,14 @@ final class EventFeed: Sendable {
   ///     are in the answer.
   ///   - signal: the signal whose generation a new read of the log starts at.
   ///   - store: the log.
+  ///   - first: the stream's first read: the window is checked against the log first (an erasure
+  ///     by another instance), so a new stream never gets an erased event from it.
   /// - Throws: the store's error when the shared read failed.
   func read(
     appId: String, query: EventQuery, after: Int64, limit: Int, seen: UInt64, signal: EventSignal,
-    store: any EventLogStore
+    store: any EventLogStore, first: Bool = false
   ) async throws(StoreError) -> Page? {
+    if first { try await verify(appId: appId, store: store) }
     while true {
       enum Step {
         case answer(Page?)
@@ -120,7 +160,10 @@ final class EventFeed: Sendable {
         if let reading = tail.reading { return .wait(reading) }
         let at = signal.generation
         let (id, from) = (tail.id, tail.through)
-        let task = Task { try await self.readLog(appId: appId, id: id, after: from, at: at, store: store) }
+        let window = (from: tail.from, held: tail.entries.count)
+        let task = Task {
+          try await self.readLog(appId: appId, id: id, after: from, window: window, at: at, store: store)
+        }
         tail.reading = task
         s.tails[appId] = tail
         return .wait(task)
@@ -136,18 +179,26 @@ final class EventFeed: Sendable {
   }
 
   /// Reads the app's events after `after` to the end of the log into its tail (if the tail is
-  /// still the one the read was started for).
-  private func readLog(appId: String, id: UInt64, after: Int64, at: UInt64, store: any EventLogStore) async throws {
+  /// still the one the read was started for). First counts the log's events in the window
+  /// (`window.from`, `after`]: fewer than the `window.held` kept means an erasure removed some,
+  /// and the window is dropped (only what this read finds is kept).
+  private func readLog(
+    appId: String, id: UInt64, after: Int64, window: (from: Int64, held: Int), at: UInt64, store: any EventLogStore
+  ) async throws {
     var through = after
     var fresh: [Entry] = []
     /// Set when more than a window was read: the position of the newest event not kept.
     var cut: Int64?
+    var erased = false
     do {
+      if window.held > 0 {
+        erased = try await store.eventCount(appId: appId, afterSequence: window.from, throughSequence: after) < window.held
+      }
       while true {
         let batch = try await store.events(appId: appId, query: EventQuery(), afterSequence: through, limit: 1000)
         for logged in batch {
           var message = Substatus_V1_WatchEventsResponse()
-          message.event = logged.wire
+          message.event = logged.wire(cursors)
           fresh.append(Entry(sequence: logged.sequence, event: logged.event, message: message))
         }
         through = batch.last?.sequence ?? through
@@ -170,6 +221,9 @@ final class EventFeed: Sendable {
       if let skipped {
         tail.entries = read
         tail.from = skipped
+      } else if erased {
+        tail.entries = read
+        tail.from = after
       } else {
         tail.entries += read
       }

@@ -20,7 +20,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     let query = try eventQuery(userID: request.userID, types: request.types, environment: request.environment)
     guard (0...1000).contains(request.limit) else { throw invalidArgument("limit", "must be 1 to 1000 (0: 100)") }
     let limit = request.limit == 0 ? Self.eventBatch : Int(request.limit)
-    let after = try EventCursor.decode(request.sinceCursor)
+    let after = try eventCursors.decode(request.sinceCursor, appId: request.appID)
     // The log's end before the read: when the read returns fewer than asked, every event up to it
     // was scanned, so the next cursor may skip the events of other users, types and apps.
     let end = try await stored { () throws(StoreError) in try await store.lastEventSequence() }
@@ -28,9 +28,10 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       try await store.events(appId: request.appID, query: query, afterSequence: after, limit: limit)
     }
     var response = Substatus_V1_ListEventsResponse()
-    response.events = batch.map(\.wire)
+    response.events = batch.map { $0.wire(eventCursors) }
     let last = batch.last?.sequence ?? after
-    response.nextCursor = EventCursor.encode(batch.count < limit ? max(last, end, after) : last)
+    response.nextCursor = eventCursors.encode(
+      appId: request.appID, sequence: batch.count < limit ? max(last, end, after) : last)
     return response
   }
 
@@ -43,7 +44,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     var after =
       request.sinceCursor.isEmpty
       ? try await stored { () throws(StoreError) in try await store.lastEventSequence() }
-      : try EventCursor.decode(request.sinceCursor)
+      : try eventCursors.decode(request.sinceCursor, appId: request.appID)
     eventMetrics.watcherStarted()
     defer { eventMetrics.watcherEnded() }
     // The app's streams share one read of the log (EventFeed); a stream behind its window reads
@@ -55,6 +56,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     // The store is the buffer: the next batch is read only once the stream has room for it
     // (send waits while the transport holds more than its bound), so a slow watcher costs the
     // server one batch, and continues from the log where it left off.
+    var first = true
     while !Task.isCancelled {
       guard !eventSignal.isClosed else {
         throw RPCError(code: .unavailable, message: "the server is shutting down: watch again from the last event's cursor")
@@ -63,8 +65,9 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       let shared = try await stored { () throws(StoreError) in
         try await eventFeed.read(
           appId: request.appID, query: query, after: after, limit: Self.eventBatch, seen: seen, signal: eventSignal,
-          store: store)
+          store: store, first: first)
       }
+      first = false
       if let shared {
         for entry in shared.entries {
           await responses.send(entry.message)
@@ -82,7 +85,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       }
       for logged in batch {
         var message = Substatus_V1_WatchEventsResponse()
-        message.event = logged.wire
+        message.event = logged.wire(eventCursors)
         await responses.send(message)
         after = logged.sequence
         if Task.isCancelled { return }
@@ -103,7 +106,16 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     let webhook = WebhookRecord(
       webhookId: Identifiers.make("wh", environment), appId: request.appID, url: request.url, eventTypes: types,
       createdMs: environment.now(), secretFingerprint: WebhookSigning.fingerprint(secret))
-    try await stored { () throws(StoreError) in try await hooks.createWebhook(webhook, signingSecret: secret) }
+    // RESOURCE_EXHAUSTED at a cap (README "Limits"): the quota code, as for other per-tenant
+    // limits; nothing is created, and deleting a webhook makes room.
+    do {
+      try await hooks.createWebhook(webhook, signingSecret: secret, limits: limits.webhooks)
+    } catch {
+      if error.code == .resourceExhausted {
+        eventMetrics.webhookCreateRefused(cap: error.message.contains("per-app") ? "app" : "tenant")
+      }
+      throw RPCError(store: error)
+    }
     // The audit names the webhook and its secret's fingerprint, never the secret.
     await audit(
       context, tenant: app.app.tenantId, action: "CreateWebhook",
@@ -180,7 +192,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
         appId: request.appID, webhookId: request.webhookID, failedOnly: request.failedOnly, page: page)
     }
     var response = Substatus_V1_ListDeliveriesResponse()
-    response.deliveries = result.items.map(\.wire)
+    response.deliveries = result.items.map { $0.wire(eventCursors) }
     response.nextPageToken = PageToken.encode(result.nextCursor)
     return response
   }
@@ -191,7 +203,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     let app = try await app(request.appID, context)
     let hooks = try webhookStore()
     if !request.webhookID.isEmpty { try requireID(request.webhookID, "webhook_id", limits: limits) }
-    let after = try EventCursor.decode(request.sinceCursor)
+    let after = try eventCursors.decode(request.sinceCursor, appId: request.appID)
     let webhook = request.webhookID.isEmpty ? nil : request.webhookID
     let created = try await stored { () throws(StoreError) in
       try await hooks.replay(appId: request.appID, webhookId: webhook, afterSequence: after, atMs: environment.now())

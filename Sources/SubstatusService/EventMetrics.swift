@@ -1,3 +1,4 @@
+import SubscriptionStorage
 import Synchronization
 
 /// Prometheus metrics of the event log's consumers: events appended (by the source that wrote
@@ -7,6 +8,8 @@ public final class EventMetrics: Sendable {
   private struct State {
     var appended: [String: UInt64] = [:]
     var deliveries: [String: UInt64] = [:]
+    var webhookCreatesRefused: [String: UInt64] = ["app": 0, "tenant": 0]
+    var webhookLimits: WebhookLimits?
   }
 
   private let state = Mutex(State())
@@ -24,6 +27,16 @@ public final class EventMetrics: Sendable {
   /// A webhook delivery attempt ended with `outcome` (`delivered`, `retry`, `failed`).
   public func delivery(outcome: String) {
     state.withLock { $0.deliveries[outcome, default: 0] += 1 }
+  }
+
+  /// A CreateWebhook was refused at the cap `cap` (`app` or `tenant`).
+  public func webhookCreateRefused(cap: String) {
+    state.withLock { $0.webhookCreatesRefused[cap, default: 0] += 1 }
+  }
+
+  /// The webhook caps in force, shown as gauges.
+  public func setWebhookLimits(_ limits: WebhookLimits) {
+    state.withLock { $0.webhookLimits = limits }
   }
 
   func watcherStarted() { watchers.add(1, ordering: .relaxed) }
@@ -45,6 +58,17 @@ public final class EventMetrics: Sendable {
     out += "# TYPE substatus_webhook_delivery_attempts_total counter\n"
     for (outcome, n) in s.deliveries.sorted(by: { $0.key < $1.key }) {
       out += "substatus_webhook_delivery_attempts_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
+    out += "# HELP substatus_webhook_creates_refused_total CreateWebhook calls refused at a webhook cap, by cap (app or tenant).\n"
+    out += "# TYPE substatus_webhook_creates_refused_total counter\n"
+    for (cap, n) in s.webhookCreatesRefused.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_webhook_creates_refused_total{cap=\"\(cap)\"} \(n)\n"
+    }
+    if let limits = s.webhookLimits {
+      out += "# HELP substatus_webhook_limit The webhook caps: webhooks per app and per tenant.\n"
+      out += "# TYPE substatus_webhook_limit gauge\n"
+      out += "substatus_webhook_limit{cap=\"app\"} \(limits.perApp)\n"
+      out += "substatus_webhook_limit{cap=\"tenant\"} \(limits.perTenant)\n"
     }
     out += "# HELP substatus_event_watchers WatchEvents streams open.\n# TYPE substatus_event_watchers gauge\n"
     out += "substatus_event_watchers \(openWatchers)\n"

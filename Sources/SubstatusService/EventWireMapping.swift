@@ -6,27 +6,7 @@ import SubstatusWire
 // Mapping of the event log's values (DESIGN.md "Events out") to and from the wire: shared by
 // EventService, the webhook dispatcher (whose body is the `Event` in proto3 JSON) and trends.
 
-/// Event log cursors: opaque strings wrapping ``SubscriptionStorage/LoggedEvent/sequence``.
-enum EventCursor {
-  /// The cursor after `sequence` (0: the start of the log).
-  static func encode(_ sequence: Int64) -> String {
-    PageToken.encode("e" + String(sequence))
-  }
-
-  /// The sequence a cursor stands for; 0 for an empty cursor (the start of the log).
-  /// - Throws: `INVALID_ARGUMENT` naming `field` for a string this service did not make.
-  static func decode(_ cursor: String, field: String = "since_cursor") throws(RPCError) -> Int64 {
-    guard !cursor.isEmpty else { return 0 }
-    let text: String?
-    do { text = try PageToken.decode(cursor, field: field) } catch {
-      throw invalidArgument(field, "not a cursor returned by this service")
-    }
-    guard let text, text.first == "e", let sequence = Int64(text.dropFirst()), sequence >= 0 else {
-      throw invalidArgument(field, "not a cursor returned by this service")
-    }
-    return sequence
-  }
-}
+// Event log cursors: ``EventCursors`` (opaque per app).
 
 extension SubscriptionEventType {
   /// The wire value.
@@ -84,10 +64,10 @@ extension SubscriptionEventOffer {
 }
 
 extension LoggedEvent {
-  /// The wire `Event`, its cursor the position after it.
-  var wire: Substatus_V1_Event {
+  /// The wire `Event`, its cursor the position after it (``EventCursors``, of the event's app).
+  func wire(_ cursors: EventCursors) -> Substatus_V1_Event {
     var w = event.wire
-    w.cursor = EventCursor.encode(sequence)
+    w.cursor = cursors.encode(appId: event.appId, sequence: sequence)
     return w
   }
 }
@@ -159,12 +139,12 @@ extension DeliveryAttemptRecord {
 }
 
 extension DeliveryRecord {
-  /// The wire `Delivery`.
-  var wire: Substatus_V1_Delivery {
+  /// The wire `Delivery` (its event's cursor by `cursors`).
+  func wire(_ cursors: EventCursors) -> Substatus_V1_Delivery {
     var w = Substatus_V1_Delivery()
     w.deliveryID = deliveryId
     w.webhookID = webhookId
-    w.event = event.wire
+    w.event = event.wire(cursors)
     w.state = state.wire
     w.attempts = attempts.map(\.wire)
     w.nextAttemptMs = state == .pending ? (nextAttemptMs ?? 0) : 0

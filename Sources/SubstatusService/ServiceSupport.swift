@@ -67,6 +67,8 @@ public struct ServiceLimits: Sendable {
   /// How long an API key lookup, an app and its catalog are cached (changes made through this
   /// instance are seen at once; other instances' changes after at most this long).
   public var cacheTTLMilliseconds: Int64 = 5_000
+  /// Webhooks per app and per tenant (CreateWebhook beyond is `RESOURCE_EXHAUSTED`).
+  public var webhooks = WebhookLimits()
   /// When stored receipts are verified again in the background (see ``ReceiptRefresher``).
   public var receiptRefresh = ReceiptRefreshPolicy()
   /// The estimated working set that calls in flight may hold at once (``WorkingSetBudget``,
@@ -123,6 +125,7 @@ extension RPCError {
     case .notFound: self.init(code: .notFound, message: error.message)
     case .alreadyExists: self.init(code: .alreadyExists, message: error.message)
     case .invalidArgument: self.init(code: .invalidArgument, message: error.message)
+    case .resourceExhausted: self.init(code: .resourceExhausted, message: error.message)
     case .unavailable: self.init(code: .unavailable, message: "storage unavailable: \(error.message)")
     case .secretUnavailable:
       self.init(code: .failedPrecondition, message: "a stored secret cannot be opened: check the master key")

@@ -38,7 +38,9 @@ public final class SubstatusService: Sendable {
   /// when the daemon polls for other instances' events.
   public let eventSignal = EventSignal()
   /// The recent events of each watched app, read once for all of its WatchEvents streams.
-  let eventFeed = EventFeed()
+  let eventFeed: EventFeed
+  /// Makes and reads the event log's cursors (opaque per app).
+  public let eventCursors: EventCursors
   /// Events appended, webhook deliveries and watchers, for `/metrics`.
   public let eventMetrics: EventMetrics
   /// Delivers the event log to webhooks (the daemon runs it); `nil`: TestWebhook is UNAVAILABLE.
@@ -76,8 +78,11 @@ public final class SubstatusService: Sendable {
     verifyReceipt: VerifyReceiptClient = VerifyReceiptClient(), metrics: ServiceMetrics = ServiceMetrics(),
     log: LogSink = .standardError, appleRootCertificates: [X509Certificate] = [X509Certificate.appleRootCAG3],
     appStoreServerAPI: AppStoreServerAPIClient = AppStoreServerAPIClient(), eventMetrics: EventMetrics = EventMetrics(),
-    webhookDispatcher: WebhookDispatcher? = nil
+    webhookDispatcher: WebhookDispatcher? = nil, eventCursors: EventCursors? = nil
   ) {
+    // The dispatcher's cursors by default: a webhook's body and ListEvents show the same cursor.
+    self.eventCursors = eventCursors ?? webhookDispatcher?.cursors ?? EventCursors()
+    self.eventFeed = EventFeed(cursors: self.eventCursors)
     self.store = store
     self.environment = environment
     self.limits = limits
@@ -92,6 +97,8 @@ public final class SubstatusService: Sendable {
     self.webhookDispatcher = webhookDispatcher
     let workingSetBudget = self.workingSetBudget
     metrics.addSource { eventMetrics.prometheusText() + workingSetBudget.prometheusText() }
+    eventMetrics.setWebhookLimits(limits.webhooks)
+    if let webhookDispatcher { metrics.addSource { webhookDispatcher.prometheusText() } }
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

@@ -43,8 +43,13 @@ import Synchronization
 ///   (``SubscriptionStorage/WebhookStore/recordDeliveryAttempts(_:)``), so the store sees a few
 ///   commits per batch of POSTs, not one per POST.
 ///
-/// Concurrency: at most ``Configuration-swift.struct/maxInFlightPerWebhook`` POSTs per webhook and
+/// Concurrency: at most ``Configuration-swift.struct/maxInFlightPerWebhook`` POSTs per webhook,
+/// ``Configuration-swift.struct/maxInFlightPerTenant`` per tenant and
 /// ``Configuration-swift.struct/maxInFlight`` overall; about
+/// ``Configuration-swift.struct/maxHeldPerTenant`` deliveries of one tenant held (a tenant at it is
+/// left out of claims, and each claim takes the tenants' due deliveries in turn), so one tenant's
+/// backlog, however many webhooks it spreads over, never holds the slots another tenant's
+/// deliveries wait for; about
 /// ``Configuration-swift.struct/maxClaimedPerWebhook`` deliveries of one webhook claimed ahead
 /// (queued, in flight or being recorded). The loop never waits for a POST, so a slow or dead
 /// receiver holds only its own slots and delays no other webhook.
@@ -67,6 +72,12 @@ public final class WebhookDispatcher: Sendable {
     public var maxInFlight: Int
     /// POSTs in flight at once to one webhook.
     public var maxInFlightPerWebhook: Int
+    /// POSTs in flight at once for one tenant (over all its webhooks): at most ``maxInFlight``.
+    public var maxInFlightPerTenant: Int
+    /// Deliveries of one tenant held (claimed, in flight or being recorded) before the tenant is
+    /// left out of claims: 4 times ``maxInFlightPerTenant``, as the dispatcher holds 4 times
+    /// ``maxInFlight`` overall.
+    public var maxHeldPerTenant: Int { 4 * maxInFlightPerTenant }
     /// Deliveries of one webhook held (claimed and waiting for a slot, in flight, or waiting for
     /// their record) before it is left out of claims: claims run ahead of the POSTs by about this
     /// much (one claim adds at most this many to a webhook holding fewer, so it holds less than
@@ -91,7 +102,8 @@ public final class WebhookDispatcher: Sendable {
     /// Creates a configuration.
     public init(
       interval: Duration = .seconds(1), timeout: Duration = .seconds(10), maxInFlight: Int = 64,
-      maxInFlightPerWebhook: Int = 16, maxClaimedPerWebhook: Int = 64, batchSize: Int = 500,
+      maxInFlightPerWebhook: Int = 16, maxInFlightPerTenant: Int = 32, maxClaimedPerWebhook: Int = 64,
+      batchSize: Int = 500,
       lease: Duration = .seconds(120),
       initialBackoff: Duration = .seconds(30), maxBackoff: Duration = .seconds(4 * 3600),
       retryWindow: Duration = .seconds(3 * 86_400), urlPolicy: WebhookURLPolicy = WebhookURLPolicy(),
@@ -101,6 +113,7 @@ public final class WebhookDispatcher: Sendable {
       self.timeout = timeout
       self.maxInFlight = max(1, maxInFlight)
       self.maxInFlightPerWebhook = max(1, maxInFlightPerWebhook)
+      self.maxInFlightPerTenant = min(max(1, maxInFlightPerTenant), self.maxInFlight)
       self.batchSize = min(max(1, batchSize), 1000)
       self.lease = max(lease, timeout * 3)
       // Held deliveries go out maxInFlightPerWebhook at a time, each within the timeout: all of
@@ -141,6 +154,8 @@ public final class WebhookDispatcher: Sendable {
 
   /// The settings.
   public let configuration: Configuration
+  /// The cursors of the events POSTed (``EventCursors``, the service's).
+  public let cursors: EventCursors
   private let store: any WebhookStore
   private let poster: any HTTPPoster
   private let environment: ServiceEnvironment
@@ -184,13 +199,21 @@ public final class WebhookDispatcher: Sendable {
     var heldIds: Set<String> = []
     var totalInFlight = 0
     var totalHeld = 0
+    /// POSTs in flight and deliveries held per tenant.
+    var tenantInFlight: [String: Int] = [:]
+    var tenantHeld: [String: Int] = [:]
+    /// Times a queued delivery could not start because its tenant was at its in-flight cap.
+    var deferred: UInt64 = 0
     /// Attempts made and not yet recorded; one task records them at a time.
     var finished: [Finished] = []
     var recording = false
 
-    mutating func release(_ delivery: DeliveryRecord) {
+    mutating func release(_ claimed: Claimed) {
+      let delivery = claimed.delivery
       let left = (held[delivery.webhookId] ?? 1) - 1
       held[delivery.webhookId] = left > 0 ? left : nil
+      let tenantLeft = (tenantHeld[claimed.target.webhook.tenantId] ?? 1) - 1
+      tenantHeld[claimed.target.webhook.tenantId] = tenantLeft > 0 ? tenantLeft : nil
       heldIds.remove(delivery.deliveryId)
       totalHeld -= 1
     }
@@ -213,8 +236,10 @@ public final class WebhookDispatcher: Sendable {
   public init(
     store: any WebhookStore, environment: ServiceEnvironment, configuration: Configuration = .init(),
     poster: (any HTTPPoster)? = nil,
-    log: LogSink = .discard, onAttempt: (@Sendable (AttemptReport) -> Void)? = nil
+    log: LogSink = .discard, onAttempt: (@Sendable (AttemptReport) -> Void)? = nil,
+    cursors: EventCursors = EventCursors()
   ) {
+    self.cursors = cursors
     self.store = store
     self.environment = environment
     self.configuration = configuration
@@ -265,7 +290,7 @@ public final class WebhookDispatcher: Sendable {
     }
     ticker.cancel()
     state.withLock { s in
-      for queue in s.queued.values { for claimed in queue { s.release(claimed.delivery) } }
+      for queue in s.queued.values { for claimed in queue { s.release(claimed) } }
       s.queued = [:]
     }
   }
@@ -289,16 +314,18 @@ public final class WebhookDispatcher: Sendable {
         log.info("webhooks: cannot enqueue deliveries", [("error", .string(error.description))])
       }
     }
-    let (room, busy) = state.withLock { s -> (Int, Set<String>) in
+    let (room, busy, busyTenants) = state.withLock { s -> (Int, Set<String>, Set<String>) in
       let busy = Set(s.held.filter { $0.value >= configuration.maxClaimedPerWebhook }.keys)
-      return (maxHeld - s.totalHeld, busy)
+      let busyTenants = Set(s.tenantHeld.filter { $0.value >= configuration.maxHeldPerTenant }.keys)
+      return (maxHeld - s.totalHeld, busy, busyTenants)
     }
     if (claim || more) && room > 0 {
       let limit = min(room, configuration.batchSize)
       do {
         let claimed = try await store.claimDueDeliveries(
           atMs: now, limit: limit, leaseUntilMs: now + configuration.lease.milliseconds,
-          perWebhookLimit: configuration.maxClaimedPerWebhook, excludingWebhookIds: busy, claimant: claimant)
+          perWebhookLimit: configuration.maxClaimedPerWebhook, excludingWebhookIds: busy, claimant: claimant,
+          shares: DeliveryClaimShares(perTenantLimit: configuration.maxHeldPerTenant, excludingTenantIds: busyTenants))
         if claimed.count >= limit { state.withLock { $0.claimWanted = true } }
         await hold(claimed)
       } catch {
@@ -309,6 +336,33 @@ public final class WebhookDispatcher: Sendable {
     return state.withLock { s in
       (s.fanOutWanted || s.claimWanted) && maxHeld - s.totalHeld > 0
     }
+  }
+
+  /// The scheduling metrics in the Prometheus text format: POSTs in flight, tenants with POSTs in
+  /// flight and at their cap, deliveries deferred for their tenant's cap.
+  public func prometheusText() -> String {
+    let s = state.withLock { s in
+      (inFlight: s.totalInFlight, tenants: s.tenantInFlight.count,
+       atCap: s.tenantInFlight.values.count { $0 >= configuration.maxInFlightPerTenant }, deferred: s.deferred)
+    }
+    return """
+      # HELP substatus_webhook_posts_in_flight Webhook POSTs in flight.
+      # TYPE substatus_webhook_posts_in_flight gauge
+      substatus_webhook_posts_in_flight \(s.inFlight)
+      # HELP substatus_webhook_tenants_in_flight Tenants with webhook POSTs in flight.
+      # TYPE substatus_webhook_tenants_in_flight gauge
+      substatus_webhook_tenants_in_flight \(s.tenants)
+      # HELP substatus_webhook_tenants_at_in_flight_cap Tenants at their cap of webhook POSTs in flight (--webhook-max-in-flight-per-tenant).
+      # TYPE substatus_webhook_tenants_at_in_flight_cap gauge
+      substatus_webhook_tenants_at_in_flight_cap \(s.atCap)
+      # HELP substatus_webhook_deliveries_deferred_total Times a claimed delivery waited because its tenant had its cap of POSTs in flight.
+      # TYPE substatus_webhook_deliveries_deferred_total counter
+      substatus_webhook_deliveries_deferred_total \(s.deferred)
+      # HELP substatus_webhook_max_in_flight_per_tenant The cap of webhook POSTs in flight per tenant.
+      # TYPE substatus_webhook_max_in_flight_per_tenant gauge
+      substatus_webhook_max_in_flight_per_tenant \(configuration.maxInFlightPerTenant)
+
+      """
   }
 
   /// Deliveries held at once over all webhooks.
@@ -326,6 +380,7 @@ public final class WebhookDispatcher: Sendable {
         guard s.heldIds.insert(delivery.deliveryId).inserted else { return }
         s.queued[delivery.webhookId, default: []].append(Claimed(delivery: delivery, target: target))
         s.held[delivery.webhookId, default: 0] += 1
+        s.tenantHeld[target.webhook.tenantId, default: 0] += 1
         s.totalHeld += 1
       }
     }
@@ -361,13 +416,18 @@ public final class WebhookDispatcher: Sendable {
         for webhookId in order {
           guard s.totalInFlight < configuration.maxInFlight else { break }
           guard (s.inFlight[webhookId] ?? 0) < configuration.maxInFlightPerWebhook,
-            s.queued[webhookId]?.isEmpty == false
+            let tenantId = s.queued[webhookId]?.first?.target.webhook.tenantId
           else { continue }
+          guard (s.tenantInFlight[tenantId] ?? 0) < configuration.maxInFlightPerTenant else {
+            s.deferred += 1
+            continue
+          }
           // Popped in place: copying the queue out and back copied every delivery in it.
           guard let next = s.queued[webhookId]?.removeFirst() else { continue }
           if s.queued[webhookId]?.isEmpty == true { s.queued[webhookId] = nil }
           started.append(next)
           s.inFlight[webhookId, default: 0] += 1
+          s.tenantInFlight[tenantId, default: 0] += 1
           s.totalInFlight += 1
           progress = true
         }
@@ -384,9 +444,12 @@ public final class WebhookDispatcher: Sendable {
       let id = claimed.delivery.webhookId
       let left = (s.inFlight[id] ?? 1) - 1
       s.inFlight[id] = left > 0 ? left : nil
+      let tenantId = claimed.target.webhook.tenantId
+      let tenantLeft = (s.tenantInFlight[tenantId] ?? 1) - 1
+      s.tenantInFlight[tenantId] = tenantLeft > 0 ? tenantLeft : nil
       s.totalInFlight -= 1
       guard let outcome else {
-        s.release(claimed.delivery)
+        s.release(claimed)
         return false
       }
       s.finished.append(Finished(claimed: claimed, outcome: outcome))
@@ -419,7 +482,7 @@ public final class WebhookDispatcher: Sendable {
           [("deliveries", .integer(batch.count)), ("error", .string(error.description))])
       }
       state.withLock { s in
-        for finished in batch { s.release(finished.claimed.delivery) }
+        for finished in batch { s.release(finished.claimed) }
         s.claimWanted = true
       }
       wake()
@@ -473,7 +536,7 @@ public final class WebhookDispatcher: Sendable {
   /// `nil` when the dispatcher was cancelled meanwhile (the lease brings the delivery back).
   private func attempt(_ claimed: Claimed) async -> DeliveryOutcome? {
     let delivery = claimed.delivery
-    let body = Array(delivery.event.wire.jsonString().utf8)
+    let body = Array(delivery.event.wire(cursors).jsonString().utf8)
     guard let attempt = await post(body: body, eventId: delivery.event.event.eventId, to: claimed.target) else {
       return nil
     }

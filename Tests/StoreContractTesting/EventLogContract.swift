@@ -217,7 +217,13 @@ package enum EventLogContract {
       event("4", user: "gone", app: "a2"),
     ])
     let last = try await store.appendEvents([event("5", user: "gone")])
+    let end = last[0].sequence
+    #expect(try await store.eventCount(appId: "a1", afterSequence: 0, throughSequence: end) == 4)
     _ = try await store.deleteUsers(appId: "a1", userIds: ["gone"])
+    // The count of a range tells a copy of it that an erasure came.
+    #expect(try await store.eventCount(appId: "a1", afterSequence: 0, throughSequence: end) == 1)
+    #expect(try await store.eventCount(appId: "a2", afterSequence: 0, throughSequence: end) == 1)
+    #expect(try await store.eventCount(appId: "a1", afterSequence: end, throughSequence: end + 10) == 0)
     #expect(try await readAll(store).map(\.event.eventId) == ["2"])
     #expect(try await readAll(store, query: EventQuery(userId: "gone")).isEmpty)
     // The same id in another app is another user.

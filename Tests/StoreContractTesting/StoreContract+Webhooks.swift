@@ -36,6 +36,10 @@ public enum WebhookContract {
     case deleteDropsDeliveries
     /// erasing a user drops the deliveries of the user's events, no other
     case userErasure
+    /// webhooks per app and per tenant are capped, also when created at once; deleting makes room
+    case caps
+    /// claims take the tenants' due deliveries in turn, bounded per tenant, skipping busy tenants
+    case fairClaims
 
     /// What the case checks, as test output shows it.
     public var testDescription: String { rawValue }
@@ -55,6 +59,8 @@ public enum WebhookContract {
     case .replay: try await replay(store)
     case .deleteDropsDeliveries: try await deleteDropsDeliveries(store)
     case .userErasure: try await userErasure(store)
+    case .caps: try await caps(store)
+    case .fairClaims: try await fairClaims(store)
     }
   }
 
@@ -397,5 +403,87 @@ public enum WebhookContract {
     _ = try await store.deleteUsers(appId: "a1", userIds: ["u1"])
     let left = try await allDeliveries(store, "w1")
     #expect(left.map(\.event).reversed() == events.filter { $0.event.userId == "u2" })
+  }
+
+  static func caps(_ store: FullStore) async throws {
+    try await store.createApp(Fixture.app("a2"))
+    try await store.createTenant(Fixture.tenant("t2"))
+    try await store.createApp(Fixture.app("b1", tenant: "t2"))
+    let limits = WebhookLimits(perApp: 2, perTenant: 3)
+    try await store.createWebhook(webhook("w1"), signingSecret: secret("w1"), limits: limits)
+    try await store.createWebhook(webhook("w2"), signingSecret: secret("w2"), limits: limits)
+    await expectStoreError(.resourceExhausted) {
+      try await store.createWebhook(webhook("w3"), signingSecret: secret("w3"), limits: limits)
+    }
+    // The tenant's other app: one more fits under the tenant's 3.
+    try await store.createWebhook(webhook("w4", app: "a2"), signingSecret: secret("w4"), limits: limits)
+    await expectStoreError(.resourceExhausted) {
+      try await store.createWebhook(webhook("w5", app: "a2"), signingSecret: secret("w5"), limits: limits)
+    }
+    // Another tenant has its own count; an id taken stays a conflict, not a cap.
+    try await store.createWebhook(webhook("w6", app: "b1"), signingSecret: secret("w6"), limits: limits)
+    await expectStoreError(.alreadyExists) {
+      try await store.createWebhook(webhook("w6", app: "b1"), signingSecret: secret("w6"), limits: limits)
+    }
+    #expect(try await store.webhooks(appId: "a1").map(\.webhookId) == ["w1", "w2"])
+    #expect(try await store.webhooks(appId: "a2").map(\.webhookId) == ["w4"])
+    // Deleting makes room.
+    try await store.deleteWebhook(appId: "a1", webhookId: "w1")
+    try await store.createWebhook(webhook("w7", app: "a2"), signingSecret: secret("w7"), limits: limits)
+    // Creates at once never pass the cap together.
+    try await store.createTenant(Fixture.tenant("t3"))
+    try await store.createApp(Fixture.app("c1", tenant: "t3"))
+    let made = try await withThrowingTaskGroup(of: Bool.self) { group in
+      for i in 0..<20 {
+        group.addTask {
+          do {
+            try await store.createWebhook(
+              webhook("c\(100 + i)", app: "c1"), signingSecret: secret("c\(100 + i)"),
+              limits: WebhookLimits(perApp: 5, perTenant: 100))
+            return true
+          } catch let error as StoreError where error.code == .resourceExhausted {
+            return false
+          }
+        }
+      }
+      var made = 0
+      for try await ok in group where ok { made += 1 }
+      return made
+    }
+    #expect(made == 5)
+    #expect(try await store.webhooks(appId: "c1").count == 5)
+  }
+
+  static func fairClaims(_ store: FullStore) async throws {
+    try await store.createTenant(Fixture.tenant("t2"))
+    try await store.createApp(Fixture.app("b1", tenant: "t2"))
+    try await store.createWebhook(webhook("w1"), signingSecret: secret("w1"))
+    try await store.createWebhook(webhook("w2", app: "b1"), signingSecret: secret("w2"))
+    #expect(try await store.webhook(id: "w1").tenantId == "t1")
+    #expect(try await store.webhook(id: "w2").tenantId == "t2")
+    // t1's backlog is older than all of t2's events.
+    func heads(_ events: [LoggedEvent]) -> [LoggedEvent] {
+      var users = Set<String>()
+      return events.filter { users.insert($0.event.userId).inserted }
+    }
+    let busy = heads(try await addEvents(store, users: (0..<6).map { "u\($0)" }))
+    let quiet = heads(try await addEvents(store, users: ["q1", "q2"], app: "b1"))
+    #expect(busy.count == 6 && quiet.count == 2)
+    _ = try await store.enqueueDeliveries(atMs: 1, limit: 100)
+    // A claim of 4: the tenants in turn, not t1's 4 oldest.
+    let turns = try await store.claimDueDeliveries(atMs: 1, limit: 4, leaseUntilMs: 10)
+    #expect(Set(turns.map(\.event)) == Set(busy.prefix(2) + quiet))
+    // At most 2 of one tenant.
+    let bounded = try await store.claimDueDeliveries(
+      atMs: 1, limit: 100, leaseUntilMs: 10, perWebhookLimit: 100, excludingWebhookIds: [], claimant: "",
+      shares: DeliveryClaimShares(perTenantLimit: 2))
+    #expect(bounded.map(\.event) == Array(busy[2..<4]))
+    // A busy tenant is left out.
+    let skipping = try await store.claimDueDeliveries(
+      atMs: 1, limit: 100, leaseUntilMs: 10, perWebhookLimit: 100, excludingWebhookIds: [], claimant: "",
+      shares: DeliveryClaimShares(perTenantLimit: 100, excludingTenantIds: ["t1"]))
+    #expect(skipping.isEmpty)
+    let rest = try await store.claimDueDeliveries(atMs: 1, limit: 100, leaseUntilMs: 10)
+    #expect(rest.map(\.event) == Array(busy.suffix(2)))
   }
 }

@@ -138,3 +138,28 @@ struct WebhookStoreTests {
     #expect(plan.contains { $0.contains("webhook_deliveries_heads") }, "\(plan)")
   }
 }
+
+/// ``FairClaim``: the tenants take turns in a claim, whatever their backlogs.
+@Suite struct FairClaimTests {
+  static func c(_ tenant: String, _ webhook: String, _ sequence: Int64) -> FairClaim.Candidate {
+    FairClaim.Candidate(tenantId: tenant, webhookId: webhook, sequence: sequence, key: sequence)
+  }
+
+  @Test(arguments: [
+    // (limit, per webhook, per tenant, the sequences picked in order)
+    (4, 100, 100, [Int64(1), 10, 20, 2]),
+    (3, 100, 100, [1, 10, 20]),
+    (100, 100, 2, [1, 10, 20, 2, 11]),
+    (100, 1, 100, [1, 10, 20, 3]),
+    (2, 100, 100, [1, 10]),
+  ])
+  func tenantsInTurnThenLogOrder(limit: Int, perWebhook: Int, perTenant: Int, expected: [Int64]) {
+    // Tenant a: a long, old backlog over two webhooks; b: two later events; c: one, latest.
+    let candidates = [
+      Self.c("a", "w1", 1), Self.c("a", "w1", 2), Self.c("a", "w2", 3), Self.c("a", "w1", 4), Self.c("a", "w2", 5),
+      Self.c("b", "w3", 10), Self.c("b", "w3", 11), Self.c("c", "w4", 20),
+    ].shuffled()
+    let picked = FairClaim.pick(candidates, limit: limit, perWebhook: perWebhook, perTenant: perTenant)
+    #expect(picked.map(\.sequence) == expected)
+  }
+}

@@ -40,4 +40,27 @@ import Testing
   @Test func helpNamesIt() {
     #expect(DaemonConfiguration.help.contains("--allow-private-webhooks"))
   }
+
+  /// The webhook caps and the per-tenant share of POSTs in flight: flag, environment, config file.
+  @Test(arguments: [
+    ("--max-webhooks-per-app", "SUBSTATUS_MAX_WEBHOOKS_PER_APP", "max_webhooks_per_app", 16),
+    ("--max-webhooks-per-tenant", "SUBSTATUS_MAX_WEBHOOKS_PER_TENANT", "max_webhooks_per_tenant", 256),
+    ("--webhook-max-in-flight-per-tenant", "SUBSTATUS_WEBHOOK_MAX_IN_FLIGHT_PER_TENANT", "webhook_max_in_flight_per_tenant", 32),
+  ])
+  func webhookLimits(flag: String, env: String, key: String, byDefault: Int) throws {
+    func value(_ c: DaemonConfiguration) -> Int {
+      switch flag {
+      case "--max-webhooks-per-app": c.maxWebhooksPerApp
+      case "--max-webhooks-per-tenant": c.maxWebhooksPerTenant
+      default: c.webhookMaxInFlightPerTenant
+      }
+    }
+    #expect(value(try Self.parse([])) == byDefault)
+    #expect(value(try Self.parse([flag, "3"])) == 3)
+    #expect(value(try Self.parse([], environment: [env: "5"])) == 5)
+    #expect(value(try Self.parse([], file: "{\"\(key)\": 7}")) == 7)
+    #expect(throws: DaemonConfiguration.UsageError.self) { _ = try Self.parse([flag, "0"]) }
+    #expect(throws: DaemonConfiguration.UsageError.self) { _ = try Self.parse([flag, "many"]) }
+    #expect(DaemonConfiguration.help.contains(flag))
+  }
 }

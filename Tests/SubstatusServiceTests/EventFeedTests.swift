@@ -23,6 +23,10 @@ import Testing
 
     func lastEventSequence() async throws(StoreError) -> Int64 { try await store.lastEventSequence() }
 
+    func eventCount(appId: String, afterSequence: Int64, throughSequence: Int64) async throws(StoreError) -> Int {
+      try await store.eventCount(appId: appId, afterSequence: afterSequence, throughSequence: throughSequence)
+    }
+
     func appendDueTransitionEvents(atMs: Int64, limit: Int) async throws(StoreError) -> [LoggedEvent] {
       try await store.appendDueTransitionEvents(atMs: atMs, limit: limit)
     }
@@ -119,5 +123,49 @@ import Testing
       try await feed.read(
         appId: "a1", query: EventQuery(), after: events[8].sequence, limit: 1000, seen: signal.generation,
         signal: signal, store: log) == nil)
+  }
+
+  /// How an erasure reaches the feed: who erased (this instance, which tells the feed; another
+  /// instance sharing the database, which does not) and what reads next (a new stream's first
+  /// read; an open stream's read after a signal).
+  enum ErasureCase: String, CaseIterable, CustomTestStringConvertible {
+    case hereThenNewStream, elsewhereThenNewStream, elsewhereThenSignal
+    var testDescription: String { rawValue }
+  }
+
+  @Test(arguments: ErasureCase.allCases)
+  func anErasedUsersEventsLeaveTheFeed(_ test: ErasureCase) async throws {
+    let store = InMemoryStore()
+    try await Fixture.seed(store)
+    let log = CountingLog(store)
+    let (feed, signal) = (EventFeed(), EventSignal())
+    let start = try await store.lastEventSequence()
+    feed.join(appId: "a1", at: start)
+    let events = try await WebhookContract.addEvents(store, users: ["gone", "kept"])
+    signal.signal()
+    let all = try await feed.read(
+      appId: "a1", query: EventQuery(), after: start, limit: 100, seen: signal.generation, signal: signal, store: log)
+    #expect(all?.entries.map(\.event.userId) == events.map(\.event.userId))
+
+    _ = try await store.deleteUsers(appId: "a1", userIds: ["gone"])
+    if test == .hereThenNewStream { feed.forget(appId: "a1") }
+    if test == .elsewhereThenSignal { signal.signal() }
+    feed.join(appId: "a1", at: start)
+    let page = try await feed.read(
+      appId: "a1", query: EventQuery(), after: start, limit: 100, seen: signal.generation, signal: signal, store: log,
+      first: test != .elsewhereThenSignal)
+    // The window no longer holds the erased events: the stream reads the store (nil), which
+    // has none of them.
+    #expect(page.map { $0.entries.contains { $0.event.userId == "gone" } } != true)
+    #expect(page == nil || page?.entries.isEmpty == true)
+    let stored = try await store.events(appId: "a1", query: EventQuery(), afterSequence: start, limit: 100)
+    #expect(!stored.contains { $0.event.userId == "gone" })
+    // What comes next is shared again.
+    let more = try await WebhookContract.addEvents(store, users: ["new"])
+    signal.signal()
+    let next = try await feed.read(
+      appId: "a1", query: EventQuery(), after: events.last!.sequence, limit: 100, seen: signal.generation,
+      signal: signal, store: log)
+    #expect(next?.entries.map(\.event) == more.map(\.event))
   }
 }

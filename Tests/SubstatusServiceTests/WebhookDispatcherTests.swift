@@ -386,6 +386,35 @@ struct WebhookDispatcherTests {
     }
   }
 
+  @Test("one tenant's hung receivers hold only its share of the slots: another tenant's events go out meanwhile")
+  func hungTenantDelaysNoOtherTenant() async throws {
+    let w = try await DispatcherWorld.start(
+      .init(
+        maxInFlight: 8, maxInFlightPerWebhook: 4, maxInFlightPerTenant: 4,
+        urlPolicy: WebhookURLPolicy(allowPrivateAddresses: true)))
+    // Tenant t1: four hung webhooks (16 slots by webhook, twice the 8 overall); tenant t2: one.
+    for n in 0..<4 { try await w.createWebhook("dead\(n)", "hang") }
+    try await w.store.createTenant(Fixture.tenant("t2"))
+    try await w.store.createApp(Fixture.app("b1", tenant: "t2"))
+    try await w.store.createWebhook(
+      WebhookRecord(webhookId: "live", appId: "b1", url: w.receiver.url("ok", "live"), createdMs: w.world.clock.wallMs),
+      signingSecret: DispatcherWorld.secret)
+    try await w.running {
+      try await w.addEvents((0..<12).map { "u\($0)" })
+      try await w.receiver.wait("t1's first POSTs") { r in !r.isEmpty }
+      let events = try await WebhookContract.addEvents(w.store, users: ["q1", "q2", "q3"], app: "b1")
+      w.dispatcher.notifyEventsAppended()
+      try await w.receiver.wait("t2's events") { r in
+        r.filter { $0.path.hasPrefix("/ok/") }.count == events.count
+      }
+      let hung = w.receiver.requests.filter { $0.path.hasPrefix("/hang/") }.count
+      #expect(hung <= 4, "t1 holds its share only: \(hung) POSTs")
+      let text = w.dispatcher.prometheusText()
+      #expect(text.contains("substatus_webhook_tenants_at_in_flight_cap 1"), "\(text)")
+      #expect(!text.contains("substatus_webhook_deliveries_deferred_total 0\n"))
+    }
+  }
+
   @Test("a dispatcher started after one was killed mid-POST sends what that one had claimed at once, not after the lease")
   func restartRedeliversAtOnce() async throws {
     let w = try await DispatcherWorld.start()
