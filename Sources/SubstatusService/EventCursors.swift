@@ -71,8 +71,7 @@ public final class EventCursors: Sendable {
   ///   `appId` (another app's cursor included).
   public func decode(_ cursor: String, appId: String, field: String = "since_cursor") throws(RPCError) -> Int64 {
     guard !cursor.isEmpty else { return 0 }
-    let refusal = RPCError(
-      code: .invalidArgument, message: "\(field): not a cursor of this app returned by this service")
+    let refusal = RPCError.invalidArgument(field: field, "not a cursor of this app returned by this service")
     guard cursor.utf8.count == 22, cursor.utf8.allSatisfy({ $0 < 0x80 }) else { throw refusal }
     let b64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/") + "=="
     guard let data = Data(base64Encoded: b64), data.count == 16 else { throw refusal }

@@ -42,6 +42,7 @@ import Testing
     } catch {
       #expect(error.code == .invalidArgument)
       #expect(error.message.hasPrefix("since_cursor"))
+      #expect(error.fieldViolations.map(\.field) == ["since_cursor"])
     }
   }
 
