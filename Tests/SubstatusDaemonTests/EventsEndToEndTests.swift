@@ -41,11 +41,11 @@ final class EventReceiver: @unchecked Sendable {
   let port: Int
   private let output = Output()
 
-  init(script name: String = "event_receiver.py") throws {
+  init(script name: String = "event_receiver.py", arguments: [String] = []) throws {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
     process.executableURL = URL(fileURLWithPath: FileManager.default.isExecutableFile(atPath: python) ? python : "/usr/bin/python3")
     let script = try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil))
-    process.arguments = [script.path]
+    process.arguments = [script.path] + arguments
     let stdout = Pipe()
     process.standardOutput = stdout
     process.standardInput = stdin
@@ -222,6 +222,42 @@ final class EventReceiver: @unchecked Sendable {
     let listed = try await Self.cli(daemon, key: admin, ["events", "list", app, "--user", "alice"])
     #expect(listed.contains("ONE_TIME_PURCHASED"))
     // SIGTERM with the watch open: the stream ends and the daemon stops cleanly.
+    client.transport.close()
+    let (status, _) = daemon.stop()
+    #expect(status == 0)
+  }
+
+  /// A webhook on an IPv6 address delivers through libcurl and its connect-time address check (a
+  /// guard: URLSession delivered to an IPv6 literal too). A name that resolves to IPv6 first, and
+  /// the next address after a refused or dead one, are `OutboundHTTPClientTests`' cases: this
+  /// machine's resolver has no name with an IPv6 address.
+  @Test func aReceiverOnAnIPv6AddressGetsItsEvents() async throws {
+    let receiver = try EventReceiver(arguments: ["--ipv6"])
+    defer { receiver.stop() }
+    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
+    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let client = try DaemonClient(daemon)
+    let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.ipv6", appleAppID: 0)
+    var lifetime = Substatus_V1_Product()
+    lifetime.productID = "lifetime"
+    lifetime.type = .nonConsumable
+    var put = Substatus_V1_PutProductsRequest()
+    put.appID = app
+    put.products = [lifetime]
+    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    let added = try await Self.cli(daemon, key: admin, ["webhook", "add", app, "--url", "http://[::1]:\(receiver.port)/substatus"])
+    let secret = try #require(
+      added.split(separator: "\n").first { $0.hasPrefix("signing secret") }.map {
+        String($0.dropFirst("signing secret".count)).trimmingCharacters(in: .whitespaces)
+      })
+    try receiver.send("SECRET \(secret)")
+
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    try await Self.purchase(client, key: admin, app: app, user: "alice", id: "1001", product: "lifetime", purchasedMs: now)
+    let log = try await Self.log(client, key: admin, app: app)
+    #expect(!log.isEmpty)
+    #expect(await receiver.waitUntil { records in Set(records.filter(\.valid).map(\.eventID)).isSuperset(of: log.map(\.eventID)) })
+    #expect(receiver.records.allSatisfy { $0.status == 200 && $0.valid })
     client.transport.close()
     let (status, _) = daemon.stop()
     #expect(status == 0)

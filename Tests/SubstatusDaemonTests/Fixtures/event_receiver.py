@@ -2,8 +2,8 @@
 Substatus-Signature with Python's hmac and deduplicates by Substatus-Event-Id, as the README tells
 receivers to.
 
-usage: event_receiver.py
-Prints `PORT <n>` (bound on 127.0.0.1, port 0), then reads commands from stdin:
+usage: event_receiver.py [--ipv6]
+Prints `PORT <n>` (bound on 127.0.0.1, or on ::1 with --ipv6, port 0), then reads commands from stdin:
   SECRET <whsec_...>   the signing secret to verify with (requests before it are answered 503)
   DOWN / UP            answer 503 to everything / answer again (UP also ends FAIL and HANG)
   FAIL <status>        answer <status> (e.g. 500) to every request, signed or not
@@ -16,6 +16,7 @@ Each request is reported on stdout as a JSON line: {"event_id", "type", "user_id
 import hashlib
 import hmac
 import json
+import socket
 import sys
 import threading
 import time
@@ -86,7 +87,11 @@ class Handler(BaseHTTPRequestHandler):
         report(self.record(status, event_id, body, valid, dup, fields or {}))
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+class IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+server = IPv6Server(("::1", 0), Handler) if "--ipv6" in sys.argv[1:] else ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print("PORT", server.server_address[1], flush=True)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 for line in sys.stdin:
