@@ -135,6 +135,31 @@ final class EventReceiver: @unchecked Sendable {
     return out
   }
 
+  /// Puts a catalog of one non-consumable, `lifetime`.
+  static func putLifetime(_ client: DaemonClient, key: String, app: String) async throws {
+    var lifetime = Substatus_V1_Product()
+    lifetime.productID = "lifetime"
+    lifetime.type = .nonConsumable
+    var put = Substatus_V1_PutProductsRequest()
+    put.appID = app
+    put.products = [lifetime]
+    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: key)
+  }
+
+  /// Adds a webhook at `url` with the CLI, which prints its signing secret once, and hands the
+  /// secret to `receiver`.
+  static func subscribe(_ receiver: EventReceiver, _ daemon: RunningDaemon, key: String, app: String, url: String)
+    async throws
+  {
+    let added = try await cli(daemon, key: key, ["webhook", "add", app, "--url", url])
+    let secret = try #require(
+      added.split(separator: "\n").first { $0.hasPrefix("signing secret") }.map {
+        String($0.dropFirst("signing secret".count)).trimmingCharacters(in: .whitespaces)
+      })
+    #expect(secret.hasPrefix("whsec_"))
+    try receiver.send("SECRET \(secret)")
+  }
+
   /// Imports one transaction for a user.
   static func purchase(
     _ client: DaemonClient, key: String, app: String, user: String, id: String, product: String,
@@ -166,13 +191,7 @@ final class EventReceiver: @unchecked Sendable {
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     var client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.events", appleAppID: 0)
-    var lifetime = Substatus_V1_Product()
-    lifetime.productID = "lifetime"
-    lifetime.type = .nonConsumable
-    var put = Substatus_V1_PutProductsRequest()
-    put.appID = app
-    put.products = [lifetime]
-    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    try await Self.putLifetime(client, key: admin, app: app)
 
     // The start of the log, for a watcher that reads it all.
     var start = Substatus_V1_ListEventsRequest()
@@ -238,19 +257,8 @@ final class EventReceiver: @unchecked Sendable {
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.ipv6", appleAppID: 0)
-    var lifetime = Substatus_V1_Product()
-    lifetime.productID = "lifetime"
-    lifetime.type = .nonConsumable
-    var put = Substatus_V1_PutProductsRequest()
-    put.appID = app
-    put.products = [lifetime]
-    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
-    let added = try await Self.cli(daemon, key: admin, ["webhook", "add", app, "--url", "http://[::1]:\(receiver.port)/substatus"])
-    let secret = try #require(
-      added.split(separator: "\n").first { $0.hasPrefix("signing secret") }.map {
-        String($0.dropFirst("signing secret".count)).trimmingCharacters(in: .whitespaces)
-      })
-    try receiver.send("SECRET \(secret)")
+    try await Self.putLifetime(client, key: admin, app: app)
+    try await Self.subscribe(receiver, daemon, key: admin, app: app, url: "http://[::1]:\(receiver.port)/substatus")
 
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     try await Self.purchase(client, key: admin, app: app, user: "alice", id: "1001", product: "lifetime", purchasedMs: now)
@@ -270,22 +278,10 @@ final class EventReceiver: @unchecked Sendable {
     defer { if daemon.process.isRunning { _ = daemon.stop() } }
     var client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.events", appleAppID: 0)
-    var lifetime = Substatus_V1_Product()
-    lifetime.productID = "lifetime"
-    lifetime.type = .nonConsumable
-    var put = Substatus_V1_PutProductsRequest()
-    put.appID = app
-    put.products = [lifetime]
-    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    try await Self.putLifetime(client, key: admin, app: app)
 
     // The backend subscribes its receiver with the CLI: the secret is printed once.
-    let added = try await Self.cli(daemon, key: admin, ["webhook", "add", app, "--url", "http://127.0.0.1:\(receiver.port)/substatus"])
-    func field(_ name: String) -> String? {
-      added.split(separator: "\n").first { $0.hasPrefix(name) }.map { String($0.dropFirst(name.count)).trimmingCharacters(in: .whitespaces) }
-    }
-    let secret = try #require(field("signing secret"))
-    #expect(secret.hasPrefix("whsec_"))
-    try receiver.send("SECRET \(secret)")
+    try await Self.subscribe(receiver, daemon, key: admin, app: app, url: "http://127.0.0.1:\(receiver.port)/substatus")
 
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     let day: Int64 = 86_400_000
