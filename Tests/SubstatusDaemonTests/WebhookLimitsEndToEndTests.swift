@@ -24,13 +24,7 @@ import Testing
     var register = Substatus_V1_RegisterAppRequest()
     register.bundleID = bundleID
     let app = try #require(try await client.call(Substatus_V1_AdminService.registerApp, register, key: admin).app?.appID)
-    var lifetime = Substatus_V1_Product()
-    lifetime.productID = "lifetime"
-    lifetime.type = .nonConsumable
-    var put = Substatus_V1_PutProductsRequest()
-    put.appID = app
-    put.products = [lifetime]
-    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    try await EventsEndToEndTests.putLifetime(client, key: admin, app: app)
     return app
   }
 
