@@ -3,9 +3,9 @@
 //
 // The counter is CAllocCounter, a malloc interposer linked into this executable only. The paths
 // run through the real SubstatusService (interceptors, access log and metrics included) over a
-// SQLite store in a temporary directory, on the in-process transport (both of its ends count:
-// the client encodes the request and decodes the answer) or, for notifications, the service's
-// HTTP router. Each path is warmed up with one uncounted round (caches, first-call work), then
+// SQLite store in a temporary directory, on the in-process transport (the requests encoded
+// before the counted window, the answers decoded and checked after it: the count is the
+// transport's and the server's) or, for notifications, the service's HTTP router. Each path is warmed up with one uncounted round (caches, first-call work), then
 // counted over `--rounds` rounds; the answer of every call is checked.
 //
 // Usage: substatus-alloc-budget [--rounds R] [--scale S] [--paths a,b]

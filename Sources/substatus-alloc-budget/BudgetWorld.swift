@@ -46,6 +46,9 @@ final class BudgetWorld: Sendable {
   let store: SQLiteStore
   let service: SubstatusService
   let server: RPCServer
+  /// The client end of the in-process transport (the measured calls pass it encoded bytes).
+  let transport: InProcessTransport.Client
+  /// A typed client over it (the fixture's setup).
   let rpc: RPCClient
   let notifications: HTTPRouter
 
@@ -67,6 +70,7 @@ final class BudgetWorld: Sendable {
     ReflectionService(files: ProtoFiles.all).register(into: &router)
     let transport = InProcessTransport()
     server = RPCServer(transport: transport.server, router: router, interceptors: service.interceptors())
+    self.transport = transport.client
     rpc = RPCClient(transport: transport.client)
     notifications = service.httpRouter()
   }
@@ -101,7 +105,7 @@ final class BudgetWorld: Sendable {
     return metadata
   }
 
-  /// Calls `method` with `metadata` (``bearer(_:)``).
+  /// Calls `method` with `metadata` (``bearer(_:)``): the fixture's setup.
   func call<Request: ProtobufMessage, Response: ProtobufMessage>(
     _ method: ProtoMethodDescriptor<Request, Response>, _ request: Request, _ metadata: Metadata
   ) async throws -> Response {
