@@ -12,10 +12,12 @@
 #include "CAllocCounter.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 extern void *__libc_malloc(size_t size);
 extern void __libc_free(void *pointer);
@@ -30,10 +32,37 @@ static atomic_uint_fast64_t allocations = 0;
 static atomic_uint_fast64_t bytes = 0;
 static atomic_uint_fast64_t frees = 0;
 
+// Tracing (substatus_alloc_counter_trace_to): the descriptor the counted allocations' call
+// stacks go to, -1 when off.
+static atomic_int trace_fd = -1;
+static _Thread_local int tracing_here;
+
+enum { TRACE_DEPTH = 24 };
+
+// Writes one record: the frame count, then the return addresses (native-endian 64-bit words).
+// backtrace() walks the unwind tables without allocating once libgcc_s is loaded (warmed up in
+// substatus_alloc_counter_trace_to); `tracing_here` keeps an allocation made while tracing from
+// being traced.
+static void trace(int fd) {
+  if (tracing_here) return;
+  tracing_here = 1;
+  void *frames[TRACE_DEPTH + 1];
+  int n = backtrace(frames + 1, TRACE_DEPTH);
+  frames[0] = (void *)(uintptr_t)n;
+  size_t length = (size_t)(n + 1) * sizeof(void *);
+  // One write per record: records from threads allocating at once do not interleave (O_APPEND,
+  // a regular file).
+  ssize_t written = write(fd, frames, length);
+  (void)written;
+  tracing_here = 0;
+}
+
 static inline void count_allocation(size_t size) {
   if (atomic_load_explicit(&counting, memory_order_relaxed)) {
     atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&bytes, size, memory_order_relaxed);
+    int fd = atomic_load_explicit(&trace_fd, memory_order_relaxed);
+    if (fd >= 0) trace(fd);
   }
 }
 
@@ -112,6 +141,17 @@ void *valloc(size_t size) {
 void *pvalloc(size_t size) {
   count_allocation(size);
   return __libc_pvalloc(size);
+}
+
+void substatus_alloc_counter_trace_to(int fd) {
+  if (fd >= 0) {
+    // The first backtrace loads libgcc_s (and allocates): done here, not while counting.
+    void *frames[4];
+    tracing_here = 1;
+    backtrace(frames, 4);
+    tracing_here = 0;
+  }
+  atomic_store(&trace_fd, fd);
 }
 
 void substatus_alloc_counter_start(void) {

@@ -8,7 +8,8 @@
 // transport's and the server's) or, for notifications, the service's HTTP router. Each path is warmed up with one uncounted round (caches, first-call work), then
 // counted over `--rounds` rounds; the answer of every call is checked.
 //
-// Usage: substatus-alloc-budget [--rounds R] [--scale S] [--paths a,b]
+// Usage: substatus-alloc-budget [--rounds R] [--scale S] [--paths a,b] [--trace FILE]
+//        (--trace: the counted allocations' call stacks, for scripts/alloc-sites)
 //        substatus-alloc-budget --self-test   (the interposer against glibc's contracts)
 // Prints one JSON object: {"build", "rounds", "paths": [{"path", "calls_per_round",
 // "allocations_per_call": [per round], "bytes_per_call": [...], "frees_per_call": [...]}]}.
@@ -18,7 +19,8 @@ import SubstatusJSON
 
 @main
 enum AllocBudget {
-  static let usage = "usage: substatus-alloc-budget [--rounds R] [--scale S] [--paths name,name] | --self-test"
+  static let usage =
+    "usage: substatus-alloc-budget [--rounds R] [--scale S] [--paths name,name] [--trace FILE] | --self-test"
 
   static func main() async {
     do {
@@ -33,6 +35,7 @@ enum AllocBudget {
     var rounds = 3
     var scale = 1
     var only: Set<String>?
+    var trace: String?
     if arguments == ["--self-test"] { return try selfTest() }
     var i = 0
     while i < arguments.count {
@@ -41,17 +44,41 @@ enum AllocBudget {
       case ("--rounds", let v?): rounds = Int(v) ?? 0
       case ("--scale", let v?): scale = Int(v) ?? 0
       case ("--paths", let v?): only = Set(v.split(separator: ",").map(String.init))
+      case ("--trace", let v?): trace = v
       default: throw BudgetError(usage)
       }
       i += 2
     }
     guard rounds >= 1, scale >= 1 else { throw BudgetError(usage) }
     try checkInterposed()
-    try await measure(rounds: rounds, scale: scale, only: only)
+    var traceFD: Int32 = -1
+    if let trace {
+      traceFD = open(trace, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
+      guard traceFD >= 0 else { throw BudgetError("--trace \(trace): cannot open it (errno \(errno))") }
+    }
+    try await measure(rounds: rounds, scale: scale, only: only, traceFD: traceFD)
+    if let trace {
+      substatus_alloc_counter_trace_to(-1)
+      close(traceFD)
+      // The mappings, for scripts/alloc-sites to symbolize the addresses (read to the end: a
+      // procfs file has no size, and one read returns only a page).
+      let maps = open("/proc/self/maps", O_RDONLY)
+      guard maps >= 0 else { throw BudgetError("cannot read /proc/self/maps") }
+      defer { close(maps) }
+      var text: [UInt8] = []
+      var buffer = [UInt8](repeating: 0, count: 65536)
+      while true {
+        let n = buffer.withUnsafeMutableBytes { read(maps, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        text += buffer[0..<n]
+      }
+      try Data(text).write(to: URL(fileURLWithPath: trace + ".maps"))
+    }
   }
 
-  /// Sets up the world and prints the counts of each path.
-  static func measure(rounds: Int, scale: Int, only: Set<String>?) async throws {
+  /// Sets up the world and prints the counts of each path; with `traceFD` (not -1), the counted
+  /// rounds' allocations' call stacks go to it (``substatus_alloc_counter_trace_to``).
+  static func measure(rounds: Int, scale: Int, only: Set<String>?, traceFD: Int32) async throws {
 
     let world = try BudgetWorld()
     let results = try await world.serving { () async throws -> [JSONValue] in
@@ -67,9 +94,12 @@ enum AllocBudget {
       var results: [JSONValue] = []
       for path in paths {
         // Warm-up: one uncounted round.
+        substatus_alloc_counter_trace_to(-1)
         _ = try await path.round(0, path.calls)
+        substatus_alloc_counter_trace_to(traceFD)
         var counted: [Counts] = []
         for r in 1...rounds { counted.append(try await path.round(r * path.calls, path.calls)) }
+        substatus_alloc_counter_trace_to(-1)
         func perCall(_ value: (Counts) -> UInt64) -> JSONValue {
           .array(counted.map { .double((Double(value($0)) / Double($0.calls) * 100).rounded() / 100) })
         }

@@ -22,6 +22,12 @@ void substatus_alloc_counter_start(void);
 /// Stops counting and returns the counts since the last start.
 substatus_alloc_counts substatus_alloc_counter_stop(void);
 
+/// Writes the call stack of every counted allocation to `fd` (a file opened with O_APPEND), or
+/// stops with -1: per allocation, one 64-bit word with the number of frames N, then N return
+/// addresses, innermost first (the first ones are the interposer's own). Slow: for finding where
+/// the allocations come from (scripts/alloc-sites), never while measuring the budgets.
+void substatus_alloc_counter_trace_to(int fd);
+
 /// Checks the interposer against glibc's contracts and its own counts: every entry point
 /// (sizes, alignments, contents kept by realloc, errno and EINVAL/ENOMEM as glibc reports them,
 /// free(NULL), realloc to size zero) and exact counts from 4 threads allocating at once.
