@@ -116,11 +116,18 @@ int substatus_alloc_counter_self_test(char *message, unsigned long capacity) {
   void *v = valloc(10);
   CHECK(aligned(v, (size_t)page), "valloc");
   free(v);
+  // valgrind's memcheck aborts on pvalloc: a build of this test for memcheck leaves it out.
+#ifndef SUBSTATUS_ALLOC_SELF_TEST_NO_PVALLOC
   void *pv = pvalloc(10);
   CHECK(aligned(pv, (size_t)page) && malloc_usable_size(pv) >= (size_t)page, "pvalloc");
   free(pv);
+  const unsigned long long aligned_calls = 5;
+#else
+  const unsigned long long aligned_calls = 4;
+#endif
   counts = substatus_alloc_counter_stop();
-  CHECK(counts.allocations == 5 && counts.bytes == 100 + 512 + 10 + 10 + 10 && counts.frees == 5,
+  CHECK(counts.allocations == aligned_calls && counts.bytes == 100 + 512 + 10 + 10 * (aligned_calls - 3) &&
+            counts.frees == aligned_calls,
         "aligned allocations: %llu allocations, %llu bytes, %llu frees", (unsigned long long)counts.allocations,
         (unsigned long long)counts.bytes, (unsigned long long)counts.frees);
 
