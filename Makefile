@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: run test build release deps test-deps protos bench fuzz soak fmt clean
+.PHONY: run test build release deps test-deps protos bench fuzz soak fmt clean alloc-budgets-release
 
 deps:
 	@scripts/install-deps
@@ -30,6 +30,14 @@ test: test-deps
 	scripts/check-buf
 	scripts/readme_figures.py --check
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build --no-parallel
+
+## The allocation budgets of the release build (README "Testing"); `make test` checks the debug
+## build's. Builds only substatus-alloc-budget in release (a cold release build of everything it
+## needs would about double `make test`'s time).
+alloc-budgets-release: test-deps
+	$(SWIFT) build -c release --product substatus-alloc-budget $(SWIFT_FLAGS)
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	SUBSTATUS_TEST_BIN_DIR="$(CURDIR)/.build/release" $(SWIFT) test --skip-build --filter SubstatusAllocBudgetTests
 
 ## Regenerates the C and Swift code for Protos/ (checked in; a test fails when it is stale).
 protos: deps

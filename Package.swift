@@ -175,6 +175,18 @@ let package = Package(
     .executableTarget(
       name: "substatus-domain-bench", dependencies: ["SubscriptionDomain"],
       swiftSettings: swiftSettings),
+    // Allocation budgets (Tests/SubstatusAllocBudgetTests): CAllocCounter interposes malloc for the
+    // whole process, so substatus-alloc-budget is the only target that may depend on it, and no
+    // test target depends on that executable (it would be linked into the test binary); the test
+    // runs the built executable as a child process.
+    .target(name: "CAllocCounter"),
+    .executableTarget(
+      name: "substatus-alloc-budget",
+      dependencies: [
+        "CAllocCounter", "SubstatusService", "SubscriptionStorage", "SubscriptionStorageSQLite", "RPCCore",
+        "RPCInProcessTransport", "SubstatusServiceAPI", "SubstatusWire", "HTTPServer", "SubstatusClock", "SubstatusJSON",
+      ],
+      swiftSettings: swiftSettings),
 
     // MARK: Swift client library and CLI
     .target(
@@ -298,6 +310,11 @@ let package = Package(
       name: "SubstatusFaultTests",
       dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "CSQLite", "substatusd", "appstore-sim"],
       swiftSettings: swiftSettings),
+    // Runs the built `substatus-alloc-budget` (not a dependency: see CAllocCounter) against
+    // alloc-budgets.json.
+    .testTarget(
+      name: "SubstatusAllocBudgetTests", dependencies: ["SubstatusProcessTestKit", "SubstatusJSON"],
+      resources: [.copy("alloc-budgets.json")], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets", "AppStoreSignedData"], swiftSettings: swiftSettings),
     .testTarget(
