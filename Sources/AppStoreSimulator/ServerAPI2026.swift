@@ -44,8 +44,9 @@ struct ServerAPIRateLimiter: Sendable {
     bucket.tokens = min(capacity, bucket.tokens + Double(elapsed) * rate / 1000)
     bucket.atMs = max(bucket.atMs, nowMs)
     bucket.atWall = wall
-    // (A margin for floating-point: a request at the instant of `Retry-After` is admitted.)
-    if bucket.tokens >= 1 - 1e-9 {
+    // A margin of 5 ms of refill: a request at the instant of `Retry-After` is admitted even
+    // when the sender's clock is a few milliseconds ahead of the simulator's (or for rounding).
+    if bucket.tokens >= 1 - rate * 0.005 - 1e-9 {
       bucket.tokens = max(0, bucket.tokens - 1)
       buckets[key] = bucket
       admitted[environment, default: 0] += 1

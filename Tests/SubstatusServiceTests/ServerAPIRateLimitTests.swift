@@ -3,6 +3,7 @@ import AppStoreSimulator
 import Foundation
 import HTTPServer
 import SubscriptionDomain
+import SubscriptionStorage
 import SubstatusClock
 import SubstatusJSON
 import Synchronization
@@ -119,6 +120,23 @@ struct ServerAPIRateLimitTests {
     #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="rate_limited"} 1"#))
     #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="ok"} 2"#))
     await server.stop(gracePeriod: .seconds(1))
+  }
+
+  @Test("GET /metrics of the service shows the client's outcomes")
+  func metricsEndpoint() async throws {
+    let client = AppStoreServerAPIClient()
+    client.rateLimiter.count(.rateLimited)
+    client.rateLimiter.count(.ok)
+    client.rateLimiter.count(.ok)
+    let world = TestWorld()
+    let service = SubstatusService(
+      store: InMemoryStore(), environment: world.environment, log: world.log, appStoreServerAPI: client)
+    let response = await service.httpRouter().respond(to: HTTPRequest(method: "GET", path: "/metrics"))
+    let text = String(decoding: response.body, as: UTF8.self)
+    #expect(response.status == 200)
+    #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="rate_limited"} 1"#))
+    #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="ok"} 2"#))
+    #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="refused_locally"} 0"#))
   }
 
   @Test("a Retry-After further away than maxWait fails at once, unsent")
