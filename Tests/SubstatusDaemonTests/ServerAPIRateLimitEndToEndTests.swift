@@ -67,17 +67,23 @@ import Testing
       defer { done.withLock { $0 = true } }
       return try await client.call(Substatus_V1_IngestService.syncTransactionHistory, sync, key: admin)
     }
-    // Each 429 holds the sync until the simulated clock reaches its Retry-After, which only this
-    // test moves: 2 s each time one more request was refused, until the sync is done.
+    // Each 429 holds the sync until the simulated clock reaches its Retry-After (2 s on), which
+    // only this test moves. Halfway there nothing more may be sent (a client that merely backed
+    // off would try again and be refused again); at Retry-After the request goes.
     var advances = 0
+    var refusedHalfway: [Int] = []
     let started = Date()
     while !done.withLock({ $0 }), Date().timeIntervalSince(started) < 60 {
       if try await limited() > advances {
-        _ = try await sim.post("/control/clock/advance", ["seconds": 2])
+        _ = try await sim.post("/control/clock/advance", ["seconds": 1])
+        try await Task.sleep(for: .milliseconds(500))
+        refusedHalfway.append(try await limited())
+        _ = try await sim.post("/control/clock/advance", ["seconds": 1])
         advances += 1
       }
       try await Task.sleep(for: .milliseconds(50))
     }
+    #expect(refusedHalfway == Array(1...max(1, advances)), "a request went before Retry-After")
     let synced = try await syncing.value
     #expect(synced.groups.first { $0.subscriptionGroupID == "pro" }?.state == .active)
     let refused = try await limited()
