@@ -764,6 +764,8 @@ struct SimulatorState: Sendable {
       originalTransactionID: subscription.originalTransactionID,
       originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: purchaseMs, expiresMs: nil,
       ownership: subscription.ownership)
+    // The organization pays for an assigned subscription, not the customer.
+    if subscription.ownership == .assigned { transaction.price = 0 }
     var duration = applyOfferPeriod(&subscription, &transaction, product: product)
     var newCommitmentPeriod = true
     if let commitment = subscription.commitment {

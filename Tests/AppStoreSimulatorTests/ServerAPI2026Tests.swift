@@ -167,4 +167,42 @@ struct ServerAPI2026Tests {
     #expect(status == 202)
     await sim.stop()
   }
+
+  @Test("an assigned subscription renews whatever the customer's billing, is filtered as ASSIGNED, and ends when unassigned")
+  func assignedSubscription() async throws {
+    let receiver = try startReceiver()
+    let sim = try Sim()
+    let app = "/control/apps/com.example.v2"
+    try await sim.ok("POST", "/control/apps", catalogWithCommitment(notificationURL: receiver.url))
+    let key = APIKey()
+    try await key.register(sim)
+    try await sim.ok("POST", "/control/users", #"{"user_id":"a","environment":"production"}"#)
+    let first = try #require(
+      try await sim.ok("POST", "\(app)/users/a/assign", #"{"product_id":"pro.monthly"}"#)[
+        "transactions"]?[0]?["transaction_id"]?.string)
+    try await sim.fails(409, "POST", "\(app)/users/a/assign", #"{"product_id":"pro.monthly"}"#)
+    try await sim.ok("POST", "/control/users/a/billing-failure")
+    try await sim.advance(#"{"days":31}"#)
+    var signed = try await sim.ok("GET", "\(app)/users/a/signed-transactions")
+    let transactions = try #require(signed["transactions"]?.arrayValue)
+    #expect(transactions.count == 2)
+    #expect(transactions.allSatisfy { $0["inAppOwnershipType"]?.string == "ASSIGNED" && $0["price"] == .integer(0) })
+    #expect(signed["renewal_info"]?[0]?["isInBillingRetryPeriod"] == .bool(false))
+    let (status, history, _) = try await api(
+      "GET", sim.base, "/inApps/v2/history/\(first)?inAppOwnershipType=ASSIGNED", token: try key.token())
+    #expect(status == 200)
+    #expect(history["signedTransactions"]?.arrayValue?.count == 2)
+    try await sim.fails(409, "POST", "\(app)/users/a/refund-request", #"{"transaction_id":"\#(first)"}"#)
+    try await sim.ok("POST", "\(app)/users/a/unassign", #"{"group_id":"pro"}"#)
+    try await sim.advance(#"{"days":40}"#)
+    try await sim.drain()
+    signed = try await sim.ok("GET", "\(app)/users/a/signed-transactions")
+    #expect(signed["transactions"]?.arrayValue?.count == 2)
+    let types = try receiver.notificationsV2(root: try await rootCertificate(sim)).map {
+      $0.payload["notificationType"]?.string ?? ""
+    }
+    #expect(types == ["SUBSCRIBED", "DID_RENEW", "EXPIRED"])
+    await sim.stop()
+    await receiver.stop()
+  }
 }
