@@ -178,6 +178,10 @@ public struct AppStoreServerAPIClient: Sendable {
   public var clock: any ServiceClock
   /// Apple's rate limits, per app and environment, shared by every copy of this client.
   public let rateLimiter: AppStoreServerAPIRateLimiter
+  /// The clock the rate limit's token buckets refill and wait on: real time (a rate is a rate
+  /// of real requests, even when ``clock`` follows a simulated one); tests inject a manual one.
+  /// A `429`'s `Retry-After` is a wall time of Apple's, and waited for on ``clock``.
+  public var rateClock: any ServiceClock
   let requester: any HTTPRequester
 
   /// Apple's production base URL.
@@ -191,9 +195,11 @@ public struct AppStoreServerAPIClient: Sendable {
     sandboxURL: URL = AppStoreServerAPIClient.appleSandbox, timeout: Duration = .seconds(15),
     maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
     requester: any HTTPRequester = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock(),
-    rateLimiter: AppStoreServerAPIRateLimiter = AppStoreServerAPIRateLimiter()
+    rateLimiter: AppStoreServerAPIRateLimiter = AppStoreServerAPIRateLimiter(),
+    rateClock: any ServiceClock = SystemClock()
   ) {
     self.rateLimiter = rateLimiter
+    self.rateClock = rateClock
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
     self.timeout = timeout
@@ -462,36 +468,44 @@ public struct AppStoreServerAPIClient: Sendable {
     throw last
   }
 
-  /// Waits for the app's turn under Apple's rate limit in `environment` (a token of its bucket,
-  /// and the end of any `Retry-After`); fails without sending when the wait would be longer than
-  /// ``AppStoreServerAPIRateLimiter/maxWait``.
+  /// Waits for the app's turn under Apple's rate limit in `environment`: a token of its bucket
+  /// (on ``rateClock``), then the end of any `Retry-After` (on ``clock``); fails without sending
+  /// when either wait would be longer than ``AppStoreServerAPIRateLimiter/maxWait``.
   private func waitForRateLimit(
     key: String, environment: SubscriptionDomain.Environment, endpoint: String
   ) async throws(AppStoreServerAPIError) {
-    let now = clock.wallMs
-    guard let sendAt = rateLimiter.reserve(key: key, environment: environment, nowMs: now) else {
+    func refuse() -> AppStoreServerAPIError {
       rateLimiter.count(.refusedLocally)
-      throw AppStoreServerAPIError(
+      return AppStoreServerAPIError(
         code: .unavailable, httpStatus: 429, apiErrorCode: 4_290_000,
         message: "\(endpoint): Apple's rate limit for this app is exhausted for longer than \(rateLimiter.maxWait); not sent")
     }
-    guard sendAt > now else { return }
-    rateLimiter.count(.waited)
-    var until = sendAt
-    // A 429 that arrives while this request waits moves its turn to the `Retry-After`.
-    while until > clock.wallMs {
-      let wait = until - clock.wallMs
-      guard wait <= maxWaitMs else {
-        rateLimiter.count(.refusedLocally)
-        throw AppStoreServerAPIError(
-          code: .unavailable, httpStatus: 429, apiErrorCode: 4_290_000,
-          message: "\(endpoint): Apple's rate limit for this app is exhausted for longer than \(rateLimiter.maxWait); not sent")
-      }
-      do { try await clock.sleep(for: .milliseconds(wait)) } catch {
+    func sleep(_ clock: any ServiceClock, _ ms: Int64) async throws(AppStoreServerAPIError) {
+      do { try await clock.sleep(for: .milliseconds(ms)) } catch {
         throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while waiting for the App Store Server API rate limit")
       }
-      until = max(sendAt, rateLimiter.blockedUntil(key: key, environment: environment))
     }
+    var waited = false
+    let now = Self.milliseconds(rateClock.monotonicNow)
+    guard let tokenAt = rateLimiter.reserve(key: key, environment: environment, nowMs: now) else { throw refuse() }
+    if tokenAt > now {
+      waited = true
+      try await sleep(rateClock, tokenAt - now)
+    }
+    // A 429 (also one that arrives while this request waits) holds it until `Retry-After`.
+    var until = rateLimiter.blockedUntil(key: key, environment: environment)
+    while until > clock.wallMs {
+      let wait = until - clock.wallMs
+      guard wait <= maxWaitMs else { throw refuse() }
+      waited = true
+      try await sleep(clock, wait)
+      until = rateLimiter.blockedUntil(key: key, environment: environment)
+    }
+    if waited { rateLimiter.count(.waited) }
+  }
+
+  private static func milliseconds(_ d: Duration) -> Int64 {
+    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
   }
 
   private var maxWaitMs: Int64 {
@@ -514,9 +528,9 @@ extension String {
 }
 
 /// Apple's limits on App Store Server API requests, kept by the client: a token bucket per app
-/// and environment (50 requests per second in production, 5 in the sandbox, a tenth), and the
-/// end of the last `429`'s `Retry-After` (UNIX time in milliseconds), before which no request of
-/// that app goes to that environment
+/// and environment (50 requests per second in production, 5 in the sandbox, a tenth), on the
+/// client's rate clock (real time), and the end of the last `429`'s `Retry-After` (UNIX time in
+/// milliseconds, Apple's), before which no request of that app goes to that environment
 /// (https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits).
 /// Counts every outcome for `/metrics`.
 public final class AppStoreServerAPIRateLimiter: Sendable {
@@ -541,11 +555,12 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
   private struct Bucket {
     var tokens: Double
     var atMs: Int64
-    var blockedUntilMs: Int64 = 0
   }
 
   private struct State {
     var buckets: [String: Bucket] = [:]
+    /// The last `Retry-After` per app and environment (UNIX ms, Apple's wall time).
+    var blockedUntil: [String: Int64] = [:]
     var outcomes: [Outcome: UInt64] = [:]
   }
 
@@ -578,9 +593,9 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
     app + "\u{0}" + (environment == .sandbox ? "sandbox" : "production")
   }
 
-  /// Reserves the next request of `app` in `environment`: the instant (UNIX ms) at which it may
-  /// be sent (`nowMs` or later), or nil when that is more than ``maxWait`` away (nothing is
-  /// reserved then).
+  /// Reserves a token for the next request of `app` in `environment`: the instant (ms of the
+  /// rate clock) at which it may be sent (`nowMs` or later), or nil when that is more than
+  /// ``maxWait`` away (nothing is reserved then). A `Retry-After` is apart: ``blockedUntil(key:environment:)``.
   public func reserve(key app: String, environment: SubscriptionDomain.Environment, nowMs: Int64) -> Int64? {
     let rate = rate(environment)
     let maxWaitMs = maxWait.components.seconds * 1000 + maxWait.components.attoseconds / 1_000_000_000_000_000
@@ -594,7 +609,7 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
       // Tokens may go below zero: each waiting request holds its place in line.
       let deficit = 1 - bucket.tokens
       let tokenAt = deficit > 0 ? bucket.atMs + Int64((deficit * 1000 / rate).rounded(.up)) : nowMs
-      let sendAt = max(tokenAt, bucket.blockedUntilMs, nowMs)
+      let sendAt = max(tokenAt, nowMs)
       guard sendAt - nowMs <= maxWaitMs else {
         state.buckets[key] = bucket
         return nil
@@ -609,19 +624,13 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
   public func block(key app: String, environment: SubscriptionDomain.Environment, untilMs: Int64) {
     state.withLock { state in
       let key = Self.key(app, environment)
-      var bucket = state.buckets[key] ?? Bucket(tokens: 0, atMs: untilMs)
-      bucket.blockedUntilMs = max(bucket.blockedUntilMs, untilMs)
-      // From `Retry-After` on, one request may go (Apple admits it then); the requests already
-      // queued keep their places after it.
-      bucket.tokens = min(bucket.tokens, 0) + 1
-      bucket.atMs = max(bucket.atMs, untilMs)
-      state.buckets[key] = bucket
+      state.blockedUntil[key] = max(state.blockedUntil[key] ?? 0, untilMs)
     }
   }
 
   /// The end of the last `Retry-After` of `app` in `environment` (UNIX ms; 0 when none).
   public func blockedUntil(key app: String, environment: SubscriptionDomain.Environment) -> Int64 {
-    state.withLock { $0.buckets[Self.key(app, environment)]?.blockedUntilMs ?? 0 }
+    state.withLock { $0.blockedUntil[Self.key(app, environment)] ?? 0 }
   }
 
   /// Counts one outcome.

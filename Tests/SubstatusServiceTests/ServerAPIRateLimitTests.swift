@@ -139,14 +139,33 @@ struct ServerAPIRateLimitTests {
     #expect(text.contains(#"substatus_appstore_server_api_requests_total{outcome="refused_locally"} 0"#))
   }
 
+  @Test("a Retry-After blocks its app and environment only, and only until then")
+  func retryAfterIsPerAppAndEnvironment() async throws {
+    let limiter = AppStoreServerAPIRateLimiter(maxWait: .seconds(10))
+    limiter.block(key: "app", environment: .production, untilMs: 1_060_000)
+    limiter.block(key: "app", environment: .production, untilMs: 1_050_000)
+    #expect(limiter.blockedUntil(key: "app", environment: .production) == 1_060_000)
+    #expect(limiter.blockedUntil(key: "app", environment: .sandbox) == 0)
+    #expect(limiter.blockedUntil(key: "other", environment: .production) == 0)
+  }
+
   @Test("a Retry-After further away than maxWait fails at once, unsent")
   func tooLongAWaitIsRefused() async throws {
-    let limiter = AppStoreServerAPIRateLimiter(maxWait: .seconds(10))
-    limiter.block(key: "app", environment: .production, untilMs: 1_000_000 + 60_000)
-    #expect(limiter.reserve(key: "app", environment: .production, nowMs: 1_000_000) == nil)
-    #expect(limiter.reserve(key: "app", environment: .sandbox, nowMs: 1_000_000) == 1_000_000)
-    #expect(limiter.reserve(key: "other", environment: .production, nowMs: 1_000_000) == 1_000_000)
-    #expect(limiter.reserve(key: "app", environment: .production, nowMs: 1_055_000) == 1_060_000)
+    let fake = try FakeAppleServer { _, _ in appleError(429, 4_290_000) }
+    let clock = ManualClock(wallMs: 1_000_000)
+    let client = AppStoreServerAPIClient(
+      productionURL: fake.base, sandboxURL: fake.base.appendingPathComponent("sandbox"), timeout: .seconds(5),
+      maxAttempts: 3, initialBackoff: .milliseconds(5), clock: clock,
+      rateLimiter: AppStoreServerAPIRateLimiter(maxWait: .seconds(10)), rateClock: clock)
+    // A Retry-After a minute away (as a 429 sets it) is refused without sending.
+    client.rateLimiter.block(key: "", environment: .production, untilMs: 1_060_000)
+    await #expect(throws: AppStoreServerAPIError.self) {
+      _ = try await client.transactionInfo(
+        transactionId: "1", environment: .production, authorizer: FixedTokenAuthorizer(), nowMs: 0)
+    }
+    #expect(fake.seen.isEmpty)
+    #expect(client.rateLimiter.count(of: .refusedLocally) == 1)
+    await fake.stop()
   }
 
   @Test(
@@ -173,7 +192,7 @@ struct ServerAPIRateLimitTests {
     let clock = ManualClock(wallMs: 1_000_000)
     let client = AppStoreServerAPIClient(
       productionURL: fake.base, sandboxURL: fake.base.appendingPathComponent("sandbox"), timeout: .seconds(5),
-      maxAttempts: 1, initialBackoff: .milliseconds(5), clock: clock)
+      maxAttempts: 1, initialBackoff: .milliseconds(5), clock: clock, rateClock: clock)
     for _ in 0..<5 {
       _ = try await client.transactionInfo(
         transactionId: "1", environment: .sandbox, authorizer: FixedTokenAuthorizer(), nowMs: 0)
