@@ -180,8 +180,13 @@ public struct AppStoreServerAPIClient: Sendable {
   public let rateLimiter: AppStoreServerAPIRateLimiter
   /// The clock the rate limit's token buckets refill and wait on: real time (a rate is a rate
   /// of real requests, even when ``clock`` follows a simulated one); tests inject a manual one.
-  /// A `429`'s `Retry-After` is a wall time of Apple's, and waited for on ``clock``.
   public var rateClock: any ServiceClock
+  /// Apple's time, which a `429`'s `Retry-After` (a UNIX time in milliseconds) is read against:
+  /// ``clock`` unless the service follows another clock (substatusd's `--clock-url`: the
+  /// simulator's). The wait for it ends when this clock reaches it or as much real time
+  /// (``rateClock``) has passed, whichever comes first, so a frozen simulated clock never holds a
+  /// request for ever.
+  public var appleClock: any ServiceClock
   let requester: any HTTPRequester
 
   /// Apple's production base URL.
@@ -196,10 +201,11 @@ public struct AppStoreServerAPIClient: Sendable {
     maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
     requester: any HTTPRequester = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock(),
     rateLimiter: AppStoreServerAPIRateLimiter = AppStoreServerAPIRateLimiter(),
-    rateClock: any ServiceClock = SystemClock()
+    rateClock: any ServiceClock = SystemClock(), appleClock: (any ServiceClock)? = nil
   ) {
     self.rateLimiter = rateLimiter
     self.rateClock = rateClock
+    self.appleClock = appleClock ?? clock
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
     self.timeout = timeout
@@ -433,7 +439,7 @@ public struct AppStoreServerAPIClient: Sendable {
         // `Retry-After` is the UNIX time in milliseconds from which a request may succeed; no
         // request of this app goes to this environment before then.
         rateLimiter.count(.rateLimited)
-        let now = clock.wallMs
+        let now = appleClock.wallMs
         let retryAt = responseHeaders["Retry-After"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
         rateLimiter.block(key: limitKey, environment: environment, untilMs: retryAt ?? now + rateLimiter.defaultRetryMs)
       } else if status >= 500 {
@@ -492,16 +498,41 @@ public struct AppStoreServerAPIClient: Sendable {
       waited = true
       try await sleep(rateClock, tokenAt - now)
     }
-    // A 429 (also one that arrives while this request waits) holds it until `Retry-After`.
+    // A 429 (also one that arrives while this request waits) holds it until `Retry-After` on
+    // Apple's clock, or as much real time.
     var until = rateLimiter.blockedUntil(key: key, environment: environment)
-    while until > clock.wallMs {
-      let wait = until - clock.wallMs
-      guard wait <= maxWaitMs else { throw refuse() }
+    let first = until - appleClock.wallMs
+    if first > 0 {
+      guard first <= maxWaitMs else { throw refuse() }
       waited = true
-      try await sleep(clock, wait)
-      until = rateLimiter.blockedUntil(key: key, environment: environment)
+      var realDeadline = Self.milliseconds(rateClock.monotonicNow) + first
+      while true {
+        let appleLeft = until - appleClock.wallMs
+        let realLeft = realDeadline - Self.milliseconds(rateClock.monotonicNow)
+        guard appleLeft > 0, realLeft > 0 else { break }
+        do {
+          try await firstOf(appleClock, appleLeft, rateClock, realLeft)
+        } catch {
+          throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while waiting for the App Store Server API rate limit")
+        }
+        let later = rateLimiter.blockedUntil(key: key, environment: environment)
+        if later > until {
+          realDeadline += later - until
+          until = later
+        }
+      }
     }
     if waited { rateLimiter.count(.waited) }
+  }
+
+  /// Sleeps until `a` has slept `aMs` or `b` has slept `bMs`, whichever ends first.
+  private func firstOf(_ a: any ServiceClock, _ aMs: Int64, _ b: any ServiceClock, _ bMs: Int64) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await a.sleep(for: .milliseconds(aMs)) }
+      group.addTask { try await b.sleep(for: .milliseconds(bMs)) }
+      defer { group.cancelAll() }
+      try await group.next()
+    }
   }
 
   private static func milliseconds(_ d: Duration) -> Int64 {
