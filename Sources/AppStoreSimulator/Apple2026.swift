@@ -68,6 +68,28 @@ extension SimulatorState {
     return end > transaction.purchaseMs ? end : nil
   }
 
+  /// The customer chooses what follows the current commitment: another 12-month commitment
+  /// (`MONTHLY`) or a year billed at once (`BILLED_UPFRONT`): `commitmentRenewalBillingPlanType`.
+  /// Apple's pages do not say which notification reports this change; the simulator sends
+  /// `DID_CHANGE_RENEWAL_PREF` without a subtype.
+  mutating func setCommitmentRenewalPlan(bundleID: String, userID: String, groupID: String, plan: String)
+    throws(SimError)
+  {
+    _ = try app(bundleID)
+    _ = try user(userID)
+    var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
+    guard var commitment = subscription.commitment, isActive(subscription, at: now) else {
+      throw .conflict("the subscription in group '\(groupID)' is not in a 12-month commitment")
+    }
+    guard commitment.renewalBillingPlan != plan else {
+      throw .conflict("the commitment in group '\(groupID)' already renews as \(plan)")
+    }
+    commitment.renewalBillingPlan = plan
+    subscription.commitment = commitment
+    subscriptions[subscription.originalTransactionID] = subscription
+    emit(.renewalPreferenceChanged(downgrade: false), subscription, at: now)
+  }
+
   // MARK: The app download (AppTransaction)
 
   /// The app download of a customer, made at `at` (with version 1.0) unless it exists.

@@ -62,6 +62,21 @@ extension AppStoreSimulator {
         try state.unassign(bundleID: bundleID, userID: userID, groupID: groupID)
       }
     }
+    router.add("POST", prefix + "/commitment-renewal-plan") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let body = try JSONBody(request)
+      let groupID = try body.string("group_id")
+      let plan = try body.string("billing_plan")
+      guard plan == "MONTHLY" || plan == "BILLED_UPFRONT" else {
+        throw HTTPError.badRequest("field 'billing_plan' must be MONTHLY or BILLED_UPFRONT")
+      }
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        try state.setCommitmentRenewalPlan(bundleID: bundleID, userID: userID, groupID: groupID, plan: plan)
+        return []
+      }
+    }
     router.add("POST", prefix + "/rescind-consent") { [self] request in
       let (bundleID, userID) = (
         request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!

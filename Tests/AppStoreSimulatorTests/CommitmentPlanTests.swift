@@ -90,6 +90,45 @@ struct CommitmentPlanTests {
     await receiver.stop()
   }
 
+  @Test("a commitment followed by the up-front plan renews into a year billed at once")
+  func commitmentThenUpfront() async throws {
+    let receiver = try startReceiver()
+    let sim = try Sim()
+    let app = "/control/apps/com.example.v2"
+    try await sim.ok("POST", "/control/apps", catalogWithCommitment(notificationURL: receiver.url))
+    try await sim.ok("POST", "/control/users", #"{"user_id":"c","environment":"production"}"#)
+    try await sim.ok("POST", "\(app)/users/c/purchase", #"{"product_id":"max.annual","billing_plan":"MONTHLY"}"#)
+    try await sim.ok(
+      "POST", "\(app)/users/c/commitment-renewal-plan", #"{"group_id":"max","billing_plan":"BILLED_UPFRONT"}"#)
+    try await sim.fails(
+      409, "POST", "\(app)/users/c/commitment-renewal-plan", #"{"group_id":"max","billing_plan":"BILLED_UPFRONT"}"#)
+    let yearEnd = startMs + 365 * dayMs
+    try await sim.ok("POST", "/control/clock/set", #"{"now_ms":\#(yearEnd - dayMs)}"#)
+    var signed = try await sim.ok("GET", "\(app)/users/c/signed-transactions")
+    let last = try #require(signed["renewal_info"]?[0])
+    #expect(last["renewalBillingPlanType"]?.string == "BILLED_UPFRONT")
+    #expect(last["renewalPrice"] == .integer(99_990))
+    #expect(last["commitmentInfo"]?["commitmentRenewalBillingPlanType"]?.string == "BILLED_UPFRONT")
+    #expect(last["commitmentInfo"]?["commitmentRenewalPrice"] == .integer(99_990))
+    try await sim.ok("POST", "/control/clock/set", #"{"now_ms":\#(yearEnd + dayMs)}"#)
+    try await sim.drain()
+    signed = try await sim.ok("GET", "\(app)/users/c/signed-transactions")
+    let transactions = try #require(signed["transactions"]?.arrayValue)
+    #expect(transactions.count == 13)
+    let upfront = try #require(transactions.last)
+    #expect(upfront["billingPlanType"]?.string == "BILLED_UPFRONT")
+    #expect(upfront["commitmentInfo"] == nil)
+    #expect(upfront["price"] == .integer(99_990))
+    #expect(upfront["expiresDate"] == .integer(startMs + 730 * dayMs))
+    #expect(signed["renewal_info"]?[0]?["commitmentInfo"] == nil)
+    let types = try receiver.notificationsV2(root: try await rootCertificate(sim)).map {
+      $0.payload["notificationType"]?.string ?? ""
+    }
+    #expect(types.contains("DID_CHANGE_RENEWAL_PREF"))
+    await sim.stop()
+    await receiver.stop()
+  }
+
   @Test("the up-front plan of a product with both plans says BILLED_UPFRONT; a commitment refuses plan changes")
   func upfrontAndRefusals() async throws {
     let sim = try Sim()
