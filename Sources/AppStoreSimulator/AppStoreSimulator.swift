@@ -65,6 +65,9 @@ public final class AppStoreSimulator: Sendable {
   let verifyReceiptRequests = Mutex<[String: Int]>([:])
   /// Accepted Send Consumption Information answers, oldest first.
   let consumptionAnswers = Mutex<[ConsumptionAnswer]>([])
+  /// Finished renewal date extensions for all subscribers, by `bundle \0 environment \0 product
+  /// \0 requestIdentifier`.
+  let massExtensions = Mutex<[String: MassExtension]>([:])
   /// The App Store Server API rate limiter: a token bucket per app and environment.
   let rateLimiter = Mutex(ServerAPIRateLimiter())
   private let ticker = Mutex<Task<Void, Never>?>(nil)

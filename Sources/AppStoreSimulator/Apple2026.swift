@@ -309,6 +309,40 @@ extension SimulatorState {
     return transaction
   }
 
+  /// Extend Subscription Renewal Dates for All Active Subscribers: every active own subscription
+  /// of `productID` in `environment` (of the storefronts given, else all) ends `days` later
+  /// (`RENEWAL_EXTENDED` each), then `RENEWAL_EXTENSION`/`SUMMARY`
+  /// (https://developer.apple.com/documentation/appstoreserverapi/extend-subscription-renewal-dates-for-all-active-subscribers).
+  mutating func extendAll(
+    bundleID: String, environment: StoreEnvironment, productID: String, days: Int, storefronts: [String],
+    requestIdentifier: String
+  ) -> MassExtension {
+    let now = self.now
+    let targets = subscriptions.values.filter {
+      $0.bundleID == bundleID && $0.environment == environment && $0.ownership == .purchased
+        && $0.productID == productID && isActive($0, at: now)
+        && (storefronts.isEmpty || storefronts.contains(users[$0.userID]?.storefront ?? "USA"))
+    }.map(\.originalTransactionID).sorted()
+    var succeeded = 0
+    var failed = 0
+    for id in targets {
+      do throws(ServerAPIError) {
+        _ = try extendRenewal(originalTransactionID: id, days: days)
+        succeeded += 1
+      } catch {
+        failed += 1
+      }
+    }
+    let mass = MassExtension(
+      requestIdentifier: requestIdentifier, productID: productID, storefrontCountryCodes: storefronts,
+      succeeded: succeeded, failed: failed, completeMs: now)
+    pendingEvents.append(
+      NotificationEvent(
+        kind: .renewalExtensionSummary(mass), bundleID: bundleID, userID: "", environment: environment,
+        originalTransactionID: nil, atMs: now))
+    return mass
+  }
+
   /// Set App Account Token: the token of an original transaction's purchase and its renewals
   /// (https://developer.apple.com/documentation/appstoreserverapi/set-app-account-token, API 1.16).
   mutating func setAppAccountToken(originalTransactionID id: String, bundleID: String, token: String)
@@ -424,6 +458,10 @@ extension ServerAPIError {
     httpStatus: 400, errorCode: 4_000_000, errorMessage: "Invalid consumptionPercentage.")
   static let invalidRefundPreference = ServerAPIError(
     httpStatus: 400, errorCode: 4_000_000, errorMessage: "Invalid refundPreference.")
+  static let invalidProductID = ServerAPIError(
+    httpStatus: 400, errorCode: 4_000_023, errorMessage: "Invalid product id.")
+  static let invalidStorefrontCountryCode = ServerAPIError(
+    httpStatus: 400, errorCode: 4_000_028, errorMessage: "Invalid storefront country code.")
   static let invalidExtendByDays = ServerAPIError(
     httpStatus: 400, errorCode: 4_000_009, errorMessage: "Invalid extendByDays: 1...90.")
   static let invalidExtendReasonCode = ServerAPIError(

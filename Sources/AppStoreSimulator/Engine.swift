@@ -54,6 +54,19 @@ enum SubscriptionEventKind: Sendable, Equatable {
   /// Any other V2 type the control API was told to send about a transaction (the Advanced
   /// Commerce types `METADATA_UPDATE`, `MIGRATION`, `PRICE_CHANGE`, `RENEWAL_EXTENSION`…).
   case custom(type: String, subtype: String?)
+  /// A renewal date extension for all active subscribers of a product finished (V2
+  /// `RENEWAL_EXTENSION`/`SUMMARY`, with `summary` instead of `data`).
+  case renewalExtensionSummary(MassExtension)
+}
+
+/// One Extend Subscription Renewal Dates for All Active Subscribers request, done at once.
+struct MassExtension: Sendable, Equatable {
+  var requestIdentifier: String
+  var productID: String
+  var storefrontCountryCodes: [String]
+  var succeeded: Int
+  var failed: Int
+  var completeMs: Int64
 }
 
 /// One event to notify, rendered when it happens (its receipt reflects that instant).

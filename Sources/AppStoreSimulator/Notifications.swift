@@ -69,7 +69,7 @@ struct NotificationFormatV1: NotificationFormat {
     // ONE_TIME_CHARGE, REFUND_DECLINED, REFUND_REVERSED and TEST.
     case .offerRedeemedForNextRenewal, .expired, .gracePeriodExpired, .oneTimeCharge, .test,
       .refundDeclined, .refundReversed, .rescindConsent, .externalPurchaseToken, .renewalExtended,
-      .custom:
+      .custom, .renewalExtensionSummary:
       nil
     }
   }
@@ -155,6 +155,7 @@ struct NotificationFormatV2: NotificationFormat {
     case .externalPurchaseToken(let subtype, _, _): return ("EXTERNAL_PURCHASE_TOKEN", subtype)
     case .renewalExtended: return ("RENEWAL_EXTENDED", nil)
     case .custom(let type, let subtype): return (type, subtype)
+    case .renewalExtensionSummary: return ("RENEWAL_EXTENSION", "SUMMARY")
     case .expired(let intent):
       let subtype: String? =
         switch intent {
@@ -221,6 +222,18 @@ struct NotificationFormatV2: NotificationFormat {
           "externalPurchaseId": .string(id), "tokenCreationDate": .integer(created),
           "appAppleId": .integer(app.appleAppID), "bundleId": .string(app.bundleID),
         ]))
+    case .renewalExtensionSummary(let mass):
+      // `summary` instead of `data` (https://developer.apple.com/documentation/appstoreservernotifications/summary).
+      var summary = JSONObject()
+      summary.append("requestIdentifier", .string(mass.requestIdentifier))
+      summary.append("environment", .string(event.environment.receiptValue))
+      summary.append("appAppleId", .integer(app.appleAppID))
+      summary.append("bundleId", .string(app.bundleID))
+      summary.append("productId", .string(mass.productID))
+      summary.append("storefrontCountryCodes", .array(mass.storefrontCountryCodes.map { .string($0) }))
+      summary.append("failedCount", .integer(Int64(mass.failed)))
+      summary.append("succeededCount", .integer(Int64(mass.succeeded)))
+      payload.append("summary", .object(summary))
     default:
       payload.append("data", .object(data))
     }

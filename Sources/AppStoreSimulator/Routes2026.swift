@@ -88,7 +88,7 @@ extension AppStoreSimulator {
     }
     // Any V2 notification type about the customer's transaction (the newest of `group_id`, or
     // `transaction_id`): for the types whose state the simulator does not model (the Advanced
-    // Commerce API's METADATA_UPDATE, MIGRATION, PRICE_CHANGE; RENEWAL_EXTENSION).
+    // Commerce API's METADATA_UPDATE, MIGRATION, PRICE_CHANGE; RENEWAL_EXTENSION/FAILURE).
     router.add("POST", prefix + "/notify") { [self] request in
       let (bundleID, userID) = (
         request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!

@@ -137,6 +137,54 @@ extension AppStoreSimulator {
         return HTTPResponse(status: 202)
       }
     }
+    // Extend Subscription Renewal Dates for All Active Subscribers, and its status.
+    router.add("POST", prefix + "/inApps/v1/subscriptions/extend/mass") { [self] request in
+      await serverAPI(request, environment) { app throws(ServerAPIError) in
+        guard let body = (try? JSONValue(parsing: request.body))?.objectValue else {
+          throw .generalBadRequest
+        }
+        guard let days = body["extendByDays"]?.int64Value, (1...90).contains(days) else {
+          throw .invalidExtendByDays
+        }
+        guard let reason = body["extendReasonCode"]?.int64Value, (0...3).contains(reason) else {
+          throw .invalidExtendReasonCode
+        }
+        guard let requestID = body["requestIdentifier"]?.stringValue, !requestID.isEmpty,
+          requestID.utf8.count <= 128
+        else { throw .invalidRequestIdentifier }
+        guard let productID = body["productId"]?.stringValue, !productID.isEmpty else { throw .invalidProductID }
+        var storefronts: [String] = []
+        if let value = body["storefrontCountryCodes"], !value.isNull {
+          guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue.map { Storefront.ids[$0] != nil } == true })
+          else { throw .invalidStorefrontCountryCode }
+          storefronts = list.compactMap(\.stringValue)
+        }
+        let mass = try mutateForServerAPI { state throws(ServerAPIError) -> MassExtension in
+          state.extendAll(
+            bundleID: app.bundleID, environment: environment, productID: productID, days: Int(days),
+            storefronts: storefronts, requestIdentifier: requestID)
+        }
+        let key = [app.bundleID, environment.rawValue, productID, requestID].joined(separator: "\u{0}")
+        massExtensions.withLock { $0[key] = mass }
+        return .object(["requestIdentifier": .string(requestID)])
+      }
+    }
+    router.add("GET", prefix + "/inApps/v1/subscriptions/extend/mass/{productId}/{requestIdentifier}") {
+      [self] request in
+      await serverAPI(request, environment) { app throws(ServerAPIError) in
+        let productID = request.pathParameters["productId"] ?? ""
+        let requestID = request.pathParameters["requestIdentifier"] ?? ""
+        let key = [app.bundleID, environment.rawValue, productID, requestID].joined(separator: "\u{0}")
+        guard let mass = massExtensions.withLock({ $0[key] }) else { throw .invalidRequestIdentifier }
+        var object = JSONObject()
+        object.append("requestIdentifier", .string(requestID))
+        object.append("complete", .bool(true))
+        object.append("completeDate", .integer(mass.completeMs))
+        object.append("succeededCount", .integer(Int64(mass.succeeded)))
+        object.append("failedCount", .integer(Int64(mass.failed)))
+        return .object(object)
+      }
+    }
     // Extend a Subscription Renewal Date.
     router.add("PUT", prefix + "/inApps/v1/subscriptions/extend/{originalTransactionId}") {
       [self] request in

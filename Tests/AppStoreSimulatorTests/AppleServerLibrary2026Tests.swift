@@ -100,6 +100,13 @@ struct AppleServerLibrary2026Tests {
       body: #"{"extendByDays":5,"extendReasonCode":1,"requestIdentifier":"r-1"}"#)
     #expect(extendStatus == 200)
     #expect(extended["success"] == .bool(true))
+    let (massStatus, mass, _) = try await api(
+      "POST", sim.base, "/inApps/v1/subscriptions/extend/mass", token: try key.token(),
+      body: #"{"extendByDays":3,"extendReasonCode":0,"requestIdentifier":"mass-1","productId":"max.annual"}"#)
+    #expect(massStatus == 200 && mass["requestIdentifier"]?.string == "mass-1")
+    let (_, massState, _) = try await api(
+      "GET", sim.base, "/inApps/v1/subscriptions/extend/mass/max.annual/mass-1", token: try key.token())
+    #expect(massState["complete"] == .bool(true) && massState["succeededCount"] == .integer(1))
     try await sim.drain()
     let payloads = receiver.bodies.compactMap { $0["signedPayload"]?.stringValue }
 
@@ -180,6 +187,12 @@ struct AppleServerLibrary2026Tests {
       external["externalPurchaseToken"]?["externalPurchaseId"]?.string == token["external_purchase_id"]?.string)
     #expect(first("CONSUMPTION_REQUEST")?["transaction"]?["transactionId"]?.string == coins)
     #expect(first("METADATA_UPDATE")?["transaction"]?["productId"]?.string == "max.annual")
+    let summary = try #require(first("RENEWAL_EXTENSION", "SUMMARY"))
+    #expect(summary["data"] == nil)
+    #expect(summary["summary"]?["requestIdentifier"]?.string == "mass-1")
+    #expect(summary["summary"]?["productId"]?.string == "max.annual")
+    #expect(summary["summary"]?["succeededCount"] == .integer(1))
+    #expect(summary["summary"]?["failedCount"] == .integer(0))
     let extension_ = try #require(first("RENEWAL_EXTENDED"))
     #expect(extension_["transaction"]?["expiresDate"] == .integer(startMs + (59 + 5) * dayMs))
 
