@@ -63,6 +63,13 @@ public final class AppStoreSimulator: Sendable {
   let notificationFormatV2: any NotificationFormat
   /// verifyReceipt requests received, by endpoint (`production`, `sandbox`), faults included.
   let verifyReceiptRequests = Mutex<[String: Int]>([:])
+  /// Accepted Send Consumption Information answers, oldest first.
+  let consumptionAnswers = Mutex<[ConsumptionAnswer]>([])
+  /// Finished renewal date extensions for all subscribers, by `bundle \0 environment \0 product
+  /// \0 requestIdentifier`.
+  let massExtensions = Mutex<[String: MassExtension]>([:])
+  /// The App Store Server API rate limiter: a token bucket per app and environment.
+  let rateLimiter = Mutex(ServerAPIRateLimiter())
   private let ticker = Mutex<Task<Void, Never>?>(nil)
 
   /// Creates a simulator; with a time scale above 0 it also starts a ticker that renews

@@ -44,6 +44,29 @@ enum SubscriptionEventKind: Sendable, Equatable {
   case refundDeclined
   /// The App Store reversed a refund it had granted (V2 `REFUND_REVERSED` only).
   case refundReversed
+  /// A parent withdrew consent to a child's use of the app (V2 `RESCIND_CONSENT`, with `appData`).
+  case rescindConsent
+  /// An External Purchase token event (V2 `EXTERNAL_PURCHASE_TOKEN` with `externalPurchaseToken`;
+  /// subtype `UNREPORTED`, `CREATED` or `ACTIVE_TOKEN_REMINDER`).
+  case externalPurchaseToken(subtype: String, externalPurchaseID: String, createdMs: Int64)
+  /// The developer extended one subscription's renewal date (V2 `RENEWAL_EXTENDED`).
+  case renewalExtended
+  /// Any other V2 type the control API was told to send about a transaction (the Advanced
+  /// Commerce types `METADATA_UPDATE`, `MIGRATION`, `PRICE_CHANGE`, `RENEWAL_EXTENSION`…).
+  case custom(type: String, subtype: String?)
+  /// A renewal date extension for all active subscribers of a product finished (V2
+  /// `RENEWAL_EXTENSION`/`SUMMARY`, with `summary` instead of `data`).
+  case renewalExtensionSummary(MassExtension)
+}
+
+/// One Extend Subscription Renewal Dates for All Active Subscribers request, done at once.
+struct MassExtension: Sendable, Equatable {
+  var requestIdentifier: String
+  var productID: String
+  var storefrontCountryCodes: [String]
+  var succeeded: Int
+  var failed: Int
+  var completeMs: Int64
 }
 
 /// One event to notify, rendered when it happens (its receipt reflects that instant).
@@ -115,9 +138,12 @@ struct SimulatorState: Sendable {
   var pendingEvents: [NotificationEvent] = []
   /// Counts transaction creations and changes (``Transaction/revision``).
   var revisionCounter = 0
-  /// `appTransactionId` per `bundle \0 user`, assigned at the first transaction.
+  /// `appTransactionId` per `bundle \0 user`, assigned at the app's download or the first
+  /// transaction.
   var appTransactionIDs: [String: String] = [:]
   var appTransactionCounter: Int64
+  /// The app downloads (`AppTransaction`) per `bundle \0 user`.
+  var appDownloads: [String: AppDownload] = [:]
 
   static let maxFamilyMembers = 5
   static let sandboxMaxRenewals = 6
@@ -244,10 +270,7 @@ struct SimulatorState: Sendable {
     transactions[transaction.transactionID] = transaction
     let key = Self.receiptKey(transaction.bundleID, transaction.userID)
     transactionsByReceipt[key, default: []].append(transaction.transactionID)
-    if appTransactionIDs[key] == nil {
-      appTransactionCounter += 1
-      appTransactionIDs[key] = String(appTransactionCounter)
-    }
+    ensureAppDownload(transaction.bundleID, transaction.userID, at: transaction.purchaseMs)
     return transaction
   }
 
@@ -348,12 +371,20 @@ struct SimulatorState: Sendable {
   /// plan (see ``changeProduct``) or redeem a promotional offer for the next renewal.
   mutating func purchase(
     bundleID: String, userID: String, productID: String, offer: OfferRequest?,
-    appAccountToken: String? = nil
+    appAccountToken: String? = nil, billingPlan: String? = nil
   ) throws(SimError) -> [String] {
     let app = try app(bundleID)
     let user = try user(userID)
     let product = try product(app, productID)
     let now = self.now
+    if billingPlan == "MONTHLY" {
+      guard product.commitmentMonthlyPrice != nil else {
+        throw .conflict("product '\(productID)' has no monthly billing plan with a 12-month commitment")
+      }
+      guard offer == nil else {
+        throw .conflict("the simulator does not model offers on a monthly plan with a commitment")
+      }
+    }
     guard product.type == .autoRenewable, let groupID = product.groupID else {
       guard offer == nil else {
         throw .badRequest("offers apply only to auto-renewable subscriptions")
@@ -379,6 +410,10 @@ struct SimulatorState: Sendable {
     }
     let existing = ownSubscription(bundleID, userID, group: groupID)
     if let existing, isActive(existing, at: now) || existing.billingRetrySinceMs != nil {
+      guard existing.commitment == nil, billingPlan != "MONTHLY" else {
+        throw .conflict(
+          "the simulator does not model plan changes into or during a 12-month commitment (group '\(groupID)')")
+      }
       if case .promotional(let id)? = offer, existing.productID == productID {
         guard let promo = product.promotionalOffers[id] else {
           throw .notFound("product '\(productID)' has no promotional offer '\(id)'")
@@ -442,8 +477,15 @@ struct SimulatorState: Sendable {
       kind = .initialBuy
     }
     subscription.offerInProgress = offerInProgress
-    let duration = applyOfferPeriod(&subscription, &transaction, product: product)
+    subscription.commitment = nil
+    var duration = applyOfferPeriod(&subscription, &transaction, product: product)
+    if billingPlan == "MONTHLY", let monthly = product.commitmentMonthlyPrice {
+      duration = startCommitment(&subscription, &transaction, product: product, monthly: monthly, at: now)
+    } else if product.commitmentMonthlyPrice != nil {
+      transaction.billingPlanType = "BILLED_UPFRONT"
+    }
     transaction.expiresMs = periodEnd(start: now, duration: duration, environment: user.environment)
+    if let end = commitmentTransactionEnd(subscription, transaction) { transaction.expiresMs = end }
     subscription.expiresMs = transaction.expiresMs!
     subscription.latestTransactionID = transaction.transactionID
     record(transaction)
@@ -512,6 +554,10 @@ struct SimulatorState: Sendable {
     let now = self.now
     guard isActive(subscription, at: now) else {
       throw .conflict("the subscription in group '\(groupID)' is not active; purchase instead")
+    }
+    guard subscription.commitment == nil else {
+      throw .conflict(
+        "the simulator does not model plan changes during a 12-month commitment (group '\(groupID)')")
     }
     let current = try product(app, subscription.productID)
     // A price increase is of the renewal product; another renewal product has its own price.
@@ -596,9 +642,26 @@ struct SimulatorState: Sendable {
     _ = try user(userID)
     var subscription = try requireOwnSubscription(bundleID, userID, group: groupID)
     let now = self.now
+    if var commitment = subscription.commitment, commitment.periodNumber < commitment.totalPeriods {
+      // Within a 12-month commitment the customer can only cancel the commitment's renewal:
+      // "billing continues through all 12 periods even if the customer cancels the commitment
+      // renewal early" (https://developer.apple.com/documentation/storekit/supporting-monthly-subscriptions-with-a-12-month-commitment).
+      // The renewal info's `autoRenewStatus` (the next billing period) stays 1;
+      // `commitmentInfo.commitmentAutoRenewStatus` changes.
+      guard commitment.autoRenew != enabled else {
+        throw .conflict(
+          "the commitment's renewal is already \(enabled ? "on" : "off") for group '\(groupID)'")
+      }
+      commitment.autoRenew = enabled
+      subscription.commitment = commitment
+      subscriptions[subscription.originalTransactionID] = subscription
+      emit(enabled ? .autoRenewEnabled : .autoRenewDisabled, subscription, at: now)
+      return
+    }
     guard subscription.autoRenewEnabled != enabled else {
       throw .conflict("auto-renew is already \(enabled ? "on" : "off") for group '\(groupID)'")
     }
+    subscription.commitment?.autoRenew = enabled
     if enabled {
       guard isActive(subscription, at: now) || subscription.billingRetrySinceMs != nil else {
         throw .conflict("the subscription in group '\(groupID)' has expired; purchase again")
@@ -712,10 +775,30 @@ struct SimulatorState: Sendable {
     var transaction = newTransaction(
       bundleID: subscription.bundleID, userID: subscription.userID, product: product,
       originalTransactionID: subscription.originalTransactionID,
-      originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: purchaseMs, expiresMs: nil)
-    let duration = applyOfferPeriod(&subscription, &transaction, product: product)
+      originalPurchaseMs: subscription.originalPurchaseMs, purchaseMs: purchaseMs, expiresMs: nil,
+      ownership: subscription.ownership)
+    // The organization pays for an assigned subscription, not the customer.
+    if subscription.ownership == .assigned { transaction.price = 0 }
+    var duration = applyOfferPeriod(&subscription, &transaction, product: product)
+    var newCommitmentPeriod = true
+    if let commitment = subscription.commitment {
+      if commitment.periodNumber < commitment.totalPeriods {
+        duration = continueCommitment(&subscription, &transaction)
+        newCommitmentPeriod = false
+      } else if commitment.renewalBillingPlan == "MONTHLY", let monthly = product.commitmentMonthlyPrice {
+        // "When the 12th billing period completes ... period 1 of the new commitment begins"
+        // (https://developer.apple.com/documentation/storekit/managing-lifecycle-of-monthly-subscriptions-with-a-12-month-commitment-).
+        duration = startCommitment(&subscription, &transaction, product: product, monthly: monthly, at: purchaseMs)
+      } else {
+        subscription.commitment = nil
+        transaction.billingPlanType = product.commitmentMonthlyPrice != nil ? "BILLED_UPFRONT" : nil
+      }
+    } else if product.commitmentMonthlyPrice != nil {
+      transaction.billingPlanType = "BILLED_UPFRONT"
+    }
     transaction.expiresMs = periodEnd(
       start: purchaseMs, duration: duration, environment: subscription.environment)
+    if let end = commitmentTransactionEnd(subscription, transaction) { transaction.expiresMs = end }
     transaction.transactionReason = "RENEWAL"
     record(transaction)
     // A price increase the customer accepted is now the price paid.
@@ -725,10 +808,15 @@ struct SimulatorState: Sendable {
     subscription.productID = product.productID
     subscription.expiresMs = transaction.expiresMs!
     subscription.latestTransactionID = transaction.transactionID
-    subscription.renewals += 1
+    if newCommitmentPeriod { subscription.renewals += 1 }
+    if let commitment = subscription.commitment, commitment.periodNumber == commitment.totalPeriods {
+      // The last billing period: whether the next one comes is the commitment's renewal.
+      subscription.autoRenewEnabled = commitment.autoRenew
+      if !commitment.autoRenew { subscription.expirationIntent = "1" }
+    }
     subscription.billingRetrySinceMs = nil
     subscription.gracePeriodExpiresMs = nil
-    subscription.expirationIntent = nil
+    if subscription.autoRenewEnabled { subscription.expirationIntent = nil }
     subscriptions[subscription.originalTransactionID] = subscription
     emit(kind, subscription, at: max(purchaseMs, kind == .recovered ? now : purchaseMs))
     var changed = [transaction.transactionID]
@@ -750,7 +838,7 @@ struct SimulatorState: Sendable {
   /// Besides renewals and billing events these are the end of a grace period and a lapse at
   /// `expires_date` (V2 `GRACE_PERIOD_EXPIRED`, `EXPIRED`; V1 sends nothing for them).
   func nextEvent(_ subscription: Subscription) -> Int64? {
-    guard subscription.ownership == .purchased, !subscription.revoked else { return nil }
+    guard subscription.ownership != .familyShared, !subscription.revoked else { return nil }
     if let since = subscription.billingRetrySinceMs, !subscription.renewalStopped {
       let end = since + billingRetryMs(subscription.environment)
       if let grace = subscription.gracePeriodExpiresMs, subscription.graceExpiryNotified != true,
@@ -832,7 +920,7 @@ struct SimulatorState: Sendable {
       emitToFamily(.expired(intent: "1"), subscription, at: at)
       return
     }
-    if users[subscription.userID]?.billingFails ?? false {
+    if users[subscription.userID]?.billingFails ?? false, subscription.ownership != .assigned {
       subscription.billingRetrySinceMs = subscription.expiresMs
       let graceDays = apps[subscription.bundleID]?.gracePeriodDays ?? 0
       subscription.gracePeriodExpiresMs =
@@ -874,6 +962,9 @@ struct SimulatorState: Sendable {
     guard transaction.cancellationMs == nil else {
       throw .conflict("transaction '\(id)' is already refunded or revoked")
     }
+    guard transaction.ownership != .assigned else {
+      throw .conflict("assigned transaction '\(id)' takes no refund or refund request")
+    }
     guard transaction.ownership == .purchased else {
       throw .conflict(
         "family-shared transaction '\(id)' cannot be refunded; refund the organizer's")
@@ -895,6 +986,7 @@ struct SimulatorState: Sendable {
     }
     // The signed transaction does not change: no new revision.
     transaction.refundRequested = true
+    transaction.refundRequestedMs = now
     transactions[transaction.transactionID] = transaction
     if transaction.productType == .consumable || transaction.productType == .autoRenewable {
       emitAbout(transaction, .consumptionRequest(reason: reason))

@@ -57,6 +57,10 @@ struct Product: Sendable, Codable {
   /// Win-back offers configured for this subscription, best first: a lapsed customer of the
   /// group who qualifies gets them in renewal info's `eligibleWinBackOfferIds`.
   var winBackOfferIDs: [String]? = nil
+  /// The price per month in milliunits of the product's second billing plan, monthly with a
+  /// 12-month commitment (`billingPlanType` `MONTHLY`, App Store Server API 1.21); nil: the
+  /// product is billed up front only. Only for a one-year auto-renewable.
+  var commitmentMonthlyPrice: Int64? = nil
 }
 
 struct App: Sendable, Codable {
@@ -77,6 +81,10 @@ struct App: Sendable, Codable {
   var apiKeys: [InAppPurchaseKey]? = nil
   /// How JWS of this app are signed (nil: with the simulator's valid identity).
   var signing: SigningMode? = nil
+  /// App Store Server API requests per second this app may make in production (nil: Apple's
+  /// 50) and in the sandbox (nil: 5); past it, `429` with `Retry-After`.
+  var serverAPIRatePerSecond: Double? = nil
+  var sandboxServerAPIRatePerSecond: Double? = nil
 }
 
 /// The version of App Store Server Notifications an app receives.
@@ -106,11 +114,57 @@ struct User: Sendable, Codable {
   var familyMembers: [String] = []
   /// The App Store storefront (ISO 3166-1 alpha-3, V2 `storefront`); nil is USA.
   var storefront: String? = nil
+  /// Parental consent to the app's use was withdrawn (`RESCIND_CONSENT`), per bundle id.
+  var consentRescinded: [String]? = nil
+}
+
+/// The app download of one customer (Apple Account) in one app: what `AppTransaction` describes.
+struct AppDownload: Sendable, Codable {
+  /// `appTransactionId`: one per Apple Account per app.
+  var appTransactionID: String
+  /// `originalPurchaseDate`: when the customer first got the app.
+  var originalPurchaseMs: Int64
+  /// `originalApplicationVersion`: the app version first downloaded.
+  var originalApplicationVersion: String
+  /// `applicationVersion`: the version installed now.
+  var applicationVersion: String
+  /// `preorderDate`, when the app was pre-ordered.
+  var preorderMs: Int64? = nil
 }
 
 enum Ownership: String, Sendable, Codable {
   case purchased = "PURCHASED"
   case familyShared = "FAMILY_SHARED"
+  /// Access an organization or group assigns to the customer (App Store Server API 1.22).
+  case assigned = "ASSIGNED"
+}
+
+/// A transaction's place in a 12-month commitment (`TransactionCommitmentInfo`).
+struct TransactionCommitment: Sendable, Codable, Equatable {
+  /// `billingPeriodNumber`: 1...12.
+  var billingPeriodNumber: Int
+  /// `totalBillingPeriods`: 12.
+  var totalBillingPeriods: Int
+  /// `commitmentExpiresDate`: the end of the commitment.
+  var commitmentExpiresMs: Int64
+  /// `commitmentPrice`: the total price of the commitment, in milliunits.
+  var commitmentPrice: Int64
+}
+
+/// A subscription's current 12-month commitment (monthly billing plan).
+struct CommitmentState: Sendable, Codable, Equatable {
+  /// The billing period of the current transaction, 1...12.
+  var periodNumber: Int
+  var totalPeriods: Int
+  var startMs: Int64
+  var expiresMs: Int64
+  /// The monthly price, milliunits.
+  var monthlyPrice: Int64
+  /// Whether a new commitment (or plan) follows when this one ends (`commitmentAutoRenewStatus`).
+  var autoRenew: Bool
+  /// The billing plan of what follows: `MONTHLY` (another commitment) or `BILLED_UPFRONT` (a
+  /// year paid at once) (`commitmentRenewalBillingPlanType`).
+  var renewalBillingPlan: String
 }
 
 struct Transaction: Sendable, Codable {
@@ -157,6 +211,13 @@ struct Transaction: Sendable, Codable {
   var revocationPercentage: Int? = nil
   /// A refund request the App Store has not decided yet (CONSUMPTION_REQUEST was sent).
   var refundRequested: Bool? = nil
+  /// When the open refund request was made (Apple asks for consumption data within 12 hours).
+  var refundRequestedMs: Int64? = nil
+  /// V2 `billingPlanType`: `MONTHLY` (a 12-month commitment) or `BILLED_UPFRONT`, for products
+  /// that offer both plans; nil otherwise.
+  var billingPlanType: String? = nil
+  /// V2 `commitmentInfo` of a commitment plan's monthly transaction.
+  var commitment: TransactionCommitment? = nil
 }
 
 /// A price increase of a subscriber's renewal product, from `POST …/price-increase`.
@@ -217,4 +278,6 @@ struct Subscription: Sendable, Codable {
   var expiryNotified: Bool? = nil
   /// A price increase of `autoRenewProductID` that applies at the next renewal.
   var priceIncrease: PriceIncrease? = nil
+  /// The current 12-month commitment of a monthly billing plan; nil when billed up front.
+  var commitment: CommitmentState? = nil
 }

@@ -68,7 +68,8 @@ struct NotificationFormatV1: NotificationFormat {
     // V1 has no notification for these; V2 sends OFFER_REDEEMED, EXPIRED, GRACE_PERIOD_EXPIRED,
     // ONE_TIME_CHARGE, REFUND_DECLINED, REFUND_REVERSED and TEST.
     case .offerRedeemedForNextRenewal, .expired, .gracePeriodExpired, .oneTimeCharge, .test,
-      .refundDeclined, .refundReversed:
+      .refundDeclined, .refundReversed, .rescindConsent, .externalPurchaseToken, .renewalExtended,
+      .custom, .renewalExtensionSummary:
       nil
     }
   }
@@ -150,6 +151,11 @@ struct NotificationFormatV2: NotificationFormat {
     case .consumptionRequest: return ("CONSUMPTION_REQUEST", nil)
     case .refundDeclined: return ("REFUND_DECLINED", nil)
     case .refundReversed: return ("REFUND_REVERSED", nil)
+    case .rescindConsent: return ("RESCIND_CONSENT", nil)
+    case .externalPurchaseToken(let subtype, _, _): return ("EXTERNAL_PURCHASE_TOKEN", subtype)
+    case .renewalExtended: return ("RENEWAL_EXTENDED", nil)
+    case .custom(let type, let subtype): return (type, subtype)
+    case .renewalExtensionSummary: return ("RENEWAL_EXTENSION", "SUMMARY")
     case .expired(let intent):
       let subtype: String? =
         switch intent {
@@ -194,7 +200,43 @@ struct NotificationFormatV2: NotificationFormat {
     payload.append("notificationType", .string(type))
     if let subtype { payload.append("subtype", .string(subtype)) }
     payload.append("notificationUUID", .string(uuid))
-    payload.append("data", .object(data))
+    switch event.kind {
+    case .rescindConsent:
+      // `appData` instead of `data` (https://developer.apple.com/documentation/appstoreservernotifications/appdata).
+      var appData = JSONObject()
+      appData.append("appAppleId", .integer(app.appleAppID))
+      appData.append("bundleId", .string(app.bundleID))
+      appData.append("environment", .string(event.environment.receiptValue))
+      if let transaction = state.appTransactionPayload(
+        bundleID: event.bundleID, userID: event.userID, signedDate: signedDate)
+      {
+        appData.append("signedAppTransactionInfo", .string(signing.sign(transaction, mode: mode)))
+      }
+      payload.append("appData", .object(appData))
+    case .externalPurchaseToken(_, let id, let created):
+      // `externalPurchaseToken` instead of `data`
+      // (https://developer.apple.com/documentation/appstoreservernotifications/externalpurchasetoken).
+      payload.append(
+        "externalPurchaseToken",
+        .object([
+          "externalPurchaseId": .string(id), "tokenCreationDate": .integer(created),
+          "appAppleId": .integer(app.appleAppID), "bundleId": .string(app.bundleID),
+        ]))
+    case .renewalExtensionSummary(let mass):
+      // `summary` instead of `data` (https://developer.apple.com/documentation/appstoreservernotifications/summary).
+      var summary = JSONObject()
+      summary.append("requestIdentifier", .string(mass.requestIdentifier))
+      summary.append("environment", .string(event.environment.receiptValue))
+      summary.append("appAppleId", .integer(app.appleAppID))
+      summary.append("bundleId", .string(app.bundleID))
+      summary.append("productId", .string(mass.productID))
+      summary.append("storefrontCountryCodes", .array(mass.storefrontCountryCodes.map { .string($0) }))
+      summary.append("failedCount", .integer(Int64(mass.failed)))
+      summary.append("succeededCount", .integer(Int64(mass.succeeded)))
+      payload.append("summary", .object(summary))
+    default:
+      payload.append("data", .object(data))
+    }
     payload.append("version", .string("2.0"))
     payload.append("signedDate", .integer(signedDate))
     let signedPayload = signing.sign(.object(payload), mode: mode)

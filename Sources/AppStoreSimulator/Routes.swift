@@ -138,7 +138,7 @@ private func parseOffer(_ body: JSONBody, field: String, needsID: String?) throw
 }
 
 /// A price in currency units (`9.99`) as milliunits (`9990`).
-private func parsePrice(_ body: JSONBody, field: String) throws(HTTPError) -> Int64? {
+func parsePrice(_ body: JSONBody, field: String) throws(HTTPError) -> Int64? {
   guard let price = try body.optionalDouble("price") else { return nil }
   guard price >= 0, price < 1e9 else { throw .badRequest("field '\(field)' must be 0...999999999") }
   return Int64((price * 1000).rounded())
@@ -200,6 +200,17 @@ private func parseProduct(_ body: JSONBody, index: Int) throws(HTTPError) -> Pro
     }
     product.winBackOfferIDs = offers
   }
+  if let monthly = try body.optionalObject("commitment_plan") {
+    // A monthly billing plan with a 12-month commitment beside the up-front one (App Store
+    // Server API 1.21): only for a one-year auto-renewable.
+    guard type == .autoRenewable, product.duration == SubscriptionDuration(count: 1, unit: .year) else {
+      throw .badRequest("field '\(field).commitment_plan' is only for a one-year auto-renewable (duration P1Y)")
+    }
+    guard let price = try parsePrice(monthly, field: "\(field).commitment_plan.price") else {
+      throw .badRequest("field '\(field).commitment_plan.price' (the monthly price) is required")
+    }
+    product.commitmentMonthlyPrice = price
+  }
   if type != .autoRenewable
     && (product.introductoryOffer != nil || !product.promotionalOffers.isEmpty
       || !product.offerCodes.isEmpty || product.winBackOfferIDs != nil)
@@ -227,6 +238,7 @@ extension AppStoreSimulator {
       }
     }
     addControlRoutes(&router)
+    addControlRoutes2026(&router)
     addServerAPIRoutes(&router)
     addSignedDataControlRoutes(&router)
     return router
@@ -387,6 +399,11 @@ extension AppStoreSimulator {
         throw .badRequest("field 'notification_version' must be 'v1' or 'v2'")
       }
       app.notificationVersion = version
+    }
+    for (key, environment) in [("server_api_rate_limit", "production"), ("sandbox_server_api_rate_limit", "sandbox")] {
+      guard let rate = try body.optionalDouble(key) else { continue }
+      guard rate > 0, rate <= 100_000 else { throw .badRequest("field '\(key)' must be 0 < rate <= 100000 requests/s") }
+      if environment == "production" { app.serverAPIRatePerSecond = rate } else { app.sandboxServerAPIRatePerSecond = rate }
     }
     if let text = try body.optionalString("signing") {
       guard let mode = SigningMode(rawValue: text) else {
@@ -611,6 +628,10 @@ extension AppStoreSimulator {
         }
       }
       let requested = offer
+      let plan = try body.optionalString("billing_plan")
+      guard plan == nil || plan == "MONTHLY" || plan == "BILLED_UPFRONT" else {
+        throw HTTPError.badRequest("field 'billing_plan' must be MONTHLY or BILLED_UPFRONT")
+      }
       let token = try body.optionalString("app_account_token")
       if let token, UUID(uuidString: token) == nil {
         throw HTTPError.badRequest("field 'app_account_token' must be a UUID")
@@ -618,7 +639,7 @@ extension AppStoreSimulator {
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
         try state.purchase(
           bundleID: bundleID, userID: userID, productID: productID, offer: requested,
-          appAccountToken: token?.lowercased())
+          appAccountToken: token?.lowercased(), billingPlan: plan)
       }
     }
     router.add("POST", prefix + "/change-product") { [self] request in

@@ -121,13 +121,25 @@ extension AppStoreSimulator {
           try testNotificationStatus(request, app: app, environment: environment)
         }
       }
+      addServerAPI2026Routes(&router, prefix: prefix, environment: environment)
     }
   }
 
   /// Faults, then authorization (401 without a body, as Apple), then the endpoint.
-  private func serverAPI(
+  func serverAPI(
     _ request: HTTPRequest, _ environment: StoreEnvironment,
     _ body: (App) throws(ServerAPIError) -> JSONValue
+  ) async -> HTTPResponse {
+    await serverAPIResponse(request, environment) { app throws(ServerAPIError) in
+      jsonResponse(try body(app))
+    }
+  }
+
+  /// Faults, then authorization (401 without a body, as Apple), then the app's rate limit
+  /// (`429` with `Retry-After`), then the endpoint, which makes the whole response.
+  func serverAPIResponse(
+    _ request: HTTPRequest, _ environment: StoreEnvironment,
+    _ body: (App) throws(ServerAPIError) -> HTTPResponse
   ) async -> HTTPResponse {
     let fault = serverAPIFaults.withLock { rules -> ServerAPIFault? in
       guard
@@ -160,10 +172,18 @@ extension AppStoreSimulator {
       let (app, _) = ServerAPIAuthorization.authorize(
         header: request.headers["Authorization"], apps: apps, nowSeconds: nowSeconds)
     else { return HTTPResponse(status: 401) }
+    if let retryAfterMs = rateLimiter.withLock({ $0.admit(app: app, environment: environment, nowMs: nowMs) }) {
+      // https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits:
+      // 429 with RateLimitExceededError and `Retry-After`, the UNIX time in milliseconds from
+      // which a request may succeed.
+      var response = ServerAPIError.rateLimitExceeded.response
+      response.headers.replaceOrAdd(name: "Retry-After", value: String(retryAfterMs))
+      return response
+    }
     // Process everything due by now first (renewals, expiries), as every control call does.
     _ = try? mutate { _ throws(SimError) in }
     do throws(ServerAPIError) {
-      return jsonResponse(try body(app))
+      return try body(app)
     } catch {
       return error.response
     }
@@ -171,7 +191,7 @@ extension AppStoreSimulator {
 
   /// The customer (user) a transaction id, original transaction id or app transaction id of
   /// `app` in `environment` belongs to.
-  private func customer(
+  func customer(
     _ request: HTTPRequest, app: App, environment: StoreEnvironment, state: SimulatorState
   )
     throws(ServerAPIError) -> String
@@ -195,7 +215,7 @@ extension AppStoreSimulator {
     throw .transactionIDNotFound
   }
 
-  private func sign(_ payload: JSONValue, app: App) -> String {
+  func sign(_ payload: JSONValue, app: App) -> String {
     signing.sign(payload, mode: app.signing ?? .valid)
   }
 

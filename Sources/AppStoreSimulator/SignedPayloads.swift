@@ -115,6 +115,20 @@ extension SimulatorState {
     if let app = appTransactionID(transaction.bundleID, transaction.userID) {
       object.append("appTransactionId", .string(app))
     }
+    // App Store Server API 1.21: monthly subscriptions with a 12-month commitment
+    // (https://developer.apple.com/documentation/appstoreserverapi/billingplantype,
+    // https://developer.apple.com/documentation/appstoreserverapi/transactioncommitmentinfo).
+    if let plan = transaction.billingPlanType { object.append("billingPlanType", .string(plan)) }
+    if let commitment = transaction.commitment {
+      object.append(
+        "commitmentInfo",
+        .object([
+          "billingPeriodNumber": .integer(commitment.billingPeriodNumber),
+          "totalBillingPeriods": .integer(commitment.totalBillingPeriods),
+          "commitmentExpiresDate": .integer(commitment.commitmentExpiresMs),
+          "commitmentPrice": .integer(commitment.commitmentPrice),
+        ]))
+    }
     return .object(object)
   }
 
@@ -162,6 +176,11 @@ extension SimulatorState {
     if let pending = subscription.pendingOffer ?? subscription.offerInProgress {
       renewalPrice = pending.offer.price ?? (pending.offer.mode == .freeTrial ? 0 : renewalPrice)
     }
+    if let commitment = subscription.commitment,
+      commitment.periodNumber < commitment.totalPeriods || commitment.renewalBillingPlan == "MONTHLY"
+    {
+      renewalPrice = product?.commitmentMonthlyPrice ?? commitment.monthlyPrice
+    }
     object.append("renewalPrice", .integer(renewalPrice))
     object.append("currency", .string(product?.currency ?? "USD"))
     let winBack = eligibleWinBackOfferIDs(subscription, at: now)
@@ -172,7 +191,37 @@ extension SimulatorState {
     if let app = appTransactionID(subscription.bundleID, subscription.userID) {
       object.append("appTransactionId", .string(app))
     }
+    appendCommitment(subscription, product: product, to: &object)
     return .object(object)
+  }
+
+  /// `renewalBillingPlanType` and `commitmentInfo` (`RenewalCommitmentInfo`, API 1.21) of a
+  /// subscription whose product has a monthly plan with a 12-month commitment. The renewal info's
+  /// `autoRenewStatus` is about the next billing period and
+  /// `commitmentInfo.commitmentAutoRenewStatus` about the end of the commitment
+  /// (https://developer.apple.com/documentation/storekit/managing-lifecycle-of-monthly-subscriptions-with-a-12-month-commitment-).
+  func appendCommitment(_ subscription: Subscription, product: Product?, to object: inout JSONObject) {
+    guard let commitment = subscription.commitment else {
+      if product?.commitmentMonthlyPrice != nil {
+        object.append("renewalBillingPlanType", .string("BILLED_UPFRONT"))
+      }
+      return
+    }
+    let next = commitment.periodNumber < commitment.totalPeriods ? "MONTHLY" : commitment.renewalBillingPlan
+    object.append("renewalBillingPlanType", .string(next))
+    let monthly = product?.commitmentMonthlyPrice ?? commitment.monthlyPrice
+    let renewalPrice =
+      commitment.renewalBillingPlan == "MONTHLY"
+      ? monthly * Int64(commitment.totalPeriods) : (product?.price ?? 0)
+    object.append(
+      "commitmentInfo",
+      .object([
+        "commitmentAutoRenewProductId": .string(subscription.autoRenewProductID),
+        "commitmentAutoRenewStatus": .integer(commitment.autoRenew ? 1 : 0),
+        "commitmentRenewalBillingPlanType": .string(commitment.renewalBillingPlan),
+        "commitmentRenewalDate": .integer(commitment.expiresMs),
+        "commitmentRenewalPrice": .integer(renewalPrice),
+      ]))
   }
 
   /// The earliest start of paid service ignoring lapses shorter than 60 days.

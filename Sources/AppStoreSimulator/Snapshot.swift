@@ -21,6 +21,7 @@ struct SimulatorSnapshot: Codable, Sendable {
   var revisionCounter: Int?
   var appTransactionIDs: [String: String]?
   var appTransactionCounter: Int64?
+  var appDownloads: [String: AppDownload]?
 }
 
 extension SimulatorState {
@@ -31,7 +32,8 @@ extension SimulatorState {
       subscriptions: subscriptions, ownSubscriptionIndex: ownSubscriptionIndex,
       familyShares: familyShares, nextSeq: nextSeq, transactionCounter: transactionCounter,
       webOrderCounter: webOrderCounter, userCounter: userCounter, revisionCounter: revisionCounter,
-      appTransactionIDs: appTransactionIDs, appTransactionCounter: appTransactionCounter)
+      appTransactionIDs: appTransactionIDs, appTransactionCounter: appTransactionCounter,
+      appDownloads: appDownloads)
   }
 
   mutating func restore(_ snapshot: SimulatorSnapshot) {
@@ -50,6 +52,7 @@ extension SimulatorState {
     revisionCounter = snapshot.revisionCounter ?? nextSeq
     appTransactionIDs = snapshot.appTransactionIDs ?? [:]
     if let counter = snapshot.appTransactionCounter { appTransactionCounter = counter }
+    appDownloads = snapshot.appDownloads ?? [:]
     pendingEvents = []
   }
 }

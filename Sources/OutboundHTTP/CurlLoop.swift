@@ -287,6 +287,8 @@ final class Transfer: @unchecked Sendable {
   let policy: OutboundAddressPolicy?
   let started = ContinuousClock.now
   let timeout: Duration
+  /// Response header fields to hand back (``OutboundRequest/responseHeaders``).
+  let wantedHeaders: [String]
   /// The loop's own deadline: libcurl's plus a little, so libcurl's (with its message) ends first.
   let hardDeadline: ContinuousClock.Instant
   let cancelled = Atomic<Bool>(false)
@@ -315,6 +317,7 @@ final class Transfer: @unchecked Sendable {
     self.limit = max(0, request.maxResponseBytes)
     self.policy = request.addressPolicy
     self.timeout = request.timeout
+    self.wantedHeaders = request.responseHeaders
     self.hardDeadline = started + max(request.timeout, .milliseconds(1)) + .milliseconds(200)
     self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -418,6 +421,21 @@ final class Transfer: @unchecked Sendable {
     return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"
   }
 
+  /// The values of ``wantedHeaders`` in the last response (libcurl's header API, 7.83+).
+  private func responseHeaderValues() -> [String: String] {
+    var values: [String: String] = [:]
+    for name in wantedHeaders where !name.isEmpty && !name.utf8.contains(0) {
+      var header: UnsafeMutablePointer<curl_header>?
+      // Index 0: the first value; origin 1 is CURLH_HEADER (a plain server header); request -1:
+      // the last request (after redirects).
+      guard curl_easy_header(easy, name, 0, 1, -1, &header) == CURLHE_OK,
+        let value = header?.pointee.value
+      else { continue }
+      values[name] = String(cString: value)
+    }
+    return values
+  }
+
   /// The caller's answer for libcurl's result `code`.
   func result(_ code: CURLcode) -> Result<OutboundResponse, OutboundHTTPError> {
     var status = 0
@@ -430,7 +448,9 @@ final class Transfer: @unchecked Sendable {
     }
     switch code {
     case CURLE_OK:
-      return .success(OutboundResponse(status: status, body: body, truncated: false, duration: duration))
+      var response = OutboundResponse(status: status, body: body, truncated: false, duration: duration)
+      response.headers = responseHeaderValues()
+      return .success(response)
     case _ where code == CURLE_FILESIZE_EXCEEDED || (code == CURLE_WRITE_ERROR && truncated):
       truncated = true
       guard status > 0 else { return failure(.tooLarge, "the answer is larger than \(limit) bytes") }

@@ -72,6 +72,9 @@ public struct OutboundRequest: Sendable {
   /// Addresses to use for a host and port instead of the DNS's, as `host:port:address[,address…]`
   /// (libcurl's `CURLOPT_RESOLVE`); each is still checked by ``addressPolicy``.
   public var addressOverrides: [String]
+  /// Response header fields to return in ``OutboundResponse/headers`` (names matched without
+  /// regard to case; the first value of a repeated field), e.g. `Retry-After`.
+  public var responseHeaders: [String] = []
 
   /// Creates a request with the defaults: 10 s in all, 5 s to connect, 1 MiB of answer, no
   /// redirect, at least 1 byte a second over 30 s, no address policy.
@@ -101,6 +104,9 @@ public struct OutboundResponse: Sendable {
   public var truncated: Bool
   /// From the call to the end of the answer.
   public var duration: Duration
+  /// The values of the request's ``OutboundRequest/responseHeaders`` the answer had, by the
+  /// names as requested.
+  public var headers: [String: String] = [:]
 }
 
 /// Why a request has no answer.

@@ -190,7 +190,8 @@ public enum SubstatusDaemon {
         productionURL: productionURL, sandboxURL: sandboxURL, poster: applePoster, clock: clock), log: log,
       appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
-        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, requester: applePoster, clock: clock),
+        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, requester: applePoster, clock: clock,
+        appleClock: followedClock ?? clock),
       eventMetrics: eventMetrics, webhookDispatcher: dispatcher, eventCursors: eventCursors)
 
     // The operator key, created on first start: shown once, stored as a hash.

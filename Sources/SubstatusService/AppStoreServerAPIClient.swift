@@ -18,6 +18,26 @@ public protocol HTTPRequester: Sendable {
   /// - Throws: On connection failure or timeout.
   func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
     async throws -> (status: Int, body: [UInt8])
+
+  /// Sends one request and returns the status code, body and the values of the response headers
+  /// named in `responseHeaders` (the App Store Server API's `Retry-After`). The default sends
+  /// with ``send(method:url:headers:body:timeout:)`` and returns no header.
+  /// - Throws: On connection failure or timeout.
+  func send(
+    method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration,
+    responseHeaders: [String]
+  ) async throws -> (status: Int, body: [UInt8], headers: [String: String])
+}
+
+extension HTTPRequester {
+  /// See ``HTTPRequester/send(method:url:headers:body:timeout:responseHeaders:)``: no header.
+  public func send(
+    method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration,
+    responseHeaders: [String]
+  ) async throws -> (status: Int, body: [UInt8], headers: [String: String]) {
+    let (status, body) = try await send(method: method, url: url, headers: headers, body: body, timeout: timeout)
+    return (status, body, [:])
+  }
 }
 
 /// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
@@ -27,6 +47,14 @@ public protocol AppStoreServerAPIAuthorizer: Sendable {
   /// - Parameter nowMs: the current time, in milliseconds since 1970.
   /// - Throws: ``AppStoreServerAPIError`` with code `keyRefused` when no token can be made.
   func bearerToken(nowMs: Int64) throws(AppStoreServerAPIError) -> String
+  /// What names the app for Apple's per-app rate limit (its bundle id); authorizers of one app
+  /// share a token bucket. The default, empty, puts every such authorizer in one bucket.
+  var rateLimitKey: String { get }
+}
+
+extension AppStoreServerAPIAuthorizer {
+  /// See ``AppStoreServerAPIAuthorizer/rateLimitKey``: one shared bucket.
+  public var rateLimitKey: String { "" }
 }
 
 /// Why the App Store Server API gave no usable answer.
@@ -148,6 +176,17 @@ public struct AppStoreServerAPIClient: Sendable {
   /// and `exp` against its own time, so in tests it stays the system clock even when the service's
   /// follows a simulated one).
   public var clock: any ServiceClock
+  /// Apple's rate limits, per app and environment, shared by every copy of this client.
+  public let rateLimiter: AppStoreServerAPIRateLimiter
+  /// The clock the rate limit's token buckets refill and wait on: real time (a rate is a rate
+  /// of real requests, even when ``clock`` follows a simulated one); tests inject a manual one.
+  public var rateClock: any ServiceClock
+  /// Apple's time, which a `429`'s `Retry-After` (a UNIX time in milliseconds) is read against:
+  /// ``clock`` unless the service follows another clock (substatusd's `--clock-url`: the
+  /// simulator's). The wait for it ends when this clock reaches it or as much real time
+  /// (``rateClock``) has passed, whichever comes first, so a frozen simulated clock never holds a
+  /// request for ever.
+  public var appleClock: any ServiceClock
   let requester: any HTTPRequester
 
   /// Apple's production base URL.
@@ -160,8 +199,13 @@ public struct AppStoreServerAPIClient: Sendable {
     productionURL: URL = AppStoreServerAPIClient.appleProduction,
     sandboxURL: URL = AppStoreServerAPIClient.appleSandbox, timeout: Duration = .seconds(15),
     maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
-    requester: any HTTPRequester = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock()
+    requester: any HTTPRequester = OutboundHTTPPoster.apple(), clock: any ServiceClock = SystemClock(),
+    rateLimiter: AppStoreServerAPIRateLimiter = AppStoreServerAPIRateLimiter(),
+    rateClock: any ServiceClock = SystemClock(), appleClock: (any ServiceClock)? = nil
   ) {
+    self.rateLimiter = rateLimiter
+    self.rateClock = rateClock
+    self.appleClock = appleClock ?? clock
     self.productionURL = productionURL
     self.sandboxURL = sandboxURL
     self.timeout = timeout
@@ -362,27 +406,46 @@ public struct AppStoreServerAPIClient: Sendable {
       throw AppStoreServerAPIError(code: .rejected, message: "cannot build the URL of \(path)")
     }
     let endpoint = "\(method) \(path.split(separator: "/").prefix(3).joined(separator: "/"))"
+    let limitKey = authorizer.rateLimitKey
     var attempt = 0
     var last: AppStoreServerAPIError
     repeat {
       attempt += 1
+      try await waitForRateLimit(key: limitKey, environment: environment, endpoint: endpoint)
       let token = try authorizer.bearerToken(nowMs: nowMs)
       var headers = [("Authorization", "Bearer \(token)"), ("Accept", "application/json")]
       if body != nil { headers.append(("Content-Type", "application/json")) }
       let status: Int
       let responseBody: [UInt8]
+      let responseHeaders: [String: String]
       do {
-        (status, responseBody) = try await requester.send(
-          method: method, url: url, headers: headers, body: body, timeout: timeout)
+        (status, responseBody, responseHeaders) = try await requester.send(
+          method: method, url: url, headers: headers, body: body, timeout: timeout,
+          responseHeaders: ["Retry-After"])
       } catch {
+        rateLimiter.count(.networkError)
         last = AppStoreServerAPIError(code: .unavailable, message: "App Store Server API unreachable (\(endpoint)): \(error)")
         try await backoff(attempt)
         continue
       }
       if (200..<300).contains(status) {
+        rateLimiter.count(.ok)
         do { return try JSONValue(parsing: responseBody) } catch {
           throw malformed(endpoint, "\(error)")
         }
+      }
+      if status == 429 {
+        // https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits:
+        // `Retry-After` is the UNIX time in milliseconds from which a request may succeed; no
+        // request of this app goes to this environment before then.
+        rateLimiter.count(.rateLimited)
+        let now = appleClock.wallMs
+        let retryAt = responseHeaders["Retry-After"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        rateLimiter.block(key: limitKey, environment: environment, untilMs: retryAt ?? now + rateLimiter.defaultRetryMs)
+      } else if status >= 500 {
+        rateLimiter.count(.serverError)
+      } else {
+        rateLimiter.count(.clientError)
       }
       let parsed = try? JSONValue(parsing: responseBody)
       let code = parsed?["errorCode"]?.int64Value
@@ -395,7 +458,11 @@ public struct AppStoreServerAPIClient: Sendable {
         throw AppStoreServerAPIError(code: .notFound, httpStatus: status, apiErrorCode: code, message: detail)
       }
       last = AppStoreServerAPIError(code: .unavailable, httpStatus: status, apiErrorCode: code, message: detail)
-      if status == 429 || status >= 500 || code.map(AppStoreServerAPIError.retryableCodes.contains) == true {
+      if status == 429 {
+        // The wait is the rate limiter's (until `Retry-After`), not a backoff.
+        continue
+      }
+      if status >= 500 || code.map(AppStoreServerAPIError.retryableCodes.contains) == true {
         try await backoff(attempt)
         continue
       }
@@ -405,6 +472,75 @@ public struct AppStoreServerAPIClient: Sendable {
       throw AppStoreServerAPIError(code: .rejected, httpStatus: status, apiErrorCode: code, message: detail)
     } while attempt < maxAttempts
     throw last
+  }
+
+  /// Waits for the app's turn under Apple's rate limit in `environment`: a token of its bucket
+  /// (on ``rateClock``), then the end of any `Retry-After` (on ``clock``); fails without sending
+  /// when either wait would be longer than ``AppStoreServerAPIRateLimiter/maxWait``.
+  private func waitForRateLimit(
+    key: String, environment: SubscriptionDomain.Environment, endpoint: String
+  ) async throws(AppStoreServerAPIError) {
+    func refuse() -> AppStoreServerAPIError {
+      rateLimiter.count(.refusedLocally)
+      return AppStoreServerAPIError(
+        code: .unavailable, httpStatus: 429, apiErrorCode: 4_290_000,
+        message: "\(endpoint): Apple's rate limit for this app is exhausted for longer than \(rateLimiter.maxWait); not sent")
+    }
+    func sleep(_ clock: any ServiceClock, _ ms: Int64) async throws(AppStoreServerAPIError) {
+      do { try await clock.sleep(for: .milliseconds(ms)) } catch {
+        throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while waiting for the App Store Server API rate limit")
+      }
+    }
+    var waited = false
+    let now = Self.milliseconds(rateClock.monotonicNow)
+    guard let tokenAt = rateLimiter.reserve(key: key, environment: environment, nowMs: now) else { throw refuse() }
+    if tokenAt > now {
+      waited = true
+      try await sleep(rateClock, tokenAt - now)
+    }
+    // A 429 (also one that arrives while this request waits) holds it until `Retry-After` on
+    // Apple's clock, or as much real time.
+    var until = rateLimiter.blockedUntil(key: key, environment: environment)
+    let first = until - appleClock.wallMs
+    if first > 0 {
+      guard first <= maxWaitMs else { throw refuse() }
+      waited = true
+      var realDeadline = Self.milliseconds(rateClock.monotonicNow) + first
+      while true {
+        let appleLeft = until - appleClock.wallMs
+        let realLeft = realDeadline - Self.milliseconds(rateClock.monotonicNow)
+        guard appleLeft > 0, realLeft > 0 else { break }
+        do {
+          try await firstOf(appleClock, appleLeft, rateClock, realLeft)
+        } catch {
+          throw AppStoreServerAPIError(code: .unavailable, message: "cancelled while waiting for the App Store Server API rate limit")
+        }
+        let later = rateLimiter.blockedUntil(key: key, environment: environment)
+        if later > until {
+          realDeadline += later - until
+          until = later
+        }
+      }
+    }
+    if waited { rateLimiter.count(.waited) }
+  }
+
+  /// Sleeps until `a` has slept `aMs` or `b` has slept `bMs`, whichever ends first.
+  private func firstOf(_ a: any ServiceClock, _ aMs: Int64, _ b: any ServiceClock, _ bMs: Int64) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await a.sleep(for: .milliseconds(aMs)) }
+      group.addTask { try await b.sleep(for: .milliseconds(bMs)) }
+      defer { group.cancelAll() }
+      try await group.next()
+    }
+  }
+
+  private static func milliseconds(_ d: Duration) -> Int64 {
+    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+  }
+
+  private var maxWaitMs: Int64 {
+    rateLimiter.maxWait.components.seconds * 1000 + rateLimiter.maxWait.components.attoseconds / 1_000_000_000_000_000
   }
 
   private func backoff(_ attempt: Int) async throws(AppStoreServerAPIError) {
@@ -419,5 +555,129 @@ public struct AppStoreServerAPIClient: Sendable {
 extension String {
   fileprivate func trimmingSuffix(_ suffix: String) -> String {
     hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+  }
+}
+
+/// Apple's limits on App Store Server API requests, kept by the client: a token bucket per app
+/// and environment (50 requests per second in production, 5 in the sandbox, a tenth), on the
+/// client's rate clock (real time), and the end of the last `429`'s `Retry-After` (UNIX time in
+/// milliseconds, Apple's), before which no request of that app goes to that environment
+/// (https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits).
+/// Counts every outcome for `/metrics`.
+public final class AppStoreServerAPIRateLimiter: Sendable {
+  /// What happened to one request (or one wait), as counted in `/metrics`.
+  public enum Outcome: String, Sendable, CaseIterable {
+    /// 2xx.
+    case ok
+    /// 429 from Apple.
+    case rateLimited = "rate_limited"
+    /// Another 4xx.
+    case clientError = "client_error"
+    /// 5xx.
+    case serverError = "server_error"
+    /// No answer (connection, timeout).
+    case networkError = "network_error"
+    /// Waited for a token or for `Retry-After` before sending.
+    case waited
+    /// Not sent: the wait would have been longer than ``AppStoreServerAPIRateLimiter/maxWait``.
+    case refusedLocally = "refused_locally"
+  }
+
+  private struct Bucket {
+    var tokens: Double
+    var atMs: Int64
+  }
+
+  private struct State {
+    var buckets: [String: Bucket] = [:]
+    /// The last `Retry-After` per app and environment (UNIX ms, Apple's wall time).
+    var blockedUntil: [String: Int64] = [:]
+    var outcomes: [Outcome: UInt64] = [:]
+  }
+
+  /// Requests per second per app in production.
+  public let productionRate: Double
+  /// Requests per second per app in the sandbox.
+  public let sandboxRate: Double
+  /// The longest a request waits for its turn; past it the call fails as `unavailable` unsent.
+  public let maxWait: Duration
+  /// The wait after a `429` without a readable `Retry-After`, in milliseconds.
+  public let defaultRetryMs: Int64
+  private let state = Mutex(State())
+
+  /// Creates a limiter with Apple's limits (or others, for a test or a negotiated limit).
+  public init(
+    productionRate: Double = 50, sandboxRate: Double = 5, maxWait: Duration = .seconds(10),
+    defaultRetryMs: Int64 = 1_000
+  ) {
+    self.productionRate = max(0.001, productionRate)
+    self.sandboxRate = max(0.001, sandboxRate)
+    self.maxWait = maxWait
+    self.defaultRetryMs = max(1, defaultRetryMs)
+  }
+
+  private func rate(_ environment: SubscriptionDomain.Environment) -> Double {
+    environment == .sandbox ? sandboxRate : productionRate
+  }
+
+  private static func key(_ app: String, _ environment: SubscriptionDomain.Environment) -> String {
+    app + "\u{0}" + (environment == .sandbox ? "sandbox" : "production")
+  }
+
+  /// Reserves a token for the next request of `app` in `environment`: the instant (ms of the
+  /// rate clock) at which it may be sent (`nowMs` or later), or nil when that is more than
+  /// ``maxWait`` away (nothing is reserved then). A `Retry-After` is apart: ``blockedUntil(key:environment:)``.
+  public func reserve(key app: String, environment: SubscriptionDomain.Environment, nowMs: Int64) -> Int64? {
+    let rate = rate(environment)
+    let maxWaitMs = maxWait.components.seconds * 1000 + maxWait.components.attoseconds / 1_000_000_000_000_000
+    return state.withLock { state -> Int64? in
+      let key = Self.key(app, environment)
+      var bucket = state.buckets[key] ?? Bucket(tokens: rate, atMs: nowMs)
+      if nowMs > bucket.atMs {
+        bucket.tokens = min(rate, bucket.tokens + Double(nowMs - bucket.atMs) * rate / 1000)
+        bucket.atMs = nowMs
+      }
+      // Tokens may go below zero: each waiting request holds its place in line.
+      let deficit = 1 - bucket.tokens
+      let tokenAt = deficit > 0 ? bucket.atMs + Int64((deficit * 1000 / rate).rounded(.up)) : nowMs
+      let sendAt = max(tokenAt, nowMs)
+      guard sendAt - nowMs <= maxWaitMs else {
+        state.buckets[key] = bucket
+        return nil
+      }
+      bucket.tokens -= 1
+      state.buckets[key] = bucket
+      return sendAt
+    }
+  }
+
+  /// Apple answered 429: no request of `app` in `environment` before `untilMs`.
+  public func block(key app: String, environment: SubscriptionDomain.Environment, untilMs: Int64) {
+    state.withLock { state in
+      let key = Self.key(app, environment)
+      state.blockedUntil[key] = max(state.blockedUntil[key] ?? 0, untilMs)
+    }
+  }
+
+  /// The end of the last `Retry-After` of `app` in `environment` (UNIX ms; 0 when none).
+  public func blockedUntil(key app: String, environment: SubscriptionDomain.Environment) -> Int64 {
+    state.withLock { $0.blockedUntil[Self.key(app, environment)] ?? 0 }
+  }
+
+  /// Counts one outcome.
+  public func count(_ outcome: Outcome) { state.withLock { $0.outcomes[outcome, default: 0] += 1 } }
+
+  /// How many requests had `outcome` so far.
+  public func count(of outcome: Outcome) -> UInt64 { state.withLock { $0.outcomes[outcome] ?? 0 } }
+
+  /// The counts in the Prometheus text format (`substatus_appstore_server_api_requests_total`).
+  public func prometheusText() -> String {
+    let outcomes = state.withLock { $0.outcomes }
+    var text = "# HELP substatus_appstore_server_api_requests_total App Store Server API requests by outcome (ok, rate_limited, client_error, server_error, network_error; waited: a wait for the rate limit before sending; refused_locally: not sent, the wait would be too long).\n"
+    text += "# TYPE substatus_appstore_server_api_requests_total counter\n"
+    for outcome in Outcome.allCases {
+      text += "substatus_appstore_server_api_requests_total{outcome=\"\(outcome.rawValue)\"} \(outcomes[outcome] ?? 0)\n"
+    }
+    return text
   }
 }

@@ -116,10 +116,24 @@ public struct OutboundHTTPPoster: HTTPPoster, HTTPRequester {
     return (response.status, response.body)
   }
 
+  /// See ``HTTPRequester/send(method:url:headers:body:timeout:responseHeaders:)``.
+  /// - Throws: `OutboundHTTPError`.
+  public func send(
+    method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration,
+    responseHeaders: [String]
+  ) async throws -> (status: Int, body: [UInt8], headers: [String: String]) {
+    let response = try await send(
+      method.uppercased() == "POST" ? .post : .get, url: url, headers: headers, body: body ?? [], timeout: timeout,
+      responseHeaders: responseHeaders)
+    return (response.status, response.body, response.headers)
+  }
+
   private func send(
-    _ method: OutboundRequest.Method, url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration
+    _ method: OutboundRequest.Method, url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration,
+    responseHeaders: [String] = []
   ) async throws(OutboundHTTPError) -> OutboundResponse {
     var request = OutboundRequest(method: method, url: url.absoluteString, headers: headers, body: body)
+    request.responseHeaders = responseHeaders
     request.timeout = timeout
     request.connectTimeout = min(timeout, .seconds(5))
     request.maxResponseBytes = maxResponseBytes

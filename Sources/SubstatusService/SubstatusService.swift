@@ -99,6 +99,8 @@ public final class SubstatusService: Sendable {
     metrics.addSource { eventMetrics.prometheusText() + workingSetBudget.prometheusText() }
     eventMetrics.setWebhookLimits(limits.webhooks)
     if let webhookDispatcher { metrics.addSource { webhookDispatcher.prometheusText() } }
+    let serverAPILimiter = appStoreServerAPI.rateLimiter
+    metrics.addSource { serverAPILimiter.prometheusText() }
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

@@ -31,6 +31,9 @@ final class InAppPurchaseKeyAuthorizer: AppStoreServerAPIAuthorizer {
     self.bundleId = bundleId
   }
 
+  /// Apple's rate limit is per app: one token bucket per bundle id.
+  var rateLimitKey: String { bundleId }
+
   static func identity(keyId: String, issuerId: String, fingerprint: String, bundleId: String) -> String {
     [keyId, issuerId, fingerprint, bundleId].joined(separator: "\u{0}")
   }
