@@ -2,10 +2,12 @@
 """Background work yields (issue 32): CheckEligibility 1 x 20 while substatusd catches up on tens of
 thousands of time-driven transitions, against the same server idle, in one run.
 
-The e2e store of scripts/bench_e2e.py (100,000 users, 1M transactions, its event log caught up) is
-opened by a substatusd whose service clock follows a clock URL served here, DAYS days ahead of real
-time (`--clock-url`): every subscription that ends within those days is due at once, which is what a
-server restarted after that long an outage finds. For each build and round:
+The e2e store of scripts/bench_e2e.py (100,000 users, 1M transactions) as its generator leaves it,
+before any substatusd ran on it (kept apart from bench_e2e's cache, which is caught up): the
+generator writes histories at past instants, so every time-driven transition since is due at once,
+which is what a server restarted after a long outage finds. With --days N the service clock also
+runs N days ahead of real time (`--clock-url` to a clock served here), making later ones due too.
+For each build and round:
 
 1. "catch-up": a fresh copy of the store, substatusd pinned to CPU 0, the e2e load generator
    (CheckEligibility 1 user x 20 products, 64 in flight) on CPU 1 from the server's start: p50/p99
@@ -16,7 +18,7 @@ server restarted after that long an outage finds. For each build and round:
 
 Builds and rounds are interleaved (A B A B ...), so the machine's load falls on both alike.
 
-Usage: scripts/bench_catchup.py [--days 400] [--rounds 2] [--duration 10]
+Usage: scripts/bench_catchup.py [--days 0] [--rounds 2] [--duration 10] [--datagen PATH]
        [--build DIR] [--compare-build DIR]   (release directories holding substatusd)
 """
 import argparse, http.server, json, os, socketserver, statistics, sys, tempfile, threading, time
@@ -57,8 +59,18 @@ def caught_up(http, quiet_s=6, limit_s=900):
     return last, time.time() - t0
 
 
+def fresh_data_dir(datagen, users=100_000):
+    """The generator's store for `users` users, never opened by substatusd (built on first use)."""
+    d = os.path.join(bench_e2e.BUILD, "bench-catchup-data", f"u{users}")
+    if not os.path.exists(os.path.join(d, "bench.json")):
+        bench_e2e.shutil.rmtree(d, ignore_errors=True)
+        bench_e2e.sh([datagen, "--dir", d, "--users", str(users)])
+    return d
+
+
 def one_round(label, binary, cached, work, loadgen, clock_url, args):
-    server = bench_e2e.Server(cached, work, extra=["--clock-url", clock_url], binary=binary)
+    extra = ["--clock-url", clock_url] if clock_url else []
+    server = bench_e2e.Server(cached, work, extra=extra, binary=binary)
     try:
         common = ["-addr", server.grpc, "-spec", server.spec, "-server-pid", str(server.pid),
                   "-warmup", "0s", "-duration", f"{args.duration}s"]
@@ -76,7 +88,9 @@ def one_round(label, binary, cached, work, loadgen, clock_url, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--days", type=int, default=400, help="how far ahead the service clock runs")
+    ap.add_argument("--days", type=int, default=0, help="how far ahead the service clock runs (0: real time)")
+    ap.add_argument("--datagen", default=os.path.join(bench_e2e.RELEASE, "substatus-e2e-datagen"),
+                    help="the store generator (substatus-e2e-datagen)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10, help="seconds of each load")
     ap.add_argument("--build", default=bench_e2e.RELEASE, help="release directory of this build")
@@ -86,8 +100,8 @@ def main():
     loadgen = os.path.join(bench_e2e.BUILD, "e2e-loadgen", "bin", "e2e-loadgen")
     if not os.path.exists(loadgen):
         loadgen = bench_e2e.build()
-    cached = bench_e2e.data_dir(100_000)
-    clock_url, clock = serve_clock(args.days * 86_400_000)
+    cached = fresh_data_dir(args.datagen)
+    clock_url, clock = serve_clock(args.days * 86_400_000) if args.days else (None, None)
     builds = [("this build", os.path.join(args.build, "substatusd"))]
     if args.compare_build:
         builds.append(("compare", os.path.join(args.compare_build, "substatusd")))
@@ -100,7 +114,8 @@ def main():
                 print(f"== round {r + 1}: {label} ({binary})", flush=True)
                 results.append(one_round(label, binary, cached, work, loadgen, clock_url, args))
     finally:
-        clock.shutdown()
+        if clock:
+            clock.shutdown()
         bench_e2e.shutil.rmtree(work, ignore_errors=True)
     load_end, busy_end = bench_e2e.machine_load()
     busy = (busy_end[0] - busy_start[0]) / max(1e-9, busy_end[1] - busy_start[1]) * 100
