@@ -165,14 +165,14 @@ class Server:
     """substatusd on a copy of a cached data directory, pinned to `cpus` (None: not pinned). Its gRPC
     event loops default to one per CPU it may run on, so pinned to one CPU it runs one loop."""
 
-    def __init__(self, cached, work, sim=None, cpus="0", extra=()):
+    def __init__(self, cached, work, sim=None, cpus="0", extra=(), binary=None):
         self.dir = os.path.join(work, "data")
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.copytree(cached, self.dir)
         ready = os.path.join(work, "ready.json")
         if os.path.exists(ready):
             os.remove(ready)
-        cmd = (["taskset", "-c", cpus] if cpus else []) + [os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
+        cmd = (["taskset", "-c", cpus] if cpus else []) + [binary or os.path.join(RELEASE, "substatusd"), "--data-dir", self.dir,
                "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ready-file", ready,
                "--operator-key-file", os.path.join(work, "operator.key"), "--refresh-interval", "0",
                # The load generator is one address with 64 connections in flight: above the default

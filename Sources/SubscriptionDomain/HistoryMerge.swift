@@ -22,16 +22,19 @@ extension Transaction {
   ///    revoked copy wins, and a copy of unknown time ranks as the oldest possible when it is not
   ///    revoked and as the newest possible when it is (a revocation of unknown time is never
   ///    undone, and an undated copy never undoes one).
-  /// 2. On the same time, the copy that knows more: a revocation date, then a revocation type,
-  ///    then a notification type, then `is_upgraded`; then the later `expiresDate`.
-  /// 3. Only for copies that differ but tie on all of that: a fixed order of their contents.
+  /// 2. On the same time, the copy that knows more: a revocation date, then a notification type,
+  ///    then `is_upgraded`; then the later `expiresDate`.
+  /// 3. Only for copies that differ but tie on all of that: a fixed order of their contents,
+  ///    first without the fields a merge fills in (``merging(_:)``), then with them.
+  ///
+  /// The fields a merge fills in (``merging(_:)``: price, currency, `revocationType`,
+  /// `appAccountToken`) play no part before that last step, so a stored copy that a merge filled
+  /// in ranks exactly as the copy that won it: merging copies one at a time into a stored row
+  /// gives what ``merged(_:)`` gives of all of them, in any order.
   public func supersedes(_ other: Transaction) -> Bool {
     let (a, b) = (mergeRank, other.mergeRank)
     if a != b { return a > b }
     if (revocationDate != nil) != (other.revocationDate != nil) { return revocationDate != nil }
-    if (rawRevocationType != nil) != (other.rawRevocationType != nil) {
-      return rawRevocationType != nil
-    }
     if (notificationType != nil) != (other.notificationType != nil) {
       return notificationType != nil
     }
@@ -40,7 +43,21 @@ extension Transaction {
     let eb = other.expiresDate ?? .min
     if ea != eb { return ea > eb }
     if self == other { return false }
+    let (ca, cb) = (withoutMergeFilledFields, other.withoutMergeFilledFields)
+    if ca != cb { return String(describing: ca) > String(describing: cb) }
     return String(describing: self) > String(describing: other)
+  }
+
+  /// This copy without the fields a merge fills in from another copy when the winning copy lacks
+  /// them (DESIGN rule 14, "field by field"; see ``merging(_:)``): ``price`` with ``currency``,
+  /// ``rawRevocationType``, ``appAccountToken``.
+  var withoutMergeFilledFields: Transaction {
+    var copy = self
+    copy.price = nil
+    copy.currency = nil
+    copy.rawRevocationType = nil
+    copy.appAccountToken = nil
+    return copy
   }
 
   /// The copy's place on Apple's clock: (0, 0) unknown and not revoked (oldest), (1, time) known,
@@ -63,16 +80,46 @@ extension Transaction {
   }
 
   /// The copy a merge of this copy and `other` (same transaction id) keeps: the one that
-  /// ``supersedes(_:)`` the other, with the other's ``price`` and ``currency`` when it has none.
-  /// Only signed data (StoreKit 2, the Server API, V2 notifications) carries Apple's price, and a
-  /// transaction's price never changes: a newer verifyReceipt or V1 copy that wins still keeps it.
+  /// ``supersedes(_:)`` the other, field by field (DESIGN rule 14): where it has no ``price`` (with
+  /// its ``currency``), no ``rawRevocationType`` or no ``appAccountToken``, the other's.
+  ///
+  /// Only signed data (StoreKit 2, the Server API, V2 notifications) carries Apple's price and
+  /// revocation type; a verifyReceipt body or a V1 notification carries neither, and not every
+  /// source carries the app account token. A newer copy from such a source that wins still keeps
+  /// what an older copy told. Apple gives one value of each for a transaction (a price never
+  /// changes, a revocation has one type), so whichever copy it comes from, merging copies in any
+  /// order keeps the same. A revocation type kept on a copy that is not revoked (Apple reversed
+  /// the refund) is not reported: ``revocationType`` reads it only while ``revocationDate`` is set.
   public func merging(_ other: Transaction) -> Transaction {
     var (winner, loser) = other.supersedes(self) ? (other, self) : (self, other)
-    if winner.price == nil, loser.price != nil {
-      winner.price = loser.price
-      winner.currency = loser.currency
-    }
+    winner.fillMissingFields(from: loser)
     return winner
+  }
+
+  /// Takes `other`'s value of each field a merge fills in (``merging(_:)``) that this copy lacks.
+  mutating func fillMissingFields(from other: Transaction) {
+    for field in MergeFilledField.allCases { fill(field, from: other) }
+  }
+
+  /// Takes `other`'s value of `field` if this copy lacks it.
+  mutating func fill(_ field: MergeFilledField, from other: Transaction) {
+    guard carries(field) == false else { return }
+    switch field {
+    case .price:
+      price = other.price
+      currency = other.currency
+    case .revocationType: rawRevocationType = other.rawRevocationType
+    case .appAccountToken: appAccountToken = other.appAccountToken
+    }
+  }
+
+  /// Whether this copy has a value of `field`.
+  func carries(_ field: MergeFilledField) -> Bool {
+    switch field {
+    case .price: price != nil
+    case .revocationType: rawRevocationType != nil
+    case .appAccountToken: appAccountToken != nil
+    }
   }
 
   /// When a V1 notification's data is as of (rule 14): the latest instant its `unified_receipt`
@@ -93,27 +140,31 @@ extension Transaction {
   }
 
   /// Deduplicates a history by `transactionId`, keeping the winning copy per id (see
-  /// ``supersedes(_:)``), ordered by purchase date then transaction id; a winning copy without a
-  /// price keeps that of the winning copy among those with one (see ``merging(_:)``). The result
-  /// does not depend on the input's order.
+  /// ``supersedes(_:)``), ordered by purchase date then transaction id; field by field, a winning
+  /// copy without a price, a revocation type or an app account token keeps that of the winning copy
+  /// among those with one (see ``merging(_:)``). The result does not depend on the input's order.
   public static func merged(_ transactions: some Sequence<Transaction>) -> [Transaction] {
     var position: [String: Int] = [:]
     var result: [Transaction] = []
-    var priced: [Transaction?] = []  // per id: the winning copy among those with a price
+    // Per id and filled field: the winning copy among those that carry it.
+    var carriers: [[MergeFilledField: Transaction]] = []
     for transaction in transactions {
+      let index: Int
       if let existing = position[transaction.transactionId] {
+        index = existing
         if transaction.supersedes(result[existing]) { result[existing] = transaction }
-        if transaction.price != nil, priced[existing].map(transaction.supersedes) ?? true {
-          priced[existing] = transaction
-        }
       } else {
-        position[transaction.transactionId] = result.count
+        index = result.count
+        position[transaction.transactionId] = index
         result.append(transaction)
-        priced.append(transaction.price != nil ? transaction : nil)
+        carriers.append([:])
+      }
+      for field in MergeFilledField.allCases where transaction.carries(field) {
+        if carriers[index][field].map(transaction.supersedes) ?? true { carriers[index][field] = transaction }
       }
     }
-    for i in result.indices where result[i].price == nil {
-      if let known = priced[i] { result[i] = result[i].merging(known) }
+    for i in result.indices {
+      for (field, carrier) in carriers[i] { result[i].fill(field, from: carrier) }
     }
     result.sort(by: inPurchaseOrder)
     return result
@@ -123,6 +174,16 @@ extension Transaction {
   static func inPurchaseOrder(_ a: Transaction, _ b: Transaction) -> Bool {
     a.purchaseDate != b.purchaseDate ? a.purchaseDate < b.purchaseDate : a.transactionId < b.transactionId
   }
+}
+
+/// The fields of a transaction that merging fills in from another copy (``Transaction/merging(_:)``).
+enum MergeFilledField: CaseIterable {
+  /// ``Transaction/price`` with ``Transaction/currency``.
+  case price
+  /// ``Transaction/rawRevocationType``.
+  case revocationType
+  /// ``Transaction/appAccountToken``.
+  case appAccountToken
 }
 
 extension RenewalInfo {

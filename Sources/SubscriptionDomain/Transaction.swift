@@ -172,9 +172,11 @@ public struct Transaction: Sendable, Hashable, Codable {
     set { rawRevocationReason = newValue?.rawValue }
   }
 
-  /// The revocation type; `nil` when absent or unknown (see ``rawRevocationType``).
+  /// The revocation type; `nil` when absent or unknown (see ``rawRevocationType``), and while the
+  /// transaction is not revoked: a merge keeps the type an older copy told (``merging(_:)``) after
+  /// Apple reversed that refund, and it describes no revocation then.
   public var revocationType: RevocationType? {
-    get { rawRevocationType.flatMap(RevocationType.init(rawValue:)) }
+    get { revocationDate == nil ? nil : rawRevocationType.flatMap(RevocationType.init(rawValue:)) }
     set { rawRevocationType = newValue?.rawValue }
   }
 

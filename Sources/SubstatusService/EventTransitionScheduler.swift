@@ -17,6 +17,13 @@ import SubscriptionStorage
 ///   due already (the store keeps it: another instance holds its user), so it is not spun on;
 /// - the service's ``EventSignal`` (a write here may have recorded an earlier transition).
 ///
+/// **Catching up yields to calls.** After a restart (or a long store outage) tens of thousands of
+/// users can be due at once. A pass appends them in small batches (``Configuration-swift.struct/batchSize``
+/// users per store call, one short write transaction each) and pauses between batches on the wire
+/// clock for as long as its share allows (``Configuration-swift.struct/share``: with the default
+/// quarter, a batch that took 4 ms is followed by a 12 ms pause), so the catch-up never holds the
+/// store's writer or a CPU for long: calls keep their latency, and the catch-up still finishes.
+///
 /// It depends on no other wake-up: the daemon's once-a-second signal for watchers also wakes it,
 /// harmlessly. A followed test clock that stands still (the simulator at `--time-scale 0`) never
 /// ends a sleep on it, which is why the periodic pass is on real time. The store claims each user
@@ -37,14 +44,34 @@ public final class EventTransitionScheduler: Sendable {
     /// The real time between passes while a transition stays due (a transition the store keeps
     /// due is not spun on).
     public var minInterval: Duration
-    /// Users processed per store call.
+    /// Users processed per store call (one write transaction): small, so that a batch holds the
+    /// store's writer and a CPU for a few milliseconds at most.
     public var batchSize: Int
+    /// The largest share of real time a pass spends in store calls while users stay due: after a
+    /// batch that took `t`, the pass pauses `t × (1 − share) / share` (at least ``minPause``)
+    /// before the next one. 1 never pauses but for ``minPause``.
+    public var share: Double
+    /// The shortest pause between two batches of a pass.
+    public var minPause: Duration
+    /// The most users a pass processes (then the next pass starts after ``minInterval``).
+    public var maxUsersPerPass: Int
 
     /// Creates a configuration.
-    public init(maxInterval: Duration = .seconds(30), minInterval: Duration = .seconds(1), batchSize: Int = 500) {
+    public init(
+      maxInterval: Duration = .seconds(30), minInterval: Duration = .seconds(1), batchSize: Int = 32,
+      share: Double = 0.25, minPause: Duration = .milliseconds(1), maxUsersPerPass: Int = 50_000
+    ) {
       self.maxInterval = max(maxInterval, minInterval)
       self.minInterval = minInterval
       self.batchSize = min(max(1, batchSize), 1000)
+      self.share = share.isFinite ? min(max(share, 0.01), 1) : 0.25
+      self.minPause = max(minPause, .zero)
+      self.maxUsersPerPass = max(maxUsersPerPass, self.batchSize)
+    }
+
+    /// The pause after a batch that took `took`.
+    func pause(after took: Duration) -> Duration {
+      max(minPause, took * ((1 - share) / share))
     }
   }
 
@@ -56,6 +83,8 @@ public final class EventTransitionScheduler: Sendable {
   private let passTimer: PeriodicJobTimer
   /// The next due transition, on the service's clock.
   private let dueTimer: PeriodicJobTimer
+  /// The pauses between a pass's batches, on real time (the environment's wire clock).
+  private let pauseTimer: PeriodicJobTimer
 
   /// Creates a scheduler; it does nothing until ``run()`` or ``appendDue()``.
   public init(service: SubstatusService, configuration: Configuration = Configuration()) {
@@ -63,6 +92,7 @@ public final class EventTransitionScheduler: Sendable {
     self.configuration = configuration
     self.passTimer = PeriodicJobTimer(clock: service.environment.wireClock)
     self.dueTimer = PeriodicJobTimer(clock: service.environment.clock)
+    self.pauseTimer = PeriodicJobTimer(clock: service.environment.wireClock)
   }
 
   /// Appends due transitions until ``beginGracefulShutdown()`` or cancellation.
@@ -95,22 +125,30 @@ public final class EventTransitionScheduler: Sendable {
   public func beginGracefulShutdown() {
     passTimer.stop()
     dueTimer.stop()
+    pauseTimer.stop()
   }
 
-  /// One pass: appends every transition due now (in batches), wakes watchers and the dispatcher.
+  /// One pass: appends every transition due now (in batches, pausing between them for the
+  /// configuration's ``Configuration-swift.struct/share``), wakes watchers and the dispatcher.
   /// - Returns: the next recorded transition after the pass, `nil` when none (or the store failed:
   ///   the next pass tries again; failures are logged).
   @discardableResult
   public func appendDue() async -> Int64? {
     let store = service.store
+    let wire = service.environment.wireClock
     do {
       // Batches while users stay due (bounded: a store that keeps one due is retried next pass).
-      for _ in 0..<100 {
+      for _ in 0..<(configuration.maxUsersPerPass / configuration.batchSize) {
+        let started = wire.monotonicNow
         let appended = try await store.appendDueTransitionEvents(
           atMs: service.environment.now(), limit: configuration.batchSize)
+        let took = wire.monotonicNow - started
         if !appended.isEmpty { service.eventsAppended(appended.count, source: "transition") }
-        guard let next = try await store.nextTransitionDueMs(), next <= service.environment.now(), !appended.isEmpty
+        guard let next = try await store.nextTransitionDueMs(), next <= service.environment.now(), !appended.isEmpty,
+          !pauseTimer.isStopping
         else { break }
+        // Yield: calls (and other writes) have the CPU and the store's writer until the next batch.
+        await pauseTimer.wait(configuration.pause(after: took))
       }
       return try await store.nextTransitionDueMs()
     } catch {

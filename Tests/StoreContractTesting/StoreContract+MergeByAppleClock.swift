@@ -86,6 +86,62 @@ extension StoreContract {
     }
   }
 
+  /// field by field: a newer copy without a revocation type, app account token or price keeps the
+  /// older copy's (V2 REFUND, then V1 REFUND and a receipt)
+  static func mergedFields(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    /// Transaction `id` refunded at 25: the V2 REFUND's signed copy (with everything), the V1
+    /// REFUND's (newer, none of the three), a verifyReceipt body's (newer still, none either),
+    /// and what a store keeps of them.
+    func copies(_ id: String) -> (v2: Transaction, v1: Transaction, receipt: Transaction, kept: Transaction) {
+      var v2 = Fixture.transaction(id, purchase: 10, expires: 100, signed: 26, revoked: 25)
+      v2.notificationType = "REFUND"
+      v2.revocationType = .familyRevoke
+      v2.appAccountToken = "0e1c7a4e-3f55-4a61-9a2b-5d1f3c2b7e90"
+      v2.price = 4_990
+      v2.currency = "USD"
+      var v1 = Fixture.transaction(id, purchase: 10, expires: 100, revoked: 25)
+      v1.notificationType = "REFUND"
+      v1.asOfDate = 27
+      var receipt = Fixture.transaction(id, purchase: 10, expires: 100, revoked: 25)
+      receipt.asOfDate = 30
+      var kept = receipt
+      kept.revocationType = .familyRevoke
+      kept.appAccountToken = v2.appAccountToken
+      kept.price = 4_990
+      kept.currency = "USD"
+      return (v2, v1, receipt, kept)
+    }
+    for (round, sharing) in [PurchaseSharing.share, .transfer].enumerated() {
+      _ = try await store.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: sharing))
+      // Every order, as separate ingests, a notification's commit, or one ingest.
+      for (n, order) in permutations([0, 1, 2]).enumerated() {
+        let id = "\(round)-\(n)"
+        let c = copies(id)
+        let user = Fixture.user("fields\(id)")
+        let all = [c.v2, c.v1, c.receipt]
+        for (k, i) in order.enumerated() {
+          let update = UserPurchases(user: user, transactions: [all[i]])
+          if all[i].notificationType != nil {
+            _ = try await store.applyNotification(appId: "a1", notificationId: "\(id)-\(k)", receivedMs: Fixture.now, updates: [update])
+          } else {
+            _ = try await store.ingest([update], atMs: Fixture.now)
+          }
+        }
+        let stored = try await store.history(of: user).transactions
+        #expect(stored == [c.kept], "order \(order), \(sharing)")
+        #expect(stored.first?.revocationType == .familyRevoke, "order \(order), \(sharing)")
+        // The three in one ingest (other transaction ids: under TRANSFER, a write that is not a
+        // submission never takes a transaction another user holds).
+        let one = copies("\(id)-once")
+        let once = Fixture.user("fields-once\(id)")
+        _ = try await store.ingest(
+          [UserPurchases(user: once, transactions: order.map { [one.v2, one.v1, one.receipt][$0] })], atMs: Fixture.now)
+        #expect(try await store.history(of: once).transactions == [one.kept], "one ingest, order \(order), \(sharing)")
+      }
+    }
+  }
+
   /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
   static func renewalInfoSnapshot(_ store: any Store) async throws {
     try await Fixture.seed(store)
@@ -187,4 +243,16 @@ extension StoreContract {
       }
     }
   }
+}
+
+/// Every order of `items` (small arrays only).
+private func permutations<T>(_ items: [T]) -> [[T]] {
+  if items.count <= 1 { return [items] }
+  var result: [[T]] = []
+  for (i, item) in items.enumerated() {
+    var rest = items
+    rest.remove(at: i)
+    for tail in permutations(rest) { result.append([item] + tail) }
+  }
+  return result
 }

@@ -74,6 +74,8 @@ public enum StoreContract {
     case revocationWins
     /// a winning copy without a price keeps the price another copy carried (StoreKit 2, then verifyReceipt)
     case mergedPrice
+    /// field by field: a newer copy without a revocation type, app account token or price keeps the older copy's (V2 REFUND, then V1 REFUND and a receipt)
+    case mergedFields
     /// a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered
     case renewalInfoSnapshot
     /// any permutation of generated copies from five sources stores one history and one evaluation
@@ -142,6 +144,7 @@ public enum StoreContract {
       case .newestWins: "newest signed data wins; older signed data is ignored"
       case .revocationWins: "a revocation is never lost: a copy without it replaces it only when newer on Apple's clock"
       case .mergedPrice: "a winning copy without a price keeps the price another copy carried (StoreKit 2, then verifyReceipt)"
+      case .mergedFields: "field by field: a newer copy without a revocation type, app account token or price keeps the older copy's (V2 REFUND, then V1 REFUND and a receipt)"
       case .renewalInfoSnapshot: "a renewal-info snapshot removes what it lacks unless newer, and the removal is remembered"
       case .copyPermutations: "any permutation of generated copies from five sources stores one history and one evaluation"
       case .ingestIsAtomic: "an ingest naming an unknown app stores nothing of the batch"
@@ -188,6 +191,7 @@ public enum StoreContract {
     case .newestWins: try await newestWins(store)
     case .revocationWins: try await revocationWins(store)
     case .mergedPrice: try await mergedPrice(store)
+    case .mergedFields: try await mergedFields(store)
     case .renewalInfoSnapshot: try await renewalInfoSnapshot(store)
     case .copyPermutations: try await copyPermutations(store)
     case .ingestIsAtomic: try await ingestIsAtomic(store)

@@ -31,6 +31,15 @@ struct TransactionMergeCase: Sendable, CustomTestStringConvertible {
   var testDescription: String
   var copies: [Transaction]
   var winner: Int
+  /// The revocation type the kept copy has from another copy (rule 14, field by field).
+  var keptRevocationType: RevocationType? = nil
+
+  /// What every order keeps: the winning copy, with what it lacks from the others.
+  var kept: Transaction {
+    var t = copies[winner]
+    if let keptRevocationType { t.revocationType = keptRevocationType }
+    return t
+  }
 }
 
 /// One row of the renewal-info merge table.
@@ -79,24 +88,24 @@ struct MergeByAppleClockTests {
     .init(
       testDescription: "revoked copies: the newest wins, a revocation of unknown time is the newest",
       copies: [copy(revoked: true, signed: t100, revocationType: .refundFull), copy(revoked: true), copy(signed: t300)],
-      winner: 1),
+      winner: 1, keptRevocationType: .refundFull),
     .init(
-      testDescription: "same time: the copy that knows more (revocation type, then notification type) wins",
+      testDescription: "same time: the copy that knows more (a notification type) wins, with the other's revocation type",
       copies: [
         copy(revoked: true, asOf: t200), copy(revoked: true, signed: t200, revocationType: .refundFull),
         copy(revoked: true, asOf: t200, notification: "REFUND"),
       ],
-      winner: 1),
+      winner: 2, keptRevocationType: .refundFull),
   ]
 
   @Test("every order of a transaction's copies keeps the same copy", arguments: transactionCases)
   func transactionMerge(_ row: TransactionMergeCase) {
     for order in permutations(row.copies) {
-      #expect(Transaction.merged(order) == [row.copies[row.winner]])
-      // The pairwise rule the stores apply to their stored row gives the same.
+      #expect(Transaction.merged(order) == [row.kept])
+      // The pairwise merge the stores apply to their stored row gives the same.
       var stored = order[0]
-      for incoming in order.dropFirst() where incoming.supersedes(stored) { stored = incoming }
-      #expect(stored == row.copies[row.winner])
+      for incoming in order.dropFirst() { stored = stored.merging(incoming) }
+      #expect(stored == row.kept)
     }
   }
 

@@ -133,6 +133,51 @@ import Testing
     }
   }
 
+  @Test(
+    "field by field: a StoreKit 2 refund with its price, revocation type and app account token, then a newer verifyReceipt body without them, in both orders"
+  )
+  func fieldsKeptAcrossSources() async throws {
+    try await withSetup { setup in
+      let now = Int64(Date().timeIntervalSince1970 * 1000)
+      let (hour, day): (Int64, Int64) = (3_600_000, 86_400_000)
+      let token = "5b0d6f2e-7a1c-4e3b-9d2a-8c4f1e6b3a70"
+      // The StoreKit 2 copy of the refund, signed two hours ago: Apple's price, type and token.
+      let signed = try setup.identity.signedJWS(
+        payload: .object([
+          "transactionId": .string("7101"), "originalTransactionId": .string("7101"),
+          "bundleId": .string(Setup.bundleID), "productId": .string("pro.monthly"),
+          "subscriptionGroupIdentifier": .string("pro"), "purchaseDate": .integer(now - day),
+          "originalPurchaseDate": .integer(now - day), "expiresDate": .integer(now + 29 * day),
+          "type": .string("Auto-Renewable Subscription"), "inAppOwnershipType": .string("PURCHASED"),
+          "revocationDate": .integer(now - 3 * hour), "revocationReason": .integer(0),
+          "revocationType": .string("REFUND_PRORATED"), "appAccountToken": .string(token),
+          "price": .integer(9_990), "currency": .string("EUR"),
+          "signedDate": .integer(now - 2 * hour), "environment": .string("Production"),
+        ]))
+      let signedFile = try setup.file("signed-fields.json", .object(["signedTransactions": .array([.string(signed)])]))
+      // The verifyReceipt body Apple answered an hour ago: the same refund, none of the three.
+      let receipt = try setup.file(
+        "receipt-fields.json",
+        receiptBody(
+          transactionId: "7101", originalTransactionId: "7101", purchase: now - day, expires: now + 29 * day,
+          requestDate: now - hour, cancellation: now - 3 * hour, pendingRenewal: []))
+      for (user, files) in [("ann", [signedFile, receipt]), ("bob", [receipt, signedFile])] {
+        for file in files {
+          let kind = file == receipt ? ["receipt", "import"] : ["signed", "submit"]
+          _ = try await setup.cli(kind + [setup.appID, user, "--file", file])
+        }
+        let history = try await setup.cli(["history", setup.appID, user])
+        let t = try #require(history["transactions"]?.arrayValue?.first, "\(user): \(history)")
+        #expect(t["priceMilliunits"]?.stringValue == "9990" || t["priceMilliunits"]?.int64Value == 9_990, "\(user): \(t)")
+        #expect(t["currency"]?.stringValue == "EUR", "\(user): \(t)")
+        #expect(t["revocationType"]?.stringValue == "REVOCATION_TYPE_REFUND_PRORATED", "\(user): \(t)")
+        #expect(t["appAccountToken"]?.stringValue == token, "\(user): \(t)")
+        // The receipt's copy is the one kept (newer on Apple's clock): it has no signed date.
+        #expect(t["signedDateMs"] == nil, "\(user): \(t)")
+      }
+    }
+  }
+
   @Test("cancelled during grace: a later import of the same receipt without pending_renewal_info ends the grace")
   func cancelledDuringGrace() async throws {
     try await withSetup { setup in

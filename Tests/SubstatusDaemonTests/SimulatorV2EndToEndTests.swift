@@ -83,6 +83,18 @@ extension RunningSimulator {
     try await sim.drain()
     #expect(try await client.status(appID: appID, user: "alice", environment: .production, key: admin)?.state == .revoked)
 
+    // Every event appended is counted in /metrics by the write that appended it: the SUBSCRIBED
+    // and REFUND notifications' as `notification` (STARTED of the pseudo-user, REFUNDED of alice),
+    // the submission's as `ingest`; together, as many as the app's log holds.
+    var list = Substatus_V1_ListEventsRequest()
+    list.appID = appID
+    list.limit = 1000
+    let logged = try await client.call(Substatus_V1_EventService.listEvents, list, key: admin).events
+    let appended = try await Self.eventsAppended(daemon)
+    #expect(logged.contains { $0.type == .refunded && $0.userID == "alice" }, "\(logged.map(\.type))")
+    #expect((appended["notification"] ?? 0) >= 2, "\(appended)")
+    #expect(appended.values.reduce(0, +) == logged.count, "\(appended) for \(logged.map(\.type))")
+
     // Every V2 delivery was acknowledged with 200 at its first attempt.
     let deliveries = try await sim.get("/control/notifications?user_id=alice")["notifications"]?.arrayValue ?? []
     #expect(deliveries.compactMap { $0["notification_type"]?.stringValue } == ["SUBSCRIBED", "REFUND"])
@@ -114,5 +126,18 @@ extension RunningSimulator {
     let (exitStatus, log) = try await offThePool { daemon.stop() }
     #expect(exitStatus == 0)
     #expect(log.contains("\"type\":\"REFUND\""))
+  }
+
+  /// `substatus_events_appended_total` of the daemon's /metrics, by source (read with curl, off the
+  /// cooperative pool).
+  static func eventsAppended(_ daemon: RunningDaemon) async throws -> [String: Int] {
+    let text = try await offThePool { try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", "http://\(daemon.http)/metrics"]).1 }
+    var counts: [String: Int] = [:]
+    for line in text.split(separator: "\n") where line.hasPrefix("substatus_events_appended_total{source=\"") {
+      let parts = line.split(separator: " ")
+      let source = line.dropFirst("substatus_events_appended_total{source=\"".count).prefix { $0 != "\"" }
+      counts[String(source)] = parts.last.flatMap { Int($0) }
+    }
+    return counts
   }
 }

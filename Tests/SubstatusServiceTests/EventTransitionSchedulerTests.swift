@@ -14,20 +14,22 @@ import Testing
   static let hour: Int64 = 3_600_000
 
   /// dana's monthly period ending `endsIn` after now, auto-renew off: it lapses by time alone.
-  static func importLapsing(_ h: Harness, _ admin: String, _ app: String, endsIn: Int64) async throws {
+  static func importLapsing(
+    _ h: Harness, _ admin: String, _ app: String, endsIn: Int64, user: String = "dana", transactionId: String = "7000"
+  ) async throws {
     let now = h.world.clock.wallMs
     var request = Substatus_V1_ImportTransactionsRequest()
     request.appID = app
-    request.userID = "dana"
+    request.userID = user
     var t = Substatus_V1_Transaction()
-    t.transactionID = "7000"
-    t.originalTransactionID = "7000"
+    t.transactionID = transactionId
+    t.originalTransactionID = transactionId
     t.productID = "premium.monthly"
     t.purchaseDateMs = now + endsIn - 30 * day
     t.expiresDateMs = now + endsIn
     request.transactions = [t]
     var renewal = Substatus_V1_RenewalInfo()
-    renewal.originalTransactionID = "7000"
+    renewal.originalTransactionID = transactionId
     renewal.productID = "premium.monthly"
     renewal.autoRenewProductID = "premium.monthly"
     renewal.autoRenewEnabled = false
@@ -40,6 +42,7 @@ import Testing
     var request = Substatus_V1_ListEventsRequest()
     request.appID = app
     request.types = [.expired]
+    request.limit = 1000
     return try await h.call(Substatus_V1_EventService.listEvents, request, key: admin).events
   }
 
@@ -113,5 +116,58 @@ import Testing
       scheduler.beginGracefulShutdown()
       await running.value
     }
+  }
+
+  /// A catch-up yields: with 40 users due at once and batches of 4, a pass appends one batch,
+  /// then pauses on the wire clock (which stands still here) before the next. A CheckEligibility
+  /// issued then is answered while 36 users are still due; moving the wire clock by each pause
+  /// lets the pass finish, every user's EXPIRED appended once. No timing is asserted: the pauses
+  /// are waits on the manual wire clock.
+  @Test func aCatchUpPausesBetweenBatchesSoACallIsAnsweredBeforeItEnds() async throws {
+    let world = TestWorld(separateWireClock: true)
+    try await withService(world: world) { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      let users = (0..<40).map { "u\($0)" }
+      for (n, user) in users.enumerated() {
+        try await Self.importLapsing(h, admin, app, endsIn: Self.hour, user: user, transactionId: "\(8000 + n)")
+      }
+      world.clock.advance(by: .milliseconds(2 * Self.hour))  // every period has ended: 40 users due
+      let scheduler = EventTransitionScheduler(
+        service: h.service, configuration: .init(batchSize: 4, minPause: .milliseconds(1)))
+      let wireSleepers = world.wireClock.sleeperCount
+      let pass = Task { await scheduler.appendDue() }
+      defer { pass.cancel() }
+
+      // The first batch is appended; the pass now pauses on the wire clock.
+      #expect(await world.wireClock.waitForSleepers(wireSleepers + 1), "the pass pauses after its first batch")
+      var query = Substatus_V1_EligibilityQuery()
+      query.userID = "u39"
+      query.productIDs = ["premium.monthly"]
+      var check = Substatus_V1_CheckEligibilityRequest()
+      check.appID = app
+      check.queries = [query]
+      let answer = try await h.call(Substatus_V1_EligibilityService.checkEligibility, check, key: admin)
+      #expect(answer.users.first?.products.first?.productID == "premium.monthly")
+      // Answered before the catch-up ends: one batch in, the rest still due.
+      #expect(try await Self.expired(h, admin, app).count == 4)
+      let due = try await h.service.store.nextTransitionDueMs()
+      #expect(due.map { $0 <= world.clock.wallMs } == true, "users are still due")
+
+      // Each pause ends as the wire clock moves past it; nine pauses between ten batches.
+      for _ in 0..<9 {
+        #expect(await world.wireClock.waitForSleepers(wireSleepers + 1))
+        world.wireClock.advance(by: .milliseconds(1))
+      }
+      _ = await pass.value
+      let expired = try await Self.expired(h, admin, app)
+      #expect(expired.count == 40)
+      #expect(Set(expired.map(\.userID)) == Set(users))
+    }
+  }
+
+  @Test(arguments: [(0.25, 4, 12), (0.5, 4, 4), (1.0, 4, 1), (0.1, 10, 90)])
+  func thePauseAfterABatchKeepsTheShare(share: Double, tookMs: Int, pauseMs: Int) {
+    let configuration = EventTransitionScheduler.Configuration(share: share, minPause: .milliseconds(1))
+    #expect(configuration.pause(after: .milliseconds(tookMs)) == .milliseconds(pauseMs))
   }
 }
