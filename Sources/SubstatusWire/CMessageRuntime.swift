@@ -190,10 +190,13 @@ final class CArena {
   private var next: UnsafeMutableRawPointer?
   private var remaining = 0
   static let chunkSize = 4096
-  /// The size of the first chunk on the stack (``init(first:)``) and of the first chunk the
-  /// arena allocates: within glibc's per-thread cache (1,032 bytes), so that a reply a little
-  /// larger than the stack chunk costs a cached allocation; later chunks are ``chunkSize``.
+  /// The size of the first chunk on the stack (``init(first:)``).
   static let stackChunkSize = 1024
+  /// The size of the first chunk the arena allocates (unless one item needs more): below
+  /// glibc's large-chunk sizes (1 KiB and up, whose allocation consolidates the fast bins first)
+  /// and within its per-thread cache, so that a reply a little larger than the stack chunk costs
+  /// a cached allocation; later chunks are ``chunkSize``.
+  static let firstHeapChunkSize = 960
 
   init() {}
 
@@ -216,8 +219,8 @@ final class CArena {
       return p
     }
     if rounded > remaining {
-      // `rounded` is at most chunkSize / 4 = stackChunkSize here: it fits either size.
-      let size = chunks.isEmpty ? CArena.stackChunkSize : CArena.chunkSize
+      // `rounded` is at most chunkSize / 4 here, which a later chunk always holds.
+      let size = chunks.isEmpty ? max(CArena.firstHeapChunkSize, rounded) : CArena.chunkSize
       let p = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
       chunks.append(p)
       next = p
