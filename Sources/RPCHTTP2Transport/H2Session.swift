@@ -62,6 +62,12 @@ final class H2Session {
   private final class Outbound {
     var bytes: [UInt8] = []
     var offset = 0
+    /// The gRPC prefix (flag 0, 4-byte length) sent before ``bytes`` when they are one message
+    /// handed over as it is (``H2Session/submitResponse(streamID:headers:message:)``): the reply
+    /// is framed without copying the message into a new body.
+    var prefix: (UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0)
+    var prefixLength = 0
+    var prefixOffset = 0
     var trailers: [HeaderField]?
     var endStream = false
     var deferred = false
@@ -71,11 +77,16 @@ final class H2Session {
     func reset() {
       bytes = []
       offset = 0
+      prefixLength = 0
+      prefixOffset = 0
       trailers = nil
       endStream = false
       deferred = false
       done = false
     }
+
+    /// The bytes queued and not yet taken by nghttp2.
+    var unsent: Int { prefixLength - prefixOffset + bytes.count - offset }
   }
 
   private var session: OpaquePointer?
@@ -170,7 +181,7 @@ final class H2Session {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
       let session = Unmanaged<H2Session>.fromOpaque(userData!).takeUnretainedValue()
       if let ob = session.outbound.removeValue(forKey: streamID) {
-        let unsent = ob.bytes.count - ob.offset
+        let unsent = ob.unsent
         session.pendingOutboundBytes -= unsent
         session.droppedOutboundBytes += unsent
         if session.spareOutbounds.count < 64 {
@@ -366,6 +377,28 @@ final class H2Session {
     return submitted
   }
 
+  /// Submits response headers followed by one uncompressed gRPC message, framed as it is sent
+  /// (its prefix first, then its bytes, not copied into a body); more DATA may follow from
+  /// ``sendData(streamID:bytes:)``, and ``sendTrailers(streamID:_:)`` ends the stream.
+  ///
+  /// - Returns: Whether the block was submitted (see ``submitResponse(streamID:headers:body:)``).
+  @discardableResult
+  func submitResponse(streamID: Int32, headers: [HeaderField], message: [UInt8]) -> Bool {
+    let ob = spareOutbounds.popLast() ?? Outbound()
+    let n = UInt32(truncatingIfNeeded: message.count)
+    ob.prefix = (0, UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n))
+    ob.prefixLength = 5
+    ob.bytes = message
+    outbound[streamID] = ob
+    pendingOutboundBytes += ob.unsent
+    var provider = Self.provider
+    let submitted =
+      fitsPeerHeaderList(headers)
+      && withNameValues(headers) { nghttp2_submit_response(session, streamID, $0, $1, &provider) } == 0
+    if !submitted { unsendableHeaderStreams.append(streamID) }
+    return submitted
+  }
+
   /// Submits a request whose body is `body`, ending the stream after it.
   ///
   /// - Returns: The new stream id, or `nil` when the session cannot open a stream now.
@@ -410,7 +443,7 @@ final class H2Session {
   /// The number of bytes a stream has queued but nghttp2 has not taken yet.
   func pendingBytes(streamID: Int32) -> Int {
     guard let ob = outbound[streamID] else { return 0 }
-    return ob.bytes.count - ob.offset
+    return ob.unsent
   }
 
   private func resumeIfDeferred(_ streamID: Int32, _ ob: Outbound) {
@@ -472,19 +505,38 @@ final class H2Session {
     guard let ob = outbound[streamID] else {
       return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
-    let n = min(ob.bytes.count - ob.offset, length)
+    var written = 0
+    if ob.prefixOffset < ob.prefixLength {
+      written = min(ob.prefixLength - ob.prefixOffset, length)
+      withUnsafeBytes(of: ob.prefix) { prefix in
+        buffer.update(from: prefix.baseAddress!.assumingMemoryBound(to: UInt8.self) + ob.prefixOffset, count: written)
+      }
+      ob.prefixOffset += written
+      pendingOutboundBytes -= written
+    }
+    let n = min(ob.bytes.count - ob.offset, length - written)
     if n > 0 {
       ob.bytes.withUnsafeBufferPointer { source in
-        buffer.update(from: source.baseAddress! + ob.offset, count: n)
+        (buffer + written).update(from: source.baseAddress! + ob.offset, count: n)
       }
       ob.offset += n
       pendingOutboundBytes -= n
       if ob.offset == ob.bytes.count {
-        ob.bytes.removeAll(keepingCapacity: ob.bytes.count <= 64 << 10)
+        if ob.prefixLength > 0 {
+          // The handler's message (its prefix went out before it), maybe still shared: let go
+          // of it rather than empty it in place, which would copy a shared buffer. What a
+          // stream sends next is appended to a buffer of its own, as without a prefix.
+          ob.bytes = []
+          ob.prefixLength = 0
+          ob.prefixOffset = 0
+        } else {
+          ob.bytes.removeAll(keepingCapacity: ob.bytes.count <= 64 << 10)
+        }
         ob.offset = 0
       }
     }
-    if ob.offset == ob.bytes.count {
+    written += n
+    if ob.unsent == 0 {
       if let trailers = ob.trailers {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
         ob.done = true
@@ -496,12 +548,12 @@ final class H2Session {
       } else if ob.endStream {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
         ob.done = true
-      } else if n == 0 {
+      } else if written == 0 {
         ob.deferred = true
         return Int(NGHTTP2_ERR_DEFERRED.rawValue)
       }
     }
-    return n
+    return written
   }
 
   private func onHeader(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {

@@ -81,6 +81,8 @@ final class ServerConnection: ConnectionPumpOwner {
   private var newStreams: [ServerStream] = []
   /// The streams whose handler waits for room (``awaitRoom(streamID:_:)``).
   private var roomWaiting: [Int32: ServerStream] = [:]
+  /// The method path of the last call dispatched and where its method runs.
+  private var lastPlacement: (method: String, execution: HandlerExecution)?
 
   init(fd: Int32, server: LoopServer, tls: TLSConnection?) {
     self.server = server
@@ -413,6 +415,17 @@ final class ServerConnection: ConnectionPumpOwner {
       if let failure { finish(stream, code: failure.code, message: failure.message) }
       return
     }
+    var bytes = bytes
+    if stream.deframer.bufferedByteCount == 0 {
+      // Whole messages at the start of the chunk go to the handler straight from it: a unary
+      // request usually arrives in one DATA frame, and copying it into the deframer's buffer
+      // first cost an allocation and a copy per call. The rest (a partial message, or a prefix
+      // the deframer must refuse) goes through the deframer.
+      while let message = Self.wholeMessage(&bytes, maxLength: stream.deframer.maxMessageLength) {
+        requests.yield(message)
+      }
+      if bytes.isEmpty { return }
+    }
     stream.deframer.append(bytes)
     do {
       while let message = try stream.deframer.next() { requests.yield(message) }
@@ -428,6 +441,20 @@ final class ServerConnection: ConnectionPumpOwner {
         finish(stream, code: .internal, message: error.message)
       }
     }
+  }
+
+  /// Takes the uncompressed message framed at the start of `bytes` when it is all there and
+  /// within `maxLength`, leaving the bytes after it; `nil` (and `bytes` untouched) otherwise.
+  private static func wholeMessage(_ bytes: inout ArraySlice<UInt8>, maxLength: Int) -> [UInt8]? {
+    let start = bytes.startIndex
+    guard bytes.count >= GRPCFraming.prefixLength, bytes[start] == 0 else { return nil }
+    let length =
+      Int(bytes[start + 1]) << 24 | Int(bytes[start + 2]) << 16 | Int(bytes[start + 3]) << 8 | Int(bytes[start + 4])
+    guard length <= maxLength, bytes.count - GRPCFraming.prefixLength >= length else { return nil }
+    let end = start + GRPCFraming.prefixLength + length
+    let message = Array(bytes[(start + GRPCFraming.prefixLength)..<end])
+    bytes = bytes[end...]
+    return message
   }
 
   /// Feeds body bytes to a Connect, gRPC-Web or inflating gRPC deframer; the error to answer with.
@@ -484,7 +511,17 @@ final class ServerConnection: ConnectionPumpOwner {
       let call = RPCServerCall(
         context: context, requests: requests,
         responses: StreamResponseWriter(server: server, token: token, streamID: stream.id))
-      switch execution(context.method) {
+      // The placement of the method the connection called last is kept: a connection usually
+      // calls one method again and again, and its path is then the same string (H2Session
+      // reuses it), so the check is a comparison instead of a hash lookup.
+      let placement: HandlerExecution
+      if let last = lastPlacement, last.method == context.method {
+        placement = last.execution
+      } else {
+        placement = execution(context.method)
+        lastPlacement = (context.method, placement)
+      }
+      switch placement {
       case .transportThread:
         // The first job goes on the loop's local queue and runs before this iteration's flush.
         stream.task = Task(executorPreference: loop) { await handler(call) }
@@ -552,8 +589,16 @@ final class ServerConnection: ConnectionPumpOwner {
     var initial: Metadata?
     var body: [UInt8] = []
     var bodySize = 0
-    for case .message(let message) in parts { bodySize += GRPCFraming.prefixLength + message.count }
-    body.reserveCapacity(bodySize)
+    var messageCount = 0
+    for case .message(let message) in parts {
+      bodySize += GRPCFraming.prefixLength + message.count
+      messageCount += 1
+    }
+    // The usual unary reply (headers, one message, status) goes out with the message as it is,
+    // framed by the session as it sends it, instead of being copied into a new body.
+    let sendsMessageAsIs = messageCount == 1 && !stream.responseStarted && !stream.compressReplies
+    var messageAsIs: [UInt8]?
+    if !sendsMessageAsIs { body.reserveCapacity(bodySize) }
     var status: (code: RPCError.Code, message: String, trailers: Metadata)?
     for part in parts where status == nil {
       switch part {
@@ -567,6 +612,8 @@ final class ServerConnection: ConnectionPumpOwner {
             [:]
           )
           stream.task?.cancel()
+        } else if sendsMessageAsIs {
+          messageAsIs = message
         } else if stream.compressReplies, message.count >= ResponseCompression.defaultThreshold,
           let packed = Gzip.compress(message)
         {
@@ -580,15 +627,19 @@ final class ServerConnection: ConnectionPumpOwner {
         status = (code, message, trailers)
       }
     }
-    if !stream.responseStarted && body.isEmpty && initial == nil, let status {
+    if !stream.responseStarted && body.isEmpty && messageAsIs == nil && initial == nil, let status {
       return finish(stream, code: status.code, message: status.message, trailers: status.trailers)
     }
-    pump.chargeReplyBytes(body.count)
+    pump.chargeReplyBytes(body.count + (messageAsIs.map { GRPCFraming.prefixLength + $0.count } ?? 0))
     if !stream.responseStarted {
       stream.responseStarted = true
       var headers = responseHeaders(initial ?? [:], json: stream.grpcJSON)
       if stream.compressReplies { headers += Self.gzipResponseHeaders }
-      session.submitResponse(streamID: streamID, headers: headers, body: body)
+      if let messageAsIs {
+        session.submitResponse(streamID: streamID, headers: headers, message: messageAsIs)
+      } else {
+        session.submitResponse(streamID: streamID, headers: headers, body: body)
+      }
     } else if !body.isEmpty {
       session.sendData(streamID: streamID, bytes: body)
     }

@@ -84,10 +84,30 @@ public final class ServiceMetrics: Sendable {
     }
   }
 
+  /// The counts of one method (or protocol) by gRPC status, indexed by the code's value.
+  struct CodeCounts {
+    static let codeCount = 17
+    var counts = [UInt64](repeating: 0, count: CodeCounts.codeCount)
+
+    /// The codes counted at least once, by their names, sorted by name.
+    var byName: [(code: String, count: UInt64)] {
+      counts.indices.compactMap { i in
+        counts[i] > 0 ? RPCError.Code(rawValue: i).map { ($0.description, counts[i]) } : nil
+      }.sorted { $0.code < $1.code }
+    }
+  }
+
+  /// What one method's calls add up to.
+  struct MethodCounters {
+    var codes = CodeCounts()
+    var latency = Histogram()
+  }
+
   struct State {
-    var rpcs: [String: [String: UInt64]] = [:]  // method -> code -> count
-    var rpcLatency: [String: Histogram] = [:]  // method
-    var rpcsByProtocol: [String: [String: UInt64]] = [:]  // protocol -> code -> count
+    // One lookup by method per call (the codes and the histogram are in the entry), and the
+    // protocol's counts by index: no dictionary of code names to hash into.
+    var rpcs: [String: MethodCounters] = [:]  // method
+    var rpcsByProtocol = [CodeCounts](repeating: CodeCounts(), count: RPCProtocol.allCases.count)
     var upstream: [String: UInt64] = [:]
     var upstreamLatency = Histogram()
     var ingestedTransactions: UInt64 = 0
@@ -115,10 +135,11 @@ public final class ServiceMetrics: Sendable {
   }
 
   func rpc(method: String, code: RPCError.Code, seconds: Double, rpcProtocol: RPCProtocol = .grpc) {
+    let protocolIndex = RPCProtocol.allCases.firstIndex(of: rpcProtocol) ?? 0
     state.withLock {
-      $0.rpcs[method, default: [:]][code.description, default: 0] += 1
-      $0.rpcsByProtocol[rpcProtocol.rawValue, default: [:]][code.description, default: 0] += 1
-      $0.rpcLatency[method, default: Histogram()].observe(seconds)
+      $0.rpcs[method, default: MethodCounters()].codes.counts[code.rawValue] += 1
+      $0.rpcs[method]?.latency.observe(seconds)
+      $0.rpcsByProtocol[protocolIndex].counts[code.rawValue] += 1
     }
   }
 
@@ -168,20 +189,22 @@ public final class ServiceMetrics: Sendable {
     out += "# TYPE substatus_status_cut_total counter\n"
     out += "substatus_status_cut_total{part=\"message\"} \(cut.messages)\nsubstatus_status_cut_total{part=\"details\"} \(cut.details)\n"
     out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
-    for (method, codes) in s.rpcs.sorted(by: { $0.key < $1.key }) {
-      for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
+    let methods = s.rpcs.sorted(by: { $0.key < $1.key })
+    for (method, counters) in methods {
+      for (code, n) in counters.codes.byName {
         out += "substatus_rpcs_total{method=\"\(method)\",code=\"\(code)\"} \(n)\n"
       }
     }
     out += "# HELP substatus_rpcs_by_protocol_total RPCs handled, by protocol (grpc, grpc-web, connect) and gRPC status.\n# TYPE substatus_rpcs_by_protocol_total counter\n"
-    for (rpcProtocol, codes) in s.rpcsByProtocol.sorted(by: { $0.key < $1.key }) {
-      for (code, n) in codes.sorted(by: { $0.key < $1.key }) {
+    let protocols = RPCProtocol.allCases.indices.map { (RPCProtocol.allCases[$0].rawValue, s.rpcsByProtocol[$0]) }
+    for (rpcProtocol, codes) in protocols.sorted(by: { $0.0 < $1.0 }) {
+      for (code, n) in codes.byName {
         out += "substatus_rpcs_by_protocol_total{protocol=\"\(rpcProtocol)\",code=\"\(code)\"} \(n)\n"
       }
     }
     out += "# HELP substatus_rpc_duration_seconds RPC latency, by method.\n# TYPE substatus_rpc_duration_seconds histogram\n"
-    for (method, h) in s.rpcLatency.sorted(by: { $0.key < $1.key }) {
-      out += histogram("substatus_rpc_duration_seconds", "method=\"\(method)\",", h)
+    for (method, counters) in methods {
+      out += histogram("substatus_rpc_duration_seconds", "method=\"\(method)\",", counters.latency)
     }
     out += "# HELP substatus_upstream_verify_receipt_total verifyReceipt calls, by Apple status.\n# TYPE substatus_upstream_verify_receipt_total counter\n"
     for (status, n) in s.upstream.sorted(by: { $0.key < $1.key }) {

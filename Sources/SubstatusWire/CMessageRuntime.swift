@@ -5,6 +5,10 @@
 import CProtobufC
 import CSubstatusProto
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Where one field lives in protobuf-c's C structure for its message.
 struct CFieldLayout: Sendable {
   var offset: Int
@@ -74,13 +78,24 @@ extension CMessageConvertible {
   ///   ``WireError/Code-swift.struct/invalidUTF8`` and the field's path for a broken string,
   ///   ``WireError/Code-swift.struct/malformedMessage`` for bytes that are not an encoding.
   static func decode(_ bytes: [UInt8]) throws(WireError) -> Self {
+    // protobuf-c allocates the unpacked tree field by field (each string, each repeated array):
+    // it goes to a bump arena over stack storage instead, given back at once (``UnpackArena``).
+    try withUnsafeTemporaryAllocation(byteCount: UnpackArena.capacity, alignment: 16) {
+      (storage) throws(WireError) in
+      var arena = UnpackArena(base: storage.baseAddress!, capacity: storage.count)
+      return try withUnsafeMutablePointer(to: &arena) { (arena) throws(WireError) in try decode(bytes, arena: arena) }
+    }
+  }
+
+  private static func decode(_ bytes: [UInt8], arena: UnsafeMutablePointer<UnpackArena>) throws(WireError) -> Self {
     let layout = cLayout
+    var allocator = UnpackArena.allocator(arena)
     let (unpacked, outcome) = bytes.withUnsafeBufferPointer { buffer -> (UnsafeMutablePointer<ProtobufCMessage>?, WholeStrings.Outcome) in
       if let base = buffer.baseAddress {
         let outcome = WholeStrings.scan(base, base + buffer.count, layout.descriptor)
         guard outcome == .whole else { return (nil, outcome) }
       }
-      return (protobuf_c_message_unpack(layout.descriptor, nil, buffer.count, buffer.baseAddress), .whole)
+      return (protobuf_c_message_unpack(layout.descriptor, &allocator, buffer.count, buffer.baseAddress), .whole)
     }
     if outcome == .broken, let error = bytes.withUnsafeBufferPointer({ WholeStrings.error($0, layout.descriptor, protoMessageName) }) {
       throw error
@@ -90,7 +105,8 @@ extension CMessageConvertible {
         code: .malformedMessage,
         message: "\(bytes.count) bytes are not a valid encoding of \(protoMessageName)")
     }
-    defer { protobuf_c_message_free_unpacked(unpacked, nil) }
+    // Only what did not fit the arena was malloc'd; without such parts there is nothing to free.
+    defer { if arena.pointee.overflowed { protobuf_c_message_free_unpacked(unpacked, &allocator) } }
     do throws(WireError) {
       return try Self(cReader: CMessageReader(UnsafeRawPointer(unpacked), layout, protoMessageName))
     } catch {
@@ -101,18 +117,70 @@ extension CMessageConvertible {
 
   /// Encodes through protobuf-c's packer.
   func encode() -> [UInt8] {
-    let arena = CArena()
-    // The arena owns the C structures the packer reads: it must outlive the packing.
-    return withExtendedLifetime(arena) {
-      let message = arena.build(self)
-      let size = protobuf_c_message_get_packed_size(message)
-      if size == 0 { return [] }
-      return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-        count = protobuf_c_message_pack(message, buffer.baseAddress)
+    // The arena's first chunk is stack storage (Swift keeps temporary allocations of up to
+    // 1 KiB on the stack; larger ones may go to the heap): a small message's C structures fit
+    // it, and a larger one's next chunk is small enough for glibc's per-thread cache (a 4 KiB
+    // malloc per call was above it, and made every call consolidate the allocator's free lists).
+    withUnsafeTemporaryAllocation(byteCount: CArena.stackChunkSize, alignment: 16) { first in
+      let arena = CArena(first: first)
+      // The arena owns the C structures the packer reads: it must outlive the packing.
+      return withExtendedLifetime(arena) {
+        let message = arena.build(self)
+        let size = protobuf_c_message_get_packed_size(message)
+        if size == 0 { return [] }
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+          count = protobuf_c_message_pack(message, buffer.baseAddress)
+        }
       }
     }
   }
 
+}
+
+/// protobuf-c's allocator for one unpack: a bump arena over the caller's (stack) storage, so that
+/// unpacking a request costs no `malloc` per string or repeated field. What does not fit goes to
+/// `malloc` (and ``overflowed`` says that `protobuf_c_message_free_unpacked` must run); `free`
+/// ignores pointers into the storage, which is given back whole when the decode returns.
+struct UnpackArena {
+  /// The stack storage of one decode: 1 KiB, which Swift always keeps on the stack (a larger
+  /// temporary allocation may go to the heap). A 20-product eligibility request unpacks into
+  /// about 750 bytes; what does not fit goes to `malloc`.
+  static let capacity = 1024
+
+  let base: UnsafeMutableRawPointer
+  let capacity: Int
+  var used = 0
+  var overflowed = false
+
+  init(base: UnsafeMutableRawPointer, capacity: Int) {
+    self.base = base
+    self.capacity = capacity
+  }
+
+  /// The protobuf-c allocator over `arena`, which must outlive every call that is given it.
+  static func allocator(_ arena: UnsafeMutablePointer<UnpackArena>) -> ProtobufCAllocator {
+    ProtobufCAllocator(
+      alloc: { data, size in
+        let arena = data!.assumingMemoryBound(to: UnpackArena.self)
+        // 8-byte alignment is what protobuf-c's structures need (pointers, 64-bit fields).
+        let rounded = (max(size, 1) + 7) & ~7
+        if rounded <= arena.pointee.capacity - arena.pointee.used {
+          let p = arena.pointee.base + arena.pointee.used
+          arena.pointee.used += rounded
+          return p
+        }
+        arena.pointee.overflowed = true
+        return malloc(size)
+      },
+      free: { data, pointer in
+        guard let pointer else { return }
+        let arena = data!.assumingMemoryBound(to: UnpackArena.self)
+        let base = arena.pointee.base
+        if pointer >= base && pointer < base + arena.pointee.capacity { return }
+        Glibc.free(pointer)
+      },
+      allocator_data: UnsafeMutableRawPointer(arena))
+  }
 }
 
 /// A bump allocator for the C structures of one encode; everything is freed at once, when the
@@ -121,9 +189,23 @@ final class CArena {
   private var chunks: [UnsafeMutableRawPointer] = []
   private var next: UnsafeMutableRawPointer?
   private var remaining = 0
-  private static let chunkSize = 4096
+  static let chunkSize = 4096
+  /// The size of the first chunk on the stack (``init(first:)``).
+  static let stackChunkSize = 1024
+  /// The size of the first chunk the arena allocates (unless one item needs more): below
+  /// glibc's large-chunk sizes (1 KiB and up, whose allocation consolidates the fast bins first)
+  /// and within its per-thread cache, so that a reply a little larger than the stack chunk costs
+  /// a cached allocation; later chunks are ``chunkSize``.
+  static let firstHeapChunkSize = 960
 
   init() {}
+
+  /// An arena whose first chunk is `first` (the caller's storage, which must outlive the arena
+  /// and is not freed by it).
+  init(first: UnsafeMutableRawBufferPointer) {
+    next = first.baseAddress
+    remaining = first.count
+  }
 
   deinit {
     for c in chunks { c.deallocate() }
@@ -137,10 +219,12 @@ final class CArena {
       return p
     }
     if rounded > remaining {
-      let p = UnsafeMutableRawPointer.allocate(byteCount: CArena.chunkSize, alignment: 16)
+      // `rounded` is at most chunkSize / 4 here, which a later chunk always holds.
+      let size = chunks.isEmpty ? max(CArena.firstHeapChunkSize, rounded) : CArena.chunkSize
+      let p = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
       chunks.append(p)
       next = p
-      remaining = CArena.chunkSize
+      remaining = size
     }
     let p = next!
     next = p + rounded
@@ -174,6 +258,79 @@ final class CArena {
     var writer = CMessageWriter(raw, layout, arena: self)
     value.write(to: &writer)
     return message
+  }
+}
+
+/// Strings decoded lately on one thread, so that a string field whose value came before (a
+/// product id, an app id, a bundle id: the same on call after call) costs a hash and a comparison
+/// instead of a new `String` (an allocation; strings of up to 15 UTF-8 bytes are stored inline and
+/// need none). A direct-mapped table of 256 entries per thread, by a hash of the bytes; a miss
+/// replaces the entry. One instance per thread (POSIX thread-specific data), released when the
+/// thread exits, so no lock is taken.
+final class RecentStrings {
+  /// Shorter strings are stored inline in a `String`, without an allocation to save.
+  static let minimumLength = 15
+  /// Longer strings are rarely repeated identifiers.
+  static let maximumLength = 64
+  private static let slotCount = 256
+
+  private let slots: UnsafeMutablePointer<String?>
+
+  private init() {
+    slots = .allocate(capacity: Self.slotCount)
+    slots.initialize(repeating: nil, count: Self.slotCount)
+  }
+
+  deinit {
+    slots.deinitialize(count: Self.slotCount)
+    slots.deallocate()
+  }
+
+  private static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key) { pointer in
+      if let pointer { Unmanaged<RecentStrings>.fromOpaque(pointer).release() }
+    }
+    precondition(status == 0, "pthread_key_create failed: \(status)")
+    return key
+  }()
+
+  /// The calling thread's table, made on its first use.
+  static var ofThisThread: RecentStrings {
+    if let pointer = pthread_getspecific(key) {
+      return Unmanaged<RecentStrings>.fromOpaque(pointer).takeUnretainedValue()
+    }
+    let table = RecentStrings()
+    pthread_setspecific(key, Unmanaged.passRetained(table).toOpaque())
+    return table
+  }
+
+  /// FNV-1a over 8-byte words, folded to a slot.
+  private static func slot(_ bytes: UnsafeRawPointer, count: Int) -> Int {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    var offset = 0
+    while offset + 8 <= count {
+      hash = (hash ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0x100_0000_01B3
+      offset += 8
+    }
+    while offset < count {
+      hash = (hash ^ UInt64(bytes.load(fromByteOffset: offset, as: UInt8.self))) &* 0x100_0000_01B3
+      offset += 1
+    }
+    hash ^= hash >> 29
+    return Int(truncatingIfNeeded: hash ^ (hash >> 32)) & (slotCount - 1)
+  }
+
+  /// The remembered string with exactly these bytes (already found to be UTF-8 when it was made).
+  func string(_ bytes: UnsafeRawPointer, count: Int) -> String? {
+    guard var candidate = slots[Self.slot(bytes, count: count)], candidate.utf8.count == count else { return nil }
+    let same = candidate.withUTF8 { memcmp($0.baseAddress!, bytes, count) == 0 }
+    return same ? candidate : nil
+  }
+
+  /// Remembers a string made from these bytes, in place of the entry of its slot.
+  func remember(_ string: String, _ bytes: UnsafeRawPointer, count: Int) {
+    slots[Self.slot(bytes, count: count)] = string
   }
 }
 
@@ -215,9 +372,18 @@ struct CMessageReader {
   static func string(_ p: UnsafePointer<CChar>?, field i: Int, _ r: CMessageReader) throws(WireError) -> String {
     guard let p else { return "" }
     if p.pointee == 0 { return "" }
+    let count = strlen(p)
+    if count > RecentStrings.minimumLength && count <= RecentStrings.maximumLength,
+      let recent = RecentStrings.ofThisThread.string(UnsafeRawPointer(p), count: count)
+    {
+      return recent
+    }
     guard let s = String(validatingCString: p) else {
       throw WireError(
         code: .invalidUTF8, message: "field \(r.layout.fields[i].number) of \(r.messageName) is not valid UTF-8")
+    }
+    if count > RecentStrings.minimumLength && count <= RecentStrings.maximumLength {
+      RecentStrings.ofThisThread.remember(s, UnsafeRawPointer(p), count: count)
     }
     return s
   }
