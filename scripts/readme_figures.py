@@ -76,6 +76,31 @@ def figures(text):
     if ingest:
         out.append(f"the SQLite store commits {int(ingest.group(1)):,} transactions/s durably "
                    "(1M-transaction store, 8 writers)")
+    out += compare_figures(text)
+    return out
+
+
+def compare_figures(text):
+    """One sentence per block of the Compare section (scripts/bench_compare.py): this build's calls per
+    server CPU-second over the ref's, CheckEligibility 1 x 20 and the transport, as measured."""
+    out = []
+    for m in re.finditer(r"^### This build against (.+?) \(`([0-9a-f]+)`\)\n\nMeasured on ([0-9-]+ [0-9:]+ UTC) by `([^`]+)`",
+                         text, re.M):
+        end = text.find("<!-- compare ", m.end())
+        block = text[m.end():end if end >= 0 else len(text)]
+        rows = {r[0]: r for r in table_rows(block, "shape | this")}
+        parts = []
+        for label, name in [("CheckEligibility 1 user × 20 products", "CheckEligibility 1 × 20"),
+                            ("CheckEligibility 50 users × 20 products", "50 × 20"),
+                            ("transport: bench server, CheckEligibility 20 products", "the bare transport (Bench 20 products)")]:
+            row = rows.get(label)
+            if row and row[3] != "-":
+                ratio = row[3].replace("**", "")
+                parts.append(f"{name} {ratio}")
+        if parts:
+            out.append(f"against {m.group(1)} (`{m.group(2)}`), this build's calls per server CPU-second are "
+                       f"{', '.join(parts)} its own (median ratio over the rounds, lowest-highest round in brackets;"
+                       f" `{m.group(4)}`, measured {m.group(3)})")
     return out
 
 
