@@ -380,10 +380,12 @@ def section_block(args, sha, ref_label, this, ref, results, started, elapsed, lo
                          f"--shapes {','.join(args.shapes)}" if args.shapes_given else "",
                          f"--users {args.users}" if args.users_given else ""] if x]
     invocation = f"scripts/bench --compare {args.ref}" + (" --quick" if args.quick else "") + "".join(" " + x for x in extra)
-    key = sha if not args.this else f"{args.this_sha}-vs-{sha}"
+    # One block per ref and store size (a quick run does not replace a full one).
+    key = (sha if not args.this else f"{args.this_sha}-vs-{sha}") + f"-u{args.users}"
+    size = f"{args.users * 10:,} transactions"
     lines = [f"<!-- compare {key} begin -->",
-             (f"### This build against {ref_label} (`{short}`)" if not args.this
-              else f"### `{args.this_sha[:7]}` against {ref_label} (`{short}`)"), "",
+             (f"### This build against {ref_label} (`{short}`), {size}" if not args.this
+              else f"### `{args.this_sha[:7]}` against {ref_label} (`{short}`), {size}"), "",
              f"Measured on {started} by `{invocation}`" + ("" if extra else f" (`{command}`)") +
              f": {'this build' if not args.this else 'the commit'} `{this.describe}` against `{ref.describe}`; {args.rounds} rounds of"
              f" {args.duration} s per shape (after {args.warmup} s of warm-up), the two builds' order alternating"
@@ -438,7 +440,7 @@ def write_section(path, key, block):
             BEGIN, SECTION, "",
             "Written by `make bench COMPARE=<git ref>` (`scripts/bench_compare.py`), never by hand: each block is"
             " this build against one commit, measured interleaved in one run (see README, \"Comparing with an"
-            " earlier commit\"). Each run replaces its ref's block.", "", END]) + "\n"
+            " earlier commit\"). Each run replaces its ref's block of the same store size.", "", END]) + "\n"
     start, end = text.index(BEGIN), text.index(END)
     inner = text[start:end]
     b, e = f"<!-- compare {key} begin -->", f"<!-- compare {key} end -->"

@@ -84,8 +84,8 @@ def compare_figures(text):
     """One sentence per block of the Compare section (scripts/bench_compare.py): this build's calls per
     server CPU-second over the ref's, CheckEligibility 1 x 20 and the transport, as measured."""
     out = []
-    for m in re.finditer(r"^### This build against (.+?) \(`([0-9a-f]+)`\)\n\nMeasured on ([0-9-]+ [0-9:]+ UTC) by `([^`]+)`",
-                         text, re.M):
+    for m in re.finditer(r"^### This build against (.+?) \(`([0-9a-f]+)`\), ([0-9,]+ transactions)\n\n"
+                         r"Measured on ([0-9-]+ [0-9:]+ UTC) by `([^`]+)`", text, re.M):
         end = text.find("<!-- compare ", m.end())
         block = text[m.end():end if end >= 0 else len(text)]
         rows = {r[0]: r for r in table_rows(block, "shape | this")}
@@ -98,9 +98,9 @@ def compare_figures(text):
                 ratio = row[3].replace("**", "")
                 parts.append(f"{name} {ratio}")
         if parts:
-            out.append(f"against {m.group(1)} (`{m.group(2)}`), this build's calls per server CPU-second are "
-                       f"{', '.join(parts)} its own (median ratio over the rounds, lowest-highest round in brackets;"
-                       f" `{m.group(4)}`, measured {m.group(3)})")
+            out.append(f"against {m.group(1)} (`{m.group(2)}`) on a store of {m.group(3)}, this build's calls per server"
+                       f" CPU-second are {', '.join(parts)} its own (median ratio over the rounds, lowest-highest round in"
+                       f" brackets; `{m.group(5)}`, measured {m.group(4)})")
     return out
 
 
