@@ -43,9 +43,13 @@ alloc-budgets-release: test-deps
 protos: deps
 	scripts/generate-protos
 
-## Benchmarks; writes BENCHMARKS.md.
+## Benchmarks; writes BENCHMARKS.md. `make bench COMPARE=<git ref>` measures only this build against
+## that commit's, built in .build/compare/<sha> (cached), the end-to-end shapes and the transport
+## interleaved in one run, and writes its block of BENCHMARKS.md's Compare section; QUICK=1: a smaller
+## store and short rounds; SHAPES=elig1x20,transport: only those; NICE=-10: servers and load
+## generators at that niceness on a busy machine (see README, "Comparing with an earlier commit").
 bench: test-deps release
-	scripts/bench
+	scripts/bench $(if $(COMPARE),--compare $(COMPARE) $(if $(SHAPES),--shapes $(SHAPES)) $(if $(NICE),--nice $(NICE))) $(if $(QUICK),--quick)
 
 ## Fuzzes the parsers with libFuzzer + ASan, FUZZ_SECONDS per target (default 60); see RELIABILITY.md.
 ## `make test` runs the checked-in corpora through the same targets (SubstatusFuzzRegressionTests).

@@ -43,17 +43,42 @@ def out(cmd, **kw):
 def build():
     for product in ["substatusd", "appstore-sim", "substatus-e2e-datagen"]:
         sh(["swift", "build", "-c", "release", "--product", product])
-    src = os.path.join(ROOT, "Benchmarks", "E2ELoadgen", "main.go")
+    return build_loadgen()
+
+
+def build_loadgen():
+    """Benchmarks/E2ELoadgen (every .go file of it) built in GOPATH mode into .build/e2e-loadgen;
+    rebuilt when a source is newer than the binary."""
+    src_dir = os.path.join(ROOT, "Benchmarks", "E2ELoadgen")
+    sources = sorted(os.path.join(src_dir, n) for n in os.listdir(src_dir) if n.endswith(".go"))
     dest = os.path.join(BUILD, "e2e-loadgen")
     binary = os.path.join(dest, "bin", "e2e-loadgen")
-    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(src):
+    if not os.path.exists(binary) or os.path.getmtime(binary) < max(os.path.getmtime(s) for s in sources):
         pkg = os.path.join(dest, "src", "e2eloadgen")
+        shutil.rmtree(pkg, ignore_errors=True)
         os.makedirs(pkg, exist_ok=True)
-        shutil.copy(src, pkg)
+        for source in sources:
+            shutil.copy(source, pkg)
         env = dict(os.environ, GO111MODULE="off", GOPATH=f"{dest}:/usr/share/gocode", GOFLAGS="", GOPROXY="off",
                    GOCACHE=os.path.join(dest, ".cache"))
         sh(["go", "build", "-trimpath", "-o", binary, "e2eloadgen"], cwd=dest, env=env)
     return binary
+
+
+def build_peer(build_dir):
+    """../shared/peer-bench (PEER_BENCH overrides it, e.g. from a worktree outside /work/main), copied
+    into build_dir/peer-bench and built there once (its grpc-go server and load generator)."""
+    peer_src = os.environ.get("PEER_BENCH", os.path.join(os.path.dirname(ROOT), "shared", "peer-bench"))
+    dest = os.path.join(build_dir, "peer-bench")
+    if not os.path.exists(os.path.join(dest, "bin", "server")):
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(peer_src, dest)
+        for root, dirs, files in os.walk(dest):
+            for n in dirs + files:
+                os.chmod(os.path.join(root, n), 0o755)
+        os.makedirs(os.path.join(dest, "src", "peerbench", "benchpb"), exist_ok=True)  # protoc writes here
+        sh(["./build.sh"], cwd=dest, env=dict(os.environ, SKIP_PY="1"))
+    return dest
 
 
 def data_dir(users):

@@ -76,6 +76,36 @@ def figures(text):
     if ingest:
         out.append(f"the SQLite store commits {int(ingest.group(1)):,} transactions/s durably "
                    "(1M-transaction store, 8 writers)")
+    out += compare_figures(text)
+    return out
+
+
+def compare_figures(text):
+    """One sentence per ref of the Compare section (scripts/bench_compare.py), from its block on the
+    largest store: this build's calls per server CPU-second over the ref's, CheckEligibility 1 x 20,
+    50 x 20 and the transport, as measured."""
+    best = {}
+    for m in re.finditer(r"^### This build against (.+?) \(`([0-9a-f]+)`\), ([0-9,]+) transactions\n\n"
+                         r"Measured on ([0-9-]+ [0-9:]+ UTC) by `([^`]+)`", text, re.M):
+        size = int(m.group(3).replace(",", ""))
+        if m.group(2) not in best or size > best[m.group(2)][0]:
+            best[m.group(2)] = (size, m)
+    out = []
+    for size, m in best.values():
+        end = text.find("<!-- compare ", m.end())
+        block = text[m.end():end if end >= 0 else len(text)]
+        rows = {r[0]: r for r in table_rows(block, "shape | this")}
+        parts = []
+        for label, name in [("CheckEligibility 1 user × 20 products", "CheckEligibility 1 × 20"),
+                            ("CheckEligibility 50 users × 20 products", "50 × 20"),
+                            ("transport: bench server, CheckEligibility 20 products", "the bare transport (Bench 20 products)")]:
+            row = rows.get(label)
+            if row and row[3] != "-":
+                parts.append(f"{name} {row[3].replace('**', '')}")
+        if parts:
+            out.append(f"against {m.group(1)} (`{m.group(2)}`) on a store of {m.group(3)} transactions, this build's calls"
+                       f" per server CPU-second over that commit's are {', '.join(parts)} (median of the rounds, lowest and"
+                       f" highest round in brackets; `{m.group(5)}`, measured {m.group(4)})")
     return out
 
 

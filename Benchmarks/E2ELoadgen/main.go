@@ -14,6 +14,7 @@
 //	submit  SubmitReceipt once for each user of -userfile (setup of the verifyReceipt comparison)
 //	naive   what a backend without substatus does per check: verifyReceipt at -verify-url, then
 //	        evaluate the 20 products' intro eligibility locally from the JSON
+//	seed, status  (seed.go) the data of `make bench COMPARE=<ref>` through the API, and GetStatus
 //
 // The last output line is `RESULT {json}`: calls, calls/s, latency percentiles (µs), errors,
 // and the server's CPU seconds and RSS (from /proc/PID) when -server-pid is given.
@@ -48,7 +49,7 @@ import (
 )
 
 var (
-	mode      = flag.String("mode", "elig", "elig | ingest | notify | submit | naive")
+	mode      = flag.String("mode", "elig", "elig | ingest | notify | submit | naive | seed | status")
 	addr      = flag.String("addr", "", "substatusd gRPC host:port")
 	httpAddr  = flag.String("http", "", "substatusd HTTP host:port (notify)")
 	specPath  = flag.String("spec", "", "bench.json written by substatus-e2e-datagen")
@@ -553,7 +554,11 @@ func jsonRequest(req []byte, appID string, asOf int64) []byte {
 		})
 		queries = append(queries, q)
 	})
-	b, _ := json.Marshal(map[string]interface{}{"appId": appID, "asOfMs": strconv.FormatInt(asOf, 10), "queries": queries})
+	m := map[string]interface{}{"appId": appID, "queries": queries}
+	if asOf != 0 {
+		m["asOfMs"] = strconv.FormatInt(asOf, 10)
+	}
+	b, _ := json.Marshal(m)
 	return b
 }
 
@@ -686,7 +691,9 @@ func eligibility(s *spec) {
 	call := func(w int, rng *rand.Rand) error {
 		a := &apps[rng.Intn(len(apps))]
 		req := appendString(nil, 1, a.app.AppID)
-		req = appendInt(req, 3, s.AsOfMs)
+		if !*atNow {
+			req = appendInt(req, 3, s.AsOfMs)
+		}
 		first := rng.Intn(len(a.products))
 		for u := 0; u < *users; u++ {
 			q := appendString(nil, 1, a.userIDs[rng.Intn(len(a.userIDs))])
@@ -698,7 +705,11 @@ func eligibility(s *spec) {
 		var resp []byte
 		var err error
 		if web != nil {
-			resp, err = web.checkEligibility(w, req, a.app.AppID, s.AsOfMs)
+			asOf := s.AsOfMs
+			if *atNow {
+				asOf = 0
+			}
+			resp, err = web.checkEligibility(w, req, a.app.AppID, asOf)
 		} else {
 			resp, err = c.invoke(w, "/substatus.v1.EligibilityService/CheckEligibility", req)
 		}
@@ -950,8 +961,14 @@ func naive(s *spec) {
 
 func main() {
 	flag.Parse()
+	if *mode == "seed" {
+		seed() // seed.go: writes the spec it reads elsewhere
+		return
+	}
 	s := loadSpec()
 	switch *mode {
+	case "status":
+		status(s)
 	case "elig":
 		eligibility(s)
 	case "ingest":
