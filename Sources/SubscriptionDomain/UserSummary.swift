@@ -1,6 +1,6 @@
 // A per-user summary of an evaluation: what answering the user's eligibility and status needs at
 // every instant of a window, computed when the user's data is written and read in place of the
-// history (README "Per-user summaries").
+// history (docs/evaluation-cache.md "Per-user summaries").
 
 /// One user's evaluation at an instant `t0` (``computedAtMs``), kept so that reads at any instant
 /// `t` with `t0 <= t < validUntilMs` answer from it without the history: the groups' statuses,

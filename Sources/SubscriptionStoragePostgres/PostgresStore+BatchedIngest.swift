@@ -249,6 +249,13 @@ extension PostgresStore {
       data[update.user] = u
     }
     try write(users.map { data[$0]! }, db)
+    // Each user's summary, in the commit (none of these apps tracks ownership: no gaps).
+    let appPolicies = try summaryPolicies(db, appIds)
+    for user in users {
+      try storeSummary(
+        db, key: data[user]!.key, state: data[user]!.state, gaps: [], atMs: atMs, catalog: catalogOf[user.appId]!,
+        policy: appPolicies[user.appId] ?? .default)
+    }
     summary.eventsAppended = try appendEvents(db, pending).count
     try recordUserChanges(db, changedKeys)
     return summary

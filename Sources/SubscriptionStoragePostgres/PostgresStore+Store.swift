@@ -563,6 +563,7 @@ extension PostgresStore: Store {
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
     var changedKeys: [Int64] = []
+    let appPolicies = try summaryPolicies(db, Set(batch.map(\.user.appId)))
     for submitted in lockOrder(batch) {
       let user = submitted.user
       var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
@@ -604,8 +605,26 @@ extension PostgresStore: Store {
             catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []))
       }
       let made = summary.transfers[madeBefore...]
+      // The summaries of every user whose data or ownership the update changed, in its commit.
+      let summaryCatalog = try catalog(db, user.appId, catalogs)
+      let appPolicy = appPolicies[user.appId] ?? .default
+      try storeSummary(
+        db, key: key, state: state, gaps: tracked ? try ownershipGaps(db, key) : [], atMs: atMs,
+        catalog: summaryCatalog, policy: appPolicy)
+      var summarized: Set<String> = [update.user.userId]
+      for transfer in made {
+        for userId in [transfer.previousUserId, transfer.newUserId] where summarized.insert(userId).inserted {
+          let other = UserKey(appId: transfer.appId, environment: transfer.environment, userId: userId)
+          let otherKey = try userKey(db, other)
+          // Its row lock, as every write of its data takes: its summary follows its newest data.
+          _ = try db.query(PostgresQueries.lockUser, [.int(otherKey)])
+          try storeSummary(
+            db, key: otherKey, state: try purchaseState(db, otherKey), gaps: try ownershipGaps(db, otherKey),
+            atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
+        }
+      }
       if !made.isEmpty {
-        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+        try PurchaseOwnership.logTransferEvents(made, catalog: summaryCatalog, log: &ledger)
         pending += ledger.pending
       }
     }
