@@ -556,14 +556,15 @@ extension PostgresStore: Store {
   static func apply(
     _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
   ) throws(StoreError) -> IngestSummary {
-    let policies = try policies(db, Set(batch.map(\.user.appId)))
+    let both = try appPolicies(db, Set(batch.map(\.user.appId)))
+    let policies = both.mapValues(\.ownership)
+    let appPolicies = both.mapValues(\.policy)
     if !policies.values.contains(where: \.needsLedger) {
-      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs)
+      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs, policies: appPolicies)
     }
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
     var changedKeys: [Int64] = []
-    let appPolicies = try summaryPolicies(db, Set(batch.map(\.user.appId)))
     for submitted in lockOrder(batch) {
       let user = submitted.user
       var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)

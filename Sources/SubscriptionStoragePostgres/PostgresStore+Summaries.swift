@@ -6,20 +6,22 @@ import SubscriptionDomain
 import SubscriptionStorage
 
 extension PostgresStore {
-  /// The apps' policies as the writes' summaries need them (decoded once per app and JSON).
+  /// The apps' policies as the writes read them (decoded once per app and JSON).
   static let summaryPolicies = PolicyCache()
 
-  /// The apps' whole policies in the current transaction, in one statement.
-  /// - Throws: `notFound` for an unknown app.
-  static func summaryPolicies(_ db: PGConnection, _ appIds: Set<String>) throws(StoreError) -> [String: EligibilityPolicy] {
-    var policies: [String: EligibilityPolicy] = [:]
-    for r in try db.query("SELECT app_id, policy FROM apps WHERE app_id = ANY($1::text[])", [.textArray(appIds.sorted())]) {
-      policies[r.text(0)] = try summaryPolicies.policy(appId: r.text(0), json: r.bytes(1))
-    }
-    if let missing = appIds.sorted().first(where: { policies[$0] == nil }) {
-      throw StoreError.notFound("app", missing)
-    }
-    return policies
+  /// Stores users' summaries (by user key) with new stamps, in one statement.
+  static func storeSummaries(_ db: PGConnection, _ rows: [(key: Int64, summary: UserSummary)]) throws(StoreError) {
+    if rows.isEmpty { return }
+    try db.run(
+      """
+      INSERT INTO user_summaries(user_key, stamp, summary)
+      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
+      ON CONFLICT (user_key) DO UPDATE SET stamp = excluded.stamp, summary = excluded.summary
+      """,
+      [
+        .intArray(rows.map(\.key)), .intArray(rows.map { _ in UserSummaryRows.newStamp() }),
+        .byteaArray(rows.map { $0.summary.encoded() }),
+      ])
   }
 
   /// Stores the summary of the user `key`'s data and ownership gaps as the current transaction
