@@ -598,6 +598,8 @@ extension SQLiteStore: Store {
       policies[update.user.appId] = try OwnershipPolicy.read(db, update.user.appId)
     }
     var summary = IngestSummary()
+    // Per app, the catalog and policy the summaries are computed with, read once per commit.
+    var summaryInputs: [String: (catalog: Catalog, policy: EligibilityPolicy)] = [:]
     for submitted in batch {
       let user = submitted.user
       var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
@@ -667,8 +669,10 @@ extension SQLiteStore: Store {
       }
       let made = summary.transfers[madeBefore...]
       // The summaries of every user whose data or ownership the update changed, in its commit.
-      let summaryCatalog = try catalog(db, user.appId, summaryCatalogs)
-      let appPolicy = try policy(db, user.appId, summaryPolicies)
+      if summaryInputs[user.appId] == nil {
+        summaryInputs[user.appId] = (try catalog(db, user.appId, summaryCatalogs), try policy(db, user.appId, summaryPolicies))
+      }
+      let (summaryCatalog, appPolicy) = summaryInputs[user.appId]!
       try storeSummary(
         db, user: update.user, key: key, state: state, gaps: tracked ? try ownershipGaps(db, key) : [],
         atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
