@@ -85,4 +85,41 @@ import Testing
     let (exitStatus, _) = try await offThePool { daemon.stop() }
     #expect(exitStatus == 0)
   }
+
+  @Test func aStoreWrittenBeforeSummariesGetsThemOnFirstRead() async throws {
+    var daemon = try await offThePool { try RunningDaemon() }
+    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    var client = try DaemonClient(daemon)
+    let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.summary2", appleAppID: 0)
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let day: Int64 = 86_400_000
+    try await Self.importTransaction(
+      client, key: admin, app: app, user: "bob", id: "9101", purchasedMs: now - day, expiresMs: now + 29 * day,
+      signedMs: now - 1_000)
+    let written = try await Self.eligibility(client, key: admin, app: app, user: "bob")
+
+    // As if the data had been written by a build without summaries: the rows are gone.
+    daemon.kill()
+    client.transport.close()
+    let database = daemon.directory.appendingPathComponent("data/substatus.sqlite").path
+    let (status, _, err) = try await offThePool { try runProcess("/usr/bin/sqlite3", [database, "DELETE FROM user_summaries"]) }
+    #expect(status == 0, "\(err)")
+    let directory = daemon.directory
+    daemon = try await offThePool { try RunningDaemon(reusing: directory) }
+    client = try DaemonClient(daemon)
+    defer { client.transport.close() }
+
+    // The first read falls back to the history and stores the summary; the next one reads it.
+    #expect(try await Self.eligibility(client, key: admin, app: app, user: "bob") == written)
+    var metrics = try await WebhookLimitsEndToEndTests.metrics(daemon)
+    #expect(Self.sample(metrics, "substatus_summary_fallbacks_total{reason=\"missing\"}") == 1, "\(metrics)")
+    #expect(Self.sample(metrics, "substatus_summary_rewrites_total{outcome=\"stored\"}") == 1, "\(metrics)")
+    #expect(Self.sample(metrics, "substatus_summary_hits_total") == 0, "\(metrics)")
+    #expect(try await Self.eligibility(client, key: admin, app: app, user: "bob") == written)
+    metrics = try await WebhookLimitsEndToEndTests.metrics(daemon)
+    #expect(Self.sample(metrics, "substatus_summary_hits_total") == 1, "\(metrics)")
+    let restarted = daemon
+    let (exitStatus, _) = try await offThePool { restarted.stop() }
+    #expect(exitStatus == 0)
+  }
 }
