@@ -36,6 +36,8 @@ public struct UserSummary: Sendable, Hashable {
   public let revocations: [Revocation]
   let facts: [GroupFacts]
   let appFacts: AppFacts
+  /// What named entitlements read of the history (``namedEntitlements(_:of:)``).
+  let named: NamedEntitlementFacts
 
   /// Summarizes a user's history at `time`, as ``SubscriptionEvaluator/evaluate(history:renewals:catalog:policy:at:)``
   /// evaluates it, for the user's ownership at `time` (``OwnershipGap/owned(transactions:renewals:gaps:at:)``).
@@ -50,27 +52,24 @@ public struct UserSummary: Sendable, Hashable {
     let (evaluation, validUntil) = SubscriptionEvaluator.evaluateWithValidity(
       history: owned.transactions, renewals: owned.renewals, catalog: catalog, policy: policy, at: time)
     var until = validUntil ?? .max
+    func note(_ instant: Int64) { if instant > time && instant < until { until = instant } }
     for gap in gaps {
       for bound in [gap.fromMs, gap.untilMs] {
-        if let bound, bound > time, bound < until { until = bound }
+        if let bound { note(bound) }
       }
     }
+    let named = NamedEntitlementFacts(
+      evaluation: evaluation, history: owned.transactions, renewals: owned.renewals, time: time, note: note)
     self.init(
-      evaluation: evaluation, validUntilMs: until == .max ? nil : until,
-      fingerprint: SummaryFingerprint(catalog: catalog, policy: policy).value)
-  }
-
-  /// A summary of `evaluation` that holds until `validUntilMs`.
-  init(evaluation: SubscriptionEvaluation, validUntilMs: Int64?, fingerprint: UInt64) {
-    self.init(
-      fingerprint: fingerprint, computedAtMs: evaluation.time, validUntilMs: validUntilMs,
-      groups: evaluation.groups, entitlements: evaluation.entitlements,
-      revocations: evaluation.revocations, facts: evaluation.facts, appFacts: evaluation.appFacts)
+      fingerprint: SummaryFingerprint(catalog: catalog, policy: policy).value, computedAtMs: evaluation.time,
+      validUntilMs: until == .max ? nil : until, groups: evaluation.groups, entitlements: evaluation.entitlements,
+      revocations: evaluation.revocations, facts: evaluation.facts, appFacts: evaluation.appFacts, named: named)
   }
 
   init(
     fingerprint: UInt64, computedAtMs: Int64, validUntilMs: Int64?, groups: [GroupStatus],
-    entitlements: [Entitlement], revocations: [Revocation], facts: [GroupFacts], appFacts: AppFacts
+    entitlements: [Entitlement], revocations: [Revocation], facts: [GroupFacts], appFacts: AppFacts,
+    named: NamedEntitlementFacts
   ) {
     self.fingerprint = fingerprint
     self.computedAtMs = computedAtMs
@@ -80,6 +79,7 @@ public struct UserSummary: Sendable, Hashable {
     self.revocations = revocations
     self.facts = facts
     self.appFacts = appFacts
+    self.named = named
   }
 
   /// Why a summary cannot answer at an instant (``usability(fingerprint:at:)``).
@@ -117,6 +117,15 @@ public struct UserSummary: Sendable, Hashable {
     return SubscriptionEvaluation(
       time: time, groups: groups, entitlements: entitlements, revocations: revocations,
       facts: facts, appFacts: appFacts, catalog: catalog, policy: policy)
+  }
+
+  /// The named entitlements at `evaluation`'s instant, identical to
+  /// ``SubscriptionEvaluation/namedEntitlements(_:history:renewals:)`` with the history then.
+  /// - Parameter evaluation: what ``evaluation(catalog:policy:fingerprint:at:)`` returned.
+  public func namedEntitlements(
+    _ definitions: [EntitlementDefinition], of evaluation: SubscriptionEvaluation
+  ) -> [NamedEntitlement] {
+    evaluation.namedEntitlements(definitions, facts: named)
   }
 }
 
@@ -279,6 +288,27 @@ extension UserSummary {
     body.byte(appFacts.hasCurrentSubscription ? 1 : 0)
     body.optionalString(appFacts.currentEvidence, &strings)
     body.optionalString(appFacts.newestTransactionId, &strings)
+    // Named entitlements' facts, each map in key order (the encoding is canonical).
+    body.unsigned(UInt64(named.originals.count))
+    for key in named.originals.keys.sorted() {
+      body.string(key, &strings)
+      body.string(named.originals[key]!, &strings)
+    }
+    body.unsigned(UInt64(named.renewsInto.count))
+    for key in named.renewsInto.keys.sorted() {
+      body.string(key, &strings)
+      body.string(named.renewsInto[key]!, &strings)
+    }
+    body.unsigned(UInt64(named.newest.count))
+    for key in named.newest.keys.sorted() {
+      let n = named.newest[key]!
+      body.string(n.productId, &strings)
+      body.string(n.transactionId, &strings)
+      body.byte(n.isUpgraded ? 1 : 0)
+      body.signed(n.purchaseDate)
+      body.optionalSigned(n.expiresDate)
+      body.optionalSigned(n.revocationDate)
+    }
 
     var out = SummaryWriter()
     out.bytes.reserveCapacity(body.bytes.count + strings.byteCount + 16)
@@ -380,13 +410,35 @@ extension UserSummary {
     }
     appFacts.currentEvidence = try r.optionalString()
     appFacts.newestTransactionId = try r.optionalString()
+    var named = NamedEntitlementFacts()
+    for _ in 0..<(try r.count()) {
+      let key = try r.string()
+      named.originals[key] = try r.string()
+    }
+    for _ in 0..<(try r.count()) {
+      let key = try r.string()
+      named.renewsInto[key] = try r.string()
+    }
+    for _ in 0..<(try r.count()) {
+      let productId = try r.string()
+      let transactionId = try r.string()
+      let upgraded: Bool
+      switch try r.byte() {
+      case 0: upgraded = false
+      case 1: upgraded = true
+      case let other: throw UserSummaryDecodingError("bad upgraded flag \(other)")
+      }
+      named.newest[productId] = NamedEntitlementFacts.Newest(
+        transactionId: transactionId, productId: productId, isUpgraded: upgraded, purchaseDate: try r.signed(),
+        expiresDate: try r.optionalSigned(), revocationDate: try r.optionalSigned())
+    }
     guard r.position == bytes.count else {
       throw UserSummaryDecodingError("\(bytes.count - r.position) trailing bytes")
     }
     self.init(
       fingerprint: fingerprint, computedAtMs: computedAtMs, validUntilMs: validUntilMs,
       groups: groups, entitlements: entitlements, revocations: revocations, facts: facts,
-      appFacts: appFacts)
+      appFacts: appFacts, named: named)
   }
 
   // Stable codes of the enumerations: never reuse or renumber one (stored data reads them).

@@ -324,19 +324,15 @@ extension SubstatusService {
     try requireID(userID, "user_id", limits: limits)
     let environment = try SubscriptionDomain.Environment(wire: wire)
     let time = try asOf(asOfMs)
-    // Without named entitlements nothing of the answer needs the history: the summary answers.
-    // Named entitlements read the history (their inactive states and will_renew come from it).
-    if cached.entitlements.isEmpty {
-      let atNow = asOfMs == 0 || asOfMs == self.environment.now()
-      let evaluations = try await evaluations(of: [userID], environment: environment, cached, at: time, rewrite: atNow)
-      if let evaluation = evaluations[userID] {
-        return UserEvaluation(
-          environment: environment, app: cached,
-          history: UserHistory(user: UserKey(appId: appID, environment: environment, userId: userID)),
-          evaluation: evaluation)
-      }
-    } else {
-      summaryMetrics.fallback(.namedEntitlements)
+    // The summary answers groups, entitlements and named entitlements; without one (a past
+    // as_of_ms before it), the history.
+    let atNow = asOfMs == 0 || asOfMs == self.environment.now()
+    let answers = try await answers(of: [userID], environment: environment, cached, at: time, rewrite: atNow)
+    if let answer = answers[userID], answer.summary != nil || cached.entitlements.isEmpty {
+      return UserEvaluation(
+        environment: environment, app: cached,
+        history: UserHistory(user: UserKey(appId: appID, environment: environment, userId: userID)),
+        evaluation: answer.evaluation, summary: answer.summary)
     }
     let history = try await owning(
       try await stored { () throws(StoreError) in
@@ -350,8 +346,11 @@ extension SubstatusService {
   struct UserEvaluation {
     var environment: SubscriptionDomain.Environment
     var app: CachedApp
+    /// The history evaluated; empty when the summary answered.
     var history: UserHistory
     var evaluation: SubscriptionEvaluation
+    /// The summary that answered (it answers named entitlements too); `nil`: the history did.
+    var summary: UserSummary? = nil
   }
 
   public func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
@@ -361,7 +360,7 @@ extension SubstatusService {
     response.userID = request.userID
     response.groups = user.evaluation.groups.map(\.wire)
     response.entitlements = user.evaluation.entitlements.map(\.wire)
-    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app)
+    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app, summary: user.summary)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response
@@ -374,7 +373,7 @@ extension SubstatusService {
     response.userID = request.userID
     response.entitlements = user.evaluation.entitlements.map(\.wire)
     response.namedEntitlements = try namedEntitlements(
-      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs)
+      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs, summary: user.summary)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response

@@ -20,8 +20,6 @@ enum SummaryFallback: Int, CaseIterable, Sendable {
   case before
   /// Time alone changed an answer since it was computed (`valid_until_ms` reached).
   case expired
-  /// GetStatus and GetEntitlements of an app with named entitlements: they read the history.
-  case namedEntitlements
 
   var label: String {
     switch self {
@@ -30,7 +28,6 @@ enum SummaryFallback: Int, CaseIterable, Sendable {
     case .fingerprint: "fingerprint"
     case .before: "before"
     case .expired: "expired"
-    case .namedEntitlements: "named_entitlements"
     }
   }
 
@@ -99,11 +96,26 @@ extension SubstatusService {
     of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
     rewrite: Bool
   ) async throws(RPCError) -> [String: SubscriptionEvaluation] {
+    try await answers(of: userIds, environment: environment, cached, at: time, rewrite: rewrite).mapValues(\.evaluation)
+  }
+
+  /// One user's answer: the evaluation, and the summary it came from (or was stored from), which
+  /// also answers named entitlements; `nil` for an evaluation of the history at a past instant.
+  struct SummaryAnswer {
+    var evaluation: SubscriptionEvaluation
+    var summary: UserSummary?
+  }
+
+  /// ``evaluations(of:environment:_:at:rewrite:)`` with the summaries.
+  func answers(
+    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
+    rewrite: Bool
+  ) async throws(RPCError) -> [String: SummaryAnswer] {
     let appId = cached.app.appId
     let rows = try await stored { () throws(StoreError) in
       try await store.summaries(appId: appId, environment: environment, userIds: userIds)
     }
-    var out: [String: SubscriptionEvaluation] = [:]
+    var out: [String: SummaryAnswer] = [:]
     out.reserveCapacity(userIds.count)
     var missing: [String] = []
     for userId in userIds {
@@ -122,8 +134,11 @@ extension SubstatusService {
         missing.append(userId)
         continue
       }
-      out[userId] = summary.evaluation(
+      if let evaluation = summary.evaluation(
         catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
+      {
+        out[userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+      }
     }
     summaryMetrics.hit(out.count)
     if missing.isEmpty { return out }
@@ -143,15 +158,19 @@ extension SubstatusService {
     var rewrites: [SummaryRewrite] = []
     for h in histories {
       guard rewrite else {
-        out[h.user.userId] = evaluate(h, cached, at: time)
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
         continue
       }
       let summary = UserSummary(
         transactions: h.transactions, renewals: h.renewalInfos, gaps: h.ownershipGaps, catalog: cached.catalog,
         policy: cached.app.policy, at: time)
-      out[h.user.userId] = summary.evaluation(
+      if let evaluation = summary.evaluation(
         catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
-        ?? evaluate(h, cached, at: time)
+      {
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+      } else {
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
+      }
       // A user with no data has nothing to summarize (and nothing a rewrite could store).
       if !h.transactions.isEmpty || !h.renewalInfos.isEmpty {
         rewrites.append(SummaryRewrite(userId: h.user.userId, expectedStamp: rows[h.user.userId]?.stamp, summary: summary))

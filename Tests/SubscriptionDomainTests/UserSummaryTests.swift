@@ -181,6 +181,21 @@ struct RandomSummaryCase {
       history: owned.transactions, renewals: owned.renewals, catalog: catalog, policy: policy, at: time)
   }
 
+  /// The app's named entitlements: random sets of its products (and of products it lacks).
+  var definitions: [EntitlementDefinition] {
+    var rng = SeededGenerator(seed: UInt64(truncatingIfNeeded: start) &+ 3)
+    let all = askedProducts
+    return (0..<4).map { n in
+      EntitlementDefinition(entitlementId: "e\(n)", productIds: all.filter { _ in Int.random(in: 0..<3, using: &rng) == 0 })
+    }
+  }
+
+  /// The named entitlements from the history, as a read without a summary makes them.
+  func namedEntitlements(_ evaluation: SubscriptionEvaluation, at time: Int64) -> [NamedEntitlement] {
+    let owned = OwnershipGap.owned(transactions: history, renewals: renewals, gaps: gaps, at: time)
+    return evaluation.namedEntitlements(definitions, history: owned.transactions, renewals: owned.renewals)
+  }
+
   /// Every product worth asking about: the catalog's, and ones it lacks.
   var askedProducts: [String] {
     catalog.products.map(\.productId) + ["unknown.sub", "mystery", "nope"]
@@ -228,6 +243,9 @@ struct UserSummaryTests {
           answered.eligibility(for: c.askedProducts) == expected.eligibility(for: c.askedProducts),
           "seed \(seed), t0 \(t0), t \(t), until \(until)")
         #expect(answered.reportCounts == expected.reportCounts, "seed \(seed), t \(t)")
+        #expect(
+          decoded.namedEntitlements(c.definitions, of: answered) == c.namedEntitlements(expected, at: t),
+          "seed \(seed), t0 \(t0), t \(t), until \(until)")
         if answered != expected { break }
       }
       // Outside its window, or for another catalog or policy, a summary does not answer.
@@ -288,6 +306,15 @@ struct UserSummaryTests {
       count("app currentEvidence", s.appFacts.currentEvidence != nil)
       count("app newest", s.appFacts.newestTransactionId != nil)
       count("gap", !c.gaps.isEmpty)
+      count("named originals", !s.named.originals.isEmpty)
+      count("named renewsInto", !s.named.renewsInto.isEmpty)
+      count("named newest", !s.named.newest.isEmpty)
+      count("named newest revoked", s.named.newest.values.contains { $0.revocationDate != nil })
+      count("named newest upgraded", s.named.newest.values.contains { $0.isUpgraded })
+      count("named newest no expiry", s.named.newest.values.contains { $0.expiresDate == nil })
+      let named = s.namedEntitlements(c.definitions, of: s.evaluation(catalog: c.catalog, policy: c.policy, at: t0)!)
+      for state in SubscriptionState.allCases { count("named \(state)", named.contains { $0.state == state }) }
+      count("named willRenew", named.contains { $0.willRenew })
     }
     let expected = [
       "validUntil", "validUntil nil", "group product", "group transaction", "group original", "group expires",
@@ -295,7 +322,9 @@ struct UserSummaryTests {
       "group inTrial", "group inIntro", "history-only group", "entitlement family", "entitlement no end",
       "entitlement no group", "revocation family", "fact stateEvidence", "fact newest", "fact intro",
       "fact refund", "fact winBack", "fact winBack ids", "app current", "app currentEvidence", "app newest", "gap",
-    ] + SubscriptionState.allCases.map { "state \($0)" }
+      "named originals", "named renewsInto", "named newest", "named newest revoked", "named newest upgraded",
+      "named newest no expiry", "named willRenew",
+    ] + SubscriptionState.allCases.map { "state \($0)" } + SubscriptionState.allCases.map { "named \($0)" }
       + ProductType.allCases.filter { $0 != .consumable }.map { "entitlement \($0)" }
       + RevocationKind.allCases.map { "revocation \($0)" }
     for name in expected {
@@ -371,6 +400,23 @@ struct UserSummaryTests {
       seen.insert(SummaryFingerprint(catalog: catalog, policy: p).value)
     }
     #expect(seen.count == 1 + variants.count + 5)
+  }
+
+  /// A transaction evaluation ignores (a product neither in the catalog nor with a group) still
+  /// decides a named entitlement's inactive state: its revocation ends the window.
+  @Test("a named entitlement's revocation of an ignored product ends the window")
+  func namedEntitlementOfAnIgnoredProduct() throws {
+    let catalog = Catalog(products: [Product(productId: "sub", type: .autoRenewable, subscriptionGroupId: "g")])
+    let history = [tx("1", "mystery", jan1, revoked: jan1 + 10 * day)]
+    let definitions = [EntitlementDefinition(entitlementId: "old", productIds: ["mystery"])]
+    let summary = UserSummary(transactions: history, renewals: [], catalog: catalog, policy: .default, at: jan1 + day)
+    #expect(summary.validUntilMs == jan1 + 10 * day)
+    for t in [jan1 + day, jan1 + 10 * day - 1] {
+      let evaluation = try #require(summary.evaluation(catalog: catalog, policy: .default, at: t))
+      #expect(summary.namedEntitlements(definitions, of: evaluation).map(\.state) == [.expired])
+    }
+    let after = SubscriptionEvaluator.evaluate(history: history, renewals: [], catalog: catalog, at: jan1 + 10 * day)
+    #expect(after.namedEntitlements(definitions, history: history, renewals: []).map(\.state) == [.revoked])
   }
 
   static let knownFingerprint: UInt64 = 6_965_936_269_958_986_545

@@ -133,7 +133,7 @@ import SubstatusWire
       #expect(gotEntitlements.entitlements == expected.entitlements.map(\.wire))
       #expect(metrics.hitCount == 2)
 
-      // With named entitlements the history is read (and the answers are what they were).
+      // With named entitlements: answered from the summary too, as the history answers them.
       var define = Substatus_V1_PutEntitlementsRequest()
       define.appID = app
       var premium = Substatus_V1_EntitlementDefinition()
@@ -143,9 +143,25 @@ import SubstatusWire
       _ = try await h.call(Substatus_V1_AdminService.putEntitlements, define, key: admin)
       let named = try await h.call(Substatus_V1_StatusService.getStatus, status, key: admin)
       #expect(named.groups == expected.groups.map(\.wire))
+      let history = try await store.history(of: UserKey(appId: app, environment: .production, userId: "user-1"))
+      let definitions = try await store.entitlements(appId: app)
+      let expectedNamed = expected.namedEntitlements(definitions, history: history.transactions, renewals: history.renewalInfos)
+      #expect(named.namedEntitlements == expectedNamed.map(\.wire))
       #expect(named.namedEntitlements.map(\.entitlementID) == ["premium"])
-      #expect(metrics.fallbacks(.namedEntitlements) == 1)
-      #expect(metrics.hitCount == 2)
+      entitlements.entitlementIDs = ["premium"]
+      let namedOnly = try await h.call(Substatus_V1_StatusService.getEntitlements, entitlements, key: admin)
+      #expect(namedOnly.namedEntitlements == expectedNamed.map(\.wire))
+      #expect(metrics.hitCount == 4)
+      #expect(SummaryFallback.allCases.allSatisfy { metrics.fallbacks($0) == 0 })
+      // At a past instant (before the summary): from the history, the same answers as there.
+      status.asOfMs = now - 86_400_000
+      let past = try await h.call(Substatus_V1_StatusService.getStatus, status, key: admin)
+      let pastExpected = try await Self.expected(store, app: app, user: "user-1", at: now - 86_400_000)
+      #expect(past.groups == pastExpected.groups.map(\.wire))
+      #expect(
+        past.namedEntitlements
+          == pastExpected.namedEntitlements(definitions, history: history.transactions, renewals: history.renewalInfos).map(\.wire))
+      #expect(metrics.fallbacks(.before) == 1)
     }
   }
 }
