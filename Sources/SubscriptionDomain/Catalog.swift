@@ -77,6 +77,10 @@ public struct Catalog: Sendable, Hashable, Codable {
   let introductoryOffers: [Bool]
   /// Each product's win-back offer identifiers.
   let winBackOfferIds: [[String]]
+  /// A stable 64-bit hash of every field of every product, in order (FNV-1a over a canonical
+  /// encoding: the same in every process), computed once here. Per-user summaries record it with
+  /// the policy's (``SummaryFingerprint``) to tell which catalog they were computed with.
+  public let fingerprint: UInt64
 
   /// An empty catalog: every transaction is then classified from its own fields (rule 2).
   public static let empty = Catalog(products: [])
@@ -118,6 +122,7 @@ public struct Catalog: Sendable, Hashable, Codable {
     self.table = table
     self.subscriptionGroupIds = groups
     self.groupIndexOfProduct = groupOfProduct
+    self.fingerprint = Catalog.fingerprint(of: products)
   }
 
   /// The product with this identifier, if the catalog has it.

@@ -59,6 +59,74 @@ public struct NamedEntitlement: Sendable, Hashable, Codable {
   }
 }
 
+/// What named entitlements read of a user's history and renewal infos besides the evaluation,
+/// at one instant: kept in a ``UserSummary`` so that they are answered without the history.
+struct NamedEntitlementFacts: Sendable, Hashable {
+  /// The newest transaction of one product purchased by the instant (named entitlements' order:
+  /// non-upgraded first, then the latest purchase, then the smaller transaction id).
+  struct Newest: Sendable, Hashable {
+    var transactionId: String
+    var productId: String
+    var isUpgraded: Bool
+    var purchaseDate: Int64
+    var expiresDate: Int64?
+    var revocationDate: Int64?
+
+    /// The order of ``SubscriptionEvaluation/namedEntitlements(_:history:renewals:)``'s inactive
+    /// state: whether `self` comes before `other`.
+    func precedes(_ other: Newest) -> Bool {
+      (isUpgraded ? 1 : 0, -purchaseDate, transactionId) < (other.isUpgraded ? 1 : 0, -other.purchaseDate, other.transactionId)
+    }
+  }
+
+  /// Per transaction id of an auto-renewable entitlement: its original transaction id.
+  var originals: [String: String] = [:]
+  /// Per original transaction id whose renewal info describes the instant and renews: the product
+  /// it renews into.
+  var renewsInto: [String: String] = [:]
+  /// Per product id: its newest transaction purchased by the instant.
+  var newest: [String: Newest] = [:]
+
+  init() {}
+
+  /// The facts of `history` and `renewals` at `time` for `evaluation`'s entitlements. Every
+  /// instant after `time` at which one of them would change is passed to `note`.
+  init(
+    evaluation: SubscriptionEvaluation, history: [Transaction], renewals: [RenewalInfo], time: Int64,
+    note: (Int64) -> Void
+  ) {
+    for e in evaluation.entitlements where e.type == .autoRenewable {
+      if let t = history.first(where: { $0.transactionId == e.transactionId }) {
+        originals[e.transactionId] = t.originalTransactionId
+      }
+    }
+    var latest: [String: Int64] = [:]
+    for t in history {
+      note(t.purchaseDate)
+      latest[t.originalTransactionId] = max(latest[t.originalTransactionId] ?? t.purchaseDate, t.purchaseDate)
+      guard t.purchaseDate <= time else { continue }
+      let candidate = Newest(
+        transactionId: t.transactionId, productId: t.productId, isUpgraded: t.isUpgraded, purchaseDate: t.purchaseDate,
+        expiresDate: t.expiresDate, revocationDate: t.revocationDate)
+      if let current = newest[t.productId], !candidate.precedes(current) { continue }
+      newest[t.productId] = candidate
+    }
+    for n in newest.values { if let revoked = n.revocationDate { note(revoked) } }
+    // Merged by original transaction id as evaluation merges them: the newest data wins.
+    var found: [String: RenewalInfo] = [:]
+    for r in renewals {
+      if let current = found[r.originalTransactionId], !r.supersedes(current) { continue }
+      found[r.originalTransactionId] = r
+    }
+    for (original, r) in found {
+      let last = latest[original]
+      if let last { note(last) }
+      guard RenewalInfo.describes(time, subscriptionLatestPurchase: last), r.willAutoRenew else { continue }
+      renewsInto[original] = r.autoRenewProductId ?? r.productId
+    }
+  }
+}
+
 extension SubscriptionEvaluation {
   /// The named entitlements of the user at ``time``, one per definition, in the order given.
   ///
@@ -82,13 +150,20 @@ extension SubscriptionEvaluation {
     _ definitions: [EntitlementDefinition], history: [Transaction], renewals: [RenewalInfo]
   ) -> [NamedEntitlement] {
     guard !definitions.isEmpty else { return [] }
+    return namedEntitlements(
+      definitions, facts: NamedEntitlementFacts(evaluation: self, history: history, renewals: renewals, time: time) { _ in })
+  }
+
+  /// ``namedEntitlements(_:history:renewals:)`` from the facts it reads of the history.
+  func namedEntitlements(_ definitions: [EntitlementDefinition], facts: NamedEntitlementFacts) -> [NamedEntitlement] {
+    guard !definitions.isEmpty else { return [] }
     return definitions.map { definition in
       let products = Set(definition.productIds)
       let grants = entitlements.filter { products.contains($0.productId) }
       if let grant = grants.min(by: { lastsLonger($0, than: $1) }) {
-        return active(definition, grant, products: products, history: history, renewals: renewals)
+        return active(definition, grant, products: products, facts: facts)
       }
-      return inactive(definition, products: products, history: history, renewals: renewals)
+      return inactive(definition, products: products, facts: facts)
     }
   }
 
@@ -114,17 +189,14 @@ extension SubscriptionEvaluation {
   }
 
   private func active(
-    _ definition: EntitlementDefinition, _ grant: Entitlement, products: Set<String>,
-    history: [Transaction], renewals: [RenewalInfo]
+    _ definition: EntitlementDefinition, _ grant: Entitlement, products: Set<String>, facts: NamedEntitlementFacts
   ) -> NamedEntitlement {
     let state = state(of: grant)
     var willRenew = false
     if grant.type == .autoRenewable {
       // A grace-period grant may carry the original transaction id in place of a transaction id.
-      let original =
-        history.first { $0.transactionId == grant.transactionId }?.originalTransactionId
-        ?? grant.transactionId
-      willRenew = renews(original, into: products, renewals, history: history)
+      let original = facts.originals[grant.transactionId] ?? grant.transactionId
+      willRenew = facts.renewsInto[original].map(products.contains) ?? false
     }
     return NamedEntitlement(
       entitlementId: definition.entitlementId, active: true, state: state,
@@ -133,8 +205,7 @@ extension SubscriptionEvaluation {
   }
 
   private func inactive(
-    _ definition: EntitlementDefinition, products: Set<String>, history: [Transaction],
-    renewals: [RenewalInfo]
+    _ definition: EntitlementDefinition, products: Set<String>, facts: NamedEntitlementFacts
   ) -> NamedEntitlement {
     // A group in billing retry (not entitled under the policy) on one of the products.
     if let retry = groups.first(where: {
@@ -143,21 +214,15 @@ extension SubscriptionEvaluation {
       return NamedEntitlement(
         entitlementId: definition.entitlementId, active: false, state: .billingRetry,
         expiresDate: retry.expiresDate,
-        willRenew: retry.originalTransactionId.map { renews($0, into: products, renewals, history: history) } ?? false,
+        willRenew: retry.originalTransactionId.flatMap { facts.renewsInto[$0] }.map(products.contains) ?? false,
         productId: retry.productId, transactionId: retry.transactionId)
     }
     // The newest transaction of its products that happened by then (non-upgraded ones first).
-    var newest: Transaction?
-    for t in history where products.contains(t.productId) && t.purchaseDate <= time {
-      guard let current = newest else {
-        newest = t
-        continue
-      }
-      if (t.isUpgraded ? 1 : 0, -t.purchaseDate, t.transactionId)
-        < (current.isUpgraded ? 1 : 0, -current.purchaseDate, current.transactionId)
-      {
-        newest = t
-      }
+    var newest: NamedEntitlementFacts.Newest?
+    for product in definition.productIds {
+      guard let candidate = facts.newest[product] else { continue }
+      if let current = newest, !candidate.precedes(current) { continue }
+      newest = candidate
     }
     guard let newest else {
       return NamedEntitlement(
@@ -168,25 +233,5 @@ extension SubscriptionEvaluation {
       entitlementId: definition.entitlementId, active: false,
       state: revoked ? .revoked : .expired, expiresDate: newest.expiresDate,
       productId: newest.productId, transactionId: newest.transactionId)
-  }
-
-  /// Whether the subscription `originalTransactionId` renews into one of `products`, by its
-  /// renewal info when that describes ``time`` (``RenewalInfo/describes(_:subscriptionLatestPurchase:)``).
-  private func renews(
-    _ originalTransactionId: String, into products: Set<String>, _ renewals: [RenewalInfo],
-    history: [Transaction]
-  ) -> Bool {
-    let latest = history.lazy.filter { $0.originalTransactionId == originalTransactionId }.map(\.purchaseDate).max()
-    guard RenewalInfo.describes(time, subscriptionLatestPurchase: latest) else { return false }
-    // Merged by original transaction id as evaluation merges them: the newest data wins.
-    var found: RenewalInfo?
-    for r in renewals where r.originalTransactionId == originalTransactionId {
-      if let current = found, !r.supersedes(current) {
-        continue
-      }
-      found = r
-    }
-    guard let found, found.willAutoRenew else { return false }
-    return products.contains(found.autoRenewProductId ?? found.productId)
   }
 }

@@ -34,11 +34,26 @@ public enum SubscriptionEvaluator {
     policy: EligibilityPolicy = .default, at time: Int64
   ) -> SubscriptionEvaluation {
     var engine = Engine(catalog: catalog, policy: policy, time: time, history: history)
-    engine.load()
-    engine.endSupersededPeriods()
-    engine.aggregate()
-    engine.applyRenewals(renewals)
-    return engine.finish()
+    return engine.run(renewals: renewals)
+  }
+
+  /// Evaluates like ``evaluate(history:renewals:catalog:policy:at:)`` and also tells until when
+  /// the evaluation holds: the first instant after `time` at which time alone could change any
+  /// part of it (a purchase, an expiry, a revocation, a grace end, a billing-retry cutoff, a
+  /// non-renewing term bound, the instant a renewal info starts to describe its subscription).
+  /// At every instant `t` with `time <= t < validUntil` the same inputs evaluate to the same
+  /// groups, entitlements, revocations and eligibility facts (only ``SubscriptionEvaluation/time``
+  /// differs). `nil`: time alone never changes it.
+  ///
+  /// The instants are recorded by the evaluation itself, at each comparison it makes with `time`,
+  /// so none can be forgotten.
+  public static func evaluateWithValidity(
+    history: [Transaction], renewals: [RenewalInfo], catalog: Catalog,
+    policy: EligibilityPolicy = .default, at time: Int64
+  ) -> (evaluation: SubscriptionEvaluation, validUntil: Int64?) {
+    var engine = Engine(catalog: catalog, policy: policy, time: time, history: history)
+    let evaluation = engine.run(renewals: renewals)
+    return (evaluation, engine.horizon == .max ? nil : engine.horizon)
   }
 
   /// How long Apple retries a failed renewal: 60 days, in milliseconds. A group whose last period
@@ -316,6 +331,9 @@ struct Engine {
   var renewals: [RenewalInfo] = []
   /// Every auto-renewable transaction that covers `time`, in fact order (rule 16).
   var covering: [Int] = []
+  /// The earliest instant after `time` that a comparison with `time` has involved so far: before
+  /// it, every such comparison answers as it did at `time` (``note(_:)``). `.max`: none.
+  var horizon: Int64 = .max
 
   init(catalog: Catalog, policy: EligibilityPolicy, time: Int64, history: [Transaction]) {
     self.catalog = catalog
@@ -326,6 +344,22 @@ struct Engine {
   }
 
   @inline(__always) func transactionId(_ fact: Int) -> String { history[source[fact]].transactionId }
+
+  /// Records an instant that evaluation compares with `time`: if it is later than `time`, the
+  /// comparison may answer differently from then on, so the evaluation holds at most until then.
+  /// Called at every comparison with `time` (``SubscriptionEvaluator/evaluateWithValidity(history:renewals:catalog:policy:at:)``).
+  @inline(__always) mutating func note(_ instant: Int64) {
+    if instant > time && instant < horizon { horizon = instant }
+  }
+
+  /// The whole evaluation.
+  mutating func run(renewals: [RenewalInfo]) -> SubscriptionEvaluation {
+    load()
+    endSupersededPeriods()
+    aggregate()
+    applyRenewals(renewals)
+    return finish()
+  }
 
   // MARK: Loading (rules 1, 2, 11)
 
@@ -359,6 +393,7 @@ struct Engine {
           fact.refund = RevocationKind(classifying: buffer[position]) == .refund
         }
         guard fact.purchase <= time else {
+          note(fact.purchase)
           facts.append(fact)  // not purchased yet at `time`: ignored
           continue
         }
@@ -491,6 +526,10 @@ struct Engine {
       let g = Int(facts[i].group)
       var acc = groups[g]
       let fact = facts[i]
+      // `covers` and `isRevoked` compare these with `time` (the purchase is by `time` already);
+      // so do the grace, retry and state checks on this fact later.
+      note(fact.expires)
+      note(fact.revocation)
       if acc.newest < 0 || isNewer(i, than: acc.newest) { acc.newest = i }
       if !fact.upgraded && (acc.newestNonUpgraded < 0 || isNewer(i, than: acc.newestNonUpgraded)) {
         acc.newestNonUpgraded = i
@@ -531,6 +570,7 @@ struct Engine {
     var lapsedOf: [Int] = []
     for r in merged {
       let (lapsed, latest) = lapsedTransaction(originalTransactionId: r.originalTransactionId)
+      if let latest { note(latest) }
       guard RenewalInfo.describes(time, subscriptionLatestPurchase: latest) else { continue }
       renewals.append(r)
       lapsedOf.append(lapsed)
@@ -550,12 +590,21 @@ struct Engine {
       }
       var acc = groups[g]
       considerForWinBack(r, lapsed: lapsed, in: &acc)
+      if let grace = renewals[r].gracePeriodExpiresDate { note(grace) }
       if let grace = renewals[r].gracePeriodExpiresDate, time < grace,
         lapsed < 0 || !facts[lapsed].isRevoked(at: time)
       {
         if acc.grace < 0 || isBetterGrace(r, than: acc.grace) {
           acc.grace = r
           acc.graceLapsed = lapsed
+        }
+      }
+      if renewals[r].isInBillingRetryPeriod {
+        // `retryEnded` holds from the first instant more than the limit after the period's end.
+        if lapsed >= 0, facts[lapsed].expires != .min {
+          let (cutoff, overflow) = facts[lapsed].expires.addingReportingOverflow(
+            SubscriptionEvaluator.billingRetryLimit &+ 1)
+          if !overflow { note(cutoff) }
         }
       }
       if renewals[r].isInBillingRetryPeriod && !retryEnded(lapsed: lapsed) {
@@ -596,7 +645,7 @@ struct Engine {
 
   // MARK: Results
 
-  func finish() -> SubscriptionEvaluation {
+  mutating func finish() -> SubscriptionEvaluation {
     var statuses: [GroupStatus] = []
     statuses.reserveCapacity(groupIds.count)
     var groupFacts: [GroupFacts] = []
@@ -731,12 +780,13 @@ struct Engine {
   }
 
   /// Non-renewing terms, non-consumables and free subscriptions (rule 6).
-  func appendOtherEntitlements(to entitlements: inout [Entitlement]) {
+  mutating func appendOtherEntitlements(to entitlements: inout [Entitlement]) {
     // (product, fact) pairs; sorted, they give per-product chains in purchase order.
     var nonRenewing: [(product: Int32, purchase: Int64, fact: Int)] = []
     // product -> the earliest non-revoked transaction (non-consumable, free subscription)
     var owned: [(product: Int32, fact: Int)] = []
     for i in facts.indices {
+      if facts[i].kind != .ignored { note(facts[i].revocation) }
       switch facts[i].kind {
       case .nonRenewing:
         if !facts[i].isRevoked(at: time) {
@@ -783,6 +833,8 @@ struct Engine {
         for k in start..<end {
           let termStart = max(nonRenewing[k].purchase, termEnd)
           termEnd = duration.added(to: termStart)
+          note(termStart)
+          note(termEnd)
           if termStart <= time && time < termEnd { covering = nonRenewing[k].fact }
         }
         if covering >= 0 {
@@ -800,8 +852,11 @@ struct Engine {
   }
 
   /// Revocations by `time` of every transaction evaluation classifies (rule 7).
-  func revocations() -> [Revocation] {
+  mutating func revocations() -> [Revocation] {
     var result: [Revocation] = []
+    for i in facts.indices where facts[i].kind != .ignored {
+      note(facts[i].revocation)
+    }
     for i in facts.indices where facts[i].kind != .ignored && facts[i].isRevoked(at: time) {
       let t = history[source[i]]
       guard let kind = RevocationKind(classifying: t) else { continue }

@@ -27,6 +27,8 @@ public final class InMemoryStore: Store {
     var gaps: [UserKey: [OwnershipGap]] = [:]
     var transfers: [OwnershipTransfer] = []
     var eventLog = InMemoryEventLog()
+    /// Each user's summary row: the stamp of its last write and the encoded summary.
+    var summaries: [UserKey: (stamp: Int64, bytes: [UInt8])] = [:]
   }
 
   /// The ownership rows of one app and environment, over the state's users (read only).
@@ -387,6 +389,7 @@ public final class InMemoryStore: Store {
           if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
           s.historySyncs[user] = nil
           s.gaps[user] = nil
+          s.summaries[user] = nil
           s.eventLog.erase(user)
         }
       }
@@ -482,6 +485,15 @@ public final class InMemoryStore: Store {
           logEvents(of: update.user, before: before, after: data, atMs: atMs, gapsBefore: gapsBefore, in: &s).count
       }
       let made = summary.transfers[madeBefore...]
+      // The summaries of every user whose data or ownership the update changed, in its step.
+      var summarized: Set<String> = [update.user.userId]
+      storeSummary(of: update.user, atMs: atMs, in: &s)
+      for transfer in made {
+        for userId in [transfer.previousUserId, transfer.newUserId] where summarized.insert(userId).inserted {
+          storeSummary(
+            of: UserKey(appId: transfer.appId, environment: transfer.environment, userId: userId), atMs: atMs, in: &s)
+        }
+      }
       if !made.isEmpty {
         var log = TransferEventLog(
           appId: update.user.appId, environment: update.user.environment, users: s.users, allGaps: s.gaps,
@@ -493,6 +505,56 @@ public final class InMemoryStore: Store {
       }
     }
     return summary
+  }
+
+  /// Stores the user's summary of its data and gaps in the state at `atMs`, with a new stamp (a
+  /// user without data has none).
+  private static func storeSummary(of user: UserKey, atMs: Int64, in s: inout State) {
+    guard let data = s.users[user], let app = s.apps[user.appId] else {
+      s.summaries[user] = nil
+      return
+    }
+    let summary = UserSummaryRows.summary(
+      of: data, gaps: s.gaps[user] ?? [], catalog: catalog(user.appId, s), policy: app.policy, atMs: atMs)
+    s.summaries[user] = (UserSummaryRows.newStamp(), summary.encoded())
+  }
+
+  /// See ``Store/summaries(appId:environment:userIds:)``.
+  public func summaries(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [String: StoredSummary] {
+    let rows = state.withLock { s in
+      userIds.compactMap { userId in
+        s.summaries[UserKey(appId: appId, environment: environment, userId: userId)].map { (userId, $0) }
+      }
+    }
+    var out: [String: StoredSummary] = [:]
+    for (userId, row) in rows {
+      out[userId] = StoredSummary(stamp: row.stamp, summary: UserSummaryRows.decode(row.bytes))
+    }
+    return out
+  }
+
+  /// See ``Store/rewriteSummaries(appId:environment:_:)``.
+  public func rewriteSummaries(
+    appId: String, environment: Environment, _ rewrites: [SummaryRewrite]
+  ) async throws(StoreError) -> Int {
+    let encoded = rewrites.map { ($0, $0.summary.encoded()) }
+    return state.withLock { s in
+      var stored = 0
+      for (rewrite, bytes) in encoded {
+        let user = UserKey(appId: appId, environment: environment, userId: rewrite.userId)
+        if let expected = rewrite.expectedStamp {
+          guard let row = s.summaries[user], row.stamp == expected else { continue }
+          s.summaries[user] = (expected, bytes)
+        } else {
+          guard s.summaries[user] == nil, s.users[user] != nil else { continue }
+          s.summaries[user] = (UserSummaryRows.newStamp(), bytes)
+        }
+        stored += 1
+      }
+      return stored
+    }
   }
 
   /// Applies purchase sharing to one update (``PurchaseOwnership``) and returns what to store.

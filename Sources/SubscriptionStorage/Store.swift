@@ -398,6 +398,21 @@ public protocol Store: EventLogStore {
   func ownershipTransfers(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [OwnershipTransfer]
+  /// The stored per-user summaries of users of an app and environment, by user id, read in one
+  /// statement; users without one are absent. Each write of a user's data or ownership stores the
+  /// user's summary in its commit (at the write's time, with the app's catalog and policy then);
+  /// erasure deletes it. See ``StoredSummary``.
+  func summaries(
+    appId: String, environment: Environment, userIds: [String]
+  ) async throws(StoreError) -> [String: StoredSummary]
+  /// Stores summaries the read path computed from the history, each only if the user's stored
+  /// stamp is still ``SummaryRewrite/expectedStamp`` (no write since the history was read; with no
+  /// expected stamp: no summary is stored and the user has data). A refused rewrite is not an
+  /// error.
+  /// - Returns: how many were stored.
+  func rewriteSummaries(
+    appId: String, environment: Environment, _ rewrites: [SummaryRewrite]
+  ) async throws(StoreError) -> Int
   /// The users of an app and environment that have any stored data, ordered by user id (reports).
   func listUsers(
     appId: String, environment: Environment, page: PageRequest

@@ -275,6 +275,19 @@ enum PostgresSchema {
         );
         INSERT INTO user_changes_pruned(through) VALUES (0);
         """),
+    // Per-user summaries (docs/evaluation-cache.md "Per-user summaries"): what answering a user needs until time
+    // alone changes it, written with every write of the user's data (under the user's row lock);
+    // `stamp` is drawn by each such write, and a read path's rewrite replaces the row only while
+    // the stamp is the one it read. Users written before this version get theirs on first read.
+    PostgresMigration(
+      version: 11, description: "per-user summaries",
+      sql: """
+        CREATE TABLE user_summaries(
+          user_key BIGINT PRIMARY KEY REFERENCES users(user_key) ON DELETE CASCADE,
+          stamp BIGINT NOT NULL,
+          summary BYTEA NOT NULL
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

@@ -128,6 +128,7 @@ extension PostgresStore {
           try db.run("DELETE FROM ownership_gaps WHERE user_key = $1", [.int(key)])
           erased.receipts += try db.run("DELETE FROM receipts WHERE user_key = $1", [.int(key)])
           try Self.eraseEvents(db, key)
+          try db.run("DELETE FROM user_summaries WHERE user_key = $1", [.int(key)])
           try db.run("DELETE FROM users WHERE user_key = $1", [.int(key)])
         }
         try db.run(

@@ -116,11 +116,19 @@ extension PostgresStore {
   /// The apps' policies, in one statement.
   /// - Throws: `notFound` for an unknown app.
   static func policies(_ db: PGConnection, _ appIds: Set<String>) throws(StoreError) -> [String: OwnershipPolicy] {
-    var policies: [String: OwnershipPolicy] = [:]
+    try appPolicies(db, appIds).mapValues(\.ownership)
+  }
+
+  /// The apps' policies, whole (for the writes' summaries) and as purchase sharing reads them, in
+  /// one statement.
+  /// - Throws: `notFound` for an unknown app.
+  static func appPolicies(_ db: PGConnection, _ appIds: Set<String>) throws(StoreError)
+    -> [String: (ownership: OwnershipPolicy, policy: EligibilityPolicy)]
+  {
+    var policies: [String: (ownership: OwnershipPolicy, policy: EligibilityPolicy)] = [:]
     for r in try db.query(PostgresBatchQueries.policies, [.textArray(appIds.sorted())]) {
-      policies[r.text(0)] = OwnershipPolicy(
-        sharing: try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.bytes(1)).purchaseSharing,
-        tracked: r.bool(2))
+      let policy = try summaryPolicies.policy(appId: r.text(0), json: r.bytes(1))
+      policies[r.text(0)] = (OwnershipPolicy(sharing: policy.purchaseSharing, tracked: r.bool(2)), policy)
     }
     if let missing = appIds.sorted().first(where: { policies[$0] == nil }) {
       throw StoreError.notFound("app", missing)
@@ -188,7 +196,8 @@ extension PostgresStore {
 
   /// ``apply(_:atMs:_:catalogs:)`` for a batch none of whose apps tracks ownership.
   static func applyBatched(
-    _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
+    _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache,
+    policies appPolicies: [String: EligibilityPolicy]
   ) throws(StoreError) -> IngestSummary {
     let ordered = lockOrder(batch).filter { !$0.isEmpty }
     var summary = IngestSummary()
@@ -249,6 +258,15 @@ extension PostgresStore {
       data[update.user] = u
     }
     try write(users.map { data[$0]! }, db)
+    // Each user's summary, in the commit, in one statement (none of these apps tracks ownership:
+    // no gaps).
+    try storeSummaries(
+      db,
+      users.map { user in
+        (data[user]!.key, UserSummaryRows.summary(
+          of: data[user]!.state, gaps: [], catalog: catalogOf[user.appId]!, policy: appPolicies[user.appId] ?? .default,
+          atMs: atMs))
+      })
     summary.eventsAppended = try appendEvents(db, pending).count
     try recordUserChanges(db, changedKeys)
     return summary

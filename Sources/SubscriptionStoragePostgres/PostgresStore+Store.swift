@@ -556,9 +556,11 @@ extension PostgresStore: Store {
   static func apply(
     _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache
   ) throws(StoreError) -> IngestSummary {
-    let policies = try policies(db, Set(batch.map(\.user.appId)))
+    let both = try appPolicies(db, Set(batch.map(\.user.appId)))
+    let policies = both.mapValues(\.ownership)
+    let appPolicies = both.mapValues(\.policy)
     if !policies.values.contains(where: \.needsLedger) {
-      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs)
+      return try applyBatched(batch, atMs: atMs, db, catalogs: catalogs, policies: appPolicies)
     }
     var summary = IngestSummary()
     var pending: [PendingEvents] = []
@@ -604,8 +606,26 @@ extension PostgresStore: Store {
             catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []))
       }
       let made = summary.transfers[madeBefore...]
+      // The summaries of every user whose data or ownership the update changed, in its commit.
+      let summaryCatalog = try catalog(db, user.appId, catalogs)
+      let appPolicy = appPolicies[user.appId] ?? .default
+      try storeSummary(
+        db, key: key, state: state, gaps: tracked ? try ownershipGaps(db, key) : [], atMs: atMs,
+        catalog: summaryCatalog, policy: appPolicy)
+      var summarized: Set<String> = [update.user.userId]
+      for transfer in made {
+        for userId in [transfer.previousUserId, transfer.newUserId] where summarized.insert(userId).inserted {
+          let other = UserKey(appId: transfer.appId, environment: transfer.environment, userId: userId)
+          let otherKey = try userKey(db, other)
+          // Its row lock, as every write of its data takes: its summary follows its newest data.
+          _ = try db.query(PostgresQueries.lockUser, [.int(otherKey)])
+          try storeSummary(
+            db, key: otherKey, state: try purchaseState(db, otherKey), gaps: try ownershipGaps(db, otherKey),
+            atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
+        }
+      }
       if !made.isEmpty {
-        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+        try PurchaseOwnership.logTransferEvents(made, catalog: summaryCatalog, log: &ledger)
         pending += ledger.pending
       }
     }

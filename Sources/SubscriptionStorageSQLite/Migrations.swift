@@ -323,6 +323,19 @@ enum Schema {
           UPDATE apps SET catalog_version = catalog_version + 1 WHERE app_id = OLD.app_id;
         END;
         """),
+    // Per-user summaries (docs/evaluation-cache.md "Per-user summaries"): what answering a user needs until time
+    // alone changes it, written with every write of the user's data; `stamp` is drawn by each such
+    // write, and a read path's rewrite replaces the row only while the stamp is the one it read.
+    // Users written before this version get theirs on first read.
+    Migration(
+      version: 14, description: "per-user summaries",
+      sql: """
+        CREATE TABLE user_summaries(
+          user_key INTEGER PRIMARY KEY REFERENCES users(user_key) ON DELETE CASCADE,
+          stamp INTEGER NOT NULL,
+          summary BLOB NOT NULL
+        );
+        """),
   ]
 
   /// The newest schema version this build knows.

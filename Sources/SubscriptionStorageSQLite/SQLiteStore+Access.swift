@@ -117,6 +117,7 @@ extension SQLiteStore {
           try db.run("DELETE FROM receipts WHERE user_key = ?", [.int(key)])
           erased.receipts += db.changes
           try Self.eraseEvents(db, key)
+          try db.run("DELETE FROM user_summaries WHERE user_key = ?", [.int(key)])
           try db.run("DELETE FROM users WHERE user_key = ?", [.int(key)])
         }
         try db.run(

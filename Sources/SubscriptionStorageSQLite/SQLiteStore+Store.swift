@@ -590,13 +590,16 @@ extension SQLiteStore: Store {
   /// "before"; the "after" is that state with the merge's decisions applied.
   /// `catalogs` `nil`: no event is logged (``Configuration-swift.struct/logsEvents`` off).
   private static func apply(
-    _ batch: [EncodedPurchases], atMs: Int64, _ db: SQLiteConnection, catalogs: EventCatalogCache?
+    _ batch: [EncodedPurchases], atMs: Int64, _ db: SQLiteConnection, catalogs: EventCatalogCache?,
+    summaryCatalogs: EventCatalogCache, summaryPolicies: PolicyCache
   ) throws(StoreError) -> IngestSummary {
     var policies: [String: OwnershipPolicy] = [:]
     for update in batch where policies[update.user.appId] == nil {
       policies[update.user.appId] = try OwnershipPolicy.read(db, update.user.appId)
     }
     var summary = IngestSummary()
+    // Per app, the catalog and policy the summaries are computed with, read once per commit.
+    var summaryInputs: [String: (catalog: Catalog, policy: EligibilityPolicy)] = [:]
     for submitted in batch {
       let user = submitted.user
       var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
@@ -665,6 +668,24 @@ extension SQLiteStore: Store {
         ).count
       }
       let made = summary.transfers[madeBefore...]
+      // The summaries of every user whose data or ownership the update changed, in its commit.
+      if summaryInputs[user.appId] == nil {
+        summaryInputs[user.appId] = (try catalog(db, user.appId, summaryCatalogs), try policy(db, user.appId, summaryPolicies))
+      }
+      let (summaryCatalog, appPolicy) = summaryInputs[user.appId]!
+      try storeSummary(
+        db, user: update.user, key: key, state: state, gaps: tracked ? try ownershipGaps(db, key) : [],
+        atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
+      var summarized: Set<String> = [update.user.userId]
+      for transfer in made {
+        for userId in [transfer.previousUserId, transfer.newUserId] where summarized.insert(userId).inserted {
+          let other = UserKey(appId: transfer.appId, environment: transfer.environment, userId: userId)
+          guard let otherKey = try userKey(db, other, create: false) else { continue }
+          try storeSummary(
+            db, user: other, key: otherKey, state: try purchaseState(db, otherKey), gaps: try ownershipGaps(db, otherKey),
+            atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
+        }
+      }
       if !made.isEmpty, let catalogs {
         try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
         summary.eventsAppended += ledger.eventsAppended
@@ -681,8 +702,10 @@ extension SQLiteStore: Store {
     let encoded = batch.map(EncodedPurchases.init)
     defer { historyCache.invalidate(batch.lazy.map(\.user)) }
     let catalogs = configuration.logsEvents ? eventCatalogs : nil
+    let (summaryCatalogs, summaryPolicies) = (eventCatalogs, self.summaryPolicies)
     return try await writer.write { db throws(StoreError) in
-      try Self.apply(encoded, atMs: atMs, db, catalogs: catalogs)
+      try Self.apply(
+        encoded, atMs: atMs, db, catalogs: catalogs, summaryCatalogs: summaryCatalogs, summaryPolicies: summaryPolicies)
     }
   }
 
@@ -694,6 +717,7 @@ extension SQLiteStore: Store {
     let encoded = updates.map(EncodedPurchases.init)
     defer { historyCache.invalidate(updates.lazy.map(\.user)) }
     let catalogs = configuration.logsEvents ? eventCatalogs : nil
+    let (summaryCatalogs, summaryPolicies) = (eventCatalogs, self.summaryPolicies)
     return try await writer.write { db throws(StoreError) -> IngestSummary? in
       try requireApp(db, appId)
       try db.run(
@@ -702,7 +726,9 @@ extension SQLiteStore: Store {
         ON CONFLICT(app_id, notification_id) DO NOTHING
         """, [.text(appId), .text(notificationId), .int(receivedMs)])
       guard db.changes == 1 else { return nil }
-      return try Self.apply(encoded, atMs: receivedMs, db, catalogs: catalogs)
+      return try Self.apply(
+        encoded, atMs: receivedMs, db, catalogs: catalogs, summaryCatalogs: summaryCatalogs,
+        summaryPolicies: summaryPolicies)
     }
   }
 

@@ -115,6 +115,8 @@ public final class SQLiteStore: Sendable {
   let historyCache: HistoryCache
   /// Catalogs for the event derivation of writes (see `EventCatalogCache`).
   let eventCatalogs = EventCatalogCache()
+  /// The apps' policies for the per-user summaries of writes (see `PolicyCache`).
+  let summaryPolicies = PolicyCache()
 
   /// Opens (creating if needed) the database, applies pending migrations and starts the threads.
   /// - Throws: `StoreError.newerSchema` for a database of a newer substatus, `.corrupt` for a file

@@ -276,6 +276,7 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
     }
     let environment = try SubscriptionDomain.Environment(wire: request.environment)
     let time = try asOf(request.asOfMs)
+    let atNow = request.asOfMs == 0 || request.asOfMs == self.environment.now()
     // Per-user problems are answered per user; the others are read in one store call.
     var valid: [String] = []
     var errors: [Int: RPCError] = [:]
@@ -283,20 +284,11 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       do { try requireID(q.userID, "queries[\(n)].user_id", limits: limits); valid.append(q.userID) } catch { errors[n] = error }
     }
     let unique = valid.count > 1 ? Array(Set(valid)) : valid
-    // A big batch is read and evaluated a slice of users at a time, yielding between slices: the
-    // event loop serves the other calls in between instead of holding them for the whole batch.
+    // The users' summaries in one read; the users they do not answer for are read and evaluated
+    // from their histories a slice at a time (``evaluations(of:environment:_:at:rewrite:)``).
     let slice = Self.eligibilitySlice
-    var evaluations: [String: SubscriptionEvaluation] = [:]
-    evaluations.reserveCapacity(unique.count)
-    for start in stride(from: 0, to: unique.count, by: slice) {
-      if start > 0 { await Task.yield() }
-      let userIds = Array(unique[start..<min(start + slice, unique.count)])
-      let histories = try await owning(
-        try await stored { () throws(StoreError) in
-          try await store.histories(appId: cached.app.appId, environment: environment, userIds: userIds)
-        }, cached)
-      for h in histories { evaluations[h.user.userId] = evaluate(h, cached, at: time) }
-    }
+    let evaluations = unique.isEmpty
+      ? [:] : try await self.evaluations(of: unique, environment: environment, cached, at: time, rewrite: atNow)
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
     response.users.reserveCapacity(request.queries.count)
@@ -332,6 +324,16 @@ extension SubstatusService {
     try requireID(userID, "user_id", limits: limits)
     let environment = try SubscriptionDomain.Environment(wire: wire)
     let time = try asOf(asOfMs)
+    // The summary answers groups, entitlements and named entitlements; without one (a past
+    // as_of_ms before it), the history.
+    let atNow = asOfMs == 0 || asOfMs == self.environment.now()
+    let answers = try await answers(of: [userID], environment: environment, cached, at: time, rewrite: atNow)
+    if let answer = answers[userID], answer.summary != nil || cached.entitlements.isEmpty {
+      return UserEvaluation(
+        environment: environment, app: cached,
+        history: UserHistory(user: UserKey(appId: appID, environment: environment, userId: userID)),
+        evaluation: answer.evaluation, summary: answer.summary)
+    }
     let history = try await owning(
       try await stored { () throws(StoreError) in
         try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
@@ -344,8 +346,11 @@ extension SubstatusService {
   struct UserEvaluation {
     var environment: SubscriptionDomain.Environment
     var app: CachedApp
+    /// The history evaluated; empty when the summary answered.
     var history: UserHistory
     var evaluation: SubscriptionEvaluation
+    /// The summary that answered (it answers named entitlements too); `nil`: the history did.
+    var summary: UserSummary? = nil
   }
 
   public func getStatus(_ request: Substatus_V1_GetStatusRequest, _ context: ServerContext) async throws -> Substatus_V1_GetStatusResponse {
@@ -355,7 +360,7 @@ extension SubstatusService {
     response.userID = request.userID
     response.groups = user.evaluation.groups.map(\.wire)
     response.entitlements = user.evaluation.entitlements.map(\.wire)
-    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app)
+    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app, summary: user.summary)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response
@@ -368,7 +373,7 @@ extension SubstatusService {
     response.userID = request.userID
     response.entitlements = user.evaluation.entitlements.map(\.wire)
     response.namedEntitlements = try namedEntitlements(
-      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs)
+      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs, summary: user.summary)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response

@@ -102,7 +102,8 @@ extension SubstatusService {
   /// The named entitlements of an evaluated user: every definition of the app, or those of
   /// `filter` (field `entitlement_ids`) in its order.
   func namedEntitlements(
-    _ evaluation: SubscriptionEvaluation, history: UserHistory, app: CachedApp, filter: [String] = []
+    _ evaluation: SubscriptionEvaluation, history: UserHistory, app: CachedApp, filter: [String] = [],
+    summary: UserSummary? = nil
   ) throws(RPCError) -> [Substatus_V1_NamedEntitlement] {
     var definitions = app.entitlements
     if !filter.isEmpty {
@@ -117,6 +118,8 @@ extension SubstatusService {
         definitions.append(definition)
       }
     }
+    // From the summary that answered, when one did (the same facts, kept with it), else the history.
+    if let summary { return summary.namedEntitlements(definitions, of: evaluation).map(\.wire) }
     return evaluation.namedEntitlements(definitions, history: history.transactions, renewals: history.renewalInfos).map(\.wire)
   }
 }

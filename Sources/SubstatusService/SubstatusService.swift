@@ -49,6 +49,8 @@ public final class SubstatusService: Sendable {
   var webhookURLPolicy: WebhookURLPolicy { webhookDispatcher?.configuration.urlPolicy ?? WebhookURLPolicy() }
 
   let apps = Mutex<[String: CachedApp]>([:])
+  /// Hits and fallbacks of the per-user summaries (``evaluations(of:environment:_:at:rewrite:)``).
+  let summaryMetrics = SummaryMetrics()
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
   /// The in-flight budget of heavy calls' estimated working sets (``ServiceLimits/maxWorkingSetBytes``).
@@ -64,6 +66,16 @@ public final class SubstatusService: Sendable {
     /// The named entitlement definitions, ordered by id.
     var entitlements: [EntitlementDefinition]
     var fetchedMs: Int64
+    /// The catalog's and policy's fingerprint, computed once: stored summaries answer only for it.
+    var summaryFingerprint: SummaryFingerprint
+
+    init(app: AppRecord, catalog: Catalog, entitlements: [EntitlementDefinition], fetchedMs: Int64) {
+      self.app = app
+      self.catalog = catalog
+      self.entitlements = entitlements
+      self.fetchedMs = fetchedMs
+      self.summaryFingerprint = SummaryFingerprint(catalog: catalog, policy: app.policy)
+    }
   }
 
   struct CachedKey {
@@ -101,6 +113,8 @@ public final class SubstatusService: Sendable {
     if let webhookDispatcher { metrics.addSource { webhookDispatcher.prometheusText() } }
     let serverAPILimiter = appStoreServerAPI.rateLimiter
     metrics.addSource { serverAPILimiter.prometheusText() }
+    let summaryMetrics = self.summaryMetrics
+    metrics.addSource { summaryMetrics.prometheusText() }
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

@@ -113,6 +113,67 @@ if !derivationOnly {
 }
 if sink == 42 { print("") }  // keep the work observable
 
+// The same answers from the user's stored summary (docs/evaluation-cache.md "Per-user summaries"):
+// decode its bytes, check its window and fingerprint, answer the 20 products; interleaved with
+// the evaluation of the history, so the ratio is of one run.
+@inline(never)
+func answerFromSummary(_ bytes: [UInt8], _ catalog: Catalog, _ fingerprint: SummaryFingerprint, _ requested: [String], at time: Int64) -> Int {
+  guard let evaluation = try? UserSummary(decoding: bytes).evaluation(
+    catalog: catalog, policy: .default, fingerprint: fingerprint, at: time)
+  else { return -1 }
+  var checksum = evaluation.groups.count + evaluation.entitlements.count
+  for answer in evaluation.eligibility(for: requested) {
+    checksum &+= answer.introductory.eligible ? 1 : 0
+    checksum &+= answer.promotional.reason.rawValue.utf8.count
+  }
+  return checksum
+}
+
+if !derivationOnly {
+  let clock = ContinuousClock()
+  let summaryBytes = UserSummary(
+    transactions: history, renewals: renewals, catalog: catalog, policy: .default, at: now
+  ).encoded()
+  let fingerprint = SummaryFingerprint(catalog: catalog, policy: .default)
+  precondition(
+    answerFromSummary(summaryBytes, catalog, fingerprint, requested, at: now)
+      == evaluateOnce(history, renewals, catalog, requested, at: now))
+  var fromHistory: [Double] = []
+  var fromSummary: [Double] = []
+  let iterations = 50_000
+  func ns(_ d: Duration) -> Double {
+    (Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds) / 1e9) / Double(iterations)
+  }
+  for _ in 0..<7 {
+    fromHistory.append(ns(clock.measure {
+      for i in 0..<iterations { sink &+= evaluateOnce(history, renewals, catalog, requested, at: now &+ Int64(i & 1)) }
+    }))
+    fromSummary.append(ns(clock.measure {
+      for i in 0..<iterations { sink &+= answerFromSummary(summaryBytes, catalog, fingerprint, requested, at: now &+ Int64(i & 1)) }
+    }))
+  }
+  // What a write adds to compute and encode the user's summary (stored beside its events).
+  var writes: [Double] = []
+  for _ in 0..<7 {
+    writes.append(ns(clock.measure {
+      for i in 0..<iterations {
+        sink &+= UserSummary(
+          transactions: history, renewals: renewals, catalog: catalog, policy: .default, at: now &+ Int64(i & 1)
+        ).encoded().count
+      }
+    }))
+  }
+  writes.sort()
+  print("summary per write: evaluate with its window + encode, median \(Int(writes[3])) ns/user (7 runs x \(iterations))")
+  fromHistory.sort()
+  fromSummary.sort()
+  print(
+    "summary (\(summaryBytes.count) bytes): decode + answer 20 products median \(Int(fromSummary[3])) ns/user,"
+      + " the history's evaluation interleaved \(Int(fromHistory[3])) ns/user:"
+      + " \((fromHistory[3] / fromSummary[3] * 10).rounded() / 10)x (7 runs x \(iterations))")
+}
+if sink == 44 { print("") }
+
 print("")
 sink &+= DerivationBench.run()
 if sink == 43 { print("") }

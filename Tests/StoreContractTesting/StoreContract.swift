@@ -126,6 +126,12 @@ public enum StoreContract {
     case purchaseSharingPolicyChange
     /// purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns
     case purchaseSharingEvents
+    /// summaries: written with each write at its time for the app's catalog and policy, read for many users at once, deleted by erasure
+    case summaryWrites
+    /// summaries: a read path's rewrite is stored only while no write came since its read, never over a newer write's nor for an erased user
+    case summaryRewriteRace
+    /// summaries: after random writes every stored summary answers as the history at every instant of its window
+    case summaryProperty
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -170,6 +176,9 @@ public enum StoreContract {
       case .purchaseSharingKeepFirst: "purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it"
       case .purchaseSharingPolicyChange: "purchase sharing: a policy change affects later submissions only, and the app stays tracked"
       case .purchaseSharingEvents: "purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns"
+      case .summaryWrites: "summaries: written with each write at its time for the app's catalog and policy, read for many users at once, deleted by erasure"
+      case .summaryRewriteRace: "summaries: a read path's rewrite is stored only while no write came since its read, never over a newer write's nor for an erased user"
+      case .summaryProperty: "summaries: after random writes every stored summary answers as the history at every instant of its window"
       }
     }
   }
@@ -217,6 +226,9 @@ public enum StoreContract {
     case .purchaseSharingKeepFirst: try await purchaseSharingKeepFirst(store)
     case .purchaseSharingPolicyChange: try await purchaseSharingPolicyChange(store)
     case .purchaseSharingEvents: try await purchaseSharingEvents(store)
+    case .summaryWrites: try await summaryWrites(store)
+    case .summaryRewriteRace: try await summaryRewriteRace(store)
+    case .summaryProperty: try await summaryProperty(store)
     }
   }
   /// tenants: create, read, conflict, not found, disable

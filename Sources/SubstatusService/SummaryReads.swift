@@ -1,0 +1,186 @@
+// The read path of CheckEligibility, GetStatus and GetEntitlements through the per-user summaries
+// (docs/evaluation-cache.md "Per-user summaries"): a user whose stored summary answers at the call's instant, for
+// the app's cached catalog and policy, is answered from it; the others from their histories, and
+// at "now" their summaries are rewritten (compare-and-set: never over a newer write's).
+import RPCCore
+import Synchronization
+import SubscriptionDomain
+import SubscriptionStorage
+
+/// Why a read did not answer from a user's summary; the `reason` label of
+/// `substatus_summary_fallbacks_total`.
+enum SummaryFallback: Int, CaseIterable, Sendable {
+  /// No summary is stored (a user written before summaries existed, or never written).
+  case missing
+  /// The stored bytes are of a format this build cannot read.
+  case undecodable
+  /// Computed with another catalog or policy.
+  case fingerprint
+  /// The call asks about an instant before the summary was computed (a past `as_of_ms`).
+  case before
+  /// Time alone changed an answer since it was computed (`valid_until_ms` reached).
+  case expired
+
+  var label: String {
+    switch self {
+    case .missing: "missing"
+    case .undecodable: "undecodable"
+    case .fingerprint: "fingerprint"
+    case .before: "before"
+    case .expired: "expired"
+    }
+  }
+
+  init(_ unusable: UserSummary.Unusable) {
+    switch unusable {
+    case .fingerprint: self = .fingerprint
+    case .before: self = .before
+    case .expired: self = .expired
+    }
+  }
+}
+
+/// Counters of the summary read path, for `/metrics`.
+final class SummaryMetrics: Sendable {
+  private let hits = Atomic<Int>(0)
+  /// Per ``SummaryFallback``'s raw value (fallbacks are the rare case: a lock will do).
+  private let fallbackCounts = Mutex([Int](repeating: 0, count: SummaryFallback.allCases.count))
+  private let rewrites = Atomic<Int>(0)
+  private let refusedRewrites = Atomic<Int>(0)
+
+  init() {}
+
+  func hit(_ n: Int = 1) { hits.add(n, ordering: .relaxed) }
+  func fallback(_ reason: SummaryFallback) { fallbackCounts.withLock { $0[reason.rawValue] += 1 } }
+  func rewrote(stored: Int, refused: Int) {
+    rewrites.add(stored, ordering: .relaxed)
+    refusedRewrites.add(refused, ordering: .relaxed)
+  }
+
+  /// The count of `reason` (tests).
+  func fallbacks(_ reason: SummaryFallback) -> Int { fallbackCounts.withLock { $0[reason.rawValue] } }
+  /// The hits (tests).
+  var hitCount: Int { hits.load(ordering: .relaxed) }
+
+  func prometheusText() -> String {
+    var out = """
+      # HELP substatus_summary_hits_total Users answered from their stored summary (CheckEligibility, GetStatus, GetEntitlements).
+      # TYPE substatus_summary_hits_total counter
+      substatus_summary_hits_total \(hits.load(ordering: .relaxed))
+      # HELP substatus_summary_fallbacks_total Users answered from their history instead, by reason.
+      # TYPE substatus_summary_fallbacks_total counter
+
+      """
+    let counts = fallbackCounts.withLock { $0 }
+    for reason in SummaryFallback.allCases {
+      out += "substatus_summary_fallbacks_total{reason=\"\(reason.label)\"} \(counts[reason.rawValue])\n"
+    }
+    out += """
+      # HELP substatus_summary_rewrites_total Summaries the read path rewrote after a fallback, by outcome (refused: a write came in between).
+      # TYPE substatus_summary_rewrites_total counter
+      substatus_summary_rewrites_total{outcome="stored"} \(rewrites.load(ordering: .relaxed))
+      substatus_summary_rewrites_total{outcome="refused"} \(refusedRewrites.load(ordering: .relaxed))
+
+      """
+    return out
+  }
+}
+
+extension SubstatusService {
+  /// The evaluations of users of one app and environment at `time`, by user id: from their stored
+  /// summaries where those answer (same catalog and policy as `cached`, `time` in their window),
+  /// else from their histories with ownership gaps. When `rewrite` (the call asks about "now"), a
+  /// fallback's summary is computed at `time` from the history it read and stored unless a write
+  /// came since the summary was read (the stamps are read before the histories).
+  func evaluations(
+    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
+    rewrite: Bool
+  ) async throws(RPCError) -> [String: SubscriptionEvaluation] {
+    try await answers(of: userIds, environment: environment, cached, at: time, rewrite: rewrite).mapValues(\.evaluation)
+  }
+
+  /// One user's answer: the evaluation, and the summary it came from (or was stored from), which
+  /// also answers named entitlements; `nil` for an evaluation of the history at a past instant.
+  struct SummaryAnswer {
+    var evaluation: SubscriptionEvaluation
+    var summary: UserSummary?
+  }
+
+  /// ``evaluations(of:environment:_:at:rewrite:)`` with the summaries.
+  func answers(
+    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
+    rewrite: Bool
+  ) async throws(RPCError) -> [String: SummaryAnswer] {
+    let appId = cached.app.appId
+    let rows = try await stored { () throws(StoreError) in
+      try await store.summaries(appId: appId, environment: environment, userIds: userIds)
+    }
+    var out: [String: SummaryAnswer] = [:]
+    out.reserveCapacity(userIds.count)
+    var missing: [String] = []
+    for userId in userIds {
+      guard let row = rows[userId] else {
+        summaryMetrics.fallback(.missing)
+        missing.append(userId)
+        continue
+      }
+      guard let summary = row.summary else {
+        summaryMetrics.fallback(.undecodable)
+        missing.append(userId)
+        continue
+      }
+      if let unusable = summary.usability(fingerprint: cached.summaryFingerprint, at: time) {
+        summaryMetrics.fallback(SummaryFallback(unusable))
+        missing.append(userId)
+        continue
+      }
+      if let evaluation = summary.evaluation(
+        catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
+      {
+        out[userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+      }
+    }
+    summaryMetrics.hit(out.count)
+    if missing.isEmpty { return out }
+    // A big batch is read and evaluated a slice of users at a time, yielding between slices: the
+    // event loop serves the other calls in between instead of holding them for the whole batch.
+    var histories: [UserHistory] = []
+    histories.reserveCapacity(missing.count)
+    let slice = Self.eligibilitySlice
+    for start in stride(from: 0, to: missing.count, by: slice) {
+      if start > 0 { await Task.yield() }
+      let userIds = Array(missing[start..<min(start + slice, missing.count)])
+      histories += try await owning(
+        try await stored { () throws(StoreError) in
+          try await store.histories(appId: appId, environment: environment, userIds: userIds)
+        }, cached)
+    }
+    var rewrites: [SummaryRewrite] = []
+    for h in histories {
+      guard rewrite else {
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
+        continue
+      }
+      let summary = UserSummary(
+        transactions: h.transactions, renewals: h.renewalInfos, gaps: h.ownershipGaps, catalog: cached.catalog,
+        policy: cached.app.policy, at: time)
+      if let evaluation = summary.evaluation(
+        catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
+      {
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+      } else {
+        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
+      }
+      // A user with no data has nothing to summarize (and nothing a rewrite could store).
+      if !h.transactions.isEmpty || !h.renewalInfos.isEmpty {
+        rewrites.append(SummaryRewrite(userId: h.user.userId, expectedStamp: rows[h.user.userId]?.stamp, summary: summary))
+      }
+    }
+    if !rewrites.isEmpty {
+      // A failed rewrite costs a later fallback, never an answer.
+      let written = (try? await store.rewriteSummaries(appId: appId, environment: environment, rewrites)) ?? 0
+      summaryMetrics.rewrote(stored: written, refused: rewrites.count - written)
+    }
+    return out
+  }
+}
