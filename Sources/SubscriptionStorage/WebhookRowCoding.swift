@@ -83,6 +83,12 @@ public enum WebhookRowCoding {
     Set(text.split(separator: ",").compactMap { SubscriptionEventType(rawValue: String($0)) })
   }
 
+  /// A webhook's environment filter as stored: the environment's raw value, empty for both.
+  public static func environment(_ environment: Environment?) -> String { environment?.rawValue ?? "" }
+
+  /// A webhook's environment filter from its stored form (empty, or a value no build knows: both).
+  public static func environment(_ text: String) -> Environment? { Environment(rawValue: text) }
+
   /// The delivery id of a row key: `dlv_` and 12 digits.
   public static func deliveryId(_ key: Int64) -> String {
     let digits = String(key)

@@ -275,6 +275,7 @@ enum PostgresSchema {
         );
         INSERT INTO user_changes_pruned(through) VALUES (0);
         """),
+    webhookEnvironmentMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -323,6 +323,7 @@ enum Schema {
           UPDATE apps SET catalog_version = catalog_version + 1 WHERE app_id = OLD.app_id;
         END;
         """),
+    webhookEnvironmentMigration,
   ]
 
   /// The newest schema version this build knows.
