@@ -266,7 +266,8 @@ extension SQLiteStore: WebhookStore {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let n = min(max(limit, 1), 1000)
     let perWebhook = Int64(min(max(perWebhookLimit, 1), n))
-    let claimed = try await writer.write { db throws(StoreError) in
+    // Not fsynced: a claim lost to a power failure only lets its deliveries be claimed again.
+    let claimed = try await writer.write(durable: false) { db throws(StoreError) in
       // Each webhook's first due heads, then `n` of them all, tenants in turn.
       var heads: [FairClaim.Candidate] = []
       let hooks = try db.all(
@@ -308,29 +309,33 @@ extension SQLiteStore: WebhookStore {
     }
   }
 
-  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer.
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer,
+  /// one statement per attempt (the stored array gets the attempt appended in SQL: the rows this
+  /// store writes are `[]` or `[{...},...]` with nothing after the bracket), committed without an
+  /// fsync (see ``SQLiteWriter/write(durable:_:)``: an attempt record lost to a power failure means
+  /// the delivery is sent again).
   public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
     guard !outcomes.isEmpty else { return [] }
-    return try await writer.write { db throws(StoreError) -> Set<String> in
+    return try await writer.write(durable: false) { db throws(StoreError) -> Set<String> in
       var missing = Set<String>()
       for outcome in outcomes {
-        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
-          let bytes = try db.first(
-            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)], { $0.blob(0) })
-        else {
+        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId) else {
           missing.insert(outcome.deliveryId)
           continue
         }
-        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: bytes)
         try db.run(
           """
-          UPDATE webhook_deliveries SET attempts = ?, state = ?, next_attempt_ms = ?, claimant = NULL
-          WHERE delivery_key = ?
+          UPDATE webhook_deliveries SET
+            attempts = CAST(CASE WHEN length(attempts) <= 2 THEN ?1
+              ELSE substr(attempts, 1, length(attempts) - 1) || ',' || substr(?1, 2) END AS BLOB),
+            state = ?2, next_attempt_ms = ?3, claimant = NULL
+          WHERE delivery_key = ?4
           """,
           [
-            .blob(attempts), .text(outcome.state.rawValue), 
+            .blob(WebhookRowCoding.encode([outcome.attempt])), .text(outcome.state.rawValue),
             .optional(outcome.storedNextAttemptMs), .int(key),
           ])
+        if db.changes == 0 { missing.insert(outcome.deliveryId) }
       }
       return missing
     }
