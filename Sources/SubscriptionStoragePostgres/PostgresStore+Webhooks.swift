@@ -290,30 +290,32 @@ extension PostgresStore: WebhookStore {
   /// a claim of another claimant may be a live instance's POST; its lease ends it.
   public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int { 0 }
 
-  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one transaction, each row locked while it
-  /// is read and rewritten.
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: the whole batch in one statement (one round
+  /// trip, one commit): each row gets its attempt appended to the stored array in SQL (the rows
+  /// this store writes are `[]` or `[{...},...]` with nothing after the bracket) and its new state;
+  /// the keys it returns are the deliveries found.
   public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
     guard !outcomes.isEmpty else { return [] }
-    return try await pool.transaction { db throws(StoreError) -> Set<String> in
-      var missing = Set<String>()
-      for outcome in outcomes {
-        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
-          let row = try db.first(
-            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = $1 FOR UPDATE", [.int(key)])
-        else {
-          missing.insert(outcome.deliveryId)
-          continue
-        }
-        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: row.bytes(0))
-        _ = try db.run(
-          "UPDATE webhook_deliveries SET attempts = $1, state = $2, next_attempt_ms = $3 WHERE delivery_key = $4",
-          [
-            .bytes(attempts), .text(outcome.state.rawValue), 
-            .optional(outcome.storedNextAttemptMs), .int(key),
-          ])
-      }
-      return missing
+    let batch = WebhookRowCoding.outcomesJSON(outcomes)
+    let found = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        UPDATE webhook_deliveries d SET
+          attempts = CASE WHEN length(d.attempts) <= 2 THEN convert_to(o.attempt, 'UTF8')
+            ELSE substring(d.attempts FROM 1 FOR length(d.attempts) - 1) || '\\x2c'::bytea
+              || substring(convert_to(o.attempt, 'UTF8') FROM 2) END,
+          state = o.state, next_attempt_ms = o.next
+        FROM jsonb_to_recordset($1::jsonb) AS o(key BIGINT, attempt TEXT, state TEXT, next BIGINT)
+        WHERE d.delivery_key = o.key
+        RETURNING d.delivery_key
+        """, [.text(batch)]
+      ).map { $0.int(0) }
     }
+    let recorded = Set(found)
+    return Set(
+      outcomes.filter { outcome in
+        WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !recorded.contains($0) } ?? true
+      }.map(\.deliveryId))
   }
 
   /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.
