@@ -15,6 +15,9 @@
 //	naive   what a backend without substatus does per check: verifyReceipt at -verify-url, then
 //	        evaluate the 20 products' intro eligibility locally from the JSON
 //	seed, status  (seed.go) the data of `make bench COMPARE=<ref>` through the API, and GetStatus
+//	receive a webhook receiver (net/http, answering 204 at once): checks each POST's
+//	        Substatus-Signature against -secret, counts distinct Substatus-Event-Id values, and
+//	        exits once -expect distinct events arrived (its address is written to -addr-file)
 //
 // The last output line is `RESULT {json}`: calls, calls/s, latency percentiles (µs), errors,
 // and the server's CPU seconds and RSS (from /proc/PID) when -server-pid is given.
@@ -23,8 +26,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,12 +41,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -49,24 +57,27 @@ import (
 )
 
 var (
-	mode      = flag.String("mode", "elig", "elig | ingest | notify | submit | naive | seed | status")
-	addr      = flag.String("addr", "", "substatusd gRPC host:port")
-	httpAddr  = flag.String("http", "", "substatusd HTTP host:port (notify)")
-	specPath  = flag.String("spec", "", "bench.json written by substatus-e2e-datagen")
-	conns     = flag.Int("conns", 4, "HTTP/2 connections")
-	conc      = flag.Int("concurrency", 64, "calls in flight")
-	warmup    = flag.Duration("warmup", 2*time.Second, "warm-up (not measured)")
-	duration  = flag.Duration("duration", 10*time.Second, "measured time")
-	users     = flag.Int("users", 1, "users per CheckEligibility call")
-	hotUsers  = flag.Int("hot-users", 0, "elig: draw users only from this many (the first of each app's list, spread evenly over the apps): a load with locality; 0 draws from all")
-	products  = flag.Int("products", 20, "products per user per CheckEligibility call")
-	batch     = flag.Int("batch", 10, "transactions per ImportTransactions call")
-	appFlag   = flag.String("app", "", "only this app (elig with -userfile, submit, naive)")
-	userFile  = flag.String("userfile", "", "JSON lines {user_id, receipt} (submit, naive, elig)")
-	verifyURL = flag.String("verify-url", "", "verifyReceipt URL (naive)")
-	srvPid    = flag.Int("server-pid", 0, "report this process's CPU and RSS")
-	timeout   = flag.Duration("timeout", 20*time.Second, "per-call deadline")
-	protocol  = flag.String("protocol", "grpc",
+	mode       = flag.String("mode", "elig", "elig | ingest | notify | submit | naive | seed | status | receive")
+	calls      = flag.Int64("calls", 0, "ingest: make exactly this many calls, then stop (no warm-up); 0: -duration")
+	secretFile = flag.String("secret-file", "", "receive: a file holding the webhook's signing secret (read at the first POST)")
+	addrFile   = flag.String("addr-file", "", "receive: where to write the receiver's host:port")
+	addr       = flag.String("addr", "", "substatusd gRPC host:port")
+	httpAddr   = flag.String("http", "", "substatusd HTTP host:port (notify)")
+	specPath   = flag.String("spec", "", "bench.json written by substatus-e2e-datagen")
+	conns      = flag.Int("conns", 4, "HTTP/2 connections")
+	conc       = flag.Int("concurrency", 64, "calls in flight")
+	warmup     = flag.Duration("warmup", 2*time.Second, "warm-up (not measured)")
+	duration   = flag.Duration("duration", 10*time.Second, "measured time")
+	users      = flag.Int("users", 1, "users per CheckEligibility call")
+	hotUsers   = flag.Int("hot-users", 0, "elig: draw users only from this many (the first of each app's list, spread evenly over the apps): a load with locality; 0 draws from all")
+	products   = flag.Int("products", 20, "products per user per CheckEligibility call")
+	batch      = flag.Int("batch", 10, "transactions per ImportTransactions call")
+	appFlag    = flag.String("app", "", "only this app (elig with -userfile, submit, naive)")
+	userFile   = flag.String("userfile", "", "JSON lines {user_id, receipt} (submit, naive, elig)")
+	verifyURL  = flag.String("verify-url", "", "verifyReceipt URL (naive)")
+	srvPid     = flag.Int("server-pid", 0, "report this process's CPU and RSS")
+	timeout    = flag.Duration("timeout", 20*time.Second, "per-call deadline")
+	protocol   = flag.String("protocol", "grpc",
 		"elig: grpc (grpc-go) | connect-proto | connect-json | grpc-web (HTTP/2 cleartext to -addr) | "+
 			"connect-json-h1 | connect-proto-h1 | grpc-web-h1 (HTTP/1.1 to -http)")
 )
@@ -804,7 +815,7 @@ func ingest(s *spec) {
 		}
 		return nil
 	}
-	r := run(call, 0)
+	r := run(call, *calls)
 	report(r, float64(*batch), map[string]interface{}{"batch": *batch})
 }
 
@@ -959,10 +970,100 @@ func naive(s *spec) {
 	report(r, float64(len(a.Products)), map[string]interface{}{"users": 1, "products": len(a.Products)})
 }
 
+// receive: a webhook endpoint answering 204 at once (as a backend's receiver would, after a
+// signature check) until SIGTERM or SIGINT. The result counts distinct events, repeats, bad
+// signatures and events that arrived after a later one of their user (occurred_ms going
+// backwards), and times the first and last receipt. The secret is read at the first POST: the
+// webhook is created (and its secret known) after the receiver's address is.
+func receive() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	lastOccurred := map[string]int64{}
+	var repeats, badSig, outOfOrder, posts int64
+	var first, last time.Time
+	var key []byte
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := ioutil.ReadAll(r.Body)
+		now := time.Now()
+		var t string
+		var v1 string
+		for _, part := range strings.Split(r.Header.Get("Substatus-Signature"), ",") {
+			if strings.HasPrefix(part, "t=") {
+				t = part[2:]
+			} else if strings.HasPrefix(part, "v1=") {
+				v1 = part[3:]
+			}
+		}
+		var ev struct {
+			UserID   string `json:"userId"`
+			Occurred string `json:"occurredMs"`
+		}
+		_ = json.Unmarshal(body, &ev)
+		occurred, _ := strconv.ParseInt(ev.Occurred, 10, 64)
+		id := r.Header.Get("Substatus-Event-Id")
+		mu.Lock()
+		if key == nil {
+			b, err := ioutil.ReadFile(*secretFile)
+			if err != nil {
+				fail("read -secret-file: %v", err)
+			}
+			key = []byte(strings.TrimSpace(string(b)))
+		}
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte(t + "."))
+		mac.Write(body)
+		ok := t != "" && hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(v1))
+		posts++
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		if !ok {
+			badSig++
+		}
+		if seen[id] {
+			repeats++
+		} else {
+			seen[id] = true
+			// One user's events are logged in Apple's time order: an earlier one after a later one
+			// arrived out of order.
+			if prev, had := lastOccurred[ev.UserID]; had && occurred < prev {
+				outOfOrder++
+			}
+			lastOccurred[ev.UserID] = occurred
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	go http.Serve(ln, handler)
+	if err := ioutil.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+		fail("write -addr-file: %v", err)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+	mu.Lock()
+	defer mu.Unlock()
+	b, _ := json.Marshal(map[string]interface{}{
+		"mode": "receive", "events": len(seen), "posts": posts, "repeats": repeats, "bad_signatures": badSig,
+		"out_of_order": outOfOrder, "first_unix_ns": first.UnixNano(), "last_unix_ns": last.UnixNano(),
+		"cpu_s": procCPU("self"),
+	})
+	fmt.Printf("RESULT %s\n", b)
+}
+
 func main() {
 	flag.Parse()
 	if *mode == "seed" {
 		seed() // seed.go: writes the spec it reads elsewhere
+		return
+	}
+	if *mode == "receive" {
+		receive()
 		return
 	}
 	s := loadSpec()

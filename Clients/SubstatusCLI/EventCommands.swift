@@ -36,10 +36,13 @@ let eventCommands: [CommandSpec] = [
     options: [
       OptionSpec(name: "--url", value: "URL", help: "https:// or http:// URL events are POSTed to", required: true),
       OptionSpec(name: "--events", value: "TYPE,...", help: "only these types (default: all)"),
+      OptionSpec(
+        name: "--environment", value: "production|sandbox", help: "only events of this environment (default: both)"),
     ],
     summary: "subscribe a URL to the app's events; prints the webhook id and its signing secret (once)",
     details:
-      "Each POST carries Substatus-Event-Id and Substatus-Signature: t=<unix seconds>,v1=<hex\nHMAC-SHA256(secret, \"<t>.<body>\")>. The secret is shown only now."),
+      "Each POST carries Substatus-Event-Id and Substatus-Signature: t=<unix seconds>,v1=<hex\nHMAC-SHA256(secret, \"<t>.<body>\")>. The secret is shown only now.\n"
+      + "Types are the EventType names without EVENT_TYPE_: " + eventTypeNames.joined(separator: ", ") + "."),
   CommandSpec(
     words: ["webhook", "list"], positionals: ["APP"], options: [], summary: "list the app's webhooks"),
   CommandSpec(
@@ -51,7 +54,10 @@ let eventCommands: [CommandSpec] = [
   CommandSpec(
     words: ["webhook", "deliveries"], positionals: ["APP", "WEBHOOK_ID"],
     options: [OptionSpec(name: "--failed", value: nil, help: "only deliveries given up after 3 days of retries")],
-    summary: "list a webhook's deliveries, newest first, with their attempts"),
+    summary: "list a webhook's deliveries, newest first, with their attempts",
+    details:
+      "One line per attempt (oldest first within a delivery; a delivery not tried yet has one line\n"
+      + "with '-'): its HTTP status or error and how long the receiver took."),
 ]
 
 /// The event type names of the command line: the enum names without `EVENT_TYPE_`.
@@ -103,7 +109,7 @@ func executeEvents(_ command: CommandSpec, _ context: CommandContext) async thro
   case "webhook add":
     let response = try await client.createWebhook(
       appID: context.argument(0), url: context.parsed.value("--url") ?? "",
-      eventTypes: try eventTypes(context, "--events"))
+      eventTypes: try eventTypes(context, "--events"), environment: try context.environmentFlag())
     return render(context, response) { report in
       report.fields(webhookFields(response.webhook ?? Substatus_V1_Webhook()) + [("signing secret", response.signingSecret)])
       report.gap()
@@ -114,9 +120,12 @@ func executeEvents(_ command: CommandSpec, _ context: CommandContext) async thro
     let response = try await client.listWebhooks(appID: context.argument(0))
     return render(context, response) { report in
       report.table(
-        ["WEBHOOK", "URL", "EVENTS", "SECRET", "CREATED"],
+        ["WEBHOOK", "URL", "EVENTS", "ENVIRONMENT", "SECRET", "CREATED"],
         response.webhooks.map { hook in
-          [hook.webhookID, hook.url, eventTypeList(hook.eventTypes), hook.secretFingerprint, Format.time(hook.createdMs)]
+          [
+            hook.webhookID, hook.url, eventTypeList(hook.eventTypes), environmentFilter(hook.environment),
+            hook.secretFingerprint, Format.time(hook.createdMs),
+          ]
         }, empty: "no webhooks")
     }
 
@@ -147,17 +156,20 @@ func executeEvents(_ command: CommandSpec, _ context: CommandContext) async thro
     } while !token.isEmpty
     return render(context, all) { report in
       report.table(
-        ["DELIVERY", "EVENT ID", "TYPE", "USER", "STATE", "ATTEMPTS", "LAST STATUS", "NEXT ATTEMPT"],
-        all.deliveries.map { delivery in
-          let last = delivery.attempts.last
+        ["DELIVERY", "EVENT ID", "TYPE", "USER", "STATE", "NEXT ATTEMPT", "#", "ATTEMPTED", "RESULT", "DURATION"],
+        all.deliveries.flatMap { delivery -> [[String]] in
           let event = delivery.event ?? Substatus_V1_Event()
-          return [
+          let columns = [
             delivery.deliveryID, event.eventID, Format.name(event.type, prefix: "EVENT_TYPE_"),
             Format.orDash(event.userID), Format.name(delivery.state, prefix: "DELIVERY_STATE_"),
-            String(delivery.attempts.count),
-            last.map { $0.httpStatus != 0 ? String($0.httpStatus) : Format.orDash($0.error) } ?? "-",
-            Format.time(delivery.nextAttemptMs),
+            delivery.state == .pending ? Format.time(delivery.nextAttemptMs) : "-",
           ]
+          guard !delivery.attempts.isEmpty else { return [columns + ["-", "-", "-", "-"]] }
+          return delivery.attempts.enumerated().map { n, attempt in
+            columns + [
+              String(n + 1), Format.time(attempt.attemptedMs), attemptResult(attempt), "\(attempt.durationMs) ms",
+            ]
+          }
         }, empty: "no deliveries")
     }
 
@@ -185,6 +197,17 @@ private func eventTypes(_ context: CommandContext, _ flag: String) throws(UsageE
   return types
 }
 
+/// An attempt's outcome for people: `HTTP 204`, or the error (`connection refused`, `timeout
+/// after 10 s`) when no status was answered.
+private func attemptResult(_ attempt: Substatus_V1_DeliveryAttempt) -> String {
+  attempt.httpStatus != 0 ? "HTTP \(attempt.httpStatus)" : Format.orDash(attempt.error)
+}
+
+/// A webhook's environment filter: `both`, `production` or `sandbox`.
+private func environmentFilter(_ environment: Substatus_V1_Environment) -> String {
+  environment == .unspecified ? "both" : Format.name(environment, prefix: "ENVIRONMENT_").lowercased()
+}
+
 private func eventTypeList(_ types: [Substatus_V1_EventType]) -> String {
   types.isEmpty ? "all" : types.map { Format.name($0, prefix: "EVENT_TYPE_") }.joined(separator: ",")
 }
@@ -201,7 +224,8 @@ private func eventRow(_ event: Substatus_V1_Event) -> [String] {
 private func webhookFields(_ hook: Substatus_V1_Webhook) -> [(String, String)] {
   [
     ("webhook id", hook.webhookID), ("url", hook.url), ("events", eventTypeList(hook.eventTypes)),
-    ("secret fingerprint", hook.secretFingerprint), ("created", Format.time(hook.createdMs)),
+    ("environment", environmentFilter(hook.environment)), ("secret fingerprint", hook.secretFingerprint),
+    ("created", Format.time(hook.createdMs)),
   ]
 }
 

@@ -83,17 +83,20 @@ extension SubstatusClient {
   ///   - appID: The app.
   ///   - url: An `https://` or `http://` URL.
   ///   - eventTypes: The types to send; empty for all.
+  ///   - environment: Only events of this environment; `.unspecified` for both.
   ///   - options: Deadline and metadata.
   /// - Returns: The webhook and its signing secret.
   /// - Throws: `RPCError` (`NOT_FOUND`; `INVALID_ARGUMENT` naming `url` or `event_types`).
   public func createWebhook(
     appID: String, url: String, eventTypes: [Substatus_V1_EventType] = [],
+    environment: Substatus_V1_Environment = .unspecified,
     options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Substatus_V1_CreateWebhookResponse {
     var request = Substatus_V1_CreateWebhookRequest()
     request.appID = appID
     request.url = url
     request.eventTypes = eventTypes
+    request.environment = environment
     return try await service(Substatus_V1_EventService.Client.self, idempotency: .nonIdempotent, options: options)
       .createWebhook(request)
   }

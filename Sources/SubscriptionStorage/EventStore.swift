@@ -94,6 +94,8 @@ public struct WebhookRecord: Sendable, Hashable {
   public var url: String
   /// The types sent; empty: all.
   public var eventTypes: Set<SubscriptionEventType>
+  /// The environment of the events sent; `nil`: both.
+  public var environment: Environment?
   /// When it was created.
   public var createdMs: Int64
   /// The signing secret's fingerprint (filled by the store on reads).
@@ -105,12 +107,13 @@ public struct WebhookRecord: Sendable, Hashable {
   /// Creates a record.
   public init(
     webhookId: String, appId: String, url: String, eventTypes: Set<SubscriptionEventType> = [],
-    createdMs: Int64, secretFingerprint: String = ""
+    environment: Environment? = nil, createdMs: Int64, secretFingerprint: String = ""
   ) {
     self.webhookId = webhookId
     self.appId = appId
     self.url = url
     self.eventTypes = eventTypes
+    self.environment = environment
     self.createdMs = createdMs
     self.secretFingerprint = secretFingerprint
   }
@@ -280,7 +283,8 @@ public struct DeliveryRecord: Sendable, Hashable {
 /// Webhooks and their deliveries, fed from the ``EventLogStore`` log.
 ///
 /// Each webhook keeps how far it has read the log; ``enqueueDeliveries(atMs:limit:)`` creates the
-/// deliveries of the events after that point whose type the webhook wants and moves the point, in
+/// deliveries of the events after that point whose type and environment the webhook wants
+/// (``WebhookRecord/eventTypes``, ``WebhookRecord/environment``) and moves the point, in
 /// one commit, so no event is skipped or enqueued twice (events logged before the webhook was
 /// created are not delivered, except by ``replay(appId:webhookId:afterSequence:atMs:)``).
 public protocol WebhookStore: Sendable {

@@ -26,7 +26,7 @@ public enum WebhookFanOut {
     let n = min(max(limit, 1), 1000)
     guard lastSequence > position else { return WebhookFanOutBatch(events: [], readThrough: position) }
     let events = try await log.events(
-      appId: webhook.appId, query: EventQuery(types: webhook.eventTypes), afterSequence: position,
+      appId: webhook.appId, query: query(of: webhook), afterSequence: position,
       limit: n)
     // Only what the log held when `lastSequence` was read: a later event waits for the next call.
     let seen = events.filter { $0.sequence <= lastSequence }
@@ -45,13 +45,18 @@ public enum WebhookFanOut {
     var position = afterSequence
     while true {
       let events = try await log.events(
-        appId: webhook.appId, query: EventQuery(types: webhook.eventTypes), afterSequence: position,
+        appId: webhook.appId, query: query(of: webhook), afterSequence: position,
         limit: 1000)
       guard let last = events.last else { return }
       try await page(events)
       position = last.sequence
       if events.count < 1000 { return }
     }
+  }
+
+  /// The events a webhook wants: its types (empty: all) of its environment (`nil`: both).
+  public static func query(of webhook: WebhookRecord) -> EventQuery {
+    EventQuery(types: webhook.eventTypes, environment: webhook.environment)
   }
 
   /// Checks a webhook before it is stored.

@@ -56,19 +56,6 @@ public enum WebhookRowCoding {
     }
   }
 
-  /// A stored attempts array with `attempt` appended, without decoding the others (the array is
-  /// rewritten on every attempt).
-  /// - Throws: `corrupt` when `bytes` is not a JSON array.
-  public static func appending(_ attempt: DeliveryAttemptRecord, to bytes: [UInt8]) throws(StoreError) -> [UInt8] {
-    let one = encode([attempt])  // "[{...}]"
-    guard let open = bytes.firstIndex(where: { !Self.isSpace($0) }), bytes[open] == UInt8(ascii: "["),
-      let close = bytes.lastIndex(where: { !Self.isSpace($0) }), bytes[close] == UInt8(ascii: "]")
-    else { throw StoreError(.corrupt, "a delivery's attempts are not a JSON array") }
-    let inside = bytes[(open + 1)..<close]
-    guard inside.contains(where: { !Self.isSpace($0) }) else { return one }
-    return Array(bytes[open..<close]) + [UInt8(ascii: ",")] + one.dropFirst()
-  }
-
   private static func isSpace(_ byte: UInt8) -> Bool {
     byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
   }
@@ -82,6 +69,31 @@ public enum WebhookRowCoding {
   public static func types(_ text: String) -> Set<SubscriptionEventType> {
     Set(text.split(separator: ",").compactMap { SubscriptionEventType(rawValue: String($0)) })
   }
+
+  /// A batch of attempt records as one JSON array, for a store that records them in one statement
+  /// (PostgreSQL's `jsonb_to_recordset`): per outcome `{"key": row key, "attempt": the attempt as
+  /// a one-element JSON array (``encode(_:)-([DeliveryAttemptRecord])``), "state": …, "next": due
+  /// time or null}`; outcomes whose delivery id no store made are left out.
+  public static func outcomesJSON(_ outcomes: [DeliveryOutcome]) -> String {
+    JSONValue.array(
+      outcomes.compactMap { outcome in
+        guard let key = deliveryKey(outcome.deliveryId) else { return nil }
+        return .object(
+          JSONObject([
+            ("key", .integer(key)),
+            ("attempt", .string(String(decoding: encode([outcome.attempt]), as: UTF8.self))),
+            ("state", .string(outcome.state.rawValue)),
+            ("next", outcome.storedNextAttemptMs.map { .integer($0) } ?? .null),
+          ]))
+      }
+    ).serialized()
+  }
+
+  /// A webhook's environment filter as stored: the environment's raw value, empty for both.
+  public static func environment(_ environment: Environment?) -> String { environment?.rawValue ?? "" }
+
+  /// A webhook's environment filter from its stored form (empty, or a value no build knows: both).
+  public static func environment(_ text: String) -> Environment? { Environment(rawValue: text) }
 
   /// The delivery id of a row key: `dlv_` and 12 digits.
   public static func deliveryId(_ key: Int64) -> String {

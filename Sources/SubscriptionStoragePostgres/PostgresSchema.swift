@@ -288,6 +288,7 @@ enum PostgresSchema {
           summary BYTEA NOT NULL
         );
         """),
+    webhookEnvironmentMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -51,15 +51,24 @@ extension PostgresSchema {
       """)
 }
 
+extension PostgresSchema {
+  /// A webhook's environment filter, as in the SQLite store: the environment's raw value, empty
+  /// for both (every webhook made before it).
+  static let webhookEnvironmentMigration = PostgresMigration(
+    version: 12, description: "webhook environment filter",
+    sql: "ALTER TABLE webhooks ADD COLUMN environment TEXT NOT NULL DEFAULT '';")
+}
+
 extension PostgresStore: WebhookStore {
-  private static let webhookColumns = "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint"
+  private static let webhookColumns =
+    "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint, environment"
   private static let deliveryColumns =
     "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
 
   private static func webhookRecord(_ r: PGRow) -> WebhookRecord {
     WebhookRecord(
       webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
-      createdMs: r.int(4), secretFingerprint: r.text(5))
+      environment: WebhookRowCoding.environment(r.text(6)), createdMs: r.int(4), secretFingerprint: r.text(5))
   }
 
   private static func deliveryRecord(_ r: PGRow) throws(StoreError) -> DeliveryRecord {
@@ -115,13 +124,14 @@ extension PostgresStore: WebhookStore {
       let inserted = try db.run(
         """
         INSERT INTO webhooks(webhook_id, app_id, url, event_types, created_ms, secret_key_id, secret_box,
-          secret_fingerprint, read_through)
-        VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (webhook_id) DO NOTHING
+          secret_fingerprint, read_through, environment)
+        VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (webhook_id) DO NOTHING
         """,
         [
           .text(webhook.webhookId), .text(webhook.appId), .text(webhook.url),
           .text(WebhookRowCoding.types(webhook.eventTypes)), .int(webhook.createdMs), .text(sealed.keyId),
           .bytes(sealed.box), .text(SecretFingerprint.of(signingSecret)), .int(position),
+          .text(WebhookRowCoding.environment(webhook.environment)),
         ])
       if inserted == 0 { throw StoreError(.alreadyExists, "webhook \"\(webhook.webhookId)\" already exists") }
     }
@@ -146,7 +156,7 @@ extension PostgresStore: WebhookStore {
     }
     guard let row else { throw StoreError.notFound("webhook", webhookId) }
     var record = Self.webhookRecord(row)
-    record.tenantId = row.text(6)
+    record.tenantId = row.text(7)
     return record
   }
 
@@ -199,7 +209,7 @@ extension PostgresStore: WebhookStore {
     let last = try await lastEventSequence()
     let hooks = try await pool.run { db throws(StoreError) in
       try db.query("SELECT \(Self.webhookColumns), read_through FROM webhooks WHERE read_through < $1 ORDER BY webhook_id", [.int(last)])
-        .map { (Self.webhookRecord($0), $0.int(6)) }
+        .map { (Self.webhookRecord($0), $0.int(7)) }
     }
     var created = 0
     for (webhook, position) in hooks {
@@ -280,30 +290,32 @@ extension PostgresStore: WebhookStore {
   /// a claim of another claimant may be a live instance's POST; its lease ends it.
   public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int { 0 }
 
-  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one transaction, each row locked while it
-  /// is read and rewritten.
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: the whole batch in one statement (one round
+  /// trip, one commit): each row gets its attempt appended to the stored array in SQL (the rows
+  /// this store writes are `[]` or `[{...},...]` with nothing after the bracket) and its new state;
+  /// the keys it returns are the deliveries found.
   public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
     guard !outcomes.isEmpty else { return [] }
-    return try await pool.transaction { db throws(StoreError) -> Set<String> in
-      var missing = Set<String>()
-      for outcome in outcomes {
-        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
-          let row = try db.first(
-            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = $1 FOR UPDATE", [.int(key)])
-        else {
-          missing.insert(outcome.deliveryId)
-          continue
-        }
-        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: row.bytes(0))
-        _ = try db.run(
-          "UPDATE webhook_deliveries SET attempts = $1, state = $2, next_attempt_ms = $3 WHERE delivery_key = $4",
-          [
-            .bytes(attempts), .text(outcome.state.rawValue), 
-            .optional(outcome.storedNextAttemptMs), .int(key),
-          ])
-      }
-      return missing
+    let batch = WebhookRowCoding.outcomesJSON(outcomes)
+    let found = try await pool.run { db throws(StoreError) in
+      try db.query(
+        """
+        UPDATE webhook_deliveries d SET
+          attempts = CASE WHEN length(d.attempts) <= 2 THEN convert_to(o.attempt, 'UTF8')
+            ELSE substring(d.attempts FROM 1 FOR length(d.attempts) - 1) || '\\x2c'::bytea
+              || substring(convert_to(o.attempt, 'UTF8') FROM 2) END,
+          state = o.state, next_attempt_ms = o.next
+        FROM jsonb_to_recordset($1::jsonb) AS o(key BIGINT, attempt TEXT, state TEXT, next BIGINT)
+        WHERE d.delivery_key = o.key
+        RETURNING d.delivery_key
+        """, [.text(batch)]
+      ).map { $0.int(0) }
     }
+    let recorded = Set(found)
+    return Set(
+      outcomes.filter { outcome in
+        WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !recorded.contains($0) } ?? true
+      }.map(\.deliveryId))
   }
 
   /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.

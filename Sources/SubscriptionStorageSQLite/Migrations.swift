@@ -336,6 +336,7 @@ enum Schema {
           summary BLOB NOT NULL
         );
         """),
+    webhookEnvironmentMigration,
   ]
 
   /// The newest schema version this build knows.

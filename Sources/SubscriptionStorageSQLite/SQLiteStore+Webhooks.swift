@@ -62,6 +62,14 @@ extension Schema {
     sql: "ALTER TABLE webhook_deliveries ADD COLUMN claimant TEXT;")
 }
 
+extension Schema {
+  /// A webhook's environment filter (`WebhookRecord.environment`): the environment's raw value,
+  /// empty for both (every webhook made before it).
+  static let webhookEnvironmentMigration = Migration(
+    version: 15, description: "webhook environment filter",
+    sql: "ALTER TABLE webhooks ADD COLUMN environment TEXT NOT NULL DEFAULT '';")
+}
+
 /// The statements of the webhook dispatcher's hot loop, named so tests can check their plans.
 enum WebhookQueries {
   /// The webhooks of app ?1 and of its tenant (the caps of ``WebhookLimits``): index ranges of
@@ -95,10 +103,11 @@ extension SQLiteStore: WebhookStore {
   private static func webhookRecord(_ r: SQLRow) -> WebhookRecord {
     WebhookRecord(
       webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
-      createdMs: r.int(4), secretFingerprint: r.text(5))
+      environment: WebhookRowCoding.environment(r.text(6)), createdMs: r.int(4), secretFingerprint: r.text(5))
   }
 
-  private static let webhookColumns = "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint"
+  private static let webhookColumns =
+    "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint, environment"
 
   private static func deliveryRecord(_ r: SQLRow) throws(StoreError) -> DeliveryRecord {
     let state = DeliveryState(rawValue: r.text(4)) ?? .pending
@@ -140,13 +149,14 @@ extension SQLiteStore: WebhookStore {
       try db.run(
         """
         INSERT INTO webhooks(webhook_id, app_id, url, event_types, created_ms, secret_key_id, secret_box,
-          secret_fingerprint, read_through)
-        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
+          secret_fingerprint, read_through, environment)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
           .text(webhook.webhookId), .text(webhook.appId), .text(webhook.url),
           .text(WebhookRowCoding.types(webhook.eventTypes)), .int(webhook.createdMs), .text(sealed.keyId),
           .blob(sealed.box), .text(SecretFingerprint.of(signingSecret)), .int(position),
+          .text(WebhookRowCoding.environment(webhook.environment)),
         ])
     }
   }
@@ -169,7 +179,7 @@ extension SQLiteStore: WebhookStore {
         [.text(webhookId)]
       ) {
         var record = Self.webhookRecord($0)
-        record.tenantId = $0.text(6)
+        record.tenantId = $0.text(7)
         return record
       }
     }
@@ -224,7 +234,7 @@ extension SQLiteStore: WebhookStore {
     let last = try await lastEventSequence()
     let hooks = try await readers.read { db throws(StoreError) in
       try db.all("SELECT \(Self.webhookColumns), read_through FROM webhooks ORDER BY webhook_id") {
-        (Self.webhookRecord($0), $0.int(6))
+        (Self.webhookRecord($0), $0.int(7))
       }
     }
     var created = 0
@@ -256,7 +266,8 @@ extension SQLiteStore: WebhookStore {
     try StoreValidation.validateLease(atMs: atMs, leaseUntilMs: leaseUntilMs)
     let n = min(max(limit, 1), 1000)
     let perWebhook = Int64(min(max(perWebhookLimit, 1), n))
-    let claimed = try await writer.write { db throws(StoreError) in
+    // Not fsynced: a claim lost to a power failure only lets its deliveries be claimed again.
+    let claimed = try await writer.write(durable: false) { db throws(StoreError) in
       // Each webhook's first due heads, then `n` of them all, tenants in turn.
       var heads: [FairClaim.Candidate] = []
       let hooks = try db.all(
@@ -298,29 +309,33 @@ extension SQLiteStore: WebhookStore {
     }
   }
 
-  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer.
+  /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer,
+  /// one statement per attempt (the stored array gets the attempt appended in SQL: the rows this
+  /// store writes are `[]` or `[{...},...]` with nothing after the bracket), committed without an
+  /// fsync (see ``SQLiteWriter/write(durable:_:)``: an attempt record lost to a power failure means
+  /// the delivery is sent again).
   public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
     guard !outcomes.isEmpty else { return [] }
-    return try await writer.write { db throws(StoreError) -> Set<String> in
+    return try await writer.write(durable: false) { db throws(StoreError) -> Set<String> in
       var missing = Set<String>()
       for outcome in outcomes {
-        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId),
-          let bytes = try db.first(
-            "SELECT attempts FROM webhook_deliveries WHERE delivery_key = ?", [.int(key)], { $0.blob(0) })
-        else {
+        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId) else {
           missing.insert(outcome.deliveryId)
           continue
         }
-        let attempts = try WebhookRowCoding.appending(outcome.attempt, to: bytes)
         try db.run(
           """
-          UPDATE webhook_deliveries SET attempts = ?, state = ?, next_attempt_ms = ?, claimant = NULL
-          WHERE delivery_key = ?
+          UPDATE webhook_deliveries SET
+            attempts = CAST(CASE WHEN length(attempts) <= 2 THEN ?1
+              ELSE substr(attempts, 1, length(attempts) - 1) || ',' || substr(?1, 2) END AS BLOB),
+            state = ?2, next_attempt_ms = ?3, claimant = NULL
+          WHERE delivery_key = ?4
           """,
           [
-            .blob(attempts), .text(outcome.state.rawValue), 
+            .blob(WebhookRowCoding.encode([outcome.attempt])), .text(outcome.state.rawValue),
             .optional(outcome.storedNextAttemptMs), .int(key),
           ])
+        if db.changes == 0 { missing.insert(outcome.deliveryId) }
       }
       return missing
     }

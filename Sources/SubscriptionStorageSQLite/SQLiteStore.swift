@@ -150,7 +150,7 @@ public final class SQLiteStore: Sendable {
     }
     let threadConnections = try readerConnections(max(1, configuration.readerCount))
     inlineReaders = SQLiteInlineReaders(connections: try readerConnections(max(0, configuration.inlineReaderCount)))
-    writer = SQLiteWriter(connection: writerConnection)
+    writer = SQLiteWriter(connection: writerConnection, synchronous: configuration.synchronous.rawValue)
     readers = SQLiteReaderPool(connections: threadConnections)
   }
 

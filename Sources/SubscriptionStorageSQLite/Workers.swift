@@ -88,6 +88,9 @@ struct WriteJob: Sendable {
   let execute: @Sendable (SQLiteConnection) -> (failed: Bool, finish: (StoreError?) -> Void)
   /// Reports `error` to the caller without running the body.
   let abandon: @Sendable (StoreError) -> Void
+  /// Whether the caller needs the commit to survive a power loss (`false`: a process crash is
+  /// enough; see ``SQLiteWriter/write(durable:_:)``).
+  var durable = true
 }
 
 /// The single writer thread: takes every pending write, runs them in one transaction (each in its
@@ -105,14 +108,16 @@ final class SQLiteWriter: Sendable {
     let writes = Atomic<Int>(0)
   }
 
-  init(connection: SQLiteConnection) {
+  /// - Parameter synchronous: the connection's `synchronous` setting (restored after a commit
+  ///   of writes that needed no fsync).
+  init(connection: SQLiteConnection, synchronous: String = "FULL") {
     let queue = self.queue
     let finished = self.finished
     let counters = Counters()
     self.counters = counters
     let thread = Thread {
       nameCurrentThread("sqlite-writer")
-      SQLiteWriter.loop(connection: connection, queue: queue, counters: counters)
+      SQLiteWriter.loop(connection: connection, queue: queue, counters: counters, synchronous: synchronous)
       connection.close()
       finished.signal()
     }
@@ -125,14 +130,21 @@ final class SQLiteWriter: Sendable {
   }
 
   private static func loop(
-    connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters
+    connection: SQLiteConnection, queue: JobQueue<WriteJob>, counters: Counters, synchronous: String
   ) {
     while true {
       let jobs = queue.take(max: maxGroup)
       if jobs.isEmpty { return }
+      // A group of writes none of which needs to survive a power loss commits without the fsync
+      // (WAL, synchronous=NORMAL: still safe from a process crash, and the next fsynced commit
+      // makes it durable too, in order). Set outside the transaction (SQLite refuses it inside),
+      // with `execute`, not the statement cache (this pragma acts when it is prepared).
+      let relaxed = synchronous == "FULL" && !jobs.contains(where: \.durable)
+      if relaxed { try? connection.execute("PRAGMA synchronous=NORMAL") }
       do {
         try connection.run("BEGIN IMMEDIATE")
       } catch {
+        if relaxed { try? connection.execute("PRAGMA synchronous=FULL") }
         for job in jobs { job.abandon(error) }
         continue
       }
@@ -170,6 +182,7 @@ final class SQLiteWriter: Sendable {
         }
       }
       if commitError != nil, connection.inTransaction { try? connection.run("ROLLBACK") }
+      if relaxed { try? connection.execute("PRAGMA synchronous=FULL") }
       if commitError == nil {
         counters.commits.add(1, ordering: .relaxed)
         counters.writes.add(jobs.count, ordering: .relaxed)
@@ -179,12 +192,17 @@ final class SQLiteWriter: Sendable {
   }
 
   /// Runs `body` in the next group transaction and returns its result once that commit is durable.
+  /// - Parameter durable: `false` for bookkeeping whose loss in a power failure costs nothing but
+  ///   repeated work (a webhook delivery's claim or attempt record: at worst the delivery is sent
+  ///   again, which at-least-once allows): a group of such writes only commits without the fsync.
+  ///   A process crash loses none of them either way.
   /// - Throws: the body's error (its changes are rolled back), or the commit's error.
   func write<T: Sendable>(
+    durable: Bool = true,
     _ body: @escaping @Sendable (SQLiteConnection) throws(StoreError) -> T
   ) async throws(StoreError) -> T {
     let result: Result<T, StoreError> = await withCheckedContinuation { continuation in
-      let job = WriteJob { connection in
+      var job = WriteJob { connection in
         let outcome: Result<T, StoreError>
         do throws(StoreError) {
           outcome = .success(try body(connection))
@@ -206,6 +224,7 @@ final class SQLiteWriter: Sendable {
       } abandon: { error in
         continuation.resume(returning: .failure(error))
       }
+      job.durable = durable
       if !queue.push(job) { job.abandon(StoreError(.unavailable, "the store is closed")) }
     }
     return try result.get()

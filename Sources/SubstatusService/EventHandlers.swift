@@ -102,10 +102,12 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     do { _ = try webhookURLPolicy.check(request.url) } catch { throw invalidArgument("url", error.reason) }
     guard request.eventTypes.count <= 32 else { throw invalidArgument("event_types", "at most 32 types") }
     let types = try SubscriptionEventType.set(wire: request.eventTypes, field: "event_types")
+    let only: SubscriptionDomain.Environment? =
+      request.environment == .unspecified ? nil : try SubscriptionDomain.Environment(wire: request.environment)
     let secret = WebhookSigning.newSecret(randomBytes: environment.randomBytes)
     let webhook = WebhookRecord(
       webhookId: Identifiers.make("wh", environment), appId: request.appID, url: request.url, eventTypes: types,
-      createdMs: environment.now(), secretFingerprint: WebhookSigning.fingerprint(secret))
+      environment: only, createdMs: environment.now(), secretFingerprint: WebhookSigning.fingerprint(secret))
     // RESOURCE_EXHAUSTED at a cap (README "Limits"): the quota code, as for other per-tenant
     // limits; nothing is created, and deleting a webhook makes room.
     do {

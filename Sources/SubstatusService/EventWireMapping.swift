@@ -111,6 +111,7 @@ extension WebhookRecord {
     w.eventTypes = eventTypes.sorted { $0.wire.rawValue < $1.wire.rawValue }.map(\.wire)
     w.createdMs = createdMs
     w.secretFingerprint = secretFingerprint
+    w.environment = environment?.wire ?? .unspecified
     return w
   }
 }

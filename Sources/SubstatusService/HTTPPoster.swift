@@ -25,6 +25,15 @@ public protocol HTTPPoster: Sendable {
   /// - Throws: On connection failure or timeout (`OutboundHTTPError` from ``OutboundHTTPPoster``).
   func post(url: URL, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
     -> HTTPPostResponse
+  /// Whether ``post(url:headers:body:timeout:)`` itself ends every POST at its `timeout` on the
+  /// system clock (answered, failed or timed out, never later) and ends at once when its task is
+  /// cancelled: a caller on the system clock then needs no timer of its own beside it.
+  var endsPostsAtTheirTimeout: Bool { get }
+}
+
+extension HTTPPoster {
+  /// See ``HTTPPoster/endsPostsAtTheirTimeout``: not promised unless a poster says so.
+  public var endsPostsAtTheirTimeout: Bool { false }
 }
 
 extension HTTPPoster {
@@ -96,6 +105,10 @@ public struct OutboundHTTPPoster: HTTPPoster, HTTPRequester {
       client: client, maxRedirects: 0, maxResponseBytes: WebhookDispatcher.maxResponseBytes,
       returnsTruncatedAnswers: true, addressPolicy: policy.outboundAddressPolicy)
   }
+
+  /// See ``HTTPPoster/endsPostsAtTheirTimeout``: the client's total deadline ends each request,
+  /// and a cancelled caller's transfer is removed at once.
+  public var endsPostsAtTheirTimeout: Bool { true }
 
   /// See ``HTTPPoster/post(url:headers:body:timeout:)``.
   /// - Throws: `OutboundHTTPError`.

@@ -40,6 +40,8 @@ public enum WebhookContract {
     case caps
     /// claims take the tenants' due deliveries in turn, bounded per tenant, skipping busy tenants
     case fairClaims
+    /// a webhook's environment filter: fan-out and replay send only that environment's events
+    case environmentFilter
 
     /// What the case checks, as test output shows it.
     public var testDescription: String { rawValue }
@@ -61,6 +63,7 @@ public enum WebhookContract {
     case .userErasure: try await userErasure(store)
     case .caps: try await caps(store)
     case .fairClaims: try await fairClaims(store)
+    case .environmentFilter: try await environmentFilter(store)
     }
   }
 
@@ -73,30 +76,31 @@ public enum WebhookContract {
   /// Writes one period of a monthly subscription for each user in turn (the first a start, then
   /// renewals), so each write derives events; returns the events the log gained, in log order.
   @discardableResult
-  public static func addEvents(_ store: FullStore, users: [String], app: String = "a1")
-    async throws -> [LoggedEvent]
-  {
+  public static func addEvents(
+    _ store: FullStore, users: [String], app: String = "a1", environment: Environment = .production
+  ) async throws -> [LoggedEvent] {
     let before = try await store.lastEventSequence()
     for user in users {
-      let key = Fixture.user(user, app: app)
+      let key = Fixture.user(user, app: app, environment: environment)
       let n = try await store.history(of: key).transactions.count
       let purchase = base + Int64(n) * month
-      let update = UserPurchases(
-        user: key,
-        transactions: [
-          Fixture.transaction(
-            "\(app)-\(user)-\(n)", original: "\(app)-\(user)-0", purchase: purchase, expires: purchase + month,
-            signed: purchase)
-        ])
+      let prefix = environment == .production ? app : "\(app)-sandbox"
+      var transaction = Fixture.transaction(
+        "\(prefix)-\(user)-\(n)", original: "\(prefix)-\(user)-0", purchase: purchase, expires: purchase + month,
+        signed: purchase)
+      transaction.environment = environment
+      let update = UserPurchases(user: key, transactions: [transaction])
       _ = try await store.ingest([update], atMs: purchase + 1_000)
     }
     return try await store.events(appId: app, query: EventQuery(), afterSequence: before, limit: 1000)
   }
 
-  static func webhook(_ id: String, app: String = "a1", types: Set<SubscriptionEventType> = [])
-    -> WebhookRecord
-  {
-    WebhookRecord(webhookId: id, appId: app, url: "https://hooks.example.com/\(id)", eventTypes: types, createdMs: 5_000)
+  static func webhook(
+    _ id: String, app: String = "a1", types: Set<SubscriptionEventType> = [], environment: Environment? = nil
+  ) -> WebhookRecord {
+    WebhookRecord(
+      webhookId: id, appId: app, url: "https://hooks.example.com/\(id)", eventTypes: types, environment: environment,
+      createdMs: 5_000)
   }
 
   static func secret(_ id: String) -> String { "whsec_" + String(repeating: "0", count: 60) + id.suffix(4) }
@@ -192,6 +196,32 @@ public enum WebhookContract {
     #expect(!other.isEmpty)
     _ = try await store.enqueueDeliveries(atMs: 40, limit: 100)
     #expect(try await allDeliveries(store, "all").count == all.count)
+  }
+
+  static func environmentFilter(_ store: FullStore) async throws {
+    try await store.createWebhook(webhook("both"), signingSecret: secret("both"))
+    try await store.createWebhook(webhook("prod", environment: .production), signingSecret: secret("prod"))
+    let renewed = SubscriptionEventType.renewed
+    try await store.createWebhook(
+      webhook("sbxr", types: [renewed], environment: .sandbox), signingSecret: secret("sbxr"))
+    let listed = try await store.webhooks(appId: "a1")
+    #expect(listed.map(\.environment) == [nil, .production, .sandbox], "stored and read back")
+    #expect(try await store.webhook(id: "sbxr").environment == .sandbox)
+
+    let production = try await addEvents(store, users: ["u1", "u2", "u1"])
+    let sandbox = try await addEvents(store, users: ["u1", "u3", "u1", "u1"], environment: .sandbox)
+    #expect(!production.isEmpty && !sandbox.isEmpty)
+    #expect(sandbox.allSatisfy { $0.event.environment == .sandbox })
+    for _ in 0..<10 { _ = try await store.enqueueDeliveries(atMs: 20, limit: 3) }
+    #expect(try await allDeliveries(store, "both").map(\.event).reversed() == production + sandbox)
+    #expect(try await allDeliveries(store, "prod").map(\.event).reversed() == production)
+    let sandboxRenewals = sandbox.filter { $0.event.type == renewed }
+    #expect(!sandboxRenewals.isEmpty)
+    #expect(try await allDeliveries(store, "sbxr").map(\.event).reversed() == sandboxRenewals, "types and environment")
+
+    // A replay keeps to the filter too.
+    #expect(try await store.replay(appId: "a1", webhookId: "prod", afterSequence: 0, atMs: 30) == production.count)
+    #expect(try await allDeliveries(store, "prod").map(\.event).reversed() == production + production)
   }
 
   static func concurrentFanOut(_ store: FullStore) async throws {

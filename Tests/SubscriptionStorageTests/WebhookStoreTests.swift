@@ -126,6 +126,34 @@ struct WebhookStoreTests {
     #expect(try WebhookRowCoding.decodeAttempts(Array(" [ ] ".utf8)).isEmpty)
   }
 
+  /// Claims and attempt records commit without the fsync (synchronous=NORMAL for their group),
+  /// every other write with it, and the setting is back to FULL after each relaxed commit.
+  @Test func bookkeepingWritesCommitWithoutTheFsyncAndOthersWithIt() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    // PRAGMA synchronous inside a write: 1 is NORMAL, 2 is FULL.
+    let relaxed = try await store.writer.write(durable: false) { db throws(StoreError) in
+      try db.first("PRAGMA synchronous", []) { $0.int(0) }
+    }
+    #expect(relaxed == 1)
+    let durable = try await store.writer.write { db throws(StoreError) in try db.first("PRAGMA synchronous", []) { $0.int(0) } }
+    #expect(durable == 2, "restored after the relaxed commit")
+    // A group with one durable write among relaxed ones is fsynced.
+    let mixed = try await withThrowingTaskGroup(of: Int64?.self) { group in
+      for n in 0..<8 {
+        group.addTask {
+          try await store.writer.write(durable: n != 3) { db throws(StoreError) in
+            try db.first("PRAGMA synchronous", []) { $0.int(0) }
+          }
+        }
+      }
+      return try await group.reduce(into: [Int64?]()) { $0.append($1) }
+    }
+    #expect(mixed.count == 8)
+    #expect(mixed.contains(2), "the durable write's group is fsynced")
+  }
+
   @Test func theClaimUsesTheIndexes() async throws {
     let dir = TemporaryDirectory()
     let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))

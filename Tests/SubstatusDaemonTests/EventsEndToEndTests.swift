@@ -24,6 +24,9 @@ final class EventReceiver: @unchecked Sendable {
     var hung: Bool
     /// The body: the event in proto3 JSON, as the receiver parsed it.
     var event: Substatus_V1_Event?
+    /// Requests being handled when it arrived, itself included: all, and its user's.
+    var inFlight = 0
+    var userInFlight = 0
   }
 
   /// The receiver's stdout: its first line, then the others.
@@ -96,7 +99,7 @@ final class EventReceiver: @unchecked Sendable {
           (try? JSONSerialization.data(withJSONObject: body)).flatMap {
             try? Substatus_V1_Event(jsonString: String(decoding: $0, as: UTF8.self))
           }
-        })
+        }, inFlight: object["in_flight"] as? Int ?? 0, userInFlight: object["user_in_flight"] as? Int ?? 0)
     }
   }
 

@@ -1,3 +1,4 @@
+import Foundation
 import RPCCore
 import SubscriptionStorage
 import Testing
@@ -61,5 +62,18 @@ import Testing
     #expect(try rotated.decode(before, appId: "app_a") == 5)
     #expect(rotated.encode(appId: "app_a", sequence: 5) != before, "new cursors under the new key")
     #expect(throws: RPCError.self) { try EventCursors(keyring: MasterKeyring(current: new)).decode(before, appId: "app_a") }
+  }
+}
+
+/// The direct base64url writer of cursors agrees with Foundation's base64 made URL-safe, at every
+/// length's remainder.
+@Suite struct CursorBase64URLTests {
+  @Test(arguments: 0...20)
+  func itMatchesFoundationsBase64MadeURLSafe(length: Int) {
+    let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ 251) }
+    let expected = Data(bytes).base64EncodedString()
+      .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+    #expect(EventCursors.base64URL(bytes) == expected)
   }
 }

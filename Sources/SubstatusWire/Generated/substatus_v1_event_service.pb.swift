@@ -410,6 +410,9 @@ public struct Substatus_V1_Webhook: ProtobufJSONMessage {
   /// SHA-256 fingerprint of the signing secret (first 16 hex digits), to tell secrets apart.
   public var secretFingerprint: String = ""
 
+  /// Only events of this environment are sent; UNSPECIFIED: both.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -603,8 +606,13 @@ public struct Substatus_V1_CreateWebhookRequest: ProtobufJSONMessage {
   /// `https://` or `http://` URL. Required.
   public var url: String = ""
 
-  /// The types to send; empty: all.
+  /// The types to send; empty: all. A value this server does not know is refused
+  /// (INVALID_ARGUMENT naming `event_types[i]`).
   public var eventTypes: [Substatus_V1_EventType] = []
+
+  /// Send only events of this environment (their `environment`); UNSPECIFIED: both. The filter
+  /// applies to the events fanned out to the webhook and to ReplayEvents alike.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
 
   /// A message with every field at its default value.
   public init() {}
@@ -1001,7 +1009,7 @@ extension Substatus_V1_Event {
 }
 
 extension Substatus_V1_Webhook: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Webhook", [1, 2, 3, 4, 5, 6])
+  static let cLayout = CMessageLayout("substatus.v1.Webhook", [1, 2, 3, 4, 5, 6, 7])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1011,6 +1019,7 @@ extension Substatus_V1_Webhook: CMessageConvertible {
     eventTypes = r.repeatedEnumeration(3)
     createdMs = r.int64(4)
     secretFingerprint = try r.string(5)
+    environment = r.enumeration(6)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1020,6 +1029,7 @@ extension Substatus_V1_Webhook: CMessageConvertible {
     w.repeatedEnumeration(3, eventTypes)
     w.int64(4, createdMs)
     w.string(5, secretFingerprint)
+    w.enumeration(6, environment)
   }
 }
 
@@ -1033,6 +1043,7 @@ extension Substatus_V1_Webhook {
     if !self.eventTypes.isEmpty { o.append("eventTypes", .array(self.eventTypes.map { $0.jsonValue })) }
     if !(self.createdMs == 0) { o.append("createdMs", ProtoJSON.int64(self.createdMs)) }
     if !(self.secretFingerprint.isEmpty) { o.append("secretFingerprint", .string(self.secretFingerprint)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
     return .object(o)
   }
 
@@ -1055,6 +1066,8 @@ extension Substatus_V1_Webhook {
         self.createdMs = try ProtoJSON.integer(value, "createdMs", Int64.self)
       case "secretFingerprint", "secret_fingerprint":
         self.secretFingerprint = try ProtoJSON.string(value, "secretFingerprint")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -1380,19 +1393,21 @@ extension Substatus_V1_WatchEventsResponse {
 }
 
 extension Substatus_V1_CreateWebhookRequest: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.CreateWebhookRequest", [1, 2, 3])
+  static let cLayout = CMessageLayout("substatus.v1.CreateWebhookRequest", [1, 2, 3, 4])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
     appID = try r.string(0)
     url = try r.string(1)
     eventTypes = r.repeatedEnumeration(2)
+    environment = r.enumeration(3)
   }
 
   func write(to w: inout CMessageWriter) {
     w.string(0, appID)
     w.string(1, url)
     w.repeatedEnumeration(2, eventTypes)
+    w.enumeration(3, environment)
   }
 }
 
@@ -1403,6 +1418,7 @@ extension Substatus_V1_CreateWebhookRequest {
     if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
     if !(self.url.isEmpty) { o.append("url", .string(self.url)) }
     if !self.eventTypes.isEmpty { o.append("eventTypes", .array(self.eventTypes.map { $0.jsonValue })) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
     return .object(o)
   }
 
@@ -1419,6 +1435,8 @@ extension Substatus_V1_CreateWebhookRequest {
         self.url = try ProtoJSON.string(value, "url")
       case "eventTypes", "event_types":
         self.eventTypes = try ProtoJSON.repeated(value, "eventTypes") { (v, n) throws(WireError) in try ProtoJSON.enumeration(v, n, Substatus_V1_EventType.self) }
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

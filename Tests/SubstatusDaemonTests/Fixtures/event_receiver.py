@@ -9,9 +9,14 @@ Prints `PORT <n>` (bound on 127.0.0.1, or on ::1 with --ipv6, port 0), then read
   FAIL <status>        answer <status> (e.g. 500) to every request, signed or not
   HANG                 answer nothing: hold each request open (reported on arrival, "hung": true)
                        for 60 s, then close it without an answer
+  DELAY <ms>           take <ms> before answering each valid request (0: answer at once)
 Each request is reported on stdout as a JSON line: {"event_id", "type", "user_id", "valid", "dup",
-"status", "t", "event"} (`t`: the signature's timestamp; `event`: the whole body, parsed). Answers
-200 to a valid request (also to a duplicate: deduplicated, not an error), 401 to a bad signature.
+"status", "t", "event", "in_flight", "user_in_flight"} (`t`: the signature's timestamp; `event`: the
+whole body, parsed; `in_flight`: the requests being handled when it arrived, itself included, and
+`user_in_flight` those of its user: a request counts until its answer is decided, before it is
+sent, so a sender that waits for one user's answer before sending that user's next event never
+shows 2). Answers 200 to a valid request (also to a duplicate: deduplicated, not an error), 401 to a
+bad signature.
 """
 import hashlib
 import hmac
@@ -23,8 +28,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
-STATE = {"secret": None, "down": False, "fail": None, "hang": False}
+STATE = {"secret": None, "down": False, "fail": None, "hang": False, "delay": 0.0}
 SEEN = set()
+IN_FLIGHT = {"all": 0, "users": {}}
 
 
 def report(record):
@@ -47,9 +53,32 @@ class Handler(BaseHTTPRequestHandler):
             # any HTTP server; nothing is answered or reported.
             self.close_connection = True
             return
+        try:
+            user = json.loads(body).get("userId", "")
+        except ValueError:
+            user = ""
+        with LOCK:
+            IN_FLIGHT["all"] += 1
+            IN_FLIGHT["users"][user] = IN_FLIGHT["users"].get(user, 0) + 1
+            self.counts = {"in_flight": IN_FLIGHT["all"], "user_in_flight": IN_FLIGHT["users"][user]}
+        self.user, self.counted = user, True
+        try:
+            self.post(body)
+        finally:
+            self.uncount()
+
+    def uncount(self):
+        if self.counted:
+            self.counted = False
+            with LOCK:
+                IN_FLIGHT["all"] -= 1
+                IN_FLIGHT["users"][self.user] -= 1
+
+    def post(self, body):
         event_id = self.headers.get("Substatus-Event-Id", "")
         with LOCK:
             secret, down, fail, hang = STATE["secret"], STATE["down"], STATE["fail"], STATE["hang"]
+            delay = STATE["delay"]
         if secret is None or down:
             return self.answer(503, event_id, body, valid=False, dup=False)
         fields = dict(p.split("=", 1) for p in self.headers.get("Substatus-Signature", "").split(",") if "=" in p)
@@ -64,6 +93,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(fail, event_id, body, valid=valid, dup=False, fields=fields)
         if not valid:
             return self.answer(401, event_id, body, valid=False, dup=False, fields=fields)
+        if delay:
+            time.sleep(delay)
         with LOCK:
             dup = event_id in SEEN
             SEEN.add(event_id)
@@ -81,10 +112,11 @@ class Handler(BaseHTTPRequestHandler):
                 "t": int(t) if t.isdigit() else 0, "event": event}
 
     def answer(self, status, event_id, body, valid, dup, fields=None):
+        self.uncount()  # decided: the sender may go on once it has the answer
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
-        report(self.record(status, event_id, body, valid, dup, fields or {}))
+        report(self.record(status, event_id, body, valid, dup, fields or {}) | self.counts)
 
 
 class IPv6Server(ThreadingHTTPServer):
@@ -109,5 +141,7 @@ for line in sys.stdin:
             STATE["fail"] = int(words[1])
         elif words[0] == "HANG":
             STATE["hang"] = True
+        elif words[0] == "DELAY":
+            STATE["delay"] = int(words[1]) / 1000
     print("OK", words[0], flush=True)
 server.shutdown()

@@ -1218,7 +1218,7 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   (ProtobufCMessageInit) substatus__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__webhook__field_descriptors[6] =
+static const ProtobufCFieldDescriptor substatus__v1__webhook__field_descriptors[7] =
 {
   {
     "webhook_id",
@@ -1292,10 +1292,23 @@ static const ProtobufCFieldDescriptor substatus__v1__webhook__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "environment",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Webhook, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__webhook__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
   4,   /* field[4] = created_ms */
+  6,   /* field[6] = environment */
   3,   /* field[3] = event_types */
   5,   /* field[5] = secret_fingerprint */
   2,   /* field[2] = url */
@@ -1304,7 +1317,7 @@ static const unsigned substatus__v1__webhook__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__webhook__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor substatus__v1__webhook__descriptor =
 {
@@ -1314,7 +1327,7 @@ const ProtobufCMessageDescriptor substatus__v1__webhook__descriptor =
   "Substatus__V1__Webhook",
   "substatus.v1",
   sizeof(Substatus__V1__Webhook),
-  6,
+  7,
   substatus__v1__webhook__field_descriptors,
   substatus__v1__webhook__field_indices_by_name,
   1,  substatus__v1__webhook__number_ranges,
@@ -1796,7 +1809,7 @@ const ProtobufCMessageDescriptor substatus__v1__watch_events_response__descripto
   (ProtobufCMessageInit) substatus__v1__watch_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__create_webhook_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor substatus__v1__create_webhook_request__field_descriptors[4] =
 {
   {
     "app_id",
@@ -1834,16 +1847,29 @@ static const ProtobufCFieldDescriptor substatus__v1__create_webhook_request__fie
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "environment",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__CreateWebhookRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__create_webhook_request__field_indices_by_name[] = {
   0,   /* field[0] = app_id */
+  3,   /* field[3] = environment */
   2,   /* field[2] = event_types */
   1,   /* field[1] = url */
 };
 static const ProtobufCIntRange substatus__v1__create_webhook_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor substatus__v1__create_webhook_request__descriptor =
 {
@@ -1853,7 +1879,7 @@ const ProtobufCMessageDescriptor substatus__v1__create_webhook_request__descript
   "Substatus__V1__CreateWebhookRequest",
   "substatus.v1",
   sizeof(Substatus__V1__CreateWebhookRequest),
-  3,
+  4,
   substatus__v1__create_webhook_request__field_descriptors,
   substatus__v1__create_webhook_request__field_indices_by_name,
   1,  substatus__v1__create_webhook_request__number_ranges,

@@ -326,10 +326,14 @@ struct  Substatus__V1__Webhook
    * SHA-256 fingerprint of the signing secret (first 16 hex digits), to tell secrets apart.
    */
   char *secret_fingerprint;
+  /*
+   * Only events of this environment are sent; UNSPECIFIED: both.
+   */
+  Substatus__V1__Environment environment;
 };
 #define SUBSTATUS__V1__WEBHOOK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__webhook__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
 
 
 /*
@@ -523,14 +527,20 @@ struct  Substatus__V1__CreateWebhookRequest
    */
   char *url;
   /*
-   * The types to send; empty: all.
+   * The types to send; empty: all. A value this server does not know is refused
+   * (INVALID_ARGUMENT naming `event_types[i]`).
    */
   size_t n_event_types;
   Substatus__V1__EventType *event_types;
+  /*
+   * Send only events of this environment (their `environment`); UNSPECIFIED: both. The filter
+   * applies to the events fanned out to the webhook and to ReplayEvents alike.
+   */
+  Substatus__V1__Environment environment;
 };
 #define SUBSTATUS__V1__CREATE_WEBHOOK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__create_webhook_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
 
 
 /*
