@@ -522,7 +522,7 @@ def run(args):
                 " the server-cores column), so calls/s and latencies are lower bounds; calls per server CPU-second"
                 " is the steadier figure." if load_end > 2.5 or load_start > 2.5 else ""), "",
              "### CheckEligibility", "",
-             "Target (DESIGN.md): 1 user × 20 products ≥ 25,000 calls/s with p99 ≤ 5 ms at 64 in flight.", "",
+             "Target (docs/architecture.md \"Performance\"): 1 user × 20 products ≥ 25,000 calls/s with p99 ≤ 5 ms at 64 in flight.", "",
              "| shape | pinning | calls/s | user·products/s | p50 ms | p99 ms | p99.9 ms | server cores | calls per server CPU-s | server RSS MB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, pin, r in rows:
@@ -629,7 +629,7 @@ def run(args):
             f"the rate only {' and '.join(rate)}" if rate else "",
             f"the p99 only {' and '.join(tail)}" if tail else ""] if x) + ")" if rate or tail else ""
     lines += ["", "### Against the targets", "",
-              "| target (DESIGN.md) | measured | |", "| --- | --- | --- |",
+              "| target (docs/architecture.md \"Performance\") | measured | |", "| --- | --- | --- |",
               f"| CheckEligibility 1 × 20 ≥ 25,000 calls/s with p99 ≤ 5 ms at 64 in flight | {'; '.join(parts)} |"
               f" {verdict(both)}{partial} |",
               f"| ingest ≥ 5,000 transactions/s durably committed | {f(ingest['items_per_s'])} | {verdict(ingest['items_per_s'] >= 5000)} |",

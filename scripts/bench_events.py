@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Events out (DESIGN.md "Performance", the events targets): the "Events" section of BENCHMARKS.md.
+"""Events out (docs/architecture.md "Performance", the events targets): the "Events" section of BENCHMARKS.md.
 
 Runs `.build/release/substatus-webhook-bench` (Benchmarks/WebhookBench) pinned to one core:
 

@@ -1,6 +1,6 @@
-// Events out benchmarks (DESIGN "Performance"): webhook delivery throughput to a local receiver
-// (≥ 5,000 events/s), derivation's overhead on ingest, and WatchEvents fan-out. Run the release
-// build:
+// Events out benchmarks (docs/architecture.md "Performance"): webhook delivery throughput to a
+// local receiver (≥ 5,000 events/s), derivation's overhead on ingest, and WatchEvents fan-out. Run
+// the release build:
 //
 //   swift build -c release --product substatus-webhook-bench
 //   .build/release/substatus-webhook-bench --events 5000 [--per-user K] [--per-webhook N] [--in-process-receiver] [--json]

@@ -10,7 +10,7 @@ private let environmentOption = OptionSpec(
   name: "--environment", value: "production|sandbox",
   help: "whose purchases count (default production)")
 
-/// Every command of the CLI contract (DESIGN.md "The CLI contract").
+/// Every command of the CLI contract (docs/architecture.md "The CLI contract").
 let commandTable: [CommandSpec] = [
   CommandSpec(
     words: ["tenant", "create"], positionals: ["NAME"], options: [],

@@ -3,7 +3,7 @@ import RPCCore
 import SubstatusClient
 import SubstatusWire
 
-/// `substatus report trends` (issue 21, DESIGN.md "Events out", Trends).
+/// `substatus report trends` (issue 21, docs/architecture.md "Trends").
 let trendsCommands: [CommandSpec] = [
   CommandSpec(
     words: ["report", "trends"], positionals: ["APP"],

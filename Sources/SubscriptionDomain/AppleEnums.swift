@@ -107,7 +107,7 @@ public enum PriceConsentStatus: Int, Sendable, Hashable, Codable, CaseIterable {
   case consented = 1
 }
 
-/// The kind of an in-app product, in the catalog's vocabulary (DESIGN's `ProductType`).
+/// The kind of an in-app product, in the catalog's vocabulary (the API's `ProductType`).
 public enum ProductType: String, Sendable, Hashable, Codable, CaseIterable {
   /// An auto-renewable subscription.
   case autoRenewable = "AUTO_RENEWABLE"

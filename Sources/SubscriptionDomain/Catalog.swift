@@ -164,7 +164,8 @@ public struct Catalog: Sendable, Hashable, Codable {
   public func hash(into hasher: inout Hasher) { hasher.combine(products) }
 }
 
-/// An app's eligibility policy where sources disagree (rule 10). The defaults follow DESIGN.
+/// An app's eligibility policy where sources disagree (rule 10). The defaults follow
+/// docs/architecture.md rule 10.
 public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// Any refund in the group makes intro ineligible (`REFUNDED_IN_GROUP`). Default `false`.
   public var refundsBlockIntro: Bool
@@ -187,7 +188,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     case app = "APP"
   }
 
-  /// Creates a policy; every switch defaults to DESIGN's default.
+  /// Creates a policy; every switch defaults to docs/architecture.md rule 10.
   public init(
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
     billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
@@ -215,6 +216,6 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
   }
 
-  /// DESIGN's defaults.
+  /// The defaults of docs/architecture.md rule 10.
   public static let `default` = EligibilityPolicy()
 }

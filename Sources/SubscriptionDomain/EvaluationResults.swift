@@ -1,4 +1,4 @@
-/// The state of one subscription group at an instant (rule 5), in DESIGN's vocabulary.
+/// The state of one subscription group at an instant (rule 5), in the API's vocabulary.
 public enum SubscriptionState: String, Sendable, Hashable, Codable, CaseIterable {
   /// A non-revoked, non-upgraded transaction covers the instant (a later purchase of the same
   /// subscription ends an earlier period: rule 12).
@@ -16,7 +16,7 @@ public enum SubscriptionState: String, Sendable, Hashable, Codable, CaseIterable
   case neverSubscribed = "NEVER_SUBSCRIBED"
 }
 
-/// One subscription group's status at an instant (DESIGN's `GroupStatus`).
+/// One subscription group's status at an instant (the API's `GroupStatus`).
 public struct GroupStatus: Sendable, Hashable, Codable {
   /// The group.
   public var subscriptionGroupId: String
@@ -103,7 +103,7 @@ public struct Entitlement: Sendable, Hashable, Codable {
   }
 }
 
-/// Why an offer is or is not available (DESIGN's `EligibilityReason`).
+/// Why an offer is or is not available (the API's `EligibilityReason`).
 public enum EligibilityReason: String, Sendable, Hashable, Codable, CaseIterable {
   /// Intro eligible: no transaction in the group.
   case newCustomer = "NEW_CUSTOMER"

@@ -1,4 +1,4 @@
-// OWNERSHIP_TRANSFERRED (DESIGN.md "Events out" and "Access model: purchase sharing"): under the
+// OWNERSHIP_TRANSFERRED (docs/architecture.md "Events" and "Access model"): under the
 // TRANSFER policy a submission moves an original transaction from its owners to the submitter at
 // the submission's instant. Both users' states change then, so each gets an event: the new owner's
 // says what it gained, the previous owner's what it lost (its user id is the event's

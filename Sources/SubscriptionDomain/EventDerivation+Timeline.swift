@@ -385,7 +385,7 @@ struct Timeline {
     }
   }
 
-  /// Apple's expiration intent in DESIGN's words; `fallback` when the renewal info has none.
+  /// Apple's expiration intent in the API's words; `fallback` when the renewal info has none.
   static func expirationReason(_ renewal: RenewalInfo?, fallback: String?) -> String? {
     switch renewal?.expirationIntent {
     case .customerCancelled?: "voluntary"

@@ -1,6 +1,6 @@
-// Event derivation (DESIGN.md "Events out"): which events a change of one user's stored purchase
-// data adds, and which changes happen by time alone. Pure and deterministic: no clock, no I/O, no
-// randomness; the hash that turns a cause into an event id is passed in.
+// Event derivation (docs/architecture.md "Events"): which events a change of one user's stored
+// purchase data adds, and which changes happen by time alone. Pure and deterministic: no clock, no
+// I/O, no randomness; the hash that turns a cause into an event id is passed in.
 //
 // The model. A user's data (``PurchaseHistory``: the transactions and renewal infos a store holds)
 // has a *timeline*: one purchase event per transaction, one revocation event per revocation, and the
@@ -210,7 +210,7 @@ struct CanonicalKey {
   }
 }
 
-/// Derives ``SubscriptionEvent``s from users' purchase data (DESIGN.md "Events out").
+/// Derives ``SubscriptionEvent``s from users' purchase data (docs/architecture.md "Events").
 ///
 /// Ids: `evt_` and 32 lowercase hex digits, the first 16 bytes of ``digest`` applied to the UTF-8 of
 /// ``EventCause/canonicalKey(for:)``. The digest is passed in because the domain has no

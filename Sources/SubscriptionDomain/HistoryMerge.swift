@@ -49,8 +49,8 @@ extension Transaction {
   }
 
   /// This copy without the fields a merge fills in from another copy when the winning copy lacks
-  /// them (DESIGN rule 14, "field by field"; see ``merging(_:)``): ``price`` with ``currency``,
-  /// ``rawRevocationType``, ``appAccountToken``.
+  /// them (docs/architecture.md rule 14, "field by field"; see ``merging(_:)``): ``price`` with
+  /// ``currency``, ``rawRevocationType``, ``appAccountToken``.
   var withoutMergeFilledFields: Transaction {
     var copy = self
     copy.price = nil
@@ -80,8 +80,9 @@ extension Transaction {
   }
 
   /// The copy a merge of this copy and `other` (same transaction id) keeps: the one that
-  /// ``supersedes(_:)`` the other, field by field (DESIGN rule 14): where it has no ``price`` (with
-  /// its ``currency``), no ``rawRevocationType`` or no ``appAccountToken``, the other's.
+  /// ``supersedes(_:)`` the other, field by field (docs/architecture.md rule 14): where it has no
+  /// ``price`` (with its ``currency``), no ``rawRevocationType`` or no ``appAccountToken``, the
+  /// other's.
   ///
   /// Only signed data (StoreKit 2, the Server API, V2 notifications) carries Apple's price and
   /// revocation type; a verifyReceipt body or a V1 notification carries neither, and not every

@@ -1,6 +1,6 @@
-/// A named entitlement of an app's catalog (DESIGN "Access model"): what a backend asks about
-/// ("is this user `premium`?") and the products that unlock it, as RevenueCat's entitlements and
-/// Adapty's access levels model it.
+/// A named entitlement of an app's catalog (docs/architecture.md "Access model"): what a backend
+/// asks about ("is this user `premium`?") and the products that unlock it, as RevenueCat's
+/// entitlements and Adapty's access levels model it.
 public struct EntitlementDefinition: Sendable, Hashable, Codable {
   /// The entitlement's identifier, chosen by the tenant (`premium`).
   public var entitlementId: String
@@ -17,7 +17,7 @@ public struct EntitlementDefinition: Sendable, Hashable, Codable {
   }
 }
 
-/// One named entitlement of one user at an instant (DESIGN's `NamedEntitlement`).
+/// One named entitlement of one user at an instant (the API's `NamedEntitlement`).
 public struct NamedEntitlement: Sendable, Hashable, Codable {
   /// The entitlement.
   public var entitlementId: String

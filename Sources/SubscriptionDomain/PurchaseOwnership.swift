@@ -1,5 +1,5 @@
 /// Who owns an original transaction that several of an app's users submitted, as when a customer
-/// restores purchases under a second account (DESIGN "Access model: purchase sharing").
+/// restores purchases under a second account (docs/architecture.md "Access model").
 ///
 /// The policy decides at each *submission* (a receipt, StoreKit 2 data, an import or a Server API
 /// sync for one user); a policy change affects later submissions only. Notifications and the

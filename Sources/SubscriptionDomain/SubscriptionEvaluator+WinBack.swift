@@ -1,7 +1,7 @@
-// Win-back offers (DESIGN rule 19): Apple's third offer kind, for customers whose subscription
-// lapsed. Apple alone decides who may redeem one (App Store Connect criteria: paid duration, time
-// since expiry, wait between offers, regions) and says so in each subscription's renewal info
-// (`eligibleWinBackOfferIds`, best first). Evaluation only reads that list.
+// Win-back offers (docs/architecture.md rule 19): Apple's third offer kind, for customers whose
+// subscription lapsed. Apple alone decides who may redeem one (App Store Connect criteria: paid
+// duration, time since expiry, wait between offers, regions) and says so in each subscription's
+// renewal info (`eligibleWinBackOfferIds`, best first). Evaluation only reads that list.
 
 /// One win-back offer's answer (rule 19): eligible or not, why, and the renewal info that said so.
 public struct WinBackOfferEligibility: Sendable, Hashable, Codable {

@@ -1,5 +1,6 @@
 /// Evaluates one user's history at an instant: group status, entitlements, revocations and
-/// offer eligibility (DESIGN "Domain rules"). Pure: no I/O, no clock; time is a parameter.
+/// offer eligibility (docs/architecture.md "Domain rules"). Pure: no I/O, no clock; time is a
+/// parameter.
 ///
 /// ```swift
 /// let evaluation = SubscriptionEvaluator.evaluate(

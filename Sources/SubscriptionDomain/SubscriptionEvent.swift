@@ -1,4 +1,4 @@
-/// What kind of change a ``SubscriptionEvent`` reports (DESIGN.md "Events out"; the proto's
+/// What kind of change a ``SubscriptionEvent`` reports (docs/architecture.md "Events"; the proto's
 /// `EventType` without its prefix).
 public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIterable {
   /// A first purchase of an auto-renewable subscription in a group.
@@ -54,8 +54,9 @@ public enum SubscriptionEventOffer: String, Sendable, Hashable, Codable, CaseIte
   case winBack = "WIN_BACK"
 }
 
-/// One change of one user's state, derived from Apple's data by the pure domain (DESIGN.md
-/// "Events out"; the proto's `Event` without the log position, which the store assigns).
+/// One change of one user's state, derived from Apple's data by the pure domain
+/// (docs/architecture.md "Events"; the proto's `Event` without the log position, which the store
+/// assigns).
 ///
 /// Derivation is deterministic: the same history gives the same events with the same
 /// ``eventId``s, so re-importing data emits nothing new and a store deduplicates by id.

@@ -1,6 +1,6 @@
-// Trends: an app's subscription series over time, counted from its event log (DESIGN.md "Events
-// out", App Store Connect's Sales and Trends for subscriptions). Pure: the caller reads the log and
-// feeds the events; nothing here reads a clock or a store.
+// Trends: an app's subscription series over time, counted from its event log
+// (docs/architecture.md "Trends", App Store Connect's Sales and Trends for subscriptions). Pure:
+// the caller reads the log and feeds the events; nothing here reads a clock or a store.
 
 /// The length of a trends bucket (the proto's `TrendInterval`).
 public enum TrendInterval: String, Sendable, Hashable, Codable, CaseIterable {

@@ -1,6 +1,6 @@
 import SubscriptionDomain
 
-// The durable event log and the webhook deliveries fed from it (DESIGN.md "Events out").
+// The durable event log and the webhook deliveries fed from it (docs/architecture.md "Events").
 //
 // Two protocols, because two parts of the service use them: the log is written by every write of
 // purchase data (in the same commit) and by the transition scheduler, and read by ListEvents,

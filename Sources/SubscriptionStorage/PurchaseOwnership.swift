@@ -1,5 +1,5 @@
 // Purchase sharing in the stores: who owns an original transaction that several users of an app
-// submitted (DESIGN "Access model: purchase sharing"). The rules live here once; each store only
+// submitted (docs/architecture.md "Access model"). The rules live here once; each store only
 // reads and writes its rows through an ``OwnershipLedger`` inside the ingest's own commit.
 import SubscriptionDomain
 

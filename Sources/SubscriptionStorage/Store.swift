@@ -215,8 +215,8 @@ public struct IngestSummary: Sendable, Hashable {
 /// - Ids and times come from the caller; the store reads no clock and makes up no ids.
 /// - Errors are ``StoreError``; "belongs to another tenant" is reported as ``StoreError/Code-swift.struct/notFound``.
 /// - Upserts of purchase data deduplicate by transaction id (renewal infos by original transaction
-///   id) and merge by Apple's clock (DESIGN.md rules 13 and 14): an incoming record replaces the
-///   stored one exactly when it ``SubscriptionDomain/Transaction/supersedes(_:)`` it
+///   id) and merge by Apple's clock (docs/architecture.md rules 13 and 14): an incoming record
+///   replaces the stored one exactly when it ``SubscriptionDomain/Transaction/supersedes(_:)`` it
 ///   (``SubscriptionDomain/RenewalInfoVersion/supersedes(_:)`` for renewal infos and their
 ///   removals), the domain's rule, applied to the stored row, never re-implemented in SQL. So a
 ///   revocation is never lost, a refund is undone only by a copy that is newer on Apple's clock,
@@ -227,11 +227,12 @@ public struct IngestSummary: Sendable, Hashable {
 ///   remembered with the snapshot's time (never returned by reads), so an older renewal info that
 ///   arrives later does not come back.
 /// - Lists that can grow are paged with opaque cursors.
-/// - Purchase sharing (DESIGN "Access model"): an update with ``UserPurchases/submittedMs`` is a
-///   submission; in its commit, under the app's policy read in that commit, it may take original
-///   transactions from other users (recording an ``OwnershipTransfer`` and the losers'
-///   ``SubscriptionDomain/OwnershipGap``s) or be refused them (``IngestSummary/refused``: nothing of
-///   them is stored for the user). The rules are ``PurchaseOwnership``'s, never re-implemented.
+/// - Purchase sharing (docs/architecture.md "Access model"): an update with
+///   ``UserPurchases/submittedMs`` is a submission; in its commit, under the app's policy read in
+///   that commit, it may take original transactions from other users (recording an
+///   ``OwnershipTransfer`` and the losers' ``SubscriptionDomain/OwnershipGap``s) or be refused them
+///   (``IngestSummary/refused``: nothing of them is stored for the user). The rules are
+///   ``PurchaseOwnership``'s, never re-implemented.
 public protocol Store: EventLogStore {
   // MARK: Tenants
 
@@ -314,7 +315,7 @@ public protocol Store: EventLogStore {
 
   /// Deletes products from the app's catalog, and from every named entitlement that lists them,
   /// in one commit. The transactions of those products stay in the users' histories (evaluation
-  /// then treats them as unknown products, DESIGN rule 2).
+  /// then treats them as unknown products, docs/architecture.md rule 2).
   /// - Returns: the product ids that existed and were deleted, in the order given (each once).
   /// - Throws: `notFound` for an unknown app.
   func deleteProducts(appId: String, productIds: [String]) async throws(StoreError) -> [String]

@@ -21,7 +21,8 @@ package struct EventSchedule: Sendable, Hashable {
 
 /// Derives the events of one user's write or due transitions, and the user's new schedule.
 package enum UserEventDerivation {
-  /// Event ids are SHA-256 based (DESIGN.md "Events out": deterministic, never of the detection).
+  /// Event ids are SHA-256 based (docs/architecture.md "Events": deterministic, never of the
+  /// detection).
   static let derivation = EventDerivation(digest: { SHA256.hash($0) })
 
   /// The events a write adds (from `before` to `after`, at `atMs`, the events' detection time) and

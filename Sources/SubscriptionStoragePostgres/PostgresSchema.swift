@@ -186,8 +186,8 @@ enum PostgresSchema {
           PRIMARY KEY(user_key, original_transaction_id)
         );
         """),
-    // DESIGN "Access model": named entitlement definitions per app (display name and product ids
-    // in the JSON payload).
+    // docs/architecture.md "Access model": named entitlement definitions per app (display name and
+    // product ids in the JSON payload).
     PostgresMigration(
       version: 6, description: "named entitlement definitions per app",
       sql: """
@@ -198,8 +198,9 @@ enum PostgresSchema {
           PRIMARY KEY(app_id, entitlement_id)
         );
         """),
-    // DESIGN "Access model": purchase sharing (as SQLite's migration 8): the app's flag that its
-    // policy ever left SHARE, each user's ownership gaps, and every transfer for the event log.
+    // docs/architecture.md "Access model": purchase sharing (as SQLite's migration 8): the app's
+    // flag that its policy ever left SHARE, each user's ownership gaps, and every transfer for the
+    // event log.
     PostgresMigration(
       version: 7, description: "purchase sharing: ownership gaps and transfers",
       sql: """
@@ -223,12 +224,12 @@ enum PostgresSchema {
           PRIMARY KEY(app_id, environment, original_transaction_id, at_ms, previous_user_id)
         );
         """),
-    // DESIGN "Events out": the durable event log, written in the same transaction as the purchase
-    // data that caused the events. Sequences come from `event_sequence`, taken only under the
-    // transaction-level advisory lock `PostgresSchema.eventLogLock` (held until commit), so they
-    // increase in commit order across instances; `event_id` is UNIQUE (deduplication). One row per
-    // user that events were derived for: through when its changes by time alone are logged, and its
-    // next one, indexed by when it is due (the transition scheduler).
+    // docs/architecture.md "Events": the durable event log, written in the same transaction as the
+    // purchase data that caused the events. Sequences come from `event_sequence`, taken only under
+    // the transaction-level advisory lock `PostgresSchema.eventLogLock` (held until commit), so
+    // they increase in commit order across instances; `event_id` is UNIQUE (deduplication). One row
+    // per user that events were derived for: through when its changes by time alone are logged, and
+    // its next one, indexed by when it is due (the transition scheduler).
     PostgresMigration(
       version: 8, description: "the event log and each user's event schedule",
       sql: """

@@ -1,7 +1,7 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-// MARK: Named entitlements (DESIGN "Access model")
+// MARK: Named entitlements (docs/architecture.md "Access model")
 
 extension PostgresStore {
   /// Locks the app's row until the transaction ends, so that catalog checks and catalog changes

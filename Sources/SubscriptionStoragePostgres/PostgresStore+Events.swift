@@ -1,4 +1,4 @@
-// The event log (DESIGN.md "Events out"; schema version 7), in the same transaction as the
+// The event log (docs/architecture.md "Events"; schema version 7), in the same transaction as the
 // purchase data that caused the events.
 //
 // Order across instances: concurrent transactions commit in any order, so a sequence taken from a

@@ -2,7 +2,7 @@ import SubscriptionDomain
 import SubscriptionStorage
 
 extension PostgresSchema {
-  /// DESIGN "Events out": webhooks and their deliveries, as in the SQLite store (see its
+  /// docs/architecture.md "Events": webhooks and their deliveries, as in the SQLite store (see its
   /// `webhooksMigration`). Claims across instances lock the delivery rows `FOR UPDATE SKIP LOCKED`;
   /// fan-out moves a webhook's read position by compare and set in the transaction that inserts
   /// the deliveries; an event erased from the log takes its deliveries' copies with it (trigger).

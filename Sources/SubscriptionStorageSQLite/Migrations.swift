@@ -196,8 +196,9 @@ enum Schema {
           PRIMARY KEY(user_key, original_transaction_id)
         ) WITHOUT ROWID;
         """),
-    // DESIGN "Access model": named entitlements of an app's catalog, one row per definition (its
-    // display name and product ids are the JSON payload; catalogs are small and read whole).
+    // docs/architecture.md "Access model": named entitlements of an app's catalog, one row per
+    // definition (its display name and product ids are the JSON payload; catalogs are small and
+    // read whole).
     Migration(
       version: 7, description: "named entitlement definitions per app",
       sql: """
@@ -208,10 +209,11 @@ enum Schema {
           PRIMARY KEY(app_id, entitlement_id)
         ) WITHOUT ROWID;
         """),
-    // DESIGN "Access model": purchase sharing. An app's flag says its policy ever left SHARE (only
-    // then are gaps read). A gap is an interval in which a user did not own an original
-    // transaction their history holds (from NULL: never owned before; until NULL: still lost);
-    // a transfer is one change of owner, for the event log. Rows exist only for apps that left SHARE.
+    // docs/architecture.md "Access model": purchase sharing. An app's flag says its policy ever
+    // left SHARE (only then are gaps read). A gap is an interval in which a user did not own an
+    // original transaction their history holds (from NULL: never owned before; until NULL: still
+    // lost); a transfer is one change of owner, for the event log. Rows exist only for apps that
+    // left SHARE.
     Migration(
       version: 8, description: "purchase sharing: ownership gaps and transfers",
       sql: """
@@ -235,12 +237,13 @@ enum Schema {
           PRIMARY KEY(app_id, environment, original_transaction_id, at_ms, previous_user_id)
         ) WITHOUT ROWID;
         """),
-    // DESIGN "Events out": the durable event log, written in the same commit as the purchase data
-    // that caused the events. `sequence` is AUTOINCREMENT so a number is never reused, even after
-    // erasure deleted the newest events; `event_id` is UNIQUE (deduplication; per user since version 12). The columns beside
-    // the payload (the whole event) index and filter: per app and per user in log order. One row
-    // per user that events were derived for: through when its changes by time alone are logged,
-    // and its next one, indexed by when it is due (the transition scheduler).
+    // docs/architecture.md "Events": the durable event log, written in the same commit as the
+    // purchase data that caused the events. `sequence` is AUTOINCREMENT so a number is never
+    // reused, even after erasure deleted the newest events; `event_id` is UNIQUE (deduplication;
+    // per user since version 12). The columns beside the payload (the whole event) index and
+    // filter: per app and per user in log order. One row per user that events were derived for:
+    // through when its changes by time alone are logged, and its next one, indexed by when it is
+    // due (the transition scheduler).
     Migration(
       version: 9, description: "the event log and each user's event schedule",
       sql: """

@@ -1,7 +1,7 @@
 import SubscriptionDomain
 import SubscriptionStorage
 
-// MARK: Named entitlements (DESIGN "Access model")
+// MARK: Named entitlements (docs/architecture.md "Access model")
 
 extension SQLiteStore {
   /// See ``Store/putEntitlements(appId:entitlements:)``.

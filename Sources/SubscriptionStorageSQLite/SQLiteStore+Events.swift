@@ -1,6 +1,6 @@
-// The event log (DESIGN.md "Events out"; schema version 8): appended by the single writer in the
-// same transaction as the purchase data that caused the events, so the log's order is the commit
-// order and a SIGKILL keeps both or neither.
+// The event log (docs/architecture.md "Events"; schema version 8): appended by the single writer in
+// the same transaction as the purchase data that caused the events, so the log's order is the
+// commit order and a SIGKILL keeps both or neither.
 import SubscriptionDomain
 import SubscriptionStorage
 

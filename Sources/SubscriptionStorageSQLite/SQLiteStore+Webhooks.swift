@@ -3,10 +3,10 @@ import SubscriptionDomain
 import SubscriptionStorage
 
 extension Schema {
-  /// DESIGN "Events out": webhooks (the signing secret sealed like shared secrets, the read position
-  /// in the event log) and their deliveries. A delivery keeps a copy of its event (the log's rows are
-  /// not its to read), its user (per-user order) and its attempts (a JSON array, rewritten per
-  /// attempt; a delivery has a few dozen at most over 3 days).
+  /// docs/architecture.md "Events": webhooks (the signing secret sealed like shared secrets, the
+  /// read position in the event log) and their deliveries. A delivery keeps a copy of its event
+  /// (the log's rows are not its to read), its user (per-user order) and its attempts (a JSON
+  /// array, rewritten per attempt; a delivery has a few dozen at most over 3 days).
   /// - `webhook_deliveries_heads`: pending deliveries by (webhook, user, log order), so "is there an
   ///   older pending one of this user" is one index probe;
   /// - `webhook_deliveries_due`: pending deliveries by due time;

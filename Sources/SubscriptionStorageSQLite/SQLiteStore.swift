@@ -52,7 +52,7 @@ public final class SQLiteStore: Sendable {
     /// random reads it hits too rarely to pay for its memory). With the cache on, this store must be the only writer of its file
     /// (as substatusd runs): another store's writes would not invalidate it.
     public var historyCacheBytes: Int
-    /// Whether writes derive and log their events (DESIGN.md "Events out"). Always `true` in
+    /// Whether writes derive and log their events (docs/architecture.md "Events"). Always `true` in
     /// service; `false` is for benchmarks only (`substatus-webhook-bench --ingest --no-events`
     /// measures what the log adds to ingest): writes then log no event and no schedule, and the
     /// store's log misses what they changed.

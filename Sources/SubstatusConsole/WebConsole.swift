@@ -2,8 +2,9 @@ import Foundation
 import HTTPServer
 import Synchronization
 
-/// The web console (DESIGN "The console"): static HTML, CSS and JavaScript modules served under
-/// `/console` on the HTTP listener, calling the API over Connect JSON from the same origin.
+/// The web console (docs/architecture.md "The console"): static HTML, CSS and JavaScript modules
+/// served under `/console` on the HTTP listener, calling the API over Connect JSON from the same
+/// origin.
 ///
 /// The files are compiled into the binary (SwiftPM's `embedInCode` resources of this target), so
 /// the daemon serves them wherever it is installed, with no resource bundle to find at run time and

@@ -189,7 +189,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
   /// Whether webhooks may point at loopback, link-local and private addresses (a receiver on the
   /// same machine or network, for development and tests); refused by default, at creation and at
-  /// each delivery (DESIGN "Events out").
+  /// each delivery (docs/architecture.md "Events").
   public var allowPrivateWebhooks = false
   /// Webhooks one app may have (CreateWebhook beyond: `RESOURCE_EXHAUSTED`).
   public var maxWebhooksPerApp = 16

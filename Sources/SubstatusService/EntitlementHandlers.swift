@@ -3,7 +3,7 @@ import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusWire
 
-// MARK: AdminService: named entitlements (DESIGN "Access model")
+// MARK: AdminService: named entitlements (docs/architecture.md "Access model")
 
 extension SubstatusService {
   /// At most this many entitlements per PutEntitlements or DeleteEntitlements call, and ids per

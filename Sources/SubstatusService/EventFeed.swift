@@ -4,8 +4,8 @@ import SubstatusWire
 import Synchronization
 
 /// The recent events of each watched app, read from the log once for all of its WatchEvents
-/// streams (DESIGN.md "Events out"; a hundred watchers of one app used to read each new batch a
-/// hundred times and convert each event a hundred times).
+/// streams (docs/architecture.md "Events"; a hundred watchers of one app used to read each new
+/// batch a hundred times and convert each event a hundred times).
 ///
 /// A stream joins its app's feed (``join(appId:at:)``) at the position it starts from and reads
 /// through ``read(appId:query:after:limit:seen:signal:store:)``: when the log may have grown since

@@ -4,9 +4,9 @@ import SubscriptionStorage
 import SubstatusServiceAPI
 import SubstatusWire
 
-// EventService (DESIGN.md "Events out"): the event log read in pages and as a live stream, and
-// the app's webhooks. READ keys may list and watch; the webhook RPCs and ReplayEvents need ADMIN
-// (MethodPolicy). Every call is scoped to the key's tenant and apps: another tenant's app is
+// EventService (docs/architecture.md "Events"): the event log read in pages and as a live stream,
+// and the app's webhooks. READ keys may list and watch; the webhook RPCs and ReplayEvents need
+// ADMIN (MethodPolicy). Every call is scoped to the key's tenant and apps: another tenant's app is
 // NOT_FOUND.
 
 extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {

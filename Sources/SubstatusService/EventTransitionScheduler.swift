@@ -12,7 +12,7 @@ import SubscriptionStorage
 ///   the followed test clock reaches it, however the test moves that clock;
 /// - ``Configuration-swift.struct/maxInterval`` (30 s) of real time, the periodic pass: a
 ///   transition recorded by another instance sharing the database, or after a store failure, is
-///   acted on at most that late (and so within the 60 s of DESIGN.md);
+///   acted on at most that late (and so within the 60 s of docs/architecture.md "Events");
 ///   ``Configuration-swift.struct/minInterval`` (1 s) of real time instead when a transition is
 ///   due already (the store keeps it: another instance holds its user), so it is not spun on;
 /// - the service's ``EventSignal`` (a write here may have recorded an earlier transition).

@@ -3,7 +3,7 @@ import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusWire
 
-// Mapping of the event log's values (DESIGN.md "Events out") to and from the wire: shared by
+// Mapping of the event log's values (docs/architecture.md "Events") to and from the wire: shared by
 // EventService, the webhook dispatcher (whose body is the `Event` in proto3 JSON) and trends.
 
 // Event log cursors: ``EventCursors`` (opaque per app).

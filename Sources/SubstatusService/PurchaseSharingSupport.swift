@@ -3,8 +3,8 @@ import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusWire
 
-// Purchase sharing in the service (DESIGN "Access model"): which writes are submissions, the
-// ownership gaps read for evaluation, and the per-item refusal.
+// Purchase sharing in the service (docs/architecture.md "Access model"): which writes are
+// submissions, the ownership gaps read for evaluation, and the per-item refusal.
 //
 // Submissions (`UserPurchases.submittedMs` = the server's clock at ingest): SubmitReceipt (both
 // paths), ImportReceiptResponse, ImportTransactions, SubmitSignedTransactions and

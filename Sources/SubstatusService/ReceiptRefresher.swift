@@ -114,7 +114,8 @@ extension SubstatusService {
 // MARK: Refresher
 
 /// Re-verifies stored receipts with Apple in the background, so renewals, billing problems and
-/// lapses show up without the app submitting its receipt again (DESIGN, issue 6).
+/// lapses show up without the app submitting its receipt again
+/// (docs/architecture.md "Background jobs", issue 6).
 ///
 /// Every tick it claims the receipts due now (``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``:
 /// instances sharing a database each take different receipts, each for the lease's length; the

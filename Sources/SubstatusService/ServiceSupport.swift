@@ -5,8 +5,9 @@ import SubscriptionStorage
 import SubstatusClock
 import SubstatusWire
 
-/// What the service takes from the outside world: time and randomness (DESIGN: the domain and the
-/// handlers read no clock of their own; tests pass a ``ManualClock`` and fixed randomness).
+/// What the service takes from the outside world: time and randomness
+/// (docs/architecture.md "Modules": the domain and the handlers read no clock of their own; tests
+/// pass a ``ManualClock`` and fixed randomness).
 public struct ServiceEnvironment: Sendable {
   /// The clock every timestamp, duration, schedule and retry of the service reads.
   public var clock: any ServiceClock
@@ -36,9 +37,10 @@ public struct ServiceEnvironment: Sendable {
   public static let live = ServiceEnvironment(clock: SystemClock(), randomBytes: SecureRandom.bytes)
 }
 
-/// Limits on request sizes and rates; exceeding one is `RESOURCE_EXHAUSTED` (DESIGN "Security":
-/// oversized batches, like oversized messages, and rates), a batch's with a message naming the
-/// field, the limit and the count (README "Request limits and whole strings").
+/// Limits on request sizes and rates; exceeding one is `RESOURCE_EXHAUSTED`
+/// (docs/architecture.md "Security": oversized batches, like oversized messages, and rates), a
+/// batch's with a message naming the field, the limit and the count (README "Request limits and
+/// whole strings").
 public struct ServiceLimits: Sendable {
   /// Users per CheckEligibility call.
   public var maxEligibilityQueries = 1000
@@ -98,8 +100,8 @@ public struct Principal: Sendable, Hashable {
 
   /// Whether the key may see and manage (list, revoke, create) a key with scope `scope`: an
   /// unscoped key manages every key of its tenant; a scoped key only keys limited to a non-empty
-  /// subset of its own apps, never an unscoped one (DESIGN "Security": a key scoped to apps acts
-  /// only inside them).
+  /// subset of its own apps, never an unscoped one (docs/architecture.md "Security": a key scoped
+  /// to apps acts only inside them).
   public func mayManage(keyScopedTo scope: [String]) -> Bool {
     !isScoped || (!scope.isEmpty && scope.allSatisfy(appIds.contains))
   }
@@ -165,9 +167,9 @@ enum PageToken {
   }
 }
 
-/// `RESOURCE_EXHAUSTED` for a batch above its limit, the one code of every batch limit (DESIGN
-/// "Security"; README "Request limits and whole strings"). The message names the field, the limit
-/// and the count:
+/// `RESOURCE_EXHAUSTED` for a batch above its limit, the one code of every batch limit
+/// (docs/architecture.md "Security"; README "Request limits and whole strings"). The message names
+/// the field, the limit and the count:
 /// `queries: at most 1000 per call, got 1001`.
 func batchTooLarge(_ field: String, limit: Int, count: Int, per: String = "call") -> RPCError {
   RPCError(code: .resourceExhausted, message: "\(field): at most \(limit) per \(per), got \(count)")

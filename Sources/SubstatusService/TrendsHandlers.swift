@@ -1,5 +1,5 @@
 // ReportService.GetTrends: the app's series over time, counted from the event log by the domain's
-// TrendAggregator (DESIGN.md "Events out", Trends).
+// TrendAggregator (docs/architecture.md "Trends").
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage

@@ -8,8 +8,8 @@ import SubstatusWire
 import OutboundHTTP
 import Synchronization
 
-/// Delivers the event log to webhooks (DESIGN.md "Events out"): POSTs each event as proto3 JSON,
-/// signed, retried with exponential backoff for 3 days, in order per user.
+/// Delivers the event log to webhooks (docs/architecture.md "Events"): POSTs each event as proto3
+/// JSON, signed, retried with exponential backoff for 3 days, in order per user.
 ///
 /// A loop woken by ``notifyEventsAppended()``, every ``Configuration-swift.struct/interval`` and
 /// whenever attempts are recorded: ``SubscriptionStorage/WebhookStore/enqueueDeliveries(atMs:limit:)``

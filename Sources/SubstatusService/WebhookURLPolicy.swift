@@ -5,12 +5,12 @@ import SubscriptionStorage
   import Glibc
 #endif
 
-// Which webhook URLs substatus POSTs to (DESIGN.md "Events out"): `https://` or `http://`, and, unless
-// the operator allows them (`substatusd --allow-private-webhooks`), never an address of the machine
-// itself or one that is not globally reachable: a webhook is a URL a tenant admin chooses, and the
-// server must not become a way to reach what only it can reach (SSRF). Checked at creation on the
-// URL (an IP literal, or a name reserved for the local host) and again on every address a delivery
-// connects to, since DNS answers change.
+// Which webhook URLs substatus POSTs to (docs/architecture.md "Events"): `https://` or `http://`, and,
+// unless the operator allows them (`substatusd --allow-private-webhooks`), never an address of the
+// machine itself or one that is not globally reachable: a webhook is a URL a tenant admin chooses,
+// and the server must not become a way to reach what only it can reach (SSRF). Checked at creation
+// on the URL (an IP literal, or a name reserved for the local host) and again on every address a
+// delivery connects to, since DNS answers change.
 //
 // "Not globally reachable" is read from IANA's two registries (the "Globally Reachable" column):
 //   IPv4: https://www.iana.org/assignments/iana-ipv4-special-registry/iana-ipv4-special-registry.xhtml

@@ -8,7 +8,8 @@ import SubstatusWire
 // MARK: Environment
 
 extension SubscriptionDomain.Environment {
-  /// The domain environment of a request: unspecified means production (DESIGN).
+  /// The domain environment of a request: unspecified means production
+  /// (docs/architecture.md "The API").
   init(wire: Substatus_V1_Environment) throws(RPCError) {
     switch wire {
     case .unspecified, .production: self = .production

@@ -1,5 +1,5 @@
-// Every string is whole (DESIGN "Security"). protobuf-c unpacks a `string` field into a
-// NUL-terminated C string, so its length is lost: "victim\0evil" would reach Swift as "victim".
+// Every string is whole (docs/architecture.md "Security"). protobuf-c unpacks a `string` field into
+// a NUL-terminated C string, so its length is lost: "victim\0evil" would reach Swift as "victim".
 // Before unpacking, the encoded bytes are scanned once, by protobuf-c's own message descriptors,
 // for a NUL byte in any string field, nested messages, repeated fields and map entries included.
 // Only when a string is broken (a NUL, or bytes that are not UTF-8, which Swift's String

@@ -1,7 +1,7 @@
-// Event derivation on ingest (DESIGN.md "Performance", Events: deriving events adds ≤ 10 % to
-// ingest CPU). For realistic histories of one user, the cost of one evaluation of the history
-// beside the cost of one write's derivation as a store runs it: the events the write adds and the
-// user's next change by time alone (`UserEventDerivation.write`).
+// Event derivation on ingest (docs/architecture.md "Performance", Events: deriving events adds ≤
+// 10 % to ingest CPU). For realistic histories of one user, the cost of one evaluation of the
+// history beside the cost of one write's derivation as a store runs it: the events the write adds
+// and the user's next change by time alone (`UserEventDerivation.write`).
 import SubscriptionDomain
 
 /// One derivation workload: a write from `before` to `after` at `atMs`.

@@ -19,7 +19,8 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 }
 
 /// Generated purchase lifecycles and the copies Apple's sources give of them, for the rule-14
-/// property: any permutation of the same copies leaves the same history (DESIGN.md rules 13, 14).
+/// property: any permutation of the same copies leaves the same history
+/// (docs/architecture.md rules 13, 14).
 ///
 /// A lifecycle has one to three subscriptions (own or family-shared, in two groups) with renewals,
 /// an upgrade to another product of the group, refunds and reversed refunds, and renewal infos

@@ -2,8 +2,8 @@ import SubscriptionDomain
 import SubscriptionStorage
 import Testing
 
-/// Rules 13 and 14 of DESIGN.md in the Store contract: copies merge by Apple's clock, whatever their
-/// arrival order; renewal-info snapshots remove what they lack.
+/// Rules 13 and 14 of docs/architecture.md in the Store contract: copies merge by Apple's clock,
+/// whatever their arrival order; renewal-info snapshots remove what they lack.
 extension StoreContract {
   /// a revocation is never lost: a copy without it replaces it only when newer on Apple's clock
   static func revocationWins(_ store: any Store) async throws {

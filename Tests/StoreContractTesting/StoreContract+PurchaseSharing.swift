@@ -2,8 +2,8 @@ import SubscriptionDomain
 import SubscriptionStorage
 import Testing
 
-/// Purchase sharing (DESIGN "Access model"): two users submit the same original transaction, as
-/// when a customer restores purchases under a second account of the app.
+/// Purchase sharing (docs/architecture.md "Access model"): two users submit the same original
+/// transaction, as when a customer restores purchases under a second account of the app.
 enum SharingFixture {
   /// The shared subscription (two renewals and a renewal info) and one of the user's own.
   static let shared = "otx-shared"

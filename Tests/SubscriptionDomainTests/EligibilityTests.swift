@@ -199,7 +199,7 @@ struct EligibilityTests {
     #expect(seen == Set(EligibilityReason.allCases).subtracting([.winBackOffered, .winBackNotOffered]))
   }
 
-  @Test("reason names are DESIGN's")
+  @Test("reason names are the API's")
   func reasonNames() {
     #expect(
       EligibilityReason.allCases.map(\.rawValue) == [

@@ -4,7 +4,7 @@ import SubstatusWire
 import Testing
 
 /// Issue 20 through the CLI against a real substatusd: named entitlements, product deletion and
-/// user erasure (DESIGN "The CLI contract", second wave).
+/// user erasure (docs/architecture.md "The CLI contract", second wave).
 @Suite("Access model with the substatus CLI against a real substatusd", .serialized)
 struct AccessModelTests {
   @Test("entitlement put/list, status shows named entitlements first, product delete, user delete")

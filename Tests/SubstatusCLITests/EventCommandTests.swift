@@ -4,8 +4,8 @@ import SubstatusWire
 import Synchronization
 import Testing
 
-/// `substatus events …` and `substatus webhook …` (DESIGN.md "The CLI contract") against a fake
-/// server: the requests they send, what they print, and their usage errors.
+/// `substatus events …` and `substatus webhook …` (docs/architecture.md "The CLI contract") against
+/// a fake server: the requests they send, what they print, and their usage errors.
 @Suite("substatus events and webhook commands")
 struct EventCommandTests {
   static let renewed = message(Substatus_V1_Event.self) {

@@ -3,8 +3,9 @@ import Foundation
 import SubstatusJSON
 import Testing
 
-/// Issue 17's stories for DESIGN.md rules 13 and 14, told through the `substatus` CLI against a
-/// real substatusd (SQLite file, real gRPC) that trusts a test root given with `--apple-root-ca`.
+/// Issue 17's stories for docs/architecture.md rules 13 and 14, told through the `substatus` CLI
+/// against a real substatusd (SQLite file, real gRPC) that trusts a test root given with
+/// `--apple-root-ca`.
 @Suite(.serialized) struct MergeStoriesEndToEndTests {
   /// The daemon, its CLI, and an app with one monthly subscription in group "pro".
   struct Setup {

@@ -10,9 +10,9 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// Every string is whole (DESIGN "Security"; issue 18): a NUL byte in any string field of any
-/// request is INVALID_ARGUMENT naming the field, over real gRPC against a running substatusd, and
-/// nothing is stored under a truncated id or secret.
+/// Every string is whole (docs/architecture.md "Security"; issue 18): a NUL byte in any string
+/// field of any request is INVALID_ARGUMENT naming the field, over real gRPC against a running
+/// substatusd, and nothing is stored under a truncated id or secret.
 @Suite(.serialized) struct WholeStringsEndToEndTests {
   /// One string field of one request type, reached through nested and repeated messages.
   struct StringField: CustomStringConvertible {

@@ -3,9 +3,9 @@ import Foundation
 import SubstatusJSON
 import Testing
 
-/// Win-back offers (DESIGN rule 19) as a user meets them: a real substatusd (SQLite file, real gRPC
-/// and HTTP) trusting a test root given with `--apple-root-ca`, driven by the real `substatus`; the
-/// test signs Apple's renewal infos itself.
+/// Win-back offers (docs/architecture.md rule 19) as a user meets them: a real substatusd (SQLite
+/// file, real gRPC and HTTP) trusting a test root given with `--apple-root-ca`, driven by the real
+/// `substatus`; the test signs Apple's renewal infos itself.
 @Suite(.serialized) struct WinBackEndToEndTests {
   @Test func eligibilityShowsWhatAppleOffersInTheLatestRenewalInfo() async throws {
     let ca = try TestCertificateAuthority.make()

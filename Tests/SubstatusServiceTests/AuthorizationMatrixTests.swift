@@ -7,8 +7,8 @@ import SubstatusWire
 @testable import SubstatusService
 
 /// Every RPC of every substatus service × every role × unscoped / scoped to the app / scoped to
-/// another app of the tenant × another tenant's key, with the status each must get (DESIGN
-/// "Security": a key scoped to apps acts only inside them).
+/// another app of the tenant × another tenant's key, with the status each must get
+/// (docs/architecture.md "Security": a key scoped to apps acts only inside them).
 ///
 /// The rows are checked against the router: an RPC registered without a row fails the test.
 @Suite struct AuthorizationMatrixTests {

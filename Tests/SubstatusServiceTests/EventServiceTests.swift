@@ -7,7 +7,7 @@ import Testing
 @testable import SubstatusService
 
 /// EventService over the in-memory store: the log read in pages and as a stream, webhooks
-/// managed, the precise errors (DESIGN.md "Events out").
+/// managed, the precise errors (docs/architecture.md "Events").
 @Suite struct EventServiceTests {
   /// Imports purchases: alice buys `lifetime`, bob a `coins.100` and a `premium.monthly` period.
   static func importPurchases(_ h: Harness, admin: String, app: String) async throws {

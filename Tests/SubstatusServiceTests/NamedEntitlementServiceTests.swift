@@ -4,8 +4,8 @@ import Testing
 
 @testable import SubstatusService
 
-/// Named entitlements through the service (DESIGN "Access model"): defined with PutEntitlements,
-/// checked against the catalog, answered by GetStatus and GetEntitlements.
+/// Named entitlements through the service (docs/architecture.md "Access model"): defined with
+/// PutEntitlements, checked against the catalog, answered by GetStatus and GetEntitlements.
 @Suite struct NamedEntitlementServiceTests {
   static let t0: Int64 = 1_711_000_000_000
   static let day: Int64 = 86_400_000

@@ -5,7 +5,8 @@ import SubstatusWire
 @testable import SubstatusService
 
 /// Every batch limit answers one code, RESOURCE_EXHAUSTED, naming the field (README "Limits";
-/// DESIGN "Security": oversized messages or batches), and tenant names are plain text.
+/// docs/architecture.md "Security": oversized messages or batches), and tenant names are plain
+/// text.
 @Suite struct RequestLimitsTests {
   /// Every batch limit at 2 or 3, so that one more item exceeds it; PutProducts at 8, the size of
   /// the fixture catalog.

@@ -72,8 +72,8 @@ import Testing
   }
 }
 
-/// Win-back offers (DESIGN rule 19) in the canonical JSON mapping: lowerCamelCase names, enum
-/// value names.
+/// Win-back offers (docs/architecture.md rule 19) in the canonical JSON mapping: lowerCamelCase
+/// names, enum value names.
 @Suite struct WinBackJSONMappingTests {
   @Test func productEligibilityCarriesWinBackOffers() throws {
     var offered = Substatus_V1_WinBackOfferEligibility()
