@@ -140,18 +140,7 @@ extension AppStoreSimulator {
     // Extend Subscription Renewal Dates for All Active Subscribers, and its status.
     router.add("POST", prefix + "/inApps/v1/subscriptions/extend/mass") { [self] request in
       await serverAPI(request, environment) { app throws(ServerAPIError) in
-        guard let body = (try? JSONValue(parsing: request.body))?.objectValue else {
-          throw .generalBadRequest
-        }
-        guard let days = body["extendByDays"]?.int64Value, (1...90).contains(days) else {
-          throw .invalidExtendByDays
-        }
-        guard let reason = body["extendReasonCode"]?.int64Value, (0...3).contains(reason) else {
-          throw .invalidExtendReasonCode
-        }
-        guard let requestID = body["requestIdentifier"]?.stringValue, !requestID.isEmpty,
-          requestID.utf8.count <= 128
-        else { throw .invalidRequestIdentifier }
+        let (body, days, requestID) = try Self.extensionRequest(request.body)
         guard let productID = body["productId"]?.stringValue, !productID.isEmpty else { throw .invalidProductID }
         var storefronts: [String] = []
         if let value = body["storefrontCountryCodes"], !value.isNull {
@@ -189,18 +178,7 @@ extension AppStoreSimulator {
     router.add("PUT", prefix + "/inApps/v1/subscriptions/extend/{originalTransactionId}") {
       [self] request in
       await serverAPI(request, environment) { app throws(ServerAPIError) in
-        guard let body = (try? JSONValue(parsing: request.body))?.objectValue else {
-          throw .generalBadRequest
-        }
-        guard let days = body["extendByDays"]?.int64Value, (1...90).contains(days) else {
-          throw .invalidExtendByDays
-        }
-        guard let reason = body["extendReasonCode"]?.int64Value, (0...3).contains(reason) else {
-          throw .invalidExtendReasonCode
-        }
-        guard let requestID = body["requestIdentifier"]?.stringValue, !requestID.isEmpty,
-          requestID.utf8.count <= 128
-        else { throw .invalidRequestIdentifier }
+        let (_, days, _) = try Self.extensionRequest(request.body)
         let id = request.pathParameters["originalTransactionId"] ?? ""
         let transaction = try mutateForServerAPI { state throws(ServerAPIError) -> Transaction in
           guard let subscription = state.subscriptions[id], subscription.bundleID == app.bundleID,
@@ -216,6 +194,25 @@ extension AppStoreSimulator {
         return .object(object)
       }
     }
+  }
+
+  /// The fields both renewal-date extensions (one subscription, and all active subscribers)
+  /// validate as Apple documents them: `extendByDays` 1...90, `extendReasonCode` 0...3, a
+  /// `requestIdentifier` of 1 to 128 bytes; the body, for the fields only one of them reads.
+  static func extensionRequest(_ bytes: [UInt8]) throws(ServerAPIError) -> (
+    body: JSONObject, days: Int64, requestIdentifier: String
+  ) {
+    guard let body = (try? JSONValue(parsing: bytes))?.objectValue else { throw .generalBadRequest }
+    guard let days = body["extendByDays"]?.int64Value, (1...90).contains(days) else {
+      throw .invalidExtendByDays
+    }
+    guard let reason = body["extendReasonCode"]?.int64Value, (0...3).contains(reason) else {
+      throw .invalidExtendReasonCode
+    }
+    guard let requestID = body["requestIdentifier"]?.stringValue, !requestID.isEmpty,
+      requestID.utf8.count <= 128
+    else { throw .invalidRequestIdentifier }
+    return (body, days, requestID)
   }
 
   /// Runs a Server API write on the state (after processing what is due), queuing the
