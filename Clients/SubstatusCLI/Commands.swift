@@ -170,7 +170,7 @@ let commandTable: [CommandSpec] = [
     summary:
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
-] + signedDataCommands + accessModelCommands + eventCommands + trendsCommands
+] + signedDataCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -633,6 +633,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     if let output = try await executeAccessModel(command, context) { return output }
     if let output = try await executeEvents(command, context) { return output }
     if let output = try await executeTrends(command, context) { return output }
+    if let output = try await executeExport(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }

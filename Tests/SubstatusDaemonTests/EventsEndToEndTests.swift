@@ -243,6 +243,12 @@ final class EventReceiver: @unchecked Sendable {
     // The CLI lists the same log.
     let listed = try await Self.cli(daemon, key: admin, ["events", "list", app, "--user", "alice"])
     #expect(listed.contains("ONE_TIME_PURCHASED"))
+    // `export events` writes the whole log as NDJSON in log order, and CSV with a row per event.
+    let whole = try await Self.log(client, key: admin, app: app).map(\.eventID)
+    let exported = try await Self.cli(daemon, key: admin, ["export", "events", app])
+    #expect(try exported.split(separator: "\n").map { try Substatus_V1_Event(jsonString: String($0)).eventID } == whole)
+    let csv = try await Self.cli(daemon, key: admin, ["export", "events", app, "--format", "csv", "--since", startCursor])
+    #expect(csv.components(separatedBy: "\r\n").dropFirst().filter { !$0.isEmpty }.map { String($0.prefix { $0 != "," }) } == whole)
     // SIGTERM with the watch open: the stream ends and the daemon stops cleanly.
     client.transport.close()
     let (status, _) = daemon.stop()
