@@ -382,7 +382,7 @@ def delivery_only(args):
     `--compare REF` (scripts/bench_compare.py's build of the ref's substatusd, cached by its sha) or
     the substatusd in `--baseline DIR`; writes the subsection of BENCHMARKS.md unless `--print`."""
     import bench_e2e
-    for product in ["substatusd", "substatus"]:
+    for product in [] if args.no_build else ["substatusd", "substatus"]:
         subprocess.run(["swift", "build", "-c", "release", "--product", product], check=True)
     loadgen = bench_e2e.build_loadgen()
     ref_server, ref_name = None, None
