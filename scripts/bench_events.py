@@ -394,7 +394,7 @@ def delivery_only(args):
         ref_server, ref_name = os.path.join(args.baseline, "substatusd"), f"`{args.baseline}/substatusd`"
     this, ref = [], []
     for i in range(args.reps):
-        order = [None, ref_server] if i % 2 == 0 else [ref_server, None]
+        order = [None] if not ref_server else [None, ref_server] if i % 2 == 0 else [ref_server, None]
         for server in order:
             if server is None:
                 this.append(daemon_delivery(bench_e2e.RELEASE, loadgen, users=args.users) | {"build": "this"})
