@@ -391,7 +391,8 @@ def delivery_only(args):
         sha, build = bench_compare.ref_build(args.compare)
         ref_server, ref_name = os.path.join(build.release, "substatusd"), f"`{sha[:7]}`"
     elif args.baseline:
-        ref_server, ref_name = os.path.join(args.baseline, "substatusd"), f"`{args.baseline}/substatusd`"
+        ref_server = os.path.join(args.baseline, "substatusd")
+        ref_name = args.baseline_name or f"`{args.baseline}/substatusd`"
     this, ref = [], []
     for i in range(args.reps):
         order = [None] if not ref_server else [None, ref_server] if i % 2 == 0 else [ref_server, None]
@@ -421,6 +422,7 @@ def main():
     ap.add_argument("--users", type=int, default=4_000, help="--delivery: users imported (10 events each)")
     ap.add_argument("--compare", help="--delivery: interleave with this git ref's substatusd")
     ap.add_argument("--baseline", help="--delivery: interleave with the substatusd in this directory")
+    ap.add_argument("--baseline-name", help="--delivery: what the baseline is, in the table")
     ap.add_argument("--print", action="store_true", help="--delivery: print, do not write BENCHMARKS.md")
     args = ap.parse_args()
     os.chdir(ROOT)
