@@ -340,6 +340,7 @@ enum Schema {
         );
         """),
     webhookEnvironmentMigration,
+    webhookHeadsMigration,
   ]
 
   /// The newest schema version this build knows.
