@@ -289,7 +289,10 @@ let package = Package(
         "SubstatusClock",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
-    // A real `substatusd` on free ports and built executables run off the cooperative pool.
+    // The test kit of every suite that starts processes or waits: `waitUntil` (a condition with a
+    // bound, never a fixed sleep), `ChildProcess` (start, output to files, ready file, exit seen
+    // without blocking the cooperative pool, SIGTERM then SIGKILL, killed when dropped), a real
+    // `substatusd` on free ports, built executables run to their end.
     .target(
       name: "SubstatusProcessTestKit", path: "Tests/SubstatusProcessTestKit", swiftSettings: swiftSettings),
     // Runs the built `substatus` (and `substatusd`) executables, over real HTTP/2.
@@ -323,8 +326,11 @@ let package = Package(
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"], resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings),
-    // Child processes driven line by line (slow readers, streaming clients) for the HTTP tests.
-    .target(name: "HTTPTestSupport", path: "Tests/HTTPTestSupport", swiftSettings: swiftSettings),
+    // Child processes driven line by line (slow readers, streaming clients) for the HTTP tests;
+    // re-exports SubstatusProcessTestKit (the wait helper, the process launcher).
+    .target(
+      name: "HTTPTestSupport", dependencies: ["SubstatusProcessTestKit"], path: "Tests/HTTPTestSupport",
+      swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCWebGatewayTests",
       dependencies: ["RPCWebGateway", "HTTPServer", "HTTPTestSupport", "RPCCore", "SubstatusClock"],
