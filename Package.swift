@@ -235,6 +235,7 @@ let package = Package(
       name: "RPCHTTP2TransportTests",
       dependencies: [
         "RPCHTTP2Transport", "RPCWebProtocols", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubstatusClock", "CLinuxShims",
+        "SubstatusProcessTestKit",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
