@@ -269,7 +269,7 @@ let package = Package(
       name: "SubstatusDaemonTests",
       dependencies: [
         "SubstatusDaemon", "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "AppStoreSignedData", "SubstatusJSON", "ProtoGen",
-        "HTTPServer",
+        "HTTPServer", "SubstatusProcessTestKit",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
