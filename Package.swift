@@ -312,7 +312,9 @@ let package = Package(
     // Fault tests: SIGKILL under load, upstream faults (appstore-sim), disk full. Run the executables.
     .testTarget(
       name: "SubstatusFaultTests",
-      dependencies: ["SubstatusClient", "RPCCore", "SubstatusWire", "CSQLite", "substatusd", "appstore-sim"],
+      dependencies: [
+        "SubstatusClient", "RPCCore", "SubstatusWire", "CSQLite", "substatusd", "appstore-sim", "SubstatusProcessTestKit",
+      ],
       swiftSettings: swiftSettings),
     // Runs the built `substatus-alloc-budget` (not a dependency: see CAllocCounter) against
     // alloc-budgets.json.
