@@ -219,7 +219,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusJSONTests", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusWireTests", dependencies: ["SubstatusWire", "ProtoGen", "SubstatusJSON"],
+      name: "SubstatusWireTests", dependencies: ["SubstatusWire", "ProtoGen", "SubstatusJSON", "SubstatusProcessTestKit"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
@@ -324,7 +324,8 @@ let package = Package(
     .testTarget(
       name: "SubstatusFuzzRegressionTests", dependencies: ["SubstatusFuzzTargets", "AppStoreSignedData"], swiftSettings: swiftSettings),
     .testTarget(
-      name: "AppStoreSignedDataTests", dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain"],
+      name: "AppStoreSignedDataTests",
+      dependencies: ["AppStoreSignedData", "SubstatusJSON", "SubscriptionDomain", "SubstatusProcessTestKit"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
       name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"], resources: [.copy("Fixtures")],
@@ -348,7 +349,7 @@ let package = Package(
       name: "AppStoreSimulatorTests",
       dependencies: [
         "AppStoreSimulator", "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "SubstatusService",
-        "AppStoreSignedData",
+        "AppStoreSignedData", "SubstatusProcessTestKit",
       ],
       exclude: ["Fixtures"], swiftSettings: swiftSettings),
   ]
