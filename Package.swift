@@ -227,7 +227,7 @@ let package = Package(
       name: "SubstatusWireTests", dependencies: ["SubstatusWire", "ProtoGen", "SubstatusJSON", "SubstatusProcessTestKit"],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
-      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      name: "RPCCoreTests", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusProcessTestKit"],
       swiftSettings: swiftSettings),
     .testTarget(
       name: "RPCWebProtocolsTests", dependencies: ["RPCWebProtocols", "RPCCore", "SubstatusWire"],
