@@ -252,7 +252,10 @@ let package = Package(
       path: "Tests/StoreContractTesting", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubscriptionStorageTests",
-      dependencies: ["SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain", "StoreContractTesting"],
+      dependencies: [
+        "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain", "StoreContractTesting",
+        "SubstatusProcessTestKit",
+      ],
       swiftSettings: swiftSettings),
     // Live-database tests: start a PostgreSQL server and two substatusd instances.
     .testTarget(
