@@ -323,7 +323,10 @@ public enum SubstatusDaemon {
     // Events out: the changes by time alone (the scheduler wakes on its own: at due times on the
     // service clock, a periodic pass on the real clock), and a look at the log every second for
     // the watchers (events other instances sharing a PostgreSQL database wrote).
-    let transitions = EventTransitionScheduler(service: service)
+    // A catch-up pauses between batches only while calls wait (open WatchEvents streams do not).
+    let transitions = EventTransitionScheduler(
+      service: service,
+      callsInFlight: { max(0, transport.metrics.callsInFlight - service.eventMetrics.openWatchers) })
     let scheduling = Task { await transitions.run() }
     let dispatching = dispatcher.map { d in Task { await d.run() } }
     let polling = Task {
