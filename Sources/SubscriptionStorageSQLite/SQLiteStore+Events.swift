@@ -247,7 +247,7 @@ extension SQLiteStore {
     -> [LoggedEvent]
   {
     let n = Int64(EventLogRules.pageSize(limit))
-    let catalogs = eventCatalogs
+    let (catalogs, policies) = (eventCatalogs, summaryPolicies)
     return try await writer.write { db throws(StoreError) in
       let due = try db.all(EventQueries.dueSchedules, [.int(atMs), .int(n)]) {
         r throws(StoreError) in
@@ -262,12 +262,16 @@ extension SQLiteStore {
       }
       var appended: [LoggedEvent] = []
       for (key, user, schedule, hasGaps) in due {
+        let catalog = try Self.catalog(db, user.appId, catalogs)
+        let (state, gaps) = (try Self.purchaseState(db, key), hasGaps ? try Self.ownershipGaps(db, key) : [])
         let derived = UserEventDerivation.transitions(
-          user: user, catalog: try Self.catalog(db, user.appId, catalogs),
-          state: try Self.purchaseState(db, key), atMs: atMs, schedule: schedule,
-          gaps: hasGaps ? try Self.ownershipGaps(db, key) : [])
+          user: user, catalog: catalog, state: state, atMs: atMs, schedule: schedule, gaps: gaps)
         try Self.saveSchedule(db, key, derived.schedule)
         appended += try Self.appendEvents(db, derived.events, key: key)
+        // Time changed the user's answers: its summary is refreshed here, not by the next read.
+        try Self.storeSummary(
+          db, user: user, key: key, state: state, gaps: gaps, atMs: atMs, catalog: catalog,
+          policy: try Self.policy(db, user.appId, policies))
       }
       return appended
     }
