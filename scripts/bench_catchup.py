@@ -14,7 +14,9 @@ For each build and round:
    and calls/s while the scheduler appends; the transition events appended by the end of the load
    (`substatus_events_appended_total{source="transition"}`);
 2. then the same server is left until its scheduler has appended nothing for 6 s (the time the
-   whole catch-up took is printed), and the same load runs again: "idle".
+   whole catch-up took is printed), and the same load runs again: "idle";
+3. "with no calls": another fresh copy, no load at all, the time until the scheduler has caught up
+   (an idle server catches up flat out: its scheduler pauses only while calls are in flight).
 
 Builds and rounds are interleaved (A B A B ...), so the machine's load falls on both alike.
 
@@ -80,10 +82,20 @@ def one_round(label, binary, cached, work, loadgen, clock_url, args):
         total, waited = caught_up(server.http)
         idle = bench_e2e.load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", *common)
         # The catch-up ended about 6 s (the quiet wait) before the wait did.
-        return {"build": label, "catch_up": busy, "idle": idle, "events_during_load": during,
-                "events_total": total, "catch_up_s": time.time() - started - idle["secs"] - 6}
+        result = {"build": label, "catch_up": busy, "idle": idle, "events_during_load": during,
+                  "events_total": total, "catch_up_s": time.time() - started - idle["secs"] - 6}
     finally:
         server.stop()
+    # 3. The same catch-up with no calls at all, on another fresh copy: how long it takes flat out.
+    server = bench_e2e.Server(cached, work, extra=extra, binary=binary)
+    try:
+        started = time.time()
+        quiet_total, waited = caught_up(server.http)
+        result["no_calls_events_total"] = quiet_total
+        result["no_calls_catch_up_s"] = waited - 6
+    finally:
+        server.stop()
+    return result
 
 
 def main():
@@ -121,13 +133,14 @@ def main():
     busy = (busy_end[0] - busy_start[0]) / max(1e-9, busy_end[1] - busy_start[1]) * 100
     print(f"\nload average {load_start:.1f} -> {load_end:.1f}; both CPUs {busy:.0f} % busy over the run")
     print("| build | round | p99 catching up (ms) | p99 idle (ms) | ratio | calls/s catching up | calls/s idle | "
-          "transition events by the load's end | in all | catch-up took (s) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "transition events by the load's end | in all | catch-up took (s) | with no calls (s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n, x in enumerate(results):
         c, i = x["catch_up"], x["idle"]
         print(f"| {x['build']} | {n // len(builds) + 1} | {c['p99_us'] / 1000:.2f} | {i['p99_us'] / 1000:.2f} | "
               f"{c['p99_us'] / i['p99_us']:.2f} | {c['calls_per_s']:.0f} | {i['calls_per_s']:.0f} | "
-              f"{x['events_during_load']} | {x['events_total']} | ~{x['catch_up_s']:.0f} |")
+              f"{x['events_during_load']} | {x['events_total']} | ~{x['catch_up_s']:.0f} | "
+              f"~{x['no_calls_catch_up_s']:.0f} ({x['no_calls_events_total']} events) |")
     for label, _ in builds:
         ratios = [x["catch_up"]["p99_us"] / x["idle"]["p99_us"] for x in results if x["build"] == label]
         print(f"{label}: median p99 ratio (catching up / idle) {statistics.median(ratios):.2f}")

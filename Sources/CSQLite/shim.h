@@ -1,5 +1,5 @@
 #pragma once
 #include <sqlite3.h>
 
-/// SQLITE_TRANSIENT is a cast macro that does not import into Swift.
-static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }
+/// SQLITE_STATIC is a cast macro that does not import into Swift.
+static inline sqlite3_destructor_type csqlite_static(void) { return SQLITE_STATIC; }

@@ -53,7 +53,7 @@ struct Timeline {
     self.catalog = catalog
     let transactions =
       history.transactionsAreMerged
-      ? history.transactions.sorted(by: Transaction.inPurchaseOrder) : Transaction.merged(history.transactions)
+      ? Timeline.inPurchaseOrder(history.transactions) : Transaction.merged(history.transactions)
     self.transactions = transactions
     renewals = RenewalInfo.merged(history.renewals)
     fallbackRenewals = fallback.map { RenewalInfo.merged($0.renewals) } ?? []
@@ -103,6 +103,20 @@ struct Timeline {
       transactions: transactions, kinds: kinds, renewals: renewals, fallbackRenewals: fallbackRenewals,
       latestPurchase: latest, fallbackLatestPurchase: fallbackLatest, nextPurchaseInSubscription: nextPurchase,
       catalog: catalog)
+  }
+
+  /// `transactions` sorted by ``Transaction/inPurchaseOrder(_:_:)`` (stable), as
+  /// `sorted(by:)` sorts them; positions are sorted and each transaction moved once (sorting the
+  /// array itself moves its elements, a dozen strings each, many times), and a store's rows already
+  /// in that order are taken as they are.
+  static func inPurchaseOrder(_ transactions: [Transaction]) -> [Transaction] {
+    // Ids are compared only on equal dates.
+    func before(_ a: Int, _ b: Int) -> Bool {
+      let (dateA, dateB) = (transactions[a].purchaseDate, transactions[b].purchaseDate)
+      return dateA != dateB ? dateA < dateB : transactions[a].transactionId < transactions[b].transactionId
+    }
+    if transactions.indices.dropFirst().allSatisfy({ !before($0, $0 - 1) }) { return transactions }
+    return transactions.indices.sorted(by: before).map { transactions[$0] }
   }
 
   static func kind(of t: Transaction, catalog: Catalog) -> PurchaseKind {

@@ -506,12 +506,17 @@ public struct EventDerivation: Sendable {
   }
 
   /// Apple's time order; at one instant a fixed order of types, then the id.
+  /// Positions are sorted and each event moved once (an event is a dozen strings; a write's
+  /// events usually come in that order already and are returned as they are).
   static func ordered(_ events: [SubscriptionEvent]) -> [SubscriptionEvent] {
-    events.sorted {
-      if $0.occurredMs != $1.occurredMs { return $0.occurredMs < $1.occurredMs }
-      let (a, b) = (rank($0.type), rank($1.type))
-      return a != b ? a < b : $0.eventId < $1.eventId
+    func before(_ i: Int, _ j: Int) -> Bool {
+      let (x, y) = (events[i].occurredMs, events[j].occurredMs)
+      if x != y { return x < y }
+      let (a, b) = (rank(events[i].type), rank(events[j].type))
+      return a != b ? a < b : events[i].eventId < events[j].eventId
     }
+    if events.indices.dropFirst().allSatisfy({ !before($0, $0 - 1) }) { return events }
+    return events.indices.sorted(by: before).map { events[$0] }
   }
 
   private static func rank(_ type: SubscriptionEventType) -> Int {

@@ -97,6 +97,8 @@ extension InMemoryStore {
           atMs: atMs, schedule: schedule, gaps: s.gaps[user] ?? [])
         s.eventLog.schedules[user] = derived.schedule
         appended += s.eventLog.append(derived.events)
+        // Time changed the user's answers: its summary is refreshed here, not by the next read.
+        Self.storeSummary(of: user, atMs: atMs, in: &s)
       }
       return appended
     }

@@ -509,7 +509,7 @@ public final class InMemoryStore: Store {
 
   /// Stores the user's summary of its data and gaps in the state at `atMs`, with a new stamp (a
   /// user without data has none).
-  private static func storeSummary(of user: UserKey, atMs: Int64, in s: inout State) {
+  static func storeSummary(of user: UserKey, atMs: Int64, in s: inout State) {
     guard let data = s.users[user], let app = s.apps[user.appId] else {
       s.summaries[user] = nil
       return

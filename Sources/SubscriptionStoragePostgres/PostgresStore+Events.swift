@@ -201,20 +201,31 @@ extension PostgresStore {
     let catalogs = eventCatalogs
     return try await pool.transaction { db throws(StoreError) in
       var pending: [PendingEvents] = []
+      var refreshed: [(key: Int64, appId: String, state: UserPurchaseState, gaps: [OwnershipGap], catalog: Catalog)] = []
       for r in try db.query(PostgresEventQueries.claimDueSchedules, [.int(atMs), .int(n)]) {
         guard let environment = Environment(rawValue: r.text(2)) else {
           throw StoreError(.corrupt, "user of app \(r.text(1)) has unknown environment \(r.text(2))")
         }
         let key = r.int(0)
         let user = UserKey(appId: r.text(1), environment: environment, userId: r.text(3))
+        let catalog = try Self.catalog(db, user.appId, catalogs)
+        let (state, gaps) = (try Self.purchaseState(db, key), r.bool(6) ? try Self.ownershipGaps(db, key) : [])
         let derived = UserEventDerivation.transitions(
-          user: user, catalog: try Self.catalog(db, user.appId, catalogs),
-          state: try Self.purchaseState(db, key), atMs: atMs,
-          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)),
-          gaps: r.bool(6) ? try Self.ownershipGaps(db, key) : [])
+          user: user, catalog: catalog, state: state, atMs: atMs,
+          schedule: EventSchedule(loggedThroughMs: r.int(4), nextTransitionMs: r.optionalInt(5)), gaps: gaps)
         try Self.saveSchedule(db, key, derived.schedule)
         pending.append(PendingEvents(key: key, events: derived.events))
+        refreshed.append((key, user.appId, state, gaps, catalog))
       }
+      // Time changed these users' answers: their summaries are refreshed here (the claim holds
+      // their rows), not by the next read.
+      let policies = try Self.appPolicies(db, Set(refreshed.map(\.appId)))
+      try Self.storeSummaries(
+        db,
+        refreshed.map { u in
+          (u.key, UserSummaryRows.summary(
+            of: u.state, gaps: u.gaps, catalog: u.catalog, policy: policies[u.appId]?.policy ?? .default, atMs: atMs))
+        })
       return try Self.appendEvents(db, pending)
     }
   }

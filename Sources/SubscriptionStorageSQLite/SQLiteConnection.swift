@@ -128,24 +128,52 @@ final class SQLiteConnection: @unchecked Sendable {
     return statement
   }
 
-  private func bind(_ statement: OpaquePointer, _ values: [SQLValue]) throws(StoreError) {
-    for (i, value) in values.enumerated() {
-      let index = Int32(i + 1)
-      let rc: Int32
-      switch value {
-      case .int(let v): rc = sqlite3_bind_int64(statement, index, v)
-      case .text(let s): rc = sqlite3_bind_text(statement, index, s, -1, csqlite_transient())
-      case .blob(let b):
-        rc = b.withUnsafeBytes { raw in
-          // A zero-length blob still needs a non-NULL pointer to be a blob, not NULL.
-          sqlite3_bind_blob(
-            statement, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-            Int32(b.count), csqlite_transient())
-        }
-      case .null: rc = sqlite3_bind_null(statement, index)
+  /// Binds `values[index...]` to `statement` and runs `body` while they are bound. Text and blobs
+  /// are bound `SQLITE_STATIC`, without a copy: each is bound inside the scope that lends its
+  /// bytes, and `body` (which steps the statement) runs innermost, so the bytes outlive every step;
+  /// the caller resets the statement and clears its bindings before anything else uses it.
+  private func withBindings(
+    _ statement: OpaquePointer, _ values: [SQLValue], from index: Int, _ body: () throws(StoreError) -> Void
+  ) throws(StoreError) {
+    guard index < values.count else { return try body() }
+    let position = Int32(index + 1)
+    var failure: StoreError?
+    switch values[index] {
+    case .int(let v):
+      try check(sqlite3_bind_int64(statement, position, v), position)
+      return try withBindings(statement, values, from: index + 1, body)
+    case .null:
+      try check(sqlite3_bind_null(statement, position), position)
+      return try withBindings(statement, values, from: index + 1, body)
+    case .text(var s):
+      s.withUTF8 { utf8 in
+        do throws(StoreError) {
+          // An empty string still needs a non-NULL pointer to be text, not NULL.
+          let bytes = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+          try check(
+            sqlite3_bind_text(
+              statement, position, bytes.assumingMemoryBound(to: CChar.self), Int32(utf8.count),
+              csqlite_static()), position)
+          try withBindings(statement, values, from: index + 1, body)
+        } catch { failure = error }
       }
-      guard rc == SQLITE_OK else { throw fail(rc, "binding parameter \(index)") }
+    case .blob(let b):
+      b.withUnsafeBytes { raw in
+        do throws(StoreError) {
+          // A zero-length blob still needs a non-NULL pointer to be a blob, not NULL.
+          try check(
+            sqlite3_bind_blob(
+              statement, position, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count),
+              csqlite_static()), position)
+          try withBindings(statement, values, from: index + 1, body)
+        } catch { failure = error }
+      }
     }
+    if let failure { throw failure }
+  }
+
+  private func check(_ rc: Int32, _ position: Int32) throws(StoreError) {
+    guard rc == SQLITE_OK else { throw fail(rc, "binding parameter \(position)") }
   }
 
   /// Runs `sql` with `values`, calling `row` for each result row.
@@ -154,18 +182,20 @@ final class SQLiteConnection: @unchecked Sendable {
   ) throws(StoreError) {
     let statement = try prepared(sql)
     defer {
+      // The bound bytes' scopes have ended: resetting and clearing read none of them.
       sqlite3_reset(statement)
       sqlite3_clear_bindings(statement)
     }
-    try bind(statement, values)
-    while true {
-      let rc = sqlite3_step(statement)
-      if rc == SQLITE_ROW {
-        try row(SQLRow(statement: statement))
-      } else if rc == SQLITE_DONE {
-        return
-      } else {
-        throw fail(rc, "running \(sql.prefix(60))")
+    try withBindings(statement, values, from: 0) { () throws(StoreError) in
+      while true {
+        let rc = sqlite3_step(statement)
+        if rc == SQLITE_ROW {
+          try row(SQLRow(statement: statement))
+        } else if rc == SQLITE_DONE {
+          return
+        } else {
+          throw fail(rc, "running \(sql.prefix(60))")
+        }
       }
     }
   }

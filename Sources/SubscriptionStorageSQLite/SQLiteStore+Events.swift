@@ -19,10 +19,19 @@ enum EventQueries {
     """
   static let productPayloads = "SELECT payload FROM products WHERE app_id = ? ORDER BY product_id"
   static let catalogVersion = "SELECT catalog_version FROM apps WHERE app_id = ?"
-  static let insertEvent = """
-    INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload)
-    VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user_key, event_id) DO NOTHING
-    """
+  /// The most events one insert statement takes (``insertEvents(_:)``).
+  static let insertChunk = 16
+  /// Inserts `count` events (7 values each), skipping the ids already logged, and returns the
+  /// sequence and id of each one inserted. Prepared once per count (at most ``insertChunk``).
+  static func insertEvents(_ count: Int) -> String {
+    precondition((1...insertChunk).contains(count))
+    return insertEventsStatements[count - 1]
+  }
+  private static let insertEventsStatements = (1...insertChunk).map { count in
+    "INSERT INTO events(event_id, app_id, user_key, environment, type, occurred_ms, payload) VALUES"
+      + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
+      + " ON CONFLICT(user_key, event_id) DO NOTHING RETURNING sequence, event_id"
+  }
   static let schedule =
     "SELECT logged_through_ms, next_transition_ms FROM event_schedules WHERE user_key = ?"
   static let upsertSchedule = """
@@ -85,17 +94,17 @@ extension SQLiteStore {
 
   /// Derives the events of a write of the user's data from `before` to `after` at `atMs` (of what
   /// the user owns, with its ownership gaps before and after the write), appends the new ones and records the user's schedule,
-  /// in the write's transaction.
+  /// in the write's transaction. `catalog` is the app's as the transaction sees it (``catalog(_:_:_:)``).
   static func logEvents(
     _ db: SQLiteConnection, user: UserKey, key: Int64, before: UserPurchaseState,
-    after: UserPurchaseState, atMs: Int64, catalogs: EventCatalogCache,
+    after: UserPurchaseState, atMs: Int64, catalog: Catalog,
     gapsBefore: [OwnershipGap] = [], gapsAfter: [OwnershipGap] = []
   ) throws(StoreError) -> [LoggedEvent] {
     let schedule = try db.first(EventQueries.schedule, [.int(key)]) {
       EventSchedule(loggedThroughMs: $0.int(0), nextTransitionMs: $0.optionalInt(1))
     }
     let derived = UserEventDerivation.write(
-      user: user, catalog: try catalog(db, user.appId, catalogs), before: before, after: after,
+      user: user, catalog: catalog, before: before, after: after,
       atMs: atMs, schedule: schedule, gapsBefore: gapsBefore, gapsAfter: gapsAfter)
     try saveSchedule(db, key, derived.schedule)
     return try appendEvents(db, derived.events, key: key)
@@ -116,19 +125,37 @@ extension SQLiteStore {
     try db.run("DELETE FROM event_schedules WHERE user_key = ?", [.int(key)])
   }
 
-  /// Inserts the events whose ids are not logged yet (the UNIQUE index decides), in order.
+  /// Inserts the events whose ids are not logged yet (the UNIQUE index decides), in order: up to
+  /// ``EventQueries/insertChunk`` events per statement (one step, one statement journal, one
+  /// update of the sequence counter for all of them), the appended ones returned by the statement.
   static func appendEvents(_ db: SQLiteConnection, _ events: [SubscriptionEvent], key: Int64)
     throws(StoreError) -> [LoggedEvent]
   {
     var appended: [LoggedEvent] = []
-    for e in events {
-      try db.run(
-        EventQueries.insertEvent,
-        [
-          .text(e.eventId), .text(e.appId), .int(key), .text(e.environment.rawValue),
-          .text(e.type.rawValue), .int(e.occurredMs), .blob(PayloadCodec.encode(e)),
-        ])
-      if db.changes == 1 { appended.append(LoggedEvent(sequence: db.lastInsertRowID, event: e)) }
+    var start = events.startIndex
+    while start < events.endIndex {
+      let chunk = events[start..<min(start + EventQueries.insertChunk, events.endIndex)]
+      start = chunk.endIndex
+      var values: [SQLValue] = []
+      values.reserveCapacity(chunk.count * 7)
+      for e in chunk {
+        values += [
+          .text(e.eventId), .text(e.appId), .int(key), .text(e.environment.rawValue), .text(e.type.rawValue),
+          .int(e.occurredMs), .blob(PayloadCodec.encode(e)),
+        ]
+      }
+      // The rows are inserted in the chunk's order (so are their sequences); the returned ones
+      // are matched by id, since SQLite does not promise the order of RETURNING rows.
+      var sequences: [String: Int64] = [:]
+      try db.query(EventQueries.insertEvents(chunk.count), values) { r throws(StoreError) in
+        sequences[r.text(1)] = r.int(0)
+      }
+      for e in chunk {
+        // A second event with the same id in the chunk was not inserted (its first was).
+        if let sequence = sequences.removeValue(forKey: e.eventId) {
+          appended.append(LoggedEvent(sequence: sequence, event: e))
+        }
+      }
     }
     return appended
   }
@@ -220,7 +247,7 @@ extension SQLiteStore {
     -> [LoggedEvent]
   {
     let n = Int64(EventLogRules.pageSize(limit))
-    let catalogs = eventCatalogs
+    let (catalogs, policies) = (eventCatalogs, summaryPolicies)
     return try await writer.write { db throws(StoreError) in
       let due = try db.all(EventQueries.dueSchedules, [.int(atMs), .int(n)]) {
         r throws(StoreError) in
@@ -235,12 +262,16 @@ extension SQLiteStore {
       }
       var appended: [LoggedEvent] = []
       for (key, user, schedule, hasGaps) in due {
+        let catalog = try Self.catalog(db, user.appId, catalogs)
+        let (state, gaps) = (try Self.purchaseState(db, key), hasGaps ? try Self.ownershipGaps(db, key) : [])
         let derived = UserEventDerivation.transitions(
-          user: user, catalog: try Self.catalog(db, user.appId, catalogs),
-          state: try Self.purchaseState(db, key), atMs: atMs, schedule: schedule,
-          gaps: hasGaps ? try Self.ownershipGaps(db, key) : [])
+          user: user, catalog: catalog, state: state, atMs: atMs, schedule: schedule, gaps: gaps)
         try Self.saveSchedule(db, key, derived.schedule)
         appended += try Self.appendEvents(db, derived.events, key: key)
+        // Time changed the user's answers: its summary is refreshed here, not by the next read.
+        try Self.storeSummary(
+          db, user: user, key: key, state: state, gaps: gaps, atMs: atMs, catalog: catalog,
+          policy: try Self.policy(db, user.appId, policies))
       }
       return appended
     }

@@ -598,7 +598,6 @@ extension SQLiteStore: Store {
       policies[update.user.appId] = try OwnershipPolicy.read(db, update.user.appId)
     }
     var summary = IngestSummary()
-    // Per app, the catalog and policy the summaries are computed with, read once per commit.
     var summaryInputs: [String: (catalog: Catalog, policy: EligibilityPolicy)] = [:]
     for submitted in batch {
       let user = submitted.user
@@ -661,20 +660,22 @@ extension SQLiteStore: Store {
         }
         if isCountedChange(r.version, replacing: old) { summary.renewalInfosWritten += 1 }
       }
-      if changed, let catalogs {
-        summary.eventsAppended += try logEvents(
-          db, user: update.user, key: key, before: before, after: state, atMs: atMs,
-          catalogs: catalogs, gapsBefore: gapsBefore, gapsAfter: tracked ? try ownershipGaps(db, key) : []
-        ).count
-      }
-      let made = summary.transfers[madeBefore...]
-      // The summaries of every user whose data or ownership the update changed, in its commit.
+      // Per app, the catalog (events and summaries) and the policy (summaries), read once per commit.
       if summaryInputs[user.appId] == nil {
         summaryInputs[user.appId] = (try catalog(db, user.appId, summaryCatalogs), try policy(db, user.appId, summaryPolicies))
       }
       let (summaryCatalog, appPolicy) = summaryInputs[user.appId]!
+      let gapsAfter = tracked ? try ownershipGaps(db, key) : []
+      if changed, catalogs != nil {
+        summary.eventsAppended += try logEvents(
+          db, user: update.user, key: key, before: before, after: state, atMs: atMs,
+          catalog: summaryCatalog, gapsBefore: gapsBefore, gapsAfter: gapsAfter
+        ).count
+      }
+      let made = summary.transfers[madeBefore...]
+      // The summaries of every user whose data or ownership the update changed, in its commit.
       try storeSummary(
-        db, user: update.user, key: key, state: state, gaps: tracked ? try ownershipGaps(db, key) : [],
+        db, user: update.user, key: key, state: state, gaps: gapsAfter,
         atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
       var summarized: Set<String> = [update.user.userId]
       for transfer in made {
@@ -686,8 +687,8 @@ extension SQLiteStore: Store {
             atMs: atMs, catalog: summaryCatalog, policy: appPolicy)
         }
       }
-      if !made.isEmpty, let catalogs {
-        try PurchaseOwnership.logTransferEvents(made, catalog: try catalog(db, user.appId, catalogs), log: &ledger)
+      if !made.isEmpty, catalogs != nil {
+        try PurchaseOwnership.logTransferEvents(made, catalog: summaryCatalog, log: &ledger)
         summary.eventsAppended += ledger.eventsAppended
       }
     }

@@ -331,7 +331,9 @@ public enum SubstatusDaemon {
     // real clock (work that does not end in time is cancelled, then left behind: logged, exit
     // status 1); the store closes last (the `defer` above).
     let group = ServiceGroup(
-      background: backgroundServices(configuration, service: service, dispatcher: dispatcher, clock: clock)
+      background: backgroundServices(
+        configuration, service: service, dispatcher: dispatcher, clock: clock,
+        callsInFlight: { max(0, transport.metrics.callsInFlight - service.eventMetrics.openWatchers) })
         + [
           .init("the memory return", ClosureService(start: { memory.start(load: {
             let grpc = transport.metrics
@@ -393,12 +395,15 @@ public enum SubstatusDaemon {
   /// an interval of 0); stopped in the reverse order.
   static func backgroundServices(
     _ configuration: DaemonConfiguration, service: SubstatusService, dispatcher: WebhookDispatcher?,
-    clock: any ServiceClock
+    clock: any ServiceClock, callsInFlight: @escaping @Sendable () -> Int
   ) -> [ServiceGroup.Member] {
     var members: [ServiceGroup.Member] = []
     // Events out: the changes by time alone (the scheduler wakes on its own: at due times on the
-    // service clock, a periodic pass on the real clock); its pass in progress finishes.
-    members.append(.init("the transition scheduler", EventTransitionScheduler(service: service), stopWithin: .seconds(10)))
+    // service clock, a periodic pass on the real clock); its pass in progress finishes. A catch-up
+    // pauses between batches only while calls wait (`callsInFlight`: open WatchEvents streams do not count).
+    members.append(.init(
+      "the transition scheduler", EventTransitionScheduler(service: service, callsInFlight: callsInFlight),
+      stopWithin: .seconds(10)))
     // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
     // are due again after their lease.
     if let dispatcher {

@@ -19,10 +19,13 @@ import SubscriptionStorage
 ///
 /// **Catching up yields to calls.** After a restart (or a long store outage) tens of thousands of
 /// users can be due at once. A pass appends them in small batches (``Configuration-swift.struct/batchSize``
-/// users per store call, one short write transaction each) and pauses between batches on the wire
-/// clock for as long as its share allows (``Configuration-swift.struct/share``: with the default
-/// quarter, a batch that took 4 ms is followed by a 12 ms pause), so the catch-up never holds the
-/// store's writer or a CPU for long: calls keep their latency, and the catch-up still finishes.
+/// users per store call, one short write transaction each). While calls are in flight (the
+/// `callsInFlight` gauge given to ``init(service:configuration:callsInFlight:)``), it pauses between
+/// batches on the wire clock for as long as its share allows (``Configuration-swift.struct/share``:
+/// with the default quarter, a batch that took 4 ms is followed by a 12 ms pause), so the catch-up
+/// never holds the store's writer or a CPU for long: calls keep their latency, and the catch-up
+/// still finishes. With no call in flight it only yields its thread between batches: an idle
+/// server catches up at full speed. Without a gauge it always pauses.
 ///
 /// It depends on no other wake-up: the daemon's once-a-second signal for watchers also wakes it,
 /// harmlessly. A followed test clock that stands still (the simulator at `--time-scale 0`) never
@@ -85,11 +88,20 @@ public final class EventTransitionScheduler: Sendable {
   private let dueTimer: PeriodicJobTimer
   /// The pauses between a pass's batches, on real time (the environment's wire clock).
   private let pauseTimer: PeriodicJobTimer
+  /// The calls in flight now (the scheduler's own work is none of them); `nil`: unknown.
+  private let callsInFlight: (@Sendable () -> Int)?
 
-  /// Creates a scheduler; it does nothing until ``run()`` or ``appendDue()``.
-  public init(service: SubstatusService, configuration: Configuration = Configuration()) {
+  /// Creates a scheduler; it does nothing until ``run()`` or ``appendDue()``. `callsInFlight`
+  /// tells how many calls wait for the CPU and the store now (the daemon's: gRPC calls in flight
+  /// but open `WatchEvents` streams); while it is 0 a catch-up does not pause between batches.
+  /// `nil` (unknown): it always pauses.
+  public init(
+    service: SubstatusService, configuration: Configuration = Configuration(),
+    callsInFlight: (@Sendable () -> Int)? = nil
+  ) {
     self.service = service
     self.configuration = configuration
+    self.callsInFlight = callsInFlight
     self.passTimer = PeriodicJobTimer(clock: service.environment.wireClock)
     self.dueTimer = PeriodicJobTimer(clock: service.environment.clock)
     self.pauseTimer = PeriodicJobTimer(clock: service.environment.wireClock)
@@ -129,7 +141,8 @@ public final class EventTransitionScheduler: Sendable {
   }
 
   /// One pass: appends every transition due now (in batches, pausing between them for the
-  /// configuration's ``Configuration-swift.struct/share``), wakes watchers and the dispatcher.
+  /// configuration's ``Configuration-swift.struct/share`` while calls are in flight), wakes
+  /// watchers and the dispatcher.
   /// - Returns: the next recorded transition after the pass, `nil` when none (or the store failed:
   ///   the next pass tries again; failures are logged).
   @discardableResult
@@ -147,6 +160,11 @@ public final class EventTransitionScheduler: Sendable {
         guard let next = try await store.nextTransitionDueMs(), next <= service.environment.now(), !appended.isEmpty,
           !pauseTimer.isStopping
         else { break }
+        if let callsInFlight, callsInFlight() == 0 {
+          // Nothing waits: the next batch at once, after letting other tasks run.
+          await Task.yield()
+          continue
+        }
         // Yield: calls (and other writes) have the CPU and the store's writer until the next batch.
         await pauseTimer.wait(configuration.pause(after: took))
       }

@@ -38,7 +38,8 @@ enum SummaryFixture {
 
 extension StoreContract {
   /// summaries: written with each write (ingest, notification, transfer) at its time for the
-  /// app's catalog and policy, read for many users at once, deleted by erasure
+  /// app's catalog and policy, read for many users at once, refreshed by the transition
+  /// scheduler's passes, deleted by erasure
   static func summaryWrites(_ store: any Store) async throws {
     try await Fixture.seed(store)
     try await store.putProducts(appId: "a1", products: SummaryFixture.products)
@@ -103,6 +104,18 @@ extension StoreContract {
     _ = try await store.setPolicy(appId: "a1", policy: EligibilityPolicy(purchaseSharing: .transfer))
     let (_, newPolicy) = try await SummaryFixture.appView(store)
     #expect(rows["u2"]?.summary?.evaluation(catalog: catalog, policy: newPolicy, at: t0 + 300) == nil)
+
+    // The transition scheduler's pass over a user whose period ended refreshes its summary, at
+    // the pass's time, for the catalog and policy of then.
+    let passMs = t0 + 10_000
+    let transitions = try await store.appendDueTransitionEvents(atMs: passMs, limit: 100)
+    #expect(transitions.contains { $0.event.userId == "u2" })
+    let passed = try #require(try await SummaryFixture.stored(store, ["u2"])["u2"]?.summary)
+    #expect(passed.computedAtMs == passMs)
+    #expect(passed.fingerprint == SummaryFingerprint(catalog: catalog, policy: newPolicy).value)
+    #expect(
+      passed.evaluation(catalog: catalog, policy: newPolicy, at: passMs)
+        == (try await SummaryFixture.fromHistory(store, "u2", at: passMs)))
 
     // Erasure deletes them.
     _ = try await store.deleteUsers(appId: "a1", userIds: ["u1"])

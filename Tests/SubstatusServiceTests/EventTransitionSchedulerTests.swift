@@ -2,6 +2,7 @@ import Foundation
 import SubscriptionStorage
 import SubstatusClock
 import SubstatusWire
+import Synchronization
 import Testing
 @testable import SubstatusService
 
@@ -118,8 +119,8 @@ import Testing
     }
   }
 
-  /// A catch-up yields: with 40 users due at once and batches of 4, a pass appends one batch,
-  /// then pauses on the wire clock (which stands still here) before the next. A CheckEligibility
+  /// A catch-up yields: with 40 users due at once, batches of 4 and a call in flight, a pass
+  /// appends one batch, then pauses on the wire clock (which stands still here) before the next. A CheckEligibility
   /// issued then is answered while 36 users are still due; moving the wire clock by each pause
   /// lets the pass finish, every user's EXPIRED appended once. No timing is asserted: the pauses
   /// are waits on the manual wire clock.
@@ -133,7 +134,7 @@ import Testing
       }
       world.clock.advance(by: .milliseconds(2 * Self.hour))  // every period has ended: 40 users due
       let scheduler = EventTransitionScheduler(
-        service: h.service, configuration: .init(batchSize: 4, minPause: .milliseconds(1)))
+        service: h.service, configuration: .init(batchSize: 4, minPause: .milliseconds(1)), callsInFlight: { 1 })
       let wireSleepers = world.wireClock.sleeperCount
       let pass = Task { await scheduler.appendDue() }
       defer { pass.cancel() }
@@ -162,6 +163,43 @@ import Testing
       let expired = try await Self.expired(h, admin, app)
       #expect(expired.count == 40)
       #expect(Set(expired.map(\.userID)) == Set(users))
+    }
+  }
+
+  /// An idle server catches up at full speed: with no call in flight (the gauge says 0), the same
+  /// 40 users in batches of 4 are all appended by one pass that never waits on the wire clock
+  /// (which stands still here: one pause would stop the pass until the bound). Calls that come in
+  /// later make the next batches pause again (the test above).
+  @Test func anIdleServersCatchUpDoesNotPauseBetweenBatches() async throws {
+    let world = TestWorld(separateWireClock: true)
+    try await withService(world: world) { h in
+      let (admin, app) = try await h.makeTenantWithApp()
+      let users = (0..<40).map { "u\($0)" }
+      for (n, user) in users.enumerated() {
+        try await Self.importLapsing(h, admin, app, endsIn: Self.hour, user: user, transactionId: "\(8000 + n)")
+      }
+      world.clock.advance(by: .milliseconds(2 * Self.hour))  // every period has ended: 40 users due
+      let gaugeReads = Mutex(0)
+      let scheduler = EventTransitionScheduler(
+        service: h.service, configuration: .init(batchSize: 4, minPause: .milliseconds(1)),
+        callsInFlight: {
+          gaugeReads.withLock { $0 += 1 }
+          return 0
+        })
+      let pass = Task { await scheduler.appendDue() }
+      defer { pass.cancel() }
+      // Bounded: a pass that paused would wait for the wire clock, which never moves here.
+      let deadline = ContinuousClock.now + .seconds(10)
+      var expired: [Substatus_V1_Event] = []
+      while ContinuousClock.now < deadline {
+        expired = try await Self.expired(h, admin, app)
+        if expired.count == 40 { break }
+        try await Task.sleep(for: .milliseconds(5))
+      }
+      #expect(expired.count == 40, "one pass appended every batch without pausing")
+      #expect(Set(expired.map(\.userID)) == Set(users))
+      #expect(gaugeReads.withLock { $0 } >= 9, "the gauge is read between batches")
+      if expired.count == 40 { _ = await pass.value }
     }
   }
 
