@@ -340,6 +340,7 @@ enum Schema {
         );
         """),
     webhookEnvironmentMigration,
+    appAccountsMigration,
   ]
 
   /// The newest schema version this build knows.
