@@ -46,17 +46,25 @@ extension SQLiteStore: AppAccountStore {
     }
   }
 
+  static let appAccountColumns =
+    "SELECT user_id, app_transaction_id, original_purchase_ms, original_application_version, linked_ms, "
+    + "history_verified_ms FROM app_accounts "
+  static let oneAppAccountQuery = appAccountColumns + "WHERE app_id = ? AND environment = ? AND user_id = ?"
+
   /// See ``AppAccountStore/appAccounts(appId:environment:userIds:)``.
   public func appAccounts(appId: String, environment: Environment, userIds: [String]) async throws(StoreError)
     -> [String: AppAccountLink]
   {
     if userIds.isEmpty { return [:] }
+    // On the caller's thread when a reader is free (as the summaries' read): CheckEligibility
+    // asks this for its new customers.
     let sql =
-      "SELECT user_id, app_transaction_id, original_purchase_ms, original_application_version, linked_ms, "
-      + "history_verified_ms FROM app_accounts WHERE app_id = ? AND environment = ? AND user_id IN ("
-      + String(repeating: "?, ", count: userIds.count - 1) + "?)"
+      userIds.count == 1
+      ? Self.oneAppAccountQuery
+      : Self.appAccountColumns + "WHERE app_id = ? AND environment = ? AND user_id IN ("
+        + String(repeating: "?, ", count: userIds.count - 1) + "?)"
     let values: [SQLValue] = [.text(appId), .text(environment.rawValue)] + userIds.map { .text($0) }
-    let links = try await readers.read { db throws(StoreError) in
+    let links = try await readInline { db throws(StoreError) in
       try db.all(sql, values) { r in
         AppAccountLink(
           user: UserKey(appId: appId, environment: environment, userId: r.text(0)), appTransactionId: r.text(1),
