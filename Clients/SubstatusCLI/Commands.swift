@@ -70,6 +70,12 @@ let commandTable: [CommandSpec] = [
       OptionSpec(
         name: "--purchase-sharing", value: "share|transfer|keep-first",
         help: "who owns a purchase that several users submitted"),
+      OptionSpec(
+        name: "--paid-app-entitlement", value: "ID",
+        help: "the named entitlement of those who got the app before --paid-app-before (empty: none)"),
+      OptionSpec(
+        name: "--paid-app-before", value: "YYYY-MM-DD|VERSION",
+        help: "the AppTransaction's original purchase day or version the entitlement needs to be before"),
     ],
     summary: "change the app's eligibility policy (only the fields given)",
     details:
@@ -170,7 +176,7 @@ let commandTable: [CommandSpec] = [
     summary:
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
-] + signedDataCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
+] + signedDataCommands + appAccountCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -300,10 +306,22 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.purchaseSharing = sharing == "transfer" ? .transfer : sharing == "keep-first" ? .keepFirst : .share
       mask.append("purchase_sharing")
     }
+    let paidEntitlement = context.parsed.value("--paid-app-entitlement")
+    let paidBefore = context.parsed.value("--paid-app-before")
+    if paidEntitlement != nil || paidBefore != nil {
+      guard let paidEntitlement, paidEntitlement.isEmpty == (paidBefore ?? "").isEmpty else {
+        throw UsageError(
+          message: "--paid-app-entitlement and --paid-app-before go together (an empty --paid-app-entitlement alone clears it)",
+          command: command.name)
+      }
+      policy.paidAppEntitlementID = paidEntitlement
+      policy.paidAppBefore = paidBefore ?? ""
+      mask += ["paid_app_entitlement_id", "paid_app_before"]
+    }
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --paid-app-entitlement",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -630,6 +648,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
 
   default:
     if let output = try await executeSignedData(command, context) { return output }
+    if let output = try await executeAppAccount(command, context) { return output }
     if let output = try await executeAccessModel(command, context) { return output }
     if let output = try await executeEvents(command, context) { return output }
     if let output = try await executeTrends(command, context) { return output }
@@ -682,12 +701,15 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
           ? "SHARE" : Format.name(policy.purchaseSharing, prefix: "PURCHASE_SHARING_")
       ),
     ]
+    if !policy.paidAppEntitlementID.isEmpty {
+      fields.append(("paid app entitlement", "\(policy.paidAppEntitlementID) before \(policy.paidAppBefore)"))
+    }
   }
   report.fields(fields)
 }
 
 /// The original transactions a submission was refused (purchase sharing), if any.
-private func refusedTable(_ report: inout Report, _ refused: [Substatus_V1_RefusedOriginalTransaction]) {
+func refusedTable(_ report: inout Report, _ refused: [Substatus_V1_RefusedOriginalTransaction]) {
   guard !refused.isEmpty else { return }
   report.gap()
   report.table(
@@ -708,7 +730,7 @@ private func productTable(_ report: inout Report, _ products: [Substatus_V1_Prod
     }, empty: "no products")
 }
 
-private func statusTables(
+func statusTables(
   _ report: inout Report, _ groups: [Substatus_V1_GroupStatus],
   _ entitlements: [Substatus_V1_Entitlement]
 ) {

@@ -352,8 +352,11 @@ final class Transfer: @unchecked Sendable {
     set(CURLOPT_SSL_VERIFYHOST, 2)
     if let caFile = loop.caFile { set(CURLOPT_CAINFO, caFile) }
     // No Accept-Encoding: bodies arrive as sent and count against the limit as such.
-    if request.method == .post {
+    if request.method.hasBody {
+      // A PUT is sent as libcurl's POST (the same copied body and size) under another method
+      // name, so both share one path and one set of limits.
       set(CURLOPT_POST, 1)
+      if request.method != .post { set(CURLOPT_CUSTOMREQUEST, request.method.name) }
       ok = ok && ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)) == CURLE_OK
       // Copied by libcurl during the call.
       if request.body.isEmpty {
@@ -376,7 +379,7 @@ final class Transfer: @unchecked Sendable {
       list = curl_slist_append(list, "\(name): \(value)")
     }
     // libcurl would wait up to a second for `100 Continue` before sending a body over 1 KiB.
-    if request.method == .post { list = curl_slist_append(list, "Expect:") }
+    if request.method.hasBody { list = curl_slist_append(list, "Expect:") }
     headers = list
     ok = ok && ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) == CURLE_OK
     var overrides: UnsafeMutablePointer<curl_slist>?

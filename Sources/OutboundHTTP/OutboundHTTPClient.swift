@@ -43,15 +43,20 @@ public struct OutboundRequest: Sendable {
     public static let get = Method(name: "GET")
     /// `POST` (with ``OutboundRequest/body``).
     public static let post = Method(name: "POST")
+    /// `PUT` (with ``OutboundRequest/body``), as the App Store Server API's Set App Account Token
+    /// and Send Consumption Information take.
+    public static let put = Method(name: "PUT")
+    /// Whether the method sends ``OutboundRequest/body``.
+    var hasBody: Bool { self != .get }
   }
 
-  /// `GET` or `POST`.
+  /// `GET`, `POST` or `PUT`.
   public var method: Method
   /// The URL: `http://` or `https://` only.
   public var url: String
   /// Request headers, sent as given (no `Expect: 100-continue` is added).
   public var headers: [(String, String)]
-  /// The body, for `POST`.
+  /// The body, for `POST` and `PUT`.
   public var body: [UInt8]
   /// The total deadline: from the call to the last byte of the answer, whatever the receiver does
   /// (waiting for a connection slot, DNS, connecting, TLS, sending, a trickled answer).

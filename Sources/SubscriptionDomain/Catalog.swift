@@ -179,6 +179,10 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// Who owns an original transaction that several of the app's users submitted. Default
   /// ``PurchaseSharing/share``; a stored policy without it decodes as that.
   public var purchaseSharing: PurchaseSharing
+  /// The named entitlement of a paid app turned subscription (rule 24); `nil`: none. It changes
+  /// no evaluation (the service grants it from the user's Apple Account), so
+  /// ``SummaryFingerprint`` leaves it out.
+  public var paidAppEntitlement: PaidAppEntitlement?
 
   /// The scope of promotional-offer eligibility.
   public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
@@ -192,18 +196,19 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   public init(
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
     billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
-    purchaseSharing: PurchaseSharing = .share
+    purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil
   ) {
     self.refundsBlockIntro = refundsBlockIntro
     self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
     self.billingRetryEntitled = billingRetryEntitled
     self.promoScope = promoScope
     self.purchaseSharing = purchaseSharing
+    self.paidAppEntitlement = paidAppEntitlement
   }
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing
+    case purchaseSharing, paidAppEntitlement
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -214,6 +219,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     billingRetryEntitled = try c.decode(Bool.self, forKey: .billingRetryEntitled)
     promoScope = try c.decode(PromoScope.self, forKey: .promoScope)
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
+    paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
   }
 
   /// The defaults of docs/architecture.md rule 10.

@@ -138,6 +138,10 @@ public enum EligibilityReason: String, Sendable, Hashable, Codable, CaseIterable
   /// Win-back ineligible: the group's latest renewal info does not list the offer, or the group
   /// has none.
   case winBackNotOffered = "WIN_BACK_NOT_OFFERED"
+  /// Intro eligible, confirmed by Apple (rule 24): as ``newCustomer``, and the user's Apple
+  /// Account is known and its whole history, fetched from the App Store Server API by its
+  /// `appTransactionId`, is stored: no transaction of that account is in the group.
+  case newCustomerVerified = "NEW_CUSTOMER_VERIFIED"
 }
 
 /// One offer's answer: eligible or not, why, and the transaction that decided it.

@@ -28,7 +28,7 @@ extension Transaction {
   ///    first without the fields a merge fills in (``merging(_:)``), then with them.
   ///
   /// The fields a merge fills in (``merging(_:)``: price, currency, `revocationType`,
-  /// `appAccountToken`) play no part before that last step, so a stored copy that a merge filled
+  /// `appAccountToken`, `appTransactionId`) play no part before that last step, so a stored copy that a merge filled
   /// in ranks exactly as the copy that won it: merging copies one at a time into a stored row
   /// gives what ``merged(_:)`` gives of all of them, in any order.
   public func supersedes(_ other: Transaction) -> Bool {
@@ -50,13 +50,14 @@ extension Transaction {
 
   /// This copy without the fields a merge fills in from another copy when the winning copy lacks
   /// them (docs/architecture.md rule 14, "field by field"; see ``merging(_:)``): ``price`` with
-  /// ``currency``, ``rawRevocationType``, ``appAccountToken``.
+  /// ``currency``, ``rawRevocationType``, ``appAccountToken``, ``appTransactionId``.
   var withoutMergeFilledFields: Transaction {
     var copy = self
     copy.price = nil
     copy.currency = nil
     copy.rawRevocationType = nil
     copy.appAccountToken = nil
+    copy.appTransactionId = nil
     return copy
   }
 
@@ -111,6 +112,7 @@ extension Transaction {
       currency = other.currency
     case .revocationType: rawRevocationType = other.rawRevocationType
     case .appAccountToken: appAccountToken = other.appAccountToken
+    case .appTransactionId: appTransactionId = other.appTransactionId
     }
   }
 
@@ -120,6 +122,7 @@ extension Transaction {
     case .price: price != nil
     case .revocationType: rawRevocationType != nil
     case .appAccountToken: appAccountToken != nil
+    case .appTransactionId: appTransactionId != nil
     }
   }
 
@@ -185,6 +188,8 @@ enum MergeFilledField: CaseIterable {
   case revocationType
   /// ``Transaction/appAccountToken``.
   case appAccountToken
+  /// ``Transaction/appTransactionId`` (a verifyReceipt body or a V1 notification carries none).
+  case appTransactionId
 }
 
 extension RenewalInfo {

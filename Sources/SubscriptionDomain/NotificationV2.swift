@@ -227,6 +227,7 @@ extension Transaction {
     signedDate = try e.int64("signedDate")
     price = try e.int64("price")
     currency = try e.string("currency")
+    appTransactionId = try e.string("appTransactionId")
     self.notificationType = notificationType
   }
 }
@@ -261,6 +262,7 @@ extension RenewalInfo {
     recentSubscriptionStartDate = try e.int64("recentSubscriptionStartDate")
     eligibleWinBackOfferIds = try e.strings("eligibleWinBackOfferIds")
     signedDate = try e.int64("signedDate")
+    appTransactionId = try e.string("appTransactionId")
   }
 }
 

@@ -41,6 +41,10 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   /// ``appleClock``): a verifyReceipt body's `receipt.request_date_ms`, the latest instant a V1
   /// notification's body records. `nil` when unknown, and for signed data (its ``signedDate`` is that time).
   public var asOfDate: Int64?
+  /// Apple's `appTransactionId` (V2, App Store Server API 1.20): the Apple Account of the
+  /// subscription (https://developer.apple.com/documentation/appstoreserverapi/apptransactionid);
+  /// `nil` when the data carries none.
+  public var appTransactionId: String?
 
   /// Creates a renewal info; every field but the identifiers is optional.
   public init(
@@ -59,7 +63,8 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     recentSubscriptionStartDate: Int64? = nil,
     eligibleWinBackOfferIds: [String] = [],
     signedDate: Int64? = nil,
-    asOfDate: Int64? = nil
+    asOfDate: Int64? = nil,
+    appTransactionId: String? = nil
   ) {
     self.originalTransactionId = originalTransactionId
     self.productId = productId
@@ -77,6 +82,7 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     self.eligibleWinBackOfferIds = eligibleWinBackOfferIds
     self.signedDate = signedDate
     self.asOfDate = asOfDate
+    self.appTransactionId = appTransactionId
   }
 
   /// The auto-renew status; `nil` when absent or unknown (see ``rawAutoRenewStatus``).

@@ -82,7 +82,7 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   /// Per group (indexed like `facts`): the introductory answer for a product that has an intro
   /// offer, and the promotional answer. Every product of a group gets the same ones, so they are
   /// worked out once per evaluation, and answering a product copies no `GroupFacts`.
-  let introductoryAnswers: [OfferEligibility]
+  private(set) var introductoryAnswers: [OfferEligibility]
   let promotionalAnswers: [OfferEligibility]
 
   init(
@@ -107,6 +107,23 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
     }
     self.introductoryAnswers = introductoryAnswers
     self.promotionalAnswers = promotionalAnswers
+  }
+
+  /// Whether some group's introductory answer is ``EligibilityReason/newCustomer`` (no transaction
+  /// of the group is known).
+  public var hasNewCustomerAnswer: Bool { introductoryAnswers.contains { $0.reason == .newCustomer } }
+
+  /// This evaluation for a user whose Apple Account's whole history Apple answered and is stored
+  /// (rule 24, docs/architecture.md): every ``EligibilityReason/newCustomer`` introductory answer
+  /// is ``EligibilityReason/newCustomerVerified``, Apple's word that the account never bought in
+  /// the group (https://developer.apple.com/documentation/appstoreserverapi/get-transaction-history:
+  /// history by any id of the customer, the appTransactionId included).
+  public func withVerifiedAppleAccount() -> SubscriptionEvaluation {
+    var copy = self
+    for i in copy.introductoryAnswers.indices where copy.introductoryAnswers[i].reason == .newCustomer {
+      copy.introductoryAnswers[i].reason = .newCustomerVerified
+    }
+    return copy
   }
 
   /// The status of one group, if it is in the catalog or the history.

@@ -68,6 +68,11 @@ public struct Transaction: Sendable, Hashable, Codable {
   public var price: Int64?
   /// Apple's `currency` (V2 only): the ISO 4217 code of ``price``; `nil` when not known.
   public var currency: String?
+  /// Apple's `appTransactionId` (signed data only, App Store Server API 1.20): the Apple Account
+  /// that made or received the transaction, one id per account per app
+  /// (https://developer.apple.com/documentation/appstoreserverapi/apptransactionid). `nil` when
+  /// the data carries none (verifyReceipt, V1 notifications, older signed data).
+  public var appTransactionId: String?
 
   /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
   /// one initialization instead of a default one and 28 assignments).
@@ -78,7 +83,7 @@ public struct Transaction: Sendable, Hashable, Codable {
     revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
     isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
     bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?,
-    price: Int64?, currency: String?
+    price: Int64?, currency: String?, appTransactionId: String? = nil
   ) {
     self.transactionId = transactionId
     self.originalTransactionId = originalTransactionId
@@ -108,6 +113,7 @@ public struct Transaction: Sendable, Hashable, Codable {
     self.notificationType = notificationType
     self.price = price
     self.currency = currency
+    self.appTransactionId = appTransactionId
   }
 
   /// Creates a transaction; every field but the identifiers and the purchase date is optional.
@@ -139,7 +145,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     asOfDate: Int64? = nil,
     notificationType: String? = nil,
     price: Int64? = nil,
-    currency: String? = nil
+    currency: String? = nil,
+    appTransactionId: String? = nil
   ) {
     self.init(
       transactionId: transactionId, originalTransactionId: originalTransactionId ?? transactionId, productId: productId,
@@ -151,7 +158,7 @@ public struct Transaction: Sendable, Hashable, Codable {
       rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, asOfDate: asOfDate,
-      notificationType: notificationType, price: price, currency: currency)
+      notificationType: notificationType, price: price, currency: currency, appTransactionId: appTransactionId)
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).

@@ -22,6 +22,8 @@ public final class InMemoryStore: Store {
     var receipts: [UserKey: StoredReceipt] = [:]
     var inAppPurchaseKeys: [String: InAppPurchaseKey] = [:]
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
+    /// Each user's Apple Account (``AppAccountStore``).
+    var appAccounts: [UserKey: AppAccountLink] = [:]
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]
@@ -388,6 +390,7 @@ public final class InMemoryStore: Store {
           }
           if s.receipts.removeValue(forKey: user) != nil { erased.receipts += 1 }
           s.historySyncs[user] = nil
+          s.appAccounts[user] = nil
           s.gaps[user] = nil
           s.summaries[user] = nil
           s.eventLog.erase(user)

@@ -11,6 +11,8 @@
 // Format 2 appends `asOfDate` (rule 14's clock for unsigned copies) to both layouts; format 1
 // payloads, written before it existed, are still read (their `asOfDate` is unknown). Transaction
 // format 3 appends Apple's `price` and `currency`; format 1 and 2 payloads read with both unknown.
+// Transaction format 4 and renewal-info format 3 append Apple's `appTransactionId` (the Apple
+// Account, docs/architecture.md rule 24); older payloads read with it unknown.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
@@ -18,17 +20,22 @@ import SubscriptionDomain
 /// Encodes domain values for storage; `package` so every store implementation shares one format.
 package enum PayloadCodec {
   /// Format byte of the binary transaction layout written now.
-  package static let transactionFormat: UInt8 = 3
+  package static let transactionFormat: UInt8 = 4
   /// Format byte of the binary renewal-info layout written now.
-  package static let renewalInfoFormat: UInt8 = 2
+  package static let renewalInfoFormat: UInt8 = 3
   /// The first format, without `asOfDate` (read, never written).
   static let formatWithoutAsOfDate: UInt8 = 1
   /// The transaction format with `asOfDate` but without `price` and `currency` (read, never written).
   static let transactionFormatWithoutPrice: UInt8 = 2
+  /// The transaction format with `price` and `currency` but without `appTransactionId` (read,
+  /// never written).
+  static let transactionFormatWithoutAppTransactionId: UInt8 = 3
+  /// The renewal-info format with `asOfDate` but without `appTransactionId` (read, never written).
+  static let renewalInfoFormatWithoutAppTransactionId: UInt8 = 2
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  package static let transactionFieldCount = 28
+  package static let transactionFieldCount = 29
   /// Stored properties the renewal-info layout covers.
-  package static let renewalInfoFieldCount = 16
+  package static let renewalInfoFieldCount = 17
 
   package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
@@ -59,6 +66,7 @@ package enum PayloadCodec {
     w.int(t.asOfDate)
     w.int(t.price)
     w.string(t.currency)
+    w.string(t.appTransactionId)
     return w.bytes
   }
 
@@ -68,7 +76,9 @@ package enum PayloadCodec {
   ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == transactionFormat || format == transactionFormatWithoutPrice || format == formatWithoutAsOfDate
+    guard
+      format == transactionFormat || format == transactionFormatWithoutAppTransactionId
+        || format == transactionFormatWithoutPrice || format == formatWithoutAsOfDate
     else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
@@ -98,8 +108,9 @@ package enum PayloadCodec {
     let signedDate = try r.optionalInt()
     let notificationType = try r.interned()
     let asOfDate = format >= transactionFormatWithoutPrice ? try r.optionalInt() : nil
-    let price = format >= transactionFormat ? try r.optionalInt() : nil
-    let currency = format >= transactionFormat ? try r.optionalString() : nil
+    let price = format >= transactionFormatWithoutAppTransactionId ? try r.optionalInt() : nil
+    let currency = format >= transactionFormatWithoutAppTransactionId ? try r.optionalString() : nil
+    let appTransactionId = format >= transactionFormat ? try r.optionalString() : nil
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return Transaction(
       transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
@@ -111,7 +122,8 @@ package enum PayloadCodec {
       rawInAppOwnershipType: rawInAppOwnershipType, isUpgraded: isUpgraded, rawEnvironment: rawEnvironment,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: rawType,
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate,
-      asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency)
+      asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency,
+      appTransactionId: appTransactionId)
   }
 
   package static func encode(_ i: RenewalInfo) -> [UInt8] {
@@ -134,6 +146,7 @@ package enum PayloadCodec {
     for id in i.eligibleWinBackOfferIds { w.string(id) }
     w.int(i.signedDate)
     w.int(i.asOfDate)
+    w.string(i.appTransactionId)
     return w.bytes
   }
 
@@ -143,7 +156,8 @@ package enum PayloadCodec {
   {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == renewalInfoFormat || format == formatWithoutAsOfDate else {
+    guard format == renewalInfoFormat || format == renewalInfoFormatWithoutAppTransactionId || format == formatWithoutAsOfDate
+    else {
       throw StoreError(.corrupt, "stored renewal info has an unknown format")
     }
     var i = RenewalInfo(originalTransactionId: originalTransactionId, productId: try r.string())
@@ -166,7 +180,8 @@ package enum PayloadCodec {
     for _ in 0..<count { ids.append(try r.string()) }
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
-    if format == renewalInfoFormat { i.asOfDate = try r.optionalInt() }
+    if format >= renewalInfoFormatWithoutAppTransactionId { i.asOfDate = try r.optionalInt() }
+    if format >= renewalInfoFormat { i.appTransactionId = try r.optionalString() }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }

@@ -290,6 +290,7 @@ enum PostgresSchema {
         );
         """),
     webhookEnvironmentMigration,
+    appAccountsMigration,
   ]
 
   /// The newest schema version this build knows.

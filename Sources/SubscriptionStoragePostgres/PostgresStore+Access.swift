@@ -134,6 +134,8 @@ extension PostgresStore {
         try db.run(
           "DELETE FROM history_syncs WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
         try db.run(
+          "DELETE FROM app_accounts WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
+        try db.run(
           "DELETE FROM ownership_transfers WHERE app_id = $1 AND (previous_user_id = $2 OR new_user_id = $2)",
           [.text(appId), .text(userId)])
       }

@@ -341,6 +341,7 @@ enum Schema {
         """),
     webhookEnvironmentMigration,
     webhookHeadsMigration,
+    appAccountsMigration,
   ]
 
   /// The newest schema version this build knows.

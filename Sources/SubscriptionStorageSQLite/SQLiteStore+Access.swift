@@ -123,6 +123,8 @@ extension SQLiteStore {
         try db.run(
           "DELETE FROM history_syncs WHERE app_id = ? AND user_id = ?", [.text(appId), .text(userId)])
         try db.run(
+          "DELETE FROM app_accounts WHERE app_id = ? AND user_id = ?", [.text(appId), .text(userId)])
+        try db.run(
           "DELETE FROM ownership_transfers WHERE app_id = ? AND (previous_user_id = ?2 OR new_user_id = ?2)",
           [.text(appId), .text(userId)])
       }

@@ -288,7 +288,10 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
     // from their histories a slice at a time (``evaluations(of:environment:_:at:rewrite:)``).
     let slice = Self.eligibilitySlice
     let evaluations = unique.isEmpty
-      ? [:] : try await self.evaluations(of: unique, environment: environment, cached, at: time, rewrite: atNow)
+      ? [:]
+      : try await verifyingNewCustomers(
+        try await self.evaluations(of: unique, environment: environment, cached, at: time, rewrite: atNow),
+        environment: environment, cached)
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
     response.users.reserveCapacity(request.queries.count)
@@ -360,7 +363,9 @@ extension SubstatusService {
     response.userID = request.userID
     response.groups = user.evaluation.groups.map(\.wire)
     response.entitlements = user.evaluation.entitlements.map(\.wire)
-    response.namedEntitlements = try namedEntitlements(user.evaluation, history: user.history, app: user.app, summary: user.summary)
+    response.namedEntitlements = try await grantingPaidApp(
+      try namedEntitlements(user.evaluation, history: user.history, app: user.app, summary: user.summary),
+      userId: request.userID, environment: user.environment, app: user.app, at: user.evaluation.time)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response
@@ -372,8 +377,10 @@ extension SubstatusService {
     var response = Substatus_V1_GetEntitlementsResponse()
     response.userID = request.userID
     response.entitlements = user.evaluation.entitlements.map(\.wire)
-    response.namedEntitlements = try namedEntitlements(
-      user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs, summary: user.summary)
+    response.namedEntitlements = try await grantingPaidApp(
+      try namedEntitlements(
+        user.evaluation, history: user.history, app: user.app, filter: request.entitlementIDs, summary: user.summary),
+      userId: request.userID, environment: user.environment, app: user.app, at: user.evaluation.time)
     response.asOfMs = user.evaluation.time
     response.environment = user.environment.wire
     return response

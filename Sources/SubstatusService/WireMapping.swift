@@ -136,6 +136,10 @@ extension EligibilityPolicy {
     p.billingRetryEntitled = billingRetryEntitled
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
+    if let paid = paidAppEntitlement {
+      p.paidAppEntitlementID = paid.entitlementId
+      p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
+    }
     return p
   }
 
@@ -144,7 +148,9 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
+      "paid_app_entitlement_id", "paid_app_before",
     ]
+    var paidApp = false
     let fields = mask.isEmpty ? all : mask
     for (n, f) in fields.enumerated() {
       switch f {
@@ -160,10 +166,13 @@ extension EligibilityPolicy {
         }
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
+      case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }
     }
+    // The entitlement and its cutoff are one setting: either names both (an empty id clears it).
+    if paidApp { out.paidAppEntitlement = try PaidAppEntitlement(wire: wire) }
     return out
   }
 }
@@ -207,6 +216,11 @@ extension SubscriptionDomain.Transaction {
     } else if t.currency.utf8.count != 3 || !t.currency.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) {
       throw invalidArgument("\(field).currency", "must be an ISO 4217 code such as USD")
     }
+    if !t.appTransactionID.isEmpty {
+      guard t.appTransactionID.utf8.count <= 64, t.appTransactionID.utf8.allSatisfy(Self.isASCIIAlphanumeric) else {
+        throw invalidArgument("\(field).app_transaction_id", "must be an App Store id (ASCII letters and digits, at most 64)")
+      }
+    }
     self.init(
       transactionId: t.transactionID,
       originalTransactionId: t.originalTransactionID.isEmpty ? nil : t.originalTransactionID,
@@ -231,7 +245,13 @@ extension SubscriptionDomain.Transaction {
       appAccountToken: t.appAccountToken.isEmpty ? nil : t.appAccountToken,
       signedDate: t.signedDateMs == 0 ? nil : t.signedDateMs,
       price: t.currency.isEmpty ? nil : t.priceMilliunits,
-      currency: t.currency.isEmpty ? nil : t.currency)
+      currency: t.currency.isEmpty ? nil : t.currency,
+      appTransactionId: t.appTransactionID.isEmpty ? nil : t.appTransactionID)
+  }
+
+  /// A byte of an App Store id: `0-9`, `A-Z`, `a-z`.
+  static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+    (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
   }
 
   var wire: Substatus_V1_Transaction {
@@ -259,6 +279,7 @@ extension SubscriptionDomain.Transaction {
     t.type = type?.wire ?? .unspecified
     t.appAccountToken = appAccountToken ?? ""
     t.signedDateMs = signedDate ?? 0
+    t.appTransactionID = appTransactionId ?? ""
     // On the wire a price is known only with its currency: both, or neither.
     if let price, let currency {
       t.priceMilliunits = price
@@ -275,6 +296,13 @@ extension RenewalInfo {
       throw invalidArgument("\(field).original_transaction_id", "must not be empty")
     }
     guard !r.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
+    if !r.appTransactionID.isEmpty {
+      guard r.appTransactionID.utf8.count <= 64,
+        r.appTransactionID.utf8.allSatisfy(SubscriptionDomain.Transaction.isASCIIAlphanumeric)
+      else {
+        throw invalidArgument("\(field).app_transaction_id", "must be an App Store id (ASCII letters and digits, at most 64)")
+      }
+    }
     self.init(
       originalTransactionId: r.originalTransactionID, productId: r.productID,
       autoRenewProductId: r.autoRenewProductID.isEmpty ? nil : r.autoRenewProductID,
@@ -288,7 +316,8 @@ extension RenewalInfo {
       renewalDate: r.renewalDateMs == 0 ? nil : r.renewalDateMs,
       recentSubscriptionStartDate: r.recentSubscriptionStartDateMs == 0 ? nil : r.recentSubscriptionStartDateMs,
       eligibleWinBackOfferIds: r.eligibleWinBackOfferIDs,
-      signedDate: r.signedDateMs == 0 ? nil : r.signedDateMs)
+      signedDate: r.signedDateMs == 0 ? nil : r.signedDateMs,
+      appTransactionId: r.appTransactionID.isEmpty ? nil : r.appTransactionID)
   }
 
   var wire: Substatus_V1_RenewalInfo {
@@ -307,6 +336,7 @@ extension RenewalInfo {
     r.offerID = offerIdentifier ?? ""
     r.eligibleWinBackOfferIDs = eligibleWinBackOfferIds
     r.recentSubscriptionStartDateMs = recentSubscriptionStartDate ?? 0
+    r.appTransactionID = appTransactionId ?? ""
     return r
   }
 }
@@ -490,6 +520,7 @@ extension EligibilityReason {
     case .unknownProduct: .unknownProduct
     case .winBackOffered: .winBackOffered
     case .winBackNotOffered: .winBackNotOffered
+    case .newCustomerVerified: .newCustomerVerified
     }
   }
 }

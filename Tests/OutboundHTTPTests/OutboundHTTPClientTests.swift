@@ -141,6 +141,32 @@ struct OutboundHTTPClientTests {
     #expect(client.metrics.requests["ok"] == 3)
   }
 
+  @Test("a PUT sends its method and body, shares the POST's connection and keeps the limits", arguments: [0, 5000])
+  func putSendsMethodAndBody(bodyBytes: Int) async throws {
+    let receiver = try await Receiver.start()
+    let client = OutboundHTTPClient()
+    defer { client.shutdown() }
+    var put = OutboundRequest(method: .put, url: receiver.url("/ok"), body: Array(repeating: 7, count: bodyBytes))
+    put.headers = [("Content-Type", "application/json")]
+    let response = try await client.send(put)
+    #expect(response.status == 200)
+    #expect(response.body == Array("ok".utf8))
+    // A POST and a GET after it on the same connection are sent as themselves.
+    _ = try await client.send(OutboundRequest(method: .post, url: receiver.url("/ok"), body: [1, 2, 3]))
+    _ = try await client.send(OutboundRequest(method: .get, url: receiver.url("/ok")))
+    var cut = OutboundRequest(method: .put, url: receiver.url("/endless"), body: [1])
+    cut.maxResponseBytes = 10_000
+    let truncated = try await client.send(cut)
+    #expect(truncated.truncated && truncated.body.count == 10_000)
+    try await waitUntil("four requests") { receiver.events.count { if case .request = $0 { true } else { false } } == 4 }
+    let requests = receiver.events.filter { if case .request = $0 { true } else { false } }
+    #expect(
+      requests == [
+        .request(1, method: "PUT", path: "/ok", bodyBytes: bodyBytes), .request(1, method: "POST", path: "/ok", bodyBytes: 3),
+        .request(1, method: "GET", path: "/ok", bodyBytes: 0), .request(1, method: "PUT", path: "/endless", bodyBytes: 1),
+      ])
+  }
+
   @Test("a body trickled a byte a second ends at the total deadline, and its connection is closed")
   func trickleEndsAtDeadline() async throws {
     let receiver = try await Receiver.start()

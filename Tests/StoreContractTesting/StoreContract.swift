@@ -132,6 +132,8 @@ public enum StoreContract {
     case summaryRewriteRace
     /// summaries: after random writes every stored summary answers as the history at every instant of its window
     case summaryProperty
+    /// Apple Accounts (rule 24).
+    case appAccounts
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -168,6 +170,7 @@ public enum StoreContract {
       case .receiptSchedule: "marking verified and rescheduling change the schedule; unknown receipts are not found"
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
+      case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
@@ -218,6 +221,7 @@ public enum StoreContract {
     case .receiptSchedule: try await receiptSchedule(store)
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     case .historySyncState: try await historySyncState(store)
+    case .appAccounts: try await appAccounts(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

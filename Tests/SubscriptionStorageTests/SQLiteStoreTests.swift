@@ -622,7 +622,7 @@ struct PayloadCodecTests {
       offerIdentifier: "promo", revocationDate: -5, isUpgraded: true, environment: .sandbox,
       webOrderLineItemId: "w1", quantity: 3, bundleId: "com.x", appAccountToken: "tok",
       signedDate: Int64.max, asOfDate: 1_700_000_000_001, notificationType: "REFUND", price: 9_990,
-      currency: "EUR")
+      currency: "EUR", appTransactionId: "704289572311810221")
     t.rawOfferType = 2
     t.rawOfferDiscountType = "FREE_TRIAL"
     t.rawRevocationReason = 1
@@ -646,7 +646,7 @@ struct PayloadCodecTests {
       originalTransactionId: "1", productId: "p", autoRenewProductId: "q", autoRenewStatus: .off,
       isInBillingRetryPeriod: true, gracePeriodExpiresDate: 99, offerIdentifier: "o",
       environment: .production, renewalDate: 5, recentSubscriptionStartDate: 4,
-      eligibleWinBackOfferIds: ["w1", "w2"], signedDate: 7, asOfDate: 8)
+      eligibleWinBackOfferIds: ["w1", "w2"], signedDate: 7, asOfDate: 8, appTransactionId: "704289572311810221")
     r.rawExpirationIntent = 2
     r.rawPriceConsentStatus = 1
     r.rawOfferType = 3
@@ -657,12 +657,14 @@ struct PayloadCodecTests {
   @Test("payloads of format 1 (before asOfDate) are still read, their asOfDate unknown")
   func formatOne() throws {
     // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte); a
-    // transaction's format 2 is format 3 without price and currency (absent: two presence bytes).
-    func formatOne(_ bytes: [UInt8], trailing: Int = 1) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
+    // transaction's format 2 is format 3 without price and currency (absent: two presence bytes),
+    // its format 3 format 4 without appTransactionId, a renewal info's format 2 format 3 without it
+    // (absent: one presence byte each).
+    func formatOne(_ bytes: [UInt8], trailing: Int = 2) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
     let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
     #expect(
       try PayloadCodec.decodeTransaction(
-        formatOne(PayloadCodec.encode(t), trailing: 3), transactionId: "1", originalTransactionId: "1",
+        formatOne(PayloadCodec.encode(t), trailing: 4), transactionId: "1", originalTransactionId: "1",
         purchaseDate: 10) == t)
     let r = Fixture.renewal("1", signed: 7, retry: true)
     #expect(try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r)), originalTransactionId: "1") == r)
@@ -680,12 +682,12 @@ struct PayloadCodecTests {
     let formatTwo: [UInt8] =
       [2, 7] + Array("monthly".utf8) + [1, 2] + Array("g1".utf8)
       + [0, 1, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 30, 0, 1, 28]
-    #expect(PayloadCodec.encode(t) == [3] + formatTwo.dropFirst() + [0, 0])
+    #expect(PayloadCodec.encode(t) == [4] + formatTwo.dropFirst() + [0, 0, 0])
     let decoded = try PayloadCodec.decodeTransaction(
       formatTwo, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     #expect(decoded == t)
     #expect(decoded.price == nil && decoded.currency == nil && decoded.asOfDate == 14)
-    // The same fields with a price are written as format 3 and read back with it.
+    // The same fields with a price are written as format 4 and read back with it.
     t.price = 0
     t.currency = "JPY"
     #expect(
@@ -696,6 +698,33 @@ struct PayloadCodecTests {
       try PayloadCodec.decodeTransaction(
         [2] + PayloadCodec.encode(t).dropFirst(), transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     }
+  }
+
+  @Test("payloads written before appTransactionId (transaction format 3, renewal info format 2) read it as unknown")
+  func beforeAppTransactionId() throws {
+    var t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15)
+    t.price = 990
+    t.currency = "EUR"
+    var withAccount = t
+    withAccount.appTransactionId = "704289572311810221"
+    // The previous release's bytes: today's without the trailing appTransactionId (absent: one byte).
+    let formatThree = [3] + PayloadCodec.encode(t).dropFirst().dropLast()
+    let decoded = try PayloadCodec.decodeTransaction(formatThree, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
+    #expect(decoded == t && decoded.appTransactionId == nil)
+    #expect(
+      try PayloadCodec.decodeTransaction(
+        PayloadCodec.encode(withAccount), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == withAccount)
+    // A format-3 payload carrying an appTransactionId is corrupt (trailing bytes).
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeTransaction(
+        [3] + PayloadCodec.encode(withAccount).dropFirst(), transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
+    }
+    var r = Fixture.renewal("1", signed: 7, retry: true)
+    r.asOfDate = 3
+    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast()
+    #expect(try PayloadCodec.decodeRenewalInfo(renewalFormatTwo, originalTransactionId: "1") == r)
+    r.appTransactionId = "704289572311810221"
+    #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
   }
 
   @Test("truncated or foreign bytes are corrupt, never a crash")

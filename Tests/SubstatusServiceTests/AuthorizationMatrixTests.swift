@@ -198,6 +198,10 @@ import SubstatusWire
     row(Substatus_V1_IngestService.syncTransactionHistory, "PD IA IA NF IA IA NF PD PD PD NF") { w in
       var r = Substatus_V1_SyncTransactionHistoryRequest(); r.appID = w.appA; return r
     },
+    row(Substatus_V1_IngestService.submitAppTransaction, "PD IA IA NF IA IA NF PD PD PD NF") { w in
+      var r = Substatus_V1_SubmitAppTransactionRequest(); r.appID = w.appA; r.userID = "u"; r.signedAppTransaction = "not.a.jws"
+      return r
+    },
     // EligibilityService and StatusService: every tenant role.
     row(Substatus_V1_EligibilityService.checkEligibility, readOfApp) { w in
       var r = Substatus_V1_CheckEligibilityRequest(); r.appID = w.appA

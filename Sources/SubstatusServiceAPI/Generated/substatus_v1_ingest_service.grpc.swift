@@ -105,6 +105,28 @@ extension Substatus_V1_IngestService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func syncTransactionHistory(_ request: Substatus_V1_SyncTransactionHistoryRequest, _ context: ServerContext) async throws -> Substatus_V1_SyncTransactionHistoryResponse
+
+    /// Links the user to the Apple Account behind their device: the app's signed `AppTransaction`
+    /// (StoreKit's `AppTransaction.shared`, its `jwsRepresentation`), verified as Apple's
+    /// SignedDataVerifier.verifyAndDecodeAppTransaction does (the chain and signature as for
+    /// SubmitSignedTransactions, the app's bundle id, its apple_app_id in Production, and the
+    /// environment its `receiptType` names), is stored with the user (a later submission replaces
+    /// it). With the app's In-App Purchase key the server then fetches that Apple Account's whole
+    /// history from the App Store Server API by its `appTransactionId` (Get Transaction History
+    /// accepts it, API 1.20), stores it for the user as SyncTransactionHistory does (purchase sharing
+    /// applies), and from then on answers an introductory offer the account never used in a group
+    /// with ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED. Returns the user's status as of now. Errors:
+    /// NOT_FOUND (app); INVALID_ARGUMENT naming `user_id` or `signed_app_transaction` (the message
+    /// starts with the reason: INVALID_SIGNATURE, UNTRUSTED_CHAIN, WRONG_APP, WRONG_ENVIRONMENT or
+    /// MALFORMED); with a key, FAILED_PRECONDITION when Apple refuses it and UNAVAILABLE when Apple
+    /// cannot answer now (the link is stored; submit again to fetch the history).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func submitAppTransaction(_ request: Substatus_V1_SubmitAppTransactionRequest, _ context: ServerContext) async throws -> Substatus_V1_SubmitAppTransactionResponse
   }
 
   /// Registers every method of `substatus.v1.IngestService` with a router, as typed handlers that read
@@ -148,6 +170,12 @@ extension Substatus_V1_IngestService {
       execution: execution(Substatus_V1_IngestService.syncTransactionHistory.path)
     ) { request, context in
       try await service.syncTransactionHistory(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_IngestService.submitAppTransaction.path, request: Substatus_V1_SubmitAppTransactionRequest.self, response: Substatus_V1_SubmitAppTransactionResponse.self,
+      execution: execution(Substatus_V1_IngestService.submitAppTransaction.path)
+    ) { request, context in
+      try await service.submitAppTransaction(request, context)
     }
   }
 
@@ -284,6 +312,35 @@ extension Substatus_V1_IngestService {
     ) async throws(RPCError) -> Substatus_V1_SyncTransactionHistoryResponse {
       try await rpcClient.unary(
         method: Substatus_V1_IngestService.syncTransactionHistory.path, request: request, response: Substatus_V1_SyncTransactionHistoryResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Links the user to the Apple Account behind their device: the app's signed `AppTransaction`
+    /// (StoreKit's `AppTransaction.shared`, its `jwsRepresentation`), verified as Apple's
+    /// SignedDataVerifier.verifyAndDecodeAppTransaction does (the chain and signature as for
+    /// SubmitSignedTransactions, the app's bundle id, its apple_app_id in Production, and the
+    /// environment its `receiptType` names), is stored with the user (a later submission replaces
+    /// it). With the app's In-App Purchase key the server then fetches that Apple Account's whole
+    /// history from the App Store Server API by its `appTransactionId` (Get Transaction History
+    /// accepts it, API 1.20), stores it for the user as SyncTransactionHistory does (purchase sharing
+    /// applies), and from then on answers an introductory offer the account never used in a group
+    /// with ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED. Returns the user's status as of now. Errors:
+    /// NOT_FOUND (app); INVALID_ARGUMENT naming `user_id` or `signed_app_transaction` (the message
+    /// starts with the reason: INVALID_SIGNATURE, UNTRUSTED_CHAIN, WRONG_APP, WRONG_ENVIRONMENT or
+    /// MALFORMED); with a key, FAILED_PRECONDITION when Apple refuses it and UNAVAILABLE when Apple
+    /// cannot answer now (the link is stored; submit again to fetch the history).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func submitAppTransaction(
+      _ request: Substatus_V1_SubmitAppTransactionRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_SubmitAppTransactionResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_IngestService.submitAppTransaction.path, request: request, response: Substatus_V1_SubmitAppTransactionResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -78,7 +78,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(13)),
     ProtoFileDescriptor(
       name: "substatus/v1/ingest_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto", "substatus/v1/transaction.proto"],
-      symbols: ["substatus.v1.IngestService", "substatus.v1.SubmitReceiptRequest", "substatus.v1.SubmitReceiptResponse", "substatus.v1.ImportReceiptResponseRequest", "substatus.v1.ImportReceiptResponseResponse", "substatus.v1.ImportTransactionsRequest", "substatus.v1.TransactionImportResult", "substatus.v1.RenewalInfoImportResult", "substatus.v1.ImportTransactionsResponse", "substatus.v1.SubmitSignedTransactionsRequest", "substatus.v1.SubmitSignedTransactionsResponse", "substatus.v1.SyncTransactionHistoryRequest", "substatus.v1.SyncTransactionHistoryResponse", "substatus.v1.ImportOutcome"],
+      symbols: ["substatus.v1.IngestService", "substatus.v1.SubmitReceiptRequest", "substatus.v1.SubmitReceiptResponse", "substatus.v1.ImportReceiptResponseRequest", "substatus.v1.ImportReceiptResponseResponse", "substatus.v1.ImportTransactionsRequest", "substatus.v1.TransactionImportResult", "substatus.v1.RenewalInfoImportResult", "substatus.v1.ImportTransactionsResponse", "substatus.v1.SubmitSignedTransactionsRequest", "substatus.v1.SubmitSignedTransactionsResponse", "substatus.v1.SyncTransactionHistoryRequest", "substatus.v1.SyncTransactionHistoryResponse", "substatus.v1.SubmitAppTransactionRequest", "substatus.v1.SubmitAppTransactionResponse", "substatus.v1.ImportOutcome"],
       services: ["substatus.v1.IngestService"],
       serializedDescriptor: fileBytes(14)),
     ProtoFileDescriptor(
@@ -234,6 +234,8 @@ public enum ProtoFiles {
     "substatus.v1.SignIntroductoryOfferEligibilityResponse": Substatus_V1_SignIntroductoryOfferEligibilityResponse.self,
     "substatus.v1.SignPromotionalOfferRequest": Substatus_V1_SignPromotionalOfferRequest.self,
     "substatus.v1.SignPromotionalOfferResponse": Substatus_V1_SignPromotionalOfferResponse.self,
+    "substatus.v1.SubmitAppTransactionRequest": Substatus_V1_SubmitAppTransactionRequest.self,
+    "substatus.v1.SubmitAppTransactionResponse": Substatus_V1_SubmitAppTransactionResponse.self,
     "substatus.v1.SubmitReceiptRequest": Substatus_V1_SubmitReceiptRequest.self,
     "substatus.v1.SubmitReceiptResponse": Substatus_V1_SubmitReceiptResponse.self,
     "substatus.v1.SubmitSignedTransactionsRequest": Substatus_V1_SubmitSignedTransactionsRequest.self,

@@ -341,6 +341,11 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
   /// group has no renewal info. `evidence_transaction_id` is that renewal info's original
   /// transaction id, empty without one.
   case winBackNotOffered
+  /// Introductory: eligible, and Apple confirmed it: the user's Apple Account is known
+  /// (IngestService.SubmitAppTransaction) and the App Store Server API's history of that account,
+  /// fetched by its `appTransactionId`, has no transaction in the group. NEW_CUSTOMER means only
+  /// that no purchase of the group is known here.
+  case newCustomerVerified
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -363,6 +368,7 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case 13: self = .unknownProduct
     case 14: self = .winBackOffered
     case 15: self = .winBackNotOffered
+    case 16: self = .newCustomerVerified
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -386,6 +392,7 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case .unknownProduct: 13
     case .winBackOffered: 14
     case .winBackNotOffered: 15
+    case .newCustomerVerified: 16
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -409,6 +416,7 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case .unknownProduct: "ELIGIBILITY_REASON_UNKNOWN_PRODUCT"
     case .winBackOffered: "ELIGIBILITY_REASON_WIN_BACK_OFFERED"
     case .winBackNotOffered: "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED"
+    case .newCustomerVerified: "ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -432,12 +440,13 @@ public enum Substatus_V1_EligibilityReason: ProtobufEnum {
     case "ELIGIBILITY_REASON_UNKNOWN_PRODUCT": self = .unknownProduct
     case "ELIGIBILITY_REASON_WIN_BACK_OFFERED": self = .winBackOffered
     case "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED": self = .winBackNotOffered
+    case "ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED": self = .newCustomerVerified
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EligibilityReason] = [.unspecified, .newCustomer, .lapsedNoIntroUsed, .introAlreadyUsed, .activeSubscription, .inGracePeriod, .inBillingRetry, .refundedInGroup, .noIntroOffer, .existingSubscriber, .lapsedSubscriber, .neverSubscribed, .notASubscription, .unknownProduct, .winBackOffered, .winBackNotOffered]
+  public static let allCases: [Substatus_V1_EligibilityReason] = [.unspecified, .newCustomer, .lapsedNoIntroUsed, .introAlreadyUsed, .activeSubscription, .inGracePeriod, .inBillingRetry, .refundedInGroup, .noIntroOffer, .existingSubscriber, .lapsedSubscriber, .neverSubscribed, .notASubscription, .unknownProduct, .winBackOffered, .winBackNotOffered, .newCustomerVerified]
 }
 
 /// Where promotional offer eligibility looks for the user's past subscriptions.
@@ -704,6 +713,18 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// Who owns an original transaction submitted by several users of the app (see PurchaseSharing).
   /// Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
   public var purchaseSharing: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
+
+  /// A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
+  /// `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
+  /// `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
+  /// (IngestService.SubmitAppTransaction stores it). Empty: none. At most 64 bytes.
+  public var paidAppEntitlementID: String = ""
+
+  /// The cutoff of `paid_app_entitlement_id`, required with it: `YYYY-MM-DD` (the AppTransaction's
+  /// `originalPurchaseDate` before that day, UTC) or a version such as `2.0` or `148` (its
+  /// `originalApplicationVersion`, the original CFBundleVersion on iOS, lower, compared number by
+  /// number; Apple's sandbox always says 1.0).
+  public var paidAppBefore: String = ""
 
   /// A message with every field at its default value.
   public init() {}
@@ -1037,7 +1058,7 @@ extension Substatus_V1_Product {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 10, 11])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1046,6 +1067,8 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     billingRetryEntitled = r.bool(2)
     promoScope = r.enumeration(3)
     purchaseSharing = r.enumeration(4)
+    paidAppEntitlementID = try r.string(5)
+    paidAppBefore = try r.string(6)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1054,6 +1077,8 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.bool(2, billingRetryEntitled)
     w.enumeration(3, promoScope)
     w.enumeration(4, purchaseSharing)
+    w.string(5, paidAppEntitlementID)
+    w.string(6, paidAppBefore)
   }
 }
 
@@ -1066,6 +1091,8 @@ extension Substatus_V1_EligibilityPolicy {
     if !(!self.billingRetryEntitled) { o.append("billingRetryEntitled", .bool(self.billingRetryEntitled)) }
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
     if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
+    if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
+    if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
     return .object(o)
   }
 
@@ -1086,6 +1113,10 @@ extension Substatus_V1_EligibilityPolicy {
         self.promoScope = try ProtoJSON.enumeration(value, "promoScope", Substatus_V1_PromoScope.self)
       case "purchaseSharing", "purchase_sharing":
         self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
+      case "paidAppEntitlementId", "paid_app_entitlement_id":
+        self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
+      case "paidAppBefore", "paid_app_before":
+        self.paidAppBefore = try ProtoJSON.string(value, "paidAppBefore")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -465,6 +465,87 @@ public struct Substatus_V1_SyncTransactionHistoryResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of IngestService.SubmitAppTransaction.
+public struct Substatus_V1_SubmitAppTransactionRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SubmitAppTransactionRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The user the device belongs to. Required.
+  public var userID: String = ""
+
+  /// The signed AppTransaction (compact JWS) as StoreKit hands it to the app. Required.
+  public var signedAppTransaction: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of IngestService.SubmitAppTransaction. Fields 1 to 5 have the numbers and meanings
+/// of GetStatusResponse's.
+public struct Substatus_V1_SubmitAppTransactionResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.SubmitAppTransactionResponse"
+
+  /// The user.
+  public var userID: String = ""
+
+  /// The user's state per subscription group as of `as_of_ms`.
+  public var groups: [Substatus_V1_GroupStatus] = []
+
+  /// What the user is entitled to as of `as_of_ms`.
+  public var entitlements: [Substatus_V1_Entitlement] = []
+
+  /// The instant the status was evaluated at: the server's clock after the write.
+  public var asOfMs: Int64 = 0
+
+  /// The environment the AppTransaction was signed in (its `receiptType`).
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// The Apple Account: the AppTransaction's `appTransactionId`.
+  public var appTransactionID: String = ""
+
+  /// When the account first got the app (`originalPurchaseDate`); 0: not known.
+  public var originalPurchaseDateMs: Int64 = 0
+
+  /// The version the account first got (`originalApplicationVersion`).
+  public var originalApplicationVersion: String = ""
+
+  /// Whether the App Store Server API answered the account's whole history and all of it is stored
+  /// for the user: false when the app has no In-App Purchase key, or when purchase sharing refused
+  /// part of it (then intro answers stay NEW_CUSTOMER).
+  public var historyVerified: Bool = false
+
+  /// The number of signed transactions Apple returned for the account (0 without a key).
+  public var transactionCount: Int32 = 0
+
+  /// How many of them were new or changed the stored copy.
+  public var storedTransactionCount: Int32 = 0
+
+  /// The original transactions not stored for the user, each with its reason (purchase sharing, as
+  /// for SyncTransactionHistory).
+  public var refusedOriginalTransactions: [Substatus_V1_RefusedOriginalTransaction] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_SubmitReceiptRequest: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.SubmitReceiptRequest", [1, 2, 3, 4])
 
@@ -1149,6 +1230,145 @@ extension Substatus_V1_SyncTransactionHistoryResponse {
   }
 }
 
+extension Substatus_V1_SubmitAppTransactionRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SubmitAppTransactionRequest", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    signedAppTransaction = try r.string(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.string(2, signedAppTransaction)
+  }
+}
+
+extension Substatus_V1_SubmitAppTransactionRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !(self.signedAppTransaction.isEmpty) { o.append("signedAppTransaction", .string(self.signedAppTransaction)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "signedAppTransaction", "signed_app_transaction":
+        self.signedAppTransaction = try ProtoJSON.string(value, "signedAppTransaction")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_SubmitAppTransactionResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.SubmitAppTransactionResponse", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    userID = try r.string(0)
+    groups = try r.repeatedMessage(1, Substatus_V1_GroupStatus.self)
+    entitlements = try r.repeatedMessage(2, Substatus_V1_Entitlement.self)
+    asOfMs = r.int64(3)
+    environment = r.enumeration(4)
+    appTransactionID = try r.string(5)
+    originalPurchaseDateMs = r.int64(6)
+    originalApplicationVersion = try r.string(7)
+    historyVerified = r.bool(8)
+    transactionCount = r.int32(9)
+    storedTransactionCount = r.int32(10)
+    refusedOriginalTransactions = try r.repeatedMessage(11, Substatus_V1_RefusedOriginalTransaction.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, userID)
+    w.repeatedMessage(1, groups)
+    w.repeatedMessage(2, entitlements)
+    w.int64(3, asOfMs)
+    w.enumeration(4, environment)
+    w.string(5, appTransactionID)
+    w.int64(6, originalPurchaseDateMs)
+    w.string(7, originalApplicationVersion)
+    w.bool(8, historyVerified)
+    w.int32(9, transactionCount)
+    w.int32(10, storedTransactionCount)
+    w.repeatedMessage(11, refusedOriginalTransactions)
+  }
+}
+
+extension Substatus_V1_SubmitAppTransactionResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !self.groups.isEmpty { o.append("groups", .array(self.groups.map { $0.jsonValue() })) }
+    if !self.entitlements.isEmpty { o.append("entitlements", .array(self.entitlements.map { $0.jsonValue() })) }
+    if !(self.asOfMs == 0) { o.append("asOfMs", ProtoJSON.int64(self.asOfMs)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.appTransactionID.isEmpty) { o.append("appTransactionId", .string(self.appTransactionID)) }
+    if !(self.originalPurchaseDateMs == 0) { o.append("originalPurchaseDateMs", ProtoJSON.int64(self.originalPurchaseDateMs)) }
+    if !(self.originalApplicationVersion.isEmpty) { o.append("originalApplicationVersion", .string(self.originalApplicationVersion)) }
+    if !(!self.historyVerified) { o.append("historyVerified", .bool(self.historyVerified)) }
+    if !(self.transactionCount == 0) { o.append("transactionCount", ProtoJSON.int32(self.transactionCount)) }
+    if !(self.storedTransactionCount == 0) { o.append("storedTransactionCount", ProtoJSON.int32(self.storedTransactionCount)) }
+    if !self.refusedOriginalTransactions.isEmpty { o.append("refusedOriginalTransactions", .array(self.refusedOriginalTransactions.map { $0.jsonValue() })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "groups":
+        self.groups = try ProtoJSON.repeated(value, "groups") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_GroupStatus.self) }
+      case "entitlements":
+        self.entitlements = try ProtoJSON.repeated(value, "entitlements") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_Entitlement.self) }
+      case "asOfMs", "as_of_ms":
+        self.asOfMs = try ProtoJSON.integer(value, "asOfMs", Int64.self)
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "appTransactionId", "app_transaction_id":
+        self.appTransactionID = try ProtoJSON.string(value, "appTransactionId")
+      case "originalPurchaseDateMs", "original_purchase_date_ms":
+        self.originalPurchaseDateMs = try ProtoJSON.integer(value, "originalPurchaseDateMs", Int64.self)
+      case "originalApplicationVersion", "original_application_version":
+        self.originalApplicationVersion = try ProtoJSON.string(value, "originalApplicationVersion")
+      case "historyVerified", "history_verified":
+        self.historyVerified = try ProtoJSON.bool(value, "historyVerified")
+      case "transactionCount", "transaction_count":
+        self.transactionCount = try ProtoJSON.integer(value, "transactionCount", Int32.self)
+      case "storedTransactionCount", "stored_transaction_count":
+        self.storedTransactionCount = try ProtoJSON.integer(value, "storedTransactionCount", Int32.self)
+      case "refusedOriginalTransactions", "refused_original_transactions":
+        self.refusedOriginalTransactions = try ProtoJSON.repeated(value, "refusedOriginalTransactions") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RefusedOriginalTransaction.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Stores users' purchase data. Needs an INGEST or ADMIN key (READ keys get PERMISSION_DENIED).
 /// Every write is idempotent (transactions are deduplicated by id) and acknowledged only after it
 /// is durably committed. After a write, the user's state is re-derived from the full stored history.
@@ -1224,7 +1444,24 @@ public enum Substatus_V1_IngestService {
   public static let syncTransactionHistory = ProtoMethodDescriptor<Substatus_V1_SyncTransactionHistoryRequest, Substatus_V1_SyncTransactionHistoryResponse>(
     service: name, method: "SyncTransactionHistory", clientStreaming: false, serverStreaming: false)
 
+  /// Links the user to the Apple Account behind their device: the app's signed `AppTransaction`
+  /// (StoreKit's `AppTransaction.shared`, its `jwsRepresentation`), verified as Apple's
+  /// SignedDataVerifier.verifyAndDecodeAppTransaction does (the chain and signature as for
+  /// SubmitSignedTransactions, the app's bundle id, its apple_app_id in Production, and the
+  /// environment its `receiptType` names), is stored with the user (a later submission replaces
+  /// it). With the app's In-App Purchase key the server then fetches that Apple Account's whole
+  /// history from the App Store Server API by its `appTransactionId` (Get Transaction History
+  /// accepts it, API 1.20), stores it for the user as SyncTransactionHistory does (purchase sharing
+  /// applies), and from then on answers an introductory offer the account never used in a group
+  /// with ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED. Returns the user's status as of now. Errors:
+  /// NOT_FOUND (app); INVALID_ARGUMENT naming `user_id` or `signed_app_transaction` (the message
+  /// starts with the reason: INVALID_SIGNATURE, UNTRUSTED_CHAIN, WRONG_APP, WRONG_ENVIRONMENT or
+  /// MALFORMED); with a key, FAILED_PRECONDITION when Apple refuses it and UNAVAILABLE when Apple
+  /// cannot answer now (the link is stored; submit again to fetch the history).
+  public static let submitAppTransaction = ProtoMethodDescriptor<Substatus_V1_SubmitAppTransactionRequest, Substatus_V1_SubmitAppTransactionResponse>(
+    service: name, method: "SubmitAppTransaction", clientStreaming: false, serverStreaming: false)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.IngestService/SubmitReceipt", "/substatus.v1.IngestService/ImportReceiptResponse", "/substatus.v1.IngestService/ImportTransactions", "/substatus.v1.IngestService/SubmitSignedTransactions", "/substatus.v1.IngestService/SyncTransactionHistory"]
+  public static let methodPaths: [String] = ["/substatus.v1.IngestService/SubmitReceipt", "/substatus.v1.IngestService/ImportReceiptResponse", "/substatus.v1.IngestService/ImportTransactions", "/substatus.v1.IngestService/SubmitSignedTransactions", "/substatus.v1.IngestService/SyncTransactionHistory", "/substatus.v1.IngestService/SubmitAppTransaction"]
 }
 

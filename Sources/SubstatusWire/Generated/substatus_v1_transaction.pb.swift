@@ -506,6 +506,12 @@ public struct Substatus_V1_Transaction: ProtobufJSONMessage {
   /// the price is not known (verifyReceipt and V1 notifications carry none).
   public var currency: String = ""
 
+  /// The Apple Account that made or received the transaction: Apple's `appTransactionId` (App Store
+  /// Server API 1.20), one per Apple Account per app, the id StoreKit's
+  /// `AppTransaction.appTransactionID` gives the device. Empty: not known (verifyReceipt, V1
+  /// notifications and older signed data carry none). At most 64 ASCII letters and digits.
+  public var appTransactionID: String = ""
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -572,6 +578,10 @@ public struct Substatus_V1_RenewalInfo: ProtobufJSONMessage {
   /// (Apple's `recentSubscriptionStartDate`); 0: not known.
   public var recentSubscriptionStartDateMs: Int64 = 0
 
+  /// The Apple Account of the subscription (Apple's `appTransactionId`, App Store Server API 1.20);
+  /// empty: not known.
+  public var appTransactionID: String = ""
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -584,7 +594,7 @@ public struct Substatus_V1_RenewalInfo: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Transaction: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Transaction", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27])
+  static let cLayout = CMessageLayout("substatus.v1.Transaction", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 40])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -615,6 +625,7 @@ extension Substatus_V1_Transaction: CMessageConvertible {
     storedMs = r.int64(24)
     priceMilliunits = r.int64(25)
     currency = try r.string(26)
+    appTransactionID = try r.string(27)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -645,6 +656,7 @@ extension Substatus_V1_Transaction: CMessageConvertible {
     w.int64(24, storedMs)
     w.int64(25, priceMilliunits)
     w.string(26, currency)
+    w.string(27, appTransactionID)
   }
 }
 
@@ -679,6 +691,7 @@ extension Substatus_V1_Transaction {
     if !(self.storedMs == 0) { o.append("storedMs", ProtoJSON.int64(self.storedMs)) }
     if !(self.priceMilliunits == 0) { o.append("priceMilliunits", ProtoJSON.int64(self.priceMilliunits)) }
     if !(self.currency.isEmpty) { o.append("currency", .string(self.currency)) }
+    if !(self.appTransactionID.isEmpty) { o.append("appTransactionId", .string(self.appTransactionID)) }
     return .object(o)
   }
 
@@ -743,6 +756,8 @@ extension Substatus_V1_Transaction {
         self.priceMilliunits = try ProtoJSON.integer(value, "priceMilliunits", Int64.self)
       case "currency":
         self.currency = try ProtoJSON.string(value, "currency")
+      case "appTransactionId", "app_transaction_id":
+        self.appTransactionID = try ProtoJSON.string(value, "appTransactionId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -751,7 +766,7 @@ extension Substatus_V1_Transaction {
 }
 
 extension Substatus_V1_RenewalInfo: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.RenewalInfo", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
+  static let cLayout = CMessageLayout("substatus.v1.RenewalInfo", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 40])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -770,6 +785,7 @@ extension Substatus_V1_RenewalInfo: CMessageConvertible {
     offerID = try r.string(12)
     eligibleWinBackOfferIDs = try r.repeatedString(13)
     recentSubscriptionStartDateMs = r.int64(14)
+    appTransactionID = try r.string(15)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -788,6 +804,7 @@ extension Substatus_V1_RenewalInfo: CMessageConvertible {
     w.string(12, offerID)
     w.repeatedString(13, eligibleWinBackOfferIDs)
     w.int64(14, recentSubscriptionStartDateMs)
+    w.string(15, appTransactionID)
   }
 }
 
@@ -810,6 +827,7 @@ extension Substatus_V1_RenewalInfo {
     if !(self.offerID.isEmpty) { o.append("offerId", .string(self.offerID)) }
     if !self.eligibleWinBackOfferIDs.isEmpty { o.append("eligibleWinBackOfferIds", .array(self.eligibleWinBackOfferIDs.map { .string($0) })) }
     if !(self.recentSubscriptionStartDateMs == 0) { o.append("recentSubscriptionStartDateMs", ProtoJSON.int64(self.recentSubscriptionStartDateMs)) }
+    if !(self.appTransactionID.isEmpty) { o.append("appTransactionId", .string(self.appTransactionID)) }
     return .object(o)
   }
 
@@ -850,6 +868,8 @@ extension Substatus_V1_RenewalInfo {
         self.eligibleWinBackOfferIDs = try ProtoJSON.repeated(value, "eligibleWinBackOfferIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
       case "recentSubscriptionStartDateMs", "recent_subscription_start_date_ms":
         self.recentSubscriptionStartDateMs = try ProtoJSON.integer(value, "recentSubscriptionStartDateMs", Int64.self)
+      case "appTransactionId", "app_transaction_id":
+        self.appTransactionID = try ProtoJSON.string(value, "appTransactionId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

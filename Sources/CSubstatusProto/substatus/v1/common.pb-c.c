@@ -483,7 +483,7 @@ const ProtobufCMessageDescriptor substatus__v1__product__descriptor =
   (ProtobufCMessageInit) substatus__v1__product__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[5] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[7] =
 {
   {
     "refunds_block_intro",
@@ -545,18 +545,45 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "paid_app_entitlement_id",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, paid_app_entitlement_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "paid_app_before",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, paid_app_before),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
   2,   /* field[2] = billing_retry_entitled */
   1,   /* field[1] = lapsed_subscribers_get_intro */
+  6,   /* field[6] = paid_app_before */
+  5,   /* field[5] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 10, 5 },
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -566,10 +593,10 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  5,
+  7,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  1,  substatus__v1__eligibility_policy__number_ranges,
+  2,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1390,7 +1417,7 @@ const ProtobufCEnumDescriptor substatus__v1__subscription_state__descriptor =
   substatus__v1__subscription_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_by_number[16] =
+static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_by_number[17] =
 {
   { "ELIGIBILITY_REASON_UNSPECIFIED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNSPECIFIED", 0 },
   { "ELIGIBILITY_REASON_NEW_CUSTOMER", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NEW_CUSTOMER", 1 },
@@ -1408,11 +1435,12 @@ static const ProtobufCEnumValue substatus__v1__eligibility_reason__enum_values_b
   { "ELIGIBILITY_REASON_UNKNOWN_PRODUCT", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_UNKNOWN_PRODUCT", 13 },
   { "ELIGIBILITY_REASON_WIN_BACK_OFFERED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_OFFERED", 14 },
   { "ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED", 15 },
+  { "ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED", "SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED", 16 },
 };
 static const ProtobufCIntRange substatus__v1__eligibility_reason__value_ranges[] = {
-{0, 0},{0, 16}
+{0, 0},{0, 17}
 };
-static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_values_by_name[16] =
+static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_values_by_name[17] =
 {
   { "ELIGIBILITY_REASON_ACTIVE_SUBSCRIPTION", 4 },
   { "ELIGIBILITY_REASON_EXISTING_SUBSCRIBER", 9 },
@@ -1423,6 +1451,7 @@ static const ProtobufCEnumValueIndex substatus__v1__eligibility_reason__enum_val
   { "ELIGIBILITY_REASON_LAPSED_SUBSCRIBER", 10 },
   { "ELIGIBILITY_REASON_NEVER_SUBSCRIBED", 11 },
   { "ELIGIBILITY_REASON_NEW_CUSTOMER", 1 },
+  { "ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED", 16 },
   { "ELIGIBILITY_REASON_NOT_A_SUBSCRIPTION", 12 },
   { "ELIGIBILITY_REASON_NO_INTRO_OFFER", 8 },
   { "ELIGIBILITY_REASON_REFUNDED_IN_GROUP", 7 },
@@ -1438,9 +1467,9 @@ const ProtobufCEnumDescriptor substatus__v1__eligibility_reason__descriptor =
   "EligibilityReason",
   "Substatus__V1__EligibilityReason",
   "substatus.v1",
-  16,
+  17,
   substatus__v1__eligibility_reason__enum_values_by_number,
-  16,
+  17,
   substatus__v1__eligibility_reason__enum_values_by_name,
   1,
   substatus__v1__eligibility_reason__value_ranges,

@@ -547,6 +547,96 @@ void   substatus__v1__sync_transaction_history_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__sync_transaction_history_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__submit_app_transaction_request__init
+                     (Substatus__V1__SubmitAppTransactionRequest         *message)
+{
+  static const Substatus__V1__SubmitAppTransactionRequest init_value = SUBSTATUS__V1__SUBMIT_APP_TRANSACTION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__submit_app_transaction_request__get_packed_size
+                     (const Substatus__V1__SubmitAppTransactionRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__submit_app_transaction_request__pack
+                     (const Substatus__V1__SubmitAppTransactionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__submit_app_transaction_request__pack_to_buffer
+                     (const Substatus__V1__SubmitAppTransactionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SubmitAppTransactionRequest *
+       substatus__v1__submit_app_transaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SubmitAppTransactionRequest *)
+     protobuf_c_message_unpack (&substatus__v1__submit_app_transaction_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__submit_app_transaction_request__free_unpacked
+                     (Substatus__V1__SubmitAppTransactionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__submit_app_transaction_response__init
+                     (Substatus__V1__SubmitAppTransactionResponse         *message)
+{
+  static const Substatus__V1__SubmitAppTransactionResponse init_value = SUBSTATUS__V1__SUBMIT_APP_TRANSACTION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__submit_app_transaction_response__get_packed_size
+                     (const Substatus__V1__SubmitAppTransactionResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__submit_app_transaction_response__pack
+                     (const Substatus__V1__SubmitAppTransactionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__submit_app_transaction_response__pack_to_buffer
+                     (const Substatus__V1__SubmitAppTransactionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__SubmitAppTransactionResponse *
+       substatus__v1__submit_app_transaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__SubmitAppTransactionResponse *)
+     protobuf_c_message_unpack (&substatus__v1__submit_app_transaction_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__submit_app_transaction_response__free_unpacked
+                     (Substatus__V1__SubmitAppTransactionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__submit_app_transaction_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__submit_receipt_request__field_descriptors[4] =
 {
   {
@@ -1627,6 +1717,251 @@ const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_respons
   (ProtobufCMessageInit) substatus__v1__sync_transaction_history_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__submit_app_transaction_request__field_descriptors[3] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signed_app_transaction",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionRequest, signed_app_transaction),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__submit_app_transaction_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  2,   /* field[2] = signed_app_transaction */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__submit_app_transaction_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__submit_app_transaction_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SubmitAppTransactionRequest",
+  "SubmitAppTransactionRequest",
+  "Substatus__V1__SubmitAppTransactionRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__SubmitAppTransactionRequest),
+  3,
+  substatus__v1__submit_app_transaction_request__field_descriptors,
+  substatus__v1__submit_app_transaction_request__field_indices_by_name,
+  1,  substatus__v1__submit_app_transaction_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__submit_app_transaction_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__submit_app_transaction_response__field_descriptors[12] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, n_groups),
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, groups),
+    &substatus__v1__group_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entitlements",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, n_entitlements),
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, entitlements),
+    &substatus__v1__entitlement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "as_of_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, as_of_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "app_transaction_id",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, app_transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "original_purchase_date_ms",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, original_purchase_date_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "original_application_version",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, original_application_version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "history_verified",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, history_verified),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transaction_count",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, transaction_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stored_transaction_count",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, stored_transaction_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refused_original_transactions",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, n_refused_original_transactions),
+    offsetof(Substatus__V1__SubmitAppTransactionResponse, refused_original_transactions),
+    &substatus__v1__refused_original_transaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__submit_app_transaction_response__field_indices_by_name[] = {
+  5,   /* field[5] = app_transaction_id */
+  3,   /* field[3] = as_of_ms */
+  2,   /* field[2] = entitlements */
+  4,   /* field[4] = environment */
+  1,   /* field[1] = groups */
+  8,   /* field[8] = history_verified */
+  7,   /* field[7] = original_application_version */
+  6,   /* field[6] = original_purchase_date_ms */
+  11,   /* field[11] = refused_original_transactions */
+  10,   /* field[10] = stored_transaction_count */
+  9,   /* field[9] = transaction_count */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__submit_app_transaction_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 12 }
+};
+const ProtobufCMessageDescriptor substatus__v1__submit_app_transaction_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.SubmitAppTransactionResponse",
+  "SubmitAppTransactionResponse",
+  "Substatus__V1__SubmitAppTransactionResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__SubmitAppTransactionResponse),
+  12,
+  substatus__v1__submit_app_transaction_response__field_descriptors,
+  substatus__v1__submit_app_transaction_response__field_indices_by_name,
+  1,  substatus__v1__submit_app_transaction_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__submit_app_transaction_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue substatus__v1__import_outcome__enum_values_by_number[5] =
 {
   { "IMPORT_OUTCOME_UNSPECIFIED", "SUBSTATUS__V1__IMPORT_OUTCOME__IMPORT_OUTCOME_UNSPECIFIED", 0 },
@@ -1661,17 +1996,19 @@ const ProtobufCEnumDescriptor substatus__v1__import_outcome__descriptor =
   substatus__v1__import_outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__ingest_service__method_descriptors[5] =
+static const ProtobufCMethodDescriptor substatus__v1__ingest_service__method_descriptors[6] =
 {
   { "SubmitReceipt", &substatus__v1__submit_receipt_request__descriptor, &substatus__v1__submit_receipt_response__descriptor },
   { "ImportReceiptResponse", &substatus__v1__import_receipt_response_request__descriptor, &substatus__v1__import_receipt_response_response__descriptor },
   { "ImportTransactions", &substatus__v1__import_transactions_request__descriptor, &substatus__v1__import_transactions_response__descriptor },
   { "SubmitSignedTransactions", &substatus__v1__submit_signed_transactions_request__descriptor, &substatus__v1__submit_signed_transactions_response__descriptor },
   { "SyncTransactionHistory", &substatus__v1__sync_transaction_history_request__descriptor, &substatus__v1__sync_transaction_history_response__descriptor },
+  { "SubmitAppTransaction", &substatus__v1__submit_app_transaction_request__descriptor, &substatus__v1__submit_app_transaction_response__descriptor },
 };
 const unsigned substatus__v1__ingest_service__method_indices_by_name[] = {
   1,        /* ImportReceiptResponse */
   2,        /* ImportTransactions */
+  5,        /* SubmitAppTransaction */
   0,        /* SubmitReceipt */
   3,        /* SubmitSignedTransactions */
   4         /* SyncTransactionHistory */
@@ -1683,7 +2020,7 @@ const ProtobufCServiceDescriptor substatus__v1__ingest_service__descriptor =
   "IngestService",
   "Substatus__V1__IngestService",
   "substatus.v1",
-  5,
+  6,
   substatus__v1__ingest_service__method_descriptors,
   substatus__v1__ingest_service__method_indices_by_name
 };
@@ -1726,6 +2063,14 @@ void substatus__v1__ingest_service__sync_transaction_history(ProtobufCService *s
 {
   assert(service->descriptor == &substatus__v1__ingest_service__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__ingest_service__submit_app_transaction(ProtobufCService *service,
+                                                           const Substatus__V1__SubmitAppTransactionRequest *input,
+                                                           Substatus__V1__SubmitAppTransactionResponse_Closure closure,
+                                                           void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__ingest_service__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *service,
                                           Substatus__V1__IngestService_ServiceDestroy destroy)

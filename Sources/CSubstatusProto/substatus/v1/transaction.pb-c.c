@@ -97,7 +97,7 @@ void   substatus__v1__renewal_info__free_unpacked
   assert(message->base.descriptor == &substatus__v1__renewal_info__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descriptors[27] =
+static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descriptors[28] =
 {
   {
     "transaction_id",
@@ -423,9 +423,22 @@ static const ProtobufCFieldDescriptor substatus__v1__transaction__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "app_transaction_id",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Transaction, app_transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__transaction__field_indices_by_name[] = {
   20,   /* field[20] = app_account_token */
+  27,   /* field[27] = app_transaction_id */
   26,   /* field[26] = currency */
   16,   /* field[16] = environment */
   6,   /* field[6] = expires_date_ms */
@@ -453,10 +466,11 @@ static const unsigned substatus__v1__transaction__field_indices_by_name[] = {
   19,   /* field[19] = type */
   17,   /* field[17] = web_order_line_item_id */
 };
-static const ProtobufCIntRange substatus__v1__transaction__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__transaction__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 27 }
+  { 40, 27 },
+  { 0, 28 }
 };
 const ProtobufCMessageDescriptor substatus__v1__transaction__descriptor =
 {
@@ -466,14 +480,14 @@ const ProtobufCMessageDescriptor substatus__v1__transaction__descriptor =
   "Substatus__V1__Transaction",
   "substatus.v1",
   sizeof(Substatus__V1__Transaction),
-  27,
+  28,
   substatus__v1__transaction__field_descriptors,
   substatus__v1__transaction__field_indices_by_name,
-  1,  substatus__v1__transaction__number_ranges,
+  2,  substatus__v1__transaction__number_ranges,
   (ProtobufCMessageInit) substatus__v1__transaction__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__renewal_info__field_descriptors[15] =
+static const ProtobufCFieldDescriptor substatus__v1__renewal_info__field_descriptors[16] =
 {
   {
     "original_transaction_id",
@@ -655,8 +669,21 @@ static const ProtobufCFieldDescriptor substatus__v1__renewal_info__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "app_transaction_id",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RenewalInfo, app_transaction_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__renewal_info__field_indices_by_name[] = {
+  15,   /* field[15] = app_transaction_id */
   3,   /* field[3] = auto_renew_enabled */
   2,   /* field[2] = auto_renew_product_id */
   13,   /* field[13] = eligible_win_back_offer_ids */
@@ -673,10 +700,11 @@ static const unsigned substatus__v1__renewal_info__field_indices_by_name[] = {
   8,   /* field[8] = signed_date_ms */
   9,   /* field[9] = subscription_group_id */
 };
-static const ProtobufCIntRange substatus__v1__renewal_info__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__renewal_info__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 40, 15 },
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor substatus__v1__renewal_info__descriptor =
 {
@@ -686,10 +714,10 @@ const ProtobufCMessageDescriptor substatus__v1__renewal_info__descriptor =
   "Substatus__V1__RenewalInfo",
   "substatus.v1",
   sizeof(Substatus__V1__RenewalInfo),
-  15,
+  16,
   substatus__v1__renewal_info__field_descriptors,
   substatus__v1__renewal_info__field_indices_by_name,
-  1,  substatus__v1__renewal_info__number_ranges,
+  2,  substatus__v1__renewal_info__number_ranges,
   (ProtobufCMessageInit) substatus__v1__renewal_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -236,7 +236,14 @@ typedef enum _Substatus__V1__EligibilityReason {
    * group has no renewal info. `evidence_transaction_id` is that renewal info's original
    * transaction id, empty without one.
    */
-  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED = 15
+  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_WIN_BACK_NOT_OFFERED = 15,
+  /*
+   * Introductory: eligible, and Apple confirmed it: the user's Apple Account is known
+   * (IngestService.SubmitAppTransaction) and the App Store Server API's history of that account,
+   * fetched by its `appTransactionId`, has no transaction in the group. NEW_CUSTOMER means only
+   * that no purchase of the group is known here.
+   */
+  SUBSTATUS__V1__ELIGIBILITY_REASON__ELIGIBILITY_REASON_NEW_CUSTOMER_VERIFIED = 16
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__ELIGIBILITY_REASON)
 } Substatus__V1__EligibilityReason;
 /*
@@ -403,10 +410,24 @@ struct  Substatus__V1__EligibilityPolicy
    * Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
    */
   Substatus__V1__PurchaseSharing purchase_sharing;
+  /*
+   * A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
+   * `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
+   * `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
+   * (IngestService.SubmitAppTransaction stores it). Empty: none. At most 64 bytes.
+   */
+  char *paid_app_entitlement_id;
+  /*
+   * The cutoff of `paid_app_entitlement_id`, required with it: `YYYY-MM-DD` (the AppTransaction's
+   * `originalPurchaseDate` before that day, UTC) or a version such as `2.0` or `148` (its
+   * `originalApplicationVersion`, the original CFBundleVersion on iOS, lower, compared number by
+   * number; Apple's sandbox always says 1.0).
+   */
+  char *paid_app_before;
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*

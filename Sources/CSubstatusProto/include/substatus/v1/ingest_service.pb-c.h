@@ -29,6 +29,8 @@ typedef struct Substatus__V1__SubmitSignedTransactionsRequest Substatus__V1__Sub
 typedef struct Substatus__V1__SubmitSignedTransactionsResponse Substatus__V1__SubmitSignedTransactionsResponse;
 typedef struct Substatus__V1__SyncTransactionHistoryRequest Substatus__V1__SyncTransactionHistoryRequest;
 typedef struct Substatus__V1__SyncTransactionHistoryResponse Substatus__V1__SyncTransactionHistoryResponse;
+typedef struct Substatus__V1__SubmitAppTransactionRequest Substatus__V1__SubmitAppTransactionRequest;
+typedef struct Substatus__V1__SubmitAppTransactionResponse Substatus__V1__SubmitAppTransactionResponse;
 
 
 /* --- enums --- */
@@ -489,6 +491,97 @@ struct  Substatus__V1__SyncTransactionHistoryResponse
     , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, 0,NULL }
 
 
+/*
+ * The request of IngestService.SubmitAppTransaction.
+ */
+struct  Substatus__V1__SubmitAppTransactionRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The user the device belongs to. Required.
+   */
+  char *user_id;
+  /*
+   * The signed AppTransaction (compact JWS) as StoreKit hands it to the app. Required.
+   */
+  char *signed_app_transaction;
+};
+#define SUBSTATUS__V1__SUBMIT_APP_TRANSACTION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__submit_app_transaction_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of IngestService.SubmitAppTransaction. Fields 1 to 5 have the numbers and meanings
+ * of GetStatusResponse's.
+ */
+struct  Substatus__V1__SubmitAppTransactionResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The user.
+   */
+  char *user_id;
+  /*
+   * The user's state per subscription group as of `as_of_ms`.
+   */
+  size_t n_groups;
+  Substatus__V1__GroupStatus **groups;
+  /*
+   * What the user is entitled to as of `as_of_ms`.
+   */
+  size_t n_entitlements;
+  Substatus__V1__Entitlement **entitlements;
+  /*
+   * The instant the status was evaluated at: the server's clock after the write.
+   */
+  int64_t as_of_ms;
+  /*
+   * The environment the AppTransaction was signed in (its `receiptType`).
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * The Apple Account: the AppTransaction's `appTransactionId`.
+   */
+  char *app_transaction_id;
+  /*
+   * When the account first got the app (`originalPurchaseDate`); 0: not known.
+   */
+  int64_t original_purchase_date_ms;
+  /*
+   * The version the account first got (`originalApplicationVersion`).
+   */
+  char *original_application_version;
+  /*
+   * Whether the App Store Server API answered the account's whole history and all of it is stored
+   * for the user: false when the app has no In-App Purchase key, or when purchase sharing refused
+   * part of it (then intro answers stay NEW_CUSTOMER).
+   */
+  protobuf_c_boolean history_verified;
+  /*
+   * The number of signed transactions Apple returned for the account (0 without a key).
+   */
+  int32_t transaction_count;
+  /*
+   * How many of them were new or changed the stored copy.
+   */
+  int32_t stored_transaction_count;
+  /*
+   * The original transactions not stored for the user, each with its reason (purchase sharing, as
+   * for SyncTransactionHistory).
+   */
+  size_t n_refused_original_transactions;
+  Substatus__V1__RefusedOriginalTransaction **refused_original_transactions;
+};
+#define SUBSTATUS__V1__SUBMIT_APP_TRANSACTION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__submit_app_transaction_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL }
+
+
 /* Substatus__V1__SubmitReceiptRequest methods */
 void   substatus__v1__submit_receipt_request__init
                      (Substatus__V1__SubmitReceiptRequest         *message);
@@ -717,6 +810,44 @@ Substatus__V1__SyncTransactionHistoryResponse *
 void   substatus__v1__sync_transaction_history_response__free_unpacked
                      (Substatus__V1__SyncTransactionHistoryResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__SubmitAppTransactionRequest methods */
+void   substatus__v1__submit_app_transaction_request__init
+                     (Substatus__V1__SubmitAppTransactionRequest         *message);
+size_t substatus__v1__submit_app_transaction_request__get_packed_size
+                     (const Substatus__V1__SubmitAppTransactionRequest   *message);
+size_t substatus__v1__submit_app_transaction_request__pack
+                     (const Substatus__V1__SubmitAppTransactionRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__submit_app_transaction_request__pack_to_buffer
+                     (const Substatus__V1__SubmitAppTransactionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SubmitAppTransactionRequest *
+       substatus__v1__submit_app_transaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__submit_app_transaction_request__free_unpacked
+                     (Substatus__V1__SubmitAppTransactionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__SubmitAppTransactionResponse methods */
+void   substatus__v1__submit_app_transaction_response__init
+                     (Substatus__V1__SubmitAppTransactionResponse         *message);
+size_t substatus__v1__submit_app_transaction_response__get_packed_size
+                     (const Substatus__V1__SubmitAppTransactionResponse   *message);
+size_t substatus__v1__submit_app_transaction_response__pack
+                     (const Substatus__V1__SubmitAppTransactionResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__submit_app_transaction_response__pack_to_buffer
+                     (const Substatus__V1__SubmitAppTransactionResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__SubmitAppTransactionResponse *
+       substatus__v1__submit_app_transaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__submit_app_transaction_response__free_unpacked
+                     (Substatus__V1__SubmitAppTransactionResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__SubmitReceiptRequest_Closure)
@@ -755,6 +886,12 @@ typedef void (*Substatus__V1__SyncTransactionHistoryRequest_Closure)
 typedef void (*Substatus__V1__SyncTransactionHistoryResponse_Closure)
                  (const Substatus__V1__SyncTransactionHistoryResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__SubmitAppTransactionRequest_Closure)
+                 (const Substatus__V1__SubmitAppTransactionRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__SubmitAppTransactionResponse_Closure)
+                 (const Substatus__V1__SubmitAppTransactionResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -782,6 +919,10 @@ struct Substatus__V1__IngestService_Service
                                    const Substatus__V1__SyncTransactionHistoryRequest *input,
                                    Substatus__V1__SyncTransactionHistoryResponse_Closure closure,
                                    void *closure_data);
+  void (*submit_app_transaction)(Substatus__V1__IngestService_Service *service,
+                                 const Substatus__V1__SubmitAppTransactionRequest *input,
+                                 Substatus__V1__SubmitAppTransactionResponse_Closure closure,
+                                 void *closure_data);
 };
 typedef void (*Substatus__V1__IngestService_ServiceDestroy)(Substatus__V1__IngestService_Service *);
 void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *service,
@@ -794,7 +935,8 @@ void substatus__v1__ingest_service__init (Substatus__V1__IngestService_Service *
       function_prefix__ ## import_receipt_response,\
       function_prefix__ ## import_transactions,\
       function_prefix__ ## submit_signed_transactions,\
-      function_prefix__ ## sync_transaction_history  }
+      function_prefix__ ## sync_transaction_history,\
+      function_prefix__ ## submit_app_transaction  }
 void substatus__v1__ingest_service__submit_receipt(ProtobufCService *service,
                                                    const Substatus__V1__SubmitReceiptRequest *input,
                                                    Substatus__V1__SubmitReceiptResponse_Closure closure,
@@ -815,6 +957,10 @@ void substatus__v1__ingest_service__sync_transaction_history(ProtobufCService *s
                                                              const Substatus__V1__SyncTransactionHistoryRequest *input,
                                                              Substatus__V1__SyncTransactionHistoryResponse_Closure closure,
                                                              void *closure_data);
+void substatus__v1__ingest_service__submit_app_transaction(ProtobufCService *service,
+                                                           const Substatus__V1__SubmitAppTransactionRequest *input,
+                                                           Substatus__V1__SubmitAppTransactionResponse_Closure closure,
+                                                           void *closure_data);
 
 /* --- descriptors --- */
 
@@ -831,6 +977,8 @@ extern const ProtobufCMessageDescriptor substatus__v1__submit_signed_transaction
 extern const ProtobufCMessageDescriptor substatus__v1__submit_signed_transactions_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__sync_transaction_history_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__submit_app_transaction_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__submit_app_transaction_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__ingest_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -313,10 +313,17 @@ struct  Substatus__V1__Transaction
    * the price is not known (verifyReceipt and V1 notifications carry none).
    */
   char *currency;
+  /*
+   * The Apple Account that made or received the transaction: Apple's `appTransactionId` (App Store
+   * Server API 1.20), one per Apple Account per app, the id StoreKit's
+   * `AppTransaction.appTransactionID` gives the device. Empty: not known (verifyReceipt, V1
+   * notifications and older signed data carry none). At most 64 ASCII letters and digits.
+   */
+  char *app_transaction_id;
 };
 #define SUBSTATUS__V1__TRANSACTION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__transaction__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__REVOCATION_REASON__REVOCATION_REASON_UNSPECIFIED, SUBSTATUS__V1__REVOCATION_TYPE__REVOCATION_TYPE_UNSPECIFIED, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OFFER_DISCOUNT_TYPE__OFFER_DISCOUNT_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__TRANSACTION_SOURCE__TRANSACTION_SOURCE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__REVOCATION_REASON__REVOCATION_REASON_UNSPECIFIED, SUBSTATUS__V1__REVOCATION_TYPE__REVOCATION_TYPE_UNSPECIFIED, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__PRODUCT_TYPE__PRODUCT_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OFFER_DISCOUNT_TYPE__OFFER_DISCOUNT_TYPE_UNSPECIFIED, 0, SUBSTATUS__V1__TRANSACTION_SOURCE__TRANSACTION_SOURCE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -391,10 +398,15 @@ struct  Substatus__V1__RenewalInfo
    * (Apple's `recentSubscriptionStartDate`); 0: not known.
    */
   int64_t recent_subscription_start_date_ms;
+  /*
+   * The Apple Account of the subscription (Apple's `appTransactionId`, App Store Server API 1.20);
+   * empty: not known.
+   */
+  char *app_transaction_id;
 };
 #define SUBSTATUS__V1__RENEWAL_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__renewal_info__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__EXPIRATION_INTENT__EXPIRATION_INTENT_UNSPECIFIED, 0, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__EXPIRATION_INTENT__EXPIRATION_INTENT_UNSPECIFIED, 0, 0, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, SUBSTATUS__V1__OFFER_TYPE__OFFER_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string }
 
 
 /* Substatus__V1__Transaction methods */
