@@ -290,6 +290,9 @@ enum PostgresSchema {
         );
         """),
     webhookEnvironmentMigration,
+    PostgresMigration(
+      version: 13, description: "app small business program",
+      sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
   ]
 
   /// The newest schema version this build knows.
