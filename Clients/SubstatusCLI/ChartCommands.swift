@@ -21,7 +21,7 @@ let chartCommands: [CommandSpec] = [
     ],
     summary: "one chart of the app (MRR, movements, revenue, refunds, cohorts, LTV) from the event log",
     details:
-      "NAME is one of \(ChartTable.names.map(\.name).joined(separator: ", ")).\nA table with one row per series, a sparkline over every bucket and the numbers of the last\n\(TrendsTable.shownBuckets) buckets; amounts in units of their currency (9.99 is 9990 milliunits). --csv prints every\nbucket; --json the response. At most 1,000 buckets. Each chart is defined in the README (Reports)."),
+      "NAME is one of \(ChartTable.names.map(\.name).joined(separator: ", ")).\nA table with one row per series, a sparkline over every bucket and the numbers of the last\n\(TrendsTable.shownBuckets) buckets; amounts in units of their currency (9.99 is 9990 milliunits). --csv prints every\nbucket; --json the response. At most 1,000 buckets. Each chart is defined in the README (Charts)."),
 ]
 
 /// Runs a command of ``chartCommands``; `nil` for any other command.
