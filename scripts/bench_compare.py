@@ -56,6 +56,7 @@ SHAPE_LABELS = {
 KNOWN_REFS = {
     "fb4219e": "the first wave",
     "db3c17a": "main when issue 31 started",
+    "056961b": "main when session 13 started",
 }
 # The smallest change that lets a ref build with this machine's toolchain, applied to the exported
 # copy only (never to the ref): {sha prefix: (extra `swift build` arguments, why)}. Empty while

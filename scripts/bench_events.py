@@ -27,6 +27,13 @@ Each figure is the median of `reps` runs; the machine's load average is reported
 scripts/bench calls `section(build_dir)`; run alone it measures and replaces the section:
 
     scripts/bench_events.py [--reps N] [--no-build]
+
+`--delivery` measures only item 5 and rewrites only its subsection ("Webhook delivery through
+substatusd"), `reps` runs, interleaved run by run with another build's substatusd when given one:
+`--compare REF` (built as scripts/bench_compare.py builds a ref, under .build/compare/<sha>) or
+`--baseline DIR` (a directory with a release substatusd); `--users N` (4,000), `--print`:
+
+    scripts/bench_events.py --delivery --reps 4 --compare main
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -90,9 +97,10 @@ def service_share(seconds=6):
 MASTER_KEY = "5eb0" * 16  # the bench daemon's master key (webhook secrets are sealed with it)
 
 
-def daemon_delivery(release, loadgen, users=4_000, server_core=0, receiver_core=1):
+def daemon_delivery(release, loadgen, users=4_000, server_core=0, receiver_core=1, server=None):
     """Webhook delivery through a real substatusd, as a user measures it (issue 32): `substatusd`
-    (`release`: its directory of release binaries) pinned to `server_core` on a fresh SQLite data
+    (`release`: its directory of release binaries; `server`: another build's substatusd, driven by
+    this build's CLI) pinned to `server_core` on a fresh SQLite data
     directory; `users` users' histories (10 monthly transactions and a renewal info each) imported
     through ImportTransactions by the load generator; then a webhook to the load generator's
     receiver (net/http, answering 204, checking every signature) on `receiver_core`, and
@@ -105,7 +113,7 @@ def daemon_delivery(release, loadgen, users=4_000, server_core=0, receiver_core=
     try:
         ready = os.path.join(work, "ready.json")
         server = subprocess.Popen(
-            ["taskset", "-c", str(server_core), os.path.join(release, "substatusd"), "--data-dir",
+            ["taskset", "-c", str(server_core), server or os.path.join(release, "substatusd"), "--data-dir",
              os.path.join(work, "data"), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
              "--ready-file", ready, "--operator-key-file", os.path.join(work, "operator.key"),
              "--refresh-interval", "0", "--allow-private-webhooks"],
@@ -165,7 +173,8 @@ def daemon_delivery(release, loadgen, users=4_000, server_core=0, receiver_core=
         return {"users": users, "events": created, "seconds": seconds, "events_per_s": got["events"] / seconds,
                 "server_cpu_us_per_event": cpu * 1e6 / max(created, 1), "load": load,
                 "received": got["events"], "posts": got["posts"], "repeats": got["repeats"],
-                "bad_signatures": got["bad_signatures"], "out_of_order": got["out_of_order"],
+                "bad_signatures": got["bad_signatures"], "bad_event_ids": got.get("bad_event_ids"),
+                "out_of_order": got["out_of_order"],
                 "receiver_cpu_us_per_event": got["cpu_s"] * 1e6 / max(got["posts"], 1)}
     finally:
         for proc in procs:
@@ -198,7 +207,7 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
     import bench_e2e  # built by service_share(): substatusd and the load generator (its receiver too)
     subprocess.run(["swift", "build", "-c", "release", "--product", "substatus"], check=True)
     loadgen = os.path.join(bench_e2e.BUILD, "e2e-loadgen", "bin", "e2e-loadgen")
-    daemon = [daemon_delivery(bench_e2e.RELEASE, loadgen) for _ in range(reps)]
+    daemon = [daemon_delivery(bench_e2e.RELEASE, loadgen) | {"build": "this"} for _ in range(reps)]
     loads = []
     on, off, delivery, ordered, fanout = [], [], [], [], []
     dispatcher_only, client_only = [], []  # the delivery's sender in its two parts
@@ -257,12 +266,6 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
               f"| +{100 * service['share'] / (1 - service['share']):.0f} % | ≤ +10 % "
               f"| {verdict(service['share'] / (1 - service['share']) <= 0.10)} |" if service else
               "| derivation overhead on ingest, service level | not measured | ≤ +10 % | |"),
-             f"| webhook delivery through substatusd (CPU 0) to a receiver on CPU 1: {daemon[0]['users']:,} users' histories, "
-             f"{daemon[0]['events']:,} events, `events replay` | {med(daemon, lambda r: r['events_per_s']):,.0f} events/s, "
-             f"{med(daemon, lambda r: r['server_cpu_us_per_event']):.0f} µs of server CPU per event; "
-             f"{sum(r['repeats'] for r in daemon)} repeated, {sum(r['bad_signatures'] for r in daemon)} bad signatures, "
-             f"{sum(r['out_of_order'] for r in daemon)} out of order | ≥ 5,000 events/s, ≤ 100 µs | "
-             f"{verdict(med(daemon, lambda r: r['events_per_s']) >= 5000 and med(daemon, lambda r: r['server_cpu_us_per_event']) <= 100)} |",
              f"| webhook delivery, one event per user | {d:,.0f} events/s (CPU per event: sender {cpu_per_event(delivery):.0f} µs, "
              f"receiver {receiver_per_event(delivery):.0f} µs) | ≥ 5,000 events/s | {verdict(d >= 5000)} |",
              f"| webhook delivery, 4 events per user (in order: each waits for the previous one's record) "
@@ -284,13 +287,6 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              " (the service-level rows: the same substatusd and 100,000-user store as the end-to-end section, each"
              " ImportTransactions call a new user with 10 transactions, perf with DWARF call graphs for 6 s; a sample"
              " counts for the events when `SQLiteStore.logEvents` is on its stack).", "",
-             "Delivery through substatusd (the first delivery row): a release `substatusd` pinned to CPU 0 on a fresh SQLite"
-             " data directory; the users' histories (10 monthly transactions and a renewal info each) imported with"
-             " ImportTransactions by the end-to-end load generator; then `substatus webhook add` to the load generator's"
-             " receiver (Go net/http on CPU 1, answering 204, checking every signature and each user's order) and"
-             " `substatus events replay APP --since \"\" --webhook ID`; events/s from the replay call to the receiver's"
-             " last event; the server's CPU from the replay call until /metrics counts every delivery recorded"
-             " (`daemon_delivery` in scripts/bench_events.py).", "",
              f"Delivery: {events:,} events logged in a SQLite store, one webhook at `http://127.0.0.1` (the project's"
              " HTTP server in a child process pinned to the same core, answering 204 at once), the dispatcher with its"
              " default settings; time from its start until every delivery is recorded DELIVERED. Sender: the"
@@ -306,9 +302,115 @@ def section(build_dir, reps=3, core=1, events=5_000, users=2_000, per_user=10, w
              " stream's latency); CPU of the whole process (ingest included) per message delivered.", "",
              "<details><summary>Every run</summary>", "", "```"]
     lines += [json.dumps(r) for r in on + off + delivery + ordered + fanout]
-    lines += [json.dumps(r) for r in dispatcher_only + client_only + daemon]
+    lines += [json.dumps(r) for r in dispatcher_only + client_only]
+    lines += ["```", "", "</details>", ""]
+    return lines + delivery_lines(daemon, [])
+
+DELIVERY_TITLE = "### Webhook delivery through substatusd"
+
+
+def delivery_lines(this, ref, ref_name=None):
+    """The subsection of the delivery through substatusd: the runs of this build (`this`) and, when
+    compared, of another build (`ref`, interleaved with them; `ref_name` says which)."""
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    runs = this + ref
+    loads = [r["load"] for r in runs]
+
+    def med(rs, key):
+        return statistics.median(r[key] for r in rs)
+
+    def verdict(ok):
+        return "met" if ok else "**not met**"
+
+    def row(name, rs):
+        return (f"| {name} | {len(rs)} | {med(rs, 'events_per_s'):,.0f} ({min(r['events_per_s'] for r in rs):,.0f}–"
+                f"{max(r['events_per_s'] for r in rs):,.0f}) | {med(rs, 'server_cpu_us_per_event'):.0f} "
+                f"({min(r['server_cpu_us_per_event'] for r in rs):.0f}–{max(r['server_cpu_us_per_event'] for r in rs):.0f}) | "
+                f"{sum(r['received'] for r in rs):,} of {sum(r['events'] for r in rs):,}; {sum(r['repeats'] for r in rs)} repeated, "
+                f"{sum(r['bad_signatures'] for r in rs)} bad signatures, "
+                f"{sum(r.get('bad_event_ids') or 0 for r in rs)} `Substatus-Event-Id` not the body's, "
+                f"{sum(r['out_of_order'] for r in rs)} out of order |")
+
+    rate, cpu = med(this, "events_per_s"), med(this, "server_cpu_us_per_event")
+    lines = [DELIVERY_TITLE, "",
+             f"Measured by `scripts/bench_events.py` on {started}: {this[0]['users']:,} users' histories, "
+             f"{this[0]['events']:,} events, load average (1 min) {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
+             + (f"; this build interleaved with {ref_name}, run by run." if ref else "."), "",
+             "| build | runs | events/s (min–max) | µs of server CPU per event (min–max) | received |",
+             "| --- | --- | --- | --- | --- |", row("this build", this)]
+    if ref:
+        lines.append(row(ref_name, ref))
+    lines += ["",
+              f"Against the targets (≥ 5,000 events/s, ≤ 100 µs of server CPU per event): {rate:,.0f} events/s "
+              f"{verdict(rate >= 5000)}, {cpu:.0f} µs {verdict(cpu <= 100)}"
+              + (f"; this build's server CPU per event is {cpu / med(ref, 'server_cpu_us_per_event'):.2f}× and its events/s "
+                 f"{rate / med(ref, 'events_per_s'):.2f}× {ref_name}'s (medians)." if ref else "."), "",
+              "A release `substatusd` pinned to CPU 0 on a fresh SQLite data directory; the users' histories (10 monthly"
+              " transactions and a renewal info each) imported with ImportTransactions by the end-to-end load generator;"
+              " then `substatus webhook add` to the load generator's receiver (Go net/http on CPU 1, answering 204,"
+              " checking every signature and `Substatus-Event-Id`, each user's order and repeats) and"
+              " `substatus events replay APP --since \"\" --webhook ID`; events/s from the replay call to the receiver's"
+              " last event; the server's CPU from the replay call until /metrics counts every delivery recorded"
+              " (`daemon_delivery` in scripts/bench_events.py; `--delivery [--compare REF]` measures only this part).", "",
+              "<details><summary>Every run</summary>", "", "```"]
+    lines += [json.dumps(r) for r in runs]
     lines += ["```", "", "</details>", ""]
     return lines
+
+
+def replace_delivery(path, lines):
+    """Replaces the delivery subsection (from DELIVERY_TITLE to the end of the events section) in
+    BENCHMARKS.md, or appends it to the events section."""
+    text = open(path).read()
+    start = text.find(TITLE)
+    if start < 0:
+        replace_section(path, TITLE, [TITLE, ""] + lines)
+        return
+    end = len(text)
+    for marker in ("\n## ", "\n<!-- "):
+        i = text.find(marker, start + len(TITLE))
+        if i >= 0:
+            end = min(end, i + 1)
+    sub = text.find(DELIVERY_TITLE, start, end)
+    cut = sub if sub >= 0 else end
+    with open(path, "w") as f:
+        f.write(text[:cut].rstrip("\n") + "\n\n" + "\n".join(lines) + "\n" + text[end:])
+
+
+def delivery_only(args):
+    """`--delivery`: the delivery through substatusd alone, `reps` runs, interleaved with a build of
+    `--compare REF` (scripts/bench_compare.py's build of the ref's substatusd, cached by its sha) or
+    the substatusd in `--baseline DIR`; writes the subsection of BENCHMARKS.md unless `--print`."""
+    import bench_e2e
+    for product in [] if args.no_build else ["substatusd", "substatus"]:
+        subprocess.run(["swift", "build", "-c", "release", "--product", product], check=True)
+    loadgen = bench_e2e.build_loadgen()
+    ref_server, ref_name = None, None
+    if args.compare:
+        import bench_compare
+        sha, build = bench_compare.ref_build(args.compare)
+        ref_server, ref_name = os.path.join(build.release, "substatusd"), f"`{sha[:7]}`"
+    elif args.baseline:
+        ref_server = os.path.join(args.baseline, "substatusd")
+        ref_name = args.baseline_name or f"`{args.baseline}/substatusd`"
+    this, ref = [], []
+    for i in range(args.reps):
+        order = [None] if not ref_server else [None, ref_server] if i % 2 == 0 else [ref_server, None]
+        for server in order:
+            if server is None:
+                this.append(daemon_delivery(bench_e2e.RELEASE, loadgen, users=args.users) | {"build": "this"})
+                print(json.dumps(this[-1]), flush=True)
+            elif ref_server:
+                ref.append(daemon_delivery(bench_e2e.RELEASE, loadgen, users=args.users, server=ref_server)
+                           | {"build": ref_name})
+                print(json.dumps(ref[-1]), flush=True)
+    lines = delivery_lines(this, ref, ref_name)
+    print("\n".join(lines))
+    if not args.print:
+        replace_delivery(os.path.join(ROOT, "BENCHMARKS.md"), lines)
+        import readme_figures
+        readme_figures.main()
+        print("wrote the webhook delivery part of BENCHMARKS.md's events section")
 
 
 def main():
@@ -316,8 +418,16 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--core", type=int, default=1)
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--delivery", action="store_true", help="only the webhook delivery through substatusd")
+    ap.add_argument("--users", type=int, default=4_000, help="--delivery: users imported (10 events each)")
+    ap.add_argument("--compare", help="--delivery: interleave with this git ref's substatusd")
+    ap.add_argument("--baseline", help="--delivery: interleave with the substatusd in this directory")
+    ap.add_argument("--baseline-name", help="--delivery: what the baseline is, in the table")
+    ap.add_argument("--print", action="store_true", help="--delivery: print, do not write BENCHMARKS.md")
     args = ap.parse_args()
     os.chdir(ROOT)
+    if args.delivery:
+        return delivery_only(args)
     if not args.no_build:
         subprocess.run(["swift", "build", "-c", "release", "--product", PRODUCT], check=True)
     lines = section(os.path.join(ROOT, ".build"), args.reps, args.core)

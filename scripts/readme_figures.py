@@ -76,6 +76,15 @@ def figures(text):
     if ingest:
         out.append(f"the SQLite store commits {int(ingest.group(1)):,} transactions/s durably "
                    "(1M-transaction store, 8 writers)")
+    delivery = re.search(r"^### Webhook delivery through substatusd\n\nMeasured by `scripts/bench_events.py` on "
+                         r"([0-9-]+ [0-9:]+ UTC): ([0-9,]+) users' histories, ([0-9,]+) events", text, re.M)
+    if delivery:
+        rows = {r[0]: r for r in table_rows(text[delivery.start():], "build | runs")}
+        this = rows.get("this build")
+        if this:
+            out.append(f"webhook delivery through substatusd ({delivery.group(3)} events replayed to a local receiver"
+                       f" on the other core) runs at {this[2].split(' ')[0]} events/s with {this[3].split(' ')[0]} µs of"
+                       f" server CPU per event (median of {this[1]} runs, measured {delivery.group(1)})")
     out += compare_figures(text)
     return out
 

@@ -16,7 +16,8 @@
 //	        evaluate the 20 products' intro eligibility locally from the JSON
 //	seed, status  (seed.go) the data of `make bench COMPARE=<ref>` through the API, and GetStatus
 //	receive a webhook receiver (net/http, answering 204 at once): checks each POST's
-//	        Substatus-Signature against -secret, counts distinct Substatus-Event-Id values, and
+//	        Substatus-Signature against -secret, that Substatus-Event-Id is the body's eventId,
+//	        counts distinct Substatus-Event-Id values, and
 //	        exits once -expect distinct events arrived (its address is written to -addr-file)
 //
 // The last output line is `RESULT {json}`: calls, calls/s, latency percentiles (µs), errors,
@@ -983,7 +984,7 @@ func receive() {
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	lastOccurred := map[string]int64{}
-	var repeats, badSig, outOfOrder, posts int64
+	var repeats, badSig, badID, outOfOrder, posts int64
 	var first, last time.Time
 	var key []byte
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -999,6 +1000,7 @@ func receive() {
 			}
 		}
 		var ev struct {
+			EventID  string `json:"eventId"`
 			UserID   string `json:"userId"`
 			Occurred string `json:"occurredMs"`
 		}
@@ -1025,6 +1027,9 @@ func receive() {
 		if !ok {
 			badSig++
 		}
+		if id == "" || id != ev.EventID {
+			badID++
+		}
 		if seen[id] {
 			repeats++
 		} else {
@@ -1049,7 +1054,7 @@ func receive() {
 	mu.Lock()
 	defer mu.Unlock()
 	b, _ := json.Marshal(map[string]interface{}{
-		"mode": "receive", "events": len(seen), "posts": posts, "repeats": repeats, "bad_signatures": badSig,
+		"mode": "receive", "events": len(seen), "posts": posts, "repeats": repeats, "bad_signatures": badSig, "bad_event_ids": badID,
 		"out_of_order": outOfOrder, "first_unix_ns": first.UnixNano(), "last_unix_ns": last.UnixNano(),
 		"cpu_s": procCPU("self"),
 	})

@@ -340,13 +340,14 @@ enum Schema {
         );
         """),
     webhookEnvironmentMigration,
+    webhookHeadsMigration,
     smallBusinessProgramMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it
   /// are not members until set.
   static let smallBusinessProgramMigration = Migration(
-    version: 16, description: "app small business program",
+    version: 17, description: "app small business program",
     sql: "ALTER TABLE apps ADD COLUMN small_business_program INTEGER NOT NULL DEFAULT 0;")
 
   /// The newest schema version this build knows.

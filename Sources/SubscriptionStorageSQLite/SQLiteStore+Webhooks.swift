@@ -70,6 +70,38 @@ extension Schema {
     sql: "ALTER TABLE webhooks ADD COLUMN environment TEXT NOT NULL DEFAULT '';")
 }
 
+extension Schema {
+  /// Delivery rows a claim reaches without passing others (docs/webhook-delivery.md "Heads"):
+  /// - `head` marks the one pending delivery per webhook and user that may be sent (its oldest
+  ///   when it became the head; deliveries added while one is pending wait behind it); recording
+  ///   a head's last attempt makes the user's next pending delivery the head, in the same commit;
+  /// - `webhook_deliveries_ready`: the heads by webhook and due time, so a claim is one index range
+  ///   of due heads (leased heads and waiting retries are due later, outside it) and reads no other
+  ///   row; it replaces `webhook_deliveries_due`;
+  /// - the listing index loses its `state` column (each record moved its entry) and failed
+  ///   deliveries get a partial index of their own;
+  /// - new rows keep their event in the log only (an empty `event`: the log's `payload` of the same
+  ///   `sequence`, which the erasure trigger keeps in step): about 7 rows per page became about 40.
+  static let webhookHeadsMigration = Migration(
+    version: 16, description: "webhook delivery heads",
+    sql: """
+      ALTER TABLE webhook_deliveries ADD COLUMN head INTEGER NOT NULL DEFAULT 0;
+      UPDATE webhook_deliveries SET head = 1 WHERE state = 'PENDING' AND NOT EXISTS (
+        SELECT 1 FROM webhook_deliveries o
+        WHERE o.state = 'PENDING' AND o.webhook_id = webhook_deliveries.webhook_id
+          AND o.environment = webhook_deliveries.environment AND o.user_id = webhook_deliveries.user_id
+          AND (o.sequence < webhook_deliveries.sequence
+            OR (o.sequence = webhook_deliveries.sequence AND o.delivery_key < webhook_deliveries.delivery_key)));
+      CREATE INDEX webhook_deliveries_ready
+        ON webhook_deliveries(webhook_id, next_attempt_ms, sequence, delivery_key)
+        WHERE state = 'PENDING' AND head = 1;
+      DROP INDEX webhook_deliveries_due;
+      DROP INDEX webhook_deliveries_listing;
+      CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries(webhook_id, delivery_key);
+      CREATE INDEX webhook_deliveries_failed ON webhook_deliveries(webhook_id, delivery_key) WHERE state = 'FAILED';
+      """)
+}
+
 /// The statements of the webhook dispatcher's hot loop, named so tests can check their plans.
 enum WebhookQueries {
   /// The webhooks of app ?1 and of its tenant (the caps of ``WebhookLimits``): index ranges of
@@ -79,23 +111,63 @@ enum WebhookQueries {
       (SELECT COUNT(*) FROM webhooks w JOIN apps a ON a.app_id = w.app_id
        WHERE a.tenant_id = (SELECT tenant_id FROM apps WHERE app_id = ?1))
     """
-  static let deliveryColumns =
-    "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
-  /// One webhook's due heads (its oldest pending delivery per user), at most `?3`, oldest first:
-  /// ?1 the webhook, ?2 now. The scan walks the webhook's pending deliveries in creation order
-  /// (`webhook_deliveries_listing`) and stops at the limit, so a claim costs about the deliveries
-  /// held and the limit, not the whole backlog (a query over every due delivery, ranked per
-  /// webhook, read all of them on every claim); each candidate's "no older pending delivery of
-  /// its user" is one probe of `webhook_deliveries_heads`.
+  /// A delivery's columns as ``SQLiteStore`` reads them; the event is the row's own copy (rows
+  /// written before schema version 16) or else the log's payload of its sequence.
+  static let deliveryColumns = """
+    delivery_key, webhook_id, sequence,
+    CASE WHEN length(event) > 0 THEN event
+      ELSE (SELECT e.payload FROM events e WHERE e.sequence = webhook_deliveries.sequence) END,
+    state, next_attempt_ms, created_ms, attempts
+    """
+  /// One webhook's due heads, at most `?3`, earliest due first (then log order): ?1 the webhook,
+  /// ?2 now. One range of `webhook_deliveries_ready`, which holds only heads and has every column
+  /// the claim needs: the deliveries waiting behind a head, the heads in flight (leased, due
+  /// later) and those waiting for a retry are not in the range, so a claim reads the heads it
+  /// takes and nothing else.
   static let claimHeads = """
-    SELECT d.delivery_key, d.sequence FROM webhook_deliveries d INDEXED BY webhook_deliveries_listing
-    WHERE d.webhook_id = ?1 AND d.state = 'PENDING' AND d.next_attempt_ms <= ?2
-      AND NOT EXISTS (
-        SELECT 1 FROM webhook_deliveries o INDEXED BY webhook_deliveries_heads
-        WHERE o.state = 'PENDING' AND o.webhook_id = d.webhook_id
-          AND o.environment = d.environment AND o.user_id = d.user_id
-          AND (o.sequence < d.sequence OR (o.sequence = d.sequence AND o.delivery_key < d.delivery_key)))
-    ORDER BY d.delivery_key LIMIT ?3
+    SELECT delivery_key, sequence FROM webhook_deliveries INDEXED BY webhook_deliveries_ready
+    WHERE webhook_id = ?1 AND state = 'PENDING' AND head = 1 AND next_attempt_ms <= ?2
+    ORDER BY next_attempt_ms, sequence, delivery_key LIMIT ?3
+    """
+  /// A new pending delivery (?1 webhook, ?2 sequence, ?3 environment, ?4 user, ?5 now), its event
+  /// left in the log; the head of its user unless the user already has a pending delivery to the
+  /// webhook (one probe of `webhook_deliveries_heads`).
+  static let insertDelivery = """
+    INSERT INTO webhook_deliveries(webhook_id, sequence, environment, user_id, event, state,
+      next_attempt_ms, created_ms, attempts, head)
+    VALUES(?1, ?2, ?3, ?4, X'', 'PENDING', ?5, ?5, CAST('[]' AS BLOB), NOT EXISTS (
+      SELECT 1 FROM webhook_deliveries INDEXED BY webhook_deliveries_heads
+      WHERE webhook_id = ?1 AND environment = ?3 AND user_id = ?4 AND state = 'PENDING'))
+    """
+  /// A batch of attempts in one statement: ?1 is ``WebhookRowCoding/outcomesJSON(_:)``; each row
+  /// gets its attempt appended to the stored array (the rows this store writes are `[]` or
+  /// `[{...},...]` with nothing after the bracket), its state and due time, no claimant, and
+  /// stops being a head unless pending again. Returns the keys found.
+  static let recordAttempts = """
+    UPDATE webhook_deliveries SET
+      attempts = CAST(CASE WHEN length(attempts) <= 2 THEN o.attempt
+        ELSE substr(attempts, 1, length(attempts) - 1) || ',' || substr(o.attempt, 2) END AS BLOB),
+      state = o.state, next_attempt_ms = o.next, claimant = NULL,
+      head = CASE WHEN o.state = 'PENDING' THEN head ELSE 0 END
+    FROM (
+      SELECT value ->> '$.key' AS key, value ->> '$.attempt' AS attempt, value ->> '$.state' AS state,
+        value ->> '$.next' AS next
+      FROM json_each(?1)) AS o
+    WHERE webhook_deliveries.delivery_key = o.key
+    RETURNING delivery_key
+    """
+  /// After ``recordAttempts``: for each delivery of ?1 (a JSON array of keys) that is no longer
+  /// pending, its user's oldest pending delivery to the webhook becomes the head (one probe of
+  /// `webhook_deliveries_heads` each).
+  static let promoteHeads = """
+    UPDATE webhook_deliveries SET head = 1 WHERE delivery_key IN (
+      SELECT (
+        SELECT n.delivery_key FROM webhook_deliveries n INDEXED BY webhook_deliveries_heads
+        WHERE n.webhook_id = f.webhook_id AND n.environment = f.environment AND n.user_id = f.user_id
+          AND n.state = 'PENDING'
+        ORDER BY n.sequence, n.delivery_key LIMIT 1)
+      FROM webhook_deliveries f
+      WHERE f.delivery_key IN (SELECT value FROM json_each(?1)) AND f.state <> 'PENDING')
     """
 }
 
@@ -208,21 +280,16 @@ extension SQLiteStore: WebhookStore {
     return try WebhookFanOut.open(row, webhookId: webhookId, keyring: webhookKeyring())
   }
 
-  /// Inserts pending deliveries of `events` to one webhook.
+  /// Inserts pending deliveries of `events` to one webhook (their events stay in the log).
   private static func insertDeliveries(
-    _ db: SQLiteConnection, webhookId: String, events: [LoggedEvent], atMs: Int64, encoded: [[UInt8]]
+    _ db: SQLiteConnection, webhookId: String, events: [LoggedEvent], atMs: Int64
   ) throws(StoreError) {
-    let none: [UInt8] = Array("[]".utf8)
-    for (event, bytes) in zip(events, encoded) {
+    for event in events {
       try db.run(
-        """
-        INSERT INTO webhook_deliveries(webhook_id, sequence, environment, user_id, event, state,
-          next_attempt_ms, created_ms, attempts)
-        VALUES(?, ?, ?, ?, ?, 'PENDING', ?, ?, ?)
-        """,
+        WebhookQueries.insertDelivery,
         [
           .text(webhookId), .int(event.sequence), .text(event.event.environment.rawValue),
-          .text(event.event.userId), .blob(bytes), .int(atMs), .int(atMs), .blob(none),
+          .text(event.event.userId), .int(atMs),
         ])
     }
   }
@@ -242,14 +309,12 @@ extension SQLiteStore: WebhookStore {
       let batch = try await WebhookFanOut.next(
         for: webhook, after: position, lastSequence: last, limit: limit, log: self)
       guard batch.readThrough > position else { continue }
-      let frozen = batch.events.map { WebhookRowCoding.encode($0.event) }
       created += try await writer.write { db throws(StoreError) -> Int in
         try db.run(
           "UPDATE webhooks SET read_through = ? WHERE webhook_id = ? AND read_through = ?",
           [.int(batch.readThrough), .text(webhook.webhookId), .int(position)])
         guard db.changes == 1 else { return 0 }
-        try Self.insertDeliveries(
-          db, webhookId: webhook.webhookId, events: batch.events, atMs: atMs, encoded: frozen)
+        try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: batch.events, atMs: atMs)
         return batch.events.count
       }
     }
@@ -296,48 +361,44 @@ extension SQLiteStore: WebhookStore {
   }
 
   /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: substatusd serves a data directory alone,
-  /// so a claim of another run is its killed predecessor's. Claimed deliveries are pending with a
-  /// due time in the future (the lease): an index range of `webhook_deliveries_due`.
+  /// so a claim of another run is its killed predecessor's. Claimed deliveries are heads, pending
+  /// with a due time in the future (the lease): found in `webhook_deliveries_ready`.
   public func releaseClaims(notMadeBy claimant: String, atMs: Int64) async throws(StoreError) -> Int {
     try await writer.write { db throws(StoreError) -> Int in
       try db.run(
         """
         UPDATE webhook_deliveries SET next_attempt_ms = ?1, claimant = NULL
-        WHERE state = 'PENDING' AND next_attempt_ms > ?1 AND claimant IS NOT NULL AND claimant <> ?2
+        WHERE state = 'PENDING' AND head = 1 AND next_attempt_ms > ?1 AND claimant IS NOT NULL AND claimant <> ?2
         """, [.int(atMs), .text(claimant)])
       return db.changes
     }
   }
 
   /// See ``WebhookStore/recordDeliveryAttempts(_:)``: one write transaction of the single writer,
-  /// one statement per attempt (the stored array gets the attempt appended in SQL: the rows this
-  /// store writes are `[]` or `[{...},...]` with nothing after the bracket), committed without an
-  /// fsync (see ``SQLiteWriter/write(durable:_:)``: an attempt record lost to a power failure means
-  /// the delivery is sent again).
+  /// two statements for the whole batch (``WebhookQueries/recordAttempts``, then
+  /// ``WebhookQueries/promoteHeads`` for the deliveries that ended), committed without an fsync
+  /// (see ``SQLiteWriter/write(durable:_:)``: an attempt record lost to a power failure means the
+  /// delivery is sent again). A batch naming one delivery twice (never the dispatcher's: it holds
+  /// a delivery once) is recorded one outcome at a time, in order, so each attempt is kept.
   public func recordDeliveryAttempts(_ outcomes: [DeliveryOutcome]) async throws(StoreError) -> Set<String> {
     guard !outcomes.isEmpty else { return [] }
+    var keys = Set<Int64>()
+    let repeated = outcomes.contains { outcome in
+      WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !keys.insert($0).inserted } ?? false
+    }
+    let batches = repeated ? outcomes.map { [$0] } : [outcomes]
     return try await writer.write(durable: false) { db throws(StoreError) -> Set<String> in
-      var missing = Set<String>()
-      for outcome in outcomes {
-        guard let key = WebhookRowCoding.deliveryKey(outcome.deliveryId) else {
-          missing.insert(outcome.deliveryId)
-          continue
-        }
-        try db.run(
-          """
-          UPDATE webhook_deliveries SET
-            attempts = CAST(CASE WHEN length(attempts) <= 2 THEN ?1
-              ELSE substr(attempts, 1, length(attempts) - 1) || ',' || substr(?1, 2) END AS BLOB),
-            state = ?2, next_attempt_ms = ?3, claimant = NULL
-          WHERE delivery_key = ?4
-          """,
-          [
-            .blob(WebhookRowCoding.encode([outcome.attempt])), .text(outcome.state.rawValue),
-            .optional(outcome.storedNextAttemptMs), .int(key),
-          ])
-        if db.changes == 0 { missing.insert(outcome.deliveryId) }
+      var found = Set<Int64>()
+      for batch in batches {
+        let rows = try db.all(WebhookQueries.recordAttempts, [.text(WebhookRowCoding.outcomesJSON(batch))]) { $0.int(0) }
+        guard !rows.isEmpty else { continue }
+        found.formUnion(rows)
+        try db.run(WebhookQueries.promoteHeads, [.text("[" + rows.map(String.init).joined(separator: ",") + "]")])
       }
-      return missing
+      return Set(
+        outcomes.filter { outcome in
+          WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !found.contains($0) } ?? true
+        }.map(\.deliveryId))
     }
   }
 
@@ -382,12 +443,11 @@ extension SQLiteStore: WebhookStore {
     for webhook in targets {
       try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
         (events: [LoggedEvent]) throws(StoreError) in
-        let frozen = events.map { WebhookRowCoding.encode($0.event) }
         created += try await writer.write { db throws(StoreError) -> Int in
           // A webhook deleted meanwhile gets nothing.
           guard try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil
           else { return 0 }
-          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs, encoded: frozen)
+          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs)
           return events.count
         }
       }

@@ -9,6 +9,7 @@ import ProcessSignals
 import RPCCore
 import RPCHTTP2Transport
 import RPCWebGateway
+import ServiceLifecycle
 import SubstatusConsole
 import SubscriptionStorage
 import SubscriptionStoragePostgres
@@ -78,6 +79,15 @@ public enum SubstatusDaemon {
     } catch {
       return fail("cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)")
     }
+    // One substatusd per SQLite store (a PostgreSQL store is shared by design).
+    let dataDirectoryLock: DataDirectoryLock?
+    do throws(DataDirectoryLock.Failure) {
+      dataDirectoryLock = postgresURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
+    } catch {
+      if case .held = error { return fail("\(error)", status: DataDirectoryLock.busyExitStatus) }
+      return fail("\(error)")
+    }
+    defer { withExtendedLifetime(dataDirectoryLock) {} }
 
     // Secrets at rest: the master key from a file, the environment, or one created on first start.
     let keyring: MasterKeyring
@@ -299,51 +309,7 @@ public enum SubstatusDaemon {
       return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
     }
     httpMetrics.withLock { $0 = http }
-    memory.start(load: {
-      let grpc = transport.metrics
-      let connections = grpc.openConnections + http.openConnections
-      let peakCalls = transport.takeCallsInFlightPeak()
-      return .init(now: connections + grpc.callsInFlight, peak: connections + peakCalls)
-    })
 
-    // Background receipt refresh (off with --refresh-interval 0).
-    let refresher = configuration.refreshInterval > 0
-      ? ReceiptRefresher(service: service, configuration: .init(
-          interval: .milliseconds(max(10, Int64(configuration.refreshInterval * 1000))),
-          maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency,
-          batchSize: configuration.refreshBatchSize, lease: .milliseconds(Int64(configuration.refreshLease * 1000))))
-      : nil
-    let refreshing = refresher.map { r in Task { await r.run() } }
-    // Reconciliation with Apple's notification history (off with --reconcile-interval 0).
-    let reconciler = configuration.reconcileInterval > 0
-      ? ServerAPIReconciler(service: service, configuration: .init(
-          interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000)))))
-      : nil
-    let reconciling = reconciler.map { r in Task { await r.run() } }
-    // Events out: the changes by time alone (the scheduler wakes on its own: at due times on the
-    // service clock, a periodic pass on the real clock), and a look at the log every second for
-    // the watchers (events other instances sharing a PostgreSQL database wrote).
-    let transitions = EventTransitionScheduler(service: service)
-    let scheduling = Task { await transitions.run() }
-    let dispatching = dispatcher.map { d in Task { await d.run() } }
-    let polling = Task {
-      while !Task.isCancelled {
-        do { try await clock.sleep(for: .seconds(1)) } catch { return }
-        service.eventSignal.signal()
-      }
-    }
-
-    ProcessSignals.on([SIGTERM, SIGINT]) {
-      transitions.beginGracefulShutdown()
-      dispatcher?.beginGracefulShutdown()
-      service.eventSignal.close()  // WatchEvents streams end UNAVAILABLE; clients resume by cursor
-      refresher?.beginGracefulShutdown()
-      reconciler?.beginGracefulShutdown()
-      draining.store(true, ordering: .relaxed)
-      health.markAllNotServing()
-      log.info("draining: finishing in-flight calls")
-      server.beginGracefulShutdown()
-    }
     // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
     if transportConfiguration.tls != nil {
       ProcessSignals.on([SIGHUP]) {
@@ -355,23 +321,46 @@ public enum SubstatusDaemon {
         }
       }
     }
+    let grpcTLS = transportConfiguration.tls != nil
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
     let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
 
-    return await withTaskGroup(of: Int32.self) { group in
-      group.addTask {
-        do {
-          try await server.run()
-          return 0
-        } catch {
-          return fail("gRPC server failed: \(error)")
-        }
-      }
-      // The transport accepts as soon as it is bound; announce once the loops run.
-      try? await Task.sleep(for: .milliseconds(20))
+    // The lifecycle (docs/architecture.md, "Background jobs"): the store is open; the background
+    // services start, then the listeners. On SIGTERM or SIGINT the listeners stop accepting and
+    // drain their calls in flight, then the background services stop, each within a bound on the
+    // real clock (work that does not end in time is cancelled, then left behind: logged, exit
+    // status 1); the store closes last (the `defer` above).
+    let group = ServiceGroup(
+      background: backgroundServices(configuration, service: service, dispatcher: dispatcher, clock: clock)
+        + [
+          .init("the memory return", ClosureService(start: { memory.start(load: {
+            let grpc = transport.metrics
+            let connections = grpc.openConnections + http.openConnections
+            let peakCalls = transport.takeCallsInFlightPeak()
+            return .init(now: connections + grpc.callsInFlight, peak: connections + peakCalls)
+          }) }, stop: { memory.stop() }), stopWithin: .seconds(1)),
+        ] + (followedClock.map { followed in
+          // The followed clock's reading in flight ends by its own time limit (2 s).
+          [.init("the followed clock's poller", ClosureService(stop: {
+            if await !followed.stop(waitingAtMost: .seconds(3)) { throw DaemonStopError.leftBehind }
+          }), stopWithin: .seconds(4))]
+        } ?? []),
+      listeners: [
+        .init("the gRPC listener", server, stopWithin: .seconds(30)),
+        .init("the HTTP listener", ClosureService(stop: { await http.stop() }), stopWithin: .seconds(10)),
+      ],
+      clock: clock,
+      onShutdown: {
+        service.eventSignal.close()  // WatchEvents streams end UNAVAILABLE; clients resume by cursor
+        draining.store(true, ordering: .relaxed)
+        health.markAllNotServing()
+        log.info("draining: finishing in-flight calls")
+      })
+    ProcessSignals.on([SIGTERM, SIGINT]) { group.beginGracefulShutdown() }
+    let outcome = await group.run(started: {
       log.info("listening", [
         ("grpc", .string(grpcBound)), ("http", .string(httpBound)), ("data_dir", .string(configuration.dataDirectory)),
-        ("grpc_tls", .bool(transportConfiguration.tls != nil)),
+        ("grpc_tls", .bool(grpcTLS)),
         ("open_files_limit", .integer(Int64(openFilesLimit))),
         ("grpc_max_connections", .integer(Int64(descriptors.grpcConnections))),
         ("http_max_connections", .integer(Int64(descriptors.httpConnections))),
@@ -382,59 +371,56 @@ public enum SubstatusDaemon {
           log.write(.object(["level": .string("error"), "msg": .string("cannot write the ready file: \(error.localizedDescription)")]))
         }
       }
-      let status = await group.next() ?? 1
-      // Every wait of the drain is bounded on the real clock: work that does not end in time is
-      // cancelled, then left behind (logged, exit status 1); nothing holds the exit.
-      var unfinished: [String] = []
-      // The scheduler's pass in progress finishes; no new one starts.
-      transitions.beginGracefulShutdown()
-      polling.cancel()
-      if await !finish(scheduling, within: .seconds(10), clock: clock) {
-        unfinished.append("the transition scheduler")
-      }
-      // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
-      // are due again after their lease.
-      dispatcher?.beginGracefulShutdown()
-      if let dispatcher, let dispatching,
-        await !finish(dispatching, within: dispatcher.configuration.timeout + .seconds(5), clock: clock)
-      {
-        unfinished.append("the webhook dispatcher")
-      }
-      // Refreshes and reconciliations in flight may finish for 5 s, then they are cancelled (and
-      // retried after restart).
-      refresher?.beginGracefulShutdown()
-      reconciler?.beginGracefulShutdown()
-      for (task, name) in [(reconciling, "the reconciler"), (refreshing, "the receipt refresher")] {
-        if let task, await !finish(task, within: .seconds(5), clock: clock) { unfinished.append(name) }
-      }
-      // The followed clock's reading in flight ends by its own time limit (2 s).
-      if let followedClock, await !followedClock.stop(waitingAtMost: .seconds(3)) {
-        unfinished.append("the followed clock's poller")
-      }
-      memory.stop()
-      await http.stop()
-      if !unfinished.isEmpty {
-        log.write(.object([
-          "level": .string("error"), "msg": .string("stopped, leaving behind work that did not end in time"),
-          "unfinished": .array(unfinished.map { .string($0) }),
-        ]))
-        log.flush()
-        return 1
-      }
-      log.info("stopped")
-      log.flush()
-      return status
+    })
+    for failure in outcome.failures {
+      log.write(.object(["level": .string("error"), "msg": .string("failed: \(failure)")]))
     }
+    if !outcome.unfinished.isEmpty {
+      log.write(.object([
+        "level": .string("error"), "msg": .string("stopped, leaving behind work that did not end in time"),
+        "unfinished": .array(outcome.unfinished.map { .string($0) }),
+      ]))
+      log.flush()
+      return 1
+    }
+    log.info("stopped")
+    log.flush()
+    return outcome.failures.isEmpty ? 0 : 1
   }
 
-  /// Waits at shutdown for a background task told to stop: `limit` of `clock` for it to end by
-  /// itself, then it is cancelled and waited for 5 s more. The cancellation is sent from a
-  /// Dispatch thread, so that a cancellation handler that blocks cannot hold the shutdown.
-  /// - Returns: whether the task ended.
-  static func finish(_ task: Task<Void, Never>, within limit: Duration, clock: any ServiceClock) async -> Bool {
-    if await clock.waitForEnd(of: task, within: limit) { return true }
-    DispatchQueue.global().async { task.cancel() }
-    return await clock.waitForEnd(of: task, within: .seconds(5))
+  /// The background services, in starting order: the transition scheduler, the webhook
+  /// dispatcher, the watcher poll, the reconciler and the receipt refresher (the last two off with
+  /// an interval of 0); stopped in the reverse order.
+  static func backgroundServices(
+    _ configuration: DaemonConfiguration, service: SubstatusService, dispatcher: WebhookDispatcher?,
+    clock: any ServiceClock
+  ) -> [ServiceGroup.Member] {
+    var members: [ServiceGroup.Member] = []
+    // Events out: the changes by time alone (the scheduler wakes on its own: at due times on the
+    // service clock, a periodic pass on the real clock); its pass in progress finishes.
+    members.append(.init("the transition scheduler", EventTransitionScheduler(service: service), stopWithin: .seconds(10)))
+    // POSTs in flight finish (at most the dispatcher's timeout); claimed deliveries not started
+    // are due again after their lease.
+    if let dispatcher {
+      members.append(.init("the webhook dispatcher", dispatcher, stopWithin: dispatcher.configuration.timeout + .seconds(5)))
+    }
+    // A look at the log every second for the watchers (events other instances sharing a
+    // PostgreSQL database wrote).
+    members.append(.init("the watcher poll", EventSignalPoll(service: service, clock: clock), stopWithin: .seconds(2)))
+    // Refreshes and reconciliations in flight may finish for 5 s, then they are cancelled (and
+    // retried after restart).
+    if configuration.reconcileInterval > 0 {
+      members.append(.init("the reconciler", ServerAPIReconciler(service: service, configuration: .init(
+        interval: .milliseconds(max(10, Int64(configuration.reconcileInterval * 1000))))), stopWithin: .seconds(5)))
+    }
+    if configuration.refreshInterval > 0 {
+      members.append(.init("the receipt refresher", ReceiptRefresher(service: service, configuration: .init(
+        interval: .milliseconds(max(10, Int64(configuration.refreshInterval * 1000))),
+        maxConcurrent: configuration.refreshConcurrency, maxConcurrentPerTenant: configuration.refreshTenantConcurrency,
+        batchSize: configuration.refreshBatchSize, lease: .milliseconds(Int64(configuration.refreshLease * 1000)))),
+        stopWithin: .seconds(5)))
+    }
+    return members
   }
 
   static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
@@ -485,4 +471,46 @@ final class RefusalLog: Sendable {
       ("refused_since_last_line", .integer(Int64(suppressed))),
     ])
   }
+}
+
+// The lifecycle's services (`ServiceLifecycle`): each of these already runs until told to stop.
+extension RPCServer: Service {}
+extension EventTransitionScheduler: Service {}
+extension WebhookDispatcher: Service {}
+extension ServerAPIReconciler: Service {}
+extension ReceiptRefresher: Service {}
+
+/// The watcher poll: signals the service's `EventSignal` every second of `clock`, so that
+/// `WatchEvents` sees events other instances sharing a PostgreSQL database wrote.
+struct EventSignalPoll: Service {
+  let service: SubstatusService
+  let clock: any ServiceClock
+  private let stopping = ShutdownSignal()
+
+  init(service: SubstatusService, clock: any ServiceClock) {
+    self.service = service
+    self.clock = clock
+  }
+
+  func run() async {
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { [stopping] in await stopping.wait() }
+      group.addTask { [service, clock] in
+        while !Task.isCancelled {
+          do { try await clock.sleep(for: .seconds(1)) } catch { return }
+          service.eventSignal.signal()
+        }
+      }
+      await group.next()
+      group.cancelAll()
+    }
+  }
+
+  func beginGracefulShutdown() { stopping.fire() }
+}
+
+/// Why a service's stop failed.
+enum DaemonStopError: Error {
+  /// Work it was waiting for did not end in time.
+  case leftBehind
 }

@@ -168,7 +168,14 @@ public final class WebhookDispatcher: Sendable {
   private struct Target: Sendable {
     var webhook: WebhookRecord
     var url: URL
-    var secret: String
+    /// Signs with the webhook's secret (its key's padded blocks hashed once per claim, not per POST).
+    var signer: WebhookSigner
+
+    init(webhook: WebhookRecord, url: URL, secret: String) {
+      self.webhook = webhook
+      self.url = url
+      self.signer = WebhookSigner(secret: secret)
+    }
   }
 
   private struct Claimed: Sendable {
@@ -598,7 +605,7 @@ public final class WebhookDispatcher: Sendable {
       ("Substatus-Event-Id", eventId),
       (
         "Substatus-Signature",
-        WebhookSigning.signatureHeader(secret: target.secret, timestamp: attemptedMs / 1000, body: body)
+        target.signer.signatureHeader(timestamp: attemptedMs / 1000, body: body)
       ),
     ]
     switch await postWithTimeout(url: target.url, headers: headers, body: body) {

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import SubstatusJSON
 import Testing
 
@@ -38,62 +39,13 @@ func pythonChecks(_ checks: [JSONValue]) async throws -> [JSONValue] {
     throw TestFailure("missing Fixtures/verify_signatures.py")
   }
   let input = JSONValue.array(checks).serializedBytes()
-  let output: [UInt8] = try await withCheckedThrowingContinuation { continuation in
-    let thread = Thread {
-      continuation.resume(with: Result { try runBlocking(python, [script.path], stdin: input) })
-    }
-    thread.start()
-  }
-  let results = try JSONValue(parsing: output)
+  let run = try await runExecutable(python, [script.path], stdin: input)
+  guard run.status == 0 else { throw TestFailure("\(python) exited \(run.status): \(run.stderr)") }
+  let results = try JSONValue(parsing: Array(run.stdout.utf8))
   guard let array = results.arrayValue, array.count == checks.count else {
     throw TestFailure("the Python verifier answered \(results.serialized())")
   }
   return array
-}
-
-private func runBlocking(_ executable: String, _ arguments: [String], stdin: [UInt8]) throws
-  -> [UInt8]
-{
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: executable)
-  process.arguments = arguments
-  let input = Pipe()
-  let output = Pipe()
-  let error = Pipe()
-  process.standardInput = input
-  process.standardOutput = output
-  process.standardError = error
-  try process.run()
-  let writer = Thread {
-    input.fileHandleForWriting.write(Data(stdin))
-    try? input.fileHandleForWriting.close()
-  }
-  writer.start()
-  let errorReader = ErrorCollector(handle: error.fileHandleForReading)
-  let out = output.fileHandleForReading.readDataToEndOfFile()
-  let err = errorReader.wait()
-  process.waitUntilExit()
-  guard process.terminationStatus == 0 else {
-    throw TestFailure(
-      "\(executable) exited \(process.terminationStatus): \(String(decoding: err, as: UTF8.self))")
-  }
-  return Array(out)
-}
-
-/// Reads a pipe to its end on a thread of its own.
-private final class ErrorCollector: @unchecked Sendable {
-  private let done = DispatchSemaphore(value: 0)
-  private var data = Data()
-  init(handle: FileHandle) {
-    Thread {
-      self.data = handle.readDataToEndOfFile()
-      self.done.signal()
-    }.start()
-  }
-  func wait() -> Data {
-    done.wait()
-    return data
-  }
 }
 
 extension JSONValue {

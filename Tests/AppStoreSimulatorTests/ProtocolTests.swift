@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import HTTPServer
 
 #if canImport(Glibc)
@@ -293,11 +294,7 @@ struct NotificationDeliveryTests {
     try await sim.ok("POST", "/control/apps", catalog())
     try await sim.ok("POST", "/control/users", #"{"user_id":"s","environment":"sandbox"}"#)
     try await sim.ok("POST", "\(app)/users/s/purchase", #"{"product_id":"pro.monthly"}"#)
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(10)
-    while receiver.types.filter({ $0 == "DID_RENEW" }).count < 2 && clock.now < deadline {
-      try await Task.sleep(for: .milliseconds(50))
-    }
+    _ = await waitUntil(every: .milliseconds(50)) { receiver.types.filter({ $0 == "DID_RENEW" }).count >= 2 }
     #expect(receiver.types.filter { $0 == "DID_RENEW" }.count >= 2)
     await sim.stop()
     await receiver.stop()
@@ -388,32 +385,13 @@ struct CommandLineTests {
     try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build appstore-sim first")
     let ready = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-sim-\(UUID()).json")
     defer { try? FileManager.default.removeItem(at: ready) }
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0"]
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    defer {
-      // On any failure below, do not leave the simulator running.
-      if process.isRunning {
-        process.terminate()
-        process.waitUntilExit()
-      }
-    }
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(10)
-    while !FileManager.default.fileExists(atPath: ready.path) && clock.now < deadline {
-      try await Task.sleep(for: .milliseconds(20))
-    }
-    let readyJSON = try JSONValue(parsing: Array(try Data(contentsOf: ready)))
-    let address = try #require(readyJSON["http"]?.stringValue)
+    // Killed if the test drops it running.
+    let child = try ChildProcess(binary.path, ["--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0"])
+    let address = try #require(try await child.readyFile(ready, timeout: .seconds(10))["http"])
     #expect(address.hasPrefix("127.0.0.1:"))
     let (status, _) = try await call("GET", address, "/healthz")
     #expect(status == 200)
-    process.terminate()  // SIGTERM
-    process.waitUntilExit()
-    #expect(process.terminationReason == .exit)
-    #expect(process.terminationStatus == 0)
+    #expect(await child.stop() == .init(status: 0, signaled: false))  // SIGTERM
   }
 
   @Test func stateFileSurvivesARestart() async throws {
@@ -426,37 +404,23 @@ struct CommandLineTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let stateFile = directory.appendingPathComponent("state.json").path
 
-    func start() async throws -> (Process, String) {
+    func start() async throws -> (ChildProcess, String) {
       let ready = directory.appendingPathComponent("ready-\(UUID()).json")
-      let process = Process()
-      process.executableURL = binary
-      process.arguments = [
-        "--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0",
-        "--start-ms", String(startMs), "--state-file", stateFile,
-      ]
-      process.standardError = FileHandle.nullDevice
-      try process.run()
-      let clock = ContinuousClock()
-      let deadline = clock.now + .seconds(10)
-      while !FileManager.default.fileExists(atPath: ready.path) && clock.now < deadline {
-        try await Task.sleep(for: .milliseconds(20))
-      }
-      let json = try JSONValue(parsing: Array(try Data(contentsOf: ready)))
-      return (process, try #require(json["http"]?.stringValue))
-    }
-    func stop(_ process: Process) {
-      process.terminate()
-      process.waitUntilExit()
+      let child = try ChildProcess(
+        binary.path,
+        [
+          "--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0",
+          "--start-ms", String(startMs), "--state-file", stateFile,
+        ])
+      return (child, try #require(try await child.readyFile(ready, timeout: .seconds(10))["http"]))
     }
 
     var (process, address) = try await start()
-    defer { if process.isRunning { stop(process) } }
     _ = try await call("POST", address, "/control/apps", catalog())
     _ = try await call("POST", address, "/control/users", #"{"user_id":"keep","environment":"production"}"#)
     let (_, bought) = try await call("POST", address, "\(app)/users/keep/purchase", #"{"product_id":"pro.monthly"}"#)
     let receipt = try #require(bought["receipt"]?.string)
-    stop(process)
-    #expect(process.terminationStatus == 0)
+    #expect(await process.stop() == .init(status: 0, signaled: false))
     #expect(FileManager.default.fileExists(atPath: stateFile))
 
     (process, address) = try await start()
@@ -464,6 +428,6 @@ struct CommandLineTests {
       "POST", address, "/production/verifyReceipt", #"{"receipt-data":"\#(receipt)","password":"s3cret"}"#)
     #expect(verify["status"]?.int64 == 0)
     #expect(verify["latest_receipt_info"]?.arrayValue?.count == 1)
-    stop(process)
+    await process.stop()
   }
 }

@@ -1,6 +1,7 @@
 import AppStoreSignedData
 import AppStoreSimulator
 import Foundation
+import SubstatusProcessTestKit
 import HTTPServer
 import SubscriptionDomain
 import SubstatusJSON
@@ -229,27 +230,14 @@ struct SigningCommandLineTests {
     func run() async throws -> (served: String, written: String) {
       let ready = directory.appendingPathComponent("ready-\(UUID()).json")
       let out = directory.appendingPathComponent("root-\(UUID()).pem")
-      let process = Process()
-      process.executableURL = binary
-      process.arguments = [
-        "--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0",
-        "--ca-dir", caDirectory, "--root-ca-out", out.path,
-      ]
-      process.standardError = FileHandle.nullDevice
-      try process.run()
-      defer {
-        if process.isRunning {
-          process.terminate()
-          process.waitUntilExit()
-        }
-      }
-      let clock = ContinuousClock()
-      let deadline = clock.now + .seconds(10)
-      while !FileManager.default.fileExists(atPath: ready.path) && clock.now < deadline {
-        try await Task.sleep(for: .milliseconds(20))
-      }
-      let address = try #require(
-        try JSONValue(parsing: Array(try Data(contentsOf: ready)))["http"]?.stringValue)
+      // Killed when the function returns (ChildProcess).
+      let child = try ChildProcess(
+        binary.path,
+        [
+          "--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0",
+          "--ca-dir", caDirectory, "--root-ca-out", out.path,
+        ])
+      let address = try #require(try await child.readyFile(ready, timeout: .seconds(10))["http"])
       var request = URLRequest(url: URL(string: "http://\(address)/control/root-ca.pem")!)
       request.httpMethod = "GET"
       let (data, _) = try await session.data(for: request)
@@ -268,7 +256,7 @@ struct SigningCommandLineTests {
     #expect(second.served == first.served)
   }
 
-  @Test func aBrokenCADirectoryStopsTheStartWithAMessage() throws {
+  @Test func aBrokenCADirectoryStopsTheStartWithAMessage() async throws {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent()
       .deletingLastPathComponent()
@@ -281,16 +269,9 @@ struct SigningCommandLineTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     try Data("not a certificate".utf8).write(to: directory.appendingPathComponent("root-ca.pem"))
     try Data("not a key".utf8).write(to: directory.appendingPathComponent("root-ca-key.pem"))
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["--listen", "127.0.0.1:0", "--ca-dir", directory.path]
-    let errors = Pipe()
-    process.standardError = errors
-    try process.run()
-    let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 2)
-    #expect(output.contains("cannot load the CA from"))
+    let run = try await runExecutable(binary.path, ["--listen", "127.0.0.1:0", "--ca-dir", directory.path], timeout: .seconds(30))
+    #expect(run.status == 2)
+    #expect(run.stderr.contains("cannot load the CA from"))
     #expect(throws: HTTPServerError.self) { try SimulatorCommandLine(arguments: ["--ca-dir"]) }
     #expect(throws: HTTPServerError.self) { try SimulatorCommandLine(arguments: ["--root-ca-out"]) }
   }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTestSupport
 import Synchronization
 import Testing
 
@@ -156,9 +157,7 @@ struct HTTPServerTests {
     router.add("GET", "/healthz") { _ in .text("ok") }
     router.add("GET", "/gated") { _ in
       started.increment()
-      let clock = ContinuousClock()
-      let deadline = clock.now + .seconds(20)
-      while gate.value == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+      _ = await waitUntil(timeout: .seconds(20)) { gate.value != 0 }
       return .text(gate.value == 0 ? "gate never opened" : "slow")
     }
     let server = try HTTPServer(configuration: .init(), router: router)
@@ -202,9 +201,7 @@ struct HTTPServerTests {
   }
 
   private func waitUntilStarted(_ started: Counter) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(10)
-    while started.value == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+    _ = await waitUntil { started.value != 0 }
     try #require(started.value == 1)
   }
 
@@ -271,10 +268,8 @@ struct HTTPServerTests {
       #expect(answer.contains("Connection: close"), "\(answer)")
       // The held connections are closed now; once the server has seen the closes, the address is
       // served again.
-      var served = false
-      for _ in 0..<50 where !served {
-        served = (try? await send("GET", server, "/healthz").text) == "ok"
-        if !served { try await Task.sleep(for: .milliseconds(100)) }
+      let served = await waitUntil(timeout: .seconds(5), every: .milliseconds(100)) {
+        (try? await send("GET", server, "/healthz").text) == "ok"
       }
       #expect(served, "the address was not served again after its connections closed")
       #expect(server.prometheusText().contains("substatus_http_requests_refused_total{reason=\"connections_per_address\"} 1"))
@@ -304,7 +299,7 @@ struct HTTPServerTests {
     let server = try HTTPServer(configuration: configuration) { request in
       seen.withLock { $0.append("\(request.peer) via \(request.forwardedBy ?? "-")") }
       if request.path == "/hold" {
-        while !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await waitUntil(timeout: .seconds(60), every: .milliseconds(10)) { release.withLock { $0 } }
       }
       return .text("ok")
     }
@@ -314,11 +309,7 @@ struct HTTPServerTests {
       port: server.port, count: 1,
       sending: Array("GET /hold HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n".utf8))
     defer { held[0].close() }
-    var inFlight = false
-    for _ in 0..<200 where !inFlight {
-      inFlight = seen.withLock { $0.count } == 1
-      if !inFlight { try await Task.sleep(for: .milliseconds(10)) }
-    }
+    _ = await waitUntil(timeout: .seconds(2), every: .milliseconds(10)) { seen.withLock { $0.count } == 1 }
     let refused = try await rawExchange(
       port: server.port, Array("GET /x HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n".utf8),
       timeout: .seconds(1))

@@ -53,7 +53,9 @@ struct RoutingHooksTests {
     configuration.maxBufferedBodyBytes = 1500
     let release = Mutex(false)
     let server = try HTTPServer(configuration: configuration) { request in
-      while request.path == "/hold" && !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(2)) }
+      if request.path == "/hold" {
+        _ = await waitUntil(timeout: .seconds(60), every: .milliseconds(2)) { release.withLock { $0 } }
+      }
       return .text("\(request.body.count)")
     }
     let held = Task { try await send("POST", server, "/hold", body: Data(count: 1000)) }

@@ -1,15 +1,6 @@
 import Foundation
+@_exported import SubstatusProcessTestKit
 import Synchronization
-
-/// Waits (a few milliseconds at a time) until `condition` holds, up to `timeout`.
-public func waitUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-  let end = ContinuousClock.now + timeout
-  while ContinuousClock.now < end {
-    if condition() { return true }
-    try? await Task.sleep(for: .milliseconds(5))
-  }
-  return condition()
-}
 
 /// A child process driven by lines: commands on its stdin, one answer line each on its stdout,
 /// read by a thread of its own (never a thread of the cooperative pool).

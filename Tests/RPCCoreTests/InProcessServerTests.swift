@@ -1,3 +1,4 @@
+import SubstatusProcessTestKit
 import Synchronization
 import Testing
 import RPCCore
@@ -174,7 +175,7 @@ func expectStatus(_ code: RPCError.Code, _ call: () async throws -> Void) async 
       let call = Task {
         try await client.unary(method: "/test.Svc/Sleep", request: PayloadMessage("z"), response: PayloadMessage.self)
       }
-      while probe.started.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(2)) }
+      _ = await waitUntil(every: .milliseconds(2)) { probe.started.withLock({ $0 }) != 0 }
       call.cancel()
       let result = await call.result
       #expect((try? result.get()) == nil)

@@ -1,3 +1,4 @@
+import SubstatusProcessTestKit
 import Synchronization
 import Testing
 import RPCCore
@@ -265,7 +266,7 @@ func withStreamingServer(probe: Probe = Probe(), _ body: (RPCClient) async throw
         for try await message in response { texts.append(message.text) }
         return texts
       }
-      while probe.started.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(2)) }
+      _ = await waitUntil(every: .milliseconds(2)) { probe.started.withLock({ $0 }) != 0 }
       reader.cancel()
       _ = await expectStatus(.cancelled) { _ = try await reader.value }
     }

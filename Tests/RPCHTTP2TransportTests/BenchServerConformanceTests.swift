@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCHTTP2Transport
 import Testing
 
@@ -42,9 +43,9 @@ func buildLoadgen() async throws -> String {
   return binary
 }
 
-/// A running `substatus-bench-server` child process on a free port.
-final class BenchServerProcess {
-  let process = Process()
+/// A running `substatus-bench-server` child process on a free port (``ChildProcess``).
+final class BenchServerProcess: Sendable {
+  let child: ChildProcess
   let port: Int
   /// The server's first line: "... listening on 127.0.0.1:PORT (tls=..., threads=N, ...)".
   let firstLine: String
@@ -54,43 +55,28 @@ final class BenchServerProcess {
   init(threads: Int?, cpus: String? = nil) async throws {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
       .appendingPathComponent("substatus-bench-server").path
-    var arguments = ["--listen", "127.0.0.1:0"] + (threads.map { ["--threads", String($0)] } ?? [])
+    let arguments = ["--listen", "127.0.0.1:0"] + (threads.map { ["--threads", String($0)] } ?? [])
     if let cpus {
-      process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-      arguments = ["-c", cpus, binary] + arguments
+      child = try ChildProcess("/usr/bin/taskset", ["-c", cpus, binary] + arguments)
     } else {
-      process.executableURL = URL(fileURLWithPath: binary)
+      child = try ChildProcess(binary, arguments)
     }
-    process.arguments = arguments
-    let stderr = Pipe()
-    process.standardError = stderr
-    try process.run()
     // The first stderr line names the bound address: "... listening on 127.0.0.1:PORT (...".
-    let handle = stderr.fileHandleForReading
-    let line = await withCheckedContinuation { continuation in
-      Thread {
-        var bytes = [UInt8]()
-        while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != UInt8(ascii: "\n") {
-          bytes.append(first)
-        }
-        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-      }.start()
-    }
+    let line = try await child.firstLine(ofStandardError: true)
     guard let range = line.range(of: "listening on 127.0.0.1:"),
       let port = Int(line[range.upperBound...].prefix { $0.isNumber })
     else {
-      process.terminate()
+      child.send(SIGKILL)
       throw SocketTestError(description: "unexpected first line from substatus-bench-server: \(line)")
     }
     self.port = port
     self.firstLine = line
   }
 
-  /// Sends SIGTERM and returns the exit status.
-  func stop() async -> Int32 {
-    process.terminate()
-    await waitForExit(process)
-    return process.terminationStatus
+  /// Sends SIGTERM and returns the exit status (128 + 9 if it had to be killed after `limit`).
+  func stop(killingAfter limit: Duration = .seconds(20)) async -> Int32 {
+    let exit = await child.stop(killingAfter: limit)
+    return exit.signaled ? 128 + exit.status : exit.status
   }
 }
 
@@ -132,13 +118,7 @@ struct BenchServerConformanceTests {
   @Test func sigtermRightAfterStartUpStopsTheServer() async throws {
     for _ in 0..<25 {
       let server = try await BenchServerProcess(threads: 3, cpus: "0")
-      let pid = server.process.processIdentifier
-      let watchdog = Task {
-        try await Task.sleep(for: .seconds(10))
-        kill(pid, SIGKILL)
-      }
-      let status = await server.stop()
-      watchdog.cancel()
+      let status = await server.stop(killingAfter: .seconds(10))
       #expect(status == 0, "the server did not stop on SIGTERM (killed after 10 s)")
       if status != 0 { return }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 @testable import RPCHTTP2Transport
 import SubstatusWire
@@ -321,7 +322,7 @@ func waitForGRPCIOEndedTicks(_ client: HTTP2ClientTransport, _ count: Int) async
     try await withGRPCIOStreamingServer { server, client in
       let stream = try await streamingCall(client, "Ticks", "")
       #expect(try await stream.next() == Array("first".utf8))
-      kill(server.child.process.processIdentifier, SIGKILL)
+      server.child.child.send(SIGKILL)
       let (_, error) = await drain(stream)
       #expect(error?.code == .unavailable)
     }

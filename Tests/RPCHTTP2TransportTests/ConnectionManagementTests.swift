@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusClock
@@ -162,7 +163,7 @@ import Testing
       let held = server.transport.metrics
       #expect(held.callsInFlight == 1)
       #expect(held.replyBytesInFlight > 900 << 10, "the unsent part of the reply is counted: \(held.replyBytesInFlight)")
-      try attack.stdin.fileHandleForWriting.write(contentsOf: Data("reset\n".utf8))
+      try attack.child.writeLine("reset")
       #expect(await waitUntil { server.transport.metrics.replyBytesInFlight == 0 }, "the reset stream's bytes are released")
       #expect(server.transport.metrics.callsInFlight == 0)
       #expect(serverConnectionCount(port: server.port) == 1, "released by the reset, not by a close")

@@ -1,3 +1,4 @@
+import SubstatusProcessTestKit
 import Testing
 import RPCCore
 import RPCHTTP2Transport

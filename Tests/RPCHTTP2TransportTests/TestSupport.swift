@@ -1,5 +1,6 @@
 import CLinuxShims
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusClock
@@ -25,40 +26,13 @@ struct ProcessResult {
   var stderr: String
 }
 
-/// Runs a process to completion, killing it after `timeout`.
+/// Runs a process to completion, killing it after `timeout` (``runExecutable``: its exit is awaited
+/// without blocking a thread of the cooperative pool).
 func runProcess(_ executable: String, _ arguments: [String], timeout: Duration = .seconds(120)) async throws
   -> ProcessResult
 {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: executable)
-  process.arguments = arguments
-  let out = Pipe()
-  let err = Pipe()
-  process.standardOutput = out
-  process.standardError = err
-  try process.run()
-  let pid = process.processIdentifier
-  let killer = Task {
-    try await Task.sleep(for: timeout)
-    kill(pid, SIGKILL)
-  }
-  // Blocking reads on a thread of their own: on Linux they would starve Dispatch's small pool,
-  // which Foundation's Process itself needs.
-  let (stdout, stderr) = await withCheckedContinuation { continuation in
-    Thread {
-      let stderrData = Mutex(Data())
-      let stderrReader = Thread { stderrData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
-      stderrReader.start()
-      let stdout = out.fileHandleForReading.readDataToEndOfFile()
-      process.waitUntilExit()
-      while !stderrReader.isFinished { usleep(1000) }
-      continuation.resume(returning: (stdout, stderrData.withLock { $0 }))
-    }.start()
-  }
-  killer.cancel()
-  return ProcessResult(
-    status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-    stderr: String(decoding: stderr, as: UTF8.self))
+  let run = try await runExecutable(executable, arguments, timeout: timeout)
+  return ProcessResult(status: run.status, stdout: run.stdout, stderr: run.stderr)
 }
 
 /// What the test service's handlers observed.
@@ -67,14 +41,9 @@ final class ServiceProbe: Sendable {
   let sleepsCancelled = Mutex(0)
   let sleepsCompleted = Mutex(0)
 
-  /// Waits until `condition` holds, up to `timeout`.
+  /// Waits until `condition` holds, up to `timeout` (``SubstatusProcessTestKit/waitUntil(timeout:every:_:)``).
   func waitUntil(timeout: Duration = .seconds(30), _ condition: (ServiceProbe) -> Bool) async -> Bool {
-    let end = ContinuousClock.now + timeout
-    while ContinuousClock.now < end {
-      if condition(self) { return true }
-      try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition(self)
+    await SubstatusProcessTestKit.waitUntil(timeout: timeout, every: .milliseconds(10)) { condition(self) }
   }
 }
 
@@ -147,36 +116,23 @@ func withTestServer(
 }
 
 /// A child process that announces itself with a first line on stdout and runs until its stdin
-/// closes (the grpcio server fixture, the slow reader).
-final class LineProcess {
-  let process = Process()
-  let stdin = Pipe()
+/// closes (the grpcio server fixture, the slow reader), on ``ChildProcess``.
+final class LineProcess: Sendable {
+  let child: ChildProcess
   let firstLine: String
 
   init(_ executable: String, _ arguments: [String]) async throws {
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let stdout = Pipe()
-    process.standardOutput = stdout
-    process.standardInput = stdin
-    try process.run()
-    let handle = stdout.fileHandleForReading
-    firstLine = await withCheckedContinuation { continuation in
-      Thread {
-        var bytes = [UInt8]()
-        while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != UInt8(ascii: "\n") {
-          bytes.append(byte)
-        }
-        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-      }.start()
-    }
+    child = try ChildProcess(executable, arguments, standardInput: true)
+    firstLine = try await child.firstLine()
   }
 
   /// Closes stdin and waits for the exit status.
   func stop() async -> Int32 {
-    try? stdin.fileHandleForWriting.close()
-    await waitForExit(process)
-    return process.terminationStatus
+    child.closeInput()
+    var exit = await child.waitForExit()
+    if exit == nil { exit = await child.stop(signal: SIGKILL) }
+    guard let exit else { return -1 }
+    return exit.signaled ? 128 + exit.status : exit.status
   }
 }
 
@@ -187,28 +143,8 @@ func runGRPCIOCase(_ name: String, port: Int) async throws {
   #expect(result.stdout.contains("PASS \(name)"))
 }
 
-/// Waits for a process to exit without blocking a thread of the cooperative pool.
-func waitForExit(_ process: Process) async {
-  await withCheckedContinuation { continuation in
-    Thread {
-      process.waitUntilExit()
-      continuation.resume()
-    }.start()
-  }
-}
-
 /// The number of open descriptors of this process.
 func openDescriptorCount() -> Int { Int(clinux_count_open_fds()) }
-
-/// Waits (a few milliseconds at a time) until `condition` holds, up to `timeout`.
-func waitUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-  let end = ContinuousClock.now + timeout
-  while ContinuousClock.now < end {
-    if condition() { return true }
-    try? await Task.sleep(for: .milliseconds(5))
-  }
-  return condition()
-}
 
 /// Moves a manual clock on by `step` at a time until `condition` holds (at most `steps` steps);
 /// between steps the event loops, which look at a manual clock every few milliseconds, run the

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import RPCHTTP2Transport
 import RPCWebProtocols

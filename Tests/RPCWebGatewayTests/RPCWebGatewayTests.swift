@@ -37,7 +37,7 @@ private func testRouter(_ probe: Probe) -> RPCRouter {
     let count = Int(String(decoding: try await requests.single(), as: UTF8.self)) ?? 0
     responses.write([.metadata([:])])
     for k in 1...max(1, count) {
-      while probe.gate.withLock({ $0 }) < k { try await Task.sleep(for: .milliseconds(2)) }
+      _ = await waitUntil(timeout: .seconds(60), every: .milliseconds(2)) { probe.gate.withLock({ $0 }) >= k }
       responses.write([.message(Array("m\(k)".utf8))])
     }
     return []

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import SubscriptionDomain
 import SubscriptionStorage
 import Testing
@@ -47,20 +48,15 @@ struct CrashDurabilityTests {
     var totalAcked = 0
     let started = Date()
     for run in 0..<20 {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: executable)
-      process.arguments = ["--db", db, "--acked", acked, "--run", String(run)]
-      let stdout = Pipe()
-      process.standardOutput = stdout
-      try process.run()
-      // Wait until it is ingesting ("ready"), then let it run a random while and kill it.
-      let ready = stdout.fileHandleForReading.availableData
-      #expect(String(decoding: ready, as: UTF8.self).hasPrefix("ready"), "run \(run) did not start")
-      let delayMs = UInt32.random(in: 0...800, using: &generator)
-      usleep(delayMs * 1000)
-      kill(process.processIdentifier, SIGKILL)
-      process.waitUntilExit()
-      #expect(process.terminationReason == .uncaughtSignal, "run \(run) exited by itself")
+      let child = try ChildProcess(executable, ["--db", db, "--acked", acked, "--run", String(run)])
+      // Wait until it is ingesting ("ready"), then let it run a random while (the kill's point in
+      // time is what is tested) and kill it.
+      let ready = try await child.firstLine()
+      #expect(ready.hasPrefix("ready"), "run \(run) did not start")
+      let delayMs = Int.random(in: 0...800, using: &generator)
+      try await Task.sleep(for: .milliseconds(delayMs))
+      let exit = await child.stop(signal: SIGKILL)
+      #expect(exit.signaled, "run \(run) exited by itself")
 
       let text = (try? String(contentsOfFile: acked, encoding: .utf8)) ?? ""
       var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)

@@ -161,9 +161,161 @@ struct WebhookStoreTests {
     let plan = try await store.queryPlan(
       WebhookQueries.claimHeads.replacingOccurrences(of: "?1", with: "'w1'").replacingOccurrences(of: "?2", with: "0")
         .replacingOccurrences(of: "?3", with: "4"))
-    #expect(plan.contains { $0.contains("webhook_deliveries_listing") }, "\(plan)")
+    #expect(plan.contains { $0.contains("USING INDEX webhook_deliveries_ready (webhook_id=? AND next_attempt_ms<?)") }, "\(plan)")
     #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "no sort: the scan stops at the limit \(plan)")
-    #expect(plan.contains { $0.contains("webhook_deliveries_heads") }, "\(plan)")
+    let promote = try await store.queryPlan(WebhookQueries.promoteHeads.replacingOccurrences(of: "?1", with: "'[1]'"))
+    #expect(promote.contains { $0.contains("USING INDEX webhook_deliveries_heads (webhook_id=? AND environment=? AND user_id=?)") }, "\(promote)")
+    #expect(!promote.contains { $0.contains("SCAN webhook_deliveries") }, "\(promote)")
+  }
+
+  /// The heads (the one pending delivery per webhook and user a claim may take) stay one per user
+  /// through inserts, claims, records, retries and replays, and a claim passes no other row: with
+  /// many deliveries waiting behind leased heads, a claim finds the one due head.
+  @Test func oneHeadPerUserThroughRecordsRetriesAndReplays() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    try await store.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    let events = try await WebhookContract.addEvents(store, users: ["u1", "u2", "u1", "u2", "u1"])
+    #expect(try await store.enqueueDeliveries(atMs: 1, limit: 10) == 5)
+    func heads() async throws -> [String: Int64] {
+      try await store.writer.write { db throws(StoreError) in
+        try db.all(
+          "SELECT user_id, COUNT(*) FROM webhook_deliveries WHERE state = 'PENDING' AND head = 1 GROUP BY user_id", []
+        ) { ($0.text(0), $0.int(1)) }
+      }.reduce(into: [String: Int64]()) { $0[$1.0] = $1.1 }
+    }
+    #expect(try await heads() == ["u1": 1, "u2": 1])
+    let first = try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100)
+    #expect(first.map(\.event) == [events[0], events[1]])
+    // A replay while both heads are in flight adds deliveries behind them, not heads.
+    #expect(try await store.replay(appId: "a1", webhookId: "w1", afterSequence: 0, atMs: 2) == 5)
+    #expect(try await heads() == ["u1": 1, "u2": 1])
+    #expect(try await store.claimDueDeliveries(atMs: 3, limit: 10, leaseUntilMs: 100).isEmpty)
+    // u1's head delivered and u2's retried, in one batch: u1's next is the head, u2 keeps its own.
+    let missing = try await store.recordDeliveryAttempts([
+      DeliveryOutcome(deliveryId: first[0].deliveryId, attempt: Self.attempt(4, 204), state: .delivered, nextAttemptMs: nil),
+      DeliveryOutcome(deliveryId: first[1].deliveryId, attempt: Self.attempt(4, 500), state: .pending, nextAttemptMs: 50),
+    ])
+    #expect(missing.isEmpty)
+    #expect(try await heads() == ["u1": 1, "u2": 1])
+    // u1's oldest pending is now the replayed copy of its first event (older than its second).
+    let next = try await store.claimDueDeliveries(atMs: 5, limit: 10, leaseUntilMs: 100)
+    #expect(next.map(\.event) == [events[0]], "u1's replayed first; u2 waits for its retry")
+    #expect(next.map(\.attempts) == [[]])
+    // u2's head fails for good: u2's next becomes the head, due at once.
+    _ = try await store.recordDeliveryAttempts([
+      DeliveryOutcome(deliveryId: first[1].deliveryId, attempt: Self.attempt(6, 500), state: .failed, nextAttemptMs: nil)
+    ])
+    #expect(try await store.claimDueDeliveries(atMs: 6, limit: 10, leaseUntilMs: 100).map(\.event) == [events[1]])
+    #expect(try await heads() == ["u1": 1, "u2": 1])
+  }
+
+  /// A schema-15 database (deliveries with their own copy of the event, no heads) opened by this
+  /// build: its pending deliveries get one head per user (the oldest), and are claimed in order.
+  @Test func aVersion15DatabaseGetsItsHeadsOnMigration() async throws {
+    let dir = TemporaryDirectory()
+    let path = dir.file("store.sqlite")
+    let old = try SQLiteStore(configuration: .init(path: path, keyring: testKeyring, readerCount: 1))
+    try await Fixture.seed(old)
+    try await old.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    let events = try await WebhookContract.addEvents(old, users: ["u1", "u2", "u1"])
+    #expect(try await old.enqueueDeliveries(atMs: 1, limit: 10) == 3)
+    // Back to what schema 15 held: the event copied into the row, no head column, the old indexes.
+    try await old.writer.write { db throws(StoreError) in
+      try db.execute(
+        """
+        UPDATE webhook_deliveries SET event = (SELECT payload FROM events e WHERE e.sequence = webhook_deliveries.sequence);
+        DROP INDEX webhook_deliveries_ready;
+        DROP INDEX webhook_deliveries_by_webhook;
+        DROP INDEX webhook_deliveries_failed;
+        ALTER TABLE webhook_deliveries DROP COLUMN head;
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_ms) WHERE state = 'PENDING';
+        CREATE INDEX webhook_deliveries_listing ON webhook_deliveries(webhook_id, state, delivery_key);
+        DELETE FROM schema_version WHERE version = 16;
+        """)
+    }
+    old.close()
+    let store = try SQLiteStore(configuration: .init(path: path, keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    let claimed = try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100)
+    #expect(claimed.map(\.event) == [events[0], events[1]])
+    _ = try await store.recordDeliveryAttempts(
+      claimed.map { DeliveryOutcome(deliveryId: $0.deliveryId, attempt: Self.attempt(2, 204), state: .delivered, nextAttemptMs: nil) })
+    #expect(try await store.claimDueDeliveries(atMs: 3, limit: 10, leaseUntilMs: 100).map(\.event) == [events[2]])
+  }
+
+  /// A batch of records is one savepoint of the writer: when its second statement (the users'
+  /// next heads) fails, the first one's attempts and states are rolled back with it, so the
+  /// deliveries are still leased heads with no attempt, nothing behind them became claimable, and
+  /// the same batch recorded again (the dispatcher's retry after the lease) is recorded once.
+  @Test func aRecordBatchThatFailsHalfwayLeavesNothingOfIt() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    try await store.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    let events = try await WebhookContract.addEvents(store, users: ["u1", "u2", "u3", "u1", "u2", "u3"])
+    #expect(try await store.enqueueDeliveries(atMs: 1, limit: 10) == 6)
+    let heads = try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100)
+    #expect(heads.map(\.event) == Array(events.prefix(3)))
+    // On the writer's connection only: making any row a head fails, which only the second
+    // statement of a batch of deliveries that all ended does.
+    try await store.writer.write { db throws(StoreError) in
+      try db.execute(
+        """
+        CREATE TEMP TRIGGER fail_promotion BEFORE UPDATE OF head ON webhook_deliveries WHEN NEW.head = 1 AND OLD.head = 0
+        BEGIN SELECT RAISE(ABORT, 'injected failure'); END;
+        """)
+    }
+    let outcomes = heads.map {
+      DeliveryOutcome(deliveryId: $0.deliveryId, attempt: Self.attempt(2, 204), state: .delivered, nextAttemptMs: nil)
+    }
+    await #expect(throws: StoreError.self) { try await store.recordDeliveryAttempts(outcomes) }
+    let listed = try await WebhookContract.allDeliveries(store, "w1")
+    #expect(listed.count == 6)
+    #expect(listed.allSatisfy { $0.state == .pending && $0.attempts.isEmpty }, "\(listed)")
+    #expect(try await store.claimDueDeliveries(atMs: 50, limit: 10, leaseUntilMs: 200).isEmpty, "still leased, nothing behind them due")
+    try await store.writer.write { db throws(StoreError) in try db.execute("DROP TRIGGER fail_promotion") }
+    #expect(try await store.recordDeliveryAttempts(outcomes).isEmpty)
+    let recorded = Dictionary(uniqueKeysWithValues: try await WebhookContract.allDeliveries(store, "w1").map { ($0.deliveryId, $0) })
+    #expect(heads.allSatisfy { recorded[$0.deliveryId]?.attempts == [Self.attempt(2, 204)] })
+    #expect(try await store.claimDueDeliveries(atMs: 50, limit: 10, leaseUntilMs: 200).map(\.event) == Array(events.suffix(3)))
+  }
+
+  /// A batch that names one delivery twice (a retry and then its success) keeps both attempts,
+  /// in order, and ends delivered, its user's next delivery the head.
+  @Test func aBatchNamingADeliveryTwiceKeepsBothAttemptsInOrder() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    try await store.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    let events = try await WebhookContract.addEvents(store, users: ["u1", "u1"])
+    _ = try await store.enqueueDeliveries(atMs: 1, limit: 10)
+    let head = try #require(try await store.claimDueDeliveries(atMs: 1, limit: 10, leaseUntilMs: 100).first)
+    #expect(
+      try await store.recordDeliveryAttempts([
+        DeliveryOutcome(deliveryId: head.deliveryId, attempt: Self.attempt(2, 500), state: .pending, nextAttemptMs: 3),
+        DeliveryOutcome(deliveryId: head.deliveryId, attempt: Self.attempt(4, 204), state: .delivered, nextAttemptMs: nil),
+      ]).isEmpty)
+    let listed = try await WebhookContract.allDeliveries(store, "w1")
+    #expect(listed.first { $0.deliveryId == head.deliveryId }?.attempts == [Self.attempt(2, 500), Self.attempt(4, 204)])
+    #expect(listed.first { $0.deliveryId == head.deliveryId }?.state == .delivered)
+    #expect(try await store.claimDueDeliveries(atMs: 5, limit: 10, leaseUntilMs: 100).map(\.event) == [events[1]])
+  }
+
+  static func attempt(_ ms: Int64, _ status: Int) -> DeliveryAttemptRecord {
+    DeliveryAttemptRecord(attemptedMs: ms, httpStatus: status, error: status == 204 ? nil : "HTTP \(status)", durationMs: 1)
   }
 }
 

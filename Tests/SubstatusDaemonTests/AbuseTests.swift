@@ -12,15 +12,11 @@ import Testing
     try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
     let arguments = [
       packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures/abuse.py").path, scenario, daemon.grpc,
-      daemon.http, String(daemon.process.processIdentifier), daemon.operatorKey,
+      daemon.http, String(daemon.pid), daemon.operatorKey,
       packageRoot.appendingPathComponent("Protos").path,
     ]
-    let (status, out, err) = try await withCheckedThrowingContinuation { continuation in
-      Thread { continuation.resume(with: Result { try runProcess(python, arguments) }) }.start()
-    }
-    let (exit, log) = await withCheckedContinuation { continuation in
-      Thread { continuation.resume(returning: daemon.stop()) }.start()
-    }
+    let (status, out, err) = try await runProcess(python, arguments)
+    let (exit, log) = await daemon.stop()
     #expect(status == 0, "abuse.py \(scenario) failed:\n\(err)\n\(out)")
     #expect(out.contains("PASS \(scenario)"))
     #expect(exit == 0, "substatusd exited \(exit):\n\(log.suffix(2000))")
@@ -29,15 +25,14 @@ import Testing
 
   /// 600 idle HTTP/2 connections against a cap of 96 (open-files limit 256, 128 reserved).
   @Test func idleConnectionFloodPastTheCap() async throws {
-    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], openFilesLimit: 256, logToFile: true)
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0"], openFilesLimit: 256)
     _ = try await attack("idle_flood", daemon)
   }
 
   /// 1,000 slow HTTP clients from one address, then from eight.
   @Test func slowHTTPClientFlood() async throws {
-    let daemon = try RunningDaemon(
-      extraArguments: ["--refresh-interval", "0", "--http-request-head-timeout", "1"], openFilesLimit: 1024,
-      logToFile: true)
+    let daemon = try await RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--http-request-head-timeout", "1"], openFilesLimit: 1024)
     _ = try await attack("slow_http", daemon)
   }
 
@@ -46,17 +41,17 @@ import Testing
   /// default working-set budget: every call is answered OK or RESOURCE_EXHAUSTED with RetryInfo,
   /// the RSS grows by less than 150 MB, and memory returns after.
   @Test func concurrentHeavyReadsWithinTheWorkingSetBudget() async throws {
-    let daemon = try RunningDaemon(
+    let daemon = try await RunningDaemon(
       extraArguments: ["--refresh-interval", "0", "--memory-trim-interval", "0.5", "--grpc-max-calls", "4096"],
-      openFilesLimit: 1024, logToFile: true)
+      openFilesLimit: 1024)
     _ = try await attack("heavy_reads", daemon)
   }
 
   /// Stalled readers hold the budget of 200 calls, then 3,000 concurrent GetTransactionHistory.
   @Test func concurrentCallFloodPastTheBudget() async throws {
-    let daemon = try RunningDaemon(
+    let daemon = try await RunningDaemon(
       extraArguments: ["--refresh-interval", "0", "--grpc-max-calls", "200", "--memory-trim-interval", "0.5"],
-      openFilesLimit: 256, logToFile: true)
+      openFilesLimit: 256)
     _ = try await attack("call_flood", daemon)
   }
 
@@ -65,16 +60,16 @@ import Testing
   /// open for good: +96 descriptors here, +380 in a minute in the issue); then 600 idle gRPC
   /// connections under an open-files limit of 1,024.
   @Test func tricklingWebhookReceivers() async throws {
-    let daemon = try RunningDaemon(
-      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024, logToFile: true)
+    let daemon = try await RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024)
     _ = try await attack("hook_trickle", daemon)
   }
 
   /// Issue 30, attack 2: receivers streaming an endless body and announcing 1 GB: the bodies are
   /// cut at 4 KiB where they are read, memory stays flat and /healthz keeps answering.
   @Test func endlessWebhookAnswers() async throws {
-    let daemon = try RunningDaemon(
-      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024, logToFile: true)
+    let daemon = try await RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], openFilesLimit: 1024)
     _ = try await attack("hook_endless", daemon)
   }
 }

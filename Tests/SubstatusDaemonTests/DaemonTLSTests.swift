@@ -1,18 +1,11 @@
 import Foundation
+import SubstatusProcessTestKit
 import Testing
 @testable import SubstatusDaemon
 
-/// Runs blocking work (child processes, polling) on a thread of its own: the test process shares
-/// its small cooperative pool with the servers other suites run.
-func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-  try await withCheckedThrowingContinuation { continuation in
-    Thread { continuation.resume(with: Result { try body() }) }.start()
-  }
-}
-
 /// Runs a program off the cooperative pool; returns its exit status and output.
 func run(_ path: String, _ arguments: [String]) async throws -> (Int32, String, String) {
-  try await offThePool { try runProcess(path, arguments) }
+  try await runProcess(path, arguments)
 }
 
 /// Makes a throwaway PKI with the transport tests' script (see its header for the certificates).
@@ -84,7 +77,7 @@ func installCertificate(_ name: String, in pki: URL) throws {
       "--tls-cert", path("live.pem"), "--tls-key", path("live.key"),
       "--http-tls-cert", path("server.pem"), "--http-tls-key", path("server.key"),
     ]
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: arguments) }
+    let daemon = try await RunningDaemon(extraArguments: arguments)
     let cli = try builtExecutable("substatus")
     func health(_ flags: [String]) async throws -> (Int32, String, String) {
       try await run(cli, ["health", "--addr", daemon.grpc, "--timeout", "5"] + flags)
@@ -114,16 +107,14 @@ func installCertificate(_ name: String, in pki: URL) throws {
 
     // SIGHUP: new connections get the new certificate (signed by ca2).
     try installCertificate("server2", in: pki)
-    kill(daemon.process.processIdentifier, SIGHUP)
-    var reloaded = false
-    for _ in 0..<50 where !reloaded {
-      reloaded = try await health(["--ca-file", path("ca2.pem")]).0 == 0
-      if !reloaded { try await Task.sleep(for: .milliseconds(100)) }
+    kill(daemon.pid, SIGHUP)
+    let reloaded = try await waitUntil(timeout: .seconds(5), every: .milliseconds(100)) {
+      try await health(["--ca-file", path("ca2.pem")]).0 == 0
     }
     #expect(reloaded, "the new certificate was not served after SIGHUP")
     #expect(try await health(["--ca-file", path("ca.pem")]).0 == 1)
 
-    let (status, log) = try await offThePool { daemon.stop() }
+    let (status, log) = await daemon.stop()
     #expect(status == 0)
     #expect(log.contains("reloaded the TLS certificate"))
     #expect(log.contains("\"grpc_tls\":true"))
@@ -136,7 +127,7 @@ func installCertificate(_ name: String, in pki: URL) throws {
     let arguments = [
       "--tls-cert", path("server.pem"), "--tls-key", path("server.key"), "--tls-client-ca", path("ca.pem"),
     ]
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: arguments) }
+    let daemon = try await RunningDaemon(extraArguments: arguments)
     let cli = try builtExecutable("substatus")
     let base = ["health", "--addr", daemon.grpc, "--timeout", "5", "--ca-file", path("ca.pem")]
     let withCertificate = try await run(
@@ -145,7 +136,7 @@ func installCertificate(_ name: String, in pki: URL) throws {
     let otherCA = try await run(
       cli, base + ["--client-cert", path("client-other.pem"), "--client-key", path("client-other.key")])
     let unpaired = try await run(cli, base + ["--client-cert", path("client.pem")])
-    let (status, _) = try await offThePool { daemon.stop() }
+    let (status, _) = await daemon.stop()
     #expect(withCertificate.0 == 0, "\(withCertificate.1)\(withCertificate.2)")
     #expect(anonymous.0 == 1)
     #expect(otherCA.0 == 1)

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import Testing
 @testable import SubstatusDaemon
 
@@ -13,91 +14,74 @@ func builtExecutable(_ name: String) throws -> String {
   return try #require(candidates.first(where: FileManager.default.isExecutableFile(atPath:)), "\(name) is not built")
 }
 
-/// A running substatusd on free ports, stopped with SIGTERM.
-final class RunningDaemon: @unchecked Sendable {
-  let process = Process()
+/// A running substatusd on free ports, stopped with SIGTERM; killed if a test drops it running
+/// (``ChildProcess``).
+final class RunningDaemon: Sendable {
+  let child: ChildProcess
   let directory: URL
   let grpc: String
   let http: String
   let operatorKey: String
-  let stderrPipe = Pipe()
 
   /// Starts substatusd; with `openFilesLimit`, under that RLIMIT_NOFILE (soft and hard, set by
-  /// `prlimit`, which then runs substatusd in its place); with `logToFile`, its stderr goes to a
-  /// file in its directory instead of a pipe (a pipe nobody reads fills up under load).
-  /// With `reusing`, a restart on the directory (data, keys) of an earlier run (after ``kill()``).
-  /// `environment` is added to the test process's own.
+  /// `prlimit`, which then runs substatusd in its place). Its output goes to files in its
+  /// directory (a pipe nobody reads fills up under load). With `reusing`, a restart on the
+  /// directory (data, keys) of an earlier run (after ``kill()``). `environment` is added to the
+  /// test process's own.
   init(
-    extraArguments: [String] = [], openFilesLimit: Int? = nil, logToFile: Bool = false, reusing: URL? = nil,
+    extraArguments: [String] = [], openFilesLimit: Int? = nil, reusing: URL? = nil,
     environment: [String: String] = [:]
-  ) throws {
+  ) async throws {
     directory = reusing ?? FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let ready = directory.appendingPathComponent("ready.json").path
-    try? FileManager.default.removeItem(atPath: ready)
+    let ready = directory.appendingPathComponent("ready.json")
+    try? FileManager.default.removeItem(at: ready)
     let keyFile = directory.appendingPathComponent("operator.key").path
     let arguments = [
       "--data-dir", directory.appendingPathComponent("data").path, "--grpc-listen", "127.0.0.1:0",
-      "--http-listen", "127.0.0.1:0", "--ready-file", ready, "--operator-key-file", keyFile,
+      "--http-listen", "127.0.0.1:0", "--ready-file", ready.path, "--operator-key-file", keyFile,
     ] + extraArguments
     if let openFilesLimit {
-      process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-      process.arguments = ["--nofile=\(openFilesLimit):\(openFilesLimit)", "--", try builtExecutable("substatusd")] + arguments
+      child = try ChildProcess(
+        "/usr/bin/prlimit",
+        ["--nofile=\(openFilesLimit):\(openFilesLimit)", "--", try builtExecutable("substatusd")] + arguments,
+        environment: environment, directory: directory)
     } else {
-      process.executableURL = URL(fileURLWithPath: try builtExecutable("substatusd"))
-      process.arguments = arguments
+      child = try ChildProcess(try builtExecutable("substatusd"), arguments, environment: environment, directory: directory)
     }
-    if logToFile {
-      let log = directory.appendingPathComponent("substatusd.log")
-      _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-      process.standardError = try FileHandle(forWritingTo: log)
-    } else {
-      process.standardError = stderrPipe
-    }
-    process.standardOutput = FileHandle.nullDevice
-    if !environment.isEmpty {
-      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    }
-    try process.run()
-    let deadline = Date().addingTimeInterval(30)
-    while !FileManager.default.fileExists(atPath: ready) {
-      guard process.isRunning, Date() < deadline else { throw DaemonFailure("substatusd did not become ready") }
-      Thread.sleep(forTimeInterval: 0.02)
-    }
-    let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready))) as? [String: String]
-    grpc = try #require(json?["grpc"])
-    http = try #require(json?["http"])
+    let json = try await child.readyFile(ready)
+    grpc = try #require(json["grpc"])
+    http = try #require(json["http"])
     operatorKey = try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
     #expect(mode == 0o600)
   }
 
+  /// Its process identifier.
+  var pid: Int32 { child.pid }
+  /// Whether it still runs.
+  var isRunning: Bool { child.isRunning }
+  /// Everything it wrote to stderr so far.
+  var log: String { child.standardError }
+
+  /// Sends SIGKILL without waiting, for a test's `defer` (which cannot wait); the data directory
+  /// stays.
+  func abandon() { child.send(SIGKILL) }
+
   /// Sends SIGKILL and waits; the data directory stays for a restart.
-  func kill() {
-    Glibc.kill(process.processIdentifier, SIGKILL)
-    process.waitUntilExit()
+  func kill() async {
+    await child.stop(signal: SIGKILL)
   }
 
   /// Sends SIGTERM, waits, returns the exit status and everything written to stderr. A process
   /// still running `killingAfter` seconds after SIGTERM gets SIGKILL (its status then says so), so
   /// that a hang at exit fails the test that looks at the status instead of holding the whole run
   /// (seen once under `--clock-url`: the process logged "stopped", then never exited).
-  func stop(killingAfter limit: Double = 20) -> (Int32, String) {
-    process.terminate()
-    let pid = process.processIdentifier
-    let watchdog = DispatchWorkItem { Glibc.kill(pid, SIGKILL) }
-    DispatchQueue.global().asyncAfter(deadline: .now() + limit, execute: watchdog)
-    defer { watchdog.cancel() }
-    let log: String
-    if process.standardError is Pipe {
-      log = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    } else {
-      process.waitUntilExit()
-      log = (try? String(contentsOf: directory.appendingPathComponent("substatusd.log"), encoding: .utf8)) ?? ""
-    }
-    process.waitUntilExit()
+  func stop(killingAfter limit: Double = 20) async -> (Int32, String) {
+    let exit = await child.stop(killingAfter: .milliseconds(Int64(limit * 1000)))
+    let log = child.standardError
     try? FileManager.default.removeItem(at: directory)
-    return (process.terminationStatus, log)
+    return (exit.signaled ? 128 + exit.status : exit.status, log)
   }
 }
 
@@ -106,40 +90,24 @@ struct DaemonFailure: Error, CustomStringConvertible {
   init(_ description: String) { self.description = description }
 }
 
-/// Runs a program; returns its exit status and output.
-func runProcess(_ path: String, _ arguments: [String]) throws -> (Int32, String, String) {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: path)
-  process.arguments = arguments
-  let out = Pipe()
-  let err = Pipe()
-  process.standardOutput = out
-  process.standardError = err
-  try process.run()
-  nonisolated(unsafe) var errData = Data()
-  let group = DispatchGroup()
-  group.enter()
-  DispatchQueue.global().async {
-    errData = err.fileHandleForReading.readDataToEndOfFile()
-    group.leave()
-  }
-  let outData = out.fileHandleForReading.readDataToEndOfFile()
-  group.wait()
-  process.waitUntilExit()
-  return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+/// Runs a program to its end (``runExecutable``: never on the cooperative pool); returns its exit
+/// status and output.
+func runProcess(_ path: String, _ arguments: [String]) async throws -> (Int32, String, String) {
+  let run = try await runExecutable(path, arguments)
+  return (run.status, run.stdout, run.stderr)
 }
 
 @Suite(.serialized) struct DaemonTests {
-  @Test func wholeFlowOverRealGRPCAndHTTPWithPythonGrpcio() throws {
+  @Test func wholeFlowOverRealGRPCAndHTTPWithPythonGrpcio() async throws {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
     try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
-    let daemon = try RunningDaemon()
+    let daemon = try await RunningDaemon()
     let fixtures = packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures").path
-    let result = try runProcess(python, [
+    let result = try await runProcess(python, [
       fixtures + "/e2e.py", daemon.grpc, daemon.http, daemon.operatorKey, fixtures,
       packageRoot.appendingPathComponent("Protos").path,
     ])
-    let (status, log) = daemon.stop()
+    let (status, log) = await daemon.stop()
     #expect(result.0 == 0, "e2e.py failed:\n\(result.2)\n\(result.1)")
     #expect(result.1.contains(" passed, 0 failed"))
     #expect(status == 0, "substatusd exited \(status)")
@@ -151,26 +119,18 @@ func runProcess(_ path: String, _ arguments: [String]) throws -> (Int32, String,
     #expect(log.contains("\"msg\":\"stopped\""))
   }
 
-  @Test func restartKeepsStateAndDoesNotRecreateTheOperatorKey() throws {
+  @Test func restartKeepsStateAndDoesNotRecreateTheOperatorKey() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-restart-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
     let binary = try builtExecutable("substatusd")
     let arguments = ["--data-dir", directory.path, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"]
     for round in 0..<2 {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: binary)
-      process.arguments = arguments + ["--ready-file", directory.path + "/ready\(round)"]
-      let out = Pipe()
-      process.standardOutput = out
-      process.standardError = FileHandle.nullDevice
-      try process.run()
-      while !FileManager.default.fileExists(atPath: directory.path + "/ready\(round)") && process.isRunning {
-        Thread.sleep(forTimeInterval: 0.02)
-      }
-      process.interrupt()
-      let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      process.waitUntilExit()
-      #expect(process.terminationStatus == 0)
+      let ready = directory.appendingPathComponent("ready\(round)")
+      let child = try ChildProcess(binary, arguments + ["--ready-file", ready.path])
+      _ = try await child.readyFile(ready)
+      let exit = await child.stop(signal: SIGINT)
+      let printed = child.standardOutput
+      #expect(exit == .init(status: 0, signaled: false))
       // The key is printed on the first start only.
       #expect(printed.contains("sk_") == (round == 0), "round \(round): \(printed)")
     }
@@ -183,8 +143,8 @@ func runProcess(_ path: String, _ arguments: [String]) throws -> (Int32, String,
     (["--data-dir", "/tmp/x", "--grpc-listen", "nope"], 2, "--grpc-listen must be HOST:PORT"),
     (["--data-dir", "/tmp/x", "--store", "mysql://x"], 2, "--store must be sqlite"),
   ])
-  func commandLine(arguments: [String], status: Int32, message: String) throws {
-    let (code, out, err) = try runProcess(try builtExecutable("substatusd"), arguments)
+  func commandLine(arguments: [String], status: Int32, message: String) async throws {
+    let (code, out, err) = try await runProcess(try builtExecutable("substatusd"), arguments)
     #expect(code == status)
     #expect((out + err).contains(message), "\(out)\(err)")
   }

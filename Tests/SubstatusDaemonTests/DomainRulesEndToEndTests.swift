@@ -37,15 +37,15 @@ import Testing
     defer { try? FileManager.default.removeItem(at: directory) }
     let root = directory.appendingPathComponent("root.pem").path
     try ca.root.pem.write(toFile: root, atomically: true, encoding: .utf8)
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", root]) }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", root])
     do {
       try await stories(daemon, identity, directory)
     } catch {
-      let (_, log) = try await offThePool { daemon.stop() }
+      let (_, log) = await daemon.stop()
       Issue.record("substatusd:\n\(log)")
       throw error
     }
-    let (exitStatus, _) = try await offThePool { daemon.stop() }
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 

@@ -11,17 +11,13 @@ import Testing
   func run(_ scenario: String) async throws -> (out: String, log: String) {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
     try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
-    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], logToFile: true)
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0"])
     let arguments = [
       packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures/error_bounds.py").path, scenario,
       daemon.grpc, daemon.http, daemon.operatorKey, packageRoot.appendingPathComponent("Protos").path,
     ]
-    let (status, out, err) = try await withCheckedThrowingContinuation { continuation in
-      Thread { continuation.resume(with: Result { try runProcess(python, arguments) }) }.start()
-    }
-    let (exit, log) = await withCheckedContinuation { continuation in
-      Thread { continuation.resume(returning: daemon.stop()) }.start()
-    }
+    let (status, out, err) = try await runProcess(python, arguments)
+    let (exit, log) = await daemon.stop()
     #expect(status == 0, "error_bounds.py \(scenario) failed:\n\(err.suffix(4000))\n\(out.suffix(4000))")
     #expect(out.contains("PASS \(scenario)"))
     #expect(exit == 0, "substatusd exited \(exit):\n\(log.suffix(2000))")

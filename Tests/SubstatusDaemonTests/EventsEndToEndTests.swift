@@ -2,13 +2,14 @@ import Foundation
 import RPCCore
 import SubstatusWire
 import Synchronization
+import SubstatusProcessTestKit
 import Testing
 
 /// The test's webhook receiver (`Fixtures/event_receiver.py`): verifies signatures with Python's
 /// hmac and deduplicates by `Substatus-Event-Id`; each request it answered is a ``Record``. With
 /// another `script` of the fixtures speaking the same protocol (`PORT n`, then commands on stdin
 /// and a JSON line per request), that helper (`notification_relay.py`).
-final class EventReceiver: @unchecked Sendable {
+final class EventReceiver: Sendable {
   struct Record: Sendable {
     var eventID: String
     var bodyEventID: String
@@ -29,64 +30,30 @@ final class EventReceiver: @unchecked Sendable {
     var userInFlight = 0
   }
 
-  /// The receiver's stdout: its first line, then the others.
-  private final class Output: Sendable {
-    let first = Mutex<String?>(nil)
-    let lines = Mutex<[String]>([])
-
-    func add(_ line: String) {
-      if first.withLock({ $0 == nil }) { first.withLock { $0 = line } } else { lines.withLock { $0.append(line) } }
-    }
-  }
-
-  let process = Process()
-  let stdin = Pipe()
+  let child: ChildProcess
   let port: Int
-  private let output = Output()
 
-  init(script name: String = "event_receiver.py", arguments: [String] = []) throws {
+  init(script name: String = "event_receiver.py", arguments: [String] = []) async throws {
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
-    process.executableURL = URL(fileURLWithPath: FileManager.default.isExecutableFile(atPath: python) ? python : "/usr/bin/python3")
     let script = try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil))
-    process.arguments = [script.path] + arguments
-    let stdout = Pipe()
-    process.standardOutput = stdout
-    process.standardInput = stdin
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let output = self.output
-    // Blocking reads on a thread of their own, never on the cooperative pool.
-    Thread {
-      var buffer = Data()
-      let handle = stdout.fileHandleForReading
-      while true {
-        let chunk = handle.availableData
-        if chunk.isEmpty { return }
-        buffer += chunk
-        while let newline = buffer.firstIndex(of: 0x0A) {
-          let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-          buffer = Data(buffer[buffer.index(after: newline)...])
-          output.add(line)
-        }
-      }
-    }.start()
-    let deadline = Date().addingTimeInterval(10)
-    while output.first.withLock({ $0 }) == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-    let words = (output.first.withLock { $0 } ?? "").split(separator: " ")
+    child = try ChildProcess(
+      FileManager.default.isExecutableFile(atPath: python) ? python : "/usr/bin/python3", [script.path] + arguments,
+      standardInput: true)
+    let words = (try await child.firstLine(timeout: .seconds(10))).split(separator: " ")
     guard words.count == 2, words[0] == "PORT", let port = Int(words[1]) else {
-      throw DaemonFailure("the receiver did not start")
+      throw DaemonFailure("the receiver did not start: \(child.output)")
     }
     self.port = port
   }
 
   /// Sends a command line (`SECRET s`, `DOWN`, `UP`, `FAIL status`, `HANG`).
   func send(_ command: String) throws {
-    try stdin.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
+    try child.writeLine(command)
   }
 
   /// The requests answered so far, in the order they were answered.
   var records: [Record] {
-    output.lines.withLock { $0 }.compactMap { line in
+    child.standardOutput.split(separator: "\n").dropFirst().compactMap { line in
       guard line.hasPrefix("{"), let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
       else { return nil }
       return Record(
@@ -105,18 +72,16 @@ final class EventReceiver: @unchecked Sendable {
 
   /// Waits (polling, a few seconds at most) until `condition` holds for the records.
   func waitUntil(timeout: TimeInterval = 15, _ condition: ([Record]) -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-      if condition(records) { return true }
-      try? await Task.sleep(for: .milliseconds(20))
+    await SubstatusProcessTestKit.waitUntil(timeout: .milliseconds(Int64(timeout * 1000)), every: .milliseconds(20)) {
+      condition(records)
     }
-    return condition(records)
   }
 
+  /// Closes its stdin and kills it, without waiting (the receivers hold each other's stdin, a
+  /// child inheriting its parent's pipes, and inherit the test process's blocked SIGTERM).
   func stop() {
-    try? stdin.fileHandleForWriting.close()
-    process.terminate()
-    process.waitUntilExit()
+    child.closeInput()
+    child.send(SIGKILL)
   }
 }
 
@@ -131,9 +96,7 @@ final class EventReceiver: @unchecked Sendable {
   /// Runs the `substatus` CLI against the daemon (off the cooperative pool); fails on a non-zero exit.
   static func cli(_ daemon: RunningDaemon, key: String, _ arguments: [String]) async throws -> String {
     let executable = try builtExecutable("substatus")
-    let (status, out, err) = try await offThePool {
-      try runProcess(executable, arguments + ["--addr", daemon.grpc, "--key", key])
-    }
+    let (status, out, err) = try await runProcess(executable, arguments + ["--addr", daemon.grpc, "--key", key])
     guard status == 0 else { throw DaemonFailure("substatus \(arguments.joined(separator: " ")) exited \(status): \(err)") }
     return out
   }
@@ -190,8 +153,8 @@ final class EventReceiver: @unchecked Sendable {
   }
 
   @Test func acknowledgedEventsSurviveASIGKILLAndAWatcherAndTheCLISeeTheLogInOrder() async throws {
-    var daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    var daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     var client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.events", appleAppID: 0)
     try await Self.putLifetime(client, key: admin, app: app)
@@ -209,9 +172,9 @@ final class EventReceiver: @unchecked Sendable {
       expiresMs: now + 29 * day)
     let before = try await Self.log(client, key: admin, app: app)
     // Acknowledged, then SIGKILL: the events were committed with the data.
-    daemon.kill()
+    await daemon.kill()
     let directory = daemon.directory
-    daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments, reusing: directory) }
+    daemon = try await RunningDaemon(extraArguments: Self.daemonArguments, reusing: directory)
     client.transport.close()
     client = try DaemonClient(daemon)
     let after = try await Self.log(client, key: admin, app: app)
@@ -251,7 +214,7 @@ final class EventReceiver: @unchecked Sendable {
     #expect(csv.components(separatedBy: "\r\n").dropFirst().filter { !$0.isEmpty }.map { String($0.prefix { $0 != "," }) } == whole)
     // SIGTERM with the watch open: the stream ends and the daemon stops cleanly.
     client.transport.close()
-    let (status, _) = daemon.stop()
+    let (status, _) = await daemon.stop()
     #expect(status == 0)
   }
 
@@ -260,10 +223,10 @@ final class EventReceiver: @unchecked Sendable {
   /// the next address after a refused or dead one, are `OutboundHTTPClientTests`' cases: this
   /// machine's resolver has no name with an IPv6 address.
   @Test func aReceiverOnAnIPv6AddressGetsItsEvents() async throws {
-    let receiver = try EventReceiver(arguments: ["--ipv6"])
+    let receiver = try await EventReceiver(arguments: ["--ipv6"])
     defer { receiver.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.ipv6", appleAppID: 0)
     try await Self.putLifetime(client, key: admin, app: app)
@@ -276,15 +239,15 @@ final class EventReceiver: @unchecked Sendable {
     #expect(await receiver.waitUntil { records in Set(records.filter(\.valid).map(\.eventID)).isSuperset(of: log.map(\.eventID)) })
     #expect(receiver.records.allSatisfy { $0.status == 200 && $0.valid })
     client.transport.close()
-    let (status, _) = daemon.stop()
+    let (status, _) = await daemon.stop()
     #expect(status == 0)
   }
 
   @Test func eventsReachAReceiverSignedInOrderPerUserAcrossASIGKILLAndARestartAndAReplayDeliversThemAgain() async throws {
-    let receiver = try EventReceiver()
+    let receiver = try await EventReceiver()
     defer { receiver.stop() }
-    var daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    var daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     var client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.events", appleAppID: 0)
     try await Self.putLifetime(client, key: admin, app: app)
@@ -303,9 +266,9 @@ final class EventReceiver: @unchecked Sendable {
     // to the claim's lease, 120 s: too long for this test; the store contract covers the lease.)
     let early = try await Self.log(client, key: admin, app: app)
     #expect(await receiver.waitUntil { records in Set(records.filter(\.valid).map(\.eventID)).isSuperset(of: early.map(\.eventID)) })
-    daemon.kill()
+    await daemon.kill()
     let directory = daemon.directory
-    daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments, reusing: directory) }
+    daemon = try await RunningDaemon(extraArguments: Self.daemonArguments, reusing: directory)
     client.transport.close()
     client = try DaemonClient(daemon)
     try await Self.purchase(client, key: admin, app: app, user: "carol", id: "3001", product: "lifetime", purchasedMs: now)
@@ -337,7 +300,7 @@ final class EventReceiver: @unchecked Sendable {
     #expect(await receiver.waitUntil { records in records.filter(\.duplicate).count >= log.count })
     #expect(receiver.records.allSatisfy { $0.valid })
     client.transport.close()
-    let (status, _) = daemon.stop()
+    let (status, _) = await daemon.stop()
     #expect(status == 0)
   }
 }

@@ -12,13 +12,8 @@ import Testing
     let python = packageRoot.appendingPathComponent(".venv/bin/python").path
     try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
     let script = packageRoot.appendingPathComponent("Tests/SubstatusDaemonTests/Fixtures/http_edge.py").path
-    let (status, out, err) = try await withCheckedThrowingContinuation { continuation in
-      Thread { continuation.resume(with: Result { try runProcess(python, [script, arguments[0], daemon.http] + arguments.dropFirst()) }) }
-        .start()
-    }
-    let (exit, log) = await withCheckedContinuation { continuation in
-      Thread { continuation.resume(returning: daemon.stop()) }.start()
-    }
+    let (status, out, err) = try await runProcess(python, [script, arguments[0], daemon.http] + arguments.dropFirst())
+    let (exit, log) = await daemon.stop()
     #expect(status == 0, "http_edge.py \(arguments) failed:\n\(err)\n\(out)")
     #expect(out.contains("PASS \(arguments[0])"))
     #expect(exit == 0, "substatusd exited \(exit):\n\(log.suffix(2000))")
@@ -34,21 +29,21 @@ import Testing
     "space_before_colon", "space_in_target", "control_in_target",
   ])
   func ambiguousFramingIsRefusedAndTheConnectionClosed(framing: String) async throws {
-    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], logToFile: true)
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0"])
     _ = try await run(["framing", framing], daemon)
   }
 
   /// Well-formed requests (chunked bodies, empty values, cookies, HTTP/1.0) are still served on a
   /// kept connection.
   @Test func wellFormedRequestsAreServed() async throws {
-    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], logToFile: true)
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0"])
     _ = try await run(["well_formed"], daemon)
   }
 
   /// 64 keep-alive connections from one address, 3 requests each, against the default cap of 16:
   /// every request is answered, 200 or 503 with Retry-After; none is closed without an answer.
   @Test func keepAliveConnectionsFromOneAddressAreAllAnswered() async throws {
-    let daemon = try RunningDaemon(extraArguments: ["--refresh-interval", "0"], logToFile: true)
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0"])
     let (_, log) = try await run(["keepalive_flood"], daemon)
     #expect(log.contains("\"msg\":\"http request refused\""), "\(log.suffix(2000))")
     #expect(log.contains("\"client\":\"ipv4:127.0.0.3:"), "\(log.suffix(2000))")
@@ -56,8 +51,8 @@ import Testing
 
   /// The same through a trusted proxy's address: the cap counts each forwarded client.
   @Test func keepAliveConnectionsThroughATrustedProxyAreAllAnswered() async throws {
-    let daemon = try RunningDaemon(
-      extraArguments: ["--refresh-interval", "0", "--trusted-proxies", "127.0.0.1/32"], logToFile: true)
+    let daemon = try await RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--trusted-proxies", "127.0.0.1/32"])
     _ = try await run(["proxied_flood"], daemon)
   }
 
@@ -65,8 +60,8 @@ import Testing
   @Test func behindNginx() async throws {
     let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
     let binary = try #require(nginx, "nginx is not installed: run scripts/install-deps --test")
-    let daemon = try RunningDaemon(
-      extraArguments: ["--refresh-interval", "0", "--trusted-proxies", "127.0.0.1/32"], logToFile: true)
+    let daemon = try await RunningDaemon(
+      extraArguments: ["--refresh-interval", "0", "--trusted-proxies", "127.0.0.1/32"])
     let (out, log) = try await run(["nginx", binary], daemon)
     #expect(out.contains("CLIENTS "))
     // The log names the forwarded clients: the refused flooder and the RPC's caller.

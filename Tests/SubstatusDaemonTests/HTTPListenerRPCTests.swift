@@ -67,7 +67,7 @@ private func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
   private func withTenant(
     _ body: (_ daemon: RunningDaemon, _ adminKey: String, _ appId: String) async throws -> Void
   ) async throws {
-    let daemon = try RunningDaemon(extraArguments: ["--cors-origin", Self.origin])
+    let daemon = try await RunningDaemon(extraArguments: ["--cors-origin", Self.origin])
     do {
       let tenant = try await curl(
         ["-H", "Authorization: Bearer \(daemon.operatorKey)", "-H", "Content-Type: application/json",
@@ -81,10 +81,10 @@ private func envelopes(_ body: [UInt8]) -> [(flags: UInt8, payload: [UInt8])] {
       let appId = try #require((try app.json()["app"] as? [String: Any])?["appId"] as? String)
       try await body(daemon, adminKey, appId)
     } catch {
-      _ = daemon.stop()
+      _ = await daemon.stop()
       throw error
     }
-    let (status, log) = daemon.stop()
+    let (status, log) = await daemon.stop()
     #expect(status == 0)
     #expect(!log.contains(daemon.operatorKey), "the log holds the operator key")
     // The access log says which protocol and codec each call used, and who called from where.

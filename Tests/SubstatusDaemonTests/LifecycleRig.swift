@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import SubstatusJSON
 import SubstatusWire
+import SubstatusProcessTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -47,18 +48,16 @@ final class LifecycleRig: @unchecked Sendable {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycle-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
-    sim = try await offThePool {
-      try RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(Self.start)])
-    }
+    sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(Self.start)])
     daemonArguments = [
       "--apple-root-ca", rootFile, "--clock-url", "http://\(sim.address)/control/clock", "--allow-private-webhooks",
       "--refresh-interval", "0", "--reconcile-interval", "0",
     ]
     let arguments = daemonArguments
-    daemon = try await offThePool { try RunningDaemon(extraArguments: arguments, logToFile: true) }
+    daemon = try await RunningDaemon(extraArguments: arguments)
     client = try DaemonClient(daemon)
-    receiver = try EventReceiver()
-    relay = relayingNotifications ? try EventReceiver(script: "notification_relay.py") : nil
+    receiver = try await EventReceiver()
+    relay = relayingNotifications ? try await EventReceiver(script: "notification_relay.py") : nil
     try relay?.send("TARGET \(daemon.http)")
     let notifications = relay.map { "127.0.0.1:\($0.port)" } ?? daemon.http
 
@@ -114,7 +113,7 @@ final class LifecycleRig: @unchecked Sendable {
   /// Stops everything and removes the directories.
   func stop() {
     client.transport.close()
-    if daemon.process.isRunning { _ = daemon.stop() }
+    daemon.abandon()
     receiver.stop()
     relay?.stop()
     sim.stop()
@@ -124,9 +123,9 @@ final class LifecycleRig: @unchecked Sendable {
   /// SIGKILL of substatusd, then a start on the same data (on new ports: the simulator's app is
   /// pointed at the new notification URL, or the ``relay`` at the new substatusd).
   func killAndRestart() async throws {
-    daemon.kill()
+    await daemon.kill()
     let (arguments, directory) = (daemonArguments, daemon.directory)
-    daemon = try await offThePool { try RunningDaemon(extraArguments: arguments, logToFile: true, reusing: directory) }
+    daemon = try await RunningDaemon(extraArguments: arguments, reusing: directory)
     client.transport.close()
     client = try DaemonClient(daemon)
     if let relay {
@@ -210,11 +209,8 @@ final class LifecycleRig: @unchecked Sendable {
     var request = Substatus_V1_GetStatusRequest()
     request.appID = app
     request.userID = "clock-probe"
-    let deadline = Date().addingTimeInterval(5)
-    while try await client.call(Substatus_V1_StatusService.getStatus, request, key: admin).asOfMs < ms {
-      guard Date() < deadline else { throw DaemonFailure("substatusd's clock did not reach \(ms)") }
-      try await Task.sleep(for: .milliseconds(5))
-    }
+    guard try await waitUntil(timeout: .seconds(5), { try await client.call(Substatus_V1_StatusService.getStatus, request, key: admin).asOfMs >= ms })
+    else { throw DaemonFailure("substatusd's clock did not reach \(ms)") }
   }
 
   /// The simulated clock now.
@@ -275,12 +271,7 @@ final class LifecycleRig: @unchecked Sendable {
   /// Waits (10 s at most) until every delivery of the webhook is delivered: a receiver's answer
   /// is recorded by substatusd just after the receiver reports it.
   func waitForAllDelivered() async throws -> Bool {
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-      if try await deliveries().allSatisfy({ $0.state == .delivered }) { return true }
-      try await Task.sleep(for: .milliseconds(20))
-    }
-    return false
+    try await waitUntil(every: .milliseconds(20)) { try await deliveries().allSatisfy({ $0.state == .delivered }) }
   }
 
   /// Moves the simulated clock to `ms` without moving it while a POST is in flight: each user's
@@ -295,16 +286,13 @@ final class LifecycleRig: @unchecked Sendable {
     }
     let due = oldest.values.filter { $0.nextAttemptMs <= ms }
     try await setClock(ms, settling: false)
-    let deadline = Date().addingTimeInterval(10)
-    while true {
+    let attempted = try await waitUntil(every: .milliseconds(10)) {
       let now = try await deliveries()
-      let attempted = due.allSatisfy { before in
+      return due.allSatisfy { before in
         now.contains { $0.deliveryID == before.deliveryID && $0.attempts.count > before.attempts.count }
       }
-      if attempted { return }
-      guard Date() < deadline else { throw DaemonFailure("deliveries due at \(ms) were not attempted") }
-      try await Task.sleep(for: .milliseconds(10))
     }
+    guard attempted else { throw DaemonFailure("deliveries due at \(ms) were not attempted") }
   }
 
   /// `GetTrends` by day over `[start, start + days)`.

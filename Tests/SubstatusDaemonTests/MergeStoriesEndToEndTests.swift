@@ -47,7 +47,7 @@ import Testing
     defer { try? FileManager.default.removeItem(at: directory) }
     let roots = directory.appendingPathComponent("roots.pem").path
     try ca.root.pem.write(toFile: roots, atomically: true, encoding: .utf8)
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", roots]) }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", roots])
     let client = try DaemonClient(daemon)
     let (admin, appID) = try await client.makeApp(
       operatorKey: daemon.operatorKey, bundleID: Setup.bundleID, appleAppID: 123_456_789)
@@ -57,10 +57,10 @@ import Testing
     do {
       try await body(setup)
     } catch {
-      _ = try await offThePool { daemon.stop() }
+      _ = await daemon.stop()
       throw error
     }
-    let (exitStatus, _) = try await offThePool { daemon.stop() }
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 

@@ -11,12 +11,12 @@ import Testing
 @Suite(.serialized) struct NamesAndAddressesEndToEndTests {
   /// Runs `body` against a fresh substatusd, then checks that it exits cleanly.
   static func withDaemon(_ body: (RunningDaemon, DaemonClient) async throws -> Void) async throws {
-    let daemon = try await offThePool { try RunningDaemon() }
+    let daemon = try await RunningDaemon()
     do { try await body(daemon, try DaemonClient(daemon)) } catch {
-      _ = try await offThePool { daemon.stop() }
+      _ = await daemon.stop()
       throw error
     }
-    let (status, log) = try await offThePool { daemon.stop() }
+    let (status, log) = await daemon.stop()
     #expect(status == 0, "substatusd exited \(status): \(log.suffix(2000))")
   }
 
@@ -32,12 +32,12 @@ import Testing
 
   /// The machine's own addresses as `ip -o addr` lists them, loopback and link-local left out
   /// (link-local needs a zone, which a URL may not name).
-  static func ownAddresses() throws -> [String] {
+  static func ownAddresses() async throws -> [String] {
     // iproute2 is part of every Debian install; without it only the listed ranges are tried (the
     // own-address rule has its unit tests on an injected list).
     guard let ip = ["/usr/bin/ip", "/bin/ip", "/sbin/ip"].first(where: FileManager.default.isExecutableFile(atPath:))
     else { return [] }
-    let (status, out, err) = try runProcess(ip, ["-o", "addr"])
+    let (status, out, err) = try await runProcess(ip, ["-o", "addr"])
     try #require(status == 0, "ip -o addr: \(err)")
     return out.split(separator: "\n").compactMap { line -> String? in
       let fields = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -52,7 +52,7 @@ import Testing
   }
 
   @Test func createWebhookRefusesSpecialPurposeAndOwnAddresses() async throws {
-    let own = try Self.ownAddresses()
+    let own = try await Self.ownAddresses()
     try await Self.withDaemon { daemon, client in
       let (admin, app) = try await client.makeApp(
         operatorKey: daemon.operatorKey, bundleID: "com.example.hooks", appleAppID: 0)
@@ -236,7 +236,7 @@ import Testing
     try #require(
       FileManager.default.isExecutableFile(atPath: python), "run scripts/install-deps --test")
     let cli = try builtExecutable("substatus")
-    let first = try await offThePool { try RunningDaemon() }
+    let first = try await RunningDaemon()
     let client = try DaemonClient(first)
     let (admin, app) = try await client.makeApp(
       operatorKey: first.operatorKey, bundleID: "com.example.stored", appleAppID: 0)
@@ -245,7 +245,7 @@ import Testing
     key.role = .read
     key.description = "billing"
     _ = try await client.call(Substatus_V1_AdminService.createApiKey, key, key: admin)
-    try await offThePool { first.kill() }
+    await first.kill()
 
     let database = first.directory.appendingPathComponent("data/substatus.sqlite").path
     let sql = packageRoot.appendingPathComponent(
@@ -260,7 +260,7 @@ import Testing
       ])
     try #require(status == 0, "hostile_names.sql: \(err)")
 
-    let daemon = try await offThePool { try RunningDaemon(reusing: first.directory) }
+    let daemon = try await RunningDaemon(reusing: first.directory)
     let commands: [([String], String)] = [
       (["app", "list"], admin), (["app", "show", app], admin), (["key", "list"], admin),
       (["webhook", "list", app], admin), (["tenant", "list"], daemon.operatorKey),
@@ -279,7 +279,7 @@ import Testing
         #expect(out.contains(json ? "\\u001b" : "\\u{1B}"), "\(arguments) json=\(json): \(out)")
       }
     }
-    let (exit, log) = try await offThePool { daemon.stop() }
+    let (exit, log) = await daemon.stop()
     #expect(exit == 0, "substatusd exited \(exit): \(log.suffix(2000))")
   }
 }

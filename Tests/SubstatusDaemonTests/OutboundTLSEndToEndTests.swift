@@ -21,8 +21,8 @@ import Testing
         contentsOfFile: fixtures.appendingPathComponent("outbound-receiver-key.pem").path, encoding: .utf8))
     let receiver = try HTTPServer(configuration: configuration) { _ in HTTPResponse(status: 204) }
     let arguments = ["--refresh-interval", "0", "--allow-private-webhooks"] + (trusted ? ["--outbound-ca-file", certificate] : [])
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: arguments) }
-    defer { _ = daemon.stop() }
+    let daemon = try await RunningDaemon(extraArguments: arguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.tls", appleAppID: 0)
     var create = Substatus_V1_CreateWebhookRequest()
@@ -55,10 +55,8 @@ import Testing
     let environment = [
       "http_proxy": proxy, "https_proxy": proxy, "HTTPS_PROXY": proxy, "all_proxy": proxy, "ALL_PROXY": proxy,
     ]
-    let daemon = try await offThePool {
-      try RunningDaemon(extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], environment: environment)
-    }
-    defer { _ = daemon.stop() }
+    let daemon = try await RunningDaemon(extraArguments: ["--refresh-interval", "0", "--allow-private-webhooks"], environment: environment)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.proxy", appleAppID: 0)
     var create = Substatus_V1_CreateWebhookRequest()

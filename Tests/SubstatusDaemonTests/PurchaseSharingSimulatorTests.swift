@@ -12,10 +12,10 @@ import Testing
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
-    let sim = try await offThePool { try RunningSimulator(extraArguments: ["--root-ca-out", rootFile]) }
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile])
     defer { sim.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", rootFile]) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", rootFile])
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
 
@@ -94,7 +94,7 @@ import Testing
     let workAfterRefund = try await events("alice-work").map(\.type)
     #expect(workAfterRefund.first == .ownershipTransferred && workAfterRefund.contains(.refunded), "\(workAfterRefund)")
     #expect(try await events("alice-phone").map(\.type) == [.subscriptionStarted, .ownershipTransferred])
-    let (exitStatus, _) = try await offThePool { daemon.stop() }
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 }

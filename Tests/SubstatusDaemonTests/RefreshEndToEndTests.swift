@@ -3,44 +3,32 @@ import RPCCore
 import RPCHTTP2Transport
 import SubstatusDaemon
 import SubstatusWire
+import SubstatusProcessTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
 #endif
 
-/// A running appstore-sim on a free port with a frozen clock, stopped with SIGTERM.
-final class RunningSimulator: @unchecked Sendable {
-  let process = Process()
+/// A running appstore-sim on a free port with a frozen clock, stopped with SIGTERM (killed if a
+/// test drops it running: ``ChildProcess``).
+final class RunningSimulator: Sendable {
+  let child: ChildProcess
   let directory: URL
   let address: String
 
-  init(extraArguments: [String] = []) throws {
+  init(extraArguments: [String] = []) async throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent(
       "appstore-sim-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let ready = directory.appendingPathComponent("ready.json").path
-    process.executableURL = URL(fileURLWithPath: try builtExecutable("appstore-sim"))
+    let ready = directory.appendingPathComponent("ready.json")
     // The clock only moves through the control API; it starts an hour in the past.
     let start = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
-    process.arguments = [
-      "--listen", "127.0.0.1:0", "--ready-file", ready, "--time-scale", "0", "--start-ms",
-      String(start),
-    ] + extraArguments
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let deadline = Date().addingTimeInterval(30)
-    while !FileManager.default.fileExists(atPath: ready) {
-      guard process.isRunning, Date() < deadline else {
-        throw DaemonFailure("appstore-sim did not become ready")
-      }
-      Thread.sleep(forTimeInterval: 0.02)
-    }
-    let json =
-      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready)))
-      as? [String: String]
-    address = try #require(json?["http"])
+    child = try ChildProcess(
+      try builtExecutable("appstore-sim"),
+      ["--listen", "127.0.0.1:0", "--ready-file", ready.path, "--time-scale", "0", "--start-ms", String(start)]
+        + extraArguments, directory: directory)
+    address = try #require(try await child.readyFile(ready)["http"])
   }
 
   /// POSTs a JSON body to the control API and returns the decoded answer.
@@ -58,9 +46,9 @@ final class RunningSimulator: @unchecked Sendable {
     return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
   }
 
+  /// Sends SIGTERM and removes its directory; does not wait (a test's `defer` cannot).
   func stop() {
-    process.terminate()
-    process.waitUntilExit()
+    child.send(SIGTERM)
     try? FileManager.default.removeItem(at: directory)
   }
 }
@@ -69,14 +57,14 @@ final class RunningSimulator: @unchecked Sendable {
 /// happens at the simulated App Store after the only SubmitReceipt.
 @Suite(.serialized) struct RefreshEndToEndTests {
   @Test func refresherPicksUpTheRenewalWithoutAnotherSubmit() async throws {
-    let sim = try RunningSimulator()
+    let sim = try await RunningSimulator()
     defer { sim.stop() }
-    let daemon = try RunningDaemon(extraArguments: [
+    let daemon = try await RunningDaemon(extraArguments: [
       "--verify-receipt-production-url", "http://\(sim.address)/production/verifyReceipt",
       "--verify-receipt-sandbox-url", "http://\(sim.address)/sandbox/verifyReceipt",
       "--refresh-interval", "0.25",
     ])
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    defer { daemon.abandon() }
     let address = try #require(HostPort(daemon.grpc))
     let transport = try HTTP2ClientTransport(
       configuration: .init(host: address.host, port: address.port))
@@ -163,11 +151,10 @@ final class RunningSimulator: @unchecked Sendable {
     status.environment = .sandbox
     let started = Date()
     var group: Substatus_V1_GroupStatus?
-    while Date().timeIntervalSince(started) < 60 {
+    _ = try await waitUntil(timeout: .seconds(60), every: .milliseconds(250)) {
       group = try await call(Substatus_V1_StatusService.getStatus, status, key: admin).groups.first
       { $0.subscriptionGroupID == "pro" }
-      if let g = group, g.expiresMs > trialEnd { break }
-      try await Task.sleep(for: .milliseconds(250))
+      return (group?.expiresMs ?? 0) > trialEnd
     }
     let renewed = try #require(group)
     let waited = Date().timeIntervalSince(started)
@@ -178,7 +165,7 @@ final class RunningSimulator: @unchecked Sendable {
       "expires \(renewed.expiresMs), trial ended \(trialEnd)")
 
     // Two verifyReceipt calls in all (the submit and one refresh), no receipt or secret in the log.
-    let (exitStatus, daemonLog) = daemon.stop()
+    let (exitStatus, daemonLog) = await daemon.stop()
     #expect(exitStatus == 0)
     let batches = daemonLog.split(separator: "\n").filter { $0.contains("receipt refresh batch") }
     #expect(batches.contains { $0.contains("\"refreshed\":1") }, "\(batches)")

@@ -4,6 +4,7 @@ import RPCCore
 import RPCHTTP2Transport
 import SubstatusDaemon
 import SubstatusWire
+import SubstatusProcessTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -22,13 +23,13 @@ import Testing
     // The simulated clock starts 35 days ago: the first month is over by (real) now, its renewal
     // covers now.
     let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-    let sim = try RunningSimulator(extraArguments: [
+    let sim = try await RunningSimulator(extraArguments: [
       "--root-ca-out", rootPath, "--start-ms", String(nowMs - 35 * 86_400_000),
     ])
     defer { sim.stop() }
-    let daemon = try RunningDaemon(
+    let daemon = try await RunningDaemon(
       extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--reconcile-interval", "0", "--refresh-interval", "0"])
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
@@ -71,12 +72,10 @@ import Testing
     // triggers brings the renewal, which covers now.
     _ = try await sim.post("/control/apps/\(bundle)/users/erin/refund", ["transaction_id": first])
     _ = try await sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
-    let started = Date()
     var current = Substatus_V1_SubscriptionState.unspecified
-    while Date().timeIntervalSince(started) < 20 {
+    _ = try await waitUntil(timeout: .seconds(20), every: .milliseconds(100)) {
       current = try await state()
-      if current == .active { break }
-      try await Task.sleep(for: .milliseconds(100))
+      return current == .active
     }
     #expect(current == .active)
     var history = Substatus_V1_GetTransactionHistoryRequest()
@@ -94,14 +93,14 @@ import Testing
       return String(decoding: data, as: UTF8.self)
     }
     let succeeded = #"substatus_revocation_syncs_total{outcome="succeeded"}"#
-    var text = try await metrics()
-    while !text.contains(succeeded), Date().timeIntervalSince(started) < 20 {
-      try await Task.sleep(for: .milliseconds(100))
+    var text = ""
+    _ = try await waitUntil(timeout: .seconds(20), every: .milliseconds(100)) {
       text = try await metrics()
+      return text.contains(succeeded)
     }
     #expect(text.contains(succeeded), "\(text)")
 
-    let (exitStatus, log) = daemon.stop()
+    let (exitStatus, log) = await daemon.stop()
     #expect(exitStatus == 0)
     #expect(log.contains(#""msg":"revocation sync""#))
     #expect(!log.contains("PRIVATE KEY"))

@@ -4,6 +4,7 @@ import RPCCore
 import RPCHTTP2Transport
 import SubstatusDaemon
 import SubstatusWire
+import SubstatusProcessTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -19,11 +20,11 @@ import Testing
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
     let rootPath = scratch.appendingPathComponent("root.pem").path
-    let sim = try RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
     defer { sim.stop() }
-    let daemon = try RunningDaemon(
+    let daemon = try await RunningDaemon(
       extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--reconcile-interval", "0.5", "--refresh-interval", "0"])
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
@@ -61,16 +62,15 @@ import Testing
     status.userID = "u-dave"
     let started = Date()
     var state = Substatus_V1_SubscriptionState.unspecified
-    while Date().timeIntervalSince(started) < 30 {
+    _ = try await waitUntil(timeout: .seconds(30), every: .milliseconds(100)) {
       state = try await call(Substatus_V1_StatusService.getStatus, status, key: admin).groups
         .first { $0.subscriptionGroupID == "pro" }?.state ?? .unspecified
-      if state == .revoked { break }
-      try await Task.sleep(for: .milliseconds(100))
+      return state == .revoked
     }
     let waited = Date().timeIntervalSince(started)
     #expect(state == .revoked)
 
-    let (exitStatus, log) = daemon.stop()
+    let (exitStatus, log) = await daemon.stop()
     #expect(exitStatus == 0)
     let runs = log.split(separator: "\n").filter { $0.contains(#""msg":"reconcile""#) }
     // At least one run synced users (u-dave, and the pseudo-user "apple:<id>" when the purchase's

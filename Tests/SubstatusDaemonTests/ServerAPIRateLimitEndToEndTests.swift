@@ -21,16 +21,14 @@ import Testing
     defer { try? FileManager.default.removeItem(at: scratch) }
     let rootPath = scratch.appendingPathComponent("root.pem").path
     let now = Int64(Date().timeIntervalSince1970 * 1000)
-    let sim = try await offThePool {
-      try RunningSimulator(extraArguments: ["--root-ca-out", rootPath, "--start-ms", String(now)])
-    }
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath, "--start-ms", String(now)])
     defer { sim.stop() }
     let arguments =
       sim.serverAPIArguments(rootCA: rootPath) + [
         "--clock-url", "http://\(sim.address)/control/clock", "--reconcile-interval", "0", "--refresh-interval", "0",
       ]
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: arguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: arguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
 
@@ -95,7 +93,7 @@ import Testing
     #expect(metrics.contains(#"substatus_appstore_server_api_requests_total{outcome="rate_limited"} \#(refused)"#), "\(metrics)")
     #expect(metrics.contains(#"substatus_appstore_server_api_requests_total{outcome="waited"}"#))
     #expect(!metrics.contains(#"substatus_appstore_server_api_requests_total{outcome="ok"} 0"#))
-    let (exitStatus, _) = daemon.stop()
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 }

@@ -122,7 +122,7 @@ func postJSON(_ url: String, _ body: JSONValue) async throws -> (Int, JSONValue?
     // A bundle with an unrelated certificate first: every certificate of the file is trusted.
     let bundle = directory.appendingPathComponent("roots.pem").path
     try (try TestCertificateAuthority.make(commonName: "Unrelated").root.pem + ca.root.pem).write(toFile: bundle, atomically: true, encoding: .utf8)
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", bundle]) }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", bundle])
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let bundleID = "com.example.signed"
@@ -182,7 +182,7 @@ func postJSON(_ url: String, _ body: JSONValue) async throws -> (Int, JSONValue?
     #expect(forgedStatus == 401)
     #expect(forgedBody?["error"]?["reason"]?.stringValue == "UNTRUSTED_CHAIN")
 
-    let (exitStatus, log) = try await offThePool { daemon.stop() }
+    let (exitStatus, log) = await daemon.stop()
     #expect(exitStatus == 0)
     #expect(log.contains("\"type\":\"REFUND\""))
     #expect(!log.contains(String(submit.signedTransactions[0].prefix(60))))

@@ -17,12 +17,10 @@ import Testing
     // The simulated clock starts 40 days ago, so that its months end before (real) now.
     let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
     let startMs = nowMs - 40 * 86_400_000
-    let sim = try await offThePool {
-      try RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(startMs)])
-    }
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(startMs)])
     defer { sim.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", rootFile]) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", rootFile])
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
 

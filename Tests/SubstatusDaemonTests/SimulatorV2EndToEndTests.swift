@@ -34,10 +34,10 @@ extension RunningSimulator {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
-    let sim = try await offThePool { try RunningSimulator(extraArguments: ["--root-ca-out", rootFile]) }
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile])
     defer { sim.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", rootFile]) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", rootFile])
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
 
@@ -123,7 +123,7 @@ extension RunningSimulator {
     #expect(refused.transactionResults.map { $0.error?.message.hasPrefix("INVALID_SIGNATURE: ") } == [true])
     #expect(try await client.status(appID: appID, user: "bob", environment: .production, key: admin)?.state == .neverSubscribed)
 
-    let (exitStatus, log) = try await offThePool { daemon.stop() }
+    let (exitStatus, log) = await daemon.stop()
     #expect(exitStatus == 0)
     #expect(log.contains("\"type\":\"REFUND\""))
   }
@@ -131,7 +131,7 @@ extension RunningSimulator {
   /// `substatus_events_appended_total` of the daemon's /metrics, by source (read with curl, off the
   /// cooperative pool).
   static func eventsAppended(_ daemon: RunningDaemon) async throws -> [String: Int] {
-    let text = try await offThePool { try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", "http://\(daemon.http)/metrics"]).1 }
+    let text = try await runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", "http://\(daemon.http)/metrics"]).1
     var counts: [String: Int] = [:]
     for line in text.split(separator: "\n") where line.hasPrefix("substatus_events_appended_total{source=\"") {
       let parts = line.split(separator: " ")

@@ -45,8 +45,8 @@ import Testing
   }
 
   @Test func aWritesNewAnswerIsReadAtOnceFromTheSummaryItStored() async throws {
-    let daemon = try await offThePool { try RunningDaemon() }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon()
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.summary", appleAppID: 0)
@@ -82,13 +82,13 @@ import Testing
     #expect(Self.sample(metrics, "substatus_summary_fallbacks_total{reason=\"missing\"}") == 1, "\(metrics)")
     #expect(Self.sample(metrics, "substatus_summary_fallbacks_total{reason=\"expired\"}") == 0, "\(metrics)")
     #expect(Self.sample(metrics, "substatus_summary_fallbacks_total{reason=\"fingerprint\"}") == 0, "\(metrics)")
-    let (exitStatus, _) = try await offThePool { daemon.stop() }
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 
   @Test func aStoreWrittenBeforeSummariesGetsThemOnFirstRead() async throws {
-    var daemon = try await offThePool { try RunningDaemon() }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    var daemon = try await RunningDaemon()
+    defer { daemon.abandon() }
     var client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.summary2", appleAppID: 0)
     let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -99,13 +99,13 @@ import Testing
     let written = try await Self.eligibility(client, key: admin, app: app, user: "bob")
 
     // As if the data had been written by a build without summaries: the rows are gone.
-    daemon.kill()
+    await daemon.kill()
     client.transport.close()
     let database = daemon.directory.appendingPathComponent("data/substatus.sqlite").path
-    let (status, _, err) = try await offThePool { try runProcess("/usr/bin/sqlite3", [database, "DELETE FROM user_summaries"]) }
+    let (status, _, err) = try await runProcess("/usr/bin/sqlite3", [database, "DELETE FROM user_summaries"])
     #expect(status == 0, "\(err)")
     let directory = daemon.directory
-    daemon = try await offThePool { try RunningDaemon(reusing: directory) }
+    daemon = try await RunningDaemon(reusing: directory)
     client = try DaemonClient(daemon)
     defer { client.transport.close() }
 
@@ -119,7 +119,7 @@ import Testing
     metrics = try await WebhookLimitsEndToEndTests.metrics(daemon)
     #expect(Self.sample(metrics, "substatus_summary_hits_total") == 1, "\(metrics)")
     let restarted = daemon
-    let (exitStatus, _) = try await offThePool { restarted.stop() }
+    let (exitStatus, _) = await restarted.stop()
     #expect(exitStatus == 0)
   }
 }

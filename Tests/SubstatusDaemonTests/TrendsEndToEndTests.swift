@@ -17,12 +17,10 @@ import Testing
     // The simulated clock starts at a UTC midnight 60 days ago, so that 42 days of it are past.
     let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
     let start = (nowMs / Self.day - 60) * Self.day
-    let sim = try await offThePool {
-      try RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(start)])
-    }
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile, "--start-ms", String(start)])
     defer { sim.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", rootFile]) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", rootFile])
+    defer { daemon.abandon() }
     let cli = try builtExecutable("substatus")
     func substatus(_ arguments: [String], key: String) async throws -> String {
       let (code, out, err) = try await run(cli, arguments + ["--addr", daemon.grpc, "--key", key, "--timeout", "10"])

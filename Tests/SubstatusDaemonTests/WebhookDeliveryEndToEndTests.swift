@@ -1,6 +1,7 @@
 import Foundation
 import RPCCore
 import SubstatusWire
+import SubstatusProcessTestKit
 import Testing
 
 /// Webhook delivery as a backend sees it, through the real substatusd and the `substatus` CLI:
@@ -57,10 +58,10 @@ import Testing
   /// arrive in log order. (Run with `--webhook-max-in-flight-per-tenant 1`, the overlap check
   /// fails: it tells one POST at a time from many.)
   @Test func oneUsersEventsArriveInOrderWhileManyPOSTsAreInFlight() async throws {
-    let receiver = try EventReceiver()
+    let receiver = try await EventReceiver()
     defer { receiver.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.order", appleAppID: 0)
     try await EventsEndToEndTests.putLifetime(client, key: admin, app: app)
@@ -94,7 +95,7 @@ import Testing
       #expect(firsts == log.filter { $0.userID == user }.map(\.eventID), "\(user)'s events in log order")
     }
     client.transport.close()
-    let (status, _) = daemon.stop()
+    let (status, _) = await daemon.stop()
     #expect(status == 0)
   }
 
@@ -102,22 +103,20 @@ import Testing
   /// types of its environment; an unknown type is refused by name; `webhook deliveries` shows each
   /// attempt: a delivered one's status, a failed one's status or error, and their durations.
   @Test func aWebhookGetsOnlyItsTypesAndEnvironmentAndItsDeliveriesShowEachAttempt() async throws {
-    let receiver = try EventReceiver()
+    let receiver = try await EventReceiver()
     defer { receiver.stop() }
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     let (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: "com.example.filters", appleAppID: 0)
     try await EventsEndToEndTests.putLifetime(client, key: admin, app: app)
 
     // An unknown type is refused before anything is sent, naming it and the known ones.
     let executable = try builtExecutable("substatus")
-    let (refusedStatus, _, refusal) = try await offThePool {
-      try runProcess(
+    let (refusedStatus, _, refusal) = try await runProcess(
         executable,
         ["webhook", "add", app, "--url", "http://127.0.0.1:\(receiver.port)/hook", "--events", "REFUNDED,EXPIRD",
          "--addr", daemon.grpc, "--key", admin])
-    }
     #expect(refusedStatus != 0)
     #expect(refusal.contains("--events: unknown event type 'EXPIRD'"), "\(refusal)")
     #expect(refusal.contains("REFUNDED") && refusal.contains("EXPIRED"), "the known names are listed: \(refusal)")
@@ -184,7 +183,7 @@ import Testing
     #expect(attempts.contains { $0["httpStatus"] as? Int == 503 && $0["error"] as? String == "the receiver answered HTTP 503" })
 
     // A receiver that is gone: the attempt shows the connection error.
-    let gone = try EventReceiver()
+    let gone = try await EventReceiver()
     let gonePort = gone.port
     gone.stop()
     _ = try await EventsEndToEndTests.cli(
@@ -197,16 +196,14 @@ import Testing
       ((try JSONSerialization.jsonObject(with: Data(listedAgain.utf8)) as? [String: Any])?["webhooks"] as? [[String: Any]])?
         .first { ($0["url"] as? String)?.contains(":\(gonePort)/") == true }?["webhookId"] as? String)
     var refused = ""
-    let deadline = Date().addingTimeInterval(15)
-    while Date() < deadline {
+    _ = try await waitUntil(timeout: .seconds(15), every: .milliseconds(100)) {
       refused = try await EventsEndToEndTests.cli(daemon, key: admin, ["webhook", "deliveries", app, goneID])
-      if refused.contains("connection refused") { break }
-      try await Task.sleep(for: .milliseconds(100))
+      return refused.contains("connection refused")
     }
     let erin = try #require(refused.split(separator: "\n").first { $0.contains("erin") }, "\(refused)")
     #expect(erin.contains("connection refused") && erin.contains(" ms"), "\(erin)")
     client.transport.close()
-    let (status, _) = daemon.stop()
+    let (status, _) = await daemon.stop()
     #expect(status == 0)
   }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SubstatusWire
 import Synchronization
+import SubstatusProcessTestKit
 import Testing
 
 /// Webhook faults end to end (``LifecycleRig``: real substatusd following the simulator's clock,
@@ -15,15 +16,13 @@ import Testing
 
   /// The webhook's only delivery, once it has `attempts` attempts.
   static func delivery(_ rig: LifecycleRig, attempts: Int) async throws -> Substatus_V1_Delivery {
-    let deadline = Date().addingTimeInterval(10)
-    while true {
-      let deliveries = try await rig.deliveries()
-      if let first = deliveries.first, first.attempts.count >= attempts || Date() > deadline {
-        try #require(deliveries.count == 1, "\(deliveries)")
-        return first
-      }
-      try await Task.sleep(for: .milliseconds(20))
+    var deliveries: [Substatus_V1_Delivery] = []
+    _ = try await waitUntil(every: .milliseconds(20)) {
+      deliveries = try await rig.deliveries()
+      return (deliveries.first?.attempts.count ?? 0) >= attempts
     }
+    try #require(deliveries.count == 1, "\(deliveries)")
+    return try #require(deliveries.first)
   }
 
   @Test func aReceiverThatFailsThenHangsIsRetriedWithBackoffOnTheSimulatedClock() async throws {
@@ -85,10 +84,7 @@ import Testing
     try await rig.act("bob", "purchase", ["product_id": "pro.monthly"])
     let t0 = try await rig.simulatedNow()
     // The first attempts (at once) are recorded before the clock moves.
-    let deadline = Date().addingTimeInterval(10)
-    while try await rig.deliveries().map(\.attempts.count) != [1, 1] && Date() < deadline {
-      try await Task.sleep(for: .milliseconds(10))
-    }
+    _ = try await waitUntil(every: .milliseconds(10)) { try await rig.deliveries().map(\.attempts.count) == [1, 1] }
     for hour in 1...24 {
       try await rig.stepDeliveries(to: t0 + Int64(hour) * Self.hour)
       if hour == 6 { try await rig.act("alice", "cancel-auto-renew") }
@@ -225,7 +221,7 @@ import Testing
       let state = Mutex((next: 0, acknowledged: Set<String>(), failed: Set<String>(), killed: false))
     }
     let progress = Progress()
-    let (client, admin, pid) = (rig.client, rig.admin, rig.daemon.process.processIdentifier)
+    let (client, admin, pid) = (rig.client, rig.admin, rig.daemon.pid)
     // The sixth acknowledgement sends SIGKILL; the calls in flight then, and all later ones, fail.
     await withTaskGroup(of: Void.self) { group in
       for _ in 0..<4 {
@@ -309,7 +305,7 @@ import Testing
     let relay = try #require(rig.relay)
     let users = (0..<16).map { "buyer-\($0)" }
     for user in users { try await rig.addUser(user) }
-    try relay.send("KILL \(rig.daemon.process.processIdentifier) 5")
+    try relay.send("KILL \(rig.daemon.pid) 5")
     for user in users {
       _ = try await rig.sim.post("/control/apps/\(LifecycleRig.bundleID)/users/\(user)/purchase", ["product_id": "pro.monthly"])
     }

@@ -65,17 +65,15 @@ import Testing
   /// `/metrics`, read with curl (off the cooperative pool).
   static func metrics(_ daemon: RunningDaemon) async throws -> String {
     let url = "http://\(daemon.http)/metrics"
-    return try await offThePool { try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", url]).1 }
+    return try await runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", url]).1
   }
 
   // MARK: Attack 4: webhooks per app and per tenant
 
   @Test func webhooksPastThePerAppAndPerTenantCapsAreRefusedEvenWhenCreatedAtOnce() async throws {
-    let daemon = try await offThePool {
-      try RunningDaemon(
+    let daemon = try await RunningDaemon(
         extraArguments: Self.daemonArguments + ["--max-webhooks-per-app", "4", "--max-webhooks-per-tenant", "6"])
-    }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let admin = try await Self.tenant(client, operatorKey: daemon.operatorKey, name: "many-hooks")
@@ -125,24 +123,17 @@ import Testing
   // MARK: Attack 4: one tenant's backlog and another tenant's deliveries
 
   @Test func oneTenantsBacklogToASlowReceiverDoesNotDelayAnotherTenantsEvents() async throws {
-    let slow = try EventReceiver(script: "slow_receiver.py")
-    let receiver = try EventReceiver()
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
+    let slow = try await EventReceiver(script: "slow_receiver.py")
+    let receiver = try await EventReceiver()
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
     let client = try DaemonClient(daemon)
     // Stopped off the cooperative pool (the daemon finishes the POSTs in flight to the slow
     // receiver first), whatever the test found.
     do { try await Self.backlog(daemon, client, slow: slow, receiver: receiver) } catch { Issue.record(error) }
     client.transport.close()
-    _ = try await offThePool { daemon.stop() }
-    // The receivers hold each other's stdin (a child inherits its parent's pipes), so closing it
-    // does not end them, and they inherit the test process's blocked SIGTERM: SIGKILL, then reap.
-    try await offThePool {
-      for process in [receiver.process, slow.process] where process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-      }
-      receiver.stop()
-      slow.stop()
-    }
+    _ = await daemon.stop()
+    receiver.stop()
+    slow.stop()
   }
 
   static func backlog(_ daemon: RunningDaemon, _ client: DaemonClient, slow: EventReceiver, receiver: EventReceiver)
@@ -202,8 +193,8 @@ import Testing
   // MARK: Attack 5: erasure and the live stream
 
   @Test func anErasedUsersEventsNeverReachANewWatchWhileAnotherWatchIsOpen() async throws {
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let admin = try await Self.tenant(client, operatorKey: daemon.operatorKey, name: "erasure")
@@ -257,8 +248,8 @@ import Testing
   // MARK: Attack 8: cursors tell nothing beyond their app
 
   @Test func cursorsAreOpaquePerAppAndAnotherAppsCursorIsRefused() async throws {
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: Self.daemonArguments) }
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: Self.daemonArguments)
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let busy = try await Self.tenant(client, operatorKey: daemon.operatorKey, name: "busy")

@@ -130,12 +130,12 @@ import Testing
   /// Runs `body` against a fresh substatusd (started and stopped off the cooperative pool), then
   /// checks that it exits cleanly.
   static func withDaemon(_ body: (RunningDaemon) async throws -> Void) async throws {
-    let daemon = try await offThePool { try RunningDaemon() }
+    let daemon = try await RunningDaemon()
     do { try await body(daemon) } catch {
-      _ = try await offThePool { daemon.stop() }
+      _ = await daemon.stop()
       throw error
     }
-    let (status, log) = try await offThePool { daemon.stop() }
+    let (status, log) = await daemon.stop()
     #expect(status == 0, "substatusd exited \(status): \(log.suffix(2000))")
   }
 

@@ -15,7 +15,7 @@ import Testing
     defer { try? FileManager.default.removeItem(at: directory) }
     let roots = directory.appendingPathComponent("root.pem").path
     try ca.root.pem.write(toFile: roots, atomically: true, encoding: .utf8)
-    let daemon = try await offThePool { try RunningDaemon(extraArguments: ["--apple-root-ca", roots]) }
+    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", roots])
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     let bundleID = "com.example.winback"
@@ -93,7 +93,7 @@ import Testing
     #expect(after.0 == 0, "\(after.2)")
     #expect(after.1.contains("pro.comeback:no,pro.halfoff:no"), "\(after.1)")
 
-    let (exitStatus, _) = try await offThePool { daemon.stop() }
+    let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
 }

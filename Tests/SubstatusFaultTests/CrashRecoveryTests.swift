@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import SubstatusClient
 import SubstatusWire
@@ -44,8 +45,8 @@ final class IngestLoad: Sendable {
     let work = try temporaryDirectory("substatus-crash")
     defer { try? FileManager.default.removeItem(at: work) }
     let data = work.appendingPathComponent("data")
-    let first = try startDaemon(dataDirectory: data, workDirectory: work, round: 0)
-    defer { first.stop(SIGKILL) }
+    let first = try await startDaemon(dataDirectory: data, workDirectory: work, round: 0)
+    defer { first.abandon() }
     let (adminKey, appID) = try await makeTenantAndApp(first, workDirectory: work)
     let writer = try client(first, key: adminKey)
 
@@ -86,30 +87,25 @@ final class IngestLoad: Sendable {
       }
       group.addTask {
         // Let the writers get going, then kill mid-load.
-        let start = ContinuousClock.now
-        while load.acknowledged.withLock({ $0.values.reduce(0) { $0 + $1.count } }) < 500,
-          ContinuousClock.now - start < .seconds(20)
-        {
-          try await Task.sleep(for: .milliseconds(20))
+        _ = await waitUntil(timeout: .seconds(20), every: .milliseconds(20)) {
+          load.acknowledged.withLock({ $0.values.reduce(0) { $0 + $1.count } }) >= 500
         }
+        // Mid-load: the writers go on for a moment (a point in time, not a condition).
         try await Task.sleep(for: .milliseconds(300))
         load.killed.store(true, ordering: .releasing)
         kill(first.pid, SIGKILL)
       }
       try await group.waitForAll()
     }
-    first.process.waitUntilExit()
-    #expect(
-      first.process.terminationReason == .uncaughtSignal
-        && first.process.terminationStatus == SIGKILL)
+    #expect(await first.child.waitForExit() == .init(status: SIGKILL, signaled: true))
     #expect(load.failures.withLock { $0 }.isEmpty, "\(load.failures.withLock { $0 })")
     let acked = load.acknowledged.withLock { $0 }
     let total = acked.values.reduce(0) { $0 + $1.count }
     #expect(total >= 500, "too few acknowledged writes before the kill: \(total)")
 
     // Restart on the same data directory: every acknowledged id is there.
-    let second = try startDaemon(dataDirectory: data, workDirectory: work, round: 1)
-    defer { second.stop(SIGKILL) }
+    let second = try await startDaemon(dataDirectory: data, workDirectory: work, round: 1)
+    defer { second.abandon() }
     let reader = try client(second, key: adminKey)
     var stored = 0
     for (user, ids) in acked {
@@ -127,7 +123,7 @@ final class IngestLoad: Sendable {
     #expect(
       try await storedTransactionIDs(reader, appID: appID, userID: "after-restart") == ["after-1"])
     #expect(
-      second.stop() == 0, "substatusd exited badly after recovery: \(second.log().suffix(2000))")
+      await second.stop() == 0, "substatusd exited badly after recovery: \(second.log().suffix(2000))")
     #expect(integrityCheck(data.appendingPathComponent("substatus.sqlite").path) == "ok")
     print("crash test: \(total) acknowledged before SIGKILL, \(stored) stored after restart")
   }

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import SubstatusClient
 import SubstatusWire
@@ -76,9 +77,9 @@ func fillUp(_ path: String) -> Int {
     defer { disk.unmount() }
     let work = try temporaryDirectory("substatus-diskfull-work")
     defer { try? FileManager.default.removeItem(at: work) }
-    let daemon = try startDaemon(
+    let daemon = try await startDaemon(
       dataDirectory: disk.directory.appendingPathComponent("data"), workDirectory: work)
-    defer { daemon.stop(SIGKILL) }  // before the unmount
+    defer { daemon.abandon() }  // before the unmount
     let (adminKey, appID) = try await makeTenantAndApp(daemon, workDirectory: work)
     let api = try client(daemon, key: adminKey)
     let before = (0..<50).map { transaction("before-\($0)", original: "before-0", day: Int64($0)) }
@@ -125,18 +126,12 @@ func fillUp(_ path: String) -> Int {
     // Space returns: writes succeed again, same process.
     try FileManager.default.removeItem(atPath: filler)
     let after = [transaction("after-1", original: "after-1", day: 1)]
-    var recovered = false
-    for _ in 0..<50 where !recovered {
-      do {
-        _ = try await api.importTransactions(appID: appID, userID: "carol", transactions: after)
-        recovered = true
-      } catch {
-        try await Task.sleep(for: .milliseconds(100))
-      }
+    let recovered = await waitUntil(timeout: .seconds(5), every: .milliseconds(100)) {
+      (try? await api.importTransactions(appID: appID, userID: "carol", transactions: after)) != nil
     }
     #expect(recovered, "writes did not recover once space returned")
     #expect(try await storedTransactionIDs(api, appID: appID, userID: "carol") == ["after-1"])
-    #expect(daemon.stop() == 0, "substatusd: \(daemon.log().suffix(2000))")
+    #expect(await daemon.stop() == 0, "substatusd: \(daemon.log().suffix(2000))")
   }
 }
 

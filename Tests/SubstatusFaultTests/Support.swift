@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import RPCCore
 import SubstatusClient
 import SubstatusWire
@@ -37,63 +38,48 @@ func temporaryDirectory(_ prefix: String) throws -> URL {
   return url
 }
 
-/// A child process that announced its addresses in a ready file (substatusd, appstore-sim).
-final class ChildProcess: @unchecked Sendable {
-  let process = Process()
+/// A child process that announced its addresses in a ready file (substatusd, appstore-sim), on
+/// ``ChildProcess``: its exit is seen without blocking a thread, and it is killed if dropped.
+final class ReadyProcess: Sendable {
+  let child: ChildProcess
   let ready: [String: String]
   let logFile: URL
 
   /// Starts `executable` and waits (at most 30 s) until it has written `readyFile`.
-  init(_ executable: String, _ arguments: [String], readyFile: URL, logFile: URL) throws {
+  init(_ executable: String, _ arguments: [String], readyFile: URL, logFile: URL) async throws {
     try? FileManager.default.removeItem(at: readyFile)
-    _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
     self.logFile = logFile
-    process.executableURL = URL(fileURLWithPath: try builtExecutable(executable))
-    process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = try FileHandle(forWritingTo: logFile)
-    try process.run()
-    let deadline = Date().addingTimeInterval(30)
-    while true {
-      if let data = try? Data(contentsOf: readyFile), !data.isEmpty,
-        let json = try? JSONSerialization.jsonObject(with: data) as? [String: String]
-      {
-        ready = json
-        break
-      }
-      guard process.isRunning, Date() < deadline else {
-        process.isRunning ? process.terminate() : ()
-        let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
-        throw FaultTestFailure("\(executable) did not become ready: \(log.suffix(2000))")
-      }
-      Thread.sleep(forTimeInterval: 0.02)
+    child = try ChildProcess(try builtExecutable(executable), arguments)
+    do { ready = try await child.readyFile(readyFile) } catch {
+      child.send(SIGKILL)
+      throw FaultTestFailure("\(executable) did not become ready: \(String(describing: error).suffix(2000))")
     }
   }
 
-  var pid: Int32 { process.processIdentifier }
+  var pid: Int32 { child.pid }
 
-  func log() -> String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+  func log() -> String { child.standardError }
 
-  /// Sends `signal` and waits (at most 20 s, then SIGKILL) for the exit; returns the status.
+  /// Sends `signal` and waits (at most 20 s, then SIGKILL) for the exit; returns the status (128 +
+  /// the signal when one ended it).
   @discardableResult
-  func stop(_ signal: Int32 = SIGTERM) -> Int32 {
-    if process.isRunning { kill(pid, signal) }
-    let deadline = Date().addingTimeInterval(20)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-    if process.isRunning { kill(pid, SIGKILL) }
-    process.waitUntilExit()
-    return process.terminationStatus
+  func stop(_ signal: Int32 = SIGTERM) async -> Int32 {
+    let exit = await child.stop(signal: signal)
+    return exit.signaled ? 128 + exit.status : exit.status
   }
+
+  /// Sends `signal` without waiting (for a test's `defer`, which cannot wait).
+  func abandon(_ signal: Int32 = SIGKILL) { child.send(signal) }
 }
 
 /// substatusd on free ports over `dataDirectory`.
 func startDaemon(
   dataDirectory: URL, workDirectory: URL, round: Int = 0, extraArguments: [String] = []
-) throws
-  -> ChildProcess
+) async throws
+  -> ReadyProcess
 {
   try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-  return try ChildProcess(
+  return try await ReadyProcess(
     "substatusd",
     [
       "--data-dir", dataDirectory.path, "--grpc-listen", "127.0.0.1:0", "--http-listen",
@@ -107,14 +93,14 @@ func startDaemon(
 }
 
 /// A client of `daemon` with `key`; calls are not retried unless a test asks.
-func client(_ daemon: ChildProcess, key: String?) throws -> SubstatusClient {
+func client(_ daemon: ReadyProcess, key: String?) throws -> SubstatusClient {
   try SubstatusClient(
     address: daemon.ready["grpc"]!, apiKey: key, defaultTimeout: .seconds(15), retryPolicy: .none)
 }
 
 /// Creates a tenant and an app with the daemon tests' catalog; returns (admin key, app id).
 func makeTenantAndApp(
-  _ daemon: ChildProcess, workDirectory: URL, bundleID: String = "com.example.app"
+  _ daemon: ReadyProcess, workDirectory: URL, bundleID: String = "com.example.app"
 )
   async throws -> (String, String)
 {

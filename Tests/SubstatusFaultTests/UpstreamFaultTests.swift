@@ -13,7 +13,7 @@ import Testing
     defer { try? FileManager.default.removeItem(at: work) }
     // The simulated clock starts now: substatusd judges the purchase by its own (real) clock.
     let startMs = Int64(Date().timeIntervalSince1970 * 1000)
-    let sim = try ChildProcess(
+    let sim = try await ReadyProcess(
       "appstore-sim",
       [
         "--listen", "127.0.0.1:0", "--ready-file", work.appendingPathComponent("sim.json").path,
@@ -21,7 +21,7 @@ import Testing
       ],
       readyFile: work.appendingPathComponent("sim.json"),
       logFile: work.appendingPathComponent("sim.log"))
-    defer { sim.stop() }
+    defer { sim.abandon(SIGTERM) }
     let simURL = "http://\(sim.ready["http"]!)"
     let secret = "0123456789abcdef0123456789abcdef"
     let (registered, _) = try await http(
@@ -37,13 +37,13 @@ import Testing
     #expect(bought / 100 == 2)
     let receipt = try #require(purchase["receipt"] as? String)
 
-    let daemon = try startDaemon(
+    let daemon = try await startDaemon(
       dataDirectory: work.appendingPathComponent("data"), workDirectory: work,
       extraArguments: [
         "--verify-receipt-production-url", simURL + "/production/verifyReceipt",
         "--verify-receipt-sandbox-url", simURL + "/sandbox/verifyReceipt",
       ])
-    defer { daemon.stop() }
+    defer { daemon.abandon(SIGTERM) }
     let (adminKey, appID) = try await makeTenantAndApp(daemon, workDirectory: work)
     let api = try client(daemon, key: adminKey)
     _ = try await api.setSharedSecret(appID: appID, sharedSecret: secret)
@@ -112,6 +112,6 @@ import Testing
     }
     let health = try await client(daemon, key: nil).health()
     #expect(health.status == .serving)
-    #expect(daemon.stop() == 0)
+    #expect(await daemon.stop() == 0)
   }
 }

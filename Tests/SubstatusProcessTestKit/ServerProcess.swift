@@ -1,8 +1,7 @@
 import Foundation
-import Synchronization
 
 /// A `substatusd` started by a test on free ports, in its own temporary data directory.
-public final class ServerProcess: @unchecked Sendable {
+public final class ServerProcess: Sendable {
   /// The gRPC address, `127.0.0.1:PORT`.
   public let grpcAddress: String
   /// The HTTP address, `127.0.0.1:PORT`.
@@ -11,8 +10,8 @@ public final class ServerProcess: @unchecked Sendable {
   public let operatorKey: String
   /// The data directory (removed by ``stop()``).
   public let directory: URL
-  private let process: Process
-  private let log: URL
+  /// The process.
+  public let child: ChildProcess
 
   /// The directory holding the built products (`substatusd`, `substatus`): the test bundle's
   /// (`swift build --build-tests` builds the executables next to it), or `SUBSTATUS_TEST_BIN_DIR`
@@ -36,37 +35,21 @@ public final class ServerProcess: @unchecked Sendable {
     try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json")
     let keyFile = directory.appendingPathComponent("operator.key")
-    log = directory.appendingPathComponent("substatusd.log")
-    _ = fileManager.createFile(atPath: log.path, contents: nil)
-    process = Process()
-    process.executableURL = Self.binDirectory.appendingPathComponent("substatusd")
-    process.arguments =
+    child = try ChildProcess(
+      Self.binDirectory.appendingPathComponent("substatusd").path,
       [
         "--data-dir", directory.appendingPathComponent("data").path,
         "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
         "--ready-file", ready.path, "--operator-key-file", keyFile.path,
-      ] + extraArguments
-    let handle = try FileHandle(forWritingTo: log)
-    process.standardOutput = handle
-    process.standardError = handle
-    try process.run()
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    var addresses: [String: String]?
-    while clock.now < deadline {
-      if let data = try? Data(contentsOf: ready), !data.isEmpty,
-        let object = try? JSONSerialization.jsonObject(with: data) as? [String: String]
-      {
-        addresses = object
-        break
-      }
-      guard process.isRunning else { break }
-      try await Task.sleep(for: .milliseconds(20))
+      ] + extraArguments, directory: directory)
+    let addresses: [String: String]
+    do { addresses = try await child.readyFile(ready, timeout: timeout) } catch {
+      await child.stop()
+      throw ServerProcessError(message: "substatusd did not become ready: \(error)")
     }
-    guard let addresses, let grpc = addresses["grpc"], let http = addresses["http"] else {
-      let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-      if process.isRunning { process.terminate() }
-      throw ServerProcessError(message: "substatusd did not become ready:\n\(output)")
+    guard let grpc = addresses["grpc"], let http = addresses["http"] else {
+      await child.stop()
+      throw ServerProcessError(message: "substatusd's ready file names no addresses: \(addresses)")
     }
     grpcAddress = grpc
     httpAddress = http
@@ -75,22 +58,14 @@ public final class ServerProcess: @unchecked Sendable {
   }
 
   /// What the server printed so far.
-  public var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+  public var output: String { child.output }
 
   /// Whether the server process is still running.
-  public var isRunning: Bool { process.isRunning }
+  public var isRunning: Bool { child.isRunning }
 
   /// Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its directory.
   public func stop() async {
-    if process.isRunning {
-      process.terminate()
-      let clock = ContinuousClock()
-      let deadline = clock.now + .seconds(5)
-      while process.isRunning && clock.now < deadline {
-        try? await Task.sleep(for: .milliseconds(20))
-      }
-      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
+    await child.stop(killingAfter: .seconds(5))
     try? FileManager.default.removeItem(at: directory)
   }
 }
@@ -125,62 +100,23 @@ public func runSubstatusBinary(
 }
 
 /// Runs an executable to its end with arguments, standard input and an environment (`nil`: this
-/// process's).
-///
-/// The blocking reads and wait happen on a thread of their own: blocking one of the few threads
-/// of Swift's cooperative pool would starve the in-process servers the executable talks to.
+/// process's), through ``ChildProcess``: its output goes to files and its exit is awaited without
+/// blocking a thread of Swift's cooperative pool (which would starve the in-process servers the
+/// executable talks to). One that runs longer than `timeout` is killed.
 public func runExecutable(
   _ path: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String]? = nil,
-  currentDirectory: URL? = nil
+  currentDirectory: URL? = nil, timeout: Duration = .seconds(300)
 )
   async throws -> ProcessRun
 {
-  try await withCheckedThrowingContinuation { continuation in
-    let thread = Thread {
-      continuation.resume(
-        with: Result {
-          try runExecutableBlocking(
-            path, arguments, stdin: stdin, environment: environment,
-            currentDirectory: currentDirectory)
-        })
-    }
-    thread.start()
-  }
-}
-
-private func runExecutableBlocking(
-  _ path: String, _ arguments: [String], stdin: [UInt8], environment: [String: String]?,
-  currentDirectory: URL?
-) throws
-  -> ProcessRun
-{
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: path)
-  process.arguments = arguments
-  if let environment { process.environment = environment }
-  if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-  let input = Pipe()
-  let output = Pipe()
-  let error = Pipe()
-  process.standardInput = input
-  process.standardOutput = output
-  process.standardError = error
-  try process.run()
-  input.fileHandleForWriting.write(Data(stdin))
-  try input.fileHandleForWriting.close()
-  // Standard error is read on another thread: a child that fills one pipe while we wait on the
-  // other would never finish.
-  let errorData = Mutex(Data())
-  let errorDone = DispatchSemaphore(value: 0)
-  DispatchQueue.global().async {
-    let data = error.fileHandleForReading.readDataToEndOfFile()
-    errorData.withLock { $0 = data }
-    errorDone.signal()
-  }
-  let out = output.fileHandleForReading.readDataToEndOfFile()
-  errorDone.wait()
-  process.waitUntilExit()
+  let child = try ChildProcess(
+    path, arguments, environment: environment ?? [:], inheritingEnvironment: environment == nil,
+    currentDirectory: currentDirectory, standardInput: true)
+  if !stdin.isEmpty { try child.write(stdin) }
+  child.closeInput()
+  var exit = await child.waitForExit(timeout: timeout)
+  if exit == nil { exit = await child.stop(signal: SIGKILL) }
+  guard let exit else { throw ChildProcessError(message: "\(path) could not be stopped") }
   return ProcessRun(
-    status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-    stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    status: exit.signaled ? 128 + exit.status : exit.status, stdout: child.standardOutput, stderr: child.standardError)
 }

@@ -124,6 +124,23 @@ struct WebhookSigningTests {
     #expect(header == "t=1700000000,v1=" + Self.python)
   }
 
+  /// The dispatcher's signer (the key's padded blocks hashed once) signs as the one-shot HMAC does,
+  /// for keys shorter than, as long as and longer than SHA-256's block (a real secret is 70 bytes:
+  /// hashed first), and for empty and long bodies; and again with the same signer.
+  @Test(arguments: [0, 4, 63, 64, 65, 70, 300])
+  func aSignerSignsAsTheOneShotHMAC(keyLength: Int) {
+    let secret = String((0..<keyLength).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) })
+    let signer = WebhookSigner(secret: secret)
+    for body in [[], Array("{\"a\":1}".utf8), [UInt8](repeating: 0x7b, count: 5_000)] {
+      for _ in 0..<2 {
+        #expect(
+          signer.signatureHeader(timestamp: 1_700_000_000, body: body)
+            == WebhookSigning.signatureHeader(secret: secret, timestamp: 1_700_000_000, body: body))
+      }
+    }
+    #expect(WebhookSigner(secret: "whsec_test").signatureHeader(timestamp: 1_700_000_000, body: Array("{\"a\":1}".utf8)) == "t=1700000000,v1=" + Self.python)
+  }
+
   /// `hmac.new(b"whsec_test", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()`
   static let python = "38877139021993b830af32feea6e18a8da83eb2f6e49ee50bd9e4cf4ca4d3789"
 }

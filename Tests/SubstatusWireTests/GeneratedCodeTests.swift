@@ -11,7 +11,7 @@ import Testing
     "Sources/SubstatusServiceAPI/Generated",
   ]
 
-  @Test func checkedInCodeIsNotStale() throws {
+  @Test func checkedInCodeIsNotStale() async throws {
     let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let candidates = [binDir, binDir.deletingLastPathComponent()].map { $0.appendingPathComponent("substatus-protogen").path }
     let generator = try #require(
@@ -19,7 +19,7 @@ import Testing
       "substatus-protogen is not built next to the tests (swift build --build-tests builds it)")
     let out = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(at: out) }
-    try run(packageRoot.appendingPathComponent("scripts/generate-protos").path, [out.path], environment: ["PROTOGEN": generator])
+    try await run(packageRoot.appendingPathComponent("scripts/generate-protos").path, [out.path], environment: ["PROTOGEN": generator])
     var stale: [String] = []
     for path in Self.generatedPaths {
       let fresh = try files(under: out.appendingPathComponent(path))

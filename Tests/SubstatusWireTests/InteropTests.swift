@@ -5,7 +5,7 @@ import Testing
 /// Every message type against an independent encoder (Python's protobuf on the same .proto files),
 /// in both directions, binary and proto3 JSON.
 @Suite struct InteropTests {
-  @Test func everyMessageRoundTripsAgainstPythonProtobuf() throws {
+  @Test func everyMessageRoundTripsAgainstPythonProtobuf() async throws {
     let python = try testPython()
     let script = packageRoot.appendingPathComponent("Tests/SubstatusWireTests/Fixtures/proto_interop.py").path
     let protos = packageRoot.appendingPathComponent("Protos").path
@@ -13,7 +13,7 @@ import Testing
     defer { try? FileManager.default.removeItem(at: dir) }
     let generated = dir.appendingPathComponent("python.jsonl").path
     let reencoded = dir.appendingPathComponent("swift.jsonl").path
-    try run(python, [script, "generate", protos, generated])
+    try await run(python, [script, "generate", protos, generated])
 
     var lines: [String] = []
     var seenTypes = Set<String>()
@@ -49,7 +49,7 @@ import Testing
     ])
     try (lines.joined(separator: "\n") + "\n").write(toFile: reencoded, atomically: true, encoding: .utf8)
     // Python parses what Swift wrote, binary and JSON, and compares with its originals.
-    try run(python, [script, "verify", protos, generated, reencoded])
+    try await run(python, [script, "verify", protos, generated, reencoded])
   }
 
   func isEqual(_ a: any ProtobufJSONMessage, _ b: any ProtobufJSONMessage) -> Bool {

@@ -10,18 +10,18 @@ import Testing
   static let fixtures = packageRoot.appendingPathComponent("Tests/SubstatusWireTests/Fixtures/services")
 
   /// The descriptor set of `kinds.proto`, compiled by protoc.
-  func kinds() throws -> ProtoFileSet {
+  func kinds() async throws -> ProtoFileSet {
     let out = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(at: out) }
     let set = out.appendingPathComponent("kinds.pb").path
-    try run(
+    try await run(
       "/usr/bin/protoc",
       ["-I", Self.fixtures.path, "--include_imports", "--include_source_info", "--descriptor_set_out=\(set)", "kinds.proto"])
     return try ProtoFileSet(serializedBytes: [UInt8](try Data(contentsOf: URL(fileURLWithPath: set))))
   }
 
-  @Test func everyKindOfMethodMatchesTheExpectedOutput() throws {
-    let set = try kinds()
+  @Test func everyKindOfMethodMatchesTheExpectedOutput() async throws {
+    let set = try await kinds()
     let file = try #require(set.files.first { $0.name == "kinds.proto" })
     let generated = try #require(ServiceGenerator(set: set).generate(file))
     let expectedURL = Self.fixtures.appendingPathComponent("kinds.grpc.swift.expected")
@@ -33,8 +33,8 @@ import Testing
     }
   }
 
-  @Test func eachKindGetsItsServerMethodRegistrationAndClient() throws {
-    let set = try kinds()
+  @Test func eachKindGetsItsServerMethodRegistrationAndClient() async throws {
+    let set = try await kinds()
     let file = try #require(set.files.first { $0.name == "kinds.proto" })
     let code = try #require(ServiceGenerator(set: set).generate(file))
     // Server protocol: one typed requirement per RPC.
@@ -57,8 +57,8 @@ import Testing
     #expect(!code.contains("public func bidi("))
   }
 
-  @Test func aFileWithoutServicesGeneratesNothing() throws {
-    let set = try kinds()
+  @Test func aFileWithoutServicesGeneratesNothing() async throws {
+    let set = try await kinds()
     var file = try #require(set.files.first { $0.name == "kinds.proto" })
     file.services = []
     #expect(ServiceGenerator(set: set).generate(file) == nil)

@@ -1,4 +1,5 @@
 import Foundation
+import SubstatusProcessTestKit
 import Testing
 
 /// The repository root, found from this file's path.
@@ -20,37 +21,17 @@ struct TestFailure: Error, CustomStringConvertible {
   init(_ description: String) { self.description = description }
 }
 
-/// Runs a program to completion; returns its standard output, throws with its standard error on
-/// a non-zero exit.
+/// Runs a program to completion (``runExecutable``: never blocking the cooperative pool); returns
+/// its standard output, throws with its standard error on a non-zero exit.
 @discardableResult
-func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: executable)
-  process.arguments = arguments
-  if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-  let out = Pipe()
-  let err = Pipe()
-  process.standardOutput = out
-  process.standardError = err
-  try process.run()
-  // Read both pipes before waiting so that a large output cannot block the child.
-  let group = DispatchGroup()
-  nonisolated(unsafe) var errData = Data()
-  group.enter()
-  DispatchQueue.global().async {
-    errData = err.fileHandleForReading.readDataToEndOfFile()
-    group.leave()
-  }
-  let outData = out.fileHandleForReading.readDataToEndOfFile()
-  group.wait()
-  process.waitUntilExit()
-  let stdout = String(decoding: outData, as: UTF8.self)
-  guard process.terminationStatus == 0 else {
+func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> String {
+  let result = try await runExecutable(
+    executable, arguments, environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } })
+  guard result.status == 0 else {
     throw TestFailure(
-      "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): "
-        + String(decoding: errData, as: UTF8.self) + stdout)
+      "\(executable) \(arguments.joined(separator: " ")) exited \(result.status): " + result.stderr + result.stdout)
   }
-  return stdout
+  return result.stdout
 }
 
 /// A temporary directory removed by the caller.

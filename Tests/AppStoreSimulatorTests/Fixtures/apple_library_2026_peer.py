@@ -19,45 +19,17 @@ the library's typed value, a value it does not know as "UNRECOGNIZED:<raw>", eac
 {"http": status, "api_error": raw code}.
 """
 
-import enum
 import json
 import sys
 
-import attr
-from appstoreserverlibrary.api_client import APIException, AppStoreServerAPIClient, GetTransactionHistoryVersion
+from appstoreserverlibrary.api_client import APIException, GetTransactionHistoryVersion
 from appstoreserverlibrary.models.ConsumptionRequest import ConsumptionRequest
 from appstoreserverlibrary.models.DeliveryStatus import DeliveryStatus
-from appstoreserverlibrary.models.Environment import Environment
 from appstoreserverlibrary.models.RefundPreference import RefundPreference
 from appstoreserverlibrary.models.TransactionHistoryRequest import Order, TransactionHistoryRequest
 from appstoreserverlibrary.models.UpdateAppAccountTokenRequest import UpdateAppAccountTokenRequest
-from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 
-
-def plain(decoded):
-    """The library's decoded model as JSON: typed enums by value, unknown raw values flagged."""
-    if decoded is None:
-        return None
-    out = {}
-    for field in attr.fields(type(decoded)):
-        meta = field.metadata.get("typeOfField")
-        if meta == "raw":
-            continue
-        value = getattr(decoded, field.name)
-        if meta == "main":
-            raw = getattr(decoded, field.metadata["correspondingFieldName"])
-            if value is None and raw is not None:
-                out[field.name] = "UNRECOGNIZED:%s" % raw
-                continue
-        if isinstance(value, enum.Enum):
-            value = value.value
-        elif attr.has(type(value)):
-            value = plain(value)
-        if value is not None:
-            out[field.name] = value
-    return out
+from apple_library_common import Decoder, connect, plain
 
 
 def api_error(error):
@@ -66,43 +38,10 @@ def api_error(error):
 
 def main():
     config = json.load(open(sys.argv[1]))
-    environment = Environment(config["environment"])
-    with open(config["root_ca_path"], "rb") as handle:
-        root_der = x509.load_pem_x509_certificate(handle.read()).public_bytes(Encoding.DER)
-    verifier = SignedDataVerifier(
-        [root_der], False, environment, config["bundle_id"], config["app_apple_id"])
-    with open(config["private_key_path"], "rb") as handle:
-        signing_key = handle.read()
-    client = AppStoreServerAPIClient(
-        signing_key, config["key_id"], config["issuer_id"], config["bundle_id"], environment)
-    client._base_url = config["base_url"]
-
-    def transaction(signed):
-        return plain(verifier.verify_and_decode_signed_transaction(signed))
-
-    def renewal(signed):
-        return plain(verifier.verify_and_decode_renewal_info(signed))
-
-    def app_transaction(signed):
-        return plain(verifier.verify_and_decode_app_transaction(signed))
-
-    def notification(signed):
-        decoded = verifier.verify_and_decode_notification(signed)
-        body = plain(decoded)
-        data = decoded.data
-        if data is not None:
-            body["data"] = plain(data)
-            if data.signedTransactionInfo:
-                body["transaction"] = transaction(data.signedTransactionInfo)
-            if data.signedRenewalInfo:
-                body["renewal"] = renewal(data.signedRenewalInfo)
-        if decoded.appData is not None:
-            body["appData"] = plain(decoded.appData)
-            if decoded.appData.signedAppTransactionInfo:
-                body["app_transaction"] = app_transaction(decoded.appData.signedAppTransactionInfo)
-        if decoded.externalPurchaseToken is not None:
-            body["externalPurchaseToken"] = plain(decoded.externalPurchaseToken)
-        return body
+    verifier, client = connect(config)
+    decode = Decoder(verifier)
+    transaction, renewal, notification = decode.transaction, decode.renewal, decode.notification
+    app_transaction = decode.app_transaction
 
     result = {}
     anchor = config["app_transaction_id"]

@@ -16,75 +16,21 @@ not know is printed as "UNRECOGNIZED:<raw>" so the caller can fail on it. Exits 
 library's exception on stderr when a call or a verification fails.
 """
 
-import enum
 import json
 import sys
 
-import attr
-from appstoreserverlibrary.api_client import AppStoreServerAPIClient, GetTransactionHistoryVersion
-from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.api_client import GetTransactionHistoryVersion
 from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
 from appstoreserverlibrary.models.TransactionHistoryRequest import Order, TransactionHistoryRequest
-from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 
-
-def plain(decoded):
-    """The library's decoded model as JSON: typed enums by value, unknown raw values flagged."""
-    if decoded is None:
-        return None
-    out = {}
-    for field in attr.fields(type(decoded)):
-        meta = field.metadata.get("typeOfField")
-        if meta == "raw":
-            continue
-        value = getattr(decoded, field.name)
-        if meta == "main":
-            raw = getattr(decoded, field.metadata["correspondingFieldName"])
-            if value is None and raw is not None:
-                out[field.name] = "UNRECOGNIZED:%s" % raw
-                continue
-        if isinstance(value, enum.Enum):
-            value = value.value
-        elif attr.has(type(value)):
-            value = plain(value)
-        if value is not None:
-            out[field.name] = value
-    return out
+from apple_library_common import Decoder, connect, plain
 
 
 def main():
     config = json.load(open(sys.argv[1]))
-    environment = Environment(config["environment"])
-    with open(config["root_ca_path"], "rb") as handle:
-        root_der = x509.load_pem_x509_certificate(handle.read()).public_bytes(Encoding.DER)
-    verifier = SignedDataVerifier(
-        [root_der], False, environment, config["bundle_id"], config["app_apple_id"])
-    with open(config["private_key_path"], "rb") as handle:
-        signing_key = handle.read()
-    client = AppStoreServerAPIClient(
-        signing_key, config["key_id"], config["issuer_id"], config["bundle_id"], environment)
-    # The library has no base-URL option: point it at the simulator instead of Apple's host.
-    client._base_url = config["base_url"]
-
-    def transaction(signed):
-        return plain(verifier.verify_and_decode_signed_transaction(signed))
-
-    def renewal(signed):
-        return plain(verifier.verify_and_decode_renewal_info(signed))
-
-    def notification(signed):
-        decoded = verifier.verify_and_decode_notification(signed)
-        body = plain(decoded)
-        data = decoded.data
-        if data is not None:
-            body["data"] = plain(data)
-            if data.signedTransactionInfo:
-                body["transaction"] = transaction(data.signedTransactionInfo)
-            if data.signedRenewalInfo:
-                body["renewal"] = renewal(data.signedRenewalInfo)
-        return body
+    verifier, client = connect(config)
+    decode = Decoder(verifier)
+    transaction, renewal, notification = decode.transaction, decode.renewal, decode.notification
 
     result = {"history": [], "statuses": [], "notification_history": []}
     anchor = config["transaction_id"]
