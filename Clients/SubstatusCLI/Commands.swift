@@ -41,8 +41,11 @@ let commandTable: [CommandSpec] = [
     options: [
       OptionSpec(name: "--apple-app-id", value: "N", help: "App Store Connect's numeric app id (0 clears it)"),
       OptionSpec(name: "--name", value: "N", help: "a display name"),
+      OptionSpec(
+        name: "--small-business", value: "BOOL",
+        help: "true: in the App Store Small Business Program (Apple's commission 15 % on every sale, for report chart revenue)"),
     ],
-    summary: "change the app's Apple ID or display name"),
+    summary: "change the app's Apple ID, display name or Small Business Program membership"),
   CommandSpec(
     words: ["app", "set-secret"], positionals: ["APP"],
     options: [
@@ -177,6 +180,7 @@ let commandTable: [CommandSpec] = [
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
 ] + signedDataCommands + appAccountCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
+  + chartCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -255,11 +259,12 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
   case "app update":
     let appleAppID = try context.integer("--apple-app-id")
     let name = context.parsed.value("--name")
-    guard appleAppID != nil || name != nil else {
-      throw UsageError(message: "give --apple-app-id or --name", command: command.name)
+    let smallBusiness = try context.boolean("--small-business")
+    guard appleAppID != nil || name != nil || smallBusiness != nil else {
+      throw UsageError(message: "give --apple-app-id, --name or --small-business", command: command.name)
     }
     let app = try await client.updateApp(
-      appID: context.argument(0), appleAppID: appleAppID, displayName: name)
+      appID: context.argument(0), appleAppID: appleAppID, displayName: name, smallBusinessProgram: smallBusiness)
     var response = Substatus_V1_UpdateAppResponse()
     response.app = app
     return render(context, response) { appFields(&$0, app) }
@@ -653,6 +658,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     if let output = try await executeEvents(command, context) { return output }
     if let output = try await executeTrends(command, context) { return output }
     if let output = try await executeExport(command, context) { return output }
+    if let output = try await executeChart(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }
@@ -685,6 +691,7 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
   }
   fields += inAppPurchaseKeyFields(app)
   fields.append(("created", Format.time(app.createdMs)))
+  if app.smallBusinessProgram { fields.append(("commission", "15 % (App Store Small Business Program)")) }
   if let policy = app.policy {
     fields += [
       ("refunds block intro", String(policy.refundsBlockIntro)),

@@ -278,7 +278,7 @@ extension SubstatusClient {
   /// - Throws: `RPCError` (`NOT_FOUND`; `INVALID_ARGUMENT` naming `update_mask` when both are
   ///   `nil`, `app.apple_app_id` or `app.display_name`).
   public func updateApp(
-    appID: String, appleAppID: Int64? = nil, displayName: String? = nil,
+    appID: String, appleAppID: Int64? = nil, displayName: String? = nil, smallBusinessProgram: Bool? = nil,
     options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Substatus_V1_App {
     var request = Substatus_V1_UpdateAppRequest()
@@ -291,6 +291,10 @@ extension SubstatusClient {
     if let displayName {
       values.displayName = displayName
       request.updateMask.append("display_name")
+    }
+    if let smallBusinessProgram {
+      values.smallBusinessProgram = smallBusinessProgram
+      request.updateMask.append("small_business_program")
     }
     request.app = values
     let response = try await service(

@@ -267,6 +267,16 @@ public final class InMemoryStore: Store {
     }
   }
 
+  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
+    try withState { (s: inout State) throws(StoreError) in
+      guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
+      a.smallBusinessProgram = member
+      s.apps[appId] = a
+      return Self.filled(a, s)
+    }
+  }
+
   // MARK: Shared secrets
 
   /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.

@@ -25,13 +25,16 @@ public struct AppRecord: Sendable, Hashable {
   /// ``Store/createApp(_:)`` and ``Store/setPolicy(appId:policy:)``, never cleared). Only then can
   /// its users have ``SubscriptionDomain/OwnershipGap``s, so only then do evaluations read them.
   public var ownershipTracked: Bool
+  /// Whether the app's developer is in the App Store Small Business Program (Apple's commission
+  /// 15 % on every sale; charts' proceeds).
+  public var smallBusinessProgram: Bool
 
   /// Creates an app record.
   public init(
     appId: String, tenantId: String, bundleId: String, appleAppId: Int64? = nil,
     displayName: String = "", policy: EligibilityPolicy = .default, createdMs: Int64,
     sharedSecretFingerprint: String? = nil, inAppPurchaseKey: InAppPurchaseKeyInfo? = nil,
-    ownershipTracked: Bool? = nil
+    ownershipTracked: Bool? = nil, smallBusinessProgram: Bool = false
   ) {
     self.appId = appId
     self.tenantId = tenantId
@@ -43,6 +46,7 @@ public struct AppRecord: Sendable, Hashable {
     self.sharedSecretFingerprint = sharedSecretFingerprint
     self.inAppPurchaseKey = inAppPurchaseKey
     self.ownershipTracked = ownershipTracked ?? (policy.purchaseSharing != .share)
+    self.smallBusinessProgram = smallBusinessProgram
   }
 }
 
@@ -270,6 +274,12 @@ public protocol Store: EventLogStore {
   /// - Returns: the app after the change.
   /// - Throws: `notFound` for an unknown app.
   func updateApp(appId: String, appleAppId: Int64?, displayName: String) async throws(StoreError)
+    -> AppRecord
+  /// Sets whether the app's developer is in the App Store Small Business Program
+  /// (``AppRecord/smallBusinessProgram``).
+  /// - Returns: the app after the change.
+  /// - Throws: `notFound` for an unknown app.
+  func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError)
     -> AppRecord
 
   // MARK: Shared secrets

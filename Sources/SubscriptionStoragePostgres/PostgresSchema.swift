@@ -291,6 +291,9 @@ enum PostgresSchema {
         """),
     webhookEnvironmentMigration,
     appAccountsMigration,
+    PostgresMigration(
+      version: 14, description: "app small business program",
+      sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
   ]
 
   /// The newest schema version this build knows.

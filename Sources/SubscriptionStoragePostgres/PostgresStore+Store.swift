@@ -29,7 +29,7 @@ enum PostgresQueries {
   static let appColumns = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
-    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    a.ownership_tracked, a.small_business_program FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
   static let keyColumns = """
@@ -121,7 +121,7 @@ extension PostgresStore: Store {
         InAppPurchaseKeyInfo(
           keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
           publicKeyPEM: r.text(11), setMs: r.int(12))
-      }, ownershipTracked: r.bool(13))
+      }, ownershipTracked: r.bool(13), smallBusinessProgram: r.bool(14))
   }
 
   private static func keyRecord(_ r: PGRow) throws(StoreError) -> ApiKeyRecord {
@@ -263,6 +263,19 @@ extension PostgresStore: Store {
           "UPDATE apps SET policy = $2, ownership_tracked = ownership_tracked OR $3 WHERE app_id = $1",
           [.text(appId), .bytes(encoded), .bool(policy.purchaseSharing != .share)])
           == 1
+      else { throw StoreError.notFound("app", appId) }
+      return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
+    }
+    guard let row else { throw StoreError.notFound("app", appId) }
+    return try Self.appRecord(row)
+  }
+
+  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
+    let row = try await pool.transaction { db throws(StoreError) in
+      guard
+        try db.run(
+          "UPDATE apps SET small_business_program = $2 WHERE app_id = $1", [.text(appId), .bool(member)]) == 1
       else { throw StoreError.notFound("app", appId) }
       return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
     }

@@ -342,7 +342,14 @@ enum Schema {
     webhookEnvironmentMigration,
     webhookHeadsMigration,
     appAccountsMigration,
+    smallBusinessProgramMigration,
   ]
+
+  /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it
+  /// are not members until set.
+  static let smallBusinessProgramMigration = Migration(
+    version: 18, description: "app small business program",
+    sql: "ALTER TABLE apps ADD COLUMN small_business_program INTEGER NOT NULL DEFAULT 0;")
 
   /// The newest schema version this build knows.
   static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -65,7 +65,7 @@ enum HotQueries {
   static let appById = """
     SELECT a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
-    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    a.ownership_tracked, a.small_business_program FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id WHERE a.app_id = ?
     """
   static let pruneNotifications = "DELETE FROM notifications WHERE received_ms < ?"
@@ -90,7 +90,7 @@ extension SQLiteStore: Store {
   private static let appColumns = """
     a.app_id, a.tenant_id, a.bundle_id, a.apple_app_id, a.display_name, a.policy, a.created_ms, \
     s.current_fingerprint, k.key_id, k.issuer_id, k.public_key_fingerprint, k.public_key_pem, k.set_ms, \
-    a.ownership_tracked FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
+    a.ownership_tracked, a.small_business_program FROM apps a LEFT JOIN shared_secrets s ON s.app_id = a.app_id \
     LEFT JOIN in_app_purchase_keys k ON k.app_id = a.app_id
     """
 
@@ -104,7 +104,7 @@ extension SQLiteStore: Store {
         InAppPurchaseKeyInfo(
           keyId: $0, issuerId: r.text(9), publicKeyFingerprint: r.text(10),
           publicKeyPEM: r.text(11), setMs: r.int(12))
-      }, ownershipTracked: r.int(13) != 0)
+      }, ownershipTracked: r.int(13) != 0, smallBusinessProgram: r.int(14) != 0)
   }
 
   private static let keyColumns = """
@@ -266,6 +266,20 @@ extension SQLiteStore: Store {
       try db.run(
         "UPDATE apps SET policy = ?, ownership_tracked = MAX(ownership_tracked, ?) WHERE app_id = ?",
         [.blob(encoded), .int(policy.purchaseSharing == .share ? 0 : 1), .text(appId)])
+      guard
+        let a = try db.first(
+          "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
+      else { throw StoreError.notFound("app", appId) }
+      return a
+    }
+  }
+
+  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
+    defer { cache.invalidate(app: appId) }
+    return try await writer.write { db throws(StoreError) in
+      try db.run(
+        "UPDATE apps SET small_business_program = ? WHERE app_id = ?", [.int(member ? 1 : 0), .text(appId)])
       guard
         let a = try db.first(
           "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)

@@ -135,10 +135,13 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
 
   public func updateApp(_ request: Substatus_V1_UpdateAppRequest, _ context: ServerContext) async throws -> Substatus_V1_UpdateAppResponse {
     let cached = try await app(request.appID, context)
-    guard !request.updateMask.isEmpty else { throw invalidArgument("update_mask", "name the fields to change: apple_app_id, display_name") }
+    guard !request.updateMask.isEmpty else {
+      throw invalidArgument("update_mask", "name the fields to change: apple_app_id, display_name, small_business_program")
+    }
     let values = request.app ?? Substatus_V1_App()
     var appleAppId = cached.app.appleAppId
     var displayName = cached.app.displayName
+    var smallBusinessProgram: Bool?
     for path in request.updateMask {
       switch path {
       case "apple_app_id":
@@ -147,12 +150,20 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       case "display_name":
         try requireDisplayText(values.displayName, "app.display_name")
         displayName = values.displayName
+      case "small_business_program":
+        smallBusinessProgram = values.smallBusinessProgram
       default:
-        throw invalidArgument("update_mask", "unknown field \(ErrorText.quoted(path)) (apple_app_id, display_name)")
+        throw invalidArgument(
+          "update_mask", "unknown field \(ErrorText.quoted(path)) (apple_app_id, display_name, small_business_program)")
       }
     }
-    let updated = try await stored { () throws(StoreError) in
+    var updated = try await stored { () throws(StoreError) in
       try await store.updateApp(appId: request.appID, appleAppId: appleAppId, displayName: displayName)
+    }
+    if let smallBusinessProgram {
+      updated = try await stored { () throws(StoreError) in
+        try await store.setSmallBusinessProgram(appId: request.appID, smallBusinessProgram)
+      }
     }
     invalidateApp(request.appID)
     await audit(

@@ -339,6 +339,7 @@ extension AppRecord {
     a.inAppPurchaseKey = inAppPurchaseKey?.wire
     a.policy = policy.wire
     a.createdMs = createdMs
+    a.smallBusinessProgram = smallBusinessProgram
     return a
   }
 }

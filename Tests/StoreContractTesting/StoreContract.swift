@@ -310,6 +310,15 @@ public enum StoreContract {
     await expectStoreError(.notFound) {
       try await store.updateApp(appId: "zz", appleAppId: 1, displayName: "x")
     }
+
+    // The Small Business Program membership: false until set, kept by other updates.
+    #expect(read.smallBusinessProgram == false)
+    #expect(try await store.setSmallBusinessProgram(appId: "a1", true).smallBusinessProgram)
+    #expect(try await store.app(id: "a1").smallBusinessProgram)
+    #expect(try await store.updateApp(appId: "a1", appleAppId: nil, displayName: "Again").smallBusinessProgram)
+    #expect(try await store.setSmallBusinessProgram(appId: "a1", false).smallBusinessProgram == false)
+    #expect(try await store.app(id: "a1").smallBusinessProgram == false)
+    await expectStoreError(.notFound) { try await store.setSmallBusinessProgram(appId: "zz", true) }
   }
 
   /// shared secrets: current, previous with overlap, fingerprint on the app

@@ -21,7 +21,7 @@ let usageCases: [UsageCase] = [
     arguments: ["tenant", "create", "a", "b"],
     message: "substatus tenant create: unexpected argument 'b'"),
   UsageCase(arguments: ["app", "show"], message: "substatus app show: missing argument APP"),
-  UsageCase(arguments: ["app", "update", "a"], message: "substatus app update: give --apple-app-id or --name"),
+  UsageCase(arguments: ["app", "update", "a"], message: "substatus app update: give --apple-app-id, --name or --small-business"),
   UsageCase(
     arguments: ["tenant", "disable"],
     message: "substatus tenant disable: missing argument TENANT_ID"),

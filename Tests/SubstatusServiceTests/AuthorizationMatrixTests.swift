@@ -248,6 +248,10 @@ import SubstatusWire
     row(Substatus_V1_ReportService.getTrends, adminOfApp) { w in
       var r = Substatus_V1_GetTrendsRequest(); r.appID = w.appA; r.fromMs = 1_704_067_200_000; r.toMs = 1_704_153_600_000; return r
     },
+    row(Substatus_V1_ReportService.getChart, adminOfApp) { w in
+      var r = Substatus_V1_GetChartRequest(); r.appID = w.appA; r.chart = .mrr; r.fromMs = 1_704_067_200_000
+      r.toMs = 1_704_153_600_000; return r
+    },
   ]
 
   static func code(_ error: RPCError) -> String {

@@ -1,6 +1,8 @@
-// Reports: an app's subscription counts at an instant (ReportService.GetReport), and its trends
-// over a range of days, weeks or months (ReportService.GetTrends), each as a Chart.js chart with
-// the same numbers in a table beside it. Each entry of `sections` renders one report.
+// Reports: an app's subscription counts at an instant (ReportService.GetReport), its trends over
+// a range of days, weeks or months (ReportService.GetTrends) and its charts (ReportService.GetChart:
+// MRR and its movement, revenue and proceeds, refund rate, actives and trials movement, cohort
+// retention, realized LTV), each as a Chart.js chart with the same numbers in a table beside it.
+// Each entry of `sections` renders one report.
 import { call, int64 } from "./api.js";
 import { $, el, onSubmit, parseInstant, table, time } from "./ui.js";
 import { money } from "./events.js";
@@ -44,7 +46,20 @@ let charts = [];
 export const sections = [
   { name: "counts", render: renderCounts },
   { name: "trends", render: renderTrends },
+  { name: "charts", render: renderCharts },
 ];
+
+/** GetChart's charts, in page order: the enum value, a title, and what its buckets are. */
+const chartKinds = [
+  ["CHART_MRR", "MRR (end of period)"], ["CHART_MRR_MOVEMENT", "MRR movement"],
+  ["CHART_REVENUE", "Revenue and proceeds"], ["CHART_REFUND_RATE", "Refund rate (by purchase period)"],
+  ["CHART_ACTIVES_MOVEMENT", "Paying subscriptions movement"], ["CHART_TRIALS_MOVEMENT", "Free trials movement"],
+  ["CHART_COHORT_RETENTION", "Cohort retention by renewal (cohorts by first paid purchase)", "cohort"],
+  ["CHART_REALIZED_LTV", "Realized LTV (cohorts by first purchase)", "cohort"],
+];
+
+/** Series drawn as lines (levels at a period's end); the others are bars, ratios are lines in %. */
+const levelSeries = new Set(["mrr", "actives", "trials", "unpriced_subscriptions"]);
 
 export function init(context) {
   ctx = context;
@@ -199,6 +214,70 @@ async function renderTrends(request) {
     }));
     add(`Revenue in ${currency}`, `revenue-${currency}`, datasets, { money: true }, series.map(([label]) => label),
       buckets.map((b) => series.map(([, of]) => money(of(b), currency))));
+  }
+  return { nodes, attached: () => drawings.forEach((draw) => draw()) };
+}
+
+/** A GetChart series' label: its name, with its currency for money. */
+function seriesLabel(series) {
+  const name = series.name.replaceAll("_", " ");
+  if (series.unit === "CHART_UNIT_RATIO") return `${name} (%)`;
+  return series.currency ? `${name} (${series.currency})` : name;
+}
+
+/** A GetChart series' values as numbers: money in units, ratios in percent. */
+function seriesValues(series, count) {
+  if (series.unit === "CHART_UNIT_RATIO") return Array.from({ length: count }, (_, i) => Math.round((series.ratios?.[i] ?? 0) * 1000) / 10);
+  const values = Array.from({ length: count }, (_, i) => int64(series.values?.[i]));
+  return series.unit === "CHART_UNIT_MILLIUNITS" ? values.map((v) => v / 1000) : values;
+}
+
+async function renderCharts(request) {
+  const range = `${new Date(request.fromMs).toISOString().slice(0, 10)} to ${new Date(request.toMs - DAY).toISOString().slice(0, 10)}`;
+  const nodes = [el("h2", {}, `Charts, ${range}`), el("p", { class: "note" },
+    "Counted from the event log; money per currency (never converted), family-shared access not counted, refunds subtracted. "
+    + "Proceeds are after Apple's commission (15 % in the Small Business Program, else 30 %, 15 % after a subscriber's first year).")];
+  const drawings = [];
+  for (const [chart, title, cohort] of chartKinds) {
+    const reply = await call("ReportService", "GetChart", {
+      appId: request.appId, chart, environment: request.environment, fromMs: String(request.fromMs),
+      toMs: String(request.toMs), interval: request.interval,
+    });
+    const buckets = reply.buckets ?? [];
+    const labels = buckets.map((b) => bucketLabel(b, reply.interval));
+    const series = reply.series ?? [];
+    const id = `chart-${chart.slice("CHART_".length).toLowerCase().replaceAll("_", "-")}`;
+    const rate = series.some((s) => s.unit === "CHART_UNIT_RATIO");
+    const datasets = series.map((s, i) => {
+      const line = s.unit === "CHART_UNIT_RATIO" || levelSeries.has(s.name);
+      return {
+        label: seriesLabel(s), data: seriesValues(s, buckets.length), type: line ? "line" : "bar",
+        yAxisID: s.unit === "CHART_UNIT_RATIO" ? "rate" : "y",
+        backgroundColor: colours[i % colours.length], borderColor: colours[i % colours.length],
+        borderWidth: line ? 2 : 0, pointRadius: 2,
+      };
+    });
+    const heading = `${title}, ${range}`;
+    const { figure, attached } = chartFigure(id, heading, {
+      type: "bar",
+      data: { labels, datasets },
+      options: {
+        interaction: { mode: "index", intersect: false },
+        scales: {
+          ...(series.some((s) => s.unit !== "CHART_UNIT_RATIO") ? { y: {} } : {}),
+          ...(rate ? { rate: { position: "right", min: 0, max: 100, title: { display: true, text: "%" } } } : {}),
+        },
+      },
+    });
+    drawings.push(attached);
+    const first = cohort ? "Cohort" : periodName(reply.interval);
+    const rows = labels.map((label, i) => [label, ...series.map((s) => {
+      if (s.unit === "CHART_UNIT_MILLIUNITS") return money(int64(s.values?.[i]), s.currency);
+      return String(seriesValues(s, buckets.length)[i]);
+    })]);
+    const tableNode = series.length ? table(heading, [first, ...series.map(seriesLabel)], rows)
+      : el("p", { class: "note" }, "Nothing to count in the range.");
+    nodes.push(el("div", { class: "chart-section" }, el("h3", {}, title), el("div", { class: "chart-pair" }, figure, tableNode)));
   }
   return { nodes, attached: () => drawings.forEach((draw) => draw()) };
 }

@@ -47,9 +47,10 @@ extension Substatus_V1_AdminService {
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func listApps(_ request: Substatus_V1_ListAppsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListAppsResponse
 
-    /// Changes an app's Apple ID or display name (the bundle id never changes). Only the fields named
-    /// in `update_mask` change. Production V2 notifications are accepted only once the app's Apple ID
-    /// is set, so an app registered before it was known gets it here. Errors: NOT_FOUND;
+    /// Changes an app's Apple ID, display name or Small Business Program membership (the bundle id
+    /// never changes). Only the fields named in `update_mask` change. Production V2 notifications are
+    /// accepted only once the app's Apple ID is set, so an app registered before it was known gets it
+    /// here. Errors: NOT_FOUND;
     /// INVALID_ARGUMENT naming `update_mask` (empty or an unknown field), `app.apple_app_id` or
     /// `app.display_name`.
     ///
@@ -428,9 +429,10 @@ extension Substatus_V1_AdminService {
         options: options)
     }
 
-    /// Changes an app's Apple ID or display name (the bundle id never changes). Only the fields named
-    /// in `update_mask` change. Production V2 notifications are accepted only once the app's Apple ID
-    /// is set, so an app registered before it was known gets it here. Errors: NOT_FOUND;
+    /// Changes an app's Apple ID, display name or Small Business Program membership (the bundle id
+    /// never changes). Only the fields named in `update_mask` change. Production V2 notifications are
+    /// accepted only once the app's Apple ID is set, so an app registered before it was known gets it
+    /// here. Errors: NOT_FOUND;
     /// INVALID_ARGUMENT naming `update_mask` (empty or an unknown field), `app.apple_app_id` or
     /// `app.display_name`.
     ///

@@ -37,6 +37,27 @@ extension Substatus_V1_ReportService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func getTrends(_ request: Substatus_V1_GetTrendsRequest, _ context: ServerContext) async throws -> Substatus_V1_GetTrendsResponse
+
+    /// Returns one chart (see `Chart` for each one's definition) over `[from_ms, to_ms)` by day, ISO
+    /// week or calendar month, as series of one value per bucket, money series by currency, all
+    /// counted from the event log by the same reading as GetTrends (the environment's events that
+    /// occurred before `to_ms`, from the start of the log; the cost grows with the app's log).
+    /// Subscription charts use GetTrends' states: a subscription is a pair of (user, subscription
+    /// group), its state at an instant is the `state_after` of its latest event before then, and an
+    /// event that occurred before one already logged for its subscription counts in its bucket's
+    /// flows but does not change states. A family-shared subscription or purchase (its events'
+    /// `ownership` OWNERSHIP_TYPE_FAMILY_SHARED, or the last ownership its events told) is access,
+    /// not a sale: it counts in no chart. Refunds subtract from money. Errors: NOT_FOUND (app);
+    /// INVALID_ARGUMENT naming `chart` (unspecified or unknown), `from_ms` or `to_ms` (not a UTC
+    /// midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000 buckets),
+    /// `environment`, or `filters.product_ids` / `filters.subscription_group_ids` (an empty id).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func getChart(_ request: Substatus_V1_GetChartRequest, _ context: ServerContext) async throws -> Substatus_V1_GetChartResponse
   }
 
   /// Registers every method of `substatus.v1.ReportService` with a router, as typed handlers that read
@@ -62,6 +83,12 @@ extension Substatus_V1_ReportService {
       execution: execution(Substatus_V1_ReportService.getTrends.path)
     ) { request, context in
       try await service.getTrends(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_ReportService.getChart.path, request: Substatus_V1_GetChartRequest.self, response: Substatus_V1_GetChartResponse.self,
+      execution: execution(Substatus_V1_ReportService.getChart.path)
+    ) { request, context in
+      try await service.getChart(request, context)
     }
   }
 
@@ -123,6 +150,34 @@ extension Substatus_V1_ReportService {
     ) async throws(RPCError) -> Substatus_V1_GetTrendsResponse {
       try await rpcClient.unary(
         method: Substatus_V1_ReportService.getTrends.path, request: request, response: Substatus_V1_GetTrendsResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Returns one chart (see `Chart` for each one's definition) over `[from_ms, to_ms)` by day, ISO
+    /// week or calendar month, as series of one value per bucket, money series by currency, all
+    /// counted from the event log by the same reading as GetTrends (the environment's events that
+    /// occurred before `to_ms`, from the start of the log; the cost grows with the app's log).
+    /// Subscription charts use GetTrends' states: a subscription is a pair of (user, subscription
+    /// group), its state at an instant is the `state_after` of its latest event before then, and an
+    /// event that occurred before one already logged for its subscription counts in its bucket's
+    /// flows but does not change states. A family-shared subscription or purchase (its events'
+    /// `ownership` OWNERSHIP_TYPE_FAMILY_SHARED, or the last ownership its events told) is access,
+    /// not a sale: it counts in no chart. Refunds subtract from money. Errors: NOT_FOUND (app);
+    /// INVALID_ARGUMENT naming `chart` (unspecified or unknown), `from_ms` or `to_ms` (not a UTC
+    /// midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000 buckets),
+    /// `environment`, or `filters.product_ids` / `filters.subscription_group_ids` (an empty id).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func getChart(
+      _ request: Substatus_V1_GetChartRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_GetChartResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_ReportService.getChart.path, request: request, response: Substatus_V1_GetChartResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -83,7 +83,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(14)),
     ProtoFileDescriptor(
       name: "substatus/v1/report_service.proto", package: "substatus.v1", dependencies: ["substatus/v1/common.proto"],
-      symbols: ["substatus.v1.ReportService", "substatus.v1.GetReportRequest", "substatus.v1.GetReportResponse", "substatus.v1.Report", "substatus.v1.GetTrendsRequest", "substatus.v1.GetTrendsResponse", "substatus.v1.CurrencyAmount", "substatus.v1.TrendBucket", "substatus.v1.TrendInterval"],
+      symbols: ["substatus.v1.ReportService", "substatus.v1.GetReportRequest", "substatus.v1.GetReportResponse", "substatus.v1.Report", "substatus.v1.GetTrendsRequest", "substatus.v1.GetTrendsResponse", "substatus.v1.CurrencyAmount", "substatus.v1.TrendBucket", "substatus.v1.ChartFilters", "substatus.v1.GetChartRequest", "substatus.v1.ChartSeries", "substatus.v1.ChartBucket", "substatus.v1.GetChartResponse", "substatus.v1.TrendInterval", "substatus.v1.Chart", "substatus.v1.ChartUnit"],
       services: ["substatus.v1.ReportService"],
       serializedDescriptor: fileBytes(15)),
     ProtoFileDescriptor(
@@ -143,6 +143,9 @@ public enum ProtoFiles {
     "substatus.conformance.v1.Nested": Substatus_Conformance_V1_Nested.self,
     "substatus.v1.ApiKeyInfo": Substatus_V1_ApiKeyInfo.self,
     "substatus.v1.App": Substatus_V1_App.self,
+    "substatus.v1.ChartBucket": Substatus_V1_ChartBucket.self,
+    "substatus.v1.ChartFilters": Substatus_V1_ChartFilters.self,
+    "substatus.v1.ChartSeries": Substatus_V1_ChartSeries.self,
     "substatus.v1.CheckEligibilityRequest": Substatus_V1_CheckEligibilityRequest.self,
     "substatus.v1.CheckEligibilityResponse": Substatus_V1_CheckEligibilityResponse.self,
     "substatus.v1.CreateApiKeyRequest": Substatus_V1_CreateApiKeyRequest.self,
@@ -173,6 +176,8 @@ public enum ProtoFiles {
     "substatus.v1.GetAppResponse": Substatus_V1_GetAppResponse.self,
     "substatus.v1.GetCallerApiKeyRequest": Substatus_V1_GetCallerApiKeyRequest.self,
     "substatus.v1.GetCallerApiKeyResponse": Substatus_V1_GetCallerApiKeyResponse.self,
+    "substatus.v1.GetChartRequest": Substatus_V1_GetChartRequest.self,
+    "substatus.v1.GetChartResponse": Substatus_V1_GetChartResponse.self,
     "substatus.v1.GetEntitlementsRequest": Substatus_V1_GetEntitlementsRequest.self,
     "substatus.v1.GetEntitlementsResponse": Substatus_V1_GetEntitlementsResponse.self,
     "substatus.v1.GetReportRequest": Substatus_V1_GetReportRequest.self,

@@ -39,6 +39,13 @@ public struct Substatus_V1_App: ProtobufJSONMessage {
   /// The In-App Purchase key set with SetInAppPurchaseKey; absent when none is set.
   public var inAppPurchaseKey: Substatus_V1_InAppPurchaseKeyInfo? = nil
 
+  /// Whether the app's developer is in the App Store Small Business Program, so Apple's
+  /// commission is 15 % on every sale (otherwise 30 %, and 15 % for a subscription's purchases
+  /// after one year of paid service): what ReportService.GetChart's CHART_REVENUE subtracts for
+  /// `proceeds`. Set with `substatus app set-commission APP --small-business BOOL`; false by
+  /// default.
+  public var smallBusinessProgram: Bool = false
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -217,10 +224,12 @@ public struct Substatus_V1_UpdateAppRequest: ProtobufJSONMessage {
   public var appID: String = ""
 
   /// The new values; only the fields named in `update_mask` are read: `apple_app_id` (0 clears
-  /// it; negative: INVALID_ARGUMENT) and `display_name` (at most 200 bytes; empty: the bundle id).
+  /// it; negative: INVALID_ARGUMENT), `display_name` (at most 200 bytes; empty: the bundle id) and
+  /// `small_business_program`.
   public var app: Substatus_V1_App? = nil
 
-  /// The names of the App fields to change: `apple_app_id`, `display_name`. Required.
+  /// The names of the App fields to change: `apple_app_id`, `display_name`,
+  /// `small_business_program`. Required.
   public var updateMask: [String] = []
 
   /// A message with every field at its default value.
@@ -921,7 +930,7 @@ public struct Substatus_V1_GetCallerApiKeyResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_App: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+  static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -935,6 +944,7 @@ extension Substatus_V1_App: CMessageConvertible {
     previousSharedSecretFingerprint = try r.string(7)
     previousSharedSecretValidUntilMs = r.int64(8)
     inAppPurchaseKey = try r.message(9, Substatus_V1_InAppPurchaseKeyInfo.self)
+    smallBusinessProgram = r.bool(10)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -948,6 +958,7 @@ extension Substatus_V1_App: CMessageConvertible {
     w.string(7, previousSharedSecretFingerprint)
     w.int64(8, previousSharedSecretValidUntilMs)
     w.message(9, inAppPurchaseKey)
+    w.bool(10, smallBusinessProgram)
   }
 }
 
@@ -965,6 +976,7 @@ extension Substatus_V1_App {
     if !(self.previousSharedSecretFingerprint.isEmpty) { o.append("previousSharedSecretFingerprint", .string(self.previousSharedSecretFingerprint)) }
     if !(self.previousSharedSecretValidUntilMs == 0) { o.append("previousSharedSecretValidUntilMs", ProtoJSON.int64(self.previousSharedSecretValidUntilMs)) }
     if let v = self.inAppPurchaseKey { o.append("inAppPurchaseKey", v.jsonValue()) }
+    if !(!self.smallBusinessProgram) { o.append("smallBusinessProgram", .bool(self.smallBusinessProgram)) }
     return .object(o)
   }
 
@@ -995,6 +1007,8 @@ extension Substatus_V1_App {
         self.previousSharedSecretValidUntilMs = try ProtoJSON.integer(value, "previousSharedSecretValidUntilMs", Int64.self)
       case "inAppPurchaseKey", "in_app_purchase_key":
         self.inAppPurchaseKey = try ProtoJSON.message(value, "inAppPurchaseKey", Substatus_V1_InAppPurchaseKeyInfo.self)
+      case "smallBusinessProgram", "small_business_program":
+        self.smallBusinessProgram = try ProtoJSON.bool(value, "smallBusinessProgram")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
@@ -2649,9 +2663,10 @@ public enum Substatus_V1_AdminService {
   public static let listApps = ProtoMethodDescriptor<Substatus_V1_ListAppsRequest, Substatus_V1_ListAppsResponse>(
     service: name, method: "ListApps", clientStreaming: false, serverStreaming: false)
 
-  /// Changes an app's Apple ID or display name (the bundle id never changes). Only the fields named
-  /// in `update_mask` change. Production V2 notifications are accepted only once the app's Apple ID
-  /// is set, so an app registered before it was known gets it here. Errors: NOT_FOUND;
+  /// Changes an app's Apple ID, display name or Small Business Program membership (the bundle id
+  /// never changes). Only the fields named in `update_mask` change. Production V2 notifications are
+  /// accepted only once the app's Apple ID is set, so an app registered before it was known gets it
+  /// here. Errors: NOT_FOUND;
   /// INVALID_ARGUMENT naming `update_mask` (empty or an unknown field), `app.apple_app_id` or
   /// `app.display_name`.
   public static let updateApp = ProtoMethodDescriptor<Substatus_V1_UpdateAppRequest, Substatus_V1_UpdateAppResponse>(

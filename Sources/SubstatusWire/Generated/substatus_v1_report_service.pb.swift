@@ -65,6 +65,217 @@ public enum Substatus_V1_TrendInterval: ProtobufEnum {
   public static let allCases: [Substatus_V1_TrendInterval] = [.unspecified, .day, .week, .month]
 }
 
+/// A chart of ReportService.GetChart. "Paid purchase": a purchase event (SUBSCRIPTION_STARTED,
+/// RESUBSCRIBED, TRIAL_CONVERTED, RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED with a transaction,
+/// NON_RENEWING_PURCHASED, ONE_TIME_PURCHASED) whose offer is not FREE_TRIAL, each transaction
+/// once, not family-shared. Its amount is the event's price in its currency; one without a price or
+/// currency adds to no money series. "Paying subscription" at an instant: one in
+/// SUBSCRIPTION_STATE_ACTIVE or SUBSCRIPTION_STATE_GRACE_PERIOD and not in a free trial (as in
+/// GetTrends). "MRR of a subscription": GetTrends' `mrr` of it (ACTIVE, not in a free trial, its
+/// last paid price normalized to a month from its product's duration).
+public enum Substatus_V1_Chart: ProtobufEnum {
+  /// Not set: refused.
+  case unspecified
+  /// Monthly recurring revenue at each bucket's end. Series: `mrr` (money, per currency: the sum of
+  /// the subscriptions' MRR, as GetTrends' `mrr`), `unpriced_subscriptions` (count: paying ACTIVE
+  /// subscriptions left out because their price or product duration is unknown).
+  case mrr
+  /// What moved MRR during each bucket, per currency, each subscription's MRR change classified:
+  /// `new` (from none to some, the subscription never had MRR before: a first purchase or a trial
+  /// conversion), `reactivation` (from none to some, it had MRR before: a resubscription, a
+  /// recovery from billing retry or grace), `expansion` (from some to more: an upgrade or a price
+  /// rise), `contraction` (from some to less, negative: a downgrade), `churn` (from some to none,
+  /// negative: an expiry, a refund, billing retry or grace), and `net`, their sum: a bucket's `net`
+  /// is the MRR chart's change from the previous bucket's end (the first bucket: from `from_ms`). A
+  /// subscription whose MRR changes currency churns in the old one and is a reactivation in the
+  /// new. Money series.
+  case mrrMovement
+  /// Sales per bucket, per currency: `revenue` (the amounts of the paid purchases that occurred in
+  /// the bucket), `refunds` (the prices of the REFUNDED events of the bucket, positive), `net_revenue`
+  /// (`revenue` - `refunds`), and `proceeds` (what the developer keeps after Apple's commission: each
+  /// paid purchase's amount less the commission, less each refund's amount less the commission of
+  /// the refunded subscription's last paid purchase; rounded half up to the milliunit per
+  /// transaction). The commission (https://developer.apple.com/app-store/subscriptions/ "Earnings
+  /// after one year", https://developer.apple.com/app-store/small-business-program/) is 15 % for
+  /// an app in the App Store Small Business Program (`App.small_business_program`); otherwise 30 %,
+  /// except 15 % for an auto-renewable subscription's paid purchase once the subscriber has one
+  /// year (365 days) of paid service in its subscription group before the purchase. Days of paid
+  /// service: each paid purchase adds its product's duration (the time from the purchase to the
+  /// purchase plus the catalog duration); a paid purchase before the previous paid period's end
+  /// (an upgrade) gives back the unused rest; free trials add none; upgrades, downgrades and
+  /// crossgrades in the group keep the days; a paid purchase more than 60 days after the previous
+  /// paid period's end starts the count over. A purchase whose product has no catalog duration adds
+  /// no days. Money series.
+  case revenue
+  /// Refunds by when the refunded purchase was made: `purchases` (count: paid purchases that
+  /// occurred in the bucket), `refunded` (count: of those, the ones with a REFUNDED event, for the
+  /// same transaction, before `to_ms`), `refund_rate` (ratio: `refunded / purchases`; 0 when
+  /// there was no purchase). So a bucket's rate can still rise while refunds come in.
+  case refundRate
+  /// Paying subscriptions (not family-shared) and what moved them: `actives` (count at the
+  /// bucket's end), and per
+  /// bucket the subscriptions that became paying: `new` (never paying before, not from a trial),
+  /// `converted` (from a free trial), `reactivated` (paying before: a resubscription or a recovery
+  /// from billing retry); `churned` (count, negative: stopped paying: expired, refunded, entered
+  /// billing retry); `net` (their sum: the change of `actives` from the previous bucket's end).
+  case activesMovement
+  /// Free trials and what moved them: `trials` (count at the bucket's end: subscriptions ACTIVE or
+  /// in GRACE_PERIOD in a free trial), and per bucket `new` (trials started: a subscription entered
+  /// a free trial), `converted` (negative: left a free trial paying), `expired` (negative: left a
+  /// free trial not paying: expired, refunded, revoked, billing retry), `net` (their sum: the change
+  /// of `trials` from the previous bucket's end).
+  case trialsMovement
+  /// Subscription retention by renewal number. The buckets are cohorts: the subscriptions whose
+  /// first paid purchase (a purchase of regular price or a paid offer, or the first payment after a
+  /// free trial) occurred in the bucket. A subscription's paid periods are its paid purchases until
+  /// it first lapses (its state becomes EXPIRED or REVOKED); renewal k is its (k+1)-th paid period.
+  /// Series: `subscriptions` (count: the cohort's size), then `renewal_1`, `renewal_2`, … up to the
+  /// highest renewal number any cohort reached (at most 120) (ratio: the share of the cohort still
+  /// paying after renewal k, that is, with at least k + 1 paid periods before `to_ms`; 0 for an
+  /// empty cohort). A young cohort has not had the time to reach late renewals: its share counts
+  /// what happened before `to_ms` only. Use `interval` MONTH for cohorts by first purchase month.
+  case cohortRetention
+  /// Realized lifetime value by cohort of customers. A customer is a user; its cohort is the bucket
+  /// of its first purchase event of any kind (free trials included), family-shared ones not counted.
+  /// Series: `customers` (count), `paying_customers` (count: of those, the ones with a priced paid
+  /// purchase before `to_ms`), and per currency `revenue` (money: the cohort's customers' paid
+  /// purchases less their refunds, from their first purchase to `to_ms`), `ltv_per_customer`
+  /// (money: `revenue / customers`), `ltv_per_paying_customer` (money: `revenue` / the cohort's
+  /// customers who paid in that currency); divisions round half up to the milliunit, 0 when
+  /// dividing by none.
+  case realizedLtv
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .mrr
+    case 2: self = .mrrMovement
+    case 3: self = .revenue
+    case 4: self = .refundRate
+    case 5: self = .activesMovement
+    case 6: self = .trialsMovement
+    case 7: self = .cohortRetention
+    case 8: self = .realizedLtv
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .mrr: 1
+    case .mrrMovement: 2
+    case .revenue: 3
+    case .refundRate: 4
+    case .activesMovement: 5
+    case .trialsMovement: 6
+    case .cohortRetention: 7
+    case .realizedLtv: 8
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "CHART_UNSPECIFIED"
+    case .mrr: "CHART_MRR"
+    case .mrrMovement: "CHART_MRR_MOVEMENT"
+    case .revenue: "CHART_REVENUE"
+    case .refundRate: "CHART_REFUND_RATE"
+    case .activesMovement: "CHART_ACTIVES_MOVEMENT"
+    case .trialsMovement: "CHART_TRIALS_MOVEMENT"
+    case .cohortRetention: "CHART_COHORT_RETENTION"
+    case .realizedLtv: "CHART_REALIZED_LTV"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "CHART_UNSPECIFIED": self = .unspecified
+    case "CHART_MRR": self = .mrr
+    case "CHART_MRR_MOVEMENT": self = .mrrMovement
+    case "CHART_REVENUE": self = .revenue
+    case "CHART_REFUND_RATE": self = .refundRate
+    case "CHART_ACTIVES_MOVEMENT": self = .activesMovement
+    case "CHART_TRIALS_MOVEMENT": self = .trialsMovement
+    case "CHART_COHORT_RETENTION": self = .cohortRetention
+    case "CHART_REALIZED_LTV": self = .realizedLtv
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_Chart] = [.unspecified, .mrr, .mrrMovement, .revenue, .refundRate, .activesMovement, .trialsMovement, .cohortRetention, .realizedLtv]
+}
+
+/// What a chart series counts.
+public enum Substatus_V1_ChartUnit: ProtobufEnum {
+  /// Not set.
+  case unspecified
+  /// A count: `values`.
+  case count
+  /// An amount in milliunits of the series' `currency`: `values`.
+  case milliunits
+  /// A ratio from 0 to 1: `ratios`.
+  case ratio
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .count
+    case 2: self = .milliunits
+    case 3: self = .ratio
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .count: 1
+    case .milliunits: 2
+    case .ratio: 3
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "CHART_UNIT_UNSPECIFIED"
+    case .count: "CHART_UNIT_COUNT"
+    case .milliunits: "CHART_UNIT_MILLIUNITS"
+    case .ratio: "CHART_UNIT_RATIO"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "CHART_UNIT_UNSPECIFIED": self = .unspecified
+    case "CHART_UNIT_COUNT": self = .count
+    case "CHART_UNIT_MILLIUNITS": self = .milliunits
+    case "CHART_UNIT_RATIO": self = .ratio
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_ChartUnit] = [.unspecified, .count, .milliunits, .ratio]
+}
+
 /// The request of ReportService.GetReport.
 public struct Substatus_V1_GetReportRequest: ProtobufJSONMessage {
   /// The fully qualified protobuf name.
@@ -349,6 +560,160 @@ public struct Substatus_V1_TrendBucket: ProtobufJSONMessage {
   /// SUBSCRIPTION_STATE_ACTIVE, left out of `mrr` because their last price or their product's
   /// duration is unknown.
   public var mrrUnpricedSubscriptions: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// What a chart counts: every filter present must hold. A subscription counts while its current
+/// product (after product changes) is one of `product_ids` and its group one of
+/// `subscription_group_ids`; a purchase or refund counts when its product and group are; products
+/// outside a subscription group pass `subscription_group_ids` only when it is empty.
+public struct Substatus_V1_ChartFilters: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ChartFilters"
+
+  /// Only these products; empty: every product.
+  public var productIDs: [String] = []
+
+  /// Only these subscription groups; empty: every group.
+  public var subscriptionGroupIDs: [String] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of ReportService.GetChart.
+public struct Substatus_V1_GetChartRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetChartRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The chart. Required.
+  public var chart: Substatus_V1_Chart = Substatus_V1_Chart(rawValue: 0)
+
+  /// The range's start, included: a UTC midnight in milliseconds since the epoch. Required.
+  public var fromMs: Int64 = 0
+
+  /// The range's end, excluded: a UTC midnight after `from_ms`. Required.
+  public var toMs: Int64 = 0
+
+  /// The buckets' length; UNSPECIFIED: days. At most 1,000 buckets.
+  public var interval: Substatus_V1_TrendInterval = Substatus_V1_TrendInterval(rawValue: 0)
+
+  /// The environment to count; UNSPECIFIED: production.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// What to count; absent: everything.
+  public var filters: Substatus_V1_ChartFilters? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// One series of a chart: one value per bucket of the response.
+public struct Substatus_V1_ChartSeries: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ChartSeries"
+
+  /// The series' name, as the chart's definition gives it (`mrr`, `new`, `renewal_3`…).
+  public var name: String = ""
+
+  /// For money series, the ISO 4217 currency; empty otherwise.
+  public var currency: String = ""
+
+  /// What the values count.
+  public var unit: Substatus_V1_ChartUnit = Substatus_V1_ChartUnit(rawValue: 0)
+
+  /// For COUNT and MILLIUNITS: one value per bucket, in the buckets' order.
+  public var values: [Int64] = []
+
+  /// For RATIO: one value per bucket, in the buckets' order.
+  public var ratios: [Double] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// A bucket of a chart: a range of time or a cohort.
+public struct Substatus_V1_ChartBucket: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ChartBucket"
+
+  /// The bucket's start, included.
+  public var startMs: Int64 = 0
+
+  /// The bucket's end, excluded.
+  public var endMs: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of ReportService.GetChart.
+public struct Substatus_V1_GetChartResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetChartResponse"
+
+  /// The app.
+  public var appID: String = ""
+
+  /// The environment counted.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// The chart.
+  public var chart: Substatus_V1_Chart = Substatus_V1_Chart(rawValue: 0)
+
+  /// The buckets' length (never UNSPECIFIED).
+  public var interval: Substatus_V1_TrendInterval = Substatus_V1_TrendInterval(rawValue: 0)
+
+  /// The buckets, oldest first, covering `[from_ms, to_ms)` without gap or overlap.
+  public var buckets: [Substatus_V1_ChartBucket] = []
+
+  /// The series, in the order of the chart's definition. Money series come per currency, in
+  /// alphabetical order of currency, each currency with all the chart's money series in their
+  /// order; a currency in which every money series is 0 over the whole range is left out.
+  public var series: [Substatus_V1_ChartSeries] = []
+
+  /// Every currency of some series, in alphabetical order.
+  public var currencies: [String] = []
 
   /// A message with every field at its default value.
   public init() {}
@@ -830,6 +1195,281 @@ extension Substatus_V1_TrendBucket {
   }
 }
 
+extension Substatus_V1_ChartFilters: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ChartFilters", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    productIDs = try r.repeatedString(0)
+    subscriptionGroupIDs = try r.repeatedString(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, productIDs)
+    w.repeatedString(1, subscriptionGroupIDs)
+  }
+}
+
+extension Substatus_V1_ChartFilters {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    if !self.subscriptionGroupIDs.isEmpty { o.append("subscriptionGroupIds", .array(self.subscriptionGroupIDs.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      case "subscriptionGroupIds", "subscription_group_ids":
+        self.subscriptionGroupIDs = try ProtoJSON.repeated(value, "subscriptionGroupIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_GetChartRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetChartRequest", [1, 2, 3, 4, 5, 6, 7])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    chart = r.enumeration(1)
+    fromMs = r.int64(2)
+    toMs = r.int64(3)
+    interval = r.enumeration(4)
+    environment = r.enumeration(5)
+    filters = try r.message(6, Substatus_V1_ChartFilters.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.enumeration(1, chart)
+    w.int64(2, fromMs)
+    w.int64(3, toMs)
+    w.enumeration(4, interval)
+    w.enumeration(5, environment)
+    w.message(6, filters)
+  }
+}
+
+extension Substatus_V1_GetChartRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.chart.rawValue == 0) { o.append("chart", self.chart.jsonValue) }
+    if !(self.fromMs == 0) { o.append("fromMs", ProtoJSON.int64(self.fromMs)) }
+    if !(self.toMs == 0) { o.append("toMs", ProtoJSON.int64(self.toMs)) }
+    if !(self.interval.rawValue == 0) { o.append("interval", self.interval.jsonValue) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if let v = self.filters { o.append("filters", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "chart":
+        self.chart = try ProtoJSON.enumeration(value, "chart", Substatus_V1_Chart.self)
+      case "fromMs", "from_ms":
+        self.fromMs = try ProtoJSON.integer(value, "fromMs", Int64.self)
+      case "toMs", "to_ms":
+        self.toMs = try ProtoJSON.integer(value, "toMs", Int64.self)
+      case "interval":
+        self.interval = try ProtoJSON.enumeration(value, "interval", Substatus_V1_TrendInterval.self)
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "filters":
+        self.filters = try ProtoJSON.message(value, "filters", Substatus_V1_ChartFilters.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ChartSeries: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ChartSeries", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    name = try r.string(0)
+    currency = try r.string(1)
+    unit = r.enumeration(2)
+    values = r.repeatedInt64(3)
+    ratios = r.repeatedDouble(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, name)
+    w.string(1, currency)
+    w.enumeration(2, unit)
+    w.repeatedInt64(3, values)
+    w.repeatedDouble(4, ratios)
+  }
+}
+
+extension Substatus_V1_ChartSeries {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.name.isEmpty) { o.append("name", .string(self.name)) }
+    if !(self.currency.isEmpty) { o.append("currency", .string(self.currency)) }
+    if !(self.unit.rawValue == 0) { o.append("unit", self.unit.jsonValue) }
+    if !self.values.isEmpty { o.append("values", .array(self.values.map { ProtoJSON.int64($0) })) }
+    if !self.ratios.isEmpty { o.append("ratios", .array(self.ratios.map { ProtoJSON.double($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "name":
+        self.name = try ProtoJSON.string(value, "name")
+      case "currency":
+        self.currency = try ProtoJSON.string(value, "currency")
+      case "unit":
+        self.unit = try ProtoJSON.enumeration(value, "unit", Substatus_V1_ChartUnit.self)
+      case "values":
+        self.values = try ProtoJSON.repeated(value, "values") { (v, n) throws(WireError) in try ProtoJSON.integer(v, n, Int64.self) }
+      case "ratios":
+        self.ratios = try ProtoJSON.repeated(value, "ratios") { (v, n) throws(WireError) in try ProtoJSON.double(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ChartBucket: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ChartBucket", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    startMs = r.int64(0)
+    endMs = r.int64(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.int64(0, startMs)
+    w.int64(1, endMs)
+  }
+}
+
+extension Substatus_V1_ChartBucket {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.startMs == 0) { o.append("startMs", ProtoJSON.int64(self.startMs)) }
+    if !(self.endMs == 0) { o.append("endMs", ProtoJSON.int64(self.endMs)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "startMs", "start_ms":
+        self.startMs = try ProtoJSON.integer(value, "startMs", Int64.self)
+      case "endMs", "end_ms":
+        self.endMs = try ProtoJSON.integer(value, "endMs", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_GetChartResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetChartResponse", [1, 2, 3, 4, 5, 6, 7])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    environment = r.enumeration(1)
+    chart = r.enumeration(2)
+    interval = r.enumeration(3)
+    buckets = try r.repeatedMessage(4, Substatus_V1_ChartBucket.self)
+    series = try r.repeatedMessage(5, Substatus_V1_ChartSeries.self)
+    currencies = try r.repeatedString(6)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.enumeration(1, environment)
+    w.enumeration(2, chart)
+    w.enumeration(3, interval)
+    w.repeatedMessage(4, buckets)
+    w.repeatedMessage(5, series)
+    w.repeatedString(6, currencies)
+  }
+}
+
+extension Substatus_V1_GetChartResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.chart.rawValue == 0) { o.append("chart", self.chart.jsonValue) }
+    if !(self.interval.rawValue == 0) { o.append("interval", self.interval.jsonValue) }
+    if !self.buckets.isEmpty { o.append("buckets", .array(self.buckets.map { $0.jsonValue() })) }
+    if !self.series.isEmpty { o.append("series", .array(self.series.map { $0.jsonValue() })) }
+    if !self.currencies.isEmpty { o.append("currencies", .array(self.currencies.map { .string($0) })) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "chart":
+        self.chart = try ProtoJSON.enumeration(value, "chart", Substatus_V1_Chart.self)
+      case "interval":
+        self.interval = try ProtoJSON.enumeration(value, "interval", Substatus_V1_TrendInterval.self)
+      case "buckets":
+        self.buckets = try ProtoJSON.repeated(value, "buckets") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_ChartBucket.self) }
+      case "series":
+        self.series = try ProtoJSON.repeated(value, "series") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_ChartSeries.self) }
+      case "currencies":
+        self.currencies = try ProtoJSON.repeated(value, "currencies") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Counts an app's subscriptions by state, and reads the app's event log as series over time. Needs
 /// an ADMIN key.
 public enum Substatus_V1_ReportService {
@@ -852,7 +1492,23 @@ public enum Substatus_V1_ReportService {
   public static let getTrends = ProtoMethodDescriptor<Substatus_V1_GetTrendsRequest, Substatus_V1_GetTrendsResponse>(
     service: name, method: "GetTrends", clientStreaming: false, serverStreaming: false)
 
+  /// Returns one chart (see `Chart` for each one's definition) over `[from_ms, to_ms)` by day, ISO
+  /// week or calendar month, as series of one value per bucket, money series by currency, all
+  /// counted from the event log by the same reading as GetTrends (the environment's events that
+  /// occurred before `to_ms`, from the start of the log; the cost grows with the app's log).
+  /// Subscription charts use GetTrends' states: a subscription is a pair of (user, subscription
+  /// group), its state at an instant is the `state_after` of its latest event before then, and an
+  /// event that occurred before one already logged for its subscription counts in its bucket's
+  /// flows but does not change states. A family-shared subscription or purchase (its events'
+  /// `ownership` OWNERSHIP_TYPE_FAMILY_SHARED, or the last ownership its events told) is access,
+  /// not a sale: it counts in no chart. Refunds subtract from money. Errors: NOT_FOUND (app);
+  /// INVALID_ARGUMENT naming `chart` (unspecified or unknown), `from_ms` or `to_ms` (not a UTC
+  /// midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000 buckets),
+  /// `environment`, or `filters.product_ids` / `filters.subscription_group_ids` (an empty id).
+  public static let getChart = ProtoMethodDescriptor<Substatus_V1_GetChartRequest, Substatus_V1_GetChartResponse>(
+    service: name, method: "GetChart", clientStreaming: false, serverStreaming: false)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport", "/substatus.v1.ReportService/GetTrends"]
+  public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport", "/substatus.v1.ReportService/GetTrends", "/substatus.v1.ReportService/GetChart"]
 }
 

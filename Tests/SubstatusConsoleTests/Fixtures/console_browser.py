@@ -635,6 +635,9 @@ try:
     for field, day in [("#report-from", from_day), ("#report-through", today)]:
         driver.execute_script("arguments[0].value = arguments[1]", q(field), day)
     Select(q("#report-interval")).select_by_value("TREND_INTERVAL_WEEK")
+    # The page replaces the whole result once every section has answered: clear the first
+    # answer's so that waiting for a chart waits for the new one.
+    driver.execute_script("document.getElementById('report-result').replaceChildren()")
     q("#report-form button[type=submit]").click()
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#trend-active"))
     day_ms = lambda d: calendar.timegm(time.strptime(d, "%Y-%m-%d")) * 1000
@@ -651,7 +654,7 @@ try:
     check(sum(series("trend-trials", 0)) >= 1 and sum(series("trend-subscriptions", 3)) >= 1, "the lifecycle's trial and refund are counted")
     check(series("trend-subscriptions", 1) == [int(b.get("renewals", 0)) for b in buckets]
           and series("trend-billing", 0) == [int(b.get("billingIssues", 0)) for b in buckets], "renewals and billing issues are the API's")
-    tables = driver.find_elements(By.CSS_SELECTOR, "#report-result .chart-pair table")
+    tables = driver.find_elements(By.CSS_SELECTOR, "#report-result .trend .chart-pair table")
     check(len(tables) == 4 + len(trends.get("currencies", [])), "a table beside each chart")
     rows = tables[0].find_elements(By.CSS_SELECTOR, "tbody tr")
     check(len(rows) == len(buckets) and rows[-1].text.split()[-2:] == [str(buckets[-1].get("activeSubscribers", 0)), str(buckets[-1].get("activeTrials", 0))],
@@ -659,13 +662,31 @@ try:
     currencies = trends.get("currencies", [])
     check(all(q(f"#trend-revenue-{c}") for c in currencies) and (currencies or "No event of the range carries a price" in q("#report-result").text),
           f"revenue by currency, or why not: {currencies}")
+    # GetChart's charts: each drawn, with the API's series (money in units, ratios in percent).
+    week = {"appId": app_id, "fromMs": str(day_ms(from_day)), "toMs": str(day_ms(today) + 86_400_000),
+            "interval": "TREND_INTERVAL_WEEK"}
+    for kind in ["MRR", "MRR_MOVEMENT", "REVENUE", "REFUND_RATE", "ACTIVES_MOVEMENT", "TRIALS_MOVEMENT",
+                 "COHORT_RETENTION", "REALIZED_LTV"]:
+        reply = rpc(admin, "ReportService/GetChart", dict(week, chart=f"CHART_{kind}"))
+        canvas = f"chart-{kind.lower().replace('_', '-')}"
+        check(q(f"#{canvas}") is not None, f"the {kind} chart is on the page")
+        for index, one in enumerate(reply.get("series", [])):
+            if one.get("unit") == "CHART_UNIT_RATIO":
+                want = [round(r * 1000) / 10 for r in one.get("ratios", [])]
+            else:
+                want = [int(v) / (1000 if one.get("unit") == "CHART_UNIT_MILLIUNITS" else 1) for v in one.get("values", [])]
+            check(series(canvas, index) == want, f"{kind} {one.get('name')} {one.get('currency', '')} is the API's")
+    actives = rpc(admin, "ReportService/GetChart", dict(week, chart="CHART_ACTIVES_MOVEMENT"))
+    check(any(int(v) for one in actives.get("series", []) if one["name"] == "new" for v in one.get("values", [])),
+          "the lifecycle's new paying subscriptions are charted")
     driver.execute_script("arguments[0].value = arguments[1]", q("#report-through"), from_day)
     driver.execute_script("arguments[0].value = arguments[1]", q("#report-from"), today)
     check("INVALID_ARGUMENT" in submit("#report-form"), "a range that ends before it starts: INVALID_ARGUMENT at the form")
     driver.execute_script("arguments[0].value = arguments[1]", q("#report-from"), from_day)
     driver.execute_script("arguments[0].value = arguments[1]", q("#report-through"), today)
-    each_width("reports", lambda: (q("#report-form button[type=submit]").click(),
-                                   wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#report-result #trend-billing"))))
+    each_width("reports", lambda: (driver.execute_script("document.getElementById('report-result').replaceChildren()"),
+                                   q("#report-form button[type=submit]").click(),
+                                   wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#report-result #chart-realized-ltv"))))
 
     # A READ key: only user lookup; admin pages and actions are not there, even by URL.
     q("#sign-out").click()

@@ -1762,7 +1762,7 @@ void   substatus__v1__get_caller_api_key_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[10] =
+static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[11] =
 {
   {
     "app_id",
@@ -1884,6 +1884,18 @@ static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[10] 
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "small_business_program",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__App, small_business_program),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__app__field_indices_by_name[] = {
   0,   /* field[0] = app_id */
@@ -1896,11 +1908,13 @@ static const unsigned substatus__v1__app__field_indices_by_name[] = {
   7,   /* field[7] = previous_shared_secret_fingerprint */
   8,   /* field[8] = previous_shared_secret_valid_until_ms */
   4,   /* field[4] = shared_secret_fingerprint */
+  10,   /* field[10] = small_business_program */
 };
-static const ProtobufCIntRange substatus__v1__app__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__app__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 20, 10 },
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor substatus__v1__app__descriptor =
 {
@@ -1910,10 +1924,10 @@ const ProtobufCMessageDescriptor substatus__v1__app__descriptor =
   "Substatus__V1__App",
   "substatus.v1",
   sizeof(Substatus__V1__App),
-  10,
+  11,
   substatus__v1__app__field_descriptors,
   substatus__v1__app__field_indices_by_name,
-  1,  substatus__v1__app__number_ranges,
+  2,  substatus__v1__app__number_ranges,
   (ProtobufCMessageInit) substatus__v1__app__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

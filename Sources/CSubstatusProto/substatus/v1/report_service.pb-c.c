@@ -322,6 +322,231 @@ void   substatus__v1__trend_bucket__free_unpacked
   assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__chart_filters__init
+                     (Substatus__V1__ChartFilters         *message)
+{
+  static const Substatus__V1__ChartFilters init_value = SUBSTATUS__V1__CHART_FILTERS__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__chart_filters__get_packed_size
+                     (const Substatus__V1__ChartFilters *message)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_filters__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__chart_filters__pack
+                     (const Substatus__V1__ChartFilters *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_filters__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__chart_filters__pack_to_buffer
+                     (const Substatus__V1__ChartFilters *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_filters__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ChartFilters *
+       substatus__v1__chart_filters__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ChartFilters *)
+     protobuf_c_message_unpack (&substatus__v1__chart_filters__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__chart_filters__free_unpacked
+                     (Substatus__V1__ChartFilters *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__chart_filters__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_chart_request__init
+                     (Substatus__V1__GetChartRequest         *message)
+{
+  static const Substatus__V1__GetChartRequest init_value = SUBSTATUS__V1__GET_CHART_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_chart_request__get_packed_size
+                     (const Substatus__V1__GetChartRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_chart_request__pack
+                     (const Substatus__V1__GetChartRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_chart_request__pack_to_buffer
+                     (const Substatus__V1__GetChartRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetChartRequest *
+       substatus__v1__get_chart_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetChartRequest *)
+     protobuf_c_message_unpack (&substatus__v1__get_chart_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_chart_request__free_unpacked
+                     (Substatus__V1__GetChartRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_chart_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__chart_series__init
+                     (Substatus__V1__ChartSeries         *message)
+{
+  static const Substatus__V1__ChartSeries init_value = SUBSTATUS__V1__CHART_SERIES__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__chart_series__get_packed_size
+                     (const Substatus__V1__ChartSeries *message)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_series__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__chart_series__pack
+                     (const Substatus__V1__ChartSeries *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_series__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__chart_series__pack_to_buffer
+                     (const Substatus__V1__ChartSeries *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_series__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ChartSeries *
+       substatus__v1__chart_series__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ChartSeries *)
+     protobuf_c_message_unpack (&substatus__v1__chart_series__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__chart_series__free_unpacked
+                     (Substatus__V1__ChartSeries *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__chart_series__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__chart_bucket__init
+                     (Substatus__V1__ChartBucket         *message)
+{
+  static const Substatus__V1__ChartBucket init_value = SUBSTATUS__V1__CHART_BUCKET__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__chart_bucket__get_packed_size
+                     (const Substatus__V1__ChartBucket *message)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_bucket__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__chart_bucket__pack
+                     (const Substatus__V1__ChartBucket *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_bucket__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__chart_bucket__pack_to_buffer
+                     (const Substatus__V1__ChartBucket *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__chart_bucket__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ChartBucket *
+       substatus__v1__chart_bucket__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ChartBucket *)
+     protobuf_c_message_unpack (&substatus__v1__chart_bucket__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__chart_bucket__free_unpacked
+                     (Substatus__V1__ChartBucket *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__chart_bucket__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_chart_response__init
+                     (Substatus__V1__GetChartResponse         *message)
+{
+  static const Substatus__V1__GetChartResponse init_value = SUBSTATUS__V1__GET_CHART_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_chart_response__get_packed_size
+                     (const Substatus__V1__GetChartResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_chart_response__pack
+                     (const Substatus__V1__GetChartResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_chart_response__pack_to_buffer
+                     (const Substatus__V1__GetChartResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_chart_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetChartResponse *
+       substatus__v1__get_chart_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetChartResponse *)
+     protobuf_c_message_unpack (&substatus__v1__get_chart_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_chart_response__free_unpacked
+                     (Substatus__V1__GetChartResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_chart_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__get_report_request__field_descriptors[3] =
 {
   {
@@ -1134,6 +1359,430 @@ const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor =
   (ProtobufCMessageInit) substatus__v1__trend_bucket__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__chart_filters__field_descriptors[2] =
+{
+  {
+    "product_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__ChartFilters, n_product_ids),
+    offsetof(Substatus__V1__ChartFilters, product_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscription_group_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__ChartFilters, n_subscription_group_ids),
+    offsetof(Substatus__V1__ChartFilters, subscription_group_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__chart_filters__field_indices_by_name[] = {
+  0,   /* field[0] = product_ids */
+  1,   /* field[1] = subscription_group_ids */
+};
+static const ProtobufCIntRange substatus__v1__chart_filters__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__chart_filters__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ChartFilters",
+  "ChartFilters",
+  "Substatus__V1__ChartFilters",
+  "substatus.v1",
+  sizeof(Substatus__V1__ChartFilters),
+  2,
+  substatus__v1__chart_filters__field_descriptors,
+  substatus__v1__chart_filters__field_indices_by_name,
+  1,  substatus__v1__chart_filters__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__chart_filters__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_chart_request__field_descriptors[7] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chart",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, chart),
+    &substatus__v1__chart__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, from_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, to_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "interval",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, interval),
+    &substatus__v1__trend_interval__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "filters",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartRequest, filters),
+    &substatus__v1__chart_filters__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_chart_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = chart */
+  5,   /* field[5] = environment */
+  6,   /* field[6] = filters */
+  2,   /* field[2] = from_ms */
+  4,   /* field[4] = interval */
+  3,   /* field[3] = to_ms */
+};
+static const ProtobufCIntRange substatus__v1__get_chart_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_chart_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetChartRequest",
+  "GetChartRequest",
+  "Substatus__V1__GetChartRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetChartRequest),
+  7,
+  substatus__v1__get_chart_request__field_descriptors,
+  substatus__v1__get_chart_request__field_indices_by_name,
+  1,  substatus__v1__get_chart_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_chart_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__chart_series__field_descriptors[5] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ChartSeries, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "currency",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ChartSeries, currency),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ChartSeries, unit),
+    &substatus__v1__chart_unit__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "values",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_INT64,
+    offsetof(Substatus__V1__ChartSeries, n_values),
+    offsetof(Substatus__V1__ChartSeries, values),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ratios",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_DOUBLE,
+    offsetof(Substatus__V1__ChartSeries, n_ratios),
+    offsetof(Substatus__V1__ChartSeries, ratios),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__chart_series__field_indices_by_name[] = {
+  1,   /* field[1] = currency */
+  0,   /* field[0] = name */
+  4,   /* field[4] = ratios */
+  2,   /* field[2] = unit */
+  3,   /* field[3] = values */
+};
+static const ProtobufCIntRange substatus__v1__chart_series__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__chart_series__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ChartSeries",
+  "ChartSeries",
+  "Substatus__V1__ChartSeries",
+  "substatus.v1",
+  sizeof(Substatus__V1__ChartSeries),
+  5,
+  substatus__v1__chart_series__field_descriptors,
+  substatus__v1__chart_series__field_indices_by_name,
+  1,  substatus__v1__chart_series__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__chart_series__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__chart_bucket__field_descriptors[2] =
+{
+  {
+    "start_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ChartBucket, start_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ChartBucket, end_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__chart_bucket__field_indices_by_name[] = {
+  1,   /* field[1] = end_ms */
+  0,   /* field[0] = start_ms */
+};
+static const ProtobufCIntRange substatus__v1__chart_bucket__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__chart_bucket__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ChartBucket",
+  "ChartBucket",
+  "Substatus__V1__ChartBucket",
+  "substatus.v1",
+  sizeof(Substatus__V1__ChartBucket),
+  2,
+  substatus__v1__chart_bucket__field_descriptors,
+  substatus__v1__chart_bucket__field_indices_by_name,
+  1,  substatus__v1__chart_bucket__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__chart_bucket__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_chart_response__field_descriptors[7] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartResponse, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartResponse, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chart",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartResponse, chart),
+    &substatus__v1__chart__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "interval",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetChartResponse, interval),
+    &substatus__v1__trend_interval__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "buckets",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__GetChartResponse, n_buckets),
+    offsetof(Substatus__V1__GetChartResponse, buckets),
+    &substatus__v1__chart_bucket__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "series",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__GetChartResponse, n_series),
+    offsetof(Substatus__V1__GetChartResponse, series),
+    &substatus__v1__chart_series__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "currencies",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__GetChartResponse, n_currencies),
+    offsetof(Substatus__V1__GetChartResponse, currencies),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_chart_response__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  4,   /* field[4] = buckets */
+  2,   /* field[2] = chart */
+  6,   /* field[6] = currencies */
+  1,   /* field[1] = environment */
+  3,   /* field[3] = interval */
+  5,   /* field[5] = series */
+};
+static const ProtobufCIntRange substatus__v1__get_chart_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_chart_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetChartResponse",
+  "GetChartResponse",
+  "Substatus__V1__GetChartResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetChartResponse),
+  7,
+  substatus__v1__get_chart_response__field_descriptors,
+  substatus__v1__get_chart_response__field_indices_by_name,
+  1,  substatus__v1__get_chart_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_chart_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue substatus__v1__trend_interval__enum_values_by_number[4] =
 {
   { "TREND_INTERVAL_UNSPECIFIED", "SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED", 0 },
@@ -1166,12 +1815,88 @@ const ProtobufCEnumDescriptor substatus__v1__trend_interval__descriptor =
   substatus__v1__trend_interval__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__report_service__method_descriptors[2] =
+static const ProtobufCEnumValue substatus__v1__chart__enum_values_by_number[9] =
+{
+  { "CHART_UNSPECIFIED", "SUBSTATUS__V1__CHART__CHART_UNSPECIFIED", 0 },
+  { "CHART_MRR", "SUBSTATUS__V1__CHART__CHART_MRR", 1 },
+  { "CHART_MRR_MOVEMENT", "SUBSTATUS__V1__CHART__CHART_MRR_MOVEMENT", 2 },
+  { "CHART_REVENUE", "SUBSTATUS__V1__CHART__CHART_REVENUE", 3 },
+  { "CHART_REFUND_RATE", "SUBSTATUS__V1__CHART__CHART_REFUND_RATE", 4 },
+  { "CHART_ACTIVES_MOVEMENT", "SUBSTATUS__V1__CHART__CHART_ACTIVES_MOVEMENT", 5 },
+  { "CHART_TRIALS_MOVEMENT", "SUBSTATUS__V1__CHART__CHART_TRIALS_MOVEMENT", 6 },
+  { "CHART_COHORT_RETENTION", "SUBSTATUS__V1__CHART__CHART_COHORT_RETENTION", 7 },
+  { "CHART_REALIZED_LTV", "SUBSTATUS__V1__CHART__CHART_REALIZED_LTV", 8 },
+};
+static const ProtobufCIntRange substatus__v1__chart__value_ranges[] = {
+{0, 0},{0, 9}
+};
+static const ProtobufCEnumValueIndex substatus__v1__chart__enum_values_by_name[9] =
+{
+  { "CHART_ACTIVES_MOVEMENT", 5 },
+  { "CHART_COHORT_RETENTION", 7 },
+  { "CHART_MRR", 1 },
+  { "CHART_MRR_MOVEMENT", 2 },
+  { "CHART_REALIZED_LTV", 8 },
+  { "CHART_REFUND_RATE", 4 },
+  { "CHART_REVENUE", 3 },
+  { "CHART_TRIALS_MOVEMENT", 6 },
+  { "CHART_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__chart__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.Chart",
+  "Chart",
+  "Substatus__V1__Chart",
+  "substatus.v1",
+  9,
+  substatus__v1__chart__enum_values_by_number,
+  9,
+  substatus__v1__chart__enum_values_by_name,
+  1,
+  substatus__v1__chart__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__chart_unit__enum_values_by_number[4] =
+{
+  { "CHART_UNIT_UNSPECIFIED", "SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_UNSPECIFIED", 0 },
+  { "CHART_UNIT_COUNT", "SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_COUNT", 1 },
+  { "CHART_UNIT_MILLIUNITS", "SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_MILLIUNITS", 2 },
+  { "CHART_UNIT_RATIO", "SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_RATIO", 3 },
+};
+static const ProtobufCIntRange substatus__v1__chart_unit__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex substatus__v1__chart_unit__enum_values_by_name[4] =
+{
+  { "CHART_UNIT_COUNT", 1 },
+  { "CHART_UNIT_MILLIUNITS", 2 },
+  { "CHART_UNIT_RATIO", 3 },
+  { "CHART_UNIT_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__chart_unit__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.ChartUnit",
+  "ChartUnit",
+  "Substatus__V1__ChartUnit",
+  "substatus.v1",
+  4,
+  substatus__v1__chart_unit__enum_values_by_number,
+  4,
+  substatus__v1__chart_unit__enum_values_by_name,
+  1,
+  substatus__v1__chart_unit__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__report_service__method_descriptors[3] =
 {
   { "GetReport", &substatus__v1__get_report_request__descriptor, &substatus__v1__get_report_response__descriptor },
   { "GetTrends", &substatus__v1__get_trends_request__descriptor, &substatus__v1__get_trends_response__descriptor },
+  { "GetChart", &substatus__v1__get_chart_request__descriptor, &substatus__v1__get_chart_response__descriptor },
 };
 const unsigned substatus__v1__report_service__method_indices_by_name[] = {
+  2,        /* GetChart */
   0,        /* GetReport */
   1         /* GetTrends */
 };
@@ -1182,7 +1907,7 @@ const ProtobufCServiceDescriptor substatus__v1__report_service__descriptor =
   "ReportService",
   "Substatus__V1__ReportService",
   "substatus.v1",
-  2,
+  3,
   substatus__v1__report_service__method_descriptors,
   substatus__v1__report_service__method_indices_by_name
 };
@@ -1201,6 +1926,14 @@ void substatus__v1__report_service__get_trends(ProtobufCService *service,
 {
   assert(service->descriptor == &substatus__v1__report_service__descriptor);
   service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__report_service__get_chart(ProtobufCService *service,
+                                              const Substatus__V1__GetChartRequest *input,
+                                              Substatus__V1__GetChartResponse_Closure closure,
+                                              void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__report_service__descriptor);
+  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *service,
                                           Substatus__V1__ReportService_ServiceDestroy destroy)

@@ -110,10 +110,18 @@ struct  Substatus__V1__App
    * The In-App Purchase key set with SetInAppPurchaseKey; absent when none is set.
    */
   Substatus__V1__InAppPurchaseKeyInfo *in_app_purchase_key;
+  /*
+   * Whether the app's developer is in the App Store Small Business Program, so Apple's
+   * commission is 15 % on every sale (otherwise 30 %, and 15 % for a subscription's purchases
+   * after one year of paid service): what ReportService.GetChart's CHART_REVENUE subtracts for
+   * `proceeds`. Set with `substatus app set-commission APP --small-business BOOL`; false by
+   * default.
+   */
+  protobuf_c_boolean small_business_program;
 };
 #define SUBSTATUS__V1__APP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__app__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string, 0, NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string, 0, NULL, 0 }
 
 
 /*
@@ -274,11 +282,13 @@ struct  Substatus__V1__UpdateAppRequest
   char *app_id;
   /*
    * The new values; only the fields named in `update_mask` are read: `apple_app_id` (0 clears
-   * it; negative: INVALID_ARGUMENT) and `display_name` (at most 200 bytes; empty: the bundle id).
+   * it; negative: INVALID_ARGUMENT), `display_name` (at most 200 bytes; empty: the bundle id) and
+   * `small_business_program`.
    */
   Substatus__V1__App *app;
   /*
-   * The names of the App fields to change: `apple_app_id`, `display_name`. Required.
+   * The names of the App fields to change: `apple_app_id`, `display_name`,
+   * `small_business_program`. Required.
    */
   size_t n_update_mask;
   char **update_mask;

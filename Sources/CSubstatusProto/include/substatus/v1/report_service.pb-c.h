@@ -23,6 +23,11 @@ typedef struct Substatus__V1__GetTrendsRequest Substatus__V1__GetTrendsRequest;
 typedef struct Substatus__V1__GetTrendsResponse Substatus__V1__GetTrendsResponse;
 typedef struct Substatus__V1__CurrencyAmount Substatus__V1__CurrencyAmount;
 typedef struct Substatus__V1__TrendBucket Substatus__V1__TrendBucket;
+typedef struct Substatus__V1__ChartFilters Substatus__V1__ChartFilters;
+typedef struct Substatus__V1__GetChartRequest Substatus__V1__GetChartRequest;
+typedef struct Substatus__V1__ChartSeries Substatus__V1__ChartSeries;
+typedef struct Substatus__V1__ChartBucket Substatus__V1__ChartBucket;
+typedef struct Substatus__V1__GetChartResponse Substatus__V1__GetChartResponse;
 
 
 /* --- enums --- */
@@ -51,6 +56,129 @@ typedef enum _Substatus__V1__TrendInterval {
   SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_MONTH = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__TREND_INTERVAL)
 } Substatus__V1__TrendInterval;
+/*
+ * A chart of ReportService.GetChart. "Paid purchase": a purchase event (SUBSCRIPTION_STARTED,
+ * RESUBSCRIBED, TRIAL_CONVERTED, RENEWED, BILLING_RECOVERED, PRODUCT_CHANGED with a transaction,
+ * NON_RENEWING_PURCHASED, ONE_TIME_PURCHASED) whose offer is not FREE_TRIAL, each transaction
+ * once, not family-shared. Its amount is the event's price in its currency; one without a price or
+ * currency adds to no money series. "Paying subscription" at an instant: one in
+ * SUBSCRIPTION_STATE_ACTIVE or SUBSCRIPTION_STATE_GRACE_PERIOD and not in a free trial (as in
+ * GetTrends). "MRR of a subscription": GetTrends' `mrr` of it (ACTIVE, not in a free trial, its
+ * last paid price normalized to a month from its product's duration).
+ */
+typedef enum _Substatus__V1__Chart {
+  /*
+   * Not set: refused.
+   */
+  SUBSTATUS__V1__CHART__CHART_UNSPECIFIED = 0,
+  /*
+   * Monthly recurring revenue at each bucket's end. Series: `mrr` (money, per currency: the sum of
+   * the subscriptions' MRR, as GetTrends' `mrr`), `unpriced_subscriptions` (count: paying ACTIVE
+   * subscriptions left out because their price or product duration is unknown).
+   */
+  SUBSTATUS__V1__CHART__CHART_MRR = 1,
+  /*
+   * What moved MRR during each bucket, per currency, each subscription's MRR change classified:
+   * `new` (from none to some, the subscription never had MRR before: a first purchase or a trial
+   * conversion), `reactivation` (from none to some, it had MRR before: a resubscription, a
+   * recovery from billing retry or grace), `expansion` (from some to more: an upgrade or a price
+   * rise), `contraction` (from some to less, negative: a downgrade), `churn` (from some to none,
+   * negative: an expiry, a refund, billing retry or grace), and `net`, their sum: a bucket's `net`
+   * is the MRR chart's change from the previous bucket's end (the first bucket: from `from_ms`). A
+   * subscription whose MRR changes currency churns in the old one and is a reactivation in the
+   * new. Money series.
+   */
+  SUBSTATUS__V1__CHART__CHART_MRR_MOVEMENT = 2,
+  /*
+   * Sales per bucket, per currency: `revenue` (the amounts of the paid purchases that occurred in
+   * the bucket), `refunds` (the prices of the REFUNDED events of the bucket, positive), `net_revenue`
+   * (`revenue` - `refunds`), and `proceeds` (what the developer keeps after Apple's commission: each
+   * paid purchase's amount less the commission, less each refund's amount less the commission of
+   * the refunded subscription's last paid purchase; rounded half up to the milliunit per
+   * transaction). The commission (https://developer.apple.com/app-store/subscriptions/ "Earnings
+   * after one year", https://developer.apple.com/app-store/small-business-program/) is 15 % for
+   * an app in the App Store Small Business Program (`App.small_business_program`); otherwise 30 %,
+   * except 15 % for an auto-renewable subscription's paid purchase once the subscriber has one
+   * year (365 days) of paid service in its subscription group before the purchase. Days of paid
+   * service: each paid purchase adds its product's duration (the time from the purchase to the
+   * purchase plus the catalog duration); a paid purchase before the previous paid period's end
+   * (an upgrade) gives back the unused rest; free trials add none; upgrades, downgrades and
+   * crossgrades in the group keep the days; a paid purchase more than 60 days after the previous
+   * paid period's end starts the count over. A purchase whose product has no catalog duration adds
+   * no days. Money series.
+   */
+  SUBSTATUS__V1__CHART__CHART_REVENUE = 3,
+  /*
+   * Refunds by when the refunded purchase was made: `purchases` (count: paid purchases that
+   * occurred in the bucket), `refunded` (count: of those, the ones with a REFUNDED event, for the
+   * same transaction, before `to_ms`), `refund_rate` (ratio: `refunded / purchases`; 0 when
+   * there was no purchase). So a bucket's rate can still rise while refunds come in.
+   */
+  SUBSTATUS__V1__CHART__CHART_REFUND_RATE = 4,
+  /*
+   * Paying subscriptions (not family-shared) and what moved them: `actives` (count at the
+   * bucket's end), and per
+   * bucket the subscriptions that became paying: `new` (never paying before, not from a trial),
+   * `converted` (from a free trial), `reactivated` (paying before: a resubscription or a recovery
+   * from billing retry); `churned` (count, negative: stopped paying: expired, refunded, entered
+   * billing retry); `net` (their sum: the change of `actives` from the previous bucket's end).
+   */
+  SUBSTATUS__V1__CHART__CHART_ACTIVES_MOVEMENT = 5,
+  /*
+   * Free trials and what moved them: `trials` (count at the bucket's end: subscriptions ACTIVE or
+   * in GRACE_PERIOD in a free trial), and per bucket `new` (trials started: a subscription entered
+   * a free trial), `converted` (negative: left a free trial paying), `expired` (negative: left a
+   * free trial not paying: expired, refunded, revoked, billing retry), `net` (their sum: the change
+   * of `trials` from the previous bucket's end).
+   */
+  SUBSTATUS__V1__CHART__CHART_TRIALS_MOVEMENT = 6,
+  /*
+   * Subscription retention by renewal number. The buckets are cohorts: the subscriptions whose
+   * first paid purchase (a purchase of regular price or a paid offer, or the first payment after a
+   * free trial) occurred in the bucket. A subscription's paid periods are its paid purchases until
+   * it first lapses (its state becomes EXPIRED or REVOKED); renewal k is its (k+1)-th paid period.
+   * Series: `subscriptions` (count: the cohort's size), then `renewal_1`, `renewal_2`, … up to the
+   * highest renewal number any cohort reached (at most 120) (ratio: the share of the cohort still
+   * paying after renewal k, that is, with at least k + 1 paid periods before `to_ms`; 0 for an
+   * empty cohort). A young cohort has not had the time to reach late renewals: its share counts
+   * what happened before `to_ms` only. Use `interval` MONTH for cohorts by first purchase month.
+   */
+  SUBSTATUS__V1__CHART__CHART_COHORT_RETENTION = 7,
+  /*
+   * Realized lifetime value by cohort of customers. A customer is a user; its cohort is the bucket
+   * of its first purchase event of any kind (free trials included), family-shared ones not counted.
+   * Series: `customers` (count), `paying_customers` (count: of those, the ones with a priced paid
+   * purchase before `to_ms`), and per currency `revenue` (money: the cohort's customers' paid
+   * purchases less their refunds, from their first purchase to `to_ms`), `ltv_per_customer`
+   * (money: `revenue / customers`), `ltv_per_paying_customer` (money: `revenue` / the cohort's
+   * customers who paid in that currency); divisions round half up to the milliunit, 0 when
+   * dividing by none.
+   */
+  SUBSTATUS__V1__CHART__CHART_REALIZED_LTV = 8
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__CHART)
+} Substatus__V1__Chart;
+/*
+ * What a chart series counts.
+ */
+typedef enum _Substatus__V1__ChartUnit {
+  /*
+   * Not set.
+   */
+  SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_UNSPECIFIED = 0,
+  /*
+   * A count: `values`.
+   */
+  SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_COUNT = 1,
+  /*
+   * An amount in milliunits of the series' `currency`: `values`.
+   */
+  SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_MILLIUNITS = 2,
+  /*
+   * A ratio from 0 to 1: `ratios`.
+   */
+  SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_RATIO = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__CHART_UNIT)
+} Substatus__V1__ChartUnit;
 
 /* --- messages --- */
 
@@ -376,6 +504,170 @@ struct  Substatus__V1__TrendBucket
     , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL, 0, 0,NULL, 0,NULL, 0 }
 
 
+/*
+ * What a chart counts: every filter present must hold. A subscription counts while its current
+ * product (after product changes) is one of `product_ids` and its group one of
+ * `subscription_group_ids`; a purchase or refund counts when its product and group are; products
+ * outside a subscription group pass `subscription_group_ids` only when it is empty.
+ */
+struct  Substatus__V1__ChartFilters
+{
+  ProtobufCMessage base;
+  /*
+   * Only these products; empty: every product.
+   */
+  size_t n_product_ids;
+  char **product_ids;
+  /*
+   * Only these subscription groups; empty: every group.
+   */
+  size_t n_subscription_group_ids;
+  char **subscription_group_ids;
+};
+#define SUBSTATUS__V1__CHART_FILTERS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__chart_filters__descriptor) \
+    , 0,NULL, 0,NULL }
+
+
+/*
+ * The request of ReportService.GetChart.
+ */
+struct  Substatus__V1__GetChartRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The chart. Required.
+   */
+  Substatus__V1__Chart chart;
+  /*
+   * The range's start, included: a UTC midnight in milliseconds since the epoch. Required.
+   */
+  int64_t from_ms;
+  /*
+   * The range's end, excluded: a UTC midnight after `from_ms`. Required.
+   */
+  int64_t to_ms;
+  /*
+   * The buckets' length; UNSPECIFIED: days. At most 1,000 buckets.
+   */
+  Substatus__V1__TrendInterval interval;
+  /*
+   * The environment to count; UNSPECIFIED: production.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * What to count; absent: everything.
+   */
+  Substatus__V1__ChartFilters *filters;
+};
+#define SUBSTATUS__V1__GET_CHART_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_chart_request__descriptor) \
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__CHART__CHART_UNSPECIFIED, 0, 0, SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, NULL }
+
+
+/*
+ * One series of a chart: one value per bucket of the response.
+ */
+struct  Substatus__V1__ChartSeries
+{
+  ProtobufCMessage base;
+  /*
+   * The series' name, as the chart's definition gives it (`mrr`, `new`, `renewal_3`…).
+   */
+  char *name;
+  /*
+   * For money series, the ISO 4217 currency; empty otherwise.
+   */
+  char *currency;
+  /*
+   * What the values count.
+   */
+  Substatus__V1__ChartUnit unit;
+  /*
+   * For COUNT and MILLIUNITS: one value per bucket, in the buckets' order.
+   */
+  size_t n_values;
+  int64_t *values;
+  /*
+   * For RATIO: one value per bucket, in the buckets' order.
+   */
+  size_t n_ratios;
+  double *ratios;
+};
+#define SUBSTATUS__V1__CHART_SERIES__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__chart_series__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__CHART_UNIT__CHART_UNIT_UNSPECIFIED, 0,NULL, 0,NULL }
+
+
+/*
+ * A bucket of a chart: a range of time or a cohort.
+ */
+struct  Substatus__V1__ChartBucket
+{
+  ProtobufCMessage base;
+  /*
+   * The bucket's start, included.
+   */
+  int64_t start_ms;
+  /*
+   * The bucket's end, excluded.
+   */
+  int64_t end_ms;
+};
+#define SUBSTATUS__V1__CHART_BUCKET__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__chart_bucket__descriptor) \
+    , 0, 0 }
+
+
+/*
+ * The response of ReportService.GetChart.
+ */
+struct  Substatus__V1__GetChartResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The app.
+   */
+  char *app_id;
+  /*
+   * The environment counted.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * The chart.
+   */
+  Substatus__V1__Chart chart;
+  /*
+   * The buckets' length (never UNSPECIFIED).
+   */
+  Substatus__V1__TrendInterval interval;
+  /*
+   * The buckets, oldest first, covering `[from_ms, to_ms)` without gap or overlap.
+   */
+  size_t n_buckets;
+  Substatus__V1__ChartBucket **buckets;
+  /*
+   * The series, in the order of the chart's definition. Money series come per currency, in
+   * alphabetical order of currency, each currency with all the chart's money series in their
+   * order; a currency in which every money series is 0 over the whole range is left out.
+   */
+  size_t n_series;
+  Substatus__V1__ChartSeries **series;
+  /*
+   * Every currency of some series, in alphabetical order.
+   */
+  size_t n_currencies;
+  char **currencies;
+};
+#define SUBSTATUS__V1__GET_CHART_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_chart_response__descriptor) \
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__CHART__CHART_UNSPECIFIED, SUBSTATUS__V1__TREND_INTERVAL__TREND_INTERVAL_UNSPECIFIED, 0,NULL, 0,NULL, 0,NULL }
+
+
 /* Substatus__V1__GetReportRequest methods */
 void   substatus__v1__get_report_request__init
                      (Substatus__V1__GetReportRequest         *message);
@@ -509,6 +801,101 @@ Substatus__V1__TrendBucket *
 void   substatus__v1__trend_bucket__free_unpacked
                      (Substatus__V1__TrendBucket *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__ChartFilters methods */
+void   substatus__v1__chart_filters__init
+                     (Substatus__V1__ChartFilters         *message);
+size_t substatus__v1__chart_filters__get_packed_size
+                     (const Substatus__V1__ChartFilters   *message);
+size_t substatus__v1__chart_filters__pack
+                     (const Substatus__V1__ChartFilters   *message,
+                      uint8_t             *out);
+size_t substatus__v1__chart_filters__pack_to_buffer
+                     (const Substatus__V1__ChartFilters   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ChartFilters *
+       substatus__v1__chart_filters__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__chart_filters__free_unpacked
+                     (Substatus__V1__ChartFilters *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetChartRequest methods */
+void   substatus__v1__get_chart_request__init
+                     (Substatus__V1__GetChartRequest         *message);
+size_t substatus__v1__get_chart_request__get_packed_size
+                     (const Substatus__V1__GetChartRequest   *message);
+size_t substatus__v1__get_chart_request__pack
+                     (const Substatus__V1__GetChartRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_chart_request__pack_to_buffer
+                     (const Substatus__V1__GetChartRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetChartRequest *
+       substatus__v1__get_chart_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_chart_request__free_unpacked
+                     (Substatus__V1__GetChartRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__ChartSeries methods */
+void   substatus__v1__chart_series__init
+                     (Substatus__V1__ChartSeries         *message);
+size_t substatus__v1__chart_series__get_packed_size
+                     (const Substatus__V1__ChartSeries   *message);
+size_t substatus__v1__chart_series__pack
+                     (const Substatus__V1__ChartSeries   *message,
+                      uint8_t             *out);
+size_t substatus__v1__chart_series__pack_to_buffer
+                     (const Substatus__V1__ChartSeries   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ChartSeries *
+       substatus__v1__chart_series__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__chart_series__free_unpacked
+                     (Substatus__V1__ChartSeries *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__ChartBucket methods */
+void   substatus__v1__chart_bucket__init
+                     (Substatus__V1__ChartBucket         *message);
+size_t substatus__v1__chart_bucket__get_packed_size
+                     (const Substatus__V1__ChartBucket   *message);
+size_t substatus__v1__chart_bucket__pack
+                     (const Substatus__V1__ChartBucket   *message,
+                      uint8_t             *out);
+size_t substatus__v1__chart_bucket__pack_to_buffer
+                     (const Substatus__V1__ChartBucket   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ChartBucket *
+       substatus__v1__chart_bucket__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__chart_bucket__free_unpacked
+                     (Substatus__V1__ChartBucket *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetChartResponse methods */
+void   substatus__v1__get_chart_response__init
+                     (Substatus__V1__GetChartResponse         *message);
+size_t substatus__v1__get_chart_response__get_packed_size
+                     (const Substatus__V1__GetChartResponse   *message);
+size_t substatus__v1__get_chart_response__pack
+                     (const Substatus__V1__GetChartResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_chart_response__pack_to_buffer
+                     (const Substatus__V1__GetChartResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetChartResponse *
+       substatus__v1__get_chart_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_chart_response__free_unpacked
+                     (Substatus__V1__GetChartResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__GetReportRequest_Closure)
@@ -532,6 +919,21 @@ typedef void (*Substatus__V1__CurrencyAmount_Closure)
 typedef void (*Substatus__V1__TrendBucket_Closure)
                  (const Substatus__V1__TrendBucket *message,
                   void *closure_data);
+typedef void (*Substatus__V1__ChartFilters_Closure)
+                 (const Substatus__V1__ChartFilters *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetChartRequest_Closure)
+                 (const Substatus__V1__GetChartRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__ChartSeries_Closure)
+                 (const Substatus__V1__ChartSeries *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__ChartBucket_Closure)
+                 (const Substatus__V1__ChartBucket *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetChartResponse_Closure)
+                 (const Substatus__V1__GetChartResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -547,6 +949,10 @@ struct Substatus__V1__ReportService_Service
                      const Substatus__V1__GetTrendsRequest *input,
                      Substatus__V1__GetTrendsResponse_Closure closure,
                      void *closure_data);
+  void (*get_chart)(Substatus__V1__ReportService_Service *service,
+                    const Substatus__V1__GetChartRequest *input,
+                    Substatus__V1__GetChartResponse_Closure closure,
+                    void *closure_data);
 };
 typedef void (*Substatus__V1__ReportService_ServiceDestroy)(Substatus__V1__ReportService_Service *);
 void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *service,
@@ -556,7 +962,8 @@ void substatus__v1__report_service__init (Substatus__V1__ReportService_Service *
 #define SUBSTATUS__V1__REPORT_SERVICE__INIT(function_prefix__) \
     { SUBSTATUS__V1__REPORT_SERVICE__BASE_INIT,\
       function_prefix__ ## get_report,\
-      function_prefix__ ## get_trends  }
+      function_prefix__ ## get_trends,\
+      function_prefix__ ## get_chart  }
 void substatus__v1__report_service__get_report(ProtobufCService *service,
                                                const Substatus__V1__GetReportRequest *input,
                                                Substatus__V1__GetReportResponse_Closure closure,
@@ -565,10 +972,16 @@ void substatus__v1__report_service__get_trends(ProtobufCService *service,
                                                const Substatus__V1__GetTrendsRequest *input,
                                                Substatus__V1__GetTrendsResponse_Closure closure,
                                                void *closure_data);
+void substatus__v1__report_service__get_chart(ProtobufCService *service,
+                                              const Substatus__V1__GetChartRequest *input,
+                                              Substatus__V1__GetChartResponse_Closure closure,
+                                              void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    substatus__v1__trend_interval__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__chart__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__chart_unit__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_report_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_report_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__report__descriptor;
@@ -576,6 +989,11 @@ extern const ProtobufCMessageDescriptor substatus__v1__get_trends_request__descr
 extern const ProtobufCMessageDescriptor substatus__v1__get_trends_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__currency_amount__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__chart_filters__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_chart_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__chart_series__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__chart_bucket__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_chart_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__report_service__descriptor;
 
 PROTOBUF_C__END_DECLS
