@@ -50,13 +50,15 @@ extension Transaction {
 
   /// This copy without the fields a merge fills in from another copy when the winning copy lacks
   /// them (docs/architecture.md rule 14, "field by field"; see ``merging(_:)``): ``price`` with
-  /// ``currency``, ``rawRevocationType``, ``appAccountToken``.
+  /// ``currency``, ``rawRevocationType``, ``appAccountToken``, the billing plan and commitment.
   var withoutMergeFilledFields: Transaction {
     var copy = self
     copy.price = nil
     copy.currency = nil
     copy.rawRevocationType = nil
     copy.appAccountToken = nil
+    copy.rawBillingPlanType = nil
+    copy.commitment = nil
     return copy
   }
 
@@ -111,6 +113,9 @@ extension Transaction {
       currency = other.currency
     case .revocationType: rawRevocationType = other.rawRevocationType
     case .appAccountToken: appAccountToken = other.appAccountToken
+    case .billingPlan:
+      rawBillingPlanType = other.rawBillingPlanType
+      commitment = other.commitment
     }
   }
 
@@ -120,6 +125,7 @@ extension Transaction {
     case .price: price != nil
     case .revocationType: rawRevocationType != nil
     case .appAccountToken: appAccountToken != nil
+    case .billingPlan: rawBillingPlanType != nil || commitment != nil
     }
   }
 
@@ -185,6 +191,9 @@ enum MergeFilledField: CaseIterable {
   case revocationType
   /// ``Transaction/appAccountToken``.
   case appAccountToken
+  /// ``Transaction/rawBillingPlanType`` with ``Transaction/commitment`` (rule 22: only signed
+  /// data carries them, and Apple gives one plan per billing period).
+  case billingPlan
 }
 
 extension RenewalInfo {

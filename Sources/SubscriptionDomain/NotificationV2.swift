@@ -227,6 +227,15 @@ extension Transaction {
     signedDate = try e.int64("signedDate")
     price = try e.int64("price")
     currency = try e.string("currency")
+    // App Store Server API 1.21 (rule 22):
+    // https://developer.apple.com/documentation/appstoreserverapi/billingplantype,
+    // https://developer.apple.com/documentation/appstoreserverapi/transactioncommitmentinfo.
+    rawBillingPlanType = try e.string("billingPlanType")
+    if let c = try e.object("commitmentInfo") {
+      commitment = TransactionCommitmentInfo(
+        billingPeriodNumber: try c.int("billingPeriodNumber"), totalBillingPeriods: try c.int("totalBillingPeriods"),
+        commitmentExpiresDate: try c.int64("commitmentExpiresDate"), commitmentPrice: try c.int64("commitmentPrice"))
+    }
     self.notificationType = notificationType
   }
 }
@@ -261,6 +270,18 @@ extension RenewalInfo {
     recentSubscriptionStartDate = try e.int64("recentSubscriptionStartDate")
     eligibleWinBackOfferIds = try e.strings("eligibleWinBackOfferIds")
     signedDate = try e.int64("signedDate")
+    // App Store Server API 1.21 (rule 22):
+    // https://developer.apple.com/documentation/appstoreserverapi/renewalbillingplantype,
+    // https://developer.apple.com/documentation/appstoreserverapi/renewalcommitmentinfo.
+    rawRenewalBillingPlanType = try e.string("renewalBillingPlanType")
+    if let c = try e.object("commitmentInfo") {
+      commitment = RenewalCommitmentInfo(
+        commitmentAutoRenewProductId: try c.string("commitmentAutoRenewProductId"),
+        rawCommitmentAutoRenewStatus: try c.intOrBool("commitmentAutoRenewStatus"),
+        rawCommitmentRenewalBillingPlanType: try c.string("commitmentRenewalBillingPlanType"),
+        commitmentRenewalDate: try c.int64("commitmentRenewalDate"),
+        commitmentRenewalPrice: try c.int64("commitmentRenewalPrice"))
+    }
   }
 }
 

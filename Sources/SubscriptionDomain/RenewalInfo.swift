@@ -41,6 +41,12 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   /// ``appleClock``): a verifyReceipt body's `receipt.request_date_ms`, the latest instant a V1
   /// notification's body records. `nil` when unknown, and for signed data (its ``signedDate`` is that time).
   public var asOfDate: Int64?
+  /// Apple's `renewalBillingPlanType` value (API 1.21, rule 22): how the next billing period is
+  /// billed; `nil` when Apple sent none.
+  public var rawRenewalBillingPlanType: String?
+  /// `commitmentInfo` (`RenewalCommitmentInfo`, API 1.21): what follows the current 12-month
+  /// commitment; `nil` outside a commitment.
+  public var commitment: RenewalCommitmentInfo?
 
   /// Creates a renewal info; every field but the identifiers is optional.
   public init(
@@ -59,7 +65,9 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     recentSubscriptionStartDate: Int64? = nil,
     eligibleWinBackOfferIds: [String] = [],
     signedDate: Int64? = nil,
-    asOfDate: Int64? = nil
+    asOfDate: Int64? = nil,
+    renewalBillingPlanType: BillingPlanType? = nil,
+    commitment: RenewalCommitmentInfo? = nil
   ) {
     self.originalTransactionId = originalTransactionId
     self.productId = productId
@@ -77,6 +85,14 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     self.eligibleWinBackOfferIds = eligibleWinBackOfferIds
     self.signedDate = signedDate
     self.asOfDate = asOfDate
+    self.rawRenewalBillingPlanType = renewalBillingPlanType?.rawValue
+    self.commitment = commitment
+  }
+
+  /// How the next billing period is billed; `nil` when absent or unknown.
+  public var renewalBillingPlanType: BillingPlanType? {
+    get { rawRenewalBillingPlanType.flatMap(BillingPlanType.init(rawValue:)) }
+    set { rawRenewalBillingPlanType = newValue?.rawValue }
   }
 
   /// The auto-renew status; `nil` when absent or unknown (see ``rawAutoRenewStatus``).

@@ -68,6 +68,12 @@ public struct Transaction: Sendable, Hashable, Codable {
   public var price: Int64?
   /// Apple's `currency` (V2 only): the ISO 4217 code of ``price``; `nil` when not known.
   public var currency: String?
+  /// Apple's `billingPlanType` value (API 1.21, rule 22): `MONTHLY` for a billing period of a
+  /// 12-month commitment, `BILLED_UPFRONT` otherwise; `nil` when Apple sent none.
+  public var rawBillingPlanType: String?
+  /// `commitmentInfo` (`TransactionCommitmentInfo`, API 1.21): the commitment this billing
+  /// period belongs to; `nil` outside a commitment.
+  public var commitment: TransactionCommitmentInfo?
 
   /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
   /// one initialization instead of a default one and 28 assignments).
@@ -78,7 +84,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
     isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
     bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?,
-    price: Int64?, currency: String?
+    price: Int64?, currency: String?, rawBillingPlanType: String? = nil,
+    commitment: TransactionCommitmentInfo? = nil
   ) {
     self.transactionId = transactionId
     self.originalTransactionId = originalTransactionId
@@ -108,6 +115,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     self.notificationType = notificationType
     self.price = price
     self.currency = currency
+    self.rawBillingPlanType = rawBillingPlanType
+    self.commitment = commitment
   }
 
   /// Creates a transaction; every field but the identifiers and the purchase date is optional.
@@ -139,7 +148,9 @@ public struct Transaction: Sendable, Hashable, Codable {
     asOfDate: Int64? = nil,
     notificationType: String? = nil,
     price: Int64? = nil,
-    currency: String? = nil
+    currency: String? = nil,
+    billingPlanType: BillingPlanType? = nil,
+    commitment: TransactionCommitmentInfo? = nil
   ) {
     self.init(
       transactionId: transactionId, originalTransactionId: originalTransactionId ?? transactionId, productId: productId,
@@ -151,7 +162,14 @@ public struct Transaction: Sendable, Hashable, Codable {
       rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, asOfDate: asOfDate,
-      notificationType: notificationType, price: price, currency: currency)
+      notificationType: notificationType, price: price, currency: currency,
+      rawBillingPlanType: billingPlanType?.rawValue, commitment: commitment)
+  }
+
+  /// The billing plan; `nil` when absent or unknown (see ``rawBillingPlanType``).
+  public var billingPlanType: BillingPlanType? {
+    get { rawBillingPlanType.flatMap(BillingPlanType.init(rawValue:)) }
+    set { rawBillingPlanType = newValue?.rawValue }
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).
@@ -186,9 +204,22 @@ public struct Transaction: Sendable, Hashable, Codable {
     set { rawInAppOwnershipType = newValue?.rawValue }
   }
 
-  /// The ownership evaluation uses: ``OwnershipType/familyShared`` only when Apple says so.
+  /// The ownership evaluation uses: ``OwnershipType/familyShared`` or ``OwnershipType/assigned``
+  /// only when Apple says so; any other value, known or not, is a purchase (rule 23: an unknown
+  /// value is kept as given in ``rawInAppOwnershipType`` and counted, see
+  /// ``hasUnknownOwnership``).
   public var ownership: OwnershipType {
-    rawInAppOwnershipType == OwnershipType.familyShared.rawValue ? .familyShared : .purchased
+    switch rawInAppOwnershipType {
+    case OwnershipType.familyShared.rawValue?: .familyShared
+    case OwnershipType.assigned.rawValue?: .assigned
+    default: .purchased
+    }
+  }
+
+  /// Whether Apple sent an `inAppOwnershipType` this module does not know (rule 23: treated as a
+  /// purchase, counted as a warning).
+  public var hasUnknownOwnership: Bool {
+    rawInAppOwnershipType != nil && inAppOwnershipType == nil
   }
 
   /// The environment; `nil` when absent or not production/sandbox (see ``rawEnvironment``).

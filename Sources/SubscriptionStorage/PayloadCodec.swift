@@ -11,6 +11,8 @@
 // Format 2 appends `asOfDate` (rule 14's clock for unsigned copies) to both layouts; format 1
 // payloads, written before it existed, are still read (their `asOfDate` is unknown). Transaction
 // format 3 appends Apple's `price` and `currency`; format 1 and 2 payloads read with both unknown.
+// Transaction format 4 appends `billingPlanType` and `commitmentInfo`, renewal-info format 3
+// `renewalBillingPlanType` and `commitmentInfo` (rule 22); older payloads read without them.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
@@ -18,17 +20,21 @@ import SubscriptionDomain
 /// Encodes domain values for storage; `package` so every store implementation shares one format.
 package enum PayloadCodec {
   /// Format byte of the binary transaction layout written now.
-  package static let transactionFormat: UInt8 = 3
+  package static let transactionFormat: UInt8 = 4
   /// Format byte of the binary renewal-info layout written now.
-  package static let renewalInfoFormat: UInt8 = 2
+  package static let renewalInfoFormat: UInt8 = 3
+  /// The transaction format with `price` and `currency` but without the billing plan (read, never written).
+  static let transactionFormatWithoutBillingPlan: UInt8 = 3
+  /// The renewal-info format with `asOfDate` but without the billing plan (read, never written).
+  static let renewalInfoFormatWithoutBillingPlan: UInt8 = 2
   /// The first format, without `asOfDate` (read, never written).
   static let formatWithoutAsOfDate: UInt8 = 1
   /// The transaction format with `asOfDate` but without `price` and `currency` (read, never written).
   static let transactionFormatWithoutPrice: UInt8 = 2
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  package static let transactionFieldCount = 28
+  package static let transactionFieldCount = 30
   /// Stored properties the renewal-info layout covers.
-  package static let renewalInfoFieldCount = 16
+  package static let renewalInfoFieldCount = 18
 
   package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
@@ -59,6 +65,8 @@ package enum PayloadCodec {
     w.int(t.asOfDate)
     w.int(t.price)
     w.string(t.currency)
+    w.interned(t.rawBillingPlanType)
+    w.commitment(t.commitment)
     return w.bytes
   }
 
@@ -68,7 +76,9 @@ package enum PayloadCodec {
   ) throws(StoreError) -> Transaction {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == transactionFormat || format == transactionFormatWithoutPrice || format == formatWithoutAsOfDate
+    guard
+      format == transactionFormat || format == transactionFormatWithoutBillingPlan
+        || format == transactionFormatWithoutPrice || format == formatWithoutAsOfDate
     else {
       throw StoreError(.corrupt, "stored transaction has an unknown format")
     }
@@ -98,8 +108,10 @@ package enum PayloadCodec {
     let signedDate = try r.optionalInt()
     let notificationType = try r.interned()
     let asOfDate = format >= transactionFormatWithoutPrice ? try r.optionalInt() : nil
-    let price = format >= transactionFormat ? try r.optionalInt() : nil
-    let currency = format >= transactionFormat ? try r.optionalString() : nil
+    let price = format >= transactionFormatWithoutBillingPlan ? try r.optionalInt() : nil
+    let currency = format >= transactionFormatWithoutBillingPlan ? try r.optionalString() : nil
+    let rawBillingPlanType = format >= transactionFormat ? try r.interned() : nil
+    let commitment = format >= transactionFormat ? try r.transactionCommitment() : nil
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return Transaction(
       transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
@@ -111,7 +123,8 @@ package enum PayloadCodec {
       rawInAppOwnershipType: rawInAppOwnershipType, isUpgraded: isUpgraded, rawEnvironment: rawEnvironment,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: rawType,
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate,
-      asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency)
+      asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency,
+      rawBillingPlanType: rawBillingPlanType, commitment: commitment)
   }
 
   package static func encode(_ i: RenewalInfo) -> [UInt8] {
@@ -134,6 +147,8 @@ package enum PayloadCodec {
     for id in i.eligibleWinBackOfferIds { w.string(id) }
     w.int(i.signedDate)
     w.int(i.asOfDate)
+    w.interned(i.rawRenewalBillingPlanType)
+    w.renewalCommitment(i.commitment)
     return w.bytes
   }
 
@@ -143,7 +158,9 @@ package enum PayloadCodec {
   {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == renewalInfoFormat || format == formatWithoutAsOfDate else {
+    guard
+      format == renewalInfoFormat || format == renewalInfoFormatWithoutBillingPlan || format == formatWithoutAsOfDate
+    else {
       throw StoreError(.corrupt, "stored renewal info has an unknown format")
     }
     var i = RenewalInfo(originalTransactionId: originalTransactionId, productId: try r.string())
@@ -166,7 +183,11 @@ package enum PayloadCodec {
     for _ in 0..<count { ids.append(try r.string()) }
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
-    if format == renewalInfoFormat { i.asOfDate = try r.optionalInt() }
+    if format >= renewalInfoFormatWithoutBillingPlan { i.asOfDate = try r.optionalInt() }
+    if format >= renewalInfoFormat {
+      i.rawRenewalBillingPlanType = try r.interned()
+      i.commitment = try r.renewalCommitment()
+    }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }
@@ -205,6 +226,8 @@ package enum WellKnownStrings {
     "REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "REVOKE", "RENEWAL_EXTENDED",
     "CONSUMPTION_REQUEST",
     "INITIAL_BUY", "INTERACTIVE_RENEWAL", "CANCEL", "DID_RECOVER", "RENEWAL",
+    // Rules 22, 23 and 25 (2025-2026).
+    "BILLED_UPFRONT", "MONTHLY", "ASSIGNED", "ONE_TIME_CHARGE", "RESCIND_CONSENT",
   ]
   package static let index: [String: Int] = Dictionary(
     uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
@@ -256,6 +279,27 @@ struct BinaryWriter {
     } else {
       byte(0)
     }
+  }
+
+  /// A transaction's commitment info: 0 none, else 1 and its four optional fields.
+  mutating func commitment(_ c: TransactionCommitmentInfo?) {
+    guard let c else { return byte(0) }
+    byte(1)
+    int(c.billingPeriodNumber.map(Int64.init))
+    int(c.totalBillingPeriods.map(Int64.init))
+    int(c.commitmentExpiresDate)
+    int(c.commitmentPrice)
+  }
+
+  /// A renewal info's commitment info: 0 none, else 1 and its five optional fields.
+  mutating func renewalCommitment(_ c: RenewalCommitmentInfo?) {
+    guard let c else { return byte(0) }
+    byte(1)
+    string(c.commitmentAutoRenewProductId)
+    int(c.rawCommitmentAutoRenewStatus.map(Int64.init))
+    interned(c.rawCommitmentRenewalBillingPlanType)
+    int(c.commitmentRenewalDate)
+    int(c.commitmentRenewalPrice)
   }
 
   /// An optional string: 0 nil, 1 literal, 2 + i the well-known string i.
@@ -332,6 +376,30 @@ struct BinaryReader {
       }
       return WellKnownStrings.table[i]
     }
+  }
+
+  /// Reads what ``BinaryWriter/commitment(_:)`` wrote.
+  mutating func transactionCommitment() throws(StoreError) -> TransactionCommitmentInfo? {
+    guard try byte() != 0 else { return nil }
+    return TransactionCommitmentInfo(
+      billingPeriodNumber: try smallInt(), totalBillingPeriods: try smallInt(),
+      commitmentExpiresDate: try optionalInt(), commitmentPrice: try optionalInt())
+  }
+
+  /// Reads what ``BinaryWriter/renewalCommitment(_:)`` wrote.
+  mutating func renewalCommitment() throws(StoreError) -> RenewalCommitmentInfo? {
+    guard try byte() != 0 else { return nil }
+    return RenewalCommitmentInfo(
+      commitmentAutoRenewProductId: try optionalString(), rawCommitmentAutoRenewStatus: try smallInt(),
+      rawCommitmentRenewalBillingPlanType: try interned(), commitmentRenewalDate: try optionalInt(),
+      commitmentRenewalPrice: try optionalInt())
+  }
+
+  /// An optional integer that fits an `Int` (a stored value out of range is corrupt).
+  mutating func smallInt() throws(StoreError) -> Int? {
+    guard let v = try optionalInt() else { return nil }
+    guard let n = Int(exactly: v) else { throw StoreError(.corrupt, "stored record has an integer out of range") }
+    return n
   }
 
   /// Whether every byte was read.
