@@ -639,6 +639,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
         ("refunded", String(counts.refunded)),
         ("family-shared beneficiaries", String(counts.familySharedBeneficiaries)),
         ("family access revoked", String(counts.familyAccessRevoked)),
+        ("assigned beneficiaries", String(counts.assignedBeneficiaries)),
       ])
     }
 
@@ -749,6 +750,15 @@ func statusTables(
       if group.billingIssue { notes.append("billing issue") }
       if group.inTrial { notes.append("trial") }
       if group.inIntroOffer { notes.append("intro offer") }
+      if group.billingPlan == .monthly { notes.append("billed monthly") }
+      if let c = group.commitment {
+        // Rule 22: the 12-month commitment, e.g. "commitment 3/12 until 2027-03-01 00:00Z, renews".
+        var text = "commitment \(c.billingPeriodNumber)/\(c.totalBillingPeriods)"
+        if c.expiresMs != 0 { text += " until \(Format.time(c.expiresMs))" }
+        text += c.willRenew ? ", renews" : ", ends"
+        if c.willRenew && c.renewalBillingPlan == .billedUpfront { text += " billed up front" }
+        notes.append(text)
+      }
       if !group.autoRenewProductID.isEmpty && group.autoRenewProductID != group.productID {
         notes.append("renews into \(group.autoRenewProductID)")
       }

@@ -24,13 +24,18 @@ public enum Environment: String, Sendable, Hashable, Codable, CaseIterable {
   }
 }
 
-/// Whether the user bought the item or received it through Family Sharing
-/// (`in_app_ownership_type`, `inAppOwnershipType`).
+/// Whether the user bought the item, received it through Family Sharing, or was assigned it by
+/// an organization (`in_app_ownership_type`, `inAppOwnershipType`;
+/// https://developer.apple.com/documentation/appstoreserverapi/inappownershiptype).
 public enum OwnershipType: String, Sendable, Hashable, Codable, CaseIterable {
   /// The user bought it (`PURCHASED`).
   case purchased = "PURCHASED"
   /// A family member shared it with the user (`FAMILY_SHARED`).
   case familyShared = "FAMILY_SHARED"
+  /// An organization or group gave the user access (`ASSIGNED`, App Store Server API 1.22): it
+  /// entitles like a purchase, is never moved between app users by purchase sharing, takes no
+  /// refund or consumption request, and is reported apart (rule 23).
+  case assigned = "ASSIGNED"
 }
 
 /// The kind of subscription offer a transaction used (`offerType`; V1 receipts imply it from

@@ -46,6 +46,13 @@ public struct GroupStatus: Sendable, Hashable, Codable {
   public var inTrial: Bool
   /// The covering period uses a paid introductory offer.
   public var inIntroOffer: Bool
+  /// How the deciding transaction is billed (its `billingPlanType`, rule 22); `nil` when Apple
+  /// did not say (every subscription before App Store Server API 1.21: billed up front).
+  public var billingPlan: BillingPlanType? = nil
+  /// The deciding transaction's 12-month commitment (billing period k of n, its end, whether a new
+  /// one follows), with what the renewal info that describes the instant says; `nil` outside a
+  /// commitment (rule 22).
+  public var commitment: CommitmentStatus? = nil
 
   /// Creates a group status.
   public init(
@@ -289,6 +296,9 @@ public struct ReportCounts: Sendable, Hashable, Codable {
   public var familySharedBeneficiaries: Int = 0
   /// Users whose Family Sharing access was removed.
   public var familyAccessRevoked: Int = 0
+  /// Users entitled by an organization's assignment (`ASSIGNED`, rule 23): counted apart from
+  /// purchases and Family Sharing.
+  public var assignedBeneficiaries: Int = 0
 
   /// All zero.
   public init() {}
@@ -311,5 +321,6 @@ public struct ReportCounts: Sendable, Hashable, Codable {
     lhs.refunded += rhs.refunded
     lhs.familySharedBeneficiaries += rhs.familySharedBeneficiaries
     lhs.familyAccessRevoked += rhs.familyAccessRevoked
+    lhs.assignedBeneficiaries += rhs.assignedBeneficiaries
   }
 }

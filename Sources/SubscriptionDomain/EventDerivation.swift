@@ -487,6 +487,7 @@ public struct EventDerivation: Sendable {
       }
       e.priceMilliunits = t.price
       e.currency = t.currency
+      e.billingPlanType = t.billingPlanType
     }
     return e
   }

@@ -50,7 +50,8 @@ extension Transaction {
 
   /// This copy without the fields a merge fills in from another copy when the winning copy lacks
   /// them (docs/architecture.md rule 14, "field by field"; see ``merging(_:)``): ``price`` with
-  /// ``currency``, ``rawRevocationType``, ``appAccountToken``, ``appTransactionId``.
+  /// ``currency``, ``rawRevocationType``, ``appAccountToken``, ``appTransactionId``, the billing plan and
+  /// commitment.
   var withoutMergeFilledFields: Transaction {
     var copy = self
     copy.price = nil
@@ -58,6 +59,8 @@ extension Transaction {
     copy.rawRevocationType = nil
     copy.appAccountToken = nil
     copy.appTransactionId = nil
+    copy.rawBillingPlanType = nil
+    copy.commitment = nil
     return copy
   }
 
@@ -113,6 +116,9 @@ extension Transaction {
     case .revocationType: rawRevocationType = other.rawRevocationType
     case .appAccountToken: appAccountToken = other.appAccountToken
     case .appTransactionId: appTransactionId = other.appTransactionId
+    case .billingPlan:
+      rawBillingPlanType = other.rawBillingPlanType
+      commitment = other.commitment
     }
   }
 
@@ -123,6 +129,7 @@ extension Transaction {
     case .revocationType: rawRevocationType != nil
     case .appAccountToken: appAccountToken != nil
     case .appTransactionId: appTransactionId != nil
+    case .billingPlan: rawBillingPlanType != nil || commitment != nil
     }
   }
 
@@ -190,6 +197,9 @@ enum MergeFilledField: CaseIterable {
   case appAccountToken
   /// ``Transaction/appTransactionId`` (a verifyReceipt body or a V1 notification carries none).
   case appTransactionId
+  /// ``Transaction/rawBillingPlanType`` with ``Transaction/commitment`` (rule 22: only signed
+  /// data carries them, and Apple gives one plan per billing period).
+  case billingPlan
 }
 
 extension RenewalInfo {

@@ -228,6 +228,15 @@ extension Transaction {
     price = try e.int64("price")
     currency = try e.string("currency")
     appTransactionId = try e.string("appTransactionId")
+    // App Store Server API 1.21 (rule 22):
+    // https://developer.apple.com/documentation/appstoreserverapi/billingplantype,
+    // https://developer.apple.com/documentation/appstoreserverapi/transactioncommitmentinfo.
+    rawBillingPlanType = try e.string("billingPlanType")
+    if let c = try e.object("commitmentInfo") {
+      commitment = TransactionCommitmentInfo(
+        billingPeriodNumber: try c.int("billingPeriodNumber"), totalBillingPeriods: try c.int("totalBillingPeriods"),
+        commitmentExpiresDate: try c.int64("commitmentExpiresDate"), commitmentPrice: try c.int64("commitmentPrice"))
+    }
     self.notificationType = notificationType
   }
 }
@@ -263,6 +272,18 @@ extension RenewalInfo {
     eligibleWinBackOfferIds = try e.strings("eligibleWinBackOfferIds")
     signedDate = try e.int64("signedDate")
     appTransactionId = try e.string("appTransactionId")
+    // App Store Server API 1.21 (rule 22):
+    // https://developer.apple.com/documentation/appstoreserverapi/renewalbillingplantype,
+    // https://developer.apple.com/documentation/appstoreserverapi/renewalcommitmentinfo.
+    rawRenewalBillingPlanType = try e.string("renewalBillingPlanType")
+    if let c = try e.object("commitmentInfo") {
+      commitment = RenewalCommitmentInfo(
+        commitmentAutoRenewProductId: try c.string("commitmentAutoRenewProductId"),
+        rawCommitmentAutoRenewStatus: try c.intOrBool("commitmentAutoRenewStatus"),
+        rawCommitmentRenewalBillingPlanType: try c.string("commitmentRenewalBillingPlanType"),
+        commitmentRenewalDate: try c.int64("commitmentRenewalDate"),
+        commitmentRenewalPrice: try c.int64("commitmentRenewalPrice"))
+    }
   }
 }
 

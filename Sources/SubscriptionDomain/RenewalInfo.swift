@@ -45,6 +45,12 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   /// subscription (https://developer.apple.com/documentation/appstoreserverapi/apptransactionid);
   /// `nil` when the data carries none.
   public var appTransactionId: String?
+  /// Apple's `renewalBillingPlanType` value (API 1.21, rule 22): how the next billing period is
+  /// billed; `nil` when Apple sent none.
+  public var rawRenewalBillingPlanType: String?
+  /// `commitmentInfo` (`RenewalCommitmentInfo`, API 1.21): what follows the current 12-month
+  /// commitment; `nil` outside a commitment.
+  public var commitment: RenewalCommitmentInfo?
 
   /// Creates a renewal info; every field but the identifiers is optional.
   public init(
@@ -64,7 +70,9 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     eligibleWinBackOfferIds: [String] = [],
     signedDate: Int64? = nil,
     asOfDate: Int64? = nil,
-    appTransactionId: String? = nil
+    appTransactionId: String? = nil,
+    renewalBillingPlanType: BillingPlanType? = nil,
+    commitment: RenewalCommitmentInfo? = nil
   ) {
     self.originalTransactionId = originalTransactionId
     self.productId = productId
@@ -83,6 +91,14 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
     self.signedDate = signedDate
     self.asOfDate = asOfDate
     self.appTransactionId = appTransactionId
+    self.rawRenewalBillingPlanType = renewalBillingPlanType?.rawValue
+    self.commitment = commitment
+  }
+
+  /// How the next billing period is billed; `nil` when absent or unknown.
+  public var renewalBillingPlanType: BillingPlanType? {
+    get { rawRenewalBillingPlanType.flatMap(BillingPlanType.init(rawValue:)) }
+    set { rawRenewalBillingPlanType = newValue?.rawValue }
   }
 
   /// The auto-renew status; `nil` when absent or unknown (see ``rawAutoRenewStatus``).

@@ -267,6 +267,9 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
     if entitlements.contains(where: { $0.ownership == .familyShared }) {
       counts.familySharedBeneficiaries = 1
     }
+    if entitlements.contains(where: { $0.ownership == .assigned }) {
+      counts.assignedBeneficiaries = 1
+    }
     return counts
   }
 }
@@ -313,6 +316,9 @@ struct Engine {
     var usesIntro: Bool
     var freeTrial: Bool
     var familyShared: Bool
+    var assigned = false  // rule 23: entitles like a purchase, reported apart
+    /// The ownership reported for this transaction.
+    var ownership: OwnershipType { familyShared ? .familyShared : assigned ? .assigned : .purchased }
     var refund: Bool  // revoked (at any date) and classified as a refund
 
     @inline(__always) func isRevoked(at time: Int64) -> Bool { revocation <= time }
@@ -407,6 +413,7 @@ struct Engine {
           kind: .ignored, upgraded: buffer[position].isUpgraded,
           usesIntro: buffer[position].usesIntroductoryOffer, freeTrial: buffer[position].isFreeTrial,
           familyShared: buffer[position].ownership == .familyShared, refund: false)
+        fact.assigned = buffer[position].ownership == .assigned
         if fact.revocation != .max {
           fact.refund = RevocationKind(classifying: buffer[position]) == .refund
         }
@@ -703,7 +710,7 @@ struct Engine {
         status.transactionId = history[position].transactionId
         status.originalTransactionId = history[position].originalTransactionId
         status.expiresDate = history[position].expiresDate
-        status.ownership = facts[deciding].familyShared ? .familyShared : .purchased
+        status.ownership = facts[deciding].ownership
         if status.state == .active {
           status.inTrial = facts[deciding].freeTrial
           status.inIntroOffer = facts[deciding].usesIntro && !facts[deciding].freeTrial
@@ -720,6 +727,16 @@ struct Engine {
         status.autoRenewEnabled = renewals[decidingRenewal].willAutoRenew
         status.autoRenewProductId =
           renewals[decidingRenewal].autoRenewProductId ?? renewals[decidingRenewal].productId
+      }
+      if deciding >= 0 {
+        // Rule 22: the plan and commitment of the deciding transaction (nothing to read for the
+        // subscriptions billed up front that carry neither).
+        let transaction = history[source[deciding]]
+        status.billingPlan = transaction.billingPlanType
+        if transaction.commitment != nil {
+          status.commitment = CommitmentStatus(
+            transaction: transaction, renewal: decidingRenewal >= 0 ? renewals[decidingRenewal] : nil)
+        }
       }
 
       // Entitlement (rules 6, 16): every covering transaction when active; otherwise the lapsed
@@ -792,7 +809,7 @@ struct Engine {
       entitlements.append(
         Entitlement(
           productId: transaction.productId, type: .autoRenewable, expiresDate: transaction.expiresDate,
-          ownership: facts[i].familyShared ? .familyShared : .purchased,
+          ownership: facts[i].ownership,
           transactionId: transaction.transactionId, subscriptionGroupId: groupIds[g]))
     }
   }
@@ -825,7 +842,7 @@ struct Engine {
       entitlements.append(
         Entitlement(
           productId: history[position].productId, type: catalog.products[Int(product)].type,
-          expiresDate: nil, ownership: facts[i].familyShared ? .familyShared : .purchased,
+          expiresDate: nil, ownership: facts[i].ownership,
           transactionId: history[position].transactionId,
           subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
     }
@@ -860,7 +877,7 @@ struct Engine {
           entitlements.append(
             Entitlement(
               productId: history[position].productId, type: .nonRenewing, expiresDate: termEnd,
-              ownership: facts[covering].familyShared ? .familyShared : .purchased,
+              ownership: facts[covering].ownership,
               transactionId: history[position].transactionId,
               subscriptionGroupId: catalog.products[Int(product)].subscriptionGroupId))
         }
@@ -882,7 +899,7 @@ struct Engine {
         Revocation(
           transactionId: t.transactionId, originalTransactionId: t.originalTransactionId,
           productId: t.productId, revocationDate: facts[i].revocation, kind: kind,
-          ownership: facts[i].familyShared ? .familyShared : .purchased))
+          ownership: facts[i].ownership))
     }
     if result.count > 1 {
       result.sort {

@@ -109,6 +109,11 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// purchase of this user), from Apple's `inAppOwnershipType` of its transactions; `nil` when no
   /// transaction of it is known (or for an event logged before events carried it).
   public var ownershipType: OwnershipType?
+  /// How the transaction that caused the event is billed (its `billingPlanType`, rule 22):
+  /// ``BillingPlanType/monthly`` makes ``priceMilliunits`` a monthly charge of a 12-month
+  /// commitment (trends count it as a month of MRR, whatever the product's duration); `nil`
+  /// when Apple did not say.
+  public var billingPlanType: BillingPlanType? = nil
 
   /// Creates an event.
   public init(

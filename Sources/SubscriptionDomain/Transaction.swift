@@ -73,6 +73,12 @@ public struct Transaction: Sendable, Hashable, Codable {
   /// (https://developer.apple.com/documentation/appstoreserverapi/apptransactionid). `nil` when
   /// the data carries none (verifyReceipt, V1 notifications, older signed data).
   public var appTransactionId: String?
+  /// Apple's `billingPlanType` value (API 1.21, rule 22): `MONTHLY` for a billing period of a
+  /// 12-month commitment, `BILLED_UPFRONT` otherwise; `nil` when Apple sent none.
+  public var rawBillingPlanType: String?
+  /// `commitmentInfo` (`TransactionCommitmentInfo`, API 1.21): the commitment this billing
+  /// period belongs to; `nil` outside a commitment.
+  public var commitment: TransactionCommitmentInfo?
 
   /// Creates a transaction from every stored property, raw values as stored (the stores' decoder:
   /// one initialization instead of a default one and 28 assignments).
@@ -83,7 +89,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     revocationDate: Int64?, rawRevocationReason: Int?, rawRevocationType: String?, rawInAppOwnershipType: String?,
     isUpgraded: Bool, rawEnvironment: String?, webOrderLineItemId: String?, quantity: Int, rawType: String?,
     bundleId: String?, appAccountToken: String?, signedDate: Int64?, asOfDate: Int64?, notificationType: String?,
-    price: Int64?, currency: String?, appTransactionId: String? = nil
+    price: Int64?, currency: String?, appTransactionId: String? = nil, rawBillingPlanType: String? = nil,
+    commitment: TransactionCommitmentInfo? = nil
   ) {
     self.transactionId = transactionId
     self.originalTransactionId = originalTransactionId
@@ -114,6 +121,8 @@ public struct Transaction: Sendable, Hashable, Codable {
     self.price = price
     self.currency = currency
     self.appTransactionId = appTransactionId
+    self.rawBillingPlanType = rawBillingPlanType
+    self.commitment = commitment
   }
 
   /// Creates a transaction; every field but the identifiers and the purchase date is optional.
@@ -146,7 +155,9 @@ public struct Transaction: Sendable, Hashable, Codable {
     notificationType: String? = nil,
     price: Int64? = nil,
     currency: String? = nil,
-    appTransactionId: String? = nil
+    appTransactionId: String? = nil,
+    billingPlanType: BillingPlanType? = nil,
+    commitment: TransactionCommitmentInfo? = nil
   ) {
     self.init(
       transactionId: transactionId, originalTransactionId: originalTransactionId ?? transactionId, productId: productId,
@@ -158,7 +169,14 @@ public struct Transaction: Sendable, Hashable, Codable {
       rawInAppOwnershipType: inAppOwnershipType?.rawValue, isUpgraded: isUpgraded, rawEnvironment: environment?.rawValue,
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: type.map(Transaction.appleTypeName),
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate, asOfDate: asOfDate,
-      notificationType: notificationType, price: price, currency: currency, appTransactionId: appTransactionId)
+      notificationType: notificationType, price: price, currency: currency, appTransactionId: appTransactionId,
+      rawBillingPlanType: billingPlanType?.rawValue, commitment: commitment)
+  }
+
+  /// The billing plan; `nil` when absent or unknown (see ``rawBillingPlanType``).
+  public var billingPlanType: BillingPlanType? {
+    get { rawBillingPlanType.flatMap(BillingPlanType.init(rawValue:)) }
+    set { rawBillingPlanType = newValue?.rawValue }
   }
 
   /// The offer type; `nil` when absent or a value this module does not know (see ``rawOfferType``).
@@ -193,9 +211,22 @@ public struct Transaction: Sendable, Hashable, Codable {
     set { rawInAppOwnershipType = newValue?.rawValue }
   }
 
-  /// The ownership evaluation uses: ``OwnershipType/familyShared`` only when Apple says so.
+  /// The ownership evaluation uses: ``OwnershipType/familyShared`` or ``OwnershipType/assigned``
+  /// only when Apple says so; any other value, known or not, is a purchase (rule 23: an unknown
+  /// value is kept as given in ``rawInAppOwnershipType`` and counted, see
+  /// ``hasUnknownOwnership``).
   public var ownership: OwnershipType {
-    rawInAppOwnershipType == OwnershipType.familyShared.rawValue ? .familyShared : .purchased
+    switch rawInAppOwnershipType {
+    case OwnershipType.familyShared.rawValue?: .familyShared
+    case OwnershipType.assigned.rawValue?: .assigned
+    default: .purchased
+    }
+  }
+
+  /// Whether Apple sent an `inAppOwnershipType` this module does not know (rule 23: treated as a
+  /// purchase, counted as a warning).
+  public var hasUnknownOwnership: Bool {
+    rawInAppOwnershipType != nil && inAppOwnershipType == nil
   }
 
   /// The environment; `nil` when absent or not production/sandbox (see ``rawEnvironment``).

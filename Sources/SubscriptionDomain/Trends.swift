@@ -264,6 +264,8 @@ public struct TrendAggregator: Sendable {
     var productId: String?
     /// The last price paid and its currency; `nil` when unknown.
     var price: (milliunits: Int64, currency: String)?
+    /// The price is a monthly charge of a 12-month commitment (rule 22).
+    var billedMonthly = false
     /// The transaction whose price was last added to revenue (a transaction counts once).
     var revenueTransactionId: String?
     /// Shared with the user through Family Sharing (the last ownership an event told).
@@ -370,6 +372,7 @@ public struct TrendAggregator: Sendable {
       } else {
         track.price = nil
       }
+      track.billedMonthly = event.billingPlanType == .monthly
     }
     let after = contribution(track)
     subscriptions[key] = track
@@ -413,7 +416,12 @@ public struct TrendAggregator: Sendable {
       return result
     }
     guard track.state == .active, !track.familyShared else { return result }
-    if let price = track.price, let product = track.productId,
+    if let price = track.price, track.billedMonthly {
+      // Rule 22: a 12-month commitment charges its price every month (each charge its own
+      // transaction), whatever the product's one-year duration.
+      result.mrrCurrency = price.currency
+      result.mrr = price.milliunits
+    } else if let price = track.price, let product = track.productId,
       let duration = productDurations[product],
       let monthly = monthlyMilliunits(price: price.milliunits, duration: duration)
     {

@@ -19,7 +19,7 @@
 /// ```
 public struct UserSummary: Sendable, Hashable {
   /// The codec's current format, the first byte of ``encoded()``.
-  public static let formatVersion: UInt8 = 1
+  public static let formatVersion: UInt8 = 2
 
   /// The ``SummaryFingerprint`` of the catalog and policy it was computed with.
   public let fingerprint: UInt64
@@ -249,6 +249,14 @@ extension UserSummary {
       body.byte(
         (g.autoRenewEnabled ? 1 : 0) | (g.billingIssue ? 2 : 0) | (g.inTrial ? 4 : 0)
           | (g.inIntroOffer ? 8 : 0))
+      // Format 2: the billing plan and the commitment (rule 22), one byte when there are none.
+      body.byte(Self.code(g.billingPlan) | (g.commitment == nil ? 0 : 0x10))
+      if let c = g.commitment {
+        body.unsigned(UInt64(max(0, c.billingPeriodNumber)))
+        body.unsigned(UInt64(max(0, c.totalBillingPeriods)))
+        body.optionalSigned(c.expiresDate)
+        body.byte(Self.code(c.renewalBillingPlan) | (c.willRenew ? 0x10 : 0))
+      }
     }
     body.unsigned(UInt64(facts.count))
     for f in facts {
@@ -358,6 +366,22 @@ extension UserSummary {
       g.billingIssue = flags & 2 != 0
       g.inTrial = flags & 4 != 0
       g.inIntroOffer = flags & 8 != 0
+      let plan = try r.byte()
+      guard plan & ~0x13 == 0 else { throw UserSummaryDecodingError("bad billing plan byte \(plan)") }
+      g.billingPlan = try Self.billingPlan(plan & 0x03)
+      if plan & 0x10 != 0 {
+        let k = try r.unsigned()
+        let n = try r.unsigned()
+        guard k <= UInt64(Int32.max), n <= UInt64(Int32.max) else {
+          throw UserSummaryDecodingError("bad commitment period \(k) of \(n)")
+        }
+        let expires = try r.optionalSigned()
+        let renewal = try r.byte()
+        guard renewal & ~0x13 == 0 else { throw UserSummaryDecodingError("bad commitment byte \(renewal)") }
+        g.commitment = CommitmentStatus(
+          billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: expires,
+          willRenew: renewal & 0x10 != 0, renewalBillingPlan: try Self.billingPlan(renewal & 0x03))
+      }
       groups.append(g)
     }
     var facts: [GroupFacts] = []
@@ -466,6 +490,23 @@ extension UserSummary {
     }
   }
 
+  static func code(_ plan: BillingPlanType?) -> UInt8 {
+    switch plan {
+    case nil: 0
+    case .billedUpfront?: 1
+    case .monthly?: 2
+    }
+  }
+
+  static func billingPlan(_ code: UInt8) throws(UserSummaryDecodingError) -> BillingPlanType? {
+    switch code {
+    case 0: nil
+    case 1: .billedUpfront
+    case 2: .monthly
+    default: throw UserSummaryDecodingError("bad billing plan code \(code)")
+    }
+  }
+
   static func code(_ type: ProductType) -> UInt8 {
     switch type {
     case .autoRenewable: 0
@@ -491,6 +532,7 @@ extension UserSummary {
     switch ownership {
     case .purchased: 0
     case .familyShared: 1
+    case .assigned: 2
     }
   }
 
@@ -498,6 +540,7 @@ extension UserSummary {
     switch code {
     case 0: .purchased
     case 1: .familyShared
+    case 2: .assigned
     default: throw UserSummaryDecodingError("bad ownership code \(code)")
     }
   }

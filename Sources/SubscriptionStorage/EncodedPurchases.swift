@@ -76,6 +76,11 @@ package struct EncodedPurchases: Sendable {
     Set(transactions.map(\.originalTransactionId)).union(renewalInfos.map(\.originalTransactionId))
   }
 
+  /// The original transactions of the update's `ASSIGNED` transactions (rule 23).
+  package var assignedOriginalTransactionIds: Set<String> {
+    Set(transactions.lazy.filter { $0.transaction.ownership == .assigned }.map(\.originalTransactionId))
+  }
+
   /// Whether the update carries nothing to store.
   package var isEmpty: Bool { transactions.isEmpty && renewalInfos.isEmpty }
 }

@@ -9,9 +9,10 @@ extension PayloadCodec {
   /// Format byte of the binary event layout written now: 2 appends the ownership type to
   /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
   /// no ownership type).
-  package static let eventFormat: UInt8 = 2
+  /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
+  package static let eventFormat: UInt8 = 3
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 21
+  package static let eventFieldCount = 22
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -38,6 +39,7 @@ extension PayloadCodec {
     w.string(e.previousProductId)
     w.string(e.previousUserId)
     w.string(e.ownershipType?.rawValue)
+    w.string(e.billingPlanType?.rawValue)
     return w.bytes
   }
 
@@ -46,7 +48,7 @@ extension PayloadCodec {
   package static func decodeEvent(_ bytes: [UInt8]) throws(StoreError) -> SubscriptionEvent {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == 1 || format == eventFormat else {
+    guard format >= 1 && format <= eventFormat else {
       throw StoreError(.corrupt, "stored event has an unknown format")
     }
     func value<T: RawRepresentable<String>>(_: T.Type, _ raw: String?, _ field: String)
@@ -79,6 +81,7 @@ extension PayloadCodec {
       currency: try r.optionalString(), expirationReason: try r.optionalString(),
       previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
     if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
+    if format >= 3 { e.billingPlanType = try value(BillingPlanType.self, r.optionalString(), "billing plan") }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e
   }

@@ -582,7 +582,8 @@ public final class InMemoryStore: Store {
     let (refused, transfers) = try PurchaseOwnership.settle(
       user: update.user, originalTransactionIds: update.originalTransactionIds,
       submittedMs: update.submittedMs, sharing: app.policy.purchaseSharing,
-      tracked: app.ownershipTracked, ledger: &ledger)
+      tracked: app.ownershipTracked, ledger: &ledger,
+      assigned: Set(update.transactions.lazy.filter { $0.ownership == .assigned }.map(\.originalTransactionId)))
     s.gaps = ledger.gaps
     s.transfers += ledger.transfers
     summary.transfers += transfers

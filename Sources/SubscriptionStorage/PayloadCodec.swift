@@ -11,8 +11,9 @@
 // Format 2 appends `asOfDate` (rule 14's clock for unsigned copies) to both layouts; format 1
 // payloads, written before it existed, are still read (their `asOfDate` is unknown). Transaction
 // format 3 appends Apple's `price` and `currency`; format 1 and 2 payloads read with both unknown.
-// Transaction format 4 and renewal-info format 3 append Apple's `appTransactionId` (the Apple
-// Account, docs/architecture.md rule 24); older payloads read with it unknown.
+// Transaction format 4 appends Apple's `appTransactionId` (the Apple Account, docs/architecture.md
+// rule 24), `billingPlanType` and `commitmentInfo` (rule 22); renewal-info format 3 `appTransactionId`,
+// `renewalBillingPlanType` and `commitmentInfo`. Older payloads read without them.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
@@ -27,15 +28,16 @@ package enum PayloadCodec {
   static let formatWithoutAsOfDate: UInt8 = 1
   /// The transaction format with `asOfDate` but without `price` and `currency` (read, never written).
   static let transactionFormatWithoutPrice: UInt8 = 2
-  /// The transaction format with `price` and `currency` but without `appTransactionId` (read,
-  /// never written).
+  /// The transaction format with `price` and `currency` but without `appTransactionId` and the
+  /// billing plan (read, never written).
   static let transactionFormatWithoutAppTransactionId: UInt8 = 3
-  /// The renewal-info format with `asOfDate` but without `appTransactionId` (read, never written).
+  /// The renewal-info format with `asOfDate` but without `appTransactionId` and the billing plan
+  /// (read, never written).
   static let renewalInfoFormatWithoutAppTransactionId: UInt8 = 2
   /// Stored properties the transaction layout covers (checked against the type by a test).
-  package static let transactionFieldCount = 29
+  package static let transactionFieldCount = 31
   /// Stored properties the renewal-info layout covers.
-  package static let renewalInfoFieldCount = 17
+  package static let renewalInfoFieldCount = 19
 
   package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
@@ -67,6 +69,8 @@ package enum PayloadCodec {
     w.int(t.price)
     w.string(t.currency)
     w.string(t.appTransactionId)
+    w.interned(t.rawBillingPlanType)
+    w.commitment(t.commitment)
     return w.bytes
   }
 
@@ -111,6 +115,8 @@ package enum PayloadCodec {
     let price = format >= transactionFormatWithoutAppTransactionId ? try r.optionalInt() : nil
     let currency = format >= transactionFormatWithoutAppTransactionId ? try r.optionalString() : nil
     let appTransactionId = format >= transactionFormat ? try r.optionalString() : nil
+    let rawBillingPlanType = format >= transactionFormat ? try r.interned() : nil
+    let commitment = format >= transactionFormat ? try r.transactionCommitment() : nil
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored transaction has trailing bytes") }
     return Transaction(
       transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
@@ -123,7 +129,7 @@ package enum PayloadCodec {
       webOrderLineItemId: webOrderLineItemId, quantity: quantity, rawType: rawType,
       bundleId: bundleId, appAccountToken: appAccountToken, signedDate: signedDate,
       asOfDate: asOfDate, notificationType: notificationType, price: price, currency: currency,
-      appTransactionId: appTransactionId)
+      appTransactionId: appTransactionId, rawBillingPlanType: rawBillingPlanType, commitment: commitment)
   }
 
   package static func encode(_ i: RenewalInfo) -> [UInt8] {
@@ -147,6 +153,8 @@ package enum PayloadCodec {
     w.int(i.signedDate)
     w.int(i.asOfDate)
     w.string(i.appTransactionId)
+    w.interned(i.rawRenewalBillingPlanType)
+    w.renewalCommitment(i.commitment)
     return w.bytes
   }
 
@@ -181,7 +189,11 @@ package enum PayloadCodec {
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
     if format >= renewalInfoFormatWithoutAppTransactionId { i.asOfDate = try r.optionalInt() }
-    if format >= renewalInfoFormat { i.appTransactionId = try r.optionalString() }
+    if format >= renewalInfoFormat {
+      i.appTransactionId = try r.optionalString()
+      i.rawRenewalBillingPlanType = try r.interned()
+      i.commitment = try r.renewalCommitment()
+    }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }
@@ -220,6 +232,8 @@ package enum WellKnownStrings {
     "REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "REVOKE", "RENEWAL_EXTENDED",
     "CONSUMPTION_REQUEST",
     "INITIAL_BUY", "INTERACTIVE_RENEWAL", "CANCEL", "DID_RECOVER", "RENEWAL",
+    // Rules 22, 23 and 25 (2025-2026).
+    "BILLED_UPFRONT", "MONTHLY", "ASSIGNED", "ONE_TIME_CHARGE", "RESCIND_CONSENT",
   ]
   package static let index: [String: Int] = Dictionary(
     uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
@@ -271,6 +285,27 @@ struct BinaryWriter {
     } else {
       byte(0)
     }
+  }
+
+  /// A transaction's commitment info: 0 none, else 1 and its four optional fields.
+  mutating func commitment(_ c: TransactionCommitmentInfo?) {
+    guard let c else { return byte(0) }
+    byte(1)
+    int(c.billingPeriodNumber.map(Int64.init))
+    int(c.totalBillingPeriods.map(Int64.init))
+    int(c.commitmentExpiresDate)
+    int(c.commitmentPrice)
+  }
+
+  /// A renewal info's commitment info: 0 none, else 1 and its five optional fields.
+  mutating func renewalCommitment(_ c: RenewalCommitmentInfo?) {
+    guard let c else { return byte(0) }
+    byte(1)
+    string(c.commitmentAutoRenewProductId)
+    int(c.rawCommitmentAutoRenewStatus.map(Int64.init))
+    interned(c.rawCommitmentRenewalBillingPlanType)
+    int(c.commitmentRenewalDate)
+    int(c.commitmentRenewalPrice)
   }
 
   /// An optional string: 0 nil, 1 literal, 2 + i the well-known string i.
@@ -347,6 +382,30 @@ struct BinaryReader {
       }
       return WellKnownStrings.table[i]
     }
+  }
+
+  /// Reads what ``BinaryWriter/commitment(_:)`` wrote.
+  mutating func transactionCommitment() throws(StoreError) -> TransactionCommitmentInfo? {
+    guard try byte() != 0 else { return nil }
+    return TransactionCommitmentInfo(
+      billingPeriodNumber: try smallInt(), totalBillingPeriods: try smallInt(),
+      commitmentExpiresDate: try optionalInt(), commitmentPrice: try optionalInt())
+  }
+
+  /// Reads what ``BinaryWriter/renewalCommitment(_:)`` wrote.
+  mutating func renewalCommitment() throws(StoreError) -> RenewalCommitmentInfo? {
+    guard try byte() != 0 else { return nil }
+    return RenewalCommitmentInfo(
+      commitmentAutoRenewProductId: try optionalString(), rawCommitmentAutoRenewStatus: try smallInt(),
+      rawCommitmentRenewalBillingPlanType: try interned(), commitmentRenewalDate: try optionalInt(),
+      commitmentRenewalPrice: try optionalInt())
+  }
+
+  /// An optional integer that fits an `Int` (a stored value out of range is corrupt).
+  mutating func smallInt() throws(StoreError) -> Int? {
+    guard let v = try optionalInt() else { return nil }
+    guard let n = Int(exactly: v) else { throw StoreError(.corrupt, "stored record has an integer out of range") }
+    return n
   }
 
   /// Whether every byte was read.

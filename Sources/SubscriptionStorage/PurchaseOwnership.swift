@@ -112,9 +112,12 @@ public enum PurchaseOwnership {
   ///   - sharing: the app's policy at the commit.
   ///   - tracked: whether the app's policy was ever other than SHARE (``AppRecord/ownershipTracked``).
   ///   - ledger: the store's rows, in the commit.
+  ///   - assigned: the original transactions of the update whose ownership is `ASSIGNED` (rule 23:
+  ///     an organization's assignment is never moved between app users, so TRANSFER keeps it with
+  ///     its first owner, as KEEP_FIRST does).
   package static func settle<Ledger: OwnershipLedger>(
     user: UserKey, originalTransactionIds: Set<String>, submittedMs: Int64?,
-    sharing: PurchaseSharing, tracked: Bool, ledger: inout Ledger
+    sharing: PurchaseSharing, tracked: Bool, ledger: inout Ledger, assigned: Set<String> = []
   ) throws(StoreError) -> (refused: [String], transfers: [OwnershipTransfer]) {
     guard tracked || sharing != .share else { return ([], []) }
     var refused: [String] = []
@@ -132,7 +135,7 @@ public enum PurchaseOwnership {
         if !holds && sharing != .share && !others.isEmpty { refused.append(otid) }
         continue
       }
-      switch sharing {
+      switch assigned.contains(otid) && sharing == .transfer ? .keepFirst : sharing {
       case .share:
         if hasLost { try ledger.closeGap(userId: user.userId, originalTransactionId: otid, atMs: at) }
       case .transfer:
@@ -179,7 +182,8 @@ public enum PurchaseOwnership {
     guard let policy, policy.needsLedger else { return update }
     let (refused, transfers) = try settle(
       user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger)
+      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger,
+      assigned: update.assignedOriginalTransactionIds)
     summary.transfers += transfers
     summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
     return update.removing(originalTransactionIds: refused)

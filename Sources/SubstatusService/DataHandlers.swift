@@ -111,6 +111,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       ], atMs: self.environment.now())
     }
     metrics.ingested(summary.transactionsWritten)
+    metrics.received(response.transactions)
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
     return (
@@ -225,6 +226,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
+    for purchases in batch { metrics.received(purchases.transactions) }
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     outcomes.refused = summary.refused.map(\.originalTransactionId)
     let refused = Set(summary.refused.map { [$0.user.environment.rawValue, $0.originalTransactionId] })
@@ -452,6 +454,7 @@ extension SubstatusService: Substatus_V1_ReportService.ServiceProtocol {
     report.refunded = Int64(counts.refunded)
     report.familySharedBeneficiaries = Int64(counts.familySharedBeneficiaries)
     report.familyAccessRevoked = Int64(counts.familyAccessRevoked)
+    report.assignedBeneficiaries = Int64(counts.assignedBeneficiaries)
     var response = Substatus_V1_GetReportResponse()
     response.report = report
     return response

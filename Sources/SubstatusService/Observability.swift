@@ -4,6 +4,7 @@ import RPCCore
 import Synchronization
 import SubstatusClock
 import SubstatusJSON
+import SubscriptionDomain
 
 /// Where log lines go: one JSON object per line.
 public struct LogSink: Sendable {
@@ -111,6 +112,7 @@ public final class ServiceMetrics: Sendable {
     var upstream: [String: UInt64] = [:]
     var upstreamLatency = Histogram()
     var ingestedTransactions: UInt64 = 0
+    var unknownOwnership: UInt64 = 0
     var eligibilityUsers: UInt64 = 0
     var eligibilityItems: UInt64 = 0
     var notifications: [String: UInt64] = [:]
@@ -151,6 +153,14 @@ public final class ServiceMetrics: Sendable {
   }
 
   func ingested(_ n: Int) { state.withLock { $0.ingestedTransactions += UInt64(max(0, n)) } }
+
+  /// Counts the transactions of a submission whose `inAppOwnershipType` this build does not know
+  /// (rule 23: stored as given and treated as a purchase, with this warning).
+  func received(_ transactions: [SubscriptionDomain.Transaction]) {
+    var unknown: UInt64 = 0
+    for t in transactions where t.hasUnknownOwnership { unknown += 1 }
+    if unknown > 0 { state.withLock { $0.unknownOwnership += unknown } }
+  }
 
   func evaluated(users: Int, items: Int) {
     state.withLock {
@@ -214,6 +224,8 @@ public final class ServiceMetrics: Sendable {
     out += histogram("substatus_upstream_verify_receipt_duration_seconds", "", s.upstreamLatency)
     out += "# HELP substatus_ingested_transactions_total Transactions written to the store.\n# TYPE substatus_ingested_transactions_total counter\n"
     out += "substatus_ingested_transactions_total \(s.ingestedTransactions)\n"
+    out += "# HELP substatus_unknown_ownership_transactions_total Transactions received with an inAppOwnershipType this build does not know (stored as given, treated as purchased).\n# TYPE substatus_unknown_ownership_transactions_total counter\n"
+    out += "substatus_unknown_ownership_transactions_total \(s.unknownOwnership)\n"
     out += "# HELP substatus_eligibility_users_total Users answered by CheckEligibility.\n# TYPE substatus_eligibility_users_total counter\n"
     out += "substatus_eligibility_users_total \(s.eligibilityUsers)\n"
     out += "# HELP substatus_eligibility_answers_total User x product answers of CheckEligibility.\n# TYPE substatus_eligibility_answers_total counter\n"

@@ -405,13 +405,20 @@ extension Substatus_V1_OwnershipType {
     switch self {
     case .purchased: .purchased
     case .familyShared: .familyShared
+    case .assigned: .assigned
     case .unspecified, .UNRECOGNIZED: nil
     }
   }
 }
 
 extension OwnershipType {
-  var wire: Substatus_V1_OwnershipType { self == .familyShared ? .familyShared : .purchased }
+  var wire: Substatus_V1_OwnershipType {
+    switch self {
+    case .purchased: .purchased
+    case .familyShared: .familyShared
+    case .assigned: .assigned
+    }
+  }
 }
 
 // MARK: Answers
@@ -431,7 +438,27 @@ extension GroupStatus {
     g.inTrial = inTrial
     g.inIntroOffer = inIntroOffer
     g.originalTransactionID = originalTransactionId ?? ""
+    g.billingPlan = billingPlan.wire
+    if let commitment {
+      var c = Substatus_V1_Commitment()
+      c.billingPeriodNumber = Int32(clamping: commitment.billingPeriodNumber)
+      c.totalBillingPeriods = Int32(clamping: commitment.totalBillingPeriods)
+      c.expiresMs = commitment.expiresDate ?? 0
+      c.willRenew = commitment.willRenew
+      c.renewalBillingPlan = commitment.renewalBillingPlan.wire
+      g.commitment = c
+    }
     return g
+  }
+}
+
+extension Optional where Wrapped == BillingPlanType {
+  var wire: Substatus_V1_BillingPlanType {
+    switch self {
+    case nil: .unspecified
+    case .billedUpfront?: .billedUpfront
+    case .monthly?: .monthly
+    }
   }
 }
 

@@ -161,6 +161,28 @@ extension StoreContract {
     #expect(try await store.owners() == ["u1", "u2"].filter { $0 != batch.refused.first?.user.userId })
   }
 
+  /// purchase sharing TRANSFER never moves an ASSIGNED original transaction (rule 23): the first
+  /// submitter keeps it and a later one is refused it, as under KEEP_FIRST
+  static func purchaseSharingAssigned(_ store: any Store) async throws {
+    try await SharingFixture.seed(store, .transfer)
+    func assigned(_ userId: String, at ms: Int64) -> UserPurchases {
+      var update = SharingFixture.restore(userId, at: ms)
+      for i in update.transactions.indices { update.transactions[i].inAppOwnershipType = .assigned }
+      return update
+    }
+    #expect(try await store.ingest([assigned("u1", at: 1_000)], atMs: Fixture.now).refused.isEmpty)
+    let b = try await store.ingest([assigned("u2", at: 2_000)], atMs: Fixture.now)
+    #expect(b.refused == [OwnershipRefusal(user: Fixture.user("u2"), originalTransactionId: SharingFixture.shared)])
+    #expect(b.transfers.isEmpty)
+    #expect(try await store.owners() == ["u1"])
+    #expect(try await store.transfers().isEmpty)
+    #expect(try await store.history(of: Fixture.user("u1")).transactions.allSatisfy { $0.ownership == .assigned })
+    // The same purchase bought, not assigned, transfers as before.
+    _ = try await store.deleteUsers(appId: "a1", userIds: ["u1", "u2"])
+    _ = try await store.ingest([SharingFixture.restore("u1", at: 3_000)], atMs: Fixture.now)
+    #expect(try await store.ingest([SharingFixture.restore("u2", at: 4_000)], atMs: Fixture.now).transfers.count == 1)
+  }
+
   /// purchase sharing: a policy change affects later submissions only, and the app stays tracked
   static func purchaseSharingPolicyChange(_ store: any Store) async throws {
     try await Fixture.seed(store)

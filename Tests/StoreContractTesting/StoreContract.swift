@@ -122,6 +122,8 @@ public enum StoreContract {
     case purchaseSharingTransfer
     /// purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it
     case purchaseSharingKeepFirst
+    /// purchase sharing TRANSFER never moves an ASSIGNED original transaction: the first submitter keeps it
+    case purchaseSharingAssigned
     /// purchase sharing: a policy change affects later submissions only, and the app stays tracked
     case purchaseSharingPolicyChange
     /// purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns
@@ -177,6 +179,7 @@ public enum StoreContract {
       case .purchaseSharingShare: "purchase sharing SHARE: every submitter has it, no ownership rows, the app is not tracked"
       case .purchaseSharingTransfer: "purchase sharing TRANSFER: the latest submitter has it from its instant; the history of owners is kept"
       case .purchaseSharingKeepFirst: "purchase sharing KEEP_FIRST: a later submitter is refused that original transaction only, and stores none of it"
+      case .purchaseSharingAssigned: "purchase sharing TRANSFER never moves an ASSIGNED original transaction: the first submitter keeps it"
       case .purchaseSharingPolicyChange: "purchase sharing: a policy change affects later submissions only, and the app stays tracked"
       case .purchaseSharingEvents: "purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns"
       case .summaryWrites: "summaries: written with each write at its time for the app's catalog and policy, read for many users at once, deleted by erasure"
@@ -228,6 +231,7 @@ public enum StoreContract {
     case .purchaseSharingShare: try await purchaseSharingShare(store)
     case .purchaseSharingTransfer: try await purchaseSharingTransfer(store)
     case .purchaseSharingKeepFirst: try await purchaseSharingKeepFirst(store)
+    case .purchaseSharingAssigned: try await purchaseSharingAssigned(store)
     case .purchaseSharingPolicyChange: try await purchaseSharingPolicyChange(store)
     case .purchaseSharingEvents: try await purchaseSharingEvents(store)
     case .summaryWrites: try await summaryWrites(store)

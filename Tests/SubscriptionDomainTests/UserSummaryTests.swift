@@ -83,12 +83,25 @@ struct RandomSummaryCase {
       // The group the transactions carry: usually the catalog's, sometimes another one.
       let carried = chance(5) ? Self.groupIds.randomElement(using: &rng)! : (groupOf[product] ?? "g9")
       let family = chance(5)
+      // Rule 23: an organization's assignment (or a value this build does not know).
+      let otherOwnership: String? = family ? nil : chance(8) ? "ASSIGNED" : chance(20) ? "LOANED" : nil
+      // Rule 22: a subscription billed monthly within a 12-month commitment.
+      let commitment = chance(5)
       var at = start + Int64.random(in: 0..<(40 * day), using: &rng)
       for period in 0..<Int.random(in: 1...5, using: &rng) {
         let length = lengths.randomElement(using: &rng)!
         var t = tx(
           period == 0 ? otx : newId(), chance(4) ? Self.autoRenewables.randomElement(using: &rng)! : product,
           at, chance(20) ? nil : at + length, otx: otx, family: family, group: chance(10) ? nil : carried)
+        if let otherOwnership { t.rawInAppOwnershipType = otherOwnership }
+        if commitment {
+          t.billingPlanType = .monthly
+          t.commitment = TransactionCommitmentInfo(
+            billingPeriodNumber: period + 1, totalBillingPeriods: 12,
+            commitmentExpiresDate: chance(6) ? nil : start + 365 * day, commitmentPrice: 107_880)
+        } else if chance(6) {
+          t.billingPlanType = .billedUpfront
+        }
         if period == 0 || chance(6) {
           switch Int.random(in: 0..<6, using: &rng) {
           case 0: t.isTrialPeriod = true
@@ -125,6 +138,13 @@ struct RandomSummaryCase {
           grace: chance(2) ? at + Int64.random(in: -(3 * day)...(20 * day), using: &rng) : nil,
           signed: chance(2) ? at - Int64.random(in: 0..<(2 * day), using: &rng) : nil)
         r.eligibleWinBackOfferIds = Self.winBackIds.filter { _ in chance(2) }
+        if chance(2) {
+          r.renewalBillingPlanType = .monthly
+          r.commitment = RenewalCommitmentInfo(
+            rawCommitmentAutoRenewStatus: chance(4) ? nil : Int.random(in: 0...1, using: &rng),
+            rawCommitmentRenewalBillingPlanType: chance(2) ? "MONTHLY" : "BILLED_UPFRONT",
+            commitmentRenewalDate: start + 365 * day)
+        }
         renewals.append(r)
         if chance(5) {
           var older = r
@@ -287,6 +307,15 @@ struct UserSummaryTests {
       count("group billingIssue", s.groups.contains { $0.billingIssue })
       count("group inTrial", s.groups.contains { $0.inTrial })
       count("group inIntro", s.groups.contains { $0.inIntroOffer })
+      count("group assigned", s.groups.contains { $0.ownership == .assigned })
+      count("group monthly", s.groups.contains { $0.billingPlan == .monthly })
+      count("group upfront", s.groups.contains { $0.billingPlan == .billedUpfront })
+      count("group commitment", s.groups.contains { $0.commitment != nil })
+      count("group commitment renews", s.groups.contains { $0.commitment?.willRenew == true })
+      count("group commitment no end", s.groups.contains { $0.commitment != nil && $0.commitment?.expiresDate == nil })
+      count("group commitment upfront next", s.groups.contains { $0.commitment?.renewalBillingPlan == .billedUpfront })
+      count("group commitment monthly next", s.groups.contains { $0.commitment?.renewalBillingPlan == .monthly })
+      count("entitlement assigned", s.entitlements.contains { $0.ownership == .assigned })
       count("history-only group", s.groups.count > c.catalog.subscriptionGroupIds.count)
       for type in ProductType.allCases where type != .consumable {
         count("entitlement \(type)", s.entitlements.contains { $0.type == type })
@@ -323,7 +352,9 @@ struct UserSummaryTests {
       "entitlement no group", "revocation family", "fact stateEvidence", "fact newest", "fact intro",
       "fact refund", "fact winBack", "fact winBack ids", "app current", "app currentEvidence", "app newest", "gap",
       "named originals", "named renewsInto", "named newest", "named newest revoked", "named newest upgraded",
-      "named newest no expiry", "named willRenew",
+      "named newest no expiry", "named willRenew", "group assigned", "group monthly", "group upfront",
+      "group commitment", "group commitment renews", "group commitment no end", "group commitment upfront next",
+      "group commitment monthly next", "entitlement assigned",
     ] + SubscriptionState.allCases.map { "state \($0)" } + SubscriptionState.allCases.map { "named \($0)" }
       + ProductType.allCases.filter { $0 != .consumable }.map { "entitlement \($0)" }
       + RevocationKind.allCases.map { "revocation \($0)" }

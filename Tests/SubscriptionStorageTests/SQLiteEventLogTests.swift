@@ -114,12 +114,23 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 2 without the last field (an absent ownership type is one 0 byte).
+    // Format 1 is format 3 without the last two fields (an absent ownership type and an absent
+    // billing plan are one 0 byte each), format 2 without the last one.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast())
+    var bytes = Array(PayloadCodec.encode(old).dropLast(2))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast())
+    formatTwo[0] = 2
+    #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
+  }
+
+  @Test("rule 22: the billing plan round-trips")
+  func billingPlan() throws {
+    var monthly = EventLogContract.event("e1")
+    monthly.billingPlanType = .monthly
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(monthly)) == monthly)
   }
 
   /// A database at schema `version` with tenant t1, app a1 and its user u1 (key 1), written through

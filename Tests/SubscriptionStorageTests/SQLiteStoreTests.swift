@@ -640,6 +640,36 @@ struct PayloadCodecTests {
     #expect(try roundTrip(unusual) == unusual)
   }
 
+  @Test("rule 22: a commitment's plan and infos round-trip; format 3 payloads read without them")
+  func billingPlans() throws {
+    var t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15)
+    t.price = 8_990
+    t.currency = "USD"
+    // The bytes format 3 wrote: format 4's without the three absence bytes at the end
+    // (appTransactionId, the plan, the commitment).
+    let formatThree = [3] + PayloadCodec.encode(t).dropFirst().dropLast(3)
+    #expect(
+      try PayloadCodec.decodeTransaction(
+        Array(formatThree), transactionId: "1", originalTransactionId: "1", purchaseDate: 10) == t)
+    t.billingPlanType = .monthly
+    t.commitment = TransactionCommitmentInfo(
+      billingPeriodNumber: 3, totalBillingPeriods: 12, commitmentExpiresDate: 1_800_000_000_000, commitmentPrice: 107_880)
+    #expect(try roundTrip(t) == t)
+    t.rawBillingPlanType = "QUARTERLY"  // a value this build does not know is kept as given
+    t.commitment = TransactionCommitmentInfo(billingPeriodNumber: 1)
+    #expect(try roundTrip(t) == t)
+
+    var r = Fixture.renewal("1", signed: 7, retry: false)
+    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(3)
+    #expect(try PayloadCodec.decodeRenewalInfo(Array(renewalFormatTwo), originalTransactionId: "1") == r)
+    r.renewalBillingPlanType = .monthly
+    r.commitment = RenewalCommitmentInfo(
+      commitmentAutoRenewProductId: "pro.yearly", rawCommitmentAutoRenewStatus: 0,
+      rawCommitmentRenewalBillingPlanType: "BILLED_UPFRONT", commitmentRenewalDate: 1_800_000_000_000,
+      commitmentRenewalPrice: 99_990)
+    #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
+  }
+
   @Test("a renewal info with every field set round-trips")
   func renewalRoundTrip() throws {
     var r = RenewalInfo(
@@ -658,16 +688,17 @@ struct PayloadCodecTests {
   func formatOne() throws {
     // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte); a
     // transaction's format 2 is format 3 without price and currency (absent: two presence bytes),
-    // its format 3 format 4 without appTransactionId, a renewal info's format 2 format 3 without it
-    // (absent: one presence byte each).
-    func formatOne(_ bytes: [UInt8], trailing: Int = 2) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
+    // format 3 is format 4 without appTransactionId, the billing plan and the commitment (absent:
+    // three more presence bytes); a renewal info's format 2 is format 3 without the same three.
+    func formatOne(_ bytes: [UInt8], trailing: Int) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
     let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
     #expect(
       try PayloadCodec.decodeTransaction(
-        formatOne(PayloadCodec.encode(t), trailing: 4), transactionId: "1", originalTransactionId: "1",
+        formatOne(PayloadCodec.encode(t), trailing: 6), transactionId: "1", originalTransactionId: "1",
         purchaseDate: 10) == t)
     let r = Fixture.renewal("1", signed: 7, retry: true)
-    #expect(try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r)), originalTransactionId: "1") == r)
+    #expect(
+      try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r), trailing: 4), originalTransactionId: "1") == r)
     // A format-1 payload with a trailing byte is corrupt, as before.
     #expect(throws: StoreError.self) {
       try PayloadCodec.decodeRenewalInfo([1] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
@@ -682,7 +713,7 @@ struct PayloadCodecTests {
     let formatTwo: [UInt8] =
       [2, 7] + Array("monthly".utf8) + [1, 2] + Array("g1".utf8)
       + [0, 1, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 30, 0, 1, 28]
-    #expect(PayloadCodec.encode(t) == [4] + formatTwo.dropFirst() + [0, 0, 0])
+    #expect(PayloadCodec.encode(t) == [4] + formatTwo.dropFirst() + [0, 0, 0, 0, 0])
     let decoded = try PayloadCodec.decodeTransaction(
       formatTwo, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     #expect(decoded == t)
@@ -707,8 +738,9 @@ struct PayloadCodecTests {
     t.currency = "EUR"
     var withAccount = t
     withAccount.appTransactionId = "704289572311810221"
-    // The previous release's bytes: today's without the trailing appTransactionId (absent: one byte).
-    let formatThree = [3] + PayloadCodec.encode(t).dropFirst().dropLast()
+    // The previous release's bytes: today's without the trailing appTransactionId, billing plan and
+    // commitment (absent: one byte each).
+    let formatThree = [3] + PayloadCodec.encode(t).dropFirst().dropLast(3)
     let decoded = try PayloadCodec.decodeTransaction(formatThree, transactionId: "1", originalTransactionId: "1", purchaseDate: 10)
     #expect(decoded == t && decoded.appTransactionId == nil)
     #expect(
@@ -721,7 +753,7 @@ struct PayloadCodecTests {
     }
     var r = Fixture.renewal("1", signed: 7, retry: true)
     r.asOfDate = 3
-    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast()
+    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(3)
     #expect(try PayloadCodec.decodeRenewalInfo(renewalFormatTwo, originalTransactionId: "1") == r)
     r.appTransactionId = "704289572311810221"
     #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)

@@ -142,6 +142,10 @@ public enum Substatus_V1_OwnershipType: ProtobufEnum {
   case purchased
   /// A family member shares it with the user (Apple's `FAMILY_SHARED`).
   case familyShared
+  /// An organization or group gave the user access (Apple's `ASSIGNED`, App Store Server API
+  /// 1.22): it entitles like a purchase, is never moved between app users by purchase sharing,
+  /// takes no refund or consumption request, and is counted apart in reports.
+  case assigned
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -151,6 +155,7 @@ public enum Substatus_V1_OwnershipType: ProtobufEnum {
     case 0: self = .unspecified
     case 1: self = .purchased
     case 2: self = .familyShared
+    case 3: self = .assigned
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -161,6 +166,7 @@ public enum Substatus_V1_OwnershipType: ProtobufEnum {
     case .unspecified: 0
     case .purchased: 1
     case .familyShared: 2
+    case .assigned: 3
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -171,6 +177,7 @@ public enum Substatus_V1_OwnershipType: ProtobufEnum {
     case .unspecified: "OWNERSHIP_TYPE_UNSPECIFIED"
     case .purchased: "OWNERSHIP_TYPE_PURCHASED"
     case .familyShared: "OWNERSHIP_TYPE_FAMILY_SHARED"
+    case .assigned: "OWNERSHIP_TYPE_ASSIGNED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -181,12 +188,70 @@ public enum Substatus_V1_OwnershipType: ProtobufEnum {
     case "OWNERSHIP_TYPE_UNSPECIFIED": self = .unspecified
     case "OWNERSHIP_TYPE_PURCHASED": self = .purchased
     case "OWNERSHIP_TYPE_FAMILY_SHARED": self = .familyShared
+    case "OWNERSHIP_TYPE_ASSIGNED": self = .assigned
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_OwnershipType] = [.unspecified, .purchased, .familyShared]
+  public static let allCases: [Substatus_V1_OwnershipType] = [.unspecified, .purchased, .familyShared, .assigned]
+}
+
+/// How a subscription is billed (Apple's `billingPlanType` / `renewalBillingPlanType`, App Store
+/// Server API 1.21).
+public enum Substatus_V1_BillingPlanType: ProtobufEnum {
+  /// Apple did not say: every subscription before API 1.21, billed up front.
+  case unspecified
+  /// The whole period billed at once (Apple's `BILLED_UPFRONT`).
+  case billedUpfront
+  /// Billed monthly within a 12-month commitment (Apple's `MONTHLY`): each month is a transaction
+  /// of its own covering that month.
+  case monthly
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .billedUpfront
+    case 2: self = .monthly
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .billedUpfront: 1
+    case .monthly: 2
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "BILLING_PLAN_TYPE_UNSPECIFIED"
+    case .billedUpfront: "BILLING_PLAN_TYPE_BILLED_UPFRONT"
+    case .monthly: "BILLING_PLAN_TYPE_MONTHLY"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "BILLING_PLAN_TYPE_UNSPECIFIED": self = .unspecified
+    case "BILLING_PLAN_TYPE_BILLED_UPFRONT": self = .billedUpfront
+    case "BILLING_PLAN_TYPE_MONTHLY": self = .monthly
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_BillingPlanType] = [.unspecified, .billedUpfront, .monthly]
 }
 
 /// The state of a user in one subscription group at one instant. The first state that applies wins,
@@ -688,6 +753,41 @@ public struct Substatus_V1_Product: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// Where a subscription billed monthly stands in its 12-month commitment (GroupStatus.commitment).
+public struct Substatus_V1_Commitment: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.Commitment"
+
+  /// The billing period of the deciding transaction, 1-based: k of `total_billing_periods`.
+  public var billingPeriodNumber: Int32 = 0
+
+  /// How many billing periods the commitment has (12).
+  public var totalBillingPeriods: Int32 = 0
+
+  /// When the commitment ends (Apple's `commitmentExpiresDate`); 0 when Apple did not say.
+  public var expiresMs: Int64 = 0
+
+  /// Whether a new commitment (or a year billed up front) follows when this one ends (Apple's
+  /// `commitmentAutoRenewStatus`). A customer who cancels during a commitment turns off only this:
+  /// billing continues through all 12 periods, and `GroupStatus.auto_renew_enabled` (the next
+  /// billing period) stays true until the last one.
+  public var willRenew: Bool = false
+
+  /// How what follows is billed (Apple's `commitmentRenewalBillingPlanType`); UNSPECIFIED when not
+  /// known.
+  public var renewalBillingPlan: Substatus_V1_BillingPlanType = Substatus_V1_BillingPlanType(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 /// An app's eligibility policy: how to decide where Apple's documentation and practice disagree.
 /// A newly registered app has the defaults given below; AdminService.SetPolicy changes it.
 public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
@@ -845,6 +945,14 @@ public struct Substatus_V1_GroupStatus: ProtobufJSONMessage {
   /// The original transaction id of the subscription that decides the state; empty when
   /// NEVER_SUBSCRIBED.
   public var originalTransactionID: String = ""
+
+  /// How the deciding transaction is billed (Apple's `billingPlanType`); UNSPECIFIED when Apple did
+  /// not say (billed up front).
+  public var billingPlan: Substatus_V1_BillingPlanType = Substatus_V1_BillingPlanType(rawValue: 0)
+
+  /// The deciding transaction's 12-month commitment, with what the renewal info says follows it;
+  /// absent outside a commitment.
+  public var commitment: Substatus_V1_Commitment? = nil
 
   /// A message with every field at its default value.
   public init() {}
@@ -1057,6 +1165,63 @@ extension Substatus_V1_Product {
   }
 }
 
+extension Substatus_V1_Commitment: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.Commitment", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    billingPeriodNumber = r.int32(0)
+    totalBillingPeriods = r.int32(1)
+    expiresMs = r.int64(2)
+    willRenew = r.bool(3)
+    renewalBillingPlan = r.enumeration(4)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.int32(0, billingPeriodNumber)
+    w.int32(1, totalBillingPeriods)
+    w.int64(2, expiresMs)
+    w.bool(3, willRenew)
+    w.enumeration(4, renewalBillingPlan)
+  }
+}
+
+extension Substatus_V1_Commitment {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.billingPeriodNumber == 0) { o.append("billingPeriodNumber", ProtoJSON.int32(self.billingPeriodNumber)) }
+    if !(self.totalBillingPeriods == 0) { o.append("totalBillingPeriods", ProtoJSON.int32(self.totalBillingPeriods)) }
+    if !(self.expiresMs == 0) { o.append("expiresMs", ProtoJSON.int64(self.expiresMs)) }
+    if !(!self.willRenew) { o.append("willRenew", .bool(self.willRenew)) }
+    if !(self.renewalBillingPlan.rawValue == 0) { o.append("renewalBillingPlan", self.renewalBillingPlan.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "billingPeriodNumber", "billing_period_number":
+        self.billingPeriodNumber = try ProtoJSON.integer(value, "billingPeriodNumber", Int32.self)
+      case "totalBillingPeriods", "total_billing_periods":
+        self.totalBillingPeriods = try ProtoJSON.integer(value, "totalBillingPeriods", Int32.self)
+      case "expiresMs", "expires_ms":
+        self.expiresMs = try ProtoJSON.integer(value, "expiresMs", Int64.self)
+      case "willRenew", "will_renew":
+        self.willRenew = try ProtoJSON.bool(value, "willRenew")
+      case "renewalBillingPlan", "renewal_billing_plan":
+        self.renewalBillingPlan = try ProtoJSON.enumeration(value, "renewalBillingPlan", Substatus_V1_BillingPlanType.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 10, 11])
 
@@ -1219,7 +1384,7 @@ extension Substatus_V1_RefusedOriginalTransaction {
 }
 
 extension Substatus_V1_GroupStatus: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.GroupStatus", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+  static let cLayout = CMessageLayout("substatus.v1.GroupStatus", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1235,6 +1400,8 @@ extension Substatus_V1_GroupStatus: CMessageConvertible {
     inTrial = r.bool(9)
     inIntroOffer = r.bool(10)
     originalTransactionID = try r.string(11)
+    billingPlan = r.enumeration(12)
+    commitment = try r.message(13, Substatus_V1_Commitment.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1250,6 +1417,8 @@ extension Substatus_V1_GroupStatus: CMessageConvertible {
     w.bool(9, inTrial)
     w.bool(10, inIntroOffer)
     w.string(11, originalTransactionID)
+    w.enumeration(12, billingPlan)
+    w.message(13, commitment)
   }
 }
 
@@ -1269,6 +1438,8 @@ extension Substatus_V1_GroupStatus {
     if !(!self.inTrial) { o.append("inTrial", .bool(self.inTrial)) }
     if !(!self.inIntroOffer) { o.append("inIntroOffer", .bool(self.inIntroOffer)) }
     if !(self.originalTransactionID.isEmpty) { o.append("originalTransactionId", .string(self.originalTransactionID)) }
+    if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
+    if let v = self.commitment { o.append("commitment", v.jsonValue()) }
     return .object(o)
   }
 
@@ -1303,6 +1474,10 @@ extension Substatus_V1_GroupStatus {
         self.inIntroOffer = try ProtoJSON.bool(value, "inIntroOffer")
       case "originalTransactionId", "original_transaction_id":
         self.originalTransactionID = try ProtoJSON.string(value, "originalTransactionId")
+      case "billingPlan", "billing_plan":
+        self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
+      case "commitment":
+        self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -373,6 +373,10 @@ public struct Substatus_V1_Report: ProtobufJSONMessage {
   /// All subscriptions counted (every state but NEVER_SUBSCRIBED).
   public var subscriptions: Int64 = 0
 
+  /// Users entitled through an organization's assignment (Apple's `ASSIGNED` ownership): counted
+  /// apart from purchases and Family Sharing.
+  public var assignedBeneficiaries: Int64 = 0
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -811,7 +815,7 @@ extension Substatus_V1_GetReportResponse {
 }
 
 extension Substatus_V1_Report: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Report", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+  static let cLayout = CMessageLayout("substatus.v1.Report", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -829,6 +833,7 @@ extension Substatus_V1_Report: CMessageConvertible {
     familySharedBeneficiaries = r.int64(11)
     familyAccessRevoked = r.int64(12)
     subscriptions = r.int64(13)
+    assignedBeneficiaries = r.int64(14)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -846,6 +851,7 @@ extension Substatus_V1_Report: CMessageConvertible {
     w.int64(11, familySharedBeneficiaries)
     w.int64(12, familyAccessRevoked)
     w.int64(13, subscriptions)
+    w.int64(14, assignedBeneficiaries)
   }
 }
 
@@ -867,6 +873,7 @@ extension Substatus_V1_Report {
     if !(self.familySharedBeneficiaries == 0) { o.append("familySharedBeneficiaries", ProtoJSON.int64(self.familySharedBeneficiaries)) }
     if !(self.familyAccessRevoked == 0) { o.append("familyAccessRevoked", ProtoJSON.int64(self.familyAccessRevoked)) }
     if !(self.subscriptions == 0) { o.append("subscriptions", ProtoJSON.int64(self.subscriptions)) }
+    if !(self.assignedBeneficiaries == 0) { o.append("assignedBeneficiaries", ProtoJSON.int64(self.assignedBeneficiaries)) }
     return .object(o)
   }
 
@@ -905,6 +912,8 @@ extension Substatus_V1_Report {
         self.familyAccessRevoked = try ProtoJSON.integer(value, "familyAccessRevoked", Int64.self)
       case "subscriptions":
         self.subscriptions = try ProtoJSON.integer(value, "subscriptions", Int64.self)
+      case "assignedBeneficiaries", "assigned_beneficiaries":
+        self.assignedBeneficiaries = try ProtoJSON.integer(value, "assignedBeneficiaries", Int64.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

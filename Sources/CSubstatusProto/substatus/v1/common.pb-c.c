@@ -52,6 +52,51 @@ void   substatus__v1__product__free_unpacked
   assert(message->base.descriptor == &substatus__v1__product__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__commitment__init
+                     (Substatus__V1__Commitment         *message)
+{
+  static const Substatus__V1__Commitment init_value = SUBSTATUS__V1__COMMITMENT__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__commitment__get_packed_size
+                     (const Substatus__V1__Commitment *message)
+{
+  assert(message->base.descriptor == &substatus__v1__commitment__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__commitment__pack
+                     (const Substatus__V1__Commitment *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__commitment__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__commitment__pack_to_buffer
+                     (const Substatus__V1__Commitment *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__commitment__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__Commitment *
+       substatus__v1__commitment__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__Commitment *)
+     protobuf_c_message_unpack (&substatus__v1__commitment__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__commitment__free_unpacked
+                     (Substatus__V1__Commitment *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__commitment__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__eligibility_policy__init
                      (Substatus__V1__EligibilityPolicy         *message)
 {
@@ -483,6 +528,96 @@ const ProtobufCMessageDescriptor substatus__v1__product__descriptor =
   (ProtobufCMessageInit) substatus__v1__product__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor substatus__v1__commitment__field_descriptors[5] =
+{
+  {
+    "billing_period_number",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Commitment, billing_period_number),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "total_billing_periods",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Commitment, total_billing_periods),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Commitment, expires_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "will_renew",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Commitment, will_renew),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "renewal_billing_plan",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Commitment, renewal_billing_plan),
+    &substatus__v1__billing_plan_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__commitment__field_indices_by_name[] = {
+  0,   /* field[0] = billing_period_number */
+  2,   /* field[2] = expires_ms */
+  4,   /* field[4] = renewal_billing_plan */
+  1,   /* field[1] = total_billing_periods */
+  3,   /* field[3] = will_renew */
+};
+static const ProtobufCIntRange substatus__v1__commitment__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.Commitment",
+  "Commitment",
+  "Substatus__V1__Commitment",
+  "substatus.v1",
+  sizeof(Substatus__V1__Commitment),
+  5,
+  substatus__v1__commitment__field_descriptors,
+  substatus__v1__commitment__field_indices_by_name,
+  1,  substatus__v1__commitment__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__commitment__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[7] =
 {
   {
@@ -728,7 +863,7 @@ const ProtobufCMessageDescriptor substatus__v1__refused_original_transaction__de
   (ProtobufCMessageInit) substatus__v1__refused_original_transaction__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__group_status__field_descriptors[12] =
+static const ProtobufCFieldDescriptor substatus__v1__group_status__field_descriptors[14] =
 {
   {
     "subscription_group_id",
@@ -874,11 +1009,37 @@ static const ProtobufCFieldDescriptor substatus__v1__group_status__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "billing_plan",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GroupStatus, billing_plan),
+    &substatus__v1__billing_plan_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commitment",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GroupStatus, commitment),
+    &substatus__v1__commitment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__group_status__field_indices_by_name[] = {
   5,   /* field[5] = auto_renew_enabled */
   6,   /* field[6] = auto_renew_product_id */
   8,   /* field[8] = billing_issue */
+  12,   /* field[12] = billing_plan */
+  13,   /* field[13] = commitment */
   3,   /* field[3] = expires_ms */
   4,   /* field[4] = grace_period_expires_ms */
   10,   /* field[10] = in_intro_offer */
@@ -892,7 +1053,7 @@ static const unsigned substatus__v1__group_status__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__group_status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor substatus__v1__group_status__descriptor =
 {
@@ -902,7 +1063,7 @@ const ProtobufCMessageDescriptor substatus__v1__group_status__descriptor =
   "Substatus__V1__GroupStatus",
   "substatus.v1",
   sizeof(Substatus__V1__GroupStatus),
-  12,
+  14,
   substatus__v1__group_status__field_descriptors,
   substatus__v1__group_status__field_indices_by_name,
   1,  substatus__v1__group_status__number_ranges,
@@ -1349,17 +1510,19 @@ const ProtobufCEnumDescriptor substatus__v1__product_type__descriptor =
   substatus__v1__product_type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue substatus__v1__ownership_type__enum_values_by_number[3] =
+static const ProtobufCEnumValue substatus__v1__ownership_type__enum_values_by_number[4] =
 {
   { "OWNERSHIP_TYPE_UNSPECIFIED", "SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED", 0 },
   { "OWNERSHIP_TYPE_PURCHASED", "SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_PURCHASED", 1 },
   { "OWNERSHIP_TYPE_FAMILY_SHARED", "SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_FAMILY_SHARED", 2 },
+  { "OWNERSHIP_TYPE_ASSIGNED", "SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_ASSIGNED", 3 },
 };
 static const ProtobufCIntRange substatus__v1__ownership_type__value_ranges[] = {
-{0, 0},{0, 3}
+{0, 0},{0, 4}
 };
-static const ProtobufCEnumValueIndex substatus__v1__ownership_type__enum_values_by_name[3] =
+static const ProtobufCEnumValueIndex substatus__v1__ownership_type__enum_values_by_name[4] =
 {
+  { "OWNERSHIP_TYPE_ASSIGNED", 3 },
   { "OWNERSHIP_TYPE_FAMILY_SHARED", 2 },
   { "OWNERSHIP_TYPE_PURCHASED", 1 },
   { "OWNERSHIP_TYPE_UNSPECIFIED", 0 },
@@ -1371,12 +1534,42 @@ const ProtobufCEnumDescriptor substatus__v1__ownership_type__descriptor =
   "OwnershipType",
   "Substatus__V1__OwnershipType",
   "substatus.v1",
-  3,
+  4,
   substatus__v1__ownership_type__enum_values_by_number,
-  3,
+  4,
   substatus__v1__ownership_type__enum_values_by_name,
   1,
   substatus__v1__ownership_type__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__billing_plan_type__enum_values_by_number[3] =
+{
+  { "BILLING_PLAN_TYPE_UNSPECIFIED", "SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED", 0 },
+  { "BILLING_PLAN_TYPE_BILLED_UPFRONT", "SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_BILLED_UPFRONT", 1 },
+  { "BILLING_PLAN_TYPE_MONTHLY", "SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_MONTHLY", 2 },
+};
+static const ProtobufCIntRange substatus__v1__billing_plan_type__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex substatus__v1__billing_plan_type__enum_values_by_name[3] =
+{
+  { "BILLING_PLAN_TYPE_BILLED_UPFRONT", 1 },
+  { "BILLING_PLAN_TYPE_MONTHLY", 2 },
+  { "BILLING_PLAN_TYPE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__billing_plan_type__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.BillingPlanType",
+  "BillingPlanType",
+  "Substatus__V1__BillingPlanType",
+  "substatus.v1",
+  3,
+  substatus__v1__billing_plan_type__enum_values_by_number,
+  3,
+  substatus__v1__billing_plan_type__enum_values_by_name,
+  1,
+  substatus__v1__billing_plan_type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue substatus__v1__subscription_state__enum_values_by_number[7] =

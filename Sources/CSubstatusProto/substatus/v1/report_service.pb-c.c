@@ -649,7 +649,7 @@ const ProtobufCMessageDescriptor substatus__v1__get_report_response__descriptor 
   (ProtobufCMessageInit) substatus__v1__get_report_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__report__field_descriptors[14] =
+static const ProtobufCFieldDescriptor substatus__v1__report__field_descriptors[15] =
 {
   {
     "app_id",
@@ -819,11 +819,24 @@ static const ProtobufCFieldDescriptor substatus__v1__report__field_descriptors[1
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "assigned_beneficiaries",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Report, assigned_beneficiaries),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__report__field_indices_by_name[] = {
   4,   /* field[4] = active */
   0,   /* field[0] = app_id */
   2,   /* field[2] = as_of_ms */
+  14,   /* field[14] = assigned_beneficiaries */
   1,   /* field[1] = environment */
   9,   /* field[9] = expired */
   12,   /* field[12] = family_access_revoked */
@@ -839,7 +852,7 @@ static const unsigned substatus__v1__report__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__report__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor substatus__v1__report__descriptor =
 {
@@ -849,7 +862,7 @@ const ProtobufCMessageDescriptor substatus__v1__report__descriptor =
   "Substatus__V1__Report",
   "substatus.v1",
   sizeof(Substatus__V1__Report),
-  14,
+  15,
   substatus__v1__report__field_descriptors,
   substatus__v1__report__field_indices_by_name,
   1,  substatus__v1__report__number_ranges,

@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 
 typedef struct Substatus__V1__Product Substatus__V1__Product;
+typedef struct Substatus__V1__Commitment Substatus__V1__Commitment;
 typedef struct Substatus__V1__EligibilityPolicy Substatus__V1__EligibilityPolicy;
 typedef struct Substatus__V1__ItemError Substatus__V1__ItemError;
 typedef struct Substatus__V1__RefusedOriginalTransaction Substatus__V1__RefusedOriginalTransaction;
@@ -94,9 +95,35 @@ typedef enum _Substatus__V1__OwnershipType {
   /*
    * A family member shares it with the user (Apple's `FAMILY_SHARED`).
    */
-  SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_FAMILY_SHARED = 2
+  SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_FAMILY_SHARED = 2,
+  /*
+   * An organization or group gave the user access (Apple's `ASSIGNED`, App Store Server API
+   * 1.22): it entitles like a purchase, is never moved between app users by purchase sharing,
+   * takes no refund or consumption request, and is counted apart in reports.
+   */
+  SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_ASSIGNED = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__OWNERSHIP_TYPE)
 } Substatus__V1__OwnershipType;
+/*
+ * How a subscription is billed (Apple's `billingPlanType` / `renewalBillingPlanType`, App Store
+ * Server API 1.21).
+ */
+typedef enum _Substatus__V1__BillingPlanType {
+  /*
+   * Apple did not say: every subscription before API 1.21, billed up front.
+   */
+  SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED = 0,
+  /*
+   * The whole period billed at once (Apple's `BILLED_UPFRONT`).
+   */
+  SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_BILLED_UPFRONT = 1,
+  /*
+   * Billed monthly within a 12-month commitment (Apple's `MONTHLY`): each month is a transaction
+   * of its own covering that month.
+   */
+  SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_MONTHLY = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__BILLING_PLAN_TYPE)
+} Substatus__V1__BillingPlanType;
 /*
  * The state of a user in one subscription group at one instant. The first state that applies wins,
  * in the order of the values below (ACTIVE first).
@@ -379,6 +406,42 @@ struct  Substatus__V1__Product
 
 
 /*
+ * Where a subscription billed monthly stands in its 12-month commitment (GroupStatus.commitment).
+ */
+struct  Substatus__V1__Commitment
+{
+  ProtobufCMessage base;
+  /*
+   * The billing period of the deciding transaction, 1-based: k of `total_billing_periods`.
+   */
+  int32_t billing_period_number;
+  /*
+   * How many billing periods the commitment has (12).
+   */
+  int32_t total_billing_periods;
+  /*
+   * When the commitment ends (Apple's `commitmentExpiresDate`); 0 when Apple did not say.
+   */
+  int64_t expires_ms;
+  /*
+   * Whether a new commitment (or a year billed up front) follows when this one ends (Apple's
+   * `commitmentAutoRenewStatus`). A customer who cancels during a commitment turns off only this:
+   * billing continues through all 12 periods, and `GroupStatus.auto_renew_enabled` (the next
+   * billing period) stays true until the last one.
+   */
+  protobuf_c_boolean will_renew;
+  /*
+   * How what follows is billed (Apple's `commitmentRenewalBillingPlanType`); UNSPECIFIED when not
+   * known.
+   */
+  Substatus__V1__BillingPlanType renewal_billing_plan;
+};
+#define SUBSTATUS__V1__COMMITMENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__commitment__descriptor) \
+    , 0, 0, 0, 0, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED }
+
+
+/*
  * An app's eligibility policy: how to decide where Apple's documentation and practice disagree.
  * A newly registered app has the defaults given below; AdminService.SetPolicy changes it.
  */
@@ -550,10 +613,20 @@ struct  Substatus__V1__GroupStatus
    * NEVER_SUBSCRIBED.
    */
   char *original_transaction_id;
+  /*
+   * How the deciding transaction is billed (Apple's `billingPlanType`); UNSPECIFIED when Apple did
+   * not say (billed up front).
+   */
+  Substatus__V1__BillingPlanType billing_plan;
+  /*
+   * The deciding transaction's 12-month commitment, with what the renewal info says follows it;
+   * absent outside a commitment.
+   */
+  Substatus__V1__Commitment *commitment;
 };
 #define SUBSTATUS__V1__GROUP_STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__group_status__descriptor) \
-    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, 0, 0, 0, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL }
 
 
 /*
@@ -720,6 +793,25 @@ Substatus__V1__Product *
 void   substatus__v1__product__free_unpacked
                      (Substatus__V1__Product *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__Commitment methods */
+void   substatus__v1__commitment__init
+                     (Substatus__V1__Commitment         *message);
+size_t substatus__v1__commitment__get_packed_size
+                     (const Substatus__V1__Commitment   *message);
+size_t substatus__v1__commitment__pack
+                     (const Substatus__V1__Commitment   *message,
+                      uint8_t             *out);
+size_t substatus__v1__commitment__pack_to_buffer
+                     (const Substatus__V1__Commitment   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__Commitment *
+       substatus__v1__commitment__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__commitment__free_unpacked
+                     (Substatus__V1__Commitment *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__EligibilityPolicy methods */
 void   substatus__v1__eligibility_policy__init
                      (Substatus__V1__EligibilityPolicy         *message);
@@ -858,6 +950,9 @@ void   substatus__v1__api_key_info__free_unpacked
 typedef void (*Substatus__V1__Product_Closure)
                  (const Substatus__V1__Product *message,
                   void *closure_data);
+typedef void (*Substatus__V1__Commitment_Closure)
+                 (const Substatus__V1__Commitment *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__EligibilityPolicy_Closure)
                  (const Substatus__V1__EligibilityPolicy *message,
                   void *closure_data);
@@ -888,12 +983,14 @@ typedef void (*Substatus__V1__ApiKeyInfo_Closure)
 extern const ProtobufCEnumDescriptor    substatus__v1__environment__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__product_type__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__ownership_type__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__billing_plan_type__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__subscription_state__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__eligibility_reason__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__promo_scope__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__purchase_sharing__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__api_key_role__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__product__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__refused_original_transaction__descriptor;

@@ -290,10 +290,15 @@ struct  Substatus__V1__Report
    * All subscriptions counted (every state but NEVER_SUBSCRIBED).
    */
   int64_t subscriptions;
+  /*
+   * Users entitled through an organization's assignment (Apple's `ASSIGNED` ownership): counted
+   * apart from purchases and Family Sharing.
+   */
+  int64_t assigned_beneficiaries;
 };
 #define SUBSTATUS__V1__REPORT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__report__descriptor) \
-    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
