@@ -42,7 +42,7 @@ public struct RPCMessageWriter<Message: ProtobufJSONMessage>: Sendable {
   public func write(_ message: Message) {
     let bytes = MessageCoding.encode(message, codec: context.codec)
     let first = !headers.sent.exchange(true, ordering: .acquiringAndReleasing)
-    writer.write(first ? [.metadata(context.response.initial), .message(bytes)] : [.message(bytes)])
+    writer.write(first ? [.metadata(context.responseInitial), .message(bytes)] : [.message(bytes)])
   }
 
   /// Sends the response headers now, with the context's initial metadata, unless a message has
@@ -50,7 +50,7 @@ public struct RPCMessageWriter<Message: ProtobufJSONMessage>: Sendable {
   /// once that the call is accepted.
   public func sendHeaders() {
     guard !headers.sent.exchange(true, ordering: .acquiringAndReleasing) else { return }
-    writer.write([.metadata(context.response.initial)])
+    writer.write([.metadata(context.responseInitial)])
   }
 
   /// Sends one message, then waits while the transport holds more than its bound of this call's

@@ -72,6 +72,22 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
   /// Appends a pair as it came off the wire.
   package mutating func append(_ element: Element) { elements.append(element) }
 
+  /// Whether the pair at `index` is the string value `value` under `key` (a transport checks
+  /// whether a call's headers repeat the previous call's metadata, to reuse it).
+  package func hasString(_ value: String, forKey key: String, at index: Int) -> Bool {
+    guard index < elements.count, elements[index].key == key, case .string(let s) = elements[index].value else {
+      return false
+    }
+    return s == value
+  }
+
+  /// The first `count` pairs.
+  package func prefix(_ count: Int) -> Metadata {
+    var metadata = Metadata()
+    metadata.elements = Array(elements.prefix(count))
+    return metadata
+  }
+
   /// Removes every value for a key.
   public mutating func removeAll(forKey key: String) {
     let key = key.lowercased()

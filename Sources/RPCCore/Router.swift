@@ -103,7 +103,7 @@ public struct RPCRouter: Sendable {
       let response = try await handler(request, context)
       var parts: [RPCResponsePart] = []
       parts.reserveCapacity(3)  // RPCServer appends the status
-      parts.append(.metadata(context.response.initial))
+      parts.append(.metadata(context.responseInitial))
       parts.append(.message(response))
       return parts
     }
@@ -137,7 +137,7 @@ public struct RPCRouter: Sendable {
       let response = MessageCoding.encode(try await handler(request, context), codec: context.codec)
       var parts: [RPCResponsePart] = []
       parts.reserveCapacity(3)  // RPCServer appends the status
-      parts.append(.metadata(context.response.initial))
+      parts.append(.metadata(context.responseInitial))
       parts.append(.message(response))
       return parts
     }
@@ -183,7 +183,7 @@ public struct RPCRouter: Sendable {
   ) {
     registerStreaming(method: method, execution: execution) { requests, _, context in
       let response = try await handler(RPCMessageSequence(requests: requests, codec: context.codec), context)
-      return [.metadata(context.response.initial), .message(MessageCoding.encode(response, codec: context.codec))]
+      return [.metadata(context.responseInitial), .message(MessageCoding.encode(response, codec: context.codec))]
     }
   }
 
@@ -288,11 +288,11 @@ public struct RPCServer: Sendable {
         }
         parts = chained
       }
-      parts.append(.status(.ok, message: "", trailers: context.response.trailing))
+      parts.append(.status(.ok, message: "", trailers: context.responseTrailing))
       call.responses.write(parts)
     } catch {
       var error = RPCError(mapping: error)
-      var trailers = context.response.trailing
+      var trailers = context.responseTrailing
       trailers.add(contentsOf: error.metadata)
       // Every transport bounds what it sends; bounding here also keeps the in-process transport's
       // and the logs' copies short.

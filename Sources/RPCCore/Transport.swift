@@ -156,6 +156,15 @@ public final class RPCRequestStream: AsyncSequence, Sendable {
   /// A finished stream holding these messages.
   public init(messages: [[UInt8]]) { state = Mutex(State(buffer: messages, finished: true)) }
 
+  /// Makes the stream open and empty again, for the next call of a transport that keeps its
+  /// streams: only when nothing else holds it (the call's handler is done with it).
+  package func reset() {
+    state.withLock { state in
+      precondition(state.waiter == nil, "RPCRequestStream reset while a reader waits")
+      state = State()
+    }
+  }
+
   /// Adds a message (transport side).
   public func yield(_ message: [UInt8]) {
     let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in

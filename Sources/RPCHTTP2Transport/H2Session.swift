@@ -1,3 +1,4 @@
+import CLinuxShims
 import CNGHTTP2
 import Glibc
 
@@ -9,6 +10,55 @@ import Glibc
 struct HeaderField {
   var name: String
   var value: String
+}
+
+/// A header block laid out once for nghttp2: the usual response headers and `OK` trailers, sent
+/// for most calls. nghttp2 is told not to copy its names and values (`NGHTTP2_NV_FLAG_NO_COPY_*`)
+/// and reads them until the frame is sent, so a block must outlive the sessions it is submitted
+/// to (the transport's are `static`).
+final class PreparedHeaderBlock: @unchecked Sendable {
+  // Immutable after init; nghttp2 only reads it.
+  /// The fields, as given.
+  let fields: [HeaderField]
+  let nameValues: UnsafeMutablePointer<nghttp2_nv>
+  private let bytes: UnsafeMutablePointer<UInt8>
+  /// The block's size as `SETTINGS_MAX_HEADER_LIST_SIZE` counts it (RFC 9113 § 6.5.2).
+  let listSize: Int
+
+  init(_ fields: [HeaderField]) {
+    self.fields = fields
+    var byteCount = 0
+    var listSize = 0
+    for field in fields {
+      byteCount += field.name.utf8.count + field.value.utf8.count
+      listSize += field.name.utf8.count + field.value.utf8.count + 32
+    }
+    self.listSize = listSize
+    bytes = .allocate(capacity: max(1, byteCount))
+    nameValues = .allocate(capacity: max(1, fields.count))
+    var offset = 0
+    for (index, field) in fields.enumerated() {
+      let name = bytes + offset
+      for byte in field.name.utf8 {
+        bytes[offset] = byte
+        offset += 1
+      }
+      let value = bytes + offset
+      for byte in field.value.utf8 {
+        bytes[offset] = byte
+        offset += 1
+      }
+      (nameValues + index).initialize(
+        to: nghttp2_nv(
+          name: name, value: value, namelen: field.name.utf8.count, valuelen: field.value.utf8.count,
+          flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)))
+    }
+  }
+
+  deinit {
+    nameValues.deallocate()
+    bytes.deallocate()
+  }
 }
 
 /// The HTTP/2 settings a session announces.
@@ -69,6 +119,7 @@ final class H2Session {
     var prefixLength = 0
     var prefixOffset = 0
     var trailers: [HeaderField]?
+    var preparedTrailers: PreparedHeaderBlock?
     var endStream = false
     var deferred = false
     var done = false
@@ -80,6 +131,7 @@ final class H2Session {
       prefixLength = 0
       prefixOffset = 0
       trailers = nil
+      preparedTrailers = nil
       endStream = false
       deferred = false
       done = false
@@ -90,6 +142,10 @@ final class H2Session {
   }
 
   private var session: OpaquePointer?
+  /// nghttp2's allocator for this session: its per-stream blocks (the stream, outbound items,
+  /// copied header arrays) are kept on free lists when freed, for the next streams, instead of
+  /// going back to malloc (see `clinux_pool_create`).
+  private let pool: OpaquePointer?
   private let maxHeaderListSize: Int
   // nghttp2 delivers one header block at a time (CONTINUATION frames are contiguous), so the
   // fields of the block in progress need no per-stream table.
@@ -109,7 +165,7 @@ final class H2Session {
   /// a comparison instead of a new string (shorter strings are stored inline, without allocating).
   private var recentStrings: [String] = []
   private var recentStringsNext = 0
-  private var outbound: [Int32: Outbound] = [:]
+  private var outbound = StreamTable<Outbound>()
   /// The outbound states of closed streams, reset, for the next streams (one allocation fewer
   /// per call).
   private var spareOutbounds: [Outbound] = []
@@ -147,6 +203,7 @@ final class H2Session {
   /// ``consumeStream(streamID:count:)`` (a client's backpressure on response streams).
   init(isServer: Bool, settings: H2Settings, manualWindowUpdates: Bool = false) {
     maxHeaderListSize = Int(settings.maxHeaderListSize)
+    pool = clinux_pool_create(Self.poolCachedBytes)
     var callbacks: OpaquePointer?
     nghttp2_session_callbacks_new(&callbacks)
     defer { nghttp2_session_callbacks_del(callbacks) }
@@ -219,12 +276,25 @@ final class H2Session {
     defer { nghttp2_option_del(option) }
     nghttp2_option_set_max_send_header_block_length(option, Self.maxSendHeaderBlockLength)
     if manualWindowUpdates { nghttp2_option_set_no_auto_window_update(option, 1) }
+    // RFC 7540's priority tree (deprecated by RFC 9113, unused by gRPC) made nghttp2 keep every
+    // closed stream around for re-prioritisation; closed streams are freed at once instead.
+    nghttp2_option_set_no_closed_streams(option, 1)
     let userData = Unmanaged.passUnretained(self).toOpaque()
-    if isServer {
-      nghttp2_session_server_new2(&session, callbacks, userData, option)
-    } else {
-      nghttp2_session_client_new2(&session, callbacks, userData, option)
+    // nghttp2 copies the struct; the pool lives until after `nghttp2_session_del`. Without a
+    // pool (out of memory) nghttp2 uses malloc.
+    var mem = nghttp2_mem(
+      mem_user_data: UnsafeMutableRawPointer(pool), malloc: clinux_pool_malloc, free: clinux_pool_free,
+      calloc: clinux_pool_calloc, realloc: clinux_pool_realloc)
+    var created: OpaquePointer?
+    withUnsafeMutablePointer(to: &mem) { mem in
+      let memory = pool == nil ? nil : mem
+      if isServer {
+        nghttp2_session_server_new3(&created, callbacks, userData, option, memory)
+      } else {
+        nghttp2_session_client_new3(&created, callbacks, userData, option, memory)
+      }
     }
+    session = created
     var entries = [
       nghttp2_settings_entry(
         settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.maxConcurrentStreams),
@@ -233,14 +303,26 @@ final class H2Session {
       nghttp2_settings_entry(
         settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: settings.maxHeaderListSize),
     ]
-    if !isServer { entries.removeFirst() }
+    if isServer {
+      // RFC 9218: the server does not use RFC 7540 priorities (nghttp2 then keeps no priority
+      // tree per stream); a client that does not know the setting ignores it.
+      entries.append(
+        nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES.rawValue), value: 1))
+    } else {
+      entries.removeFirst()
+    }
     nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
     nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, settings.connectionWindowSize)
   }
 
   deinit {
     nghttp2_session_del(session)
+    clinux_pool_destroy(pool)
   }
+
+  /// The freed nghttp2 blocks a session keeps for reuse, at most: enough for the streams of a
+  /// busy connection (about 1 KiB each while open), small beside the connection's buffers.
+  static let poolCachedBytes = 64 << 10
 
   /// Whether DATA or HEADERS went out since the last call (grpc-go resets ping strikes then).
   func takeSentDataOrHeaders() -> Bool {
@@ -338,6 +420,11 @@ final class H2Session {
     return size <= peerLimit
   }
 
+  /// Whether a prepared header block fits the peer's `SETTINGS_MAX_HEADER_LIST_SIZE`.
+  private func fitsPeerHeaderList(_ block: PreparedHeaderBlock) -> Bool {
+    block.listSize <= Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE))
+  }
+
   /// Whether the session wants to read more.
   var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
   /// Whether the session has frames to send.
@@ -399,6 +486,25 @@ final class H2Session {
     return submitted
   }
 
+  /// Submits a prepared block of response headers followed by one uncompressed gRPC message, as
+  /// ``submitResponse(streamID:headers:message:)`` does with fields.
+  @discardableResult
+  func submitResponse(streamID: Int32, headers: PreparedHeaderBlock, message: [UInt8]) -> Bool {
+    let ob = spareOutbounds.popLast() ?? Outbound()
+    let n = UInt32(truncatingIfNeeded: message.count)
+    ob.prefix = (0, UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n))
+    ob.prefixLength = 5
+    ob.bytes = message
+    outbound[streamID] = ob
+    pendingOutboundBytes += ob.unsent
+    var provider = Self.provider
+    let submitted =
+      fitsPeerHeaderList(headers)
+      && nghttp2_submit_response(session, streamID, headers.nameValues, headers.fields.count, &provider) == 0
+    if !submitted { unsendableHeaderStreams.append(streamID) }
+    return submitted
+  }
+
   /// Submits a request whose body is `body`, ending the stream after it.
   ///
   /// - Returns: The new stream id, or `nil` when the session cannot open a stream now.
@@ -426,6 +532,13 @@ final class H2Session {
   func sendTrailers(streamID: Int32, _ trailers: [HeaderField]) {
     guard let ob = outbound[streamID], !ob.done else { return }
     ob.trailers = trailers
+    resumeIfDeferred(streamID, ob)
+  }
+
+  /// Ends a stream with a prepared block of trailers after its pending DATA.
+  func sendTrailers(streamID: Int32, _ trailers: PreparedHeaderBlock) {
+    guard let ob = outbound[streamID], !ob.done else { return }
+    ob.preparedTrailers = trailers
     resumeIfDeferred(streamID, ob)
   }
 
@@ -537,7 +650,14 @@ final class H2Session {
     }
     written += n
     if ob.unsent == 0 {
-      if let trailers = ob.trailers {
+      if let trailers = ob.preparedTrailers {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+        ob.done = true
+        let submitted =
+          fitsPeerHeaderList(trailers)
+          && nghttp2_submit_trailer(session, streamID, trailers.nameValues, trailers.fields.count) == 0
+        if !submitted { unsendableHeaderStreams.append(streamID) }
+      } else if let trailers = ob.trailers {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
         ob.done = true
         // Trailers that cannot go (too large for the peer, or refused by nghttp2): the stream is

@@ -65,3 +65,26 @@ void clinux_heap_bytes(long *allocated, long *free_bytes, long *arenas);
 int clinux_limit_malloc_arenas(int count);
 /// The resident set size of this process in bytes (/proc/self/statm), or -1.
 long clinux_resident_bytes(void);
+
+/// A free-list allocator for one owner thread (an HTTP/2 session's `nghttp2_mem`): blocks of up
+/// to 4 KiB are rounded up to a power of two (64 bytes at least) and, when freed, kept on their
+/// size's list for the next allocation of that size, up to `max_cached_bytes` kept in all; larger
+/// blocks and those over the bound go to malloc and free. Not thread-safe. Under AddressSanitizer
+/// nothing is kept, so that a use after free is still reported.
+struct clinux_pool;
+/// A new pool keeping at most `max_cached_bytes` of freed blocks, or NULL.
+struct clinux_pool *clinux_pool_create(size_t max_cached_bytes);
+/// Frees the pool and the blocks it keeps (blocks still handed out must have been freed).
+void clinux_pool_destroy(struct clinux_pool *pool);
+/// malloc from the pool (`nghttp2_malloc`'s signature: the pool is the user data).
+void *clinux_pool_malloc(size_t size, void *pool);
+/// free to the pool (`nghttp2_free`).
+void clinux_pool_free(void *ptr, void *pool);
+/// calloc from the pool (`nghttp2_calloc`).
+void *clinux_pool_calloc(size_t count, size_t size, void *pool);
+/// realloc within the pool (`nghttp2_realloc`).
+void *clinux_pool_realloc(void *ptr, size_t size, void *pool);
+/// The bytes of freed blocks the pool keeps now.
+size_t clinux_pool_cached_bytes(const struct clinux_pool *pool);
+/// 1 when pools keep freed blocks, 0 in an AddressSanitizer build.
+int clinux_pool_keeps_blocks(void);
