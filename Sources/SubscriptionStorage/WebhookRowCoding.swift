@@ -89,6 +89,28 @@ public enum WebhookRowCoding {
     ).serialized()
   }
 
+  /// New deliveries of `events` (in log order) for one statement: `[sequence, environment, user,
+  /// first]` each, `first` 1 for a user's first event of the batch (only it may be the head).
+  public static func newDeliveriesJSON(_ events: [LoggedEvent]) -> String {
+    var seen = Set<UserKey>()
+    seen.reserveCapacity(events.count)
+    return JSONValue.array(
+      events.map { logged in
+        let event = logged.event
+        let first = seen.insert(UserKey(environment: event.environment, userId: event.userId)).inserted
+        return .array([
+          .integer(logged.sequence), .string(event.environment.rawValue), .string(event.userId),
+          .integer(first ? 1 : 0),
+        ])
+      }
+    ).serialized()
+  }
+
+  private struct UserKey: Hashable {
+    var environment: Environment
+    var userId: String
+  }
+
   /// A webhook's environment filter as stored: the environment's raw value, empty for both.
   public static func environment(_ environment: Environment?) -> String { environment?.rawValue ?? "" }
 

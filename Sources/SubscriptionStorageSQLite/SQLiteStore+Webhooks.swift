@@ -132,12 +132,24 @@ enum WebhookQueries {
   /// A new pending delivery (?1 webhook, ?2 sequence, ?3 environment, ?4 user, ?5 now), its event
   /// left in the log; the head of its user unless the user already has a pending delivery to the
   /// webhook (one probe of `webhook_deliveries_heads`).
-  static let insertDelivery = """
+  /// A batch of new deliveries in one statement: ?1 is the webhook, ?2 the time, ?3
+  /// ``WebhookRowCoding/newDeliveriesJSON(_:)`` (`[sequence, environment, user, first]` per event,
+  /// in log order). Only a user's first delivery of the batch may be the head, and only when the
+  /// user has nothing pending for the webhook before the statement (the probe reads no row of the
+  /// batch: its later deliveries wait behind that first one).
+  static let insertDeliveries = """
     INSERT INTO webhook_deliveries(webhook_id, sequence, environment, user_id, event, state,
       next_attempt_ms, created_ms, attempts, head)
-    VALUES(?1, ?2, ?3, ?4, X'', 'PENDING', ?5, ?5, CAST('[]' AS BLOB), NOT EXISTS (
-      SELECT 1 FROM webhook_deliveries INDEXED BY webhook_deliveries_heads
-      WHERE webhook_id = ?1 AND environment = ?3 AND user_id = ?4 AND state = 'PENDING'))
+    SELECT ?1, n.sequence, n.environment, n.user_id, X'', 'PENDING', ?2, ?2, CAST('[]' AS BLOB),
+      n.first AND NOT EXISTS (
+        SELECT 1 FROM webhook_deliveries p INDEXED BY webhook_deliveries_heads
+        WHERE p.webhook_id = ?1 AND p.environment = n.environment AND p.user_id = n.user_id
+          AND p.state = 'PENDING')
+    FROM (
+      SELECT key AS i, value ->> '$[0]' AS sequence, value ->> '$[1]' AS environment,
+        value ->> '$[2]' AS user_id, value ->> '$[3]' AS first
+      FROM json_each(?3)) AS n
+    ORDER BY n.i
     """
   /// A batch of attempts in one statement: ?1 is ``WebhookRowCoding/outcomesJSON(_:)``; each row
   /// gets its attempt appended to the stored array (the rows this store writes are `[]` or
@@ -284,14 +296,10 @@ extension SQLiteStore: WebhookStore {
   private static func insertDeliveries(
     _ db: SQLiteConnection, webhookId: String, events: [LoggedEvent], atMs: Int64
   ) throws(StoreError) {
-    for event in events {
-      try db.run(
-        WebhookQueries.insertDelivery,
-        [
-          .text(webhookId), .int(event.sequence), .text(event.event.environment.rawValue),
-          .text(event.event.userId), .int(atMs),
-        ])
-    }
+    guard !events.isEmpty else { return }
+    try db.run(
+      WebhookQueries.insertDeliveries,
+      [.text(webhookId), .int(atMs), .text(WebhookRowCoding.newDeliveriesJSON(events))])
   }
 
   /// See ``WebhookStore/enqueueDeliveries(atMs:limit:)``: per webhook, the log read through

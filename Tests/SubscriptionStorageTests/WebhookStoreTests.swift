@@ -214,6 +214,49 @@ struct WebhookStoreTests {
     #expect(try await heads() == ["u1": 1, "u2": 1])
   }
 
+  /// A replay's page of deliveries is one statement: with nothing pending, each user's first
+  /// delivery of the page (per environment: a sandbox user and a production user of one id are
+  /// two users) is the head and the rest wait behind it; claims then go in log order per user.
+  @Test func aReplayPageMakesOneHeadPerUserItsFirstDelivery() async throws {
+    let dir = TemporaryDirectory()
+    let store = try SQLiteStore(configuration: .init(path: dir.file("store.sqlite"), keyring: testKeyring, readerCount: 1))
+    defer { store.close() }
+    try await Fixture.seed(store)
+    let production = try await WebhookContract.addEvents(store, users: ["u1", "u2", "u1", "u1", "u2"])
+    let sandbox = try await WebhookContract.addEvents(store, users: ["u1", "u1"], environment: .sandbox)
+    // Created after the events: only the replay makes deliveries.
+    try await store.createWebhook(
+      WebhookRecord(webhookId: "w1", appId: "a1", url: "https://hooks.example.com/", createdMs: 1),
+      signingSecret: Self.secret)
+    #expect(try await store.replay(appId: "a1", webhookId: "w1", afterSequence: 0, atMs: 2) == 7)
+    let heads = try await store.writer.write { db throws(StoreError) in
+      try db.all(
+        "SELECT environment, user_id, sequence FROM webhook_deliveries WHERE state = 'PENDING' AND head = 1 ORDER BY sequence",
+        []
+      ) { "\($0.text(0))/\($0.text(1))@\($0.int(2))" }
+    }
+    #expect(
+      heads == [
+        "Production/u1@\(production[0].sequence)", "Production/u2@\(production[1].sequence)",
+        "Sandbox/u1@\(sandbox[0].sequence)",
+      ], "\(heads)")
+    var order: [Int64] = []
+    for t in 3..<20 {
+      let claimed = try await store.claimDueDeliveries(atMs: Int64(t), limit: 10, leaseUntilMs: 1_000)
+      if claimed.isEmpty { break }
+      order += claimed.map(\.event.sequence)
+      _ = try await store.recordDeliveryAttempts(
+        claimed.map {
+          DeliveryOutcome(deliveryId: $0.deliveryId, attempt: Self.attempt(Int64(t), 204), state: .delivered, nextAttemptMs: nil)
+        })
+    }
+    #expect(order.sorted() == (production + sandbox).map(\.sequence).sorted(), "every delivery once")
+    for events in [production.filter { $0.event.userId.hasSuffix("u1") }, production.filter { $0.event.userId.hasSuffix("u2") }, sandbox] {
+      let sequences = events.map(\.sequence)
+      #expect(order.filter(sequences.contains) == sequences, "one user's deliveries in log order")
+    }
+  }
+
   /// A schema-15 database (deliveries with their own copy of the event, no heads) opened by this
   /// build: its pending deliveries get one head per user (the oldest), and are claimed in order.
   @Test func aVersion15DatabaseGetsItsHeadsOnMigration() async throws {
