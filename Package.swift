@@ -262,7 +262,7 @@ let package = Package(
       name: "SubscriptionStoragePostgresTests",
       dependencies: [
         "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting",
-        "RPCCore", "RPCHTTP2Transport", "SubstatusWire",
+        "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubstatusProcessTestKit",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
