@@ -262,7 +262,7 @@ let package = Package(
       name: "SubscriptionStoragePostgresTests",
       dependencies: [
         "SubscriptionStoragePostgres", "SubscriptionStorage", "SubscriptionDomain", "StoreContractTesting",
-        "RPCCore", "RPCHTTP2Transport", "SubstatusWire",
+        "RPCCore", "RPCHTTP2Transport", "SubstatusWire", "SubstatusProcessTestKit",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(
@@ -270,7 +270,7 @@ let package = Package(
       dependencies: [
         "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
-        "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting",
+        "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting", "SubstatusProcessTestKit",
       ],
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     .testTarget(

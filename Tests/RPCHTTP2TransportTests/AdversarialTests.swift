@@ -33,12 +33,7 @@ func serverConnectionCount(port: Int) -> Int {
 
 /// Waits until the server holds no connection on `port`.
 func waitForNoConnections(port: Int, timeout: Duration = .seconds(30)) async -> Bool {
-  let end = ContinuousClock.now + timeout
-  while ContinuousClock.now < end {
-    if serverConnectionCount(port: port) == 0 { return true }
-    try? await Task.sleep(for: .milliseconds(20))
-  }
-  return serverConnectionCount(port: port) == 0
+  await waitUntil(timeout: timeout, every: .milliseconds(20)) { serverConnectionCount(port: port) == 0 }
 }
 
 /// Misbehaving peers: the server stays up, releases their descriptors, and keeps serving others.

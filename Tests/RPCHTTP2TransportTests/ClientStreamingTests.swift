@@ -127,12 +127,7 @@ func streamMemoryBound(bufferSize: Int, messageSize: Int) -> Int { bufferSize + 
 /// Waits until the client has one open stream and its receive window is closed: the server can
 /// send nothing more until the consumer catches up.
 func waitForClosedWindow(_ client: HTTP2ClientTransport) async -> Bool {
-  let end = ContinuousClock.now + .seconds(5)
-  while ContinuousClock.now < end {
-    if await client.openStreamReceiveWindows() == [0] { return true }
-    try? await Task.sleep(for: .milliseconds(5))
-  }
-  return false
+  await waitUntil(timeout: .seconds(5)) { await client.openStreamReceiveWindows() == [0] }
 }
 
 extension ClientStreamingAgainstOwnServerTests {
@@ -246,12 +241,7 @@ func grpcioStats(_ client: HTTP2ClientTransport) async throws -> (flood: Int, ca
 
 /// Waits (up to 5 s) until the grpcio server has seen `count` Ticks calls end.
 func waitForGRPCIOEndedTicks(_ client: HTTP2ClientTransport, _ count: Int) async throws -> Bool {
-  let end = ContinuousClock.now + .seconds(5)
-  while ContinuousClock.now < end {
-    if try await grpcioStats(client).cancelled == count { return true }
-    try await Task.sleep(for: .milliseconds(10))
-  }
-  return false
+  try await waitUntil(timeout: .seconds(5), every: .milliseconds(10)) { try await grpcioStats(client).cancelled == count }
 }
 
 /// Server streaming from our client to a stock Python grpcio server.

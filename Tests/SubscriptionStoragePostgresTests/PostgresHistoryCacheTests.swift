@@ -2,6 +2,7 @@ import Foundation
 import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusProcessTestKit
 import Testing
 
 @testable import SubscriptionStoragePostgres
@@ -87,20 +88,12 @@ struct PostgresHistoryCacheFeedTests {
   static func eventually(
     _ store: PostgresStore, _ user: UserKey, _ done: (UserHistory) -> Bool
   ) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(5)
-    while ContinuousClock.now < deadline {
-      if done(try await store.history(of: user)) { return true }
-      try await Task.sleep(for: .milliseconds(10))
-    }
-    return false
+    try await waitUntil(timeout: .seconds(5), every: .milliseconds(10)) { done(try await store.history(of: user)) }
   }
 
   /// Waits (at most 5 s) until `store`'s feed has read `changes` rows in all; returns whether it did.
   static func caughtUp(_ store: PostgresStore, changes: Int) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(5)
-    while store.changeFeed!.statistics.changesRead < changes, ContinuousClock.now < deadline {
-      try await Task.sleep(for: .milliseconds(5))
-    }
+    _ = await waitUntil(timeout: .seconds(5)) { store.changeFeed!.statistics.changesRead >= changes }
     return store.changeFeed!.statistics.changesRead == changes
   }
 
@@ -180,8 +173,7 @@ struct PostgresHistoryCacheFeedTests {
         DELETE FROM user_changes;
         COMMIT
         """)
-      let deadline = ContinuousClock.now + .seconds(5)
-      while b.changeFeed!.statistics.clears < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+      _ = await waitUntil(timeout: .seconds(5)) { b.changeFeed!.statistics.clears >= 2 }
       #expect(b.changeFeed!.statistics.clears == 2)
       #expect(b.historyCache.statistics.entries == 0)
     }
@@ -214,9 +206,7 @@ struct PostgresHistoryCacheFeedTests {
       let user = try await Self.cachedInB(a, b)
       let name = b.changeFeed!.applicationName
       try await Self.sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
-      let deadline = ContinuousClock.now + .seconds(5)
-      while b.historyCache.statistics.entries > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-      #expect(b.historyCache.statistics.entries == 0)
+      #expect(await waitUntil(timeout: .seconds(5)) { b.historyCache.statistics.entries == 0 })
       #expect(b.changeFeed!.statistics.clears >= 2)
       try await PostgresHistoryCacheTests.warm(b, user, expect: ["t1"])
       _ = try await a.ingest([UserPurchases(user: user, transactions: [Fixture.transaction("t2", purchase: 2)])], atMs: Fixture.now)

@@ -3,6 +3,7 @@ import Glibc
 import RPCCore
 import RPCHTTP2Transport
 import SubscriptionStorage
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
@@ -181,9 +182,8 @@ private func setUpDueSubscribers(
   let trialEnd = try #require(trialEnds.first)
   try await sim.control("POST", "/control/clock/advance", ["minutes": 4])
   _ = try await blocking { setup.stop() }
-  while Int64(Date().timeIntervalSince1970 * 1000) <= trialEnd + 100 {
-    try await Task.sleep(for: .milliseconds(50))
-  }
+  // The trial's end is on the real clock (the simulator's time scale is 0, the daemons read wall time).
+  #expect(await waitUntil(timeout: .seconds(600), every: .milliseconds(50)) { Int64(Date().timeIntervalSince1970 * 1000) > trialEnd + 100 })
   let db = try PGConnection(conninfo: url)
   let due = try db.run(
     "UPDATE receipts SET next_due_ms = $1", [.int(Int64(Date().timeIntervalSince1970 * 1000))])
@@ -196,8 +196,7 @@ private func waitForRenewals(
   _ client: Client, appID: String, admin: String, users: [String], trialEnd: Int64
 ) async throws -> Bool {
   var pending = Set(users)
-  let deadline = Date().addingTimeInterval(60)
-  while !pending.isEmpty, Date() < deadline {
+  return try await waitUntil(timeout: .seconds(60), every: .milliseconds(200)) {
     for user in pending {
       var status = Substatus_V1_GetStatusRequest()
       status.appID = appID
@@ -207,9 +206,8 @@ private func waitForRenewals(
         .groups.first { $0.subscriptionGroupID == "pro" }
       if let group, group.expiresMs == trialEnd + 300_000, !group.inTrial { pending.remove(user) }
     }
-    if !pending.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
+    return pending.isEmpty
   }
-  return pending.isEmpty
 }
 
 /// "refreshed" counts of an instance's batch log lines.
@@ -306,9 +304,8 @@ struct RefreshLeaseEndToEndTests {
     try await sim.control("POST", "/control/faults", ["environment": "sandbox", "latency_ms": 20_000])
     let a = try await blocking { try Instance(store: url, masterKey: masterKey, extraArguments: refresh) }
     defer { killIfRunning(a.pid) }
-    let deadline = Date().addingTimeInterval(30)
-    while try await sim.sandboxVerifications() == submitted, Date() < deadline {
-      try await Task.sleep(for: .milliseconds(20))
+    _ = try await waitUntil(timeout: .seconds(30), every: .milliseconds(20)) {
+      try await sim.sandboxVerifications() != submitted
     }
     _ = try await blocking { a.stop(SIGKILL) }
     let attemptsByA = try await sim.sandboxVerifications() - submitted
@@ -328,13 +325,8 @@ struct RefreshLeaseEndToEndTests {
     defer { killIfRunning(b.pid) }
     let clientB = try Client(b.grpc)
     defer { clientB.close() }
-    var firstByB: Int64?
-    while firstByB == nil, Date() < deadline.addingTimeInterval(30) {
-      if try await sim.sandboxVerifications() > submitted + attemptsByA {
-        firstByB = Int64(Date().timeIntervalSince1970 * 1000)
-      } else {
-        try await Task.sleep(for: .milliseconds(20))
-      }
+    let firstByB: Int64? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(20)) {
+      try await sim.sandboxVerifications() > submitted + attemptsByA ? Int64(Date().timeIntervalSince1970 * 1000) : nil
     }
     let taken = try #require(firstByB, "B never refreshed:\n\(b.log)")
     #expect(taken >= leaseEnd, "B verified \(leaseEnd - taken) ms before A's lease ended")

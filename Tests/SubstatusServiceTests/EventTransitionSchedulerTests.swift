@@ -1,6 +1,7 @@
 import Foundation
 import SubscriptionStorage
 import SubstatusClock
+import SubstatusProcessTestKit
 import SubstatusWire
 import Synchronization
 import Testing
@@ -49,13 +50,10 @@ import Testing
 
   /// Waits (5 s of real time at most) until the app has an EXPIRED event.
   static func waitForExpired(_ h: Harness, _ admin: String, _ app: String) async throws -> [Substatus_V1_Event] {
-    let deadline = ContinuousClock.now + .seconds(5)
-    while ContinuousClock.now < deadline {
+    try await waitForValue(timeout: .seconds(5)) {
       let events = try await expired(h, admin, app)
-      if !events.isEmpty { return events }
-      try await Task.sleep(for: .milliseconds(5))
-    }
-    return []
+      return events.isEmpty ? nil : events
+    } ?? []
   }
 
   @Test func aDueTransitionWakesItOnTheServiceClockWhileTheWireClockStandsStill() async throws {

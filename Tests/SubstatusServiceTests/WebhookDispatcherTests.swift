@@ -3,6 +3,7 @@ import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusClock
+import SubstatusProcessTestKit
 import Synchronization
 import Testing
 
@@ -114,13 +115,9 @@ final class WebhookReceiver: Sendable {
 /// Polls `condition` every 5 ms of real time for at most `timeout` (waits for I/O, never for a
 /// backoff: the dispatcher's time is the manual clock).
 func waitUntil(_ what: String, timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws {
-  let deadline = ContinuousClock.now + timeout
-  while try await !condition() {
-    guard ContinuousClock.now < deadline else {
-      Issue.record("timed out waiting for \(what)")
-      throw CancellationError()
-    }
-    try await Task.sleep(for: .milliseconds(5))
+  guard try await SubstatusProcessTestKit.waitUntil(timeout: timeout, condition) else {
+    Issue.record("timed out waiting for \(what)")
+    throw CancellationError()
   }
 }
 
