@@ -49,7 +49,7 @@ public final class SubstatusService: Sendable {
   var webhookURLPolicy: WebhookURLPolicy { webhookDispatcher?.configuration.urlPolicy ?? WebhookURLPolicy() }
 
   let apps = Mutex<[String: CachedApp]>([:])
-  /// Hits and fallbacks of the per-user summaries (``evaluations(of:environment:_:at:rewrite:)``).
+  /// Hits and fallbacks of the per-user summaries (``answers(of:environment:_:at:rewrite:)``).
   let summaryMetrics = SummaryMetrics()
   let keys = Mutex<[[UInt8]: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
