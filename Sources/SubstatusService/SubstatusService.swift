@@ -51,7 +51,9 @@ public final class SubstatusService: Sendable {
   let apps = Mutex<[String: CachedApp]>([:])
   /// Hits and fallbacks of the per-user summaries (``answers(of:environment:_:at:rewrite:)``).
   let summaryMetrics = SummaryMetrics()
-  let keys = Mutex<[[UInt8]: CachedKey]>([:])
+  /// Resolved API keys by the `authorization` header's text that presented them
+  /// (``lookUpKey(authorization:)``).
+  let keys = Mutex<[String: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
   /// The in-flight budget of heavy calls' estimated working sets (``ServiceLimits/maxWorkingSetBytes``).
   public let workingSetBudget: WorkingSetBudget
