@@ -81,19 +81,28 @@ def build_peer(build_dir):
     return dest
 
 
+def data_as_of_ms():
+    """The instant the data set is built around and written at: the start of today (UTC), so that
+    the summaries written with the data answer the loads, which ask at the server's clock (`-now`)
+    as apps do (scripts/bench_compare.py seeds its stores the same way)."""
+    now = int(time.time())
+    return (now - now % 86_400) * 1000
+
+
 def data_dir(users):
     """The cached data directory for `users` users (10 transactions each), built on first use."""
-    # Keyed by the generator's source and the SQLite schema's migrations.
+    # Keyed by the generator's source, the SQLite schema's migrations and the day it is built around.
     digest = hashlib.sha256()
     for part in [("Benchmarks", "E2EData", "main.swift"), ("Sources", "SubscriptionStorageSQLite", "Migrations.swift")]:
         with open(os.path.join(ROOT, *part), "rb") as f:
             digest.update(f.read())
     version = digest.hexdigest()[:12]
-    d = os.path.join(BUILD, "bench-e2e-data", f"{version}-u{users}")
+    as_of = data_as_of_ms()
+    d = os.path.join(BUILD, "bench-e2e-data", f"{version}-u{users}-{time.strftime('%Y%m%d', time.gmtime(as_of / 1000))}")
     if not os.path.exists(os.path.join(d, "bench.json")):
         shutil.rmtree(d, ignore_errors=True)
         t0 = time.time()
-        sh([os.path.join(RELEASE, "substatus-e2e-datagen"), "--dir", d, "--users", str(users)])
+        sh([os.path.join(RELEASE, "substatus-e2e-datagen"), "--dir", d, "--users", str(users), "--as-of", str(as_of)])
         print(f"built {d} in {time.time() - t0:.1f} s", flush=True)
     catch_up(d)
     return d
@@ -394,18 +403,26 @@ def run(args):
             phases.append(("started (store opened, nothing read yet)", server.rss_mb()))
             common = ["-addr", server.grpc, "-spec", server.spec, "-server-pid", str(server.pid)] + timing(args)
             for u, p in [(1, 1), (1, 20), (50, 1), (50, 20)]:
-                r = load(loadgen, args, "-mode", "elig", "-users", str(u), "-products", str(p), *common)
+                r = load(loadgen, args, "-mode", "elig", "-now", "-users", str(u), "-products", str(p), *common)
                 rows.append((f"{u} user{'s' if u > 1 else ''} × {p} product{'s' if p > 1 else ''}", "CPU 0 / CPU 1", r))
+            # The same 1 x 20 call asking a day before the data's instant: before every summary, so
+            # each user is answered from the history (what a past `as_of_ms` costs).
+            past_spec = os.path.join(work, "bench-past.json")
+            with open(past_spec, "w") as f:
+                json.dump(dict(spec, as_of_ms=spec["as_of_ms"] - 86_400_000), f)
+            r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-addr", server.grpc,
+                     "-spec", past_spec, "-server-pid", str(server.pid), *timing(args))
+            rows.append(("1 user × 20 products, `as_of_ms` a day back (from the history)", "CPU 0 / CPU 1", r))
             # Both shapes at once (48 + 16 in flight): how long big batches make small calls wait.
             small, big = load_together(
                 loadgen, args,
-                ["-mode", "elig", "-users", "1", "-products", "20", "-concurrency", "48", *common],
-                ["-mode", "elig", "-users", "50", "-products", "20", "-concurrency", "16", *common])
+                ["-mode", "elig", "-now", "-users", "1", "-products", "20", "-concurrency", "48", *common],
+                ["-mode", "elig", "-now", "-users", "50", "-products", "20", "-concurrency", "16", *common])
             rows.append(("mix: 1 user × 20 products, 48 in flight", "CPU 0 / CPU 1", small))
             rows.append(("mix: 50 users × 20 products, 16 in flight at once", "CPU 0 / CPU 1", big))
             # The same 1 x 20 call in the other protocols the server speaks (Connect, gRPC-Web).
             for label, proto in PROTOCOLS:
-                r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-protocol", proto,
+                r = load(loadgen, args, "-mode", "elig", "-now", "-users", "1", "-products", "20", "-protocol", proto,
                          "-http", server.http, *common)
                 protocol_rows.append((label, r))
             phases.append(("after the CheckEligibility runs", server.rss_mb()))
@@ -421,7 +438,7 @@ def run(args):
             users_file = naive_setup(sim_addr, spec, 100 if args.quick else 300, work)
             load(loadgen, args, "-mode", "submit", "-app", "app-naive", "-userfile", users_file, "-concurrency", "8",
                  "-addr", server.grpc, "-spec", server.spec)
-            ours = load(loadgen, args, "-mode", "elig", "-app", "app-naive", "-userfile", users_file, "-users", "1",
+            ours = load(loadgen, args, "-mode", "elig", "-now", "-app", "app-naive", "-userfile", users_file, "-users", "1",
                         "-products", "20", *common)
             naive = load(loadgen, args, "-mode", "naive", "-app", "app-naive", "-userfile", users_file, "-verify-url",
                          f"http://{sim_addr}/production/verifyReceipt", "-spec", server.spec, "-server-pid", str(sim.pid),
@@ -430,7 +447,7 @@ def run(args):
             # Where the server's CPU goes in CheckEligibility 1 x 20 (a separate, profiled run).
             prof_args = argparse.Namespace(**vars(args))
             prof_args.e2e_duration = args.e2e_duration + 2
-            prof_load = subprocess.Popen(["taskset", "-c", "1", loadgen, "-mode", "elig", "-users", "1", "-products", "20",
+            prof_load = subprocess.Popen(["taskset", "-c", "1", loadgen, "-mode", "elig", "-now", "-users", "1", "-products", "20",
                                           "-addr", server.grpc, "-spec", server.spec, *timing(prof_args)],
                                          stdout=subprocess.DEVNULL)
             time.sleep(args.e2e_warmup + 1)
@@ -446,7 +463,7 @@ def run(args):
         # Nothing pinned: a fresh server (one event loop per core) and the generator share both cores.
         free_server = Server(cached[main_users], work, cpus=None)
         try:
-            r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-addr", free_server.grpc,
+            r = load(loadgen, args, "-mode", "elig", "-now", "-users", "1", "-products", "20", "-addr", free_server.grpc,
                      "-spec", free_server.spec, "-server-pid", str(free_server.pid), *timing(args), cpu=None)
             rows.append(("1 user × 20 products", "nothing pinned", r))
         finally:
@@ -462,7 +479,7 @@ def run(args):
                 (f"{hot:,} hot users, cache {HISTORY_MB} MiB", ["-hot-users", str(hot)], ["--history-cache-mb", str(HISTORY_MB)])]:
             s = Server(cached[main_users], work, extra=extra)
             try:
-                r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", *flags, "-addr", s.grpc,
+                r = load(loadgen, args, "-mode", "elig", "-now", "-users", "1", "-products", "20", *flags, "-addr", s.grpc,
                          "-spec", s.spec, "-server-pid", str(s.pid), *timing(args))
                 m = metric_values(s.http)
                 r["hit_ratio"] = (m.get("substatus_history_cache_hits_total", 0)
@@ -478,7 +495,7 @@ def run(args):
                 continue
             s = Server(cached[u], work)
             try:
-                r = load(loadgen, args, "-mode", "elig", "-users", "1", "-products", "20", "-addr", s.grpc, "-spec", s.spec,
+                r = load(loadgen, args, "-mode", "elig", "-now", "-users", "1", "-products", "20", "-addr", s.grpc, "-spec", s.spec,
                          "-server-pid", str(s.pid), *timing(args))
                 flat.append((u * 10, r))
             finally:
@@ -512,7 +529,9 @@ def run(args):
              f"grpc-go 1.33.3 and net/http ({go}, built offline against Debian's packages like the peer),",
              f"pinned to CPU 1, 4 HTTP/2 connections, 64 calls in flight, {args.e2e_warmup} s warm-up then"
              f" {args.e2e_duration} s measured,",
-             "random users of random apps, `as_of_ms` fixed. Every answer is checked (users × products count);",
+             "random users of random apps, asking at the server's clock (no `as_of_ms`) as apps do, so answered from",
+             "the per-user summaries written with the data (built around the start of the day the run is on), except",
+             "the row that asks a day back, which the histories answer. Every answer is checked (users × products count);",
              "any error fails the run. Server CPU and RSS from `/proc`. These sections took"
              f" {elapsed:.0f} s (data cached).", "",
              f"Measured on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t_start))}. "

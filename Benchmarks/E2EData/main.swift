@@ -11,7 +11,7 @@
 // subscriptions (user, original transaction id) for notification load.
 //
 // Usage: swift build -c release --product substatus-e2e-datagen
-//        .build/release/substatus-e2e-datagen --dir DIR [--users N] [--apps N]
+//        .build/release/substatus-e2e-datagen --dir DIR [--users N] [--apps N] [--as-of MS]
 import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
@@ -28,7 +28,7 @@ let generatorVersion = 2  // 2: UUID user ids (users.txt)
 
 guard let dir = argument("--dir") else {
   FileHandle.standardError.write(
-    Data("usage: substatus-e2e-datagen --dir DIR [--users N] [--apps N]\n".utf8))
+    Data("usage: substatus-e2e-datagen --dir DIR [--users N] [--apps N] [--as-of MS]\n".utf8))
   exit(2)
 }
 let userCount = Int(argument("--users") ?? "") ?? 100_000
@@ -37,8 +37,10 @@ let writers = 8
 let usersPerCall = 50
 
 let day: Int64 = 86_400_000
-/// The instant the histories are built around; the benchmarks ask CheckEligibility as of it.
-let asOf: Int64 = 1_767_225_600_000  // 2026-01-01T00:00:00Z
+/// The instant the histories are built around and written at (`--as-of MS`, default
+/// 2026-01-01T00:00:00Z): scripts/bench_e2e.py passes the day it runs, so that the summaries written
+/// with the data still answer when its loads ask at the server's clock, as apps do.
+let asOf: Int64 = Int64(argument("--as-of") ?? "") ?? 1_767_225_600_000
 let tenantId = "bench"
 let keys = (
   read: "sk_bench_read_0123456789abcdef0123456789abcdef",

@@ -34,20 +34,20 @@ struct WinBackSource: Sendable, Hashable {
   var eligibleOfferIds: [String]
 }
 
-extension SubscriptionEvaluation {
+extension EligibilityAnswers {
   /// The answers for a product's catalog win-back offers, in catalog order (rule 19).
   ///
   /// An offer is eligible (`WIN_BACK_OFFERED`) iff its id is in the `eligibleWinBackOfferIds` of
   /// the group's latest renewal info, else `WIN_BACK_NOT_OFFERED`; the evidence is that renewal
   /// info's original transaction id. The latest renewal info of a group is the one with the
   /// latest `signedDate` (a renewal info without one, from a receipt, comes last); on a tie, the
-  /// one whose subscription has the newest transaction purchased by ``time`` (one without
+  /// one whose subscription has the newest transaction purchased by the evaluated instant (one without
   /// transactions comes last); then the smaller original transaction id. A renewal info belongs to
   /// the group of its subscription's transactions, or without any to its product's group, and
   /// counts only at the instants it describes (from its subscription's latest transaction on,
   /// ``RenewalInfo/describes(_:subscriptionLatestPurchase:)``, as for grace and billing retry).
   ///
-  /// Renewal infos have no history: the stored one answers at every ``time`` it describes, since
+  /// Renewal infos have no history: the stored one answers at every instant it describes, since
   /// Apple's list is a statement about the present when it was signed.
   func winBackOffers(_ offerIds: [String], group: Int) -> [WinBackOfferEligibility] {
     guard !offerIds.isEmpty else { return [] }
@@ -68,7 +68,7 @@ extension SubscriptionEvaluation {
 
 extension Engine {
   /// Keeps renewal info `r` as its group's win-back source when it is later than the current one
-  /// (see ``SubscriptionEvaluation/winBackOffers(_:group:)`` for the order). `lapsed` is the newest
+  /// (see ``EligibilityAnswers/winBackOffers(_:group:)`` for the order). `lapsed` is the newest
   /// transaction of its subscription purchased by `time`, or -1 when it has none.
   func considerForWinBack(_ r: Int, lapsed: Int, in acc: inout GroupAccumulator) {
     if acc.winBack < 0 || isLaterForWinBack(r, lapsed, than: acc.winBack, acc.winBackLapsed) {

@@ -543,7 +543,7 @@ public final class InMemoryStore: Store {
     }
     var out: [String: StoredSummary] = [:]
     for (userId, row) in rows {
-      out[userId] = StoredSummary(stamp: row.stamp, summary: UserSummaryRows.decode(row.bytes))
+      out[userId] = StoredSummary(stamp: row.stamp, encoded: UserSummaryRows.decode(row.bytes))
     }
     return out
   }

@@ -320,51 +320,30 @@ struct BinaryWriter {
   }
 }
 
-/// Reads what ``BinaryWriter`` wrote; any overrun is a `corrupt` error.
-struct BinaryReader {
-  private let bytes: [UInt8]
-  private var position = 0
+/// Reads what ``BinaryWriter`` wrote: the domain's ``ByteReader`` (shared with the summary codec),
+/// any overrun a `corrupt` error.
+typealias BinaryReader = ByteReader<StoreError>
 
-  init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-  private static let truncated = StoreError(.corrupt, "stored record is truncated")
-
-  mutating func byte() throws(StoreError) -> UInt8 {
-    guard position < bytes.count else { throw Self.truncated }
-    defer { position += 1 }
-    return bytes[position]
-  }
-
-  mutating func varint() throws(StoreError) -> UInt64 {
-    var result: UInt64 = 0
-    var shift: UInt64 = 0
-    while true {
-      let b = try byte()
-      result |= UInt64(b & 0x7f) << shift
-      if b < 0x80 { return result }
-      shift += 7
-      guard shift < 64 else { throw StoreError(.corrupt, "stored record has a bad varint") }
+extension StoreError: ByteReaderError {
+  /// A stored payload that cannot be read: `corrupt`.
+  package static func byteReader(_ problem: ByteReaderProblem, at position: Int) -> StoreError {
+    switch problem {
+    case .truncated, .countBeyondInput: StoreError(.corrupt, "stored record is truncated")
+    case .badVarint: StoreError(.corrupt, "stored record has a bad varint")
+    case .notUTF8: StoreError(.corrupt, "stored record has a string that is not UTF-8")
     }
   }
+}
 
-  mutating func int() throws(StoreError) -> Int64 {
-    let z = try varint()
-    return Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
-  }
-
+extension ByteReader where Failure == StoreError {
+  /// What ``BinaryWriter/int(_:)-(Int64?)`` wrote: a presence byte (0: `nil`), then the value.
   mutating func optionalInt() throws(StoreError) -> Int64? {
     try byte() == 0 ? nil : try int()
   }
 
   mutating func bool() throws(StoreError) -> Bool { try byte() != 0 }
 
-  mutating func string() throws(StoreError) -> String {
-    let n = Int(try varint())
-    guard n >= 0, n <= bytes.count - position else { throw Self.truncated }
-    defer { position += n }
-    return String(decoding: bytes[position..<(position + n)], as: UTF8.self)
-  }
-
+  /// What ``BinaryWriter/string(_:)-(String?)`` wrote: a presence byte (0: `nil`), then the string.
   mutating func optionalString() throws(StoreError) -> String? {
     try byte() == 0 ? nil : try string()
   }
@@ -408,6 +387,4 @@ struct BinaryReader {
     return n
   }
 
-  /// Whether every byte was read.
-  var isAtEnd: Bool { position == bytes.count }
 }

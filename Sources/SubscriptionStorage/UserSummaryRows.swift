@@ -11,14 +11,23 @@ public struct StoredSummary: Sendable, Hashable {
   /// write (a read-path rewrite keeps it). A rewrite names the stamp it read
   /// (``SummaryRewrite/expectedStamp``) and is refused when another write came since.
   public var stamp: Int64
-  /// The summary; `nil` when the stored bytes cannot be decoded (another format version): the
-  /// reader falls back to the history and rewrites it.
-  public var summary: UserSummary?
+  /// The stored bytes with their header read, each section decoded only when a read asks for it;
+  /// `nil` when the header cannot be read (another format version): the reader falls back to the
+  /// history and rewrites it.
+  public var encoded: UserSummary.Encoded?
 
-  /// Creates a stored summary.
-  public init(stamp: Int64, summary: UserSummary?) {
+  /// The whole summary (every section decoded); `nil` when the stored bytes cannot be decoded.
+  public var summary: UserSummary? { try? encoded?.decoded() }
+
+  /// A stored summary as a store reads it.
+  public init(stamp: Int64, encoded: UserSummary.Encoded?) {
     self.stamp = stamp
-    self.summary = summary
+    self.encoded = encoded
+  }
+
+  /// A stored summary of a decoded one (tests).
+  public init(stamp: Int64, summary: UserSummary?) {
+    self.init(stamp: stamp, encoded: summary.flatMap { try? UserSummary.Encoded($0.encoded()) })
   }
 }
 
@@ -59,9 +68,10 @@ package enum UserSummaryRows {
       gaps: gaps, catalog: catalog, policy: policy, at: atMs)
   }
 
-  /// Decodes a stored row's bytes; `nil` for bytes this build cannot read.
-  package static func decode(_ bytes: [UInt8]) -> UserSummary? {
-    try? UserSummary(decoding: bytes)
+  /// A stored row's bytes with their header read (``StoredSummary/encoded``); `nil` for bytes
+  /// this build cannot read.
+  package static func decode(_ bytes: [UInt8]) -> UserSummary.Encoded? {
+    try? UserSummary.Encoded(bytes)
   }
 }
 

@@ -54,7 +54,7 @@ extension PostgresStore {
     var out: [String: StoredSummary] = [:]
     out.reserveCapacity(rows.count)
     for (userId, stamp, bytes) in rows {
-      out[userId] = StoredSummary(stamp: stamp, summary: UserSummaryRows.decode(bytes))
+      out[userId] = StoredSummary(stamp: stamp, encoded: UserSummaryRows.decode(bytes))
     }
     return out
   }

@@ -46,7 +46,7 @@ extension SQLiteStore {
     var out: [String: StoredSummary] = [:]
     out.reserveCapacity(rows.count)
     for (userId, stamp, bytes) in rows {
-      out[userId] = StoredSummary(stamp: stamp, summary: UserSummaryRows.decode(bytes))
+      out[userId] = StoredSummary(stamp: stamp, encoded: UserSummaryRows.decode(bytes))
     }
     return out
   }

@@ -111,8 +111,8 @@ extension SubstatusService {
   /// Apple has answered get NEW_CUSTOMER_VERIFIED for every NEW_CUSTOMER answer. The store is read
   /// only for users that have such an answer (those with no purchase known in some group).
   func verifyingNewCustomers(
-    _ evaluations: [String: SubscriptionEvaluation], environment: SubscriptionDomain.Environment, _ cached: CachedApp
-  ) async throws(RPCError) -> [String: SubscriptionEvaluation] {
+    _ evaluations: [String: EligibilityAnswers], environment: SubscriptionDomain.Environment, _ cached: CachedApp
+  ) async throws(RPCError) -> [String: EligibilityAnswers] {
     let candidates = evaluations.compactMap { $0.value.hasNewCustomerAnswer ? $0.key : nil }
     guard !candidates.isEmpty, let accounts = store as? any AppAccountStore else { return evaluations }
     let appId = cached.app.appId

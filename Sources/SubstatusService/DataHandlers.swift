@@ -287,12 +287,12 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
     }
     let unique = valid.count > 1 ? Array(Set(valid)) : valid
     // The users' summaries in one read; the users they do not answer for are read and evaluated
-    // from their histories a slice at a time (``evaluations(of:environment:_:at:rewrite:)``).
+    // from their histories a slice at a time (``eligibilityAnswers(of:environment:_:at:rewrite:)``).
     let slice = Self.eligibilitySlice
-    let evaluations = unique.isEmpty
+    let answers = unique.isEmpty
       ? [:]
       : try await verifyingNewCustomers(
-        try await self.evaluations(of: unique, environment: environment, cached, at: time, rewrite: atNow),
+        try await eligibilityAnswers(of: unique, environment: environment, cached, at: time, rewrite: atNow),
         environment: environment, cached)
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
@@ -303,13 +303,13 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       user.userID = q.userID
       if let error = errors[n] {
         user.error = itemError(error)
-      } else if let evaluation = evaluations[q.userID] {
+      } else if let answers = answers[q.userID] {
         let ids = q.productIDs.isEmpty ? cached.catalog.products.map(\.productId) : q.productIDs
         // Each answer is written as it is made into its message, in place in the response: no
         // array of intermediate answers, and no message copied into the array.
         user.products = Array(repeating: Substatus_V1_ProductEligibility(), count: ids.count)
         for (k, id) in ids.enumerated() {
-          evaluation.eligibility(for: id).write(to: &user.products[k], type: cached.catalog.productType(of: id))
+          answers.eligibility(for: id).write(to: &user.products[k], type: cached.catalog.productType(of: id))
         }
       }
       response.users.append(user)

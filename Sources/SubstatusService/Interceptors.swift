@@ -13,6 +13,21 @@ enum MethodPolicy {
   static let read: Set<ApiKeyRecord.Role> = [.admin, .ingest, .read]
   static let anyKey: Set<ApiKeyRecord.Role> = [.operator, .admin, .ingest, .read]
 
+  /// ``roles(forMethod:service:)`` by full method path, worked out once per path: a call looks its
+  /// method up instead of comparing it with method paths built for the comparison. Bounded (paths
+  /// past the bound, which only unknown methods could reach, are worked out each time).
+  private static let table = Mutex<[String: Set<ApiKeyRecord.Role>?]>([:])
+  static let tableBound = 512
+
+  /// The roles that may call `method` (a full path), from the table.
+  static func roles(forMethod method: String) -> Set<ApiKeyRecord.Role>? {
+    if let known = table.withLock({ $0[method] }) { return known }
+    let service = method.dropFirst().prefix { $0 != "/" }
+    let roles = roles(forMethod: method, service: service)
+    table.withLock { if $0.count < tableBound { $0[method] = .some(roles) } }
+    return roles
+  }
+
   /// The roles that may call `method` (a full path): the service's roles, except for the few
   /// methods open to every key.
   static func roles(forMethod method: String, service: Substring) -> Set<ApiKeyRecord.Role>? {
@@ -41,15 +56,11 @@ struct AuthInterceptor: ServerInterceptor {
   let service: SubstatusService
 
   func intercept(_ context: ServerContext, next: (ServerContext) async throws -> Void) async throws {
-    guard let roles = MethodPolicy.roles(forMethod: context.method, service: context.service) else { return try await next(context) }
-    guard let header = context.metadata.firstString(forKey: "authorization") else {
+    guard let roles = MethodPolicy.roles(forMethod: context.method) else { return try await next(context) }
+    guard let header = Self.authorization(context.metadata) else {
       throw RPCError(code: .unauthenticated, message: "missing authorization: send \"authorization: Bearer <key>\"")
     }
-    let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-    guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 256 else {
-      throw RPCError(code: .unauthenticated, message: "malformed authorization: expected \"Bearer <key>\"")
-    }
-    let (record, tenantDisabled) = try await service.lookUpKey(String(parts[1]))
+    let (record, tenantDisabled) = try await service.lookUpKey(authorization: header)
     guard !record.isRevoked else { throw RPCError(code: .unauthenticated, message: "the API key is revoked") }
     guard !tenantDisabled else { throw RPCError(code: .permissionDenied, message: "the tenant is disabled") }
     guard roles.contains(record.role) else {
@@ -77,14 +88,41 @@ struct AuthInterceptor: ServerInterceptor {
   }
 }
 
+extension AuthInterceptor {
+  /// The first `authorization` value (its name compared without case and without building a
+  /// string, as HTTP/1.1 peers may capitalize it).
+  static func authorization(_ metadata: Metadata) -> String? {
+    for element in metadata where element.key.utf8.count == 13 {
+      guard case .string(let value) = element.value else { continue }
+      if element.key.utf8.elementsEqual("authorization".utf8, by: { $0 | 0x20 == $1 }) { return value }
+    }
+    return nil
+  }
+
+  /// The key of `Bearer <key>` (the scheme without case).
+  static func bearerKey(_ header: String) -> Substring? {
+    let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+    guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 256 else {
+      return nil
+    }
+    return parts[1]
+  }
+}
+
 extension SubstatusService {
-  /// The key record for a presented key, cached briefly; throws UNAUTHENTICATED for an unknown key.
-  func lookUpKey(_ key: String) async throws(RPCError) -> (ApiKeyRecord, Bool) {
-    let hash = SHA256.hash(key)
+  /// The key record for an `authorization` header's value, cached briefly by the header's exact
+  /// text (a hit hashes and parses nothing); throws UNAUTHENTICATED for a malformed header or an
+  /// unknown key. Revoking a key or disabling its tenant removes its entries at once
+  /// (``revokeApiKey(_:_:)``, ``disableTenant(_:_:)``); other instances see it within the TTL.
+  func lookUpKey(authorization header: String) async throws(RPCError) -> (ApiKeyRecord, Bool) {
     let now = environment.now()
-    if let hit = keys.withLock({ $0[hash] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds {
+    if let hit = keys.withLock({ $0[header] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds {
       return (hit.record, hit.tenantDisabled)
     }
+    guard let key = AuthInterceptor.bearerKey(header) else {
+      throw RPCError(code: .unauthenticated, message: "malformed authorization: expected \"Bearer <key>\"")
+    }
+    let hash = SHA256.hash(Array(key.utf8))
     guard let record = try await stored({ () throws(StoreError) in try await store.apiKey(hash: hash) }) else {
       throw RPCError(code: .unauthenticated, message: "unknown API key")
     }
@@ -94,7 +132,7 @@ extension SubstatusService {
     }
     keys.withLock {
       if $0.count > 10_000 { $0.removeAll() }
-      $0[hash] = CachedKey(record: record, tenantDisabled: disabled, fetchedMs: now)
+      $0[header] = CachedKey(record: record, tenantDisabled: disabled, fetchedMs: now)
     }
     if !record.isRevoked { _ = try? await store.touchApiKey(keyId: record.keyId, atMs: now) }
     return (record, disabled)

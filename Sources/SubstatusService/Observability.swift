@@ -79,7 +79,12 @@ public final class ServiceMetrics: Sendable {
     var count: UInt64 = 0
 
     mutating func observe(_ seconds: Double) {
-      for (i, b) in ServiceMetrics.buckets.enumerated() where seconds <= b { counts[i] += 1 }
+      // In place: the buckets from the first that holds `seconds` on.
+      counts.withUnsafeMutableBufferPointer { counts in
+        var i = counts.count
+        while i > 0, seconds <= ServiceMetrics.buckets[i - 1] { i -= 1 }
+        for k in i..<counts.count { counts[k] += 1 }
+      }
       sum += seconds
       count += 1
     }
@@ -136,12 +141,25 @@ public final class ServiceMetrics: Sendable {
     sources.withLock { $0.append(source) }
   }
 
+  /// Each protocol's index in `rpcsByProtocol` (`RPCProtocol.allCases` builds an array on each use).
+  private static let protocols = RPCProtocol.allCases
+
+  /// Counts one call: one dictionary lookup by method (no counters built after the method's first
+  /// call), its code and latency counted in place, nothing allocated.
   func rpc(method: String, code: RPCError.Code, seconds: Double, rpcProtocol: RPCProtocol = .grpc) {
-    let protocolIndex = RPCProtocol.allCases.firstIndex(of: rpcProtocol) ?? 0
-    state.withLock {
-      $0.rpcs[method, default: MethodCounters()].codes.counts[code.rawValue] += 1
-      $0.rpcs[method]?.latency.observe(seconds)
-      $0.rpcsByProtocol[protocolIndex].counts[code.rawValue] += 1
+    let protocolIndex = Self.protocols.firstIndex(of: rpcProtocol) ?? 0
+    let codeIndex = min(max(code.rawValue, 0), CodeCounts.codeCount - 1)
+    state.withLock { s in
+      let index: Dictionary<String, MethodCounters>.Index
+      if let found = s.rpcs.index(forKey: method) {
+        index = found
+      } else {
+        s.rpcs[method] = MethodCounters()
+        index = s.rpcs.index(forKey: method)!
+      }
+      s.rpcs.values[index].codes.counts[codeIndex] += 1
+      s.rpcs.values[index].latency.observe(seconds)
+      s.rpcsByProtocol[protocolIndex].counts[codeIndex] += 1
     }
   }
 

@@ -49,9 +49,11 @@ public final class SubstatusService: Sendable {
   var webhookURLPolicy: WebhookURLPolicy { webhookDispatcher?.configuration.urlPolicy ?? WebhookURLPolicy() }
 
   let apps = Mutex<[String: CachedApp]>([:])
-  /// Hits and fallbacks of the per-user summaries (``evaluations(of:environment:_:at:rewrite:)``).
+  /// Hits and fallbacks of the per-user summaries (``answers(of:environment:_:at:rewrite:)``).
   let summaryMetrics = SummaryMetrics()
-  let keys = Mutex<[[UInt8]: CachedKey]>([:])
+  /// Resolved API keys by the `authorization` header's text that presented them
+  /// (``lookUpKey(authorization:)``).
+  let keys = Mutex<[String: CachedKey]>([:])
   let rateLimiter: TenantRateLimiter
   /// The in-flight budget of heavy calls' estimated working sets (``ServiceLimits/maxWorkingSetBytes``).
   public let workingSetBudget: WorkingSetBudget

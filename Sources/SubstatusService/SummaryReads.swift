@@ -87,18 +87,6 @@ final class SummaryMetrics: Sendable {
 }
 
 extension SubstatusService {
-  /// The evaluations of users of one app and environment at `time`, by user id: from their stored
-  /// summaries where those answer (same catalog and policy as `cached`, `time` in their window),
-  /// else from their histories with ownership gaps. When `rewrite` (the call asks about "now"), a
-  /// fallback's summary is computed at `time` from the history it read and stored unless a write
-  /// came since the summary was read (the stamps are read before the histories).
-  func evaluations(
-    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
-    rewrite: Bool
-  ) async throws(RPCError) -> [String: SubscriptionEvaluation] {
-    try await answers(of: userIds, environment: environment, cached, at: time, rewrite: rewrite).mapValues(\.evaluation)
-  }
-
   /// One user's answer: the evaluation, and the summary it came from (or was stored from), which
   /// also answers named entitlements; `nil` for an evaluation of the history at a past instant.
   struct SummaryAnswer {
@@ -106,16 +94,58 @@ extension SubstatusService {
     var summary: UserSummary?
   }
 
-  /// ``evaluations(of:environment:_:at:rewrite:)`` with the summaries.
+  /// The evaluations of users of one app and environment at `time`, by user id, with the
+  /// summaries they came from: from their stored summaries where those answer (same catalog and
+  /// policy as `cached`, `time` in their window), decoded whole, else from their histories with
+  /// ownership gaps. When `rewrite` (the call asks about "now"), a fallback's summary is computed
+  /// at `time` from the history it read and stored unless a write came since the summary was read
+  /// (the stamps are read before the histories).
   func answers(
     of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
     rewrite: Bool
   ) async throws(RPCError) -> [String: SummaryAnswer] {
+    try await read(
+      userIds, environment: environment, cached, at: time, rewrite: rewrite,
+      fromSummary: { (encoded) throws(UserSummaryDecodingError) -> SummaryAnswer? in
+        let summary = try encoded.decoded()
+        return summary.evaluation(
+          catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time
+        ).map { SummaryAnswer(evaluation: $0, summary: summary) }
+      },
+      fromHistory: { evaluation, summary in SummaryAnswer(evaluation: evaluation, summary: summary) })
+  }
+
+  /// The users' eligibility answers at `time` (CheckEligibility): from a summary that answers,
+  /// only its group and app facts are decoded
+  /// (``UserSummary/Encoded/eligibility(catalog:policy:fingerprint:at:)``); the others are
+  /// evaluated from their histories as in ``answers(of:environment:_:at:rewrite:)``.
+  func eligibilityAnswers(
+    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
+    rewrite: Bool
+  ) async throws(RPCError) -> [String: EligibilityAnswers] {
+    try await read(
+      userIds, environment: environment, cached, at: time, rewrite: rewrite,
+      fromSummary: { (encoded) throws(UserSummaryDecodingError) -> EligibilityAnswers? in
+        try encoded.eligibility(
+          catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
+      },
+      fromHistory: { evaluation, _ in evaluation.eligibilityAnswers })
+  }
+
+  /// The read path shared by every summary read: the users' stored summaries in one statement;
+  /// `fromSummary` answers a user whose summary answers at `time` (a decoding error counts as
+  /// `undecodable`), `fromHistory` the others from the evaluation of their histories (with the
+  /// summary stored from it, when `rewrite`).
+  private func read<Answer>(
+    _ userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
+    rewrite: Bool, fromSummary: (UserSummary.Encoded) throws(UserSummaryDecodingError) -> Answer?,
+    fromHistory: (SubscriptionEvaluation, UserSummary?) -> Answer
+  ) async throws(RPCError) -> [String: Answer] {
     let appId = cached.app.appId
     let rows = try await stored { () throws(StoreError) in
       try await store.summaries(appId: appId, environment: environment, userIds: userIds)
     }
-    var out: [String: SummaryAnswer] = [:]
+    var out: [String: Answer] = [:]
     out.reserveCapacity(userIds.count)
     var missing: [String] = []
     for userId in userIds {
@@ -124,21 +154,23 @@ extension SubstatusService {
         missing.append(userId)
         continue
       }
-      guard let summary = row.summary else {
+      guard let encoded = row.encoded else {
         summaryMetrics.fallback(.undecodable)
         missing.append(userId)
         continue
       }
-      if let unusable = summary.usability(fingerprint: cached.summaryFingerprint, at: time) {
+      if let unusable = encoded.usability(fingerprint: cached.summaryFingerprint, at: time) {
         summaryMetrics.fallback(SummaryFallback(unusable))
         missing.append(userId)
         continue
       }
-      if let evaluation = summary.evaluation(
-        catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
-      {
-        out[userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+      // Usable, so an answer unless a section does not decode.
+      guard let answer = try? fromSummary(encoded) else {
+        summaryMetrics.fallback(.undecodable)
+        missing.append(userId)
+        continue
       }
+      out[userId] = answer
     }
     summaryMetrics.hit(out.count)
     if missing.isEmpty { return out }
@@ -158,7 +190,7 @@ extension SubstatusService {
     var rewrites: [SummaryRewrite] = []
     for h in histories {
       guard rewrite else {
-        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
+        out[h.user.userId] = fromHistory(evaluate(h, cached, at: time), nil)
         continue
       }
       let summary = UserSummary(
@@ -167,9 +199,9 @@ extension SubstatusService {
       if let evaluation = summary.evaluation(
         catalog: cached.catalog, policy: cached.app.policy, fingerprint: cached.summaryFingerprint, at: time)
       {
-        out[h.user.userId] = SummaryAnswer(evaluation: evaluation, summary: summary)
+        out[h.user.userId] = fromHistory(evaluation, summary)
       } else {
-        out[h.user.userId] = SummaryAnswer(evaluation: evaluate(h, cached, at: time), summary: nil)
+        out[h.user.userId] = fromHistory(evaluate(h, cached, at: time), nil)
       }
       // A user with no data has nothing to summarize (and nothing a rewrite could store).
       if !h.transactions.isEmpty || !h.renewalInfos.isEmpty {

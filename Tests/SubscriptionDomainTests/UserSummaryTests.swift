@@ -245,6 +245,9 @@ struct UserSummaryTests {
       let bytes = summary.encoded()
       let decoded = try UserSummary(decoding: bytes)
       #expect(decoded == summary, "seed \(seed): the codec lost something")
+      // CheckEligibility's read: the header, then only the group and app facts.
+      let stored = try UserSummary.Encoded(bytes)
+      let fingerprint = SummaryFingerprint(catalog: c.catalog, policy: c.policy)
       let until = summary.validUntilMs ?? .max
       #expect(until > t0)
       var times: [Int64] = [t0, until == .max ? t0 + 400 * day : until - 1]
@@ -263,6 +266,12 @@ struct UserSummaryTests {
           answered.eligibility(for: c.askedProducts) == expected.eligibility(for: c.askedProducts),
           "seed \(seed), t0 \(t0), t \(t), until \(until)")
         #expect(answered.reportCounts == expected.reportCounts, "seed \(seed), t \(t)")
+        let answers = try #require(
+          try stored.eligibility(catalog: c.catalog, policy: c.policy, fingerprint: fingerprint, at: t),
+          "seed \(seed): no eligibility answers at \(t) in [\(t0), \(until))")
+        #expect(
+          answers.eligibility(for: c.askedProducts) == expected.eligibility(for: c.askedProducts),
+          "seed \(seed), t0 \(t0), t \(t), until \(until): the summary's facts answer otherwise")
         #expect(
           decoded.namedEntitlements(c.definitions, of: answered) == c.namedEntitlements(expected, at: t),
           "seed \(seed), t0 \(t0), t \(t), until \(until)")
@@ -278,6 +287,11 @@ struct UserSummaryTests {
       #expect(decoded.evaluation(catalog: c.catalog, policy: other, at: t0) == nil)
       let moved = Catalog(products: c.catalog.products + [Product(productId: "new", type: .consumable)])
       #expect(decoded.evaluation(catalog: moved, policy: c.policy, at: t0) == nil)
+      #expect(try stored.eligibility(catalog: c.catalog, policy: c.policy, fingerprint: fingerprint, at: t0 - 1) == nil)
+      #expect(
+        try stored.eligibility(
+          catalog: c.catalog, policy: other, fingerprint: SummaryFingerprint(catalog: c.catalog, policy: other), at: t0)
+          == nil)
     }
   }
 
@@ -383,8 +397,19 @@ struct UserSummaryTests {
     let bytes = UserSummary(
       transactions: c.history, renewals: c.renewals, gaps: c.gaps, catalog: c.catalog, policy: c.policy, at: c.start + 10 * day
     ).encoded()
+    let whole = try UserSummary.Encoded(bytes)
+    let fingerprint = SummaryFingerprint(value: whole.fingerprint)
+    let answers = try #require(
+      try whole.eligibility(catalog: c.catalog, policy: c.policy, fingerprint: fingerprint, at: whole.computedAtMs))
     for length in 0..<bytes.count {
       #expect(throws: UserSummaryDecodingError.self) { try UserSummary(decoding: Array(bytes.prefix(length))) }
+      // Cut anywhere: the eligibility read throws, or (cut in the named entitlements' facts,
+      // which it never reads) answers as the whole summary does.
+      if let cut = try? UserSummary.Encoded(Array(bytes.prefix(length))),
+        let partial = try? cut.eligibility(catalog: c.catalog, policy: c.policy, fingerprint: fingerprint, at: cut.computedAtMs)
+      {
+        #expect(partial == answers, "cut at \(length) of \(bytes.count)")
+      }
     }
     #expect(throws: UserSummaryDecodingError.self) { try UserSummary(decoding: bytes + [0]) }
     var wrongVersion = bytes
@@ -400,6 +425,14 @@ struct UserSummaryTests {
       _ = try? UserSummary(decoding: flipped)
       let garbage = (0..<Int.random(in: 0..<64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
       _ = try? UserSummary(decoding: [UserSummary.formatVersion] + garbage)
+      // The sections CheckEligibility reads alone: an error or answers, never a trap.
+      for input in [flipped, [UserSummary.formatVersion] + garbage] {
+        if let stored = try? UserSummary.Encoded(input) {
+          _ = try? stored.eligibility(
+            catalog: c.catalog, policy: c.policy, fingerprint: SummaryFingerprint(value: stored.fingerprint),
+            at: stored.computedAtMs)
+        }
+      }
     }
   }
 
