@@ -17,10 +17,10 @@ import Testing
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
     let rootPath = scratch.appendingPathComponent("root.pem").path
-    let sim = try RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
     defer { sim.stop() }
-    let daemon = try RunningDaemon(extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0"])
-    defer { if daemon.process.isRunning { _ = daemon.stop() } }
+    let daemon = try await RunningDaemon(extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0"])
+    defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }
     func call<Req: ProtobufMessage, Res: ProtobufMessage>(
@@ -146,7 +146,7 @@ import Testing
       #expect(error.code == .invalidArgument)
       #expect(error.message.contains("signed_app_transaction") && error.message.contains("INVALID_SIGNATURE"), "\(error.message)")
     }
-    let (exitStatus, log) = daemon.stop()
+    let (exitStatus, log) = await daemon.stop()
     #expect(exitStatus == 0)
     #expect(!log.contains("PRIVATE KEY"))
   }
