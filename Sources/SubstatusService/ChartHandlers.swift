@@ -34,18 +34,8 @@ extension SubstatusService {
       filter: ChartFilter(
         productIds: Set(filters.productIDs), subscriptionGroupIds: Set(filters.subscriptionGroupIDs)),
       smallBusinessProgram: cached.app.smallBusinessProgram)
-    let query = EventQuery(environment: environment, occurredBeforeMs: buckets.endMs)
-    var after: Int64 = 0
-    while true {
-      let page = try await stored { () throws(StoreError) in
-        try await store.events(
-          appId: request.appID, query: query, afterSequence: after, limit: Self.trendsPageSize)
-      }
-      for logged in page { aggregator.add(logged.event) }
-      // A store may answer fewer than asked before the end: only an empty page ends the log.
-      guard let last = page.last else { break }
-      after = last.sequence
-      try Task.checkCancellation()
+    try await forEachLoggedEvent(appId: request.appID, environment: environment, occurredBeforeMs: buckets.endMs) {
+      aggregator.add($0)
     }
 
     var response = Substatus_V1_GetChartResponse()

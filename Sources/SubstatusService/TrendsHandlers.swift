@@ -7,8 +7,29 @@ import SubstatusServiceAPI
 import SubstatusWire
 
 extension SubstatusService {
-  /// How many events GetTrends reads from the log at a time.
+  /// How many events GetTrends and GetChart read from the log at a time.
   static let trendsPageSize = 1000
+
+  /// Reads the environment's events that occurred before `occurredBeforeMs` from the start of the
+  /// app's log, a page of ``trendsPageSize`` at a time, handing each to `body` in log order (what
+  /// GetTrends and GetChart count from). Only an empty page ends the log: a store may answer fewer
+  /// than asked before the end. Checks for cancellation between pages.
+  func forEachLoggedEvent(
+    appId: String, environment: SubscriptionDomain.Environment, occurredBeforeMs: Int64,
+    _ body: (SubscriptionEvent) -> Void
+  ) async throws {
+    let query = EventQuery(environment: environment, occurredBeforeMs: occurredBeforeMs)
+    var after: Int64 = 0
+    while true {
+      let page = try await stored { () throws(StoreError) in
+        try await store.events(appId: appId, query: query, afterSequence: after, limit: Self.trendsPageSize)
+      }
+      for logged in page { body(logged.event) }
+      guard let last = page.last else { break }
+      after = last.sequence
+      try Task.checkCancellation()
+    }
+  }
 
   /// `ReportService.GetTrends`: validates the range, then reads the environment's events that
   /// occurred before the range's end from the start of the log, a page of
@@ -30,18 +51,8 @@ extension SubstatusService {
       throw invalidArgument(error.field, error.message)
     }
     var aggregator = TrendAggregator(buckets: buckets, catalog: cached.catalog)
-    let query = EventQuery(environment: environment, occurredBeforeMs: buckets.endMs)
-    var after: Int64 = 0
-    while true {
-      let page = try await stored { () throws(StoreError) in
-        try await store.events(
-          appId: request.appID, query: query, afterSequence: after, limit: Self.trendsPageSize)
-      }
-      for logged in page { aggregator.add(logged.event) }
-      // A store may answer fewer than asked before the end: only an empty page ends the log.
-      guard let last = page.last else { break }
-      after = last.sequence
-      try Task.checkCancellation()
+    try await forEachLoggedEvent(appId: request.appID, environment: environment, occurredBeforeMs: buckets.endMs) {
+      aggregator.add($0)
     }
 
     var response = Substatus_V1_GetTrendsResponse()
