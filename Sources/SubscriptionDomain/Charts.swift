@@ -229,17 +229,10 @@ public struct ChartAggregator: Sendable {
     var mrr: Int64 = 0
   }
 
-  private static let purchaseTypes: Set<SubscriptionEventType> = [
-    .subscriptionStarted, .resubscribed, .trialConverted, .renewed, .billingRecovered,
-    .productChanged, .nonRenewingPurchased, .oneTimePurchased,
-  ]
-
   /// Counts one event. Events at or after the range's end are ignored.
   public mutating func add(_ event: SubscriptionEvent) {
     guard let index = buckets.index(of: event.occurredMs) else { return }
-    let isPurchase =
-      Self.purchaseTypes.contains(event.type)
-      && (event.type != .productChanged || event.transactionId != nil)
+    let isPurchase = event.isPurchase
     let isFreeTrial = event.offer == .freeTrial
     let passes = filter.passes(product: event.productId, group: event.subscriptionGroupId)
 

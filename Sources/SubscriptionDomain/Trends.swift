@@ -281,18 +281,10 @@ public struct TrendAggregator: Sendable {
     var mrr: Int64 = 0
   }
 
-  private static let purchaseTypes: Set<SubscriptionEventType> = [
-    .subscriptionStarted, .resubscribed, .trialConverted, .renewed, .billingRecovered,
-    .productChanged, .nonRenewingPurchased, .oneTimePurchased,
-  ]
-
   /// Counts one event. Events at or after the range's end are ignored.
   public mutating func add(_ event: SubscriptionEvent) {
     guard let index = buckets.index(of: event.occurredMs) else { return }
-    // A product change is a purchase only when a transaction carries it.
-    let isPurchase =
-      Self.purchaseTypes.contains(event.type)
-      && (event.type != .productChanged || event.transactionId != nil)
+    let isPurchase = event.isPurchase
     let isFreeTrial = event.offer == .freeTrial
 
     guard let groupId = event.subscriptionGroupId else {
@@ -446,5 +438,18 @@ public struct TrendAggregator: Sendable {
       mrrChanges[currency] = Array(repeating: 0, count: buckets.count + 1)
     }
     mrrChanges[currency]![slot] += amount
+  }
+}
+
+extension SubscriptionEvent {
+  private static let purchaseTypes: Set<SubscriptionEventType> = [
+    .subscriptionStarted, .resubscribed, .trialConverted, .renewed, .billingRecovered,
+    .productChanged, .nonRenewingPurchased, .oneTimePurchased,
+  ]
+
+  /// Whether the event is a sale that trends and charts count: a purchase or renewal transaction
+  /// (a product change only when a transaction carries it).
+  var isPurchase: Bool {
+    Self.purchaseTypes.contains(type) && (type != .productChanged || transactionId != nil)
   }
 }
