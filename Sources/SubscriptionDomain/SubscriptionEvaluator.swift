@@ -80,7 +80,7 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   let catalog: Catalog
   let policy: EligibilityPolicy
   /// The intro, promotional and win-back answers of every product, worked out from `facts` once.
-  private(set) var answers: EligibilityAnswers
+  let answers: EligibilityAnswers
 
   init(
     time: Int64, groups: [GroupStatus], entitlements: [Entitlement], revocations: [Revocation],
@@ -101,18 +101,6 @@ public struct SubscriptionEvaluation: Sendable, Hashable {
   /// that answers eligibility from an evaluation or from a stored summary
   /// (``UserSummary/Encoded/eligibility(catalog:policy:fingerprint:at:)``) alike.
   public var eligibilityAnswers: EligibilityAnswers { answers }
-
-  /// Whether some group's introductory answer is ``EligibilityReason/newCustomer``
-  /// (``EligibilityAnswers/hasNewCustomerAnswer``).
-  public var hasNewCustomerAnswer: Bool { answers.hasNewCustomerAnswer }
-
-  /// This evaluation for a user whose Apple Account's whole history Apple answered and is stored
-  /// (rule 24; ``EligibilityAnswers/withVerifiedAppleAccount()``).
-  public func withVerifiedAppleAccount() -> SubscriptionEvaluation {
-    var copy = self
-    copy.answers = answers.withVerifiedAppleAccount()
-    return copy
-  }
 
   /// The status of one group, if it is in the catalog or the history.
   public func status(ofGroup subscriptionGroupId: String) -> GroupStatus? {

@@ -45,15 +45,14 @@ struct AppTransactionIdTests {
   @Test("a verified Apple Account turns every NEW_CUSTOMER introductory answer into NEW_CUSTOMER_VERIFIED, and nothing else")
   func verifiedNewCustomers() {
     // Premium active; pro never subscribed.
-    let evaluation = evaluate([tx("1", "premium.monthly", jan1, jan1 + 30 * day)], at: jan1 + day)
-    #expect(evaluation.hasNewCustomerAnswer)
-    let verified = evaluation.withVerifiedAppleAccount()
+    let answers = evaluate([tx("1", "premium.monthly", jan1, jan1 + 30 * day)], at: jan1 + day).eligibilityAnswers
+    #expect(answers.hasNewCustomerAnswer)
+    let verified = answers.withVerifiedAppleAccount()
     #expect(!verified.hasNewCustomerAnswer)
-    #expect(verified.eligibility(for: "pro.monthly").introductory.reason == .newCustomerVerified)
-    #expect(verified.eligibility(for: "pro.monthly").introductory.eligible)
-    #expect(verified.eligibility(for: "premium.monthly") == evaluation.eligibility(for: "premium.monthly"))
-    #expect(verified.eligibility(for: "premium.weekly").introductory.reason == .noIntroOffer)
-    #expect(verified.eligibility(for: "pro.monthly").promotional == evaluation.eligibility(for: "pro.monthly").promotional)
-    #expect(verified.groups == evaluation.groups && verified.entitlements == evaluation.entitlements)
+    #expect(verified.eligibility(for: ["pro.monthly"])[0].introductory.reason == .newCustomerVerified)
+    #expect(verified.eligibility(for: ["pro.monthly"])[0].introductory.eligible)
+    #expect(verified.eligibility(for: ["premium.monthly"]) == answers.eligibility(for: ["premium.monthly"]))
+    #expect(verified.eligibility(for: ["premium.weekly"])[0].introductory.reason == .noIntroOffer)
+    #expect(verified.eligibility(for: ["pro.monthly"])[0].promotional == answers.eligibility(for: ["pro.monthly"])[0].promotional)
   }
 }
