@@ -183,6 +183,9 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// no evaluation (the service grants it from the user's Apple Account), so
   /// ``SummaryFingerprint`` leaves it out.
   public var paidAppEntitlement: PaidAppEntitlement?
+  /// How refund requests are answered (rule 27); `nil`: they are not. It changes no evaluation,
+  /// so ``SummaryFingerprint`` leaves it out.
+  public var consumptionPolicy: ConsumptionPolicy? = nil
 
   /// The scope of promotional-offer eligibility.
   public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
@@ -208,7 +211,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement
+    case purchaseSharing, paidAppEntitlement, consumptionPolicy
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -220,6 +223,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     promoScope = try c.decode(PromoScope.self, forKey: .promoScope)
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
     paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
+    consumptionPolicy = try c.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumptionPolicy)
   }
 
   /// The defaults of docs/architecture.md rule 10.

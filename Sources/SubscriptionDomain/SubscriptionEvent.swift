@@ -36,6 +36,12 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   /// The purchase sharing policy moved an original transaction from one user to another (both
   /// users get the event).
   case ownershipTransferred = "OWNERSHIP_TRANSFERRED"
+  /// The server answered Apple's refund request by Send Consumption Information (rule 27).
+  case consumptionInfoSent = "CONSUMPTION_INFO_SENT"
+  /// The server could not answer a refund request (Apple refused, or the 12 hours passed).
+  case consumptionInfoFailed = "CONSUMPTION_INFO_FAILED"
+  /// The server did not answer a refund request, on purpose (``SubscriptionEvent/consumptionDetail``).
+  case consumptionInfoNotSent = "CONSUMPTION_INFO_NOT_SENT"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -114,6 +120,13 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// commitment (trends count it as a month of MRR, whatever the product's duration); `nil`
   /// when Apple did not say.
   public var billingPlanType: BillingPlanType? = nil
+  /// For ``SubscriptionEventType/consumptionInfoSent``: the JSON body Apple accepted.
+  public var consumptionBody: String? = nil
+  /// For ``SubscriptionEventType/consumptionInfoFailed`` and
+  /// ``SubscriptionEventType/consumptionInfoNotSent``: why (a lower-case word, then details).
+  public var consumptionDetail: String? = nil
+  /// For the consumption events: Apple's `consumptionRequestReason`, when given.
+  public var refundRequestReason: String? = nil
 
   /// Creates an event.
   public init(

@@ -24,6 +24,8 @@ public final class InMemoryStore: Store {
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     /// Each user's Apple Account (``AppAccountStore``).
     var appAccounts: [UserKey: AppAccountLink] = [:]
+    /// Refund requests by [app id, notification id] (``ConsumptionRequestStore``).
+    var consumptionRequests: [[String]: ConsumptionRequest] = [:]
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]

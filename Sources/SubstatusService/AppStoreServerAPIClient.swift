@@ -10,7 +10,7 @@ import Synchronization
 public protocol HTTPRequester: Sendable {
   /// Sends one request and returns the status code and body.
   /// - Parameters:
-  ///   - method: `GET` or `POST`.
+  ///   - method: `GET`, `POST` or `PUT`.
   ///   - url: the full URL, query included.
   ///   - headers: request headers (an `Authorization` header is never logged).
   ///   - body: the body, for `POST`.
@@ -430,6 +430,8 @@ public struct AppStoreServerAPIClient: Sendable {
       }
       if (200..<300).contains(status) {
         rateLimiter.count(.ok)
+        // Writes (Send Consumption Information: 202) answer with no body.
+        if responseBody.isEmpty { return .null }
         do { return try JSONValue(parsing: responseBody) } catch {
           throw malformed(endpoint, "\(error)")
         }

@@ -29,6 +29,9 @@ extension SubscriptionEventType {
     case .nonRenewingPurchased: .nonRenewingPurchased
     case .oneTimePurchased: .oneTimePurchased
     case .ownershipTransferred: .ownershipTransferred
+    case .consumptionInfoSent: .consumptionInfoSent
+    case .consumptionInfoFailed: .consumptionInfoFailed
+    case .consumptionInfoNotSent: .consumptionInfoNotSent
     }
   }
 
@@ -97,6 +100,9 @@ extension SubscriptionEvent {
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
     w.ownership = ownershipType?.wire ?? .unspecified
+    w.consumptionBody = consumptionBody ?? ""
+    w.consumptionDetail = consumptionDetail ?? ""
+    w.refundRequestReason = refundRequestReason ?? ""
     return w
   }
 }

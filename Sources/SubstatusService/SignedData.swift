@@ -305,6 +305,9 @@ extension SubstatusService {
     let applied = written != nil
     metrics.notification(outcome: applied ? "applied" : "duplicate")
     if let written { eventsAppended(written.eventsAppended, source: "notification") }
+    // Rule 27: a refund request to answer (also on a duplicate: the row may be what was lost).
+    try await recordConsumptionRequest(
+      notification, notificationId: id, cached: cached, environment: environment, transactions: transactions)
     var fields: [(String, JSONValue)] = [
       ("app_id", .string(cached.app.appId)), ("version", .integer(2)), ("type", .string(notification.rawNotificationType)),
     ]

@@ -140,6 +140,7 @@ extension EligibilityPolicy {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
     }
+    p.consumptionPolicy = consumptionPolicy?.wire
     return p
   }
 
@@ -148,7 +149,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "paid_app_entitlement_id", "paid_app_before",
+      "paid_app_entitlement_id", "paid_app_before", "consumption_policy",
     ]
     var paidApp = false
     let fields = mask.isEmpty ? all : mask
@@ -167,6 +168,8 @@ extension EligibilityPolicy {
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
+      case "consumption_policy", "consumptionPolicy":
+        out.consumptionPolicy = try wire.consumptionPolicy.map { (p) throws(RPCError) in try ConsumptionPolicy(wire: p) }
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }

@@ -114,16 +114,30 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 3 without the last two fields (an absent ownership type and an absent
-    // billing plan are one 0 byte each), format 2 without the last one.
+    // Format 1 is format 4 without the last five fields (an absent ownership type, billing plan
+    // and the three consumption fields are one 0 byte each), format 2 without the last four,
+    // format 3 without the last three.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(2))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(5))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast())
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(4))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(3))
+    formatThree[0] = 3
+    #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
+  }
+
+  @Test("rule 27: the consumption fields round-trip")
+  func consumptionFields() throws {
+    var sent = EventLogContract.event("e1")
+    sent.type = .consumptionInfoSent
+    sent.consumptionBody = #"{"customerConsented":true}"#
+    sent.consumptionDetail = "rejected: HTTP 400"
+    sent.refundRequestReason = "UNINTENDED_PURCHASE"
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(sent)) == sent)
   }
 
   @Test("rule 22: the billing plan round-trips")

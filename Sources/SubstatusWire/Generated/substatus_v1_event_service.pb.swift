@@ -47,6 +47,18 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
   /// `occurred_ms` is the server's time of the submission that made the transfer.
   case ownershipTransferred
+  /// The server answered Apple's refund request (V2 CONSUMPTION_REQUEST) for the transaction by
+  /// Send Consumption Information, as the app's consumption policy says (docs/architecture.md rule
+  /// 27); `consumption_body` is what Apple accepted. `occurred_ms` is when Apple accepted it.
+  case consumptionInfoSent
+  /// The server could not answer a refund request: Apple refused the answer, or the 12 hours Apple
+  /// gives passed while it kept failing; `consumption_detail` says why.
+  case consumptionInfoFailed
+  /// A refund request the server did not answer, on purpose; `consumption_detail` says why:
+  /// `assigned` (an ASSIGNED transaction takes no consumption request, rule 23),
+  /// `no_customer_consent` (the policy does not declare consent, which Apple requires),
+  /// `no_consumption_policy` (the policy was removed before the answer), `no_in_app_purchase_key`.
+  case consumptionInfoNotSent
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -71,6 +83,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 15: self = .nonRenewingPurchased
     case 16: self = .oneTimePurchased
     case 17: self = .ownershipTransferred
+    case 25: self = .consumptionInfoSent
+    case 26: self = .consumptionInfoFailed
+    case 27: self = .consumptionInfoNotSent
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -96,6 +111,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: 15
     case .oneTimePurchased: 16
     case .ownershipTransferred: 17
+    case .consumptionInfoSent: 25
+    case .consumptionInfoFailed: 26
+    case .consumptionInfoNotSent: 27
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -121,6 +139,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: "EVENT_TYPE_NON_RENEWING_PURCHASED"
     case .oneTimePurchased: "EVENT_TYPE_ONE_TIME_PURCHASED"
     case .ownershipTransferred: "EVENT_TYPE_OWNERSHIP_TRANSFERRED"
+    case .consumptionInfoSent: "EVENT_TYPE_CONSUMPTION_INFO_SENT"
+    case .consumptionInfoFailed: "EVENT_TYPE_CONSUMPTION_INFO_FAILED"
+    case .consumptionInfoNotSent: "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT"
     case .UNRECOGNIZED: nil
     }
   }
@@ -146,12 +167,15 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_NON_RENEWING_PURCHASED": self = .nonRenewingPurchased
     case "EVENT_TYPE_ONE_TIME_PURCHASED": self = .oneTimePurchased
     case "EVENT_TYPE_OWNERSHIP_TRANSFERRED": self = .ownershipTransferred
+    case "EVENT_TYPE_CONSUMPTION_INFO_SENT": self = .consumptionInfoSent
+    case "EVENT_TYPE_CONSUMPTION_INFO_FAILED": self = .consumptionInfoFailed
+    case "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT": self = .consumptionInfoNotSent
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .consumptionInfoSent, .consumptionInfoFailed, .consumptionInfoNotSent]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -375,6 +399,18 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// purchase of theirs: its price is the organizer's, paid once (trends count no revenue for it).
   /// UNSPECIFIED when no transaction of it is known.
   public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
+
+  /// For CONSUMPTION_INFO_SENT: the JSON body Apple accepted (Apple's ConsumptionRequest), as sent.
+  public var consumptionBody: String = ""
+
+  /// For CONSUMPTION_INFO_FAILED and CONSUMPTION_INFO_NOT_SENT: why, starting with a lower-case
+  /// word (`assigned`, `no_customer_consent`, `no_consumption_policy`, `no_in_app_purchase_key`,
+  /// `rejected`, `expired`), then details.
+  public var consumptionDetail: String = ""
+
+  /// For the CONSUMPTION_INFO_ types: Apple's `consumptionRequestReason` of the refund request
+  /// (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...), empty when Apple gave none.
+  public var refundRequestReason: String = ""
 
   /// A message with every field at its default value.
   public init() {}
@@ -867,7 +903,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 27, 28, 29])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -893,6 +929,9 @@ extension Substatus_V1_Event: CMessageConvertible {
     previousUserID = try r.string(19)
     cursor = try r.string(20)
     ownership = r.enumeration(21)
+    consumptionBody = try r.string(22)
+    consumptionDetail = try r.string(23)
+    refundRequestReason = try r.string(24)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -918,6 +957,9 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(19, previousUserID)
     w.string(20, cursor)
     w.enumeration(21, ownership)
+    w.string(22, consumptionBody)
+    w.string(23, consumptionDetail)
+    w.string(24, refundRequestReason)
   }
 }
 
@@ -947,6 +989,9 @@ extension Substatus_V1_Event {
     if !(self.previousUserID.isEmpty) { o.append("previousUserId", .string(self.previousUserID)) }
     if !(self.cursor.isEmpty) { o.append("cursor", .string(self.cursor)) }
     if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
+    if !(self.consumptionBody.isEmpty) { o.append("consumptionBody", .string(self.consumptionBody)) }
+    if !(self.consumptionDetail.isEmpty) { o.append("consumptionDetail", .string(self.consumptionDetail)) }
+    if !(self.refundRequestReason.isEmpty) { o.append("refundRequestReason", .string(self.refundRequestReason)) }
     return .object(o)
   }
 
@@ -1001,6 +1046,12 @@ extension Substatus_V1_Event {
         self.cursor = try ProtoJSON.string(value, "cursor")
       case "ownership":
         self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
+      case "consumptionBody", "consumption_body":
+        self.consumptionBody = try ProtoJSON.string(value, "consumptionBody")
+      case "consumptionDetail", "consumption_detail":
+        self.consumptionDetail = try ProtoJSON.string(value, "consumptionDetail")
+      case "refundRequestReason", "refund_request_reason":
+        self.refundRequestReason = try ProtoJSON.string(value, "refundRequestReason")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

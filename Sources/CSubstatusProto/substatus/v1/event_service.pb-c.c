@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25] =
 {
   {
     "event_id",
@@ -1173,9 +1173,47 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "consumption_body",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, consumption_body),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "consumption_detail",
+    28,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, consumption_detail),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refund_request_reason",
+    29,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, refund_request_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
+  22,   /* field[22] = consumption_body */
+  23,   /* field[23] = consumption_detail */
   16,   /* field[16] = currency */
   20,   /* field[20] = cursor */
   6,   /* field[6] = detected_ms */
@@ -1191,6 +1229,7 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   19,   /* field[19] = previous_user_id */
   15,   /* field[15] = price_milliunits */
   8,   /* field[8] = product_id */
+  24,   /* field[24] = refund_request_reason */
   12,   /* field[12] = state_after */
   11,   /* field[11] = state_before */
   7,   /* field[7] = subscription_group_id */
@@ -1198,10 +1237,11 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   4,   /* field[4] = type */
   2,   /* field[2] = user_id */
 };
-static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__event__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 22 }
+  { 27, 22 },
+  { 0, 25 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1211,10 +1251,10 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  22,
+  25,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
-  1,  substatus__v1__event__number_ranges,
+  2,  substatus__v1__event__number_ranges,
   (ProtobufCMessageInit) substatus__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -2427,7 +2467,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[18] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[21] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2447,16 +2487,22 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_NON_RENEWING_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_NON_RENEWING_PURCHASED", 15 },
   { "EVENT_TYPE_ONE_TIME_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_ONE_TIME_PURCHASED", 16 },
   { "EVENT_TYPE_OWNERSHIP_TRANSFERRED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED", 17 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_SENT", 25 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_FAILED", 26 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 27 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{0, 18}
+{0, 0},{25, 18},{0, 21}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[18] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[21] =
 {
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
   { "EVENT_TYPE_AUTO_RENEW_ENABLED", 6 },
   { "EVENT_TYPE_BILLING_ISSUE", 7 },
   { "EVENT_TYPE_BILLING_RECOVERED", 8 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", 19 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 20 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", 18 },
   { "EVENT_TYPE_EXPIRED", 10 },
   { "EVENT_TYPE_FAMILY_ACCESS_REVOKED", 13 },
   { "EVENT_TYPE_GRACE_PERIOD_EXPIRED", 9 },
@@ -2479,11 +2525,11 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  18,
+  21,
   substatus__v1__event_type__enum_values_by_number,
-  18,
+  21,
   substatus__v1__event_type__enum_values_by_name,
-  1,
+  2,
   substatus__v1__event_type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
