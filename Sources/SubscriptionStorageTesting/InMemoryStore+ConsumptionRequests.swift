@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 
 extension InMemoryStore {
   /// See ``ConsumptionRequestStore/recordConsumptionRequest(_:)``.
