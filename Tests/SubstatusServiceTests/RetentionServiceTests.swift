@@ -212,6 +212,20 @@ import Testing
       #expect(events.map(\.retentionOfferedID) == ["", "premium.winback", "premium.yearly", ""])
       #expect(events.allSatisfy { $0.productID == "premium.monthly" && $0.environment == .sandbox && $0.occurredMs == Self.t0 - 100 })
       #expect(events[1].retentionMessageIdentifier == "11111111-1111-4111-8111-111111111111")
+
+      // GetTrends counts them per rule in the bucket they occurred in (no decision yet).
+      var trends = Substatus_V1_GetTrendsRequest()
+      trends.appID = app
+      trends.fromMs = Self.t0 - Self.day
+      trends.toMs = Self.t0 + Self.day
+      trends.interval = .day
+      trends.environment = .sandbox
+      let buckets = try await h.call(Substatus_V1_ReportService.getTrends, trends, key: admin).buckets
+      #expect(buckets.count == 2)
+      #expect(buckets.first?.retention.map(\.ruleID) == ["", "loyal-monthly", "switch"])
+      #expect(buckets.first?.retention.map(\.offered) == [2, 1, 1])
+      #expect(buckets.first?.retention.allSatisfy { $0.stayed == 0 && $0.expired == 0 } == true)
+      #expect(buckets.last?.retention.isEmpty == true)
     }
   }
 }
