@@ -36,6 +36,14 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   /// The purchase sharing policy moved an original transaction from one user to another (both
   /// users get the event).
   case ownershipTransferred = "OWNERSHIP_TRANSFERRED"
+  /// Apple extended one subscription's renewal date (V2 `RENEWAL_EXTENDED`).
+  case subscriptionExtended = "SUBSCRIPTION_EXTENDED"
+  /// A parent withdrew consent to a child's use of the app (V2 `RESCIND_CONSENT`), for a user
+  /// linked to the notification's Apple Account.
+  case consentRescinded = "CONSENT_RESCINDED"
+  /// A V2 notification no other type carries (``NotificationV2/eventDisposition``), with its
+  /// type and subtype.
+  case appleNotification = "APPLE_NOTIFICATION"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -114,6 +122,12 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// commitment (trends count it as a month of MRR, whatever the product's duration); `nil`
   /// when Apple did not say.
   public var billingPlanType: BillingPlanType? = nil
+  /// For the events a V2 notification causes by itself (``SubscriptionEventType/appleNotification``,
+  /// ``SubscriptionEventType/subscriptionExtended``, ``SubscriptionEventType/consentRescinded``):
+  /// Apple's `notificationType` as sent.
+  public var notificationType: String? = nil
+  /// With ``notificationType``: Apple's `subtype`, when it has one.
+  public var notificationSubtype: String? = nil
 
   /// Creates an event.
   public init(

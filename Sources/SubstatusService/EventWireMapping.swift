@@ -29,6 +29,9 @@ extension SubscriptionEventType {
     case .nonRenewingPurchased: .nonRenewingPurchased
     case .oneTimePurchased: .oneTimePurchased
     case .ownershipTransferred: .ownershipTransferred
+    case .subscriptionExtended: .subscriptionExtended
+    case .consentRescinded: .consentRescinded
+    case .appleNotification: .appleNotification
     }
   }
 
@@ -97,6 +100,9 @@ extension SubscriptionEvent {
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
     w.ownership = ownershipType?.wire ?? .unspecified
+    w.notificationType = notificationType ?? ""
+    w.notificationSubtype = notificationSubtype ?? ""
+    w.billingPlan = billingPlanType.wire
     return w
   }
 }

@@ -114,16 +114,28 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 3 without the last two fields (an absent ownership type and an absent
-    // billing plan are one 0 byte each), format 2 without the last one.
+    // Format 1 is format 4 without the last four fields (an absent ownership type, billing plan,
+    // notification type and subtype are one 0 byte each), format 2 without the last three, format
+    // 3 without the last two.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(2))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(4))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast())
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(3))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(2))
+    formatThree[0] = 3
+    #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
+  }
+
+  @Test("rule 25: a notification's type and subtype round-trip")
+  func notificationType() throws {
+    var e = EventLogContract.event("e1", type: .appleNotification)
+    e.notificationType = "EXTERNAL_PURCHASE_TOKEN"
+    e.notificationSubtype = "CREATED"
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
   }
 
   @Test("rule 22: the billing plan round-trips")
