@@ -309,9 +309,7 @@ extension SubstatusService {
     let updates = try await routeByOriginalTransaction(
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
     let id = "v2:" + notification.notificationUUID
-    let written = try await stored { () throws(StoreError) in
-      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
-    }
+    let written = try await applyNotification(appID: appID, id: id, receivedMs: now, updates: updates)
     let applied = written != nil
     if let written { eventsAppended(written.eventsAppended, source: "notification") }
     // Rule 25: the notification itself, whatever its type, and the events it causes by itself.
