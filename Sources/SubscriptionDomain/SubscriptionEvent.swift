@@ -44,6 +44,12 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   /// A V2 notification no other type carries (``NotificationV2/eventDisposition``), with its
   /// type and subtype.
   case appleNotification = "APPLE_NOTIFICATION"
+  /// A 12-month commitment began (a first billing period after no commitment).
+  case commitmentStarted = "COMMITMENT_STARTED"
+  /// A commitment renewed into a new one.
+  case commitmentRenewed = "COMMITMENT_RENEWED"
+  /// A commitment ended (the subscription lapsed, or renewed into a period billed up front).
+  case commitmentEnded = "COMMITMENT_ENDED"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -128,6 +134,9 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   public var notificationType: String? = nil
   /// With ``notificationType``: Apple's `subtype`, when it has one.
   public var notificationSubtype: String? = nil
+  /// The 12-month commitment the event's transaction is a billing period of (k of n, its end;
+  /// never ``CommitmentStatus/willRenew``); `nil` outside one (rule 22).
+  public var commitment: CommitmentStatus? = nil
 
   /// Creates an event.
   public init(

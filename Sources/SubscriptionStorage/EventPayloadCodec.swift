@@ -11,9 +11,10 @@ extension PayloadCodec {
   /// no ownership type).
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
   /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
-  package static let eventFormat: UInt8 = 4
+  /// Format 5 appends the commitment (k, n, its end); older payloads have none.
+  package static let eventFormat: UInt8 = 5
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 24
+  package static let eventFieldCount = 25
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -43,6 +44,9 @@ extension PayloadCodec {
     w.string(e.billingPlanType?.rawValue)
     w.string(e.notificationType)
     w.string(e.notificationSubtype)
+    w.int(e.commitment.map { Int64($0.billingPeriodNumber) })
+    w.int(e.commitment.map { Int64($0.totalBillingPeriods) })
+    w.int(e.commitment?.expiresDate)
     return w.bytes
   }
 
@@ -88,6 +92,12 @@ extension PayloadCodec {
     if format >= 4 {
       e.notificationType = try r.optionalString()
       e.notificationSubtype = try r.optionalString()
+    }
+    if format >= 5 {
+      let (k, n, end) = (try r.optionalInt(), try r.optionalInt(), try r.optionalInt())
+      if let k, let n {
+        e.commitment = CommitmentStatus(billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: end)
+      }
     }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e

@@ -32,6 +32,9 @@ extension SubscriptionEventType {
     case .subscriptionExtended: .subscriptionExtended
     case .consentRescinded: .consentRescinded
     case .appleNotification: .appleNotification
+    case .commitmentStarted: .commitmentStarted
+    case .commitmentRenewed: .commitmentRenewed
+    case .commitmentEnded: .commitmentEnded
     }
   }
 
@@ -103,6 +106,13 @@ extension SubscriptionEvent {
     w.notificationType = notificationType ?? ""
     w.notificationSubtype = notificationSubtype ?? ""
     w.billingPlan = billingPlanType.wire
+    if let commitment {
+      var c = Substatus_V1_Commitment()
+      c.billingPeriodNumber = Int32(clamping: commitment.billingPeriodNumber)
+      c.totalBillingPeriods = Int32(clamping: commitment.totalBillingPeriods)
+      c.expiresMs = commitment.expiresDate ?? 0
+      w.commitment = c
+    }
     return w
   }
 }

@@ -65,6 +65,21 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// users whose original transaction it names; with an empty `user_id` when it names none (an
   /// External Purchase token, a mass extension's summary).
   case appleNotification
+  /// A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+  /// period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+  /// renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+  /// RENEWED...), with its cause, time and states. Why types of their own rather than only the
+  /// `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+  /// renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+  /// (RENEWED, EXPIRED) already mean something else.
+  case commitmentStarted
+  /// A commitment renewed into a new one: a first billing period that follows a billing period of
+  /// a commitment.
+  case commitmentRenewed
+  /// A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+  /// renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+  /// last commitment's `commitment`).
+  case commitmentEnded
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -92,6 +107,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 18: self = .subscriptionExtended
     case 19: self = .consentRescinded
     case 20: self = .appleNotification
+    case 21: self = .commitmentStarted
+    case 22: self = .commitmentRenewed
+    case 23: self = .commitmentEnded
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -120,6 +138,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .subscriptionExtended: 18
     case .consentRescinded: 19
     case .appleNotification: 20
+    case .commitmentStarted: 21
+    case .commitmentRenewed: 22
+    case .commitmentEnded: 23
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -148,6 +169,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .subscriptionExtended: "EVENT_TYPE_SUBSCRIPTION_EXTENDED"
     case .consentRescinded: "EVENT_TYPE_CONSENT_RESCINDED"
     case .appleNotification: "EVENT_TYPE_APPLE_NOTIFICATION"
+    case .commitmentStarted: "EVENT_TYPE_COMMITMENT_STARTED"
+    case .commitmentRenewed: "EVENT_TYPE_COMMITMENT_RENEWED"
+    case .commitmentEnded: "EVENT_TYPE_COMMITMENT_ENDED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -176,12 +200,15 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_SUBSCRIPTION_EXTENDED": self = .subscriptionExtended
     case "EVENT_TYPE_CONSENT_RESCINDED": self = .consentRescinded
     case "EVENT_TYPE_APPLE_NOTIFICATION": self = .appleNotification
+    case "EVENT_TYPE_COMMITMENT_STARTED": self = .commitmentStarted
+    case "EVENT_TYPE_COMMITMENT_RENEWED": self = .commitmentRenewed
+    case "EVENT_TYPE_COMMITMENT_ENDED": self = .commitmentEnded
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -417,6 +444,11 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// MONTHLY makes `price_milliunits` one monthly charge of a 12-month commitment; UNSPECIFIED when
   /// Apple did not say.
   public var billingPlan: Substatus_V1_BillingPlanType = Substatus_V1_BillingPlanType(rawValue: 0)
+
+  /// The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+  /// `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+  /// answers them); absent outside a commitment.
+  public var commitment: Substatus_V1_Commitment? = nil
 
   /// A message with every field at its default value.
   public init() {}
@@ -909,7 +941,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -938,6 +970,7 @@ extension Substatus_V1_Event: CMessageConvertible {
     notificationType = try r.string(22)
     notificationSubtype = try r.string(23)
     billingPlan = r.enumeration(24)
+    commitment = try r.message(25, Substatus_V1_Commitment.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -966,6 +999,7 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(22, notificationType)
     w.string(23, notificationSubtype)
     w.enumeration(24, billingPlan)
+    w.message(25, commitment)
   }
 }
 
@@ -998,6 +1032,7 @@ extension Substatus_V1_Event {
     if !(self.notificationType.isEmpty) { o.append("notificationType", .string(self.notificationType)) }
     if !(self.notificationSubtype.isEmpty) { o.append("notificationSubtype", .string(self.notificationSubtype)) }
     if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
+    if let v = self.commitment { o.append("commitment", v.jsonValue()) }
     return .object(o)
   }
 
@@ -1058,6 +1093,8 @@ extension Substatus_V1_Event {
         self.notificationSubtype = try ProtoJSON.string(value, "notificationSubtype")
       case "billingPlan", "billing_plan":
         self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
+      case "commitment":
+        self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

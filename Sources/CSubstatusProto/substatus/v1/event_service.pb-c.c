@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[26] =
 {
   {
     "event_id",
@@ -1209,10 +1209,23 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "commitment",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, commitment),
+    &substatus__v1__commitment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
   24,   /* field[24] = billing_plan */
+  25,   /* field[25] = commitment */
   16,   /* field[16] = currency */
   20,   /* field[20] = cursor */
   6,   /* field[6] = detected_ms */
@@ -1240,7 +1253,7 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 25 }
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1250,7 +1263,7 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  25,
+  26,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
   1,  substatus__v1__event__number_ranges,
@@ -2466,7 +2479,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[21] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[24] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2489,17 +2502,23 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
   { "EVENT_TYPE_CONSENT_RESCINDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSENT_RESCINDED", 19 },
   { "EVENT_TYPE_APPLE_NOTIFICATION", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION", 20 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED", 21 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED", 23 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{0, 21}
+{0, 0},{0, 24}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[21] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[24] =
 {
   { "EVENT_TYPE_APPLE_NOTIFICATION", 20 },
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
   { "EVENT_TYPE_AUTO_RENEW_ENABLED", 6 },
   { "EVENT_TYPE_BILLING_ISSUE", 7 },
   { "EVENT_TYPE_BILLING_RECOVERED", 8 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", 23 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", 21 },
   { "EVENT_TYPE_CONSENT_RESCINDED", 19 },
   { "EVENT_TYPE_EXPIRED", 10 },
   { "EVENT_TYPE_FAMILY_ACCESS_REVOKED", 13 },
@@ -2524,9 +2543,9 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  21,
+  24,
   substatus__v1__event_type__enum_values_by_number,
-  21,
+  24,
   substatus__v1__event_type__enum_values_by_name,
   1,
   substatus__v1__event_type__value_ranges,

@@ -146,7 +146,28 @@ typedef enum _Substatus__V1__EventType {
    * users whose original transaction it names; with an empty `user_id` when it names none (an
    * External Purchase token, a mass extension's summary).
    */
-  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION = 20
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION = 20,
+  /*
+   * A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+   * period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+   * renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+   * RENEWED...), with its cause, time and states. Why types of their own rather than only the
+   * `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+   * renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+   * (RENEWED, EXPIRED) already mean something else.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED = 21,
+  /*
+   * A commitment renewed into a new one: a first billing period that follows a billing period of
+   * a commitment.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED = 22,
+  /*
+   * A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+   * renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+   * last commitment's `commitment`).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED = 23
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_TYPE)
 } Substatus__V1__EventType;
 /*
@@ -328,10 +349,16 @@ struct  Substatus__V1__Event
    * Apple did not say.
    */
   Substatus__V1__BillingPlanType billing_plan;
+  /*
+   * The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+   * `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+   * answers them); absent outside a commitment.
+   */
+  Substatus__V1__Commitment *commitment;
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL }
 
 
 /*
