@@ -3,6 +3,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import SubstatusServiceCore
 import Synchronization
 
 // MARK: Due policy
@@ -515,12 +516,5 @@ public final class ReceiptRefresher: Sendable {
         [("app_id", .string(receipt.user.appId)), ("error", .string(error.description))])
       return false
     }
-  }
-}
-
-extension Duration {
-  /// The duration in whole milliseconds.
-  var milliseconds: Int64 {
-    components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
   }
 }

@@ -5,6 +5,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import SubstatusServiceCore
 import SubstatusWire
 
 /// Why one piece of App Store signed data was refused: the reasons SubmitSignedTransactions

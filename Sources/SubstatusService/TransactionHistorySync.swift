@@ -3,7 +3,9 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusJSON
+import SubstatusServiceCore
 import SubstatusWire
 import Synchronization
 

@@ -60,7 +60,7 @@ extension StoreContract {
     #expect(try await store.keptNotifications(appId: "a1", afterSequence: 0, limit: 10).count == 3)
 
     // The users of an Apple Account, per app and environment, in id order.
-    let accounts = try #require(store as? any AppAccountStore)
+    let accounts: any AppAccountStore = store
     for (user, account, environment) in [
       ("u2", "704289572311810221", Environment.production), ("u1", "704289572311810221", .production),
       ("u3", "704289572311810222", .production), ("u4", "704289572311810221", .sandbox),

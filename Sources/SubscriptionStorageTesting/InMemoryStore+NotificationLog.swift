@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 
 /// The in-memory store's kept notifications: in the order kept, with the ids already kept per app.
 struct InMemoryNotificationLog {
