@@ -10,10 +10,12 @@ extension PayloadCodec {
   /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
   /// no ownership type).
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
-  /// Format 4 appends the retention answer (`RETENTION_OFFERED`); earlier payloads decode without.
-  package static let eventFormat: UInt8 = 4
+  /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
+  /// Format 5 appends the commitment (k, n, its end); older payloads have none.
+  /// Format 6 appends the retention answer (`RETENTION_OFFERED`); older payloads have none.
+  package static let eventFormat: UInt8 = 6
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 23
+  package static let eventFieldCount = 26
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -41,7 +43,12 @@ extension PayloadCodec {
     w.string(e.previousUserId)
     w.string(e.ownershipType?.rawValue)
     w.string(e.billingPlanType?.rawValue)
-    // Format 4: the retention answer, its kind first (absent: no answer).
+    w.string(e.notificationType)
+    w.string(e.notificationSubtype)
+    w.int(e.commitment.map { Int64($0.billingPeriodNumber) })
+    w.int(e.commitment.map { Int64($0.totalBillingPeriods) })
+    w.int(e.commitment?.expiresDate)
+    // Format 6: the retention answer, its kind first (absent: no answer).
     w.string(e.retention?.kind.rawValue)
     if let retention = e.retention {
       w.string(retention.ruleId)
@@ -90,7 +97,17 @@ extension PayloadCodec {
       previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
     if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
     if format >= 3 { e.billingPlanType = try value(BillingPlanType.self, r.optionalString(), "billing plan") }
-    if format >= 4, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
+    if format >= 4 {
+      e.notificationType = try r.optionalString()
+      e.notificationSubtype = try r.optionalString()
+    }
+    if format >= 5 {
+      let (k, n, end) = (try r.optionalInt(), try r.optionalInt(), try r.optionalInt())
+      if let k, let n {
+        e.commitment = CommitmentStatus(billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: end)
+      }
+    }
+    if format >= 6, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
       e.retention = RetentionOfferRecord(
         kind: kind, ruleId: try r.optionalString(), messageIdentifier: try r.string(), offeredId: try r.optionalString())
     }

@@ -3,7 +3,7 @@ import SubscriptionStorage
 extension PostgresSchema {
   /// The table of each app's retention rules, as in the SQLite store.
   static let retentionRulesMigration = PostgresMigration(
-    version: 15, description: "retention rules per app",
+    version: 16, description: "retention rules per app",
     sql: """
       CREATE TABLE retention_rules(
         app_id TEXT COLLATE "C" PRIMARY KEY REFERENCES apps(app_id),

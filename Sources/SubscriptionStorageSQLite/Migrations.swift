@@ -343,6 +343,7 @@ enum Schema {
     webhookHeadsMigration,
     appAccountsMigration,
     smallBusinessProgramMigration,
+    keptNotificationsMigration,
     retentionRulesMigration,
   ]
 

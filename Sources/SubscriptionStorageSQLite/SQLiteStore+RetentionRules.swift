@@ -3,7 +3,7 @@ import SubscriptionStorage
 extension Schema {
   /// The table of each app's retention rules (``SubscriptionStorage/RetentionRuleStore``).
   static let retentionRulesMigration = Migration(
-    version: 19, description: "retention rules per app",
+    version: 20, description: "retention rules per app",
     sql: """
       CREATE TABLE retention_rules(
         app_id TEXT PRIMARY KEY REFERENCES apps(app_id),
