@@ -534,6 +534,7 @@ public struct EventDerivation: Sendable {
     case .ownershipTransferred: 7
     case .subscriptionExtended, .consentRescinded, .appleNotification: 8
     case .commitmentStarted, .commitmentRenewed, .commitmentEnded: 9
+    case .retentionOffered: 10
     }
   }
 }

@@ -50,6 +50,9 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   case commitmentRenewed = "COMMITMENT_RENEWED"
   /// A commitment ended (the subscription lapsed, or renewed into a period billed up front).
   case commitmentEnded = "COMMITMENT_ENDED"
+  /// Apple asked the app's retention endpoint what to show a subscriber about to cancel, and it
+  /// answered (``SubscriptionEvent/retention``); never derived from purchase data.
+  case retentionOffered = "RETENTION_OFFERED"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -137,6 +140,8 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// The 12-month commitment the event's transaction is a billing period of (k of n, its end;
   /// never ``CommitmentStatus/willRenew``); `nil` outside one (rule 22).
   public var commitment: CommitmentStatus? = nil
+  /// For ``SubscriptionEventType/retentionOffered``: what was answered, and which rule decided.
+  public var retention: RetentionOfferRecord? = nil
 
   /// Creates an event.
   public init(

@@ -12,9 +12,10 @@ extension PayloadCodec {
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
   /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
   /// Format 5 appends the commitment (k, n, its end); older payloads have none.
-  package static let eventFormat: UInt8 = 5
+  /// Format 6 appends the retention answer (`RETENTION_OFFERED`); older payloads have none.
+  package static let eventFormat: UInt8 = 6
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 25
+  package static let eventFieldCount = 26
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -47,6 +48,13 @@ extension PayloadCodec {
     w.int(e.commitment.map { Int64($0.billingPeriodNumber) })
     w.int(e.commitment.map { Int64($0.totalBillingPeriods) })
     w.int(e.commitment?.expiresDate)
+    // Format 6: the retention answer, its kind first (absent: no answer).
+    w.string(e.retention?.kind.rawValue)
+    if let retention = e.retention {
+      w.string(retention.ruleId)
+      w.string(retention.messageIdentifier)
+      w.string(retention.offeredId)
+    }
     return w.bytes
   }
 
@@ -98,6 +106,10 @@ extension PayloadCodec {
       if let k, let n {
         e.commitment = CommitmentStatus(billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: end)
       }
+    }
+    if format >= 6, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
+      e.retention = RetentionOfferRecord(
+        kind: kind, ruleId: try r.optionalString(), messageIdentifier: try r.string(), offeredId: try r.optionalString())
     }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e

@@ -295,6 +295,7 @@ enum PostgresSchema {
       version: 14, description: "app small business program",
       sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
     keptNotificationsMigration,
+    retentionRulesMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -344,6 +344,7 @@ enum Schema {
     appAccountsMigration,
     smallBusinessProgramMigration,
     keptNotificationsMigration,
+    retentionRulesMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it

@@ -27,6 +27,8 @@ public final class InMemoryStore: Store {
     var appAccounts: [UserKey: AppAccountLink] = [:]
     /// Every kept V2 notification (``NotificationLogStore``), in the order kept.
     var keptNotifications = InMemoryNotificationLog()
+    /// Each app's retention rules (``RetentionRuleStore``).
+    var retentionRules: [String: StoredRetentionRules] = [:]
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]

@@ -36,6 +36,7 @@ extension SubscriptionEventType {
     case .commitmentStarted: .commitmentStarted
     case .commitmentRenewed: .commitmentRenewed
     case .commitmentEnded: .commitmentEnded
+    case .retentionOffered: .retentionOffered
     }
   }
 
@@ -53,6 +54,18 @@ extension SubscriptionEventType {
     var types = Set<Self>()
     for (i, w) in wire.enumerated() { types.insert(try Self(wire: w, field: "\(field)[\(i)]")) }
     return types
+  }
+}
+
+extension RetentionAnswerKind {
+  /// The wire value.
+  var wire: Substatus_V1_RetentionAnswerKind {
+    switch self {
+    case .defaultMessage: .defaultMessage
+    case .message: .message
+    case .alternateProduct: .alternateProduct
+    case .promotionalOffer: .promotionalOffer
+    }
   }
 }
 
@@ -113,6 +126,12 @@ extension SubscriptionEvent {
       c.totalBillingPeriods = Int32(clamping: commitment.totalBillingPeriods)
       c.expiresMs = commitment.expiresDate ?? 0
       w.commitment = c
+    }
+    if let retention {
+      w.retentionRuleID = retention.ruleId ?? ""
+      w.retentionAnswer = retention.kind.wire
+      w.retentionMessageIdentifier = retention.messageIdentifier
+      w.retentionOfferedID = retention.offeredId ?? ""
     }
     return w
   }

@@ -140,6 +140,7 @@ public enum StoreContract {
     case appAccounts
     /// Kept V2 notifications and the users of an Apple Account (rule 25).
     case keptNotifications
+    case retentionRules
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -179,6 +180,7 @@ public enum StoreContract {
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
       case .keptNotifications: "kept notifications: once per notificationUUID with their events, in order, paged, bad input refused; an Apple Account's users"
+      case .retentionRules: "retention rules: none at first, put and read back per app, replaced whole, unknown app and bad payloads refused"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
@@ -233,6 +235,7 @@ public enum StoreContract {
     case .historySyncState: try await historySyncState(store)
     case .appAccounts: try await appAccounts(store)
     case .keptNotifications: try await keptNotifications(store)
+    case .retentionRules: try await retentionRules(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

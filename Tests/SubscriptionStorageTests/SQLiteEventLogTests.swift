@@ -115,23 +115,38 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Each format is the next without its added fields, each absent one a 0 byte: format 5 adds
-    // the commitment (3), 4 the notification type and subtype (2), 3 the billing plan, 2 the
-    // ownership type.
+    // Each format is the next without its added fields, each absent one a 0 byte: format 6 adds
+    // the retention answer (1), 5 the commitment (3), 4 the notification type and subtype (2), 3
+    // the billing plan, 2 the ownership type.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(7))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(8))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(6))
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(7))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
-    var formatThree = Array(PayloadCodec.encode(shared).dropLast(5))
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(6))
     formatThree[0] = 3
     #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
-    var formatFour = Array(PayloadCodec.encode(shared).dropLast(3))
+    var formatFour = Array(PayloadCodec.encode(shared).dropLast(4))
     formatFour[0] = 4
     #expect(try PayloadCodec.decodeEvent(formatFour) == shared)
+    var formatFive = Array(PayloadCodec.encode(shared).dropLast(1))
+    formatFive[0] = 5
+    #expect(try PayloadCodec.decodeEvent(formatFive) == shared)
+  }
+
+  @Test("a retention answer round-trips (format 6), with and without a rule and an offered id")
+  func retentionAnswer() throws {
+    for record in [
+      RetentionOfferRecord(kind: .promotionalOffer, ruleId: "loyal", messageIdentifier: "m-1", offeredId: "offer.a"),
+      RetentionOfferRecord(kind: .defaultMessage, ruleId: nil, messageIdentifier: "m-0", offeredId: nil),
+    ] {
+      var e = EventLogContract.event("e1", type: .retentionOffered)
+      e.retention = record
+      #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
+    }
   }
 
   @Test("rule 22: an event's commitment round-trips")

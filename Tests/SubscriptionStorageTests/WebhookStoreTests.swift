@@ -284,6 +284,7 @@ struct WebhookStoreTests {
         DROP TABLE app_accounts;
         DROP TABLE kept_notifications;
         ALTER TABLE apps DROP COLUMN small_business_program;
+        DROP TABLE retention_rules;
         DELETE FROM schema_version WHERE version >= 16;
         """)
     }

@@ -80,6 +80,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
   /// last commitment's `commitment`).
   case commitmentEnded
+  /// Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
+  /// substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
+  /// `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
+  /// `occurred_ms` is Apple's `signedDate`. Trends count what was offered and whether the
+  /// subscriber stayed (renewed after it) or expired.
+  case retentionOffered
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -110,6 +116,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 21: self = .commitmentStarted
     case 22: self = .commitmentRenewed
     case 23: self = .commitmentEnded
+    case 28: self = .retentionOffered
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -141,6 +148,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .commitmentStarted: 21
     case .commitmentRenewed: 22
     case .commitmentEnded: 23
+    case .retentionOffered: 28
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -172,6 +180,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .commitmentStarted: "EVENT_TYPE_COMMITMENT_STARTED"
     case .commitmentRenewed: "EVENT_TYPE_COMMITMENT_RENEWED"
     case .commitmentEnded: "EVENT_TYPE_COMMITMENT_ENDED"
+    case .retentionOffered: "EVENT_TYPE_RETENTION_OFFERED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -203,12 +212,13 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_COMMITMENT_STARTED": self = .commitmentStarted
     case "EVENT_TYPE_COMMITMENT_RENEWED": self = .commitmentRenewed
     case "EVENT_TYPE_COMMITMENT_ENDED": self = .commitmentEnded
+    case "EVENT_TYPE_RETENTION_OFFERED": self = .retentionOffered
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded, .retentionOffered]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -288,6 +298,73 @@ public enum Substatus_V1_EventOffer: ProtobufEnum {
 
   /// The declared values.
   public static let allCases: [Substatus_V1_EventOffer] = [.unspecified, .none, .freeTrial, .introductory, .promotional, .offerCode, .winBack]
+}
+
+/// What a retention request was answered with (Event.retention_answer).
+public enum Substatus_V1_RetentionAnswerKind: ProtobufEnum {
+  /// Not a retention event.
+  case unspecified
+  /// The app's default message (no rule matched, or the user or the rules are unknown).
+  case defaultMessage
+  /// A rule's message.
+  case message
+  /// A rule's alternate product.
+  case alternateProduct
+  /// A rule's promotional offer.
+  case promotionalOffer
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .defaultMessage
+    case 2: self = .message
+    case 3: self = .alternateProduct
+    case 4: self = .promotionalOffer
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .defaultMessage: 1
+    case .message: 2
+    case .alternateProduct: 3
+    case .promotionalOffer: 4
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "RETENTION_ANSWER_KIND_UNSPECIFIED"
+    case .defaultMessage: "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE"
+    case .message: "RETENTION_ANSWER_KIND_MESSAGE"
+    case .alternateProduct: "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT"
+    case .promotionalOffer: "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "RETENTION_ANSWER_KIND_UNSPECIFIED": self = .unspecified
+    case "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE": self = .defaultMessage
+    case "RETENTION_ANSWER_KIND_MESSAGE": self = .message
+    case "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT": self = .alternateProduct
+    case "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER": self = .promotionalOffer
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_RetentionAnswerKind] = [.unspecified, .defaultMessage, .message, .alternateProduct, .promotionalOffer]
 }
 
 /// The state of one event's delivery to one webhook.
@@ -449,6 +526,19 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
   /// answers them); absent outside a commitment.
   public var commitment: Substatus_V1_Commitment? = nil
+
+  /// For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
+  public var retentionRuleID: String = ""
+
+  /// For RETENTION_OFFERED: the kind of answer.
+  public var retentionAnswer: Substatus_V1_RetentionAnswerKind = Substatus_V1_RetentionAnswerKind(rawValue: 0)
+
+  /// For RETENTION_OFFERED: the message identifier answered.
+  public var retentionMessageIdentifier: String = ""
+
+  /// For RETENTION_OFFERED: the alternate product (ALTERNATE_PRODUCT) or the promotional offer's
+  /// id (PROMOTIONAL_OFFER); empty otherwise.
+  public var retentionOfferedID: String = ""
 
   /// A message with every field at its default value.
   public init() {}
@@ -941,7 +1031,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 33])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -971,6 +1061,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     notificationSubtype = try r.string(23)
     billingPlan = r.enumeration(24)
     commitment = try r.message(25, Substatus_V1_Commitment.self)
+    retentionRuleID = try r.string(26)
+    retentionAnswer = r.enumeration(27)
+    retentionMessageIdentifier = try r.string(28)
+    retentionOfferedID = try r.string(29)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1000,6 +1094,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(23, notificationSubtype)
     w.enumeration(24, billingPlan)
     w.message(25, commitment)
+    w.string(26, retentionRuleID)
+    w.enumeration(27, retentionAnswer)
+    w.string(28, retentionMessageIdentifier)
+    w.string(29, retentionOfferedID)
   }
 }
 
@@ -1033,6 +1131,10 @@ extension Substatus_V1_Event {
     if !(self.notificationSubtype.isEmpty) { o.append("notificationSubtype", .string(self.notificationSubtype)) }
     if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
     if let v = self.commitment { o.append("commitment", v.jsonValue()) }
+    if !(self.retentionRuleID.isEmpty) { o.append("retentionRuleId", .string(self.retentionRuleID)) }
+    if !(self.retentionAnswer.rawValue == 0) { o.append("retentionAnswer", self.retentionAnswer.jsonValue) }
+    if !(self.retentionMessageIdentifier.isEmpty) { o.append("retentionMessageIdentifier", .string(self.retentionMessageIdentifier)) }
+    if !(self.retentionOfferedID.isEmpty) { o.append("retentionOfferedId", .string(self.retentionOfferedID)) }
     return .object(o)
   }
 
@@ -1095,6 +1197,14 @@ extension Substatus_V1_Event {
         self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
       case "commitment":
         self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
+      case "retentionRuleId", "retention_rule_id":
+        self.retentionRuleID = try ProtoJSON.string(value, "retentionRuleId")
+      case "retentionAnswer", "retention_answer":
+        self.retentionAnswer = try ProtoJSON.enumeration(value, "retentionAnswer", Substatus_V1_RetentionAnswerKind.self)
+      case "retentionMessageIdentifier", "retention_message_identifier":
+        self.retentionMessageIdentifier = try ProtoJSON.string(value, "retentionMessageIdentifier")
+      case "retentionOfferedId", "retention_offered_id":
+        self.retentionOfferedID = try ProtoJSON.string(value, "retentionOfferedId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }
