@@ -47,6 +47,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
   /// `occurred_ms` is the server's time of the submission that made the transfer.
   case ownershipTransferred
+  /// Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
+  /// substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
+  /// `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
+  /// `occurred_ms` is Apple's `signedDate`. Trends count what was offered and whether the
+  /// subscriber stayed (renewed after it) or expired.
+  case retentionOffered
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -71,6 +77,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 15: self = .nonRenewingPurchased
     case 16: self = .oneTimePurchased
     case 17: self = .ownershipTransferred
+    case 28: self = .retentionOffered
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -96,6 +103,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: 15
     case .oneTimePurchased: 16
     case .ownershipTransferred: 17
+    case .retentionOffered: 28
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -121,6 +129,7 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: "EVENT_TYPE_NON_RENEWING_PURCHASED"
     case .oneTimePurchased: "EVENT_TYPE_ONE_TIME_PURCHASED"
     case .ownershipTransferred: "EVENT_TYPE_OWNERSHIP_TRANSFERRED"
+    case .retentionOffered: "EVENT_TYPE_RETENTION_OFFERED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -146,12 +155,13 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_NON_RENEWING_PURCHASED": self = .nonRenewingPurchased
     case "EVENT_TYPE_ONE_TIME_PURCHASED": self = .oneTimePurchased
     case "EVENT_TYPE_OWNERSHIP_TRANSFERRED": self = .ownershipTransferred
+    case "EVENT_TYPE_RETENTION_OFFERED": self = .retentionOffered
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .retentionOffered]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -231,6 +241,73 @@ public enum Substatus_V1_EventOffer: ProtobufEnum {
 
   /// The declared values.
   public static let allCases: [Substatus_V1_EventOffer] = [.unspecified, .none, .freeTrial, .introductory, .promotional, .offerCode, .winBack]
+}
+
+/// What a retention request was answered with (Event.retention_answer).
+public enum Substatus_V1_RetentionAnswerKind: ProtobufEnum {
+  /// Not a retention event.
+  case unspecified
+  /// The app's default message (no rule matched, or the user or the rules are unknown).
+  case defaultMessage
+  /// A rule's message.
+  case message
+  /// A rule's alternate product.
+  case alternateProduct
+  /// A rule's promotional offer.
+  case promotionalOffer
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .defaultMessage
+    case 2: self = .message
+    case 3: self = .alternateProduct
+    case 4: self = .promotionalOffer
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .defaultMessage: 1
+    case .message: 2
+    case .alternateProduct: 3
+    case .promotionalOffer: 4
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "RETENTION_ANSWER_KIND_UNSPECIFIED"
+    case .defaultMessage: "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE"
+    case .message: "RETENTION_ANSWER_KIND_MESSAGE"
+    case .alternateProduct: "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT"
+    case .promotionalOffer: "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "RETENTION_ANSWER_KIND_UNSPECIFIED": self = .unspecified
+    case "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE": self = .defaultMessage
+    case "RETENTION_ANSWER_KIND_MESSAGE": self = .message
+    case "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT": self = .alternateProduct
+    case "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER": self = .promotionalOffer
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_RetentionAnswerKind] = [.unspecified, .defaultMessage, .message, .alternateProduct, .promotionalOffer]
 }
 
 /// The state of one event's delivery to one webhook.
@@ -375,6 +452,19 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// purchase of theirs: its price is the organizer's, paid once (trends count no revenue for it).
   /// UNSPECIFIED when no transaction of it is known.
   public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
+
+  /// For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
+  public var retentionRuleID: String = ""
+
+  /// For RETENTION_OFFERED: the kind of answer.
+  public var retentionAnswer: Substatus_V1_RetentionAnswerKind = Substatus_V1_RetentionAnswerKind(rawValue: 0)
+
+  /// For RETENTION_OFFERED: the message identifier answered.
+  public var retentionMessageIdentifier: String = ""
+
+  /// For RETENTION_OFFERED: the alternate product (ALTERNATE_PRODUCT) or the promotional offer's
+  /// id (PROMOTIONAL_OFFER); empty otherwise.
+  public var retentionOfferedID: String = ""
 
   /// A message with every field at its default value.
   public init() {}
@@ -867,7 +957,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 30, 31, 32, 33])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -893,6 +983,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     previousUserID = try r.string(19)
     cursor = try r.string(20)
     ownership = r.enumeration(21)
+    retentionRuleID = try r.string(22)
+    retentionAnswer = r.enumeration(23)
+    retentionMessageIdentifier = try r.string(24)
+    retentionOfferedID = try r.string(25)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -918,6 +1012,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(19, previousUserID)
     w.string(20, cursor)
     w.enumeration(21, ownership)
+    w.string(22, retentionRuleID)
+    w.enumeration(23, retentionAnswer)
+    w.string(24, retentionMessageIdentifier)
+    w.string(25, retentionOfferedID)
   }
 }
 
@@ -947,6 +1045,10 @@ extension Substatus_V1_Event {
     if !(self.previousUserID.isEmpty) { o.append("previousUserId", .string(self.previousUserID)) }
     if !(self.cursor.isEmpty) { o.append("cursor", .string(self.cursor)) }
     if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
+    if !(self.retentionRuleID.isEmpty) { o.append("retentionRuleId", .string(self.retentionRuleID)) }
+    if !(self.retentionAnswer.rawValue == 0) { o.append("retentionAnswer", self.retentionAnswer.jsonValue) }
+    if !(self.retentionMessageIdentifier.isEmpty) { o.append("retentionMessageIdentifier", .string(self.retentionMessageIdentifier)) }
+    if !(self.retentionOfferedID.isEmpty) { o.append("retentionOfferedId", .string(self.retentionOfferedID)) }
     return .object(o)
   }
 
@@ -1001,6 +1103,14 @@ extension Substatus_V1_Event {
         self.cursor = try ProtoJSON.string(value, "cursor")
       case "ownership":
         self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
+      case "retentionRuleId", "retention_rule_id":
+        self.retentionRuleID = try ProtoJSON.string(value, "retentionRuleId")
+      case "retentionAnswer", "retention_answer":
+        self.retentionAnswer = try ProtoJSON.enumeration(value, "retentionAnswer", Substatus_V1_RetentionAnswerKind.self)
+      case "retentionMessageIdentifier", "retention_message_identifier":
+        self.retentionMessageIdentifier = try ProtoJSON.string(value, "retentionMessageIdentifier")
+      case "retentionOfferedId", "retention_offered_id":
+        self.retentionOfferedID = try ProtoJSON.string(value, "retentionOfferedId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[26] =
 {
   {
     "event_id",
@@ -1173,6 +1173,54 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retention_rule_id",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_rule_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_answer",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_answer),
+    &substatus__v1__retention_answer_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_message_identifier",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_offered_id",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_offered_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
@@ -1191,6 +1239,10 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   19,   /* field[19] = previous_user_id */
   15,   /* field[15] = price_milliunits */
   8,   /* field[8] = product_id */
+  23,   /* field[23] = retention_answer */
+  24,   /* field[24] = retention_message_identifier */
+  25,   /* field[25] = retention_offered_id */
+  22,   /* field[22] = retention_rule_id */
   12,   /* field[12] = state_after */
   11,   /* field[11] = state_before */
   7,   /* field[7] = subscription_group_id */
@@ -1198,10 +1250,11 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   4,   /* field[4] = type */
   2,   /* field[2] = user_id */
 };
-static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__event__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 22 }
+  { 30, 22 },
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1211,10 +1264,10 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  22,
+  26,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
-  1,  substatus__v1__event__number_ranges,
+  2,  substatus__v1__event__number_ranges,
   (ProtobufCMessageInit) substatus__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -2427,7 +2480,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[18] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[19] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2447,11 +2500,12 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_NON_RENEWING_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_NON_RENEWING_PURCHASED", 15 },
   { "EVENT_TYPE_ONE_TIME_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_ONE_TIME_PURCHASED", 16 },
   { "EVENT_TYPE_OWNERSHIP_TRANSFERRED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED", 17 },
+  { "EVENT_TYPE_RETENTION_OFFERED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_RETENTION_OFFERED", 28 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{0, 18}
+{0, 0},{28, 18},{0, 19}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[18] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[19] =
 {
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
   { "EVENT_TYPE_AUTO_RENEW_ENABLED", 6 },
@@ -2468,6 +2522,7 @@ static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_n
   { "EVENT_TYPE_REFUND_REVERSED", 12 },
   { "EVENT_TYPE_RENEWED", 3 },
   { "EVENT_TYPE_RESUBSCRIBED", 14 },
+  { "EVENT_TYPE_RETENTION_OFFERED", 18 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
   { "EVENT_TYPE_TRIAL_CONVERTED", 2 },
   { "EVENT_TYPE_UNSPECIFIED", 0 },
@@ -2479,11 +2534,11 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  18,
+  19,
   substatus__v1__event_type__enum_values_by_number,
-  18,
+  19,
   substatus__v1__event_type__enum_values_by_name,
-  1,
+  2,
   substatus__v1__event_type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -2523,6 +2578,40 @@ const ProtobufCEnumDescriptor substatus__v1__event_offer__descriptor =
   substatus__v1__event_offer__enum_values_by_name,
   1,
   substatus__v1__event_offer__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__retention_answer_kind__enum_values_by_number[5] =
+{
+  { "RETENTION_ANSWER_KIND_UNSPECIFIED", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED", 0 },
+  { "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", 1 },
+  { "RETENTION_ANSWER_KIND_MESSAGE", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_MESSAGE", 2 },
+  { "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", 3 },
+  { "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", 4 },
+};
+static const ProtobufCIntRange substatus__v1__retention_answer_kind__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex substatus__v1__retention_answer_kind__enum_values_by_name[5] =
+{
+  { "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", 3 },
+  { "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", 1 },
+  { "RETENTION_ANSWER_KIND_MESSAGE", 2 },
+  { "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", 4 },
+  { "RETENTION_ANSWER_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__retention_answer_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionAnswerKind",
+  "RetentionAnswerKind",
+  "Substatus__V1__RetentionAnswerKind",
+  "substatus.v1",
+  5,
+  substatus__v1__retention_answer_kind__enum_values_by_number,
+  5,
+  substatus__v1__retention_answer_kind__enum_values_by_name,
+  1,
+  substatus__v1__retention_answer_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue substatus__v1__delivery_state__enum_values_by_number[4] =

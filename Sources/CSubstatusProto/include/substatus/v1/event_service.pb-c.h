@@ -122,7 +122,15 @@ typedef enum _Substatus__V1__EventType {
    * with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
    * `occurred_ms` is the server's time of the submission that made the transfer.
    */
-  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17,
+  /*
+   * Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
+   * substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
+   * `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
+   * `occurred_ms` is Apple's `signedDate`. Trends count what was offered and whether the
+   * subscriber stayed (renewed after it) or expired.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_RETENTION_OFFERED = 28
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_TYPE)
 } Substatus__V1__EventType;
 /*
@@ -159,6 +167,32 @@ typedef enum _Substatus__V1__EventOffer {
   SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_WIN_BACK = 6
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_OFFER)
 } Substatus__V1__EventOffer;
+/*
+ * What a retention request was answered with (Event.retention_answer).
+ */
+typedef enum _Substatus__V1__RetentionAnswerKind {
+  /*
+   * Not a retention event.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED = 0,
+  /*
+   * The app's default message (no rule matched, or the user or the rules are unknown).
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_DEFAULT_MESSAGE = 1,
+  /*
+   * A rule's message.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_MESSAGE = 2,
+  /*
+   * A rule's alternate product.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT = 3,
+  /*
+   * A rule's promotional offer.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_ANSWER_KIND)
+} Substatus__V1__RetentionAnswerKind;
 /*
  * The state of one event's delivery to one webhook.
  */
@@ -289,10 +323,27 @@ struct  Substatus__V1__Event
    * UNSPECIFIED when no transaction of it is known.
    */
   Substatus__V1__OwnershipType ownership;
+  /*
+   * For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
+   */
+  char *retention_rule_id;
+  /*
+   * For RETENTION_OFFERED: the kind of answer.
+   */
+  Substatus__V1__RetentionAnswerKind retention_answer;
+  /*
+   * For RETENTION_OFFERED: the message identifier answered.
+   */
+  char *retention_message_identifier;
+  /*
+   * For RETENTION_OFFERED: the alternate product (ALTERNATE_PRODUCT) or the promotional offer's
+   * id (PROMOTIONAL_OFFER); empty otherwise.
+   */
+  char *retention_offered_id;
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1297,6 +1348,7 @@ void substatus__v1__event_service__replay_events(ProtobufCService *service,
 
 extern const ProtobufCEnumDescriptor    substatus__v1__event_type__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__event_offer__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__retention_answer_kind__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__delivery_state__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__event__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__webhook__descriptor;
