@@ -532,6 +532,7 @@ public struct EventDerivation: Sendable {
     case .refundReversed: 5
     case .autoRenewDisabled, .autoRenewEnabled: 6
     case .ownershipTransferred: 7
+    case .retentionOffered: 8
     }
   }
 }

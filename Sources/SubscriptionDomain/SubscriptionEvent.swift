@@ -36,6 +36,9 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   /// The purchase sharing policy moved an original transaction from one user to another (both
   /// users get the event).
   case ownershipTransferred = "OWNERSHIP_TRANSFERRED"
+  /// Apple asked the app's retention endpoint what to show a subscriber about to cancel, and it
+  /// answered (``SubscriptionEvent/retention``); never derived from purchase data.
+  case retentionOffered = "RETENTION_OFFERED"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -114,6 +117,8 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// commitment (trends count it as a month of MRR, whatever the product's duration); `nil`
   /// when Apple did not say.
   public var billingPlanType: BillingPlanType? = nil
+  /// For ``SubscriptionEventType/retentionOffered``: what was answered, and which rule decided.
+  public var retention: RetentionOfferRecord? = nil
 
   /// Creates an event.
   public init(

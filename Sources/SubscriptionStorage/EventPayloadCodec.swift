@@ -10,9 +10,10 @@ extension PayloadCodec {
   /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
   /// no ownership type).
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
-  package static let eventFormat: UInt8 = 3
+  /// Format 4 appends the retention answer (`RETENTION_OFFERED`); earlier payloads decode without.
+  package static let eventFormat: UInt8 = 4
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 22
+  package static let eventFieldCount = 23
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -40,6 +41,13 @@ extension PayloadCodec {
     w.string(e.previousUserId)
     w.string(e.ownershipType?.rawValue)
     w.string(e.billingPlanType?.rawValue)
+    // Format 4: the retention answer, its kind first (absent: no answer).
+    w.string(e.retention?.kind.rawValue)
+    if let retention = e.retention {
+      w.string(retention.ruleId)
+      w.string(retention.messageIdentifier)
+      w.string(retention.offeredId)
+    }
     return w.bytes
   }
 
@@ -82,6 +90,10 @@ extension PayloadCodec {
       previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
     if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
     if format >= 3 { e.billingPlanType = try value(BillingPlanType.self, r.optionalString(), "billing plan") }
+    if format >= 4, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
+      e.retention = RetentionOfferRecord(
+        kind: kind, ruleId: try r.optionalString(), messageIdentifier: try r.string(), offeredId: try r.optionalString())
+    }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e
   }

@@ -24,6 +24,8 @@ public final class InMemoryStore: Store {
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     /// Each user's Apple Account (``AppAccountStore``).
     var appAccounts: [UserKey: AppAccountLink] = [:]
+    /// Each app's retention rules (``RetentionRuleStore``).
+    var retentionRules: [String: StoredRetentionRules] = [:]
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]

@@ -237,7 +237,7 @@ public struct IngestSummary: Sendable, Hashable {
 ///   ``OwnershipTransfer`` and the losers' ``SubscriptionDomain/OwnershipGap``s) or be refused them
 ///   (``IngestSummary/refused``: nothing of them is stored for the user). The rules are
 ///   ``PurchaseOwnership``'s, never re-implemented.
-public protocol Store: EventLogStore {
+public protocol Store: EventLogStore, RetentionRuleStore {
   // MARK: Tenants
 
   /// Creates a tenant.

@@ -29,6 +29,7 @@ extension SubscriptionEventType {
     case .nonRenewingPurchased: .nonRenewingPurchased
     case .oneTimePurchased: .oneTimePurchased
     case .ownershipTransferred: .ownershipTransferred
+    case .retentionOffered: .retentionOffered
     }
   }
 
@@ -46,6 +47,18 @@ extension SubscriptionEventType {
     var types = Set<Self>()
     for (i, w) in wire.enumerated() { types.insert(try Self(wire: w, field: "\(field)[\(i)]")) }
     return types
+  }
+}
+
+extension RetentionAnswerKind {
+  /// The wire value.
+  var wire: Substatus_V1_RetentionAnswerKind {
+    switch self {
+    case .defaultMessage: .defaultMessage
+    case .message: .message
+    case .alternateProduct: .alternateProduct
+    case .promotionalOffer: .promotionalOffer
+    }
   }
 }
 
@@ -97,6 +110,12 @@ extension SubscriptionEvent {
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
     w.ownership = ownershipType?.wire ?? .unspecified
+    if let retention {
+      w.retentionRuleID = retention.ruleId ?? ""
+      w.retentionAnswer = retention.kind.wire
+      w.retentionMessageIdentifier = retention.messageIdentifier
+      w.retentionOfferedID = retention.offeredId ?? ""
+    }
     return w
   }
 }

@@ -136,6 +136,7 @@ public enum StoreContract {
     case summaryProperty
     /// Apple Accounts (rule 24).
     case appAccounts
+    case retentionRules
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -173,6 +174,7 @@ public enum StoreContract {
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
+      case .retentionRules: "retention rules: none at first, put and read back per app, replaced whole, unknown app and bad payloads refused"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
@@ -225,6 +227,7 @@ public enum StoreContract {
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     case .historySyncState: try await historySyncState(store)
     case .appAccounts: try await appAccounts(store)
+    case .retentionRules: try await retentionRules(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

@@ -114,16 +114,33 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 3 without the last two fields (an absent ownership type and an absent
-    // billing plan are one 0 byte each), format 2 without the last one.
+    // Format 1 is format 4 without the last three fields (an absent ownership type, billing plan
+    // and retention answer are one 0 byte each), format 2 without the last two, format 3 without
+    // the last one.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(2))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(3))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast())
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(2))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast())
+    formatThree[0] = 3
+    #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
+  }
+
+  @Test("a retention answer round-trips (format 4), with and without a rule and an offered id")
+  func retentionAnswer() throws {
+    for record in [
+      RetentionOfferRecord(kind: .promotionalOffer, ruleId: "loyal", messageIdentifier: "m-1", offeredId: "offer.a"),
+      RetentionOfferRecord(kind: .defaultMessage, ruleId: nil, messageIdentifier: "m-0", offeredId: nil),
+    ] {
+      var e = EventLogContract.event("e1")
+      e.type = .retentionOffered
+      e.retention = record
+      #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
+    }
   }
 
   @Test("rule 22: the billing plan round-trips")

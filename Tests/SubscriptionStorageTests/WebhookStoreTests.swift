@@ -283,6 +283,7 @@ struct WebhookStoreTests {
         CREATE INDEX webhook_deliveries_listing ON webhook_deliveries(webhook_id, state, delivery_key);
         DROP TABLE app_accounts;
         ALTER TABLE apps DROP COLUMN small_business_program;
+        DROP TABLE retention_rules;
         DELETE FROM schema_version WHERE version >= 16;
         """)
     }
