@@ -1,3 +1,5 @@
+import SubscriptionStorage
+
 extension InMemoryStore {
   /// See ``RetentionRuleStore/putRetentionRules(appId:rules:)``.
   public func putRetentionRules(appId: String, rules: StoredRetentionRules) async throws(StoreError) {
