@@ -74,6 +74,9 @@ let commandTable: [CommandSpec] = [
         name: "--purchase-sharing", value: "share|transfer|keep-first",
         help: "who owns a purchase that several users submitted"),
       OptionSpec(
+        name: "--erase-on-rescind-consent", value: "BOOL",
+        help: "a RESCIND_CONSENT notification erases the users of its Apple Account"),
+      OptionSpec(
         name: "--paid-app-entitlement", value: "ID",
         help: "the named entitlement of those who got the app before --paid-app-before (empty: none)"),
       OptionSpec(
@@ -183,7 +186,7 @@ let commandTable: [CommandSpec] = [
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
 ] + signedDataCommands + appAccountCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
-  + chartCommands
+  + chartCommands + retentionCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -314,6 +317,10 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.purchaseSharing = sharing == "transfer" ? .transfer : sharing == "keep-first" ? .keepFirst : .share
       mask.append("purchase_sharing")
     }
+    if let value = try context.boolean("--erase-on-rescind-consent") {
+      policy.eraseOnRescindConsent = value
+      mask.append("erase_on_rescind_consent")
+    }
     let paidEntitlement = context.parsed.value("--paid-app-entitlement")
     let paidBefore = context.parsed.value("--paid-app-before")
     if paidEntitlement != nil || paidBefore != nil {
@@ -345,7 +352,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --paid-app-entitlement, --consumption-policy",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --erase-on-rescind-consent, --paid-app-entitlement, --consumption-policy",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -679,6 +686,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     if let output = try await executeTrends(command, context) { return output }
     if let output = try await executeExport(command, context) { return output }
     if let output = try await executeChart(command, context) { return output }
+    if let output = try await executeRetention(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }
@@ -731,6 +739,7 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
     if !policy.paidAppEntitlementID.isEmpty {
       fields.append(("paid app entitlement", "\(policy.paidAppEntitlementID) before \(policy.paidAppBefore)"))
     }
+    if policy.eraseOnRescindConsent { fields.append(("erase on rescind consent", "true")) }
     if let consumption = policy.consumptionPolicy {
       var answer = [
         "consent " + String(consumption.customerConsented),

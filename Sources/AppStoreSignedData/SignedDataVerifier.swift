@@ -201,7 +201,7 @@ public struct SignedDataVerifier: Sendable {
     return renewalInfo
   }
 
-  private func checkEnvironment(_ raw: String?) throws(SignedDataVerificationError) {
+  func checkEnvironment(_ raw: String?) throws(SignedDataVerificationError) {
     guard let raw else { throw .wrongEnvironment(expected: environment.rawValue, found: nil) }
     guard
       let found = SignedDataOrigin(bundleId: nil, appAppleId: nil, rawEnvironment: raw).environment

@@ -1,6 +1,7 @@
 import AppStoreSignedData
 import Foundation
 import HTTPServer
+import OutboundHTTP
 import SubstatusJSON
 import Synchronization
 
@@ -70,6 +71,13 @@ public final class AppStoreSimulator: Sendable {
   let massExtensions = Mutex<[String: MassExtension]>([:])
   /// The App Store Server API rate limiter: a token bucket per app and environment.
   let rateLimiter = Mutex(ServerAPIRateLimiter())
+  /// Retention Messaging: the client that sends realtime requests (up to 64 in flight, made on
+  /// first use: it runs a thread), the `requestIdentifier` counter, the requests sent (oldest
+  /// first) and performance test results.
+  let retentionClientSlot = Mutex<OutboundHTTPClient?>(nil)
+  let retentionSerial = Mutex<UInt64>(0)
+  let retentionExchanges = Mutex<[RetentionExchange]>([])
+  let retentionPerformanceTests = Mutex<[String: JSONValue]>([:])
   private let ticker = Mutex<Task<Void, Never>?>(nil)
 
   /// Creates a simulator; with a time scale above 0 it also starts a ticker that renews
@@ -117,6 +125,7 @@ public final class AppStoreSimulator: Sendable {
       $0 = nil
     }
     dispatcher.stop()
+    retentionClientSlot.withLock { $0?.shutdown() }
   }
 
   deinit { ticker.withLock { $0?.cancel() } }

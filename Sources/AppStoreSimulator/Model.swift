@@ -85,6 +85,9 @@ struct App: Sendable, Codable {
   /// 50) and in the sandbox (nil: 5); past it, `429` with `Retry-After`.
   var serverAPIRatePerSecond: Double? = nil
   var sandboxServerAPIRatePerSecond: Double? = nil
+  /// The developer's "Get Retention Message" endpoint (Retention Messaging API), where realtime
+  /// requests go; nil: none configured.
+  var retentionURL: String? = nil
 }
 
 /// The version of App Store Server Notifications an app receives.

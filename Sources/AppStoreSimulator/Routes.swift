@@ -239,6 +239,7 @@ extension AppStoreSimulator {
     }
     addControlRoutes(&router)
     addControlRoutes2026(&router)
+    addRetentionRoutes(&router)
     addServerAPIRoutes(&router)
     addSignedDataControlRoutes(&router)
     return router
@@ -346,6 +347,7 @@ extension AppStoreSimulator {
     object.append("apple_app_id", .integer(app.appleAppID))
     object.append("shared_secret_count", .integer(app.sharedSecrets.count))
     object.append("notification_url", app.notificationURL.map { .string($0) } ?? .null)
+    object.append("retention_url", app.retentionURL.map { .string($0) } ?? .null)
     object.append("grace_period_days", .integer(app.gracePeriodDays))
     object.append("notification_retry_compression", .double(app.notificationRetryCompression))
     object.append("sandbox_notification_retries", .bool(app.sandboxNotificationRetries))
@@ -376,6 +378,16 @@ extension AppStoreSimulator {
         app.notificationURL = url
       } else {
         app.notificationURL = nil
+      }
+    }
+    if body.object["retention_url"] != nil {
+      if let url = try body.optionalString("retention_url") {
+        guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https",
+          parsed.host != nil
+        else { throw .badRequest("field 'retention_url' must be an http(s) URL") }
+        app.retentionURL = url
+      } else {
+        app.retentionURL = nil
       }
     }
     if let days = try body.optionalInt("grace_period_days") {

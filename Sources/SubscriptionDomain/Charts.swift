@@ -231,7 +231,8 @@ public struct ChartAggregator: Sendable {
 
   /// Counts one event. Events at or after the range's end are ignored.
   public mutating func add(_ event: SubscriptionEvent) {
-    guard let index = buckets.index(of: event.occurredMs) else { return }
+    // Answers to Apple's retention requests are neither sales nor state changes.
+    guard event.type != .retentionOffered, let index = buckets.index(of: event.occurredMs) else { return }
     let isPurchase = event.isPurchase
     let isFreeTrial = event.offer == .freeTrial
     let passes = filter.passes(product: event.productId, group: event.subscriptionGroupId)

@@ -153,6 +153,9 @@ public struct TrendBucketCounts: Sendable, Hashable {
   public var mrr: [String: Int64] = [:]
   /// Paying subscriptions at ``endMs`` left out of ``mrr`` (price or duration unknown).
   public var mrrUnpricedSubscriptions: Int64 = 0
+  /// Answers to Apple's retention requests in the bucket, by the rule that answered (`""`: the
+  /// default message), with what their subscribers did next.
+  public var retention: [String: RetentionTrendCounts] = [:]
 
   /// Creates empty counts for a bucket.
   public init(startMs: Int64, endMs: Int64) {
@@ -165,6 +168,20 @@ public struct TrendBucketCounts: Sendable, Hashable {
     let ended = trialsConverted + trialsLapsed
     return ended == 0 ? 0 : Double(trialsConverted) / Double(ended)
   }
+}
+
+/// What one retention rule's answers in a trends bucket led to (the proto's `RetentionTrend`).
+public struct RetentionTrendCounts: Sendable, Hashable {
+  /// Answers given (`RETENTION_OFFERED` events).
+  public var offered: Int64 = 0
+  /// Of those, subscribers whose next event in the group was a purchase or auto-renewal turned
+  /// back on.
+  public var stayed: Int64 = 0
+  /// Of those, subscribers whose next such event was an expiry or a refund.
+  public var expired: Int64 = 0
+
+  /// No answers.
+  public init() {}
 }
 
 /// A price normalized to a month from a subscription's duration: `P1W` × 52/12, `P1M` × 1, `P2M`
@@ -270,6 +287,21 @@ public struct TrendAggregator: Sendable {
     var revenueTransactionId: String?
     /// Shared with the user through Family Sharing (the last ownership an event told).
     var familyShared = false
+    /// The latest retention answer in range not yet followed by a decision: its bucket, rule and
+    /// instant.
+    var retentionOffer: (bucket: Int, ruleId: String, occurredMs: Int64)?
+  }
+
+  /// Counts a `RETENTION_OFFERED` event in its bucket (an answer before the range only waits for
+  /// nothing) and remembers it for the subscription's next decision.
+  private mutating func addRetentionOffer(_ event: SubscriptionEvent, at index: Int) {
+    let ruleId = event.retention?.ruleId ?? ""
+    if index >= 0 { flows[index].retention[ruleId, default: RetentionTrendCounts()].offered += 1 }
+    guard let groupId = event.subscriptionGroupId else { return }
+    let key = SubscriptionKey(userId: event.userId, groupId: groupId)
+    var track = subscriptions[key] ?? Track()
+    track.retentionOffer = index >= 0 ? (index, ruleId, event.occurredMs) : nil
+    subscriptions[key] = track
   }
 
   /// What one subscription adds to the level series.
@@ -284,6 +316,10 @@ public struct TrendAggregator: Sendable {
   /// Counts one event. Events at or after the range's end are ignored.
   public mutating func add(_ event: SubscriptionEvent) {
     guard let index = buckets.index(of: event.occurredMs) else { return }
+    if event.type == .retentionOffered {
+      addRetentionOffer(event, at: index)
+      return
+    }
     let isPurchase = event.isPurchase
     let isFreeTrial = event.offer == .freeTrial
 
@@ -295,6 +331,15 @@ public struct TrendAggregator: Sendable {
     var track = subscriptions[key] ?? Track()
     let wasInTrial = track.inTrial
     let familyShared = event.ownershipType.map { $0 == .familyShared } ?? track.familyShared
+    if let offer = track.retentionOffer, event.occurredMs >= offer.occurredMs {
+      let stayed = isPurchase || event.type == .autoRenewEnabled
+      if stayed || event.type == .expired || event.type == .refunded {
+        var counts = flows[offer.bucket].retention[offer.ruleId] ?? RetentionTrendCounts()
+        if stayed { counts.stayed += 1 } else { counts.expired += 1 }
+        flows[offer.bucket].retention[offer.ruleId] = counts
+        track.retentionOffer = nil
+      }
+    }
 
     if index >= 0 && !familyShared {
       var bucket = flows[index]

@@ -97,10 +97,12 @@ extension UserSummary {
       let revocations = try r.revocations()
       let appFacts = try r.appFacts()
       let named = try r.named()
+      let retention = try r.retention()
       guard r.r.isAtEnd else { throw UserSummaryDecodingError("\(r.r.remaining) trailing bytes") }
       return UserSummary(
         fingerprint: fingerprint, computedAtMs: computedAtMs, validUntilMs: validUntilMs, groups: groups,
-        entitlements: entitlements, revocations: revocations, facts: facts, appFacts: appFacts, named: named)
+        entitlements: entitlements, revocations: revocations, facts: facts, appFacts: appFacts, named: named,
+        retention: retention)
     }
 
     /// The eligibility answers at `time`, identical to those of
@@ -339,5 +341,27 @@ struct SummarySectionReader {
         expiresDate: try optionalSigned(), revocationDate: try optionalSigned())
     }
     return named
+  }
+
+  mutating func retention() throws(Failure) -> [RetentionGroupHistory] {
+    var out: [RetentionGroupHistory] = []
+    for _ in 0..<(try count()) {
+      var h = RetentionGroupHistory(subscriptionGroupId: try string())
+      let paid = try r.varint()
+      h.firstPurchaseMs = try optionalSigned()
+      switch try byte() {
+      case 0: h.trialUsed = false
+      case 1: h.trialUsed = true
+      case let other: throw Failure("bad trial flag \(other)")
+      }
+      let promotional = try r.varint()
+      guard paid <= UInt64(Int32.max), promotional <= UInt64(Int32.max) else {
+        throw Failure("bad retention counts \(paid), \(promotional)")
+      }
+      h.paidPeriods = Int(paid)
+      h.promotionalOffersUsed = Int(promotional)
+      if materialize { out.append(h) }
+    }
+    return out
   }
 }

@@ -19,7 +19,9 @@
 /// ```
 public struct UserSummary: Sendable, Hashable {
   /// The codec's current format, the first byte of ``encoded()``.
-  public static let formatVersion: UInt8 = 2
+  /// Format 3 appends each group's retention history (``retention``); a format 2 summary does not
+  /// decode, so its user is read from the history until the next write summarizes it again.
+  public static let formatVersion: UInt8 = 3
 
   /// The ``SummaryFingerprint`` of the catalog and policy it was computed with.
   public let fingerprint: UInt64
@@ -38,6 +40,8 @@ public struct UserSummary: Sendable, Hashable {
   let appFacts: AppFacts
   /// What named entitlements read of the history (``namedEntitlements(_:of:)``).
   let named: NamedEntitlementFacts
+  /// What retention rules read of each group's history (``retentionFacts(productId:catalog:policy:at:)``).
+  public let retention: [RetentionGroupHistory]
 
   /// Summarizes a user's history at `time`, as ``SubscriptionEvaluator/evaluate(history:renewals:catalog:policy:at:)``
   /// evaluates it, for the user's ownership at `time` (``OwnershipGap/owned(transactions:renewals:gaps:at:)``).
@@ -63,13 +67,14 @@ public struct UserSummary: Sendable, Hashable {
     self.init(
       fingerprint: SummaryFingerprint(catalog: catalog, policy: policy).value, computedAtMs: evaluation.time,
       validUntilMs: until == .max ? nil : until, groups: evaluation.groups, entitlements: evaluation.entitlements,
-      revocations: evaluation.revocations, facts: evaluation.facts, appFacts: evaluation.appFacts, named: named)
+      revocations: evaluation.revocations, facts: evaluation.facts, appFacts: evaluation.appFacts, named: named,
+      retention: RetentionGroupHistory.groups(of: owned.transactions, catalog: catalog, at: time))
   }
 
   init(
     fingerprint: UInt64, computedAtMs: Int64, validUntilMs: Int64?, groups: [GroupStatus],
     entitlements: [Entitlement], revocations: [Revocation], facts: [GroupFacts], appFacts: AppFacts,
-    named: NamedEntitlementFacts
+    named: NamedEntitlementFacts, retention: [RetentionGroupHistory]
   ) {
     self.fingerprint = fingerprint
     self.computedAtMs = computedAtMs
@@ -80,6 +85,7 @@ public struct UserSummary: Sendable, Hashable {
     self.facts = facts
     self.appFacts = appFacts
     self.named = named
+    self.retention = retention
   }
 
   /// Why a summary cannot answer at an instant (``usability(fingerprint:at:)``).
@@ -313,6 +319,15 @@ extension UserSummary {
       body.signed(n.purchaseDate)
       body.optionalSigned(n.expiresDate)
       body.optionalSigned(n.revocationDate)
+    }
+    // Format 3: each group's retention history.
+    body.unsigned(UInt64(retention.count))
+    for h in retention {
+      body.string(h.subscriptionGroupId, &strings)
+      body.unsigned(UInt64(max(0, h.paidPeriods)))
+      body.optionalSigned(h.firstPurchaseMs)
+      body.byte(h.trialUsed ? 1 : 0)
+      body.unsigned(UInt64(max(0, h.promotionalOffersUsed)))
     }
 
     var out = SummaryWriter()

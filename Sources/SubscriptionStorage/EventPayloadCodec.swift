@@ -10,11 +10,14 @@ extension PayloadCodec {
   /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
   /// no ownership type).
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
-  /// Format 4 appends the refund request's answer (rule 27): the consumption body, detail and
-  /// Apple's request reason; earlier formats decode without them.
-  package static let eventFormat: UInt8 = 4
+  /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
+  /// Format 5 appends the commitment (k, n, its end); older payloads have none.
+  /// Format 6 appends the retention answer (`RETENTION_OFFERED`); older payloads have none.
+  /// Format 7 appends the refund request's answer (rule 27): the consumption body, detail and
+  /// Apple's request reason; older payloads have none.
+  package static let eventFormat: UInt8 = 7
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 25
+  package static let eventFieldCount = 29
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -42,6 +45,19 @@ extension PayloadCodec {
     w.string(e.previousUserId)
     w.string(e.ownershipType?.rawValue)
     w.string(e.billingPlanType?.rawValue)
+    w.string(e.notificationType)
+    w.string(e.notificationSubtype)
+    w.int(e.commitment.map { Int64($0.billingPeriodNumber) })
+    w.int(e.commitment.map { Int64($0.totalBillingPeriods) })
+    w.int(e.commitment?.expiresDate)
+    // Format 6: the retention answer, its kind first (absent: no answer).
+    w.string(e.retention?.kind.rawValue)
+    if let retention = e.retention {
+      w.string(retention.ruleId)
+      w.string(retention.messageIdentifier)
+      w.string(retention.offeredId)
+    }
+    // Format 7: the refund request's answer.
     w.string(e.consumptionBody)
     w.string(e.consumptionDetail)
     w.string(e.refundRequestReason)
@@ -88,6 +104,20 @@ extension PayloadCodec {
     if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
     if format >= 3 { e.billingPlanType = try value(BillingPlanType.self, r.optionalString(), "billing plan") }
     if format >= 4 {
+      e.notificationType = try r.optionalString()
+      e.notificationSubtype = try r.optionalString()
+    }
+    if format >= 5 {
+      let (k, n, end) = (try r.optionalInt(), try r.optionalInt(), try r.optionalInt())
+      if let k, let n {
+        e.commitment = CommitmentStatus(billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: end)
+      }
+    }
+    if format >= 6, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
+      e.retention = RetentionOfferRecord(
+        kind: kind, ruleId: try r.optionalString(), messageIdentifier: try r.string(), offeredId: try r.optionalString())
+    }
+    if format >= 7 {
       e.consumptionBody = try r.optionalString()
       e.consumptionDetail = try r.optionalString()
       e.refundRequestReason = try r.optionalString()

@@ -294,6 +294,8 @@ enum PostgresSchema {
     PostgresMigration(
       version: 14, description: "app small business program",
       sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
+    keptNotificationsMigration,
+    retentionRulesMigration,
     consumptionRequestsMigration,
   ]
 

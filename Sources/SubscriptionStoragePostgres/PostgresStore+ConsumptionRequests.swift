@@ -4,7 +4,7 @@ import SubscriptionStorage
 extension PostgresSchema {
   /// The refund requests to answer (docs/architecture.md rule 27), as in the SQLite store.
   static let consumptionRequestsMigration = PostgresMigration(
-    version: 15, description: "refund requests (CONSUMPTION_REQUEST) to answer",
+    version: 17, description: "refund requests (CONSUMPTION_REQUEST) to answer",
     sql: """
       CREATE TABLE consumption_requests(
         app_id TEXT COLLATE "C" NOT NULL REFERENCES apps(app_id),

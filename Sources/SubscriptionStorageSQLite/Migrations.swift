@@ -343,6 +343,8 @@ enum Schema {
     webhookHeadsMigration,
     appAccountsMigration,
     smallBusinessProgramMigration,
+    keptNotificationsMigration,
+    retentionRulesMigration,
     consumptionRequestsMigration,
   ]
 

@@ -6,7 +6,7 @@ extension Schema {
   /// `CONSUMPTION_REQUEST` notification; open rows have a `next_attempt_ms` (indexed: the
   /// responder's claim is an index range).
   static let consumptionRequestsMigration = Migration(
-    version: 19, description: "refund requests (CONSUMPTION_REQUEST) to answer",
+    version: 21, description: "refund requests (CONSUMPTION_REQUEST) to answer",
     sql: """
       CREATE TABLE consumption_requests(
         app_id TEXT NOT NULL REFERENCES apps(app_id),

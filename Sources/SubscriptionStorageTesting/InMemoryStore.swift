@@ -25,6 +25,10 @@ public final class InMemoryStore: Store {
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     /// Each user's Apple Account (``AppAccountStore``).
     var appAccounts: [UserKey: AppAccountLink] = [:]
+    /// Every kept V2 notification (``NotificationLogStore``), in the order kept.
+    var keptNotifications = InMemoryNotificationLog()
+    /// Each app's retention rules (``RetentionRuleStore``).
+    var retentionRules: [String: StoredRetentionRules] = [:]
     /// Refund requests by [app id, notification id] (``ConsumptionRequestStore``).
     var consumptionRequests: [[String]: ConsumptionRequest] = [:]
     var reconciliations: [String: Reconciliation] = [:]

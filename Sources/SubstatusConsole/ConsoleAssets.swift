@@ -17,5 +17,6 @@ enum ConsoleAssets {
     "reports.js": .init(body: PackageResources.reports_js, contentType: "text/javascript; charset=utf-8"),
     "events.js": .init(body: PackageResources.events_js, contentType: "text/javascript; charset=utf-8"),
     "webhooks.js": .init(body: PackageResources.webhooks_js, contentType: "text/javascript; charset=utf-8"),
+    "retention.js": .init(body: PackageResources.retention_js, contentType: "text/javascript; charset=utf-8"),
   ]
 }

@@ -30,9 +30,16 @@ extension SubscriptionEventType {
     case .nonRenewingPurchased: .nonRenewingPurchased
     case .oneTimePurchased: .oneTimePurchased
     case .ownershipTransferred: .ownershipTransferred
+    case .subscriptionExtended: .subscriptionExtended
+    case .consentRescinded: .consentRescinded
+    case .appleNotification: .appleNotification
+    case .commitmentStarted: .commitmentStarted
+    case .commitmentRenewed: .commitmentRenewed
+    case .commitmentEnded: .commitmentEnded
     case .consumptionInfoSent: .consumptionInfoSent
     case .consumptionInfoFailed: .consumptionInfoFailed
     case .consumptionInfoNotSent: .consumptionInfoNotSent
+    case .retentionOffered: .retentionOffered
     }
   }
 
@@ -50,6 +57,18 @@ extension SubscriptionEventType {
     var types = Set<Self>()
     for (i, w) in wire.enumerated() { types.insert(try Self(wire: w, field: "\(field)[\(i)]")) }
     return types
+  }
+}
+
+extension RetentionAnswerKind {
+  /// The wire value.
+  var wire: Substatus_V1_RetentionAnswerKind {
+    switch self {
+    case .defaultMessage: .defaultMessage
+    case .message: .message
+    case .alternateProduct: .alternateProduct
+    case .promotionalOffer: .promotionalOffer
+    }
   }
 }
 
@@ -101,6 +120,22 @@ extension SubscriptionEvent {
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
     w.ownership = ownershipType?.wire ?? .unspecified
+    w.notificationType = notificationType ?? ""
+    w.notificationSubtype = notificationSubtype ?? ""
+    w.billingPlan = billingPlanType.wire
+    if let commitment {
+      var c = Substatus_V1_Commitment()
+      c.billingPeriodNumber = Int32(clamping: commitment.billingPeriodNumber)
+      c.totalBillingPeriods = Int32(clamping: commitment.totalBillingPeriods)
+      c.expiresMs = commitment.expiresDate ?? 0
+      w.commitment = c
+    }
+    if let retention {
+      w.retentionRuleID = retention.ruleId ?? ""
+      w.retentionAnswer = retention.kind.wire
+      w.retentionMessageIdentifier = retention.messageIdentifier
+      w.retentionOfferedID = retention.offeredId ?? ""
+    }
     w.consumptionBody = consumptionBody ?? ""
     w.consumptionDetail = consumptionDetail ?? ""
     w.refundRequestReason = refundRequestReason ?? ""

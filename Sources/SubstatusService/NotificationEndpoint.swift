@@ -19,6 +19,8 @@ extension SubstatusService {
   ///   Data that fails verification is answered 401 (signature or chain) or 400 (another app,
   ///   environment, malformed) with `{"error":{"status":..,"reason":..,"message":..}}`; a store
   ///   that cannot answer now gives 503, so Apple retries.
+  /// - `POST /v1/apps/{app_id}/apple/retention`: Apple's Retention Messaging realtime requests,
+  ///   answered from the app's retention rules (``receiveRetentionRequest(appID:body:)``).
   /// - `GET /healthz`: 200 while the process serves.
   /// - `GET /readyz`: 200 when the store answers and the server is not draining, else 503.
   /// - `GET /metrics`: Prometheus text.
@@ -36,6 +38,15 @@ extension SubstatusService {
         throw HTTPError(
           status: retryable.contains(error.code) ? 503 : 500,
           message: retryable.contains(error.code) ? "the store is unavailable; retry later" : "internal error")
+      }
+    }
+    router.add("POST", "/v1/apps/{app_id}/apple/retention") { request in
+      do {
+        return try await self.receiveRetentionRequest(appID: request.pathParameters["app_id"] ?? "", body: request.body)
+      } catch let error as RPCError {
+        // The store failed: Apple shows its default message; 503 says why.
+        self.metrics.notification(outcome: "retention_store_error")
+        throw HTTPError(status: error.code == .unavailable ? 503 : 500, message: "the store cannot answer now")
       }
     }
     router.add("GET", "/healthz") { _ in HTTPResponse.json(["status": .string("ok")]) }

@@ -136,7 +136,7 @@ extension SubstatusService {
   /// `fromSummary` answers a user whose summary answers at `time` (a decoding error counts as
   /// `undecodable`), `fromHistory` the others from the evaluation of their histories (with the
   /// summary stored from it, when `rewrite`).
-  private func read<Answer>(
+  func read<Answer>(
     _ userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64,
     rewrite: Bool, fromSummary: (UserSummary.Encoded) throws(UserSummaryDecodingError) -> Answer?,
     fromHistory: (SubscriptionEvaluation, UserSummary?) -> Answer

@@ -115,6 +115,14 @@ extension TrendBucketCounts {
     bucket.refundedRevenue = Self.amounts(refundedRevenue)
     bucket.mrr = Self.amounts(mrr)
     bucket.mrrUnpricedSubscriptions = mrrUnpricedSubscriptions
+    bucket.retention = retention.keys.sorted().map { ruleId in
+      var w = Substatus_V1_RetentionTrend()
+      w.ruleID = ruleId
+      w.offered = retention[ruleId]!.offered
+      w.stayed = retention[ruleId]!.stayed
+      w.expired = retention[ruleId]!.expired
+      return w
+    }
     return bucket
   }
 

@@ -136,6 +136,7 @@ extension EligibilityPolicy {
     p.billingRetryEntitled = billingRetryEntitled
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
+    p.eraseOnRescindConsent = eraseOnRescindConsent
     if let paid = paidAppEntitlement {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
@@ -149,7 +150,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "paid_app_entitlement_id", "paid_app_before", "consumption_policy",
+      "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent", "consumption_policy",
     ]
     var paidApp = false
     let fields = mask.isEmpty ? all : mask
@@ -168,6 +169,7 @@ extension EligibilityPolicy {
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
+      case "erase_on_rescind_consent", "eraseOnRescindConsent": out.eraseOnRescindConsent = wire.eraseOnRescindConsent
       case "consumption_policy", "consumptionPolicy":
         out.consumptionPolicy = try wire.consumptionPolicy.map { (p) throws(RPCError) in try ConsumptionPolicy(wire: p) }
       default:

@@ -138,6 +138,9 @@ public enum StoreContract {
     case summaryProperty
     /// Apple Accounts (rule 24).
     case appAccounts
+    /// Kept V2 notifications and the users of an Apple Account (rule 25).
+    case keptNotifications
+    case retentionRules
     /// Refund requests to answer (rule 27).
     case consumptionRequests
 
@@ -178,6 +181,8 @@ public enum StoreContract {
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
+      case .keptNotifications: "kept notifications: once per notificationUUID with their events, in order, paged, bad input refused; an Apple Account's users"
+      case .retentionRules: "retention rules: none at first, put and read back per app, replaced whole, unknown app and bad payloads refused"
       case .consumptionRequests: "refund requests: recorded once per notification, claimed when due under a lease, rescheduled, closed with their events in one commit"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
@@ -232,6 +237,8 @@ public enum StoreContract {
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     case .historySyncState: try await historySyncState(store)
     case .appAccounts: try await appAccounts(store)
+    case .keptNotifications: try await keptNotifications(store)
+    case .retentionRules: try await retentionRules(store)
     case .consumptionRequests: try await consumptionRequests(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)

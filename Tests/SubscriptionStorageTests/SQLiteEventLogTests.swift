@@ -115,23 +115,33 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 4 without the last five fields (an absent ownership type, billing plan
-    // and the three consumption fields are one 0 byte each), format 2 without the last four,
-    // format 3 without the last three.
+    // Each format is the next without its added fields, each absent one a 0 byte: format 7 adds
+    // the refund request's answer (3: consumption body, detail, request reason), 6 the retention
+    // answer (1), 5 the commitment (3), 4 the notification type and subtype (2), 3 the billing
+    // plan, 2 the ownership type.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(5))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(11))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(4))
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(10))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
-    var formatThree = Array(PayloadCodec.encode(shared).dropLast(3))
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(9))
     formatThree[0] = 3
     #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
+    var formatFour = Array(PayloadCodec.encode(shared).dropLast(7))
+    formatFour[0] = 4
+    #expect(try PayloadCodec.decodeEvent(formatFour) == shared)
+    var formatFive = Array(PayloadCodec.encode(shared).dropLast(4))
+    formatFive[0] = 5
+    #expect(try PayloadCodec.decodeEvent(formatFive) == shared)
+    var formatSix = Array(PayloadCodec.encode(shared).dropLast(3))
+    formatSix[0] = 6
+    #expect(try PayloadCodec.decodeEvent(formatSix) == shared)
   }
 
-  @Test("rule 27: the consumption fields round-trip")
+  @Test("rule 27: the consumption fields round-trip (format 7)")
   func consumptionFields() throws {
     var sent = EventLogContract.event("e1")
     sent.type = .consumptionInfoSent
@@ -139,6 +149,34 @@ struct SQLiteEventLogTests {
     sent.consumptionDetail = "rejected: HTTP 400"
     sent.refundRequestReason = "UNINTENDED_PURCHASE"
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(sent)) == sent)
+  }
+
+  @Test("a retention answer round-trips (format 6), with and without a rule and an offered id")
+  func retentionAnswer() throws {
+    for record in [
+      RetentionOfferRecord(kind: .promotionalOffer, ruleId: "loyal", messageIdentifier: "m-1", offeredId: "offer.a"),
+      RetentionOfferRecord(kind: .defaultMessage, ruleId: nil, messageIdentifier: "m-0", offeredId: nil),
+    ] {
+      var e = EventLogContract.event("e1", type: .retentionOffered)
+      e.retention = record
+      #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
+    }
+  }
+
+  @Test("rule 22: an event's commitment round-trips")
+  func commitment() throws {
+    var e = EventLogContract.event("e1", type: .commitmentStarted)
+    e.billingPlanType = .monthly
+    e.commitment = CommitmentStatus(billingPeriodNumber: 1, totalBillingPeriods: 12, expiresDate: 1_800_000_000_000)
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
+  }
+
+  @Test("rule 25: a notification's type and subtype round-trip")
+  func notificationType() throws {
+    var e = EventLogContract.event("e1", type: .appleNotification)
+    e.notificationType = "EXTERNAL_PURCHASE_TOKEN"
+    e.notificationSubtype = "CREATED"
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
   }
 
   @Test("rule 22: the billing plan round-trips")

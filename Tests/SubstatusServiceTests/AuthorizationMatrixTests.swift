@@ -153,6 +153,20 @@ import SubstatusWire
       var r = Substatus_V1_PutEntitlementsRequest(); r.appID = w.appA; r.entitlements = [e]; return r
     },
     row(Substatus_V1_AdminService.listEntitlements, adminOfApp) { w in var r = Substatus_V1_ListEntitlementsRequest(); r.appID = w.appA; return r },
+    // Retention rules: Get and Test find the rules the admin put first, so only authorization decides.
+    row(Substatus_V1_AdminService.putRetentionRules, adminOfApp) { w in
+      var r = Substatus_V1_PutRetentionRulesRequest(); r.appID = w.appA; r.rules = try retentionRules(); return r
+    },
+    row(Substatus_V1_AdminService.getRetentionRules, adminOfApp) { w in
+      var put = Substatus_V1_PutRetentionRulesRequest(); put.appID = w.appA; put.rules = try retentionRules()
+      _ = try await w.h.call(Substatus_V1_AdminService.putRetentionRules, put, key: w.admin)
+      var r = Substatus_V1_GetRetentionRulesRequest(); r.appID = w.appA; return r
+    },
+    row(Substatus_V1_AdminService.testRetentionRules, adminOfApp) { w in
+      var put = Substatus_V1_PutRetentionRulesRequest(); put.appID = w.appA; put.rules = try retentionRules()
+      _ = try await w.h.call(Substatus_V1_AdminService.putRetentionRules, put, key: w.admin)
+      var r = Substatus_V1_TestRetentionRulesRequest(); r.appID = w.appA; r.userID = "u1"; return r
+    },
     row(Substatus_V1_AdminService.deleteEntitlements, adminOfApp) { w in
       var r = Substatus_V1_DeleteEntitlementsRequest(); r.appID = w.appA; r.entitlementIDs = ["premium"]; return r
     },
@@ -433,4 +447,9 @@ import SubstatusWire
       }
     }
   }
+}
+
+/// A small valid rule set (AdminService.PutRetentionRules).
+private func retentionRules() throws -> Substatus_V1_RetentionRules {
+  try Substatus_V1_RetentionRules(jsonString: #"{"defaultMessageIdentifier": "00000000-0000-4000-8000-000000000000"}"#)
 }

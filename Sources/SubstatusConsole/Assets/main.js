@@ -9,6 +9,7 @@ import * as keys from "./keys.js";
 import * as webhooks from "./webhooks.js";
 import * as user from "./user.js";
 import * as reports from "./reports.js";
+import * as retention from "./retention.js";
 
 /** Page name → [module, whether it needs an ADMIN key]. */
 const pages = {
@@ -18,6 +19,7 @@ const pages = {
   webhooks: [webhooks, true],
   user: [user, false],
   reports: [reports, true],
+  retention: [retention, true],
 };
 
 /** What every page reads: the caller's key description and the selected app. */

@@ -233,6 +233,45 @@ extension Substatus_V1_AdminService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func getCallerApiKey(_ request: Substatus_V1_GetCallerApiKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_GetCallerApiKeyResponse
+
+    /// Replaces the app's retention rules (Apple's Retention Messaging API: what the app's
+    /// `POST /v1/apps/{app_id}/apple/retention` endpoint answers when a subscriber opens the cancel
+    /// page, see
+    /// https://developer.apple.com/documentation/retentionmessaging/responding-to-realtime-retention-messaging-requests).
+    /// All or nothing. Errors: NOT_FOUND; INVALID_ARGUMENT naming the bad field, and the rule by
+    /// index and id (`rules[2] (ruleId 'x'): promotional_offer.offer_id is required`): no
+    /// `default_message_identifier` or one not a UUID, an empty or duplicate `rule_id`, a rule
+    /// without exactly one answer, a message identifier that is not a UUID, an empty product or
+    /// offer id, a negative or inverted bound, an unknown billing plan type; RESOURCE_EXHAUSTED
+    /// above 200 rules.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func putRetentionRules(_ request: Substatus_V1_PutRetentionRulesRequest, _ context: ServerContext) async throws -> Substatus_V1_PutRetentionRulesResponse
+
+    /// Returns the app's retention rules. Errors: NOT_FOUND (the app, or no rules were ever put).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func getRetentionRules(_ request: Substatus_V1_GetRetentionRulesRequest, _ context: ServerContext) async throws -> Substatus_V1_GetRetentionRulesResponse
+
+    /// Answers what the retention endpoint would answer for the user now (without signing a
+    /// promotional offer and without logging an event): which rule decided (or the default) and
+    /// the facts of the user's summary the rules were matched against. Errors: NOT_FOUND (the app,
+    /// or no rules); INVALID_ARGUMENT naming `user_id`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func testRetentionRules(_ request: Substatus_V1_TestRetentionRulesRequest, _ context: ServerContext) async throws -> Substatus_V1_TestRetentionRulesResponse
   }
 
   /// Registers every method of `substatus.v1.AdminService` with a router, as typed handlers that read
@@ -354,6 +393,24 @@ extension Substatus_V1_AdminService {
       execution: execution(Substatus_V1_AdminService.getCallerApiKey.path)
     ) { request, context in
       try await service.getCallerApiKey(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.putRetentionRules.path, request: Substatus_V1_PutRetentionRulesRequest.self, response: Substatus_V1_PutRetentionRulesResponse.self,
+      execution: execution(Substatus_V1_AdminService.putRetentionRules.path)
+    ) { request, context in
+      try await service.putRetentionRules(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.getRetentionRules.path, request: Substatus_V1_GetRetentionRulesRequest.self, response: Substatus_V1_GetRetentionRulesResponse.self,
+      execution: execution(Substatus_V1_AdminService.getRetentionRules.path)
+    ) { request, context in
+      try await service.getRetentionRules(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.testRetentionRules.path, request: Substatus_V1_TestRetentionRulesRequest.self, response: Substatus_V1_TestRetentionRulesResponse.self,
+      execution: execution(Substatus_V1_AdminService.testRetentionRules.path)
+    ) { request, context in
+      try await service.testRetentionRules(request, context)
     }
   }
 
@@ -718,6 +775,66 @@ extension Substatus_V1_AdminService {
     ) async throws(RPCError) -> Substatus_V1_GetCallerApiKeyResponse {
       try await rpcClient.unary(
         method: Substatus_V1_AdminService.getCallerApiKey.path, request: request, response: Substatus_V1_GetCallerApiKeyResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Replaces the app's retention rules (Apple's Retention Messaging API: what the app's
+    /// `POST /v1/apps/{app_id}/apple/retention` endpoint answers when a subscriber opens the cancel
+    /// page, see
+    /// https://developer.apple.com/documentation/retentionmessaging/responding-to-realtime-retention-messaging-requests).
+    /// All or nothing. Errors: NOT_FOUND; INVALID_ARGUMENT naming the bad field, and the rule by
+    /// index and id (`rules[2] (ruleId 'x'): promotional_offer.offer_id is required`): no
+    /// `default_message_identifier` or one not a UUID, an empty or duplicate `rule_id`, a rule
+    /// without exactly one answer, a message identifier that is not a UUID, an empty product or
+    /// offer id, a negative or inverted bound, an unknown billing plan type; RESOURCE_EXHAUSTED
+    /// above 200 rules.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func putRetentionRules(
+      _ request: Substatus_V1_PutRetentionRulesRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_PutRetentionRulesResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.putRetentionRules.path, request: request, response: Substatus_V1_PutRetentionRulesResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Returns the app's retention rules. Errors: NOT_FOUND (the app, or no rules were ever put).
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func getRetentionRules(
+      _ request: Substatus_V1_GetRetentionRulesRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_GetRetentionRulesResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.getRetentionRules.path, request: request, response: Substatus_V1_GetRetentionRulesResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Answers what the retention endpoint would answer for the user now (without signing a
+    /// promotional offer and without logging an event): which rule decided (or the default) and
+    /// the facts of the user's summary the rules were matched against. Errors: NOT_FOUND (the app,
+    /// or no rules); INVALID_ARGUMENT naming `user_id`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func testRetentionRules(
+      _ request: Substatus_V1_TestRetentionRulesRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_TestRetentionRulesResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.testRetentionRules.path, request: request, response: Substatus_V1_TestRetentionRulesResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -929,6 +929,478 @@ public struct Substatus_V1_GetCallerApiKeyResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// An app's retention rules: an ordered list; the first rule whose `when` holds for the
+/// subscriber answers Apple's realtime request, else the default message. Its proto3 JSON form is
+/// what `substatus retention put APP --file RULES.json` reads.
+public struct Substatus_V1_RetentionRules: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionRules"
+
+  /// The message Apple shows when no rule matches (a message identifier approved in App Store
+  /// Connect, a UUID). Required.
+  public var defaultMessageIdentifier: String = ""
+
+  /// The rules, in order, at most 200.
+  public var rules: [Substatus_V1_RetentionRule] = []
+
+  /// When the rules were put; set by the server (ignored in PutRetentionRules).
+  public var updatedMs: Int64 = 0
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// One retention rule: a condition and the answer it gives.
+public struct Substatus_V1_RetentionRule: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionRule"
+
+  /// The rule's id, chosen by the tenant: 1 to 64 letters, digits, `-`, `_`, `.`; unique in the
+  /// list. Events (`RETENTION_OFFERED`) and TestRetentionRules name it.
+  public var ruleID: String = ""
+
+  /// What must hold of the subscriber; every field set must hold (an empty `when` always holds).
+  public var when: Substatus_V1_RetentionCondition? = nil
+
+  /// The `answer` oneof: at most one of its members is set.
+  public var answer: Answer? = nil
+
+  /// The members of the `answer` oneof.
+  public enum Answer: Sendable, Hashable {
+    /// A text message, with or without an image (Apple's `message`).
+    case message(Substatus_V1_RetentionMessage)
+    /// A switch-plan message (Apple's `alternateProduct`).
+    case alternateProduct(Substatus_V1_RetentionAlternateProduct)
+    /// A promotional offer, signed with the app's In-App Purchase key (Apple's
+    /// `promotionalOffer` with `promotionalOfferSignatureV2`).
+    case promotionalOffer(Substatus_V1_RetentionPromotionalOffer)
+  }
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The facts a retention rule tests, all about the subscription group of the product in Apple's
+/// request, as the user's summary has them (see RetentionFacts). Unset fields are not tested.
+public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionCondition"
+
+  /// The request's product is one of these.
+  public var productIDs: [String] = []
+
+  /// The subscriber paid at least this many periods in the group (0: not tested).
+  public var minPaidPeriods: Int32 = 0
+
+  /// The subscriber's tenure in the group (days since the first purchase in it) is at least this.
+  public var minTenureDays: Int32 = 0
+
+  /// The current billing plan is one of these: `BILLED_UPFRONT` or `MONTHLY` (Apple's names).
+  public var billingPlanTypes: [String] = []
+
+  /// The `max_paid_periods_set` oneof: at most one of its members is set.
+  public var maxPaidPeriodsSet: MaxPaidPeriodsSet? = nil
+
+  /// The members of the `max_paid_periods_set` oneof.
+  public enum MaxPaidPeriodsSet: Sendable, Hashable {
+    /// Field `max_paid_periods` (3).
+    case maxPaidPeriods(Int32)
+  }
+
+  /// The `max_tenure_days_set` oneof: at most one of its members is set.
+  public var maxTenureDaysSet: MaxTenureDaysSet? = nil
+
+  /// The members of the `max_tenure_days_set` oneof.
+  public enum MaxTenureDaysSet: Sendable, Hashable {
+    /// Field `max_tenure_days` (5).
+    case maxTenureDays(Int32)
+  }
+
+  /// The `intro_used_set` oneof: at most one of its members is set.
+  public var introUsedSet: IntroUsedSet? = nil
+
+  /// The members of the `intro_used_set` oneof.
+  public enum IntroUsedSet: Sendable, Hashable {
+    /// Field `intro_used` (6).
+    case introUsed(Bool)
+  }
+
+  /// The `trial_used_set` oneof: at most one of its members is set.
+  public var trialUsedSet: TrialUsedSet? = nil
+
+  /// The members of the `trial_used_set` oneof.
+  public enum TrialUsedSet: Sendable, Hashable {
+    /// Field `trial_used` (7).
+    case trialUsed(Bool)
+  }
+
+  /// The `max_promotional_offers_used_set` oneof: at most one of its members is set.
+  public var maxPromotionalOffersUsedSet: MaxPromotionalOffersUsedSet? = nil
+
+  /// The members of the `max_promotional_offers_used_set` oneof.
+  public enum MaxPromotionalOffersUsedSet: Sendable, Hashable {
+    /// Field `max_promotional_offers_used` (8).
+    case maxPromotionalOffersUsed(Int32)
+  }
+
+  /// The `promotional_offer_eligible_set` oneof: at most one of its members is set.
+  public var promotionalOfferEligibleSet: PromotionalOfferEligibleSet? = nil
+
+  /// The members of the `promotional_offer_eligible_set` oneof.
+  public enum PromotionalOfferEligibleSet: Sendable, Hashable {
+    /// Field `promotional_offer_eligible` (9).
+    case promotionalOfferEligible(Bool)
+  }
+
+  /// The `win_back_eligible_set` oneof: at most one of its members is set.
+  public var winBackEligibleSet: WinBackEligibleSet? = nil
+
+  /// The members of the `win_back_eligible_set` oneof.
+  public enum WinBackEligibleSet: Sendable, Hashable {
+    /// Field `win_back_eligible` (10).
+    case winBackEligible(Bool)
+  }
+
+  /// The `billing_issue_set` oneof: at most one of its members is set.
+  public var billingIssueSet: BillingIssueSet? = nil
+
+  /// The members of the `billing_issue_set` oneof.
+  public enum BillingIssueSet: Sendable, Hashable {
+    /// Field `billing_issue` (11).
+    case billingIssue(Bool)
+  }
+
+  /// The `refunded_set` oneof: at most one of its members is set.
+  public var refundedSet: RefundedSet? = nil
+
+  /// The members of the `refunded_set` oneof.
+  public enum RefundedSet: Sendable, Hashable {
+    /// Field `refunded` (12).
+    case refunded(Bool)
+  }
+
+  /// The `auto_renew_enabled_set` oneof: at most one of its members is set.
+  public var autoRenewEnabledSet: AutoRenewEnabledSet? = nil
+
+  /// The members of the `auto_renew_enabled_set` oneof.
+  public enum AutoRenewEnabledSet: Sendable, Hashable {
+    /// Field `auto_renew_enabled` (14).
+    case autoRenewEnabled(Bool)
+  }
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// A retention message (Apple's `message`,
+/// https://developer.apple.com/documentation/retentionmessaging/message).
+public struct Substatus_V1_RetentionMessage: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionMessage"
+
+  /// The message's identifier in App Store Connect (a UUID). Required.
+  public var messageIdentifier: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// A switch-plan retention message (Apple's `alternateProduct`,
+/// https://developer.apple.com/documentation/retentionmessaging/alternateproduct).
+public struct Substatus_V1_RetentionAlternateProduct: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionAlternateProduct"
+
+  /// The message's identifier (a UUID). Required.
+  public var messageIdentifier: String = ""
+
+  /// The product suggested instead. Required.
+  public var productID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// A promotional-offer retention message (Apple's `promotionalOffer`,
+/// https://developer.apple.com/documentation/retentionmessaging/promotionaloffer). The endpoint
+/// signs it as Apple's promotional offer signature V2 (a JWS with `productId`, `offerIdentifier`
+/// and the request's `transactionId`, audience `promotional-offer`) with the app's In-App Purchase
+/// key; without a key it answers the default message.
+public struct Substatus_V1_RetentionPromotionalOffer: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionPromotionalOffer"
+
+  /// The message's identifier (a UUID). Required.
+  public var messageIdentifier: String = ""
+
+  /// The promotional offer's identifier in App Store Connect. Required.
+  public var offerID: String = ""
+
+  /// The product the offer is for; empty: the product of Apple's request.
+  public var productID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// What a retention request is answered with, and why.
+public struct Substatus_V1_RetentionAnswer: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionAnswer"
+
+  /// The rule that matched; empty when the default message answered.
+  public var ruleID: String = ""
+
+  /// The answer: exactly one is set (`message` for the default).
+  public var message: Substatus_V1_RetentionMessage? = nil
+
+  /// The switch-plan answer.
+  public var alternateProduct: Substatus_V1_RetentionAlternateProduct? = nil
+
+  /// The promotional-offer answer (with `product_id` resolved).
+  public var promotionalOffer: Substatus_V1_RetentionPromotionalOffer? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The facts of one subscriber's group that retention rules test (RetentionCondition).
+public struct Substatus_V1_RetentionFacts: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionFacts"
+
+  /// The product the facts are for (the request's product).
+  public var productID: String = ""
+
+  /// Its subscription group; empty when the catalog does not know the product.
+  public var subscriptionGroupID: String = ""
+
+  /// Paid periods in the group (free trials and zero-price periods excluded).
+  public var paidPeriods: Int32 = 0
+
+  /// Days since the first purchase in the group; 0 when none.
+  public var tenureDays: Int32 = 0
+
+  /// An introductory offer was used in the group.
+  public var introUsed: Bool = false
+
+  /// A free trial was used in the group.
+  public var trialUsed: Bool = false
+
+  /// Promotional offers redeemed in the group.
+  public var promotionalOffersUsed: Int32 = 0
+
+  /// A promotional offer may be redeemed now.
+  public var promotionalOfferEligible: Bool = false
+
+  /// A win-back offer may be redeemed now.
+  public var winBackEligible: Bool = false
+
+  /// The group is in a billing issue now.
+  public var billingIssue: Bool = false
+
+  /// A transaction of the group was refunded.
+  public var refunded: Bool = false
+
+  /// The current billing plan (`BILLED_UPFRONT` or `MONTHLY`).
+  public var billingPlanType: String = ""
+
+  /// Auto-renewal is on.
+  public var autoRenewEnabled: Bool = false
+
+  /// The user has a history in the group.
+  public var known: Bool = false
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.PutRetentionRules.
+public struct Substatus_V1_PutRetentionRulesRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutRetentionRulesRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The rules, replacing the previous ones. Required.
+  public var rules: Substatus_V1_RetentionRules? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.PutRetentionRules.
+public struct Substatus_V1_PutRetentionRulesResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.PutRetentionRulesResponse"
+
+  /// The stored rules.
+  public var rules: Substatus_V1_RetentionRules? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.GetRetentionRules.
+public struct Substatus_V1_GetRetentionRulesRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetRetentionRulesRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.GetRetentionRules.
+public struct Substatus_V1_GetRetentionRulesResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.GetRetentionRulesResponse"
+
+  /// The app's rules.
+  public var rules: Substatus_V1_RetentionRules? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The request of AdminService.TestRetentionRules.
+public struct Substatus_V1_TestRetentionRulesRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.TestRetentionRulesRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// The app's user. Required.
+  public var userID: String = ""
+
+  /// The product of Apple's request; empty: the user's current auto-renewable subscription
+  /// (the latest one when several).
+  public var productID: String = ""
+
+  /// The environment of the user's data; UNSPECIFIED: production.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.TestRetentionRules.
+public struct Substatus_V1_TestRetentionRulesResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.TestRetentionRulesResponse"
+
+  /// What the endpoint would answer now.
+  public var answer: Substatus_V1_RetentionAnswer? = nil
+
+  /// The facts the rules were tested against.
+  public var facts: Substatus_V1_RetentionFacts? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_App: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20])
 
@@ -2637,6 +3109,739 @@ extension Substatus_V1_GetCallerApiKeyResponse {
   }
 }
 
+extension Substatus_V1_RetentionRules: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionRules", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    defaultMessageIdentifier = try r.string(0)
+    rules = try r.repeatedMessage(1, Substatus_V1_RetentionRule.self)
+    updatedMs = r.int64(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, defaultMessageIdentifier)
+    w.repeatedMessage(1, rules)
+    w.int64(2, updatedMs)
+  }
+}
+
+extension Substatus_V1_RetentionRules {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.defaultMessageIdentifier.isEmpty) { o.append("defaultMessageIdentifier", .string(self.defaultMessageIdentifier)) }
+    if !self.rules.isEmpty { o.append("rules", .array(self.rules.map { $0.jsonValue() })) }
+    if !(self.updatedMs == 0) { o.append("updatedMs", ProtoJSON.int64(self.updatedMs)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "defaultMessageIdentifier", "default_message_identifier":
+        self.defaultMessageIdentifier = try ProtoJSON.string(value, "defaultMessageIdentifier")
+      case "rules":
+        self.rules = try ProtoJSON.repeated(value, "rules") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RetentionRule.self) }
+      case "updatedMs", "updated_ms":
+        self.updatedMs = try ProtoJSON.integer(value, "updatedMs", Int64.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionRule: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionRule", [1, 2, 3, 4, 5])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    ruleID = try r.string(0)
+    when = try r.message(1, Substatus_V1_RetentionCondition.self)
+    if r.isSet(2) { answer = .message(try r.message(2, Substatus_V1_RetentionMessage.self) ?? Substatus_V1_RetentionMessage()) }
+    if r.isSet(3) { answer = .alternateProduct(try r.message(3, Substatus_V1_RetentionAlternateProduct.self) ?? Substatus_V1_RetentionAlternateProduct()) }
+    if r.isSet(4) { answer = .promotionalOffer(try r.message(4, Substatus_V1_RetentionPromotionalOffer.self) ?? Substatus_V1_RetentionPromotionalOffer()) }
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, ruleID)
+    w.message(1, when)
+    if case .message(let v) = answer { w.setCase(2); w.message(2, Optional(v)) }
+    if case .alternateProduct(let v) = answer { w.setCase(3); w.message(3, Optional(v)) }
+    if case .promotionalOffer(let v) = answer { w.setCase(4); w.message(4, Optional(v)) }
+  }
+}
+
+extension Substatus_V1_RetentionRule {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.ruleID.isEmpty) { o.append("ruleId", .string(self.ruleID)) }
+    if let v = self.when { o.append("when", v.jsonValue()) }
+    if case .message(let v) = answer { o.append("message", v.jsonValue()) }
+    if case .alternateProduct(let v) = answer { o.append("alternateProduct", v.jsonValue()) }
+    if case .promotionalOffer(let v) = answer { o.append("promotionalOffer", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "ruleId", "rule_id":
+        self.ruleID = try ProtoJSON.string(value, "ruleId")
+      case "when":
+        self.when = try ProtoJSON.message(value, "when", Substatus_V1_RetentionCondition.self)
+      case "message":
+        answer = .message(try ProtoJSON.message(value, "message", Substatus_V1_RetentionMessage.self))
+      case "alternateProduct", "alternate_product":
+        answer = .alternateProduct(try ProtoJSON.message(value, "alternateProduct", Substatus_V1_RetentionAlternateProduct.self))
+      case "promotionalOffer", "promotional_offer":
+        answer = .promotionalOffer(try ProtoJSON.message(value, "promotionalOffer", Substatus_V1_RetentionPromotionalOffer.self))
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionCondition: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionCondition", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    productIDs = try r.repeatedString(0)
+    minPaidPeriods = r.int32(1)
+    if r.isSet(2) { maxPaidPeriodsSet = .maxPaidPeriods(r.int32(2)) }
+    minTenureDays = r.int32(3)
+    if r.isSet(4) { maxTenureDaysSet = .maxTenureDays(r.int32(4)) }
+    if r.isSet(5) { introUsedSet = .introUsed(r.bool(5)) }
+    if r.isSet(6) { trialUsedSet = .trialUsed(r.bool(6)) }
+    if r.isSet(7) { maxPromotionalOffersUsedSet = .maxPromotionalOffersUsed(r.int32(7)) }
+    if r.isSet(8) { promotionalOfferEligibleSet = .promotionalOfferEligible(r.bool(8)) }
+    if r.isSet(9) { winBackEligibleSet = .winBackEligible(r.bool(9)) }
+    if r.isSet(10) { billingIssueSet = .billingIssue(r.bool(10)) }
+    if r.isSet(11) { refundedSet = .refunded(r.bool(11)) }
+    billingPlanTypes = try r.repeatedString(12)
+    if r.isSet(13) { autoRenewEnabledSet = .autoRenewEnabled(r.bool(13)) }
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedString(0, productIDs)
+    w.int32(1, minPaidPeriods)
+    if case .maxPaidPeriods(let v) = maxPaidPeriodsSet { w.setCase(2); w.int32(2, v) }
+    w.int32(3, minTenureDays)
+    if case .maxTenureDays(let v) = maxTenureDaysSet { w.setCase(4); w.int32(4, v) }
+    if case .introUsed(let v) = introUsedSet { w.setCase(5); w.bool(5, v) }
+    if case .trialUsed(let v) = trialUsedSet { w.setCase(6); w.bool(6, v) }
+    if case .maxPromotionalOffersUsed(let v) = maxPromotionalOffersUsedSet { w.setCase(7); w.int32(7, v) }
+    if case .promotionalOfferEligible(let v) = promotionalOfferEligibleSet { w.setCase(8); w.bool(8, v) }
+    if case .winBackEligible(let v) = winBackEligibleSet { w.setCase(9); w.bool(9, v) }
+    if case .billingIssue(let v) = billingIssueSet { w.setCase(10); w.bool(10, v) }
+    if case .refunded(let v) = refundedSet { w.setCase(11); w.bool(11, v) }
+    w.repeatedString(12, billingPlanTypes)
+    if case .autoRenewEnabled(let v) = autoRenewEnabledSet { w.setCase(13); w.bool(13, v) }
+  }
+}
+
+extension Substatus_V1_RetentionCondition {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.productIDs.isEmpty { o.append("productIds", .array(self.productIDs.map { .string($0) })) }
+    if !(self.minPaidPeriods == 0) { o.append("minPaidPeriods", ProtoJSON.int32(self.minPaidPeriods)) }
+    if case .maxPaidPeriods(let v) = maxPaidPeriodsSet { o.append("maxPaidPeriods", ProtoJSON.int32(v)) }
+    if !(self.minTenureDays == 0) { o.append("minTenureDays", ProtoJSON.int32(self.minTenureDays)) }
+    if case .maxTenureDays(let v) = maxTenureDaysSet { o.append("maxTenureDays", ProtoJSON.int32(v)) }
+    if case .introUsed(let v) = introUsedSet { o.append("introUsed", .bool(v)) }
+    if case .trialUsed(let v) = trialUsedSet { o.append("trialUsed", .bool(v)) }
+    if case .maxPromotionalOffersUsed(let v) = maxPromotionalOffersUsedSet { o.append("maxPromotionalOffersUsed", ProtoJSON.int32(v)) }
+    if case .promotionalOfferEligible(let v) = promotionalOfferEligibleSet { o.append("promotionalOfferEligible", .bool(v)) }
+    if case .winBackEligible(let v) = winBackEligibleSet { o.append("winBackEligible", .bool(v)) }
+    if case .billingIssue(let v) = billingIssueSet { o.append("billingIssue", .bool(v)) }
+    if case .refunded(let v) = refundedSet { o.append("refunded", .bool(v)) }
+    if !self.billingPlanTypes.isEmpty { o.append("billingPlanTypes", .array(self.billingPlanTypes.map { .string($0) })) }
+    if case .autoRenewEnabled(let v) = autoRenewEnabledSet { o.append("autoRenewEnabled", .bool(v)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "productIds", "product_ids":
+        self.productIDs = try ProtoJSON.repeated(value, "productIds") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      case "minPaidPeriods", "min_paid_periods":
+        self.minPaidPeriods = try ProtoJSON.integer(value, "minPaidPeriods", Int32.self)
+      case "maxPaidPeriods", "max_paid_periods":
+        maxPaidPeriodsSet = .maxPaidPeriods(try ProtoJSON.integer(value, "maxPaidPeriods", Int32.self))
+      case "minTenureDays", "min_tenure_days":
+        self.minTenureDays = try ProtoJSON.integer(value, "minTenureDays", Int32.self)
+      case "maxTenureDays", "max_tenure_days":
+        maxTenureDaysSet = .maxTenureDays(try ProtoJSON.integer(value, "maxTenureDays", Int32.self))
+      case "introUsed", "intro_used":
+        introUsedSet = .introUsed(try ProtoJSON.bool(value, "introUsed"))
+      case "trialUsed", "trial_used":
+        trialUsedSet = .trialUsed(try ProtoJSON.bool(value, "trialUsed"))
+      case "maxPromotionalOffersUsed", "max_promotional_offers_used":
+        maxPromotionalOffersUsedSet = .maxPromotionalOffersUsed(try ProtoJSON.integer(value, "maxPromotionalOffersUsed", Int32.self))
+      case "promotionalOfferEligible", "promotional_offer_eligible":
+        promotionalOfferEligibleSet = .promotionalOfferEligible(try ProtoJSON.bool(value, "promotionalOfferEligible"))
+      case "winBackEligible", "win_back_eligible":
+        winBackEligibleSet = .winBackEligible(try ProtoJSON.bool(value, "winBackEligible"))
+      case "billingIssue", "billing_issue":
+        billingIssueSet = .billingIssue(try ProtoJSON.bool(value, "billingIssue"))
+      case "refunded":
+        refundedSet = .refunded(try ProtoJSON.bool(value, "refunded"))
+      case "billingPlanTypes", "billing_plan_types":
+        self.billingPlanTypes = try ProtoJSON.repeated(value, "billingPlanTypes") { (v, n) throws(WireError) in try ProtoJSON.string(v, n) }
+      case "autoRenewEnabled", "auto_renew_enabled":
+        autoRenewEnabledSet = .autoRenewEnabled(try ProtoJSON.bool(value, "autoRenewEnabled"))
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionMessage: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionMessage", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    messageIdentifier = try r.string(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, messageIdentifier)
+  }
+}
+
+extension Substatus_V1_RetentionMessage {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.messageIdentifier.isEmpty) { o.append("messageIdentifier", .string(self.messageIdentifier)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "messageIdentifier", "message_identifier":
+        self.messageIdentifier = try ProtoJSON.string(value, "messageIdentifier")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionAlternateProduct: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionAlternateProduct", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    messageIdentifier = try r.string(0)
+    productID = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, messageIdentifier)
+    w.string(1, productID)
+  }
+}
+
+extension Substatus_V1_RetentionAlternateProduct {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.messageIdentifier.isEmpty) { o.append("messageIdentifier", .string(self.messageIdentifier)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "messageIdentifier", "message_identifier":
+        self.messageIdentifier = try ProtoJSON.string(value, "messageIdentifier")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionPromotionalOffer: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionPromotionalOffer", [1, 2, 3])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    messageIdentifier = try r.string(0)
+    offerID = try r.string(1)
+    productID = try r.string(2)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, messageIdentifier)
+    w.string(1, offerID)
+    w.string(2, productID)
+  }
+}
+
+extension Substatus_V1_RetentionPromotionalOffer {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.messageIdentifier.isEmpty) { o.append("messageIdentifier", .string(self.messageIdentifier)) }
+    if !(self.offerID.isEmpty) { o.append("offerId", .string(self.offerID)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "messageIdentifier", "message_identifier":
+        self.messageIdentifier = try ProtoJSON.string(value, "messageIdentifier")
+      case "offerId", "offer_id":
+        self.offerID = try ProtoJSON.string(value, "offerId")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionAnswer: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionAnswer", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    ruleID = try r.string(0)
+    message = try r.message(1, Substatus_V1_RetentionMessage.self)
+    alternateProduct = try r.message(2, Substatus_V1_RetentionAlternateProduct.self)
+    promotionalOffer = try r.message(3, Substatus_V1_RetentionPromotionalOffer.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, ruleID)
+    w.message(1, message)
+    w.message(2, alternateProduct)
+    w.message(3, promotionalOffer)
+  }
+}
+
+extension Substatus_V1_RetentionAnswer {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.ruleID.isEmpty) { o.append("ruleId", .string(self.ruleID)) }
+    if let v = self.message { o.append("message", v.jsonValue()) }
+    if let v = self.alternateProduct { o.append("alternateProduct", v.jsonValue()) }
+    if let v = self.promotionalOffer { o.append("promotionalOffer", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "ruleId", "rule_id":
+        self.ruleID = try ProtoJSON.string(value, "ruleId")
+      case "message":
+        self.message = try ProtoJSON.message(value, "message", Substatus_V1_RetentionMessage.self)
+      case "alternateProduct", "alternate_product":
+        self.alternateProduct = try ProtoJSON.message(value, "alternateProduct", Substatus_V1_RetentionAlternateProduct.self)
+      case "promotionalOffer", "promotional_offer":
+        self.promotionalOffer = try ProtoJSON.message(value, "promotionalOffer", Substatus_V1_RetentionPromotionalOffer.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionFacts: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionFacts", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    productID = try r.string(0)
+    subscriptionGroupID = try r.string(1)
+    paidPeriods = r.int32(2)
+    tenureDays = r.int32(3)
+    introUsed = r.bool(4)
+    trialUsed = r.bool(5)
+    promotionalOffersUsed = r.int32(6)
+    promotionalOfferEligible = r.bool(7)
+    winBackEligible = r.bool(8)
+    billingIssue = r.bool(9)
+    refunded = r.bool(10)
+    billingPlanType = try r.string(11)
+    autoRenewEnabled = r.bool(12)
+    known = r.bool(13)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, productID)
+    w.string(1, subscriptionGroupID)
+    w.int32(2, paidPeriods)
+    w.int32(3, tenureDays)
+    w.bool(4, introUsed)
+    w.bool(5, trialUsed)
+    w.int32(6, promotionalOffersUsed)
+    w.bool(7, promotionalOfferEligible)
+    w.bool(8, winBackEligible)
+    w.bool(9, billingIssue)
+    w.bool(10, refunded)
+    w.string(11, billingPlanType)
+    w.bool(12, autoRenewEnabled)
+    w.bool(13, known)
+  }
+}
+
+extension Substatus_V1_RetentionFacts {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.subscriptionGroupID.isEmpty) { o.append("subscriptionGroupId", .string(self.subscriptionGroupID)) }
+    if !(self.paidPeriods == 0) { o.append("paidPeriods", ProtoJSON.int32(self.paidPeriods)) }
+    if !(self.tenureDays == 0) { o.append("tenureDays", ProtoJSON.int32(self.tenureDays)) }
+    if !(!self.introUsed) { o.append("introUsed", .bool(self.introUsed)) }
+    if !(!self.trialUsed) { o.append("trialUsed", .bool(self.trialUsed)) }
+    if !(self.promotionalOffersUsed == 0) { o.append("promotionalOffersUsed", ProtoJSON.int32(self.promotionalOffersUsed)) }
+    if !(!self.promotionalOfferEligible) { o.append("promotionalOfferEligible", .bool(self.promotionalOfferEligible)) }
+    if !(!self.winBackEligible) { o.append("winBackEligible", .bool(self.winBackEligible)) }
+    if !(!self.billingIssue) { o.append("billingIssue", .bool(self.billingIssue)) }
+    if !(!self.refunded) { o.append("refunded", .bool(self.refunded)) }
+    if !(self.billingPlanType.isEmpty) { o.append("billingPlanType", .string(self.billingPlanType)) }
+    if !(!self.autoRenewEnabled) { o.append("autoRenewEnabled", .bool(self.autoRenewEnabled)) }
+    if !(!self.known) { o.append("known", .bool(self.known)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "subscriptionGroupId", "subscription_group_id":
+        self.subscriptionGroupID = try ProtoJSON.string(value, "subscriptionGroupId")
+      case "paidPeriods", "paid_periods":
+        self.paidPeriods = try ProtoJSON.integer(value, "paidPeriods", Int32.self)
+      case "tenureDays", "tenure_days":
+        self.tenureDays = try ProtoJSON.integer(value, "tenureDays", Int32.self)
+      case "introUsed", "intro_used":
+        self.introUsed = try ProtoJSON.bool(value, "introUsed")
+      case "trialUsed", "trial_used":
+        self.trialUsed = try ProtoJSON.bool(value, "trialUsed")
+      case "promotionalOffersUsed", "promotional_offers_used":
+        self.promotionalOffersUsed = try ProtoJSON.integer(value, "promotionalOffersUsed", Int32.self)
+      case "promotionalOfferEligible", "promotional_offer_eligible":
+        self.promotionalOfferEligible = try ProtoJSON.bool(value, "promotionalOfferEligible")
+      case "winBackEligible", "win_back_eligible":
+        self.winBackEligible = try ProtoJSON.bool(value, "winBackEligible")
+      case "billingIssue", "billing_issue":
+        self.billingIssue = try ProtoJSON.bool(value, "billingIssue")
+      case "refunded":
+        self.refunded = try ProtoJSON.bool(value, "refunded")
+      case "billingPlanType", "billing_plan_type":
+        self.billingPlanType = try ProtoJSON.string(value, "billingPlanType")
+      case "autoRenewEnabled", "auto_renew_enabled":
+        self.autoRenewEnabled = try ProtoJSON.bool(value, "autoRenewEnabled")
+      case "known":
+        self.known = try ProtoJSON.bool(value, "known")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutRetentionRulesRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutRetentionRulesRequest", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    rules = try r.message(1, Substatus_V1_RetentionRules.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.message(1, rules)
+  }
+}
+
+extension Substatus_V1_PutRetentionRulesRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if let v = self.rules { o.append("rules", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "rules":
+        self.rules = try ProtoJSON.message(value, "rules", Substatus_V1_RetentionRules.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_PutRetentionRulesResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.PutRetentionRulesResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    rules = try r.message(0, Substatus_V1_RetentionRules.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, rules)
+  }
+}
+
+extension Substatus_V1_PutRetentionRulesResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.rules { o.append("rules", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "rules":
+        self.rules = try ProtoJSON.message(value, "rules", Substatus_V1_RetentionRules.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_GetRetentionRulesRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetRetentionRulesRequest", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+  }
+}
+
+extension Substatus_V1_GetRetentionRulesRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_GetRetentionRulesResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.GetRetentionRulesResponse", [1])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    rules = try r.message(0, Substatus_V1_RetentionRules.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, rules)
+  }
+}
+
+extension Substatus_V1_GetRetentionRulesResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.rules { o.append("rules", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "rules":
+        self.rules = try ProtoJSON.message(value, "rules", Substatus_V1_RetentionRules.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_TestRetentionRulesRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.TestRetentionRulesRequest", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    userID = try r.string(1)
+    productID = try r.string(2)
+    environment = r.enumeration(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, userID)
+    w.string(2, productID)
+    w.enumeration(3, environment)
+  }
+}
+
+extension Substatus_V1_TestRetentionRulesRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.userID.isEmpty) { o.append("userId", .string(self.userID)) }
+    if !(self.productID.isEmpty) { o.append("productId", .string(self.productID)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "userId", "user_id":
+        self.userID = try ProtoJSON.string(value, "userId")
+      case "productId", "product_id":
+        self.productID = try ProtoJSON.string(value, "productId")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_TestRetentionRulesResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.TestRetentionRulesResponse", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    answer = try r.message(0, Substatus_V1_RetentionAnswer.self)
+    facts = try r.message(1, Substatus_V1_RetentionFacts.self)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.message(0, answer)
+    w.message(1, facts)
+  }
+}
+
+extension Substatus_V1_TestRetentionRulesResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if let v = self.answer { o.append("answer", v.jsonValue()) }
+    if let v = self.facts { o.append("facts", v.jsonValue()) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "answer":
+        self.answer = try ProtoJSON.message(value, "answer", Substatus_V1_RetentionAnswer.self)
+      case "facts":
+        self.facts = try ProtoJSON.message(value, "facts", Substatus_V1_RetentionFacts.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Manages a tenant's apps, their shared secrets, product catalogs and eligibility policies, and
 /// the tenant's API keys. Needs an ADMIN key of the tenant (other roles get PERMISSION_DENIED).
 /// An ADMIN key scoped to apps may act only on those apps: it cannot register apps
@@ -2775,7 +3980,31 @@ public enum Substatus_V1_AdminService {
   public static let getCallerApiKey = ProtoMethodDescriptor<Substatus_V1_GetCallerApiKeyRequest, Substatus_V1_GetCallerApiKeyResponse>(
     service: name, method: "GetCallerApiKey", clientStreaming: false, serverStreaming: false)
 
+  /// Replaces the app's retention rules (Apple's Retention Messaging API: what the app's
+  /// `POST /v1/apps/{app_id}/apple/retention` endpoint answers when a subscriber opens the cancel
+  /// page, see
+  /// https://developer.apple.com/documentation/retentionmessaging/responding-to-realtime-retention-messaging-requests).
+  /// All or nothing. Errors: NOT_FOUND; INVALID_ARGUMENT naming the bad field, and the rule by
+  /// index and id (`rules[2] (ruleId 'x'): promotional_offer.offer_id is required`): no
+  /// `default_message_identifier` or one not a UUID, an empty or duplicate `rule_id`, a rule
+  /// without exactly one answer, a message identifier that is not a UUID, an empty product or
+  /// offer id, a negative or inverted bound, an unknown billing plan type; RESOURCE_EXHAUSTED
+  /// above 200 rules.
+  public static let putRetentionRules = ProtoMethodDescriptor<Substatus_V1_PutRetentionRulesRequest, Substatus_V1_PutRetentionRulesResponse>(
+    service: name, method: "PutRetentionRules", clientStreaming: false, serverStreaming: false)
+
+  /// Returns the app's retention rules. Errors: NOT_FOUND (the app, or no rules were ever put).
+  public static let getRetentionRules = ProtoMethodDescriptor<Substatus_V1_GetRetentionRulesRequest, Substatus_V1_GetRetentionRulesResponse>(
+    service: name, method: "GetRetentionRules", clientStreaming: false, serverStreaming: false)
+
+  /// Answers what the retention endpoint would answer for the user now (without signing a
+  /// promotional offer and without logging an event): which rule decided (or the default) and
+  /// the facts of the user's summary the rules were matched against. Errors: NOT_FOUND (the app,
+  /// or no rules); INVALID_ARGUMENT naming `user_id`.
+  public static let testRetentionRules = ProtoMethodDescriptor<Substatus_V1_TestRetentionRulesRequest, Substatus_V1_TestRetentionRulesResponse>(
+    service: name, method: "TestRetentionRules", clientStreaming: false, serverStreaming: false)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey"]
+  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey", "/substatus.v1.AdminService/PutRetentionRules", "/substatus.v1.AdminService/GetRetentionRules", "/substatus.v1.AdminService/TestRetentionRules"]
 }
 

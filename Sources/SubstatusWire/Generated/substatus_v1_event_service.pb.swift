@@ -47,6 +47,39 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
   /// `occurred_ms` is the server's time of the submission that made the transfer.
   case ownershipTransferred
+  /// Apple extended the renewal date of one subscription (a V2 RENEWAL_EXTENDED notification, as
+  /// after the App Store Server API's Extend a Subscription Renewal Date): `transaction_id` is the
+  /// extended transaction, `occurred_ms` the notification's signedDate; the new expiry is that
+  /// transaction's, which status answers from then on (the period is extended like a renewal).
+  case subscriptionExtended
+  /// A parent or guardian withdrew consent to a child's use of the app (a V2 RESCIND_CONSENT
+  /// notification, App Store Server Notifications 2.19). One event per app user whose device
+  /// submitted the notification's Apple Account (its signed AppTransaction's appTransactionId); when
+  /// the app's policy `erase_on_rescind_consent` is on, the user's data was erased just before
+  /// (as DeleteUser does) and this event is all that is left of them.
+  case consentRescinded
+  /// A V2 notification whose meaning no other event type carries (TEST, PRICE_INCREASE,
+  /// REFUND_DECLINED, RENEWAL_EXTENSION, EXTERNAL_PURCHASE_TOKEN, the Advanced Commerce API's
+  /// METADATA_UPDATE, MIGRATION and PRICE_CHANGE, and any type Apple adds later), so that nothing
+  /// Apple says is invisible: `notification_type` and `notification_subtype` say which. For the
+  /// users whose original transaction it names; with an empty `user_id` when it names none (an
+  /// External Purchase token, a mass extension's summary).
+  case appleNotification
+  /// A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+  /// period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+  /// renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+  /// RENEWED...), with its cause, time and states. Why types of their own rather than only the
+  /// `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+  /// renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+  /// (RENEWED, EXPIRED) already mean something else.
+  case commitmentStarted
+  /// A commitment renewed into a new one: a first billing period that follows a billing period of
+  /// a commitment.
+  case commitmentRenewed
+  /// A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+  /// renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+  /// last commitment's `commitment`).
+  case commitmentEnded
   /// The server answered Apple's refund request (V2 CONSUMPTION_REQUEST) for the transaction by
   /// Send Consumption Information, as the app's consumption policy says (docs/architecture.md rule
   /// 27); `consumption_body` is what Apple accepted. `occurred_ms` is when Apple accepted it.
@@ -59,6 +92,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// `no_customer_consent` (the policy does not declare consent, which Apple requires),
   /// `no_consumption_policy` (the policy was removed before the answer), `no_in_app_purchase_key`.
   case consumptionInfoNotSent
+  /// Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
+  /// substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
+  /// `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
+  /// `occurred_ms` is Apple's `signedDate`. Trends count what was offered and whether the
+  /// subscriber stayed (renewed after it) or expired.
+  case retentionOffered
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -83,9 +122,16 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 15: self = .nonRenewingPurchased
     case 16: self = .oneTimePurchased
     case 17: self = .ownershipTransferred
+    case 18: self = .subscriptionExtended
+    case 19: self = .consentRescinded
+    case 20: self = .appleNotification
+    case 21: self = .commitmentStarted
+    case 22: self = .commitmentRenewed
+    case 23: self = .commitmentEnded
     case 25: self = .consumptionInfoSent
     case 26: self = .consumptionInfoFailed
     case 27: self = .consumptionInfoNotSent
+    case 28: self = .retentionOffered
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -111,9 +157,16 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: 15
     case .oneTimePurchased: 16
     case .ownershipTransferred: 17
+    case .subscriptionExtended: 18
+    case .consentRescinded: 19
+    case .appleNotification: 20
+    case .commitmentStarted: 21
+    case .commitmentRenewed: 22
+    case .commitmentEnded: 23
     case .consumptionInfoSent: 25
     case .consumptionInfoFailed: 26
     case .consumptionInfoNotSent: 27
+    case .retentionOffered: 28
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -139,9 +192,16 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: "EVENT_TYPE_NON_RENEWING_PURCHASED"
     case .oneTimePurchased: "EVENT_TYPE_ONE_TIME_PURCHASED"
     case .ownershipTransferred: "EVENT_TYPE_OWNERSHIP_TRANSFERRED"
+    case .subscriptionExtended: "EVENT_TYPE_SUBSCRIPTION_EXTENDED"
+    case .consentRescinded: "EVENT_TYPE_CONSENT_RESCINDED"
+    case .appleNotification: "EVENT_TYPE_APPLE_NOTIFICATION"
+    case .commitmentStarted: "EVENT_TYPE_COMMITMENT_STARTED"
+    case .commitmentRenewed: "EVENT_TYPE_COMMITMENT_RENEWED"
+    case .commitmentEnded: "EVENT_TYPE_COMMITMENT_ENDED"
     case .consumptionInfoSent: "EVENT_TYPE_CONSUMPTION_INFO_SENT"
     case .consumptionInfoFailed: "EVENT_TYPE_CONSUMPTION_INFO_FAILED"
     case .consumptionInfoNotSent: "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT"
+    case .retentionOffered: "EVENT_TYPE_RETENTION_OFFERED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -167,15 +227,22 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_NON_RENEWING_PURCHASED": self = .nonRenewingPurchased
     case "EVENT_TYPE_ONE_TIME_PURCHASED": self = .oneTimePurchased
     case "EVENT_TYPE_OWNERSHIP_TRANSFERRED": self = .ownershipTransferred
+    case "EVENT_TYPE_SUBSCRIPTION_EXTENDED": self = .subscriptionExtended
+    case "EVENT_TYPE_CONSENT_RESCINDED": self = .consentRescinded
+    case "EVENT_TYPE_APPLE_NOTIFICATION": self = .appleNotification
+    case "EVENT_TYPE_COMMITMENT_STARTED": self = .commitmentStarted
+    case "EVENT_TYPE_COMMITMENT_RENEWED": self = .commitmentRenewed
+    case "EVENT_TYPE_COMMITMENT_ENDED": self = .commitmentEnded
     case "EVENT_TYPE_CONSUMPTION_INFO_SENT": self = .consumptionInfoSent
     case "EVENT_TYPE_CONSUMPTION_INFO_FAILED": self = .consumptionInfoFailed
     case "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT": self = .consumptionInfoNotSent
+    case "EVENT_TYPE_RETENTION_OFFERED": self = .retentionOffered
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .consumptionInfoSent, .consumptionInfoFailed, .consumptionInfoNotSent]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded, .consumptionInfoSent, .consumptionInfoFailed, .consumptionInfoNotSent, .retentionOffered]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -255,6 +322,73 @@ public enum Substatus_V1_EventOffer: ProtobufEnum {
 
   /// The declared values.
   public static let allCases: [Substatus_V1_EventOffer] = [.unspecified, .none, .freeTrial, .introductory, .promotional, .offerCode, .winBack]
+}
+
+/// What a retention request was answered with (Event.retention_answer).
+public enum Substatus_V1_RetentionAnswerKind: ProtobufEnum {
+  /// Not a retention event.
+  case unspecified
+  /// The app's default message (no rule matched, or the user or the rules are unknown).
+  case defaultMessage
+  /// A rule's message.
+  case message
+  /// A rule's alternate product.
+  case alternateProduct
+  /// A rule's promotional offer.
+  case promotionalOffer
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .defaultMessage
+    case 2: self = .message
+    case 3: self = .alternateProduct
+    case 4: self = .promotionalOffer
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .defaultMessage: 1
+    case .message: 2
+    case .alternateProduct: 3
+    case .promotionalOffer: 4
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "RETENTION_ANSWER_KIND_UNSPECIFIED"
+    case .defaultMessage: "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE"
+    case .message: "RETENTION_ANSWER_KIND_MESSAGE"
+    case .alternateProduct: "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT"
+    case .promotionalOffer: "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "RETENTION_ANSWER_KIND_UNSPECIFIED": self = .unspecified
+    case "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE": self = .defaultMessage
+    case "RETENTION_ANSWER_KIND_MESSAGE": self = .message
+    case "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT": self = .alternateProduct
+    case "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER": self = .promotionalOffer
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_RetentionAnswerKind] = [.unspecified, .defaultMessage, .message, .alternateProduct, .promotionalOffer]
 }
 
 /// The state of one event's delivery to one webhook.
@@ -400,6 +534,23 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// UNSPECIFIED when no transaction of it is known.
   public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
 
+  /// For APPLE_NOTIFICATION, SUBSCRIPTION_EXTENDED and CONSENT_RESCINDED: Apple's V2
+  /// `notificationType`, as Apple sent it (unknown types too).
+  public var notificationType: String = ""
+
+  /// With `notification_type`: Apple's `subtype`, empty when it has none.
+  public var notificationSubtype: String = ""
+
+  /// How the event's transaction is billed (Apple's `billingPlanType`, App Store Server API 1.21):
+  /// MONTHLY makes `price_milliunits` one monthly charge of a 12-month commitment; UNSPECIFIED when
+  /// Apple did not say.
+  public var billingPlan: Substatus_V1_BillingPlanType = Substatus_V1_BillingPlanType(rawValue: 0)
+
+  /// The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+  /// `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+  /// answers them); absent outside a commitment.
+  public var commitment: Substatus_V1_Commitment? = nil
+
   /// For CONSUMPTION_INFO_SENT: the JSON body Apple accepted (Apple's ConsumptionRequest), as sent.
   public var consumptionBody: String = ""
 
@@ -411,6 +562,19 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// For the CONSUMPTION_INFO_ types: Apple's `consumptionRequestReason` of the refund request
   /// (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...), empty when Apple gave none.
   public var refundRequestReason: String = ""
+
+  /// For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
+  public var retentionRuleID: String = ""
+
+  /// For RETENTION_OFFERED: the kind of answer.
+  public var retentionAnswer: Substatus_V1_RetentionAnswerKind = Substatus_V1_RetentionAnswerKind(rawValue: 0)
+
+  /// For RETENTION_OFFERED: the message identifier answered.
+  public var retentionMessageIdentifier: String = ""
+
+  /// For RETENTION_OFFERED: the alternate product (ALTERNATE_PRODUCT) or the promotional offer's
+  /// id (PROMOTIONAL_OFFER); empty otherwise.
+  public var retentionOfferedID: String = ""
 
   /// A message with every field at its default value.
   public init() {}
@@ -903,7 +1067,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 27, 28, 29])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -929,9 +1093,17 @@ extension Substatus_V1_Event: CMessageConvertible {
     previousUserID = try r.string(19)
     cursor = try r.string(20)
     ownership = r.enumeration(21)
-    consumptionBody = try r.string(22)
-    consumptionDetail = try r.string(23)
-    refundRequestReason = try r.string(24)
+    notificationType = try r.string(22)
+    notificationSubtype = try r.string(23)
+    billingPlan = r.enumeration(24)
+    commitment = try r.message(25, Substatus_V1_Commitment.self)
+    consumptionBody = try r.string(26)
+    consumptionDetail = try r.string(27)
+    refundRequestReason = try r.string(28)
+    retentionRuleID = try r.string(29)
+    retentionAnswer = r.enumeration(30)
+    retentionMessageIdentifier = try r.string(31)
+    retentionOfferedID = try r.string(32)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -957,9 +1129,17 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(19, previousUserID)
     w.string(20, cursor)
     w.enumeration(21, ownership)
-    w.string(22, consumptionBody)
-    w.string(23, consumptionDetail)
-    w.string(24, refundRequestReason)
+    w.string(22, notificationType)
+    w.string(23, notificationSubtype)
+    w.enumeration(24, billingPlan)
+    w.message(25, commitment)
+    w.string(26, consumptionBody)
+    w.string(27, consumptionDetail)
+    w.string(28, refundRequestReason)
+    w.string(29, retentionRuleID)
+    w.enumeration(30, retentionAnswer)
+    w.string(31, retentionMessageIdentifier)
+    w.string(32, retentionOfferedID)
   }
 }
 
@@ -989,9 +1169,17 @@ extension Substatus_V1_Event {
     if !(self.previousUserID.isEmpty) { o.append("previousUserId", .string(self.previousUserID)) }
     if !(self.cursor.isEmpty) { o.append("cursor", .string(self.cursor)) }
     if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
+    if !(self.notificationType.isEmpty) { o.append("notificationType", .string(self.notificationType)) }
+    if !(self.notificationSubtype.isEmpty) { o.append("notificationSubtype", .string(self.notificationSubtype)) }
+    if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
+    if let v = self.commitment { o.append("commitment", v.jsonValue()) }
     if !(self.consumptionBody.isEmpty) { o.append("consumptionBody", .string(self.consumptionBody)) }
     if !(self.consumptionDetail.isEmpty) { o.append("consumptionDetail", .string(self.consumptionDetail)) }
     if !(self.refundRequestReason.isEmpty) { o.append("refundRequestReason", .string(self.refundRequestReason)) }
+    if !(self.retentionRuleID.isEmpty) { o.append("retentionRuleId", .string(self.retentionRuleID)) }
+    if !(self.retentionAnswer.rawValue == 0) { o.append("retentionAnswer", self.retentionAnswer.jsonValue) }
+    if !(self.retentionMessageIdentifier.isEmpty) { o.append("retentionMessageIdentifier", .string(self.retentionMessageIdentifier)) }
+    if !(self.retentionOfferedID.isEmpty) { o.append("retentionOfferedId", .string(self.retentionOfferedID)) }
     return .object(o)
   }
 
@@ -1046,12 +1234,28 @@ extension Substatus_V1_Event {
         self.cursor = try ProtoJSON.string(value, "cursor")
       case "ownership":
         self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
+      case "notificationType", "notification_type":
+        self.notificationType = try ProtoJSON.string(value, "notificationType")
+      case "notificationSubtype", "notification_subtype":
+        self.notificationSubtype = try ProtoJSON.string(value, "notificationSubtype")
+      case "billingPlan", "billing_plan":
+        self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
+      case "commitment":
+        self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
       case "consumptionBody", "consumption_body":
         self.consumptionBody = try ProtoJSON.string(value, "consumptionBody")
       case "consumptionDetail", "consumption_detail":
         self.consumptionDetail = try ProtoJSON.string(value, "consumptionDetail")
       case "refundRequestReason", "refund_request_reason":
         self.refundRequestReason = try ProtoJSON.string(value, "refundRequestReason")
+      case "retentionRuleId", "retention_rule_id":
+        self.retentionRuleID = try ProtoJSON.string(value, "retentionRuleId")
+      case "retentionAnswer", "retention_answer":
+        self.retentionAnswer = try ProtoJSON.enumeration(value, "retentionAnswer", Substatus_V1_RetentionAnswerKind.self)
+      case "retentionMessageIdentifier", "retention_message_identifier":
+        self.retentionMessageIdentifier = try ProtoJSON.string(value, "retentionMessageIdentifier")
+      case "retentionOfferedId", "retention_offered_id":
+        self.retentionOfferedID = try ProtoJSON.string(value, "retentionOfferedId")
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -565,6 +565,43 @@ public struct Substatus_V1_TrendBucket: ProtobufJSONMessage {
   /// duration is unknown.
   public var mrrUnpricedSubscriptions: Int64 = 0
 
+  /// Answers to Apple's Retention Messaging requests (RETENTION_OFFERED events) that occurred in
+  /// the bucket, one entry per rule that answered (the default message's `rule_id` is empty),
+  /// ordered by rule id, with what their subscribers did next. Family-shared subscriptions
+  /// included (the subscriber chose to stay or not either way).
+  public var retention: [Substatus_V1_RetentionTrend] = []
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// What one retention rule's answers in a trends bucket led to (TrendBucket.retention).
+public struct Substatus_V1_RetentionTrend: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.RetentionTrend"
+
+  /// The rule that answered; empty for the default message.
+  public var ruleID: String = ""
+
+  /// Answers given (RETENTION_OFFERED events in the bucket).
+  public var offered: Int64 = 0
+
+  /// Of those, subscribers whose next event in the group, by the range's end, was a purchase
+  /// (RENEWED, TRIAL_CONVERTED, BILLING_RECOVERED, PRODUCT_CHANGED with a transaction,
+  /// RESUBSCRIBED, SUBSCRIPTION_STARTED) or AUTO_RENEW_ENABLED: they stayed.
+  public var stayed: Int64 = 0
+
+  /// Of those, subscribers whose next such event was EXPIRED (or a refund): they left. The rest
+  /// (`offered - stayed - expired`) had not decided by the range's end.
+  public var expired: Int64 = 0
+
   /// A message with every field at its default value.
   public init() {}
 
@@ -1078,7 +1115,7 @@ extension Substatus_V1_CurrencyAmount {
 }
 
 extension Substatus_V1_TrendBucket: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.TrendBucket", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
+  static let cLayout = CMessageLayout("substatus.v1.TrendBucket", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 30])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1101,6 +1138,7 @@ extension Substatus_V1_TrendBucket: CMessageConvertible {
     refundedRevenue = try r.repeatedMessage(16, Substatus_V1_CurrencyAmount.self)
     mrr = try r.repeatedMessage(17, Substatus_V1_CurrencyAmount.self)
     mrrUnpricedSubscriptions = r.int64(18)
+    retention = try r.repeatedMessage(19, Substatus_V1_RetentionTrend.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1123,6 +1161,7 @@ extension Substatus_V1_TrendBucket: CMessageConvertible {
     w.repeatedMessage(16, refundedRevenue)
     w.repeatedMessage(17, mrr)
     w.int64(18, mrrUnpricedSubscriptions)
+    w.repeatedMessage(19, retention)
   }
 }
 
@@ -1149,6 +1188,7 @@ extension Substatus_V1_TrendBucket {
     if !self.refundedRevenue.isEmpty { o.append("refundedRevenue", .array(self.refundedRevenue.map { $0.jsonValue() })) }
     if !self.mrr.isEmpty { o.append("mrr", .array(self.mrr.map { $0.jsonValue() })) }
     if !(self.mrrUnpricedSubscriptions == 0) { o.append("mrrUnpricedSubscriptions", ProtoJSON.int64(self.mrrUnpricedSubscriptions)) }
+    if !self.retention.isEmpty { o.append("retention", .array(self.retention.map { $0.jsonValue() })) }
     return .object(o)
   }
 
@@ -1197,6 +1237,60 @@ extension Substatus_V1_TrendBucket {
         self.mrr = try ProtoJSON.repeated(value, "mrr") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_CurrencyAmount.self) }
       case "mrrUnpricedSubscriptions", "mrr_unpriced_subscriptions":
         self.mrrUnpricedSubscriptions = try ProtoJSON.integer(value, "mrrUnpricedSubscriptions", Int64.self)
+      case "retention":
+        self.retention = try ProtoJSON.repeated(value, "retention") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_RetentionTrend.self) }
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_RetentionTrend: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.RetentionTrend", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    ruleID = try r.string(0)
+    offered = r.int64(1)
+    stayed = r.int64(2)
+    expired = r.int64(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, ruleID)
+    w.int64(1, offered)
+    w.int64(2, stayed)
+    w.int64(3, expired)
+  }
+}
+
+extension Substatus_V1_RetentionTrend {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.ruleID.isEmpty) { o.append("ruleId", .string(self.ruleID)) }
+    if !(self.offered == 0) { o.append("offered", ProtoJSON.int64(self.offered)) }
+    if !(self.stayed == 0) { o.append("stayed", ProtoJSON.int64(self.stayed)) }
+    if !(self.expired == 0) { o.append("expired", ProtoJSON.int64(self.expired)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "ruleId", "rule_id":
+        self.ruleID = try ProtoJSON.string(value, "ruleId")
+      case "offered":
+        self.offered = try ProtoJSON.integer(value, "offered", Int64.self)
+      case "stayed":
+        self.stayed = try ProtoJSON.integer(value, "stayed", Int64.self)
+      case "expired":
+        self.expired = try ProtoJSON.integer(value, "expired", Int64.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -1762,6 +1762,636 @@ void   substatus__v1__get_caller_api_key_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__get_caller_api_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__retention_rules__init
+                     (Substatus__V1__RetentionRules         *message)
+{
+  static const Substatus__V1__RetentionRules init_value = SUBSTATUS__V1__RETENTION_RULES__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_rules__get_packed_size
+                     (const Substatus__V1__RetentionRules *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rules__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_rules__pack
+                     (const Substatus__V1__RetentionRules *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rules__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_rules__pack_to_buffer
+                     (const Substatus__V1__RetentionRules *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rules__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionRules *
+       substatus__v1__retention_rules__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionRules *)
+     protobuf_c_message_unpack (&substatus__v1__retention_rules__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_rules__free_unpacked
+                     (Substatus__V1__RetentionRules *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_rules__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_rule__init
+                     (Substatus__V1__RetentionRule         *message)
+{
+  static const Substatus__V1__RetentionRule init_value = SUBSTATUS__V1__RETENTION_RULE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_rule__get_packed_size
+                     (const Substatus__V1__RetentionRule *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rule__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_rule__pack
+                     (const Substatus__V1__RetentionRule *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rule__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_rule__pack_to_buffer
+                     (const Substatus__V1__RetentionRule *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_rule__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionRule *
+       substatus__v1__retention_rule__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionRule *)
+     protobuf_c_message_unpack (&substatus__v1__retention_rule__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_rule__free_unpacked
+                     (Substatus__V1__RetentionRule *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_rule__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_condition__init
+                     (Substatus__V1__RetentionCondition         *message)
+{
+  static const Substatus__V1__RetentionCondition init_value = SUBSTATUS__V1__RETENTION_CONDITION__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_condition__get_packed_size
+                     (const Substatus__V1__RetentionCondition *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_condition__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_condition__pack
+                     (const Substatus__V1__RetentionCondition *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_condition__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_condition__pack_to_buffer
+                     (const Substatus__V1__RetentionCondition *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_condition__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionCondition *
+       substatus__v1__retention_condition__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionCondition *)
+     protobuf_c_message_unpack (&substatus__v1__retention_condition__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_condition__free_unpacked
+                     (Substatus__V1__RetentionCondition *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_condition__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_message__init
+                     (Substatus__V1__RetentionMessage         *message)
+{
+  static const Substatus__V1__RetentionMessage init_value = SUBSTATUS__V1__RETENTION_MESSAGE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_message__get_packed_size
+                     (const Substatus__V1__RetentionMessage *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_message__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_message__pack
+                     (const Substatus__V1__RetentionMessage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_message__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_message__pack_to_buffer
+                     (const Substatus__V1__RetentionMessage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_message__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionMessage *
+       substatus__v1__retention_message__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionMessage *)
+     protobuf_c_message_unpack (&substatus__v1__retention_message__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_message__free_unpacked
+                     (Substatus__V1__RetentionMessage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_message__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_alternate_product__init
+                     (Substatus__V1__RetentionAlternateProduct         *message)
+{
+  static const Substatus__V1__RetentionAlternateProduct init_value = SUBSTATUS__V1__RETENTION_ALTERNATE_PRODUCT__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_alternate_product__get_packed_size
+                     (const Substatus__V1__RetentionAlternateProduct *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_alternate_product__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_alternate_product__pack
+                     (const Substatus__V1__RetentionAlternateProduct *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_alternate_product__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_alternate_product__pack_to_buffer
+                     (const Substatus__V1__RetentionAlternateProduct *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_alternate_product__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionAlternateProduct *
+       substatus__v1__retention_alternate_product__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionAlternateProduct *)
+     protobuf_c_message_unpack (&substatus__v1__retention_alternate_product__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_alternate_product__free_unpacked
+                     (Substatus__V1__RetentionAlternateProduct *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_alternate_product__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_promotional_offer__init
+                     (Substatus__V1__RetentionPromotionalOffer         *message)
+{
+  static const Substatus__V1__RetentionPromotionalOffer init_value = SUBSTATUS__V1__RETENTION_PROMOTIONAL_OFFER__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_promotional_offer__get_packed_size
+                     (const Substatus__V1__RetentionPromotionalOffer *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_promotional_offer__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_promotional_offer__pack
+                     (const Substatus__V1__RetentionPromotionalOffer *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_promotional_offer__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_promotional_offer__pack_to_buffer
+                     (const Substatus__V1__RetentionPromotionalOffer *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_promotional_offer__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionPromotionalOffer *
+       substatus__v1__retention_promotional_offer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionPromotionalOffer *)
+     protobuf_c_message_unpack (&substatus__v1__retention_promotional_offer__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_promotional_offer__free_unpacked
+                     (Substatus__V1__RetentionPromotionalOffer *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_promotional_offer__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_answer__init
+                     (Substatus__V1__RetentionAnswer         *message)
+{
+  static const Substatus__V1__RetentionAnswer init_value = SUBSTATUS__V1__RETENTION_ANSWER__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_answer__get_packed_size
+                     (const Substatus__V1__RetentionAnswer *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_answer__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_answer__pack
+                     (const Substatus__V1__RetentionAnswer *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_answer__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_answer__pack_to_buffer
+                     (const Substatus__V1__RetentionAnswer *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_answer__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionAnswer *
+       substatus__v1__retention_answer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionAnswer *)
+     protobuf_c_message_unpack (&substatus__v1__retention_answer__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_answer__free_unpacked
+                     (Substatus__V1__RetentionAnswer *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_answer__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__retention_facts__init
+                     (Substatus__V1__RetentionFacts         *message)
+{
+  static const Substatus__V1__RetentionFacts init_value = SUBSTATUS__V1__RETENTION_FACTS__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_facts__get_packed_size
+                     (const Substatus__V1__RetentionFacts *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_facts__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_facts__pack
+                     (const Substatus__V1__RetentionFacts *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_facts__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_facts__pack_to_buffer
+                     (const Substatus__V1__RetentionFacts *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_facts__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionFacts *
+       substatus__v1__retention_facts__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionFacts *)
+     protobuf_c_message_unpack (&substatus__v1__retention_facts__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_facts__free_unpacked
+                     (Substatus__V1__RetentionFacts *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_facts__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__put_retention_rules_request__init
+                     (Substatus__V1__PutRetentionRulesRequest         *message)
+{
+  static const Substatus__V1__PutRetentionRulesRequest init_value = SUBSTATUS__V1__PUT_RETENTION_RULES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__put_retention_rules_request__get_packed_size
+                     (const Substatus__V1__PutRetentionRulesRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__put_retention_rules_request__pack
+                     (const Substatus__V1__PutRetentionRulesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__put_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__PutRetentionRulesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__PutRetentionRulesRequest *
+       substatus__v1__put_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__PutRetentionRulesRequest *)
+     protobuf_c_message_unpack (&substatus__v1__put_retention_rules_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__put_retention_rules_request__free_unpacked
+                     (Substatus__V1__PutRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__put_retention_rules_response__init
+                     (Substatus__V1__PutRetentionRulesResponse         *message)
+{
+  static const Substatus__V1__PutRetentionRulesResponse init_value = SUBSTATUS__V1__PUT_RETENTION_RULES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__put_retention_rules_response__get_packed_size
+                     (const Substatus__V1__PutRetentionRulesResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__put_retention_rules_response__pack
+                     (const Substatus__V1__PutRetentionRulesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__put_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__PutRetentionRulesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__PutRetentionRulesResponse *
+       substatus__v1__put_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__PutRetentionRulesResponse *)
+     protobuf_c_message_unpack (&substatus__v1__put_retention_rules_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__put_retention_rules_response__free_unpacked
+                     (Substatus__V1__PutRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__put_retention_rules_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_retention_rules_request__init
+                     (Substatus__V1__GetRetentionRulesRequest         *message)
+{
+  static const Substatus__V1__GetRetentionRulesRequest init_value = SUBSTATUS__V1__GET_RETENTION_RULES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_retention_rules_request__get_packed_size
+                     (const Substatus__V1__GetRetentionRulesRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_retention_rules_request__pack
+                     (const Substatus__V1__GetRetentionRulesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__GetRetentionRulesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetRetentionRulesRequest *
+       substatus__v1__get_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetRetentionRulesRequest *)
+     protobuf_c_message_unpack (&substatus__v1__get_retention_rules_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_retention_rules_request__free_unpacked
+                     (Substatus__V1__GetRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__get_retention_rules_response__init
+                     (Substatus__V1__GetRetentionRulesResponse         *message)
+{
+  static const Substatus__V1__GetRetentionRulesResponse init_value = SUBSTATUS__V1__GET_RETENTION_RULES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__get_retention_rules_response__get_packed_size
+                     (const Substatus__V1__GetRetentionRulesResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__get_retention_rules_response__pack
+                     (const Substatus__V1__GetRetentionRulesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__get_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__GetRetentionRulesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__GetRetentionRulesResponse *
+       substatus__v1__get_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__GetRetentionRulesResponse *)
+     protobuf_c_message_unpack (&substatus__v1__get_retention_rules_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__get_retention_rules_response__free_unpacked
+                     (Substatus__V1__GetRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__get_retention_rules_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__test_retention_rules_request__init
+                     (Substatus__V1__TestRetentionRulesRequest         *message)
+{
+  static const Substatus__V1__TestRetentionRulesRequest init_value = SUBSTATUS__V1__TEST_RETENTION_RULES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__test_retention_rules_request__get_packed_size
+                     (const Substatus__V1__TestRetentionRulesRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__test_retention_rules_request__pack
+                     (const Substatus__V1__TestRetentionRulesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__test_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__TestRetentionRulesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__TestRetentionRulesRequest *
+       substatus__v1__test_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__TestRetentionRulesRequest *)
+     protobuf_c_message_unpack (&substatus__v1__test_retention_rules_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__test_retention_rules_request__free_unpacked
+                     (Substatus__V1__TestRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__test_retention_rules_response__init
+                     (Substatus__V1__TestRetentionRulesResponse         *message)
+{
+  static const Substatus__V1__TestRetentionRulesResponse init_value = SUBSTATUS__V1__TEST_RETENTION_RULES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__test_retention_rules_response__get_packed_size
+                     (const Substatus__V1__TestRetentionRulesResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__test_retention_rules_response__pack
+                     (const Substatus__V1__TestRetentionRulesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__test_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__TestRetentionRulesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__TestRetentionRulesResponse *
+       substatus__v1__test_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__TestRetentionRulesResponse *)
+     protobuf_c_message_unpack (&substatus__v1__test_retention_rules_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__test_retention_rules_response__free_unpacked
+                     (Substatus__V1__TestRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__test_retention_rules_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[11] =
 {
   {
@@ -3940,7 +4570,1098 @@ const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_response__des
   (ProtobufCMessageInit) substatus__v1__get_caller_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[18] =
+static const ProtobufCFieldDescriptor substatus__v1__retention_rules__field_descriptors[3] =
+{
+  {
+    "default_message_identifier",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionRules, default_message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rules",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__RetentionRules, n_rules),
+    offsetof(Substatus__V1__RetentionRules, rules),
+    &substatus__v1__retention_rule__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "updated_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionRules, updated_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_rules__field_indices_by_name[] = {
+  0,   /* field[0] = default_message_identifier */
+  1,   /* field[1] = rules */
+  2,   /* field[2] = updated_ms */
+};
+static const ProtobufCIntRange substatus__v1__retention_rules__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_rules__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionRules",
+  "RetentionRules",
+  "Substatus__V1__RetentionRules",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionRules),
+  3,
+  substatus__v1__retention_rules__field_descriptors,
+  substatus__v1__retention_rules__field_indices_by_name,
+  1,  substatus__v1__retention_rules__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_rules__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_rule__field_descriptors[5] =
+{
+  {
+    "rule_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionRule, rule_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "when",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionRule, when),
+    &substatus__v1__retention_condition__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__RetentionRule, answer_case),
+    offsetof(Substatus__V1__RetentionRule, message),
+    &substatus__v1__retention_message__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alternate_product",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__RetentionRule, answer_case),
+    offsetof(Substatus__V1__RetentionRule, alternate_product),
+    &substatus__v1__retention_alternate_product__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "promotional_offer",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__RetentionRule, answer_case),
+    offsetof(Substatus__V1__RetentionRule, promotional_offer),
+    &substatus__v1__retention_promotional_offer__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_rule__field_indices_by_name[] = {
+  3,   /* field[3] = alternate_product */
+  2,   /* field[2] = message */
+  4,   /* field[4] = promotional_offer */
+  0,   /* field[0] = rule_id */
+  1,   /* field[1] = when */
+};
+static const ProtobufCIntRange substatus__v1__retention_rule__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_rule__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionRule",
+  "RetentionRule",
+  "Substatus__V1__RetentionRule",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionRule),
+  5,
+  substatus__v1__retention_rule__field_descriptors,
+  substatus__v1__retention_rule__field_indices_by_name,
+  1,  substatus__v1__retention_rule__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_rule__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_condition__field_descriptors[14] =
+{
+  {
+    "product_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__RetentionCondition, n_product_ids),
+    offsetof(Substatus__V1__RetentionCondition, product_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "min_paid_periods",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionCondition, min_paid_periods),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_paid_periods",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    offsetof(Substatus__V1__RetentionCondition, max_paid_periods_set_case),
+    offsetof(Substatus__V1__RetentionCondition, max_paid_periods),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "min_tenure_days",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionCondition, min_tenure_days),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_tenure_days",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    offsetof(Substatus__V1__RetentionCondition, max_tenure_days_set_case),
+    offsetof(Substatus__V1__RetentionCondition, max_tenure_days),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "intro_used",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, intro_used_set_case),
+    offsetof(Substatus__V1__RetentionCondition, intro_used),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trial_used",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, trial_used_set_case),
+    offsetof(Substatus__V1__RetentionCondition, trial_used),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_promotional_offers_used",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    offsetof(Substatus__V1__RetentionCondition, max_promotional_offers_used_set_case),
+    offsetof(Substatus__V1__RetentionCondition, max_promotional_offers_used),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "promotional_offer_eligible",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, promotional_offer_eligible_set_case),
+    offsetof(Substatus__V1__RetentionCondition, promotional_offer_eligible),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "win_back_eligible",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, win_back_eligible_set_case),
+    offsetof(Substatus__V1__RetentionCondition, win_back_eligible),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_issue",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, billing_issue_set_case),
+    offsetof(Substatus__V1__RetentionCondition, billing_issue),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refunded",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, refunded_set_case),
+    offsetof(Substatus__V1__RetentionCondition, refunded),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_plan_types",
+    13,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Substatus__V1__RetentionCondition, n_billing_plan_types),
+    offsetof(Substatus__V1__RetentionCondition, billing_plan_types),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "auto_renew_enabled",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    offsetof(Substatus__V1__RetentionCondition, auto_renew_enabled_set_case),
+    offsetof(Substatus__V1__RetentionCondition, auto_renew_enabled),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_condition__field_indices_by_name[] = {
+  13,   /* field[13] = auto_renew_enabled */
+  10,   /* field[10] = billing_issue */
+  12,   /* field[12] = billing_plan_types */
+  5,   /* field[5] = intro_used */
+  2,   /* field[2] = max_paid_periods */
+  7,   /* field[7] = max_promotional_offers_used */
+  4,   /* field[4] = max_tenure_days */
+  1,   /* field[1] = min_paid_periods */
+  3,   /* field[3] = min_tenure_days */
+  0,   /* field[0] = product_ids */
+  8,   /* field[8] = promotional_offer_eligible */
+  11,   /* field[11] = refunded */
+  6,   /* field[6] = trial_used */
+  9,   /* field[9] = win_back_eligible */
+};
+static const ProtobufCIntRange substatus__v1__retention_condition__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_condition__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionCondition",
+  "RetentionCondition",
+  "Substatus__V1__RetentionCondition",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionCondition),
+  14,
+  substatus__v1__retention_condition__field_descriptors,
+  substatus__v1__retention_condition__field_indices_by_name,
+  1,  substatus__v1__retention_condition__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_condition__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_message__field_descriptors[1] =
+{
+  {
+    "message_identifier",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionMessage, message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_message__field_indices_by_name[] = {
+  0,   /* field[0] = message_identifier */
+};
+static const ProtobufCIntRange substatus__v1__retention_message__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_message__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionMessage",
+  "RetentionMessage",
+  "Substatus__V1__RetentionMessage",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionMessage),
+  1,
+  substatus__v1__retention_message__field_descriptors,
+  substatus__v1__retention_message__field_indices_by_name,
+  1,  substatus__v1__retention_message__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_message__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_alternate_product__field_descriptors[2] =
+{
+  {
+    "message_identifier",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAlternateProduct, message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAlternateProduct, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_alternate_product__field_indices_by_name[] = {
+  0,   /* field[0] = message_identifier */
+  1,   /* field[1] = product_id */
+};
+static const ProtobufCIntRange substatus__v1__retention_alternate_product__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_alternate_product__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionAlternateProduct",
+  "RetentionAlternateProduct",
+  "Substatus__V1__RetentionAlternateProduct",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionAlternateProduct),
+  2,
+  substatus__v1__retention_alternate_product__field_descriptors,
+  substatus__v1__retention_alternate_product__field_indices_by_name,
+  1,  substatus__v1__retention_alternate_product__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_alternate_product__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_promotional_offer__field_descriptors[3] =
+{
+  {
+    "message_identifier",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionPromotionalOffer, message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "offer_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionPromotionalOffer, offer_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionPromotionalOffer, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_promotional_offer__field_indices_by_name[] = {
+  0,   /* field[0] = message_identifier */
+  1,   /* field[1] = offer_id */
+  2,   /* field[2] = product_id */
+};
+static const ProtobufCIntRange substatus__v1__retention_promotional_offer__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_promotional_offer__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionPromotionalOffer",
+  "RetentionPromotionalOffer",
+  "Substatus__V1__RetentionPromotionalOffer",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionPromotionalOffer),
+  3,
+  substatus__v1__retention_promotional_offer__field_descriptors,
+  substatus__v1__retention_promotional_offer__field_indices_by_name,
+  1,  substatus__v1__retention_promotional_offer__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_promotional_offer__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_answer__field_descriptors[4] =
+{
+  {
+    "rule_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAnswer, rule_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAnswer, message),
+    &substatus__v1__retention_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alternate_product",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAnswer, alternate_product),
+    &substatus__v1__retention_alternate_product__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "promotional_offer",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionAnswer, promotional_offer),
+    &substatus__v1__retention_promotional_offer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_answer__field_indices_by_name[] = {
+  2,   /* field[2] = alternate_product */
+  1,   /* field[1] = message */
+  3,   /* field[3] = promotional_offer */
+  0,   /* field[0] = rule_id */
+};
+static const ProtobufCIntRange substatus__v1__retention_answer__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_answer__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionAnswer",
+  "RetentionAnswer",
+  "Substatus__V1__RetentionAnswer",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionAnswer),
+  4,
+  substatus__v1__retention_answer__field_descriptors,
+  substatus__v1__retention_answer__field_indices_by_name,
+  1,  substatus__v1__retention_answer__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_answer__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_facts__field_descriptors[14] =
+{
+  {
+    "product_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscription_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, subscription_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "paid_periods",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, paid_periods),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tenure_days",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, tenure_days),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "intro_used",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, intro_used),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "trial_used",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, trial_used),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "promotional_offers_used",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, promotional_offers_used),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "promotional_offer_eligible",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, promotional_offer_eligible),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "win_back_eligible",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, win_back_eligible),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_issue",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, billing_issue),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refunded",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, refunded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_plan_type",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, billing_plan_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "auto_renew_enabled",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, auto_renew_enabled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "known",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionFacts, known),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_facts__field_indices_by_name[] = {
+  12,   /* field[12] = auto_renew_enabled */
+  9,   /* field[9] = billing_issue */
+  11,   /* field[11] = billing_plan_type */
+  4,   /* field[4] = intro_used */
+  13,   /* field[13] = known */
+  2,   /* field[2] = paid_periods */
+  0,   /* field[0] = product_id */
+  7,   /* field[7] = promotional_offer_eligible */
+  6,   /* field[6] = promotional_offers_used */
+  10,   /* field[10] = refunded */
+  1,   /* field[1] = subscription_group_id */
+  3,   /* field[3] = tenure_days */
+  5,   /* field[5] = trial_used */
+  8,   /* field[8] = win_back_eligible */
+};
+static const ProtobufCIntRange substatus__v1__retention_facts__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_facts__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionFacts",
+  "RetentionFacts",
+  "Substatus__V1__RetentionFacts",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionFacts),
+  14,
+  substatus__v1__retention_facts__field_descriptors,
+  substatus__v1__retention_facts__field_indices_by_name,
+  1,  substatus__v1__retention_facts__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_facts__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__put_retention_rules_request__field_descriptors[2] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__PutRetentionRulesRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rules",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__PutRetentionRulesRequest, rules),
+    &substatus__v1__retention_rules__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__put_retention_rules_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = rules */
+};
+static const ProtobufCIntRange substatus__v1__put_retention_rules_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__put_retention_rules_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.PutRetentionRulesRequest",
+  "PutRetentionRulesRequest",
+  "Substatus__V1__PutRetentionRulesRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__PutRetentionRulesRequest),
+  2,
+  substatus__v1__put_retention_rules_request__field_descriptors,
+  substatus__v1__put_retention_rules_request__field_indices_by_name,
+  1,  substatus__v1__put_retention_rules_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__put_retention_rules_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__put_retention_rules_response__field_descriptors[1] =
+{
+  {
+    "rules",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__PutRetentionRulesResponse, rules),
+    &substatus__v1__retention_rules__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__put_retention_rules_response__field_indices_by_name[] = {
+  0,   /* field[0] = rules */
+};
+static const ProtobufCIntRange substatus__v1__put_retention_rules_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__put_retention_rules_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.PutRetentionRulesResponse",
+  "PutRetentionRulesResponse",
+  "Substatus__V1__PutRetentionRulesResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__PutRetentionRulesResponse),
+  1,
+  substatus__v1__put_retention_rules_response__field_descriptors,
+  substatus__v1__put_retention_rules_response__field_indices_by_name,
+  1,  substatus__v1__put_retention_rules_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__put_retention_rules_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_retention_rules_request__field_descriptors[1] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetRetentionRulesRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_retention_rules_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+};
+static const ProtobufCIntRange substatus__v1__get_retention_rules_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetRetentionRulesRequest",
+  "GetRetentionRulesRequest",
+  "Substatus__V1__GetRetentionRulesRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetRetentionRulesRequest),
+  1,
+  substatus__v1__get_retention_rules_request__field_descriptors,
+  substatus__v1__get_retention_rules_request__field_indices_by_name,
+  1,  substatus__v1__get_retention_rules_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_retention_rules_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__get_retention_rules_response__field_descriptors[1] =
+{
+  {
+    "rules",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__GetRetentionRulesResponse, rules),
+    &substatus__v1__retention_rules__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__get_retention_rules_response__field_indices_by_name[] = {
+  0,   /* field[0] = rules */
+};
+static const ProtobufCIntRange substatus__v1__get_retention_rules_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.GetRetentionRulesResponse",
+  "GetRetentionRulesResponse",
+  "Substatus__V1__GetRetentionRulesResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__GetRetentionRulesResponse),
+  1,
+  substatus__v1__get_retention_rules_response__field_descriptors,
+  substatus__v1__get_retention_rules_response__field_indices_by_name,
+  1,  substatus__v1__get_retention_rules_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__get_retention_rules_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__test_retention_rules_request__field_descriptors[4] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "product_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesRequest, product_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesRequest, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__test_retention_rules_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  3,   /* field[3] = environment */
+  2,   /* field[2] = product_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange substatus__v1__test_retention_rules_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.TestRetentionRulesRequest",
+  "TestRetentionRulesRequest",
+  "Substatus__V1__TestRetentionRulesRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__TestRetentionRulesRequest),
+  4,
+  substatus__v1__test_retention_rules_request__field_descriptors,
+  substatus__v1__test_retention_rules_request__field_indices_by_name,
+  1,  substatus__v1__test_retention_rules_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__test_retention_rules_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__test_retention_rules_response__field_descriptors[2] =
+{
+  {
+    "answer",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesResponse, answer),
+    &substatus__v1__retention_answer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "facts",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__TestRetentionRulesResponse, facts),
+    &substatus__v1__retention_facts__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__test_retention_rules_response__field_indices_by_name[] = {
+  0,   /* field[0] = answer */
+  1,   /* field[1] = facts */
+};
+static const ProtobufCIntRange substatus__v1__test_retention_rules_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.TestRetentionRulesResponse",
+  "TestRetentionRulesResponse",
+  "Substatus__V1__TestRetentionRulesResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__TestRetentionRulesResponse),
+  2,
+  substatus__v1__test_retention_rules_response__field_descriptors,
+  substatus__v1__test_retention_rules_response__field_indices_by_name,
+  1,  substatus__v1__test_retention_rules_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__test_retention_rules_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[21] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
@@ -3960,6 +5681,9 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "ListApiKeys", &substatus__v1__list_api_keys_request__descriptor, &substatus__v1__list_api_keys_response__descriptor },
   { "RevokeApiKey", &substatus__v1__revoke_api_key_request__descriptor, &substatus__v1__revoke_api_key_response__descriptor },
   { "GetCallerApiKey", &substatus__v1__get_caller_api_key_request__descriptor, &substatus__v1__get_caller_api_key_response__descriptor },
+  { "PutRetentionRules", &substatus__v1__put_retention_rules_request__descriptor, &substatus__v1__put_retention_rules_response__descriptor },
+  { "GetRetentionRules", &substatus__v1__get_retention_rules_request__descriptor, &substatus__v1__get_retention_rules_response__descriptor },
+  { "TestRetentionRules", &substatus__v1__test_retention_rules_request__descriptor, &substatus__v1__test_retention_rules_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   14,        /* CreateApiKey */
@@ -3968,17 +5692,20 @@ const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   12,        /* DeleteUser */
   1,        /* GetApp */
   17,        /* GetCallerApiKey */
+  19,        /* GetRetentionRules */
   15,        /* ListApiKeys */
   2,        /* ListApps */
   9,        /* ListEntitlements */
   7,        /* ListProducts */
   8,        /* PutEntitlements */
   6,        /* PutProducts */
+  18,        /* PutRetentionRules */
   0,        /* RegisterApp */
   16,        /* RevokeApiKey */
   5,        /* SetInAppPurchaseKey */
   13,        /* SetPolicy */
   4,        /* SetSharedSecret */
+  20,        /* TestRetentionRules */
   3         /* UpdateApp */
 };
 const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
@@ -3988,7 +5715,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  18,
+  21,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -4135,6 +5862,30 @@ void substatus__v1__admin_service__get_caller_api_key(ProtobufCService *service,
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__put_retention_rules(ProtobufCService *service,
+                                                       const Substatus__V1__PutRetentionRulesRequest *input,
+                                                       Substatus__V1__PutRetentionRulesResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__get_retention_rules(ProtobufCService *service,
+                                                       const Substatus__V1__GetRetentionRulesRequest *input,
+                                                       Substatus__V1__GetRetentionRulesResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__test_retention_rules(ProtobufCService *service,
+                                                        const Substatus__V1__TestRetentionRulesRequest *input,
+                                                        Substatus__V1__TestRetentionRulesResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

@@ -663,7 +663,7 @@ const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
   (ProtobufCMessageInit) substatus__v1__commitment__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[8] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[9] =
 {
   {
     "refunds_block_intro",
@@ -726,6 +726,18 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "erase_on_rescind_consent",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, erase_on_rescind_consent),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "consumption_policy",
     9,
     PROTOBUF_C_LABEL_NONE,
@@ -764,19 +776,21 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
   2,   /* field[2] = billing_retry_entitled */
-  5,   /* field[5] = consumption_policy */
+  6,   /* field[6] = consumption_policy */
+  5,   /* field[5] = erase_on_rescind_consent */
   1,   /* field[1] = lapsed_subscribers_get_intro */
-  7,   /* field[7] = paid_app_before */
-  6,   /* field[6] = paid_app_entitlement_id */
+  8,   /* field[8] = paid_app_before */
+  7,   /* field[7] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[3 + 1] =
 {
   { 1, 0 },
-  { 9, 5 },
-  { 0, 8 }
+  { 7, 5 },
+  { 9, 6 },
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -786,10 +800,10 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  8,
+  9,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  2,  substatus__v1__eligibility_policy__number_ranges,
+  3,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

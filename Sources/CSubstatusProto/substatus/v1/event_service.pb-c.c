@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[33] =
 {
   {
     "event_id",
@@ -1174,6 +1174,54 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "notification_type",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, notification_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notification_subtype",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, notification_subtype),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_plan",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, billing_plan),
+    &substatus__v1__billing_plan_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commitment",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, commitment),
+    &substatus__v1__commitment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "consumption_body",
     27,
     PROTOBUF_C_LABEL_NONE,
@@ -1209,17 +1257,69 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[25
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retention_rule_id",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_rule_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_answer",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_answer),
+    &substatus__v1__retention_answer_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_message_identifier",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_message_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_offered_id",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, retention_offered_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
-  22,   /* field[22] = consumption_body */
-  23,   /* field[23] = consumption_detail */
+  24,   /* field[24] = billing_plan */
+  25,   /* field[25] = commitment */
+  26,   /* field[26] = consumption_body */
+  27,   /* field[27] = consumption_detail */
   16,   /* field[16] = currency */
   20,   /* field[20] = cursor */
   6,   /* field[6] = detected_ms */
   3,   /* field[3] = environment */
   0,   /* field[0] = event_id */
   17,   /* field[17] = expiration_reason */
+  23,   /* field[23] = notification_subtype */
+  22,   /* field[22] = notification_type */
   5,   /* field[5] = occurred_ms */
   13,   /* field[13] = offer */
   14,   /* field[14] = offer_id */
@@ -1229,7 +1329,11 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   19,   /* field[19] = previous_user_id */
   15,   /* field[15] = price_milliunits */
   8,   /* field[8] = product_id */
-  24,   /* field[24] = refund_request_reason */
+  28,   /* field[28] = refund_request_reason */
+  30,   /* field[30] = retention_answer */
+  31,   /* field[31] = retention_message_identifier */
+  32,   /* field[32] = retention_offered_id */
+  29,   /* field[29] = retention_rule_id */
   12,   /* field[12] = state_after */
   11,   /* field[11] = state_before */
   7,   /* field[7] = subscription_group_id */
@@ -1237,11 +1341,10 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   4,   /* field[4] = type */
   2,   /* field[2] = user_id */
 };
-static const ProtobufCIntRange substatus__v1__event__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 27, 22 },
-  { 0, 25 }
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1251,10 +1354,10 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  25,
+  33,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
-  2,  substatus__v1__event__number_ranges,
+  1,  substatus__v1__event__number_ranges,
   (ProtobufCMessageInit) substatus__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -2467,7 +2570,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[21] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[28] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2487,22 +2590,34 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_NON_RENEWING_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_NON_RENEWING_PURCHASED", 15 },
   { "EVENT_TYPE_ONE_TIME_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_ONE_TIME_PURCHASED", 16 },
   { "EVENT_TYPE_OWNERSHIP_TRANSFERRED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED", 17 },
+  { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
+  { "EVENT_TYPE_CONSENT_RESCINDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSENT_RESCINDED", 19 },
+  { "EVENT_TYPE_APPLE_NOTIFICATION", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION", 20 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED", 21 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED", 23 },
   { "EVENT_TYPE_CONSUMPTION_INFO_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_SENT", 25 },
   { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_FAILED", 26 },
   { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 27 },
+  { "EVENT_TYPE_RETENTION_OFFERED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_RETENTION_OFFERED", 28 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{25, 18},{0, 21}
+{0, 0},{25, 24},{0, 28}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[21] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[28] =
 {
+  { "EVENT_TYPE_APPLE_NOTIFICATION", 20 },
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
   { "EVENT_TYPE_AUTO_RENEW_ENABLED", 6 },
   { "EVENT_TYPE_BILLING_ISSUE", 7 },
   { "EVENT_TYPE_BILLING_RECOVERED", 8 },
-  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", 19 },
-  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 20 },
-  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", 18 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", 23 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", 21 },
+  { "EVENT_TYPE_CONSENT_RESCINDED", 19 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", 25 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 26 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", 24 },
   { "EVENT_TYPE_EXPIRED", 10 },
   { "EVENT_TYPE_FAMILY_ACCESS_REVOKED", 13 },
   { "EVENT_TYPE_GRACE_PERIOD_EXPIRED", 9 },
@@ -2514,6 +2629,8 @@ static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_n
   { "EVENT_TYPE_REFUND_REVERSED", 12 },
   { "EVENT_TYPE_RENEWED", 3 },
   { "EVENT_TYPE_RESUBSCRIBED", 14 },
+  { "EVENT_TYPE_RETENTION_OFFERED", 27 },
+  { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
   { "EVENT_TYPE_TRIAL_CONVERTED", 2 },
   { "EVENT_TYPE_UNSPECIFIED", 0 },
@@ -2525,9 +2642,9 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  21,
+  28,
   substatus__v1__event_type__enum_values_by_number,
-  21,
+  28,
   substatus__v1__event_type__enum_values_by_name,
   2,
   substatus__v1__event_type__value_ranges,
@@ -2569,6 +2686,40 @@ const ProtobufCEnumDescriptor substatus__v1__event_offer__descriptor =
   substatus__v1__event_offer__enum_values_by_name,
   1,
   substatus__v1__event_offer__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__retention_answer_kind__enum_values_by_number[5] =
+{
+  { "RETENTION_ANSWER_KIND_UNSPECIFIED", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED", 0 },
+  { "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", 1 },
+  { "RETENTION_ANSWER_KIND_MESSAGE", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_MESSAGE", 2 },
+  { "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", 3 },
+  { "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", "SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", 4 },
+};
+static const ProtobufCIntRange substatus__v1__retention_answer_kind__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex substatus__v1__retention_answer_kind__enum_values_by_name[5] =
+{
+  { "RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT", 3 },
+  { "RETENTION_ANSWER_KIND_DEFAULT_MESSAGE", 1 },
+  { "RETENTION_ANSWER_KIND_MESSAGE", 2 },
+  { "RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER", 4 },
+  { "RETENTION_ANSWER_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__retention_answer_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionAnswerKind",
+  "RetentionAnswerKind",
+  "Substatus__V1__RetentionAnswerKind",
+  "substatus.v1",
+  5,
+  substatus__v1__retention_answer_kind__enum_values_by_number,
+  5,
+  substatus__v1__retention_answer_kind__enum_values_by_name,
+  1,
+  substatus__v1__retention_answer_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue substatus__v1__delivery_state__enum_values_by_number[4] =

@@ -322,6 +322,51 @@ void   substatus__v1__trend_bucket__free_unpacked
   assert(message->base.descriptor == &substatus__v1__trend_bucket__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__retention_trend__init
+                     (Substatus__V1__RetentionTrend         *message)
+{
+  static const Substatus__V1__RetentionTrend init_value = SUBSTATUS__V1__RETENTION_TREND__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__retention_trend__get_packed_size
+                     (const Substatus__V1__RetentionTrend *message)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_trend__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__retention_trend__pack
+                     (const Substatus__V1__RetentionTrend *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_trend__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__retention_trend__pack_to_buffer
+                     (const Substatus__V1__RetentionTrend *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__retention_trend__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__RetentionTrend *
+       substatus__v1__retention_trend__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__RetentionTrend *)
+     protobuf_c_message_unpack (&substatus__v1__retention_trend__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__retention_trend__free_unpacked
+                     (Substatus__V1__RetentionTrend *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__retention_trend__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__chart_filters__init
                      (Substatus__V1__ChartFilters         *message)
 {
@@ -1100,7 +1145,7 @@ const ProtobufCMessageDescriptor substatus__v1__currency_amount__descriptor =
   (ProtobufCMessageInit) substatus__v1__currency_amount__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__trend_bucket__field_descriptors[19] =
+static const ProtobufCFieldDescriptor substatus__v1__trend_bucket__field_descriptors[20] =
 {
   {
     "start_ms",
@@ -1330,6 +1375,18 @@ static const ProtobufCFieldDescriptor substatus__v1__trend_bucket__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retention",
+    30,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__TrendBucket, n_retention),
+    offsetof(Substatus__V1__TrendBucket, retention),
+    &substatus__v1__retention_trend__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__trend_bucket__field_indices_by_name[] = {
   2,   /* field[2] = active_subscribers */
@@ -1344,6 +1401,7 @@ static const unsigned substatus__v1__trend_bucket__field_indices_by_name[] = {
   16,   /* field[16] = refunded_revenue */
   11,   /* field[11] = refunds */
   9,   /* field[9] = renewals */
+  19,   /* field[19] = retention */
   14,   /* field[14] = revenue */
   0,   /* field[0] = start_ms */
   7,   /* field[7] = trial_conversion_rate */
@@ -1352,10 +1410,11 @@ static const unsigned substatus__v1__trend_bucket__field_indices_by_name[] = {
   4,   /* field[4] = trials_started */
   15,   /* field[15] = unpriced_purchases */
 };
-static const ProtobufCIntRange substatus__v1__trend_bucket__number_ranges[1 + 1] =
+static const ProtobufCIntRange substatus__v1__trend_bucket__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 30, 19 },
+  { 0, 20 }
 };
 const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor =
 {
@@ -1365,11 +1424,88 @@ const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor =
   "Substatus__V1__TrendBucket",
   "substatus.v1",
   sizeof(Substatus__V1__TrendBucket),
-  19,
+  20,
   substatus__v1__trend_bucket__field_descriptors,
   substatus__v1__trend_bucket__field_indices_by_name,
-  1,  substatus__v1__trend_bucket__number_ranges,
+  2,  substatus__v1__trend_bucket__number_ranges,
   (ProtobufCMessageInit) substatus__v1__trend_bucket__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__retention_trend__field_descriptors[4] =
+{
+  {
+    "rule_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionTrend, rule_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "offered",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionTrend, offered),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stayed",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionTrend, stayed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expired",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__RetentionTrend, expired),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__retention_trend__field_indices_by_name[] = {
+  3,   /* field[3] = expired */
+  1,   /* field[1] = offered */
+  0,   /* field[0] = rule_id */
+  2,   /* field[2] = stayed */
+};
+static const ProtobufCIntRange substatus__v1__retention_trend__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__retention_trend__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.RetentionTrend",
+  "RetentionTrend",
+  "Substatus__V1__RetentionTrend",
+  "substatus.v1",
+  sizeof(Substatus__V1__RetentionTrend),
+  4,
+  substatus__v1__retention_trend__field_descriptors,
+  substatus__v1__retention_trend__field_indices_by_name,
+  1,  substatus__v1__retention_trend__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__retention_trend__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__chart_filters__field_descriptors[2] =

@@ -55,6 +55,20 @@ typedef struct Substatus__V1__RevokeApiKeyRequest Substatus__V1__RevokeApiKeyReq
 typedef struct Substatus__V1__RevokeApiKeyResponse Substatus__V1__RevokeApiKeyResponse;
 typedef struct Substatus__V1__GetCallerApiKeyRequest Substatus__V1__GetCallerApiKeyRequest;
 typedef struct Substatus__V1__GetCallerApiKeyResponse Substatus__V1__GetCallerApiKeyResponse;
+typedef struct Substatus__V1__RetentionRules Substatus__V1__RetentionRules;
+typedef struct Substatus__V1__RetentionRule Substatus__V1__RetentionRule;
+typedef struct Substatus__V1__RetentionCondition Substatus__V1__RetentionCondition;
+typedef struct Substatus__V1__RetentionMessage Substatus__V1__RetentionMessage;
+typedef struct Substatus__V1__RetentionAlternateProduct Substatus__V1__RetentionAlternateProduct;
+typedef struct Substatus__V1__RetentionPromotionalOffer Substatus__V1__RetentionPromotionalOffer;
+typedef struct Substatus__V1__RetentionAnswer Substatus__V1__RetentionAnswer;
+typedef struct Substatus__V1__RetentionFacts Substatus__V1__RetentionFacts;
+typedef struct Substatus__V1__PutRetentionRulesRequest Substatus__V1__PutRetentionRulesRequest;
+typedef struct Substatus__V1__PutRetentionRulesResponse Substatus__V1__PutRetentionRulesResponse;
+typedef struct Substatus__V1__GetRetentionRulesRequest Substatus__V1__GetRetentionRulesRequest;
+typedef struct Substatus__V1__GetRetentionRulesResponse Substatus__V1__GetRetentionRulesResponse;
+typedef struct Substatus__V1__TestRetentionRulesRequest Substatus__V1__TestRetentionRulesRequest;
+typedef struct Substatus__V1__TestRetentionRulesResponse Substatus__V1__TestRetentionRulesResponse;
 
 
 /* --- enums --- */
@@ -942,6 +956,489 @@ struct  Substatus__V1__GetCallerApiKeyResponse
     , NULL, (char *)protobuf_c_empty_string, 0 }
 
 
+/*
+ * An app's retention rules: an ordered list; the first rule whose `when` holds for the
+ * subscriber answers Apple's realtime request, else the default message. Its proto3 JSON form is
+ * what `substatus retention put APP --file RULES.json` reads.
+ */
+struct  Substatus__V1__RetentionRules
+{
+  ProtobufCMessage base;
+  /*
+   * The message Apple shows when no rule matches (a message identifier approved in App Store
+   * Connect, a UUID). Required.
+   */
+  char *default_message_identifier;
+  /*
+   * The rules, in order, at most 200.
+   */
+  size_t n_rules;
+  Substatus__V1__RetentionRule **rules;
+  /*
+   * When the rules were put; set by the server (ignored in PutRetentionRules).
+   */
+  int64_t updated_ms;
+};
+#define SUBSTATUS__V1__RETENTION_RULES__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_rules__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0 }
+
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_RULE__ANSWER__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_RULE__ANSWER_MESSAGE = 3,
+  SUBSTATUS__V1__RETENTION_RULE__ANSWER_ALTERNATE_PRODUCT = 4,
+  SUBSTATUS__V1__RETENTION_RULE__ANSWER_PROMOTIONAL_OFFER = 5
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_RULE__ANSWER__CASE)
+} Substatus__V1__RetentionRule__AnswerCase;
+
+/*
+ * One retention rule: a condition and the answer it gives.
+ */
+struct  Substatus__V1__RetentionRule
+{
+  ProtobufCMessage base;
+  /*
+   * The rule's id, chosen by the tenant: 1 to 64 letters, digits, `-`, `_`, `.`; unique in the
+   * list. Events (`RETENTION_OFFERED`) and TestRetentionRules name it.
+   */
+  char *rule_id;
+  /*
+   * What must hold of the subscriber; every field set must hold (an empty `when` always holds).
+   */
+  Substatus__V1__RetentionCondition *when;
+  Substatus__V1__RetentionRule__AnswerCase answer_case;
+  union {
+    /*
+     * A text message, with or without an image (Apple's `message`).
+     */
+    Substatus__V1__RetentionMessage *message;
+    /*
+     * A switch-plan message (Apple's `alternateProduct`).
+     */
+    Substatus__V1__RetentionAlternateProduct *alternate_product;
+    /*
+     * A promotional offer, signed with the app's In-App Purchase key (Apple's
+     * `promotionalOffer` with `promotionalOfferSignatureV2`).
+     */
+    Substatus__V1__RetentionPromotionalOffer *promotional_offer;
+  };
+};
+#define SUBSTATUS__V1__RETENTION_RULE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_rule__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, SUBSTATUS__V1__RETENTION_RULE__ANSWER__NOT_SET, {0} }
+
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_PAID_PERIODS_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_PAID_PERIODS_SET_MAX_PAID_PERIODS = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__MAX_PAID_PERIODS_SET__CASE)
+} Substatus__V1__RetentionCondition__MaxPaidPeriodsSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_TENURE_DAYS_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_TENURE_DAYS_SET_MAX_TENURE_DAYS = 5
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__MAX_TENURE_DAYS_SET__CASE)
+} Substatus__V1__RetentionCondition__MaxTenureDaysSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__INTRO_USED_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__INTRO_USED_SET_INTRO_USED = 6
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__INTRO_USED_SET__CASE)
+} Substatus__V1__RetentionCondition__IntroUsedSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__TRIAL_USED_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__TRIAL_USED_SET_TRIAL_USED = 7
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__TRIAL_USED_SET__CASE)
+} Substatus__V1__RetentionCondition__TrialUsedSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_PROMOTIONAL_OFFERS_USED_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__MAX_PROMOTIONAL_OFFERS_USED_SET_MAX_PROMOTIONAL_OFFERS_USED = 8
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__MAX_PROMOTIONAL_OFFERS_USED_SET__CASE)
+} Substatus__V1__RetentionCondition__MaxPromotionalOffersUsedSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__PROMOTIONAL_OFFER_ELIGIBLE_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__PROMOTIONAL_OFFER_ELIGIBLE_SET_PROMOTIONAL_OFFER_ELIGIBLE = 9
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__PROMOTIONAL_OFFER_ELIGIBLE_SET__CASE)
+} Substatus__V1__RetentionCondition__PromotionalOfferEligibleSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__WIN_BACK_ELIGIBLE_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__WIN_BACK_ELIGIBLE_SET_WIN_BACK_ELIGIBLE = 10
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__WIN_BACK_ELIGIBLE_SET__CASE)
+} Substatus__V1__RetentionCondition__WinBackEligibleSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__BILLING_ISSUE_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__BILLING_ISSUE_SET_BILLING_ISSUE = 11
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__BILLING_ISSUE_SET__CASE)
+} Substatus__V1__RetentionCondition__BillingIssueSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__REFUNDED_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__REFUNDED_SET_REFUNDED = 12
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__REFUNDED_SET__CASE)
+} Substatus__V1__RetentionCondition__RefundedSetCase;
+
+typedef enum {
+  SUBSTATUS__V1__RETENTION_CONDITION__AUTO_RENEW_ENABLED_SET__NOT_SET = 0,
+  SUBSTATUS__V1__RETENTION_CONDITION__AUTO_RENEW_ENABLED_SET_AUTO_RENEW_ENABLED = 14
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_CONDITION__AUTO_RENEW_ENABLED_SET__CASE)
+} Substatus__V1__RetentionCondition__AutoRenewEnabledSetCase;
+
+/*
+ * The facts a retention rule tests, all about the subscription group of the product in Apple's
+ * request, as the user's summary has them (see RetentionFacts). Unset fields are not tested.
+ */
+struct  Substatus__V1__RetentionCondition
+{
+  ProtobufCMessage base;
+  /*
+   * The request's product is one of these.
+   */
+  size_t n_product_ids;
+  char **product_ids;
+  /*
+   * The subscriber paid at least this many periods in the group (0: not tested).
+   */
+  int32_t min_paid_periods;
+  /*
+   * The subscriber's tenure in the group (days since the first purchase in it) is at least this.
+   */
+  int32_t min_tenure_days;
+  /*
+   * The current billing plan is one of these: `BILLED_UPFRONT` or `MONTHLY` (Apple's names).
+   */
+  size_t n_billing_plan_types;
+  char **billing_plan_types;
+  Substatus__V1__RetentionCondition__MaxPaidPeriodsSetCase max_paid_periods_set_case;
+  union {
+    int32_t max_paid_periods;
+  };
+  Substatus__V1__RetentionCondition__MaxTenureDaysSetCase max_tenure_days_set_case;
+  union {
+    int32_t max_tenure_days;
+  };
+  Substatus__V1__RetentionCondition__IntroUsedSetCase intro_used_set_case;
+  union {
+    protobuf_c_boolean intro_used;
+  };
+  Substatus__V1__RetentionCondition__TrialUsedSetCase trial_used_set_case;
+  union {
+    protobuf_c_boolean trial_used;
+  };
+  Substatus__V1__RetentionCondition__MaxPromotionalOffersUsedSetCase max_promotional_offers_used_set_case;
+  union {
+    int32_t max_promotional_offers_used;
+  };
+  Substatus__V1__RetentionCondition__PromotionalOfferEligibleSetCase promotional_offer_eligible_set_case;
+  union {
+    protobuf_c_boolean promotional_offer_eligible;
+  };
+  Substatus__V1__RetentionCondition__WinBackEligibleSetCase win_back_eligible_set_case;
+  union {
+    protobuf_c_boolean win_back_eligible;
+  };
+  Substatus__V1__RetentionCondition__BillingIssueSetCase billing_issue_set_case;
+  union {
+    protobuf_c_boolean billing_issue;
+  };
+  Substatus__V1__RetentionCondition__RefundedSetCase refunded_set_case;
+  union {
+    protobuf_c_boolean refunded;
+  };
+  Substatus__V1__RetentionCondition__AutoRenewEnabledSetCase auto_renew_enabled_set_case;
+  union {
+    protobuf_c_boolean auto_renew_enabled;
+  };
+};
+#define SUBSTATUS__V1__RETENTION_CONDITION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_condition__descriptor) \
+    , 0,NULL, 0, 0, 0,NULL, SUBSTATUS__V1__RETENTION_CONDITION__MAX_PAID_PERIODS_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__MAX_TENURE_DAYS_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__INTRO_USED_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__TRIAL_USED_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__MAX_PROMOTIONAL_OFFERS_USED_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__PROMOTIONAL_OFFER_ELIGIBLE_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__WIN_BACK_ELIGIBLE_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__BILLING_ISSUE_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__REFUNDED_SET__NOT_SET, {0}, SUBSTATUS__V1__RETENTION_CONDITION__AUTO_RENEW_ENABLED_SET__NOT_SET, {0} }
+
+
+/*
+ * A retention message (Apple's `message`,
+ * https://developer.apple.com/documentation/retentionmessaging/message).
+ */
+struct  Substatus__V1__RetentionMessage
+{
+  ProtobufCMessage base;
+  /*
+   * The message's identifier in App Store Connect (a UUID). Required.
+   */
+  char *message_identifier;
+};
+#define SUBSTATUS__V1__RETENTION_MESSAGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_message__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * A switch-plan retention message (Apple's `alternateProduct`,
+ * https://developer.apple.com/documentation/retentionmessaging/alternateproduct).
+ */
+struct  Substatus__V1__RetentionAlternateProduct
+{
+  ProtobufCMessage base;
+  /*
+   * The message's identifier (a UUID). Required.
+   */
+  char *message_identifier;
+  /*
+   * The product suggested instead. Required.
+   */
+  char *product_id;
+};
+#define SUBSTATUS__V1__RETENTION_ALTERNATE_PRODUCT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_alternate_product__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A promotional-offer retention message (Apple's `promotionalOffer`,
+ * https://developer.apple.com/documentation/retentionmessaging/promotionaloffer). The endpoint
+ * signs it as Apple's promotional offer signature V2 (a JWS with `productId`, `offerIdentifier`
+ * and the request's `transactionId`, audience `promotional-offer`) with the app's In-App Purchase
+ * key; without a key it answers the default message.
+ */
+struct  Substatus__V1__RetentionPromotionalOffer
+{
+  ProtobufCMessage base;
+  /*
+   * The message's identifier (a UUID). Required.
+   */
+  char *message_identifier;
+  /*
+   * The promotional offer's identifier in App Store Connect. Required.
+   */
+  char *offer_id;
+  /*
+   * The product the offer is for; empty: the product of Apple's request.
+   */
+  char *product_id;
+};
+#define SUBSTATUS__V1__RETENTION_PROMOTIONAL_OFFER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_promotional_offer__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * What a retention request is answered with, and why.
+ */
+struct  Substatus__V1__RetentionAnswer
+{
+  ProtobufCMessage base;
+  /*
+   * The rule that matched; empty when the default message answered.
+   */
+  char *rule_id;
+  /*
+   * The answer: exactly one is set (`message` for the default).
+   */
+  Substatus__V1__RetentionMessage *message;
+  /*
+   * The switch-plan answer.
+   */
+  Substatus__V1__RetentionAlternateProduct *alternate_product;
+  /*
+   * The promotional-offer answer (with `product_id` resolved).
+   */
+  Substatus__V1__RetentionPromotionalOffer *promotional_offer;
+};
+#define SUBSTATUS__V1__RETENTION_ANSWER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_answer__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, NULL, NULL }
+
+
+/*
+ * The facts of one subscriber's group that retention rules test (RetentionCondition).
+ */
+struct  Substatus__V1__RetentionFacts
+{
+  ProtobufCMessage base;
+  /*
+   * The product the facts are for (the request's product).
+   */
+  char *product_id;
+  /*
+   * Its subscription group; empty when the catalog does not know the product.
+   */
+  char *subscription_group_id;
+  /*
+   * Paid periods in the group (free trials and zero-price periods excluded).
+   */
+  int32_t paid_periods;
+  /*
+   * Days since the first purchase in the group; 0 when none.
+   */
+  int32_t tenure_days;
+  /*
+   * An introductory offer was used in the group.
+   */
+  protobuf_c_boolean intro_used;
+  /*
+   * A free trial was used in the group.
+   */
+  protobuf_c_boolean trial_used;
+  /*
+   * Promotional offers redeemed in the group.
+   */
+  int32_t promotional_offers_used;
+  /*
+   * A promotional offer may be redeemed now.
+   */
+  protobuf_c_boolean promotional_offer_eligible;
+  /*
+   * A win-back offer may be redeemed now.
+   */
+  protobuf_c_boolean win_back_eligible;
+  /*
+   * The group is in a billing issue now.
+   */
+  protobuf_c_boolean billing_issue;
+  /*
+   * A transaction of the group was refunded.
+   */
+  protobuf_c_boolean refunded;
+  /*
+   * The current billing plan (`BILLED_UPFRONT` or `MONTHLY`).
+   */
+  char *billing_plan_type;
+  /*
+   * Auto-renewal is on.
+   */
+  protobuf_c_boolean auto_renew_enabled;
+  /*
+   * The user has a history in the group.
+   */
+  protobuf_c_boolean known;
+};
+#define SUBSTATUS__V1__RETENTION_FACTS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_facts__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * The request of AdminService.PutRetentionRules.
+ */
+struct  Substatus__V1__PutRetentionRulesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The rules, replacing the previous ones. Required.
+   */
+  Substatus__V1__RetentionRules *rules;
+};
+#define SUBSTATUS__V1__PUT_RETENTION_RULES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__put_retention_rules_request__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * The response of AdminService.PutRetentionRules.
+ */
+struct  Substatus__V1__PutRetentionRulesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The stored rules.
+   */
+  Substatus__V1__RetentionRules *rules;
+};
+#define SUBSTATUS__V1__PUT_RETENTION_RULES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__put_retention_rules_response__descriptor) \
+    , NULL }
+
+
+/*
+ * The request of AdminService.GetRetentionRules.
+ */
+struct  Substatus__V1__GetRetentionRulesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+};
+#define SUBSTATUS__V1__GET_RETENTION_RULES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_retention_rules_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.GetRetentionRules.
+ */
+struct  Substatus__V1__GetRetentionRulesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The app's rules.
+   */
+  Substatus__V1__RetentionRules *rules;
+};
+#define SUBSTATUS__V1__GET_RETENTION_RULES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__get_retention_rules_response__descriptor) \
+    , NULL }
+
+
+/*
+ * The request of AdminService.TestRetentionRules.
+ */
+struct  Substatus__V1__TestRetentionRulesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * The app's user. Required.
+   */
+  char *user_id;
+  /*
+   * The product of Apple's request; empty: the user's current auto-renewable subscription
+   * (the latest one when several).
+   */
+  char *product_id;
+  /*
+   * The environment of the user's data; UNSPECIFIED: production.
+   */
+  Substatus__V1__Environment environment;
+};
+#define SUBSTATUS__V1__TEST_RETENTION_RULES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__test_retention_rules_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED }
+
+
+/*
+ * The response of AdminService.TestRetentionRules.
+ */
+struct  Substatus__V1__TestRetentionRulesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * What the endpoint would answer now.
+   */
+  Substatus__V1__RetentionAnswer *answer;
+  /*
+   * The facts the rules were tested against.
+   */
+  Substatus__V1__RetentionFacts *facts;
+};
+#define SUBSTATUS__V1__TEST_RETENTION_RULES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__test_retention_rules_response__descriptor) \
+    , NULL, NULL }
+
+
 /* Substatus__V1__App methods */
 void   substatus__v1__app__init
                      (Substatus__V1__App         *message);
@@ -1683,6 +2180,272 @@ Substatus__V1__GetCallerApiKeyResponse *
 void   substatus__v1__get_caller_api_key_response__free_unpacked
                      (Substatus__V1__GetCallerApiKeyResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionRules methods */
+void   substatus__v1__retention_rules__init
+                     (Substatus__V1__RetentionRules         *message);
+size_t substatus__v1__retention_rules__get_packed_size
+                     (const Substatus__V1__RetentionRules   *message);
+size_t substatus__v1__retention_rules__pack
+                     (const Substatus__V1__RetentionRules   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_rules__pack_to_buffer
+                     (const Substatus__V1__RetentionRules   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionRules *
+       substatus__v1__retention_rules__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_rules__free_unpacked
+                     (Substatus__V1__RetentionRules *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionRule methods */
+void   substatus__v1__retention_rule__init
+                     (Substatus__V1__RetentionRule         *message);
+size_t substatus__v1__retention_rule__get_packed_size
+                     (const Substatus__V1__RetentionRule   *message);
+size_t substatus__v1__retention_rule__pack
+                     (const Substatus__V1__RetentionRule   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_rule__pack_to_buffer
+                     (const Substatus__V1__RetentionRule   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionRule *
+       substatus__v1__retention_rule__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_rule__free_unpacked
+                     (Substatus__V1__RetentionRule *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionCondition methods */
+void   substatus__v1__retention_condition__init
+                     (Substatus__V1__RetentionCondition         *message);
+size_t substatus__v1__retention_condition__get_packed_size
+                     (const Substatus__V1__RetentionCondition   *message);
+size_t substatus__v1__retention_condition__pack
+                     (const Substatus__V1__RetentionCondition   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_condition__pack_to_buffer
+                     (const Substatus__V1__RetentionCondition   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionCondition *
+       substatus__v1__retention_condition__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_condition__free_unpacked
+                     (Substatus__V1__RetentionCondition *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionMessage methods */
+void   substatus__v1__retention_message__init
+                     (Substatus__V1__RetentionMessage         *message);
+size_t substatus__v1__retention_message__get_packed_size
+                     (const Substatus__V1__RetentionMessage   *message);
+size_t substatus__v1__retention_message__pack
+                     (const Substatus__V1__RetentionMessage   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_message__pack_to_buffer
+                     (const Substatus__V1__RetentionMessage   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionMessage *
+       substatus__v1__retention_message__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_message__free_unpacked
+                     (Substatus__V1__RetentionMessage *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionAlternateProduct methods */
+void   substatus__v1__retention_alternate_product__init
+                     (Substatus__V1__RetentionAlternateProduct         *message);
+size_t substatus__v1__retention_alternate_product__get_packed_size
+                     (const Substatus__V1__RetentionAlternateProduct   *message);
+size_t substatus__v1__retention_alternate_product__pack
+                     (const Substatus__V1__RetentionAlternateProduct   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_alternate_product__pack_to_buffer
+                     (const Substatus__V1__RetentionAlternateProduct   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionAlternateProduct *
+       substatus__v1__retention_alternate_product__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_alternate_product__free_unpacked
+                     (Substatus__V1__RetentionAlternateProduct *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionPromotionalOffer methods */
+void   substatus__v1__retention_promotional_offer__init
+                     (Substatus__V1__RetentionPromotionalOffer         *message);
+size_t substatus__v1__retention_promotional_offer__get_packed_size
+                     (const Substatus__V1__RetentionPromotionalOffer   *message);
+size_t substatus__v1__retention_promotional_offer__pack
+                     (const Substatus__V1__RetentionPromotionalOffer   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_promotional_offer__pack_to_buffer
+                     (const Substatus__V1__RetentionPromotionalOffer   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionPromotionalOffer *
+       substatus__v1__retention_promotional_offer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_promotional_offer__free_unpacked
+                     (Substatus__V1__RetentionPromotionalOffer *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionAnswer methods */
+void   substatus__v1__retention_answer__init
+                     (Substatus__V1__RetentionAnswer         *message);
+size_t substatus__v1__retention_answer__get_packed_size
+                     (const Substatus__V1__RetentionAnswer   *message);
+size_t substatus__v1__retention_answer__pack
+                     (const Substatus__V1__RetentionAnswer   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_answer__pack_to_buffer
+                     (const Substatus__V1__RetentionAnswer   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionAnswer *
+       substatus__v1__retention_answer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_answer__free_unpacked
+                     (Substatus__V1__RetentionAnswer *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionFacts methods */
+void   substatus__v1__retention_facts__init
+                     (Substatus__V1__RetentionFacts         *message);
+size_t substatus__v1__retention_facts__get_packed_size
+                     (const Substatus__V1__RetentionFacts   *message);
+size_t substatus__v1__retention_facts__pack
+                     (const Substatus__V1__RetentionFacts   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_facts__pack_to_buffer
+                     (const Substatus__V1__RetentionFacts   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionFacts *
+       substatus__v1__retention_facts__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_facts__free_unpacked
+                     (Substatus__V1__RetentionFacts *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__PutRetentionRulesRequest methods */
+void   substatus__v1__put_retention_rules_request__init
+                     (Substatus__V1__PutRetentionRulesRequest         *message);
+size_t substatus__v1__put_retention_rules_request__get_packed_size
+                     (const Substatus__V1__PutRetentionRulesRequest   *message);
+size_t substatus__v1__put_retention_rules_request__pack
+                     (const Substatus__V1__PutRetentionRulesRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__put_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__PutRetentionRulesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__PutRetentionRulesRequest *
+       substatus__v1__put_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__put_retention_rules_request__free_unpacked
+                     (Substatus__V1__PutRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__PutRetentionRulesResponse methods */
+void   substatus__v1__put_retention_rules_response__init
+                     (Substatus__V1__PutRetentionRulesResponse         *message);
+size_t substatus__v1__put_retention_rules_response__get_packed_size
+                     (const Substatus__V1__PutRetentionRulesResponse   *message);
+size_t substatus__v1__put_retention_rules_response__pack
+                     (const Substatus__V1__PutRetentionRulesResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__put_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__PutRetentionRulesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__PutRetentionRulesResponse *
+       substatus__v1__put_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__put_retention_rules_response__free_unpacked
+                     (Substatus__V1__PutRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetRetentionRulesRequest methods */
+void   substatus__v1__get_retention_rules_request__init
+                     (Substatus__V1__GetRetentionRulesRequest         *message);
+size_t substatus__v1__get_retention_rules_request__get_packed_size
+                     (const Substatus__V1__GetRetentionRulesRequest   *message);
+size_t substatus__v1__get_retention_rules_request__pack
+                     (const Substatus__V1__GetRetentionRulesRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__GetRetentionRulesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetRetentionRulesRequest *
+       substatus__v1__get_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_retention_rules_request__free_unpacked
+                     (Substatus__V1__GetRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__GetRetentionRulesResponse methods */
+void   substatus__v1__get_retention_rules_response__init
+                     (Substatus__V1__GetRetentionRulesResponse         *message);
+size_t substatus__v1__get_retention_rules_response__get_packed_size
+                     (const Substatus__V1__GetRetentionRulesResponse   *message);
+size_t substatus__v1__get_retention_rules_response__pack
+                     (const Substatus__V1__GetRetentionRulesResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__get_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__GetRetentionRulesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__GetRetentionRulesResponse *
+       substatus__v1__get_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__get_retention_rules_response__free_unpacked
+                     (Substatus__V1__GetRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__TestRetentionRulesRequest methods */
+void   substatus__v1__test_retention_rules_request__init
+                     (Substatus__V1__TestRetentionRulesRequest         *message);
+size_t substatus__v1__test_retention_rules_request__get_packed_size
+                     (const Substatus__V1__TestRetentionRulesRequest   *message);
+size_t substatus__v1__test_retention_rules_request__pack
+                     (const Substatus__V1__TestRetentionRulesRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__test_retention_rules_request__pack_to_buffer
+                     (const Substatus__V1__TestRetentionRulesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__TestRetentionRulesRequest *
+       substatus__v1__test_retention_rules_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__test_retention_rules_request__free_unpacked
+                     (Substatus__V1__TestRetentionRulesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__TestRetentionRulesResponse methods */
+void   substatus__v1__test_retention_rules_response__init
+                     (Substatus__V1__TestRetentionRulesResponse         *message);
+size_t substatus__v1__test_retention_rules_response__get_packed_size
+                     (const Substatus__V1__TestRetentionRulesResponse   *message);
+size_t substatus__v1__test_retention_rules_response__pack
+                     (const Substatus__V1__TestRetentionRulesResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__test_retention_rules_response__pack_to_buffer
+                     (const Substatus__V1__TestRetentionRulesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__TestRetentionRulesResponse *
+       substatus__v1__test_retention_rules_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__test_retention_rules_response__free_unpacked
+                     (Substatus__V1__TestRetentionRulesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__App_Closure)
@@ -1802,6 +2565,48 @@ typedef void (*Substatus__V1__GetCallerApiKeyRequest_Closure)
 typedef void (*Substatus__V1__GetCallerApiKeyResponse_Closure)
                  (const Substatus__V1__GetCallerApiKeyResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__RetentionRules_Closure)
+                 (const Substatus__V1__RetentionRules *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionRule_Closure)
+                 (const Substatus__V1__RetentionRule *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionCondition_Closure)
+                 (const Substatus__V1__RetentionCondition *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionMessage_Closure)
+                 (const Substatus__V1__RetentionMessage *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionAlternateProduct_Closure)
+                 (const Substatus__V1__RetentionAlternateProduct *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionPromotionalOffer_Closure)
+                 (const Substatus__V1__RetentionPromotionalOffer *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionAnswer_Closure)
+                 (const Substatus__V1__RetentionAnswer *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__RetentionFacts_Closure)
+                 (const Substatus__V1__RetentionFacts *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__PutRetentionRulesRequest_Closure)
+                 (const Substatus__V1__PutRetentionRulesRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__PutRetentionRulesResponse_Closure)
+                 (const Substatus__V1__PutRetentionRulesResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetRetentionRulesRequest_Closure)
+                 (const Substatus__V1__GetRetentionRulesRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__GetRetentionRulesResponse_Closure)
+                 (const Substatus__V1__GetRetentionRulesResponse *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__TestRetentionRulesRequest_Closure)
+                 (const Substatus__V1__TestRetentionRulesRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__TestRetentionRulesResponse_Closure)
+                 (const Substatus__V1__TestRetentionRulesResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1881,6 +2686,18 @@ struct Substatus__V1__AdminService_Service
                              const Substatus__V1__GetCallerApiKeyRequest *input,
                              Substatus__V1__GetCallerApiKeyResponse_Closure closure,
                              void *closure_data);
+  void (*put_retention_rules)(Substatus__V1__AdminService_Service *service,
+                              const Substatus__V1__PutRetentionRulesRequest *input,
+                              Substatus__V1__PutRetentionRulesResponse_Closure closure,
+                              void *closure_data);
+  void (*get_retention_rules)(Substatus__V1__AdminService_Service *service,
+                              const Substatus__V1__GetRetentionRulesRequest *input,
+                              Substatus__V1__GetRetentionRulesResponse_Closure closure,
+                              void *closure_data);
+  void (*test_retention_rules)(Substatus__V1__AdminService_Service *service,
+                               const Substatus__V1__TestRetentionRulesRequest *input,
+                               Substatus__V1__TestRetentionRulesResponse_Closure closure,
+                               void *closure_data);
 };
 typedef void (*Substatus__V1__AdminService_ServiceDestroy)(Substatus__V1__AdminService_Service *);
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
@@ -1906,7 +2723,10 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## create_api_key,\
       function_prefix__ ## list_api_keys,\
       function_prefix__ ## revoke_api_key,\
-      function_prefix__ ## get_caller_api_key  }
+      function_prefix__ ## get_caller_api_key,\
+      function_prefix__ ## put_retention_rules,\
+      function_prefix__ ## get_retention_rules,\
+      function_prefix__ ## test_retention_rules  }
 void substatus__v1__admin_service__register_app(ProtobufCService *service,
                                                 const Substatus__V1__RegisterAppRequest *input,
                                                 Substatus__V1__RegisterAppResponse_Closure closure,
@@ -1979,6 +2799,18 @@ void substatus__v1__admin_service__get_caller_api_key(ProtobufCService *service,
                                                       const Substatus__V1__GetCallerApiKeyRequest *input,
                                                       Substatus__V1__GetCallerApiKeyResponse_Closure closure,
                                                       void *closure_data);
+void substatus__v1__admin_service__put_retention_rules(ProtobufCService *service,
+                                                       const Substatus__V1__PutRetentionRulesRequest *input,
+                                                       Substatus__V1__PutRetentionRulesResponse_Closure closure,
+                                                       void *closure_data);
+void substatus__v1__admin_service__get_retention_rules(ProtobufCService *service,
+                                                       const Substatus__V1__GetRetentionRulesRequest *input,
+                                                       Substatus__V1__GetRetentionRulesResponse_Closure closure,
+                                                       void *closure_data);
+void substatus__v1__admin_service__test_retention_rules(ProtobufCService *service,
+                                                        const Substatus__V1__TestRetentionRulesRequest *input,
+                                                        Substatus__V1__TestRetentionRulesResponse_Closure closure,
+                                                        void *closure_data);
 
 /* --- descriptors --- */
 
@@ -2021,6 +2853,20 @@ extern const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_request__d
 extern const ProtobufCMessageDescriptor substatus__v1__revoke_api_key_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_caller_api_key_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_rules__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_rule__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_condition__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_message__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_alternate_product__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_promotional_offer__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_answer__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_facts__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__put_retention_rules_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__put_retention_rules_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -124,6 +124,51 @@ typedef enum _Substatus__V1__EventType {
    */
   SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17,
   /*
+   * Apple extended the renewal date of one subscription (a V2 RENEWAL_EXTENDED notification, as
+   * after the App Store Server API's Extend a Subscription Renewal Date): `transaction_id` is the
+   * extended transaction, `occurred_ms` the notification's signedDate; the new expiry is that
+   * transaction's, which status answers from then on (the period is extended like a renewal).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_EXTENDED = 18,
+  /*
+   * A parent or guardian withdrew consent to a child's use of the app (a V2 RESCIND_CONSENT
+   * notification, App Store Server Notifications 2.19). One event per app user whose device
+   * submitted the notification's Apple Account (its signed AppTransaction's appTransactionId); when
+   * the app's policy `erase_on_rescind_consent` is on, the user's data was erased just before
+   * (as DeleteUser does) and this event is all that is left of them.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSENT_RESCINDED = 19,
+  /*
+   * A V2 notification whose meaning no other event type carries (TEST, PRICE_INCREASE,
+   * REFUND_DECLINED, RENEWAL_EXTENSION, EXTERNAL_PURCHASE_TOKEN, the Advanced Commerce API's
+   * METADATA_UPDATE, MIGRATION and PRICE_CHANGE, and any type Apple adds later), so that nothing
+   * Apple says is invisible: `notification_type` and `notification_subtype` say which. For the
+   * users whose original transaction it names; with an empty `user_id` when it names none (an
+   * External Purchase token, a mass extension's summary).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION = 20,
+  /*
+   * A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+   * period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+   * renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+   * RENEWED...), with its cause, time and states. Why types of their own rather than only the
+   * `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+   * renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+   * (RENEWED, EXPIRED) already mean something else.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED = 21,
+  /*
+   * A commitment renewed into a new one: a first billing period that follows a billing period of
+   * a commitment.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED = 22,
+  /*
+   * A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+   * renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+   * last commitment's `commitment`).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED = 23,
+  /*
    * The server answered Apple's refund request (V2 CONSUMPTION_REQUEST) for the transaction by
    * Send Consumption Information, as the app's consumption policy says (docs/architecture.md rule
    * 27); `consumption_body` is what Apple accepted. `occurred_ms` is when Apple accepted it.
@@ -140,7 +185,15 @@ typedef enum _Substatus__V1__EventType {
    * `no_customer_consent` (the policy does not declare consent, which Apple requires),
    * `no_consumption_policy` (the policy was removed before the answer), `no_in_app_purchase_key`.
    */
-  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT = 27
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT = 27,
+  /*
+   * Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
+   * substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
+   * `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
+   * `occurred_ms` is Apple's `signedDate`. Trends count what was offered and whether the
+   * subscriber stayed (renewed after it) or expired.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_RETENTION_OFFERED = 28
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_TYPE)
 } Substatus__V1__EventType;
 /*
@@ -177,6 +230,32 @@ typedef enum _Substatus__V1__EventOffer {
   SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_WIN_BACK = 6
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_OFFER)
 } Substatus__V1__EventOffer;
+/*
+ * What a retention request was answered with (Event.retention_answer).
+ */
+typedef enum _Substatus__V1__RetentionAnswerKind {
+  /*
+   * Not a retention event.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED = 0,
+  /*
+   * The app's default message (no rule matched, or the user or the rules are unknown).
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_DEFAULT_MESSAGE = 1,
+  /*
+   * A rule's message.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_MESSAGE = 2,
+  /*
+   * A rule's alternate product.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_ALTERNATE_PRODUCT = 3,
+  /*
+   * A rule's promotional offer.
+   */
+  SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_PROMOTIONAL_OFFER = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__RETENTION_ANSWER_KIND)
+} Substatus__V1__RetentionAnswerKind;
 /*
  * The state of one event's delivery to one webhook.
  */
@@ -308,6 +387,27 @@ struct  Substatus__V1__Event
    */
   Substatus__V1__OwnershipType ownership;
   /*
+   * For APPLE_NOTIFICATION, SUBSCRIPTION_EXTENDED and CONSENT_RESCINDED: Apple's V2
+   * `notificationType`, as Apple sent it (unknown types too).
+   */
+  char *notification_type;
+  /*
+   * With `notification_type`: Apple's `subtype`, empty when it has none.
+   */
+  char *notification_subtype;
+  /*
+   * How the event's transaction is billed (Apple's `billingPlanType`, App Store Server API 1.21):
+   * MONTHLY makes `price_milliunits` one monthly charge of a 12-month commitment; UNSPECIFIED when
+   * Apple did not say.
+   */
+  Substatus__V1__BillingPlanType billing_plan;
+  /*
+   * The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+   * `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+   * answers them); absent outside a commitment.
+   */
+  Substatus__V1__Commitment *commitment;
+  /*
    * For CONSUMPTION_INFO_SENT: the JSON body Apple accepted (Apple's ConsumptionRequest), as sent.
    */
   char *consumption_body;
@@ -322,10 +422,27 @@ struct  Substatus__V1__Event
    * (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...), empty when Apple gave none.
    */
   char *refund_request_reason;
+  /*
+   * For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
+   */
+  char *retention_rule_id;
+  /*
+   * For RETENTION_OFFERED: the kind of answer.
+   */
+  Substatus__V1__RetentionAnswerKind retention_answer;
+  /*
+   * For RETENTION_OFFERED: the message identifier answered.
+   */
+  char *retention_message_identifier;
+  /*
+   * For RETENTION_OFFERED: the alternate product (ALTERNATE_PRODUCT) or the promotional offer's
+   * id (PROMOTIONAL_OFFER); empty otherwise.
+   */
+  char *retention_offered_id;
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1330,6 +1447,7 @@ void substatus__v1__event_service__replay_events(ProtobufCService *service,
 
 extern const ProtobufCEnumDescriptor    substatus__v1__event_type__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__event_offer__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__retention_answer_kind__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__delivery_state__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__event__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__webhook__descriptor;

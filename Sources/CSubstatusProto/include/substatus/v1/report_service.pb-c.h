@@ -23,6 +23,7 @@ typedef struct Substatus__V1__GetTrendsRequest Substatus__V1__GetTrendsRequest;
 typedef struct Substatus__V1__GetTrendsResponse Substatus__V1__GetTrendsResponse;
 typedef struct Substatus__V1__CurrencyAmount Substatus__V1__CurrencyAmount;
 typedef struct Substatus__V1__TrendBucket Substatus__V1__TrendBucket;
+typedef struct Substatus__V1__RetentionTrend Substatus__V1__RetentionTrend;
 typedef struct Substatus__V1__ChartFilters Substatus__V1__ChartFilters;
 typedef struct Substatus__V1__GetChartRequest Substatus__V1__GetChartRequest;
 typedef struct Substatus__V1__ChartSeries Substatus__V1__ChartSeries;
@@ -503,10 +504,49 @@ struct  Substatus__V1__TrendBucket
    * duration is unknown.
    */
   int64_t mrr_unpriced_subscriptions;
+  /*
+   * Answers to Apple's Retention Messaging requests (RETENTION_OFFERED events) that occurred in
+   * the bucket, one entry per rule that answered (the default message's `rule_id` is empty),
+   * ordered by rule id, with what their subscribers did next. Family-shared subscriptions
+   * included (the subscriber chose to stay or not either way).
+   */
+  size_t n_retention;
+  Substatus__V1__RetentionTrend **retention;
 };
 #define SUBSTATUS__V1__TREND_BUCKET__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__trend_bucket__descriptor) \
-    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL, 0, 0,NULL, 0,NULL, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL, 0, 0,NULL, 0,NULL, 0, 0,NULL }
+
+
+/*
+ * What one retention rule's answers in a trends bucket led to (TrendBucket.retention).
+ */
+struct  Substatus__V1__RetentionTrend
+{
+  ProtobufCMessage base;
+  /*
+   * The rule that answered; empty for the default message.
+   */
+  char *rule_id;
+  /*
+   * Answers given (RETENTION_OFFERED events in the bucket).
+   */
+  int64_t offered;
+  /*
+   * Of those, subscribers whose next event in the group, by the range's end, was a purchase
+   * (RENEWED, TRIAL_CONVERTED, BILLING_RECOVERED, PRODUCT_CHANGED with a transaction,
+   * RESUBSCRIBED, SUBSCRIPTION_STARTED) or AUTO_RENEW_ENABLED: they stayed.
+   */
+  int64_t stayed;
+  /*
+   * Of those, subscribers whose next such event was EXPIRED (or a refund): they left. The rest
+   * (`offered - stayed - expired`) had not decided by the range's end.
+   */
+  int64_t expired;
+};
+#define SUBSTATUS__V1__RETENTION_TREND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__retention_trend__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /*
@@ -806,6 +846,25 @@ Substatus__V1__TrendBucket *
 void   substatus__v1__trend_bucket__free_unpacked
                      (Substatus__V1__TrendBucket *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__RetentionTrend methods */
+void   substatus__v1__retention_trend__init
+                     (Substatus__V1__RetentionTrend         *message);
+size_t substatus__v1__retention_trend__get_packed_size
+                     (const Substatus__V1__RetentionTrend   *message);
+size_t substatus__v1__retention_trend__pack
+                     (const Substatus__V1__RetentionTrend   *message,
+                      uint8_t             *out);
+size_t substatus__v1__retention_trend__pack_to_buffer
+                     (const Substatus__V1__RetentionTrend   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__RetentionTrend *
+       substatus__v1__retention_trend__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__retention_trend__free_unpacked
+                     (Substatus__V1__RetentionTrend *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__ChartFilters methods */
 void   substatus__v1__chart_filters__init
                      (Substatus__V1__ChartFilters         *message);
@@ -924,6 +983,9 @@ typedef void (*Substatus__V1__CurrencyAmount_Closure)
 typedef void (*Substatus__V1__TrendBucket_Closure)
                  (const Substatus__V1__TrendBucket *message,
                   void *closure_data);
+typedef void (*Substatus__V1__RetentionTrend_Closure)
+                 (const Substatus__V1__RetentionTrend *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__ChartFilters_Closure)
                  (const Substatus__V1__ChartFilters *message,
                   void *closure_data);
@@ -994,6 +1056,7 @@ extern const ProtobufCMessageDescriptor substatus__v1__get_trends_request__descr
 extern const ProtobufCMessageDescriptor substatus__v1__get_trends_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__currency_amount__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__trend_bucket__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__retention_trend__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__chart_filters__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__get_chart_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__chart_series__descriptor;
