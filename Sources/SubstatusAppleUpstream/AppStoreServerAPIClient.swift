@@ -5,6 +5,7 @@ import SubstatusClock
 import SubstatusJSON
 import SubstatusServiceCore
 import Synchronization
+import SubstatusMetrics
 
 /// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
 /// App Store Server API calls for one app.
@@ -541,7 +542,7 @@ extension String {
 /// milliseconds, Apple's), before which no request of that app goes to that environment
 /// (https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits).
 /// Counts every outcome for `/metrics`.
-public final class AppStoreServerAPIRateLimiter: Sendable {
+public final class AppStoreServerAPIRateLimiter: MetricsSource, Sendable {
   /// What happened to one request (or one wait), as counted in `/metrics`.
   public enum Outcome: String, Sendable, CaseIterable {
     /// 2xx.
@@ -647,14 +648,14 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
   /// How many requests had `outcome` so far.
   public func count(of outcome: Outcome) -> UInt64 { state.withLock { $0.outcomes[outcome] ?? 0 } }
 
-  /// The counts in the Prometheus text format (`substatus_appstore_server_api_requests_total`).
-  public func prometheusText() -> String {
+  /// The counts as a metric family (`substatus_appstore_server_api_requests_total`).
+  public func metricFamilies() -> [MetricFamily] {
     let outcomes = state.withLock { $0.outcomes }
-    var text = "# HELP substatus_appstore_server_api_requests_total App Store Server API requests by outcome (ok, rate_limited, client_error, server_error, network_error; waited: a wait for the rate limit before sending; refused_locally: not sent, the wait would be too long).\n"
-    text += "# TYPE substatus_appstore_server_api_requests_total counter\n"
-    for outcome in Outcome.allCases {
-      text += "substatus_appstore_server_api_requests_total{outcome=\"\(outcome.rawValue)\"} \(outcomes[outcome] ?? 0)\n"
-    }
-    return text
+    return [
+      .labelled(
+        "substatus_appstore_server_api_requests_total",
+        "App Store Server API requests by outcome (ok, rate_limited, client_error, server_error, network_error; waited: a wait for the rate limit before sending; refused_locally: not sent, the wait would be too long).",
+        .counter, label: "outcome", Outcome.allCases.map { ($0.rawValue, outcomes[$0] ?? 0) })
+    ]
   }
 }

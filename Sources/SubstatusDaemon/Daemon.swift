@@ -16,6 +16,7 @@ import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusClock
 import SubstatusJSON
+import SubstatusMetrics
 import SubstatusService
 import SubstatusServiceAPI
 import SubstatusWire
@@ -110,7 +111,7 @@ public enum SubstatusDaemon {
 
     let store: any Store
     let closeStore: () -> Void
-    var storeMetrics: (@Sendable () -> String)?
+    var storeMetrics: (@Sendable () -> [MetricFamily])?
     do {
       if let postgresURL {
         let postgres = try PostgresStore(
@@ -118,13 +119,13 @@ public enum SubstatusDaemon {
             url: postgresURL, keyring: keyring, poolSize: configuration.postgresPoolSize,
             historyCacheBytes: configuration.historyCacheMB << 20))
         (store, closeStore) = (postgres, postgres.close)
-        storeMetrics = { postgres.historyCacheMetrics() }
+        storeMetrics = { postgres.historyCacheMetricFamilies() }
       } else {
         var sqliteConfiguration = SQLiteStore.Configuration.dataDirectory(configuration.dataDirectory, keyring: keyring)
         sqliteConfiguration.historyCacheBytes = configuration.historyCacheMB << 20
         let sqlite = try SQLiteStore(configuration: sqliteConfiguration)
         (store, closeStore) = (sqlite, sqlite.close)
-        storeMetrics = { sqlite.historyCacheMetrics() + sqlite.memoryMetrics() }
+        storeMetrics = { sqlite.historyCacheMetricFamilies() + sqlite.memoryMetricFamilies() }
       }
     } catch {
       return fail("cannot open the store: \(error)")
@@ -251,10 +252,10 @@ public enum SubstatusDaemon {
       return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
     }
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
-    service.metrics.addSource { transport.metrics.prometheusText() }
+    service.metrics.addSource { transport.metrics.metricFamilies() }
     if let storeMetrics { service.metrics.addSource(storeMetrics) }
     service.metrics.addSource {
-      OutboundHTTPMetrics.prometheusText(pools: [("webhooks", webhookClient.metrics), ("apple", appleClient.metrics)])
+      OutboundHTTPMetrics.metricFamilies(pools: [("webhooks", webhookClient.metrics), ("apple", appleClient.metrics)])
     }
 
     // HTTP.
@@ -262,7 +263,7 @@ public enum SubstatusDaemon {
     // The HTTP server is created below; /metrics reads its counters through this box.
     let httpMetrics = Mutex<HTTPServer?>(nil)
     let memory = MemoryReturn(interval: configuration.memoryTrimInterval)
-    service.metrics.addSource { (httpMetrics.withLock { $0 }?.prometheusText() ?? "") + memory.prometheusText() }
+    service.metrics.addSource { (httpMetrics.withLock { $0 }?.metricFamilies() ?? []) + memory.metricFamilies() }
     var httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
     // The web console (/console): static files from the binary, Chart.js from libjs-chart.js.
     WebConsole().register(in: &httpRouter)
