@@ -105,6 +105,10 @@ let package = Package(
       name: "SubscriptionStoragePostgres",
       dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
       swiftSettings: swiftSettings),
+    // The in-memory Store, for tests, test kits and fuzz targets only: no executable links it.
+    .target(
+      name: "SubscriptionStorageTesting", dependencies: ["SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
 
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
@@ -236,7 +240,7 @@ let package = Package(
     .target(
       name: "SubstatusFuzzTargets",
       dependencies: [
-        "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubstatusService",
+        "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusService",
         "HTTPServer", "RPCCore", "RPCInProcessTransport", "AppStoreSignedData",
       ],
       path: "Fuzz/Targets", swiftSettings: swiftSettings),
@@ -281,7 +285,7 @@ let package = Package(
     .testTarget(
       name: "SubscriptionStorageTests",
       dependencies: [
-        "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain", "StoreContractTesting",
+        "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStorageTesting", "SubscriptionDomain", "StoreContractTesting",
         "SubstatusProcessTestKit",
       ],
       swiftSettings: swiftSettings),
@@ -296,7 +300,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: [
-        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
         "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting", "SubstatusProcessTestKit",
       ],

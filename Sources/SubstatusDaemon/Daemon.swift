@@ -73,7 +73,7 @@ public enum SubstatusDaemon {
     let followed = try await followedClock(configuration, requester: applePoster, log: log)
     defer { followed?.stop() }
 
-    // The service; webhooks: the dispatcher delivers the event log of stores that keep webhooks.
+    // The service; webhooks: the dispatcher delivers the event log to them.
     let serviceEnvironment = ServiceEnvironment(
       clock: followed ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()

@@ -207,27 +207,25 @@ extension SubstatusDaemon {
     return followed
   }
 
-  /// The webhook dispatcher, for stores that keep webhooks: it delivers the event log through the
-  /// webhook pool, every address checked by the webhook URL rules.
+  /// The webhook dispatcher: it delivers the event log through the webhook pool, every address
+  /// checked by the webhook URL rules.
   static func webhookDispatcher(
     _ configuration: DaemonConfiguration, store: any Store, environment: ServiceEnvironment,
     client: OutboundHTTPClient, log: LogSink, eventMetrics: EventMetrics, cursors: EventCursors
-  ) -> WebhookDispatcher? {
-    (store as? any WebhookStore).map { webhookStore in
-      WebhookDispatcher(
-        store: webhookStore, environment: environment,
-        configuration: WebhookDispatcher.Configuration(
-          maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
-          urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-        poster: OutboundHTTPPoster.webhooks(
-          client: client, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-        log: log,
-        onAttempt: { report in
-          eventMetrics.delivery(
-            outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
-        },
-        cursors: cursors)
-    }
+  ) -> WebhookDispatcher {
+    WebhookDispatcher(
+      store: store, environment: environment,
+      configuration: WebhookDispatcher.Configuration(
+        maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
+        urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+      poster: OutboundHTTPPoster.webhooks(
+        client: client, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+      log: log,
+      onAttempt: { report in
+        eventMetrics.delivery(
+          outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
+      },
+      cursors: cursors)
   }
 
   /// The operator key, created on first start: shown once (or written to `--operator-key-file`),

@@ -17,9 +17,9 @@ extension SubstatusService {
   ) async throws(RPCError) -> [Substatus_V1_NamedEntitlement] {
     guard let paid = app.app.policy.paidAppEntitlement,
       let index = named.firstIndex(where: { $0.entitlementID == paid.entitlementId }),
-      !named[index].active,
-      let accounts = store as? any AppAccountStore
+      !named[index].active
     else { return named }
+    let accounts: any AppAccountStore = store
     let user = UserKey(appId: app.app.appId, environment: environment, userId: userId)
     guard let link = try await stored({ () throws(StoreError) in try await accounts.appAccount(of: user) }),
       paid.grants(originalPurchaseDate: link.originalPurchaseDate, originalApplicationVersion: link.originalApplicationVersion),

@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusClock
 import SubstatusWire
 import Synchronization

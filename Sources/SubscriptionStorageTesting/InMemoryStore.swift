@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 import Synchronization
 
 /// A ``Store`` in memory: the test kit the service's tests use. It behaves like the SQLite store
@@ -146,7 +147,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Tenants
 
-  /// See ``Store/createTenant(_:)``.
+  /// See ``TenantStore/createTenant(_:)``.
   public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.tenants[tenant.tenantId] == nil else {
@@ -156,7 +157,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/tenant(id:)``.
+  /// See ``TenantStore/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let t = s.tenants[tenantId] else { throw StoreError.notFound("tenant", tenantId) }
@@ -164,13 +165,13 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listTenants(page:)``.
+  /// See ``TenantStore/listTenants(page:)``.
   public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
     let all = state.withLock { Array($0.tenants.values) }
     return try Self.page(all, key: \.tenantId, cursor: \.tenantId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  /// See ``TenantStore/setTenantDisabled(id:disabled:)``.
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
@@ -191,7 +192,7 @@ public final class InMemoryStore: Store {
     return a
   }
 
-  /// See ``Store/createApp(_:)``.
+  /// See ``CatalogStore/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.tenants[app.tenantId] != nil else {
@@ -213,7 +214,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/app(id:)``.
+  /// See ``CatalogStore/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
@@ -221,7 +222,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/app(tenantId:appId:)``.
+  /// See ``CatalogStore/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let a = s.apps[appId], a.tenantId == tenantId else {
@@ -231,7 +232,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listApps(tenantId:page:)``.
+  /// See ``CatalogStore/listApps(tenantId:page:)``.
   public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
     AppRecord
   > {
@@ -241,7 +242,7 @@ public final class InMemoryStore: Store {
     return try Self.page(all, key: \.appId, cursor: \.appId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/setPolicy(appId:policy:)``.
+  /// See ``CatalogStore/setPolicy(appId:policy:)``.
   public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
     -> AppRecord
   {
@@ -254,7 +255,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  /// See ``CatalogStore/updateApp(appId:appleAppId:displayName:)``.
   public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
     async throws(StoreError) -> AppRecord
   {
@@ -267,7 +268,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  /// See ``CatalogStore/setSmallBusinessProgram(appId:_:)``.
   public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
@@ -279,7 +280,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Shared secrets
 
-  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
   public func setSharedSecret(
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
@@ -295,7 +296,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/sharedSecrets(appId:)``.
+  /// See ``CatalogStore/sharedSecrets(appId:)``.
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -305,7 +306,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Catalog
 
-  /// See ``Store/putProducts(appId:products:)``.
+  /// See ``CatalogStore/putProducts(appId:products:)``.
   public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -313,7 +314,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/products(appId:)``.
+  /// See ``CatalogStore/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -323,7 +324,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Named entitlements
 
-  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  /// See ``CatalogStore/putEntitlements(appId:entitlements:)``.
   public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
     async throws(StoreError)
   {
@@ -334,7 +335,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/entitlements(appId:)``.
+  /// See ``CatalogStore/entitlements(appId:)``.
   public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -342,7 +343,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  /// See ``CatalogStore/deleteEntitlements(appId:entitlementIds:)``.
   public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -358,7 +359,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Erasure
 
-  /// See ``Store/deleteProducts(appId:productIds:)``.
+  /// See ``CatalogStore/deleteProducts(appId:productIds:)``.
   public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -377,7 +378,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/deleteUsers(appId:userIds:)``.
+  /// See ``ErasureStore/deleteUsers(appId:userIds:)``.
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
     defer { webhookState.withLock { $0.erase(appId: appId, userIds: Set(userIds)) } }
     return try withState { (s: inout State) throws(StoreError) in
@@ -412,7 +413,7 @@ public final class InMemoryStore: Store {
 
   // MARK: API keys
 
-  /// See ``Store/createApiKey(_:)``.
+  /// See ``TenantStore/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
     try StoreValidation.validate(key)
     try withState { (s: inout State) throws(StoreError) in
@@ -427,12 +428,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/apiKey(hash:)``.
+  /// See ``TenantStore/apiKey(hash:)``.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
     state.withLock { s in s.keys.values.first { ConstantTime.equals($0.keyHash, hash) } }
   }
 
-  /// See ``Store/listApiKeys(tenantId:page:)``.
+  /// See ``TenantStore/listApiKeys(tenantId:page:)``.
   public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
     -> Page<ApiKeyRecord>
   {
@@ -440,7 +441,7 @@ public final class InMemoryStore: Store {
     return try Self.page(all, key: \.keyId, cursor: \.keyId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  /// See ``TenantStore/revokeApiKey(tenantId:keyId:atMs:)``.
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
@@ -454,7 +455,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/touchApiKey(keyId:atMs:)``.
+  /// See ``TenantStore/touchApiKey(keyId:atMs:)``.
   public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
     state.withLock { s in
       guard var k = s.keys[keyId] else { return }
@@ -536,7 +537,7 @@ public final class InMemoryStore: Store {
     s.summaries[user] = (UserSummaryRows.newStamp(), summary.encoded())
   }
 
-  /// See ``Store/summaries(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/summaries(appId:environment:userIds:)``.
   public func summaries(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: StoredSummary] {
@@ -552,7 +553,7 @@ public final class InMemoryStore: Store {
     return out
   }
 
-  /// See ``Store/rewriteSummaries(appId:environment:_:)``.
+  /// See ``PurchaseStore/rewriteSummaries(appId:environment:_:)``.
   public func rewriteSummaries(
     appId: String, environment: Environment, _ rewrites: [SummaryRewrite]
   ) async throws(StoreError) -> Int {
@@ -595,7 +596,7 @@ public final class InMemoryStore: Store {
     return update.removing(originalTransactionIds: Set(refused))
   }
 
-  /// See ``Store/ingest(_:atMs:)``.
+  /// See ``PurchaseStore/ingest(_:atMs:)``.
   public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
     -> IngestSummary
   {
@@ -605,7 +606,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
+  /// See ``PurchaseStore/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> IngestSummary? {
@@ -619,7 +620,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  /// See ``PurchaseStore/isNotificationProcessed(appId:notificationId:)``.
   public func isNotificationProcessed(appId: String, notificationId: String)
     async throws(StoreError)
     -> Bool
@@ -627,7 +628,7 @@ public final class InMemoryStore: Store {
     state.withLock { $0.notifications[[appId, notificationId]] != nil }
   }
 
-  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  /// See ``PurchaseStore/pruneNotifications(receivedBeforeMs:)``.
   public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
     state.withLock { s in
       let old = s.notifications.filter { $0.value < receivedBeforeMs }.keys
@@ -640,12 +641,12 @@ public final class InMemoryStore: Store {
     (s.users[user] ?? UserPurchaseState()).history(of: user)
   }
 
-  /// See ``Store/history(of:)``.
+  /// See ``PurchaseStore/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
     state.withLock { Self.history(user, $0) }
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/histories(appId:environment:userIds:)``.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
@@ -654,7 +655,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/transactions(of:page:)``.
+  /// See ``PurchaseStore/transactions(of:page:)``.
   public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
     -> Page<Transaction>
   {
@@ -673,7 +674,7 @@ public final class InMemoryStore: Store {
       }, request: page)
   }
 
-  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/users(appId:environment:originalTransactionId:)``.
   public func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String] {
@@ -692,7 +693,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: [OwnershipGap]] {
@@ -707,7 +708,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/ownershipTransfers(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/ownershipTransfers(appId:environment:originalTransactionId:)``.
   public func ownershipTransfers(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [OwnershipTransfer] {
@@ -720,7 +721,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listUsers(appId:environment:page:)``.
+  /// See ``PurchaseStore/listUsers(appId:environment:page:)``.
   public func listUsers(
     appId: String, environment: Environment, page: PageRequest
   ) async throws(StoreError) -> Page<String> {
@@ -732,7 +733,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Stored receipts
 
-  /// See ``Store/saveReceipt(_:)``.
+  /// See ``ReceiptStore/saveReceipt(_:)``.
   public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
     try StoreValidation.validate(receipt)
     try withState { (s: inout State) throws(StoreError) in
@@ -743,12 +744,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/receipt(of:)``.
+  /// See ``ReceiptStore/receipt(of:)``.
   public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
     state.withLock { $0.receipts[user] }
   }
 
-  /// See ``Store/dueReceipts(atMs:limit:)``.
+  /// See ``ReceiptStore/dueReceipts(atMs:limit:)``.
   public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
     let due = state.withLock { s in
       s.receipts.values.compactMap { r in r.nextDueMs.flatMap { $0 <= atMs ? ($0, r) : nil } }
@@ -760,7 +761,7 @@ public final class InMemoryStore: Store {
     return sorted.prefix(min(max(limit, 1), 1000)).map(\.1)
   }
 
-  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``: one locked step.
+  /// See ``ReceiptStore/claimDueReceipts(atMs:limit:leaseUntilMs:)``: one locked step.
   public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
     async throws(StoreError) -> [StoredReceipt]
   {
@@ -778,7 +779,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  /// See ``ReceiptStore/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
   public func markReceiptVerified(
     user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
   ) async throws(StoreError) {
@@ -797,7 +798,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  /// See ``ReceiptStore/rescheduleReceipt(user:nextDueMs:failureCount:)``.
   public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
     async throws(StoreError)
   {
@@ -814,7 +815,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Audit
 
-  /// See ``Store/appendAudit(_:)``.
+  /// See ``AuditStore/appendAudit(_:)``.
   public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
     state.withLock { s in
       var e = entry
@@ -824,7 +825,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/auditLog(tenantId:page:)``.
+  /// See ``AuditStore/auditLog(tenantId:page:)``.
   public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
     AuditEntry
   > {
@@ -835,7 +836,7 @@ public final class InMemoryStore: Store {
 
   // MARK: In-App Purchase keys
 
-  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  /// See ``CatalogStore/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -843,7 +844,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/inAppPurchaseKey(appId:)``.
+  /// See ``CatalogStore/inAppPurchaseKey(appId:)``.
   public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -853,7 +854,7 @@ public final class InMemoryStore: Store {
 
   // MARK: App Store Server API sync
 
-  /// See ``Store/saveTransactionHistorySync(_:)``.
+  /// See ``ServerAPISyncStore/saveTransactionHistorySync(_:)``.
   public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
     try StoreValidation.validate(sync)
     try withState { (s: inout State) throws(StoreError) in
@@ -862,12 +863,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/transactionHistorySync(of:)``.
+  /// See ``ServerAPISyncStore/transactionHistorySync(of:)``.
   public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
     state.withLock { $0.historySyncs[user] }
   }
 
-  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``.
+  /// See ``ServerAPISyncStore/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``.
   public func claimReconciliation(
     appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
   ) async throws(StoreError) -> ReconciliationClaim? {
@@ -884,7 +885,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  /// See ``ServerAPISyncStore/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
   public func completeReconciliation(
     appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
   ) async throws(StoreError) {
