@@ -93,9 +93,11 @@ let package = Package(
     .target(name: "OutboundHTTP", dependencies: ["CCurl"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
+    // SHA-256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
+    .target(name: "SubstatusCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusJSON"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusCrypto", "SubstatusJSON"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
@@ -112,7 +114,7 @@ let package = Package(
 
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
-      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
+      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusCrypto", "SubstatusJSON", "SubscriptionDomain"],
       exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
@@ -147,7 +149,7 @@ let package = Package(
       name: "SubstatusEventDelivery",
       dependencies: [
         "SubstatusServiceCore", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain",
-        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto",
+        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto", "SubstatusCrypto",
       ],
       swiftSettings: swiftSettings),
     // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
@@ -249,6 +251,8 @@ let package = Package(
     .testTarget(
       name: "OutboundHTTPTests", dependencies: ["OutboundHTTP"], resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusCryptoTests", dependencies: ["SubstatusCrypto"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
     .testTarget(
