@@ -98,9 +98,11 @@ let package = Package(
     .target(name: "OutboundHTTP", dependencies: ["CCurl", "SubstatusMetrics"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
+    // SHA-256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
+    .target(name: "SubstatusCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusJSON", "SubstatusMetrics"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusCrypto", "SubstatusJSON", "SubstatusMetrics"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
@@ -117,7 +119,7 @@ let package = Package(
 
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
-      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
+      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusCrypto", "SubstatusJSON", "SubscriptionDomain"],
       exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
@@ -154,7 +156,7 @@ let package = Package(
       name: "SubstatusEventDelivery",
       dependencies: [
         "SubstatusServiceCore", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain",
-        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto", "SubstatusMetrics",
+        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto", "SubstatusCrypto", "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
     // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
@@ -256,6 +258,8 @@ let package = Package(
     .testTarget(
       name: "OutboundHTTPTests", dependencies: ["OutboundHTTP"], resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusCryptoTests", dependencies: ["SubstatusCrypto"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
     .testTarget(
