@@ -179,6 +179,9 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// Who owns an original transaction that several of the app's users submitted. Default
   /// ``PurchaseSharing/share``; a stored policy without it decodes as that.
   public var purchaseSharing: PurchaseSharing
+  /// The purchase sharing of the app's sandbox data; `nil` (the default): ``purchaseSharing``.
+  /// Testers can share while production transfers.
+  public var purchaseSharingSandbox: PurchaseSharing?
   /// The named entitlement of a paid app turned subscription (rule 24); `nil`: none. It changes
   /// no evaluation (the service grants it from the user's Apple Account), so
   /// ``SummaryFingerprint`` leaves it out.
@@ -196,7 +199,8 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   public init(
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
     billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
-    purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil
+    purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil,
+    purchaseSharingSandbox: PurchaseSharing? = nil
   ) {
     self.refundsBlockIntro = refundsBlockIntro
     self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
@@ -204,11 +208,24 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     self.promoScope = promoScope
     self.purchaseSharing = purchaseSharing
     self.paidAppEntitlement = paidAppEntitlement
+    self.purchaseSharingSandbox = purchaseSharingSandbox
+  }
+
+  /// The purchase sharing applied to data of `environment`: ``purchaseSharingSandbox`` in the
+  /// sandbox when set, ``purchaseSharing`` otherwise.
+  public func purchaseSharing(in environment: Environment) -> PurchaseSharing {
+    environment == .sandbox ? purchaseSharingSandbox ?? purchaseSharing : purchaseSharing
+  }
+
+  /// Whether every environment shares (no ownership to track: the stores' `ownership_tracked`
+  /// is set for good by a policy for which this is false).
+  public var sharesInEveryEnvironment: Bool {
+    purchaseSharing == .share && (purchaseSharingSandbox ?? .share) == .share
   }
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement
+    case purchaseSharing, paidAppEntitlement, purchaseSharingSandbox
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -220,6 +237,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     promoScope = try c.decode(PromoScope.self, forKey: .promoScope)
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
     paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
+    purchaseSharingSandbox = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharingSandbox)
   }
 
   /// The defaults of docs/architecture.md rule 10.

@@ -136,6 +136,7 @@ extension EligibilityPolicy {
     p.billingRetryEntitled = billingRetryEntitled
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
+    p.purchaseSharingSandbox = purchaseSharingSandbox?.wire ?? .unspecified
     if let paid = paidAppEntitlement {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
@@ -148,6 +149,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
+      "purchase_sharing_sandbox",
       "paid_app_entitlement_id", "paid_app_before",
     ]
     var paidApp = false
@@ -166,6 +168,11 @@ extension EligibilityPolicy {
         }
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
+      case "purchase_sharing_sandbox", "purchaseSharingSandbox":
+        // UNSPECIFIED: the sandbox follows `purchase_sharing`.
+        out.purchaseSharingSandbox =
+          wire.purchaseSharingSandbox == .unspecified
+          ? nil : try PurchaseSharing(wire: wire.purchaseSharingSandbox, field: "policy.purchase_sharing_sandbox")
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
@@ -183,16 +190,18 @@ extension PurchaseSharing {
     case .share: .share
     case .transfer: .transfer
     case .keepFirst: .keepFirst
+    case .transferIfNoActive: .transferIfNoActive
     }
   }
 
-  /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `policy.purchase_sharing`.
-  init(wire: Substatus_V1_PurchaseSharing) throws(RPCError) {
+  /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `field`.
+  init(wire: Substatus_V1_PurchaseSharing, field: String = "policy.purchase_sharing") throws(RPCError) {
     switch wire {
     case .share, .unspecified: self = .share
     case .transfer: self = .transfer
     case .keepFirst: self = .keepFirst
-    case .UNRECOGNIZED(let v): throw invalidArgument("policy.purchase_sharing", "unknown value \(v)")
+    case .transferIfNoActive: self = .transferIfNoActive
+    case .UNRECOGNIZED(let v): throw invalidArgument(field, "unknown value \(v)")
     }
   }
 }

@@ -590,6 +590,14 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
   /// original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
   /// OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
   case keepFirst
+  /// The latest submitter has it (as TRANSFER) only when none of its current owners has an active
+  /// entitlement from it at the instant of the submission (the server's clock: the app's catalog and
+  /// policy evaluate that owner's copy of the original transaction, with the submitted data, at that
+  /// instant; a grace period counts, billing retry only where `billing_retry_entitled`). Otherwise
+  /// as KEEP_FIRST: the submission is refused for that original transaction with reason
+  /// OWNED_BY_ANOTHER_USER. The decision is taken at the submission and kept with its time, so
+  /// answers with `as_of_ms` stay exact.
+  case transferIfNoActive
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -600,6 +608,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case 1: self = .share
     case 2: self = .transfer
     case 3: self = .keepFirst
+    case 4: self = .transferIfNoActive
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -611,6 +620,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case .share: 1
     case .transfer: 2
     case .keepFirst: 3
+    case .transferIfNoActive: 4
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -622,6 +632,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case .share: "PURCHASE_SHARING_SHARE"
     case .transfer: "PURCHASE_SHARING_TRANSFER"
     case .keepFirst: "PURCHASE_SHARING_KEEP_FIRST"
+    case .transferIfNoActive: "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE"
     case .UNRECOGNIZED: nil
     }
   }
@@ -633,12 +644,13 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case "PURCHASE_SHARING_SHARE": self = .share
     case "PURCHASE_SHARING_TRANSFER": self = .transfer
     case "PURCHASE_SHARING_KEEP_FIRST": self = .keepFirst
+    case "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE": self = .transferIfNoActive
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst]
+  public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst, .transferIfNoActive]
 }
 
 /// The role of a tenant API key: what it may call.
@@ -813,6 +825,11 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// Who owns an original transaction submitted by several users of the app (see PurchaseSharing).
   /// Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
   public var purchaseSharing: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
+
+  /// The purchase sharing applied to the app's sandbox data (environment SANDBOX), so that testers
+  /// can share while production transfers. PURCHASE_SHARING_UNSPECIFIED (the default, and what is
+  /// returned when it is not set): the same as `purchase_sharing`.
+  public var purchaseSharingSandbox: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
 
   /// A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
   /// `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
@@ -1223,7 +1240,7 @@ extension Substatus_V1_Commitment {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 10, 11])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 6, 10, 11])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1232,8 +1249,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     billingRetryEntitled = r.bool(2)
     promoScope = r.enumeration(3)
     purchaseSharing = r.enumeration(4)
-    paidAppEntitlementID = try r.string(5)
-    paidAppBefore = try r.string(6)
+    purchaseSharingSandbox = r.enumeration(5)
+    paidAppEntitlementID = try r.string(6)
+    paidAppBefore = try r.string(7)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1242,8 +1260,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.bool(2, billingRetryEntitled)
     w.enumeration(3, promoScope)
     w.enumeration(4, purchaseSharing)
-    w.string(5, paidAppEntitlementID)
-    w.string(6, paidAppBefore)
+    w.enumeration(5, purchaseSharingSandbox)
+    w.string(6, paidAppEntitlementID)
+    w.string(7, paidAppBefore)
   }
 }
 
@@ -1256,6 +1275,7 @@ extension Substatus_V1_EligibilityPolicy {
     if !(!self.billingRetryEntitled) { o.append("billingRetryEntitled", .bool(self.billingRetryEntitled)) }
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
     if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
+    if !(self.purchaseSharingSandbox.rawValue == 0) { o.append("purchaseSharingSandbox", self.purchaseSharingSandbox.jsonValue) }
     if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
     if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
     return .object(o)
@@ -1278,6 +1298,8 @@ extension Substatus_V1_EligibilityPolicy {
         self.promoScope = try ProtoJSON.enumeration(value, "promoScope", Substatus_V1_PromoScope.self)
       case "purchaseSharing", "purchase_sharing":
         self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
+      case "purchaseSharingSandbox", "purchase_sharing_sandbox":
+        self.purchaseSharingSandbox = try ProtoJSON.enumeration(value, "purchaseSharingSandbox", Substatus_V1_PurchaseSharing.self)
       case "paidAppEntitlementId", "paid_app_entitlement_id":
         self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
       case "paidAppBefore", "paid_app_before":

@@ -321,7 +321,17 @@ typedef enum _Substatus__V1__PurchaseSharing {
    * original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
    * OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
    */
-  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST = 3
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST = 3,
+  /*
+   * The latest submitter has it (as TRANSFER) only when none of its current owners has an active
+   * entitlement from it at the instant of the submission (the server's clock: the app's catalog and
+   * policy evaluate that owner's copy of the original transaction, with the submitted data, at that
+   * instant; a grace period counts, billing retry only where `billing_retry_entitled`). Otherwise
+   * as KEEP_FIRST: the submission is refused for that original transaction with reason
+   * OWNED_BY_ANOTHER_USER. The decision is taken at the submission and kept with its time, so
+   * answers with `as_of_ms` stay exact.
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__PURCHASE_SHARING)
 } Substatus__V1__PurchaseSharing;
 /*
@@ -474,6 +484,12 @@ struct  Substatus__V1__EligibilityPolicy
    */
   Substatus__V1__PurchaseSharing purchase_sharing;
   /*
+   * The purchase sharing applied to the app's sandbox data (environment SANDBOX), so that testers
+   * can share while production transfers. PURCHASE_SHARING_UNSPECIFIED (the default, and what is
+   * returned when it is not set): the same as `purchase_sharing`.
+   */
+  Substatus__V1__PurchaseSharing purchase_sharing_sandbox;
+  /*
    * A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
    * `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
    * `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -490,7 +506,7 @@ struct  Substatus__V1__EligibilityPolicy
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
