@@ -77,6 +77,9 @@ let commandTable: [CommandSpec] = [
         name: "--purchase-sharing-sandbox", value: "same|share|transfer|keep-first|transfer-if-no-active",
         help: "the purchase sharing of sandbox data (same: as --purchase-sharing)"),
       OptionSpec(
+        name: "--app-account-token-is-user-id", value: "BOOL",
+        help: "a purchase first seen from Apple belongs to the user named by its appAccountToken"),
+      OptionSpec(
         name: "--paid-app-entitlement", value: "ID",
         help: "the named entitlement of those who got the app before --paid-app-before (empty: none)"),
       OptionSpec(
@@ -319,6 +322,10 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.purchaseSharingSandbox = sharing == "same" ? .unspecified : purchaseSharing(sharing)
       mask.append("purchase_sharing_sandbox")
     }
+    if let value = try context.boolean("--app-account-token-is-user-id") {
+      policy.appAccountTokenIsUserID = value
+      mask.append("app_account_token_is_user_id")
+    }
     let paidEntitlement = context.parsed.value("--paid-app-entitlement")
     let paidBefore = context.parsed.value("--paid-app-before")
     if paidEntitlement != nil || paidBefore != nil {
@@ -334,7 +341,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --purchase-sharing-sandbox, --paid-app-entitlement",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --purchase-sharing-sandbox, --app-account-token-is-user-id, --paid-app-entitlement",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -717,6 +724,7 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
           ? "SHARE" : Format.name(policy.purchaseSharing, prefix: "PURCHASE_SHARING_")
       ),
     ]
+    fields.append(("app account token is user id", String(policy.appAccountTokenIsUserID)))
     if policy.purchaseSharingSandbox != .unspecified {
       fields.append(("purchase sharing (sandbox)", Format.name(policy.purchaseSharingSandbox, prefix: "PURCHASE_SHARING_")))
     }

@@ -182,6 +182,10 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// The purchase sharing of the app's sandbox data; `nil` (the default): ``purchaseSharing``.
   /// Testers can share while production transfers.
   public var purchaseSharingSandbox: PurchaseSharing?
+  /// Rule 26: a transaction first seen through a V2 notification or the Server API whose
+  /// `appAccountToken` is set belongs to the app user whose id is that UUID in lower case. Default
+  /// `false`. It changes no evaluation, so ``SummaryFingerprint`` leaves it out.
+  public var appAccountTokenIsUserId: Bool
   /// The named entitlement of a paid app turned subscription (rule 24); `nil`: none. It changes
   /// no evaluation (the service grants it from the user's Apple Account), so
   /// ``SummaryFingerprint`` leaves it out.
@@ -200,7 +204,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
     billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
     purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil,
-    purchaseSharingSandbox: PurchaseSharing? = nil
+    purchaseSharingSandbox: PurchaseSharing? = nil, appAccountTokenIsUserId: Bool = false
   ) {
     self.refundsBlockIntro = refundsBlockIntro
     self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
@@ -209,6 +213,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     self.purchaseSharing = purchaseSharing
     self.paidAppEntitlement = paidAppEntitlement
     self.purchaseSharingSandbox = purchaseSharingSandbox
+    self.appAccountTokenIsUserId = appAccountTokenIsUserId
   }
 
   /// The purchase sharing applied to data of `environment`: ``purchaseSharingSandbox`` in the
@@ -225,7 +230,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement, purchaseSharingSandbox
+    case purchaseSharing, paidAppEntitlement, purchaseSharingSandbox, appAccountTokenIsUserId
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -238,6 +243,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
     paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
     purchaseSharingSandbox = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharingSandbox)
+    appAccountTokenIsUserId = try c.decodeIfPresent(Bool.self, forKey: .appAccountTokenIsUserId) ?? false
   }
 
   /// The defaults of docs/architecture.md rule 10.

@@ -112,6 +112,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     metrics.ingested(summary.transactionsWritten)
     metrics.received(response.transactions)
+    writeBackAppAccountTokens(summary.transfers)
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
     return (
@@ -226,6 +227,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
+    writeBackAppAccountTokens(summary.transfers)
     for purchases in batch { metrics.received(purchases.transactions) }
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     outcomes.refused = summary.refused.map(\.originalTransactionId)

@@ -127,6 +127,7 @@ public final class ServiceMetrics: Sendable {
     var reconcilerUsersSynced: UInt64 = 0
     var reconcilerFailures: UInt64 = 0
     var revocationSyncs: [String: UInt64] = [:]
+    var appAccountTokenWrites: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -207,6 +208,7 @@ public final class ServiceMetrics: Sendable {
 
   /// A Server API sync after a V2 REFUND or REVOKE ended with `outcome`.
   func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+  func appAccountTokenWrite(outcome: String) { state.withLock { $0.appAccountTokenWrites[outcome, default: 0] += 1 } }
 
   /// The metrics in the Prometheus text exposition format (version 0.0.4).
   public func prometheusText() -> String {
@@ -267,6 +269,10 @@ public final class ServiceMetrics: Sendable {
     out += "# HELP substatus_revocation_syncs_total Server API syncs triggered by V2 REFUND and REVOKE, by outcome.\n# TYPE substatus_revocation_syncs_total counter\n"
     for (outcome, n) in s.revocationSyncs.sorted(by: { $0.key < $1.key }) {
       out += "substatus_revocation_syncs_total{outcome=\"\(outcome)\"} \(n)\n"
+    }
+    out += "# HELP substatus_app_account_token_writes_total Set App Account Token calls after purchase sharing transfers, by outcome (ok, failed, not_uuid, no_key).\n# TYPE substatus_app_account_token_writes_total counter\n"
+    for (outcome, n) in s.appAccountTokenWrites.sorted(by: { $0.key < $1.key }) {
+      out += "substatus_app_account_token_writes_total{outcome=\"\(outcome)\"} \(n)\n"
     }
     return out
   }

@@ -297,7 +297,8 @@ extension SubstatusService {
       return rejectedNotification(error, appID: appID)
     }
     let updates = try await routeByOriginalTransaction(
-      appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
+      appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
+      policy: cached.app.policy)
     let id = "v2:" + notification.notificationUUID
     let written = try await stored { () throws(StoreError) in
       try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)

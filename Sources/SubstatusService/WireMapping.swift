@@ -137,6 +137,7 @@ extension EligibilityPolicy {
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
     p.purchaseSharingSandbox = purchaseSharingSandbox?.wire ?? .unspecified
+    p.appAccountTokenIsUserID = appAccountTokenIsUserId
     if let paid = paidAppEntitlement {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
@@ -149,7 +150,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "purchase_sharing_sandbox",
+      "purchase_sharing_sandbox", "app_account_token_is_user_id",
       "paid_app_entitlement_id", "paid_app_before",
     ]
     var paidApp = false
@@ -168,6 +169,8 @@ extension EligibilityPolicy {
         }
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
+      case "app_account_token_is_user_id", "appAccountTokenIsUserId":
+        out.appAccountTokenIsUserId = wire.appAccountTokenIsUserID
       case "purchase_sharing_sandbox", "purchaseSharingSandbox":
         // UNSPECIFIED: the sandbox follows `purchase_sharing`.
         out.purchaseSharingSandbox =

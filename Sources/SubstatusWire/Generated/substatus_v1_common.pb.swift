@@ -831,6 +831,15 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// returned when it is not set): the same as `purchase_sharing`.
   public var purchaseSharingSandbox: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
 
+  /// When true, a transaction first seen through an App Store Server Notification V2 or the App
+  /// Store Server API (the reconciler's history sync), i.e. one no user of the app holds yet, whose
+  /// `appAccountToken` is set belongs to the app user whose `user_id` is that UUID in lower case (the
+  /// convention app SDKs use when they pass the user's id as the purchase's app account token), so a
+  /// purchase made outside the app reaches that user. When false (the default), or without a token,
+  /// such a transaction is kept apart until a user submits it. Data already held by a user keeps
+  /// going to its holders.
+  public var appAccountTokenIsUserID: Bool = false
+
   /// A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
   /// `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
   /// `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -1240,7 +1249,7 @@ extension Substatus_V1_Commitment {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 6, 10, 11])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 6, 8, 10, 11])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1250,8 +1259,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     promoScope = r.enumeration(3)
     purchaseSharing = r.enumeration(4)
     purchaseSharingSandbox = r.enumeration(5)
-    paidAppEntitlementID = try r.string(6)
-    paidAppBefore = try r.string(7)
+    appAccountTokenIsUserID = r.bool(6)
+    paidAppEntitlementID = try r.string(7)
+    paidAppBefore = try r.string(8)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1261,8 +1271,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.enumeration(3, promoScope)
     w.enumeration(4, purchaseSharing)
     w.enumeration(5, purchaseSharingSandbox)
-    w.string(6, paidAppEntitlementID)
-    w.string(7, paidAppBefore)
+    w.bool(6, appAccountTokenIsUserID)
+    w.string(7, paidAppEntitlementID)
+    w.string(8, paidAppBefore)
   }
 }
 
@@ -1276,6 +1287,7 @@ extension Substatus_V1_EligibilityPolicy {
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
     if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
     if !(self.purchaseSharingSandbox.rawValue == 0) { o.append("purchaseSharingSandbox", self.purchaseSharingSandbox.jsonValue) }
+    if !(!self.appAccountTokenIsUserID) { o.append("appAccountTokenIsUserId", .bool(self.appAccountTokenIsUserID)) }
     if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
     if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
     return .object(o)
@@ -1300,6 +1312,8 @@ extension Substatus_V1_EligibilityPolicy {
         self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
       case "purchaseSharingSandbox", "purchase_sharing_sandbox":
         self.purchaseSharingSandbox = try ProtoJSON.enumeration(value, "purchaseSharingSandbox", Substatus_V1_PurchaseSharing.self)
+      case "appAccountTokenIsUserId", "app_account_token_is_user_id":
+        self.appAccountTokenIsUserID = try ProtoJSON.bool(value, "appAccountTokenIsUserId")
       case "paidAppEntitlementId", "paid_app_entitlement_id":
         self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
       case "paidAppBefore", "paid_app_before":

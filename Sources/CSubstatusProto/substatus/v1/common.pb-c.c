@@ -618,7 +618,7 @@ const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
   (ProtobufCMessageInit) substatus__v1__commitment__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[8] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[9] =
 {
   {
     "refunds_block_intro",
@@ -693,6 +693,18 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "app_account_token_is_user_id",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, app_account_token_is_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "paid_app_entitlement_id",
     10,
     PROTOBUF_C_LABEL_NONE,
@@ -718,20 +730,22 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
   },
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
+  6,   /* field[6] = app_account_token_is_user_id */
   2,   /* field[2] = billing_retry_entitled */
   1,   /* field[1] = lapsed_subscribers_get_intro */
-  7,   /* field[7] = paid_app_before */
-  6,   /* field[6] = paid_app_entitlement_id */
+  8,   /* field[8] = paid_app_before */
+  7,   /* field[7] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
   5,   /* field[5] = purchase_sharing_sandbox */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[3 + 1] =
 {
   { 1, 0 },
-  { 10, 6 },
-  { 0, 8 }
+  { 8, 6 },
+  { 10, 7 },
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -741,10 +755,10 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  8,
+  9,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  2,  substatus__v1__eligibility_policy__number_ranges,
+  3,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

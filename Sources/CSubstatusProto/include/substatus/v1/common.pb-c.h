@@ -490,6 +490,16 @@ struct  Substatus__V1__EligibilityPolicy
    */
   Substatus__V1__PurchaseSharing purchase_sharing_sandbox;
   /*
+   * When true, a transaction first seen through an App Store Server Notification V2 or the App
+   * Store Server API (the reconciler's history sync), i.e. one no user of the app holds yet, whose
+   * `appAccountToken` is set belongs to the app user whose `user_id` is that UUID in lower case (the
+   * convention app SDKs use when they pass the user's id as the purchase's app account token), so a
+   * purchase made outside the app reaches that user. When false (the default), or without a token,
+   * such a transaction is kept apart until a user submits it. Data already held by a user keeps
+   * going to its holders.
+   */
+  protobuf_c_boolean app_account_token_is_user_id;
+  /*
    * A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
    * `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
    * `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -506,7 +516,7 @@ struct  Substatus__V1__EligibilityPolicy
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
