@@ -295,7 +295,7 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       ? [:]
       : try await verifyingNewCustomers(
         try await eligibilityAnswers(of: unique, environment: environment, cached, at: time, rewrite: atNow),
-        environment: environment, cached)
+        environment: environment, cached, at: time)
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
     response.users.reserveCapacity(request.queries.count)
