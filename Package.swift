@@ -105,6 +105,10 @@ let package = Package(
       name: "SubscriptionStoragePostgres",
       dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
       swiftSettings: swiftSettings),
+    // The in-memory Store, for tests, test kits and fuzz targets only: no executable links it.
+    .target(
+      name: "SubscriptionStorageTesting", dependencies: ["SubscriptionStorage", "SubscriptionDomain"],
+      swiftSettings: swiftSettings),
 
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
@@ -120,11 +124,39 @@ let package = Package(
       swiftSettings: swiftSettings),
 
     // MARK: Service
+    // What the handlers, the Apple upstream and the event delivery share: the environment (time,
+    // randomness), the log sink, the periodic job timer, outbound HTTP posting, the domain <-> wire
+    // mapping and the display-text rules.
+    .target(
+      name: "SubstatusServiceCore",
+      dependencies: [
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "SubstatusJSON", "SubstatusClock",
+        "OutboundHTTP",
+      ],
+      swiftSettings: swiftSettings),
+    // The clients of Apple: verifyReceipt and the App Store Server API.
+    .target(
+      name: "SubstatusAppleUpstream",
+      dependencies: [
+        "SubstatusServiceCore", "SubscriptionDomain", "SubstatusJSON", "SubstatusClock", "OutboundHTTP",
+      ],
+      swiftSettings: swiftSettings),
+    // The event log's consumers below the handlers: webhook delivery (dispatcher, signing, URL
+    // policy), the event signal, cursors, metrics and the events' wire mapping.
+    .target(
+      name: "SubstatusEventDelivery",
+      dependencies: [
+        "SubstatusServiceCore", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain",
+        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto",
+      ],
+      swiftSettings: swiftSettings),
+    // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
+    // reconciliation, transition events).
     .target(
       name: "SubstatusService",
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
-        "AppStoreSignedData",
+        "AppStoreSignedData", "SubstatusServiceCore", "SubstatusAppleUpstream", "SubstatusEventDelivery",
         "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP",
       ],
       swiftSettings: swiftSettings),
@@ -208,7 +240,7 @@ let package = Package(
     .target(
       name: "SubstatusFuzzTargets",
       dependencies: [
-        "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubstatusService",
+        "SubstatusWire", "SubstatusJSON", "SubscriptionDomain", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusService",
         "HTTPServer", "RPCCore", "RPCInProcessTransport", "AppStoreSignedData",
       ],
       path: "Fuzz/Targets", swiftSettings: swiftSettings),
@@ -253,7 +285,7 @@ let package = Package(
     .testTarget(
       name: "SubscriptionStorageTests",
       dependencies: [
-        "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionDomain", "StoreContractTesting",
+        "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStorageTesting", "SubscriptionDomain", "StoreContractTesting",
         "SubstatusProcessTestKit",
       ],
       swiftSettings: swiftSettings),
@@ -268,7 +300,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: [
-        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubstatusWire",
+        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
         "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting", "SubstatusProcessTestKit",
       ],

@@ -35,7 +35,7 @@ public struct AppAccountLink: Sendable, Hashable {
 }
 
 /// Where the stores keep ``AppAccountLink``s. The SQLite, PostgreSQL and in-memory stores conform;
-/// a user's erasure (``Store/deleteUsers(appId:userIds:)``) removes their links.
+/// a user's erasure (``ErasureStore/deleteUsers(appId:userIds:)``) removes their links.
 public protocol AppAccountStore: Sendable {
   /// Stores a user's link, replacing the one stored for that user in that environment.
   /// - Throws: `notFound` (app), `invalidArgument` (empty ids, an id longer than 64 bytes).

@@ -51,7 +51,7 @@ public struct ApiKeyRecord: Sendable, Hashable, Codable {
   public var displayPrefix: String
   /// When it was created.
   public var createdMs: Int64
-  /// When it was last used (updated by ``Store/touchApiKey(keyId:at:)``), if ever.
+  /// When it was last used (updated by ``TenantStore/touchApiKey(keyId:at:)``), if ever.
   public var lastUsedMs: Int64?
   /// When it was revoked, if it was.
   public var revokedMs: Int64?

@@ -23,7 +23,7 @@ public struct TransactionHistorySyncState: Sendable, Hashable {
 }
 
 /// A lease on the reconciliation of one app and environment, granted by
-/// ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``: while it holds, no
+/// ``ServerAPISyncStore/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``: while it holds, no
 /// other instance reconciles the same app and environment.
 public struct ReconciliationClaim: Sendable, Hashable {
   /// The app.

@@ -89,7 +89,7 @@ extension UserEventDerivation {
 package protocol OwnershipEventLog {
   /// The user's stored purchase data.
   mutating func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState
-  /// The user's ownership gaps (``Store/ownershipGaps(appId:environment:userIds:)``), as the
+  /// The user's ownership gaps (``PurchaseStore/ownershipGaps(appId:environment:userIds:)``), as the
   /// commit has them so far.
   mutating func gaps(of userId: String) throws(StoreError) -> [OwnershipGap]
   /// The user's event schedule; `nil`: none yet.

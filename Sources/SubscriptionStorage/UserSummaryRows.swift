@@ -5,7 +5,7 @@
 import SubscriptionDomain
 import Synchronization
 
-/// A user's stored summary (``Store/summaries(appId:environment:userIds:)``).
+/// A user's stored summary (``PurchaseStore/summaries(appId:environment:userIds:)``).
 public struct StoredSummary: Sendable, Hashable {
   /// The stamp of the write that stored the user's data last: a random number drawn by each
   /// write (a read-path rewrite keeps it). A rewrite names the stamp it read
@@ -32,7 +32,7 @@ public struct StoredSummary: Sendable, Hashable {
 }
 
 /// A summary the read path computed from the history after a fallback, to store if no write
-/// changed the user's data since it was read (``Store/rewriteSummaries(appId:environment:_:)``).
+/// changed the user's data since it was read (``PurchaseStore/rewriteSummaries(appId:environment:_:)``).
 public struct SummaryRewrite: Sendable, Hashable {
   /// The user.
   public var userId: String

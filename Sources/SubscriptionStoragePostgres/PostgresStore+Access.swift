@@ -12,7 +12,7 @@ extension PostgresStore {
     else { throw StoreError.notFound("app", appId) }
   }
 
-  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  /// See ``CatalogStore/putEntitlements(appId:entitlements:)``.
   public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
     async throws(StoreError)
   {
@@ -41,7 +41,7 @@ extension PostgresStore {
     var payload: [UInt8]
   }
 
-  /// See ``Store/entitlements(appId:)``.
+  /// See ``CatalogStore/entitlements(appId:)``.
   public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
     let payloads = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
@@ -54,7 +54,7 @@ extension PostgresStore {
     return result
   }
 
-  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  /// See ``CatalogStore/deleteEntitlements(appId:entitlementIds:)``.
   public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -75,7 +75,7 @@ extension PostgresStore {
 // MARK: Erasure
 
 extension PostgresStore {
-  /// See ``Store/deleteProducts(appId:productIds:)``.
+  /// See ``CatalogStore/deleteProducts(appId:productIds:)``.
   public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -103,7 +103,7 @@ extension PostgresStore {
     }
   }
 
-  /// See ``Store/deleteUsers(appId:userIds:)``.
+  /// See ``ErasureStore/deleteUsers(appId:userIds:)``.
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
     guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
     let ids = Array(Set(userIds))

@@ -22,7 +22,7 @@ extension PostgresSchema {
       """)
 }
 
-extension PostgresStore: AppAccountStore {
+extension PostgresStore {
   /// See ``SubscriptionStorage/AppAccountStore/saveAppAccount(_:)``.
   public func saveAppAccount(_ link: AppAccountLink) async throws(StoreError) {
     try StoreValidation.validate(link)

@@ -53,6 +53,9 @@ enum PostgresQueries {
   /// under it, and absent rows cannot be locked). `NO KEY UPDATE` does not conflict with the
   /// key-share locks that inserts of the user's rows take.
   static let lockUser = "SELECT 1 FROM users WHERE user_key = $1 FOR NO KEY UPDATE"
+  /// A user's row by app, environment and user id, locked; none once erased.
+  static let lockStoredUser =
+    "SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3 FOR NO KEY UPDATE"
   static let upsertRenewalInfo = """
     INSERT INTO renewal_infos (user_key, original_transaction_id, signed_ms, payload)
     VALUES($1, $2, $3, $4)
@@ -146,7 +149,7 @@ extension PostgresStore: Store {
 
   // MARK: Tenants
 
-  /// See ``Store/createTenant(_:)``.
+  /// See ``TenantStore/createTenant(_:)``.
   public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
     let inserted = try await pool.run { db throws(StoreError) in
       try db.run(
@@ -161,7 +164,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/tenant(id:)``.
+  /// See ``TenantStore/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(PostgresQueries.tenantColumns + " WHERE tenant_id = $1", [.text(tenantId)])
@@ -170,7 +173,7 @@ extension PostgresStore: Store {
     return Self.tenantRecord(row)
   }
 
-  /// See ``Store/listTenants(page:)``.
+  /// See ``TenantStore/listTenants(page:)``.
   public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
     let limit = page.limit
     let rows = try await pool.run { db throws(StoreError) in
@@ -181,7 +184,7 @@ extension PostgresStore: Store {
     return makePage(rows.map(Self.tenantRecord), limit: limit) { $0.tenantId }
   }
 
-  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  /// See ``TenantStore/setTenantDisabled(id:disabled:)``.
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
@@ -196,7 +199,7 @@ extension PostgresStore: Store {
 
   // MARK: Apps
 
-  /// See ``Store/createApp(_:)``.
+  /// See ``CatalogStore/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     let policy = try PayloadCodec.encodeJSON(app.policy)
     try await pool.transaction { db throws(StoreError) in
@@ -222,7 +225,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/app(id:)``.
+  /// See ``CatalogStore/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
@@ -231,14 +234,14 @@ extension PostgresStore: Store {
     return try Self.appRecord(row)
   }
 
-  /// See ``Store/app(tenantId:appId:)``.
+  /// See ``CatalogStore/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     let a = try await app(id: appId)
     guard a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
     return a
   }
 
-  /// See ``Store/listApps(tenantId:page:)``.
+  /// See ``CatalogStore/listApps(tenantId:page:)``.
   public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
     AppRecord
   > {
@@ -252,7 +255,7 @@ extension PostgresStore: Store {
     return makePage(try Self.map(rows, Self.appRecord), limit: limit) { $0.appId }
   }
 
-  /// See ``Store/setPolicy(appId:policy:)``.
+  /// See ``CatalogStore/setPolicy(appId:policy:)``.
   public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
     -> AppRecord
   {
@@ -270,7 +273,7 @@ extension PostgresStore: Store {
     return try Self.appRecord(row)
   }
 
-  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  /// See ``CatalogStore/setSmallBusinessProgram(appId:_:)``.
   public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
     let row = try await pool.transaction { db throws(StoreError) in
       guard
@@ -283,7 +286,7 @@ extension PostgresStore: Store {
     return try Self.appRecord(row)
   }
 
-  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  /// See ``CatalogStore/updateApp(appId:appleAppId:displayName:)``.
   public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
     async throws(StoreError) -> AppRecord
   {
@@ -315,7 +318,7 @@ extension PostgresStore: Store {
     return keyring
   }
 
-  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
   public func setSharedSecret(
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
@@ -349,7 +352,7 @@ extension PostgresStore: Store {
     return fingerprint
   }
 
-  /// See ``Store/sharedSecrets(appId:)``.
+  /// See ``CatalogStore/sharedSecrets(appId:)``.
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
     let row = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
@@ -418,7 +421,7 @@ extension PostgresStore: Store {
 
   // MARK: Catalog
 
-  /// See ``Store/putProducts(appId:products:)``.
+  /// See ``CatalogStore/putProducts(appId:products:)``.
   public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
     var rows: [(String, [UInt8])] = []
     for p in products { rows.append((p.productId, try PayloadCodec.encodeJSON(p))) }
@@ -440,7 +443,7 @@ extension PostgresStore: Store {
     var payload: [UInt8]
   }
 
-  /// See ``Store/products(appId:)``.
+  /// See ``CatalogStore/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
     let rows = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
@@ -454,7 +457,7 @@ extension PostgresStore: Store {
 
   // MARK: API keys
 
-  /// See ``Store/createApiKey(_:)``.
+  /// See ``TenantStore/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
     try StoreValidation.validate(key)
     let appIds = try PayloadCodec.encodeJSON(key.appIds)
@@ -483,7 +486,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/apiKey(hash:)``. The index finds the row; the final comparison is constant-time.
+  /// See ``TenantStore/apiKey(hash:)``. The index finds the row; the final comparison is constant-time.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(PostgresQueries.keyColumns + " WHERE key_hash = $1", [.bytes(hash)])
@@ -493,7 +496,7 @@ extension PostgresStore: Store {
     return ConstantTime.equals(found.keyHash, hash) ? found : nil
   }
 
-  /// See ``Store/listApiKeys(tenantId:page:)``.
+  /// See ``TenantStore/listApiKeys(tenantId:page:)``.
   public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
     -> Page<ApiKeyRecord>
   {
@@ -513,7 +516,7 @@ extension PostgresStore: Store {
     return makePage(try Self.map(rows, Self.keyRecord), limit: limit) { $0.keyId }
   }
 
-  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  /// See ``TenantStore/revokeApiKey(tenantId:keyId:atMs:)``.
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
@@ -530,7 +533,7 @@ extension PostgresStore: Store {
     return try Self.keyRecord(row)
   }
 
-  /// See ``Store/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key and instance.
+  /// See ``TenantStore/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key and instance.
   public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
     let due = touchedKeys.withLock { touched -> Bool in
       if let last = touched[keyId], atMs - last < 60_000 { return false }
@@ -580,6 +583,14 @@ extension PostgresStore: Store {
     var changedKeys: [Int64] = []
     for submitted in lockOrder(batch) {
       let user = submitted.user
+      // Not created again once erased: the erasure locks the row FOR UPDATE, so either it
+      // committed and the row is gone, or it waits for this transaction.
+      if submitted.onlyIfStored, try db.first(PostgresQueries.lockStoredUser, [
+        .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
+      ]) == nil {
+        summary.erasedMeanwhile.append(user)
+        continue
+      }
       var ledger = PostgresOwnershipLedger(
         db: db, appId: user.appId, environment: user.environment, catalogs: catalogs, policy: appPolicies[user.appId])
       let madeBefore = summary.transfers.count
@@ -675,7 +686,7 @@ extension PostgresStore: Store {
     }.map(\.element)
   }
 
-  /// See ``Store/ingest(_:atMs:)``.
+  /// See ``PurchaseStore/ingest(_:atMs:)``.
   public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
     -> IngestSummary
   {
@@ -688,7 +699,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``. The primary key of
+  /// See ``PurchaseStore/applyNotification(appId:notificationId:receivedMs:updates:)``. The primary key of
   /// `notifications` decides, in the same transaction as the data: a second instance applying the
   /// same notification waits for the first one's commit, then finds the id taken.
   public func applyNotification(
@@ -710,14 +721,14 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  /// See ``PurchaseStore/pruneNotifications(receivedBeforeMs:)``.
   public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
     try await pool.run { db throws(StoreError) in
       try db.run("DELETE FROM notifications WHERE received_ms < $1", [.int(receivedBeforeMs)])
     }
   }
 
-  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  /// See ``PurchaseStore/isNotificationProcessed(appId:notificationId:)``.
   public func isNotificationProcessed(appId: String, notificationId: String)
     async throws(StoreError) -> Bool
   {
@@ -728,12 +739,12 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/history(of:)``.
+  /// See ``PurchaseStore/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
     try await histories(appId: user.appId, environment: user.environment, userIds: [user.userId])[0]
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``. Users in the history cache are answered
+  /// See ``PurchaseStore/histories(appId:environment:userIds:)``. Users in the history cache are answered
   /// from it; the others are read in one statement (their fill tickets taken before it).
   public func histories(
     appId: String, environment: Environment, userIds: [String]
@@ -791,7 +802,7 @@ extension PostgresStore: Store {
     return zip(userIds, out).map { id, cached in cached ?? read[id]! }
   }
 
-  /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
+  /// See ``PurchaseStore/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
   public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
     -> Page<Transaction>
   {
@@ -822,7 +833,7 @@ extension PostgresStore: Store {
     return makePage(items, limit: limit) { "\($0.purchaseDate):\($0.transactionId)" }
   }
 
-  /// See ``Store/renewalInfos(of:)``. From the history cache when it holds the user, else the
+  /// See ``PurchaseStore/renewalInfos(of:)``. From the history cache when it holds the user, else the
   /// renewal infos' rows alone: the user's transactions are not read.
   public func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo] {
     if let cached = historyCache.history(of: user) { return cached.renewalInfos }
@@ -835,7 +846,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/users(appId:environment:originalTransactionId:)``.
   public func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String] {
@@ -847,7 +858,7 @@ extension PostgresStore: Store {
     return rows.map { $0.text(0) }
   }
 
-  /// See ``Store/listUsers(appId:environment:page:)``.
+  /// See ``PurchaseStore/listUsers(appId:environment:page:)``.
   public func listUsers(
     appId: String, environment: Environment, page: PageRequest
   ) async throws(StoreError) -> Page<String> {
@@ -868,7 +879,7 @@ extension PostgresStore: Store {
 
   // MARK: Stored receipts
 
-  /// See ``Store/saveReceipt(_:)``.
+  /// See ``ReceiptStore/saveReceipt(_:)``.
   public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
     try StoreValidation.validate(receipt)
     try await pool.transaction { db throws(StoreError) in
@@ -892,7 +903,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/receipt(of:)``.
+  /// See ``ReceiptStore/receipt(of:)``.
   public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(
@@ -909,7 +920,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/dueReceipts(atMs:limit:)``. A range read of the partial index `receipts_by_due`.
+  /// See ``ReceiptStore/dueReceipts(atMs:limit:)``. A range read of the partial index `receipts_by_due`.
   /// Every instance sees the same due receipts (this is a read, not a claim).
   public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
     let n = Int64(min(max(limit, 1), 1000))
@@ -933,7 +944,7 @@ extension PostgresStore: Store {
     }
   }
 
-  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``. One statement: the due rows are
+  /// See ``ReceiptStore/claimDueReceipts(atMs:limit:leaseUntilMs:)``. One statement: the due rows are
   /// locked with `FOR UPDATE SKIP LOCKED` (rows another instance is claiming at this moment are
   /// skipped, not waited for; a row another claim committed first fails the re-checked due
   /// condition) and their due time set to the lease expiry, returning the rows as they were.
@@ -987,7 +998,7 @@ extension PostgresStore: Store {
     user_key = (SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3)
     """
 
-  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  /// See ``ReceiptStore/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
   public func markReceiptVerified(
     user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
   ) async throws(StoreError) {
@@ -1002,7 +1013,7 @@ extension PostgresStore: Store {
       """, [.int(atMs), .optional(nextDueMs), .optional(receiptData)])
   }
 
-  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  /// See ``ReceiptStore/rescheduleReceipt(user:nextDueMs:failureCount:)``.
   public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
     async throws(StoreError)
   {
@@ -1015,7 +1026,7 @@ extension PostgresStore: Store {
 
   // MARK: Audit
 
-  /// See ``Store/appendAudit(_:)``.
+  /// See ``AuditStore/appendAudit(_:)``.
   public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(
@@ -1034,7 +1045,7 @@ extension PostgresStore: Store {
     return e
   }
 
-  /// See ``Store/auditLog(tenantId:page:)``.
+  /// See ``AuditStore/auditLog(tenantId:page:)``.
   public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
     AuditEntry
   > {
@@ -1069,7 +1080,7 @@ extension PostgresStore: Store {
 // MARK: In-App Purchase keys
 
 extension PostgresStore {
-  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  /// See ``CatalogStore/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     let keyring = try requireKeyring()
     let sealed = try InAppPurchaseKeySealing.seal(key, appId: appId, keyring: keyring)
@@ -1094,7 +1105,7 @@ extension PostgresStore {
     }
   }
 
-  /// See ``Store/inAppPurchaseKey(appId:)``.
+  /// See ``CatalogStore/inAppPurchaseKey(appId:)``.
   public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
     let row = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
@@ -1148,7 +1159,7 @@ extension PostgresStore {
 // MARK: App Store Server API sync
 
 extension PostgresStore {
-  /// See ``Store/saveTransactionHistorySync(_:)``.
+  /// See ``ServerAPISyncStore/saveTransactionHistorySync(_:)``.
   public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
     try StoreValidation.validate(sync)
     try await pool.transaction { db throws(StoreError) in
@@ -1170,7 +1181,7 @@ extension PostgresStore {
     }
   }
 
-  /// See ``Store/transactionHistorySync(of:)``.
+  /// See ``ServerAPISyncStore/transactionHistorySync(of:)``.
   public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(
@@ -1185,7 +1196,7 @@ extension PostgresStore {
     }
   }
 
-  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One conditional
+  /// See ``ServerAPISyncStore/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One conditional
   /// upsert: of two instances claiming at once, exactly one gets the row.
   public func claimReconciliation(
     appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
@@ -1211,7 +1222,7 @@ extension PostgresStore {
     }
   }
 
-  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  /// See ``ServerAPISyncStore/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
   public func completeReconciliation(
     appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
   ) async throws(StoreError) {

@@ -38,7 +38,7 @@ extension PostgresStore {
       """, [.int(key), .int(UserSummaryRows.newStamp()), .bytes(summary.encoded())])
   }
 
-  /// See ``Store/summaries(appId:environment:userIds:)``: one statement over the users' index.
+  /// See ``PurchaseStore/summaries(appId:environment:userIds:)``: one statement over the users' index.
   public func summaries(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: StoredSummary] {
@@ -59,7 +59,7 @@ extension PostgresStore {
     return out
   }
 
-  /// See ``Store/rewriteSummaries(appId:environment:_:)``: each row replaced only while its stamp
+  /// See ``PurchaseStore/rewriteSummaries(appId:environment:_:)``: each row replaced only while its stamp
   /// is the one read (READ COMMITTED re-checks the condition on the newest row version), or, with
   /// none read, inserted only while there is no row and the user exists (the foreign key waits
   /// for a concurrent erasure and then refuses it).

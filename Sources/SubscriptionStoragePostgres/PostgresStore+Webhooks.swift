@@ -59,7 +59,7 @@ extension PostgresSchema {
     sql: "ALTER TABLE webhooks ADD COLUMN environment TEXT NOT NULL DEFAULT '';")
 }
 
-extension PostgresStore: WebhookStore {
+extension PostgresStore {
   private static let webhookColumns =
     "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint, environment"
   private static let deliveryColumns =

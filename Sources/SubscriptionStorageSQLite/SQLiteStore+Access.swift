@@ -4,7 +4,7 @@ import SubscriptionStorage
 // MARK: Named entitlements (docs/architecture.md "Access model")
 
 extension SQLiteStore {
-  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  /// See ``CatalogStore/putEntitlements(appId:entitlements:)``.
   public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
     async throws(StoreError)
   {
@@ -34,7 +34,7 @@ extension SQLiteStore {
     var payload: [UInt8]
   }
 
-  /// See ``Store/entitlements(appId:)``.
+  /// See ``CatalogStore/entitlements(appId:)``.
   public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
     try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
@@ -44,7 +44,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  /// See ``CatalogStore/deleteEntitlements(appId:entitlementIds:)``.
   public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -65,7 +65,7 @@ extension SQLiteStore {
 // MARK: Erasure
 
 extension SQLiteStore {
-  /// See ``Store/deleteProducts(appId:productIds:)``.
+  /// See ``CatalogStore/deleteProducts(appId:productIds:)``.
   public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -94,7 +94,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/deleteUsers(appId:userIds:)``.
+  /// See ``ErasureStore/deleteUsers(appId:userIds:)``.
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
     guard !userIds.contains("") else { throw StoreError(.invalidArgument, "user_id is empty") }
     let ids = Array(Set(userIds))

@@ -22,7 +22,7 @@ extension Schema {
       """)
 }
 
-extension SQLiteStore: AppAccountStore {
+extension SQLiteStore {
   /// See ``AppAccountStore/saveAppAccount(_:)``.
   public func saveAppAccount(_ link: AppAccountLink) async throws(StoreError) {
     try StoreValidation.validate(link)

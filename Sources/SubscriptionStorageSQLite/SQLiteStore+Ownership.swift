@@ -152,7 +152,7 @@ extension SQLiteStore {
     ) { r in OwnershipGap(originalTransactionId: r.text(0), fromMs: r.optionalInt(1), untilMs: r.optionalInt(2)) }
   }
 
-  /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: [OwnershipGap]] {
@@ -174,7 +174,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/ownershipTransfers(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/ownershipTransfers(appId:environment:originalTransactionId:)``.
   public func ownershipTransfers(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [OwnershipTransfer] {

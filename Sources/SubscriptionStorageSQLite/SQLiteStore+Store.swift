@@ -126,7 +126,7 @@ extension SQLiteStore: Store {
 
   // MARK: Tenants
 
-  /// See ``Store/createTenant(_:)``.
+  /// See ``TenantStore/createTenant(_:)``.
   public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
     try await writer.write { db throws(StoreError) in
       if try exists(db, "SELECT 1 FROM tenants WHERE tenant_id = ?", [.text(tenant.tenantId)]) {
@@ -145,7 +145,7 @@ extension SQLiteStore: Store {
     TenantRecord(tenantId: r.text(0), name: r.text(1), disabled: r.bool(2), createdMs: r.int(3))
   }
 
-  /// See ``Store/tenant(id:)``.
+  /// See ``TenantStore/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
     if let cached = cache.tenant(tenantId) { return cached }
     let generation = cache.generation
@@ -161,7 +161,7 @@ extension SQLiteStore: Store {
     return tenant
   }
 
-  /// See ``Store/listTenants(page:)``.
+  /// See ``TenantStore/listTenants(page:)``.
   public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
     let limit = page.limit
     return try await readers.read { db throws(StoreError) in
@@ -172,7 +172,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  /// See ``TenantStore/setTenantDisabled(id:disabled:)``.
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
@@ -191,7 +191,7 @@ extension SQLiteStore: Store {
 
   // MARK: Apps
 
-  /// See ``Store/createApp(_:)``.
+  /// See ``CatalogStore/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     let policy = try PayloadCodec.encodeJSON(app.policy)
     try await writer.write { db throws(StoreError) in
@@ -222,7 +222,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/app(id:)``.
+  /// See ``CatalogStore/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
     if let cached = cache.app(appId) { return cached }
     let generation = cache.generation
@@ -236,14 +236,14 @@ extension SQLiteStore: Store {
     return app
   }
 
-  /// See ``Store/app(tenantId:appId:)``.
+  /// See ``CatalogStore/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     let a = try await app(id: appId)
     guard a.tenantId == tenantId else { throw StoreError.notFound("app", appId) }
     return a
   }
 
-  /// See ``Store/listApps(tenantId:page:)``.
+  /// See ``CatalogStore/listApps(tenantId:page:)``.
   public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
     AppRecord
   > {
@@ -256,7 +256,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/setPolicy(appId:policy:)``.
+  /// See ``CatalogStore/setPolicy(appId:policy:)``.
   public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
     -> AppRecord
   {
@@ -274,7 +274,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  /// See ``CatalogStore/setSmallBusinessProgram(appId:_:)``.
   public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
     defer { cache.invalidate(app: appId) }
     return try await writer.write { db throws(StoreError) in
@@ -288,7 +288,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  /// See ``CatalogStore/updateApp(appId:appleAppId:displayName:)``.
   public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
     async throws(StoreError) -> AppRecord
   {
@@ -321,7 +321,7 @@ extension SQLiteStore: Store {
     return keyring
   }
 
-  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
   public func setSharedSecret(
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
@@ -362,7 +362,7 @@ extension SQLiteStore: Store {
     var previousValidUntilMs: Int64?
   }
 
-  /// See ``Store/sharedSecrets(appId:)``.
+  /// See ``CatalogStore/sharedSecrets(appId:)``.
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
     let row: SealedRow? = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
@@ -444,7 +444,7 @@ extension SQLiteStore: Store {
 
   // MARK: Catalog
 
-  /// See ``Store/putProducts(appId:products:)``.
+  /// See ``CatalogStore/putProducts(appId:products:)``.
   public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
     var encoded: [(String, [UInt8])] = []
     for p in products { encoded.append((p.productId, try PayloadCodec.encodeJSON(p))) }
@@ -467,7 +467,7 @@ extension SQLiteStore: Store {
     var payload: [UInt8]
   }
 
-  /// See ``Store/products(appId:)``.
+  /// See ``CatalogStore/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
     if let cached = cache.products(appId) { return cached }
     let generation = cache.generation
@@ -483,7 +483,7 @@ extension SQLiteStore: Store {
 
   // MARK: API keys
 
-  /// See ``Store/createApiKey(_:)``.
+  /// See ``TenantStore/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
     try StoreValidation.validate(key)
     let appIds = try PayloadCodec.encodeJSON(key.appIds)
@@ -512,7 +512,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/apiKey(hash:)``.
+  /// See ``TenantStore/apiKey(hash:)``.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
     // The index (or the cache's hash table) finds the row; the final comparison is constant-time.
     if let cached = cache.key(hash: hash) {
@@ -527,7 +527,7 @@ extension SQLiteStore: Store {
     return found
   }
 
-  /// See ``Store/listApiKeys(tenantId:page:)``.
+  /// See ``TenantStore/listApiKeys(tenantId:page:)``.
   public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
     -> Page<ApiKeyRecord>
   {
@@ -547,7 +547,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  /// See ``TenantStore/revokeApiKey(tenantId:keyId:atMs:)``.
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
@@ -566,7 +566,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key.
+  /// See ``TenantStore/touchApiKey(keyId:atMs:)``. Writes at most once a minute per key.
   public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
     let due = touchedKeys.withLock { touched -> Bool in
       if let last = touched[keyId], atMs - last < 60_000 { return false }
@@ -615,6 +615,11 @@ extension SQLiteStore: Store {
     var summaryInputs: [String: (catalog: Catalog, policy: EligibilityPolicy)] = [:]
     for submitted in batch {
       let user = submitted.user
+      // One writer: the user's row, if there, stays until this transaction commits.
+      if submitted.onlyIfStored, try userKey(db, user, create: false) == nil {
+        summary.erasedMeanwhile.append(user)
+        continue
+      }
       var ledger = SQLiteOwnershipLedger(
         db: db, appId: user.appId, environment: user.environment, catalogs: summaryCatalogs, policies: summaryPolicies)
       let madeBefore = summary.transfers.count
@@ -710,7 +715,7 @@ extension SQLiteStore: Store {
     return summary
   }
 
-  /// See ``Store/ingest(_:atMs:)``.
+  /// See ``PurchaseStore/ingest(_:atMs:)``.
   public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
     -> IngestSummary
   {
@@ -725,7 +730,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
+  /// See ``PurchaseStore/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> IngestSummary? {
@@ -748,7 +753,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  /// See ``PurchaseStore/pruneNotifications(receivedBeforeMs:)``.
   public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
     try await writer.write { db throws(StoreError) in
       try db.run(HotQueries.pruneNotifications, [.int(receivedBeforeMs)])
@@ -756,7 +761,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  /// See ``PurchaseStore/isNotificationProcessed(appId:notificationId:)``.
   public func isNotificationProcessed(appId: String, notificationId: String)
     async throws(StoreError)
     -> Bool
@@ -822,7 +827,7 @@ extension SQLiteStore: Store {
   }
 
 
-  /// See ``Store/history(of:)``. Answered from the history cache when the user's data has not
+  /// See ``PurchaseStore/history(of:)``. Answered from the history cache when the user's data has not
   /// changed since it was last read.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
     let ticket: HistoryCache.FillTicket?
@@ -842,7 +847,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``. Users in the history cache are answered
+  /// See ``PurchaseStore/histories(appId:environment:userIds:)``. Users in the history cache are answered
   /// from it; the others are read in one read transaction.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
@@ -881,7 +886,7 @@ extension SQLiteStore: Store {
     return out.map { $0! }
   }
 
-  /// See ``Store/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
+  /// See ``PurchaseStore/transactions(of:page:)``. The cursor is `purchaseMs:transactionId`.
   public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
     -> Page<Transaction>
   {
@@ -907,7 +912,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/renewalInfos(of:)``. From the history cache when it holds the user, else the
+  /// See ``PurchaseStore/renewalInfos(of:)``. From the history cache when it holds the user, else the
   /// renewal infos' rows alone: the user's transactions are not read.
   public func renewalInfos(of user: UserKey) async throws(StoreError) -> [RenewalInfo] {
     if let cached = historyCache.history(of: user) { return cached.renewalInfos }
@@ -919,7 +924,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/users(appId:environment:originalTransactionId:)``.
   public func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String] {
@@ -931,7 +936,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/listUsers(appId:environment:page:)``.
+  /// See ``PurchaseStore/listUsers(appId:environment:page:)``.
   public func listUsers(
     appId: String, environment: Environment, page: PageRequest
   ) async throws(StoreError) -> Page<String> {
@@ -963,7 +968,7 @@ extension SQLiteStore: Store {
       failureCount: Int(r.int(6)))
   }
 
-  /// See ``Store/saveReceipt(_:)``.
+  /// See ``ReceiptStore/saveReceipt(_:)``.
   public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
     try StoreValidation.validate(receipt)
     try await writer.write { db throws(StoreError) in
@@ -984,7 +989,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/receipt(of:)``.
+  /// See ``ReceiptStore/receipt(of:)``.
   public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
     try await readers.read { db throws(StoreError) in
       guard let key = try Self.userKey(db, user, create: false) else { return nil }
@@ -1001,7 +1006,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/dueReceipts(atMs:limit:)``.
+  /// See ``ReceiptStore/dueReceipts(atMs:limit:)``.
   public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
     let n = Int64(min(max(limit, 1), 1000))
     return try await readers.read { db throws(StoreError) in
@@ -1011,7 +1016,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``: the due read and the lease update in
+  /// See ``ReceiptStore/claimDueReceipts(atMs:limit:leaseUntilMs:)``: the due read and the lease update in
   /// one write transaction of the single writer, so two claims never return the same receipt.
   public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
     async throws(StoreError) -> [StoredReceipt]
@@ -1044,7 +1049,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  /// See ``ReceiptStore/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
   public func markReceiptVerified(
     user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
   ) async throws(StoreError) {
@@ -1059,7 +1064,7 @@ extension SQLiteStore: Store {
       """, [.int(atMs), .optional(nextDueMs), .optional(receiptData)])
   }
 
-  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  /// See ``ReceiptStore/rescheduleReceipt(user:nextDueMs:failureCount:)``.
   public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
     async throws(StoreError)
   {
@@ -1071,7 +1076,7 @@ extension SQLiteStore: Store {
 
   // MARK: Audit
 
-  /// See ``Store/appendAudit(_:)``.
+  /// See ``AuditStore/appendAudit(_:)``.
   public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
     try await writer.write { db throws(StoreError) in
       try db.run(
@@ -1089,7 +1094,7 @@ extension SQLiteStore: Store {
     }
   }
 
-  /// See ``Store/auditLog(tenantId:page:)``.
+  /// See ``AuditStore/auditLog(tenantId:page:)``.
   public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
     AuditEntry
   > {
@@ -1126,7 +1131,7 @@ extension SQLiteStore: Store {
 // MARK: In-App Purchase keys
 
 extension SQLiteStore {
-  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  /// See ``CatalogStore/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     let keyring = try requireKeyring()
     let sealed = try InAppPurchaseKeySealing.seal(key, appId: appId, keyring: keyring)
@@ -1157,7 +1162,7 @@ extension SQLiteStore {
     var sealed: SealedSecret
   }
 
-  /// See ``Store/inAppPurchaseKey(appId:)``.
+  /// See ``CatalogStore/inAppPurchaseKey(appId:)``.
   public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
     let row: SealedKeyRow? = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
@@ -1211,7 +1216,7 @@ extension SQLiteStore {
 // MARK: App Store Server API sync
 
 extension SQLiteStore {
-  /// See ``Store/saveTransactionHistorySync(_:)``.
+  /// See ``ServerAPISyncStore/saveTransactionHistorySync(_:)``.
   public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
     try StoreValidation.validate(sync)
     try await writer.write { db throws(StoreError) in
@@ -1231,7 +1236,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/transactionHistorySync(of:)``.
+  /// See ``ServerAPISyncStore/transactionHistorySync(of:)``.
   public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
     try await readers.read { db throws(StoreError) in
       try db.first(
@@ -1246,7 +1251,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One write
+  /// See ``ServerAPISyncStore/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``. One write
   /// transaction: SQLite has one writer, so two claims never interleave.
   public func claimReconciliation(
     appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
@@ -1271,7 +1276,7 @@ extension SQLiteStore {
     }
   }
 
-  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  /// See ``ServerAPISyncStore/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
   public func completeReconciliation(
     appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
   ) async throws(StoreError) {

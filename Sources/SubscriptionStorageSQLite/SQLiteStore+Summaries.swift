@@ -30,7 +30,7 @@ extension SQLiteStore {
     return try policies.policy(appId: appId, json: json)
   }
 
-  /// See ``Store/summaries(appId:environment:userIds:)``: one statement over the users' index.
+  /// See ``PurchaseStore/summaries(appId:environment:userIds:)``: one statement over the users' index.
   public func summaries(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: StoredSummary] {
@@ -51,7 +51,7 @@ extension SQLiteStore {
     return out
   }
 
-  /// See ``Store/rewriteSummaries(appId:environment:_:)``: in the writer's transaction, each row
+  /// See ``PurchaseStore/rewriteSummaries(appId:environment:_:)``: in the writer's transaction, each row
   /// replaced only while its stamp is the one read (or, with none read, inserted only while there
   /// is no row and the user exists).
   public func rewriteSummaries(

@@ -183,7 +183,7 @@ enum WebhookQueries {
     """
 }
 
-extension SQLiteStore: WebhookStore {
+extension SQLiteStore {
   private static func webhookRecord(_ r: SQLRow) -> WebhookRecord {
     WebhookRecord(
       webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),

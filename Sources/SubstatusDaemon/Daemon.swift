@@ -173,27 +173,25 @@ public enum SubstatusDaemon {
       ])
     }
     defer { followedClock?.stop() }
-    // Webhooks: the dispatcher delivers the event log of stores that keep webhooks.
+    // Webhooks: the dispatcher delivers the event log to them.
     let serviceEnvironment = ServiceEnvironment(
       clock: followedClock ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()
     // Event cursors under the master key: every instance reads the others' (opaque per app).
     let eventCursors = EventCursors(keyring: keyring)
-    let dispatcher = (store as? any WebhookStore).map { webhookStore in
-      WebhookDispatcher(
-        store: webhookStore, environment: serviceEnvironment,
-        configuration: WebhookDispatcher.Configuration(
-          maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
-          urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-        poster: OutboundHTTPPoster.webhooks(
-          client: webhookClient, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-        log: log,
-        onAttempt: { report in
-          eventMetrics.delivery(
-            outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
-        },
-        cursors: eventCursors)
-    }
+    let dispatcher = WebhookDispatcher(
+      store: store, environment: serviceEnvironment,
+      configuration: WebhookDispatcher.Configuration(
+        maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
+        urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+      poster: OutboundHTTPPoster.webhooks(
+        client: webhookClient, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
+      log: log,
+      onAttempt: { report in
+        eventMetrics.delivery(
+          outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
+      },
+      cursors: eventCursors)
     let service = SubstatusService(
       store: store, environment: serviceEnvironment, limits: limits,
       verifyReceipt: VerifyReceiptClient(

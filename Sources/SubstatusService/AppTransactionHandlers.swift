@@ -11,6 +11,7 @@ import AppStoreSignedData
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 extension AppSignedDataVerifiers {
@@ -31,14 +32,6 @@ extension AppSignedDataVerifiers {
 }
 
 extension SubstatusService {
-  /// The store's app accounts; UNIMPLEMENTED for a store without them.
-  func appAccountStore() throws(RPCError) -> any AppAccountStore {
-    guard let accounts = store as? any AppAccountStore else {
-      throw RPCError(code: .unimplemented, message: "this store keeps no Apple Accounts")
-    }
-    return accounts
-  }
-
   // MARK: IngestService.SubmitAppTransaction
 
   public func submitAppTransaction(_ request: Substatus_V1_SubmitAppTransactionRequest, _ context: ServerContext)
@@ -61,7 +54,7 @@ extension SubstatusService {
       throw invalidArgument("signed_app_transaction", error.description)
     }
     try requireTransactionID(appTransaction.appTransactionId, "signed_app_transaction")
-    let accounts = try appAccountStore()
+    let accounts: any AppAccountStore = store
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: request.userID)
     var link = AppAccountLink(
       user: user, appTransactionId: appTransaction.appTransactionId,
@@ -118,7 +111,8 @@ extension SubstatusService {
     at time: Int64
   ) async throws(RPCError) -> [String: EligibilityAnswers] {
     let candidates = evaluations.compactMap { $0.value.hasNewCustomerAnswer ? $0.key : nil }
-    guard !candidates.isEmpty, let accounts = store as? any AppAccountStore else { return evaluations }
+    guard !candidates.isEmpty else { return evaluations }
+    let accounts: any AppAccountStore = store
     let appId = cached.app.appId
     let links = try await stored { () throws(StoreError) in
       try await accounts.appAccounts(appId: appId, environment: environment, userIds: candidates)

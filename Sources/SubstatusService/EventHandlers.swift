@@ -1,7 +1,9 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusEventDelivery
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 
 // EventService (docs/architecture.md "Events"): the event log read in pages and as a live stream,
@@ -98,7 +100,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_CreateWebhookResponse
   {
     let app = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     do { _ = try webhookURLPolicy.check(request.url) } catch { throw invalidArgument("url", error.reason) }
     guard request.eventTypes.count <= 32 else { throw invalidArgument("event_types", "at most 32 types") }
     let types = try SubscriptionEventType.set(wire: request.eventTypes, field: "event_types")
@@ -133,7 +135,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_TestWebhookResponse
   {
     _ = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
     let webhooks = try await stored { () throws(StoreError) in try await hooks.webhooks(appId: request.appID) }
     guard webhooks.contains(where: { $0.webhookId == request.webhookID }) else {
@@ -155,7 +157,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ListWebhooksResponse
   {
     _ = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     let webhooks = try await stored { () throws(StoreError) in try await hooks.webhooks(appId: request.appID) }
     var response = Substatus_V1_ListWebhooksResponse()
     response.webhooks = webhooks.map(\.wire)
@@ -166,7 +168,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_DeleteWebhookResponse
   {
     let app = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
     try await stored { () throws(StoreError) in
       try await hooks.deleteWebhook(appId: request.appID, webhookId: request.webhookID)
@@ -181,7 +183,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ListDeliveriesResponse
   {
     _ = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
     guard (0...1000).contains(request.pageSize) else {
       throw invalidArgument("page_size", "must be 1 to 1000 (0: 100)")
@@ -203,7 +205,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ReplayEventsResponse
   {
     let app = try await app(request.appID, context)
-    let hooks = try webhookStore()
+    let hooks: any WebhookStore = store
     if !request.webhookID.isEmpty { try requireID(request.webhookID, "webhook_id", limits: limits) }
     let after = try eventCursors.decode(request.sinceCursor, appId: request.appID)
     let webhook = request.webhookID.isEmpty ? nil : request.webhookID
@@ -218,15 +220,6 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     var response = Substatus_V1_ReplayEventsResponse()
     response.deliveriesCreated = Int64(created)
     return response
-  }
-
-  /// The store's webhooks and deliveries.
-  /// - Throws: `UNIMPLEMENTED` for a store that keeps none.
-  func webhookStore() throws(RPCError) -> any WebhookStore {
-    guard let hooks = store as? any WebhookStore else {
-      throw RPCError(code: .unimplemented, message: "this server's store keeps no webhooks")
-    }
-    return hooks
   }
 
   /// The log query of a request's filters.

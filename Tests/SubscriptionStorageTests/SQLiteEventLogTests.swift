@@ -2,6 +2,7 @@ import Foundation
 import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import Testing
 
 @testable import SubscriptionStorageSQLite

@@ -2,6 +2,7 @@ import Foundation
 import SubscriptionDomain
 import SubscriptionStorage
 import SubscriptionStorageSQLite
+import SubscriptionStorageTesting
 import StoreContractTesting
 import Testing
 

@@ -1,6 +1,7 @@
 import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import Synchronization
 import Testing
 @testable import SubstatusService

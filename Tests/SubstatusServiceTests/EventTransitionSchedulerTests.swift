@@ -1,5 +1,6 @@
 import Foundation
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusClock
 import SubstatusProcessTestKit
 import SubstatusWire

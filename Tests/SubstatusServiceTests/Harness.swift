@@ -6,6 +6,7 @@ import RPCCore
 import RPCInProcessTransport
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusClock
 import SubstatusWire
 @testable import SubstatusService

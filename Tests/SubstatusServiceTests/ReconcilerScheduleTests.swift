@@ -1,6 +1,7 @@
 import AppStoreSignedData
 import Foundation
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusClock
 import Testing
 

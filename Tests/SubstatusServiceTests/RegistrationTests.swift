@@ -1,5 +1,6 @@
 import RPCCore
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusServiceAPI
 import SubstatusWire
 import Testing

@@ -6,6 +6,7 @@ import RPCCore
 import RPCInProcessTransport
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusJSON
 import SubstatusWire
 import Testing

@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusClock
 import SubstatusJSON
 import Synchronization

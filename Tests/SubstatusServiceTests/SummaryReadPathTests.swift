@@ -3,6 +3,7 @@ import Testing
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubscriptionStorageTesting
 import SubstatusWire
 @testable import SubstatusService
 

@@ -5,6 +5,7 @@ import SubstatusWire
 import SubscriptionDomain
 import SubscriptionStorage
 import SubscriptionStorageSQLite
+import SubscriptionStorageTesting
 @testable import SubstatusService
 
 /// 2024-01-01T00:00:00Z in milliseconds, and a day.

@@ -15,7 +15,7 @@ import Testing
 
   /// Marks `user`'s Apple Account (sandbox) as one whose whole history Apple answered.
   static func verify(_ h: Harness, _ app: String, _ user: String) async throws {
-    let accounts = try #require(h.service.store as? any AppAccountStore)
+    let accounts: any AppAccountStore = h.service.store
     let now = h.world.now.withLock { $0 }
     try await accounts.saveAppAccount(
       AppAccountLink(

@@ -3,6 +3,7 @@ import StoreContractTesting
 import SubscriptionDomain
 import SubscriptionStorage
 import SubscriptionStorageSQLite
+import SubscriptionStorageTesting
 import SubstatusClock
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import SubscriptionDomain
+import SubscriptionStorage
 
-extension InMemoryStore: AppAccountStore {
+extension InMemoryStore {
   /// See ``AppAccountStore/saveAppAccount(_:)``.
   public func saveAppAccount(_ link: AppAccountLink) async throws(StoreError) {
     try StoreValidation.validate(link)

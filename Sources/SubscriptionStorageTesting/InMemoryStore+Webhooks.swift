@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 import Synchronization
 
 /// The webhooks and deliveries of an ``InMemoryStore`` (its own lock: the log is read through
@@ -37,7 +38,7 @@ struct InMemoryWebhooks: Sendable {
   }
 }
 
-extension InMemoryStore: WebhookStore {
+extension InMemoryStore {
   /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the counts and the insert under
   /// one lock.
   public func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)

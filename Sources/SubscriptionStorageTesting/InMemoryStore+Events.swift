@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 
 /// The in-memory event log: events in sequence order, the ids already logged, and each user's next
 /// transition by time. Changed only under the store's lock, with the purchase data that caused it.

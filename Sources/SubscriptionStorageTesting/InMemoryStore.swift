@@ -1,4 +1,5 @@
 import SubscriptionDomain
+import SubscriptionStorage
 import Synchronization
 
 /// A ``Store`` in memory: the test kit the service's tests use. It behaves like the SQLite store
@@ -161,7 +162,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Tenants
 
-  /// See ``Store/createTenant(_:)``.
+  /// See ``TenantStore/createTenant(_:)``.
   public func createTenant(_ tenant: TenantRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.tenants[tenant.tenantId] == nil else {
@@ -171,7 +172,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/tenant(id:)``.
+  /// See ``TenantStore/tenant(id:)``.
   public func tenant(id tenantId: String) async throws(StoreError) -> TenantRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let t = s.tenants[tenantId] else { throw StoreError.notFound("tenant", tenantId) }
@@ -179,13 +180,13 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listTenants(page:)``.
+  /// See ``TenantStore/listTenants(page:)``.
   public func listTenants(page: PageRequest) async throws(StoreError) -> Page<TenantRecord> {
     let all = state.withLock { Array($0.tenants.values) }
     return try Self.page(all, key: \.tenantId, cursor: \.tenantId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/setTenantDisabled(id:disabled:)``.
+  /// See ``TenantStore/setTenantDisabled(id:disabled:)``.
   public func setTenantDisabled(id tenantId: String, disabled: Bool) async throws(StoreError)
     -> TenantRecord
   {
@@ -206,7 +207,7 @@ public final class InMemoryStore: Store {
     return a
   }
 
-  /// See ``Store/createApp(_:)``.
+  /// See ``CatalogStore/createApp(_:)``.
   public func createApp(_ app: AppRecord) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.tenants[app.tenantId] != nil else {
@@ -228,7 +229,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/app(id:)``.
+  /// See ``CatalogStore/app(id:)``.
   public func app(id appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
@@ -236,7 +237,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/app(tenantId:appId:)``.
+  /// See ``CatalogStore/app(tenantId:appId:)``.
   public func app(tenantId: String, appId: String) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard let a = s.apps[appId], a.tenantId == tenantId else {
@@ -246,7 +247,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listApps(tenantId:page:)``.
+  /// See ``CatalogStore/listApps(tenantId:page:)``.
   public func listApps(tenantId: String, page: PageRequest) async throws(StoreError) -> Page<
     AppRecord
   > {
@@ -256,7 +257,7 @@ public final class InMemoryStore: Store {
     return try Self.page(all, key: \.appId, cursor: \.appId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/setPolicy(appId:policy:)``.
+  /// See ``CatalogStore/setPolicy(appId:policy:)``.
   public func setPolicy(appId: String, policy: EligibilityPolicy) async throws(StoreError)
     -> AppRecord
   {
@@ -269,7 +270,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/updateApp(appId:appleAppId:displayName:)``.
+  /// See ``CatalogStore/updateApp(appId:appleAppId:displayName:)``.
   public func updateApp(appId: String, appleAppId: Int64?, displayName: String)
     async throws(StoreError) -> AppRecord
   {
@@ -282,7 +283,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/setSmallBusinessProgram(appId:_:)``.
+  /// See ``CatalogStore/setSmallBusinessProgram(appId:_:)``.
   public func setSmallBusinessProgram(appId: String, _ member: Bool) async throws(StoreError) -> AppRecord {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
@@ -294,7 +295,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Shared secrets
 
-  /// See ``Store/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
+  /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
   public func setSharedSecret(
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
@@ -310,7 +311,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/sharedSecrets(appId:)``.
+  /// See ``CatalogStore/sharedSecrets(appId:)``.
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -320,7 +321,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Catalog
 
-  /// See ``Store/putProducts(appId:products:)``.
+  /// See ``CatalogStore/putProducts(appId:products:)``.
   public func putProducts(appId: String, products: [Product]) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -328,7 +329,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/products(appId:)``.
+  /// See ``CatalogStore/products(appId:)``.
   public func products(appId: String) async throws(StoreError) -> [Product] {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -338,7 +339,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Named entitlements
 
-  /// See ``Store/putEntitlements(appId:entitlements:)``.
+  /// See ``CatalogStore/putEntitlements(appId:entitlements:)``.
   public func putEntitlements(appId: String, entitlements: [EntitlementDefinition])
     async throws(StoreError)
   {
@@ -349,7 +350,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/entitlements(appId:)``.
+  /// See ``CatalogStore/entitlements(appId:)``.
   public func entitlements(appId: String) async throws(StoreError) -> [EntitlementDefinition] {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -357,7 +358,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/deleteEntitlements(appId:entitlementIds:)``.
+  /// See ``CatalogStore/deleteEntitlements(appId:entitlementIds:)``.
   public func deleteEntitlements(appId: String, entitlementIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -373,7 +374,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Erasure
 
-  /// See ``Store/deleteProducts(appId:productIds:)``.
+  /// See ``CatalogStore/deleteProducts(appId:productIds:)``.
   public func deleteProducts(appId: String, productIds: [String]) async throws(StoreError)
     -> [String]
   {
@@ -392,7 +393,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/deleteUsers(appId:userIds:)``.
+  /// See ``ErasureStore/deleteUsers(appId:userIds:)``.
   public func deleteUsers(appId: String, userIds: [String]) async throws(StoreError) -> UserErasure {
     defer { webhookState.withLock { $0.erase(appId: appId, userIds: Set(userIds)) } }
     return try withState { (s: inout State) throws(StoreError) in
@@ -427,7 +428,7 @@ public final class InMemoryStore: Store {
 
   // MARK: API keys
 
-  /// See ``Store/createApiKey(_:)``.
+  /// See ``TenantStore/createApiKey(_:)``.
   public func createApiKey(_ key: ApiKeyRecord) async throws(StoreError) {
     try StoreValidation.validate(key)
     try withState { (s: inout State) throws(StoreError) in
@@ -442,12 +443,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/apiKey(hash:)``.
+  /// See ``TenantStore/apiKey(hash:)``.
   public func apiKey(hash: [UInt8]) async throws(StoreError) -> ApiKeyRecord? {
     state.withLock { s in s.keys.values.first { ConstantTime.equals($0.keyHash, hash) } }
   }
 
-  /// See ``Store/listApiKeys(tenantId:page:)``.
+  /// See ``TenantStore/listApiKeys(tenantId:page:)``.
   public func listApiKeys(tenantId: String?, page: PageRequest) async throws(StoreError)
     -> Page<ApiKeyRecord>
   {
@@ -455,7 +456,7 @@ public final class InMemoryStore: Store {
     return try Self.page(all, key: \.keyId, cursor: \.keyId, decode: { $0 }, request: page)
   }
 
-  /// See ``Store/revokeApiKey(tenantId:keyId:atMs:)``.
+  /// See ``TenantStore/revokeApiKey(tenantId:keyId:atMs:)``.
   public func revokeApiKey(tenantId: String?, keyId: String, atMs: Int64) async throws(StoreError)
     -> ApiKeyRecord
   {
@@ -469,7 +470,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/touchApiKey(keyId:atMs:)``.
+  /// See ``TenantStore/touchApiKey(keyId:atMs:)``.
   public func touchApiKey(keyId: String, atMs: Int64) async throws(StoreError) {
     state.withLock { s in
       guard var k = s.keys[keyId] else { return }
@@ -490,6 +491,10 @@ public final class InMemoryStore: Store {
     }
     var summary = IngestSummary()
     for submitted in batch {
+      if submitted.onlyIfStored, s.users[submitted.user] == nil, s.receipts[submitted.user] == nil {
+        summary.erasedMeanwhile.append(submitted.user)
+        continue
+      }
       let madeBefore = summary.transfers.count
       let gapsBefore = s.gaps[submitted.user] ?? []
       let update = try settleOwnership(submitted, &s, &summary)
@@ -547,7 +552,7 @@ public final class InMemoryStore: Store {
     s.summaries[user] = (UserSummaryRows.newStamp(), summary.encoded())
   }
 
-  /// See ``Store/summaries(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/summaries(appId:environment:userIds:)``.
   public func summaries(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: StoredSummary] {
@@ -563,7 +568,7 @@ public final class InMemoryStore: Store {
     return out
   }
 
-  /// See ``Store/rewriteSummaries(appId:environment:_:)``.
+  /// See ``PurchaseStore/rewriteSummaries(appId:environment:_:)``.
   public func rewriteSummaries(
     appId: String, environment: Environment, _ rewrites: [SummaryRewrite]
   ) async throws(StoreError) -> Int {
@@ -610,7 +615,7 @@ public final class InMemoryStore: Store {
     return update.removing(originalTransactionIds: Set(refused))
   }
 
-  /// See ``Store/ingest(_:atMs:)``.
+  /// See ``PurchaseStore/ingest(_:atMs:)``.
   public func ingest(_ batch: [UserPurchases], atMs: Int64) async throws(StoreError)
     -> IngestSummary
   {
@@ -620,7 +625,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/applyNotification(appId:notificationId:receivedMs:updates:)``.
+  /// See ``PurchaseStore/applyNotification(appId:notificationId:receivedMs:updates:)``.
   public func applyNotification(
     appId: String, notificationId: String, receivedMs: Int64, updates: [UserPurchases]
   ) async throws(StoreError) -> IngestSummary? {
@@ -634,7 +639,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/isNotificationProcessed(appId:notificationId:)``.
+  /// See ``PurchaseStore/isNotificationProcessed(appId:notificationId:)``.
   public func isNotificationProcessed(appId: String, notificationId: String)
     async throws(StoreError)
     -> Bool
@@ -642,7 +647,7 @@ public final class InMemoryStore: Store {
     state.withLock { $0.notifications[[appId, notificationId]] != nil }
   }
 
-  /// See ``Store/pruneNotifications(receivedBeforeMs:)``.
+  /// See ``PurchaseStore/pruneNotifications(receivedBeforeMs:)``.
   public func pruneNotifications(receivedBeforeMs: Int64) async throws(StoreError) -> Int {
     state.withLock { s in
       let old = s.notifications.filter { $0.value < receivedBeforeMs }.keys
@@ -655,12 +660,12 @@ public final class InMemoryStore: Store {
     (s.users[user] ?? UserPurchaseState()).history(of: user)
   }
 
-  /// See ``Store/history(of:)``.
+  /// See ``PurchaseStore/history(of:)``.
   public func history(of user: UserKey) async throws(StoreError) -> UserHistory {
     state.withLock { Self.history(user, $0) }
   }
 
-  /// See ``Store/histories(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/histories(appId:environment:userIds:)``.
   public func histories(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [UserHistory] {
@@ -669,7 +674,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/transactions(of:page:)``.
+  /// See ``PurchaseStore/transactions(of:page:)``.
   public func transactions(of user: UserKey, page: PageRequest) async throws(StoreError)
     -> Page<Transaction>
   {
@@ -688,7 +693,7 @@ public final class InMemoryStore: Store {
       }, request: page)
   }
 
-  /// See ``Store/users(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/users(appId:environment:originalTransactionId:)``.
   public func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String] {
@@ -707,7 +712,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/ownershipGaps(appId:environment:userIds:)``.
+  /// See ``PurchaseStore/ownershipGaps(appId:environment:userIds:)``.
   public func ownershipGaps(
     appId: String, environment: Environment, userIds: [String]
   ) async throws(StoreError) -> [String: [OwnershipGap]] {
@@ -722,7 +727,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/ownershipTransfers(appId:environment:originalTransactionId:)``.
+  /// See ``PurchaseStore/ownershipTransfers(appId:environment:originalTransactionId:)``.
   public func ownershipTransfers(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [OwnershipTransfer] {
@@ -735,7 +740,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/listUsers(appId:environment:page:)``.
+  /// See ``PurchaseStore/listUsers(appId:environment:page:)``.
   public func listUsers(
     appId: String, environment: Environment, page: PageRequest
   ) async throws(StoreError) -> Page<String> {
@@ -747,7 +752,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Stored receipts
 
-  /// See ``Store/saveReceipt(_:)``.
+  /// See ``ReceiptStore/saveReceipt(_:)``.
   public func saveReceipt(_ receipt: StoredReceipt) async throws(StoreError) {
     try StoreValidation.validate(receipt)
     try withState { (s: inout State) throws(StoreError) in
@@ -758,12 +763,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/receipt(of:)``.
+  /// See ``ReceiptStore/receipt(of:)``.
   public func receipt(of user: UserKey) async throws(StoreError) -> StoredReceipt? {
     state.withLock { $0.receipts[user] }
   }
 
-  /// See ``Store/dueReceipts(atMs:limit:)``.
+  /// See ``ReceiptStore/dueReceipts(atMs:limit:)``.
   public func dueReceipts(atMs: Int64, limit: Int) async throws(StoreError) -> [StoredReceipt] {
     let due = state.withLock { s in
       s.receipts.values.compactMap { r in r.nextDueMs.flatMap { $0 <= atMs ? ($0, r) : nil } }
@@ -775,7 +780,7 @@ public final class InMemoryStore: Store {
     return sorted.prefix(min(max(limit, 1), 1000)).map(\.1)
   }
 
-  /// See ``Store/claimDueReceipts(atMs:limit:leaseUntilMs:)``: one locked step.
+  /// See ``ReceiptStore/claimDueReceipts(atMs:limit:leaseUntilMs:)``: one locked step.
   public func claimDueReceipts(atMs: Int64, limit: Int, leaseUntilMs: Int64)
     async throws(StoreError) -> [StoredReceipt]
   {
@@ -793,7 +798,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
+  /// See ``ReceiptStore/markReceiptVerified(user:atMs:nextDueMs:receiptData:)``.
   public func markReceiptVerified(
     user: UserKey, atMs: Int64, nextDueMs: Int64?, receiptData: String?
   ) async throws(StoreError) {
@@ -812,7 +817,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/rescheduleReceipt(user:nextDueMs:failureCount:)``.
+  /// See ``ReceiptStore/rescheduleReceipt(user:nextDueMs:failureCount:)``.
   public func rescheduleReceipt(user: UserKey, nextDueMs: Int64?, failureCount: Int)
     async throws(StoreError)
   {
@@ -829,7 +834,7 @@ public final class InMemoryStore: Store {
 
   // MARK: Audit
 
-  /// See ``Store/appendAudit(_:)``.
+  /// See ``AuditStore/appendAudit(_:)``.
   public func appendAudit(_ entry: AuditEntry) async throws(StoreError) -> AuditEntry {
     state.withLock { s in
       var e = entry
@@ -839,7 +844,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/auditLog(tenantId:page:)``.
+  /// See ``AuditStore/auditLog(tenantId:page:)``.
   public func auditLog(tenantId: String?, page: PageRequest) async throws(StoreError) -> Page<
     AuditEntry
   > {
@@ -850,7 +855,7 @@ public final class InMemoryStore: Store {
 
   // MARK: In-App Purchase keys
 
-  /// See ``Store/setInAppPurchaseKey(appId:key:)``.
+  /// See ``CatalogStore/setInAppPurchaseKey(appId:key:)``.
   public func setInAppPurchaseKey(appId: String, key: InAppPurchaseKey) async throws(StoreError) {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -858,7 +863,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/inAppPurchaseKey(appId:)``.
+  /// See ``CatalogStore/inAppPurchaseKey(appId:)``.
   public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
     try withState { (s: inout State) throws(StoreError) in
       guard s.apps[appId] != nil else { throw StoreError.notFound("app", appId) }
@@ -868,7 +873,7 @@ public final class InMemoryStore: Store {
 
   // MARK: App Store Server API sync
 
-  /// See ``Store/saveTransactionHistorySync(_:)``.
+  /// See ``ServerAPISyncStore/saveTransactionHistorySync(_:)``.
   public func saveTransactionHistorySync(_ sync: TransactionHistorySyncState) async throws(StoreError) {
     try StoreValidation.validate(sync)
     try withState { (s: inout State) throws(StoreError) in
@@ -877,12 +882,12 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/transactionHistorySync(of:)``.
+  /// See ``ServerAPISyncStore/transactionHistorySync(of:)``.
   public func transactionHistorySync(of user: UserKey) async throws(StoreError) -> TransactionHistorySyncState? {
     state.withLock { $0.historySyncs[user] }
   }
 
-  /// See ``Store/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``.
+  /// See ``ServerAPISyncStore/claimReconciliation(appId:environment:owner:atMs:leaseUntilMs:)``.
   public func claimReconciliation(
     appId: String, environment: Environment, owner: String, atMs: Int64, leaseUntilMs: Int64
   ) async throws(StoreError) -> ReconciliationClaim? {
@@ -899,7 +904,7 @@ public final class InMemoryStore: Store {
     }
   }
 
-  /// See ``Store/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
+  /// See ``ServerAPISyncStore/completeReconciliation(appId:environment:owner:reconciledThroughMs:)``.
   public func completeReconciliation(
     appId: String, environment: Environment, owner: String, reconciledThroughMs: Int64?
   ) async throws(StoreError) {
