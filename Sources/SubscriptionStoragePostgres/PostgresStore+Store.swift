@@ -215,7 +215,7 @@ extension PostgresStore: Store {
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .bytes(policy), .int(app.createdMs),
-          .bool(app.policy.purchaseSharing != .share),
+          .bool(!app.policy.sharesInEveryEnvironment),
         ])
       if inserted == 1 { return }
       if try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(app.appId)]) {
@@ -264,7 +264,7 @@ extension PostgresStore: Store {
       guard
         try db.run(
           "UPDATE apps SET policy = $2, ownership_tracked = ownership_tracked OR $3 WHERE app_id = $1",
-          [.text(appId), .bytes(encoded), .bool(policy.purchaseSharing != .share)])
+          [.text(appId), .bytes(encoded), .bool(!policy.sharesInEveryEnvironment)])
           == 1
       else { throw StoreError.notFound("app", appId) }
       return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
@@ -591,7 +591,8 @@ extension PostgresStore: Store {
         summary.erasedMeanwhile.append(user)
         continue
       }
-      var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      var ledger = PostgresOwnershipLedger(
+        db: db, appId: user.appId, environment: user.environment, catalogs: catalogs, policy: appPolicies[user.appId])
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.
       let tracked = policies[user.appId]?.needsLedger == true

@@ -217,7 +217,7 @@ extension SQLiteStore: Store {
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .blob(policy), .int(app.createdMs),
-          .int(app.policy.purchaseSharing == .share ? 0 : 1),
+          .int(app.policy.sharesInEveryEnvironment ? 0 : 1),
         ])
     }
   }
@@ -265,7 +265,7 @@ extension SQLiteStore: Store {
     return try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE apps SET policy = ?, ownership_tracked = MAX(ownership_tracked, ?) WHERE app_id = ?",
-        [.blob(encoded), .int(policy.purchaseSharing == .share ? 0 : 1), .text(appId)])
+        [.blob(encoded), .int(policy.sharesInEveryEnvironment ? 0 : 1), .text(appId)])
       guard
         let a = try db.first(
           "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
@@ -620,7 +620,8 @@ extension SQLiteStore: Store {
         summary.erasedMeanwhile.append(user)
         continue
       }
-      var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      var ledger = SQLiteOwnershipLedger(
+        db: db, appId: user.appId, environment: user.environment, catalogs: summaryCatalogs, policies: summaryPolicies)
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.
       let tracked = policies[user.appId]?.needsLedger == true

@@ -296,6 +296,24 @@ public struct AppStoreServerAPIClient: Sendable {
     return signed
   }
 
+  /// Set App Account Token (API 1.16): sets the `appAccountToken` of an original transaction and
+  /// its renewals, `PUT /inApps/v1/transactions/{originalTransactionId}/appAccountToken` with the
+  /// body `UpdateAppAccountTokenRequest` `{"appAccountToken": UUID}`; Apple answers 200 with no body
+  /// (https://developer.apple.com/documentation/appstoreserverapi/set-app-account-token,
+  /// https://developer.apple.com/documentation/appstoreserverapi/updateappaccounttokenrequest).
+  /// - Throws: ``AppStoreServerAPIError`` (`notFound` for an unknown transaction id; `rejected`
+  ///   for a token Apple refuses, a family-shared or assigned transaction).
+  public func setAppAccountToken(
+    originalTransactionId: String, appAccountToken: String, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64
+  ) async throws(AppStoreServerAPIError) {
+    var body = JSONObject()
+    body.append("appAccountToken", .string(appAccountToken))
+    _ = try await call(
+      "PUT", environment, "/inApps/v1/transactions/\(try pathSegment(originalTransactionId))/appAccountToken",
+      query: [], body: JSONValue.object(body).serializedBytes(), authorizer: authorizer, nowMs: nowMs)
+  }
+
   /// Get Notification History: the notifications Apple sent (or tried to send) between two
   /// instants, every page (`paginationToken`).
   /// - Parameters:
@@ -408,6 +426,8 @@ public struct AppStoreServerAPIClient: Sendable {
       }
       if (200..<300).contains(status) {
         rateLimiter.count(.ok)
+        // Some endpoints (Set App Account Token) answer 200 with no body.
+        if responseBody.isEmpty { return .null }
         do { return try JSONValue(parsing: responseBody) } catch {
           throw malformed(endpoint, "\(error)")
         }

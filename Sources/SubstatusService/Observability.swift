@@ -43,6 +43,7 @@ public final class ServiceMetrics: Sendable {
     var reconcilerUsersSynced: UInt64 = 0
     var reconcilerFailures: UInt64 = 0
     var revocationSyncs: [String: UInt64] = [:]
+    var appAccountTokenWrites: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -125,6 +126,7 @@ public final class ServiceMetrics: Sendable {
 
   /// A Server API sync after a V2 REFUND or REVOKE ended with `outcome`.
   func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+  func appAccountTokenWrite(outcome: String) { state.withLock { $0.appAccountTokenWrites[outcome, default: 0] += 1 } }
 
   /// The registered components' families, then the service's own.
   public func metricFamilies() -> [MetricFamily] { registry.families() + ownFamilies() }
@@ -192,6 +194,10 @@ public final class ServiceMetrics: Sendable {
       byOutcome(
         "substatus_revocation_syncs_total", "Server API syncs triggered by V2 REFUND and REVOKE, by outcome.",
         "outcome", s.revocationSyncs),
+      byOutcome(
+        "substatus_app_account_token_writes_total",
+        "Set App Account Token calls after purchase sharing transfers, by outcome (ok, failed, not_uuid, no_key).",
+        "outcome", s.appAccountTokenWrites),
     ]
   }
 }

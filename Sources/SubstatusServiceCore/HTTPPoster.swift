@@ -108,13 +108,22 @@ public struct OutboundHTTPPoster: HTTPPoster, HTTPRequester {
     return HTTPPostResponse(status: response.status, body: response.body, duration: response.duration)
   }
 
+  /// The client's method for `name`: POST, PUT (Set App Account Token), otherwise GET.
+  static func method(_ name: String) -> OutboundRequest.Method {
+    switch name.uppercased() {
+    case "POST": .post
+    case "PUT": .put
+    default: .get
+    }
+  }
+
   /// See ``HTTPRequester/send(method:url:headers:body:timeout:)``.
   /// - Throws: `OutboundHTTPError`.
   public func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
     async throws -> (status: Int, body: [UInt8])
   {
     let response = try await send(
-      method.uppercased() == "POST" ? .post : .get, url: url, headers: headers, body: body ?? [], timeout: timeout)
+      Self.method(method), url: url, headers: headers, body: body ?? [], timeout: timeout)
     return (response.status, response.body)
   }
 
@@ -125,7 +134,7 @@ public struct OutboundHTTPPoster: HTTPPoster, HTTPRequester {
     responseHeaders: [String]
   ) async throws -> (status: Int, body: [UInt8], headers: [String: String]) {
     let response = try await send(
-      method.uppercased() == "POST" ? .post : .get, url: url, headers: headers, body: body ?? [], timeout: timeout,
+      Self.method(method), url: url, headers: headers, body: body ?? [], timeout: timeout,
       responseHeaders: responseHeaders)
     return (response.status, response.body, response.headers)
   }
