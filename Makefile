@@ -21,18 +21,15 @@ run: release
 	@mkdir -p data
 	.build/release/substatusd --data-dir data
 
-## Builds and runs every test (unit, interop with real peers, end to end). The suites run one after
-## another, except the daemon's end-to-end suites (SubstatusDaemonTests), which run in parallel with
-## each other: each starts its own substatusd on port 0 in its own directory and waits through the
-## test kit (Tests/SubstatusProcessTestKit) without blocking a thread of the cooperative pool. Other
-## targets still block threads or start in-process servers that starve each other on 2 cores.
+## Builds and runs every test (unit, interop with real peers, end to end): scripts/run-tests runs the
+## suites that wait on other programs (interop peers, PostgreSQL, Chromium) beside the other local
+## ones, two serial processes side by side, then the daemon's end-to-end suites in parallel.
 test: test-deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	scripts/check-protos
 	scripts/check-buf
 	scripts/readme_figures.py --check
-	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build --no-parallel --skip SubstatusDaemonTests
-	PATH="$(CURDIR)/.venv/bin:$$PATH" $(SWIFT) test --skip-build --filter SubstatusDaemonTests
+	SWIFT="$(SWIFT)" scripts/run-tests
 
 ## The allocation budgets of the release build (README "Testing"); `make test` checks the debug
 ## build's. Builds only substatus-alloc-budget in release (a cold release build of everything it

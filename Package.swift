@@ -124,11 +124,39 @@ let package = Package(
       swiftSettings: swiftSettings),
 
     // MARK: Service
+    // What the handlers, the Apple upstream and the event delivery share: the environment (time,
+    // randomness), the log sink, the periodic job timer, outbound HTTP posting, the domain <-> wire
+    // mapping and the display-text rules.
+    .target(
+      name: "SubstatusServiceCore",
+      dependencies: [
+        "RPCCore", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "SubstatusJSON", "SubstatusClock",
+        "OutboundHTTP",
+      ],
+      swiftSettings: swiftSettings),
+    // The clients of Apple: verifyReceipt and the App Store Server API.
+    .target(
+      name: "SubstatusAppleUpstream",
+      dependencies: [
+        "SubstatusServiceCore", "SubscriptionDomain", "SubstatusJSON", "SubstatusClock", "OutboundHTTP",
+      ],
+      swiftSettings: swiftSettings),
+    // The event log's consumers below the handlers: webhook delivery (dispatcher, signing, URL
+    // policy), the event signal, cursors, metrics and the events' wire mapping.
+    .target(
+      name: "SubstatusEventDelivery",
+      dependencies: [
+        "SubstatusServiceCore", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain",
+        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto",
+      ],
+      swiftSettings: swiftSettings),
+    // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
+    // reconciliation, transition events).
     .target(
       name: "SubstatusService",
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
-        "AppStoreSignedData",
+        "AppStoreSignedData", "SubstatusServiceCore", "SubstatusAppleUpstream", "SubstatusEventDelivery",
         "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP",
       ],
       swiftSettings: swiftSettings),

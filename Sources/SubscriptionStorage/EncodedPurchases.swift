@@ -48,10 +48,13 @@ package struct EncodedPurchases: Sendable {
   package var renewalInfos: [EncodedRenewalInfo]
   /// ``UserPurchases/submittedMs``.
   package var submittedMs: Int64?
+  /// ``UserPurchases/onlyIfStored``.
+  package var onlyIfStored: Bool
 
   package init(_ update: UserPurchases) {
     user = update.user
     submittedMs = update.submittedMs
+    onlyIfStored = update.onlyIfStored
     transactions = update.transactions.map(EncodedTransaction.init)
     renewalInfos = update.renewalInfoVersions.map {
       EncodedRenewalInfo(

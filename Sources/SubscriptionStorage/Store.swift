@@ -92,17 +92,25 @@ public struct UserPurchases: Sendable, Hashable {
   /// (``PurchaseOwnership``). `nil`: a write that changes no owner (a notification, the background
   /// refresh of a stored receipt).
   public var submittedMs: Int64?
+  /// When `true`, the update applies only if its user is still stored when the write commits: a
+  /// background job (a receipt refresh, a Server API sync, a notification routed to the users
+  /// that held its original transaction) read the user before a network call, and an erasure in
+  /// between must not be undone by its write. The store decides in the write's own transaction and
+  /// reports the dropped users in ``IngestSummary/erasedMeanwhile`` (docs/architecture.md,
+  /// "Erasure").
+  public var onlyIfStored: Bool
 
   /// Creates an update.
   public init(
     user: UserKey, transactions: [Transaction] = [], renewalInfos: [RenewalInfo] = [],
-    renewalInfoSnapshot: RenewalInfoSnapshot? = nil, submittedMs: Int64? = nil
+    renewalInfoSnapshot: RenewalInfoSnapshot? = nil, submittedMs: Int64? = nil, onlyIfStored: Bool = false
   ) {
     self.user = user
     self.transactions = transactions
     self.renewalInfos = renewalInfos
     self.renewalInfoSnapshot = renewalInfoSnapshot
     self.submittedMs = submittedMs
+    self.onlyIfStored = onlyIfStored
   }
 
   /// The original transactions of its transactions and renewal infos (removals included).
@@ -196,17 +204,21 @@ public struct IngestSummary: Sendable, Hashable {
   /// Events appended to the log in the same commit (``EventLogStore``): when positive, watchers
   /// and the webhook dispatcher have something new to read.
   public var eventsAppended: Int
+  /// Users of ``UserPurchases/onlyIfStored`` updates that were no longer stored (erased since the
+  /// job read them): nothing of theirs was written.
+  public var erasedMeanwhile: [UserKey]
 
   /// Creates a summary.
   public init(
     transactionsWritten: Int = 0, renewalInfosWritten: Int = 0, refused: [OwnershipRefusal] = [],
-    transfers: [OwnershipTransfer] = [], eventsAppended: Int = 0
+    transfers: [OwnershipTransfer] = [], eventsAppended: Int = 0, erasedMeanwhile: [UserKey] = []
   ) {
     self.transactionsWritten = transactionsWritten
     self.renewalInfosWritten = renewalInfosWritten
     self.refused = refused
     self.transfers = transfers
     self.eventsAppended = eventsAppended
+    self.erasedMeanwhile = erasedMeanwhile
   }
 }
 

@@ -138,8 +138,8 @@ extension PostgresStore {
 
   /// The keys of `users` (created if needed), each user's row locked in the order given.
   /// - Returns: the keys, and which users were created by this transaction (nothing stored yet).
-  static func lockUsers(_ db: PGConnection, _ users: [UserKey]) throws(StoreError)
-    -> (keys: [UserKey: Int64], created: Set<UserKey>)
+  static func lockUsers(_ db: PGConnection, _ users: [UserKey], mayCreate: (UserKey) -> Bool = { _ in true })
+    throws(StoreError) -> (keys: [UserKey: Int64], created: Set<UserKey>)
   {
     func arrays(_ users: [UserKey]) -> [PGValue] {
       [
@@ -149,7 +149,7 @@ extension PostgresStore {
     }
     var keys: [UserKey: Int64] = [:]
     for r in try db.query(PostgresBatchQueries.lockUsers, arrays(users)) { keys[users[Int(r.int(0)) - 1]] = r.int(1) }
-    let missing = users.filter { keys[$0] == nil }
+    let missing = users.filter { keys[$0] == nil && mayCreate($0) }
     if missing.isEmpty { return (keys, []) }
     // Inserted rows are this transaction's until it commits: as good as locked.
     try db.run(PostgresBatchQueries.insertUsers, arrays(missing))
@@ -199,12 +199,20 @@ extension PostgresStore {
     _ batch: [EncodedPurchases], atMs: Int64, _ db: PGConnection, catalogs: EventCatalogCache,
     policies appPolicies: [String: EligibilityPolicy]
   ) throws(StoreError) -> IngestSummary {
-    let ordered = lockOrder(batch).filter { !$0.isEmpty }
+    var ordered = lockOrder(batch).filter { !$0.isEmpty }
     var summary = IngestSummary()
     if ordered.isEmpty { return summary }
     var seen = Set<UserKey>()
-    let users = ordered.map(\.user).filter { seen.insert($0).inserted }
-    let (keys, created) = try lockUsers(db, users)
+    var users = ordered.map(\.user).filter { seen.insert($0).inserted }
+    // A user whose every update is `onlyIfStored` is not created again once erased.
+    let creatable = Set(ordered.lazy.filter { !$0.onlyIfStored }.map(\.user))
+    let (keys, created) = try lockUsers(db, users, mayCreate: { creatable.contains($0) })
+    if keys.count < users.count {
+      summary.erasedMeanwhile = users.filter { keys[$0] == nil }
+      users = users.filter { keys[$0] != nil }
+      ordered = ordered.filter { keys[$0.user] != nil }
+      if ordered.isEmpty { return summary }
+    }
     let existing = users.filter { !created.contains($0) }.compactMap { keys[$0] }
     let states = try purchaseStates(db, existing)
     var schedules: [Int64: EventSchedule] = [:]

@@ -53,6 +53,9 @@ enum PostgresQueries {
   /// under it, and absent rows cannot be locked). `NO KEY UPDATE` does not conflict with the
   /// key-share locks that inserts of the user's rows take.
   static let lockUser = "SELECT 1 FROM users WHERE user_key = $1 FOR NO KEY UPDATE"
+  /// A user's row by app, environment and user id, locked; none once erased.
+  static let lockStoredUser =
+    "SELECT user_key FROM users WHERE app_id = $1 AND environment = $2 AND user_id = $3 FOR NO KEY UPDATE"
   static let upsertRenewalInfo = """
     INSERT INTO renewal_infos (user_key, original_transaction_id, signed_ms, payload)
     VALUES($1, $2, $3, $4)
@@ -537,6 +540,14 @@ extension PostgresStore: Store {
     var changedKeys: [Int64] = []
     for submitted in lockOrder(batch) {
       let user = submitted.user
+      // Not created again once erased: the erasure locks the row FOR UPDATE, so either it
+      // committed and the row is gone, or it waits for this transaction.
+      if submitted.onlyIfStored, try db.first(PostgresQueries.lockStoredUser, [
+        .text(user.appId), .text(user.environment.rawValue), .text(user.userId),
+      ]) == nil {
+        summary.erasedMeanwhile.append(user)
+        continue
+      }
       var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.

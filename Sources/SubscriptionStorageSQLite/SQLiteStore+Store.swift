@@ -560,6 +560,11 @@ extension SQLiteStore: Store {
     var summaryInputs: [String: (catalog: Catalog, policy: EligibilityPolicy)] = [:]
     for submitted in batch {
       let user = submitted.user
+      // One writer: the user's row, if there, stays until this transaction commits.
+      if submitted.onlyIfStored, try userKey(db, user, create: false) == nil {
+        summary.erasedMeanwhile.append(user)
+        continue
+      }
       var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.

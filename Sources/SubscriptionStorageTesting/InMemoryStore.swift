@@ -476,6 +476,10 @@ public final class InMemoryStore: Store {
     }
     var summary = IngestSummary()
     for submitted in batch {
+      if submitted.onlyIfStored, s.users[submitted.user] == nil, s.receipts[submitted.user] == nil {
+        summary.erasedMeanwhile.append(submitted.user)
+        continue
+      }
       let madeBefore = summary.transfers.count
       let gapsBefore = s.gaps[submitted.user] ?? []
       let update = try settleOwnership(submitted, &s, &summary)

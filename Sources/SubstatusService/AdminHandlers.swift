@@ -3,6 +3,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: AdminService

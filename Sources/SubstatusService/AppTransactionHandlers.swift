@@ -11,6 +11,7 @@ import AppStoreSignedData
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 extension AppSignedDataVerifiers {

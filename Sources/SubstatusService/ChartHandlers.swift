@@ -4,6 +4,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 
 extension SubstatusService {

@@ -3,6 +3,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: IngestService
@@ -107,7 +108,9 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       try await store.ingest([
         UserPurchases(
           user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
-          renewalInfoSnapshot: response.renewalInfoSnapshot, submittedMs: submission ? self.environment.now() : nil)
+          renewalInfoSnapshot: response.renewalInfoSnapshot, submittedMs: submission ? self.environment.now() : nil,
+          // A refresh of a stored receipt must not bring back a user erased meanwhile.
+          onlyIfStored: !submission)
       ], atMs: self.environment.now())
     }
     metrics.ingested(summary.transactionsWritten)
@@ -183,6 +186,8 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     var refusedTransactions: [String: String] = [:]
     /// Original transactions refused (purchase sharing), in the store's order.
     var refused: [String] = []
+    /// Users of `onlyIfStored` updates erased since they were read: nothing of theirs was written.
+    var erasedMeanwhile: [UserKey] = []
 
     /// Sets the outcome of every result that was not rejected; refused items become rejected
     /// with OWNED_BY_ANOTHER_USER.
@@ -229,6 +234,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     for purchases in batch { metrics.received(purchases.transactions) }
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     outcomes.refused = summary.refused.map(\.originalTransactionId)
+    outcomes.erasedMeanwhile = summary.erasedMeanwhile
     let refused = Set(summary.refused.map { [$0.user.environment.rawValue, $0.originalTransactionId] })
     for purchases in batch {
       for t in purchases.transactions where refused.contains([purchases.user.environment.rawValue, t.originalTransactionId]) {

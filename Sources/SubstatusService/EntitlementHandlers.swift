@@ -1,6 +1,7 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: AdminService: named entitlements (docs/architecture.md "Access model")

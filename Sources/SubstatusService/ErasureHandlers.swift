@@ -1,6 +1,7 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: AdminService: erasure (issue 20)

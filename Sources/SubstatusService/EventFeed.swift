@@ -1,5 +1,6 @@
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusEventDelivery
 import SubstatusWire
 import Synchronization
 

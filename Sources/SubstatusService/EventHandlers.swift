@@ -1,7 +1,9 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusEventDelivery
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 
 // EventService (docs/architecture.md "Events"): the event log read in pages and as a live stream,

@@ -1,4 +1,5 @@
 import SubscriptionStorage
+import SubstatusServiceCore
 
 /// Appends the events of changes that happen by time alone (a period ends without renewal, a
 /// grace period or billing retry ends): a loop over the store's

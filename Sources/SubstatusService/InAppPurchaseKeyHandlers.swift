@@ -2,6 +2,7 @@ import AppStoreSignedData
 import Foundation
 import RPCCore
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: AdminService.SetInAppPurchaseKey

@@ -96,9 +96,7 @@ extension SubstatusService {
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
       renewalInfoSnapshot: RenewalInfoSnapshot(receiptTransactions: transactions, asOfDate: asOf))
     let id = "v1:" + Hex.encode(SHA256.hash(body))
-    let written = try await stored { () throws(StoreError) in
-      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
-    }
+    let written = try await applyNotification(appID: appID, id: id, receivedMs: now, updates: updates)
     let applied = written != nil
     metrics.notification(outcome: applied ? "applied" : "duplicate")
     if let written { eventsAppended(written.eventsAppended, source: "notification") }
@@ -121,10 +119,12 @@ extension SubstatusService {
     renewalInfos: [RenewalInfo], renewalInfoSnapshot: RenewalInfoSnapshot? = nil
   ) async throws(RPCError) -> [UserPurchases] {
     var byUser: [String: UserPurchases] = [:]
+    var found = Set<String>()
     func route(_ otid: String) async throws(RPCError) -> [String] {
       let users = try await stored { () throws(StoreError) in
         try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
       }
+      found.formUnion(users)
       return users.isEmpty ? [Self.unclaimedUserID(originalTransactionId: otid)] : users
     }
     for t in transactions {
@@ -137,6 +137,9 @@ extension SubstatusService {
         byUser[user, default: UserPurchases(user: UserKey(appId: appID, environment: environment, userId: user))].renewalInfos.append(r)
       }
     }
+    // A user found holding the original transaction may be erased before the write: the write
+    // then leaves them erased (the pseudo-users are created as before).
+    for user in found { byUser[user]?.onlyIfStored = true }
     if let renewalInfoSnapshot {
       for (user, update) in byUser {
         let routed = Set(update.transactions.map(\.originalTransactionId))
@@ -144,6 +147,41 @@ extension SubstatusService {
       }
     }
     return byUser.keys.sorted().map { byUser[$0]! }
+  }
+
+  /// Applies a notification's routed updates once (``Store/applyNotification(appId:notificationId:receivedMs:updates:)``).
+  /// What was routed to a user erased since the routing is kept under the pseudo-users of its
+  /// original transactions, as it would have been had the erasure come first: a notification's
+  /// data is never lost, and an erased user is never brought back.
+  /// - Returns: `nil` for a notification already applied.
+  func applyNotification(appID: String, id: String, receivedMs: Int64, updates: [UserPurchases])
+    async throws(RPCError) -> IngestSummary?
+  {
+    guard var written = try await stored({ () throws(StoreError) in
+      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: receivedMs, updates: updates)
+    }) else { return nil }
+    if written.erasedMeanwhile.isEmpty { return written }
+    let erased = Set(written.erasedMeanwhile)
+    var unclaimed: [String: UserPurchases] = [:]
+    for update in updates where erased.contains(update.user) {
+      for otid in update.originalTransactionIds.sorted() {
+        let user = UserKey(
+          appId: appID, environment: update.user.environment,
+          userId: Self.unclaimedUserID(originalTransactionId: otid))
+        var part = unclaimed[user.userId] ?? UserPurchases(user: user)
+        part.transactions += update.transactions.filter { $0.originalTransactionId == otid }
+        part.renewalInfos += update.renewalInfos.filter { $0.originalTransactionId == otid }
+        part.renewalInfoSnapshot = update.renewalInfoSnapshot.map { $0.restricted(to: [otid]) }
+        unclaimed[user.userId] = part
+      }
+    }
+    let kept = try await stored { () throws(StoreError) in
+      try await store.ingest(unclaimed.keys.sorted().map { unclaimed[$0]! }, atMs: receivedMs)
+    }
+    written.transactionsWritten += kept.transactionsWritten
+    written.renewalInfosWritten += kept.renewalInfosWritten
+    written.eventsAppended += kept.eventsAppended
+    return written
   }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 // MARK: EligibilityService.SignPromotionalOffer and SignIntroductoryOfferEligibility

@@ -6,27 +6,6 @@ import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusWire
 
-extension PaidAppEntitlement {
-  /// Reads SetPolicy's `paid_app_entitlement_id` and `paid_app_before`: `nil` when the id is empty
-  /// (and so must the cutoff be); INVALID_ARGUMENT naming the field otherwise.
-  init?(wire: Substatus_V1_EligibilityPolicy) throws(RPCError) {
-    if wire.paidAppEntitlementID.isEmpty {
-      guard wire.paidAppBefore.isEmpty else {
-        throw invalidArgument("policy.paid_app_entitlement_id", "required with paid_app_before")
-      }
-      return nil
-    }
-    guard wire.paidAppEntitlementID.utf8.count <= 64, DisplayText.problem(in: wire.paidAppEntitlementID) == nil else {
-      throw invalidArgument("policy.paid_app_entitlement_id", "must be an entitlement id of at most 64 bytes")
-    }
-    guard let cutoff = PaidAppEntitlement.cutoff(parsing: wire.paidAppBefore) else {
-      throw invalidArgument(
-        "policy.paid_app_before", "must be a day (YYYY-MM-DD) or a version (numbers separated by dots, such as 2.0)")
-    }
-    self.init(entitlementId: wire.paidAppEntitlementID, before: cutoff)
-  }
-}
-
 extension SubstatusService {
   /// Grants the app's paid-app entitlement (when its policy names one) to a user whose stored
   /// Apple Account got the app before the cutoff: that named entitlement is active with no end

@@ -3,6 +3,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import SubstatusServiceCore
 import Synchronization
 
 // MARK: Due policy
@@ -204,6 +205,9 @@ public final class ReceiptRefresher: Sendable {
     case appNotFound = "app_not_found"
     /// The app's tenant is disabled; held back like a wrong secret.
     case tenantDisabled = "tenant_disabled"
+    /// The user was erased while Apple answered: nothing was written (the write is
+    /// ``SubscriptionStorage/UserPurchases/onlyIfStored``) and no receipt is left.
+    case userErased = "user_erased"
   }
 
   /// What one batch did.
@@ -421,6 +425,7 @@ public final class ReceiptRefresher: Sendable {
       // Not a submission: a refresh never takes back what another account took (purchase sharing).
       let (_, _, _, evaluation, _) = try await service.ingestVerified(
         response, for: receipt.user.userId, in: app, submission: false)
+      if try await service.store.receipt(of: receipt.user) == nil { return .userErased }
       let next = service.limits.receiptRefresh.nextDue(evaluation, response)
       let fresh = response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 }
       try await service.store.markReceiptVerified(
@@ -511,12 +516,5 @@ public final class ReceiptRefresher: Sendable {
         [("app_id", .string(receipt.user.appId)), ("error", .string(error.description))])
       return false
     }
-  }
-}
-
-extension Duration {
-  /// The duration in whole milliseconds.
-  var milliseconds: Int64 {
-    components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
   }
 }

@@ -3,7 +3,9 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusJSON
+import SubstatusServiceCore
 import Synchronization
 
 /// Finds what dropped App Store Server Notifications would have told and applies it: for every app

@@ -5,6 +5,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import SubstatusServiceCore
 import SubstatusWire
 
 /// Why one piece of App Store signed data was refused: the reasons SubmitSignedTransactions
@@ -299,9 +300,7 @@ extension SubstatusService {
     let updates = try await routeByOriginalTransaction(
       appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
     let id = "v2:" + notification.notificationUUID
-    let written = try await stored { () throws(StoreError) in
-      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: now, updates: updates)
-    }
+    let written = try await applyNotification(appID: appID, id: id, receivedMs: now, updates: updates)
     let applied = written != nil
     metrics.notification(outcome: applied ? "applied" : "duplicate")
     if let written { eventsAppended(written.eventsAppended, source: "notification") }

@@ -1,6 +1,9 @@
 import AppStoreSignedData
 import Foundation
 import RPCCore
+import SubstatusAppleUpstream
+import SubstatusEventDelivery
+import SubstatusServiceCore
 import Synchronization
 import SubscriptionDomain
 import SubscriptionStorage

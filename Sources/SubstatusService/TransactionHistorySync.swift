@@ -3,7 +3,9 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusJSON
+import SubstatusServiceCore
 import SubstatusWire
 import Synchronization
 
@@ -256,9 +258,12 @@ extension SubstatusService {
     let outcomes = try await ingestWithOutcomes([
       UserPurchases(
         user: user, transactions: transactions, renewalInfos: renewalInfos, renewalInfoSnapshot: snapshot,
-        submittedMs: submission ? environment.now() : nil)
+        submittedMs: submission ? environment.now() : nil,
+        // A background sync (reconciler, revocations) must not bring back a user erased meanwhile.
+        onlyIfStored: !submission)
     ])
     let now = environment.now()
+    if !outcomes.erasedMeanwhile.isEmpty { throw RPCError(code: .notFound, message: "the user was erased during the sync") }
     try await stored { () throws(StoreError) in
       try await store.saveTransactionHistorySync(
         TransactionHistorySyncState(user: user, transactionId: transactionId, revision: history.revision, lastSyncMs: now))

@@ -74,6 +74,54 @@ extension StoreContract {
   }
 }
 
+extension StoreContract {
+  /// A background job (a receipt refresh, a Server API sync, a notification routed to the users
+  /// holding its original transaction) reads a user, waits on Apple, and writes with
+  /// `onlyIfStored`: if the user was erased in between, the write leaves them erased. App a1
+  /// shares purchases, a2 transfers them (the stores' two write paths).
+  static func erasureNotUndone(_ store: any Store) async throws {
+    try await Fixture.seed(store)
+    try await store.createApp(Fixture.app("a2"))
+    _ = try await store.setPolicy(appId: "a2", policy: EligibilityPolicy(purchaseSharing: .transfer))
+    for appId in ["a1", "a2"] {
+      let (kept, gone) = (Fixture.user("kept", app: appId), Fixture.user("gone", app: appId))
+      func t(_ id: String, _ purchase: Int64) -> Transaction {
+        Fixture.transaction("\(id)-\(appId)", purchase: purchase, expires: purchase + 100)
+      }
+      _ = try await store.ingest(
+        [UserPurchases(user: kept, transactions: [t("k1", 100)]), UserPurchases(user: gone, transactions: [t("g1", 100)])],
+        atMs: Fixture.now)
+      _ = try await store.deleteUsers(appId: appId, userIds: ["gone"])
+
+      let written = try await store.ingest(
+        [
+          UserPurchases(user: gone, transactions: [t("g2", 200)], renewalInfos: [Fixture.renewal("g1-\(appId)")], onlyIfStored: true),
+          UserPurchases(user: kept, transactions: [t("k2", 200)], onlyIfStored: true),
+          UserPurchases(user: Fixture.user("never", app: appId), transactions: [t("n1", 200)], onlyIfStored: true),
+        ], atMs: Fixture.now)
+      #expect(Set(written.erasedMeanwhile) == [gone, Fixture.user("never", app: appId)], "\(appId)")
+      #expect(written.transactionsWritten == 1, "\(appId)")
+      #expect(try await store.history(of: kept).transactions.map(\.transactionId) == ["k1-\(appId)", "k2-\(appId)"])
+      #expect(try await store.history(of: gone) == UserHistory(user: gone))
+      #expect(try await store.users(appId: appId, environment: .production, originalTransactionId: "g2-\(appId)").isEmpty)
+      let listed = try await store.listUsers(appId: appId, environment: .production, page: PageRequest(size: 100)).items
+      #expect(listed == ["kept"], "\(appId)")
+
+      // A notification's routed write: recorded once, nothing written for the erased user.
+      let notified = try await store.applyNotification(
+        appId: appId, notificationId: "n-\(appId)", receivedMs: Fixture.now,
+        updates: [UserPurchases(user: gone, transactions: [t("g3", 300)], onlyIfStored: true)])
+      #expect(notified?.erasedMeanwhile == [gone])
+      #expect(try await store.isNotificationProcessed(appId: appId, notificationId: "n-\(appId)"))
+      #expect(try await store.history(of: gone) == UserHistory(user: gone))
+
+      // The user's own submission starts afresh, with only what comes after.
+      _ = try await store.ingest([UserPurchases(user: gone, transactions: [t("g4", 400)], submittedMs: Fixture.now)], atMs: Fixture.now)
+      #expect(try await store.history(of: gone).transactions.map(\.transactionId) == ["g4-\(appId)"])
+    }
+  }
+}
+
 extension Store {
   fileprivate func renewalInfoCount(of user: UserKey) async throws -> Int {
     try await history(of: user).renewalInfos.count

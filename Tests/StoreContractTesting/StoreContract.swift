@@ -64,6 +64,8 @@ public enum StoreContract {
     case productDeletion
     /// erasing users: every environment, every kind of data, others untouched, a fresh start after
     case userErasure
+    /// a background write (`onlyIfStored`) never brings back an erased user; a submission starts afresh
+    case erasureNotUndone
     /// API keys: lookup by hash, uniqueness, roles, listing, revocation, last use
     case apiKeys
     /// ingest: many users in one call, history sorted by purchase, upsert by transaction id
@@ -149,6 +151,7 @@ public enum StoreContract {
       case .entitlements: "named entitlements: upsert by id, checked against the catalog, sorted, deleted by id"
       case .productDeletion: "deleting products: gone from the catalog and from entitlements, transactions kept"
       case .userErasure: "erasing users: every environment, every kind of data, others untouched, a fresh start after"
+      case .erasureNotUndone: "a background write (`onlyIfStored`) never brings back an erased user; a submission starts afresh"
       case .apiKeys: "API keys: lookup by hash, uniqueness, roles, listing, revocation, last use"
       case .ingestAndHistory: "ingest: many users in one call, history sorted by purchase, upsert by transaction id"
       case .newestWins: "newest signed data wins; older signed data is ignored"
@@ -201,6 +204,7 @@ public enum StoreContract {
     case .entitlements: try await entitlements(store)
     case .productDeletion: try await productDeletion(store)
     case .userErasure: try await userErasure(store)
+    case .erasureNotUndone: try await erasureNotUndone(store)
     case .apiKeys: try await apiKeys(store)
     case .ingestAndHistory: try await ingestAndHistory(store)
     case .newestWins: try await newestWins(store)

@@ -141,6 +141,51 @@ struct PostgresStoreTests {
     #expect(try db.first("SELECT count(*) FROM users")?.int(0) == 2)
   }
 
+  /// Rule 13 across instances: renewal-info snapshots of one subscription (Apple's whole current
+  /// renewal info: present, or absent and so removed) written at once through two instances end
+  /// as the newest on Apple's clock, whichever order their commits take.
+  @Test func concurrentRenewalInfoSnapshotsThroughTwoInstancesEndAsTheNewestOnApplesClock() async throws {
+    let url = try await blocking { try PostgresServer.fast.get().createDatabase() }
+    let a = try open(url)
+    let b = try open(url)
+    defer {
+      a.close()
+      b.close()
+    }
+    try await Fixture.seed(a)
+    let user = Fixture.user("x")
+    _ = try await a.ingest(
+      [UserPurchases(user: user, transactions: [Fixture.transaction("1", purchase: 100, expires: 200)])], atMs: Fixture.now)
+    for round in 0..<4 {
+      let base = 10_000 * Int64(round + 1)
+      let writes = 24
+      func present(_ k: Int) -> Bool { (k + round) % 2 == 0 }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        // Newest first on one instance, oldest first on the other: every interleaving is likely.
+        for k in (0..<writes).reversed() {
+          let signed = base + Int64(k)
+          let update = UserPurchases(
+            user: user,
+            renewalInfos: present(k) ? [Fixture.renewal("1", signed: signed, retry: k % 3 == 0)] : [],
+            renewalInfoSnapshot: RenewalInfoSnapshot(originalTransactionIds: ["1"], asOfDate: signed))
+          let store = k % 2 == 0 ? a : b
+          group.addTask { _ = try await store.ingest([update], atMs: Fixture.now) }
+        }
+        try await group.waitForAll()
+      }
+      let newest = writes - 1
+      for store in [a, b] {
+        let infos = try await store.history(of: user).renewalInfos
+        if present(newest) {
+          #expect(infos.map(\.signedDate) == [base + Int64(newest)], "round \(round)")
+          #expect(infos.first?.isInBillingRetryPeriod == (newest % 3 == 0), "round \(round)")
+        } else {
+          #expect(infos.isEmpty, "round \(round): \(infos.map(\.signedDate))")
+        }
+      }
+    }
+  }
+
   /// Purchase sharing KEEP_FIRST across instances: many users of two instances submit the same
   /// original transaction at once; the advisory lock per original transaction lets exactly one
   /// keep it, and every other submission is refused and stores none of it.

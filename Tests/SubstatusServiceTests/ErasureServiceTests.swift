@@ -160,4 +160,37 @@ import Testing
       await expectStatus(.invalidArgument) { _ = try await h.call(Substatus_V1_AdminService.deleteProducts, delete, key: admin) }
     }
   }
+  /// A notification routed to a stored user who is erased before its write (the store decides in
+  /// the write's transaction): the user stays erased and the data is kept under the pseudo-user
+  /// of its original transaction, exactly as had the erasure come first.
+  @Test func aNotificationForAUserErasedBeforeItsWriteIsKeptUnderThePseudoUser() async throws {
+    try await withService { h in
+      let (_, app) = try await h.makeTenantWithApp()
+      let (t0, day) = (Self.t0, Self.day)
+      func transaction(_ id: String, purchase: Int64) -> SubscriptionDomain.Transaction {
+        SubscriptionDomain.Transaction(
+          transactionId: id, originalTransactionId: "s1", productId: "premium.monthly",
+          subscriptionGroupIdentifier: "g1", purchaseDate: purchase, expiresDate: purchase + 30 * day,
+          environment: .sandbox)
+      }
+      let user = UserKey(appId: app, environment: .sandbox, userId: Self.user)
+      _ = try await h.service.store.ingest(
+        [UserPurchases(user: user, transactions: [transaction("s1", purchase: t0 - 40 * day)])], atMs: t0)
+      let updates = try await h.service.routeByOriginalTransaction(
+        appID: app, environment: .sandbox, transactions: [transaction("s2", purchase: t0 - 10 * day)], renewalInfos: [])
+      #expect(updates.map(\.user) == [user])
+      #expect(updates.map(\.onlyIfStored) == [true])
+
+      _ = try await h.service.store.deleteUsers(appId: app, userIds: [Self.user])
+      let written = try #require(
+        try await h.service.applyNotification(appID: app, id: "v2:erased-meanwhile", receivedMs: t0, updates: updates))
+      #expect(written.erasedMeanwhile == [user])
+      #expect(written.transactionsWritten == 1)
+      #expect(try await h.service.store.history(of: user) == UserHistory(user: user))
+      let unclaimed = UserKey(appId: app, environment: .sandbox, userId: "apple:s1")
+      #expect(try await h.service.store.history(of: unclaimed).transactions.map(\.transactionId) == ["s2"])
+      // Applied once: Apple's retry of the same notification is a duplicate.
+      #expect(try await h.service.applyNotification(appID: app, id: "v2:erased-meanwhile", receivedMs: t0, updates: updates) == nil)
+    }
+  }
 }

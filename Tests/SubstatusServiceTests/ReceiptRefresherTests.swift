@@ -531,6 +531,29 @@ struct ReceiptRefresherTests {
     #expect(try await w.store.dueReceipts(atMs: t + day, limit: 100).isEmpty)
   }
 
+  @Test("a user erased while Apple answers the refresh stays erased: nothing written, no receipt")
+  func erasureDuringARefreshIsNotUndone() async throws {
+    let world = TestWorld()
+    let t = world.now.withLock { $0 }
+    let fake = FakeAppStore(delay: .milliseconds(300), clock: world.clock) { call in
+      (200, FakeAppStore.body(periods: [(t - hour, t + 30 * day)], latest: call.receipt))
+    }
+    let w = RefreshWorld(fake: fake, world: world)
+    try await w.makeApp("app1", tenant: "t1")
+    try await w.saveDue("u1", app: "app1", tenant: "t1")
+    let batch = Task { await w.refresher().refreshDue() }
+    #expect(await world.clock.waitForSleepers(1))  // verifyReceipt is in flight
+    #expect(try await w.store.deleteUsers(appId: "app1", userIds: ["u1"]).receipts == 1)
+    world.clock.advance(by: .milliseconds(300))  // Apple answers
+    let summary = try #require(await batch.value)
+    #expect(summary.outcomes == [.userErased: 1])
+    let user = UserKey(appId: "app1", environment: .production, userId: "u1")
+    #expect(try await w.store.history(of: user) == UserHistory(user: user))
+    #expect(try await w.receipt("u1", app: "app1") == nil)
+    #expect(try await w.store.listUsers(appId: "app1", environment: .production, page: PageRequest(size: 10)).items.isEmpty)
+    #expect(try await w.store.events(appId: "app1", query: EventQuery(), afterSequence: 0, limit: 10).isEmpty)
+  }
+
   @Test("a graceful shutdown gives the claimed receipts it did not start back (due again at once)")
   func shutdownReleasesUnstartedClaims() async throws {
     let world = TestWorld()

@@ -2,6 +2,7 @@ import Foundation
 import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
+import SubstatusServiceCore
 
 /// Why verifyReceipt gave no usable answer.
 public struct VerifyReceiptFailure: Error, Sendable, CustomStringConvertible {
@@ -39,7 +40,7 @@ public struct VerifyReceiptClient: Sendable {
   public var initialBackoff: Duration
   /// The clock the backoffs wait on.
   public var clock: any ServiceClock
-  let poster: any HTTPPoster
+  package let poster: any HTTPPoster
 
   /// Apple's production endpoint.
   public static let appleProduction = URL(string: "https://buy.itunes.apple.com/verifyReceipt")!
@@ -141,7 +142,7 @@ public struct VerifyReceiptClient: Sendable {
     }
   }
 
-  static func failure(for status: VerifyReceiptStatus) -> VerifyReceiptFailure {
+  package static func failure(for status: VerifyReceiptStatus) -> VerifyReceiptFailure {
     let kind: VerifyReceiptFailure.Kind
     switch status.action {
     case .checkSharedSecret: kind = .wrongSharedSecret

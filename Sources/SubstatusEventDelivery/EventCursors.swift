@@ -2,6 +2,7 @@ import CCrypto
 import Foundation
 import RPCCore
 import SubscriptionStorage
+import SubstatusServiceCore
 import Synchronization
 
 /// Event log cursors (`Event.cursor`, `since_cursor`, `next_cursor`), opaque per app: a cursor is
@@ -69,7 +70,7 @@ public final class EventCursors: Sendable {
 
   /// Base64url without padding, written directly: every webhook POST carries a cursor, and
   /// Foundation's base64 followed by three `replacingOccurrences` cost more than the AES block.
-  static func base64URL(_ bytes: [UInt8]) -> String {
+  package static func base64URL(_ bytes: [UInt8]) -> String {
     let alphabet = Self.alphabet
     return String(unsafeUninitializedCapacity: (bytes.count * 4 + 2) / 3) { out in
       var n = 0

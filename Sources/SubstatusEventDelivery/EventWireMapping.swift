@@ -1,6 +1,7 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import SubstatusWire
 
 // Mapping of the event log's values (docs/architecture.md "Events") to and from the wire: shared by
@@ -10,7 +11,7 @@ import SubstatusWire
 
 extension SubscriptionEventType {
   /// The wire value.
-  var wire: Substatus_V1_EventType {
+  package var wire: Substatus_V1_EventType {
     switch self {
     case .subscriptionStarted: .subscriptionStarted
     case .trialConverted: .trialConverted
@@ -34,7 +35,7 @@ extension SubscriptionEventType {
 
   /// The domain type of a wire value in a request's `field`.
   /// - Throws: `INVALID_ARGUMENT` naming `field` for UNSPECIFIED or an unknown number.
-  init(wire: Substatus_V1_EventType, field: String) throws(RPCError) {
+  package init(wire: Substatus_V1_EventType, field: String) throws(RPCError) {
     guard let type = Self.allCases.first(where: { $0.wire == wire }) else {
       throw invalidArgument(field, "not an event type: \(wire.rawValue)")
     }
@@ -42,7 +43,7 @@ extension SubscriptionEventType {
   }
 
   /// The domain types of a request's repeated `field` (empty: all types).
-  static func set(wire: [Substatus_V1_EventType], field: String) throws(RPCError) -> Set<Self> {
+  package static func set(wire: [Substatus_V1_EventType], field: String) throws(RPCError) -> Set<Self> {
     var types = Set<Self>()
     for (i, w) in wire.enumerated() { types.insert(try Self(wire: w, field: "\(field)[\(i)]")) }
     return types
@@ -51,7 +52,7 @@ extension SubscriptionEventType {
 
 extension SubscriptionEventOffer {
   /// The wire value.
-  var wire: Substatus_V1_EventOffer {
+  package var wire: Substatus_V1_EventOffer {
     switch self {
     case .none: .none
     case .freeTrial: .freeTrial
@@ -65,7 +66,7 @@ extension SubscriptionEventOffer {
 
 extension LoggedEvent {
   /// The wire `Event`, its cursor the position after it (``EventCursors``, of the event's app).
-  func wire(_ cursors: EventCursors) -> Substatus_V1_Event {
+  package func wire(_ cursors: EventCursors) -> Substatus_V1_Event {
     var w = event.wire
     w.cursor = cursors.encode(appId: event.appId, sequence: sequence)
     return w
@@ -74,7 +75,7 @@ extension LoggedEvent {
 
 extension SubscriptionEvent {
   /// The wire `Event` without a cursor (a webhook test event has none).
-  var wire: Substatus_V1_Event {
+  package var wire: Substatus_V1_Event {
     var w = Substatus_V1_Event()
     w.eventID = eventId
     w.appID = appId
@@ -103,7 +104,7 @@ extension SubscriptionEvent {
 
 extension WebhookRecord {
   /// The wire `Webhook`.
-  var wire: Substatus_V1_Webhook {
+  package var wire: Substatus_V1_Webhook {
     var w = Substatus_V1_Webhook()
     w.webhookID = webhookId
     w.appID = appId
@@ -118,7 +119,7 @@ extension WebhookRecord {
 
 extension DeliveryState {
   /// The wire value.
-  var wire: Substatus_V1_DeliveryState {
+  package var wire: Substatus_V1_DeliveryState {
     switch self {
     case .pending: .pending
     case .delivered: .delivered
@@ -129,7 +130,7 @@ extension DeliveryState {
 
 extension DeliveryAttemptRecord {
   /// The wire `DeliveryAttempt`.
-  var wire: Substatus_V1_DeliveryAttempt {
+  package var wire: Substatus_V1_DeliveryAttempt {
     var w = Substatus_V1_DeliveryAttempt()
     w.attemptedMs = attemptedMs
     w.httpStatus = Int32(clamping: httpStatus ?? 0)
@@ -141,7 +142,7 @@ extension DeliveryAttemptRecord {
 
 extension DeliveryRecord {
   /// The wire `Delivery` (its event's cursor by `cursors`).
-  func wire(_ cursors: EventCursors) -> Substatus_V1_Delivery {
+  package func wire(_ cursors: EventCursors) -> Substatus_V1_Delivery {
     var w = Substatus_V1_Delivery()
     w.deliveryID = deliveryId
     w.webhookID = webhookId

@@ -4,6 +4,7 @@ import SubscriptionStorage
 import SubstatusClock
 import SubstatusJSON
 import SubstatusServiceAPI
+import SubstatusServiceCore
 import SubstatusWire
 import OutboundHTTP
 import Synchronization
@@ -565,7 +566,7 @@ public final class WebhookDispatcher: Sendable {
 
   /// The delivery's state after a failed or successful attempt: DELIVERED on 2xx; else PENDING
   /// after a backoff, the last retry at the end of the retry window, then FAILED.
-  func nextState(after attempt: DeliveryAttemptRecord, of delivery: DeliveryRecord)
+  package func nextState(after attempt: DeliveryAttemptRecord, of delivery: DeliveryRecord)
     -> (DeliveryState, Int64?)
   {
     if let status = attempt.httpStatus, (200..<300).contains(status) { return (.delivered, nil) }
@@ -730,13 +731,13 @@ public final class WebhookDispatcher: Sendable {
     }
   }
 
-  static func describe(_ duration: Duration) -> String {
+  package static func describe(_ duration: Duration) -> String {
     let ms = duration.milliseconds
     return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"
   }
 
   /// A connection error, for people.
-  static func describe(_ error: any Error) -> String {
+  package static func describe(_ error: any Error) -> String {
     guard let error = error as? OutboundHTTPError else { return "connection error: \(error)" }
     switch error.code {
     case .addressRefused: return "refused: \(error.message)"

@@ -10,7 +10,7 @@ import SubstatusWire
 extension SubscriptionDomain.Environment {
   /// The domain environment of a request: unspecified means production
   /// (docs/architecture.md "The API").
-  init(wire: Substatus_V1_Environment) throws(RPCError) {
+  package init(wire: Substatus_V1_Environment) throws(RPCError) {
     switch wire {
     case .unspecified, .production: self = .production
     case .sandbox: self = .sandbox
@@ -18,14 +18,14 @@ extension SubscriptionDomain.Environment {
     }
   }
 
-  var wire: Substatus_V1_Environment { self == .sandbox ? .sandbox : .production }
+  package var wire: Substatus_V1_Environment { self == .sandbox ? .sandbox : .production }
 }
 
 // MARK: Catalog
 
 extension Product {
   /// Validates and converts a catalog entry; `field` prefixes the field names in errors.
-  init(wire p: Substatus_V1_Product, field: String) throws(RPCError) {
+  package init(wire p: Substatus_V1_Product, field: String) throws(RPCError) {
     guard !p.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
     guard p.productID.utf8.count <= 255 else { throw invalidArgument("\(field).product_id", "longer than 255 bytes") }
     try Product.requireNoControl(p.productID, "\(field).product_id")
@@ -66,7 +66,7 @@ extension Product {
 
   /// The most offer ids of one kind per product: App Store Connect's limit of win-back offers per
   /// subscription, far above its promotional-offer limit.
-  static let maxOfferIds = 350
+  package static let maxOfferIds = 350
 
   /// Identifiers of the catalog hold no control character (README "Request limits and whole
   /// strings"), as ``requireID`` checks the others.
@@ -90,7 +90,7 @@ extension Product {
     }
   }
 
-  var wire: Substatus_V1_Product {
+  package var wire: Substatus_V1_Product {
     var p = Substatus_V1_Product()
     p.productID = productId
     p.type = type.wire
@@ -104,7 +104,7 @@ extension Product {
 }
 
 extension ProductType {
-  var wire: Substatus_V1_ProductType {
+  package var wire: Substatus_V1_ProductType {
     switch self {
     case .autoRenewable: .autoRenewable
     case .nonRenewing: .nonRenewing
@@ -114,7 +114,7 @@ extension ProductType {
     }
   }
 
-  init?(wire: Substatus_V1_ProductType) {
+  package init?(wire: Substatus_V1_ProductType) {
     switch wire {
     case .autoRenewable: self = .autoRenewable
     case .nonRenewing: self = .nonRenewing
@@ -129,7 +129,7 @@ extension ProductType {
 // MARK: Policy
 
 extension EligibilityPolicy {
-  var wire: Substatus_V1_EligibilityPolicy {
+  package var wire: Substatus_V1_EligibilityPolicy {
     var p = Substatus_V1_EligibilityPolicy()
     p.refundsBlockIntro = refundsBlockIntro
     p.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
@@ -144,7 +144,7 @@ extension EligibilityPolicy {
   }
 
   /// Applies a SetPolicy request: the fields named in `mask`, or the whole policy when it is empty.
-  func updated(with wire: Substatus_V1_EligibilityPolicy, mask: [String]) throws(RPCError) -> EligibilityPolicy {
+  package func updated(with wire: Substatus_V1_EligibilityPolicy, mask: [String]) throws(RPCError) -> EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
@@ -178,7 +178,7 @@ extension EligibilityPolicy {
 }
 
 extension PurchaseSharing {
-  var wire: Substatus_V1_PurchaseSharing {
+  package var wire: Substatus_V1_PurchaseSharing {
     switch self {
     case .share: .share
     case .transfer: .transfer
@@ -187,7 +187,7 @@ extension PurchaseSharing {
   }
 
   /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `policy.purchase_sharing`.
-  init(wire: Substatus_V1_PurchaseSharing) throws(RPCError) {
+  package init(wire: Substatus_V1_PurchaseSharing) throws(RPCError) {
     switch wire {
     case .share, .unspecified: self = .share
     case .transfer: self = .transfer
@@ -201,7 +201,7 @@ extension PurchaseSharing {
 
 extension SubscriptionDomain.Transaction {
   /// Validates and converts an imported transaction; `field` prefixes field names in errors.
-  init(wire t: Substatus_V1_Transaction, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
+  package init(wire t: Substatus_V1_Transaction, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
     guard !t.transactionID.isEmpty else { throw invalidArgument("\(field).transaction_id", "must not be empty") }
     guard t.transactionID.utf8.count <= 64 else { throw invalidArgument("\(field).transaction_id", "longer than 64 bytes") }
     guard !t.productID.isEmpty else { throw invalidArgument("\(field).product_id", "must not be empty") }
@@ -250,11 +250,11 @@ extension SubscriptionDomain.Transaction {
   }
 
   /// A byte of an App Store id: `0-9`, `A-Z`, `a-z`.
-  static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+  package static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
     (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
   }
 
-  var wire: Substatus_V1_Transaction {
+  package var wire: Substatus_V1_Transaction {
     var t = Substatus_V1_Transaction()
     t.transactionID = transactionId
     t.originalTransactionID = originalTransactionId
@@ -291,7 +291,7 @@ extension SubscriptionDomain.Transaction {
 
 extension RenewalInfo {
   /// Validates and converts an imported renewal info.
-  init(wire r: Substatus_V1_RenewalInfo, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
+  package init(wire r: Substatus_V1_RenewalInfo, environment: SubscriptionDomain.Environment, field: String) throws(RPCError) {
     guard !r.originalTransactionID.isEmpty else {
       throw invalidArgument("\(field).original_transaction_id", "must not be empty")
     }
@@ -320,7 +320,7 @@ extension RenewalInfo {
       appTransactionId: r.appTransactionID.isEmpty ? nil : r.appTransactionID)
   }
 
-  var wire: Substatus_V1_RenewalInfo {
+  package var wire: Substatus_V1_RenewalInfo {
     var r = Substatus_V1_RenewalInfo()
     r.originalTransactionID = originalTransactionId
     r.productID = productId
@@ -342,7 +342,7 @@ extension RenewalInfo {
 }
 
 extension Substatus_V1_OfferDiscountType {
-  var domain: OfferDiscountType? {
+  package var domain: OfferDiscountType? {
     switch self {
     case .freeTrial: .freeTrial
     case .payAsYouGo: .payAsYouGo
@@ -354,7 +354,7 @@ extension Substatus_V1_OfferDiscountType {
 }
 
 extension OfferDiscountType {
-  var wire: Substatus_V1_OfferDiscountType {
+  package var wire: Substatus_V1_OfferDiscountType {
     switch self {
     case .freeTrial: .freeTrial
     case .payAsYouGo: .payAsYouGo
@@ -366,7 +366,7 @@ extension OfferDiscountType {
 
 extension Substatus_V1_RevocationReason {
   // The wire numbers are Apple's plus one: proto3 needs 0 for "not set".
-  var domain: RevocationReason? {
+  package var domain: RevocationReason? {
     switch self {
     case .other: .other
     case .appIssue: .appIssue
@@ -376,11 +376,11 @@ extension Substatus_V1_RevocationReason {
 }
 
 extension RevocationReason {
-  var wire: Substatus_V1_RevocationReason { self == .appIssue ? .appIssue : .other }
+  package var wire: Substatus_V1_RevocationReason { self == .appIssue ? .appIssue : .other }
 }
 
 extension Substatus_V1_RevocationType {
-  var domain: RevocationType? {
+  package var domain: RevocationType? {
     switch self {
     case .refundFull: .refundFull
     case .refundProrated: .refundProrated
@@ -391,7 +391,7 @@ extension Substatus_V1_RevocationType {
 }
 
 extension RevocationType {
-  var wire: Substatus_V1_RevocationType {
+  package var wire: Substatus_V1_RevocationType {
     switch self {
     case .refundFull: .refundFull
     case .refundProrated: .refundProrated
@@ -401,7 +401,7 @@ extension RevocationType {
 }
 
 extension Substatus_V1_OwnershipType {
-  var domain: OwnershipType? {
+  package var domain: OwnershipType? {
     switch self {
     case .purchased: .purchased
     case .familyShared: .familyShared
@@ -412,7 +412,7 @@ extension Substatus_V1_OwnershipType {
 }
 
 extension OwnershipType {
-  var wire: Substatus_V1_OwnershipType {
+  package var wire: Substatus_V1_OwnershipType {
     switch self {
     case .purchased: .purchased
     case .familyShared: .familyShared
@@ -424,7 +424,7 @@ extension OwnershipType {
 // MARK: Answers
 
 extension GroupStatus {
-  var wire: Substatus_V1_GroupStatus {
+  package var wire: Substatus_V1_GroupStatus {
     var g = Substatus_V1_GroupStatus()
     g.subscriptionGroupID = subscriptionGroupId
     g.state = state.wire
@@ -453,7 +453,7 @@ extension GroupStatus {
 }
 
 extension Optional where Wrapped == BillingPlanType {
-  var wire: Substatus_V1_BillingPlanType {
+  package var wire: Substatus_V1_BillingPlanType {
     switch self {
     case nil: .unspecified
     case .billedUpfront?: .billedUpfront
@@ -463,7 +463,7 @@ extension Optional where Wrapped == BillingPlanType {
 }
 
 extension SubscriptionState {
-  var wire: Substatus_V1_SubscriptionState {
+  package var wire: Substatus_V1_SubscriptionState {
     switch self {
     case .active: .active
     case .gracePeriod: .gracePeriod
@@ -476,7 +476,7 @@ extension SubscriptionState {
 }
 
 extension Entitlement {
-  var wire: Substatus_V1_Entitlement {
+  package var wire: Substatus_V1_Entitlement {
     var e = Substatus_V1_Entitlement()
     e.productID = productId
     e.type = type.wire
@@ -490,7 +490,7 @@ extension Entitlement {
 
 extension ProductEligibility {
   /// The answer's wire form, as ``write(to:type:)`` writes it.
-  func wire(type: ProductType?) -> Substatus_V1_ProductEligibility {
+  package func wire(type: ProductType?) -> Substatus_V1_ProductEligibility {
     var p = Substatus_V1_ProductEligibility()
     write(to: &p, type: type)
     return p
@@ -498,7 +498,7 @@ extension ProductEligibility {
 
   /// Writes the answer into `p`, a message in place in the response: building a message and
   /// appending it released a copy of the whole message (its strings one by one) per answer.
-  func write(to p: inout Substatus_V1_ProductEligibility, type: ProductType?) {
+  package func write(to p: inout Substatus_V1_ProductEligibility, type: ProductType?) {
     p.productID = productId
     p.subscriptionGroupID = subscriptionGroupId ?? ""
     p.introductory = introductory.wire
@@ -509,7 +509,7 @@ extension ProductEligibility {
 }
 
 extension WinBackOfferEligibility {
-  var wire: Substatus_V1_WinBackOfferEligibility {
+  package var wire: Substatus_V1_WinBackOfferEligibility {
     var o = Substatus_V1_WinBackOfferEligibility()
     o.offerID = offerId
     o.eligible = eligible
@@ -520,7 +520,7 @@ extension WinBackOfferEligibility {
 }
 
 extension OfferEligibility {
-  var wire: Substatus_V1_OfferEligibility {
+  package var wire: Substatus_V1_OfferEligibility {
     var o = Substatus_V1_OfferEligibility()
     o.eligible = eligible
     o.reason = reason.wire
@@ -530,7 +530,7 @@ extension OfferEligibility {
 }
 
 extension EligibilityReason {
-  var wire: Substatus_V1_EligibilityReason {
+  package var wire: Substatus_V1_EligibilityReason {
     switch self {
     case .newCustomer: .newCustomer
     case .lapsedNoIntroUsed: .lapsedNoIntroUsed
@@ -556,6 +556,6 @@ extension EligibilityReason {
 
 /// `INVALID_ARGUMENT` naming the field, with a `google.rpc.BadRequest` field violation in
 /// `grpc-status-details-bin` (AIP-193).
-func invalidArgument(_ field: String, _ description: String) -> RPCError {
+package func invalidArgument(_ field: String, _ description: String) -> RPCError {
   RPCError.invalidArgument(field: field, description)
 }

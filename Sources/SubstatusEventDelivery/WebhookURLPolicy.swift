@@ -1,5 +1,6 @@
 import Foundation
 import SubscriptionStorage
+import SubstatusServiceCore
 
 #if canImport(Glibc)
   import Glibc
@@ -96,12 +97,12 @@ public struct WebhookIPAddress: Sendable, Hashable, CustomStringConvertible {
 
 /// One entry of IANA's special-purpose address registries (or of the multicast and IPv6 address
 /// space registries): a prefix, and why it is refused, `nil` when it is globally reachable.
-struct SpecialAddressBlock: Sendable {
-  let prefix: [UInt8]
-  let length: Int
-  let kind: String?
+package struct SpecialAddressBlock: Sendable {
+  package let prefix: [UInt8]
+  package let length: Int
+  package let kind: String?
 
-  init(_ cidr: String, _ kind: String?) {
+  package init(_ cidr: String, _ kind: String?) {
     let parts = cidr.split(separator: "/")
     // The tables are constants of this file, parsed once: a typo is a crash at the first check,
     // which every test run makes.
@@ -113,7 +114,7 @@ struct SpecialAddressBlock: Sendable {
     self.kind = kind
   }
 
-  func contains(_ bytes: [UInt8]) -> Bool {
+  package func contains(_ bytes: [UInt8]) -> Bool {
     guard bytes.count == prefix.count else { return false }
     var bits = length
     var i = 0
@@ -129,7 +130,7 @@ struct SpecialAddressBlock: Sendable {
 
   /// The kind of the longest listed prefix holding `bytes`; `nil` when none does or when that
   /// entry is globally reachable.
-  static func kind(of bytes: [UInt8]) -> String? {
+  package static func kind(of bytes: [UInt8]) -> String? {
     var best: SpecialAddressBlock?
     for block in bytes.count == 4 ? ipv4 : ipv6 where block.contains(bytes) {
       if best.map({ block.length > $0.length }) ?? true { best = block }
@@ -139,7 +140,7 @@ struct SpecialAddressBlock: Sendable {
 
   /// IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates), every entry, plus
   /// multicast (RFC 5771). `nil`: globally reachable in the registry, and allowed.
-  static let ipv4: [SpecialAddressBlock] = [
+  package static let ipv4: [SpecialAddressBlock] = [
     .init("0.0.0.0/8", "unspecified"),  // "this network", RFC 791; 0.0.0.0/32 "this host" too
     .init("10.0.0.0/8", "private"),  // RFC 1918
     .init("100.64.0.0/10", "shared (CGNAT)"),  // RFC 6598
@@ -169,7 +170,7 @@ struct SpecialAddressBlock: Sendable {
   /// multicast (RFC 4291) and the deprecated site-local block (RFC 3879). `::ffff:0:0/96` and
   /// `64:ff9b::/96` are judged by their IPv4 address before this table is read
   /// (``WebhookIPAddress/embeddedIPv4``); IPv6 outside 2000::/3 not listed is refused as reserved.
-  static let ipv6: [SpecialAddressBlock] = [
+  package static let ipv6: [SpecialAddressBlock] = [
     .init("::/96", "IPv4-compatible (deprecated)"),  // RFC 4291
     .init("::/128", "unspecified"),  // RFC 4291
     .init("::1/128", "loopback"),  // RFC 4291
@@ -298,7 +299,7 @@ public struct WebhookURLPolicy: Sendable, Hashable {
 
   /// The IPv4 address of the older numeric host forms that resolvers still accept (`127.1`,
   /// `0x7f.0.0.1`, `2130706433`), as `inet_aton` reads them; `nil` for a name.
-  static func numericIPv4(_ host: String) -> WebhookIPAddress? {
+  package static func numericIPv4(_ host: String) -> WebhookIPAddress? {
     guard let last = host.split(separator: ".").last, last.first?.isNumber == true else { return nil }
     var address = in_addr()
     guard inet_aton(host, &address) != 0 else { return nil }

@@ -3,42 +3,8 @@ import Foundation
 import SubscriptionDomain
 import SubstatusClock
 import SubstatusJSON
+import SubstatusServiceCore
 import Synchronization
-
-/// Sends HTTP requests with headers (GET and POST); the App Store Server API client's outbound
-/// I/O, replaceable in tests.
-public protocol HTTPRequester: Sendable {
-  /// Sends one request and returns the status code and body.
-  /// - Parameters:
-  ///   - method: `GET` or `POST`.
-  ///   - url: the full URL, query included.
-  ///   - headers: request headers (an `Authorization` header is never logged).
-  ///   - body: the body, for `POST`.
-  ///   - timeout: the time limit of the request.
-  /// - Throws: On connection failure or timeout.
-  func send(method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration)
-    async throws -> (status: Int, body: [UInt8])
-
-  /// Sends one request and returns the status code, body and the values of the response headers
-  /// named in `responseHeaders` (the App Store Server API's `Retry-After`). The default sends
-  /// with ``send(method:url:headers:body:timeout:)`` and returns no header.
-  /// - Throws: On connection failure or timeout.
-  func send(
-    method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration,
-    responseHeaders: [String]
-  ) async throws -> (status: Int, body: [UInt8], headers: [String: String])
-}
-
-extension HTTPRequester {
-  /// See ``HTTPRequester/send(method:url:headers:body:timeout:responseHeaders:)``: no header.
-  public func send(
-    method: String, url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration,
-    responseHeaders: [String]
-  ) async throws -> (status: Int, body: [UInt8], headers: [String: String]) {
-    let (status, body) = try await send(method: method, url: url, headers: headers, body: body, timeout: timeout)
-    return (status, body, [:])
-  }
-}
 
 /// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
 /// App Store Server API calls for one app.
@@ -102,9 +68,9 @@ public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
   public var description: String { message }
 
   /// Apple's error codes that mean "no such transaction (or app) here".
-  static let notFoundCodes: Set<Int64> = [4_040_010, 4_040_005, 4_040_003, 4_040_001]
+  package static let notFoundCodes: Set<Int64> = [4_040_010, 4_040_005, 4_040_003, 4_040_001]
   /// Apple's `…Retryable` error codes (and the general internal error).
-  static let retryableCodes: Set<Int64> = [4_040_002, 4_040_004, 4_040_006, 5_000_001, 4_290_000]
+  package static let retryableCodes: Set<Int64> = [4_040_002, 4_040_004, 4_040_006, 5_000_001, 4_290_000]
 }
 
 /// One page of Get Transaction History v2 (`HistoryResponse`).
@@ -142,6 +108,17 @@ public struct LastTransactionsItem: Sendable, Hashable {
   public var signedTransactionInfo: String?
   /// The signed renewal info of the subscription.
   public var signedRenewalInfo: String?
+
+  package init(
+    subscriptionGroupIdentifier: String, originalTransactionId: String, rawStatus: Int?, signedTransactionInfo: String?,
+    signedRenewalInfo: String?
+  ) {
+    self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+    self.originalTransactionId = originalTransactionId
+    self.rawStatus = rawStatus
+    self.signedTransactionInfo = signedTransactionInfo
+    self.signedRenewalInfo = signedRenewalInfo
+  }
 }
 
 /// One notification of Get Notification History (`NotificationHistoryResponseItem`).
@@ -187,7 +164,7 @@ public struct AppStoreServerAPIClient: Sendable {
   /// (``rateClock``) has passed, whichever comes first, so a frozen simulated clock never holds a
   /// request for ever.
   public var appleClock: any ServiceClock
-  let requester: any HTTPRequester
+  package let requester: any HTTPRequester
 
   /// Apple's production base URL.
   public static let appleProduction = URL(string: "https://api.storekit.apple.com")!
@@ -388,7 +365,7 @@ public struct AppStoreServerAPIClient: Sendable {
   }
 
   /// One API call with retries; returns the parsed JSON body of a 2xx answer.
-  func call(
+  package func call(
     _ method: String, _ environment: SubscriptionDomain.Environment, _ path: String,
     query: [(String, String)], body: [UInt8]? = nil, authorizer: any AppStoreServerAPIAuthorizer,
     nowMs: Int64

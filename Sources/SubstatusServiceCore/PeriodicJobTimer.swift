@@ -3,7 +3,7 @@ import Synchronization
 
 /// The stop switch of a periodic background job (receipt refresh, reconciliation) and its wait
 /// between runs on the injected clock, which a stop or the task's cancellation ends at once.
-final class PeriodicJobTimer: Sendable {
+package final class PeriodicJobTimer: Sendable {
   private struct State {
     var stopping = false
     var sleeper: Task<Void, any Error>?
@@ -13,15 +13,15 @@ final class PeriodicJobTimer: Sendable {
   private let clock: any ServiceClock
 
   /// A timer whose waits are on `clock`.
-  init(clock: any ServiceClock) {
+  package init(clock: any ServiceClock) {
     self.clock = clock
   }
 
   /// Whether ``stop()`` was called.
-  var isStopping: Bool { state.withLock { $0.stopping } }
+  package var isStopping: Bool { state.withLock { $0.stopping } }
 
   /// Ends the current wait, if any, and every later one at once.
-  func stop() {
+  package func stop() {
     let sleeper = state.withLock { s -> Task<Void, any Error>? in
       s.stopping = true
       return s.sleeper
@@ -30,7 +30,7 @@ final class PeriodicJobTimer: Sendable {
   }
 
   /// Waits for `interval`, or less when ``stop()`` is called or the calling task is cancelled.
-  func wait(_ interval: Duration) async {
+  package func wait(_ interval: Duration) async {
     let sleeper = Task { [clock] in try await clock.sleep(for: interval) }
     let stopped = state.withLock { s -> Bool in
       s.sleeper = sleeper

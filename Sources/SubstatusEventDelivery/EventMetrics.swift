@@ -39,9 +39,9 @@ public final class EventMetrics: Sendable {
     state.withLock { $0.webhookLimits = limits }
   }
 
-  func watcherStarted() { watchers.add(1, ordering: .relaxed) }
+  package func watcherStarted() { watchers.add(1, ordering: .relaxed) }
 
-  func watcherEnded() { watchers.subtract(1, ordering: .relaxed) }
+  package func watcherEnded() { watchers.subtract(1, ordering: .relaxed) }
 
   /// WatchEvents streams open now.
   public var openWatchers: Int { watchers.load(ordering: .relaxed) }
