@@ -74,6 +74,9 @@ let commandTable: [CommandSpec] = [
         name: "--purchase-sharing", value: "share|transfer|keep-first",
         help: "who owns a purchase that several users submitted"),
       OptionSpec(
+        name: "--erase-on-rescind-consent", value: "BOOL",
+        help: "a RESCIND_CONSENT notification erases the users of its Apple Account"),
+      OptionSpec(
         name: "--paid-app-entitlement", value: "ID",
         help: "the named entitlement of those who got the app before --paid-app-before (empty: none)"),
       OptionSpec(
@@ -311,6 +314,10 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.purchaseSharing = sharing == "transfer" ? .transfer : sharing == "keep-first" ? .keepFirst : .share
       mask.append("purchase_sharing")
     }
+    if let value = try context.boolean("--erase-on-rescind-consent") {
+      policy.eraseOnRescindConsent = value
+      mask.append("erase_on_rescind_consent")
+    }
     let paidEntitlement = context.parsed.value("--paid-app-entitlement")
     let paidBefore = context.parsed.value("--paid-app-before")
     if paidEntitlement != nil || paidBefore != nil {
@@ -326,7 +333,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --paid-app-entitlement",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --erase-on-rescind-consent, --paid-app-entitlement",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -712,6 +719,7 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
     if !policy.paidAppEntitlementID.isEmpty {
       fields.append(("paid app entitlement", "\(policy.paidAppEntitlementID) before \(policy.paidAppBefore)"))
     }
+    if policy.eraseOnRescindConsent { fields.append(("erase on rescind consent", "true")) }
   }
   report.fields(fields)
 }

@@ -86,6 +86,28 @@ extension AppStoreSimulator {
         return []
       }
     }
+    // Extend a Subscription Renewal Date, as the App Store Server API's (which needs the app's
+    // In-App Purchase key): the customer's subscription of `group_id` ends `days` (1...90) later
+    // and Apple sends RENEWAL_EXTENDED
+    // (https://developer.apple.com/documentation/appstoreserverapi/extend-a-subscription-renewal-date).
+    router.add("POST", prefix + "/extend-renewal") { [self] request in
+      let (bundleID, userID) = (
+        request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
+      )
+      let body = try JSONBody(request)
+      let groupID = try body.string("group_id")
+      guard let days = try body.optionalInt("days"), (1...90).contains(days) else {
+        throw HTTPError.badRequest("field 'days' must be 1...90 (extendByDays)")
+      }
+      return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
+        let id = try state.requireOwnSubscription(bundleID, userID, group: groupID).originalTransactionID
+        do throws(ServerAPIError) {
+          return [try state.extendRenewal(originalTransactionID: id, days: Int(days)).transactionID]
+        } catch {
+          throw SimError(status: error.httpStatus, message: error.errorMessage)
+        }
+      }
+    }
     // Any V2 notification type about the customer's transaction (the newest of `group_id`, or
     // `transaction_id`): for the types whose state the simulator does not model (the Advanced
     // Commerce API's METADATA_UPDATE, MIGRATION, PRICE_CHANGE; RENEWAL_EXTENSION/FAILURE).

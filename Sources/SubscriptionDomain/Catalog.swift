@@ -183,6 +183,10 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// no evaluation (the service grants it from the user's Apple Account), so
   /// ``SummaryFingerprint`` leaves it out.
   public var paidAppEntitlement: PaidAppEntitlement?
+  /// A V2 `RESCIND_CONSENT` notification erases the app's users linked to its Apple Account
+  /// (rule 25). Default `false`: the `CONSENT_RESCINDED` event only. It changes no evaluation, so
+  /// ``SummaryFingerprint`` leaves it out.
+  public var eraseOnRescindConsent: Bool = false
 
   /// The scope of promotional-offer eligibility.
   public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
@@ -208,7 +212,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement
+    case purchaseSharing, paidAppEntitlement, eraseOnRescindConsent
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -220,6 +224,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     promoScope = try c.decode(PromoScope.self, forKey: .promoScope)
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
     paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
+    eraseOnRescindConsent = try c.decodeIfPresent(Bool.self, forKey: .eraseOnRescindConsent) ?? false
   }
 
   /// The defaults of docs/architecture.md rule 10.

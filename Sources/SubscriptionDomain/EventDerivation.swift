@@ -354,7 +354,7 @@ public struct EventDerivation: Sendable {
     for change in Self.changes(before: before, old: &old, new: new, catalog: catalog) {
       result.append(event(change, of: new, subject: subject, subjectKey: subjectKey, detectedMs: detectedMs))
     }
-    return (Self.ordered(result), new)
+    return (Self.ordered(withCommitments(result, history: after)), new)
   }
 
   /// The changes by time alone of an unchanged history that become due in `(afterMs, throughMs]`
@@ -375,7 +375,7 @@ public struct EventDerivation: Sendable {
     where occurrence.dueMs > low {
       result.append(event(occurrence, of: timeline, subject: subject, subjectKey: subjectKey, detectedMs: detectedMs))
     }
-    return Self.ordered(result)
+    return Self.ordered(withCommitments(result, history: history))
   }
 
   /// The next instant after `afterMs` (and after the history's ``PurchaseHistory/appleNow``) at
@@ -532,6 +532,8 @@ public struct EventDerivation: Sendable {
     case .refundReversed: 5
     case .autoRenewDisabled, .autoRenewEnabled: 6
     case .ownershipTransferred: 7
+    case .subscriptionExtended, .consentRescinded, .appleNotification: 8
+    case .commitmentStarted, .commitmentRenewed, .commitmentEnded: 9
     }
   }
 }

@@ -123,6 +123,37 @@ public struct NotificationV2: Sendable, Hashable {
   public var data: Data?
   /// `summary`, for mass renewal extensions, as received.
   public var summary: JSONValue?
+  /// `appData`, for `RESCIND_CONSENT` (App Store Server Notifications 2.19:
+  /// https://developer.apple.com/documentation/appstoreservernotifications/appdata).
+  public var appData: AppData? = nil
+  /// `externalPurchaseToken`, for `EXTERNAL_PURCHASE_TOKEN`
+  /// (https://developer.apple.com/documentation/appstoreservernotifications/externalpurchasetoken).
+  public var externalPurchaseToken: ExternalPurchaseToken? = nil
+
+  /// The notification's `appData`: the app and the signed `AppTransaction` of the Apple Account
+  /// the notification concerns.
+  public struct AppData: Sendable, Hashable {
+    /// `appAppleId`.
+    public var appAppleId: Int64?
+    /// `bundleId`.
+    public var bundleId: String?
+    /// Apple's `environment` value.
+    public var rawEnvironment: String?
+    /// `signedAppTransactionInfo`: a JWS whose payload is a `JWSAppTransactionDecodedPayload`.
+    public var signedAppTransactionInfo: String?
+  }
+
+  /// The notification's `externalPurchaseToken` (External Purchase API).
+  public struct ExternalPurchaseToken: Sendable, Hashable {
+    /// `externalPurchaseId`.
+    public var externalPurchaseId: String?
+    /// `tokenCreationDate`, in milliseconds since the epoch.
+    public var tokenCreationDate: Int64?
+    /// `appAppleId`.
+    public var appAppleId: Int64?
+    /// `bundleId`.
+    public var bundleId: String?
+  }
 
   /// The notification's `data`.
   public struct Data: Sendable, Hashable {
@@ -179,6 +210,17 @@ public struct NotificationV2: Sendable, Hashable {
         consumptionRequestReason: try d.string("consumptionRequestReason"))
     } else {
       data = nil
+    }
+    if let a = try body.object("appData") {
+      appData = AppData(
+        appAppleId: try a.int64("appAppleId"), bundleId: try a.string("bundleId"),
+        rawEnvironment: try a.string("environment"),
+        signedAppTransactionInfo: try a.string("signedAppTransactionInfo"))
+    }
+    if let t = try body.object("externalPurchaseToken") {
+      externalPurchaseToken = ExternalPurchaseToken(
+        externalPurchaseId: try t.string("externalPurchaseId"), tokenCreationDate: try t.int64("tokenCreationDate"),
+        appAppleId: try t.int64("appAppleId"), bundleId: try t.string("bundleId"))
     }
   }
 }

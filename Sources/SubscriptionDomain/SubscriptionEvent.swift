@@ -36,6 +36,20 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   /// The purchase sharing policy moved an original transaction from one user to another (both
   /// users get the event).
   case ownershipTransferred = "OWNERSHIP_TRANSFERRED"
+  /// Apple extended one subscription's renewal date (V2 `RENEWAL_EXTENDED`).
+  case subscriptionExtended = "SUBSCRIPTION_EXTENDED"
+  /// A parent withdrew consent to a child's use of the app (V2 `RESCIND_CONSENT`), for a user
+  /// linked to the notification's Apple Account.
+  case consentRescinded = "CONSENT_RESCINDED"
+  /// A V2 notification no other type carries (``NotificationV2/eventDisposition``), with its
+  /// type and subtype.
+  case appleNotification = "APPLE_NOTIFICATION"
+  /// A 12-month commitment began (a first billing period after no commitment).
+  case commitmentStarted = "COMMITMENT_STARTED"
+  /// A commitment renewed into a new one.
+  case commitmentRenewed = "COMMITMENT_RENEWED"
+  /// A commitment ended (the subscription lapsed, or renewed into a period billed up front).
+  case commitmentEnded = "COMMITMENT_ENDED"
 }
 
 /// How the period of a ``SubscriptionEvent`` was bought (the proto's `EventOffer`).
@@ -114,6 +128,15 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// commitment (trends count it as a month of MRR, whatever the product's duration); `nil`
   /// when Apple did not say.
   public var billingPlanType: BillingPlanType? = nil
+  /// For the events a V2 notification causes by itself (``SubscriptionEventType/appleNotification``,
+  /// ``SubscriptionEventType/subscriptionExtended``, ``SubscriptionEventType/consentRescinded``):
+  /// Apple's `notificationType` as sent.
+  public var notificationType: String? = nil
+  /// With ``notificationType``: Apple's `subtype`, when it has one.
+  public var notificationSubtype: String? = nil
+  /// The 12-month commitment the event's transaction is a billing period of (k of n, its end;
+  /// never ``CommitmentStatus/willRenew``); `nil` outside one (rule 22).
+  public var commitment: CommitmentStatus? = nil
 
   /// Creates an event.
   public init(

@@ -10,9 +10,11 @@ extension PayloadCodec {
   /// format 1's fields (format 1 payloads, written before events carried it, still decode, with
   /// no ownership type).
   /// Format 3 appends the billing plan (rule 22); format 2 payloads decode without one.
-  package static let eventFormat: UInt8 = 3
+  /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
+  /// Format 5 appends the commitment (k, n, its end); older payloads have none.
+  package static let eventFormat: UInt8 = 5
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 22
+  package static let eventFieldCount = 25
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -40,6 +42,11 @@ extension PayloadCodec {
     w.string(e.previousUserId)
     w.string(e.ownershipType?.rawValue)
     w.string(e.billingPlanType?.rawValue)
+    w.string(e.notificationType)
+    w.string(e.notificationSubtype)
+    w.int(e.commitment.map { Int64($0.billingPeriodNumber) })
+    w.int(e.commitment.map { Int64($0.totalBillingPeriods) })
+    w.int(e.commitment?.expiresDate)
     return w.bytes
   }
 
@@ -82,6 +89,16 @@ extension PayloadCodec {
       previousProductId: try r.optionalString(), previousUserId: try r.optionalString())
     if format >= 2 { e.ownershipType = try value(OwnershipType.self, r.optionalString(), "ownership type") }
     if format >= 3 { e.billingPlanType = try value(BillingPlanType.self, r.optionalString(), "billing plan") }
+    if format >= 4 {
+      e.notificationType = try r.optionalString()
+      e.notificationSubtype = try r.optionalString()
+    }
+    if format >= 5 {
+      let (k, n, end) = (try r.optionalInt(), try r.optionalInt(), try r.optionalInt())
+      if let k, let n {
+        e.commitment = CommitmentStatus(billingPeriodNumber: Int(k), totalBillingPeriods: Int(n), expiresDate: end)
+      }
+    }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e
   }

@@ -294,6 +294,7 @@ enum PostgresSchema {
     PostgresMigration(
       version: 14, description: "app small business program",
       sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
+    keptNotificationsMigration,
   ]
 
   /// The newest schema version this build knows.

@@ -343,6 +343,7 @@ enum Schema {
     webhookHeadsMigration,
     appAccountsMigration,
     smallBusinessProgramMigration,
+    keptNotificationsMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it

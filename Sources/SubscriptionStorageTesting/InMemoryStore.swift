@@ -25,6 +25,8 @@ public final class InMemoryStore: Store {
     var historySyncs: [UserKey: TransactionHistorySyncState] = [:]
     /// Each user's Apple Account (``AppAccountStore``).
     var appAccounts: [UserKey: AppAccountLink] = [:]
+    /// Every kept V2 notification (``NotificationLogStore``), in the order kept.
+    var keptNotifications = InMemoryNotificationLog()
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]

@@ -30,6 +30,12 @@ extension SubscriptionEventType {
     case .nonRenewingPurchased: .nonRenewingPurchased
     case .oneTimePurchased: .oneTimePurchased
     case .ownershipTransferred: .ownershipTransferred
+    case .subscriptionExtended: .subscriptionExtended
+    case .consentRescinded: .consentRescinded
+    case .appleNotification: .appleNotification
+    case .commitmentStarted: .commitmentStarted
+    case .commitmentRenewed: .commitmentRenewed
+    case .commitmentEnded: .commitmentEnded
     }
   }
 
@@ -98,6 +104,16 @@ extension SubscriptionEvent {
     w.previousProductID = previousProductId ?? ""
     w.previousUserID = previousUserId ?? ""
     w.ownership = ownershipType?.wire ?? .unspecified
+    w.notificationType = notificationType ?? ""
+    w.notificationSubtype = notificationSubtype ?? ""
+    w.billingPlan = billingPlanType.wire
+    if let commitment {
+      var c = Substatus_V1_Commitment()
+      c.billingPeriodNumber = Int32(clamping: commitment.billingPeriodNumber)
+      c.totalBillingPeriods = Int32(clamping: commitment.totalBillingPeriods)
+      c.expiresMs = commitment.expiresDate ?? 0
+      w.commitment = c
+    }
     return w
   }
 }

@@ -40,6 +40,26 @@ extension SubstatusService {
   public func deleteUser(_ request: Substatus_V1_DeleteUserRequest, _ context: ServerContext) async throws -> Substatus_V1_DeleteUserResponse {
     let cached = try await app(request.appID, context)
     try requireID(request.userID, "user_id", limits: limits)
+    let erased = try await eraseUser(appID: request.appID, userID: request.userID)
+    let hash = Self.userIDHash(request.userID)
+    await audit(
+      context, tenant: cached.app.tenantId, action: "DeleteUser", resource: "apps/\(request.appID)/users/\(hash)",
+      details: "\(erased.histories) histories, \(erased.transactions) transactions, \(erased.renewalInfos) renewal infos, \(erased.receipts) receipts")
+    var response = Substatus_V1_DeleteUserResponse()
+    response.userIDHash = hash
+    response.historiesErased = Int32(erased.histories)
+    response.transactionsErased = Int64(erased.transactions)
+    response.renewalInfosErased = Int64(erased.renewalInfos)
+    response.receiptsErased = Int64(erased.receipts)
+    return response
+  }
+
+  /// Erases one user of an app in every environment (DeleteUser, and a RESCIND_CONSENT under the
+  /// app's `erase_on_rescind_consent`, rule 25): the user's data, and what Apple's notifications
+  /// stored for the user's original transactions before the user submitted them, unless another
+  /// user holds them too.
+  func eraseUser(appID: String, userID: String) async throws(RPCError) -> UserErasure {
+    let request = (appID: appID, userID: userID)
     // What Apple's notifications stored for the user's original transactions before the user
     // submitted them, unless another user holds them too.
     var userIds = [request.userID]
@@ -63,16 +83,6 @@ extension SubstatusService {
     // The WatchEvents window of the app held copies of the erased events: gone too (other
     // instances find out by the count of their next read, EventFeed).
     eventFeed.forget(appId: request.appID)
-    let hash = Self.userIDHash(request.userID)
-    await audit(
-      context, tenant: cached.app.tenantId, action: "DeleteUser", resource: "apps/\(request.appID)/users/\(hash)",
-      details: "\(erased.histories) histories, \(erased.transactions) transactions, \(erased.renewalInfos) renewal infos, \(erased.receipts) receipts")
-    var response = Substatus_V1_DeleteUserResponse()
-    response.userIDHash = hash
-    response.historiesErased = Int32(erased.histories)
-    response.transactionsErased = Int64(erased.transactions)
-    response.renewalInfosErased = Int64(erased.renewalInfos)
-    response.receiptsErased = Int64(erased.receipts)
-    return response
+    return erased
   }
 }

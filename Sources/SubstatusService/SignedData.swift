@@ -256,8 +256,10 @@ func offloaded<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
 extension SubstatusService {
   /// A V2 notification: verified, deduplicated by `notificationUUID`, its signed transaction and
   /// renewal info (verified too) stored for the users that own the original transaction, all in
-  /// one commit with the dedupe record; answered 200 only after the commit. Notifications without
-  /// transaction data (TEST, summaries, external purchase tokens) are recorded and answered 200.
+  /// one commit with the dedupe record; then kept whole with the events it causes by itself
+  /// (rule 25, ``keepNotificationV2(_:signedPayload:environment:cached:transaction:appTransaction:updates:receivedMs:)``:
+  /// every type, unknown ones too, and a RESCIND_CONSENT's signed AppTransaction verified like the
+  /// rest); answered 200 only after both commits.
   /// A REVOKE or REFUND (or `data.status` 5) whose transaction has no `revocationDate` ends access
   /// at the notification's `signedDate` (rule 15, ``NotificationV2/applyingRevocation(to:receivedAt:)``).
   func receiveNotificationV2(appID: String, signedPayload: JSONValue) async throws -> HTTPResponse {
@@ -275,6 +277,7 @@ extension SubstatusService {
     var transactions: [SubscriptionDomain.Transaction] = []
     var renewalInfos: [RenewalInfo] = []
     var revokedAtSignedDate = false
+    var appTransaction: AppTransaction?
     let now = self.environment.now()
     do throws(SignedDataFailure) {
       (notification, environment) = try verifiers.notification(jws)
@@ -294,6 +297,13 @@ extension SubstatusService {
         }
         renewalInfos.append(r)
       }
+      if let signed = notification.appData?.signedAppTransactionInfo {
+        let (a, found) = try verifiers.appTransaction(signed)
+        guard found == environment else {
+          throw SignedDataFailure(.wrongEnvironment, "signedAppTransactionInfo is \"\(found.rawValue)\", the notification \"\(environment.rawValue)\"")
+        }
+        appTransaction = a
+      }
     } catch {
       return rejectedNotification(error, appID: appID)
     }
@@ -302,8 +312,12 @@ extension SubstatusService {
     let id = "v2:" + notification.notificationUUID
     let written = try await applyNotification(appID: appID, id: id, receivedMs: now, updates: updates)
     let applied = written != nil
-    metrics.notification(outcome: applied ? "applied" : "duplicate")
     if let written { eventsAppended(written.eventsAppended, source: "notification") }
+    // Rule 25: the notification itself, whatever its type, and the events it causes by itself.
+    _ = try await keepNotificationV2(
+      notification, signedPayload: jws, environment: environment, cached: cached, transaction: transactions.first,
+      appTransaction: appTransaction, updates: updates, receivedMs: now)
+    metrics.notification(outcome: applied ? "applied" : "duplicate")
     var fields: [(String, JSONValue)] = [
       ("app_id", .string(cached.app.appId)), ("version", .integer(2)), ("type", .string(notification.rawNotificationType)),
     ]

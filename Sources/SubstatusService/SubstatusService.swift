@@ -54,6 +54,8 @@ public final class SubstatusService: Sendable {
   let apps = Mutex<[String: CachedApp]>([:])
   /// Hits and fallbacks of the per-user summaries (``answers(of:environment:_:at:rewrite:)``).
   let summaryMetrics = SummaryMetrics()
+  /// V2 notification types this build does not know (rule 25), for `/metrics`.
+  let notificationTypeMetrics = NotificationTypeMetrics()
   /// Resolved API keys by the `authorization` header's text that presented them
   /// (``lookUpKey(authorization:)``).
   let keys = Mutex<[String: CachedKey]>([:])
@@ -120,6 +122,8 @@ public final class SubstatusService: Sendable {
     metrics.addSource { serverAPILimiter.prometheusText() }
     let summaryMetrics = self.summaryMetrics
     metrics.addSource { summaryMetrics.prometheusText() }
+    let notificationTypeMetrics = self.notificationTypeMetrics
+    metrics.addSource { notificationTypeMetrics.prometheusText() }
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

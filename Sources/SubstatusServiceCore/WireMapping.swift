@@ -136,6 +136,7 @@ extension EligibilityPolicy {
     p.billingRetryEntitled = billingRetryEntitled
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
+    p.eraseOnRescindConsent = eraseOnRescindConsent
     if let paid = paidAppEntitlement {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
@@ -148,7 +149,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "paid_app_entitlement_id", "paid_app_before",
+      "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent",
     ]
     var paidApp = false
     let fields = mask.isEmpty ? all : mask
@@ -167,6 +168,7 @@ extension EligibilityPolicy {
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
+      case "erase_on_rescind_consent", "eraseOnRescindConsent": out.eraseOnRescindConsent = wire.eraseOnRescindConsent
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }

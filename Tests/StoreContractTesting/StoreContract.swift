@@ -138,6 +138,8 @@ public enum StoreContract {
     case summaryProperty
     /// Apple Accounts (rule 24).
     case appAccounts
+    /// Kept V2 notifications and the users of an Apple Account (rule 25).
+    case keptNotifications
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -176,6 +178,7 @@ public enum StoreContract {
       case .inAppPurchaseKeys: "In-App Purchase keys: set, replace, read back per app, info on the app, unknown app"
       case .historySyncState: "Server API sync state: save, read, replace per user; unknown app and bad input refused"
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
+      case .keptNotifications: "kept notifications: once per notificationUUID with their events, in order, paged, bad input refused; an Apple Account's users"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
@@ -229,6 +232,7 @@ public enum StoreContract {
     case .inAppPurchaseKeys: try await inAppPurchaseKeys(store)
     case .historySyncState: try await historySyncState(store)
     case .appAccounts: try await appAccounts(store)
+    case .keptNotifications: try await keptNotifications(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

@@ -115,16 +115,39 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Format 1 is format 3 without the last two fields (an absent ownership type and an absent
-    // billing plan are one 0 byte each), format 2 without the last one.
+    // Each format is the next without its added fields, each absent one a 0 byte: format 5 adds
+    // the commitment (3), 4 the notification type and subtype (2), 3 the billing plan, 2 the
+    // ownership type.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(2))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(7))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast())
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(6))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(5))
+    formatThree[0] = 3
+    #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
+    var formatFour = Array(PayloadCodec.encode(shared).dropLast(3))
+    formatFour[0] = 4
+    #expect(try PayloadCodec.decodeEvent(formatFour) == shared)
+  }
+
+  @Test("rule 22: an event's commitment round-trips")
+  func commitment() throws {
+    var e = EventLogContract.event("e1", type: .commitmentStarted)
+    e.billingPlanType = .monthly
+    e.commitment = CommitmentStatus(billingPeriodNumber: 1, totalBillingPeriods: 12, expiresDate: 1_800_000_000_000)
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
+  }
+
+  @Test("rule 25: a notification's type and subtype round-trip")
+  func notificationType() throws {
+    var e = EventLogContract.event("e1", type: .appleNotification)
+    e.notificationType = "EXTERNAL_PURCHASE_TOKEN"
+    e.notificationSubtype = "CREATED"
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(e)) == e)
   }
 
   @Test("rule 22: the billing plan round-trips")

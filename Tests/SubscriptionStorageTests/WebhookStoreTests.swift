@@ -282,6 +282,7 @@ struct WebhookStoreTests {
         CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_ms) WHERE state = 'PENDING';
         CREATE INDEX webhook_deliveries_listing ON webhook_deliveries(webhook_id, state, delivery_key);
         DROP TABLE app_accounts;
+        DROP TABLE kept_notifications;
         ALTER TABLE apps DROP COLUMN small_business_program;
         DELETE FROM schema_version WHERE version >= 16;
         """)

@@ -814,6 +814,12 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// Default: PURCHASE_SHARING_SHARE; never returned as PURCHASE_SHARING_UNSPECIFIED.
   public var purchaseSharing: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
 
+  /// When true, a V2 RESCIND_CONSENT notification (a parent withdrew consent to a child's use of
+  /// the app) erases every user of the app linked to its Apple Account (appTransactionId) as
+  /// AdminService.DeleteUser does, before their CONSENT_RESCINDED event is logged. Default: false
+  /// (the event only).
+  public var eraseOnRescindConsent: Bool = false
+
   /// A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
   /// `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
   /// `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -1223,7 +1229,7 @@ extension Substatus_V1_Commitment {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 10, 11])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 7, 10, 11])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1232,8 +1238,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     billingRetryEntitled = r.bool(2)
     promoScope = r.enumeration(3)
     purchaseSharing = r.enumeration(4)
-    paidAppEntitlementID = try r.string(5)
-    paidAppBefore = try r.string(6)
+    eraseOnRescindConsent = r.bool(5)
+    paidAppEntitlementID = try r.string(6)
+    paidAppBefore = try r.string(7)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1242,8 +1249,9 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.bool(2, billingRetryEntitled)
     w.enumeration(3, promoScope)
     w.enumeration(4, purchaseSharing)
-    w.string(5, paidAppEntitlementID)
-    w.string(6, paidAppBefore)
+    w.bool(5, eraseOnRescindConsent)
+    w.string(6, paidAppEntitlementID)
+    w.string(7, paidAppBefore)
   }
 }
 
@@ -1256,6 +1264,7 @@ extension Substatus_V1_EligibilityPolicy {
     if !(!self.billingRetryEntitled) { o.append("billingRetryEntitled", .bool(self.billingRetryEntitled)) }
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
     if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
+    if !(!self.eraseOnRescindConsent) { o.append("eraseOnRescindConsent", .bool(self.eraseOnRescindConsent)) }
     if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
     if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
     return .object(o)
@@ -1278,6 +1287,8 @@ extension Substatus_V1_EligibilityPolicy {
         self.promoScope = try ProtoJSON.enumeration(value, "promoScope", Substatus_V1_PromoScope.self)
       case "purchaseSharing", "purchase_sharing":
         self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
+      case "eraseOnRescindConsent", "erase_on_rescind_consent":
+        self.eraseOnRescindConsent = try ProtoJSON.bool(value, "eraseOnRescindConsent")
       case "paidAppEntitlementId", "paid_app_entitlement_id":
         self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
       case "paidAppBefore", "paid_app_before":

@@ -47,6 +47,39 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
   /// `occurred_ms` is the server's time of the submission that made the transfer.
   case ownershipTransferred
+  /// Apple extended the renewal date of one subscription (a V2 RENEWAL_EXTENDED notification, as
+  /// after the App Store Server API's Extend a Subscription Renewal Date): `transaction_id` is the
+  /// extended transaction, `occurred_ms` the notification's signedDate; the new expiry is that
+  /// transaction's, which status answers from then on (the period is extended like a renewal).
+  case subscriptionExtended
+  /// A parent or guardian withdrew consent to a child's use of the app (a V2 RESCIND_CONSENT
+  /// notification, App Store Server Notifications 2.19). One event per app user whose device
+  /// submitted the notification's Apple Account (its signed AppTransaction's appTransactionId); when
+  /// the app's policy `erase_on_rescind_consent` is on, the user's data was erased just before
+  /// (as DeleteUser does) and this event is all that is left of them.
+  case consentRescinded
+  /// A V2 notification whose meaning no other event type carries (TEST, PRICE_INCREASE,
+  /// REFUND_DECLINED, RENEWAL_EXTENSION, EXTERNAL_PURCHASE_TOKEN, the Advanced Commerce API's
+  /// METADATA_UPDATE, MIGRATION and PRICE_CHANGE, and any type Apple adds later), so that nothing
+  /// Apple says is invisible: `notification_type` and `notification_subtype` say which. For the
+  /// users whose original transaction it names; with an empty `user_id` when it names none (an
+  /// External Purchase token, a mass extension's summary).
+  case appleNotification
+  /// A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+  /// period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+  /// renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+  /// RENEWED...), with its cause, time and states. Why types of their own rather than only the
+  /// `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+  /// renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+  /// (RENEWED, EXPIRED) already mean something else.
+  case commitmentStarted
+  /// A commitment renewed into a new one: a first billing period that follows a billing period of
+  /// a commitment.
+  case commitmentRenewed
+  /// A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+  /// renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+  /// last commitment's `commitment`).
+  case commitmentEnded
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -71,6 +104,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 15: self = .nonRenewingPurchased
     case 16: self = .oneTimePurchased
     case 17: self = .ownershipTransferred
+    case 18: self = .subscriptionExtended
+    case 19: self = .consentRescinded
+    case 20: self = .appleNotification
+    case 21: self = .commitmentStarted
+    case 22: self = .commitmentRenewed
+    case 23: self = .commitmentEnded
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -96,6 +135,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: 15
     case .oneTimePurchased: 16
     case .ownershipTransferred: 17
+    case .subscriptionExtended: 18
+    case .consentRescinded: 19
+    case .appleNotification: 20
+    case .commitmentStarted: 21
+    case .commitmentRenewed: 22
+    case .commitmentEnded: 23
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -121,6 +166,12 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .nonRenewingPurchased: "EVENT_TYPE_NON_RENEWING_PURCHASED"
     case .oneTimePurchased: "EVENT_TYPE_ONE_TIME_PURCHASED"
     case .ownershipTransferred: "EVENT_TYPE_OWNERSHIP_TRANSFERRED"
+    case .subscriptionExtended: "EVENT_TYPE_SUBSCRIPTION_EXTENDED"
+    case .consentRescinded: "EVENT_TYPE_CONSENT_RESCINDED"
+    case .appleNotification: "EVENT_TYPE_APPLE_NOTIFICATION"
+    case .commitmentStarted: "EVENT_TYPE_COMMITMENT_STARTED"
+    case .commitmentRenewed: "EVENT_TYPE_COMMITMENT_RENEWED"
+    case .commitmentEnded: "EVENT_TYPE_COMMITMENT_ENDED"
     case .UNRECOGNIZED: nil
     }
   }
@@ -146,12 +197,18 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_NON_RENEWING_PURCHASED": self = .nonRenewingPurchased
     case "EVENT_TYPE_ONE_TIME_PURCHASED": self = .oneTimePurchased
     case "EVENT_TYPE_OWNERSHIP_TRANSFERRED": self = .ownershipTransferred
+    case "EVENT_TYPE_SUBSCRIPTION_EXTENDED": self = .subscriptionExtended
+    case "EVENT_TYPE_CONSENT_RESCINDED": self = .consentRescinded
+    case "EVENT_TYPE_APPLE_NOTIFICATION": self = .appleNotification
+    case "EVENT_TYPE_COMMITMENT_STARTED": self = .commitmentStarted
+    case "EVENT_TYPE_COMMITMENT_RENEWED": self = .commitmentRenewed
+    case "EVENT_TYPE_COMMITMENT_ENDED": self = .commitmentEnded
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -375,6 +432,23 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// purchase of theirs: its price is the organizer's, paid once (trends count no revenue for it).
   /// UNSPECIFIED when no transaction of it is known.
   public var ownership: Substatus_V1_OwnershipType = Substatus_V1_OwnershipType(rawValue: 0)
+
+  /// For APPLE_NOTIFICATION, SUBSCRIPTION_EXTENDED and CONSENT_RESCINDED: Apple's V2
+  /// `notificationType`, as Apple sent it (unknown types too).
+  public var notificationType: String = ""
+
+  /// With `notification_type`: Apple's `subtype`, empty when it has none.
+  public var notificationSubtype: String = ""
+
+  /// How the event's transaction is billed (Apple's `billingPlanType`, App Store Server API 1.21):
+  /// MONTHLY makes `price_milliunits` one monthly charge of a 12-month commitment; UNSPECIFIED when
+  /// Apple did not say.
+  public var billingPlan: Substatus_V1_BillingPlanType = Substatus_V1_BillingPlanType(rawValue: 0)
+
+  /// The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+  /// `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+  /// answers them); absent outside a commitment.
+  public var commitment: Substatus_V1_Commitment? = nil
 
   /// A message with every field at its default value.
   public init() {}
@@ -867,7 +941,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -893,6 +967,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     previousUserID = try r.string(19)
     cursor = try r.string(20)
     ownership = r.enumeration(21)
+    notificationType = try r.string(22)
+    notificationSubtype = try r.string(23)
+    billingPlan = r.enumeration(24)
+    commitment = try r.message(25, Substatus_V1_Commitment.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -918,6 +996,10 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(19, previousUserID)
     w.string(20, cursor)
     w.enumeration(21, ownership)
+    w.string(22, notificationType)
+    w.string(23, notificationSubtype)
+    w.enumeration(24, billingPlan)
+    w.message(25, commitment)
   }
 }
 
@@ -947,6 +1029,10 @@ extension Substatus_V1_Event {
     if !(self.previousUserID.isEmpty) { o.append("previousUserId", .string(self.previousUserID)) }
     if !(self.cursor.isEmpty) { o.append("cursor", .string(self.cursor)) }
     if !(self.ownership.rawValue == 0) { o.append("ownership", self.ownership.jsonValue) }
+    if !(self.notificationType.isEmpty) { o.append("notificationType", .string(self.notificationType)) }
+    if !(self.notificationSubtype.isEmpty) { o.append("notificationSubtype", .string(self.notificationSubtype)) }
+    if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
+    if let v = self.commitment { o.append("commitment", v.jsonValue()) }
     return .object(o)
   }
 
@@ -1001,6 +1087,14 @@ extension Substatus_V1_Event {
         self.cursor = try ProtoJSON.string(value, "cursor")
       case "ownership":
         self.ownership = try ProtoJSON.enumeration(value, "ownership", Substatus_V1_OwnershipType.self)
+      case "notificationType", "notification_type":
+        self.notificationType = try ProtoJSON.string(value, "notificationType")
+      case "notificationSubtype", "notification_subtype":
+        self.notificationSubtype = try ProtoJSON.string(value, "notificationSubtype")
+      case "billingPlan", "billing_plan":
+        self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
+      case "commitment":
+        self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

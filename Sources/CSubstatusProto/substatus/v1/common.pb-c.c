@@ -618,7 +618,7 @@ const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
   (ProtobufCMessageInit) substatus__v1__commitment__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[7] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[8] =
 {
   {
     "refunds_block_intro",
@@ -681,6 +681,18 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "erase_on_rescind_consent",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, erase_on_rescind_consent),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "paid_app_entitlement_id",
     10,
     PROTOBUF_C_LABEL_NONE,
@@ -707,18 +719,20 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
   2,   /* field[2] = billing_retry_entitled */
+  5,   /* field[5] = erase_on_rescind_consent */
   1,   /* field[1] = lapsed_subscribers_get_intro */
-  6,   /* field[6] = paid_app_before */
-  5,   /* field[5] = paid_app_entitlement_id */
+  7,   /* field[7] = paid_app_before */
+  6,   /* field[6] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[3 + 1] =
 {
   { 1, 0 },
-  { 10, 5 },
-  { 0, 7 }
+  { 7, 5 },
+  { 10, 6 },
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -728,10 +742,10 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  7,
+  8,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  2,  substatus__v1__eligibility_policy__number_ranges,
+  3,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[26] =
 {
   {
     "event_id",
@@ -1173,15 +1173,67 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[22
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "notification_type",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, notification_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notification_subtype",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, notification_subtype),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "billing_plan",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, billing_plan),
+    &substatus__v1__billing_plan_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commitment",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, commitment),
+    &substatus__v1__commitment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
+  24,   /* field[24] = billing_plan */
+  25,   /* field[25] = commitment */
   16,   /* field[16] = currency */
   20,   /* field[20] = cursor */
   6,   /* field[6] = detected_ms */
   3,   /* field[3] = environment */
   0,   /* field[0] = event_id */
   17,   /* field[17] = expiration_reason */
+  23,   /* field[23] = notification_subtype */
+  22,   /* field[22] = notification_type */
   5,   /* field[5] = occurred_ms */
   13,   /* field[13] = offer */
   14,   /* field[14] = offer_id */
@@ -1201,7 +1253,7 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
 static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 22 }
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1211,7 +1263,7 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  22,
+  26,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
   1,  substatus__v1__event__number_ranges,
@@ -2427,7 +2479,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[18] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[24] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2447,16 +2499,27 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_NON_RENEWING_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_NON_RENEWING_PURCHASED", 15 },
   { "EVENT_TYPE_ONE_TIME_PURCHASED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_ONE_TIME_PURCHASED", 16 },
   { "EVENT_TYPE_OWNERSHIP_TRANSFERRED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED", 17 },
+  { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
+  { "EVENT_TYPE_CONSENT_RESCINDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSENT_RESCINDED", 19 },
+  { "EVENT_TYPE_APPLE_NOTIFICATION", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION", 20 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED", 21 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED", 23 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{0, 18}
+{0, 0},{0, 24}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[18] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[24] =
 {
+  { "EVENT_TYPE_APPLE_NOTIFICATION", 20 },
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
   { "EVENT_TYPE_AUTO_RENEW_ENABLED", 6 },
   { "EVENT_TYPE_BILLING_ISSUE", 7 },
   { "EVENT_TYPE_BILLING_RECOVERED", 8 },
+  { "EVENT_TYPE_COMMITMENT_ENDED", 23 },
+  { "EVENT_TYPE_COMMITMENT_RENEWED", 22 },
+  { "EVENT_TYPE_COMMITMENT_STARTED", 21 },
+  { "EVENT_TYPE_CONSENT_RESCINDED", 19 },
   { "EVENT_TYPE_EXPIRED", 10 },
   { "EVENT_TYPE_FAMILY_ACCESS_REVOKED", 13 },
   { "EVENT_TYPE_GRACE_PERIOD_EXPIRED", 9 },
@@ -2468,6 +2531,7 @@ static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_n
   { "EVENT_TYPE_REFUND_REVERSED", 12 },
   { "EVENT_TYPE_RENEWED", 3 },
   { "EVENT_TYPE_RESUBSCRIBED", 14 },
+  { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
   { "EVENT_TYPE_TRIAL_CONVERTED", 2 },
   { "EVENT_TYPE_UNSPECIFIED", 0 },
@@ -2479,9 +2543,9 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  18,
+  24,
   substatus__v1__event_type__enum_values_by_number,
-  18,
+  24,
   substatus__v1__event_type__enum_values_by_name,
   1,
   substatus__v1__event_type__value_ranges,

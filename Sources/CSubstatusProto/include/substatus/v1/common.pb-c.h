@@ -474,6 +474,13 @@ struct  Substatus__V1__EligibilityPolicy
    */
   Substatus__V1__PurchaseSharing purchase_sharing;
   /*
+   * When true, a V2 RESCIND_CONSENT notification (a parent withdrew consent to a child's use of
+   * the app) erases every user of the app linked to its Apple Account (appTransactionId) as
+   * AdminService.DeleteUser does, before their CONSENT_RESCINDED event is logged. Default: false
+   * (the event only).
+   */
+  protobuf_c_boolean erase_on_rescind_consent;
+  /*
    * A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
    * `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
    * `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -490,7 +497,7 @@ struct  Substatus__V1__EligibilityPolicy
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*

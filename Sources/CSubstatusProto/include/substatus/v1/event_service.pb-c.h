@@ -122,7 +122,52 @@ typedef enum _Substatus__V1__EventType {
    * with it), the previous owner's has `user_id` = `previous_user_id` (with, then without).
    * `occurred_ms` is the server's time of the submission that made the transfer.
    */
-  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_OWNERSHIP_TRANSFERRED = 17,
+  /*
+   * Apple extended the renewal date of one subscription (a V2 RENEWAL_EXTENDED notification, as
+   * after the App Store Server API's Extend a Subscription Renewal Date): `transaction_id` is the
+   * extended transaction, `occurred_ms` the notification's signedDate; the new expiry is that
+   * transaction's, which status answers from then on (the period is extended like a renewal).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_EXTENDED = 18,
+  /*
+   * A parent or guardian withdrew consent to a child's use of the app (a V2 RESCIND_CONSENT
+   * notification, App Store Server Notifications 2.19). One event per app user whose device
+   * submitted the notification's Apple Account (its signed AppTransaction's appTransactionId); when
+   * the app's policy `erase_on_rescind_consent` is on, the user's data was erased just before
+   * (as DeleteUser does) and this event is all that is left of them.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSENT_RESCINDED = 19,
+  /*
+   * A V2 notification whose meaning no other event type carries (TEST, PRICE_INCREASE,
+   * REFUND_DECLINED, RENEWAL_EXTENSION, EXTERNAL_PURCHASE_TOKEN, the Advanced Commerce API's
+   * METADATA_UPDATE, MIGRATION and PRICE_CHANGE, and any type Apple adds later), so that nothing
+   * Apple says is invisible: `notification_type` and `notification_subtype` say which. For the
+   * users whose original transaction it names; with an empty `user_id` when it names none (an
+   * External Purchase token, a mass extension's summary).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_APPLE_NOTIFICATION = 20,
+  /*
+   * A 12-month commitment began (App Store Server API 1.21: a monthly subscription's first billing
+   * period, `commitment` 1 of 12) after no commitment: a purchase on the monthly plan, or a
+   * renewal that moved to it. Logged beside the event of the same transaction (SUBSCRIPTION_STARTED,
+   * RENEWED...), with its cause, time and states. Why types of their own rather than only the
+   * `commitment` field: the commitment's boundaries are what a backend acts on (a contract starts,
+   * renews, ends), they can be filtered by webhooks and `--type`, and the events that carry them
+   * (RENEWED, EXPIRED) already mean something else.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED = 21,
+  /*
+   * A commitment renewed into a new one: a first billing period that follows a billing period of
+   * a commitment.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED = 22,
+  /*
+   * A commitment ended: the subscription lapsed during or at the end of it (beside EXPIRED), or
+   * renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
+   * last commitment's `commitment`).
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED = 23
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__EVENT_TYPE)
 } Substatus__V1__EventType;
 /*
@@ -289,10 +334,31 @@ struct  Substatus__V1__Event
    * UNSPECIFIED when no transaction of it is known.
    */
   Substatus__V1__OwnershipType ownership;
+  /*
+   * For APPLE_NOTIFICATION, SUBSCRIPTION_EXTENDED and CONSENT_RESCINDED: Apple's V2
+   * `notificationType`, as Apple sent it (unknown types too).
+   */
+  char *notification_type;
+  /*
+   * With `notification_type`: Apple's `subtype`, empty when it has none.
+   */
+  char *notification_subtype;
+  /*
+   * How the event's transaction is billed (Apple's `billingPlanType`, App Store Server API 1.21):
+   * MONTHLY makes `price_milliunits` one monthly charge of a 12-month commitment; UNSPECIFIED when
+   * Apple did not say.
+   */
+  Substatus__V1__BillingPlanType billing_plan;
+  /*
+   * The 12-month commitment the event's transaction is a billing period of (k of n and its end;
+   * `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
+   * answers them); absent outside a commitment.
+   */
+  Substatus__V1__Commitment *commitment;
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL }
 
 
 /*
