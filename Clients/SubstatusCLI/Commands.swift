@@ -76,6 +76,7 @@ let commandTable: [CommandSpec] = [
       OptionSpec(
         name: "--erase-on-rescind-consent", value: "BOOL",
         help: "a RESCIND_CONSENT notification erases the users of its Apple Account"),
+      OptionSpec(
         name: "--purchase-sharing-sandbox", value: "same|share|transfer|keep-first|transfer-if-no-active",
         help: "the purchase sharing of sandbox data (same: as --purchase-sharing)"),
       OptionSpec(
