@@ -45,6 +45,8 @@ let package = Package(
     .target(name: "ProcessSignals", dependencies: ["CLinuxShims"], swiftSettings: swiftSettings),
     // The injected clock (monotonic and wall time, sleeping) and a manual clock for tests.
     .target(name: "SubstatusClock", swiftSettings: swiftSettings),
+    // Metrics: counters, gauges, histograms, the registry and the one Prometheus text renderer.
+    .target(name: "SubstatusMetrics", swiftSettings: swiftSettings),
     // The lifecycle: `Service` (run, graceful shutdown) and the `ServiceGroup` that starts and
     // stops the daemon's listeners and background jobs in order, each within a bound.
     .target(name: "ServiceLifecycle", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
@@ -77,7 +79,10 @@ let package = Package(
     .target(name: "SubstatusServiceAPI", dependencies: ["RPCCore", "SubstatusWire"], swiftSettings: swiftSettings),
     .target(
       name: "RPCHTTP2Transport",
-      dependencies: ["RPCCore", "RPCWebProtocols", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims"],
+      dependencies: [
+        "RPCCore", "RPCWebProtocols", "SubstatusWire", "SubstatusClock", "CNGHTTP2", "CLinuxShims", "CTLSShims",
+        "SubstatusMetrics",
+      ],
       swiftSettings: swiftSettings),
     // Connect and gRPC-Web framing shared by the HTTP/2 transport and the HTTP/1.1 listener: pure, no I/O.
     // gzip through zlib (Gzip.swift) for the Connect, gRPC-Web and gRPC encodings.
@@ -90,20 +95,22 @@ let package = Package(
 
     // Outbound HTTP(S) on libcurl's multi interface: webhooks, Apple's endpoints, the simulator's
     // notifications. One loop thread per client; per-request deadlines, body limits, address checks.
-    .target(name: "OutboundHTTP", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+    .target(name: "OutboundHTTP", dependencies: ["CCurl", "SubstatusMetrics"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
+    // SHA-256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
+    .target(name: "SubstatusCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(
-      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusJSON"],
+      name: "SubscriptionStorage", dependencies: ["SubscriptionDomain", "CCrypto", "SubstatusCrypto", "SubstatusJSON", "SubstatusMetrics"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStorageSQLite",
-      dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CSQLite", "CCrypto"],
+      dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CSQLite", "CCrypto", "SubstatusMetrics"],
       swiftSettings: swiftSettings),
     .target(
       name: "SubscriptionStoragePostgres",
-      dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ"],
+      dependencies: ["SubscriptionStorage", "SubscriptionDomain", "CLibPQ", "SubstatusMetrics"],
       swiftSettings: swiftSettings),
     // The in-memory Store, for tests, test kits and fuzz targets only: no executable links it.
     .target(
@@ -112,11 +119,12 @@ let package = Package(
 
     // MARK: App Store signed data (JWS verification, ES256 signature creators; libcrypto)
     .target(
-      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusJSON", "SubscriptionDomain"],
+      name: "AppStoreSignedData", dependencies: ["CCrypto", "SubstatusCrypto", "SubstatusJSON", "SubscriptionDomain"],
       exclude: ["AppleRootCA-G3.pem"], swiftSettings: swiftSettings),
 
     // MARK: HTTP/1.1 listener (libmicrohttpd)
-    .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SubstatusClock"], swiftSettings: swiftSettings),
+    .target(
+      name: "HTTPServer", dependencies: ["CMicroHTTPD", "SubstatusClock", "SubstatusMetrics"], swiftSettings: swiftSettings),
 
     // MARK: Web console (static files compiled into the binary; served on the HTTP listener)
     .target(
@@ -139,6 +147,7 @@ let package = Package(
       name: "SubstatusAppleUpstream",
       dependencies: [
         "SubstatusServiceCore", "SubscriptionDomain", "SubstatusJSON", "SubstatusClock", "OutboundHTTP",
+        "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
     // The event log's consumers below the handlers: webhook delivery (dispatcher, signing, URL
@@ -147,7 +156,7 @@ let package = Package(
       name: "SubstatusEventDelivery",
       dependencies: [
         "SubstatusServiceCore", "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain",
-        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto",
+        "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto", "SubstatusCrypto", "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
     // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
@@ -157,7 +166,7 @@ let package = Package(
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
         "AppStoreSignedData", "SubstatusServiceCore", "SubstatusAppleUpstream", "SubstatusEventDelivery",
-        "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP",
+        "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP", "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
 
@@ -166,7 +175,7 @@ let package = Package(
       dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "RPCWebGateway", "SubstatusConsole", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock",
-                     "CLinuxShims", "OutboundHTTP", "ServiceLifecycle"],
+                     "CLinuxShims", "OutboundHTTP", "ServiceLifecycle", "SubstatusMetrics"],
       swiftSettings: swiftSettings),
 
     // MARK: Executables
@@ -250,7 +259,11 @@ let package = Package(
       name: "OutboundHTTPTests", dependencies: ["OutboundHTTP"], resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings),
     .testTarget(
+      name: "SubstatusCryptoTests", dependencies: ["SubstatusCrypto"], swiftSettings: swiftSettings),
+    .testTarget(
       name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "SubstatusMetricsTests", dependencies: ["SubstatusMetrics"], swiftSettings: swiftSettings),
     .testTarget(
       name: "ServiceLifecycleTests", dependencies: ["ServiceLifecycle", "SubstatusClock", "SubstatusProcessTestKit"], swiftSettings: swiftSettings),
     .testTarget(

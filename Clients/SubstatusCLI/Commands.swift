@@ -71,11 +71,17 @@ let commandTable: [CommandSpec] = [
       OptionSpec(
         name: "--promo-scope", value: "group|app", help: "where promotional eligibility looks"),
       OptionSpec(
-        name: "--purchase-sharing", value: "share|transfer|keep-first",
+        name: "--purchase-sharing", value: "share|transfer|keep-first|transfer-if-no-active",
         help: "who owns a purchase that several users submitted"),
       OptionSpec(
         name: "--erase-on-rescind-consent", value: "BOOL",
         help: "a RESCIND_CONSENT notification erases the users of its Apple Account"),
+      OptionSpec(
+        name: "--purchase-sharing-sandbox", value: "same|share|transfer|keep-first|transfer-if-no-active",
+        help: "the purchase sharing of sandbox data (same: as --purchase-sharing)"),
+      OptionSpec(
+        name: "--app-account-token-is-user-id", value: "BOOL",
+        help: "a purchase first seen from Apple belongs to the user named by its appAccountToken"),
       OptionSpec(
         name: "--paid-app-entitlement", value: "ID",
         help: "the named entitlement of those who got the app before --paid-app-before (empty: none)"),
@@ -88,7 +94,7 @@ let commandTable: [CommandSpec] = [
     ],
     summary: "change the app's eligibility policy (only the fields given)",
     details:
-      "BOOL is true or false. At least one flag is needed; the others keep their values.\n--purchase-sharing: share (every submitter has it, the default), transfer (the latest\nsubmitter has it from then on), keep-first (the first keeps it; later submitters are refused\nit with OWNED_BY_ANOTHER_USER). It applies to later submissions only.\n--consumption-policy: for example {\"customerConsented\":true,\"sampleContentProvided\":false,\n\"deliveryStatus\":\"CONSUMPTION_DELIVERY_STATUS_DELIVERED\",\"refundPreference\":\"REFUND_PREFERENCE_DECLINE\"};\nthe server answers each refund request with it (and the share of the period used) within\nApple's 12 hours, with the app's In-App Purchase key."),
+      "BOOL is true or false. At least one flag is needed; the others keep their values.\n--purchase-sharing: share (every submitter has it, the default), transfer (the latest\nsubmitter has it from then on), keep-first (the first keeps it; later submitters are refused\nit with OWNED_BY_ANOTHER_USER), transfer-if-no-active (transfer, unless an owner still has an\nactive entitlement from it: then as keep-first). It applies to later submissions only.\n--purchase-sharing-sandbox: the same choices for sandbox data (testers can share while production\ntransfers); same (the default) follows --purchase-sharing.\n--consumption-policy: for example {\"customerConsented\":true,\"sampleContentProvided\":false,\n\"deliveryStatus\":\"CONSUMPTION_DELIVERY_STATUS_DELIVERED\",\"refundPreference\":\"REFUND_PREFERENCE_DECLINE\"};\nthe server answers each refund request with it (and the share of the period used) within\nApple's 12 hours, with the app's In-App Purchase key."),
   CommandSpec(
     words: ["product", "put"], positionals: ["APP"],
     options: [
@@ -313,13 +319,22 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.promoScope = scope == "app" ? .app : .group
       mask.append("promo_scope")
     }
-    if let sharing = try context.choice("--purchase-sharing", ["share", "transfer", "keep-first"]) {
-      policy.purchaseSharing = sharing == "transfer" ? .transfer : sharing == "keep-first" ? .keepFirst : .share
+    let sharingModes = ["share", "transfer", "keep-first", "transfer-if-no-active"]
+    if let sharing = try context.choice("--purchase-sharing", sharingModes) {
+      policy.purchaseSharing = purchaseSharing(sharing)
       mask.append("purchase_sharing")
     }
     if let value = try context.boolean("--erase-on-rescind-consent") {
       policy.eraseOnRescindConsent = value
       mask.append("erase_on_rescind_consent")
+    }
+    if let sharing = try context.choice("--purchase-sharing-sandbox", ["same"] + sharingModes) {
+      policy.purchaseSharingSandbox = sharing == "same" ? .unspecified : purchaseSharing(sharing)
+      mask.append("purchase_sharing_sandbox")
+    }
+    if let value = try context.boolean("--app-account-token-is-user-id") {
+      policy.appAccountTokenIsUserID = value
+      mask.append("app_account_token_is_user_id")
     }
     let paidEntitlement = context.parsed.value("--paid-app-entitlement")
     let paidBefore = context.parsed.value("--paid-app-before")
@@ -352,7 +367,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --erase-on-rescind-consent, --paid-app-entitlement, --consumption-policy",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --purchase-sharing-sandbox, --erase-on-rescind-consent, --app-account-token-is-user-id, --paid-app-entitlement, --consumption-policy",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -736,6 +751,10 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
           ? "SHARE" : Format.name(policy.purchaseSharing, prefix: "PURCHASE_SHARING_")
       ),
     ]
+    fields.append(("app account token is user id", String(policy.appAccountTokenIsUserID)))
+    if policy.purchaseSharingSandbox != .unspecified {
+      fields.append(("purchase sharing (sandbox)", Format.name(policy.purchaseSharingSandbox, prefix: "PURCHASE_SHARING_")))
+    }
     if !policy.paidAppEntitlementID.isEmpty {
       fields.append(("paid app entitlement", "\(policy.paidAppEntitlementID) before \(policy.paidAppBefore)"))
     }
@@ -753,6 +772,16 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
     }
   }
   report.fields(fields)
+}
+
+/// The wire value of a `--purchase-sharing` choice.
+func purchaseSharing(_ choice: String) -> Substatus_V1_PurchaseSharing {
+  switch choice {
+  case "transfer": .transfer
+  case "keep-first": .keepFirst
+  case "transfer-if-no-active": .transferIfNoActive
+  default: .share
+  }
 }
 
 /// The original transactions a submission was refused (purchase sharing), if any.

@@ -3,6 +3,7 @@
 // after creation, and OpenSSL 3 allows concurrent use of a key or certificate from several threads
 // for signing and verification (each operation here makes its own EVP_MD_CTX / X509_STORE_CTX).
 import CCrypto
+import SubstatusCrypto
 
 #if canImport(Glibc)
   import Glibc
@@ -91,27 +92,6 @@ enum LibCrypto {
       }
       return object
     }
-  }
-
-  // MARK: Digests and randomness
-
-  static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-    var digest = [UInt8](repeating: 0, count: 32)
-    var length: UInt32 = 0
-    let ok = bytes.withUnsafeBufferPointer { input in
-      digest.withUnsafeMutableBufferPointer { out in
-        EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha256(), nil)
-      }
-    }
-    precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-    return digest
-  }
-
-  static func randomBytes(_ count: Int) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: count)
-    let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-    precondition(ok == 1, "RAND_bytes failed")
-    return out
   }
 
   // MARK: P-256 keys
@@ -331,7 +311,7 @@ enum LibCrypto {
     guard X509_set_version(certificate, 2) == 1 else { throw failure("X509_set_version") }
 
     // A positive 127-bit random serial (RFC 5280 §4.1.2.2: at most 20 octets, positive).
-    var serial = randomBytes(16)
+    var serial = SecureRandom.bytes(16)
     serial[0] &= 0x7f
     serial[0] |= 0x01
     let serialOK = serial.withUnsafeBufferPointer { buffer -> Bool in

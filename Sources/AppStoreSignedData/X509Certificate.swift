@@ -1,4 +1,5 @@
 // X.509 certificates: the `x5c` chain of Apple's signed data, the trusted roots, and the test CA's.
+import SubstatusCrypto
 
 /// An X.509 certificate (parsed once by libcrypto; immutable).
 ///
@@ -47,7 +48,7 @@ public struct X509Certificate: Sendable, Hashable, CustomStringConvertible {
 
   /// The SHA-256 of the DER, as uppercase hex pairs joined by colons (as `openssl x509 -fingerprint`).
   public var sha256Fingerprint: String {
-    LibCrypto.sha256(der).map { byte in
+    SHA256.hash(der).map { byte in
       let digits = Array("0123456789ABCDEF")
       return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
     }.joined(separator: ":")

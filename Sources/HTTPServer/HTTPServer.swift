@@ -2,6 +2,7 @@ public import SubstatusClock
 import CMicroHTTPD
 import Dispatch
 import Synchronization
+import SubstatusMetrics
 
 #if canImport(Glibc)
   import Glibc
@@ -216,7 +217,7 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// print(server.port)
 /// await server.stop()
 /// ```
-public final class HTTPServer: Sendable {
+public final class HTTPServer: MetricsSource, Sendable {
   /// The port the server is bound to (the chosen one when the configuration asked for port 0).
   public let port: Int
   /// The host the server was bound to, as configured.
@@ -247,55 +248,53 @@ public final class HTTPServer: Sendable {
   /// Connections open now.
   public var openConnections: Int { core.state.withLock { $0.connections.count } }
 
-  /// The listener's limits and what they did, in the Prometheus text format (version 0.0.4):
+  /// The listener's limits and what they did, as metric families (`substatus_http_*`):
   /// connections open, the caps, connections shut down for a late request head.
-  public func prometheusText() -> String {
+  public func metricFamilies() -> [MetricFamily] {
     let (open, late, buffered, refused) = core.state.withLock {
       ($0.connections.count, $0.lateHeads, $0.bufferedBodyBytes, $0.bufferRefusals)
     }
     let (refusals, acceptRefusals, overCap, proxied) = core.state.withLock {
       ($0.refusals, $0.acceptRefusals, $0.overCapOpen, $0.proxiedRequests)
     }
-    var out = ""
-    func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
-      out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
-    }
-    metric("substatus_http_connections_open", "gauge", "HTTP connections open.", open)
-    metric(
-      "substatus_http_connections_limit", "gauge", "The HTTP connection cap (--http-max-connections).",
-      core.configuration.connectionLimit)
-    metric(
-      "substatus_http_connections_per_address_limit", "gauge",
-      "The HTTP connection cap per client address (--http-max-connections-per-address; 0: none).",
-      core.configuration.perAddressConnectionLimit)
-    metric(
-      "substatus_http_request_head_timeouts_total", "counter",
-      "HTTP connections shut down because their request head was not complete in time (--http-request-head-timeout).",
-      late)
-    metric("substatus_http_buffered_request_bytes", "gauge", "HTTP request body bytes held (--http-request-buffer).", buffered)
-    metric(
-      "substatus_http_request_buffer_refusals_total", "counter",
-      "HTTP requests refused because the request buffer was full (--http-request-buffer).", refused)
-    out += "# HELP substatus_http_requests_refused_total HTTP requests answered by the listener before their handler: "
-    out += "503 over a client cap (connections_per_address, requests_per_client), 400/501 for their framing (framing).\n"
-    out += "# TYPE substatus_http_requests_refused_total counter\n"
-    for reason in ["connections_per_address", "requests_per_client", "framing"] {
-      out += "substatus_http_requests_refused_total{reason=\"\(reason)\"} \(refusals[reason] ?? 0)\n"
-    }
-    metric(
-      "substatus_http_connections_over_address_cap", "gauge",
-      "HTTP connections open past their address's cap, to be answered 503 (--http-max-connections-per-address).", overCap)
-    metric(
-      "substatus_http_connections_refused_total", "counter",
-      "HTTP connections closed as accepted: past their address's cap while too many such connections were open.",
-      acceptRefusals)
-    metric(
-      "substatus_http_trusted_proxy_requests_total", "counter",
-      "HTTP requests that came through a trusted proxy (--trusted-proxies).", proxied)
-    metric(
-      "substatus_http_trusted_proxies", "gauge", "Address ranges trusted as reverse proxies (--trusted-proxies).",
-      core.configuration.trustedProxies.count)
-    return out
+    return [
+      .gauge("substatus_http_connections_open", "HTTP connections open.", open),
+      .gauge(
+        "substatus_http_connections_limit", "The HTTP connection cap (--http-max-connections).",
+        core.configuration.connectionLimit),
+      .gauge(
+        "substatus_http_connections_per_address_limit",
+        "The HTTP connection cap per client address (--http-max-connections-per-address; 0: none).",
+        core.configuration.perAddressConnectionLimit),
+      .counter(
+        "substatus_http_request_head_timeouts_total",
+        "HTTP connections shut down because their request head was not complete in time (--http-request-head-timeout).",
+        late),
+      .gauge("substatus_http_buffered_request_bytes", "HTTP request body bytes held (--http-request-buffer).", buffered),
+      .counter(
+        "substatus_http_request_buffer_refusals_total",
+        "HTTP requests refused because the request buffer was full (--http-request-buffer).", refused),
+      .labelled(
+        "substatus_http_requests_refused_total",
+        "HTTP requests answered by the listener before their handler: "
+          + "503 over a client cap (connections_per_address, requests_per_client), 400/501 for their framing (framing).",
+        .counter, label: "reason",
+        ["connections_per_address", "requests_per_client", "framing"].map { ($0, refusals[$0] ?? 0) }),
+      .gauge(
+        "substatus_http_connections_over_address_cap",
+        "HTTP connections open past their address's cap, to be answered 503 (--http-max-connections-per-address).",
+        overCap),
+      .counter(
+        "substatus_http_connections_refused_total",
+        "HTTP connections closed as accepted: past their address's cap while too many such connections were open.",
+        acceptRefusals),
+      .counter(
+        "substatus_http_trusted_proxy_requests_total",
+        "HTTP requests that came through a trusted proxy (--trusted-proxies).", proxied),
+      .gauge(
+        "substatus_http_trusted_proxies", "Address ranges trusted as reverse proxies (--trusted-proxies).",
+        core.configuration.trustedProxies.count),
+    ]
   }
 
   /// `host:port` as a client would dial it (`[::1]:PORT` for IPv6).

@@ -1,4 +1,5 @@
 import Synchronization
+import SubstatusMetrics
 
 // Outbound HTTP(S) on libcurl's multi interface: webhooks, Apple's verifyReceipt and Server API, the
 // App Store simulator's notifications. One thread per client drives every transfer
@@ -175,35 +176,33 @@ public struct OutboundHTTPMetrics: Sendable {
   /// Requests ended, by outcome (`ok`, and the ``OutboundHTTPError/Code`` names).
   public var requests: [String: Int]
 
-  /// The Prometheus text of several clients' counters (`substatus_outbound_*`), each labelled
-  /// with its pool's name (`pool="webhooks"`).
-  public static func prometheusText(pools: [(name: String, metrics: OutboundHTTPMetrics)]) -> String {
-    var open = "", limit = "", inFlight = "", requests = ""
-    for (name, m) in pools {
-      open += "substatus_outbound_connections_open{pool=\"\(name)\"} \(m.connectionsOpen)\n"
-      limit += "substatus_outbound_connections_limit{pool=\"\(name)\"} \(m.connectionLimit)\n"
-      inFlight += "substatus_outbound_requests_in_flight{pool=\"\(name)\"} \(m.inFlight)\n"
-      for outcome in m.requests.keys.sorted() {
-        requests += "substatus_outbound_requests_total{pool=\"\(name)\",outcome=\"\(outcome)\"} \(m.requests[outcome] ?? 0)\n"
-      }
+  /// The metric families of several clients' counters (`substatus_outbound_*`), each series
+  /// labelled with its pool's name (`pool="webhooks"`).
+  public static func metricFamilies(pools: [(name: String, metrics: OutboundHTTPMetrics)]) -> [MetricFamily] {
+    func gauge(_ name: String, _ help: String, _ value: (OutboundHTTPMetrics) -> Int) -> MetricFamily {
+      MetricFamily(
+        name: name, help: help, type: .gauge,
+        samples: pools.map { .value([("pool", $0.name)], .integer(value($0.metrics))) })
     }
-    return """
-      # HELP substatus_outbound_connections_open Outbound HTTP connections open (idle pooled ones included).
-      # TYPE substatus_outbound_connections_open gauge
+    return [
+      gauge(
+        "substatus_outbound_connections_open", "Outbound HTTP connections open (idle pooled ones included).",
+        \.connectionsOpen),
+      gauge(
+        "substatus_outbound_connections_limit",
+        "The cap on outbound HTTP connections (--outbound-max-connections, shared by the pools).", \.connectionLimit),
+      gauge("substatus_outbound_requests_in_flight", "Outbound HTTP requests in flight.", \.inFlight),
+      MetricFamily(
+        name: "substatus_outbound_requests_total", help: "Outbound HTTP requests ended, by outcome.", type: .counter,
+        samples: pools.flatMap { name, m in
+          m.requests.keys.sorted().map { .value([("pool", name), ("outcome", $0)], .integer(m.requests[$0] ?? 0)) }
+        }),
+    ]
+  }
 
-      """ + open + """
-      # HELP substatus_outbound_connections_limit The cap on outbound HTTP connections (--outbound-max-connections, shared by the pools).
-      # TYPE substatus_outbound_connections_limit gauge
-
-      """ + limit + """
-      # HELP substatus_outbound_requests_in_flight Outbound HTTP requests in flight.
-      # TYPE substatus_outbound_requests_in_flight gauge
-
-      """ + inFlight + """
-      # HELP substatus_outbound_requests_total Outbound HTTP requests ended, by outcome.
-      # TYPE substatus_outbound_requests_total counter
-
-      """ + requests
+  /// ``metricFamilies(pools:)`` in the Prometheus text format.
+  public static func prometheusText(pools: [(name: String, metrics: OutboundHTTPMetrics)]) -> String {
+    PrometheusText.render(metricFamilies(pools: pools))
   }
 }
 

@@ -1,3 +1,4 @@
+import SubstatusMetrics
 import Synchronization
 
 /// The server transport's limits and their counters, shared by its loops (relaxed atomics: one
@@ -161,7 +162,7 @@ final class TransportCounters: Sendable {
 
 extension HTTP2ServerTransport {
   /// A reading of the transport's limits and counters (``HTTP2ServerTransport/metrics``).
-  public struct Metrics: Sendable, Equatable {
+  public struct Metrics: MetricsSource, Sendable, Equatable {
     /// Request bytes held now in connections' buffers (partial messages), all connections.
     public var bufferedRequestBytes: Int
     /// Connections whose output is stuck now (see ``Configuration/writeTimeout``).
@@ -214,76 +215,72 @@ extension HTTP2ServerTransport {
     /// Calls refused with `RESOURCE_EXHAUSTED` over the budget of calls or reply bytes in flight.
     public var callsRefused: Int
 
-    /// The counters in the Prometheus text exposition format (version 0.0.4).
-    public func prometheusText() -> String {
-      var out = ""
-      func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
-        out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
-      }
-      metric(
-        "substatus_grpc_buffered_request_bytes", "gauge",
-        "Request bytes held in gRPC connections' buffers (partial messages).", bufferedRequestBytes)
-      metric(
-        "substatus_grpc_write_stalled_connections", "gauge",
-        "gRPC connections whose replies cannot move now (socket full or flow-control window closed).",
-        writeStalledConnections)
-      metric(
-        "substatus_grpc_refused_streams_total", "counter",
-        "Streams refused (REFUSED_STREAM) because their connection's request buffer was full.", refusedStreams)
-      metric(
-        "substatus_grpc_buffer_budget_resets_total", "counter",
-        "Calls ended with RESOURCE_EXHAUSTED because the request buffer budget was spent.", bufferBudgetResets)
-      out += "# HELP substatus_grpc_goaways_total Connections sent GOAWAY by the server, by reason.\n"
-      out += "# TYPE substatus_grpc_goaways_total counter\n"
-      out += "substatus_grpc_goaways_total{reason=\"idle\"} \(idleGoaways)\n"
-      out += "substatus_grpc_goaways_total{reason=\"max_age\"} \(ageGoaways)\n"
-      out += "# HELP substatus_grpc_connections_closed_total Connections closed by a limit, by limit.\n"
-      out += "# TYPE substatus_grpc_connections_closed_total counter\n"
-      for (reason, value) in [
-        ("handshake_timeout", handshakeTimeouts), ("keepalive_timeout", keepaliveTimeouts),
-        ("write_timeout", writeTimeouts), ("too_many_pings", pingFloodCloses), ("grace_expired", graceExpirations),
-      ] {
-        out += "substatus_grpc_connections_closed_total{reason=\"\(reason)\"} \(value)\n"
-      }
-      metric(
-        "substatus_grpc_stream_write_timeouts_total", "counter",
-        "Streamed calls reset because their client left the response unread for the write timeout.",
-        streamWriteTimeouts)
-      metric(
-        "substatus_grpc_unsendable_header_resets_total", "counter",
-        "Streams reset because their response headers or trailers could not be sent (too large for the peer).",
-        unsendableHeaderResets)
-      metric("substatus_grpc_connections_open", "gauge", "gRPC connections open.", openConnections)
-      metric(
-        "substatus_grpc_connections_limit", "gauge", "The gRPC connection cap (--grpc-max-connections; 0: none).",
-        connectionLimit)
-      metric("substatus_grpc_connections_accepted_total", "counter", "gRPC connections accepted.", connectionsAccepted)
-      metric(
-        "substatus_grpc_connections_evicted_total", "counter",
-        "Idle gRPC connections closed with GOAWAY to make room for a new one at the cap.", connectionsEvicted)
-      metric(
-        "substatus_grpc_accept_paused_total", "counter",
-        "Times a gRPC listener stopped accepting at the cap (every connection busy) until one closed.",
-        acceptPausesAtCap)
-      metric(
-        "substatus_grpc_accept_errors_total", "counter",
-        "accept() failures for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); each pauses the listener.",
-        acceptResourceErrors)
-      metric("substatus_grpc_calls_in_flight", "gauge", "gRPC calls in flight.", callsInFlight)
-      metric(
-        "substatus_grpc_calls_in_flight_limit", "gauge", "The budget of calls in flight (--grpc-max-calls; 0: none).",
-        callsInFlightLimit)
-      metric(
-        "substatus_grpc_reply_bytes_in_flight", "gauge", "Reply bytes written by handlers, not yet taken by a socket.",
-        replyBytesInFlight)
-      metric(
-        "substatus_grpc_reply_bytes_in_flight_limit", "gauge",
-        "The budget of reply bytes in flight (--grpc-max-reply-bytes; 0: none).", replyBytesInFlightLimit)
-      metric(
-        "substatus_grpc_calls_refused_total", "counter",
-        "Calls refused with RESOURCE_EXHAUSTED because the calls or reply bytes in flight were at their budget.",
-        callsRefused)
-      return out
+    /// The counters as metric families (`substatus_grpc_*`).
+    public func metricFamilies() -> [MetricFamily] {
+      [
+        .gauge(
+          "substatus_grpc_buffered_request_bytes",
+          "Request bytes held in gRPC connections' buffers (partial messages).", bufferedRequestBytes),
+        .gauge(
+          "substatus_grpc_write_stalled_connections",
+          "gRPC connections whose replies cannot move now (socket full or flow-control window closed).",
+          writeStalledConnections),
+        .counter(
+          "substatus_grpc_refused_streams_total",
+          "Streams refused (REFUSED_STREAM) because their connection's request buffer was full.", refusedStreams),
+        .counter(
+          "substatus_grpc_buffer_budget_resets_total",
+          "Calls ended with RESOURCE_EXHAUSTED because the request buffer budget was spent.", bufferBudgetResets),
+        .labelled(
+          "substatus_grpc_goaways_total", "Connections sent GOAWAY by the server, by reason.", .counter,
+          label: "reason", [("idle", idleGoaways), ("max_age", ageGoaways)]),
+        .labelled(
+          "substatus_grpc_connections_closed_total", "Connections closed by a limit, by limit.", .counter,
+          label: "reason",
+          [
+            ("handshake_timeout", handshakeTimeouts), ("keepalive_timeout", keepaliveTimeouts),
+            ("write_timeout", writeTimeouts), ("too_many_pings", pingFloodCloses),
+            ("grace_expired", graceExpirations),
+          ]),
+        .counter(
+          "substatus_grpc_stream_write_timeouts_total",
+          "Streamed calls reset because their client left the response unread for the write timeout.",
+          streamWriteTimeouts),
+        .counter(
+          "substatus_grpc_unsendable_header_resets_total",
+          "Streams reset because their response headers or trailers could not be sent (too large for the peer).",
+          unsendableHeaderResets),
+        .gauge("substatus_grpc_connections_open", "gRPC connections open.", openConnections),
+        .gauge(
+          "substatus_grpc_connections_limit", "The gRPC connection cap (--grpc-max-connections; 0: none).",
+          connectionLimit),
+        .counter("substatus_grpc_connections_accepted_total", "gRPC connections accepted.", connectionsAccepted),
+        .counter(
+          "substatus_grpc_connections_evicted_total",
+          "Idle gRPC connections closed with GOAWAY to make room for a new one at the cap.", connectionsEvicted),
+        .counter(
+          "substatus_grpc_accept_paused_total",
+          "Times a gRPC listener stopped accepting at the cap (every connection busy) until one closed.",
+          acceptPausesAtCap),
+        .counter(
+          "substatus_grpc_accept_errors_total",
+          "accept() failures for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); each pauses the listener.",
+          acceptResourceErrors),
+        .gauge("substatus_grpc_calls_in_flight", "gRPC calls in flight.", callsInFlight),
+        .gauge(
+          "substatus_grpc_calls_in_flight_limit", "The budget of calls in flight (--grpc-max-calls; 0: none).",
+          callsInFlightLimit),
+        .gauge(
+          "substatus_grpc_reply_bytes_in_flight", "Reply bytes written by handlers, not yet taken by a socket.",
+          replyBytesInFlight),
+        .gauge(
+          "substatus_grpc_reply_bytes_in_flight_limit",
+          "The budget of reply bytes in flight (--grpc-max-reply-bytes; 0: none).", replyBytesInFlightLimit),
+        .counter(
+          "substatus_grpc_calls_refused_total",
+          "Calls refused with RESOURCE_EXHAUSTED because the calls or reply bytes in flight were at their budget.",
+          callsRefused),
+      ]
     }
   }
 }

@@ -179,6 +179,13 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// Who owns an original transaction that several of the app's users submitted. Default
   /// ``PurchaseSharing/share``; a stored policy without it decodes as that.
   public var purchaseSharing: PurchaseSharing
+  /// The purchase sharing of the app's sandbox data; `nil` (the default): ``purchaseSharing``.
+  /// Testers can share while production transfers.
+  public var purchaseSharingSandbox: PurchaseSharing?
+  /// Rule 26: a transaction first seen through a V2 notification or the Server API whose
+  /// `appAccountToken` is set belongs to the app user whose id is that UUID in lower case. Default
+  /// `false`. It changes no evaluation, so ``SummaryFingerprint`` leaves it out.
+  public var appAccountTokenIsUserId: Bool
   /// The named entitlement of a paid app turned subscription (rule 24); `nil`: none. It changes
   /// no evaluation (the service grants it from the user's Apple Account), so
   /// ``SummaryFingerprint`` leaves it out.
@@ -203,7 +210,8 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   public init(
     refundsBlockIntro: Bool = false, lapsedSubscribersGetIntro: Bool = true,
     billingRetryEntitled: Bool = false, promoScope: PromoScope = .group,
-    purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil
+    purchaseSharing: PurchaseSharing = .share, paidAppEntitlement: PaidAppEntitlement? = nil,
+    purchaseSharingSandbox: PurchaseSharing? = nil, appAccountTokenIsUserId: Bool = false
   ) {
     self.refundsBlockIntro = refundsBlockIntro
     self.lapsedSubscribersGetIntro = lapsedSubscribersGetIntro
@@ -211,11 +219,25 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     self.promoScope = promoScope
     self.purchaseSharing = purchaseSharing
     self.paidAppEntitlement = paidAppEntitlement
+    self.purchaseSharingSandbox = purchaseSharingSandbox
+    self.appAccountTokenIsUserId = appAccountTokenIsUserId
+  }
+
+  /// The purchase sharing applied to data of `environment`: ``purchaseSharingSandbox`` in the
+  /// sandbox when set, ``purchaseSharing`` otherwise.
+  public func purchaseSharing(in environment: Environment) -> PurchaseSharing {
+    environment == .sandbox ? purchaseSharingSandbox ?? purchaseSharing : purchaseSharing
+  }
+
+  /// Whether every environment shares (no ownership to track: the stores' `ownership_tracked`
+  /// is set for good by a policy for which this is false).
+  public var sharesInEveryEnvironment: Bool {
+    purchaseSharing == .share && (purchaseSharingSandbox ?? .share) == .share
   }
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement, eraseOnRescindConsent, consumptionPolicy
+    case purchaseSharing, paidAppEntitlement, eraseOnRescindConsent, purchaseSharingSandbox, appAccountTokenIsUserId, consumptionPolicy
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -228,6 +250,8 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     purchaseSharing = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharing) ?? .share
     paidAppEntitlement = try c.decodeIfPresent(PaidAppEntitlement.self, forKey: .paidAppEntitlement)
     eraseOnRescindConsent = try c.decodeIfPresent(Bool.self, forKey: .eraseOnRescindConsent) ?? false
+    purchaseSharingSandbox = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharingSandbox)
+    appAccountTokenIsUserId = try c.decodeIfPresent(Bool.self, forKey: .appAccountTokenIsUserId) ?? false
     consumptionPolicy = try c.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumptionPolicy)
   }
 

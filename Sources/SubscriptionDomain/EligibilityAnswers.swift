@@ -39,9 +39,15 @@ public struct EligibilityAnswers: Sendable, Hashable {
   /// is ``EligibilityReason/newCustomerVerified``, Apple's word that the account never bought in
   /// the group (https://developer.apple.com/documentation/appstoreserverapi/get-transaction-history:
   /// history by any id of the customer, the appTransactionId included).
-  public func withVerifiedAppleAccount() -> EligibilityAnswers {
+  ///
+  /// - Parameter exceptGroups: groups in which the account did buy although these answers know no
+  ///   purchase: those of original transactions the user lost to another app user, or acquired
+  ///   later, by purchase sharing (the account's history holds them, the user's answers at that
+  ///   instant do not). Their answers stay ``EligibilityReason/newCustomer``.
+  public func withVerifiedAppleAccount(exceptGroups: Set<String> = []) -> EligibilityAnswers {
     var copy = self
-    for i in copy.introductoryAnswers.indices where copy.introductoryAnswers[i].reason == .newCustomer {
+    for i in copy.introductoryAnswers.indices
+    where copy.introductoryAnswers[i].reason == .newCustomer && !exceptGroups.contains(facts[i].id) {
       copy.introductoryAnswers[i].reason = .newCustomerVerified
     }
     return copy

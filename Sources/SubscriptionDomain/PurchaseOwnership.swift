@@ -13,6 +13,44 @@ public enum PurchaseSharing: String, Sendable, Hashable, Codable, CaseIterable {
   /// The first submitter keeps it; a later submission of it by another user is refused for that
   /// original transaction (`OWNED_BY_ANOTHER_USER`) and nothing of it is stored for that user.
   case keepFirst = "KEEP_FIRST"
+  /// The latest submitter has it, as under ``transfer``, only when none of its current owners has
+  /// an active entitlement from it at the instant of the submission
+  /// (``PurchaseSharing/entitles(originalTransactionId:transactions:renewals:catalog:policy:at:)``);
+  /// otherwise as ``keepFirst``: the submission is refused for that original transaction
+  /// (`OWNED_BY_ANOTHER_USER`). The decision is taken at the submission and kept with its time.
+  case transferIfNoActive = "TRANSFER_IF_NO_ACTIVE"
+
+  /// Whether an original transaction entitles at `time`: the app's evaluation (rules 5, 6: a
+  /// covering period, a grace period, billing retry where the policy entitles it, a non-consumable,
+  /// a non-renewing term) of its transactions and renewal infos grants an entitlement by one of its
+  /// transactions. What ``transferIfNoActive`` asks of each current owner's copy.
+  ///
+  /// ```swift
+  /// let active = PurchaseSharing.entitles(
+  ///   originalTransactionId: "1000", transactions: ownerCopy, renewals: ownerRenewals,
+  ///   catalog: catalog, policy: policy, at: submittedMs)
+  /// ```
+  /// - Parameters:
+  ///   - originalTransactionId: the original transaction; transactions and renewal infos of
+  ///     others are ignored.
+  ///   - transactions: its transactions, duplicates allowed (merged newest data first, as every
+  ///     evaluation does).
+  ///   - renewals: its renewal infos.
+  ///   - catalog: the app's catalog.
+  ///   - policy: the app's policy.
+  ///   - time: the instant.
+  public static func entitles(
+    originalTransactionId: String, transactions: [Transaction], renewals: [RenewalInfo], catalog: Catalog,
+    policy: EligibilityPolicy, at time: Int64
+  ) -> Bool {
+    let own = transactions.filter { $0.originalTransactionId == originalTransactionId }
+    if own.isEmpty { return false }
+    let ids = Set(own.map(\.transactionId))
+    let evaluation = SubscriptionEvaluator.evaluate(
+      history: own, renewals: renewals.filter { $0.originalTransactionId == originalTransactionId },
+      catalog: catalog, policy: policy, at: time)
+    return evaluation.entitlements.contains { ids.contains($0.transactionId) }
+  }
 }
 
 /// An interval during which a user did not own an original transaction that their history holds:

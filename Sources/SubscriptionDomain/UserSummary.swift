@@ -149,6 +149,8 @@ public struct SummaryFingerprint: Sendable, Hashable {
     hash.add(policy.billingRetryEntitled)
     hash.add(policy.promoScope.rawValue)
     hash.add(policy.purchaseSharing.rawValue)
+    // Only when set, so that the fingerprints stored before the override existed stay valid.
+    if let sandbox = policy.purchaseSharingSandbox { hash.add("sandbox:" + sandbox.rawValue) }
     value = hash.state
   }
 

@@ -79,6 +79,11 @@ package struct EncodedPurchases: Sendable {
     Set(transactions.map(\.originalTransactionId)).union(renewalInfos.map(\.originalTransactionId))
   }
 
+  /// The update's data as ``PurchaseOwnership`` reads it (``SubmittedPurchases``).
+  package var submittedPurchases: SubmittedPurchases {
+    SubmittedPurchases(transactions: transactions.map(\.transaction), renewals: renewalInfos.compactMap(\.version.renewalInfo))
+  }
+
   /// The original transactions of the update's `ASSIGNED` transactions (rule 23).
   package var assignedOriginalTransactionIds: Set<String> {
     Set(transactions.lazy.filter { $0.transaction.ownership == .assigned }.map(\.originalTransactionId))

@@ -1,5 +1,6 @@
 import SubscriptionDomain
 import Synchronization
+import SubstatusMetrics
 
 /// Decoded user histories kept in memory, so that a read of a user whose data has not changed skips
 /// the database read and the decoding of its rows (`docs/evaluation-cache.md`). Shared by the SQLite
@@ -286,34 +287,26 @@ package final class HistoryCache: Sendable {
       clears: clears.load(ordering: .relaxed), entries: entries, bytes: bytes)
   }
 
-  /// The counters and the size in Prometheus text format (for `/metrics`).
+  /// The counters and the size as metric families (for `/metrics`).
   /// - Parameter database: the store's database, named in the help of the misses.
-  package func metrics(database: String) -> String {
+  package func metricFamilies(database: String) -> [MetricFamily] {
     let s = statistics
-    return """
-      # HELP substatus_history_cache_hits_total User history reads answered from memory.
-      # TYPE substatus_history_cache_hits_total counter
-      substatus_history_cache_hits_total \(s.hits)
-      # HELP substatus_history_cache_misses_total User history reads that went to \(database).
-      # TYPE substatus_history_cache_misses_total counter
-      substatus_history_cache_misses_total \(s.misses)
-      # HELP substatus_history_cache_fills_total User histories kept after a miss (a user's second miss within the admission window).
-      # TYPE substatus_history_cache_fills_total counter
-      substatus_history_cache_fills_total \(s.fills)
-      # HELP substatus_history_cache_invalidations_total Users dropped from the history cache by writes (PostgreSQL: also other instances' writes).
-      # TYPE substatus_history_cache_invalidations_total counter
-      substatus_history_cache_invalidations_total \(s.invalidations)
-      # HELP substatus_history_cache_clears_total Whole clears of the history cache (PostgreSQL: its change feed lost its connection or missed pruned changes).
-      # TYPE substatus_history_cache_clears_total counter
-      substatus_history_cache_clears_total \(s.clears)
-      # HELP substatus_history_cache_entries User histories held in memory.
-      # TYPE substatus_history_cache_entries gauge
-      substatus_history_cache_entries \(s.entries)
-      # HELP substatus_history_cache_bytes Estimated size of the user histories held in memory.
-      # TYPE substatus_history_cache_bytes gauge
-      substatus_history_cache_bytes \(s.bytes)
-
-      """
+    return [
+      .counter("substatus_history_cache_hits_total", "User history reads answered from memory.", s.hits),
+      .counter("substatus_history_cache_misses_total", "User history reads that went to \(database).", s.misses),
+      .counter(
+        "substatus_history_cache_fills_total",
+        "User histories kept after a miss (a user's second miss within the admission window).", s.fills),
+      .counter(
+        "substatus_history_cache_invalidations_total",
+        "Users dropped from the history cache by writes (PostgreSQL: also other instances' writes).", s.invalidations),
+      .counter(
+        "substatus_history_cache_clears_total",
+        "Whole clears of the history cache (PostgreSQL: its change feed lost its connection or missed pruned changes).",
+        s.clears),
+      .gauge("substatus_history_cache_entries", "User histories held in memory.", s.entries),
+      .gauge("substatus_history_cache_bytes", "Estimated size of the user histories held in memory.", s.bytes),
+    ]
   }
 
   /// The estimated in-memory size of a decoded history whose rows' payloads held `payloadBytes`.

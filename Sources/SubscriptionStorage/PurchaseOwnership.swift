@@ -64,24 +64,62 @@ package protocol OwnershipLedger {
   mutating func closeGap(userId: String, originalTransactionId: String, atMs: Int64) throws(StoreError)
   /// Records a transfer.
   mutating func recordTransfer(_ transfer: OwnershipTransfer) throws(StoreError)
+  /// `userId`'s stored transactions and present renewal infos of `originalTransactionId`
+  /// (read under ``SubscriptionDomain/PurchaseSharing/transferIfNoActive`` only).
+  mutating func purchases(of userId: String, originalTransactionId: String) throws(StoreError)
+    -> (transactions: [Transaction], renewals: [RenewalInfo])
+  /// The app's catalog and policy, as the commit has them (read under
+  /// ``SubscriptionDomain/PurchaseSharing/transferIfNoActive`` only).
+  mutating func evaluationInputs() throws(StoreError) -> (catalog: Catalog, policy: EligibilityPolicy)
+}
+
+/// The data of an update, of which ``PurchaseOwnership`` reads what
+/// ``SubscriptionDomain/PurchaseSharing/transferIfNoActive`` asks: the submitted transactions and
+/// renewal infos, newer than an owner's stored copy where they differ.
+package struct SubmittedPurchases {
+  /// The update's transactions.
+  package var transactions: [Transaction]
+  /// The update's renewal infos.
+  package var renewals: [RenewalInfo]
+
+  /// Creates the view.
+  package init(transactions: [Transaction], renewals: [RenewalInfo]) {
+    self.transactions = transactions
+    self.renewals = renewals
+  }
 }
 
 /// An app's purchase sharing as an ingest commit reads it (each SQL store reads it from its `apps`
 /// row in the commit).
 package struct OwnershipPolicy: Sendable {
-  /// The app's policy.
+  /// The app's policy for production data.
   package var sharing: PurchaseSharing
+  /// The app's policy for sandbox data (``SubscriptionDomain/EligibilityPolicy/purchaseSharing(in:)``).
+  package var sandboxSharing: PurchaseSharing
   /// Whether the policy was ever other than SHARE (``AppRecord/ownershipTracked``).
   package var tracked: Bool
 
   /// Creates a policy.
-  package init(sharing: PurchaseSharing, tracked: Bool) {
+  package init(sharing: PurchaseSharing, sandboxSharing: PurchaseSharing? = nil, tracked: Bool) {
     self.sharing = sharing
+    self.sandboxSharing = sandboxSharing ?? sharing
     self.tracked = tracked
   }
 
+  /// An app's stored policy.
+  package init(_ policy: EligibilityPolicy, tracked: Bool) {
+    self.init(
+      sharing: policy.purchaseSharing(in: .production), sandboxSharing: policy.purchaseSharing(in: .sandbox),
+      tracked: tracked)
+  }
+
+  /// The policy applied to data of `environment`.
+  package func sharing(in environment: Environment) -> PurchaseSharing {
+    environment == .sandbox ? sandboxSharing : sharing
+  }
+
   /// Whether the app has ownership rows to read (its policy left SHARE at some time).
-  package var needsLedger: Bool { tracked || sharing != .share }
+  package var needsLedger: Bool { tracked || sharing != .share || sandboxSharing != .share }
 }
 
 /// The purchase sharing rules a store applies to each update of an ingest, in its commit.
@@ -113,15 +151,21 @@ public enum PurchaseOwnership {
   ///   - tracked: whether the app's policy was ever other than SHARE (``AppRecord/ownershipTracked``).
   ///   - ledger: the store's rows, in the commit.
   ///   - assigned: the original transactions of the update whose ownership is `ASSIGNED` (rule 23:
-  ///     an organization's assignment is never moved between app users, so TRANSFER keeps it with
-  ///     its first owner, as KEEP_FIRST does).
+  ///     an organization's assignment is never moved between app users, so TRANSFER and
+  ///     TRANSFER_IF_NO_ACTIVE keep it with its first owner, as KEEP_FIRST does).
+  ///   - submitted: the update's data. TRANSFER_IF_NO_ACTIVE evaluates each current owner's copy
+  ///     of the original transaction with it (``SubscriptionDomain/PurchaseSharing/entitles(originalTransactionId:transactions:renewals:catalog:policy:at:)``)
+  ///     at `submittedMs`: any owner entitled keeps it, as under KEEP_FIRST; none entitled, it
+  ///     transfers.
   package static func settle<Ledger: OwnershipLedger>(
     user: UserKey, originalTransactionIds: Set<String>, submittedMs: Int64?,
-    sharing: PurchaseSharing, tracked: Bool, ledger: inout Ledger, assigned: Set<String> = []
+    sharing: PurchaseSharing, tracked: Bool, ledger: inout Ledger, assigned: Set<String> = [],
+    submitted: SubmittedPurchases = SubmittedPurchases(transactions: [], renewals: [])
   ) throws(StoreError) -> (refused: [String], transfers: [OwnershipTransfer]) {
     guard tracked || sharing != .share else { return ([], []) }
     var refused: [String] = []
     var transfers: [OwnershipTransfer] = []
+    var inputs: (catalog: Catalog, policy: EligibilityPolicy)?
     for otid in originalTransactionIds.sorted() {
       let unclaimed = unclaimedUserId(originalTransactionId: otid)
       if user.userId == unclaimed { continue }
@@ -135,7 +179,26 @@ public enum PurchaseOwnership {
         if !holds && sharing != .share && !others.isEmpty { refused.append(otid) }
         continue
       }
-      switch assigned.contains(otid) && sharing == .transfer ? .keepFirst : sharing {
+      var applied = sharing
+      if assigned.contains(otid) && (sharing == .transfer || sharing == .transferIfNoActive) {
+        applied = .keepFirst
+      } else if sharing == .transferIfNoActive {
+        applied = .transfer
+        if inputs == nil { inputs = try ledger.evaluationInputs() }
+        let (catalog, policy) = inputs ?? (Catalog(products: []), .default)
+        for owner in others.sorted() {
+          let copy = try ledger.purchases(of: owner, originalTransactionId: otid)
+          if PurchaseSharing.entitles(
+            originalTransactionId: otid, transactions: copy.transactions + submitted.transactions,
+            renewals: copy.renewals + submitted.renewals, catalog: catalog, policy: policy, at: at)
+          {
+            applied = .keepFirst
+            break
+          }
+        }
+      }
+      switch applied {
+      case .transferIfNoActive: preconditionFailure("settled above as TRANSFER or KEEP_FIRST")
       case .share:
         if hasLost { try ledger.closeGap(userId: user.userId, originalTransactionId: otid, atMs: at) }
       case .transfer:
@@ -180,10 +243,12 @@ public enum PurchaseOwnership {
     ledger: inout Ledger
   ) throws(StoreError) -> EncodedPurchases {
     guard let policy, policy.needsLedger else { return update }
+    let sharing = policy.sharing(in: update.user.environment)
     let (refused, transfers) = try settle(
       user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: policy.sharing, tracked: policy.tracked, ledger: &ledger,
-      assigned: update.assignedOriginalTransactionIds)
+      submittedMs: update.submittedMs, sharing: sharing, tracked: policy.tracked, ledger: &ledger,
+      assigned: update.assignedOriginalTransactionIds,
+      submitted: sharing == .transferIfNoActive ? update.submittedPurchases : SubmittedPurchases(transactions: [], renewals: []))
     summary.transfers += transfers
     summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
     return update.removing(originalTransactionIds: refused)

@@ -45,7 +45,7 @@ public struct AppRecord: Sendable, Hashable {
     self.createdMs = createdMs
     self.sharedSecretFingerprint = sharedSecretFingerprint
     self.inAppPurchaseKey = inAppPurchaseKey
-    self.ownershipTracked = ownershipTracked ?? (policy.purchaseSharing != .share)
+    self.ownershipTracked = ownershipTracked ?? !policy.sharesInEveryEnvironment
     self.smallBusinessProgram = smallBusinessProgram
   }
 }

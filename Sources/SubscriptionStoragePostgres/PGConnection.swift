@@ -32,8 +32,9 @@ enum PGValue: Sendable {
   }
 }
 
-/// One result row, decoded from libpq's binary format by column type.
-struct PGRow {
+/// One result row, decoded from libpq's binary format by column type. A ``StoreRow``, so the
+/// decoders the two SQL stores share read it.
+struct PGRow: StoreRow {
   /// Raw cell bytes; `nil` for SQL NULL.
   let cells: [[UInt8]?]
   /// Column type OIDs.

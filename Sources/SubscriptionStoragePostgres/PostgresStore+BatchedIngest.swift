@@ -128,7 +128,7 @@ extension PostgresStore {
     var policies: [String: (ownership: OwnershipPolicy, policy: EligibilityPolicy)] = [:]
     for r in try db.query(PostgresBatchQueries.policies, [.textArray(appIds.sorted())]) {
       let policy = try summaryPolicies.policy(appId: r.text(0), json: r.bytes(1))
-      policies[r.text(0)] = (OwnershipPolicy(sharing: policy.purchaseSharing, tracked: r.bool(2)), policy)
+      policies[r.text(0)] = (OwnershipPolicy(policy, tracked: r.bool(2)), policy)
     }
     if let missing = appIds.sorted().first(where: { policies[$0] == nil }) {
       throw StoreError.notFound("app", missing)

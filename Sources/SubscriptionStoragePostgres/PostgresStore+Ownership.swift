@@ -12,6 +12,10 @@ struct PostgresOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: PGConnection
   let appId: String
   let environment: Environment
+  /// The catalogs read for ``evaluationInputs()``.
+  var catalogs: EventCatalogCache? = nil
+  /// The app's policy as the transaction read it, for ``evaluationInputs()``.
+  var policy: EligibilityPolicy? = nil
   /// Events to append at the end of the transaction (``PostgresStore/appendEvents(_:_:)``).
   private(set) var pending: [PendingEvents] = []
 
@@ -49,6 +53,21 @@ struct PostgresOwnershipLedger: OwnershipLedger, OwnershipEventLog {
       if let row = try db.first(PostgresQueries.insertUser, values) { return row.int(0) }
     }
     throw StoreError(.internalError, "cannot create the user row of \(userId)")
+  }
+
+  func purchases(of userId: String, originalTransactionId: String) throws(StoreError) -> (
+    transactions: [Transaction], renewals: [RenewalInfo]
+  ) {
+    let state = try purchaseState(of: userId)
+    return (
+      state.transactions.values.filter { $0.originalTransactionId == originalTransactionId },
+      state.renewalInfos[originalTransactionId]?.renewalInfo.map { [$0] } ?? []
+    )
+  }
+
+  func evaluationInputs() throws(StoreError) -> (catalog: Catalog, policy: EligibilityPolicy) {
+    guard let policy else { throw StoreError(.internalError, "the ownership ledger of \(appId) has no policy") }
+    return (try PostgresStore.catalog(db, appId, catalogs ?? EventCatalogCache()), policy)
   }
 
   /// Locks the user's row first, like every write of a user's data (the previous owner of a

@@ -215,7 +215,7 @@ extension PostgresStore: Store {
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .bytes(policy), .int(app.createdMs),
-          .bool(app.policy.purchaseSharing != .share),
+          .bool(!app.policy.sharesInEveryEnvironment),
         ])
       if inserted == 1 { return }
       if try exists(db, "SELECT 1 FROM apps WHERE app_id = $1", [.text(app.appId)]) {
@@ -264,7 +264,7 @@ extension PostgresStore: Store {
       guard
         try db.run(
           "UPDATE apps SET policy = $2, ownership_tracked = ownership_tracked OR $3 WHERE app_id = $1",
-          [.text(appId), .bytes(encoded), .bool(policy.purchaseSharing != .share)])
+          [.text(appId), .bytes(encoded), .bool(!policy.sharesInEveryEnvironment)])
           == 1
       else { throw StoreError.notFound("app", appId) }
       return try db.first(PostgresQueries.appColumns + " WHERE a.app_id = $1", [.text(appId)])
@@ -304,18 +304,8 @@ extension PostgresStore: Store {
 
   // MARK: Shared secrets
 
-  private static func secretContext(_ appId: String) -> String {
-    "substatus/shared-secret/" + appId
-  }
-
   private func requireKeyring() throws(StoreError) -> MasterKeyring {
-    guard let keyring = configuration.keyring else {
-      throw StoreError(
-        .secretUnavailable,
-        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
-      )
-    }
-    return keyring
+    try MasterKeyring.required(configuration.keyring)
   }
 
   /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
@@ -323,13 +313,7 @@ extension PostgresStore: Store {
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
     let keyring = try requireKeyring()
-    let sealed: SealedSecret
-    do {
-      sealed = try SecretBox.seal(
-        Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
-    } catch {
-      throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
-    }
+    let sealed = try SharedSecretSealing.seal(secret, appId: appId, keyring: keyring)
     let fingerprint = SecretFingerprint.of(secret)
     try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
@@ -356,30 +340,10 @@ extension PostgresStore: Store {
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
     let row = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
-      return try db.first(
-        """
-        SELECT current_key_id, current_box, current_fingerprint, current_set_ms, previous_key_id,
-          previous_box, previous_fingerprint, previous_set_ms, previous_valid_until_ms
-        FROM shared_secrets WHERE app_id = $1
-        """, [.text(appId)])
+      return try db.first("SELECT \(SharedSecretSealing.columns) FROM shared_secrets WHERE app_id = $1", [.text(appId)])
     }
     guard let row else { return nil }
-    let keyring = try requireKeyring()
-    func open(_ at: Int) throws(StoreError) -> SharedSecretVersion {
-      do {
-        let plain = try SecretBox.open(
-          SealedSecret(keyId: row.text(at), box: row.bytes(at + 1)),
-          context: Self.secretContext(appId), keyring: keyring)
-        return SharedSecretVersion(
-          secret: String(decoding: plain, as: UTF8.self), fingerprint: row.text(at + 2),
-          setMs: row.int(at + 3))
-      } catch {
-        throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
-      }
-    }
-    return SharedSecrets(
-      current: try open(0), previous: row.isNull(4) ? nil : try open(4),
-      previousValidUntilMs: row.optionalInt(8))
+    return try SharedSecretSealing.open(SharedSecretSealing.stored(row), appId: appId, keyring: requireKeyring())
   }
 
   /// Re-seals every stored secret under the keyring's current master key (after a rotation), so the
@@ -400,15 +364,8 @@ extension PostgresStore: Store {
         let appId = r.text(0)
         for (column, at) in [("current", 1), ("previous", 3)] {
           guard let keyId = r.optionalText(at), keyId != keyring.current.id else { continue }
-          let resealed: SealedSecret
-          do throws(SecretBoxError) {
-            resealed = try SecretBox.reseal(
-              SealedSecret(keyId: keyId, box: r.bytes(at + 1)),
-              context: Self.secretContext(appId), keyring: keyring)
-          } catch {
-            throw StoreError(
-              .secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
-          }
+          let resealed = try SharedSecretSealing.reseal(
+            SealedSecret(keyId: keyId, box: r.bytes(at + 1)), appId: appId, keyring: keyring)
           try db.run(
             "UPDATE shared_secrets SET \(column)_key_id = $2, \(column)_box = $3 WHERE app_id = $1",
             [.text(appId), .text(resealed.keyId), .bytes(resealed.box)])
@@ -591,7 +548,8 @@ extension PostgresStore: Store {
         summary.erasedMeanwhile.append(user)
         continue
       }
-      var ledger = PostgresOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      var ledger = PostgresOwnershipLedger(
+        db: db, appId: user.appId, environment: user.environment, catalogs: catalogs, policy: appPolicies[user.appId])
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.
       let tracked = policies[user.appId]?.needsLedger == true
@@ -1109,20 +1067,10 @@ extension PostgresStore {
     let row = try await pool.run { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.first(
-        """
-        SELECT key_id, issuer_id, public_key_fingerprint, public_key_pem, set_ms, master_key_id,
-          private_key_box
-        FROM in_app_purchase_keys WHERE app_id = $1
-        """, [.text(appId)])
+        "SELECT \(InAppPurchaseKeySealing.columns) FROM in_app_purchase_keys WHERE app_id = $1", [.text(appId)])
     }
     guard let row else { return nil }
-    let keyring = try requireKeyring()
-    return try InAppPurchaseKeySealing.open(
-      SealedSecret(keyId: row.text(5), box: row.bytes(6)),
-      info: InAppPurchaseKeyInfo(
-        keyId: row.text(0), issuerId: row.text(1), publicKeyFingerprint: row.text(2),
-        publicKeyPEM: row.text(3), setMs: row.int(4)),
-      appId: appId, keyring: keyring)
+    return try InAppPurchaseKeySealing.open(InAppPurchaseKeySealing.stored(row), appId: appId, keyring: requireKeyring())
   }
 
   /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
@@ -1138,15 +1086,8 @@ extension PostgresStore {
       """, [.text(keyring.current.id)])
     for r in rows {
       let appId = r.text(0)
-      let resealed: SealedSecret
-      do throws(SecretBoxError) {
-        resealed = try SecretBox.reseal(
-          SealedSecret(keyId: r.text(1), box: r.bytes(2)),
-          context: InAppPurchaseKeySealing.context(appId), keyring: keyring)
-      } catch {
-        throw StoreError(
-          .secretUnavailable, "In-App Purchase key of app \"\(appId)\": \(error.message)")
-      }
+      let resealed = try InAppPurchaseKeySealing.reseal(
+        SealedSecret(keyId: r.text(1), box: r.bytes(2)), appId: appId, keyring: keyring)
       try db.run(
         "UPDATE in_app_purchase_keys SET master_key_id = $2, private_key_box = $3 WHERE app_id = $1",
         [.text(appId), .text(resealed.keyId), .bytes(resealed.box)])

@@ -60,40 +60,13 @@ extension PostgresSchema {
 }
 
 extension PostgresStore {
-  private static let webhookColumns =
-    "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint, environment"
   private static let deliveryColumns =
     "delivery_key, webhook_id, sequence, event, state, next_attempt_ms, created_ms, attempts"
 
-  private static func webhookRecord(_ r: PGRow) -> WebhookRecord {
-    WebhookRecord(
-      webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
-      environment: WebhookRowCoding.environment(r.text(6)), createdMs: r.int(4), secretFingerprint: r.text(5))
-  }
-
-  private static func deliveryRecord(_ r: PGRow) throws(StoreError) -> DeliveryRecord {
-    let state = DeliveryState(rawValue: r.text(4)) ?? .pending
-    return DeliveryRecord(
-      deliveryId: WebhookRowCoding.deliveryId(r.int(0)), webhookId: r.text(1),
-      event: LoggedEvent(sequence: r.int(2), event: try WebhookRowCoding.decodeEvent(r.bytes(3))),
-      state: state, attempts: try WebhookRowCoding.decodeAttempts(r.bytes(7)),
-      nextAttemptMs: state == .pending ? r.optionalInt(5) : nil, createdMs: r.int(6))
-  }
-
   private static func deliveries(_ rows: [PGRow]) throws(StoreError) -> [DeliveryRecord] {
     var out: [DeliveryRecord] = []
-    for r in rows { out.append(try deliveryRecord(r)) }
+    for r in rows { out.append(try WebhookRowCoding.delivery(r)) }
     return out
-  }
-
-  private func webhookKeyring() throws(StoreError) -> MasterKeyring {
-    guard let keyring = configuration.keyring else {
-      throw StoreError(
-        .secretUnavailable,
-        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
-      )
-    }
-    return keyring
   }
 
   /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the app's tenant row is locked
@@ -103,7 +76,8 @@ extension PostgresStore {
     async throws(StoreError)
   {
     try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
-    let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
+    let sealed = try WebhookFanOut.seal(
+      signingSecret, webhookId: webhook.webhookId, keyring: MasterKeyring.required(configuration.keyring))
     let position = try await lastEventSequence()
     try await pool.transaction { db throws(StoreError) in
       guard
@@ -142,8 +116,8 @@ extension PostgresStore {
     try await pool.transaction { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.query(
-        "SELECT \(Self.webhookColumns) FROM webhooks WHERE app_id = $1 ORDER BY webhook_id", [.text(appId)]
-      ).map(Self.webhookRecord)
+        "SELECT \(WebhookRowCoding.webhookColumns) FROM webhooks WHERE app_id = $1 ORDER BY webhook_id", [.text(appId)]
+      ).map { WebhookRowCoding.webhook($0) }
     }
   }
 
@@ -151,11 +125,11 @@ extension PostgresStore {
   public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
     let row = try await pool.run { db throws(StoreError) in
       try db.first(
-        "SELECT \(Self.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = $1",
+        "SELECT \(WebhookRowCoding.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = $1",
         [.text(webhookId)])
     }
     guard let row else { throw StoreError.notFound("webhook", webhookId) }
-    var record = Self.webhookRecord(row)
+    var record = WebhookRowCoding.webhook(row)
     record.tenantId = row.text(7)
     return record
   }
@@ -181,7 +155,8 @@ extension PostgresStore {
     }
     guard let row else { throw StoreError.notFound("webhook", webhookId) }
     return try WebhookFanOut.open(
-      SealedSecret(keyId: row.text(0), box: row.bytes(1)), webhookId: webhookId, keyring: webhookKeyring())
+      SealedSecret(keyId: row.text(0), box: row.bytes(1)), webhookId: webhookId,
+      keyring: MasterKeyring.required(configuration.keyring))
   }
 
   private static func insertDeliveries(
@@ -208,16 +183,15 @@ extension PostgresStore {
   public func enqueueDeliveries(atMs: Int64, limit: Int) async throws(StoreError) -> Int {
     let last = try await lastEventSequence()
     let hooks = try await pool.run { db throws(StoreError) in
-      try db.query("SELECT \(Self.webhookColumns), read_through FROM webhooks WHERE read_through < $1 ORDER BY webhook_id", [.int(last)])
-        .map { (Self.webhookRecord($0), $0.int(7)) }
+      try db.query(
+        "SELECT \(WebhookRowCoding.webhookColumns), read_through FROM webhooks WHERE read_through < $1 ORDER BY webhook_id",
+        [.int(last)]
+      ).map { (webhook: WebhookRowCoding.webhook($0), position: $0.int(7)) }
     }
-    var created = 0
-    for (webhook, position) in hooks {
-      let batch = try await WebhookFanOut.next(
-        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
-      guard batch.readThrough > position else { continue }
+    return try await WebhookFanOut.enqueue(hooks, lastSequence: last, limit: limit, log: self) {
+      (webhook, position, batch) throws(StoreError) -> Int in
       let frozen = batch.events.map { WebhookRowCoding.encode($0.event) }
-      created += try await pool.transaction { db throws(StoreError) -> Int in
+      return try await pool.transaction { db throws(StoreError) -> Int in
         let moved = try db.run(
           "UPDATE webhooks SET read_through = $1 WHERE webhook_id = $2 AND read_through = $3",
           [.int(batch.readThrough), .text(webhook.webhookId), .int(position)])
@@ -226,7 +200,6 @@ extension PostgresStore {
         return batch.events.count
       }
     }
-    return created
   }
 
   /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``
@@ -280,10 +253,7 @@ extension PostgresStore {
           .int(leaseUntilMs), .textArray(shares.excludingTenantIds.sorted()), .int(perTenant),
         ])
     }
-    // RETURNING has no order: log order, as the selection was made.
-    return try Self.deliveries(rows).sorted {
-      ($0.event.sequence, $0.deliveryId) < ($1.event.sequence, $1.deliveryId)
-    }
+    return WebhookRowCoding.inLogOrder(try Self.deliveries(rows))
   }
 
   /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: none. Instances share the database, and
@@ -311,24 +281,15 @@ extension PostgresStore {
         """, [.text(batch)]
       ).map { $0.int(0) }
     }
-    let recorded = Set(found)
-    return Set(
-      outcomes.filter { outcome in
-        WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !recorded.contains($0) } ?? true
-      }.map(\.deliveryId))
+    return WebhookRowCoding.unrecorded(outcomes, recorded: Set(found))
   }
 
   /// See ``WebhookStore/deliveries(appId:webhookId:failedOnly:page:)``.
   public func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
     async throws(StoreError) -> Page<DeliveryRecord>
   {
-    var before = Int64.max
-    if let cursor = page.cursor {
-      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
-      before = n
-    }
+    let bound = try WebhookRowCoding.listingBound(page)
     let limit = page.limit
-    let bound = before
     let rows = try await pool.transaction { db throws(StoreError) -> [PGRow] in
       try requireApp(db, appId)
       guard
@@ -342,36 +303,25 @@ extension PostgresStore {
         WHERE webhook_id = $1 \(stateFilter) AND delivery_key < $2 ORDER BY delivery_key DESC LIMIT $3
         """, [.text(webhookId), .int(bound), .int(Int64(limit + 1))])
     }
-    let items = try Self.deliveries(rows)
-    if items.count > limit {
-      let shown = Array(items.prefix(limit))
-      return Page(
-        items: shown, nextCursor: shown.last.flatMap { WebhookRowCoding.deliveryKey($0.deliveryId) }.map(String.init))
-    }
-    return Page(items: items, nextCursor: nil)
+    return WebhookRowCoding.listingPage(try Self.deliveries(rows), limit: limit)
   }
 
   /// See ``WebhookStore/replay(appId:webhookId:afterSequence:atMs:)``.
   public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
     async throws(StoreError) -> Int
   {
-    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
-    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
-    var created = 0
-    for webhook in targets {
-      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
-        (events: [LoggedEvent]) throws(StoreError) in
-        let frozen = events.map { WebhookRowCoding.encode($0.event) }
-        created += try await pool.transaction { db throws(StoreError) -> Int in
-          guard
-            try db.first("SELECT 1 FROM webhooks WHERE webhook_id = $1 FOR SHARE", [.text(webhook.webhookId)]) != nil
-          else { return 0 }
-          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs, encoded: frozen)
-          return events.count
-        }
+    try await WebhookFanOut.replay(
+      try await webhooks(appId: appId), webhookId: webhookId, afterSequence: afterSequence, log: self
+    ) { (webhook, events) throws(StoreError) -> Int in
+      let frozen = events.map { WebhookRowCoding.encode($0.event) }
+      return try await pool.transaction { db throws(StoreError) -> Int in
+        guard
+          try db.first("SELECT 1 FROM webhooks WHERE webhook_id = $1 FOR SHARE", [.text(webhook.webhookId)]) != nil
+        else { return 0 }
+        try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs, encoded: frozen)
+        return events.count
       }
     }
-    return created
   }
 
   /// Re-seals the webhook signing secrets not sealed with the keyring's current key (part of
@@ -382,8 +332,7 @@ extension PostgresStore {
       [.text(keyring.current.id)])
     for row in rows {
       let id = row.text(0)
-      let secret = try WebhookFanOut.open(SealedSecret(keyId: row.text(1), box: row.bytes(2)), webhookId: id, keyring: keyring)
-      let sealed = try WebhookFanOut.seal(secret, webhookId: id, keyring: keyring)
+      let sealed = try WebhookFanOut.reseal(SealedSecret(keyId: row.text(1), box: row.bytes(2)), webhookId: id, keyring: keyring)
       _ = try db.run(
         "UPDATE webhooks SET secret_key_id = $1, secret_box = $2 WHERE webhook_id = $3",
         [.text(sealed.keyId), .bytes(sealed.box), .text(id)])

@@ -1,6 +1,7 @@
 import Foundation
 import SubscriptionStorage
 import Synchronization
+import SubstatusMetrics
 
 /// The PostgreSQL ``Store``, for deployments of several `substatusd` instances sharing one database.
 ///
@@ -110,8 +111,11 @@ public final class PostgresStore: Sendable {
     }
   }
 
-  /// The history cache's counters and size, in Prometheus text format (for `/metrics`).
-  public func historyCacheMetrics() -> String { historyCache.metrics(database: "PostgreSQL") }
+  /// The history cache's counters and size, as metric families (for `/metrics`).
+  public func historyCacheMetricFamilies() -> [MetricFamily] { historyCache.metricFamilies(database: "PostgreSQL") }
+
+  /// ``historyCacheMetricFamilies()`` in Prometheus text format.
+  public func historyCacheMetrics() -> String { PrometheusText.render(historyCacheMetricFamilies()) }
 
   /// Finishes queued work, stops the threads and closes the connections. Idempotent.
   public func close() {

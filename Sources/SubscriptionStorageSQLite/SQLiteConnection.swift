@@ -17,35 +17,38 @@ enum SQLValue {
   static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
 }
 
-/// A row of a stepping statement; valid only inside the row callback.
-struct SQLRow {
+/// A row of a stepping statement; valid only inside the row callback. A ``StoreRow``, so the
+/// decoders the two SQL stores share read it.
+struct SQLRow: StoreRow {
   fileprivate let statement: OpaquePointer
 
   /// Column `index` as an integer (0 for NULL).
-  func int(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
+  func int(_ index: Int) -> Int64 { sqlite3_column_int64(statement, Int32(index)) }
   /// Column `index` as an optional integer.
-  func optionalInt(_ index: Int32) -> Int64? {
-    sqlite3_column_type(statement, index) == SQLITE_NULL
-      ? nil : sqlite3_column_int64(statement, index)
+  func optionalInt(_ index: Int) -> Int64? {
+    sqlite3_column_type(statement, Int32(index)) == SQLITE_NULL
+      ? nil : sqlite3_column_int64(statement, Int32(index))
   }
   /// Column `index` as a boolean.
-  func bool(_ index: Int32) -> Bool { sqlite3_column_int64(statement, index) != 0 }
+  func bool(_ index: Int) -> Bool { sqlite3_column_int64(statement, Int32(index)) != 0 }
   /// Column `index` as text ("" for NULL).
-  func text(_ index: Int32) -> String {
-    guard let p = sqlite3_column_text(statement, index) else { return "" }
-    let n = Int(sqlite3_column_bytes(statement, index))
+  func text(_ index: Int) -> String {
+    guard let p = sqlite3_column_text(statement, Int32(index)) else { return "" }
+    let n = Int(sqlite3_column_bytes(statement, Int32(index)))
     return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
   }
   /// Column `index` as optional text.
-  func optionalText(_ index: Int32) -> String? {
-    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : text(index)
+  func optionalText(_ index: Int) -> String? {
+    sqlite3_column_type(statement, Int32(index)) == SQLITE_NULL ? nil : text(index)
   }
   /// Column `index` as bytes (empty for NULL).
-  func blob(_ index: Int32) -> [UInt8] {
-    let n = Int(sqlite3_column_bytes(statement, index))
-    guard n > 0, let p = sqlite3_column_blob(statement, index) else { return [] }
+  func blob(_ index: Int) -> [UInt8] {
+    let n = Int(sqlite3_column_bytes(statement, Int32(index)))
+    guard n > 0, let p = sqlite3_column_blob(statement, Int32(index)) else { return [] }
     return Array(UnsafeRawBufferPointer(start: p, count: n))
   }
+  /// Column `index` as bytes (``blob(_:)``).
+  func bytes(_ index: Int) -> [UInt8] { blob(index) }
 }
 
 /// One SQLite connection with its prepared-statement cache.

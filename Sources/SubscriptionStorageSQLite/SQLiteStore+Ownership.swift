@@ -16,11 +16,11 @@ extension OwnershipPolicy {
         "SELECT ownership_tracked, CASE WHEN ownership_tracked != 0 THEN policy END FROM apps WHERE app_id = ?",
         [.text(appId)],
         { r throws(StoreError) in
-          r.int(0) != 0 ? try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(1)).purchaseSharing : nil
+          r.int(0) != 0 ? try PayloadCodec.decodeJSON(EligibilityPolicy.self, r.blob(1)) : nil
         })
     else { throw StoreError.notFound("app", appId) }
-    guard let sharing = row else { return OwnershipPolicy(sharing: .share, tracked: false) }
-    return OwnershipPolicy(sharing: sharing, tracked: true)
+    guard let policy = row else { return OwnershipPolicy(sharing: .share, tracked: false) }
+    return OwnershipPolicy(policy, tracked: true)
   }
 }
 
@@ -30,6 +30,10 @@ struct SQLiteOwnershipLedger: OwnershipLedger, OwnershipEventLog {
   let db: SQLiteConnection
   let appId: String
   let environment: Environment
+  /// The cache of the commit's catalogs, for ``evaluationInputs()``.
+  var catalogs: EventCatalogCache? = nil
+  /// The cache of the commit's policies, for ``evaluationInputs()``.
+  var policies: PolicyCache? = nil
   /// Events appended through ``append(_:of:)``.
   private(set) var eventsAppended = 0
 
@@ -61,6 +65,23 @@ struct SQLiteOwnershipLedger: OwnershipLedger, OwnershipEventLog {
     if let key = try db.first(HotQueries.userKey, values, { $0.int(0) }) { return key }
     try db.run("INSERT INTO users(app_id, environment, user_id) VALUES(?, ?, ?)", values)
     return db.lastInsertRowID
+  }
+
+  func purchases(of userId: String, originalTransactionId: String) throws(StoreError) -> (
+    transactions: [Transaction], renewals: [RenewalInfo]
+  ) {
+    let state = try purchaseState(of: userId)
+    return (
+      state.transactions.values.filter { $0.originalTransactionId == originalTransactionId },
+      state.renewalInfos[originalTransactionId]?.renewalInfo.map { [$0] } ?? []
+    )
+  }
+
+  func evaluationInputs() throws(StoreError) -> (catalog: Catalog, policy: EligibilityPolicy) {
+    (
+      try SQLiteStore.catalog(db, appId, catalogs ?? EventCatalogCache()),
+      try SQLiteStore.policy(db, appId, policies ?? PolicyCache())
+    )
   }
 
   func purchaseState(of userId: String) throws(StoreError) -> UserPurchaseState {

@@ -217,7 +217,7 @@ extension SQLiteStore: Store {
         [
           .text(app.appId), .text(app.tenantId), .text(app.bundleId), .optional(app.appleAppId),
           .text(app.displayName), .blob(policy), .int(app.createdMs),
-          .int(app.policy.purchaseSharing == .share ? 0 : 1),
+          .int(app.policy.sharesInEveryEnvironment ? 0 : 1),
         ])
     }
   }
@@ -265,7 +265,7 @@ extension SQLiteStore: Store {
     return try await writer.write { db throws(StoreError) in
       try db.run(
         "UPDATE apps SET policy = ?, ownership_tracked = MAX(ownership_tracked, ?) WHERE app_id = ?",
-        [.blob(encoded), .int(policy.purchaseSharing == .share ? 0 : 1), .text(appId)])
+        [.blob(encoded), .int(policy.sharesInEveryEnvironment ? 0 : 1), .text(appId)])
       guard
         let a = try db.first(
           "SELECT \(Self.appColumns) WHERE a.app_id = ?", [.text(appId)], Self.appRecord)
@@ -307,18 +307,8 @@ extension SQLiteStore: Store {
 
   // MARK: Shared secrets
 
-  private static func secretContext(_ appId: String) -> String {
-    "substatus/shared-secret/" + appId
-  }
-
   private func requireKeyring() throws(StoreError) -> MasterKeyring {
-    guard let keyring = configuration.keyring else {
-      throw StoreError(
-        .secretUnavailable,
-        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
-      )
-    }
-    return keyring
+    try MasterKeyring.required(configuration.keyring)
   }
 
   /// See ``CatalogStore/setSharedSecret(appId:secret:atMs:previousValidUntilMs:)``.
@@ -326,13 +316,7 @@ extension SQLiteStore: Store {
     appId: String, secret: String, atMs: Int64, previousValidUntilMs: Int64
   ) async throws(StoreError) -> String {
     let keyring = try requireKeyring()
-    let sealed: SealedSecret
-    do {
-      sealed = try SecretBox.seal(
-        Array(secret.utf8), context: Self.secretContext(appId), keyring: keyring)
-    } catch {
-      throw StoreError(.secretUnavailable, "cannot seal the shared secret: \(error.message)")
-    }
+    let sealed = try SharedSecretSealing.seal(secret, appId: appId, keyring: keyring)
     let fingerprint = SecretFingerprint.of(secret)
     defer { cache.invalidate(app: appId) }
     try await writer.write { db throws(StoreError) in
@@ -356,48 +340,16 @@ extension SQLiteStore: Store {
     return fingerprint
   }
 
-  private struct SealedRow: Sendable {
-    var current: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64)
-    var previous: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64)?
-    var previousValidUntilMs: Int64?
-  }
-
   /// See ``CatalogStore/sharedSecrets(appId:)``.
   public func sharedSecrets(appId: String) async throws(StoreError) -> SharedSecrets? {
-    let row: SealedRow? = try await readers.read { db throws(StoreError) in
+    let stored = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.first(
-        """
-        SELECT current_key_id, current_box, current_fingerprint, current_set_ms, previous_key_id,
-          previous_box, previous_fingerprint, previous_set_ms, previous_valid_until_ms
-        FROM shared_secrets WHERE app_id = ?
-        """, [.text(appId)]
-      ) { r in
-        SealedRow(
-          current: (r.text(0), r.blob(1), r.text(2), r.int(3)),
-          previous: r.optionalText(4).map { ($0, r.blob(5), r.text(6), r.int(7)) },
-          previousValidUntilMs: r.optionalInt(8))
-      }
+        "SELECT \(SharedSecretSealing.columns) FROM shared_secrets WHERE app_id = ?", [.text(appId)]
+      ) { SharedSecretSealing.stored($0) }
     }
-    guard let row else { return nil }
-    let keyring = try requireKeyring()
-    func open(_ part: (keyId: String, box: [UInt8], fingerprint: String, setMs: Int64))
-      throws(StoreError) -> SharedSecretVersion
-    {
-      do {
-        let plain = try SecretBox.open(
-          SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(appId),
-          keyring: keyring)
-        return SharedSecretVersion(
-          secret: String(decoding: plain, as: UTF8.self), fingerprint: part.fingerprint,
-          setMs: part.setMs)
-      } catch {
-        throw StoreError(.secretUnavailable, "shared secret of app \"\(appId)\": \(error.message)")
-      }
-    }
-    return SharedSecrets(
-      current: try open(row.current), previous: try row.previous.map(open),
-      previousValidUntilMs: row.previousValidUntilMs)
+    guard let stored else { return nil }
+    return try SharedSecretSealing.open(stored, appId: appId, keyring: requireKeyring())
   }
 
   /// Re-seals every stored secret under the keyring's current master key (after a rotation), so the
@@ -424,15 +376,8 @@ extension SQLiteStore: Store {
       }
       var count = 0
       for part in parts where part.keyId != keyring.current.id {
-        let resealed: SealedSecret
-        do throws(SecretBoxError) {
-          resealed = try SecretBox.reseal(
-            SealedSecret(keyId: part.keyId, box: part.box), context: Self.secretContext(part.appId),
-            keyring: keyring)
-        } catch {
-          throw StoreError(
-            .secretUnavailable, "shared secret of app \"\(part.appId)\": \(error.message)")
-        }
+        let resealed = try SharedSecretSealing.reseal(
+          SealedSecret(keyId: part.keyId, box: part.box), appId: part.appId, keyring: keyring)
         try db.run(
           "UPDATE shared_secrets SET \(part.column)_key_id = ?, \(part.column)_box = ? WHERE app_id = ?",
           [.text(resealed.keyId), .blob(resealed.box), .text(part.appId)])
@@ -620,7 +565,8 @@ extension SQLiteStore: Store {
         summary.erasedMeanwhile.append(user)
         continue
       }
-      var ledger = SQLiteOwnershipLedger(db: db, appId: user.appId, environment: user.environment)
+      var ledger = SQLiteOwnershipLedger(
+        db: db, appId: user.appId, environment: user.environment, catalogs: summaryCatalogs, policies: summaryPolicies)
       let madeBefore = summary.transfers.count
       // Under purchase sharing the events follow what the user owns, before and after the write.
       let tracked = policies[user.appId]?.needsLedger == true
@@ -1156,33 +1102,16 @@ extension SQLiteStore {
     }
   }
 
-  private struct SealedKeyRow: Sendable {
-    var info: InAppPurchaseKeyInfo
-    var sealed: SealedSecret
-  }
-
   /// See ``CatalogStore/inAppPurchaseKey(appId:)``.
   public func inAppPurchaseKey(appId: String) async throws(StoreError) -> InAppPurchaseKey? {
-    let row: SealedKeyRow? = try await readers.read { db throws(StoreError) in
+    let stored = try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.first(
-        """
-        SELECT key_id, issuer_id, public_key_fingerprint, public_key_pem, set_ms, master_key_id,
-          private_key_box
-        FROM in_app_purchase_keys WHERE app_id = ?
-        """, [.text(appId)]
-      ) { r in
-        SealedKeyRow(
-          info: InAppPurchaseKeyInfo(
-            keyId: r.text(0), issuerId: r.text(1), publicKeyFingerprint: r.text(2),
-            publicKeyPEM: r.text(3), setMs: r.int(4)),
-          sealed: SealedSecret(keyId: r.text(5), box: r.blob(6)))
-      }
+        "SELECT \(InAppPurchaseKeySealing.columns) FROM in_app_purchase_keys WHERE app_id = ?", [.text(appId)]
+      ) { InAppPurchaseKeySealing.stored($0) }
     }
-    guard let row else { return nil }
-    let keyring = try requireKeyring()
-    return try InAppPurchaseKeySealing.open(
-      row.sealed, info: row.info, appId: appId, keyring: keyring)
+    guard let stored else { return nil }
+    return try InAppPurchaseKeySealing.open(stored, appId: appId, keyring: requireKeyring())
   }
 
   /// Re-seals the In-App Purchase keys not sealed with the current master key (part of
@@ -1196,14 +1125,7 @@ extension SQLiteStore {
       [.text(keyring.current.id)]
     ) { r in (appId: r.text(0), sealed: SealedSecret(keyId: r.text(1), box: r.blob(2))) }
     for row in rows {
-      let resealed: SealedSecret
-      do throws(SecretBoxError) {
-        resealed = try SecretBox.reseal(
-          row.sealed, context: InAppPurchaseKeySealing.context(row.appId), keyring: keyring)
-      } catch {
-        throw StoreError(
-          .secretUnavailable, "In-App Purchase key of app \"\(row.appId)\": \(error.message)")
-      }
+      let resealed = try InAppPurchaseKeySealing.reseal(row.sealed, appId: row.appId, keyring: keyring)
       try db.run(
         "UPDATE in_app_purchase_keys SET master_key_id = ?, private_key_box = ? WHERE app_id = ?",
         [.text(resealed.keyId), .blob(resealed.box), .text(row.appId)])

@@ -184,41 +184,14 @@ enum WebhookQueries {
 }
 
 extension SQLiteStore {
-  private static func webhookRecord(_ r: SQLRow) -> WebhookRecord {
-    WebhookRecord(
-      webhookId: r.text(0), appId: r.text(1), url: r.text(2), eventTypes: WebhookRowCoding.types(r.text(3)),
-      environment: WebhookRowCoding.environment(r.text(6)), createdMs: r.int(4), secretFingerprint: r.text(5))
-  }
-
-  private static let webhookColumns =
-    "webhook_id, app_id, url, event_types, created_ms, secret_fingerprint, environment"
-
-  private static func deliveryRecord(_ r: SQLRow) throws(StoreError) -> DeliveryRecord {
-    let state = DeliveryState(rawValue: r.text(4)) ?? .pending
-    return DeliveryRecord(
-      deliveryId: WebhookRowCoding.deliveryId(r.int(0)), webhookId: r.text(1),
-      event: LoggedEvent(sequence: r.int(2), event: try WebhookRowCoding.decodeEvent(r.blob(3))),
-      state: state, attempts: try WebhookRowCoding.decodeAttempts(r.blob(7)),
-      nextAttemptMs: state == .pending ? r.optionalInt(5) : nil, createdMs: r.int(6))
-  }
-
-  private func webhookKeyring() throws(StoreError) -> MasterKeyring {
-    guard let keyring = configuration.keyring else {
-      throw StoreError(
-        .secretUnavailable,
-        "no master key configured (set \(MasterKeyring.environmentVariable) or \(MasterKeyring.fileEnvironmentVariable))"
-      )
-    }
-    return keyring
-  }
-
   /// See ``WebhookStore/createWebhook(_:signingSecret:limits:)``: the counts and the insert in one
   /// write transaction of the single writer.
   public func createWebhook(_ webhook: WebhookRecord, signingSecret: String, limits: WebhookLimits)
     async throws(StoreError)
   {
     try WebhookFanOut.validate(webhook, signingSecret: signingSecret)
-    let sealed = try WebhookFanOut.seal(signingSecret, webhookId: webhook.webhookId, keyring: webhookKeyring())
+    let sealed = try WebhookFanOut.seal(
+      signingSecret, webhookId: webhook.webhookId, keyring: MasterKeyring.required(configuration.keyring))
     // Events logged from now on are the webhook's (one committed while this runs may be too).
     let position = try await lastEventSequence()
     try await writer.write { db throws(StoreError) in
@@ -250,8 +223,8 @@ extension SQLiteStore {
     try await readers.read { db throws(StoreError) in
       try requireApp(db, appId)
       return try db.all(
-        "SELECT \(Self.webhookColumns) FROM webhooks WHERE app_id = ? ORDER BY webhook_id", [.text(appId)]
-      ) { Self.webhookRecord($0) }
+        "SELECT \(WebhookRowCoding.webhookColumns) FROM webhooks WHERE app_id = ? ORDER BY webhook_id", [.text(appId)]
+      ) { WebhookRowCoding.webhook($0) }
     }
   }
 
@@ -259,10 +232,10 @@ extension SQLiteStore {
   public func webhook(id webhookId: String) async throws(StoreError) -> WebhookRecord {
     let found = try await readers.read { db throws(StoreError) in
       try db.first(
-        "SELECT \(Self.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = ?",
+        "SELECT \(WebhookRowCoding.webhookColumns), (SELECT tenant_id FROM apps a WHERE a.app_id = webhooks.app_id) FROM webhooks WHERE webhook_id = ?",
         [.text(webhookId)]
       ) {
-        var record = Self.webhookRecord($0)
+        var record = WebhookRowCoding.webhook($0)
         record.tenantId = $0.text(7)
         return record
       }
@@ -289,7 +262,7 @@ extension SQLiteStore {
       }
     }
     guard let row else { throw StoreError.notFound("webhook", webhookId) }
-    return try WebhookFanOut.open(row, webhookId: webhookId, keyring: webhookKeyring())
+    return try WebhookFanOut.open(row, webhookId: webhookId, keyring: MasterKeyring.required(configuration.keyring))
   }
 
   /// Inserts pending deliveries of `events` to one webhook (their events stay in the log).
@@ -308,16 +281,13 @@ extension SQLiteStore {
   public func enqueueDeliveries(atMs: Int64, limit: Int) async throws(StoreError) -> Int {
     let last = try await lastEventSequence()
     let hooks = try await readers.read { db throws(StoreError) in
-      try db.all("SELECT \(Self.webhookColumns), read_through FROM webhooks ORDER BY webhook_id") {
-        (Self.webhookRecord($0), $0.int(7))
+      try db.all("SELECT \(WebhookRowCoding.webhookColumns), read_through FROM webhooks ORDER BY webhook_id") {
+        (webhook: WebhookRowCoding.webhook($0), position: $0.int(7))
       }
     }
-    var created = 0
-    for (webhook, position) in hooks where position < last {
-      let batch = try await WebhookFanOut.next(
-        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
-      guard batch.readThrough > position else { continue }
-      created += try await writer.write { db throws(StoreError) -> Int in
+    return try await WebhookFanOut.enqueue(hooks, lastSequence: last, limit: limit, log: self) {
+      (webhook, position, batch) throws(StoreError) -> Int in
+      try await writer.write { db throws(StoreError) -> Int in
         try db.run(
           "UPDATE webhooks SET read_through = ? WHERE webhook_id = ? AND read_through = ?",
           [.int(batch.readThrough), .text(webhook.webhookId), .int(position)])
@@ -326,7 +296,6 @@ extension SQLiteStore {
         return batch.events.count
       }
     }
-    return created
   }
 
   /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``:
@@ -362,10 +331,9 @@ extension SQLiteStore {
         WHERE delivery_key IN (SELECT value FROM json_each(?))
         RETURNING \(WebhookQueries.deliveryColumns)
         """, [.int(leaseUntilMs), .text(claimant), .text("[" + keys.joined(separator: ",") + "]")]
-      ) { r throws(StoreError) in try Self.deliveryRecord(r) }
+      ) { r throws(StoreError) in try WebhookRowCoding.delivery(r) }
     }
-    // RETURNING has no order: log order, as the selection was made.
-    return claimed.sorted { ($0.event.sequence, $0.deliveryId) < ($1.event.sequence, $1.deliveryId) }
+    return WebhookRowCoding.inLogOrder(claimed)
   }
 
   /// See ``WebhookStore/releaseClaims(notMadeBy:atMs:)``: substatusd serves a data directory alone,
@@ -403,10 +371,7 @@ extension SQLiteStore {
         found.formUnion(rows)
         try db.run(WebhookQueries.promoteHeads, [.text("[" + rows.map(String.init).joined(separator: ",") + "]")])
       }
-      return Set(
-        outcomes.filter { outcome in
-          WebhookRowCoding.deliveryKey(outcome.deliveryId).map { !found.contains($0) } ?? true
-        }.map(\.deliveryId))
+      return WebhookRowCoding.unrecorded(outcomes, recorded: found)
     }
   }
 
@@ -414,13 +379,8 @@ extension SQLiteStore {
   public func deliveries(appId: String, webhookId: String, failedOnly: Bool, page: PageRequest)
     async throws(StoreError) -> Page<DeliveryRecord>
   {
-    var before = Int64.max
-    if let cursor = page.cursor {
-      guard let n = Int64(cursor) else { throw StoreError(.invalidArgument, "invalid page cursor") }
-      before = n
-    }
+    let bound = try WebhookRowCoding.listingBound(page)
     let limit = page.limit
-    let bound = before
     let rows = try await readers.read { db throws(StoreError) -> [DeliveryRecord] in
       try requireApp(db, appId)
       guard try db.first(
@@ -432,35 +392,26 @@ extension SQLiteStore {
         SELECT \(WebhookQueries.deliveryColumns) FROM webhook_deliveries
         WHERE webhook_id = ? \(stateFilter) AND delivery_key < ? ORDER BY delivery_key DESC LIMIT ?
         """, [.text(webhookId), .int(bound), .int(Int64(limit + 1))]
-      ) { r throws(StoreError) in try Self.deliveryRecord(r) }
+      ) { r throws(StoreError) in try WebhookRowCoding.delivery(r) }
     }
-    if rows.count > limit {
-      let items = Array(rows.prefix(limit))
-      return Page(items: items, nextCursor: items.last.flatMap { WebhookRowCoding.deliveryKey($0.deliveryId) }.map(String.init))
-    }
-    return Page(items: rows, nextCursor: nil)
+    return WebhookRowCoding.listingPage(rows, limit: limit)
   }
 
   /// See ``WebhookStore/replay(appId:webhookId:afterSequence:atMs:)``.
   public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
     async throws(StoreError) -> Int
   {
-    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
-    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
-    var created = 0
-    for webhook in targets {
-      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
-        (events: [LoggedEvent]) throws(StoreError) in
-        created += try await writer.write { db throws(StoreError) -> Int in
-          // A webhook deleted meanwhile gets nothing.
-          guard try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil
-          else { return 0 }
-          try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs)
-          return events.count
-        }
+    try await WebhookFanOut.replay(
+      try await webhooks(appId: appId), webhookId: webhookId, afterSequence: afterSequence, log: self
+    ) { (webhook, events) throws(StoreError) -> Int in
+      try await writer.write { db throws(StoreError) -> Int in
+        // A webhook deleted meanwhile gets nothing.
+        guard try db.first("SELECT 1 FROM webhooks WHERE webhook_id = ?", [.text(webhook.webhookId)], { _ in true }) != nil
+        else { return 0 }
+        try Self.insertDeliveries(db, webhookId: webhook.webhookId, events: events, atMs: atMs)
+        return events.count
       }
     }
-    return created
   }
 
   /// Re-seals the webhook signing secrets not sealed with the keyring's current key (part of
@@ -470,8 +421,7 @@ extension SQLiteStore {
       "SELECT webhook_id, secret_key_id, secret_box FROM webhooks WHERE secret_key_id <> ?", [.text(keyring.current.id)]
     ) { (id: $0.text(0), sealed: SealedSecret(keyId: $0.text(1), box: $0.blob(2))) }
     for row in rows {
-      let secret = try WebhookFanOut.open(row.sealed, webhookId: row.id, keyring: keyring)
-      let sealed = try WebhookFanOut.seal(secret, webhookId: row.id, keyring: keyring)
+      let sealed = try WebhookFanOut.reseal(row.sealed, webhookId: row.id, keyring: keyring)
       try db.run(
         "UPDATE webhooks SET secret_key_id = ?, secret_box = ? WHERE webhook_id = ?",
         [.text(sealed.keyId), .blob(sealed.box), .text(row.id)])

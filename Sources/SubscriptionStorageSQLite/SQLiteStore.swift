@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import SubscriptionStorage
 import Synchronization
+import SubstatusMetrics
 
 /// The embedded SQLite ``Store``: one file, WAL mode, one writer thread with group commit, a pool of
 /// reader threads.
@@ -211,23 +212,27 @@ public final class SQLiteStore: Sendable {
   /// Commits and writes acknowledged so far (writes per commit shows group commit at work).
   public var groupCommitStatistics: (commits: Int, writes: Int) { writer.statistics }
 
-  /// The history cache's counters and size, in Prometheus text format (for `/metrics`).
-  public func historyCacheMetrics() -> String { historyCache.metrics(database: "SQLite") }
+  /// The history cache's counters and size, as metric families (for `/metrics`).
+  public func historyCacheMetricFamilies() -> [MetricFamily] { historyCache.metricFamilies(database: "SQLite") }
 
-  /// What the store holds in memory besides the history cache, in Prometheus text format (for
+  /// ``historyCacheMetricFamilies()`` in Prometheus text format.
+  public func historyCacheMetrics() -> String { PrometheusText.render(historyCacheMetricFamilies()) }
+
+  /// What the store holds in memory besides the history cache, as metric families (for
   /// `/metrics`): SQLite's own heap (the connections' page caches, schemas and statements) and the
   /// user-key cache's entries.
-  public func memoryMetrics() -> String {
-    """
-    # HELP substatus_sqlite_memory_bytes Heap memory held by SQLite (page caches of every connection, schemas, statements).
-    # TYPE substatus_sqlite_memory_bytes gauge
-    substatus_sqlite_memory_bytes \(sqlite3_memory_used())
-    # HELP substatus_user_key_cache_entries Users whose internal key is held in memory.
-    # TYPE substatus_user_key_cache_entries gauge
-    substatus_user_key_cache_entries \(userKeys.count)
-
-    """
+  public func memoryMetricFamilies() -> [MetricFamily] {
+    [
+      .gauge(
+        "substatus_sqlite_memory_bytes",
+        "Heap memory held by SQLite (page caches of every connection, schemas, statements).",
+        Int(sqlite3_memory_used())),
+      .gauge("substatus_user_key_cache_entries", "Users whose internal key is held in memory.", userKeys.count),
+    ]
   }
+
+  /// ``memoryMetricFamilies()`` in Prometheus text format.
+  public func memoryMetrics() -> String { PrometheusText.render(memoryMetricFamilies()) }
 
   /// Runs `PRAGMA integrity_check` and returns its rows (`["ok"]` for a sound database).
   public func integrityCheck() async throws(StoreError) -> [String] {

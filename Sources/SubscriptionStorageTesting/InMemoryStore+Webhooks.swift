@@ -111,12 +111,10 @@ extension InMemoryStore {
     let hooks = webhookState.withLock { w in
       w.webhooks.values.map { ($0, w.positions[$0.webhookId] ?? 0) }
     }
-    var created = 0
-    for (webhook, position) in hooks.sorted(by: { $0.0.webhookId < $1.0.webhookId }) {
-      let batch = try await WebhookFanOut.next(
-        for: webhook, after: position, lastSequence: last, limit: limit, log: self)
-      guard batch.readThrough > position else { continue }
-      created += webhookState.withLock { w -> Int in
+    let ordered = hooks.sorted(by: { $0.0.webhookId < $1.0.webhookId }).map { (webhook: $0.0, position: $0.1) }
+    return try await WebhookFanOut.enqueue(ordered, lastSequence: last, limit: limit, log: self) {
+      (webhook, position, batch) throws(StoreError) -> Int in
+      webhookState.withLock { w -> Int in
         // Compare and set: another enqueue (or a delete) got there first.
         guard w.webhooks[webhook.webhookId] != nil, w.positions[webhook.webhookId] == position else {
           return 0
@@ -126,7 +124,6 @@ extension InMemoryStore {
         return batch.events.count
       }
     }
-    return created
   }
 
   /// See ``WebhookStore/claimDueDeliveries(atMs:limit:leaseUntilMs:perWebhookLimit:excludingWebhookIds:claimant:shares:)``:
@@ -235,20 +232,15 @@ extension InMemoryStore {
   public func replay(appId: String, webhookId: String?, afterSequence: Int64, atMs: Int64)
     async throws(StoreError) -> Int
   {
-    let targets = try await webhooks(appId: appId).filter { webhookId == nil || $0.webhookId == webhookId }
-    if let webhookId, targets.isEmpty { throw StoreError.notFound("webhook", webhookId) }
-    var created = 0
-    for webhook in targets {
-      try await WebhookFanOut.replay(for: webhook, afterSequence: afterSequence, log: self) {
-        (events: [LoggedEvent]) throws(StoreError) in
-        created += webhookState.withLock { w -> Int in
-          guard w.webhooks[webhook.webhookId] != nil else { return 0 }
-          for event in events { w.add(webhookId: webhook.webhookId, event: event, atMs: atMs) }
-          return events.count
-        }
+    try await WebhookFanOut.replay(
+      try await webhooks(appId: appId), webhookId: webhookId, afterSequence: afterSequence, log: self
+    ) { (webhook, events) throws(StoreError) -> Int in
+      webhookState.withLock { w -> Int in
+        guard w.webhooks[webhook.webhookId] != nil else { return 0 }
+        for event in events { w.add(webhookId: webhook.webhookId, event: event, atMs: atMs) }
+        return events.count
       }
     }
-    return created
   }
 
   private func withWebhooks<T>(_ body: (inout InMemoryWebhooks) throws(StoreError) -> T)

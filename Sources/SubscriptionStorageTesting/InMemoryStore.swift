@@ -47,6 +47,9 @@ public final class InMemoryStore: Store {
     let users: [UserKey: UserPurchaseState]
     var gaps: [UserKey: [OwnershipGap]]
     var transfers: [OwnershipTransfer]
+    /// The app's catalog and policy (``OwnershipLedger/evaluationInputs()``).
+    let catalog: Catalog
+    let policy: EligibilityPolicy
 
     private func key(_ userId: String) -> UserKey {
       UserKey(appId: appId, environment: environment, userId: userId)
@@ -83,6 +86,18 @@ public final class InMemoryStore: Store {
     }
 
     mutating func recordTransfer(_ transfer: OwnershipTransfer) { transfers.append(transfer) }
+
+    func purchases(of userId: String, originalTransactionId: String) -> (
+      transactions: [Transaction], renewals: [RenewalInfo]
+    ) {
+      guard let state = users[key(userId)] else { return ([], []) }
+      return (
+        state.transactions.values.filter { $0.originalTransactionId == originalTransactionId },
+        state.renewalInfos[originalTransactionId]?.renewalInfo.map { [$0] } ?? []
+      )
+    }
+
+    func evaluationInputs() -> (catalog: Catalog, policy: EligibilityPolicy) { (catalog, policy) }
   }
 
   /// What the `OWNERSHIP_TRANSFERRED` events of one app and environment read and write: the
@@ -215,7 +230,7 @@ public final class InMemoryStore: Store {
       var stored = app
       stored.sharedSecretFingerprint = nil
       stored.inAppPurchaseKey = nil
-      stored.ownershipTracked = app.policy.purchaseSharing != .share
+      stored.ownershipTracked = !app.policy.sharesInEveryEnvironment
       s.apps[app.appId] = stored
     }
   }
@@ -255,7 +270,7 @@ public final class InMemoryStore: Store {
     try withState { (s: inout State) throws(StoreError) in
       guard var a = s.apps[appId] else { throw StoreError.notFound("app", appId) }
       a.policy = policy
-      a.ownershipTracked = a.ownershipTracked || policy.purchaseSharing != .share
+      a.ownershipTracked = a.ownershipTracked || !policy.sharesInEveryEnvironment
       s.apps[appId] = a
       return Self.filled(a, s)
     }
@@ -586,15 +601,19 @@ public final class InMemoryStore: Store {
     _ update: UserPurchases, _ s: inout State, _ summary: inout IngestSummary
   ) throws(StoreError) -> UserPurchases {
     guard let app = s.apps[update.user.appId] else { throw StoreError.notFound("app", update.user.appId) }
+    let sharing = app.policy.purchaseSharing(in: update.user.environment)
     var ledger = Ledger(
       appId: update.user.appId, environment: update.user.environment, users: s.users, gaps: s.gaps,
-      transfers: [])
+      transfers: [],
+      catalog: sharing == .transferIfNoActive ? catalog(update.user.appId, s) : Catalog(products: []),
+      policy: app.policy)
     s.gaps = [:]
     let (refused, transfers) = try PurchaseOwnership.settle(
       user: update.user, originalTransactionIds: update.originalTransactionIds,
-      submittedMs: update.submittedMs, sharing: app.policy.purchaseSharing,
+      submittedMs: update.submittedMs, sharing: sharing,
       tracked: app.ownershipTracked, ledger: &ledger,
-      assigned: Set(update.transactions.lazy.filter { $0.ownership == .assigned }.map(\.originalTransactionId)))
+      assigned: Set(update.transactions.lazy.filter { $0.ownership == .assigned }.map(\.originalTransactionId)),
+      submitted: SubmittedPurchases(transactions: update.transactions, renewals: update.renewalInfos))
     s.gaps = ledger.gaps
     s.transfers += ledger.transfers
     summary.transfers += transfers

@@ -5,6 +5,7 @@ import SubstatusClock
 import SubstatusJSON
 import SubstatusServiceCore
 import Synchronization
+import SubstatusMetrics
 
 /// Makes the bearer token (an ES256 JWT signed with the app's In-App Purchase key) that authorizes
 /// App Store Server API calls for one app.
@@ -295,6 +296,24 @@ public struct AppStoreServerAPIClient: Sendable {
     return signed
   }
 
+  /// Set App Account Token (API 1.16): sets the `appAccountToken` of an original transaction and
+  /// its renewals, `PUT /inApps/v1/transactions/{originalTransactionId}/appAccountToken` with the
+  /// body `UpdateAppAccountTokenRequest` `{"appAccountToken": UUID}`; Apple answers 200 with no body
+  /// (https://developer.apple.com/documentation/appstoreserverapi/set-app-account-token,
+  /// https://developer.apple.com/documentation/appstoreserverapi/updateappaccounttokenrequest).
+  /// - Throws: ``AppStoreServerAPIError`` (`notFound` for an unknown transaction id; `rejected`
+  ///   for a token Apple refuses, a family-shared or assigned transaction).
+  public func setAppAccountToken(
+    originalTransactionId: String, appAccountToken: String, environment: SubscriptionDomain.Environment,
+    authorizer: any AppStoreServerAPIAuthorizer, nowMs: Int64
+  ) async throws(AppStoreServerAPIError) {
+    var body = JSONObject()
+    body.append("appAccountToken", .string(appAccountToken))
+    _ = try await call(
+      "PUT", environment, "/inApps/v1/transactions/\(try pathSegment(originalTransactionId))/appAccountToken",
+      query: [], body: JSONValue.object(body).serializedBytes(), authorizer: authorizer, nowMs: nowMs)
+  }
+
   /// Get Notification History: the notifications Apple sent (or tried to send) between two
   /// instants, every page (`paginationToken`).
   /// - Parameters:
@@ -407,7 +426,7 @@ public struct AppStoreServerAPIClient: Sendable {
       }
       if (200..<300).contains(status) {
         rateLimiter.count(.ok)
-        // Writes (Send Consumption Information: 202) answer with no body.
+        // Writes answer with no body (Set App Account Token: 200, Send Consumption Information: 202).
         if responseBody.isEmpty { return .null }
         do { return try JSONValue(parsing: responseBody) } catch {
           throw malformed(endpoint, "\(error)")
@@ -543,7 +562,7 @@ extension String {
 /// milliseconds, Apple's), before which no request of that app goes to that environment
 /// (https://developer.apple.com/documentation/appstoreserverapi/identifying-rate-limits).
 /// Counts every outcome for `/metrics`.
-public final class AppStoreServerAPIRateLimiter: Sendable {
+public final class AppStoreServerAPIRateLimiter: MetricsSource, Sendable {
   /// What happened to one request (or one wait), as counted in `/metrics`.
   public enum Outcome: String, Sendable, CaseIterable {
     /// 2xx.
@@ -649,14 +668,14 @@ public final class AppStoreServerAPIRateLimiter: Sendable {
   /// How many requests had `outcome` so far.
   public func count(of outcome: Outcome) -> UInt64 { state.withLock { $0.outcomes[outcome] ?? 0 } }
 
-  /// The counts in the Prometheus text format (`substatus_appstore_server_api_requests_total`).
-  public func prometheusText() -> String {
+  /// The counts as a metric family (`substatus_appstore_server_api_requests_total`).
+  public func metricFamilies() -> [MetricFamily] {
     let outcomes = state.withLock { $0.outcomes }
-    var text = "# HELP substatus_appstore_server_api_requests_total App Store Server API requests by outcome (ok, rate_limited, client_error, server_error, network_error; waited: a wait for the rate limit before sending; refused_locally: not sent, the wait would be too long).\n"
-    text += "# TYPE substatus_appstore_server_api_requests_total counter\n"
-    for outcome in Outcome.allCases {
-      text += "substatus_appstore_server_api_requests_total{outcome=\"\(outcome.rawValue)\"} \(outcomes[outcome] ?? 0)\n"
-    }
-    return text
+    return [
+      .labelled(
+        "substatus_appstore_server_api_requests_total",
+        "App Store Server API requests by outcome (ok, rate_limited, client_error, server_error, network_error; waited: a wait for the rate limit before sending; refused_locally: not sent, the wait would be too long).",
+        .counter, label: "outcome", Outcome.allCases.map { ($0.rawValue, outcomes[$0] ?? 0) })
+    ]
   }
 }

@@ -16,6 +16,7 @@ import SubscriptionStoragePostgres
 import SubscriptionStorageSQLite
 import SubstatusClock
 import SubstatusJSON
+import SubstatusMetrics
 import SubstatusService
 import SubstatusServiceAPI
 import SubstatusWire
@@ -31,11 +32,20 @@ public enum SubstatusDaemon {
     _ configuration: DaemonConfiguration, environment: [String: String], clock: any ServiceClock = SystemClock()
   ) async -> Int32 {
     let log = LogSink.standardError.with(clock: clock)
-    func fail(_ message: String, status: Int32 = 1) -> Int32 {
-      log.write(.object(["level": .string("error"), "msg": .string(message)]))
+    do throws(StartFailure) {
+      return try await wire(configuration, environment: environment, clock: clock, log: log)
+    } catch {
+      log.write(.object(["level": .string("error"), "msg": .string(error.message)]))
       log.flush()
-      return status
+      return error.status
     }
+  }
+
+  /// The wiring: each component from its factory (`DaemonComponents.swift`), in dependency order;
+  /// then the `ServiceGroup` runs them until a termination signal has drained it.
+  private static func wire(
+    _ configuration: DaemonConfiguration, environment: [String: String], clock: any ServiceClock, log: LogSink
+  ) async throws(StartFailure) -> Int32 {
     // Memory: glibc malloc gives a thread that finds its arena locked a new one (up to 8 per core)
     // and keeps freed memory in the arena that served it; one arena per core keeps that spread
     // down (`docs/evaluation-cache.md`, "Memory"). MALLOC_ARENA_MAX in the environment wins.
@@ -51,265 +61,76 @@ public enum SubstatusDaemon {
         "open_files_limit": .integer(Int64(openFilesLimit)),
       ]))
     }
-    // Outbound HTTP (libcurl, README "Limits"): one pool for webhooks, whose every address is
-    // checked by the webhook rules as it is connected to, one for Apple's endpoints and the test
-    // clock (the operator's URLs; a connection of one pool is never reused by the other). Together
-    // at most --outbound-max-connections, counted in the descriptor reserve.
-    let outboundCap = configuration.outboundConnections
-    if outboundCap + 32 > configuration.reservedDescriptors {
-      log.write(.object([
-        "level": .string("warning"),
-        "msg": .string("--outbound-max-connections leaves less than 32 of --reserved-descriptors for the store and the runtime"),
-        "outbound_max_connections": .integer(Int64(outboundCap)),
-      ]))
-    }
-    let appleConnections = max(1, outboundCap / 4)
-    let webhookClient = OutboundHTTPClient(
-      configuration: .init(
-        maxConnections: max(1, outboundCap - appleConnections), maxConnectionsPerHost: 16,
-        caFile: configuration.outboundCAFile))
-    let appleClient = OutboundHTTPClient(
-      configuration: .init(
-        maxConnections: appleConnections, maxConnectionsPerHost: appleConnections, caFile: configuration.outboundCAFile))
-    let applePoster = OutboundHTTPPoster.apple(client: appleClient)
-    let postgresURL = configuration.store == "sqlite" ? nil : configuration.store
-    do {
-      try FileManager.default.createDirectory(
-        atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    } catch {
-      return fail("cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)")
-    }
-    // One substatusd per SQLite store (a PostgreSQL store is shared by design).
-    let dataDirectoryLock: DataDirectoryLock?
-    do throws(DataDirectoryLock.Failure) {
-      dataDirectoryLock = postgresURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
-    } catch {
-      if case .held = error { return fail("\(error)", status: DataDirectoryLock.busyExitStatus) }
-      return fail("\(error)")
-    }
-    defer { withExtendedLifetime(dataDirectoryLock) {} }
+    let outbound = OutboundClients(configuration, log: log)
+    let applePoster = OutboundHTTPPoster.apple(client: outbound.apple)
+    let lock = try dataDirectoryLock(configuration)
+    defer { withExtendedLifetime(lock) {} }
+    let keyring = try masterKeyring(configuration, environment: environment)
+    let opened = try openStore(configuration, keyring: keyring)
+    defer { opened.close() }
+    let verifyReceipt = try verifyReceiptClient(configuration, poster: applePoster, clock: clock)
+    let appleRoots = try appleRootCertificates(configuration, log: log)
+    let serverAPIURLs = try appStoreServerAPIURLs(configuration)
+    let followed = try await followedClock(configuration, requester: applePoster, log: log)
+    defer { followed?.stop() }
 
-    // Secrets at rest: the master key from a file, the environment, or one created on first start.
-    let keyring: MasterKeyring
-    do {
-      if let file = configuration.masterKeyFile {
-        keyring = try MasterKeyring.load(file: file)
-      } else if let fromEnvironment = try MasterKeyring.load(environment: environment) {
-        keyring = fromEnvironment
-      } else if postgresURL != nil {
-        // Several instances share the database: a key made up by one would lock the others out.
-        return fail(
-          "with --store postgres:// every instance needs the same master key: set --master-key-file, \(MasterKeyring.fileEnvironmentVariable) or \(MasterKeyring.environmentVariable)",
-          status: 2)
-      } else {
-        keyring = try MasterKeyring.loadOrCreate(file: configuration.dataDirectory + "/master.key")
-      }
-    } catch {
-      return fail("master key: \(error)")
-    }
-
-    let store: any Store
-    let closeStore: () -> Void
-    var storeMetrics: (@Sendable () -> String)?
-    do {
-      if let postgresURL {
-        let postgres = try PostgresStore(
-          configuration: .init(
-            url: postgresURL, keyring: keyring, poolSize: configuration.postgresPoolSize,
-            historyCacheBytes: configuration.historyCacheMB << 20))
-        (store, closeStore) = (postgres, postgres.close)
-        storeMetrics = { postgres.historyCacheMetrics() }
-      } else {
-        var sqliteConfiguration = SQLiteStore.Configuration.dataDirectory(configuration.dataDirectory, keyring: keyring)
-        sqliteConfiguration.historyCacheBytes = configuration.historyCacheMB << 20
-        let sqlite = try SQLiteStore(configuration: sqliteConfiguration)
-        (store, closeStore) = (sqlite, sqlite.close)
-        storeMetrics = { sqlite.historyCacheMetrics() + sqlite.memoryMetrics() }
-      }
-    } catch {
-      return fail("cannot open the store: \(error)")
-    }
-    defer { closeStore() }
-
-    guard let productionURL = URL(string: configuration.verifyReceiptProductionURL),
-      let sandboxURL = URL(string: configuration.verifyReceiptSandboxURL)
-    else { return fail("invalid verifyReceipt URL", status: 2) }
-    // The roots App Store signed data must chain to: Apple Root CA - G3 unless configured.
-    var appleRoots = [X509Certificate.appleRootCAG3]
-    if !configuration.appleRootCAFiles.isEmpty {
-      appleRoots = []
-      for file in configuration.appleRootCAFiles {
-        do {
-          let certificates = try X509Certificate.certificates(fromPEM: try String(contentsOfFile: file, encoding: .utf8))
-          guard !certificates.isEmpty else { return fail("--apple-root-ca \(file): no certificate in the file", status: 2) }
-          appleRoots += certificates
-        } catch {
-          return fail("--apple-root-ca \(file): \(error)", status: 2)
-        }
-      }
-      log.info("trusted roots for App Store signed data", [
-        ("certificates", .array(appleRoots.map { .string($0.sha256Fingerprint) }))
-      ])
-    }
-    var limits = ServiceLimits()
-    limits.tenantRequestsPerSecond = configuration.tenantRateLimit
-    limits.tenantBurst = configuration.tenantBurst
-    limits.webhooks = WebhookLimits(
-      perApp: configuration.maxWebhooksPerApp, perTenant: configuration.maxWebhooksPerTenant)
-    limits.maxWorkingSetBytes = configuration.maxWorkingSetBytes > 0 ? configuration.maxWorkingSetBytes : nil
-    guard let serverAPIProductionURL = URL(string: configuration.appStoreServerAPIProductionURL),
-      let serverAPISandboxURL = URL(string: configuration.appStoreServerAPISandboxURL)
-    else { return fail("invalid App Store Server API URL", status: 2) }
-    // Tests only (--clock-url): the service's time follows another process's clock (the App Store
-    // simulator's); connection and webhook POST timeouts, the API clients' backoffs and the logs
-    // stay on `clock` (the service environment's `wireClock`).
-    var followedClock: FollowedClock?
-    if let clockURL = configuration.clockURL, let url = URL(string: clockURL) {
-      do { followedClock = try await FollowedClock.start(reading: clockReading(url, requester: applePoster)) } catch {
-        return fail("--clock-url: cannot read the clock: \(error)")
-      }
-      log.info("following a test clock (--clock-url)", [
-        ("url", .string(clockURL)), ("now_ms", .integer(followedClock?.wallMs ?? 0)),
-      ])
-    }
-    defer { followedClock?.stop() }
-    // Webhooks: the dispatcher delivers the event log to them.
+    // The service; webhooks: the dispatcher delivers the event log to them.
     let serviceEnvironment = ServiceEnvironment(
-      clock: followedClock ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
+      clock: followed ?? clock, wireClock: clock, randomBytes: SecureRandom.bytes)
     let eventMetrics = EventMetrics()
     // Event cursors under the master key: every instance reads the others' (opaque per app).
     let eventCursors = EventCursors(keyring: keyring)
-    let dispatcher = WebhookDispatcher(
-      store: store, environment: serviceEnvironment,
-      configuration: WebhookDispatcher.Configuration(
-        maxInFlightPerTenant: configuration.webhookMaxInFlightPerTenant,
-        urlPolicy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-      poster: OutboundHTTPPoster.webhooks(
-        client: webhookClient, policy: WebhookURLPolicy(allowPrivateAddresses: configuration.allowPrivateWebhooks)),
-      log: log,
-      onAttempt: { report in
-        eventMetrics.delivery(
-          outcome: report.state == .delivered ? "delivered" : report.state == .failed ? "failed" : "retry")
-      },
-      cursors: eventCursors)
+    let dispatcher = webhookDispatcher(
+      configuration, store: opened.store, environment: serviceEnvironment, client: outbound.webhooks, log: log,
+      eventMetrics: eventMetrics, cursors: eventCursors)
     let service = SubstatusService(
-      store: store, environment: serviceEnvironment, limits: limits,
-      verifyReceipt: VerifyReceiptClient(
-        productionURL: productionURL, sandboxURL: sandboxURL, poster: applePoster, clock: clock), log: log,
-      appleRootCertificates: appleRoots,
+      store: opened.store, environment: serviceEnvironment, limits: serviceLimits(configuration),
+      verifyReceipt: verifyReceipt, log: log, appleRootCertificates: appleRoots,
       appStoreServerAPI: AppStoreServerAPIClient(
-        productionURL: serverAPIProductionURL, sandboxURL: serverAPISandboxURL, requester: applePoster, clock: clock,
-        appleClock: followedClock ?? clock),
+        productionURL: serverAPIURLs.production, sandboxURL: serverAPIURLs.sandbox, requester: applePoster,
+        clock: clock, appleClock: followed ?? clock),
       eventMetrics: eventMetrics, webhookDispatcher: dispatcher, eventCursors: eventCursors)
-
-    // The operator key, created on first start: shown once, stored as a hash.
-    do {
-      if let key = try await service.bootstrapOperatorKey() {
-        if let file = configuration.operatorKeyFile {
-          try writeSecretFile(file, key + "\n")
-          log.info("created the operator key", [("file", .string(file))])
-        } else {
-          print("substatusd: created the operator key (shown once; keep it safe):\n\(key)")
-          fflush(nil)
-        }
-      }
-    } catch {
-      return fail("cannot create the operator key: \(error)")
-    }
+    try await bootstrapOperatorKey(configuration, service: service, log: log)
 
     // gRPC.
     guard let grpcAddress = HostPort(configuration.grpcListen), let httpAddress = HostPort(configuration.httpListen) else {
-      return fail("invalid listen address", status: 2)
+      throw StartFailure(message: "invalid listen address", status: 2)
     }
-    var router = RPCRouter()
-    service.register(in: &router)
-    // Health and reflection last: they cover every service registered before them.
     let health = HealthService()
-    health.register(into: &router)
-    ReflectionService(files: ProtoFiles.all).register(into: &router)
-    var transportConfiguration = HTTP2ServerTransport.Configuration(host: grpcAddress.host, port: grpcAddress.port)
-    if let threads = configuration.grpcThreads { transportConfiguration.threads = threads }
-    transportConfiguration.clock = clock
-    func seconds(_ value: Double) -> Duration { .milliseconds(Int64((value * 1000).rounded())) }
-    transportConfiguration.maxConnectionIdle = configuration.grpcIdleTimeout > 0 ? seconds(configuration.grpcIdleTimeout) : nil
-    transportConfiguration.handshakeTimeout = seconds(configuration.grpcHandshakeTimeout)
-    transportConfiguration.writeTimeout = configuration.grpcWriteTimeout > 0 ? seconds(configuration.grpcWriteTimeout) : nil
-    transportConfiguration.maxConnectionBufferedRequestBytes = configuration.grpcConnectionRequestBuffer
-    transportConfiguration.maxBufferedRequestBytes = configuration.grpcRequestBuffer
-    transportConfiguration.maxConnections = descriptors.grpcConnections
-    transportConfiguration.maxCallsInFlight = configuration.grpcMaxCalls
-    transportConfiguration.maxReplyBytesInFlight = configuration.grpcMaxReplyBytes
-    transportConfiguration.corsAllowedOrigins = configuration.corsOrigins
-    if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
-      transportConfiguration.tls = TLSConfiguration(
-        certificateChainPath: certificate, privateKeyPath: key, clientCAPath: configuration.tlsClientCA)
-    }
-    let transport: HTTP2ServerTransport
-    do { transport = try HTTP2ServerTransport(configuration: transportConfiguration) } catch let error as TLSError {
-      return fail("gRPC TLS: \(error)")
-    } catch {
-      return fail("cannot listen for gRPC on \(configuration.grpcListen): \(error)")
-    }
+    let router = rpcRouter(service, health: health)
+    let transport = try grpcTransport(configuration, address: grpcAddress, descriptors: descriptors, clock: clock)
     let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
-    service.metrics.addSource { transport.metrics.prometheusText() }
-    if let storeMetrics { service.metrics.addSource(storeMetrics) }
-    service.metrics.addSource {
-      OutboundHTTPMetrics.prometheusText(pools: [("webhooks", webhookClient.metrics), ("apple", appleClient.metrics)])
-    }
+    service.metrics.addSource { transport.metrics.metricFamilies() }
+    if let storeMetrics = opened.metrics { service.metrics.addSource(storeMetrics) }
+    service.metrics.addSource { outbound.metricFamilies() }
 
     // HTTP.
     let draining = Atomic<Bool>(false)
     // The HTTP server is created below; /metrics reads its counters through this box.
     let httpMetrics = Mutex<HTTPServer?>(nil)
     let memory = MemoryReturn(interval: configuration.memoryTrimInterval)
-    service.metrics.addSource { (httpMetrics.withLock { $0 }?.prometheusText() ?? "") + memory.prometheusText() }
+    service.metrics.addSource { (httpMetrics.withLock { $0 }?.metricFamilies() ?? []) + memory.metricFamilies() }
     var httpRouter = service.httpRouter(isDraining: { draining.load(ordering: .relaxed) })
     // The web console (/console): static files from the binary, Chart.js from libjs-chart.js.
     WebConsole().register(in: &httpRouter)
-    // Connect and gRPC-Web on the HTTP listener: the gRPC port's router and interceptors, below
-    // the listener's own routes (notifications, health, metrics keep precedence).
-    var gatewayConfiguration = RPCWebGateway.Configuration()
-    gatewayConfiguration.corsAllowedOrigins = configuration.corsOrigins
-    gatewayConfiguration.clock = clock
-    let gateway = RPCWebGateway(router: router, interceptors: service.interceptors(), configuration: gatewayConfiguration)
+    // Connect and gRPC-Web on the HTTP listener, below the listener's own routes (notifications,
+    // health, metrics keep precedence).
+    let gateway = webGateway(configuration, router: router, service: service, clock: clock)
     httpRouter.fallback = { request in await gateway.respond(to: request) }
-    var httpConfiguration = HTTPServerConfiguration(host: httpAddress.host, port: httpAddress.port)
-    httpConfiguration.bodyLimit = { request in gateway.bodyLimit(for: request) }
-    httpConfiguration.maxBufferedBodyBytes = configuration.httpRequestBuffer
-    httpConfiguration.clock = clock
-    httpConfiguration.connectionLimit = descriptors.httpConnections
-    httpConfiguration.perAddressConnectionLimit = configuration.httpMaxConnectionsPerAddress
-    // Behind proxies (README, "Running behind a reverse proxy"): the client a trusted proxy names
-    // is the one the caps count and the logs show; Apple's notifications are never refused by a cap.
-    httpConfiguration.trustedProxies = configuration.trustedProxies.compactMap { IPNetwork($0) }
-    httpConfiguration.exemptFromClientCaps = { request in
-      let parts = request.path.split(separator: "/")
-      return parts.count >= 4 && parts[0] == "v1" && parts[1] == "apps" && parts[3] == "apple"
-    }
-    let refusalLog = RefusalLog(log: log)
-    httpConfiguration.onRefusal = { refusal in refusalLog.record(refusal) }
-    httpConfiguration.requestHeadTimeout = .milliseconds(Int64(configuration.httpRequestHeadTimeout * 1000))
-    if let certificate = configuration.httpTLSCertificate, let key = configuration.httpTLSKey {
-      do {
-        httpConfiguration.tls = HTTPServerTLS(
-          certificateChainPEM: try String(contentsOfFile: certificate, encoding: .utf8),
-          privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
-      } catch {
-        server.beginGracefulShutdown()
-        return fail("HTTP TLS: cannot read \(certificate) or \(key): \(error.localizedDescription)")
-      }
-    }
     let http: HTTPServer
     do {
-      http = try HTTPServer(configuration: httpConfiguration, router: httpRouter)
+      http = try httpServer(
+        configuration, address: httpAddress, router: httpRouter, gateway: gateway, descriptors: descriptors,
+        clock: clock, log: log)
     } catch {
       server.beginGracefulShutdown()
-      return fail("cannot listen for HTTP on \(configuration.httpListen): \(error)")
+      throw error
     }
     httpMetrics.withLock { $0 = http }
 
     // SIGHUP: reload the TLS certificate and key; a broken pair keeps the current one.
-    if transportConfiguration.tls != nil {
+    let grpcTLS = configuration.tlsCertificate != nil && configuration.tlsKey != nil
+    if grpcTLS {
       ProcessSignals.on([SIGHUP]) {
         do {
           try transport.reloadTLSCertificates()
@@ -319,7 +140,6 @@ public enum SubstatusDaemon {
         }
       }
     }
-    let grpcTLS = transportConfiguration.tls != nil
     let grpcBound = "\(bracketed(grpcAddress.host)):\(transport.port)"
     let httpBound = "\(bracketed(httpAddress.host)):\(http.port)"
 
@@ -332,19 +152,8 @@ public enum SubstatusDaemon {
       background: backgroundServices(
         configuration, service: service, dispatcher: dispatcher, clock: clock,
         callsInFlight: { max(0, transport.metrics.callsInFlight - service.eventMetrics.openWatchers) })
-        + [
-          .init("the memory return", ClosureService(start: { memory.start(load: {
-            let grpc = transport.metrics
-            let connections = grpc.openConnections + http.openConnections
-            let peakCalls = transport.takeCallsInFlightPeak()
-            return .init(now: connections + grpc.callsInFlight, peak: connections + peakCalls)
-          }) }, stop: { memory.stop() }), stopWithin: .seconds(1)),
-        ] + (followedClock.map { followed in
-          // The followed clock's reading in flight ends by its own time limit (2 s).
-          [.init("the followed clock's poller", ClosureService(stop: {
-            if await !followed.stop(waitingAtMost: .seconds(3)) { throw DaemonStopError.leftBehind }
-          }), stopWithin: .seconds(4))]
-        } ?? []),
+        + [memoryReturnService(memory, transport: transport, http: http)]
+        + (followed.map { [followedClockService($0)] } ?? []),
       listeners: [
         .init("the gRPC listener", server, stopWithin: .seconds(30)),
         .init("the HTTP listener", ClosureService(stop: { await http.stop() }), stopWithin: .seconds(10)),

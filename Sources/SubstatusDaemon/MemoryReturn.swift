@@ -1,6 +1,7 @@
 import CLinuxShims
 import Dispatch
 import Synchronization
+import SubstatusMetrics
 
 /// Returns the heap pages freed after a load has gone to the system.
 ///
@@ -13,7 +14,7 @@ import Synchronization
 /// is at least 8 MiB over the lowest level seen, it calls `malloc_trim(0)`, which gives back
 /// the free pages of every arena. In steady state it never trims; it costs one read of
 /// `/proc/self/statm` per interval.
-final class MemoryReturn: Sendable {
+final class MemoryReturn: MetricsSource, Sendable {
   private struct State {
     var timer: (any DispatchSourceTimer)?
     /// The lowest RSS seen.
@@ -94,31 +95,23 @@ final class MemoryReturn: Sendable {
     }
   }
 
-  /// Prometheus text: the RSS, the trims and the bytes they returned.
-  func prometheusText() -> String {
+  /// The RSS, the trims and the bytes they returned, and malloc's heap, as metric families.
+  func metricFamilies() -> [MetricFamily] {
     let (trims, released) = state.withLock { ($0.trims, $0.releasedBytes) }
     var (allocated, free, arenas) = (0, 0, 0)
     clinux_heap_bytes(&allocated, &free, &arenas)
-    return """
-      # HELP substatus_resident_memory_bytes Resident set size of the process.
-      # TYPE substatus_resident_memory_bytes gauge
-      substatus_resident_memory_bytes \(clinux_resident_bytes())
-      # HELP substatus_memory_trims_total Times freed heap pages were returned to the system after a load (--memory-trim-interval).
-      # TYPE substatus_memory_trims_total counter
-      substatus_memory_trims_total \(trims)
-      # HELP substatus_memory_trimmed_bytes_total RSS returned to the system by those trims.
-      # TYPE substatus_memory_trimmed_bytes_total counter
-      substatus_memory_trimmed_bytes_total \(released)
-      # HELP substatus_heap_allocated_bytes Bytes the process's malloc has handed out and not freed (glibc mallinfo2).
-      # TYPE substatus_heap_allocated_bytes gauge
-      substatus_heap_allocated_bytes \(allocated)
-      # HELP substatus_heap_free_bytes Bytes freed but kept by malloc in its arenas.
-      # TYPE substatus_heap_free_bytes gauge
-      substatus_heap_free_bytes \(free)
-      # HELP substatus_heap_arena_bytes Size of malloc's arenas (allocated and free, without mmapped blocks).
-      # TYPE substatus_heap_arena_bytes gauge
-      substatus_heap_arena_bytes \(arenas)
-
-      """
+    return [
+      .gauge("substatus_resident_memory_bytes", "Resident set size of the process.", Int(clinux_resident_bytes())),
+      .counter(
+        "substatus_memory_trims_total",
+        "Times freed heap pages were returned to the system after a load (--memory-trim-interval).", trims),
+      .counter("substatus_memory_trimmed_bytes_total", "RSS returned to the system by those trims.", released),
+      .gauge(
+        "substatus_heap_allocated_bytes",
+        "Bytes the process's malloc has handed out and not freed (glibc mallinfo2).", allocated),
+      .gauge("substatus_heap_free_bytes", "Bytes freed but kept by malloc in its arenas.", free),
+      .gauge(
+        "substatus_heap_arena_bytes", "Size of malloc's arenas (allocated and free, without mmapped blocks).", arenas),
+    ]
   }
 }

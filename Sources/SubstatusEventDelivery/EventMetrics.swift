@@ -1,10 +1,11 @@
 import SubscriptionStorage
+import SubstatusMetrics
 import Synchronization
 
 /// Prometheus metrics of the event log's consumers: events appended (by the source that wrote
 /// them), webhook delivery attempts by outcome, and WatchEvents streams open. Part of the service's
-/// ``ServiceMetrics/prometheusText()`` (the service adds it as a source).
-public final class EventMetrics: Sendable {
+/// ``ServiceMetrics/prometheusText()`` (the service registers it).
+public final class EventMetrics: MetricsSource, Sendable {
   private struct State {
     var appended: [String: UInt64] = [:]
     var deliveries: [String: UInt64] = [:]
@@ -46,32 +47,31 @@ public final class EventMetrics: Sendable {
   /// WatchEvents streams open now.
   public var openWatchers: Int { watchers.load(ordering: .relaxed) }
 
-  /// The metrics in the Prometheus text exposition format (version 0.0.4).
-  public func prometheusText() -> String {
+  /// The families: events appended, delivery attempts, refused creates, the caps, watchers.
+  public func metricFamilies() -> [MetricFamily] {
     let s = state.withLock { $0 }
-    var out = "# HELP substatus_events_appended_total Events appended to the log, by the write that derived them.\n"
-    out += "# TYPE substatus_events_appended_total counter\n"
-    for (source, n) in s.appended.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_events_appended_total{source=\"\(source)\"} \(n)\n"
+    func sorted(_ counts: [String: UInt64]) -> [(String, UInt64)] {
+      counts.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) }
     }
-    out += "# HELP substatus_webhook_delivery_attempts_total Webhook delivery attempts, by outcome.\n"
-    out += "# TYPE substatus_webhook_delivery_attempts_total counter\n"
-    for (outcome, n) in s.deliveries.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_webhook_delivery_attempts_total{outcome=\"\(outcome)\"} \(n)\n"
-    }
-    out += "# HELP substatus_webhook_creates_refused_total CreateWebhook calls refused at a webhook cap, by cap (app or tenant).\n"
-    out += "# TYPE substatus_webhook_creates_refused_total counter\n"
-    for (cap, n) in s.webhookCreatesRefused.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_webhook_creates_refused_total{cap=\"\(cap)\"} \(n)\n"
-    }
+    var families: [MetricFamily] = [
+      .labelled(
+        "substatus_events_appended_total", "Events appended to the log, by the write that derived them.", .counter,
+        label: "source", sorted(s.appended)),
+      .labelled(
+        "substatus_webhook_delivery_attempts_total", "Webhook delivery attempts, by outcome.", .counter,
+        label: "outcome", sorted(s.deliveries)),
+      .labelled(
+        "substatus_webhook_creates_refused_total",
+        "CreateWebhook calls refused at a webhook cap, by cap (app or tenant).", .counter, label: "cap",
+        sorted(s.webhookCreatesRefused)),
+    ]
     if let limits = s.webhookLimits {
-      out += "# HELP substatus_webhook_limit The webhook caps: webhooks per app and per tenant.\n"
-      out += "# TYPE substatus_webhook_limit gauge\n"
-      out += "substatus_webhook_limit{cap=\"app\"} \(limits.perApp)\n"
-      out += "substatus_webhook_limit{cap=\"tenant\"} \(limits.perTenant)\n"
+      families.append(
+        .labelled(
+          "substatus_webhook_limit", "The webhook caps: webhooks per app and per tenant.", .gauge, label: "cap",
+          [("app", limits.perApp), ("tenant", limits.perTenant)]))
     }
-    out += "# HELP substatus_event_watchers WatchEvents streams open.\n# TYPE substatus_event_watchers gauge\n"
-    out += "substatus_event_watchers \(openWatchers)\n"
-    return out
+    families.append(.gauge("substatus_event_watchers", "WatchEvents streams open.", openWatchers))
+    return families
   }
 }

@@ -8,6 +8,7 @@ import SubstatusServiceCore
 import SubstatusWire
 import OutboundHTTP
 import Synchronization
+import SubstatusMetrics
 
 /// Delivers the event log to webhooks (docs/architecture.md "Events"): POSTs each event as proto3
 /// JSON, signed, retried with exponential backoff for 3 days, in order per user.
@@ -62,7 +63,7 @@ import Synchronization
 /// dispatcher.beginGracefulShutdown()      // on SIGTERM: POSTs in flight finish
 /// await task.value
 /// ```
-public final class WebhookDispatcher: Sendable {
+public final class WebhookDispatcher: MetricsSource, Sendable {
   /// How the dispatcher works.
   public struct Configuration: Sendable {
     /// Time between passes when nothing wakes the loop (retries come due on it).
@@ -346,31 +347,26 @@ public final class WebhookDispatcher: Sendable {
     }
   }
 
-  /// The scheduling metrics in the Prometheus text format: POSTs in flight, tenants with POSTs in
-  /// flight and at their cap, deliveries deferred for their tenant's cap.
-  public func prometheusText() -> String {
+  /// The scheduling metrics as metric families: POSTs in flight, tenants with POSTs in flight and
+  /// at their cap, deliveries deferred for their tenant's cap.
+  public func metricFamilies() -> [MetricFamily] {
     let s = state.withLock { s in
       (inFlight: s.totalInFlight, tenants: s.tenantInFlight.count,
        atCap: s.tenantInFlight.values.count { $0 >= configuration.maxInFlightPerTenant }, deferred: s.deferred)
     }
-    return """
-      # HELP substatus_webhook_posts_in_flight Webhook POSTs in flight.
-      # TYPE substatus_webhook_posts_in_flight gauge
-      substatus_webhook_posts_in_flight \(s.inFlight)
-      # HELP substatus_webhook_tenants_in_flight Tenants with webhook POSTs in flight.
-      # TYPE substatus_webhook_tenants_in_flight gauge
-      substatus_webhook_tenants_in_flight \(s.tenants)
-      # HELP substatus_webhook_tenants_at_in_flight_cap Tenants at their cap of webhook POSTs in flight (--webhook-max-in-flight-per-tenant).
-      # TYPE substatus_webhook_tenants_at_in_flight_cap gauge
-      substatus_webhook_tenants_at_in_flight_cap \(s.atCap)
-      # HELP substatus_webhook_deliveries_deferred_total Times a claimed delivery waited because its tenant had its cap of POSTs in flight.
-      # TYPE substatus_webhook_deliveries_deferred_total counter
-      substatus_webhook_deliveries_deferred_total \(s.deferred)
-      # HELP substatus_webhook_max_in_flight_per_tenant The cap of webhook POSTs in flight per tenant.
-      # TYPE substatus_webhook_max_in_flight_per_tenant gauge
-      substatus_webhook_max_in_flight_per_tenant \(configuration.maxInFlightPerTenant)
-
-      """
+    return [
+      .gauge("substatus_webhook_posts_in_flight", "Webhook POSTs in flight.", s.inFlight),
+      .gauge("substatus_webhook_tenants_in_flight", "Tenants with webhook POSTs in flight.", s.tenants),
+      .gauge(
+        "substatus_webhook_tenants_at_in_flight_cap",
+        "Tenants at their cap of webhook POSTs in flight (--webhook-max-in-flight-per-tenant).", s.atCap),
+      .counter(
+        "substatus_webhook_deliveries_deferred_total",
+        "Times a claimed delivery waited because its tenant had its cap of POSTs in flight.", s.deferred),
+      .gauge(
+        "substatus_webhook_max_in_flight_per_tenant", "The cap of webhook POSTs in flight per tenant.",
+        configuration.maxInFlightPerTenant),
+    ]
   }
 
   /// Deliveries held at once over all webhooks.

@@ -1,6 +1,7 @@
 import CCrypto
 import Synchronization
 import SubscriptionStorage
+import SubstatusCrypto
 
 /// Webhook signing secrets and the `Substatus-Signature` header (Stripe's scheme, so receivers can
 /// reuse their verifiers): `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
@@ -70,7 +71,7 @@ public final class WebhookSigner: Sendable {
   /// Hashes the secret's padded blocks (the secret as shown to the user, `whsec_` included).
   public init(secret: String) {
     var key = Array(secret.utf8)
-    if key.count > 64 { key = WebhookSigner.sha256(key) }
+    if key.count > 64 { key = SHA256.hash(key) }
     key += [UInt8](repeating: 0, count: 64 - key.count)
     func keyed(_ pad: UInt8) -> OpaquePointer {
       guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed") }
@@ -116,14 +117,5 @@ public final class WebhookSigner: Sendable {
   public func signatureHeader(timestamp: Int64, body: [UInt8]) -> String {
     let t = String(timestamp)
     return "t=" + t + ",v1=" + Hex.encode(mac(Array((t + ".").utf8), body))
-  }
-
-  private static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-    var digest = [UInt8](repeating: 0, count: 32)
-    let ok = bytes.withUnsafeBytes { b in
-      digest.withUnsafeMutableBytes { d in EVP_Digest(b.baseAddress, b.count, d.baseAddress, nil, EVP_sha256(), nil) }
-    }
-    precondition(ok == 1, "SHA-256 failed")
-    return digest
   }
 }

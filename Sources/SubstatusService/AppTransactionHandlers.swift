@@ -102,9 +102,13 @@ extension SubstatusService {
 
   /// Rule 24 on eligibility answers: the users among `evaluations` whose Apple Account's history
   /// Apple has answered get NEW_CUSTOMER_VERIFIED for every NEW_CUSTOMER answer. The store is read
-  /// only for users that have such an answer (those with no purchase known in some group).
+  /// only for users that have such an answer (those with no purchase known in some group). Under
+  /// purchase sharing a group in which the user held, at `time`, an original transaction they did
+  /// not own (lost to another user, or acquired later) stays NEW_CUSTOMER: the account did buy in
+  /// it (``disownedGroups(of:environment:_:at:)``).
   func verifyingNewCustomers(
-    _ evaluations: [String: EligibilityAnswers], environment: SubscriptionDomain.Environment, _ cached: CachedApp
+    _ evaluations: [String: EligibilityAnswers], environment: SubscriptionDomain.Environment, _ cached: CachedApp,
+    at time: Int64
   ) async throws(RPCError) -> [String: EligibilityAnswers] {
     let candidates = evaluations.compactMap { $0.value.hasNewCustomerAnswer ? $0.key : nil }
     guard !candidates.isEmpty else { return evaluations }
@@ -113,9 +117,38 @@ extension SubstatusService {
     let links = try await stored { () throws(StoreError) in
       try await accounts.appAccounts(appId: appId, environment: environment, userIds: candidates)
     }
+    let verified = links.compactMap { $0.value.historyVerifiedMs != nil ? $0.key : nil }
+    let disowned = try await disownedGroups(of: verified, environment: environment, cached, at: time)
     var out = evaluations
-    for (userId, link) in links where link.historyVerifiedMs != nil {
-      out[userId] = out[userId]?.withVerifiedAppleAccount()
+    for userId in verified {
+      out[userId] = out[userId]?.withVerifiedAppleAccount(exceptGroups: disowned[userId] ?? [])
+    }
+    return out
+  }
+
+  /// Per user, the subscription groups of the original transactions the user holds but did not own
+  /// at `time` (purchase sharing's gaps). Read only for an app whose purchase sharing ever left
+  /// SHARE, and for users with a gap covering `time`.
+  func disownedGroups(
+    of userIds: [String], environment: SubscriptionDomain.Environment, _ cached: CachedApp, at time: Int64
+  ) async throws(RPCError) -> [String: Set<String>] {
+    guard cached.app.ownershipTracked, !userIds.isEmpty else { return [:] }
+    let appId = cached.app.appId
+    let gaps = try await stored { () throws(StoreError) in
+      try await store.ownershipGaps(appId: appId, environment: environment, userIds: userIds)
+    }
+    var out: [String: Set<String>] = [:]
+    for (userId, userGaps) in gaps {
+      let lost = OwnershipGap.disowned(by: userGaps, at: time)
+      if lost.isEmpty { continue }
+      let history = try await stored { () throws(StoreError) in
+        try await store.history(of: UserKey(appId: appId, environment: environment, userId: userId))
+      }
+      var groups = Set<String>()
+      for t in history.transactions where lost.contains(t.originalTransactionId) {
+        if let group = cached.catalog[t.productId]?.subscriptionGroupId ?? t.subscriptionGroupIdentifier { groups.insert(group) }
+      }
+      out[userId] = groups
     }
     return out
   }

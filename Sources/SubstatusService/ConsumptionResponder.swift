@@ -9,10 +9,11 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusClock
+import SubstatusMetrics
 import Synchronization
 
 /// Counts of refund requests recorded and of their outcomes, for `/metrics`.
-public final class ConsumptionMetrics: Sendable {
+public final class ConsumptionMetrics: MetricsSource, Sendable {
   private let counts = Mutex<[String: UInt64]>([:])
 
   /// Creates zeroed counters.
@@ -24,16 +25,16 @@ public final class ConsumptionMetrics: Sendable {
   /// The count of one outcome.
   public func count(of outcome: String) -> UInt64 { counts.withLock { $0[outcome] ?? 0 } }
 
-  /// The Prometheus text of the counters.
-  public func prometheusText() -> String {
+  /// The counters as a metric family (`substatus_consumption_requests_total`, by outcome).
+  public func metricFamilies() -> [MetricFamily] {
     let counts = counts.withLock { $0 }
-    var text =
-      "# HELP substatus_consumption_requests_total Apple's refund requests (CONSUMPTION_REQUEST) by outcome: recorded, sent (Send Consumption Information accepted), failed (refused, or 12 hours passed), not_sent (on purpose), retried (an attempt failed and was rescheduled).\n"
-    text += "# TYPE substatus_consumption_requests_total counter\n"
-    for outcome in ["recorded", "sent", "failed", "not_sent", "retried"] {
-      text += "substatus_consumption_requests_total{outcome=\"\(outcome)\"} \(counts[outcome] ?? 0)\n"
-    }
-    return text
+    return [
+      .labelled(
+        "substatus_consumption_requests_total",
+        "Apple's refund requests (CONSUMPTION_REQUEST) by outcome: recorded, sent (Send Consumption Information accepted), failed (refused, or 12 hours passed), not_sent (on purpose), retried (an attempt failed and was rescheduled).",
+        .counter, label: "outcome",
+        ["recorded", "sent", "failed", "not_sent", "retried"].map { ($0, counts[$0] ?? 0) })
+    ]
   }
 }
 

@@ -115,6 +115,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     metrics.ingested(summary.transactionsWritten)
     metrics.received(response.transactions)
+    writeBackAppAccountTokens(summary.transfers)
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
     return (
@@ -231,6 +232,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     }
     let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
+    writeBackAppAccountTokens(summary.transfers)
     for purchases in batch { metrics.received(purchases.transactions) }
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
     outcomes.refused = summary.refused.map(\.originalTransactionId)
@@ -299,7 +301,7 @@ extension SubstatusService: Substatus_V1_EligibilityService.ServiceProtocol, Sub
       ? [:]
       : try await verifyingNewCustomers(
         try await eligibilityAnswers(of: unique, environment: environment, cached, at: time, rewrite: atNow),
-        environment: environment, cached)
+        environment: environment, cached, at: time)
     var response = Substatus_V1_CheckEligibilityResponse()
     response.asOfMs = time
     response.users.reserveCapacity(request.queries.count)

@@ -127,16 +127,19 @@ extension SubstatusService {
   /// each user restricted to the original transactions routed to that user.
   func routeByOriginalTransaction(
     appID: String, environment: SubscriptionDomain.Environment, transactions: [SubscriptionDomain.Transaction],
-    renewalInfos: [RenewalInfo], renewalInfoSnapshot: RenewalInfoSnapshot? = nil
+    renewalInfos: [RenewalInfo], renewalInfoSnapshot: RenewalInfoSnapshot? = nil, policy: EligibilityPolicy? = nil
   ) async throws(RPCError) -> [UserPurchases] {
     var byUser: [String: UserPurchases] = [:]
     var found = Set<String>()
+    var tokens: [String: String] = [:]
+    for t in transactions { if let token = t.appAccountToken { tokens[t.originalTransactionId] = token } }
     func route(_ otid: String) async throws(RPCError) -> [String] {
       let users = try await stored { () throws(StoreError) in
         try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
       }
       found.formUnion(users)
-      return users.isEmpty ? [Self.unclaimedUserID(originalTransactionId: otid)] : users
+      return users.isEmpty
+        ? [Self.firstHolder(originalTransactionId: otid, appAccountToken: tokens[otid], policy: policy)] : users
     }
     for t in transactions {
       for user in try await route(t.originalTransactionId) {

@@ -10,12 +10,13 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import Synchronization
+import SubstatusMetrics
 
 /// Counts V2 notification types this build does not know, for `/metrics`
 /// (`substatus_unknown_notification_types_total{type=...}`). The label set is bounded: a type
 /// that is not plain upper-case ASCII (letters, digits, `_`, at most 64 bytes), or any type after
 /// the first ``maxTypes`` distinct ones, is counted as `other`.
-public final class NotificationTypeMetrics: Sendable {
+public final class NotificationTypeMetrics: MetricsSource, Sendable {
   /// The most distinct type labels, `other` included.
   public static let maxTypes = 32
   private let counts = Mutex<[String: UInt64]>([:])
@@ -37,16 +38,15 @@ public final class NotificationTypeMetrics: Sendable {
     }
   }
 
-  /// The counters in the Prometheus text format.
-  public func prometheusText() -> String {
+  /// The counters as a metric family (`substatus_unknown_notification_types_total`, by type).
+  public func metricFamilies() -> [MetricFamily] {
     let c = counts.withLock { $0 }
-    var out =
-      "# HELP substatus_unknown_notification_types_total V2 notifications of a type this build does not know, kept and answered 200.\n"
-      + "# TYPE substatus_unknown_notification_types_total counter\n"
-    for (type, n) in c.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_unknown_notification_types_total{type=\"\(type)\"} \(n)\n"
-    }
-    return out
+    return [
+      .labelled(
+        "substatus_unknown_notification_types_total",
+        "V2 notifications of a type this build does not know, kept and answered 200.", .counter, label: "type",
+        c.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) })
+    ]
   }
 }
 

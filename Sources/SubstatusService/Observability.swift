@@ -4,57 +4,34 @@ import RPCCore
 import Synchronization
 import SubstatusClock
 import SubstatusJSON
+import SubstatusMetrics
 import SubscriptionDomain
 
 /// Prometheus metrics of the service: RPCs by method and status with latency histograms, store
 /// ingest counts, upstream verifyReceipt calls by status, eligibility answers, notifications,
-/// background refreshes and the Server API reconciler's passes.
+/// background refreshes and the Server API reconciler's passes. It also holds the process's
+/// ``MetricsRegistry``: the other components' families come first in ``prometheusText()``.
 public final class ServiceMetrics: Sendable {
-  static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+  /// The latency buckets of the RPC and verifyReceipt histograms.
+  static let buckets = HistogramBuckets.latencySeconds
 
-  struct Histogram {
-    var counts = [UInt64](repeating: 0, count: ServiceMetrics.buckets.count)
-    var sum = 0.0
-    var count: UInt64 = 0
-
-    mutating func observe(_ seconds: Double) {
-      // In place: the buckets from the first that holds `seconds` on.
-      counts.withUnsafeMutableBufferPointer { counts in
-        var i = counts.count
-        while i > 0, seconds <= ServiceMetrics.buckets[i - 1] { i -= 1 }
-        for k in i..<counts.count { counts[k] += 1 }
-      }
-      sum += seconds
-      count += 1
-    }
-  }
-
-  /// The counts of one method (or protocol) by gRPC status, indexed by the code's value.
-  struct CodeCounts {
-    static let codeCount = 17
-    var counts = [UInt64](repeating: 0, count: CodeCounts.codeCount)
-
-    /// The codes counted at least once, by their names, sorted by name.
-    var byName: [(code: String, count: UInt64)] {
-      counts.indices.compactMap { i in
-        counts[i] > 0 ? RPCError.Code(rawValue: i).map { ($0.description, counts[i]) } : nil
-      }.sorted { $0.code < $1.code }
-    }
-  }
+  /// The gRPC status codes, by their value: the slots of a ``BoundedCounts`` by code.
+  static let codeNames: [String] = (0..<17).map { RPCError.Code(rawValue: $0)?.description ?? "\($0)" }
 
   /// What one method's calls add up to.
   struct MethodCounters {
-    var codes = CodeCounts()
-    var latency = Histogram()
+    var codes = BoundedCounts(values: ServiceMetrics.codeNames)
+    var latency = HistogramValues(ServiceMetrics.buckets)
   }
 
   struct State {
     // One lookup by method per call (the codes and the histogram are in the entry), and the
     // protocol's counts by index: no dictionary of code names to hash into.
     var rpcs: [String: MethodCounters] = [:]  // method
-    var rpcsByProtocol = [CodeCounts](repeating: CodeCounts(), count: RPCProtocol.allCases.count)
+    var rpcsByProtocol = [BoundedCounts](
+      repeating: BoundedCounts(values: ServiceMetrics.codeNames), count: RPCProtocol.allCases.count)
     var upstream: [String: UInt64] = [:]
-    var upstreamLatency = Histogram()
+    var upstreamLatency = HistogramValues(ServiceMetrics.buckets)
     var ingestedTransactions: UInt64 = 0
     var unknownOwnership: UInt64 = 0
     var eligibilityUsers: UInt64 = 0
@@ -66,18 +43,21 @@ public final class ServiceMetrics: Sendable {
     var reconcilerUsersSynced: UInt64 = 0
     var reconcilerFailures: UInt64 = 0
     var revocationSyncs: [String: UInt64] = [:]
+    var appAccountTokenWrites: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
-  private let sources = Mutex<[@Sendable () -> String]>([])
+  /// The other components' metrics (the transport, the stores, the listeners), shown before the
+  /// service's own.
+  public let registry = MetricsRegistry()
 
   /// Empty metrics.
   public init() {}
 
-  /// Adds the metrics of another component (the gRPC transport's limits), in the Prometheus text
-  /// format, to ``prometheusText()``.
-  public func addSource(_ source: @escaping @Sendable () -> String) {
-    sources.withLock { $0.append(source) }
+  /// Adds the metrics of another component (the gRPC transport's limits), read at each scrape,
+  /// to ``prometheusText()``.
+  public func addSource(_ source: @escaping @Sendable () -> [MetricFamily]) {
+    registry.register(source)
   }
 
   /// Each protocol's index in `rpcsByProtocol` (`RPCProtocol.allCases` builds an array on each use).
@@ -87,7 +67,7 @@ public final class ServiceMetrics: Sendable {
   /// call), its code and latency counted in place, nothing allocated.
   func rpc(method: String, code: RPCError.Code, seconds: Double, rpcProtocol: RPCProtocol = .grpc) {
     let protocolIndex = Self.protocols.firstIndex(of: rpcProtocol) ?? 0
-    let codeIndex = min(max(code.rawValue, 0), CodeCounts.codeCount - 1)
+    let codeIndex = min(max(code.rawValue, 0), Self.codeNames.count - 1)
     state.withLock { s in
       let index: Dictionary<String, MethodCounters>.Index
       if let found = s.rpcs.index(forKey: method) {
@@ -96,9 +76,9 @@ public final class ServiceMetrics: Sendable {
         s.rpcs[method] = MethodCounters()
         index = s.rpcs.index(forKey: method)!
       }
-      s.rpcs.values[index].codes.counts[codeIndex] += 1
+      s.rpcs.values[index].codes.add(at: codeIndex)
       s.rpcs.values[index].latency.observe(seconds)
-      s.rpcsByProtocol[protocolIndex].counts[codeIndex] += 1
+      s.rpcsByProtocol[protocolIndex].add(at: codeIndex)
     }
   }
 
@@ -146,79 +126,79 @@ public final class ServiceMetrics: Sendable {
 
   /// A Server API sync after a V2 REFUND or REVOKE ended with `outcome`.
   func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+  func appAccountTokenWrite(outcome: String) { state.withLock { $0.appAccountTokenWrites[outcome, default: 0] += 1 } }
 
-  /// The metrics in the Prometheus text exposition format (version 0.0.4).
-  public func prometheusText() -> String {
+  /// The registered components' families, then the service's own.
+  public func metricFamilies() -> [MetricFamily] { registry.families() + ownFamilies() }
+
+  /// Every family in the Prometheus text exposition format (version 0.0.4).
+  public func prometheusText() -> String { PrometheusText.render(metricFamilies()) }
+
+  /// The service's own families.
+  func ownFamilies() -> [MetricFamily] {
     let s = state.withLock { $0 }
-    var out = sources.withLock { $0 }.map { $0() }.joined()
     let cut = StatusBounds.cutCounts
-    out += "# HELP substatus_status_cut_total Status messages and details cut to their bounds (README \"Limits\").\n"
-    out += "# TYPE substatus_status_cut_total counter\n"
-    out += "substatus_status_cut_total{part=\"message\"} \(cut.messages)\nsubstatus_status_cut_total{part=\"details\"} \(cut.details)\n"
-    out += "# HELP substatus_rpcs_total RPCs handled, by method and gRPC status.\n# TYPE substatus_rpcs_total counter\n"
     let methods = s.rpcs.sorted(by: { $0.key < $1.key })
-    for (method, counters) in methods {
-      for (code, n) in counters.codes.byName {
-        out += "substatus_rpcs_total{method=\"\(method)\",code=\"\(code)\"} \(n)\n"
-      }
+    let protocols = Self.protocols.indices.map { (Self.protocols[$0].rawValue, s.rpcsByProtocol[$0]) }
+      .sorted(by: { $0.0 < $1.0 })
+    func byOutcome(_ name: String, _ help: String, _ label: String, _ counts: [String: UInt64]) -> MetricFamily {
+      .labelled(name, help, .counter, label: label, counts.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) })
     }
-    out += "# HELP substatus_rpcs_by_protocol_total RPCs handled, by protocol (grpc, grpc-web, connect) and gRPC status.\n# TYPE substatus_rpcs_by_protocol_total counter\n"
-    let protocols = RPCProtocol.allCases.indices.map { (RPCProtocol.allCases[$0].rawValue, s.rpcsByProtocol[$0]) }
-    for (rpcProtocol, codes) in protocols.sorted(by: { $0.0 < $1.0 }) {
-      for (code, n) in codes.byName {
-        out += "substatus_rpcs_by_protocol_total{protocol=\"\(rpcProtocol)\",code=\"\(code)\"} \(n)\n"
-      }
-    }
-    out += "# HELP substatus_rpc_duration_seconds RPC latency, by method.\n# TYPE substatus_rpc_duration_seconds histogram\n"
-    for (method, counters) in methods {
-      out += histogram("substatus_rpc_duration_seconds", "method=\"\(method)\",", counters.latency)
-    }
-    out += "# HELP substatus_upstream_verify_receipt_total verifyReceipt calls, by Apple status.\n# TYPE substatus_upstream_verify_receipt_total counter\n"
-    for (status, n) in s.upstream.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_upstream_verify_receipt_total{status=\"\(status)\"} \(n)\n"
-    }
-    out += "# HELP substatus_upstream_verify_receipt_duration_seconds verifyReceipt latency.\n# TYPE substatus_upstream_verify_receipt_duration_seconds histogram\n"
-    out += histogram("substatus_upstream_verify_receipt_duration_seconds", "", s.upstreamLatency)
-    out += "# HELP substatus_ingested_transactions_total Transactions written to the store.\n# TYPE substatus_ingested_transactions_total counter\n"
-    out += "substatus_ingested_transactions_total \(s.ingestedTransactions)\n"
-    out += "# HELP substatus_unknown_ownership_transactions_total Transactions received with an inAppOwnershipType this build does not know (stored as given, treated as purchased).\n# TYPE substatus_unknown_ownership_transactions_total counter\n"
-    out += "substatus_unknown_ownership_transactions_total \(s.unknownOwnership)\n"
-    out += "# HELP substatus_eligibility_users_total Users answered by CheckEligibility.\n# TYPE substatus_eligibility_users_total counter\n"
-    out += "substatus_eligibility_users_total \(s.eligibilityUsers)\n"
-    out += "# HELP substatus_eligibility_answers_total User x product answers of CheckEligibility.\n# TYPE substatus_eligibility_answers_total counter\n"
-    out += "substatus_eligibility_answers_total \(s.eligibilityItems)\n"
-    out += "# HELP substatus_notifications_total App Store notifications received, by outcome.\n# TYPE substatus_notifications_total counter\n"
-    for (outcome, n) in s.notifications.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_notifications_total{outcome=\"\(outcome)\"} \(n)\n"
-    }
-    out += "# HELP substatus_receipt_refreshes_total Background receipt refreshes, by outcome.\n# TYPE substatus_receipt_refreshes_total counter\n"
-    for (outcome, n) in s.refreshes.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_receipt_refreshes_total{outcome=\"\(outcome)\"} \(n)\n"
-    }
-    out += "# HELP substatus_reconciler_runs_total Passes of the Server API reconciler over every app.\n# TYPE substatus_reconciler_runs_total counter\n"
-    out += "substatus_reconciler_runs_total \(s.reconcilerRuns)\n"
-    out += "# HELP substatus_reconciler_notifications_total Notifications found in Apple's notification history by the reconciler.\n# TYPE substatus_reconciler_notifications_total counter\n"
-    out += "substatus_reconciler_notifications_total \(s.reconcilerNotifications)\n"
-    out += "# HELP substatus_reconciler_users_synced_total Users synced from the App Store Server API by the reconciler.\n# TYPE substatus_reconciler_users_synced_total counter\n"
-    out += "substatus_reconciler_users_synced_total \(s.reconcilerUsersSynced)\n"
-    out += "# HELP substatus_reconciler_failures_total Reconciliations of an app and environment that failed (the next pass covers the span again).\n# TYPE substatus_reconciler_failures_total counter\n"
-    out += "substatus_reconciler_failures_total \(s.reconcilerFailures)\n"
-    out += "# HELP substatus_revocation_syncs_total Server API syncs triggered by V2 REFUND and REVOKE, by outcome.\n# TYPE substatus_revocation_syncs_total counter\n"
-    for (outcome, n) in s.revocationSyncs.sorted(by: { $0.key < $1.key }) {
-      out += "substatus_revocation_syncs_total{outcome=\"\(outcome)\"} \(n)\n"
-    }
-    return out
-  }
-
-  private func histogram(_ name: String, _ labels: String, _ h: Histogram) -> String {
-    var out = ""
-    for (i, b) in ServiceMetrics.buckets.enumerated() {
-      out += "\(name)_bucket{\(labels)le=\"\(b)\"} \(h.counts[i])\n"
-    }
-    out += "\(name)_bucket{\(labels)le=\"+Inf\"} \(h.count)\n"
-    let trimmed = labels.isEmpty ? "" : "{\(labels.dropLast())}"
-    out += "\(name)_sum\(trimmed) \(h.sum)\n\(name)_count\(trimmed) \(h.count)\n"
-    return out
+    return [
+      .labelled(
+        "substatus_status_cut_total", "Status messages and details cut to their bounds (README \"Limits\").",
+        .counter, label: "part", [("message", cut.messages), ("details", cut.details)]),
+      MetricFamily(
+        name: "substatus_rpcs_total", help: "RPCs handled, by method and gRPC status.", type: .counter,
+        samples: methods.flatMap { method, counters in
+          counters.codes.nonZeroSortedByValue.map { .value([("method", method), ("code", $0.0)], .unsigned($0.1)) }
+        }),
+      MetricFamily(
+        name: "substatus_rpcs_by_protocol_total",
+        help: "RPCs handled, by protocol (grpc, grpc-web, connect) and gRPC status.", type: .counter,
+        samples: protocols.flatMap { rpcProtocol, codes in
+          codes.nonZeroSortedByValue.map { .value([("protocol", rpcProtocol), ("code", $0.0)], .unsigned($0.1)) }
+        }),
+      MetricFamily(
+        name: "substatus_rpc_duration_seconds", help: "RPC latency, by method.", type: .histogram,
+        samples: methods.map { .histogram([("method", $0.key)], $0.value.latency.snapshot) }),
+      byOutcome(
+        "substatus_upstream_verify_receipt_total", "verifyReceipt calls, by Apple status.", "status", s.upstream),
+      MetricFamily(
+        name: "substatus_upstream_verify_receipt_duration_seconds", help: "verifyReceipt latency.", type: .histogram,
+        samples: [.histogram([], s.upstreamLatency.snapshot)]),
+      .counter(
+        "substatus_ingested_transactions_total", "Transactions written to the store.", s.ingestedTransactions),
+      .counter(
+        "substatus_unknown_ownership_transactions_total",
+        "Transactions received with an inAppOwnershipType this build does not know (stored as given, treated as purchased).",
+        s.unknownOwnership),
+      .counter("substatus_eligibility_users_total", "Users answered by CheckEligibility.", s.eligibilityUsers),
+      .counter("substatus_eligibility_answers_total", "User x product answers of CheckEligibility.", s.eligibilityItems),
+      byOutcome(
+        "substatus_notifications_total", "App Store notifications received, by outcome.", "outcome", s.notifications),
+      byOutcome(
+        "substatus_receipt_refreshes_total", "Background receipt refreshes, by outcome.", "outcome", s.refreshes),
+      .counter(
+        "substatus_reconciler_runs_total", "Passes of the Server API reconciler over every app.", s.reconcilerRuns),
+      .counter(
+        "substatus_reconciler_notifications_total",
+        "Notifications found in Apple's notification history by the reconciler.", s.reconcilerNotifications),
+      .counter(
+        "substatus_reconciler_users_synced_total", "Users synced from the App Store Server API by the reconciler.",
+        s.reconcilerUsersSynced),
+      .counter(
+        "substatus_reconciler_failures_total",
+        "Reconciliations of an app and environment that failed (the next pass covers the span again).",
+        s.reconcilerFailures),
+      byOutcome(
+        "substatus_revocation_syncs_total", "Server API syncs triggered by V2 REFUND and REVOKE, by outcome.",
+        "outcome", s.revocationSyncs),
+      byOutcome(
+        "substatus_app_account_token_writes_total",
+        "Set App Account Token calls after purchase sharing transfers, by outcome (ok, failed, not_uuid, no_key).",
+        "outcome", s.appAccountTokenWrites),
+    ]
   }
 }
 

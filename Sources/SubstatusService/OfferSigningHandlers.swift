@@ -9,7 +9,9 @@ import SubstatusWire
 // MARK: EligibilityService.SignPromotionalOffer and SignIntroductoryOfferEligibility
 //
 // Both answer only an eligible user: the user's history is evaluated by the same evaluator
-// CheckEligibility uses (`evaluate(_:_:at:)` then `eligibility(for:)`), at the server's now.
+// CheckEligibility uses (`evaluate(_:_:at:)` then `eligibility(for:)`), at the server's now, and
+// a new customer whose Apple Account Apple answered is NEW_CUSTOMER_VERIFIED as there (rule 24,
+// `verifyingNewCustomers`).
 
 extension SubstatusService {
   public func signPromotionalOffer(_ request: Substatus_V1_SignPromotionalOfferRequest, _ context: ServerContext) async throws -> Substatus_V1_SignPromotionalOfferResponse {
@@ -126,8 +128,9 @@ extension SubstatusService {
         try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
       }, cached
     ).owned(at: now)
-    let evaluation = evaluate(history, cached, at: now)
-    guard let answer = evaluation.eligibility(for: [productID]).first else {
+    let answers = try await verifyingNewCustomers(
+      [userID: evaluate(history, cached, at: now).eligibilityAnswers], environment: environment, cached, at: now)
+    guard let answer = answers[userID]?.eligibility(for: [productID]).first else {
       throw RPCError(code: .internal, message: "the evaluator gave no answer for \(ErrorText.quoted(productID))")
     }
     return (key, privateKey, nonce, now, history, answer)

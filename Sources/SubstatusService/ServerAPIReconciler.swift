@@ -256,7 +256,10 @@ public final class ServerAPIReconciler: Sendable {
           try await service.store.users(appId: appId, environment: environment, originalTransactionId: transaction.originalTransactionId)
         }
         do {
-          for user in users.isEmpty ? [SubstatusService.unclaimedUserID(originalTransactionId: transaction.originalTransactionId)] : users where !synced.contains(user) {
+          let first = SubstatusService.firstHolder(
+            originalTransactionId: transaction.originalTransactionId, appAccountToken: transaction.appAccountToken,
+            policy: cached.app.policy)
+          for user in users.isEmpty ? [first] : users where !synced.contains(user) {
             _ = try await service.syncHistory(
               cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
               fullResync: false, submission: false)

@@ -308,7 +308,8 @@ extension SubstatusService {
       return rejectedNotification(error, appID: appID)
     }
     let updates = try await routeByOriginalTransaction(
-      appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos)
+      appID: appID, environment: environment, transactions: transactions, renewalInfos: renewalInfos,
+      policy: cached.app.policy)
     let id = "v2:" + notification.notificationUUID
     let written = try await applyNotification(appID: appID, id: id, receivedMs: now, updates: updates)
     let applied = written != nil

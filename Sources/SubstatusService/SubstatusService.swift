@@ -9,6 +9,7 @@ import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusServiceAPI
 import SubstatusWire
+import SubstatusMetrics
 
 /// The substatus API: the handlers of every service in `Protos/substatus/v1`, over a ``Store``.
 ///
@@ -119,17 +120,14 @@ public final class SubstatusService: Sendable {
     self.eventMetrics = eventMetrics
     self.webhookDispatcher = webhookDispatcher
     let workingSetBudget = self.workingSetBudget
-    metrics.addSource { eventMetrics.prometheusText() + workingSetBudget.prometheusText() }
+    metrics.registry.register(eventMetrics)
+    metrics.registry.register(workingSetBudget)
     eventMetrics.setWebhookLimits(limits.webhooks)
-    if let webhookDispatcher { metrics.addSource { webhookDispatcher.prometheusText() } }
-    let serverAPILimiter = appStoreServerAPI.rateLimiter
-    metrics.addSource { serverAPILimiter.prometheusText() }
-    let summaryMetrics = self.summaryMetrics
-    metrics.addSource { summaryMetrics.prometheusText() }
-    let consumptionMetrics = self.consumptionMetrics
-    metrics.addSource { consumptionMetrics.prometheusText() }
-    let notificationTypeMetrics = self.notificationTypeMetrics
-    metrics.addSource { notificationTypeMetrics.prometheusText() }
+    if let webhookDispatcher { metrics.registry.register(webhookDispatcher) }
+    metrics.registry.register(appStoreServerAPI.rateLimiter)
+    metrics.registry.register(summaryMetrics)
+    metrics.registry.register(notificationTypeMetrics)
+    metrics.registry.register(consumptionMetrics)
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

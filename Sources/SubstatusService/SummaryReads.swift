@@ -4,6 +4,7 @@
 // at "now" their summaries are rewritten (compare-and-set: never over a newer write's).
 import RPCCore
 import Synchronization
+import SubstatusMetrics
 import SubscriptionDomain
 import SubscriptionStorage
 
@@ -41,7 +42,7 @@ enum SummaryFallback: Int, CaseIterable, Sendable {
 }
 
 /// Counters of the summary read path, for `/metrics`.
-final class SummaryMetrics: Sendable {
+final class SummaryMetrics: MetricsSource, Sendable {
   private let hits = Atomic<Int>(0)
   /// Per ``SummaryFallback``'s raw value (fallbacks are the rare case: a lock will do).
   private let fallbackCounts = Mutex([Int](repeating: 0, count: SummaryFallback.allCases.count))
@@ -62,27 +63,22 @@ final class SummaryMetrics: Sendable {
   /// The hits (tests).
   var hitCount: Int { hits.load(ordering: .relaxed) }
 
-  func prometheusText() -> String {
-    var out = """
-      # HELP substatus_summary_hits_total Users answered from their stored summary (CheckEligibility, GetStatus, GetEntitlements).
-      # TYPE substatus_summary_hits_total counter
-      substatus_summary_hits_total \(hits.load(ordering: .relaxed))
-      # HELP substatus_summary_fallbacks_total Users answered from their history instead, by reason.
-      # TYPE substatus_summary_fallbacks_total counter
-
-      """
+  func metricFamilies() -> [MetricFamily] {
     let counts = fallbackCounts.withLock { $0 }
-    for reason in SummaryFallback.allCases {
-      out += "substatus_summary_fallbacks_total{reason=\"\(reason.label)\"} \(counts[reason.rawValue])\n"
-    }
-    out += """
-      # HELP substatus_summary_rewrites_total Summaries the read path rewrote after a fallback, by outcome (refused: a write came in between).
-      # TYPE substatus_summary_rewrites_total counter
-      substatus_summary_rewrites_total{outcome="stored"} \(rewrites.load(ordering: .relaxed))
-      substatus_summary_rewrites_total{outcome="refused"} \(refusedRewrites.load(ordering: .relaxed))
-
-      """
-    return out
+    return [
+      .counter(
+        "substatus_summary_hits_total",
+        "Users answered from their stored summary (CheckEligibility, GetStatus, GetEntitlements).",
+        hits.load(ordering: .relaxed)),
+      .labelled(
+        "substatus_summary_fallbacks_total", "Users answered from their history instead, by reason.", .counter,
+        label: "reason", SummaryFallback.allCases.map { ($0.label, counts[$0.rawValue]) }),
+      .labelled(
+        "substatus_summary_rewrites_total",
+        "Summaries the read path rewrote after a fallback, by outcome (refused: a write came in between).", .counter,
+        label: "outcome",
+        [("stored", rewrites.load(ordering: .relaxed)), ("refused", refusedRewrites.load(ordering: .relaxed))]),
+    ]
   }
 }
 

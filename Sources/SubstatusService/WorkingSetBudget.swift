@@ -1,5 +1,6 @@
 import RPCCore
 import Synchronization
+import SubstatusMetrics
 import SubstatusWire
 
 /// The memory that calls in flight may hold at once, by estimate (`--max-working-set-bytes`,
@@ -24,7 +25,7 @@ import SubstatusWire
 /// guard budget.reserve(estimate) else { throw WorkingSetBudget.refusal }
 /// defer { budget.release(estimate) }
 /// ```
-public final class WorkingSetBudget: Sendable {
+public final class WorkingSetBudget: MetricsSource, Sendable {
   /// The most bytes reserved at once; `Int.max` when unlimited.
   public let limitBytes: Int
   private let reserved = Atomic<Int>(0)
@@ -104,28 +105,24 @@ public final class WorkingSetBudget: Sendable {
     return error
   }()
 
-  /// Prometheus text: the bytes reserved, the limit, the peak, and the reservations granted and
-  /// refused.
-  public func prometheusText() -> String {
+  /// The bytes reserved, the limit, the peak, and the reservations granted and refused, as metric
+  /// families.
+  public func metricFamilies() -> [MetricFamily] {
     let limit = limitBytes == .max ? 0 : limitBytes
-    return """
-      # HELP substatus_working_set_reserved_bytes Estimated working set of the calls in flight, reserved before the store is read (--max-working-set-bytes).
-      # TYPE substatus_working_set_reserved_bytes gauge
-      substatus_working_set_reserved_bytes \(reservedBytes)
-      # HELP substatus_working_set_limit_bytes The most working set reserved at once (0: unlimited).
-      # TYPE substatus_working_set_limit_bytes gauge
-      substatus_working_set_limit_bytes \(limit)
-      # HELP substatus_working_set_peak_bytes The most working set reserved at once since the start.
-      # TYPE substatus_working_set_peak_bytes gauge
-      substatus_working_set_peak_bytes \(peakBytes)
-      # HELP substatus_working_set_admitted_total Calls that reserved their estimated working set.
-      # TYPE substatus_working_set_admitted_total counter
-      substatus_working_set_admitted_total \(admittedCount)
-      # HELP substatus_working_set_refused_total Calls refused with RESOURCE_EXHAUSTED because the working-set budget was full.
-      # TYPE substatus_working_set_refused_total counter
-      substatus_working_set_refused_total \(refusedCount)
-
-      """
+    return [
+      .gauge(
+        "substatus_working_set_reserved_bytes",
+        "Estimated working set of the calls in flight, reserved before the store is read (--max-working-set-bytes).",
+        reservedBytes),
+      .gauge("substatus_working_set_limit_bytes", "The most working set reserved at once (0: unlimited).", limit),
+      .gauge(
+        "substatus_working_set_peak_bytes", "The most working set reserved at once since the start.", peakBytes),
+      .counter(
+        "substatus_working_set_admitted_total", "Calls that reserved their estimated working set.", admittedCount),
+      .counter(
+        "substatus_working_set_refused_total",
+        "Calls refused with RESOURCE_EXHAUSTED because the working-set budget was full.", refusedCount),
+    ]
   }
 }
 

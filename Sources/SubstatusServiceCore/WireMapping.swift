@@ -137,6 +137,8 @@ extension EligibilityPolicy {
     p.promoScope = promoScope == .app ? .app : .group
     p.purchaseSharing = purchaseSharing.wire
     p.eraseOnRescindConsent = eraseOnRescindConsent
+    p.purchaseSharingSandbox = purchaseSharingSandbox?.wire ?? .unspecified
+    p.appAccountTokenIsUserID = appAccountTokenIsUserId
     if let paid = paidAppEntitlement {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
@@ -150,7 +152,9 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent", "consumption_policy",
+      "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent",
+      "purchase_sharing_sandbox", "app_account_token_is_user_id", "consumption_policy",
+      "paid_app_entitlement_id", "paid_app_before",
     ]
     var paidApp = false
     let fields = mask.isEmpty ? all : mask
@@ -168,6 +172,13 @@ extension EligibilityPolicy {
         }
       case "purchase_sharing", "purchaseSharing":
         out.purchaseSharing = try PurchaseSharing(wire: wire.purchaseSharing)
+      case "app_account_token_is_user_id", "appAccountTokenIsUserId":
+        out.appAccountTokenIsUserId = wire.appAccountTokenIsUserID
+      case "purchase_sharing_sandbox", "purchaseSharingSandbox":
+        // UNSPECIFIED: the sandbox follows `purchase_sharing`.
+        out.purchaseSharingSandbox =
+          wire.purchaseSharingSandbox == .unspecified
+          ? nil : try PurchaseSharing(wire: wire.purchaseSharingSandbox, field: "policy.purchase_sharing_sandbox")
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
       case "erase_on_rescind_consent", "eraseOnRescindConsent": out.eraseOnRescindConsent = wire.eraseOnRescindConsent
       case "consumption_policy", "consumptionPolicy":
@@ -188,16 +199,18 @@ extension PurchaseSharing {
     case .share: .share
     case .transfer: .transfer
     case .keepFirst: .keepFirst
+    case .transferIfNoActive: .transferIfNoActive
     }
   }
 
-  /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `policy.purchase_sharing`.
-  package init(wire: Substatus_V1_PurchaseSharing) throws(RPCError) {
+  /// UNSPECIFIED is SHARE; an unknown value is INVALID_ARGUMENT naming `field`.
+  package init(wire: Substatus_V1_PurchaseSharing, field: String = "policy.purchase_sharing") throws(RPCError) {
     switch wire {
     case .share, .unspecified: self = .share
     case .transfer: self = .transfer
     case .keepFirst: self = .keepFirst
-    case .UNRECOGNIZED(let v): throw invalidArgument("policy.purchase_sharing", "unknown value \(v)")
+    case .transferIfNoActive: self = .transferIfNoActive
+    case .UNRECOGNIZED(let v): throw invalidArgument(field, "unknown value \(v)")
     }
   }
 }

@@ -130,6 +130,10 @@ public enum StoreContract {
     case purchaseSharingPolicyChange
     /// purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns
     case purchaseSharingEvents
+    /// purchase sharing TRANSFER_IF_NO_ACTIVE: the latest submitter takes it only when no owner is entitled by it at that instant
+    case purchaseSharingTransferIfNoActive
+    /// purchase sharing: the sandbox override applies to sandbox data only
+    case purchaseSharingSandbox
     /// summaries: written with each write at its time for the app's catalog and policy, read for many users at once, deleted by erasure
     case summaryWrites
     /// summaries: a read path's rewrite is stored only while no write came since its read, never over a newer write's nor for an erased user
@@ -193,6 +197,8 @@ public enum StoreContract {
       case .purchaseSharingAssigned: "purchase sharing TRANSFER never moves an ASSIGNED original transaction: the first submitter keeps it"
       case .purchaseSharingPolicyChange: "purchase sharing: a policy change affects later submissions only, and the app stays tracked"
       case .purchaseSharingEvents: "purchase sharing events: a transfer gives both users OWNERSHIP_TRANSFERRED in its commit, with deterministic ids; events follow what each user owns"
+      case .purchaseSharingTransferIfNoActive: "purchase sharing TRANSFER_IF_NO_ACTIVE: the latest submitter takes it only when no owner is entitled by it at that instant; otherwise refused as KEEP_FIRST"
+      case .purchaseSharingSandbox: "purchase sharing: the sandbox override applies to sandbox data only (production transfers while sandbox shares); unset, the sandbox follows production"
       case .summaryWrites: "summaries: written with each write at its time for the app's catalog and policy, read for many users at once, deleted by erasure"
       case .summaryRewriteRace: "summaries: a read path's rewrite is stored only while no write came since its read, never over a newer write's nor for an erased user"
       case .summaryProperty: "summaries: after random writes every stored summary answers as the history at every instant of its window"
@@ -249,6 +255,8 @@ public enum StoreContract {
     case .purchaseSharingAssigned: try await purchaseSharingAssigned(store)
     case .purchaseSharingPolicyChange: try await purchaseSharingPolicyChange(store)
     case .purchaseSharingEvents: try await purchaseSharingEvents(store)
+    case .purchaseSharingTransferIfNoActive: try await purchaseSharingTransferIfNoActive(store)
+    case .purchaseSharingSandbox: try await purchaseSharingSandbox(store)
     case .summaryWrites: try await summaryWrites(store)
     case .summaryRewriteRace: try await summaryRewriteRace(store)
     case .summaryProperty: try await summaryProperty(store)

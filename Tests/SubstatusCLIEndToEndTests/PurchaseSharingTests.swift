@@ -12,7 +12,7 @@ struct PurchaseSharingTests {
   /// The fixture receipt's original transactions: premium (1000), pro (2000), coins (3000), lifetime (4000).
   static let originals = ["1000", "2000", "3000", "4000"]
 
-  @Test("share, transfer, keep-first: two accounts restore the same receipt in either order")
+  @Test("share, transfer, keep-first, transfer-if-no-active: two accounts restore the same receipt in either order")
   func restoreUnderEachPolicy() async throws {
     let answer = [UInt8](try Data(contentsOf: URL(fileURLWithPath: fixture("verify_receipt.json"))))
     let apple = try HTTPServer(configuration: HTTPServerConfiguration(host: "127.0.0.1", port: 0)) { _ in .json(answer) }
@@ -65,7 +65,7 @@ struct PurchaseSharingTests {
     }
 
     var n = 0
-    for policy in ["share", "transfer", "keep-first"] {
+    for policy in ["share", "transfer", "keep-first", "transfer-if-no-active"] {
       for (first, second) in [("alice", "bob"), ("bob", "alice")] {
         n += 1
         let app = try #require(
@@ -104,6 +104,15 @@ struct PurchaseSharingTests {
           #expect(try await intro(app, second) == .introAlreadyUsed)
           let moved = try #require(restoredSecond.asOfMs > 0 ? String(restoredSecond.asOfMs) : nil)
           #expect(try await status(app, first, asOf: moved).1 == [])
+        case "transfer-if-no-active":
+          // Now the first account is entitled by the lifetime purchase (4000) only: that one is
+          // refused, as under keep-first; the expired subscriptions and the consumable move.
+          #expect(restoredSecond.refusedOriginalTransactions.map(\.originalTransactionID) == ["4000"])
+          #expect(row(human, "4000").prefix(2) == ["4000", "OWNED_BY_ANOTHER_USER"])
+          #expect(try await status(app, first) == (.neverSubscribed, ["lifetime"]))
+          #expect(try await status(app, second) == (.expired, []))
+          #expect(try await status(app, first, asOf: asOf) == (.active, ["lifetime", "premium.yearly"]))
+          #expect(try await status(app, second, asOf: asOf) == (.neverSubscribed, []))
         default:
           // Every original transaction is refused to the second account, which stores none.
           #expect(restoredSecond.refusedOriginalTransactions.map(\.originalTransactionID) == Self.originals)
@@ -115,5 +124,18 @@ struct PurchaseSharingTests {
         }
       }
     }
+
+    // The sandbox override: shown while set, `same` clears it.
+    let app = try #require(
+      field(try await ok(["app", "register", "--bundle-id", "com.example.sharing.sandbox"], key: admin), "app id"))
+    let set = try await ok(
+      ["app", "set-policy", app, "--purchase-sharing", "transfer", "--purchase-sharing-sandbox", "share"], key: admin)
+    #expect(field(set, "purchase sharing") == "TRANSFER")
+    #expect(field(set, "purchase sharing (sandbox)") == "SHARE")
+    let cleared = try await ok(["app", "set-policy", app, "--purchase-sharing-sandbox", "same"], key: admin)
+    #expect(field(cleared, "purchase sharing") == "TRANSFER")
+    #expect(field(cleared, "purchase sharing (sandbox)") == nil)
+    let bad = try await cli(["app", "set-policy", app, "--purchase-sharing-sandbox", "lend"], key: admin)
+    #expect(bad.status != 0)
   }
 }

@@ -57,6 +57,11 @@ export function init(context) {
         promoScope: data.get("promoScope"),
         purchaseSharing: data.get("purchaseSharing"),
       },
+      // Only the form's fields: the sandbox override and the paid-app entitlement keep their values.
+      updateMask: [
+        "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope",
+        "purchase_sharing",
+      ],
     });
     await render();
     return "Policy saved.";

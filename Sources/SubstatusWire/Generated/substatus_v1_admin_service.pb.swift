@@ -1017,7 +1017,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `max_paid_periods_set` oneof.
   public enum MaxPaidPeriodsSet: Sendable, Hashable {
-    /// Field `max_paid_periods` (3).
+    /// The subscriber paid at most this many periods in the group.
     case maxPaidPeriods(Int32)
   }
 
@@ -1026,7 +1026,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `max_tenure_days_set` oneof.
   public enum MaxTenureDaysSet: Sendable, Hashable {
-    /// Field `max_tenure_days` (5).
+    /// The subscriber's tenure in the group is at most this many days.
     case maxTenureDays(Int32)
   }
 
@@ -1035,7 +1035,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `intro_used_set` oneof.
   public enum IntroUsedSet: Sendable, Hashable {
-    /// Field `intro_used` (6).
+    /// Whether the subscriber used an introductory offer (free trial or paid) in the group.
     case introUsed(Bool)
   }
 
@@ -1044,7 +1044,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `trial_used_set` oneof.
   public enum TrialUsedSet: Sendable, Hashable {
-    /// Field `trial_used` (7).
+    /// Whether the subscriber used a free trial in the group.
     case trialUsed(Bool)
   }
 
@@ -1053,7 +1053,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `max_promotional_offers_used_set` oneof.
   public enum MaxPromotionalOffersUsedSet: Sendable, Hashable {
-    /// Field `max_promotional_offers_used` (8).
+    /// The subscriber redeemed at most this many promotional offers in the group (0: never).
     case maxPromotionalOffersUsed(Int32)
   }
 
@@ -1062,7 +1062,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `promotional_offer_eligible_set` oneof.
   public enum PromotionalOfferEligibleSet: Sendable, Hashable {
-    /// Field `promotional_offer_eligible` (9).
+    /// Whether the subscriber may redeem a promotional offer in the group now (has subscribed in it).
     case promotionalOfferEligible(Bool)
   }
 
@@ -1071,7 +1071,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `win_back_eligible_set` oneof.
   public enum WinBackEligibleSet: Sendable, Hashable {
-    /// Field `win_back_eligible` (10).
+    /// Whether the subscriber may redeem a win-back offer in the group now (lapsed after paying).
     case winBackEligible(Bool)
   }
 
@@ -1080,7 +1080,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `billing_issue_set` oneof.
   public enum BillingIssueSet: Sendable, Hashable {
-    /// Field `billing_issue` (11).
+    /// Whether the group is in a billing issue now (grace period or billing retry).
     case billingIssue(Bool)
   }
 
@@ -1089,7 +1089,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `refunded_set` oneof.
   public enum RefundedSet: Sendable, Hashable {
-    /// Field `refunded` (12).
+    /// Whether Apple ever refunded a transaction of the subscriber in the group.
     case refunded(Bool)
   }
 
@@ -1098,7 +1098,7 @@ public struct Substatus_V1_RetentionCondition: ProtobufJSONMessage {
 
   /// The members of the `auto_renew_enabled_set` oneof.
   public enum AutoRenewEnabledSet: Sendable, Hashable {
-    /// Field `auto_renew_enabled` (14).
+    /// Whether auto-renewal is on now.
     case autoRenewEnabled(Bool)
   }
 

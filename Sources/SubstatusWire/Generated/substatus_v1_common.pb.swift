@@ -590,6 +590,14 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
   /// original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
   /// OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
   case keepFirst
+  /// The latest submitter has it (as TRANSFER) only when none of its current owners has an active
+  /// entitlement from it at the instant of the submission (the server's clock: the app's catalog and
+  /// policy evaluate that owner's copy of the original transaction, with the submitted data, at that
+  /// instant; a grace period counts, billing retry only where `billing_retry_entitled`). Otherwise
+  /// as KEEP_FIRST: the submission is refused for that original transaction with reason
+  /// OWNED_BY_ANOTHER_USER. The decision is taken at the submission and kept with its time, so
+  /// answers with `as_of_ms` stay exact.
+  case transferIfNoActive
   /// A number this version does not declare, kept so that it survives a round trip.
   case UNRECOGNIZED(Int32)
 
@@ -600,6 +608,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case 1: self = .share
     case 2: self = .transfer
     case 3: self = .keepFirst
+    case 4: self = .transferIfNoActive
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -611,6 +620,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case .share: 1
     case .transfer: 2
     case .keepFirst: 3
+    case .transferIfNoActive: 4
     case .UNRECOGNIZED(let n): n
     }
   }
@@ -622,6 +632,7 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case .share: "PURCHASE_SHARING_SHARE"
     case .transfer: "PURCHASE_SHARING_TRANSFER"
     case .keepFirst: "PURCHASE_SHARING_KEEP_FIRST"
+    case .transferIfNoActive: "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE"
     case .UNRECOGNIZED: nil
     }
   }
@@ -633,12 +644,13 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
     case "PURCHASE_SHARING_SHARE": self = .share
     case "PURCHASE_SHARING_TRANSFER": self = .transfer
     case "PURCHASE_SHARING_KEEP_FIRST": self = .keepFirst
+    case "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE": self = .transferIfNoActive
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst]
+  public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst, .transferIfNoActive]
 }
 
 /// Apple's `deliveryStatus` (https://developer.apple.com/documentation/appstoreserverapi/deliverystatus).
@@ -956,6 +968,20 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// AdminService.DeleteUser does, before their CONSENT_RESCINDED event is logged. Default: false
   /// (the event only).
   public var eraseOnRescindConsent: Bool = false
+
+  /// The purchase sharing applied to the app's sandbox data (environment SANDBOX), so that testers
+  /// can share while production transfers. PURCHASE_SHARING_UNSPECIFIED (the default, and what is
+  /// returned when it is not set): the same as `purchase_sharing`.
+  public var purchaseSharingSandbox: Substatus_V1_PurchaseSharing = Substatus_V1_PurchaseSharing(rawValue: 0)
+
+  /// When true, a transaction first seen through an App Store Server Notification V2 or the App
+  /// Store Server API (the reconciler's history sync), i.e. one no user of the app holds yet, whose
+  /// `appAccountToken` is set belongs to the app user whose `user_id` is that UUID in lower case (the
+  /// convention app SDKs use when they pass the user's id as the purchase's app account token), so a
+  /// purchase made outside the app reaches that user. When false (the default), or without a token,
+  /// such a transaction is kept apart until a user submits it. Data already held by a user keeps
+  /// going to its holders.
+  public var appAccountTokenIsUserID: Bool = false
 
   /// A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
   /// `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
@@ -1406,7 +1432,7 @@ extension Substatus_V1_Commitment {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 7, 10, 11, 9])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 7, 6, 8, 10, 11, 9])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1416,9 +1442,11 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     promoScope = r.enumeration(3)
     purchaseSharing = r.enumeration(4)
     eraseOnRescindConsent = r.bool(5)
-    paidAppEntitlementID = try r.string(6)
-    paidAppBefore = try r.string(7)
-    consumptionPolicy = try r.message(8, Substatus_V1_ConsumptionPolicy.self)
+    purchaseSharingSandbox = r.enumeration(6)
+    appAccountTokenIsUserID = r.bool(7)
+    paidAppEntitlementID = try r.string(8)
+    paidAppBefore = try r.string(9)
+    consumptionPolicy = try r.message(10, Substatus_V1_ConsumptionPolicy.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1428,9 +1456,11 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.enumeration(3, promoScope)
     w.enumeration(4, purchaseSharing)
     w.bool(5, eraseOnRescindConsent)
-    w.string(6, paidAppEntitlementID)
-    w.string(7, paidAppBefore)
-    w.message(8, consumptionPolicy)
+    w.enumeration(6, purchaseSharingSandbox)
+    w.bool(7, appAccountTokenIsUserID)
+    w.string(8, paidAppEntitlementID)
+    w.string(9, paidAppBefore)
+    w.message(10, consumptionPolicy)
   }
 }
 
@@ -1444,6 +1474,8 @@ extension Substatus_V1_EligibilityPolicy {
     if !(self.promoScope.rawValue == 0) { o.append("promoScope", self.promoScope.jsonValue) }
     if !(self.purchaseSharing.rawValue == 0) { o.append("purchaseSharing", self.purchaseSharing.jsonValue) }
     if !(!self.eraseOnRescindConsent) { o.append("eraseOnRescindConsent", .bool(self.eraseOnRescindConsent)) }
+    if !(self.purchaseSharingSandbox.rawValue == 0) { o.append("purchaseSharingSandbox", self.purchaseSharingSandbox.jsonValue) }
+    if !(!self.appAccountTokenIsUserID) { o.append("appAccountTokenIsUserId", .bool(self.appAccountTokenIsUserID)) }
     if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
     if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
     if let v = self.consumptionPolicy { o.append("consumptionPolicy", v.jsonValue()) }
@@ -1469,6 +1501,10 @@ extension Substatus_V1_EligibilityPolicy {
         self.purchaseSharing = try ProtoJSON.enumeration(value, "purchaseSharing", Substatus_V1_PurchaseSharing.self)
       case "eraseOnRescindConsent", "erase_on_rescind_consent":
         self.eraseOnRescindConsent = try ProtoJSON.bool(value, "eraseOnRescindConsent")
+      case "purchaseSharingSandbox", "purchase_sharing_sandbox":
+        self.purchaseSharingSandbox = try ProtoJSON.enumeration(value, "purchaseSharingSandbox", Substatus_V1_PurchaseSharing.self)
+      case "appAccountTokenIsUserId", "app_account_token_is_user_id":
+        self.appAccountTokenIsUserID = try ProtoJSON.bool(value, "appAccountTokenIsUserId")
       case "paidAppEntitlementId", "paid_app_entitlement_id":
         self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
       case "paidAppBefore", "paid_app_before":

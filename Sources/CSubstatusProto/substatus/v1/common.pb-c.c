@@ -663,7 +663,7 @@ const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
   (ProtobufCMessageInit) substatus__v1__commitment__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[9] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[11] =
 {
   {
     "refunds_block_intro",
@@ -726,12 +726,36 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "purchase_sharing_sandbox",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, purchase_sharing_sandbox),
+    &substatus__v1__purchase_sharing__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "erase_on_rescind_consent",
     7,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_BOOL,
     0,   /* quantifier_offset */
     offsetof(Substatus__V1__EligibilityPolicy, erase_on_rescind_consent),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "app_account_token_is_user_id",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, app_account_token_is_user_id),
     NULL,
     NULL,
     0,             /* flags */
@@ -775,22 +799,22 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
   },
 };
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
+  7,   /* field[7] = app_account_token_is_user_id */
   2,   /* field[2] = billing_retry_entitled */
-  6,   /* field[6] = consumption_policy */
-  5,   /* field[5] = erase_on_rescind_consent */
+  8,   /* field[8] = consumption_policy */
+  6,   /* field[6] = erase_on_rescind_consent */
   1,   /* field[1] = lapsed_subscribers_get_intro */
-  8,   /* field[8] = paid_app_before */
-  7,   /* field[7] = paid_app_entitlement_id */
+  10,   /* field[10] = paid_app_before */
+  9,   /* field[9] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
+  5,   /* field[5] = purchase_sharing_sandbox */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[3 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 7, 5 },
-  { 9, 6 },
-  { 0, 9 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -800,10 +824,10 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  9,
+  11,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  3,  substatus__v1__eligibility_policy__number_ranges,
+  1,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1847,21 +1871,23 @@ const ProtobufCEnumDescriptor substatus__v1__promo_scope__descriptor =
   substatus__v1__promo_scope__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue substatus__v1__purchase_sharing__enum_values_by_number[4] =
+static const ProtobufCEnumValue substatus__v1__purchase_sharing__enum_values_by_number[5] =
 {
   { "PURCHASE_SHARING_UNSPECIFIED", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED", 0 },
   { "PURCHASE_SHARING_SHARE", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_SHARE", 1 },
   { "PURCHASE_SHARING_TRANSFER", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER", 2 },
   { "PURCHASE_SHARING_KEEP_FIRST", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST", 3 },
+  { "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE", "SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE", 4 },
 };
 static const ProtobufCIntRange substatus__v1__purchase_sharing__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex substatus__v1__purchase_sharing__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex substatus__v1__purchase_sharing__enum_values_by_name[5] =
 {
   { "PURCHASE_SHARING_KEEP_FIRST", 3 },
   { "PURCHASE_SHARING_SHARE", 1 },
   { "PURCHASE_SHARING_TRANSFER", 2 },
+  { "PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE", 4 },
   { "PURCHASE_SHARING_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor substatus__v1__purchase_sharing__descriptor =
@@ -1871,9 +1897,9 @@ const ProtobufCEnumDescriptor substatus__v1__purchase_sharing__descriptor =
   "PurchaseSharing",
   "Substatus__V1__PurchaseSharing",
   "substatus.v1",
-  4,
+  5,
   substatus__v1__purchase_sharing__enum_values_by_number,
-  4,
+  5,
   substatus__v1__purchase_sharing__enum_values_by_name,
   1,
   substatus__v1__purchase_sharing__value_ranges,

@@ -1116,42 +1116,72 @@ struct  Substatus__V1__RetentionCondition
   char **billing_plan_types;
   Substatus__V1__RetentionCondition__MaxPaidPeriodsSetCase max_paid_periods_set_case;
   union {
+    /*
+     * The subscriber paid at most this many periods in the group.
+     */
     int32_t max_paid_periods;
   };
   Substatus__V1__RetentionCondition__MaxTenureDaysSetCase max_tenure_days_set_case;
   union {
+    /*
+     * The subscriber's tenure in the group is at most this many days.
+     */
     int32_t max_tenure_days;
   };
   Substatus__V1__RetentionCondition__IntroUsedSetCase intro_used_set_case;
   union {
+    /*
+     * Whether the subscriber used an introductory offer (free trial or paid) in the group.
+     */
     protobuf_c_boolean intro_used;
   };
   Substatus__V1__RetentionCondition__TrialUsedSetCase trial_used_set_case;
   union {
+    /*
+     * Whether the subscriber used a free trial in the group.
+     */
     protobuf_c_boolean trial_used;
   };
   Substatus__V1__RetentionCondition__MaxPromotionalOffersUsedSetCase max_promotional_offers_used_set_case;
   union {
+    /*
+     * The subscriber redeemed at most this many promotional offers in the group (0: never).
+     */
     int32_t max_promotional_offers_used;
   };
   Substatus__V1__RetentionCondition__PromotionalOfferEligibleSetCase promotional_offer_eligible_set_case;
   union {
+    /*
+     * Whether the subscriber may redeem a promotional offer in the group now (has subscribed in it).
+     */
     protobuf_c_boolean promotional_offer_eligible;
   };
   Substatus__V1__RetentionCondition__WinBackEligibleSetCase win_back_eligible_set_case;
   union {
+    /*
+     * Whether the subscriber may redeem a win-back offer in the group now (lapsed after paying).
+     */
     protobuf_c_boolean win_back_eligible;
   };
   Substatus__V1__RetentionCondition__BillingIssueSetCase billing_issue_set_case;
   union {
+    /*
+     * Whether the group is in a billing issue now (grace period or billing retry).
+     */
     protobuf_c_boolean billing_issue;
   };
   Substatus__V1__RetentionCondition__RefundedSetCase refunded_set_case;
   union {
+    /*
+     * Whether Apple ever refunded a transaction of the subscriber in the group.
+     */
     protobuf_c_boolean refunded;
   };
   Substatus__V1__RetentionCondition__AutoRenewEnabledSetCase auto_renew_enabled_set_case;
   union {
+    /*
+     * Whether auto-renewal is on now.
+     */
     protobuf_c_boolean auto_renew_enabled;
   };
 };

@@ -322,7 +322,17 @@ typedef enum _Substatus__V1__PurchaseSharing {
    * original transaction only, with an ItemError of code FAILED_PRECONDITION and reason
    * OWNED_BY_ANOTHER_USER; nothing of it is stored for that user, the rest of the request is.
    */
-  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST = 3
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_KEEP_FIRST = 3,
+  /*
+   * The latest submitter has it (as TRANSFER) only when none of its current owners has an active
+   * entitlement from it at the instant of the submission (the server's clock: the app's catalog and
+   * policy evaluate that owner's copy of the original transaction, with the submitted data, at that
+   * instant; a grace period counts, billing retry only where `billing_retry_entitled`). Otherwise
+   * as KEEP_FIRST: the submission is refused for that original transaction with reason
+   * OWNED_BY_ANOTHER_USER. The decision is taken at the submission and kept with its time, so
+   * answers with `as_of_ms` stay exact.
+   */
+  SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_TRANSFER_IF_NO_ACTIVE = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__PURCHASE_SHARING)
 } Substatus__V1__PurchaseSharing;
 /*
@@ -537,6 +547,22 @@ struct  Substatus__V1__EligibilityPolicy
    */
   protobuf_c_boolean erase_on_rescind_consent;
   /*
+   * The purchase sharing applied to the app's sandbox data (environment SANDBOX), so that testers
+   * can share while production transfers. PURCHASE_SHARING_UNSPECIFIED (the default, and what is
+   * returned when it is not set): the same as `purchase_sharing`.
+   */
+  Substatus__V1__PurchaseSharing purchase_sharing_sandbox;
+  /*
+   * When true, a transaction first seen through an App Store Server Notification V2 or the App
+   * Store Server API (the reconciler's history sync), i.e. one no user of the app holds yet, whose
+   * `appAccountToken` is set belongs to the app user whose `user_id` is that UUID in lower case (the
+   * convention app SDKs use when they pass the user's id as the purchase's app account token), so a
+   * purchase made outside the app reaches that user. When false (the default), or without a token,
+   * such a transaction is kept apart until a user submits it. Data already held by a user keeps
+   * going to its holders.
+   */
+  protobuf_c_boolean app_account_token_is_user_id;
+  /*
    * A paid app turned subscription (docs/architecture.md rule 24): the named entitlement (an
    * `entitlement_id` of the app's entitlements) that users whose Apple Account got the app before
    * `paid_app_before` have, with no end, from their AppTransaction's original purchase date on
@@ -560,7 +586,7 @@ struct  Substatus__V1__EligibilityPolicy
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
 
 
 /*

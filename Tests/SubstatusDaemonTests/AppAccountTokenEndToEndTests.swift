@@ -1,0 +1,142 @@
+import Foundation
+import SubstatusJSON
+import SubstatusProcessTestKit
+import SubstatusWire
+import Testing
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Rule 26 (docs/architecture.md "Domain rules"), with appstore-sim, substatusd and the `substatus`
+/// CLI as processes: a purchase made outside the app reaches, through Apple's V2 notification
+/// alone, the app user its `appAccountToken` names when the app's policy says so (and not
+/// otherwise); a purchase sharing TRANSFER writes the new owner's token back to the simulator with
+/// Set App Account Token.
+@Suite(.serialized) struct AppAccountTokenEndToEndTests {
+  /// The value of a `key  value` line of the CLI's human report.
+  static func field(_ output: String, _ key: String) -> String? {
+    for line in output.split(separator: "\n") where line.hasPrefix(key + "  ") {
+      return line.dropFirst(key.count).trimmingCharacters(in: .whitespaces)
+    }
+    return nil
+  }
+
+  /// The `appAccountToken` of each of `user`'s transactions at the simulated App Store, read from
+  /// the signed transactions the simulator hands to the user's devices.
+  static func tokens(_ sim: RunningSimulator, bundle: String, user: String) async throws -> [String] {
+    let signed = try await sim.get("/control/apps/\(bundle)/users/\(user)/signed-transactions")
+    return try (signed["signed_transactions"]?.arrayValue ?? []).compactMap(\.stringValue).map { jws in
+      let parts = jws.split(separator: ".")
+      var text = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+      while text.count % 4 != 0 { text += "=" }
+      let payload = try JSONValue(parsing: Array(try #require(Data(base64Encoded: text))))
+      return payload["appAccountToken"]?.stringValue ?? ""
+    }
+  }
+
+  @Test func aPurchaseMadeOutsideTheAppReachesTheUserItsTokenNamesAndATransferWritesTheTokenBack() async throws {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let rootPath = scratch.appendingPathComponent("root.pem").path
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
+    defer { sim.stop() }
+    let daemon = try await RunningDaemon(
+      extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0", "--reconcile-interval", "0"])
+    defer { daemon.abandon() }
+    let client = try DaemonClient(daemon)
+    defer { client.transport.close() }
+    _ = try await sim.post("/control/clock/set", ["now_ms": Int64(Date().timeIntervalSince1970 * 1000) - 1_000])
+
+    var tenant = Substatus_V1_CreateTenantRequest()
+    tenant.name = "tokens"
+    let admin = try await client.call(Substatus_V1_TenantService.createTenant, tenant, key: daemon.operatorKey).adminKey
+    func cli(_ arguments: [String]) async throws -> String {
+      let (code, out, err) = try await run(
+        try builtExecutable("substatus"), arguments + ["--addr", daemon.grpc, "--key", admin, "--timeout", "10"])
+      #expect(code == 0, "substatus \(arguments.joined(separator: " ")): \(err)")
+      return out
+    }
+    func state(_ app: String, _ user: String) async throws -> Substatus_V1_SubscriptionState {
+      let response = try Substatus_V1_GetStatusResponse(jsonString: try await cli(["status", app, user, "--json"]))
+      return response.groups.first { $0.subscriptionGroupID == "pro" }?.state ?? .unspecified
+    }
+    /// An app registered with the CLI, its catalog, its key at the simulator, the given policy flags.
+    func app(_ bundle: String, appleAppID: Int64, policy: [String]) async throws -> String {
+      let registered = try await cli(["app", "register", "--bundle-id", bundle, "--apple-app-id", String(appleAppID)])
+      let app = try #require(Self.field(registered, "app id"), "\(registered)")
+      var put = Substatus_V1_PutProductsRequest()
+      put.appID = app
+      var product = Substatus_V1_Product()
+      product.productID = "pro.monthly"
+      product.type = .autoRenewable
+      product.subscriptionGroupID = "pro"
+      product.duration = "P1M"
+      put.products = [product]
+      _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+      try await client.linkServerAPI(
+        of: sim, daemon: daemon, admin: admin, appID: app, bundleID: bundle, appleAppID: appleAppID,
+        keyID: "TOKENKEY0\(appleAppID % 10)")
+      if !policy.isEmpty { _ = try await cli(["app", "set-policy", app] + policy) }
+      return app
+    }
+
+    let named = try await app(
+      "com.example.token.on", appleAppID: 6_400_000_261,
+      policy: ["--app-account-token-is-user-id", "true", "--purchase-sharing", "transfer"])
+    #expect(Self.field(try await cli(["app", "show", named]), "app account token is user id") == "true")
+    let plain = try await app("com.example.token.off", appleAppID: 6_400_000_262, policy: [])
+    #expect(Self.field(try await cli(["app", "show", plain]), "app account token is user id") == "false")
+
+    // carol buys pro.monthly outside the apps (an offer code at the App Store, say), each purchase
+    // with the token of an app user; substatusd hears of them only from Apple's notifications.
+    let carol = UUID().uuidString.uppercased()
+    let dave = UUID().uuidString.uppercased()
+    _ = try await sim.post("/control/users", ["user_id": "carol", "environment": "production"])
+    for (bundle, token) in [("com.example.token.on", carol), ("com.example.token.off", dave)] {
+      _ = try await sim.post(
+        "/control/apps/\(bundle)/users/carol/purchase", ["product_id": "pro.monthly", "app_account_token": token])
+    }
+    try await sim.drain()
+    #expect(try await state(named, carol.lowercased()) == .active)
+    #expect(try await state(plain, dave.lowercased()) == .neverSubscribed)
+    #expect(try await state(named, carol) == .neverSubscribed)  // the id is the token in lower case
+
+    // carol restores her purchase under another account, a UUID too: TRANSFER moves it, and the
+    // new owner's token is written back to Apple.
+    let phone = UUID().uuidString.lowercased()
+    let storeKit = try await sim.get("/control/apps/com.example.token.on/users/carol/signed-transactions")
+    var submit = Substatus_V1_SubmitSignedTransactionsRequest()
+    submit.appID = named
+    submit.userID = phone
+    submit.signedTransactions = storeKit["signed_transactions"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    try #require(!submit.signedTransactions.isEmpty)
+    #expect(try await Self.tokens(sim, bundle: "com.example.token.on", user: "carol") == [carol.lowercased()])
+    _ = try await client.call(Substatus_V1_IngestService.submitSignedTransactions, submit, key: admin)
+    #expect(try await state(named, phone) == .active)
+    #expect(try await state(named, carol.lowercased()) == .neverSubscribed)
+    let written = try await waitUntil(timeout: .seconds(20), every: .milliseconds(100)) {
+      try await Self.tokens(sim, bundle: "com.example.token.on", user: "carol") == [phone]
+    }
+    let carried = try await Self.tokens(sim, bundle: "com.example.token.on", user: "carol")
+    #expect(written, "the simulator's transactions still carry \(carried)")
+    if !written {
+      let (_, log) = await daemon.stop()
+      Issue.record("substatusd's log of the write:\n\(log.split(separator: "\n").filter { $0.contains("account token") }.joined(separator: "\n"))")
+      return
+    }
+    var request = URLRequest(url: try #require(URL(string: "http://\(daemon.http)/metrics")))
+    request.httpMethod = "GET"
+    let metrics = String(decoding: try await URLSession.shared.data(for: request).0, as: UTF8.self)
+    #expect(metrics.contains(#"substatus_app_account_token_writes_total{outcome="ok"} 1"#), "\(metrics)")
+
+    // A restore by an account whose id is not a UUID moves the purchase but writes nothing.
+    submit.userID = "carol-tablet"
+    _ = try await client.call(Substatus_V1_IngestService.submitSignedTransactions, submit, key: admin)
+    #expect(try await state(named, "carol-tablet") == .active)
+    #expect(try await Self.tokens(sim, bundle: "com.example.token.on", user: "carol") == [phone])
+    let (exitStatus, _) = await daemon.stop()
+    #expect(exitStatus == 0)
+  }
+}
