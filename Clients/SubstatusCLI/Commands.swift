@@ -88,10 +88,13 @@ let commandTable: [CommandSpec] = [
       OptionSpec(
         name: "--paid-app-before", value: "YYYY-MM-DD|VERSION",
         help: "the AppTransaction's original purchase day or version the entitlement needs to be before"),
+      OptionSpec(
+        name: "--consumption-policy", value: "FILE.json|-",
+        help: "how Apple's refund requests are answered: a ConsumptionPolicy in proto3 JSON (empty: none)"),
     ],
     summary: "change the app's eligibility policy (only the fields given)",
     details:
-      "BOOL is true or false. At least one flag is needed; the others keep their values.\n--purchase-sharing: share (every submitter has it, the default), transfer (the latest\nsubmitter has it from then on), keep-first (the first keeps it; later submitters are refused\nit with OWNED_BY_ANOTHER_USER), transfer-if-no-active (transfer, unless an owner still has an\nactive entitlement from it: then as keep-first). It applies to later submissions only.\n--purchase-sharing-sandbox: the same choices for sandbox data (testers can share while production\ntransfers); same (the default) follows --purchase-sharing."),
+      "BOOL is true or false. At least one flag is needed; the others keep their values.\n--purchase-sharing: share (every submitter has it, the default), transfer (the latest\nsubmitter has it from then on), keep-first (the first keeps it; later submitters are refused\nit with OWNED_BY_ANOTHER_USER), transfer-if-no-active (transfer, unless an owner still has an\nactive entitlement from it: then as keep-first). It applies to later submissions only.\n--purchase-sharing-sandbox: the same choices for sandbox data (testers can share while production\ntransfers); same (the default) follows --purchase-sharing.\n--consumption-policy: for example {\"customerConsented\":true,\"sampleContentProvided\":false,\n\"deliveryStatus\":\"CONSUMPTION_DELIVERY_STATUS_DELIVERED\",\"refundPreference\":\"REFUND_PREFERENCE_DECLINE\"};\nthe server answers each refund request with it (and the share of the period used) within\nApple's 12 hours, with the app's In-App Purchase key."),
   CommandSpec(
     words: ["product", "put"], positionals: ["APP"],
     options: [
@@ -345,10 +348,26 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
       policy.paidAppBefore = paidBefore ?? ""
       mask += ["paid_app_entitlement_id", "paid_app_before"]
     }
+    if let path = context.parsed.value("--consumption-policy") {
+      if !path.isEmpty {
+        let bytes = try context.read(path, what: "the consumption policy")
+        do throws(WireError) {
+          guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw WireError(code: .invalidJSON, message: "not UTF-8 text")
+          }
+          policy.consumptionPolicy = try Substatus_V1_ConsumptionPolicy(jsonString: text)
+        } catch {
+          throw UsageError(
+            message: "\(path == "-" ? "standard input" : path) is not a ConsumptionPolicy in proto3 JSON: \(error.message)",
+            command: command.name)
+        }
+      }
+      mask.append("consumption_policy")
+    }
     guard !mask.isEmpty else {
       throw UsageError(
         message:
-          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --purchase-sharing-sandbox, --erase-on-rescind-consent, --app-account-token-is-user-id, --paid-app-entitlement",
+          "give at least one of --refunds-block-intro, --lapsed-subscribers-get-intro, --billing-retry-entitled, --promo-scope, --purchase-sharing, --purchase-sharing-sandbox, --erase-on-rescind-consent, --app-account-token-is-user-id, --paid-app-entitlement, --consumption-policy",
         command: command.name)
     }
     var request = Substatus_V1_SetPolicyRequest()
@@ -740,6 +759,17 @@ private func appFields(_ report: inout Report, _ app: Substatus_V1_App) {
       fields.append(("paid app entitlement", "\(policy.paidAppEntitlementID) before \(policy.paidAppBefore)"))
     }
     if policy.eraseOnRescindConsent { fields.append(("erase on rescind consent", "true")) }
+    if let consumption = policy.consumptionPolicy {
+      var answer = [
+        "consent " + String(consumption.customerConsented),
+        Format.name(consumption.deliveryStatus, prefix: "CONSUMPTION_DELIVERY_STATUS_"),
+        "sample " + String(consumption.sampleContentProvided),
+      ]
+      if consumption.refundPreference != .unspecified {
+        answer.append(Format.name(consumption.refundPreference, prefix: "REFUND_PREFERENCE_"))
+      }
+      fields.append(("consumption policy", answer.joined(separator: ", ")))
+    }
   }
   report.fields(fields)
 }

@@ -91,6 +91,9 @@ enum EventExport {
     Column(name: "previous_product_id") { $0.previousProductID },
     Column(name: "previous_user_id") { $0.previousUserID },
     Column(name: "ownership") { enumCell($0.ownership, prefix: "OWNERSHIP_TYPE_") },
+    Column(name: "consumption_body") { $0.consumptionBody },
+    Column(name: "consumption_detail") { $0.consumptionDetail },
+    Column(name: "refund_request_reason") { $0.refundRequestReason },
   ]
 
   /// The header line.

@@ -397,9 +397,11 @@ struct ConsumptionAnswer: Sendable {
 /// https://developer.apple.com/documentation/appstoreserverapi/refundpreference,
 /// https://developer.apple.com/documentation/appstoreserverapi/consumptionpercentage):
 /// `customerConsented` must be `true` (else `InvalidCustomerConsentedError`), `sampleContentProvided`
-/// a Boolean, `deliveryStatus` one of Apple's values, `consumptionPercentage` 0...100000 milliunits
-/// and absent for an auto-renewable subscription with `GRANT_PRORATED` (Apple computes it),
-/// above 0 for another product with `GRANT_PRORATED`; `refundPreference` one of Apple's values.
+/// a Boolean, `deliveryStatus` one of Apple's values, `refundPreference` one of Apple's values;
+/// `consumptionPercentage` 0...100000 milliunits, never for an auto-renewable subscription (Apple
+/// computes it from elapsed time: `ConsumptionPercentageAutoRenewableSubscriptionError`), 0 when
+/// `deliveryStatus` is not `DELIVERED` (`UndeliveredConsumptionPercentageNonZeroError`), and with
+/// `GRANT_PRORATED` required for another product, above 0 and below 100000.
 func validateConsumptionRequest(_ body: JSONObject, productType: ProductType) throws(ServerAPIError) {
   guard body["customerConsented"]?.boolValue == true else { throw .invalidCustomerConsented }
   guard body["sampleContentProvided"]?.boolValue != nil else { throw .invalidSampleContentProvided }
@@ -421,10 +423,9 @@ func validateConsumptionRequest(_ body: JSONObject, productType: ProductType) th
     guard let percentage = value.int64Value, (0...100_000).contains(percentage) else {
       throw .invalidConsumptionPercentage
     }
-    if productType == .autoRenewable && preference == "GRANT_PRORATED" {
-      throw .invalidConsumptionPercentage
-    }
-    if preference == "GRANT_PRORATED" && percentage == 0 { throw .invalidConsumptionPercentage }
+    if productType == .autoRenewable { throw .consumptionPercentageAutoRenewableSubscription }
+    if status != "DELIVERED" && percentage != 0 { throw .undeliveredConsumptionPercentageNonZero }
+    if preference == "GRANT_PRORATED" && !(1..<100_000).contains(percentage) { throw .invalidConsumptionPercentage }
   } else if preference == "GRANT_PRORATED" && productType != .autoRenewable {
     throw .invalidConsumptionPercentage
   }
@@ -456,6 +457,15 @@ extension ServerAPIError {
   /// No dedicated code in Apple's library for these: the general bad request.
   static let invalidConsumptionPercentage = ServerAPIError(
     httpStatus: 400, errorCode: 4_000_000, errorMessage: "Invalid consumptionPercentage.")
+  /// `ConsumptionPercentageAutoRenewableSubscriptionError` and
+  /// `UndeliveredConsumptionPercentageNonZeroError` (API 1.19): Apple's pages name the errors but
+  /// not their numeric codes, which Apple's libraries do not list either; the general bad request.
+  static let consumptionPercentageAutoRenewableSubscription = ServerAPIError(
+    httpStatus: 400, errorCode: 4_000_000,
+    errorMessage: "consumptionPercentage is unsupported for auto-renewable subscription transactions.")
+  static let undeliveredConsumptionPercentageNonZero = ServerAPIError(
+    httpStatus: 400, errorCode: 4_000_000,
+    errorMessage: "consumptionPercentage must be 0 for the provided deliveryStatus.")
   static let invalidRefundPreference = ServerAPIError(
     httpStatus: 400, errorCode: 4_000_000, errorMessage: "Invalid refundPreference.")
   static let invalidProductID = ServerAPIError(

@@ -194,6 +194,9 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
   /// (rule 25). Default `false`: the `CONSENT_RESCINDED` event only. It changes no evaluation, so
   /// ``SummaryFingerprint`` leaves it out.
   public var eraseOnRescindConsent: Bool = false
+  /// How refund requests are answered (rule 27); `nil`: they are not. It changes no evaluation,
+  /// so ``SummaryFingerprint`` leaves it out.
+  public var consumptionPolicy: ConsumptionPolicy? = nil
 
   /// The scope of promotional-offer eligibility.
   public enum PromoScope: String, Sendable, Hashable, Codable, CaseIterable {
@@ -234,7 +237,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case refundsBlockIntro, lapsedSubscribersGetIntro, billingRetryEntitled, promoScope
-    case purchaseSharing, paidAppEntitlement, eraseOnRescindConsent, purchaseSharingSandbox, appAccountTokenIsUserId
+    case purchaseSharing, paidAppEntitlement, eraseOnRescindConsent, purchaseSharingSandbox, appAccountTokenIsUserId, consumptionPolicy
   }
 
   /// Decodes a stored policy; one stored before purchase sharing existed has ``PurchaseSharing/share``.
@@ -249,6 +252,7 @@ public struct EligibilityPolicy: Sendable, Hashable, Codable {
     eraseOnRescindConsent = try c.decodeIfPresent(Bool.self, forKey: .eraseOnRescindConsent) ?? false
     purchaseSharingSandbox = try c.decodeIfPresent(PurchaseSharing.self, forKey: .purchaseSharingSandbox)
     appAccountTokenIsUserId = try c.decodeIfPresent(Bool.self, forKey: .appAccountTokenIsUserId) ?? false
+    consumptionPolicy = try c.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumptionPolicy)
   }
 
   /// The defaults of docs/architecture.md rule 10.

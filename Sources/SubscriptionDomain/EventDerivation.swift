@@ -531,7 +531,7 @@ public struct EventDerivation: Sendable {
     case .refunded, .familyAccessRevoked: 4
     case .refundReversed: 5
     case .autoRenewDisabled, .autoRenewEnabled: 6
-    case .ownershipTransferred: 7
+    case .ownershipTransferred, .consumptionInfoSent, .consumptionInfoFailed, .consumptionInfoNotSent: 7
     case .subscriptionExtended, .consentRescinded, .appleNotification: 8
     case .commitmentStarted, .commitmentRenewed, .commitmentEnded: 9
     case .retentionOffered: 10

@@ -50,6 +50,12 @@ public enum SubscriptionEventType: String, Sendable, Hashable, Codable, CaseIter
   case commitmentRenewed = "COMMITMENT_RENEWED"
   /// A commitment ended (the subscription lapsed, or renewed into a period billed up front).
   case commitmentEnded = "COMMITMENT_ENDED"
+  /// The server answered Apple's refund request by Send Consumption Information (rule 27).
+  case consumptionInfoSent = "CONSUMPTION_INFO_SENT"
+  /// The server could not answer a refund request (Apple refused, or the 12 hours passed).
+  case consumptionInfoFailed = "CONSUMPTION_INFO_FAILED"
+  /// The server did not answer a refund request, on purpose (``SubscriptionEvent/consumptionDetail``).
+  case consumptionInfoNotSent = "CONSUMPTION_INFO_NOT_SENT"
   /// Apple asked the app's retention endpoint what to show a subscriber about to cancel, and it
   /// answered (``SubscriptionEvent/retention``); never derived from purchase data.
   case retentionOffered = "RETENTION_OFFERED"
@@ -140,6 +146,13 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
   /// The 12-month commitment the event's transaction is a billing period of (k of n, its end;
   /// never ``CommitmentStatus/willRenew``); `nil` outside one (rule 22).
   public var commitment: CommitmentStatus? = nil
+  /// For ``SubscriptionEventType/consumptionInfoSent``: the JSON body Apple accepted.
+  public var consumptionBody: String? = nil
+  /// For ``SubscriptionEventType/consumptionInfoFailed`` and
+  /// ``SubscriptionEventType/consumptionInfoNotSent``: why (a lower-case word, then details).
+  public var consumptionDetail: String? = nil
+  /// For the consumption events: Apple's `consumptionRequestReason`, when given.
+  public var refundRequestReason: String? = nil
   /// For ``SubscriptionEventType/retentionOffered``: what was answered, and which rule decided.
   public var retention: RetentionOfferRecord? = nil
 

@@ -13,9 +13,11 @@ extension PayloadCodec {
   /// Format 4 appends the notification type and subtype (rule 25); older payloads have none.
   /// Format 5 appends the commitment (k, n, its end); older payloads have none.
   /// Format 6 appends the retention answer (`RETENTION_OFFERED`); older payloads have none.
-  package static let eventFormat: UInt8 = 6
+  /// Format 7 appends the refund request's answer (rule 27): the consumption body, detail and
+  /// Apple's request reason; older payloads have none.
+  package static let eventFormat: UInt8 = 7
   /// Stored properties the event layout covers (checked against the type by a test).
-  package static let eventFieldCount = 26
+  package static let eventFieldCount = 29
 
   /// Encodes an event.
   package static func encode(_ e: SubscriptionEvent) -> [UInt8] {
@@ -55,6 +57,10 @@ extension PayloadCodec {
       w.string(retention.messageIdentifier)
       w.string(retention.offeredId)
     }
+    // Format 7: the refund request's answer.
+    w.string(e.consumptionBody)
+    w.string(e.consumptionDetail)
+    w.string(e.refundRequestReason)
     return w.bytes
   }
 
@@ -110,6 +116,11 @@ extension PayloadCodec {
     if format >= 6, let kind = try value(RetentionAnswerKind.self, r.optionalString(), "retention answer") {
       e.retention = RetentionOfferRecord(
         kind: kind, ruleId: try r.optionalString(), messageIdentifier: try r.string(), offeredId: try r.optionalString())
+    }
+    if format >= 7 {
+      e.consumptionBody = try r.optionalString()
+      e.consumptionDetail = try r.optionalString()
+      e.refundRequestReason = try r.optionalString()
     }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored event has trailing bytes") }
     return e

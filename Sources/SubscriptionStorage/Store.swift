@@ -260,5 +260,5 @@ public struct IngestSummary: Sendable, Hashable {
 ///   ``PurchaseOwnership``'s, never re-implemented.
 public protocol Store:
   TenantStore, AuditStore, CatalogStore, PurchaseStore, ReceiptStore, EventLogStore, WebhookStore, AppAccountStore,
-  ServerAPISyncStore, ErasureStore, NotificationLogStore, RetentionRuleStore
+  ServerAPISyncStore, ErasureStore, NotificationLogStore, RetentionRuleStore, ConsumptionRequestStore
 {}

@@ -296,6 +296,7 @@ enum PostgresSchema {
       sql: "ALTER TABLE apps ADD COLUMN small_business_program BOOLEAN NOT NULL DEFAULT FALSE;"),
     keptNotificationsMigration,
     retentionRulesMigration,
+    consumptionRequestsMigration,
   ]
 
   /// The newest schema version this build knows.

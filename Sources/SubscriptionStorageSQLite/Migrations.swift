@@ -345,6 +345,7 @@ enum Schema {
     smallBusinessProgramMigration,
     keptNotificationsMigration,
     retentionRulesMigration,
+    consumptionRequestsMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it

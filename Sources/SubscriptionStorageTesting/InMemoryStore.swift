@@ -29,6 +29,8 @@ public final class InMemoryStore: Store {
     var keptNotifications = InMemoryNotificationLog()
     /// Each app's retention rules (``RetentionRuleStore``).
     var retentionRules: [String: StoredRetentionRules] = [:]
+    /// Refund requests by [app id, notification id] (``ConsumptionRequestStore``).
+    var consumptionRequests: [[String]: ConsumptionRequest] = [:]
     var reconciliations: [String: Reconciliation] = [:]
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]

@@ -426,7 +426,7 @@ public struct AppStoreServerAPIClient: Sendable {
       }
       if (200..<300).contains(status) {
         rateLimiter.count(.ok)
-        // Some endpoints (Set App Account Token) answer 200 with no body.
+        // Writes answer with no body (Set App Account Token: 200, Send Consumption Information: 202).
         if responseBody.isEmpty { return .null }
         do { return try JSONValue(parsing: responseBody) } catch {
           throw malformed(endpoint, "\(error)")

@@ -216,6 +216,9 @@ public enum SubstatusDaemon {
     if let dispatcher {
       members.append(.init("the webhook dispatcher", dispatcher, stopWithin: dispatcher.configuration.timeout + .seconds(5)))
     }
+    // Refund requests (rule 27): an answer in flight finishes (bounded by the Server API client's
+    // timeout and retries); a claimed request not answered is due again after its lease.
+    members.append(.init("the consumption responder", ConsumptionResponder(service: service), stopWithin: .seconds(60)))
     // A look at the log every second for the watchers (events other instances sharing a
     // PostgreSQL database wrote).
     members.append(.init("the watcher poll", EventSignalPoll(service: service, clock: clock), stopWithin: .seconds(2)))
@@ -291,6 +294,7 @@ extension EventTransitionScheduler: Service {}
 extension WebhookDispatcher: Service {}
 extension ServerAPIReconciler: Service {}
 extension ReceiptRefresher: Service {}
+extension ConsumptionResponder: Service {}
 
 /// The watcher poll: signals the service's `EventSignal` every second of `clock`, so that
 /// `WatchEvents` sees events other instances sharing a PostgreSQL database wrote.

@@ -36,6 +36,9 @@ extension SubscriptionEventType {
     case .commitmentStarted: .commitmentStarted
     case .commitmentRenewed: .commitmentRenewed
     case .commitmentEnded: .commitmentEnded
+    case .consumptionInfoSent: .consumptionInfoSent
+    case .consumptionInfoFailed: .consumptionInfoFailed
+    case .consumptionInfoNotSent: .consumptionInfoNotSent
     case .retentionOffered: .retentionOffered
     }
   }
@@ -133,6 +136,9 @@ extension SubscriptionEvent {
       w.retentionMessageIdentifier = retention.messageIdentifier
       w.retentionOfferedID = retention.offeredId ?? ""
     }
+    w.consumptionBody = consumptionBody ?? ""
+    w.consumptionDetail = consumptionDetail ?? ""
+    w.refundRequestReason = refundRequestReason ?? ""
     return w
   }
 }

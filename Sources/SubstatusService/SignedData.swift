@@ -319,6 +319,9 @@ extension SubstatusService {
       notification, signedPayload: jws, environment: environment, cached: cached, transaction: transactions.first,
       appTransaction: appTransaction, updates: updates, receivedMs: now)
     metrics.notification(outcome: applied ? "applied" : "duplicate")
+    // Rule 27: a refund request to answer (also on a duplicate: the row may be what was lost).
+    try await recordConsumptionRequest(
+      notification, notificationId: id, cached: cached, environment: environment, transactions: transactions)
     var fields: [(String, JSONValue)] = [
       ("app_id", .string(cached.app.appId)), ("version", .integer(2)), ("type", .string(notification.rawNotificationType)),
     ]

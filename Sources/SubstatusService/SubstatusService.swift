@@ -67,6 +67,10 @@ public final class SubstatusService: Sendable {
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
   let revocationSyncs = RevocationSyncScheduler()
+  /// Wakes the ``ConsumptionResponder`` when a refund request is recorded (rule 27).
+  public let consumptionSignal = EventSignal()
+  /// Refund requests recorded and answered, for `/metrics`.
+  public let consumptionMetrics = ConsumptionMetrics()
 
   struct CachedApp {
     var app: AppRecord
@@ -123,6 +127,7 @@ public final class SubstatusService: Sendable {
     metrics.registry.register(appStoreServerAPI.rateLimiter)
     metrics.registry.register(summaryMetrics)
     metrics.registry.register(notificationTypeMetrics)
+    metrics.registry.register(consumptionMetrics)
   }
 
   /// A write appended `count` events to the log (after its commit; `count` 0 when the write

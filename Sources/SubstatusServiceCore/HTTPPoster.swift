@@ -108,7 +108,7 @@ public struct OutboundHTTPPoster: HTTPPoster, HTTPRequester {
     return HTTPPostResponse(status: response.status, body: response.body, duration: response.duration)
   }
 
-  /// The client's method for `name`: POST, PUT (Set App Account Token), otherwise GET.
+  /// The client's method for `name`: POST, PUT (Set App Account Token, Send Consumption Information), otherwise GET.
   static func method(_ name: String) -> OutboundRequest.Method {
     switch name.uppercased() {
     case "POST": .post

@@ -143,6 +143,7 @@ extension EligibilityPolicy {
       p.paidAppEntitlementID = paid.entitlementId
       p.paidAppBefore = PaidAppEntitlement.text(of: paid.before)
     }
+    p.consumptionPolicy = consumptionPolicy?.wire
     return p
   }
 
@@ -152,7 +153,7 @@ extension EligibilityPolicy {
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
       "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent",
-      "purchase_sharing_sandbox", "app_account_token_is_user_id",
+      "purchase_sharing_sandbox", "app_account_token_is_user_id", "consumption_policy",
       "paid_app_entitlement_id", "paid_app_before",
     ]
     var paidApp = false
@@ -180,6 +181,8 @@ extension EligibilityPolicy {
           ? nil : try PurchaseSharing(wire: wire.purchaseSharingSandbox, field: "policy.purchase_sharing_sandbox")
       case "paid_app_entitlement_id", "paidAppEntitlementId", "paid_app_before", "paidAppBefore": paidApp = true
       case "erase_on_rescind_consent", "eraseOnRescindConsent": out.eraseOnRescindConsent = wire.eraseOnRescindConsent
+      case "consumption_policy", "consumptionPolicy":
+        out.consumptionPolicy = try wire.consumptionPolicy.map { (p) throws(RPCError) in try ConsumptionPolicy(wire: p) }
       default:
         throw invalidArgument("update_mask[\(n)]", "unknown policy field \(ErrorText.quoted(f)); known: \(all.joined(separator: ", "))")
       }

@@ -125,6 +125,11 @@ struct ServerAPI2026Tests {
       (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"DELIVERED","refundPreference":"MAYBE"}"#, 400, 4_000_000),
       (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"DELIVERED","refundPreference":"GRANT_PRORATED"}"#, 400, 4_000_000),
       (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"DELIVERED","refundPreference":"GRANT_PRORATED","consumptionPercentage":40000}"#, 202, nil),
+      // GRANT_PRORATED needs a percentage above 0 and below 100000; an undelivered purchase's is 0
+      // (https://developer.apple.com/documentation/appstoreserverapi/consumptionpercentage).
+      (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"DELIVERED","refundPreference":"GRANT_PRORATED","consumptionPercentage":100000}"#, 400, 4_000_000),
+      (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"UNDELIVERED_OTHER","consumptionPercentage":10000}"#, 400, 4_000_000),
+      (#"{"customerConsented":true,"sampleContentProvided":true,"deliveryStatus":"UNDELIVERED_OTHER","consumptionPercentage":0}"#, 202, nil),
     ] as [(String, Int, Int64?)])
   func consumption(body: String, status expected: Int, code: Int64?) async throws {
     let sim = try Sim()
@@ -146,7 +151,7 @@ struct ServerAPI2026Tests {
     await sim.stop()
   }
 
-  @Test("an auto-renewable's GRANT_PRORATED takes no consumptionPercentage (Apple computes it)")
+  @Test("an auto-renewable takes no consumptionPercentage (Apple computes it)")
   func subscriptionProrated() async throws {
     let sim = try Sim()
     let app = "/control/apps/com.example.v2"
@@ -165,6 +170,12 @@ struct ServerAPI2026Tests {
     (status, _, _) = try await api(
       "PUT", sim.base, "/inApps/v2/transactions/consumption/\(id)", token: try key.token(), body: "{\(base)}")
     #expect(status == 202)
+    // Whatever the preference: Apple computes an auto-renewable's percentage itself
+    // (ConsumptionPercentageAutoRenewableSubscriptionError).
+    (status, _, _) = try await api(
+      "PUT", sim.base, "/inApps/v2/transactions/consumption/\(id)", token: try key.token(),
+      body: #"{"customerConsented":true,"sampleContentProvided":false,"deliveryStatus":"DELIVERED","refundPreference":"DECLINE","consumptionPercentage":50000}"#)
+    #expect(status == 400)
     await sim.stop()
   }
 

@@ -145,6 +145,8 @@ public enum StoreContract {
     /// Kept V2 notifications and the users of an Apple Account (rule 25).
     case keptNotifications
     case retentionRules
+    /// Refund requests to answer (rule 27).
+    case consumptionRequests
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -185,6 +187,7 @@ public enum StoreContract {
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
       case .keptNotifications: "kept notifications: once per notificationUUID with their events, in order, paged, bad input refused; an Apple Account's users"
       case .retentionRules: "retention rules: none at first, put and read back per app, replaced whole, unknown app and bad payloads refused"
+      case .consumptionRequests: "refund requests: recorded once per notification, claimed when due under a lease, rescheduled, closed with their events in one commit"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
       case .concurrentClaims: "concurrent claims never hand out the same receipt twice, and together take every due receipt"
@@ -242,6 +245,7 @@ public enum StoreContract {
     case .appAccounts: try await appAccounts(store)
     case .keptNotifications: try await keptNotifications(store)
     case .retentionRules: try await retentionRules(store)
+    case .consumptionRequests: try await consumptionRequests(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

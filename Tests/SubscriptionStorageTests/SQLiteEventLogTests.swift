@@ -115,26 +115,40 @@ struct SQLiteEventLogTests {
     var shared = EventLogContract.event("e1")
     shared.ownershipType = .familyShared
     #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(shared)) == shared)
-    // Each format is the next without its added fields, each absent one a 0 byte: format 6 adds
-    // the retention answer (1), 5 the commitment (3), 4 the notification type and subtype (2), 3
-    // the billing plan, 2 the ownership type.
+    // Each format is the next without its added fields, each absent one a 0 byte: format 7 adds
+    // the refund request's answer (3: consumption body, detail, request reason), 6 the retention
+    // answer (1), 5 the commitment (3), 4 the notification type and subtype (2), 3 the billing
+    // plan, 2 the ownership type.
     var old = EventLogContract.event("e1")
     old.ownershipType = nil
-    var bytes = Array(PayloadCodec.encode(old).dropLast(8))
+    var bytes = Array(PayloadCodec.encode(old).dropLast(11))
     bytes[0] = 1
     #expect(try PayloadCodec.decodeEvent(bytes) == old)
-    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(7))
+    var formatTwo = Array(PayloadCodec.encode(shared).dropLast(10))
     formatTwo[0] = 2
     #expect(try PayloadCodec.decodeEvent(formatTwo) == shared)
-    var formatThree = Array(PayloadCodec.encode(shared).dropLast(6))
+    var formatThree = Array(PayloadCodec.encode(shared).dropLast(9))
     formatThree[0] = 3
     #expect(try PayloadCodec.decodeEvent(formatThree) == shared)
-    var formatFour = Array(PayloadCodec.encode(shared).dropLast(4))
+    var formatFour = Array(PayloadCodec.encode(shared).dropLast(7))
     formatFour[0] = 4
     #expect(try PayloadCodec.decodeEvent(formatFour) == shared)
-    var formatFive = Array(PayloadCodec.encode(shared).dropLast(1))
+    var formatFive = Array(PayloadCodec.encode(shared).dropLast(4))
     formatFive[0] = 5
     #expect(try PayloadCodec.decodeEvent(formatFive) == shared)
+    var formatSix = Array(PayloadCodec.encode(shared).dropLast(3))
+    formatSix[0] = 6
+    #expect(try PayloadCodec.decodeEvent(formatSix) == shared)
+  }
+
+  @Test("rule 27: the consumption fields round-trip (format 7)")
+  func consumptionFields() throws {
+    var sent = EventLogContract.event("e1")
+    sent.type = .consumptionInfoSent
+    sent.consumptionBody = #"{"customerConsented":true}"#
+    sent.consumptionDetail = "rejected: HTTP 400"
+    sent.refundRequestReason = "UNINTENDED_PURCHASE"
+    #expect(try PayloadCodec.decodeEvent(PayloadCodec.encode(sent)) == sent)
   }
 
   @Test("a retention answer round-trips (format 6), with and without a rule and an offered id")

@@ -285,6 +285,7 @@ struct WebhookStoreTests {
         DROP TABLE kept_notifications;
         ALTER TABLE apps DROP COLUMN small_business_program;
         DROP TABLE retention_rules;
+        DROP TABLE consumption_requests;
         DELETE FROM schema_version WHERE version >= 16;
         """)
     }

@@ -80,12 +80,12 @@ struct ExportCommandTests {
       "event_id,cursor,app_id,user_id,environment,type,occurred_ms,occurred,detected_ms,detected,"
         + "subscription_group_id,product_id,transaction_id,original_transaction_id,state_before,state_after,"
         + "offer,offer_id,price_milliunits,currency,expiration_reason,previous_product_id,previous_user_id,"
-        + "ownership\r\n"))
+        + "ownership,consumption_body,consumption_detail,refund_request_reason\r\n"))
     #expect(run.stdout.contains(
       "ev_1,c1,app_1,user-1,PRODUCTION,RENEWED,1767225601000,2026-01-01T00:00:01Z,1767225601005,"
-        + "2026-01-01T00:00:01.005Z,,pro.monthly,,,ACTIVE,ACTIVE,,,,,,,,\r\n"))
-    #expect(run.stdout.contains(",\"pro, \"\"yearly\"\"\nplan\",,,ACTIVE,ACTIVE,,,9990,EUR,,,,\r\n"))
-    #expect(run.stdout.contains(",OWNERSHIP_TRANSFERRED,") && run.stdout.contains(",user-0,PURCHASED\r\n"))
+        + "2026-01-01T00:00:01.005Z,,pro.monthly,,,ACTIVE,ACTIVE,,,,,,,,,,,\r\n"))
+    #expect(run.stdout.contains(",\"pro, \"\"yearly\"\"\nplan\",,,ACTIVE,ACTIVE,,,9990,EUR,,,,,,,\r\n"))
+    #expect(run.stdout.contains(",OWNERSHIP_TRANSFERRED,") && run.stdout.contains(",user-0,PURCHASED,,,\r\n"))
     #expect(run.stdout.components(separatedBy: "\r\n").count == 5)  // header, 3 rows, the empty tail
   }
 

@@ -53,7 +53,7 @@ public enum ProtoFiles {
       serializedDescriptor: fileBytes(8)),
     ProtoFileDescriptor(
       name: "substatus/v1/common.proto", package: "substatus.v1", dependencies: [],
-      symbols: ["substatus.v1.Product", "substatus.v1.Commitment", "substatus.v1.EligibilityPolicy", "substatus.v1.ItemError", "substatus.v1.RefusedOriginalTransaction", "substatus.v1.GroupStatus", "substatus.v1.Entitlement", "substatus.v1.NamedEntitlement", "substatus.v1.ApiKeyInfo", "substatus.v1.Environment", "substatus.v1.ProductType", "substatus.v1.OwnershipType", "substatus.v1.BillingPlanType", "substatus.v1.SubscriptionState", "substatus.v1.EligibilityReason", "substatus.v1.PromoScope", "substatus.v1.PurchaseSharing", "substatus.v1.ApiKeyRole"],
+      symbols: ["substatus.v1.Product", "substatus.v1.Commitment", "substatus.v1.EligibilityPolicy", "substatus.v1.ConsumptionPolicy", "substatus.v1.ItemError", "substatus.v1.RefusedOriginalTransaction", "substatus.v1.GroupStatus", "substatus.v1.Entitlement", "substatus.v1.NamedEntitlement", "substatus.v1.ApiKeyInfo", "substatus.v1.Environment", "substatus.v1.ProductType", "substatus.v1.OwnershipType", "substatus.v1.BillingPlanType", "substatus.v1.SubscriptionState", "substatus.v1.EligibilityReason", "substatus.v1.PromoScope", "substatus.v1.PurchaseSharing", "substatus.v1.ConsumptionDeliveryStatus", "substatus.v1.RefundPreference", "substatus.v1.ApiKeyRole"],
       services: [],
       serializedDescriptor: fileBytes(9)),
     ProtoFileDescriptor(
@@ -149,6 +149,7 @@ public enum ProtoFiles {
     "substatus.v1.CheckEligibilityRequest": Substatus_V1_CheckEligibilityRequest.self,
     "substatus.v1.CheckEligibilityResponse": Substatus_V1_CheckEligibilityResponse.self,
     "substatus.v1.Commitment": Substatus_V1_Commitment.self,
+    "substatus.v1.ConsumptionPolicy": Substatus_V1_ConsumptionPolicy.self,
     "substatus.v1.CreateApiKeyRequest": Substatus_V1_CreateApiKeyRequest.self,
     "substatus.v1.CreateApiKeyResponse": Substatus_V1_CreateApiKeyResponse.self,
     "substatus.v1.CreateTenantRequest": Substatus_V1_CreateTenantRequest.self,

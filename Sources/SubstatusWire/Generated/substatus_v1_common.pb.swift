@@ -653,6 +653,143 @@ public enum Substatus_V1_PurchaseSharing: ProtobufEnum {
   public static let allCases: [Substatus_V1_PurchaseSharing] = [.unspecified, .share, .transfer, .keepFirst, .transferIfNoActive]
 }
 
+/// Apple's `deliveryStatus` (https://developer.apple.com/documentation/appstoreserverapi/deliverystatus).
+public enum Substatus_V1_ConsumptionDeliveryStatus: ProtobufEnum {
+  /// Not set.
+  case unspecified
+  /// The app delivered the purchase and it works.
+  case delivered
+  /// Not delivered: a quality issue.
+  case undeliveredQualityIssue
+  /// Not delivered: the wrong item.
+  case undeliveredWrongItem
+  /// Not delivered: a server outage.
+  case undeliveredServerOutage
+  /// Not delivered: another reason.
+  case undeliveredOther
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .delivered
+    case 2: self = .undeliveredQualityIssue
+    case 3: self = .undeliveredWrongItem
+    case 4: self = .undeliveredServerOutage
+    case 5: self = .undeliveredOther
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .delivered: 1
+    case .undeliveredQualityIssue: 2
+    case .undeliveredWrongItem: 3
+    case .undeliveredServerOutage: 4
+    case .undeliveredOther: 5
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED"
+    case .delivered: "CONSUMPTION_DELIVERY_STATUS_DELIVERED"
+    case .undeliveredQualityIssue: "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE"
+    case .undeliveredWrongItem: "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM"
+    case .undeliveredServerOutage: "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE"
+    case .undeliveredOther: "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED": self = .unspecified
+    case "CONSUMPTION_DELIVERY_STATUS_DELIVERED": self = .delivered
+    case "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE": self = .undeliveredQualityIssue
+    case "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM": self = .undeliveredWrongItem
+    case "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE": self = .undeliveredServerOutage
+    case "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER": self = .undeliveredOther
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_ConsumptionDeliveryStatus] = [.unspecified, .delivered, .undeliveredQualityIssue, .undeliveredWrongItem, .undeliveredServerOutage, .undeliveredOther]
+}
+
+/// Apple's `refundPreference` (https://developer.apple.com/documentation/appstoreserverapi/refundpreference).
+public enum Substatus_V1_RefundPreference: ProtobufEnum {
+  /// No preference is sent.
+  case unspecified
+  /// Apple should decline the refund.
+  case decline
+  /// Apple should grant a full refund.
+  case grantFull
+  /// Apple should grant a prorated refund. Apple then needs a consumption percentage above 0 for
+  /// products other than auto-renewable subscriptions: where the server cannot send one (a
+  /// consumable, whose consumption it does not know, or an undelivered purchase, whose percentage
+  /// must be 0) it sends no preference.
+  case grantProrated
+  /// A number this version does not declare, kept so that it survives a round trip.
+  case UNRECOGNIZED(Int32)
+
+  /// The value for a wire number.
+  public init(rawValue: Int32) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .decline
+    case 2: self = .grantFull
+    case 3: self = .grantProrated
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  /// The wire number.
+  public var rawValue: Int32 {
+    switch self {
+    case .unspecified: 0
+    case .decline: 1
+    case .grantFull: 2
+    case .grantProrated: 3
+    case .UNRECOGNIZED(let n): n
+    }
+  }
+
+  /// The declared name, or `nil` for an unrecognized number.
+  public var protoName: String? {
+    switch self {
+    case .unspecified: "REFUND_PREFERENCE_UNSPECIFIED"
+    case .decline: "REFUND_PREFERENCE_DECLINE"
+    case .grantFull: "REFUND_PREFERENCE_GRANT_FULL"
+    case .grantProrated: "REFUND_PREFERENCE_GRANT_PRORATED"
+    case .UNRECOGNIZED: nil
+    }
+  }
+
+  /// The value with a declared name.
+  public init?(protoName: String) {
+    switch protoName {
+    case "REFUND_PREFERENCE_UNSPECIFIED": self = .unspecified
+    case "REFUND_PREFERENCE_DECLINE": self = .decline
+    case "REFUND_PREFERENCE_GRANT_FULL": self = .grantFull
+    case "REFUND_PREFERENCE_GRANT_PRORATED": self = .grantProrated
+    default: return nil
+    }
+  }
+
+  /// The declared values.
+  public static let allCases: [Substatus_V1_RefundPreference] = [.unspecified, .decline, .grantFull, .grantProrated]
+}
+
 /// The role of a tenant API key: what it may call.
 public enum Substatus_V1_ApiKeyRole: ProtobufEnum {
   /// Not set; CreateApiKey answers INVALID_ARGUMENT naming `role`.
@@ -857,6 +994,46 @@ public struct Substatus_V1_EligibilityPolicy: ProtobufJSONMessage {
   /// `originalApplicationVersion`, the original CFBundleVersion on iOS, lower, compared number by
   /// number; Apple's sandbox always says 1.0).
   public var paidAppBefore: String = ""
+
+  /// How the server answers Apple's refund requests (V2 `CONSUMPTION_REQUEST`) for the app
+  /// (docs/architecture.md rule 27): when set, each request is answered by Send Consumption
+  /// Information (`PUT /inApps/v2/transactions/consumption/{transactionId}`) within Apple's 12
+  /// hours, with the app's In-App Purchase key. Absent: no request is answered.
+  public var consumptionPolicy: Substatus_V1_ConsumptionPolicy? = nil
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// What the server tells Apple about a purchase whose customer asked for a refund (Apple's
+/// ConsumptionRequest, https://developer.apple.com/documentation/appstoreserverapi/consumptionrequest).
+/// The `consumptionPercentage` is not set here: the server computes it (docs/architecture.md rule 27).
+public struct Substatus_V1_ConsumptionPolicy: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ConsumptionPolicy"
+
+  /// Whether the app obtained its customers' consent to share consumption data with Apple. Apple
+  /// refuses an answer whose `customerConsented` is not true, so without consent no answer is sent
+  /// (each request gets a CONSUMPTION_INFO_NOT_SENT event instead).
+  public var customerConsented: Bool = false
+
+  /// Whether the app provided, before the purchase, a free sample or trial of the content or
+  /// information about its functionality (Apple's `sampleContentProvided`).
+  public var sampleContentProvided: Bool = false
+
+  /// Whether the app delivered the purchases and they work (Apple's `deliveryStatus`). Required:
+  /// UNSPECIFIED is INVALID_ARGUMENT naming `policy.consumption_policy.delivery_status`.
+  public var deliveryStatus: Substatus_V1_ConsumptionDeliveryStatus = Substatus_V1_ConsumptionDeliveryStatus(rawValue: 0)
+
+  /// The app's preferred outcome (Apple's optional `refundPreference`); UNSPECIFIED sends none.
+  public var refundPreference: Substatus_V1_RefundPreference = Substatus_V1_RefundPreference(rawValue: 0)
 
   /// A message with every field at its default value.
   public init() {}
@@ -1255,7 +1432,7 @@ extension Substatus_V1_Commitment {
 }
 
 extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 7, 6, 8, 10, 11])
+  static let cLayout = CMessageLayout("substatus.v1.EligibilityPolicy", [1, 2, 3, 4, 5, 7, 6, 8, 10, 11, 9])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1269,6 +1446,7 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     appAccountTokenIsUserID = r.bool(7)
     paidAppEntitlementID = try r.string(8)
     paidAppBefore = try r.string(9)
+    consumptionPolicy = try r.message(10, Substatus_V1_ConsumptionPolicy.self)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1282,6 +1460,7 @@ extension Substatus_V1_EligibilityPolicy: CMessageConvertible {
     w.bool(7, appAccountTokenIsUserID)
     w.string(8, paidAppEntitlementID)
     w.string(9, paidAppBefore)
+    w.message(10, consumptionPolicy)
   }
 }
 
@@ -1299,6 +1478,7 @@ extension Substatus_V1_EligibilityPolicy {
     if !(!self.appAccountTokenIsUserID) { o.append("appAccountTokenIsUserId", .bool(self.appAccountTokenIsUserID)) }
     if !(self.paidAppEntitlementID.isEmpty) { o.append("paidAppEntitlementId", .string(self.paidAppEntitlementID)) }
     if !(self.paidAppBefore.isEmpty) { o.append("paidAppBefore", .string(self.paidAppBefore)) }
+    if let v = self.consumptionPolicy { o.append("consumptionPolicy", v.jsonValue()) }
     return .object(o)
   }
 
@@ -1329,6 +1509,60 @@ extension Substatus_V1_EligibilityPolicy {
         self.paidAppEntitlementID = try ProtoJSON.string(value, "paidAppEntitlementId")
       case "paidAppBefore", "paid_app_before":
         self.paidAppBefore = try ProtoJSON.string(value, "paidAppBefore")
+      case "consumptionPolicy", "consumption_policy":
+        self.consumptionPolicy = try ProtoJSON.message(value, "consumptionPolicy", Substatus_V1_ConsumptionPolicy.self)
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ConsumptionPolicy: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ConsumptionPolicy", [1, 2, 3, 4])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    customerConsented = r.bool(0)
+    sampleContentProvided = r.bool(1)
+    deliveryStatus = r.enumeration(2)
+    refundPreference = r.enumeration(3)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.bool(0, customerConsented)
+    w.bool(1, sampleContentProvided)
+    w.enumeration(2, deliveryStatus)
+    w.enumeration(3, refundPreference)
+  }
+}
+
+extension Substatus_V1_ConsumptionPolicy {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(!self.customerConsented) { o.append("customerConsented", .bool(self.customerConsented)) }
+    if !(!self.sampleContentProvided) { o.append("sampleContentProvided", .bool(self.sampleContentProvided)) }
+    if !(self.deliveryStatus.rawValue == 0) { o.append("deliveryStatus", self.deliveryStatus.jsonValue) }
+    if !(self.refundPreference.rawValue == 0) { o.append("refundPreference", self.refundPreference.jsonValue) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "customerConsented", "customer_consented":
+        self.customerConsented = try ProtoJSON.bool(value, "customerConsented")
+      case "sampleContentProvided", "sample_content_provided":
+        self.sampleContentProvided = try ProtoJSON.bool(value, "sampleContentProvided")
+      case "deliveryStatus", "delivery_status":
+        self.deliveryStatus = try ProtoJSON.enumeration(value, "deliveryStatus", Substatus_V1_ConsumptionDeliveryStatus.self)
+      case "refundPreference", "refund_preference":
+        self.refundPreference = try ProtoJSON.enumeration(value, "refundPreference", Substatus_V1_RefundPreference.self)
       default:
         throw ProtoJSON.unknownField(name, Self.protoMessageName)
       }

@@ -80,6 +80,18 @@ public enum Substatus_V1_EventType: ProtobufEnum {
   /// renewed out of it into a period billed up front (beside RENEWED or PRODUCT_CHANGED, with the
   /// last commitment's `commitment`).
   case commitmentEnded
+  /// The server answered Apple's refund request (V2 CONSUMPTION_REQUEST) for the transaction by
+  /// Send Consumption Information, as the app's consumption policy says (docs/architecture.md rule
+  /// 27); `consumption_body` is what Apple accepted. `occurred_ms` is when Apple accepted it.
+  case consumptionInfoSent
+  /// The server could not answer a refund request: Apple refused the answer, or the 12 hours Apple
+  /// gives passed while it kept failing; `consumption_detail` says why.
+  case consumptionInfoFailed
+  /// A refund request the server did not answer, on purpose; `consumption_detail` says why:
+  /// `assigned` (an ASSIGNED transaction takes no consumption request, rule 23),
+  /// `no_customer_consent` (the policy does not declare consent, which Apple requires),
+  /// `no_consumption_policy` (the policy was removed before the answer), `no_in_app_purchase_key`.
+  case consumptionInfoNotSent
   /// Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
   /// substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
   /// `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
@@ -116,6 +128,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case 21: self = .commitmentStarted
     case 22: self = .commitmentRenewed
     case 23: self = .commitmentEnded
+    case 25: self = .consumptionInfoSent
+    case 26: self = .consumptionInfoFailed
+    case 27: self = .consumptionInfoNotSent
     case 28: self = .retentionOffered
     default: self = .UNRECOGNIZED(rawValue)
     }
@@ -148,6 +163,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .commitmentStarted: 21
     case .commitmentRenewed: 22
     case .commitmentEnded: 23
+    case .consumptionInfoSent: 25
+    case .consumptionInfoFailed: 26
+    case .consumptionInfoNotSent: 27
     case .retentionOffered: 28
     case .UNRECOGNIZED(let n): n
     }
@@ -180,6 +198,9 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case .commitmentStarted: "EVENT_TYPE_COMMITMENT_STARTED"
     case .commitmentRenewed: "EVENT_TYPE_COMMITMENT_RENEWED"
     case .commitmentEnded: "EVENT_TYPE_COMMITMENT_ENDED"
+    case .consumptionInfoSent: "EVENT_TYPE_CONSUMPTION_INFO_SENT"
+    case .consumptionInfoFailed: "EVENT_TYPE_CONSUMPTION_INFO_FAILED"
+    case .consumptionInfoNotSent: "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT"
     case .retentionOffered: "EVENT_TYPE_RETENTION_OFFERED"
     case .UNRECOGNIZED: nil
     }
@@ -212,13 +233,16 @@ public enum Substatus_V1_EventType: ProtobufEnum {
     case "EVENT_TYPE_COMMITMENT_STARTED": self = .commitmentStarted
     case "EVENT_TYPE_COMMITMENT_RENEWED": self = .commitmentRenewed
     case "EVENT_TYPE_COMMITMENT_ENDED": self = .commitmentEnded
+    case "EVENT_TYPE_CONSUMPTION_INFO_SENT": self = .consumptionInfoSent
+    case "EVENT_TYPE_CONSUMPTION_INFO_FAILED": self = .consumptionInfoFailed
+    case "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT": self = .consumptionInfoNotSent
     case "EVENT_TYPE_RETENTION_OFFERED": self = .retentionOffered
     default: return nil
     }
   }
 
   /// The declared values.
-  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded, .retentionOffered]
+  public static let allCases: [Substatus_V1_EventType] = [.unspecified, .subscriptionStarted, .trialConverted, .renewed, .productChanged, .autoRenewDisabled, .autoRenewEnabled, .billingIssue, .billingRecovered, .gracePeriodExpired, .expired, .refunded, .refundReversed, .familyAccessRevoked, .resubscribed, .nonRenewingPurchased, .oneTimePurchased, .ownershipTransferred, .subscriptionExtended, .consentRescinded, .appleNotification, .commitmentStarted, .commitmentRenewed, .commitmentEnded, .consumptionInfoSent, .consumptionInfoFailed, .consumptionInfoNotSent, .retentionOffered]
 }
 
 /// How a subscription period was bought, as the event's transaction says.
@@ -526,6 +550,18 @@ public struct Substatus_V1_Event: ProtobufJSONMessage {
   /// `will_renew` and `renewal_billing_plan` are never set here: a renewal info says them, GetStatus
   /// answers them); absent outside a commitment.
   public var commitment: Substatus_V1_Commitment? = nil
+
+  /// For CONSUMPTION_INFO_SENT: the JSON body Apple accepted (Apple's ConsumptionRequest), as sent.
+  public var consumptionBody: String = ""
+
+  /// For CONSUMPTION_INFO_FAILED and CONSUMPTION_INFO_NOT_SENT: why, starting with a lower-case
+  /// word (`assigned`, `no_customer_consent`, `no_consumption_policy`, `no_in_app_purchase_key`,
+  /// `rejected`, `expired`), then details.
+  public var consumptionDetail: String = ""
+
+  /// For the CONSUMPTION_INFO_ types: Apple's `consumptionRequestReason` of the refund request
+  /// (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...), empty when Apple gave none.
+  public var refundRequestReason: String = ""
 
   /// For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
   public var retentionRuleID: String = ""
@@ -1031,7 +1067,7 @@ public struct Substatus_V1_ReplayEventsResponse: ProtobufJSONMessage {
 }
 
 extension Substatus_V1_Event: CMessageConvertible {
-  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 33])
+  static let cLayout = CMessageLayout("substatus.v1.Event", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33])
 
   init(cReader r: CMessageReader) throws(WireError) {
     self.init()
@@ -1061,10 +1097,13 @@ extension Substatus_V1_Event: CMessageConvertible {
     notificationSubtype = try r.string(23)
     billingPlan = r.enumeration(24)
     commitment = try r.message(25, Substatus_V1_Commitment.self)
-    retentionRuleID = try r.string(26)
-    retentionAnswer = r.enumeration(27)
-    retentionMessageIdentifier = try r.string(28)
-    retentionOfferedID = try r.string(29)
+    consumptionBody = try r.string(26)
+    consumptionDetail = try r.string(27)
+    refundRequestReason = try r.string(28)
+    retentionRuleID = try r.string(29)
+    retentionAnswer = r.enumeration(30)
+    retentionMessageIdentifier = try r.string(31)
+    retentionOfferedID = try r.string(32)
   }
 
   func write(to w: inout CMessageWriter) {
@@ -1094,10 +1133,13 @@ extension Substatus_V1_Event: CMessageConvertible {
     w.string(23, notificationSubtype)
     w.enumeration(24, billingPlan)
     w.message(25, commitment)
-    w.string(26, retentionRuleID)
-    w.enumeration(27, retentionAnswer)
-    w.string(28, retentionMessageIdentifier)
-    w.string(29, retentionOfferedID)
+    w.string(26, consumptionBody)
+    w.string(27, consumptionDetail)
+    w.string(28, refundRequestReason)
+    w.string(29, retentionRuleID)
+    w.enumeration(30, retentionAnswer)
+    w.string(31, retentionMessageIdentifier)
+    w.string(32, retentionOfferedID)
   }
 }
 
@@ -1131,6 +1173,9 @@ extension Substatus_V1_Event {
     if !(self.notificationSubtype.isEmpty) { o.append("notificationSubtype", .string(self.notificationSubtype)) }
     if !(self.billingPlan.rawValue == 0) { o.append("billingPlan", self.billingPlan.jsonValue) }
     if let v = self.commitment { o.append("commitment", v.jsonValue()) }
+    if !(self.consumptionBody.isEmpty) { o.append("consumptionBody", .string(self.consumptionBody)) }
+    if !(self.consumptionDetail.isEmpty) { o.append("consumptionDetail", .string(self.consumptionDetail)) }
+    if !(self.refundRequestReason.isEmpty) { o.append("refundRequestReason", .string(self.refundRequestReason)) }
     if !(self.retentionRuleID.isEmpty) { o.append("retentionRuleId", .string(self.retentionRuleID)) }
     if !(self.retentionAnswer.rawValue == 0) { o.append("retentionAnswer", self.retentionAnswer.jsonValue) }
     if !(self.retentionMessageIdentifier.isEmpty) { o.append("retentionMessageIdentifier", .string(self.retentionMessageIdentifier)) }
@@ -1197,6 +1242,12 @@ extension Substatus_V1_Event {
         self.billingPlan = try ProtoJSON.enumeration(value, "billingPlan", Substatus_V1_BillingPlanType.self)
       case "commitment":
         self.commitment = try ProtoJSON.message(value, "commitment", Substatus_V1_Commitment.self)
+      case "consumptionBody", "consumption_body":
+        self.consumptionBody = try ProtoJSON.string(value, "consumptionBody")
+      case "consumptionDetail", "consumption_detail":
+        self.consumptionDetail = try ProtoJSON.string(value, "consumptionDetail")
+      case "refundRequestReason", "refund_request_reason":
+        self.refundRequestReason = try ProtoJSON.string(value, "refundRequestReason")
       case "retentionRuleId", "retention_rule_id":
         self.retentionRuleID = try ProtoJSON.string(value, "retentionRuleId")
       case "retentionAnswer", "retention_answer":

@@ -142,6 +142,51 @@ void   substatus__v1__eligibility_policy__free_unpacked
   assert(message->base.descriptor == &substatus__v1__eligibility_policy__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__consumption_policy__init
+                     (Substatus__V1__ConsumptionPolicy         *message)
+{
+  static const Substatus__V1__ConsumptionPolicy init_value = SUBSTATUS__V1__CONSUMPTION_POLICY__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__consumption_policy__get_packed_size
+                     (const Substatus__V1__ConsumptionPolicy *message)
+{
+  assert(message->base.descriptor == &substatus__v1__consumption_policy__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__consumption_policy__pack
+                     (const Substatus__V1__ConsumptionPolicy *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__consumption_policy__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__consumption_policy__pack_to_buffer
+                     (const Substatus__V1__ConsumptionPolicy *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__consumption_policy__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ConsumptionPolicy *
+       substatus__v1__consumption_policy__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ConsumptionPolicy *)
+     protobuf_c_message_unpack (&substatus__v1__consumption_policy__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__consumption_policy__free_unpacked
+                     (Substatus__V1__ConsumptionPolicy *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__consumption_policy__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   substatus__v1__item_error__init
                      (Substatus__V1__ItemError         *message)
 {
@@ -618,7 +663,7 @@ const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor =
   (ProtobufCMessageInit) substatus__v1__commitment__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[10] =
+static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_descriptors[11] =
 {
   {
     "refunds_block_intro",
@@ -717,6 +762,18 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "consumption_policy",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__EligibilityPolicy, consumption_policy),
+    &substatus__v1__consumption_policy__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "paid_app_entitlement_id",
     10,
     PROTOBUF_C_LABEL_NONE,
@@ -744,20 +801,20 @@ static const ProtobufCFieldDescriptor substatus__v1__eligibility_policy__field_d
 static const unsigned substatus__v1__eligibility_policy__field_indices_by_name[] = {
   7,   /* field[7] = app_account_token_is_user_id */
   2,   /* field[2] = billing_retry_entitled */
+  8,   /* field[8] = consumption_policy */
   6,   /* field[6] = erase_on_rescind_consent */
   1,   /* field[1] = lapsed_subscribers_get_intro */
-  9,   /* field[9] = paid_app_before */
-  8,   /* field[8] = paid_app_entitlement_id */
+  10,   /* field[10] = paid_app_before */
+  9,   /* field[9] = paid_app_entitlement_id */
   3,   /* field[3] = promo_scope */
   4,   /* field[4] = purchase_sharing */
   5,   /* field[5] = purchase_sharing_sandbox */
   0,   /* field[0] = refunds_block_intro */
 };
-static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__eligibility_policy__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 10, 8 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
 {
@@ -767,11 +824,88 @@ const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor =
   "Substatus__V1__EligibilityPolicy",
   "substatus.v1",
   sizeof(Substatus__V1__EligibilityPolicy),
-  10,
+  11,
   substatus__v1__eligibility_policy__field_descriptors,
   substatus__v1__eligibility_policy__field_indices_by_name,
-  2,  substatus__v1__eligibility_policy__number_ranges,
+  1,  substatus__v1__eligibility_policy__number_ranges,
   (ProtobufCMessageInit) substatus__v1__eligibility_policy__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__consumption_policy__field_descriptors[4] =
+{
+  {
+    "customer_consented",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ConsumptionPolicy, customer_consented),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sample_content_provided",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ConsumptionPolicy, sample_content_provided),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delivery_status",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ConsumptionPolicy, delivery_status),
+    &substatus__v1__consumption_delivery_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refund_preference",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ConsumptionPolicy, refund_preference),
+    &substatus__v1__refund_preference__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__consumption_policy__field_indices_by_name[] = {
+  0,   /* field[0] = customer_consented */
+  2,   /* field[2] = delivery_status */
+  3,   /* field[3] = refund_preference */
+  1,   /* field[1] = sample_content_provided */
+};
+static const ProtobufCIntRange substatus__v1__consumption_policy__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor substatus__v1__consumption_policy__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ConsumptionPolicy",
+  "ConsumptionPolicy",
+  "Substatus__V1__ConsumptionPolicy",
+  "substatus.v1",
+  sizeof(Substatus__V1__ConsumptionPolicy),
+  4,
+  substatus__v1__consumption_policy__field_descriptors,
+  substatus__v1__consumption_policy__field_indices_by_name,
+  1,  substatus__v1__consumption_policy__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__consumption_policy__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor substatus__v1__item_error__field_descriptors[4] =
@@ -1769,6 +1903,74 @@ const ProtobufCEnumDescriptor substatus__v1__purchase_sharing__descriptor =
   substatus__v1__purchase_sharing__enum_values_by_name,
   1,
   substatus__v1__purchase_sharing__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__consumption_delivery_status__enum_values_by_number[6] =
+{
+  { "CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED", 0 },
+  { "CONSUMPTION_DELIVERY_STATUS_DELIVERED", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_DELIVERED", 1 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE", 2 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM", 3 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE", 4 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER", "SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER", 5 },
+};
+static const ProtobufCIntRange substatus__v1__consumption_delivery_status__value_ranges[] = {
+{0, 0},{0, 6}
+};
+static const ProtobufCEnumValueIndex substatus__v1__consumption_delivery_status__enum_values_by_name[6] =
+{
+  { "CONSUMPTION_DELIVERY_STATUS_DELIVERED", 1 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER", 5 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE", 2 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE", 4 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM", 3 },
+  { "CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__consumption_delivery_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.ConsumptionDeliveryStatus",
+  "ConsumptionDeliveryStatus",
+  "Substatus__V1__ConsumptionDeliveryStatus",
+  "substatus.v1",
+  6,
+  substatus__v1__consumption_delivery_status__enum_values_by_number,
+  6,
+  substatus__v1__consumption_delivery_status__enum_values_by_name,
+  1,
+  substatus__v1__consumption_delivery_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue substatus__v1__refund_preference__enum_values_by_number[4] =
+{
+  { "REFUND_PREFERENCE_UNSPECIFIED", "SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_UNSPECIFIED", 0 },
+  { "REFUND_PREFERENCE_DECLINE", "SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_DECLINE", 1 },
+  { "REFUND_PREFERENCE_GRANT_FULL", "SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_GRANT_FULL", 2 },
+  { "REFUND_PREFERENCE_GRANT_PRORATED", "SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_GRANT_PRORATED", 3 },
+};
+static const ProtobufCIntRange substatus__v1__refund_preference__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex substatus__v1__refund_preference__enum_values_by_name[4] =
+{
+  { "REFUND_PREFERENCE_DECLINE", 1 },
+  { "REFUND_PREFERENCE_GRANT_FULL", 2 },
+  { "REFUND_PREFERENCE_GRANT_PRORATED", 3 },
+  { "REFUND_PREFERENCE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor substatus__v1__refund_preference__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "substatus.v1.RefundPreference",
+  "RefundPreference",
+  "Substatus__V1__RefundPreference",
+  "substatus.v1",
+  4,
+  substatus__v1__refund_preference__enum_values_by_number,
+  4,
+  substatus__v1__refund_preference__enum_values_by_name,
+  1,
+  substatus__v1__refund_preference__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue substatus__v1__api_key_role__enum_values_by_number[4] =

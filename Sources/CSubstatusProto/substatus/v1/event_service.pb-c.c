@@ -907,7 +907,7 @@ void   substatus__v1__replay_events_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__replay_events_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[30] =
+static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[33] =
 {
   {
     "event_id",
@@ -1222,6 +1222,42 @@ static const ProtobufCFieldDescriptor substatus__v1__event__field_descriptors[30
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "consumption_body",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, consumption_body),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "consumption_detail",
+    28,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, consumption_detail),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refund_request_reason",
+    29,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__Event, refund_request_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "retention_rule_id",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -1274,6 +1310,8 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   1,   /* field[1] = app_id */
   24,   /* field[24] = billing_plan */
   25,   /* field[25] = commitment */
+  26,   /* field[26] = consumption_body */
+  27,   /* field[27] = consumption_detail */
   16,   /* field[16] = currency */
   20,   /* field[20] = cursor */
   6,   /* field[6] = detected_ms */
@@ -1291,10 +1329,11 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   19,   /* field[19] = previous_user_id */
   15,   /* field[15] = price_milliunits */
   8,   /* field[8] = product_id */
-  27,   /* field[27] = retention_answer */
-  28,   /* field[28] = retention_message_identifier */
-  29,   /* field[29] = retention_offered_id */
-  26,   /* field[26] = retention_rule_id */
+  28,   /* field[28] = refund_request_reason */
+  30,   /* field[30] = retention_answer */
+  31,   /* field[31] = retention_message_identifier */
+  32,   /* field[32] = retention_offered_id */
+  29,   /* field[29] = retention_rule_id */
   12,   /* field[12] = state_after */
   11,   /* field[11] = state_before */
   7,   /* field[7] = subscription_group_id */
@@ -1302,11 +1341,10 @@ static const unsigned substatus__v1__event__field_indices_by_name[] = {
   4,   /* field[4] = type */
   2,   /* field[2] = user_id */
 };
-static const ProtobufCIntRange substatus__v1__event__number_ranges[2 + 1] =
+static const ProtobufCIntRange substatus__v1__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 30, 26 },
-  { 0, 30 }
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
 {
@@ -1316,10 +1354,10 @@ const ProtobufCMessageDescriptor substatus__v1__event__descriptor =
   "Substatus__V1__Event",
   "substatus.v1",
   sizeof(Substatus__V1__Event),
-  30,
+  33,
   substatus__v1__event__field_descriptors,
   substatus__v1__event__field_indices_by_name,
-  2,  substatus__v1__event__number_ranges,
+  1,  substatus__v1__event__number_ranges,
   (ProtobufCMessageInit) substatus__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -2532,7 +2570,7 @@ const ProtobufCMessageDescriptor substatus__v1__replay_events_response__descript
   (ProtobufCMessageInit) substatus__v1__replay_events_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[25] =
+static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number[28] =
 {
   { "EVENT_TYPE_UNSPECIFIED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED", 0 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
@@ -2558,12 +2596,15 @@ static const ProtobufCEnumValue substatus__v1__event_type__enum_values_by_number
   { "EVENT_TYPE_COMMITMENT_STARTED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_STARTED", 21 },
   { "EVENT_TYPE_COMMITMENT_RENEWED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_RENEWED", 22 },
   { "EVENT_TYPE_COMMITMENT_ENDED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED", 23 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_SENT", 25 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_FAILED", 26 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 27 },
   { "EVENT_TYPE_RETENTION_OFFERED", "SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_RETENTION_OFFERED", 28 },
 };
 static const ProtobufCIntRange substatus__v1__event_type__value_ranges[] = {
-{0, 0},{28, 24},{0, 25}
+{0, 0},{25, 24},{0, 28}
 };
-static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[25] =
+static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_name[28] =
 {
   { "EVENT_TYPE_APPLE_NOTIFICATION", 20 },
   { "EVENT_TYPE_AUTO_RENEW_DISABLED", 5 },
@@ -2574,6 +2615,9 @@ static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_n
   { "EVENT_TYPE_COMMITMENT_RENEWED", 22 },
   { "EVENT_TYPE_COMMITMENT_STARTED", 21 },
   { "EVENT_TYPE_CONSENT_RESCINDED", 19 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_FAILED", 25 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT", 26 },
+  { "EVENT_TYPE_CONSUMPTION_INFO_SENT", 24 },
   { "EVENT_TYPE_EXPIRED", 10 },
   { "EVENT_TYPE_FAMILY_ACCESS_REVOKED", 13 },
   { "EVENT_TYPE_GRACE_PERIOD_EXPIRED", 9 },
@@ -2585,7 +2629,7 @@ static const ProtobufCEnumValueIndex substatus__v1__event_type__enum_values_by_n
   { "EVENT_TYPE_REFUND_REVERSED", 12 },
   { "EVENT_TYPE_RENEWED", 3 },
   { "EVENT_TYPE_RESUBSCRIBED", 14 },
-  { "EVENT_TYPE_RETENTION_OFFERED", 24 },
+  { "EVENT_TYPE_RETENTION_OFFERED", 27 },
   { "EVENT_TYPE_SUBSCRIPTION_EXTENDED", 18 },
   { "EVENT_TYPE_SUBSCRIPTION_STARTED", 1 },
   { "EVENT_TYPE_TRIAL_CONVERTED", 2 },
@@ -2598,9 +2642,9 @@ const ProtobufCEnumDescriptor substatus__v1__event_type__descriptor =
   "EventType",
   "Substatus__V1__EventType",
   "substatus.v1",
-  25,
+  28,
   substatus__v1__event_type__enum_values_by_number,
-  25,
+  28,
   substatus__v1__event_type__enum_values_by_name,
   2,
   substatus__v1__event_type__value_ranges,

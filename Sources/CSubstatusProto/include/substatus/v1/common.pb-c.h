@@ -18,6 +18,7 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Substatus__V1__Product Substatus__V1__Product;
 typedef struct Substatus__V1__Commitment Substatus__V1__Commitment;
 typedef struct Substatus__V1__EligibilityPolicy Substatus__V1__EligibilityPolicy;
+typedef struct Substatus__V1__ConsumptionPolicy Substatus__V1__ConsumptionPolicy;
 typedef struct Substatus__V1__ItemError Substatus__V1__ItemError;
 typedef struct Substatus__V1__RefusedOriginalTransaction Substatus__V1__RefusedOriginalTransaction;
 typedef struct Substatus__V1__GroupStatus Substatus__V1__GroupStatus;
@@ -335,6 +336,61 @@ typedef enum _Substatus__V1__PurchaseSharing {
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__PURCHASE_SHARING)
 } Substatus__V1__PurchaseSharing;
 /*
+ * Apple's `deliveryStatus` (https://developer.apple.com/documentation/appstoreserverapi/deliverystatus).
+ */
+typedef enum _Substatus__V1__ConsumptionDeliveryStatus {
+  /*
+   * Not set.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED = 0,
+  /*
+   * The app delivered the purchase and it works.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_DELIVERED = 1,
+  /*
+   * Not delivered: a quality issue.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_QUALITY_ISSUE = 2,
+  /*
+   * Not delivered: the wrong item.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_WRONG_ITEM = 3,
+  /*
+   * Not delivered: a server outage.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_SERVER_OUTAGE = 4,
+  /*
+   * Not delivered: another reason.
+   */
+  SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNDELIVERED_OTHER = 5
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS)
+} Substatus__V1__ConsumptionDeliveryStatus;
+/*
+ * Apple's `refundPreference` (https://developer.apple.com/documentation/appstoreserverapi/refundpreference).
+ */
+typedef enum _Substatus__V1__RefundPreference {
+  /*
+   * No preference is sent.
+   */
+  SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_UNSPECIFIED = 0,
+  /*
+   * Apple should decline the refund.
+   */
+  SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_DECLINE = 1,
+  /*
+   * Apple should grant a full refund.
+   */
+  SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_GRANT_FULL = 2,
+  /*
+   * Apple should grant a prorated refund. Apple then needs a consumption percentage above 0 for
+   * products other than auto-renewable subscriptions: where the server cannot send one (a
+   * consumable, whose consumption it does not know, or an undelivered purchase, whose percentage
+   * must be 0) it sends no preference.
+   */
+  SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_GRANT_PRORATED = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SUBSTATUS__V1__REFUND_PREFERENCE)
+} Substatus__V1__RefundPreference;
+/*
  * The role of a tenant API key: what it may call.
  */
 typedef enum _Substatus__V1__ApiKeyRole {
@@ -520,10 +576,51 @@ struct  Substatus__V1__EligibilityPolicy
    * number; Apple's sandbox always says 1.0).
    */
   char *paid_app_before;
+  /*
+   * How the server answers Apple's refund requests (V2 `CONSUMPTION_REQUEST`) for the app
+   * (docs/architecture.md rule 27): when set, each request is answered by Send Consumption
+   * Information (`PUT /inApps/v2/transactions/consumption/{transactionId}`) within Apple's 12
+   * hours, with the app's In-App Purchase key. Absent: no request is answered.
+   */
+  Substatus__V1__ConsumptionPolicy *consumption_policy;
 };
 #define SUBSTATUS__V1__ELIGIBILITY_POLICY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__eligibility_policy__descriptor) \
-    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, SUBSTATUS__V1__PROMO_SCOPE__PROMO_SCOPE_UNSPECIFIED, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, SUBSTATUS__V1__PURCHASE_SHARING__PURCHASE_SHARING_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * What the server tells Apple about a purchase whose customer asked for a refund (Apple's
+ * ConsumptionRequest, https://developer.apple.com/documentation/appstoreserverapi/consumptionrequest).
+ * The `consumptionPercentage` is not set here: the server computes it (docs/architecture.md rule 27).
+ */
+struct  Substatus__V1__ConsumptionPolicy
+{
+  ProtobufCMessage base;
+  /*
+   * Whether the app obtained its customers' consent to share consumption data with Apple. Apple
+   * refuses an answer whose `customerConsented` is not true, so without consent no answer is sent
+   * (each request gets a CONSUMPTION_INFO_NOT_SENT event instead).
+   */
+  protobuf_c_boolean customer_consented;
+  /*
+   * Whether the app provided, before the purchase, a free sample or trial of the content or
+   * information about its functionality (Apple's `sampleContentProvided`).
+   */
+  protobuf_c_boolean sample_content_provided;
+  /*
+   * Whether the app delivered the purchases and they work (Apple's `deliveryStatus`). Required:
+   * UNSPECIFIED is INVALID_ARGUMENT naming `policy.consumption_policy.delivery_status`.
+   */
+  Substatus__V1__ConsumptionDeliveryStatus delivery_status;
+  /*
+   * The app's preferred outcome (Apple's optional `refundPreference`); UNSPECIFIED sends none.
+   */
+  Substatus__V1__RefundPreference refund_preference;
+};
+#define SUBSTATUS__V1__CONSUMPTION_POLICY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__consumption_policy__descriptor) \
+    , 0, 0, SUBSTATUS__V1__CONSUMPTION_DELIVERY_STATUS__CONSUMPTION_DELIVERY_STATUS_UNSPECIFIED, SUBSTATUS__V1__REFUND_PREFERENCE__REFUND_PREFERENCE_UNSPECIFIED }
 
 
 /*
@@ -864,6 +961,25 @@ Substatus__V1__EligibilityPolicy *
 void   substatus__v1__eligibility_policy__free_unpacked
                      (Substatus__V1__EligibilityPolicy *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__ConsumptionPolicy methods */
+void   substatus__v1__consumption_policy__init
+                     (Substatus__V1__ConsumptionPolicy         *message);
+size_t substatus__v1__consumption_policy__get_packed_size
+                     (const Substatus__V1__ConsumptionPolicy   *message);
+size_t substatus__v1__consumption_policy__pack
+                     (const Substatus__V1__ConsumptionPolicy   *message,
+                      uint8_t             *out);
+size_t substatus__v1__consumption_policy__pack_to_buffer
+                     (const Substatus__V1__ConsumptionPolicy   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ConsumptionPolicy *
+       substatus__v1__consumption_policy__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__consumption_policy__free_unpacked
+                     (Substatus__V1__ConsumptionPolicy *message,
+                      ProtobufCAllocator *allocator);
 /* Substatus__V1__ItemError methods */
 void   substatus__v1__item_error__init
                      (Substatus__V1__ItemError         *message);
@@ -989,6 +1105,9 @@ typedef void (*Substatus__V1__Commitment_Closure)
 typedef void (*Substatus__V1__EligibilityPolicy_Closure)
                  (const Substatus__V1__EligibilityPolicy *message,
                   void *closure_data);
+typedef void (*Substatus__V1__ConsumptionPolicy_Closure)
+                 (const Substatus__V1__ConsumptionPolicy *message,
+                  void *closure_data);
 typedef void (*Substatus__V1__ItemError_Closure)
                  (const Substatus__V1__ItemError *message,
                   void *closure_data);
@@ -1021,10 +1140,13 @@ extern const ProtobufCEnumDescriptor    substatus__v1__subscription_state__descr
 extern const ProtobufCEnumDescriptor    substatus__v1__eligibility_reason__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__promo_scope__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__purchase_sharing__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__consumption_delivery_status__descriptor;
+extern const ProtobufCEnumDescriptor    substatus__v1__refund_preference__descriptor;
 extern const ProtobufCEnumDescriptor    substatus__v1__api_key_role__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__product__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__commitment__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__eligibility_policy__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__consumption_policy__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__item_error__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__refused_original_transaction__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__group_status__descriptor;

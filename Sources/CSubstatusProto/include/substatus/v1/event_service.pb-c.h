@@ -169,6 +169,24 @@ typedef enum _Substatus__V1__EventType {
    */
   SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_COMMITMENT_ENDED = 23,
   /*
+   * The server answered Apple's refund request (V2 CONSUMPTION_REQUEST) for the transaction by
+   * Send Consumption Information, as the app's consumption policy says (docs/architecture.md rule
+   * 27); `consumption_body` is what Apple accepted. `occurred_ms` is when Apple accepted it.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_SENT = 25,
+  /*
+   * The server could not answer a refund request: Apple refused the answer, or the 12 hours Apple
+   * gives passed while it kept failing; `consumption_detail` says why.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_FAILED = 26,
+  /*
+   * A refund request the server did not answer, on purpose; `consumption_detail` says why:
+   * `assigned` (an ASSIGNED transaction takes no consumption request, rule 23),
+   * `no_customer_consent` (the policy does not declare consent, which Apple requires),
+   * `no_consumption_policy` (the policy was removed before the answer), `no_in_app_purchase_key`.
+   */
+  SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_CONSUMPTION_INFO_NOT_SENT = 27,
+  /*
    * Apple asked the app's retention endpoint what to show a subscriber on the cancel page, and
    * substatus answered (`retention_rule_id`, `retention_answer`, `retention_message_identifier`,
    * `retention_offered_id`); `product_id` and `original_transaction_id` are the request's,
@@ -390,6 +408,21 @@ struct  Substatus__V1__Event
    */
   Substatus__V1__Commitment *commitment;
   /*
+   * For CONSUMPTION_INFO_SENT: the JSON body Apple accepted (Apple's ConsumptionRequest), as sent.
+   */
+  char *consumption_body;
+  /*
+   * For CONSUMPTION_INFO_FAILED and CONSUMPTION_INFO_NOT_SENT: why, starting with a lower-case
+   * word (`assigned`, `no_customer_consent`, `no_consumption_policy`, `no_in_app_purchase_key`,
+   * `rejected`, `expired`), then details.
+   */
+  char *consumption_detail;
+  /*
+   * For the CONSUMPTION_INFO_ types: Apple's `consumptionRequestReason` of the refund request
+   * (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...), empty when Apple gave none.
+   */
+  char *refund_request_reason;
+  /*
    * For RETENTION_OFFERED: the retention rule that answered; empty for the default message.
    */
   char *retention_rule_id;
@@ -409,7 +442,7 @@ struct  Substatus__V1__Event
 };
 #define SUBSTATUS__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, SUBSTATUS__V1__EVENT_TYPE__EVENT_TYPE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__SUBSCRIPTION_STATE__SUBSCRIPTION_STATE_UNSPECIFIED, SUBSTATUS__V1__EVENT_OFFER__EVENT_OFFER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__OWNERSHIP_TYPE__OWNERSHIP_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__BILLING_PLAN_TYPE__BILLING_PLAN_TYPE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__RETENTION_ANSWER_KIND__RETENTION_ANSWER_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
