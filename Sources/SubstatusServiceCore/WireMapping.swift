@@ -152,8 +152,7 @@ extension EligibilityPolicy {
     var out = self
     let all = [
       "refunds_block_intro", "lapsed_subscribers_get_intro", "billing_retry_entitled", "promo_scope", "purchase_sharing",
-      "paid_app_entitlement_id", "paid_app_before", "erase_on_rescind_consent",
-      "purchase_sharing_sandbox", "app_account_token_is_user_id", "consumption_policy",
+      "purchase_sharing_sandbox", "erase_on_rescind_consent", "app_account_token_is_user_id", "consumption_policy",
       "paid_app_entitlement_id", "paid_app_before",
     ]
     var paidApp = false
