@@ -91,7 +91,7 @@ let package = Package(
     .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire", "CZlib"], swiftSettings: swiftSettings),
     // Connect and gRPC-Web on the HTTP/1.1 listener: HTTP requests to RPCServer calls.
     .target(
-      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
+      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock", "SubstatusWire"],
       swiftSettings: swiftSettings),
 
 
