@@ -271,7 +271,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusCryptoTests", dependencies: ["SubstatusCrypto"], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
+      name: "SubstatusClockTests", dependencies: ["SubstatusClock", "SubstatusProcessTestKit"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusMetricsTests", dependencies: ["SubstatusMetrics"], swiftSettings: swiftSettings),
     .testTarget(
@@ -337,7 +337,7 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
     .target(
-      name: "SubstatusClientTestKit", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      name: "SubstatusClientTestKit", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusProcessTestKit"],
       path: "Tests/SubstatusClientTestKit", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",
