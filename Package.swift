@@ -100,7 +100,7 @@ let package = Package(
     .target(name: "OutboundHTTP", dependencies: ["CCurl", "SubstatusMetrics"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
-    // SHA-256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
+    // SHA-256, HMAC-SHA256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
     .target(name: "SubstatusCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(

@@ -22,7 +22,7 @@ extension SubstatusService {
       keyId: request.keyID, issuerId: request.issuerID, privateKeyPEM: request.privateKeyPem,
       publicKeyPEM: publicKey.pem, publicKeyFingerprint: InAppPurchaseKeyValidation.fingerprint(publicKey),
       setMs: environment.now())
-    try await stored { () throws(StoreError) in try await store.setInAppPurchaseKey(appId: request.appID, key: key) }
+    try await stored { () throws(StoreError) in try await catalogStore.setInAppPurchaseKey(appId: request.appID, key: key) }
     invalidateApp(request.appID)
     await audit(
       context, tenant: cached.app.tenantId, action: "SetInAppPurchaseKey", resource: "apps/\(request.appID)",
@@ -47,7 +47,7 @@ extension SubstatusService {
     {
       return (hit.key, hit.privateKey)
     }
-    guard let key = try await stored({ () throws(StoreError) in try await store.inAppPurchaseKey(appId: appId) }) else {
+    guard let key = try await stored({ () throws(StoreError) in try await catalogStore.inAppPurchaseKey(appId: appId) }) else {
       throw RPCError(
         code: .failedPrecondition,
         message: "app \(ErrorText.quoted(appId)) has no In-App Purchase key: set one with AdminService.SetInAppPurchaseKey")

@@ -125,7 +125,7 @@ extension SubstatusService {
     let now = self.environment.now()
     let history = try await owning(
       try await stored { () throws(StoreError) in
-        try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
+        try await purchaseStore.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
       }, cached
     ).owned(at: now)
     let answers = try await verifyingNewCustomers(

@@ -56,7 +56,7 @@ extension SubstatusService {
     }
     let now = self.environment.now()
     let users = try await stored { () throws(StoreError) in
-      try await store.users(appId: appID, environment: environment, originalTransactionId: request.originalTransactionId)
+      try await purchaseStore.users(appId: appID, environment: environment, originalTransactionId: request.originalTransactionId)
     }
     var userId = Self.unclaimedUserID(originalTransactionId: request.originalTransactionId)
     var decision = rules.ruleSet.defaultDecision

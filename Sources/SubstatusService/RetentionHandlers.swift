@@ -24,7 +24,7 @@ extension SubstatusService {
     wire.updatedMs = environment.now()
     let payload = wire.serializedBytes()
     try await stored { () throws(StoreError) in
-      try await store.putRetentionRules(appId: request.appID, rules: StoredRetentionRules(payload: payload, updatedMs: wire.updatedMs))
+      try await retentionRuleStore.putRetentionRules(appId: request.appID, rules: StoredRetentionRules(payload: payload, updatedMs: wire.updatedMs))
     }
     invalidateRetentionRules(request.appID)
     await audit(
@@ -109,7 +109,7 @@ extension SubstatusService {
 
   /// The app's rules as stored; `nil` when none were put.
   func storedRetentionRules(appId: String) async throws(RPCError) -> DecodedRetentionRules? {
-    guard let row = try await stored({ () throws(StoreError) in try await store.retentionRules(appId: appId) }) else {
+    guard let row = try await stored({ () throws(StoreError) in try await retentionRuleStore.retentionRules(appId: appId) }) else {
       return nil
     }
     do {
