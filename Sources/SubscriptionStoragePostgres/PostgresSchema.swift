@@ -297,6 +297,7 @@ enum PostgresSchema {
     keptNotificationsMigration,
     retentionRulesMigration,
     consumptionRequestsMigration,
+    appAccountTokenWritesMigration,
   ]
 
   /// The newest schema version this build knows.

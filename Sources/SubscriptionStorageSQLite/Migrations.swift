@@ -346,6 +346,7 @@ enum Schema {
     keptNotificationsMigration,
     retentionRulesMigration,
     consumptionRequestsMigration,
+    appAccountTokenWritesMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it

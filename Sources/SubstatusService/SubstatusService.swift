@@ -71,6 +71,8 @@ public final class SubstatusService: Sendable {
   public let consumptionSignal = EventSignal()
   /// Refund requests recorded and answered, for `/metrics`.
   public let consumptionMetrics = ConsumptionMetrics()
+  /// Wakes the ``AppAccountTokenWriter`` when a commit transferred purchases (rule 26).
+  public let appAccountTokenSignal = EventSignal()
 
   struct CachedApp {
     var app: AppRecord
