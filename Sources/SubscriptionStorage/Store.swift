@@ -261,5 +261,5 @@ public struct IngestSummary: Sendable, Hashable {
 public protocol Store:
   TenantStore, AuditStore, CatalogStore, PurchaseStore, ReceiptStore, EventLogStore, WebhookStore, AppAccountStore,
   ServerAPISyncStore, ErasureStore, NotificationLogStore, RetentionRuleStore, ConsumptionRequestStore,
-  AppAccountTokenWriteStore
+  AppAccountTokenWriteStore, KeptNotificationRetentionStore
 {}

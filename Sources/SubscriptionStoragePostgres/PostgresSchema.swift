@@ -298,6 +298,7 @@ enum PostgresSchema {
     retentionRulesMigration,
     consumptionRequestsMigration,
     appAccountTokenWritesMigration,
+    keptNotificationIndexesMigration,
   ]
 
   /// The newest schema version this build knows.

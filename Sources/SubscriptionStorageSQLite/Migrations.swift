@@ -347,6 +347,7 @@ enum Schema {
     retentionRulesMigration,
     consumptionRequestsMigration,
     appAccountTokenWritesMigration,
+    keptNotificationIndexesMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it
