@@ -14,13 +14,15 @@
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusClock
 import SubstatusJSON
+import SubstatusServiceCore
 
-extension SubstatusService {
+extension IngestPath {
   /// After a commit that transferred purchases: wakes the ``AppAccountTokenWriter``, which sends
   /// the rows that commit wrote (nothing is sent from here).
-  func writeBackAppAccountTokens(_ transfers: [OwnershipTransfer]) {
+  package func writeBackAppAccountTokens(_ transfers: [OwnershipTransfer]) {
     if !transfers.isEmpty { appAccountTokenSignal.signal() }
   }
 }
@@ -40,7 +42,7 @@ extension SubstatusService {
 /// transaction, a refused token) is given up at once. A transfer made while a write is in flight
 /// replaces the row, which is released when the attempt ends, so the new owner's write follows.
 /// Time is the service's clock; between passes it waits for the next due write (service clock), a
-/// new transfer (``SubstatusService/appAccountTokenSignal``) or the periodic pass (real time).
+/// new transfer (``IngestPath/appAccountTokenSignal``) or the periodic pass (real time).
 public final class AppAccountTokenWriter: Sendable {
   /// How the writer works.
   public struct Configuration: Sendable {
@@ -81,14 +83,14 @@ public final class AppAccountTokenWriter: Sendable {
   }
 
   /// The service whose store, clock and Server API client are used.
-  public let service: SubstatusService
+  let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   private let passTimer: PeriodicJobTimer
   private let dueTimer: PeriodicJobTimer
 
   /// Creates a writer; it does nothing until ``run()`` or ``writeDue()``.
-  public init(service: SubstatusService, configuration: Configuration = Configuration()) {
+  package init(service: any IngestPath, configuration: Configuration = Configuration()) {
     self.service = service
     self.configuration = configuration
     self.passTimer = PeriodicJobTimer(clock: service.environment.wireClock)
@@ -149,7 +151,7 @@ public final class AppAccountTokenWriter: Sendable {
       ("app_id", .string(write.appId)), ("environment", .string(write.environment.rawValue)),
       ("original_transaction_id", .string(write.originalTransactionId)),
     ]
-    guard InAppPurchaseKeyValidation.isUUID(write.userId) else {
+    guard isUUID(write.userId) else {
       try await finish(write, givenUp: nil)
       metrics.appAccountTokenWrite(outcome: "not_uuid")
       return
@@ -160,7 +162,7 @@ public final class AppAccountTokenWriter: Sendable {
       metrics.appAccountTokenWrite(outcome: "no_key")
       return
     }
-    let authorizer: InAppPurchaseKeyAuthorizer
+    let authorizer: any AppStoreServerAPIAuthorizer
     do { authorizer = try await service.serverAPIAuthorizer(cached) } catch {
       try await finish(write, givenUp: nil)
       metrics.appAccountTokenWrite(outcome: "no_key")
