@@ -121,7 +121,7 @@ extension SubstatusService {
     let nonce = try self.nonce(given)
     if !transactionID.isEmpty { try requireID(transactionID, "transaction_id", limits: limits) }
     let environment = try SubscriptionDomain.Environment(wire: wire)
-    let (key, privateKey) = try await signingKey(cached.app.appId)
+    let (key, privateKey) = try await signingKey(cached)
     let now = self.environment.now()
     let history = try await owning(
       try await stored { () throws(StoreError) in

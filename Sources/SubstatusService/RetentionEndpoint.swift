@@ -50,7 +50,7 @@ extension SubstatusService {
     } catch {
       return rejectedNotification(error, appID: appID)
     }
-    guard let rules = try await storedRetentionRules(appId: appID) else {
+    guard let rules = try await cachedRetentionRules(appId: appID) else {
       metrics.notification(outcome: "retention_no_rules")
       throw HTTPError(status: 404, message: "app \(ErrorText.quoted(appID)) has no retention rules")
     }
@@ -111,7 +111,7 @@ extension SubstatusService {
     let key: InAppPurchaseKey
     let privateKey: ES256PrivateKey
     do {
-      (key, privateKey) = try await signingKey(cached.app.appId)
+      (key, privateKey) = try await signingKey(cached)
     } catch where error.code == .failedPrecondition {
       log.info("retention promotional offer without an In-App Purchase key: answered the default message", [
         ("app_id", .string(cached.app.appId))

@@ -66,6 +66,11 @@ public final class SubstatusService: Sendable {
   public let workingSetBudget: WorkingSetBudget
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
+  /// In-App Purchase keys parsed for signing, per app id (replaced when the app's key changes;
+  /// ``signingKey(_:)``).
+  let signingKeys = Mutex<[String: CachedSigningKey]>([:])
+  /// Decoded retention rules per app id, as the app cache keeps apps (``cachedRetentionRules(appId:)``).
+  let retentionRuleCache = Mutex(RetentionRuleCache())
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
   package let revocationSyncs = RevocationSyncScheduler()
   /// Wakes the ``ConsumptionResponder`` when a refund request is recorded (rule 27).
@@ -205,7 +210,10 @@ public final class SubstatusService: Sendable {
     }
   }
 
-  func invalidateApp(_ appId: String) { _ = apps.withLock { $0.removeValue(forKey: appId) } }
+  func invalidateApp(_ appId: String) {
+    _ = apps.withLock { $0.removeValue(forKey: appId) }
+    invalidateRetentionRules(appId)
+  }
 
   func audit(_ context: ServerContext, tenant: String?, action: String, resource: String, details: String = "") async {
     guard let p = context[PrincipalKey.self] else { return }
