@@ -192,7 +192,7 @@ let commandTable: [CommandSpec] = [
       "the server's health (grpc.health.v1.Health/Check); needs no key; exit 1 unless SERVING",
     needsKey: false),
 ] + signedDataCommands + appAccountCommands + accessModelCommands + eventCommands + trendsCommands + exportCommands
-  + chartCommands + retentionCommands
+  + chartCommands + retentionCommands + notificationCommands
 
 /// Runs a parsed command; returns its standard output.
 func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> String {
@@ -702,6 +702,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     if let output = try await executeExport(command, context) { return output }
     if let output = try await executeChart(command, context) { return output }
     if let output = try await executeRetention(command, context) { return output }
+    if let output = try await executeNotifications(command, context) { return output }
     throw UsageError(message: "unknown command", command: command.name)
   }
 }

@@ -64,6 +64,10 @@ package protocol OwnershipLedger {
   mutating func closeGap(userId: String, originalTransactionId: String, atMs: Int64) throws(StoreError)
   /// Records a transfer.
   mutating func recordTransfer(_ transfer: OwnershipTransfer) throws(StoreError)
+  /// Writes the outbox row of the original transaction's new `appAccountToken`
+  /// (``AppAccountTokenWriteStore``): inserted, or the row of that original transaction replaced
+  /// by ``AppAccountTokenWrite/replacing(_:by:)``.
+  mutating func saveAppAccountTokenWrite(for transfer: OwnershipTransfer) throws(StoreError)
   /// `userId`'s stored transactions and present renewal infos of `originalTransactionId`
   /// (read under ``SubscriptionDomain/PurchaseSharing/transferIfNoActive`` only).
   mutating func purchases(of userId: String, originalTransactionId: String) throws(StoreError)
@@ -211,6 +215,8 @@ public enum PurchaseOwnership {
           try ledger.recordTransfer(transfer)
           transfers.append(transfer)
         }
+        // Rule 26: Apple is told the new owner in the background, from a row of this commit.
+        if let last = transfers.last, !others.isEmpty { try ledger.saveAppAccountTokenWrite(for: last) }
         if hasLost {
           try ledger.closeGap(userId: user.userId, originalTransactionId: otid, atMs: at)
         } else if !holds && !others.isEmpty {

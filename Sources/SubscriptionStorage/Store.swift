@@ -260,5 +260,6 @@ public struct IngestSummary: Sendable, Hashable {
 ///   ``PurchaseOwnership``'s, never re-implemented.
 public protocol Store:
   TenantStore, AuditStore, CatalogStore, PurchaseStore, ReceiptStore, EventLogStore, WebhookStore, AppAccountStore,
-  ServerAPISyncStore, ErasureStore, NotificationLogStore, RetentionRuleStore, ConsumptionRequestStore
+  ServerAPISyncStore, ErasureStore, NotificationLogStore, RetentionRuleStore, ConsumptionRequestStore,
+  AppAccountTokenWriteStore, KeptNotificationRetentionStore
 {}

@@ -297,6 +297,8 @@ enum PostgresSchema {
     keptNotificationsMigration,
     retentionRulesMigration,
     consumptionRequestsMigration,
+    appAccountTokenWritesMigration,
+    keptNotificationIndexesMigration,
   ]
 
   /// The newest schema version this build knows.

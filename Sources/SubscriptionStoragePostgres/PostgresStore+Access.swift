@@ -138,6 +138,8 @@ extension PostgresStore {
         try db.run(
           "DELETE FROM ownership_transfers WHERE app_id = $1 AND (previous_user_id = $2 OR new_user_id = $2)",
           [.text(appId), .text(userId)])
+        try db.run(
+          "DELETE FROM app_account_token_writes WHERE app_id = $1 AND user_id = $2", [.text(appId), .text(userId)])
       }
       // The other instances find these users gone and clear their caches (the feed's rows hold
       // keys only: nothing of the erased users' ids stays behind).

@@ -346,6 +346,8 @@ enum Schema {
     keptNotificationsMigration,
     retentionRulesMigration,
     consumptionRequestsMigration,
+    appAccountTokenWritesMigration,
+    keptNotificationIndexesMigration,
   ]
 
   /// An app's App Store Small Business Program membership (charts' proceeds); apps made before it

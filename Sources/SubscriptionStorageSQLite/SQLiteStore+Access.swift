@@ -127,6 +127,7 @@ extension SQLiteStore {
         try db.run(
           "DELETE FROM ownership_transfers WHERE app_id = ? AND (previous_user_id = ?2 OR new_user_id = ?2)",
           [.text(appId), .text(userId)])
+        try Self.eraseAppAccountTokenWrites(db, appId: appId, userId: userId)
       }
       return erased
     }

@@ -53,3 +53,28 @@ extension InMemoryStore {
     }
   }
 }
+
+extension InMemoryStore {
+  /// See ``KeptNotificationRetentionStore/listKeptNotifications(_:)``.
+  public func listKeptNotifications(_ query: KeptNotificationQuery) async throws(StoreError) -> [KeptNotification] {
+    state.withLock { s in
+      Array(
+        s.keptNotifications.notifications.filter(query.matches)
+          .sorted { ($0.receivedMs, $0.sequence) < ($1.receivedMs, $1.sequence) }
+          .prefix(query.pageSize))
+    }
+  }
+
+  /// See ``KeptNotificationRetentionStore/pruneKeptNotifications(receivedBeforeMs:limit:)``.
+  public func pruneKeptNotifications(receivedBeforeMs: Int64, limit: Int) async throws(StoreError) -> Int {
+    state.withLock { s in
+      let old = s.keptNotifications.notifications.filter { $0.receivedMs < receivedBeforeMs }
+        .sorted { ($0.receivedMs, $0.sequence) < ($1.receivedMs, $1.sequence) }
+        .prefix(min(max(1, limit), 10_000))
+      let gone = Set(old.map(\.sequence))
+      for n in old { s.keptNotifications.ids.remove([n.appId, n.notificationUUID]) }
+      s.keptNotifications.notifications.removeAll { gone.contains($0.sequence) }
+      return gone.count
+    }
+  }
+}

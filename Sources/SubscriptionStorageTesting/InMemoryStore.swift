@@ -35,6 +35,9 @@ public final class InMemoryStore: Store {
     /// Purchase sharing: each user's ownership gaps, and every transfer in commit order.
     var gaps: [UserKey: [OwnershipGap]] = [:]
     var transfers: [OwnershipTransfer] = []
+    /// Set App Account Token writes owed to Apple by [app id, environment, original transaction id]
+    /// (``AppAccountTokenWriteStore``).
+    var appAccountTokenWrites: [[String]: AppAccountTokenWrite] = [:]
     var eventLog = InMemoryEventLog()
     /// Each user's summary row: the stamp of its last write and the encoded summary.
     var summaries: [UserKey: (stamp: Int64, bytes: [UInt8])] = [:]
@@ -47,6 +50,8 @@ public final class InMemoryStore: Store {
     let users: [UserKey: UserPurchaseState]
     var gaps: [UserKey: [OwnershipGap]]
     var transfers: [OwnershipTransfer]
+    /// The state's Set App Account Token writes, moved in for the step.
+    var tokenWrites: [[String]: AppAccountTokenWrite] = [:]
     /// The app's catalog and policy (``OwnershipLedger/evaluationInputs()``).
     let catalog: Catalog
     let policy: EligibilityPolicy
@@ -86,6 +91,11 @@ public final class InMemoryStore: Store {
     }
 
     mutating func recordTransfer(_ transfer: OwnershipTransfer) { transfers.append(transfer) }
+
+    mutating func saveAppAccountTokenWrite(for transfer: OwnershipTransfer) {
+      let key = [transfer.appId, transfer.environment.rawValue, transfer.originalTransactionId]
+      tokenWrites[key] = AppAccountTokenWrite.replacing(tokenWrites[key], by: transfer)
+    }
 
     func purchases(of userId: String, originalTransactionId: String) -> (
       transactions: [Transaction], renewals: [RenewalInfo]
@@ -410,6 +420,7 @@ public final class InMemoryStore: Store {
       s.transfers.removeAll {
         $0.appId == appId && (erasedIds.contains($0.previousUserId) || erasedIds.contains($0.newUserId))
       }
+      s.appAccountTokenWrites = s.appAccountTokenWrites.filter { !($0.value.appId == appId && erasedIds.contains($0.value.userId)) }
       for userId in Set(userIds) {
         for environment in Environment.allCases {
           let user = UserKey(appId: appId, environment: environment, userId: userId)
@@ -604,7 +615,7 @@ public final class InMemoryStore: Store {
     let sharing = app.policy.purchaseSharing(in: update.user.environment)
     var ledger = Ledger(
       appId: update.user.appId, environment: update.user.environment, users: s.users, gaps: s.gaps,
-      transfers: [],
+      transfers: [], tokenWrites: s.appAccountTokenWrites,
       catalog: sharing == .transferIfNoActive ? catalog(update.user.appId, s) : Catalog(products: []),
       policy: app.policy)
     s.gaps = [:]
@@ -616,6 +627,7 @@ public final class InMemoryStore: Store {
       submitted: SubmittedPurchases(transactions: update.transactions, renewals: update.renewalInfos))
     s.gaps = ledger.gaps
     s.transfers += ledger.transfers
+    s.appAccountTokenWrites = ledger.tokenWrites
     summary.transfers += transfers
     summary.refused += refused.map { OwnershipRefusal(user: update.user, originalTransactionId: $0) }
     return update.removing(originalTransactionIds: Set(refused))

@@ -41,6 +41,8 @@ package protocol IngestPath: Sendable {
   var consumptionSignal: EventSignal { get }
   /// Refund requests recorded and answered.
   var consumptionMetrics: ConsumptionMetrics { get }
+  /// Wakes the ``AppAccountTokenWriter`` when a commit transferred purchases (rule 26).
+  var appAccountTokenSignal: EventSignal { get }
   /// The revocation syncs running, one per user.
   var revocationSyncs: RevocationSyncScheduler { get }
   /// When a stored receipt is verified again.

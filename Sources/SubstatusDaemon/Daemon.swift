@@ -219,6 +219,19 @@ public enum SubstatusDaemon {
     // Refund requests (rule 27): an answer in flight finishes (bounded by the Server API client's
     // timeout and retries); a claimed request not answered is due again after its lease.
     members.append(.init("the consumption responder", ConsumptionResponder(service: service), stopWithin: .seconds(60)))
+    // Set App Account Token after purchase sharing transfers (rule 26): a write in flight finishes
+    // (bounded by the Server API client's timeout and retries); a claimed write not sent is due
+    // again after its lease.
+    members.append(.init("the app account token writer", AppAccountTokenWriter(service: service), stopWithin: .seconds(60)))
+    // Kept notifications older than --keep-notifications-days (0: kept for ever); a batch in
+    // progress finishes.
+    if configuration.keepNotificationsDays > 0 {
+      let pruner = KeptNotificationPruner(
+        store: service.store, clock: service.environment.clock, log: service.log,
+        configuration: .init(keepDays: configuration.keepNotificationsDays))
+      service.metrics.registry.register(pruner)
+      members.append(.init("the kept notification pruner", pruner, stopWithin: .seconds(10)))
+    }
     // A look at the log every second for the watchers (events other instances sharing a
     // PostgreSQL database wrote).
     members.append(.init("the watcher poll", EventSignalPoll(service: service, clock: clock), stopWithin: .seconds(2)))
@@ -295,6 +308,8 @@ extension WebhookDispatcher: Service {}
 extension ServerAPIReconciler: Service {}
 extension ReceiptRefresher: Service {}
 extension ConsumptionResponder: Service {}
+extension AppAccountTokenWriter: Service {}
+extension KeptNotificationPruner: Service {}
 
 /// The watcher poll: signals the service's `EventSignal` every second of `clock`, so that
 /// `WatchEvents` sees events other instances sharing a PostgreSQL database wrote.

@@ -23,6 +23,7 @@ import SubstatusJSON
 /// | `--refresh-tenant-concurrency N` | `SUBSTATUS_REFRESH_TENANT_CONCURRENCY` | `refresh_tenant_concurrency` | 2 |
 /// | `--refresh-lease SECONDS` | `SUBSTATUS_REFRESH_LEASE` | `refresh_lease` | 300 |
 /// | `--refresh-batch-size N` | `SUBSTATUS_REFRESH_BATCH_SIZE` | `refresh_batch_size` | 200 |
+/// | `--keep-notifications-days N` | `SUBSTATUS_KEEP_NOTIFICATIONS_DAYS` | `keep_notifications_days` | 180 (0: for ever) |
 /// | `--master-key-file F` | `SUBSTATUS_MASTER_KEY_FILE` (or `SUBSTATUS_MASTER_KEY`) | `master_key_file` | `DATA_DIR/master.key`, created on first start |
 /// | `--tls-cert F` | `SUBSTATUS_TLS_CERT` | `tls_cert` | none (cleartext h2c) |
 /// | `--tls-key F` | `SUBSTATUS_TLS_KEY` | `tls_key` | none |
@@ -101,6 +102,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var refreshLease: Double = 300
   /// Due receipts one claim takes (instances sharing a database split the due receipts by batch).
   public var refreshBatchSize: Int = 200
+  /// Days a kept V2 notification (rule 25) is kept after it was received; 0 keeps them for ever.
+  /// The default is Apple's own notification history (Get Notification History covers 180 days):
+  /// what substatus derived from a notification (histories, events) stays regardless, and the
+  /// signed payloads, a few KiB each, are the bulk of a busy app's database.
+  public var keepNotificationsDays: Int = 180
   /// The gRPC listener's certificate chain (PEM); with ``tlsKey``, gRPC is served over TLS.
   public var tlsCertificate: String?
   /// The private key (PEM) of ``tlsCertificate``.
@@ -247,6 +253,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
       --refresh-lease SECONDS                a claimed batch is this instance's for this long;
                                              others skip it, and take it over if this one dies (default 300)
       --refresh-batch-size N                 due receipts claimed at once (default 200)
+      --keep-notifications-days N            delete kept V2 notifications received more than N days ago
+                                             (default 180, Apple's notification history; 0: keep for ever)
       --master-key-file F                    AES-256-GCM master key for secrets at rest
                                              (default SUBSTATUS_MASTER_KEY(_FILE), else DATA_DIR/master.key)
       --tls-cert F --tls-key F               serve gRPC over TLS with this PEM chain and key
@@ -339,6 +347,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     ("--refresh-tenant-concurrency", "SUBSTATUS_REFRESH_TENANT_CONCURRENCY", "refresh_tenant_concurrency"),
     ("--refresh-lease", "SUBSTATUS_REFRESH_LEASE", "refresh_lease"),
     ("--refresh-batch-size", "SUBSTATUS_REFRESH_BATCH_SIZE", "refresh_batch_size"),
+    ("--keep-notifications-days", "SUBSTATUS_KEEP_NOTIFICATIONS_DAYS", "keep_notifications_days"),
     ("--tls-cert", "SUBSTATUS_TLS_CERT", "tls_cert"),
     ("--tls-key", "SUBSTATUS_TLS_KEY", "tls_key"),
     ("--tls-client-ca", "SUBSTATUS_TLS_CLIENT_CA", "tls_client_ca"),
@@ -522,6 +531,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         guard n >= 1, n <= 1000, n == n.rounded() else { throw UsageError(description: "\(flag) must be a whole number between 1 and 1000") }
         c[keyPath: path] = Int(n)
       }
+    }
+    if let n = try number("--keep-notifications-days") {
+      guard n >= 0, n <= 36_500, n == n.rounded() else {
+        throw UsageError(description: "--keep-notifications-days must be a whole number of days between 0 and 36500")
+      }
+      c.keepNotificationsDays = Int(n)
     }
     if let v = values["--cors-origin"] {
       for text in v.split(separator: ",", omittingEmptySubsequences: false) {

@@ -197,7 +197,7 @@ public final class ServiceMetrics: Sendable {
         "outcome", s.revocationSyncs),
       byOutcome(
         "substatus_app_account_token_writes_total",
-        "Set App Account Token calls after purchase sharing transfers, by outcome (ok, failed, not_uuid, no_key).",
+        "Set App Account Token writes after purchase sharing transfers, by outcome (ok, retried: an attempt failed and was rescheduled, failed: given up, not_uuid, no_key).",
         "outcome", s.appAccountTokenWrites),
     ]
   }

@@ -53,6 +53,8 @@ public final class SubstatusService: Sendable {
   let retentionRuleStore: any RetentionRuleStore
   /// Apple's refund requests (rule 27).
   let consumptionRequestStore: any ConsumptionRequestStore
+  /// Kept notifications read back and pruned (rule 25).
+  let keptNotificationRetentionStore: any KeptNotificationRetentionStore
   /// Time and randomness.
   public let environment: ServiceEnvironment
   /// Size and rate limits.
@@ -107,6 +109,8 @@ public final class SubstatusService: Sendable {
   public let consumptionSignal = EventSignal()
   /// Refund requests recorded and answered, for `/metrics`.
   public let consumptionMetrics = ConsumptionMetrics()
+  /// Wakes the ``AppAccountTokenWriter`` when a commit transferred purchases (rule 26).
+  public let appAccountTokenSignal = EventSignal()
 
   struct CachedKey {
     var record: ApiKeyRecord
@@ -139,6 +143,7 @@ public final class SubstatusService: Sendable {
     self.notificationLogStore = store
     self.retentionRuleStore = store
     self.consumptionRequestStore = store
+    self.keptNotificationRetentionStore = store
     self.environment = environment
     self.limits = limits
     self.verifyReceipt = verifyReceipt

@@ -147,6 +147,10 @@ public enum StoreContract {
     case retentionRules
     /// Refund requests to answer (rule 27).
     case consumptionRequests
+    /// Set App Account Token writes owed to Apple after transfers (rule 26).
+    case appAccountTokenWrites
+    /// Kept notifications listed by received time and pruned by age (rule 25).
+    case keptNotificationRetention
 
     /// What the case checks, as test output shows it.
     public var testDescription: String {
@@ -187,6 +191,8 @@ public enum StoreContract {
       case .appAccounts: "Apple Accounts: save, replace and read per user and environment, batch reads, bad input refused, erased with the user"
       case .keptNotifications: "kept notifications: once per notificationUUID with their events, in order, paged, bad input refused; an Apple Account's users"
       case .retentionRules: "retention rules: none at first, put and read back per app, replaced whole, unknown app and bad payloads refused"
+      case .keptNotificationRetention: "kept notifications: listed by received time, filtered by type and time range, paged, per app; pruned oldest first in bounded batches"
+      case .appAccountTokenWrites: "app account token writes: written by a transfer's commit, replaced by a later transfer, claimed under a lease, rescheduled, finished, released when replaced, given up, erased with their user"
       case .consumptionRequests: "refund requests: recorded once per notification, claimed when due under a lease, rescheduled, closed with their events in one commit"
       case .reconciliationLease: "reconciliation leases: one owner at a time, taken over after expiry, completion records the time"
       case .claimDueReceipts: "claiming due receipts leases them: other claims skip them until the lease expires or the outcome is recorded"
@@ -246,6 +252,8 @@ public enum StoreContract {
     case .keptNotifications: try await keptNotifications(store)
     case .retentionRules: try await retentionRules(store)
     case .consumptionRequests: try await consumptionRequests(store)
+    case .appAccountTokenWrites: try await appAccountTokenWrites(store)
+    case .keptNotificationRetention: try await keptNotificationRetention(store)
     case .reconciliationLease: try await reconciliationLease(store)
     case .claimDueReceipts: try await claimDueReceipts(store)
     case .concurrentClaims: try await concurrentClaims(store)

@@ -286,6 +286,7 @@ struct WebhookStoreTests {
         ALTER TABLE apps DROP COLUMN small_business_program;
         DROP TABLE retention_rules;
         DROP TABLE consumption_requests;
+        DROP TABLE app_account_token_writes;
         DELETE FROM schema_version WHERE version >= 16;
         """)
     }

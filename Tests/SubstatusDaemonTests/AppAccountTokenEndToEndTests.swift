@@ -139,4 +139,102 @@ import Testing
     let (exitStatus, _) = await daemon.stop()
     #expect(exitStatus == 0)
   }
+
+  /// The `outcome` count of `substatus_app_account_token_writes_total` on `daemon`'s `/metrics`.
+  static func tokenWrites(_ daemon: RunningDaemon, _ outcome: String) async throws -> Int {
+    var request = URLRequest(url: try #require(URL(string: "http://\(daemon.http)/metrics")))
+    request.httpMethod = "GET"
+    let metrics = String(decoding: try await URLSession.shared.data(for: request).0, as: UTF8.self)
+    let prefix = #"substatus_app_account_token_writes_total{outcome=""# + outcome + #""} "#
+    for line in metrics.split(separator: "\n") where line.hasPrefix(prefix) { return Int(line.dropFirst(prefix.count)) ?? -1 }
+    return 0
+  }
+
+  /// The write-back is durable: Apple fails it, substatusd is killed and restarted, and the
+  /// simulator then receives the new owner's token (the restarted process finds the write the
+  /// transfer's commit left, on the simulated clock it follows).
+  @Test func aTransferWhoseWriteBackFailsIsWrittenAfterARestart() async throws {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let rootPath = scratch.appendingPathComponent("root.pem").path
+    let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
+    defer { sim.stop() }
+    _ = try await sim.post("/control/clock/set", ["now_ms": Int64(Date().timeIntervalSince1970 * 1000) - 1_000])
+    let arguments =
+      sim.serverAPIArguments(rootCA: rootPath) + [
+        "--clock-url", "http://\(sim.address)/control/clock", "--refresh-interval", "0", "--reconcile-interval", "0",
+      ]
+    let first = try await RunningDaemon(extraArguments: arguments)
+    defer { first.abandon() }
+    let client = try DaemonClient(first)
+    defer { client.transport.close() }
+    var tenant = Substatus_V1_CreateTenantRequest()
+    tenant.name = "durable-tokens"
+    let admin = try await client.call(Substatus_V1_TenantService.createTenant, tenant, key: first.operatorKey).adminKey
+    let bundle = "com.example.token.durable"
+    var register = Substatus_V1_RegisterAppRequest()
+    register.bundleID = bundle
+    register.appleAppID = 6_400_000_263
+    let app = try #require(try await client.call(Substatus_V1_AdminService.registerApp, register, key: admin).app).appID
+    var put = Substatus_V1_PutProductsRequest()
+    put.appID = app
+    var product = Substatus_V1_Product()
+    product.productID = "pro.monthly"
+    product.type = .autoRenewable
+    product.subscriptionGroupID = "pro"
+    product.duration = "P1M"
+    put.products = [product]
+    _ = try await client.call(Substatus_V1_AdminService.putProducts, put, key: admin)
+    try await client.linkServerAPI(
+      of: sim, daemon: first, admin: admin, appID: app, bundleID: bundle, appleAppID: 6_400_000_263,
+      keyID: "TOKENKEY03")
+    var policy = Substatus_V1_SetPolicyRequest()
+    policy.appID = app
+    var transfer = Substatus_V1_EligibilityPolicy()
+    transfer.purchaseSharing = .transfer
+    policy.policy = transfer
+    policy.updateMask = ["purchase_sharing"]
+    _ = try await client.call(Substatus_V1_AdminService.setPolicy, policy, key: admin)
+
+    // erin buys with her first account's token; she restores under a second account.
+    let laptop = UUID().uuidString.lowercased()
+    let phone = UUID().uuidString.lowercased()
+    _ = try await sim.post("/control/users", ["user_id": "erin", "environment": "production"])
+    _ = try await sim.post("/control/apps/\(bundle)/users/erin/purchase", ["product_id": "pro.monthly", "app_account_token": laptop])
+    let storeKit = try await sim.get("/control/apps/\(bundle)/users/erin/signed-transactions")
+    var submit = Substatus_V1_SubmitSignedTransactionsRequest()
+    submit.appID = app
+    submit.signedTransactions = storeKit["signed_transactions"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    try #require(!submit.signedTransactions.isEmpty)
+    submit.userID = laptop
+    _ = try await client.call(Substatus_V1_IngestService.submitSignedTransactions, submit, key: admin)
+    // Apple's Server API fails from now on; the restore transfers the purchase to the phone.
+    _ = try await sim.post("/control/server-api/faults", ["http_status": 503])
+    submit.userID = phone
+    _ = try await client.call(Substatus_V1_IngestService.submitSignedTransactions, submit, key: admin)
+    let attempted = try await waitUntil(timeout: .seconds(30), every: .milliseconds(100)) {
+      try await Self.tokenWrites(first, "retried") >= 1
+    }
+    #expect(attempted, "the writer never tried: \(first.log.split(separator: "\n").filter { $0.contains("account token") })")
+    #expect(try await Self.tokens(sim, bundle: bundle, user: "erin") == [laptop])
+
+    // Killed (no graceful end); Apple recovers; a new process on the same data finds the write.
+    await first.kill()
+    var clear = URLRequest(url: try #require(URL(string: "http://\(sim.address)/control/server-api/faults")))
+    clear.httpMethod = "DELETE"
+    _ = try await URLSession.shared.data(for: clear)
+    let second = try await RunningDaemon(extraArguments: arguments, reusing: first.directory)
+    defer { second.abandon() }
+    // The retry is due 30 s after the failure on the service's clock (the simulator's).
+    _ = try await sim.post("/control/clock/advance", ["minutes": 2])
+    let written = try await waitUntil(timeout: .seconds(30), every: .milliseconds(100)) {
+      try await Self.tokens(sim, bundle: bundle, user: "erin") == [phone]
+    }
+    let carried = try await Self.tokens(sim, bundle: bundle, user: "erin")
+    #expect(written, "the simulator's transactions still carry \(carried)")
+    #expect(try await Self.tokenWrites(second, "ok") == 1)
+    let (exitStatus, _) = await second.stop()
+    #expect(exitStatus == 0)
+  }
 }

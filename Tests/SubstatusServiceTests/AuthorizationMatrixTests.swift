@@ -167,6 +167,9 @@ import SubstatusWire
       _ = try await w.h.call(Substatus_V1_AdminService.putRetentionRules, put, key: w.admin)
       var r = Substatus_V1_TestRetentionRulesRequest(); r.appID = w.appA; r.userID = "u1"; return r
     },
+    row(Substatus_V1_AdminService.listKeptNotifications, adminOfApp) { w in
+      var r = Substatus_V1_ListKeptNotificationsRequest(); r.appID = w.appA; return r
+    },
     row(Substatus_V1_AdminService.deleteEntitlements, adminOfApp) { w in
       var r = Substatus_V1_DeleteEntitlementsRequest(); r.appID = w.appA; r.entitlementIDs = ["premium"]; return r
     },

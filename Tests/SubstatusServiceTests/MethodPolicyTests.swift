@@ -22,7 +22,7 @@ import SubstatusWire
         ("DeleteEntitlements", admin), ("DeleteProducts", admin), ("DeleteUser", admin),
         ("SetPolicy", admin), ("CreateApiKey", admin), ("ListApiKeys", admin), ("RevokeApiKey", admin),
         ("GetCallerApiKey", anyKey), ("PutRetentionRules", admin), ("GetRetentionRules", admin),
-        ("TestRetentionRules", admin),
+        ("TestRetentionRules", admin), ("ListKeptNotifications", admin),
       ]),
       ("TenantService", [("CreateTenant", operatorOnly), ("ListTenants", operatorOnly), ("DisableTenant", operatorOnly)]),
       ("IngestService", [

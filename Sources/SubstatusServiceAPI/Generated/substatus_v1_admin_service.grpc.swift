@@ -272,6 +272,19 @@ extension Substatus_V1_AdminService {
     /// - Returns: The response message.
     /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
     func testRetentionRules(_ request: Substatus_V1_TestRetentionRulesRequest, _ context: ServerContext) async throws -> Substatus_V1_TestRetentionRulesResponse
+
+    /// Lists the app's kept App Store Server Notifications V2 (every verified notification is kept
+    /// whole, whatever its type, until substatusd's `--keep-notifications-days` prunes it), oldest
+    /// received first, optionally of one `notificationType` and within a range of received times.
+    /// Errors: NOT_FOUND (the app, also another tenant's); INVALID_ARGUMENT naming `page_size`,
+    /// `page_token`, `notification_type` or `received_before_ms`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - context: The call's metadata, deadline and values attached by interceptors.
+    /// - Returns: The response message.
+    /// - Throws: An `RPCError` goes to the caller as it is; any other error is `UNKNOWN`.
+    func listKeptNotifications(_ request: Substatus_V1_ListKeptNotificationsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListKeptNotificationsResponse
   }
 
   /// Registers every method of `substatus.v1.AdminService` with a router, as typed handlers that read
@@ -411,6 +424,12 @@ extension Substatus_V1_AdminService {
       execution: execution(Substatus_V1_AdminService.testRetentionRules.path)
     ) { request, context in
       try await service.testRetentionRules(request, context)
+    }
+    router.registerUnary(
+      method: Substatus_V1_AdminService.listKeptNotifications.path, request: Substatus_V1_ListKeptNotificationsRequest.self, response: Substatus_V1_ListKeptNotificationsResponse.self,
+      execution: execution(Substatus_V1_AdminService.listKeptNotifications.path)
+    ) { request, context in
+      try await service.listKeptNotifications(request, context)
     }
   }
 
@@ -835,6 +854,26 @@ extension Substatus_V1_AdminService {
     ) async throws(RPCError) -> Substatus_V1_TestRetentionRulesResponse {
       try await rpcClient.unary(
         method: Substatus_V1_AdminService.testRetentionRules.path, request: request, response: Substatus_V1_TestRetentionRulesResponse.self, metadata: metadata,
+        options: options)
+    }
+
+    /// Lists the app's kept App Store Server Notifications V2 (every verified notification is kept
+    /// whole, whatever its type, until substatusd's `--keep-notifications-days` prunes it), oldest
+    /// received first, optionally of one `notificationType` and within a range of received times.
+    /// Errors: NOT_FOUND (the app, also another tenant's); INVALID_ARGUMENT naming `page_size`,
+    /// `page_token`, `notification_type` or `received_before_ms`.
+    ///
+    /// - Parameters:
+    ///   - request: The request message.
+    ///   - metadata: Request metadata.
+    ///   - options: Timeout and other options.
+    /// - Returns: The response message.
+    /// - Throws: `RPCError` with the server's status; `INTERNAL` for a response that does not decode.
+    public func listKeptNotifications(
+      _ request: Substatus_V1_ListKeptNotificationsRequest, metadata: Metadata = [:], options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Substatus_V1_ListKeptNotificationsResponse {
+      try await rpcClient.unary(
+        method: Substatus_V1_AdminService.listKeptNotifications.path, request: request, response: Substatus_V1_ListKeptNotificationsResponse.self, metadata: metadata,
         options: options)
     }
   }

@@ -1401,6 +1401,101 @@ public struct Substatus_V1_TestRetentionRulesResponse: ProtobufJSONMessage {
   public func serializedBytes() -> [UInt8] { encode() }
 }
 
+/// The request of AdminService.ListKeptNotifications.
+public struct Substatus_V1_ListKeptNotificationsRequest: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListKeptNotificationsRequest"
+
+  /// The app. Required.
+  public var appID: String = ""
+
+  /// When set, only notifications of this Apple `notificationType` (as Apple sends it:
+  /// `DID_RENEW`, `CONSUMPTION_REQUEST`, an unknown type too); at most 256 bytes.
+  public var notificationType: String = ""
+
+  /// When set, only notifications received at or after this time (UNIX ms).
+  public var receivedFromMs: Int64 = 0
+
+  /// When set, only notifications received before this time (UNIX ms); after `received_from_ms`.
+  public var receivedBeforeMs: Int64 = 0
+
+  /// The maximum number of notifications to return (AIP-158): 0 means 50; at most 1000.
+  public var pageSize: Int32 = 0
+
+  /// The `next_page_token` of a previous response with the same filters; empty for the first page.
+  public var pageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// A kept App Store Server Notification V2: the verified signed payload whole, and what substatus
+/// read from it.
+public struct Substatus_V1_KeptNotification: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.KeptNotification"
+
+  /// Apple's `notificationUUID` (one kept notification per app and id: Apple's retries are one).
+  public var notificationUUID: String = ""
+
+  /// Apple's `notificationType`, as sent.
+  public var notificationType: String = ""
+
+  /// Apple's `subtype`; empty when it has none.
+  public var subtype: String = ""
+
+  /// The environment its payload names.
+  public var environment: Substatus_V1_Environment = Substatus_V1_Environment(rawValue: 0)
+
+  /// Apple's `signedDate` (UNIX ms); 0 when absent.
+  public var signedDateMs: Int64 = 0
+
+  /// When substatus first received it (UNIX ms, the server's clock).
+  public var receivedMs: Int64 = 0
+
+  /// The verified `signedPayload` (a compact JWS), as Apple sent it.
+  public var signedPayload: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
+/// The response of AdminService.ListKeptNotifications.
+public struct Substatus_V1_ListKeptNotificationsResponse: ProtobufJSONMessage {
+  /// The fully qualified protobuf name.
+  public static let protoMessageName = "substatus.v1.ListKeptNotificationsResponse"
+
+  /// The notifications of this page, oldest received first (then in the order kept).
+  public var notifications: [Substatus_V1_KeptNotification] = []
+
+  /// The token of the next page; empty on the last page.
+  public var nextPageToken: String = ""
+
+  /// A message with every field at its default value.
+  public init() {}
+
+  /// Decodes the protobuf binary encoding (through protobuf-c).
+  /// - Throws: `WireError` when the bytes are not a valid encoding of this message.
+  public init(serializedBytes bytes: [UInt8]) throws(WireError) { self = try Self.decode(bytes) }
+
+  /// The protobuf binary encoding (through protobuf-c).
+  public func serializedBytes() -> [UInt8] { encode() }
+}
+
 extension Substatus_V1_App: CMessageConvertible {
   static let cLayout = CMessageLayout("substatus.v1.App", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20])
 
@@ -3842,6 +3937,177 @@ extension Substatus_V1_TestRetentionRulesResponse {
   }
 }
 
+extension Substatus_V1_ListKeptNotificationsRequest: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListKeptNotificationsRequest", [1, 2, 3, 4, 5, 6])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    appID = try r.string(0)
+    notificationType = try r.string(1)
+    receivedFromMs = r.int64(2)
+    receivedBeforeMs = r.int64(3)
+    pageSize = r.int32(4)
+    pageToken = try r.string(5)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, appID)
+    w.string(1, notificationType)
+    w.int64(2, receivedFromMs)
+    w.int64(3, receivedBeforeMs)
+    w.int32(4, pageSize)
+    w.string(5, pageToken)
+  }
+}
+
+extension Substatus_V1_ListKeptNotificationsRequest {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.appID.isEmpty) { o.append("appId", .string(self.appID)) }
+    if !(self.notificationType.isEmpty) { o.append("notificationType", .string(self.notificationType)) }
+    if !(self.receivedFromMs == 0) { o.append("receivedFromMs", ProtoJSON.int64(self.receivedFromMs)) }
+    if !(self.receivedBeforeMs == 0) { o.append("receivedBeforeMs", ProtoJSON.int64(self.receivedBeforeMs)) }
+    if !(self.pageSize == 0) { o.append("pageSize", ProtoJSON.int32(self.pageSize)) }
+    if !(self.pageToken.isEmpty) { o.append("pageToken", .string(self.pageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "appId", "app_id":
+        self.appID = try ProtoJSON.string(value, "appId")
+      case "notificationType", "notification_type":
+        self.notificationType = try ProtoJSON.string(value, "notificationType")
+      case "receivedFromMs", "received_from_ms":
+        self.receivedFromMs = try ProtoJSON.integer(value, "receivedFromMs", Int64.self)
+      case "receivedBeforeMs", "received_before_ms":
+        self.receivedBeforeMs = try ProtoJSON.integer(value, "receivedBeforeMs", Int64.self)
+      case "pageSize", "page_size":
+        self.pageSize = try ProtoJSON.integer(value, "pageSize", Int32.self)
+      case "pageToken", "page_token":
+        self.pageToken = try ProtoJSON.string(value, "pageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_KeptNotification: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.KeptNotification", [1, 2, 3, 4, 5, 6, 7])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    notificationUUID = try r.string(0)
+    notificationType = try r.string(1)
+    subtype = try r.string(2)
+    environment = r.enumeration(3)
+    signedDateMs = r.int64(4)
+    receivedMs = r.int64(5)
+    signedPayload = try r.string(6)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.string(0, notificationUUID)
+    w.string(1, notificationType)
+    w.string(2, subtype)
+    w.enumeration(3, environment)
+    w.int64(4, signedDateMs)
+    w.int64(5, receivedMs)
+    w.string(6, signedPayload)
+  }
+}
+
+extension Substatus_V1_KeptNotification {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !(self.notificationUUID.isEmpty) { o.append("notificationUuid", .string(self.notificationUUID)) }
+    if !(self.notificationType.isEmpty) { o.append("notificationType", .string(self.notificationType)) }
+    if !(self.subtype.isEmpty) { o.append("subtype", .string(self.subtype)) }
+    if !(self.environment.rawValue == 0) { o.append("environment", self.environment.jsonValue) }
+    if !(self.signedDateMs == 0) { o.append("signedDateMs", ProtoJSON.int64(self.signedDateMs)) }
+    if !(self.receivedMs == 0) { o.append("receivedMs", ProtoJSON.int64(self.receivedMs)) }
+    if !(self.signedPayload.isEmpty) { o.append("signedPayload", .string(self.signedPayload)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "notificationUuid", "notification_uuid":
+        self.notificationUUID = try ProtoJSON.string(value, "notificationUuid")
+      case "notificationType", "notification_type":
+        self.notificationType = try ProtoJSON.string(value, "notificationType")
+      case "subtype":
+        self.subtype = try ProtoJSON.string(value, "subtype")
+      case "environment":
+        self.environment = try ProtoJSON.enumeration(value, "environment", Substatus_V1_Environment.self)
+      case "signedDateMs", "signed_date_ms":
+        self.signedDateMs = try ProtoJSON.integer(value, "signedDateMs", Int64.self)
+      case "receivedMs", "received_ms":
+        self.receivedMs = try ProtoJSON.integer(value, "receivedMs", Int64.self)
+      case "signedPayload", "signed_payload":
+        self.signedPayload = try ProtoJSON.string(value, "signedPayload")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
+extension Substatus_V1_ListKeptNotificationsResponse: CMessageConvertible {
+  static let cLayout = CMessageLayout("substatus.v1.ListKeptNotificationsResponse", [1, 2])
+
+  init(cReader r: CMessageReader) throws(WireError) {
+    self.init()
+    notifications = try r.repeatedMessage(0, Substatus_V1_KeptNotification.self)
+    nextPageToken = try r.string(1)
+  }
+
+  func write(to w: inout CMessageWriter) {
+    w.repeatedMessage(0, notifications)
+    w.string(1, nextPageToken)
+  }
+}
+
+extension Substatus_V1_ListKeptNotificationsResponse {
+  /// The message in the canonical proto3 JSON mapping.
+  public func jsonValue() -> JSONValue {
+    var o = JSONObject()
+    if !self.notifications.isEmpty { o.append("notifications", .array(self.notifications.map { $0.jsonValue() })) }
+    if !(self.nextPageToken.isEmpty) { o.append("nextPageToken", .string(self.nextPageToken)) }
+    return .object(o)
+  }
+
+  /// Reads the message from the proto3 JSON mapping (lowerCamelCase or original field names).
+  /// - Throws: `WireError` naming the field that does not fit.
+  public init(jsonValue: JSONValue) throws(WireError) {
+    self.init()
+    for (name, value) in try ProtoJSON.object(jsonValue, Self.protoMessageName) {
+      if value.isNull { continue }
+      switch name {
+      case "notifications":
+        self.notifications = try ProtoJSON.repeated(value, "notifications") { (v, n) throws(WireError) in try ProtoJSON.message(v, n, Substatus_V1_KeptNotification.self) }
+      case "nextPageToken", "next_page_token":
+        self.nextPageToken = try ProtoJSON.string(value, "nextPageToken")
+      default:
+        throw ProtoJSON.unknownField(name, Self.protoMessageName)
+      }
+    }
+  }
+}
+
 /// Manages a tenant's apps, their shared secrets, product catalogs and eligibility policies, and
 /// the tenant's API keys. Needs an ADMIN key of the tenant (other roles get PERMISSION_DENIED).
 /// An ADMIN key scoped to apps may act only on those apps: it cannot register apps
@@ -4022,8 +4288,17 @@ public enum Substatus_V1_AdminService {
     service: name, method: "TestRetentionRules", clientStreaming: false, serverStreaming: false,
     idempotencyLevel: .noSideEffects)
 
+  /// Lists the app's kept App Store Server Notifications V2 (every verified notification is kept
+  /// whole, whatever its type, until substatusd's `--keep-notifications-days` prunes it), oldest
+  /// received first, optionally of one `notificationType` and within a range of received times.
+  /// Errors: NOT_FOUND (the app, also another tenant's); INVALID_ARGUMENT naming `page_size`,
+  /// `page_token`, `notification_type` or `received_before_ms`.
+  public static let listKeptNotifications = ProtoMethodDescriptor<Substatus_V1_ListKeptNotificationsRequest, Substatus_V1_ListKeptNotificationsResponse>(
+    service: name, method: "ListKeptNotifications", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
+
   /// The paths of every method, in declaration order.
-  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey", "/substatus.v1.AdminService/PutRetentionRules", "/substatus.v1.AdminService/GetRetentionRules", "/substatus.v1.AdminService/TestRetentionRules"]
+  public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey", "/substatus.v1.AdminService/PutRetentionRules", "/substatus.v1.AdminService/GetRetentionRules", "/substatus.v1.AdminService/TestRetentionRules", "/substatus.v1.AdminService/ListKeptNotifications"]
 
   /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
   public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
@@ -4048,6 +4323,7 @@ public enum Substatus_V1_AdminService {
     "/substatus.v1.AdminService/PutRetentionRules": .admin,
     "/substatus.v1.AdminService/GetRetentionRules": .admin,
     "/substatus.v1.AdminService/TestRetentionRules": .admin,
+    "/substatus.v1.AdminService/ListKeptNotifications": .admin,
   ]
 }
 

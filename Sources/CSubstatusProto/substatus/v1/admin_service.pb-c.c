@@ -2392,6 +2392,141 @@ void   substatus__v1__test_retention_rules_response__free_unpacked
   assert(message->base.descriptor == &substatus__v1__test_retention_rules_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   substatus__v1__list_kept_notifications_request__init
+                     (Substatus__V1__ListKeptNotificationsRequest         *message)
+{
+  static const Substatus__V1__ListKeptNotificationsRequest init_value = SUBSTATUS__V1__LIST_KEPT_NOTIFICATIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__list_kept_notifications_request__get_packed_size
+                     (const Substatus__V1__ListKeptNotificationsRequest *message)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__list_kept_notifications_request__pack
+                     (const Substatus__V1__ListKeptNotificationsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__list_kept_notifications_request__pack_to_buffer
+                     (const Substatus__V1__ListKeptNotificationsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ListKeptNotificationsRequest *
+       substatus__v1__list_kept_notifications_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ListKeptNotificationsRequest *)
+     protobuf_c_message_unpack (&substatus__v1__list_kept_notifications_request__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__list_kept_notifications_request__free_unpacked
+                     (Substatus__V1__ListKeptNotificationsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__kept_notification__init
+                     (Substatus__V1__KeptNotification         *message)
+{
+  static const Substatus__V1__KeptNotification init_value = SUBSTATUS__V1__KEPT_NOTIFICATION__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__kept_notification__get_packed_size
+                     (const Substatus__V1__KeptNotification *message)
+{
+  assert(message->base.descriptor == &substatus__v1__kept_notification__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__kept_notification__pack
+                     (const Substatus__V1__KeptNotification *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__kept_notification__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__kept_notification__pack_to_buffer
+                     (const Substatus__V1__KeptNotification *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__kept_notification__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__KeptNotification *
+       substatus__v1__kept_notification__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__KeptNotification *)
+     protobuf_c_message_unpack (&substatus__v1__kept_notification__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__kept_notification__free_unpacked
+                     (Substatus__V1__KeptNotification *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__kept_notification__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   substatus__v1__list_kept_notifications_response__init
+                     (Substatus__V1__ListKeptNotificationsResponse         *message)
+{
+  static const Substatus__V1__ListKeptNotificationsResponse init_value = SUBSTATUS__V1__LIST_KEPT_NOTIFICATIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t substatus__v1__list_kept_notifications_response__get_packed_size
+                     (const Substatus__V1__ListKeptNotificationsResponse *message)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t substatus__v1__list_kept_notifications_response__pack
+                     (const Substatus__V1__ListKeptNotificationsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t substatus__v1__list_kept_notifications_response__pack_to_buffer
+                     (const Substatus__V1__ListKeptNotificationsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Substatus__V1__ListKeptNotificationsResponse *
+       substatus__v1__list_kept_notifications_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Substatus__V1__ListKeptNotificationsResponse *)
+     protobuf_c_message_unpack (&substatus__v1__list_kept_notifications_response__descriptor,
+                                allocator, len, data);
+}
+void   substatus__v1__list_kept_notifications_response__free_unpacked
+                     (Substatus__V1__ListKeptNotificationsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &substatus__v1__list_kept_notifications_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor substatus__v1__app__field_descriptors[11] =
 {
   {
@@ -5661,7 +5796,277 @@ const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_response__d
   (ProtobufCMessageInit) substatus__v1__test_retention_rules_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[21] =
+static const ProtobufCFieldDescriptor substatus__v1__list_kept_notifications_request__field_descriptors[6] =
+{
+  {
+    "app_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, app_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notification_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, notification_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "received_from_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, received_from_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "received_before_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, received_before_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__list_kept_notifications_request__field_indices_by_name[] = {
+  0,   /* field[0] = app_id */
+  1,   /* field[1] = notification_type */
+  4,   /* field[4] = page_size */
+  5,   /* field[5] = page_token */
+  3,   /* field[3] = received_before_ms */
+  2,   /* field[2] = received_from_ms */
+};
+static const ProtobufCIntRange substatus__v1__list_kept_notifications_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor substatus__v1__list_kept_notifications_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ListKeptNotificationsRequest",
+  "ListKeptNotificationsRequest",
+  "Substatus__V1__ListKeptNotificationsRequest",
+  "substatus.v1",
+  sizeof(Substatus__V1__ListKeptNotificationsRequest),
+  6,
+  substatus__v1__list_kept_notifications_request__field_descriptors,
+  substatus__v1__list_kept_notifications_request__field_indices_by_name,
+  1,  substatus__v1__list_kept_notifications_request__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__list_kept_notifications_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__kept_notification__field_descriptors[7] =
+{
+  {
+    "notification_uuid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, notification_uuid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notification_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, notification_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subtype",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, subtype),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "environment",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, environment),
+    &substatus__v1__environment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signed_date_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, signed_date_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "received_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, received_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signed_payload",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__KeptNotification, signed_payload),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__kept_notification__field_indices_by_name[] = {
+  3,   /* field[3] = environment */
+  1,   /* field[1] = notification_type */
+  0,   /* field[0] = notification_uuid */
+  5,   /* field[5] = received_ms */
+  4,   /* field[4] = signed_date_ms */
+  6,   /* field[6] = signed_payload */
+  2,   /* field[2] = subtype */
+};
+static const ProtobufCIntRange substatus__v1__kept_notification__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor substatus__v1__kept_notification__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.KeptNotification",
+  "KeptNotification",
+  "Substatus__V1__KeptNotification",
+  "substatus.v1",
+  sizeof(Substatus__V1__KeptNotification),
+  7,
+  substatus__v1__kept_notification__field_descriptors,
+  substatus__v1__kept_notification__field_indices_by_name,
+  1,  substatus__v1__kept_notification__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__kept_notification__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor substatus__v1__list_kept_notifications_response__field_descriptors[2] =
+{
+  {
+    "notifications",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Substatus__V1__ListKeptNotificationsResponse, n_notifications),
+    offsetof(Substatus__V1__ListKeptNotificationsResponse, notifications),
+    &substatus__v1__kept_notification__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Substatus__V1__ListKeptNotificationsResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned substatus__v1__list_kept_notifications_response__field_indices_by_name[] = {
+  1,   /* field[1] = next_page_token */
+  0,   /* field[0] = notifications */
+};
+static const ProtobufCIntRange substatus__v1__list_kept_notifications_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor substatus__v1__list_kept_notifications_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "substatus.v1.ListKeptNotificationsResponse",
+  "ListKeptNotificationsResponse",
+  "Substatus__V1__ListKeptNotificationsResponse",
+  "substatus.v1",
+  sizeof(Substatus__V1__ListKeptNotificationsResponse),
+  2,
+  substatus__v1__list_kept_notifications_response__field_descriptors,
+  substatus__v1__list_kept_notifications_response__field_indices_by_name,
+  1,  substatus__v1__list_kept_notifications_response__number_ranges,
+  (ProtobufCMessageInit) substatus__v1__list_kept_notifications_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_descriptors[22] =
 {
   { "RegisterApp", &substatus__v1__register_app_request__descriptor, &substatus__v1__register_app_response__descriptor },
   { "GetApp", &substatus__v1__get_app_request__descriptor, &substatus__v1__get_app_response__descriptor },
@@ -5684,6 +6089,7 @@ static const ProtobufCMethodDescriptor substatus__v1__admin_service__method_desc
   { "PutRetentionRules", &substatus__v1__put_retention_rules_request__descriptor, &substatus__v1__put_retention_rules_response__descriptor },
   { "GetRetentionRules", &substatus__v1__get_retention_rules_request__descriptor, &substatus__v1__get_retention_rules_response__descriptor },
   { "TestRetentionRules", &substatus__v1__test_retention_rules_request__descriptor, &substatus__v1__test_retention_rules_response__descriptor },
+  { "ListKeptNotifications", &substatus__v1__list_kept_notifications_request__descriptor, &substatus__v1__list_kept_notifications_response__descriptor },
 };
 const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   14,        /* CreateApiKey */
@@ -5696,6 +6102,7 @@ const unsigned substatus__v1__admin_service__method_indices_by_name[] = {
   15,        /* ListApiKeys */
   2,        /* ListApps */
   9,        /* ListEntitlements */
+  21,        /* ListKeptNotifications */
   7,        /* ListProducts */
   8,        /* PutEntitlements */
   6,        /* PutProducts */
@@ -5715,7 +6122,7 @@ const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor =
   "AdminService",
   "Substatus__V1__AdminService",
   "substatus.v1",
-  21,
+  22,
   substatus__v1__admin_service__method_descriptors,
   substatus__v1__admin_service__method_indices_by_name
 };
@@ -5886,6 +6293,14 @@ void substatus__v1__admin_service__test_retention_rules(ProtobufCService *servic
 {
   assert(service->descriptor == &substatus__v1__admin_service__descriptor);
   service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void substatus__v1__admin_service__list_kept_notifications(ProtobufCService *service,
+                                                           const Substatus__V1__ListKeptNotificationsRequest *input,
+                                                           Substatus__V1__ListKeptNotificationsResponse_Closure closure,
+                                                           void *closure_data)
+{
+  assert(service->descriptor == &substatus__v1__admin_service__descriptor);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
                                          Substatus__V1__AdminService_ServiceDestroy destroy)

@@ -70,6 +70,9 @@ typedef struct Substatus__V1__GetRetentionRulesRequest Substatus__V1__GetRetenti
 typedef struct Substatus__V1__GetRetentionRulesResponse Substatus__V1__GetRetentionRulesResponse;
 typedef struct Substatus__V1__TestRetentionRulesRequest Substatus__V1__TestRetentionRulesRequest;
 typedef struct Substatus__V1__TestRetentionRulesResponse Substatus__V1__TestRetentionRulesResponse;
+typedef struct Substatus__V1__ListKeptNotificationsRequest Substatus__V1__ListKeptNotificationsRequest;
+typedef struct Substatus__V1__KeptNotification Substatus__V1__KeptNotification;
+typedef struct Substatus__V1__ListKeptNotificationsResponse Substatus__V1__ListKeptNotificationsResponse;
 
 
 /* --- enums --- */
@@ -1470,6 +1473,105 @@ struct  Substatus__V1__TestRetentionRulesResponse
     , NULL, NULL }
 
 
+/*
+ * The request of AdminService.ListKeptNotifications.
+ */
+struct  Substatus__V1__ListKeptNotificationsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The app. Required.
+   */
+  char *app_id;
+  /*
+   * When set, only notifications of this Apple `notificationType` (as Apple sends it:
+   * `DID_RENEW`, `CONSUMPTION_REQUEST`, an unknown type too); at most 256 bytes.
+   */
+  char *notification_type;
+  /*
+   * When set, only notifications received at or after this time (UNIX ms).
+   */
+  int64_t received_from_ms;
+  /*
+   * When set, only notifications received before this time (UNIX ms); after `received_from_ms`.
+   */
+  int64_t received_before_ms;
+  /*
+   * The maximum number of notifications to return (AIP-158): 0 means 50; at most 1000.
+   */
+  int32_t page_size;
+  /*
+   * The `next_page_token` of a previous response with the same filters; empty for the first page.
+   */
+  char *page_token;
+};
+#define SUBSTATUS__V1__LIST_KEPT_NOTIFICATIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_kept_notifications_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A kept App Store Server Notification V2: the verified signed payload whole, and what substatus
+ * read from it.
+ */
+struct  Substatus__V1__KeptNotification
+{
+  ProtobufCMessage base;
+  /*
+   * Apple's `notificationUUID` (one kept notification per app and id: Apple's retries are one).
+   */
+  char *notification_uuid;
+  /*
+   * Apple's `notificationType`, as sent.
+   */
+  char *notification_type;
+  /*
+   * Apple's `subtype`; empty when it has none.
+   */
+  char *subtype;
+  /*
+   * The environment its payload names.
+   */
+  Substatus__V1__Environment environment;
+  /*
+   * Apple's `signedDate` (UNIX ms); 0 when absent.
+   */
+  int64_t signed_date_ms;
+  /*
+   * When substatus first received it (UNIX ms, the server's clock).
+   */
+  int64_t received_ms;
+  /*
+   * The verified `signedPayload` (a compact JWS), as Apple sent it.
+   */
+  char *signed_payload;
+};
+#define SUBSTATUS__V1__KEPT_NOTIFICATION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__kept_notification__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SUBSTATUS__V1__ENVIRONMENT__ENVIRONMENT_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The response of AdminService.ListKeptNotifications.
+ */
+struct  Substatus__V1__ListKeptNotificationsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The notifications of this page, oldest received first (then in the order kept).
+   */
+  size_t n_notifications;
+  Substatus__V1__KeptNotification **notifications;
+  /*
+   * The token of the next page; empty on the last page.
+   */
+  char *next_page_token;
+};
+#define SUBSTATUS__V1__LIST_KEPT_NOTIFICATIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&substatus__v1__list_kept_notifications_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
+
+
 /* Substatus__V1__App methods */
 void   substatus__v1__app__init
                      (Substatus__V1__App         *message);
@@ -2477,6 +2579,63 @@ Substatus__V1__TestRetentionRulesResponse *
 void   substatus__v1__test_retention_rules_response__free_unpacked
                      (Substatus__V1__TestRetentionRulesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Substatus__V1__ListKeptNotificationsRequest methods */
+void   substatus__v1__list_kept_notifications_request__init
+                     (Substatus__V1__ListKeptNotificationsRequest         *message);
+size_t substatus__v1__list_kept_notifications_request__get_packed_size
+                     (const Substatus__V1__ListKeptNotificationsRequest   *message);
+size_t substatus__v1__list_kept_notifications_request__pack
+                     (const Substatus__V1__ListKeptNotificationsRequest   *message,
+                      uint8_t             *out);
+size_t substatus__v1__list_kept_notifications_request__pack_to_buffer
+                     (const Substatus__V1__ListKeptNotificationsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ListKeptNotificationsRequest *
+       substatus__v1__list_kept_notifications_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__list_kept_notifications_request__free_unpacked
+                     (Substatus__V1__ListKeptNotificationsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__KeptNotification methods */
+void   substatus__v1__kept_notification__init
+                     (Substatus__V1__KeptNotification         *message);
+size_t substatus__v1__kept_notification__get_packed_size
+                     (const Substatus__V1__KeptNotification   *message);
+size_t substatus__v1__kept_notification__pack
+                     (const Substatus__V1__KeptNotification   *message,
+                      uint8_t             *out);
+size_t substatus__v1__kept_notification__pack_to_buffer
+                     (const Substatus__V1__KeptNotification   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__KeptNotification *
+       substatus__v1__kept_notification__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__kept_notification__free_unpacked
+                     (Substatus__V1__KeptNotification *message,
+                      ProtobufCAllocator *allocator);
+/* Substatus__V1__ListKeptNotificationsResponse methods */
+void   substatus__v1__list_kept_notifications_response__init
+                     (Substatus__V1__ListKeptNotificationsResponse         *message);
+size_t substatus__v1__list_kept_notifications_response__get_packed_size
+                     (const Substatus__V1__ListKeptNotificationsResponse   *message);
+size_t substatus__v1__list_kept_notifications_response__pack
+                     (const Substatus__V1__ListKeptNotificationsResponse   *message,
+                      uint8_t             *out);
+size_t substatus__v1__list_kept_notifications_response__pack_to_buffer
+                     (const Substatus__V1__ListKeptNotificationsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Substatus__V1__ListKeptNotificationsResponse *
+       substatus__v1__list_kept_notifications_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   substatus__v1__list_kept_notifications_response__free_unpacked
+                     (Substatus__V1__ListKeptNotificationsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Substatus__V1__App_Closure)
@@ -2638,6 +2797,15 @@ typedef void (*Substatus__V1__TestRetentionRulesRequest_Closure)
 typedef void (*Substatus__V1__TestRetentionRulesResponse_Closure)
                  (const Substatus__V1__TestRetentionRulesResponse *message,
                   void *closure_data);
+typedef void (*Substatus__V1__ListKeptNotificationsRequest_Closure)
+                 (const Substatus__V1__ListKeptNotificationsRequest *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__KeptNotification_Closure)
+                 (const Substatus__V1__KeptNotification *message,
+                  void *closure_data);
+typedef void (*Substatus__V1__ListKeptNotificationsResponse_Closure)
+                 (const Substatus__V1__ListKeptNotificationsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2729,6 +2897,10 @@ struct Substatus__V1__AdminService_Service
                                const Substatus__V1__TestRetentionRulesRequest *input,
                                Substatus__V1__TestRetentionRulesResponse_Closure closure,
                                void *closure_data);
+  void (*list_kept_notifications)(Substatus__V1__AdminService_Service *service,
+                                  const Substatus__V1__ListKeptNotificationsRequest *input,
+                                  Substatus__V1__ListKeptNotificationsResponse_Closure closure,
+                                  void *closure_data);
 };
 typedef void (*Substatus__V1__AdminService_ServiceDestroy)(Substatus__V1__AdminService_Service *);
 void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *service,
@@ -2757,7 +2929,8 @@ void substatus__v1__admin_service__init (Substatus__V1__AdminService_Service *se
       function_prefix__ ## get_caller_api_key,\
       function_prefix__ ## put_retention_rules,\
       function_prefix__ ## get_retention_rules,\
-      function_prefix__ ## test_retention_rules  }
+      function_prefix__ ## test_retention_rules,\
+      function_prefix__ ## list_kept_notifications  }
 void substatus__v1__admin_service__register_app(ProtobufCService *service,
                                                 const Substatus__V1__RegisterAppRequest *input,
                                                 Substatus__V1__RegisterAppResponse_Closure closure,
@@ -2842,6 +3015,10 @@ void substatus__v1__admin_service__test_retention_rules(ProtobufCService *servic
                                                         const Substatus__V1__TestRetentionRulesRequest *input,
                                                         Substatus__V1__TestRetentionRulesResponse_Closure closure,
                                                         void *closure_data);
+void substatus__v1__admin_service__list_kept_notifications(ProtobufCService *service,
+                                                           const Substatus__V1__ListKeptNotificationsRequest *input,
+                                                           Substatus__V1__ListKeptNotificationsResponse_Closure closure,
+                                                           void *closure_data);
 
 /* --- descriptors --- */
 
@@ -2898,6 +3075,9 @@ extern const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_reque
 extern const ProtobufCMessageDescriptor substatus__v1__get_retention_rules_response__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_request__descriptor;
 extern const ProtobufCMessageDescriptor substatus__v1__test_retention_rules_response__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__list_kept_notifications_request__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__kept_notification__descriptor;
+extern const ProtobufCMessageDescriptor substatus__v1__list_kept_notifications_response__descriptor;
 extern const ProtobufCServiceDescriptor substatus__v1__admin_service__descriptor;
 
 PROTOBUF_C__END_DECLS
