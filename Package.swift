@@ -159,20 +159,30 @@ let package = Package(
         "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "OutboundHTTP", "CCrypto", "SubstatusCrypto", "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
-    // The RPC handlers and the background jobs that run the ingest path (receipt refresh,
-    // reconciliation, transition events).
+    // The background jobs: receipt refresh, Server API reconciliation, revocation syncs, the app
+    // account token write-back, transition events, refund-request answers. They see the service
+    // through `IngestPath` only and never import the handlers, which depend on them.
+    .target(
+      name: "SubstatusBackgroundJobs",
+      dependencies: [
+        "SubstatusServiceCore", "SubstatusAppleUpstream", "SubstatusEventDelivery", "AppStoreSignedData", "RPCCore",
+        "SubscriptionDomain", "SubscriptionStorage", "SubstatusJSON", "SubstatusClock", "SubstatusMetrics",
+      ],
+      swiftSettings: swiftSettings),
+    // The RPC handlers: authentication and tenancy, the ingest path, the notification endpoint.
     .target(
       name: "SubstatusService",
       dependencies: [
         "RPCCore", "SubstatusServiceAPI", "SubstatusWire", "SubscriptionDomain", "SubscriptionStorage", "HTTPServer",
         "AppStoreSignedData", "SubstatusServiceCore", "SubstatusAppleUpstream", "SubstatusEventDelivery",
+        "SubstatusBackgroundJobs",
         "SubstatusJSON", "CCrypto", "SubstatusClock", "OutboundHTTP", "SubstatusMetrics",
       ],
       swiftSettings: swiftSettings),
 
     .target(
       name: "SubstatusDaemon",
-      dependencies: ["SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
+      dependencies: ["SubstatusService", "SubstatusBackgroundJobs", "RPCCore", "SubstatusServiceAPI", "RPCHTTP2Transport", "AppStoreSignedData",
                      "SubscriptionStorage", "SubscriptionStorageSQLite", "SubscriptionStoragePostgres", "HTTPServer",
                      "RPCWebGateway", "SubstatusConsole", "SubstatusJSON", "SubstatusWire", "ProcessSignals", "SubstatusClock",
                      "CLinuxShims", "OutboundHTTP", "ServiceLifecycle", "SubstatusMetrics"],
@@ -261,7 +271,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusCryptoTests", dependencies: ["SubstatusCrypto"], swiftSettings: swiftSettings),
     .testTarget(
-      name: "SubstatusClockTests", dependencies: ["SubstatusClock"], swiftSettings: swiftSettings),
+      name: "SubstatusClockTests", dependencies: ["SubstatusClock", "SubstatusProcessTestKit"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusMetricsTests", dependencies: ["SubstatusMetrics"], swiftSettings: swiftSettings),
     .testTarget(
@@ -313,7 +323,7 @@ let package = Package(
     .testTarget(
       name: "SubstatusServiceTests",
       dependencies: [
-        "SubstatusService", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusWire",
+        "SubstatusService", "SubstatusBackgroundJobs", "RPCCore", "SubstatusServiceAPI", "RPCInProcessTransport", "SubscriptionStorage", "SubscriptionStorageTesting", "SubstatusWire",
         "HTTPServer", "SubstatusJSON", "SubscriptionDomain", "AppStoreSignedData", "AppStoreSimulator", "CCrypto",
         "SubscriptionStorageSQLite", "SubstatusClock", "StoreContractTesting", "SubstatusProcessTestKit",
       ],
@@ -327,7 +337,7 @@ let package = Package(
       resources: [.copy("Fixtures")], swiftSettings: swiftSettings),
     // A fake server shared by the client and CLI tests.
     .target(
-      name: "SubstatusClientTestKit", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire"],
+      name: "SubstatusClientTestKit", dependencies: ["RPCCore", "RPCInProcessTransport", "SubstatusWire", "SubstatusProcessTestKit"],
       path: "Tests/SubstatusClientTestKit", swiftSettings: swiftSettings),
     .testTarget(
       name: "SubstatusClientTests",

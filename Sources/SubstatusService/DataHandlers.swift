@@ -99,7 +99,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
   /// background refresh of a stored receipt, which changes no owner. Returns the environment, the
   /// body's transaction count, how many were written, the evaluation, and the original
   /// transactions refused (another user owns them).
-  func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
+  package func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
     async throws(RPCError) -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation, [String])
   {
     let environment = response.environment ?? .production
@@ -469,11 +469,6 @@ extension SubstatusService: Substatus_V1_ReportService.ServiceProtocol {
   }
 }
 
-extension Duration {
-  /// The duration in seconds as a double.
-  var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
-
 /// The responses of SubmitReceipt and ImportReceiptResponse share their fields (and numbers).
 protocol IngestedStatusResponse {
   init()
@@ -489,3 +484,20 @@ protocol IngestedStatusResponse {
 
 extension Substatus_V1_SubmitReceiptResponse: IngestedStatusResponse {}
 extension Substatus_V1_ImportReceiptResponseResponse: IngestedStatusResponse {}
+
+extension SubstatusService {
+  /// Keeps the user's receipt for the background refresh after a successful SubmitReceipt: Apple's
+  /// `latest_receipt` if it sent one, else the submitted receipt; due as ``ReceiptRefreshPolicy``
+  /// decides.
+  func saveReceipt(
+    submitted: String, response: VerifyReceiptResponse, user: UserKey,
+    evaluation: SubscriptionEvaluation
+  ) async throws(RPCError) {
+    let receipt = StoredReceipt(
+      user: user,
+      receiptData: response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 } ?? submitted,
+      lastVerifiedMs: evaluation.time,
+      nextDueMs: limits.receiptRefresh.nextDue(evaluation, response), failureCount: 0)
+    try await stored { () throws(StoreError) in try await store.saveReceipt(receipt) }
+  }
+}

@@ -10,7 +10,7 @@ import SubstatusWire
 extension SubstatusService {
   public func setInAppPurchaseKey(_ request: Substatus_V1_SetInAppPurchaseKeyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetInAppPurchaseKeyResponse {
     let cached = try await app(request.appID, context)
-    guard InAppPurchaseKeyValidation.isUUID(request.issuerID) else {
+    guard isUUID(request.issuerID) else {
       throw invalidArgument("issuer_id", "must be a UUID (the issuer id shown in App Store Connect)")
     }
     guard InAppPurchaseKeyValidation.isKeyID(request.keyID) else {
@@ -52,23 +52,6 @@ extension SubstatusService {
 
 /// The checks SetInAppPurchaseKey makes, and the key's fingerprint.
 enum InAppPurchaseKeyValidation {
-  /// Whether `text` is a UUID in 8-4-4-4-12 hexadecimal form (either case).
-  static func isUUID(_ text: String) -> Bool {
-    let bytes = Array(text.utf8)
-    guard bytes.count == 36 else { return false }
-    for (i, b) in bytes.enumerated() {
-      if i == 8 || i == 13 || i == 18 || i == 23 {
-        guard b == UInt8(ascii: "-") else { return false }
-      } else {
-        let hex =
-          (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(b)
-          || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(b)
-        guard hex else { return false }
-      }
-    }
-    return true
-  }
-
   /// Whether `text` is an App Store Connect key id: 10 uppercase ASCII letters and digits.
   static func isKeyID(_ text: String) -> Bool {
     text.utf8.count == 10

@@ -145,7 +145,7 @@ extension SubstatusService {
       }
       found.formUnion(users)
       return users.isEmpty
-        ? [Self.firstHolder(originalTransactionId: otid, appAccountToken: tokens[otid], policy: policy)] : users
+        ? [AppAccountTokenOwnership.firstHolder(originalTransactionId: otid, appAccountToken: tokens[otid], policy: policy)] : users
     }
     for t in transactions {
       for user in try await route(t.originalTransactionId) {
@@ -208,5 +208,30 @@ extension SubstatusService {
 extension HTTPResponse {
   static func json(_ object: JSONObject, status: Int = 200) -> HTTPResponse {
     HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: JSONValue.object(object).serializedBytes())
+  }
+}
+
+extension SubstatusService {
+  /// Records a V2 `CONSUMPTION_REQUEST` for the responder, once per notification (a retry of the
+  /// same notification finds its row), when the app's policy has a consumption policy; then wakes
+  /// the responder. A failure is logged and left to Apple's retry of the notification.
+  func recordConsumptionRequest(
+    _ notification: NotificationV2, notificationId: String, cached: CachedApp,
+    environment: SubscriptionDomain.Environment, transactions: [SubscriptionDomain.Transaction]
+  ) async throws(RPCError) {
+    guard notification.notificationType == .consumptionRequest, cached.app.policy.consumptionPolicy != nil,
+      let transaction = transactions.first
+    else { return }
+    let now = self.environment.now()
+    let request = ConsumptionRequest(
+      appId: cached.app.appId, notificationId: notificationId, environment: environment,
+      transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
+      requestedMs: notification.signedDate ?? now, receivedMs: now,
+      reason: notification.data?.consumptionRequestReason)
+    let recorded = try await stored { () throws(StoreError) in try await store.recordConsumptionRequest(request) }
+    if recorded {
+      consumptionMetrics.count("recorded")
+      consumptionSignal.signal()
+    }
   }
 }

@@ -6,6 +6,7 @@ import SubstatusClock
 import SubstatusJSON
 import SubstatusMetrics
 import SubscriptionDomain
+import SubstatusBackgroundJobs
 
 /// Prometheus metrics of the service: RPCs by method and status with latency histograms, store
 /// ingest counts, upstream verifyReceipt calls by status, eligibility answers, notifications,
@@ -82,7 +83,7 @@ public final class ServiceMetrics: Sendable {
     }
   }
 
-  func upstream(status: String, seconds: Double) {
+  package func upstream(status: String, seconds: Double) {
     state.withLock {
       $0.upstream[status, default: 0] += 1
       $0.upstreamLatency.observe(seconds)
@@ -108,13 +109,13 @@ public final class ServiceMetrics: Sendable {
 
   func notification(outcome: String) { state.withLock { $0.notifications[outcome, default: 0] += 1 } }
 
-  func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
+  package func refreshed(outcome: String) { state.withLock { $0.refreshes[outcome, default: 0] += 1 } }
 
   /// A pass of the reconciler over every app began.
-  func reconcilerRan() { state.withLock { $0.reconcilerRuns += 1 } }
+  package func reconcilerRan() { state.withLock { $0.reconcilerRuns += 1 } }
 
   /// One app and environment of a pass was reconciled.
-  func reconciled(_ summary: ServerAPIReconciler.Summary) {
+  package func reconciled(_ summary: ServerAPIReconciler.Summary) {
     state.withLock {
       $0.reconcilerNotifications += UInt64(summary.notifications)
       $0.reconcilerUsersSynced += UInt64(summary.usersSynced)
@@ -122,11 +123,11 @@ public final class ServiceMetrics: Sendable {
   }
 
   /// One app and environment of a pass failed, or a pass could not list the apps.
-  func reconcileFailed() { state.withLock { $0.reconcilerFailures += 1 } }
+  package func reconcileFailed() { state.withLock { $0.reconcilerFailures += 1 } }
 
   /// A Server API sync after a V2 REFUND or REVOKE ended with `outcome`.
-  func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
-  func appAccountTokenWrite(outcome: String) { state.withLock { $0.appAccountTokenWrites[outcome, default: 0] += 1 } }
+  package func revocationSync(outcome: String) { state.withLock { $0.revocationSyncs[outcome, default: 0] += 1 } }
+  package func appAccountTokenWrite(outcome: String) { state.withLock { $0.appAccountTokenWrites[outcome, default: 0] += 1 } }
 
   /// The registered components' families, then the service's own.
   public func metricFamilies() -> [MetricFamily] { registry.families() + ownFamilies() }
@@ -281,3 +282,5 @@ struct JSONLine {
     } while divisor > 0
   }
 }
+
+extension ServiceMetrics: BackgroundJobCounters {}

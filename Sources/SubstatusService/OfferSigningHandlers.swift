@@ -22,7 +22,7 @@ extension SubstatusService {
     guard product.promotionalOfferIds.contains(request.offerID) else {
       throw invalidArgument("offer_id", "\(ErrorText.quoted(request.offerID)) is not one of the promotional offers of \(ErrorText.quoted(product.productId))")
     }
-    guard request.appAccountToken.isEmpty || InAppPurchaseKeyValidation.isUUID(request.appAccountToken) else {
+    guard request.appAccountToken.isEmpty || isUUID(request.appAccountToken) else {
       throw invalidArgument("app_account_token", "must be a UUID or empty")
     }
     let (key, privateKey, nonce, now, history, answer) = try await signingContext(
@@ -98,7 +98,7 @@ extension SubstatusService {
   /// The nonce to sign: the caller's UUID in lowercase, or a random (version 4) UUID.
   private func nonce(_ given: String) throws(RPCError) -> String {
     if !given.isEmpty {
-      guard InAppPurchaseKeyValidation.isUUID(given) else { throw invalidArgument("nonce", "must be a UUID or empty") }
+      guard isUUID(given) else { throw invalidArgument("nonce", "must be a UUID or empty") }
       return given.lowercased()
     }
     var bytes = environment.randomBytes(16)

@@ -2,6 +2,7 @@ import AppStoreSignedData
 import Foundation
 import RPCCore
 import SubstatusAppleUpstream
+import SubstatusBackgroundJobs
 import SubstatusEventDelivery
 import SubstatusServiceCore
 import Synchronization
@@ -66,29 +67,11 @@ public final class SubstatusService: Sendable {
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
-  let revocationSyncs = RevocationSyncScheduler()
+  package let revocationSyncs = RevocationSyncScheduler()
   /// Wakes the ``ConsumptionResponder`` when a refund request is recorded (rule 27).
   public let consumptionSignal = EventSignal()
   /// Refund requests recorded and answered, for `/metrics`.
   public let consumptionMetrics = ConsumptionMetrics()
-
-  struct CachedApp {
-    var app: AppRecord
-    var catalog: Catalog
-    /// The named entitlement definitions, ordered by id.
-    var entitlements: [EntitlementDefinition]
-    var fetchedMs: Int64
-    /// The catalog's and policy's fingerprint, computed once: stored summaries answer only for it.
-    var summaryFingerprint: SummaryFingerprint
-
-    init(app: AppRecord, catalog: Catalog, entitlements: [EntitlementDefinition], fetchedMs: Int64) {
-      self.app = app
-      self.catalog = catalog
-      self.entitlements = entitlements
-      self.fetchedMs = fetchedMs
-      self.summaryFingerprint = SummaryFingerprint(catalog: catalog, policy: app.policy)
-    }
-  }
 
   struct CachedKey {
     var record: ApiKeyRecord
@@ -204,7 +187,7 @@ public final class SubstatusService: Sendable {
   }
 
   /// The app and catalog by id, cached for `cacheTTLMilliseconds`; `nil` if it does not exist.
-  func loadApp(_ appId: String) async throws(RPCError) -> CachedApp? {
+  package func loadApp(_ appId: String) async throws(RPCError) -> CachedApp? {
     let now = environment.now()
     if let hit = apps.withLock({ $0[appId] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds { return hit }
     do {
@@ -240,6 +223,13 @@ public final class SubstatusService: Sendable {
     return SubscriptionEvaluator.evaluate(
       history: owned.transactions, renewals: owned.renewalInfos, catalog: app.catalog, policy: app.app.policy, at: time)
   }
+}
+
+// MARK: The background jobs' view
+
+/// The background jobs (`SubstatusBackgroundJobs`) reach the service through ``IngestPath`` only.
+extension SubstatusService: IngestPath {
+  package var receiptRefreshPolicy: ReceiptRefreshPolicy { limits.receiptRefresh }
 }
 
 // MARK: TenantService

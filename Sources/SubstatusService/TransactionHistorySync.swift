@@ -4,6 +4,7 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusAppleUpstream
+import SubstatusBackgroundJobs
 import SubstatusJSON
 import SubstatusServiceCore
 import SubstatusWire
@@ -11,7 +12,7 @@ import Synchronization
 
 /// Signs App Store Server API tokens with an app's In-App Purchase key and keeps each token until
 /// shortly before it expires (one signature per ~10 minutes per app, not per request).
-final class InAppPurchaseKeyAuthorizer: AppStoreServerAPIAuthorizer {
+package final class InAppPurchaseKeyAuthorizer: AppStoreServerAPIAuthorizer {
   /// What identifies the key (a new key makes a new authorizer).
   let identity: String
   private let key: ES256PrivateKey
@@ -34,13 +35,13 @@ final class InAppPurchaseKeyAuthorizer: AppStoreServerAPIAuthorizer {
   }
 
   /// Apple's rate limit is per app: one token bucket per bundle id.
-  var rateLimitKey: String { bundleId }
+  package var rateLimitKey: String { bundleId }
 
   static func identity(keyId: String, issuerId: String, fingerprint: String, bundleId: String) -> String {
     [keyId, issuerId, fingerprint, bundleId].joined(separator: "\u{0}")
   }
 
-  func bearerToken(nowMs: Int64) throws(AppStoreServerAPIError) -> String {
+  package func bearerToken(nowMs: Int64) throws(AppStoreServerAPIError) -> String {
     let lifetimeMs = lifetime.milliseconds
     if let cached = cache.withLock({ $0 }), cached.issuedMs <= nowMs, nowMs < cached.issuedMs + lifetimeMs - 60_000 {
       return cached.token
@@ -54,17 +55,6 @@ final class InAppPurchaseKeyAuthorizer: AppStoreServerAPIAuthorizer {
       throw AppStoreServerAPIError(code: .keyRefused, message: "cannot sign an App Store Server API token: \(error)")
     }
   }
-}
-
-/// What one Server API sync of a user did.
-struct HistorySyncResult {
-  var user: UserKey
-  var transactionCount: Int
-  var storedTransactionCount: Int
-  var revision: String
-  var evaluation: SubscriptionEvaluation
-  /// Original transactions not stored for the user (purchase sharing).
-  var refused: [String] = []
 }
 
 extension SubstatusService {
@@ -125,7 +115,7 @@ extension SubstatusService {
   }
 
   /// The authorizer of an app's Server API calls; FAILED_PRECONDITION when the app has no key.
-  func serverAPIAuthorizer(_ cached: CachedApp) async throws(RPCError) -> InAppPurchaseKeyAuthorizer {
+  package func serverAPIAuthorizer(_ cached: CachedApp) async throws(RPCError) -> InAppPurchaseKeyAuthorizer {
     let appId = cached.app.appId
     if let info = cached.app.inAppPurchaseKey,
       let hit = serverAPIAuthorizers.withLock({ $0[appId] }),
@@ -148,12 +138,12 @@ extension SubstatusService {
   }
 
   /// The verifier of signed data Apple returns for an app in one environment.
-  func signedDataVerifier(_ cached: CachedApp, _ environment: SubscriptionDomain.Environment) -> SignedDataVerifier {
+  package func signedDataVerifier(_ cached: CachedApp, _ environment: SubscriptionDomain.Environment) -> SignedDataVerifier {
     AppSignedDataVerifiers(roots: appleRootCertificates, app: cached.app).verifier(environment)
   }
 
   /// Maps a Server API failure to the RPC status the API documents.
-  func rpcError(_ error: AppStoreServerAPIError, appId: String) -> RPCError {
+  package func rpcError(_ error: AppStoreServerAPIError, appId: String) -> RPCError {
     switch error.code {
     case .notFound: RPCError(code: .notFound, message: "Apple knows no such transaction: \(error.message)")
     case .keyRefused:
@@ -184,7 +174,7 @@ extension SubstatusService {
   ///     original transaction no user holds (rule 26), as a notification would. Otherwise a
   ///     background sync writes only to a user already stored (never bringing back one erased
   ///     meanwhile).
-  func syncHistory(
+  package func syncHistory(
     _ cached: CachedApp, userId: String, transactionId: String?, environment: SubscriptionDomain.Environment?,
     fullResync: Bool, submission: Bool, creatingUser: Bool = false
   ) async throws(RPCError) -> HistorySyncResult {

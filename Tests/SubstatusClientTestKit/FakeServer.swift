@@ -2,6 +2,7 @@
 // test says, over the in-process transport.
 import RPCCore
 import RPCInProcessTransport
+import SubstatusProcessTestKit
 import SubstatusWire
 import Synchronization
 
@@ -70,14 +71,13 @@ public func withFakeServer<T: Sendable>(
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.run() }
     // Wait until the server listens: before that, calls fail with UNAVAILABLE.
-    while true {
+    _ = await waitUntil(every: .milliseconds(1)) {
       do {
         _ = try await transport.client.unary(
           method: "/probe.Probe/Ready", request: [], metadata: [:], options: CallOptions())
-        break
+        return true
       } catch {
-        if (error as? RPCError)?.code != .unavailable { break }
-        try await Task.sleep(for: .milliseconds(1))
+        return (error as? RPCError)?.code != .unavailable
       }
     }
     do {

@@ -1,3 +1,4 @@
+import SubstatusProcessTestKit
 import Synchronization
 import Testing
 
@@ -81,9 +82,7 @@ import Testing
     #expect(await polls.waitForSleepers(1))
     polls.advance(by: .milliseconds(20))
     // The poll runs on its own task: wait (bounded) until it has read the new time.
-    let deadline = ContinuousClock.now + .seconds(5)
-    while clock.wallMs != 9_000, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-    #expect(clock.wallMs == 9_000)
+    #expect(await waitUntil(timeout: .seconds(5), every: .milliseconds(1)) { clock.wallMs == 9_000 })
     clock.stop()
     #expect(await polls.waitForSleepers(1, timeout: .milliseconds(200)) == false, "no poll after stop()")
   }
@@ -165,9 +164,8 @@ import Testing
       let clock = try await FollowedClock.start(reading: reading, pollClock: polls)
       #expect(await polls.waitForSleepers(1))
       polls.advance(by: .milliseconds(20))
-      let deadline = ContinuousClock.now + .seconds(5)
-      while !gate.isWaitedOn, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-      #expect(gate.isWaitedOn, "the first poll is reading")
+      #expect(
+        await waitUntil(timeout: .seconds(5), every: .milliseconds(1)) { gate.isWaitedOn }, "the first poll is reading")
       return clock
     }
   }

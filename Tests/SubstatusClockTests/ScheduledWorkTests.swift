@@ -1,5 +1,6 @@
 import Foundation
 import SubstatusClock
+import SubstatusProcessTestKit
 import Synchronization
 import Testing
 
@@ -19,9 +20,7 @@ struct ScheduledWorkTests {
   func systemClockRuns() async throws {
     let ran = Flag()
     _ = SystemClock().schedule(after: .milliseconds(5)) { ran.value.store(true, ordering: .relaxed) }
-    let end = ContinuousClock.now + .seconds(5)
-    while !ran.isSet, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
-    #expect(ran.isSet)
+    #expect(await waitUntil(timeout: .seconds(5)) { ran.isSet })
   }
 
   @Test("cancelled system-clock work never runs and releases what it holds at once, an hour early")
@@ -38,9 +37,7 @@ struct ScheduledWorkTests {
     }
     #expect(held != nil, "the scheduled work holds its payload")
     work.cancel()
-    let end = ContinuousClock.now + .seconds(5)
-    while held != nil, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
-    #expect(held == nil, "cancelled work let go of its payload")
+    #expect(await waitUntil(timeout: .seconds(5)) { held == nil }, "cancelled work let go of its payload")
     #expect(!ran.isSet)
   }
 
@@ -53,9 +50,7 @@ struct ScheduledWorkTests {
     cancelled.cancel()
     #expect(await clock.waitForSleepers(1))
     clock.advance(by: .seconds(10))
-    let end = ContinuousClock.now + .seconds(5)
-    while !ran.isSet, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
-    #expect(ran.isSet)
+    #expect(await waitUntil(timeout: .seconds(5)) { ran.isSet })
     #expect(!cancelledRan.isSet)
   }
 }

@@ -6,6 +6,7 @@ import SubstatusProcessTestKit
 import SubstatusWire
 import Synchronization
 import Testing
+@testable import SubstatusBackgroundJobs
 @testable import SubstatusService
 
 /// The transition scheduler's wake-ups with two manual clocks: the service's clock (due times; a

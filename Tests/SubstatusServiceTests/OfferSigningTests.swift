@@ -175,7 +175,7 @@ struct OfferSigningTests {
       var nonces: Set<String> = []
       for _ in 0..<3 {
         let r = try await h.call(Substatus_V1_EligibilityService.signPromotionalOffer, promo(app, user: "active"), key: read)
-        #expect(InAppPurchaseKeyValidation.isUUID(r.nonce) && r.nonce == r.nonce.lowercased())
+        #expect(isUUID(r.nonce) && r.nonce == r.nonce.lowercased())
         let chars = Array(r.nonce)
         #expect(chars[14] == "4" && "89ab".contains(chars[19]), "\(r.nonce)")
         #expect(try verifiedJWS(r.compactJws, key: publicKey).claims["nonce"]?.stringValue == r.nonce)

@@ -81,7 +81,7 @@ public final class ServerAPIReconciler: Sendable {
   }
 
   /// The service whose store, clients and caches are used.
-  public let service: SubstatusService
+  package let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   /// This instance's name in the claims.
@@ -91,7 +91,7 @@ public final class ServerAPIReconciler: Sendable {
 
   /// Creates a reconciler; it does nothing until ``run()`` or ``reconcileAll()``.
   /// - Parameter owner: this instance's name in the claims; random by default.
-  public init(service: SubstatusService, configuration: Configuration = Configuration(), owner: String? = nil) {
+  package init(service: any IngestPath, configuration: Configuration = Configuration(), owner: String? = nil) {
     self.service = service
     self.configuration = configuration
     // Real time between runs (the wire clock): under a followed test clock that stands still the
@@ -256,7 +256,7 @@ public final class ServerAPIReconciler: Sendable {
           try await service.store.users(appId: appId, environment: environment, originalTransactionId: transaction.originalTransactionId)
         }
         do {
-          let first = SubstatusService.firstHolder(
+          let first = AppAccountTokenOwnership.firstHolder(
             originalTransactionId: transaction.originalTransactionId, appAccountToken: transaction.appAccountToken,
             policy: cached.app.policy)
           for user in users.isEmpty ? [first] : users where !synced.contains(user) {

@@ -8,8 +8,11 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusClock
+import SubstatusEventDelivery
 import SubstatusMetrics
+import SubstatusServiceCore
 import Synchronization
 
 /// Counts of refund requests recorded and of their outcomes, for `/metrics`.
@@ -38,33 +41,6 @@ public final class ConsumptionMetrics: MetricsSource, Sendable {
   }
 }
 
-extension SubstatusService {
-  /// Apple's time to answer a refund request: 12 hours from the notification's `signedDate`.
-  static let consumptionAnswerWindowMs: Int64 = 12 * 3_600_000
-
-  /// Records a V2 `CONSUMPTION_REQUEST` for the responder, once per notification (a retry of the
-  /// same notification finds its row), when the app's policy has a consumption policy; then wakes
-  /// the responder. A failure is logged and left to Apple's retry of the notification.
-  func recordConsumptionRequest(
-    _ notification: NotificationV2, notificationId: String, cached: CachedApp,
-    environment: SubscriptionDomain.Environment, transactions: [SubscriptionDomain.Transaction]
-  ) async throws(RPCError) {
-    guard notification.notificationType == .consumptionRequest, cached.app.policy.consumptionPolicy != nil,
-      let transaction = transactions.first
-    else { return }
-    let now = self.environment.now()
-    let request = ConsumptionRequest(
-      appId: cached.app.appId, notificationId: notificationId, environment: environment,
-      transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-      requestedMs: notification.signedDate ?? now, receivedMs: now,
-      reason: notification.data?.consumptionRequestReason)
-    let recorded = try await stored { () throws(StoreError) in try await store.recordConsumptionRequest(request) }
-    if recorded {
-      consumptionMetrics.count("recorded")
-      consumptionSignal.signal()
-    }
-  }
-}
 
 /// Answers the refund requests the store holds (a ``ServiceLifecycle``-style service: ``run()``
 /// until ``beginGracefulShutdown()``).
@@ -80,6 +56,9 @@ extension SubstatusService {
 /// due request (service clock), a new request (``SubstatusService/consumptionSignal``) or the
 /// periodic pass (real time).
 public final class ConsumptionResponder: Sendable {
+  /// Apple's time to answer a refund request: 12 hours from the notification's `signedDate`.
+  package static let consumptionAnswerWindowMs: Int64 = 12 * 3_600_000
+
   /// How the responder works.
   public struct Configuration: Sendable {
     /// The longest real time between passes.
@@ -114,14 +93,14 @@ public final class ConsumptionResponder: Sendable {
   }
 
   /// The service whose store, clock and Server API client are used.
-  public let service: SubstatusService
+  package let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   private let passTimer: PeriodicJobTimer
   private let dueTimer: PeriodicJobTimer
 
   /// Creates a responder; it does nothing until ``run()`` or ``respondDue()``.
-  public init(service: SubstatusService, configuration: Configuration = Configuration()) {
+  package init(service: any IngestPath, configuration: Configuration = Configuration()) {
     self.service = service
     self.configuration = configuration
     self.passTimer = PeriodicJobTimer(clock: service.environment.wireClock)
@@ -178,7 +157,7 @@ public final class ConsumptionResponder: Sendable {
   func respond(to request: ConsumptionRequest) async throws {
     let now = service.environment.now()
     let attempts = request.attempts
-    let deadline = request.requestedMs + SubstatusService.consumptionAnswerWindowMs
+    let deadline = request.requestedMs + Self.consumptionAnswerWindowMs
     let cached = try await service.loadApp(request.appId)
     let owners = try await owners(of: request)
     // The transaction as stored for its first owner (the notification stored it), else nothing.
@@ -206,7 +185,7 @@ public final class ConsumptionResponder: Sendable {
       }
       return
     }
-    let authorizer: InAppPurchaseKeyAuthorizer
+    let authorizer: any AppStoreServerAPIAuthorizer
     do { authorizer = try await service.serverAPIAuthorizer(cached) } catch {
       try await close(
         request, owners, attempts: attempts, outcome: .notSent, detail: "no_in_app_purchase_key: \(error.message)",
@@ -250,7 +229,7 @@ public final class ConsumptionResponder: Sendable {
     let users = try await service.store.users(
       appId: request.appId, environment: request.environment, originalTransactionId: request.originalTransactionId)
     return users.isEmpty
-      ? [SubstatusService.unclaimedUserID(originalTransactionId: request.originalTransactionId)] : users.sorted()
+      ? [PurchaseOwnership.unclaimedUserId(originalTransactionId: request.originalTransactionId)] : users.sorted()
   }
 
   /// Closes the request with its event for each owner, counts it and wakes event readers.

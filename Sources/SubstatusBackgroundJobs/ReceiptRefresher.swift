@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusAppleUpstream
 import SubstatusJSON
 import SubstatusServiceCore
 import Synchronization
@@ -88,29 +89,13 @@ public struct ReceiptRefreshPolicy: Sendable, Hashable {
 
   /// The next due time after a verifyReceipt answer: from the fresh evaluation, the response's
   /// transactions giving the periods.
-  func nextDue(_ evaluation: SubscriptionEvaluation, _ response: VerifyReceiptResponse) -> Int64? {
+  package func nextDue(_ evaluation: SubscriptionEvaluation, _ response: VerifyReceiptResponse) -> Int64? {
     var starts: [String: Int64] = [:]
     for t in response.transactions { starts[t.transactionId] = t.purchaseDate }
     return nextDue(groups: evaluation.groups, periodStarts: starts, now: evaluation.time)
   }
 }
 
-extension SubstatusService {
-  /// Keeps the user's receipt for the background refresh after a successful SubmitReceipt: Apple's
-  /// `latest_receipt` if it sent one, else the submitted receipt; due as ``ReceiptRefreshPolicy``
-  /// decides.
-  func saveReceipt(
-    submitted: String, response: VerifyReceiptResponse, user: UserKey,
-    evaluation: SubscriptionEvaluation
-  ) async throws(RPCError) {
-    let receipt = StoredReceipt(
-      user: user,
-      receiptData: response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 } ?? submitted,
-      lastVerifiedMs: evaluation.time,
-      nextDueMs: limits.receiptRefresh.nextDue(evaluation, response), failureCount: 0)
-    try await stored { () throws(StoreError) in try await store.saveReceipt(receipt) }
-  }
-}
 
 // MARK: Refresher
 
@@ -221,7 +206,7 @@ public final class ReceiptRefresher: Sendable {
   }
 
   /// The service whose store, clients, caches and metrics are used.
-  public let service: SubstatusService
+  package let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
 
@@ -238,7 +223,7 @@ public final class ReceiptRefresher: Sendable {
   private let timer: PeriodicJobTimer
 
   /// Creates a refresher; it does nothing until ``run()``.
-  public init(service: SubstatusService, configuration: Configuration) {
+  package init(service: any IngestPath, configuration: Configuration) {
     self.service = service
     self.configuration = configuration
     // Real time between ticks (the wire clock): under a followed test clock that stands still the
@@ -293,7 +278,7 @@ public final class ReceiptRefresher: Sendable {
     guard !due.isEmpty else { return summary }
 
     // Resolve each receipt's tenant (apps are cached) to apply the per-tenant cap.
-    var pending: [(StoredReceipt, SubstatusService.CachedApp)] = []
+    var pending: [(StoredReceipt, CachedApp)] = []
     for receipt in due {
       switch await loadApp(receipt.user.appId) {
       case .some(let app): pending.append((receipt, app))
@@ -346,7 +331,7 @@ public final class ReceiptRefresher: Sendable {
     return summary
   }
 
-  private func loadApp(_ appId: String) async -> SubstatusService.CachedApp? {
+  private func loadApp(_ appId: String) async -> CachedApp? {
     do { return try await service.loadApp(appId) } catch { return nil }
   }
 
@@ -365,13 +350,13 @@ public final class ReceiptRefresher: Sendable {
   }
 
   /// Verifies one receipt and records the result.
-  func refresh(_ receipt: StoredReceipt, _ app: SubstatusService.CachedApp) async -> Outcome {
+  func refresh(_ receipt: StoredReceipt, _ app: CachedApp) async -> Outcome {
     let outcome = await attempt(receipt, app)
     service.metrics.refreshed(outcome: outcome.rawValue)
     return outcome
   }
 
-  private func attempt(_ receipt: StoredReceipt, _ app: SubstatusService.CachedApp) async -> Outcome
+  private func attempt(_ receipt: StoredReceipt, _ app: CachedApp) async -> Outcome
   {
     let now = service.environment.now()
     let appId = receipt.user.appId
@@ -426,7 +411,7 @@ public final class ReceiptRefresher: Sendable {
       let (_, _, _, evaluation, _) = try await service.ingestVerified(
         response, for: receipt.user.userId, in: app, submission: false)
       if try await service.store.receipt(of: receipt.user) == nil { return .userErased }
-      let next = service.limits.receiptRefresh.nextDue(evaluation, response)
+      let next = service.receiptRefreshPolicy.nextDue(evaluation, response)
       let fresh = response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 }
       try await service.store.markReceiptVerified(
         user: receipt.user, atMs: evaluation.time, nextDueMs: next, receiptData: fresh)

@@ -1,5 +1,6 @@
 import SubscriptionStorage
 import SubstatusServiceCore
+import SubstatusEventDelivery
 
 /// Appends the events of changes that happen by time alone (a period ends without renewal, a
 /// grace period or billing retry ends): a loop over the store's
@@ -80,7 +81,7 @@ public final class EventTransitionScheduler: Sendable {
   }
 
   /// The service whose store and signal are used.
-  public let service: SubstatusService
+  package let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   /// The periodic pass, on real time (the environment's wire clock).
@@ -96,8 +97,8 @@ public final class EventTransitionScheduler: Sendable {
   /// tells how many calls wait for the CPU and the store now (the daemon's: gRPC calls in flight
   /// but open `WatchEvents` streams); while it is 0 a catch-up does not pause between batches.
   /// `nil` (unknown): it always pauses.
-  public init(
-    service: SubstatusService, configuration: Configuration = Configuration(),
+  package init(
+    service: any IngestPath, configuration: Configuration = Configuration(),
     callsInFlight: (@Sendable () -> Int)? = nil
   ) {
     self.service = service

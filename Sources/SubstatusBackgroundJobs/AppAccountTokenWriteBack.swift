@@ -15,11 +15,12 @@ import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
 import SubstatusJSON
+import SubstatusServiceCore
 
-extension SubstatusService {
+extension IngestPath {
   /// Writes each transfer's new owner back to Apple as the original transaction's
   /// `appAccountToken`, in the background (one write per original transaction and new owner).
-  func writeBackAppAccountTokens(_ transfers: [OwnershipTransfer]) {
+  package func writeBackAppAccountTokens(_ transfers: [OwnershipTransfer]) {
     if transfers.isEmpty { return }
     var seen = Set<[String]>()
     let writes = transfers.filter {
@@ -31,8 +32,8 @@ extension SubstatusService {
   }
 
   /// One Set App Account Token call for `transfer`, counted by outcome.
-  func writeBackAppAccountToken(_ transfer: OwnershipTransfer) async {
-    guard InAppPurchaseKeyValidation.isUUID(transfer.newUserId) else {
+  package func writeBackAppAccountToken(_ transfer: OwnershipTransfer) async {
+    guard isUUID(transfer.newUserId) else {
       metrics.appAccountTokenWrite(outcome: "not_uuid")
       return
     }

@@ -2,6 +2,7 @@ import Foundation
 import RPCCore
 import SubscriptionDomain
 import SubscriptionStorage
+import SubstatusServiceCore
 import Synchronization
 
 /// The App Store Server API syncs that V2 `REFUND` and `REVOKE` notifications trigger, bounded:
@@ -9,16 +10,22 @@ import Synchronization
 /// that user's sync runs asks for one more run after it (coalesced, however many arrive), and no
 /// more than ``maximumUsers`` users are tracked at once (beyond that a trigger is dropped and left
 /// to the reconciler).
-final class RevocationSyncScheduler: Sendable {
+package final class RevocationSyncScheduler: Sendable {
   /// Whose history a sync rebuilds.
-  struct Key: Hashable, Sendable {
-    var appId: String
-    var environment: SubscriptionDomain.Environment
-    var userId: String
+  package struct Key: Hashable, Sendable {
+    package var appId: String
+    package var environment: SubscriptionDomain.Environment
+    package var userId: String
+
+    package init(appId: String, environment: SubscriptionDomain.Environment, userId: String) {
+      self.appId = appId
+      self.environment = environment
+      self.userId = userId
+    }
   }
 
   /// What ``claim(_:originalTransactionId:)`` decided.
-  enum Claim: Equatable {
+  package enum Claim: Equatable {
     /// No sync of this user runs: the caller starts one.
     case start
     /// A sync of this user runs: it runs once more when done.
@@ -28,16 +35,16 @@ final class RevocationSyncScheduler: Sendable {
   }
 
   /// Users tracked at once (running, or running with a rerun asked for).
-  let maximumUsers: Int
+  package let maximumUsers: Int
   /// Per user: the original transaction id the next run asks Apple with when a rerun is pending,
   /// nil when none is.
   private let slots = Mutex<[Key: String?]>([:])
 
-  init(maximumUsers: Int = 256) {
+  package init(maximumUsers: Int = 256) {
     self.maximumUsers = maximumUsers
   }
 
-  func claim(_ key: Key, originalTransactionId: String) -> Claim {
+  package func claim(_ key: Key, originalTransactionId: String) -> Claim {
     slots.withLock { slots in
       if slots[key] != nil {
         slots[key] = .some(originalTransactionId)
@@ -51,7 +58,7 @@ final class RevocationSyncScheduler: Sendable {
 
   /// Called when a run ends: the original transaction id of the rerun to do, or nil (the slot is
   /// then released).
-  func finish(_ key: Key) -> String? {
+  package func finish(_ key: Key) -> String? {
     slots.withLock { slots in
       guard case .some(.some(let next)) = slots[key] else {
         slots[key] = nil
@@ -63,10 +70,10 @@ final class RevocationSyncScheduler: Sendable {
   }
 
   /// Users with a sync running now.
-  var runningCount: Int { slots.withLock { $0.count } }
+  package var runningCount: Int { slots.withLock { $0.count } }
 }
 
-extension SubstatusService {
+extension IngestPath {
   /// After a V2 `REFUND` or `REVOKE` was committed and before it is answered: when the app has an
   /// In-App Purchase key, starts an incremental App Store Server API sync of the history of each
   /// user the notification's transaction belongs to (Apple advises to rebuild from its history
@@ -74,7 +81,7 @@ extension SubstatusService {
   /// runs in the background, never delays or fails the notification's answer, runs one at a time
   /// per user (see ``RevocationSyncScheduler``), and is counted in
   /// `substatus_revocation_syncs_total`; a failed sync is logged and left to the reconciler.
-  func scheduleRevocationSync(
+  package func scheduleRevocationSync(
     after notification: NotificationV2, cached: CachedApp, environment: SubscriptionDomain.Environment,
     transactions: [SubscriptionDomain.Transaction], updates: [UserPurchases]
   ) {
@@ -108,7 +115,7 @@ extension SubstatusService {
       do {
         let result = try await syncHistory(
           cached, userId: key.userId, transactionId: transactionId, environment: key.environment,
-          fullResync: false, submission: false)
+          fullResync: false, submission: false, creatingUser: false)
         metrics.revocationSync(outcome: "succeeded")
         log.info(
           "revocation sync",
