@@ -18,6 +18,8 @@ public struct ProtoFile: Sendable {
   public var enums: [ProtoEnum]
   /// Services.
   public var services: [ProtoService]
+  /// Extensions declared at the top level (custom options, such as `substatus.v1.required_role`).
+  public var extensions: [ProtoExtension] = []
   /// The serialized `FileDescriptorProto` without source info, as served by reflection.
   public var serializedDescriptor: [UInt8]
 }
@@ -103,6 +105,30 @@ public struct ProtoMethod: Sendable {
   public var clientStreaming: Bool
   /// Whether the server sends a stream.
   public var serverStreaming: Bool
+  /// The leading comment.
+  public var comment: String
+  /// The `idempotency_level` option: 0 `IDEMPOTENCY_UNKNOWN` (none declared), 1
+  /// `NO_SIDE_EFFECTS`, 2 `IDEMPOTENT`.
+  public var idempotencyLevel: Int32 = 0
+  /// The custom options of the method with a varint value (enums, integers, booleans), by field
+  /// number: the `MethodOptions` fields that descriptor.proto does not declare.
+  public var customVarintOptions: [Int32: UInt64] = [:]
+}
+
+/// An extension field, as a custom option is declared (`extend google.protobuf.MethodOptions`).
+public struct ProtoExtension: Sendable {
+  /// The name as written, such as `required_role`.
+  public var name: String
+  /// The fully qualified name without a leading dot, such as `substatus.v1.required_role`.
+  public var fullName: String
+  /// The field number.
+  public var number: Int32
+  /// The message it extends, without a leading dot, such as `google.protobuf.MethodOptions`.
+  public var extendee: String
+  /// The kind.
+  public var kind: ProtoField.Kind
+  /// For messages and enums: the fully qualified type name without a leading dot.
+  public var typeName: String
   /// The leading comment.
   public var comment: String
 }

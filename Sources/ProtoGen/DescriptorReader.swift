@@ -62,15 +62,47 @@ private struct FileReader {
           outputType: String(string(m.pointee.output_type).drop(while: { $0 == "." })),
           clientStreaming: m.pointee.client_streaming != 0,
           serverStreaming: m.pointee.server_streaming != 0,
-          comment: comments[[6, Int32(i), 2, Int32(j)]] ?? "")
+          comment: comments[[6, Int32(i), 2, Int32(j)]] ?? "",
+          idempotencyLevel: m.pointee.options.map {
+            $0.pointee.has_idempotency_level != 0 ? Int32(bitPattern: $0.pointee.idempotency_level.rawValue) : 0
+          } ?? 0,
+          customVarintOptions: m.pointee.options.map { customVarints($0) } ?? [:])
       }
       return ProtoService(name: name, fullName: prefix + name, methods: methods, comment: comments[[6, Int32(i)]] ?? "")
+    }
+    let extensions = try buffer(f.`extension`, f.n_extension).enumerated().map { (i, e) -> ProtoExtension in
+      let p = e.pointee
+      let name = string(p.name)
+      guard let kind = ProtoField.Kind(rawValue: Int32(bitPattern: p.type.rawValue)) else {
+        throw ProtoGenError("\(prefix)\(name): unsupported extension type \(p.type.rawValue)")
+      }
+      return ProtoExtension(
+        name: name, fullName: prefix + name, number: p.number,
+        extendee: String(string(p.extendee).drop(while: { $0 == "." })), kind: kind,
+        typeName: String(string(p.type_name).drop(while: { $0 == "." })),
+        comment: comments[[7, Int32(i)]] ?? "")
     }
     return ProtoFile(
       name: string(f.name), package: package,
       dependencies: (0..<f.n_dependency).map { string(f.dependency[$0]) },
-      messages: messages, enums: enums, services: services,
+      messages: messages, enums: enums, services: services, extensions: extensions,
       serializedDescriptor: serializedWithoutSourceInfo())
+  }
+
+  /// The varint fields of a method's options that descriptor.proto does not declare (protobuf-c
+  /// keeps them as unknown fields): custom options, by field number; the last one wins, as in a
+  /// parse.
+  func customVarints(_ options: UnsafeMutablePointer<Google__Protobuf__MethodOptions>) -> [Int32: UInt64] {
+    var out: [Int32: UInt64] = [:]
+    let base = options.pointee.base
+    guard let fields = base.unknown_fields else { return out }
+    for field in UnsafeBufferPointer(start: fields, count: Int(base.n_unknown_fields))
+    where field.wire_type == PROTOBUF_C_WIRE_TYPE_VARINT {
+      var value: UInt64 = 0
+      for k in 0..<min(field.len, 10) { value |= UInt64(field.data[k] & 0x7f) << (7 * UInt64(k)) }
+      out[Int32(bitPattern: field.tag)] = value
+    }
+    return out
   }
 
   func serializedWithoutSourceInfo() -> [UInt8] {

@@ -22,8 +22,11 @@ public enum ProtoGenerator {
   public static func run(descriptorSet: [UInt8], cHeadersDirectory: String) throws -> Outputs {
     let set = try ProtoFileSet(serializedBytes: descriptorSet)
     let generator = SwiftGenerator(set: set)
+    try generator.validateMethodOptions()
     var swift: [(String, String)] = []
-    for file in set.files where !file.name.hasPrefix("google/protobuf/") || !file.messages.isEmpty {
+    for file in set.files where !SwiftGenerator.optionsOnlyFiles.contains(file.name)
+      && (!file.name.hasPrefix("google/protobuf/") || !file.messages.isEmpty)
+    {
       swift.append((SwiftGenerator.swiftFileName(file.name), generator.generate(file)))
     }
     swift.append(("ProtoFiles.pb.swift", generator.generateFileTable()))

@@ -9,11 +9,24 @@ public struct SwiftGenerator {
   var mapEntries: [String: ProtoMessage] = [:]
   /// Enums by fully qualified name.
   var enums: Set<String> = []
+  /// The declaration of `substatus.v1.required_role`, when the set holds it.
+  let requiredRoleOption: ProtoExtension?
+
+  /// Files imported only for the options they declare (`google/protobuf/descriptor.proto`, whose
+  /// `MethodOptions` substatus/v1/options.proto extends): served by reflection with the others, but
+  /// given no Swift types (nothing sends their messages; their C code is `CProtobufDescriptor`'s).
+  public static let optionsOnlyFiles: Set<String> = ["google/protobuf/descriptor.proto"]
+
+  /// The custom method option every RPC of its package must declare: the keys that may call it.
+  public static let requiredRoleOptionName = "substatus.v1.required_role"
 
   /// Prepares a generator for every file of the set.
   public init(set: ProtoFileSet) {
     self.set = set
-    for file in set.files {
+    requiredRoleOption = set.files.lazy.flatMap(\.extensions).first {
+      $0.fullName == Self.requiredRoleOptionName && $0.extendee == "google.protobuf.MethodOptions"
+    }
+    for file in set.files where !Self.optionsOnlyFiles.contains(file.name) {
       let prefix = Naming.packagePrefix(file.package)
       func visit(_ m: ProtoMessage, swift: String) {
         typeNames[m.fullName] = swift
@@ -410,12 +423,91 @@ public struct SwiftGenerator {
       let output = typeNames[m.outputType]!
       s += "\n" + Naming.docComment(m.comment, indent: "  ", fallback: "The `\(m.name)` method.")
       s += "  public static let \(Naming.escaped(lowerFirst(m.name))) = ProtoMethodDescriptor<\(input), \(output)>(\n"
-      s += "    service: name, method: \"\(m.name)\", clientStreaming: \(m.clientStreaming), serverStreaming: \(m.serverStreaming))\n"
+      s += "    service: name, method: \"\(m.name)\", clientStreaming: \(m.clientStreaming), serverStreaming: \(m.serverStreaming)"
+      if let level = Self.idempotencyCase(m.idempotencyLevel), m.idempotencyLevel != 0 {
+        s += ",\n    idempotencyLevel: .\(level)"
+      }
+      s += ")\n"
     }
     s += "\n  /// The paths of every method, in declaration order.\n"
     s += "  public static let methodPaths: [String] = [\(svc.methods.map { "\"/\(svc.fullName)/\($0.name)\"" }.joined(separator: ", "))]\n"
+    let roles = requiredRoles(svc)
+    if !roles.isEmpty, let option = requiredRoleOption {
+      s += "\n  /// The keys that may call each method, by path: its `(\(option.fullName))` option.\n"
+      s += "  public static let requiredRoles: [String: \(typeNames[option.typeName]!)] = [\n"
+      for (path, role) in roles { s += "    \"\(path)\": .\(role),\n" }
+      s += "  ]\n"
+    }
     s += "}\n"
     return s
+  }
+
+  /// The Swift case of an `idempotency_level` value; `nil` for a number descriptor.proto does not
+  /// declare.
+  static func idempotencyCase(_ level: Int32) -> String? {
+    switch level {
+    case 0: "idempotencyUnknown"
+    case 1: "noSideEffects"
+    case 2: "idempotent"
+    default: nil
+    }
+  }
+
+  /// The `(substatus.v1.required_role)` of each method of a service that declares one, as (path,
+  /// Swift case of the role enum), in declaration order.
+  func requiredRoles(_ svc: ProtoService) -> [(path: String, role: String)] {
+    guard let option = requiredRoleOption, let roleEnum = enumDeclaration(option.typeName) else { return [] }
+    return svc.methods.compactMap { m in
+      guard let value = m.customVarintOptions[option.number],
+        let declared = roleEnum.values.first(where: { Int64(bitPattern: value) == Int64($0.number) })
+      else { return nil }
+      return ("/\(svc.fullName)/\(m.name)", Naming.escaped(Naming.enumCaseName(declared.name, enumName: roleEnum.name)))
+    }
+  }
+
+  /// The enum declared under a fully qualified name.
+  func enumDeclaration(_ fullName: String) -> ProtoEnum? {
+    func find(_ m: ProtoMessage) -> ProtoEnum? {
+      m.enums.first { $0.fullName == fullName } ?? m.messages.lazy.compactMap(find).first
+    }
+    for file in set.files {
+      if let e = file.enums.first(where: { $0.fullName == fullName }) ?? file.messages.lazy.compactMap(find).first {
+        return e
+      }
+    }
+    return nil
+  }
+
+  /// Checks the method options of every service: each method of the package that declares
+  /// `substatus.v1.required_role` names a declared role other than the zero value, and each
+  /// `idempotency_level` is one descriptor.proto declares.
+  /// - Throws: ``ProtoGenError`` naming every method that does not.
+  public func validateMethodOptions() throws {
+    var problems: [String] = []
+    let option = requiredRoleOption
+    let roleEnum = option.flatMap { enumDeclaration($0.typeName) }
+    if let option, roleEnum == nil { problems.append("\(option.fullName): its type \(option.typeName) is not an enum of the set") }
+    for file in set.files {
+      for svc in file.services {
+        for m in svc.methods {
+          let name = "\(svc.fullName).\(m.name)"
+          if Self.idempotencyCase(m.idempotencyLevel) == nil {
+            problems.append("\(name): unknown idempotency_level \(m.idempotencyLevel)")
+          }
+          guard let option, let roleEnum, file.package == option.fullName.split(separator: ".").dropLast().joined(separator: ".")
+          else { continue }
+          guard let value = m.customVarintOptions[option.number] else {
+            problems.append("\(name) declares no (\(option.fullName)): every rpc of \(file.package) names the keys that may call it")
+            continue
+          }
+          guard let declared = roleEnum.values.first(where: { Int64(bitPattern: value) == Int64($0.number) }), declared.number != 0 else {
+            problems.append("\(name): (\(option.fullName)) = \(value) is not a role (\(roleEnum.fullName), other than its zero value)")
+            continue
+          }
+        }
+      }
+    }
+    if !problems.isEmpty { throw ProtoGenError(problems.joined(separator: "\n")) }
   }
 
   func lowerFirst(_ s: String) -> String { s.prefix(1).lowercased() + s.dropFirst() }
@@ -453,7 +545,7 @@ public struct SwiftGenerator {
       if !m.isMapEntry { messages.append(m.fullName) }
       m.messages.forEach(collect)
     }
-    set.files.forEach { $0.messages.forEach(collect) }
+    set.files.filter { !Self.optionsOnlyFiles.contains($0.name) }.forEach { $0.messages.forEach(collect) }
     s += "  /// Every message type by its fully qualified name.\n"
     s += "  public static let messageTypes: [String: any ProtobufJSONMessage.Type] = [\n"
     for name in messages.sorted() { s += "    \"\(name)\": \(typeNames[name]!).self,\n" }
@@ -462,6 +554,45 @@ public struct SwiftGenerator {
     s += "    var count = 0\n"
     s += "    guard let p = csubstatus_file_descriptor(index, &count) else { return [] }\n"
     s += "    return Array(UnsafeBufferPointer(start: p, count: count))\n  }\n}\n"
+    s += methodOptionsTable()
+    return s
+  }
+
+  /// Generates `ProtoMethodOptions`: the options of every method of every service, by path.
+  func methodOptionsTable() -> String {
+    var s = "\n/// The options the methods of `Protos/` declare, by method path, for every service.\n"
+    s += "public enum ProtoMethodOptions {\n"
+    s += "  /// Each method's `idempotency_level` (methods that declare none are absent).\n"
+    s += "  public static let idempotencyLevels: [String: ProtoIdempotencyLevel] = [\n"
+    var any = false
+    for file in set.files {
+      for svc in file.services {
+        for m in svc.methods where m.idempotencyLevel != 0 {
+          guard let level = Self.idempotencyCase(m.idempotencyLevel) else { continue }
+          s += "    \"/\(svc.fullName)/\(m.name)\": .\(level),\n"
+          any = true
+        }
+      }
+    }
+    if !any { s += "    :\n" }
+    s += "  ]\n"
+    if let option = requiredRoleOption, let type = typeNames[option.typeName] {
+      s += "\n  /// The keys that may call each method (its `(\(option.fullName))` option): every method of\n"
+      s += "  /// the services of `\(option.fullName.split(separator: ".").dropLast().joined(separator: "."))`, and no other.\n"
+      s += "  public static let requiredRoles: [String: \(type)] = [\n"
+      var rows = 0
+      for file in set.files {
+        for svc in file.services {
+          for (path, role) in requiredRoles(svc) {
+            s += "    \"\(path)\": .\(role),\n"
+            rows += 1
+          }
+        }
+      }
+      if rows == 0 { s += "    :\n" }
+      s += "  ]\n"
+    }
+    s += "}\n"
     return s
   }
 }

@@ -52,7 +52,7 @@ package protocol IngestPath: Sendable {
   /// writes only a user still stored) and evaluates the user's fresh history: the environment,
   /// the transactions received and written, the evaluation, the original transactions refused.
   func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
-    async throws(RPCError) -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation, [String])
+    async throws(RPCError) -> VerifiedIngest
   /// Brings a user's stored history up to date from the App Store Server API, as
   /// SyncTransactionHistory does (`submission` false: the app's purchase sharing changes no owner;
   /// `creatingUser`: the user may be created, the reconciler's first holder of an original
@@ -87,6 +87,33 @@ package protocol BackgroundJobCounters: Sendable {
   func revocationSync(outcome: String)
   /// A Set App Account Token write ended with `outcome`.
   func appAccountTokenWrite(outcome: String)
+}
+
+/// What one verified receipt's ingest wrote, and the user's answer after it.
+package struct VerifiedIngest: Sendable {
+  /// The environment Apple answered for.
+  package var environment: SubscriptionDomain.Environment
+  /// Transactions in Apple's answer.
+  package var received: Int
+  /// Transactions written (new or changed).
+  package var written: Int
+  /// The user's evaluation after the write; `nil` when a refresh found the user erased meanwhile
+  /// (nothing was written, and no history was read).
+  package var evaluation: SubscriptionEvaluation?
+  /// Original transactions not stored for the user (purchase sharing).
+  package var refused: [String]
+
+  /// A result from its parts.
+  package init(
+    environment: SubscriptionDomain.Environment, received: Int, written: Int, evaluation: SubscriptionEvaluation?,
+    refused: [String]
+  ) {
+    self.environment = environment
+    self.received = received
+    self.written = written
+    self.evaluation = evaluation
+    self.refused = refused
+  }
 }
 
 /// What one Server API sync of a user did.

@@ -408,9 +408,8 @@ public final class ReceiptRefresher: Sendable {
     }
     do {
       // Not a submission: a refresh never takes back what another account took (purchase sharing).
-      let (_, _, _, evaluation, _) = try await service.ingestVerified(
-        response, for: receipt.user.userId, in: app, submission: false)
-      if try await service.store.receipt(of: receipt.user) == nil { return .userErased }
+      let ingested = try await service.ingestVerified(response, for: receipt.user.userId, in: app, submission: false)
+      guard let evaluation = ingested.evaluation else { return .userErased }
       let next = service.receiptRefreshPolicy.nextDue(evaluation, response)
       let fresh = response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 }
       try await service.store.markReceiptVerified(

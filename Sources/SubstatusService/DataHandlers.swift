@@ -37,14 +37,13 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
         throw invalidArgument("receipt_data", error.message)
       }
     }
-    let (environment, total, written, evaluation, refused) = try await ingestVerified(
-      response, for: request.userID, in: cached, submission: true)
+    let ingested = try await ingestVerified(response, for: request.userID, in: cached, submission: true)
+    let status = try IngestedStatus(userID: request.userID, ingested)
     try await saveReceipt(
       submitted: request.receiptData, response: response,
-      user: UserKey(appId: request.appID, environment: environment, userId: request.userID), evaluation: evaluation)
-    return IngestedStatus(
-      userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation, refused: refused
-    ).response()
+      user: UserKey(appId: request.appID, environment: status.environment, userId: request.userID),
+      evaluation: status.evaluation)
+    return status.response()
   }
 
   public func importReceiptResponse(_ request: Substatus_V1_ImportReceiptResponseRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportReceiptResponseResponse {
@@ -63,10 +62,8 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       let field = error.field.map { "verify_receipt_response_json.\($0)" } ?? "verify_receipt_response_json"
       throw invalidArgument(field, error.message)
     }
-    let (environment, total, written, evaluation, refused) = try await ingestVerified(
-      response, for: request.userID, in: cached, submission: true)
-    return IngestedStatus(
-      userID: request.userID, environment: environment, total: total, written: written, evaluation: evaluation, refused: refused
+    return try IngestedStatus(
+      userID: request.userID, try await ingestVerified(response, for: request.userID, in: cached, submission: true)
     ).response()
   }
 
@@ -79,6 +76,29 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     var evaluation: SubscriptionEvaluation
     /// Original transactions not stored for the user (purchase sharing).
     var refused: [String] = []
+
+    init(
+      userID: String, environment: SubscriptionDomain.Environment, total: Int, written: Int,
+      evaluation: SubscriptionEvaluation, refused: [String] = []
+    ) {
+      self.userID = userID
+      self.environment = environment
+      self.total = total
+      self.written = written
+      self.evaluation = evaluation
+      self.refused = refused
+    }
+
+    /// A submission's answer. A submission writes whether or not the user was stored, so its
+    /// ingest always evaluates; only a background refresh finds a user erased meanwhile.
+    init(userID: String, _ ingested: VerifiedIngest) throws(RPCError) {
+      guard let evaluation = ingested.evaluation else {
+        throw RPCError(code: .internal, message: "user \(ErrorText.quoted(userID)) was erased while its receipt was ingested")
+      }
+      self.init(
+        userID: userID, environment: ingested.environment, total: ingested.received, written: ingested.written,
+        evaluation: evaluation, refused: ingested.refused)
+    }
 
     func response<R: IngestedStatusResponse>() -> R {
       var out = R()
@@ -96,11 +116,10 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
 
   /// Stores a verifyReceipt body's purchase data for a user and evaluates the fresh history.
   /// `submission`: the user submitted it now (the app's purchase sharing applies); false for the
-  /// background refresh of a stored receipt, which changes no owner. Returns the environment, the
-  /// body's transaction count, how many were written, the evaluation, and the original
-  /// transactions refused (another user owns them).
+  /// background refresh of a stored receipt, which changes no owner and writes nothing for a user
+  /// erased meanwhile (then no history is read and the result has no evaluation).
   package func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
-    async throws(RPCError) -> (SubscriptionDomain.Environment, Int, Int, SubscriptionEvaluation, [String])
+    async throws(RPCError) -> VerifiedIngest
   {
     let environment = response.environment ?? .production
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: userId)
@@ -117,11 +136,13 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     metrics.received(response.transactions)
     writeBackAppAccountTokens(summary.transfers)
     if summary.eventsAppended > 0 { eventsAppended(summary.eventsAppended, source: "ingest") }
+    var result = VerifiedIngest(
+      environment: environment, received: response.transactions.count, written: summary.transactionsWritten,
+      evaluation: nil, refused: summary.refused.map(\.originalTransactionId))
+    if summary.erasedMeanwhile.contains(user) { return result }
     let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
-    return (
-      environment, response.transactions.count, summary.transactionsWritten, evaluate(history, cached, at: self.environment.now()),
-      summary.refused.map(\.originalTransactionId)
-    )
+    result.evaluation = evaluate(history, cached, at: self.environment.now())
+    return result
   }
 
   public func importTransactions(_ request: Substatus_V1_ImportTransactionsRequest, _ context: ServerContext) async throws -> Substatus_V1_ImportTransactionsResponse {

@@ -5,7 +5,11 @@ import SubscriptionStorage
 import SubstatusServiceAPI
 import SubstatusWire
 
-/// Which roles may call each method; methods not listed (health, reflection) need no key.
+/// Which roles may call each method: what each RPC of substatus.v1 declares in its
+/// `(substatus.v1.required_role)` option (`Protos/substatus/v1/options.proto`), from the table code
+/// generation makes of it (``ProtoMethodOptions/requiredRoles``; a method that declares none fails
+/// generation). Methods of other packages (health, reflection) need no key; a path under
+/// `substatus.` that no RPC has needs an ADMIN key, as an unknown method is refused to the others.
 enum MethodPolicy {
   static let operatorOnly: Set<ApiKeyRecord.Role> = [.operator]
   static let admin: Set<ApiKeyRecord.Role> = [.admin]
@@ -13,36 +17,28 @@ enum MethodPolicy {
   static let read: Set<ApiKeyRecord.Role> = [.admin, .ingest, .read]
   static let anyKey: Set<ApiKeyRecord.Role> = [.operator, .admin, .ingest, .read]
 
-  /// ``roles(forMethod:service:)`` by full method path, worked out once per path: a call looks its
-  /// method up instead of comparing it with method paths built for the comparison. Bounded (paths
-  /// past the bound, which only unknown methods could reach, are worked out each time).
-  private static let table = Mutex<[String: Set<ApiKeyRecord.Role>?]>([:])
-  static let tableBound = 512
-
-  /// The roles that may call `method` (a full path), from the table.
-  static func roles(forMethod method: String) -> Set<ApiKeyRecord.Role>? {
-    if let known = table.withLock({ $0[method] }) { return known }
-    let service = method.dropFirst().prefix { $0 != "/" }
-    let roles = roles(forMethod: method, service: service)
-    table.withLock { if $0.count < tableBound { $0[method] = .some(roles) } }
-    return roles
+  /// The roles a declared requirement lets call: a tenant's roles include the ones below them
+  /// (ADMIN > INGEST > READ); the operator key is no tenant's and calls only what names it.
+  static func roles(for required: Substatus_V1_RequiredRole) -> Set<ApiKeyRecord.Role> {
+    switch required {
+    case .read: read
+    case .ingest: ingest
+    case .admin: admin
+    case .operator: operatorOnly
+    case .anyKey: anyKey
+    // Never in the table (generation refuses them): no key may call.
+    case .unspecified, .UNRECOGNIZED: []
+    }
   }
 
-  /// The roles that may call `method` (a full path): the service's roles, except for the few
-  /// methods open to every key.
-  static func roles(forMethod method: String, service: Substring) -> Set<ApiKeyRecord.Role>? {
-    switch service {
-    case _ where method == Substatus_V1_AdminService.getCallerApiKey.path: anyKey
-    case "substatus.v1.EventService":
-      // Reading the log is a read; webhooks and replays change what is sent where.
-      method == Substatus_V1_EventService.listEvents.path || method == Substatus_V1_EventService.watchEvents.path
-        ? read : admin
-    case "substatus.v1.TenantService": operatorOnly
-    case "substatus.v1.AdminService", "substatus.v1.ReportService": admin
-    case "substatus.v1.IngestService": ingest
-    case "substatus.v1.EligibilityService", "substatus.v1.StatusService": read
-    default: service.hasPrefix("substatus.") ? admin : nil
-    }
+  /// The roles by full method path, for every method that declares a requirement: built once, read
+  /// without a lock.
+  static let table: [String: Set<ApiKeyRecord.Role>] = ProtoMethodOptions.requiredRoles.mapValues(roles(for:))
+
+  /// The roles that may call `method` (a full path); `nil` when it needs no key.
+  static func roles(forMethod method: String) -> Set<ApiKeyRecord.Role>? {
+    if let roles = table[method] { return roles }
+    return method.hasPrefix("/substatus.") ? admin : nil
   }
 }
 

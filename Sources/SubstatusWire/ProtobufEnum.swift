@@ -29,17 +29,37 @@ public struct ProtoMethodDescriptor<Input: ProtobufMessage, Output: ProtobufMess
   public let clientStreaming: Bool
   /// Whether the server sends a stream of messages.
   public let serverStreaming: Bool
+  /// The method's `idempotency_level` option (`.idempotencyUnknown` when it declares none).
+  public let idempotencyLevel: ProtoIdempotencyLevel
 
   /// Creates a descriptor.
-  public init(service: String, method: String, clientStreaming: Bool = false, serverStreaming: Bool = false) {
+  public init(
+    service: String, method: String, clientStreaming: Bool = false, serverStreaming: Bool = false,
+    idempotencyLevel: ProtoIdempotencyLevel = .idempotencyUnknown
+  ) {
     self.service = service
     self.method = method
     self.clientStreaming = clientStreaming
     self.serverStreaming = serverStreaming
+    self.idempotencyLevel = idempotencyLevel
   }
 
   /// The HTTP/2 `:path` of the method: `/substatus.v1.EligibilityService/CheckEligibility`.
   public var path: String { "/\(service)/\(method)" }
+}
+
+/// A method's `idempotency_level` option (`google.protobuf.MethodOptions.IdempotencyLevel`), as an
+/// `rpc` of `Protos/` declares it: whether calling it again can change anything.
+public enum ProtoIdempotencyLevel: Int32, Sendable, Hashable {
+  /// Declared neither: a repeat may act twice.
+  case idempotencyUnknown = 0
+  /// `NO_SIDE_EFFECTS`: a read, changing nothing (HTTP's safe methods; Connect may send it as GET).
+  case noSideEffects = 1
+  /// `IDEMPOTENT`: it may change state, but a repeat changes nothing more.
+  case idempotent = 2
+
+  /// Whether a repeat is harmless: `.noSideEffects` or `.idempotent`.
+  public var isIdempotent: Bool { self != .idempotencyUnknown }
 }
 
 /// A `.proto` file compiled into this module, as server reflection serves it.

@@ -21,8 +21,28 @@ struct ProtoChange: Sendable, CustomTestStringConvertible {
       refusal: #"Previously present field "2" with name "queries" on message "CheckEligibilityRequest" was deleted."#),
     ProtoChange(
       testDescription: "a method removed", file: "substatus/v1/report_service.proto",
-      replacing: "rpc GetReport(GetReportRequest) returns (GetReportResponse);", with: "",
+      replacing: """
+        rpc GetReport(GetReportRequest) returns (GetReportResponse) {
+            option (required_role) = REQUIRED_ROLE_ADMIN;
+            option idempotency_level = NO_SIDE_EFFECTS;
+          }
+        """, with: "",
       refusal: #"Previously present RPC "GetReport" on service "ReportService" was deleted."#),
+    ProtoChange(
+      testDescription: "an idempotency level changed", file: "substatus/v1/report_service.proto",
+      replacing: "option idempotency_level = NO_SIDE_EFFECTS;\n  }\n  // Returns the app's series",
+      with: "option idempotency_level = IDEMPOTENT;\n  }\n  // Returns the app's series",
+      refusal: #"RPC "GetReport" on service "ReportService" changed option "idempotency_level" from "NO_SIDE_EFFECTS" to "IDEMPOTENT"."#),
+    ProtoChange(
+      testDescription: "an idempotency level removed", file: "substatus/v1/report_service.proto",
+      replacing: "option idempotency_level = NO_SIDE_EFFECTS;\n  }\n  // Returns the app's series",
+      with: "}\n  // Returns the app's series",
+      refusal: #"changed option "idempotency_level" from "NO_SIDE_EFFECTS" to "IDEMPOTENCY_UNKNOWN"."#),
+    ProtoChange(
+      testDescription: "an idempotency level declared where none was: passes", file: "substatus/v1/tenant_service.proto",
+      replacing: "option (required_role) = REQUIRED_ROLE_OPERATOR;\n  }",
+      with: "option (required_role) = REQUIRED_ROLE_OPERATOR;\n    option idempotency_level = IDEMPOTENT;\n  }",
+      refusal: ""),
     ProtoChange(
       testDescription: "a STANDARD lint rule broken (enum zero value)", file: "substatus/v1/report_service.proto",
       replacing: "service ReportService {", with: "enum Shade { SHADE_DARK = 0; }\nservice ReportService {",

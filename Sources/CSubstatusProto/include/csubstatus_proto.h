@@ -14,6 +14,7 @@
 #include "substatus/v1/eligibility_service.pb-c.h"
 #include "substatus/v1/event_service.pb-c.h"
 #include "substatus/v1/ingest_service.pb-c.h"
+#include "substatus/v1/options.pb-c.h"
 #include "substatus/v1/report_service.pb-c.h"
 #include "substatus/v1/status_service.pb-c.h"
 #include "substatus/v1/tenant_service.pb-c.h"

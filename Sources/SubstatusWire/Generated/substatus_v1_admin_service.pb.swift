@@ -3862,11 +3862,13 @@ public enum Substatus_V1_AdminService {
 
   /// Returns one app. Errors: NOT_FOUND (also for another tenant's app).
   public static let getApp = ProtoMethodDescriptor<Substatus_V1_GetAppRequest, Substatus_V1_GetAppResponse>(
-    service: name, method: "GetApp", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetApp", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Lists the tenant's apps (within the key's scope), oldest first.
   public static let listApps = ProtoMethodDescriptor<Substatus_V1_ListAppsRequest, Substatus_V1_ListAppsResponse>(
-    service: name, method: "ListApps", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListApps", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Changes an app's Apple ID, display name or Small Business Program membership (the bundle id
   /// never changes). Only the fields named in `update_mask` change. Production V2 notifications are
@@ -3875,7 +3877,8 @@ public enum Substatus_V1_AdminService {
   /// INVALID_ARGUMENT naming `update_mask` (empty or an unknown field), `app.apple_app_id` or
   /// `app.display_name`.
   public static let updateApp = ProtoMethodDescriptor<Substatus_V1_UpdateAppRequest, Substatus_V1_UpdateAppResponse>(
-    service: name, method: "UpdateApp", clientStreaming: false, serverStreaming: false)
+    service: name, method: "UpdateApp", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Sets the app's App Store shared secret, which the server sends to Apple's verifyReceipt and
   /// uses to authenticate V1 notifications. Write-only: the secret is encrypted at rest, never
@@ -3894,18 +3897,21 @@ public enum Substatus_V1_AdminService {
   /// Errors: NOT_FOUND; INVALID_ARGUMENT naming `issuer_id`, `key_id` or `private_key_pem` (not a
   /// PKCS#8 PEM of a P-256 private key).
   public static let setInAppPurchaseKey = ProtoMethodDescriptor<Substatus_V1_SetInAppPurchaseKeyRequest, Substatus_V1_SetInAppPurchaseKeyResponse>(
-    service: name, method: "SetInAppPurchaseKey", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SetInAppPurchaseKey", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Inserts or replaces products of the app's catalog by `product_id`; products not mentioned
   /// stay as they are. All or nothing: if any product is invalid, nothing is written and the call
   /// fails with INVALID_ARGUMENT naming each bad field (`products[i].<field>`) in a BadRequest.
   /// Errors: NOT_FOUND; INVALID_ARGUMENT; RESOURCE_EXHAUSTED above 1000 products per call.
   public static let putProducts = ProtoMethodDescriptor<Substatus_V1_PutProductsRequest, Substatus_V1_PutProductsResponse>(
-    service: name, method: "PutProducts", clientStreaming: false, serverStreaming: false)
+    service: name, method: "PutProducts", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Lists the app's catalog, ordered by `product_id`. Errors: NOT_FOUND.
   public static let listProducts = ProtoMethodDescriptor<Substatus_V1_ListProductsRequest, Substatus_V1_ListProductsResponse>(
-    service: name, method: "ListProducts", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListProducts", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Inserts or replaces named entitlements of the app's catalog by `entitlement_id` ("premium":
   /// the products that unlock it); entitlements not mentioned stay as they are. GetStatus and
@@ -3915,18 +3921,21 @@ public enum Substatus_V1_AdminService {
   /// `entitlements[i].product_ids[j]` for a product the catalog lacks) in a BadRequest;
   /// RESOURCE_EXHAUSTED above 100 entitlements per call.
   public static let putEntitlements = ProtoMethodDescriptor<Substatus_V1_PutEntitlementsRequest, Substatus_V1_PutEntitlementsResponse>(
-    service: name, method: "PutEntitlements", clientStreaming: false, serverStreaming: false)
+    service: name, method: "PutEntitlements", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Lists the app's named entitlements, ordered by `entitlement_id`. Errors: NOT_FOUND;
   /// INVALID_ARGUMENT naming `page_size` or `page_token`.
   public static let listEntitlements = ProtoMethodDescriptor<Substatus_V1_ListEntitlementsRequest, Substatus_V1_ListEntitlementsResponse>(
-    service: name, method: "ListEntitlements", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListEntitlements", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Deletes named entitlements of the app by id; ids that are not defined are ignored (the
   /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming
   /// `entitlement_ids` (empty) or `entitlement_ids[i]`.
   public static let deleteEntitlements = ProtoMethodDescriptor<Substatus_V1_DeleteEntitlementsRequest, Substatus_V1_DeleteEntitlementsResponse>(
-    service: name, method: "DeleteEntitlements", clientStreaming: false, serverStreaming: false)
+    service: name, method: "DeleteEntitlements", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Deletes products from the app's catalog, and from every named entitlement that lists them, in
   /// one commit. Users' transactions of those products stay in their history; evaluation then
@@ -3935,7 +3944,8 @@ public enum Substatus_V1_AdminService {
   /// response lists what was deleted). Errors: NOT_FOUND; INVALID_ARGUMENT naming `product_ids`
   /// (empty) or `product_ids[i]`; RESOURCE_EXHAUSTED above 1000 ids per call.
   public static let deleteProducts = ProtoMethodDescriptor<Substatus_V1_DeleteProductsRequest, Substatus_V1_DeleteProductsResponse>(
-    service: name, method: "DeleteProducts", clientStreaming: false, serverStreaming: false)
+    service: name, method: "DeleteProducts", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Erases one user of the app (the right to erasure): in every environment, in one commit, the
   /// user's transactions, renewal infos, stored receipt, Server API sync state and everything
@@ -3946,13 +3956,15 @@ public enum Substatus_V1_AdminService {
   /// user with no data succeeds and erases nothing, so a retry is safe. Errors: NOT_FOUND (app);
   /// INVALID_ARGUMENT naming `user_id`.
   public static let deleteUser = ProtoMethodDescriptor<Substatus_V1_DeleteUserRequest, Substatus_V1_DeleteUserResponse>(
-    service: name, method: "DeleteUser", clientStreaming: false, serverStreaming: false)
+    service: name, method: "DeleteUser", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Changes the app's eligibility policy (and its purchase sharing, which affects later
   /// submissions only). Errors: NOT_FOUND; INVALID_ARGUMENT naming `update_mask` (an unknown field
   /// name), `policy.promo_scope` or `policy.purchase_sharing` (an unknown value).
   public static let setPolicy = ProtoMethodDescriptor<Substatus_V1_SetPolicyRequest, Substatus_V1_SetPolicyResponse>(
-    service: name, method: "SetPolicy", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SetPolicy", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Creates an API key of the tenant. The key is returned only in this response. Errors:
   /// INVALID_ARGUMENT naming `role` (unspecified), `description` or an `app_ids[i]` entry that is
@@ -3964,13 +3976,15 @@ public enum Substatus_V1_AdminService {
   /// Lists the tenant's API keys, oldest first (never the keys themselves). A key scoped to apps
   /// sees only the keys scoped to a subset of its apps, so a page may hold fewer than asked.
   public static let listApiKeys = ProtoMethodDescriptor<Substatus_V1_ListApiKeysRequest, Substatus_V1_ListApiKeysResponse>(
-    service: name, method: "ListApiKeys", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListApiKeys", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Revokes an API key of the tenant at once; calls with it then get UNAUTHENTICATED. Revoking a
   /// revoked key succeeds and changes nothing. A key may revoke itself. Errors: NOT_FOUND, also
   /// for a key that a caller scoped to apps does not see in ListApiKeys.
   public static let revokeApiKey = ProtoMethodDescriptor<Substatus_V1_RevokeApiKeyRequest, Substatus_V1_RevokeApiKeyResponse>(
-    service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false)
+    service: name, method: "RevokeApiKey", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Describes the key that makes the call: its role, app scope and tenant, so that a client (the
   /// web console) can offer only what the key may do. Any valid key may call it, of every role, the
@@ -3978,7 +3992,8 @@ public enum Substatus_V1_AdminService {
   /// against the tenant's rate like any call. Errors: UNAUTHENTICATED (no, unknown or revoked key);
   /// PERMISSION_DENIED (the key's tenant is disabled).
   public static let getCallerApiKey = ProtoMethodDescriptor<Substatus_V1_GetCallerApiKeyRequest, Substatus_V1_GetCallerApiKeyResponse>(
-    service: name, method: "GetCallerApiKey", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetCallerApiKey", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Replaces the app's retention rules (Apple's Retention Messaging API: what the app's
   /// `POST /v1/apps/{app_id}/apple/retention` endpoint answers when a subscriber opens the cancel
@@ -3991,20 +4006,48 @@ public enum Substatus_V1_AdminService {
   /// offer id, a negative or inverted bound, an unknown billing plan type; RESOURCE_EXHAUSTED
   /// above 200 rules.
   public static let putRetentionRules = ProtoMethodDescriptor<Substatus_V1_PutRetentionRulesRequest, Substatus_V1_PutRetentionRulesResponse>(
-    service: name, method: "PutRetentionRules", clientStreaming: false, serverStreaming: false)
+    service: name, method: "PutRetentionRules", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Returns the app's retention rules. Errors: NOT_FOUND (the app, or no rules were ever put).
   public static let getRetentionRules = ProtoMethodDescriptor<Substatus_V1_GetRetentionRulesRequest, Substatus_V1_GetRetentionRulesResponse>(
-    service: name, method: "GetRetentionRules", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetRetentionRules", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Answers what the retention endpoint would answer for the user now (without signing a
   /// promotional offer and without logging an event): which rule decided (or the default) and
   /// the facts of the user's summary the rules were matched against. Errors: NOT_FOUND (the app,
   /// or no rules); INVALID_ARGUMENT naming `user_id`.
   public static let testRetentionRules = ProtoMethodDescriptor<Substatus_V1_TestRetentionRulesRequest, Substatus_V1_TestRetentionRulesResponse>(
-    service: name, method: "TestRetentionRules", clientStreaming: false, serverStreaming: false)
+    service: name, method: "TestRetentionRules", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.AdminService/RegisterApp", "/substatus.v1.AdminService/GetApp", "/substatus.v1.AdminService/ListApps", "/substatus.v1.AdminService/UpdateApp", "/substatus.v1.AdminService/SetSharedSecret", "/substatus.v1.AdminService/SetInAppPurchaseKey", "/substatus.v1.AdminService/PutProducts", "/substatus.v1.AdminService/ListProducts", "/substatus.v1.AdminService/PutEntitlements", "/substatus.v1.AdminService/ListEntitlements", "/substatus.v1.AdminService/DeleteEntitlements", "/substatus.v1.AdminService/DeleteProducts", "/substatus.v1.AdminService/DeleteUser", "/substatus.v1.AdminService/SetPolicy", "/substatus.v1.AdminService/CreateApiKey", "/substatus.v1.AdminService/ListApiKeys", "/substatus.v1.AdminService/RevokeApiKey", "/substatus.v1.AdminService/GetCallerApiKey", "/substatus.v1.AdminService/PutRetentionRules", "/substatus.v1.AdminService/GetRetentionRules", "/substatus.v1.AdminService/TestRetentionRules"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.AdminService/RegisterApp": .admin,
+    "/substatus.v1.AdminService/GetApp": .admin,
+    "/substatus.v1.AdminService/ListApps": .admin,
+    "/substatus.v1.AdminService/UpdateApp": .admin,
+    "/substatus.v1.AdminService/SetSharedSecret": .admin,
+    "/substatus.v1.AdminService/SetInAppPurchaseKey": .admin,
+    "/substatus.v1.AdminService/PutProducts": .admin,
+    "/substatus.v1.AdminService/ListProducts": .admin,
+    "/substatus.v1.AdminService/PutEntitlements": .admin,
+    "/substatus.v1.AdminService/ListEntitlements": .admin,
+    "/substatus.v1.AdminService/DeleteEntitlements": .admin,
+    "/substatus.v1.AdminService/DeleteProducts": .admin,
+    "/substatus.v1.AdminService/DeleteUser": .admin,
+    "/substatus.v1.AdminService/SetPolicy": .admin,
+    "/substatus.v1.AdminService/CreateApiKey": .admin,
+    "/substatus.v1.AdminService/ListApiKeys": .admin,
+    "/substatus.v1.AdminService/RevokeApiKey": .admin,
+    "/substatus.v1.AdminService/GetCallerApiKey": .anyKey,
+    "/substatus.v1.AdminService/PutRetentionRules": .admin,
+    "/substatus.v1.AdminService/GetRetentionRules": .admin,
+    "/substatus.v1.AdminService/TestRetentionRules": .admin,
+  ]
 }
 

@@ -977,7 +977,8 @@ public enum Substatus_V1_EligibilityService {
   /// `as_of_ms` or `environment`; RESOURCE_EXHAUSTED above 1000 queries, 200 product ids in one
   /// query, or 10000 product ids in all.
   public static let checkEligibility = ProtoMethodDescriptor<Substatus_V1_CheckEligibilityRequest, Substatus_V1_CheckEligibilityResponse>(
-    service: name, method: "CheckEligibility", clientStreaming: false, serverStreaming: false)
+    service: name, method: "CheckEligibility", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Signs a promotional offer for one user and product, so the app can pass it to StoreKit, but
   /// only when the user is eligible for the product's promotional offers now (as CheckEligibility
@@ -992,7 +993,8 @@ public enum Substatus_V1_EligibilityService {
   /// with an ErrorInfo (reason = the EligibilityReason name, for example
   /// `ELIGIBILITY_REASON_NEVER_SUBSCRIBED`, domain `substatus.v1`).
   public static let signPromotionalOffer = ProtoMethodDescriptor<Substatus_V1_SignPromotionalOfferRequest, Substatus_V1_SignPromotionalOfferResponse>(
-    service: name, method: "SignPromotionalOffer", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SignPromotionalOffer", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Signs an introductory-offer eligibility JWS (`allowIntroductoryOffer: true`, audience
   /// `introductory-offer-eligibility`) for one user and product, for StoreKit's
@@ -1003,9 +1005,17 @@ public enum Substatus_V1_EligibilityService {
   /// `nonce`; FAILED_PRECONDITION when the app has no In-App Purchase key, or when the user is not
   /// eligible, with an ErrorInfo as for SignPromotionalOffer.
   public static let signIntroductoryOfferEligibility = ProtoMethodDescriptor<Substatus_V1_SignIntroductoryOfferEligibilityRequest, Substatus_V1_SignIntroductoryOfferEligibilityResponse>(
-    service: name, method: "SignIntroductoryOfferEligibility", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SignIntroductoryOfferEligibility", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.EligibilityService/CheckEligibility", "/substatus.v1.EligibilityService/SignPromotionalOffer", "/substatus.v1.EligibilityService/SignIntroductoryOfferEligibility"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.EligibilityService/CheckEligibility": .read,
+    "/substatus.v1.EligibilityService/SignPromotionalOffer": .read,
+    "/substatus.v1.EligibilityService/SignIntroductoryOfferEligibility": .read,
+  ]
 }
 

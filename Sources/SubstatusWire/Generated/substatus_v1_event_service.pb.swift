@@ -2162,14 +2162,16 @@ public enum Substatus_V1_EventService {
   /// filtered by user and types, at most `limit`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming
   /// `since_cursor`, `limit` or `types`.
   public static let listEvents = ProtoMethodDescriptor<Substatus_V1_ListEventsRequest, Substatus_V1_ListEventsResponse>(
-    service: name, method: "ListEvents", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListEvents", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Streams the app's events after `since_cursor` (empty: from now on), then each new event as it
   /// is written, until the client cancels or the deadline passes. A watcher that reads slowly is
   /// sent the events it has room for and never makes the server hold more than a bounded number of
   /// them; it continues from the log where it left off. Errors: as ListEvents.
   public static let watchEvents = ProtoMethodDescriptor<Substatus_V1_WatchEventsRequest, Substatus_V1_WatchEventsResponse>(
-    service: name, method: "WatchEvents", clientStreaming: false, serverStreaming: true)
+    service: name, method: "WatchEvents", clientStreaming: false, serverStreaming: true,
+    idempotencyLevel: .noSideEffects)
 
   /// Subscribes a URL to the app's events. The signing secret is in the response and never again.
   /// Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `url` (not http(s), or a loopback, link-local
@@ -2179,11 +2181,13 @@ public enum Substatus_V1_EventService {
 
   /// The app's webhooks, ordered by id. Errors: NOT_FOUND (app).
   public static let listWebhooks = ProtoMethodDescriptor<Substatus_V1_ListWebhooksRequest, Substatus_V1_ListWebhooksResponse>(
-    service: name, method: "ListWebhooks", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListWebhooks", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Removes a webhook; its pending deliveries are dropped. Errors: NOT_FOUND (app or webhook).
   public static let deleteWebhook = ProtoMethodDescriptor<Substatus_V1_DeleteWebhookRequest, Substatus_V1_DeleteWebhookResponse>(
-    service: name, method: "DeleteWebhook", clientStreaming: false, serverStreaming: false)
+    service: name, method: "DeleteWebhook", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Sends a test event (type UNSPECIFIED, user id empty) to the webhook at once and answers with the
   /// attempt. The test is not written to the event log. Errors: NOT_FOUND (app or webhook).
@@ -2192,7 +2196,8 @@ public enum Substatus_V1_EventService {
 
   /// The webhook's deliveries, newest first, with their attempts. Errors: NOT_FOUND (app or webhook).
   public static let listDeliveries = ProtoMethodDescriptor<Substatus_V1_ListDeliveriesRequest, Substatus_V1_ListDeliveriesResponse>(
-    service: name, method: "ListDeliveries", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListDeliveries", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Delivers again the app's events after `since_cursor` to one webhook (or every webhook of the
   /// app), failed deliveries included, as new deliveries (each event again carries its own
@@ -2203,5 +2208,17 @@ public enum Substatus_V1_EventService {
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.EventService/ListEvents", "/substatus.v1.EventService/WatchEvents", "/substatus.v1.EventService/CreateWebhook", "/substatus.v1.EventService/ListWebhooks", "/substatus.v1.EventService/DeleteWebhook", "/substatus.v1.EventService/TestWebhook", "/substatus.v1.EventService/ListDeliveries", "/substatus.v1.EventService/ReplayEvents"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.EventService/ListEvents": .read,
+    "/substatus.v1.EventService/WatchEvents": .read,
+    "/substatus.v1.EventService/CreateWebhook": .admin,
+    "/substatus.v1.EventService/ListWebhooks": .admin,
+    "/substatus.v1.EventService/DeleteWebhook": .admin,
+    "/substatus.v1.EventService/TestWebhook": .admin,
+    "/substatus.v1.EventService/ListDeliveries": .admin,
+    "/substatus.v1.EventService/ReplayEvents": .admin,
+  ]
 }
 

@@ -1396,7 +1396,8 @@ public enum Substatus_V1_IngestService {
   /// rejected by Apple); FAILED_PRECONDITION when the app has no shared secret or Apple answers
   /// 21004; UNAVAILABLE when Apple cannot answer now.
   public static let submitReceipt = ProtoMethodDescriptor<Substatus_V1_SubmitReceiptRequest, Substatus_V1_SubmitReceiptResponse>(
-    service: name, method: "SubmitReceipt", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SubmitReceipt", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Stores a verifyReceipt response body obtained elsewhere (migration, tests, offline use) as
   /// SubmitReceipt would, without calling Apple, and returns the user's status as of now. The
@@ -1405,7 +1406,8 @@ public enum Substatus_V1_IngestService {
   /// malformed transaction, or a non-zero `status`, which is reported with Apple's code and
   /// meaning, never as "no purchases").
   public static let importReceiptResponse = ProtoMethodDescriptor<Substatus_V1_ImportReceiptResponseRequest, Substatus_V1_ImportReceiptResponseResponse>(
-    service: name, method: "ImportReceiptResponse", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ImportReceiptResponse", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Stores transactions and renewal infos given in substatus's own form (for example decoded from
   /// the App Store Server API). Each item is validated on its own: invalid items are rejected in
@@ -1413,7 +1415,8 @@ public enum Substatus_V1_IngestService {
   /// INVALID_ARGUMENT naming `user_id`, or when both lists are empty; RESOURCE_EXHAUSTED above
   /// 1000 transactions or 1000 renewal infos per call.
   public static let importTransactions = ProtoMethodDescriptor<Substatus_V1_ImportTransactionsRequest, Substatus_V1_ImportTransactionsResponse>(
-    service: name, method: "ImportTransactions", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ImportTransactions", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Verifies and stores StoreKit 2 signed data the app hands over: signed transactions
   /// (`Transaction.jwsRepresentation`, or `signedTransactionInfo` of the App Store Server API) and
@@ -1430,7 +1433,8 @@ public enum Substatus_V1_IngestService {
   /// call: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, or when both lists are empty;
   /// RESOURCE_EXHAUSTED above 1000 items in either list.
   public static let submitSignedTransactions = ProtoMethodDescriptor<Substatus_V1_SubmitSignedTransactionsRequest, Substatus_V1_SubmitSignedTransactionsResponse>(
-    service: name, method: "SubmitSignedTransactions", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SubmitSignedTransactions", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Brings the user's stored history up to date from the App Store Server API's Get Transaction
   /// History (all pages, sorted ASCENDING, from the revision stored by the last sync of this user
@@ -1442,7 +1446,8 @@ public enum Substatus_V1_IngestService {
   /// FAILED_PRECONDITION when the app has no In-App Purchase key, or Apple refuses it (401);
   /// UNAVAILABLE when Apple cannot answer now (rate limit or server error; retry with backoff).
   public static let syncTransactionHistory = ProtoMethodDescriptor<Substatus_V1_SyncTransactionHistoryRequest, Substatus_V1_SyncTransactionHistoryResponse>(
-    service: name, method: "SyncTransactionHistory", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SyncTransactionHistory", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// Links the user to the Apple Account behind their device: the app's signed `AppTransaction`
   /// (StoreKit's `AppTransaction.shared`, its `jwsRepresentation`), verified as Apple's
@@ -1459,9 +1464,20 @@ public enum Substatus_V1_IngestService {
   /// MALFORMED); with a key, FAILED_PRECONDITION when Apple refuses it and UNAVAILABLE when Apple
   /// cannot answer now (the link is stored; submit again to fetch the history).
   public static let submitAppTransaction = ProtoMethodDescriptor<Substatus_V1_SubmitAppTransactionRequest, Substatus_V1_SubmitAppTransactionResponse>(
-    service: name, method: "SubmitAppTransaction", clientStreaming: false, serverStreaming: false)
+    service: name, method: "SubmitAppTransaction", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.IngestService/SubmitReceipt", "/substatus.v1.IngestService/ImportReceiptResponse", "/substatus.v1.IngestService/ImportTransactions", "/substatus.v1.IngestService/SubmitSignedTransactions", "/substatus.v1.IngestService/SyncTransactionHistory", "/substatus.v1.IngestService/SubmitAppTransaction"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.IngestService/SubmitReceipt": .ingest,
+    "/substatus.v1.IngestService/ImportReceiptResponse": .ingest,
+    "/substatus.v1.IngestService/ImportTransactions": .ingest,
+    "/substatus.v1.IngestService/SubmitSignedTransactions": .ingest,
+    "/substatus.v1.IngestService/SyncTransactionHistory": .ingest,
+    "/substatus.v1.IngestService/SubmitAppTransaction": .ingest,
+  ]
 }
 

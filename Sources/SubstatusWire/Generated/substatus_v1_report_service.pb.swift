@@ -1582,7 +1582,8 @@ public enum Substatus_V1_ReportService {
   /// Returns the app's counts as of `as_of_ms`, evaluated by the same rules as GetStatus. Errors:
   /// NOT_FOUND (app); INVALID_ARGUMENT naming `as_of_ms` or `environment`.
   public static let getReport = ProtoMethodDescriptor<Substatus_V1_GetReportRequest, Substatus_V1_GetReportResponse>(
-    service: name, method: "GetReport", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetReport", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Returns the app's series over `[from_ms, to_ms)` by day, ISO week or calendar month (App Store
   /// Connect's Sales and Trends, for subscriptions), all counted from the event log (EventService's
@@ -1593,7 +1594,8 @@ public enum Substatus_V1_ReportService {
   /// (not a UTC midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000
   /// buckets) or `environment`.
   public static let getTrends = ProtoMethodDescriptor<Substatus_V1_GetTrendsRequest, Substatus_V1_GetTrendsResponse>(
-    service: name, method: "GetTrends", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetTrends", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Returns one chart (see `Chart` for each one's definition) over `[from_ms, to_ms)` by day, ISO
   /// week or calendar month, as series of one value per bucket, money series by currency, all
@@ -1609,9 +1611,17 @@ public enum Substatus_V1_ReportService {
   /// midnight, or `from_ms` not before `to_ms`), `interval` (unknown, or more than 1,000 buckets),
   /// `environment`, or `filters.product_ids` / `filters.subscription_group_ids` (an empty id).
   public static let getChart = ProtoMethodDescriptor<Substatus_V1_GetChartRequest, Substatus_V1_GetChartResponse>(
-    service: name, method: "GetChart", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetChart", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.ReportService/GetReport", "/substatus.v1.ReportService/GetTrends", "/substatus.v1.ReportService/GetChart"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.ReportService/GetReport": .admin,
+    "/substatus.v1.ReportService/GetTrends": .admin,
+    "/substatus.v1.ReportService/GetChart": .admin,
+  ]
 }
 

@@ -528,22 +528,32 @@ public enum Substatus_V1_StatusService {
   /// and what the user is entitled to, as of `as_of_ms`. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`, `as_of_ms` or
   /// `environment`.
   public static let getStatus = ProtoMethodDescriptor<Substatus_V1_GetStatusRequest, Substatus_V1_GetStatusResponse>(
-    service: name, method: "GetStatus", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetStatus", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Returns only what the user is entitled to as of `as_of_ms` (the `entitlements` and
   /// `named_entitlements` of GetStatus), optionally only some named entitlements. Errors: as
   /// GetStatus; INVALID_ARGUMENT naming `entitlement_ids[i]` when the app defines no such
   /// entitlement.
   public static let getEntitlements = ProtoMethodDescriptor<Substatus_V1_GetEntitlementsRequest, Substatus_V1_GetEntitlementsResponse>(
-    service: name, method: "GetEntitlements", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetEntitlements", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Returns the user's stored transactions, oldest purchase first (ties by transaction id, as
   /// Apple's Get Transaction History sorts by default), and renewal infos, page by page. Errors: NOT_FOUND (app); INVALID_ARGUMENT naming `user_id`,
   /// `environment`, `page_size` or `page_token`.
   public static let getTransactionHistory = ProtoMethodDescriptor<Substatus_V1_GetTransactionHistoryRequest, Substatus_V1_GetTransactionHistoryResponse>(
-    service: name, method: "GetTransactionHistory", clientStreaming: false, serverStreaming: false)
+    service: name, method: "GetTransactionHistory", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.StatusService/GetStatus", "/substatus.v1.StatusService/GetEntitlements", "/substatus.v1.StatusService/GetTransactionHistory"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.StatusService/GetStatus": .read,
+    "/substatus.v1.StatusService/GetEntitlements": .read,
+    "/substatus.v1.StatusService/GetTransactionHistory": .read,
+  ]
 }
 

@@ -474,15 +474,24 @@ public enum Substatus_V1_TenantService {
   /// Lists the tenants, oldest first, disabled ones included. Errors: INVALID_ARGUMENT naming
   /// `page_size` or `page_token`.
   public static let listTenants = ProtoMethodDescriptor<Substatus_V1_ListTenantsRequest, Substatus_V1_ListTenantsResponse>(
-    service: name, method: "ListTenants", clientStreaming: false, serverStreaming: false)
+    service: name, method: "ListTenants", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .noSideEffects)
 
   /// Disables a tenant: from then on every key of the tenant gets PERMISSION_DENIED, and
   /// notifications for its apps are refused. Its data is kept. Disabling a disabled tenant
   /// succeeds and changes nothing. Errors: NOT_FOUND for an unknown `tenant_id`.
   public static let disableTenant = ProtoMethodDescriptor<Substatus_V1_DisableTenantRequest, Substatus_V1_DisableTenantResponse>(
-    service: name, method: "DisableTenant", clientStreaming: false, serverStreaming: false)
+    service: name, method: "DisableTenant", clientStreaming: false, serverStreaming: false,
+    idempotencyLevel: .idempotent)
 
   /// The paths of every method, in declaration order.
   public static let methodPaths: [String] = ["/substatus.v1.TenantService/CreateTenant", "/substatus.v1.TenantService/ListTenants", "/substatus.v1.TenantService/DisableTenant"]
+
+  /// The keys that may call each method, by path: its `(substatus.v1.required_role)` option.
+  public static let requiredRoles: [String: Substatus_V1_RequiredRole] = [
+    "/substatus.v1.TenantService/CreateTenant": .`operator`,
+    "/substatus.v1.TenantService/ListTenants": .`operator`,
+    "/substatus.v1.TenantService/DisableTenant": .`operator`,
+  ]
 }
 

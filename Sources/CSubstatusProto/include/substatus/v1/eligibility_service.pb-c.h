@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "substatus/v1/common.pb-c.h"
+#include "substatus/v1/options.pb-c.h"
 
 typedef struct Substatus__V1__CheckEligibilityRequest Substatus__V1__CheckEligibilityRequest;
 typedef struct Substatus__V1__EligibilityQuery Substatus__V1__EligibilityQuery;
