@@ -91,7 +91,7 @@ let package = Package(
     .target(name: "RPCWebProtocols", dependencies: ["RPCCore", "SubstatusWire", "CZlib"], swiftSettings: swiftSettings),
     // Connect and gRPC-Web on the HTTP/1.1 listener: HTTP requests to RPCServer calls.
     .target(
-      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock"],
+      name: "RPCWebGateway", dependencies: ["RPCCore", "RPCWebProtocols", "HTTPServer", "SubstatusClock", "SubstatusWire"],
       swiftSettings: swiftSettings),
 
 
@@ -100,7 +100,7 @@ let package = Package(
     .target(name: "OutboundHTTP", dependencies: ["CCurl", "SubstatusMetrics"], swiftSettings: swiftSettings),
 
     // MARK: Domain and storage
-    // SHA-256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
+    // SHA-256, HMAC-SHA256, secure random bytes and constant-time comparison: the one wrapper of libcrypto's.
     .target(name: "SubstatusCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
     .target(name: "SubscriptionDomain", dependencies: ["SubstatusJSON"], swiftSettings: swiftSettings),
     .target(

@@ -242,7 +242,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     request.displayName = context.parsed.value("--name") ?? ""
     request.appleAppID = appleAppID
     let response = try await client.call(
-      Substatus_V1_AdminService.registerApp, request, idempotency: .nonIdempotent)
+      Substatus_V1_AdminService.registerApp, request)
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "app list":
@@ -265,7 +265,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     var request = Substatus_V1_GetAppRequest()
     request.appID = context.argument(0)
     let response = try await client.call(
-      Substatus_V1_AdminService.getApp, request, idempotency: .idempotent)
+      Substatus_V1_AdminService.getApp, request)
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "app update":
@@ -375,7 +375,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     request.policy = policy
     request.updateMask = mask
     let response = try await client.call(
-      Substatus_V1_AdminService.setPolicy, request, idempotency: .nonIdempotent)
+      Substatus_V1_AdminService.setPolicy, request)
     return render(context, response) { appFields(&$0, response.app ?? Substatus_V1_App()) }
 
   case "product put":
@@ -400,7 +400,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     request.appID = context.argument(0)
     request.products = catalog.products
     let response = try await client.call(
-      Substatus_V1_AdminService.putProducts, request, idempotency: .nonIdempotent)
+      Substatus_V1_AdminService.putProducts, request)
     return render(context, response) { productTable(&$0, response.products) }
 
   case "product list":
@@ -453,7 +453,7 @@ func execute(_ command: CommandSpec, _ context: CommandContext) async throws -> 
     var request = Substatus_V1_RevokeApiKeyRequest()
     request.keyID = context.argument(0)
     let response = try await client.call(
-      Substatus_V1_AdminService.revokeApiKey, request, idempotency: .nonIdempotent)
+      Substatus_V1_AdminService.revokeApiKey, request)
     let info = response.info ?? Substatus_V1_ApiKeyInfo()
     return render(context, response) {
       $0.fields([

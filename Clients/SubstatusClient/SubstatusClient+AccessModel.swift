@@ -5,7 +5,7 @@ public import SubstatusWire
 
 extension SubstatusClient {
   /// Inserts or replaces named entitlements of the app's catalog
-  /// (`AdminService.PutEntitlements`). Not retried.
+  /// (`AdminService.PutEntitlements`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// ```swift
   /// var premium = Substatus_V1_EntitlementDefinition()
@@ -29,7 +29,7 @@ extension SubstatusClient {
     request.appID = appID
     request.entitlements = entitlements
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).putEntitlements(request)
   }
 
@@ -52,11 +52,11 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).listEntitlements(request)
   }
 
-  /// Deletes named entitlements by id (`AdminService.DeleteEntitlements`). Not retried.
+  /// Deletes named entitlements by id (`AdminService.DeleteEntitlements`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// - Parameters:
   ///   - appID: The app.
@@ -72,7 +72,7 @@ extension SubstatusClient {
     request.appID = appID
     request.entitlementIDs = entitlementIDs
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).deleteEntitlements(request)
   }
 
@@ -105,12 +105,12 @@ extension SubstatusClient {
     request.asOfMs = asOfMs
     request.environment = environment
     return try await service(
-      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_StatusService.Client.self, options: options
     ).getEntitlements(request)
   }
 
   /// Deletes products from the app's catalog and from the entitlements that list them
-  /// (`AdminService.DeleteProducts`). Users' transactions of them stay in history. Not retried.
+  /// (`AdminService.DeleteProducts`). Users' transactions of them stay in history. Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// - Parameters:
   ///   - appID: The app.
@@ -125,12 +125,12 @@ extension SubstatusClient {
     request.appID = appID
     request.productIDs = productIDs
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).deleteProducts(request)
   }
 
   /// Erases one user of the app in every environment (`AdminService.DeleteUser`). Erasing again
-  /// erases nothing, so a retry is safe. Not retried automatically.
+  /// erases nothing, so a retry is safe: retried on `UNAVAILABLE`.
   ///
   /// ```swift
   /// let erased = try await admin.deleteUser(appID: app, userID: "user-42")
@@ -150,7 +150,7 @@ extension SubstatusClient {
     request.appID = appID
     request.userID = userID
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).deleteUser(request)
   }
 }

@@ -30,7 +30,7 @@ extension SubstatusClient {
     request.userID = userID
     request.signedAppTransaction = signedAppTransaction
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).submitAppTransaction(request)
   }
 }

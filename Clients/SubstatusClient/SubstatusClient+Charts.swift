@@ -40,7 +40,7 @@ extension SubstatusClient {
     request.environment = environment
     request.filters = filters
     return try await service(
-      Substatus_V1_ReportService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_ReportService.Client.self, options: options
     ).getChart(request)
   }
 }

@@ -37,7 +37,7 @@ extension SubstatusClient {
     request.sinceCursor = sinceCursor
     request.limit = limit
     request.environment = environment
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .idempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .listEvents(request)
   }
 
@@ -72,7 +72,7 @@ extension SubstatusClient {
     request.types = types
     request.sinceCursor = sinceCursor
     request.environment = environment
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .idempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .watchEvents(request)
   }
 
@@ -97,7 +97,7 @@ extension SubstatusClient {
     request.url = url
     request.eventTypes = eventTypes
     request.environment = environment
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .nonIdempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .createWebhook(request)
   }
 
@@ -113,11 +113,11 @@ extension SubstatusClient {
   {
     var request = Substatus_V1_ListWebhooksRequest()
     request.appID = appID
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .idempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .listWebhooks(request)
   }
 
-  /// Removes a webhook and its pending deliveries (`EventService.DeleteWebhook`). Not retried.
+  /// Removes a webhook and its pending deliveries (`EventService.DeleteWebhook`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// - Parameters:
   ///   - appID: The app.
@@ -131,7 +131,7 @@ extension SubstatusClient {
     var request = Substatus_V1_DeleteWebhookRequest()
     request.appID = appID
     request.webhookID = webhookID
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .nonIdempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .deleteWebhook(request)
   }
 
@@ -150,7 +150,7 @@ extension SubstatusClient {
     var request = Substatus_V1_TestWebhookRequest()
     request.appID = appID
     request.webhookID = webhookID
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .nonIdempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .testWebhook(request)
   }
 
@@ -176,7 +176,7 @@ extension SubstatusClient {
     request.failedOnly = failedOnly
     request.pageSize = pageSize
     request.pageToken = pageToken
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .idempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .listDeliveries(request)
   }
 
@@ -197,7 +197,7 @@ extension SubstatusClient {
     request.appID = appID
     request.sinceCursor = sinceCursor
     request.webhookID = webhookID
-    return try await service(Substatus_V1_EventService.Client.self, idempotency: .nonIdempotent, options: options)
+    return try await service(Substatus_V1_EventService.Client.self, options: options)
       .replayEvents(request)
   }
 }

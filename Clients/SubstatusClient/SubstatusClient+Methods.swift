@@ -37,7 +37,7 @@ extension SubstatusClient {
     var request = Substatus_V1_CreateTenantRequest()
     request.name = name
     return try await service(
-      Substatus_V1_TenantService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_TenantService.Client.self, options: options
     ).createTenant(request)
   }
 
@@ -57,11 +57,11 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_TenantService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_TenantService.Client.self, options: options
     ).listTenants(request)
   }
 
-  /// Disables a tenant (`TenantService.DisableTenant`; operator key). Not retried.
+  /// Disables a tenant (`TenantService.DisableTenant`; operator key). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// - Parameters:
   ///   - tenantID: The tenant.
@@ -76,7 +76,7 @@ extension SubstatusClient {
     var request = Substatus_V1_DisableTenantRequest()
     request.tenantID = tenantID
     return try await service(
-      Substatus_V1_TenantService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_TenantService.Client.self, options: options
     ).disableTenant(request)
   }
 }
@@ -107,7 +107,7 @@ extension SubstatusClient {
     request.displayName = displayName
     request.appleAppID = appleAppID
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).registerApp(request)
     return response.app ?? Substatus_V1_App()
   }
@@ -125,7 +125,7 @@ extension SubstatusClient {
     var request = Substatus_V1_GetAppRequest()
     request.appID = appID
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).getApp(request)
     return response.app ?? Substatus_V1_App()
   }
@@ -146,7 +146,7 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).listApps(request)
   }
 
@@ -171,11 +171,11 @@ extension SubstatusClient {
     request.sharedSecret = sharedSecret
     request.previousSecretOverlapSeconds = previousSecretOverlapSeconds
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).setSharedSecret(request)
   }
 
-  /// Inserts or replaces catalog products by product id (`AdminService.PutProducts`). Not retried.
+  /// Inserts or replaces catalog products by product id (`AdminService.PutProducts`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// ```swift
   /// var monthly = Substatus_V1_Product()
@@ -202,7 +202,7 @@ extension SubstatusClient {
     request.appID = appID
     request.products = products
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).putProducts(request).products
   }
 
@@ -226,11 +226,11 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).listProducts(request)
   }
 
-  /// Changes the app's eligibility policy (`AdminService.SetPolicy`). Not retried.
+  /// Changes the app's eligibility policy (`AdminService.SetPolicy`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// ```swift
   /// var policy = Substatus_V1_EligibilityPolicy()
@@ -257,7 +257,7 @@ extension SubstatusClient {
     request.policy = policy
     request.updateMask = updateMask
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).setPolicy(request)
     return response.app ?? Substatus_V1_App()
   }
@@ -298,7 +298,7 @@ extension SubstatusClient {
     }
     request.app = values
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).updateApp(request)
     return response.app ?? Substatus_V1_App()
   }
@@ -326,7 +326,7 @@ extension SubstatusClient {
     request.appIDs = appIDs
     request.description = description
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).createApiKey(request)
   }
 
@@ -348,11 +348,11 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).listApiKeys(request)
   }
 
-  /// Revokes an API key at once (`AdminService.RevokeApiKey`). Not retried.
+  /// Revokes an API key at once (`AdminService.RevokeApiKey`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// - Parameters:
   ///   - keyID: The key's `keyID` (not the key itself).
@@ -365,7 +365,7 @@ extension SubstatusClient {
     var request = Substatus_V1_RevokeApiKeyRequest()
     request.keyID = keyID
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).revokeApiKey(request)
     return response.info ?? Substatus_V1_ApiKeyInfo()
   }
@@ -402,7 +402,7 @@ extension SubstatusClient {
     request.receiptData = receiptData
     request.excludeOldTransactions = excludeOldTransactions
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).submitReceipt(request)
   }
 
@@ -430,7 +430,7 @@ extension SubstatusClient {
     request.userID = userID
     request.verifyReceiptResponseJson = json
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).importReceiptResponse(request)
   }
 
@@ -456,7 +456,7 @@ extension SubstatusClient {
     request.transactions = transactions
     request.renewalInfos = renewalInfos
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).importTransactions(request)
   }
 
@@ -491,7 +491,7 @@ extension SubstatusClient {
     request.signedTransactions = signedTransactions
     request.signedRenewalInfos = signedRenewalInfos
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).submitSignedTransactions(request)
   }
 
@@ -527,7 +527,7 @@ extension SubstatusClient {
     request.environment = environment
     request.fullResync = fullResync
     return try await service(
-      Substatus_V1_IngestService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_IngestService.Client.self, options: options
     ).syncTransactionHistory(request)
   }
 }
@@ -564,7 +564,7 @@ extension SubstatusClient {
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
     return try await service(
-      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_EligibilityService.Client.self, options: options
     ).checkEligibility(request)
   }
 
@@ -635,7 +635,7 @@ extension SubstatusClient {
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
     return try await service(
-      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_StatusService.Client.self, options: options
     ).getStatus(request)
   }
 
@@ -660,7 +660,7 @@ extension SubstatusClient {
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
     return try await service(
-      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_StatusService.Client.self, options: options
     ).getEntitlements(request)
   }
 
@@ -689,7 +689,7 @@ extension SubstatusClient {
     request.pageSize = pageSize
     request.pageToken = pageToken
     return try await service(
-      Substatus_V1_StatusService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_StatusService.Client.self, options: options
     ).getTransactionHistory(request)
   }
 
@@ -741,7 +741,7 @@ extension SubstatusClient {
     request.asOfMs = asOf?.substatusMilliseconds ?? 0
     request.environment = environment
     let response = try await service(
-      Substatus_V1_ReportService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_ReportService.Client.self, options: options
     ).getReport(request)
     return response.report ?? Substatus_V1_Report()
   }
@@ -777,7 +777,7 @@ extension SubstatusClient {
     request.interval = interval
     request.environment = environment
     return try await service(
-      Substatus_V1_ReportService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_ReportService.Client.self, options: options
     ).getTrends(request)
   }
 

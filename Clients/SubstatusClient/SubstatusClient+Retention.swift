@@ -25,7 +25,7 @@ extension SubstatusClient {
     request.appID = appID
     request.rules = rules
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).putRetentionRules(request)
   }
 
@@ -37,7 +37,7 @@ extension SubstatusClient {
     var request = Substatus_V1_GetRetentionRulesRequest()
     request.appID = appID
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).getRetentionRules(request)
   }
 
@@ -55,7 +55,7 @@ extension SubstatusClient {
     request.productID = productID
     request.environment = environment
     return try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).testRetentionRules(request)
   }
 }

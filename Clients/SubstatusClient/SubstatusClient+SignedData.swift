@@ -6,7 +6,7 @@ import SubstatusServiceAPI
 
 extension SubstatusClient {
   /// Sets the app's In-App Purchase key from App Store Connect
-  /// (`AdminService.SetInAppPurchaseKey`). Not retried.
+  /// (`AdminService.SetInAppPurchaseKey`). Retried on `UNAVAILABLE` (the RPC is `IDEMPOTENT`).
   ///
   /// The private key is write-only: the app that comes back shows only the key id, the issuer id
   /// and the public key with its fingerprint. Never log the private key.
@@ -38,7 +38,7 @@ extension SubstatusClient {
     request.keyID = keyID
     request.privateKeyPem = privateKeyPEM
     let response = try await service(
-      Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent, options: options
+      Substatus_V1_AdminService.Client.self, options: options
     ).setInAppPurchaseKey(request)
     return response.app ?? Substatus_V1_App()
   }
@@ -82,7 +82,7 @@ extension SubstatusClient {
     request.transactionID = transactionID
     request.environment = environment
     return try await service(
-      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_EligibilityService.Client.self, options: options
     ).signPromotionalOffer(request)
   }
 
@@ -121,7 +121,7 @@ extension SubstatusClient {
     request.nonce = nonce
     request.environment = environment
     return try await service(
-      Substatus_V1_EligibilityService.Client.self, idempotency: .idempotent, options: options
+      Substatus_V1_EligibilityService.Client.self, options: options
     ).signIntroductoryOfferEligibility(request)
   }
 }

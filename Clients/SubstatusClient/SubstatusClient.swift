@@ -35,7 +35,11 @@ public struct SubstatusCallOptions: Sendable {
 /// Whether repeating a call can change the outcome; decides whether ``SubstatusClient`` retries
 /// it after `UNAVAILABLE`.
 public enum Idempotency: Sendable, Hashable {
-  /// Repeating the call is harmless: reads, and the ingest calls (deduplicated by transaction id).
+  /// As the RPC declares in its `.proto` (`option idempotency_level`, read from the generated
+  /// `ProtoMethodOptions.idempotencyLevels`): retried when it is `NO_SIDE_EFFECTS` or `IDEMPOTENT`,
+  /// never when it declares neither (or is not one of `Protos/`). The default.
+  case declared
+  /// Repeating the call is harmless, whatever the RPC declares.
   case idempotent
   /// Repeating the call may act twice (create a second key or tenant) or fail differently; never
   /// retried.
@@ -49,25 +53,16 @@ public enum Idempotency: Sendable, Hashable {
 /// `UNAVAILABLE` failures of idempotent methods with exponential backoff and jitter
 /// (``RetryPolicy``). Failures throw `RPCError` with the server's status code and message.
 ///
-/// Idempotent (retried on `UNAVAILABLE`): every read — ``getApp(appID:options:)``,
-/// ``listApps(pageSize:pageToken:options:)``, ``listProducts(appID:subscriptionGroupID:pageSize:pageToken:options:)``,
-/// ``listApiKeys(showRevoked:pageSize:pageToken:options:)``, ``listTenants(pageSize:pageToken:options:)``,
-/// ``checkEligibility(appID:queries:asOf:environment:options:)``, ``status(appID:userID:asOf:environment:options:)``,
-/// ``entitlements(appID:userID:asOf:environment:options:)``,
-/// ``transactionHistory(appID:userID:environment:pageSize:pageToken:options:)``,
-/// ``report(appID:asOf:environment:options:)``, ``health(service:options:)``, the offer signatures
-/// ``signPromotionalOffer(appID:userID:productID:offerID:appAccountToken:nonce:transactionID:environment:options:)``
-/// and ``signIntroductoryOfferEligibility(appID:userID:productID:transactionID:nonce:environment:options:)``
-/// (a retry signs again) — and the ingest
-/// calls ``submitReceipt(appID:userID:receiptData:excludeOldTransactions:options:)``,
-/// ``importReceiptResponse(appID:userID:json:options:)`` and
-/// ``importTransactions(appID:userID:transactions:renewalInfos:options:)``, which the API
-/// documents as idempotent. Never retried: ``createTenant(name:options:)``,
-/// ``disableTenant(tenantID:options:)``, ``registerApp(bundleID:displayName:appleAppID:options:)``,
-/// ``setSharedSecret(appID:sharedSecret:previousSecretOverlapSeconds:options:)``,
-/// ``setInAppPurchaseKey(appID:issuerID:keyID:privateKeyPEM:options:)``,
-/// ``putProducts(appID:products:options:)``, ``setPolicy(appID:policy:updateMask:options:)``,
-/// ``createApiKey(role:appIDs:description:options:)`` and ``revokeApiKey(keyID:options:)``.
+/// Which calls are retried is what each RPC declares in its `.proto` (`option idempotency_level`,
+/// docs/architecture.md "Method options"): every read (`NO_SIDE_EFFECTS`: gets, lists, checks,
+/// reports, the offer signatures, whose retry signs again) and every write a repeat leaves as it is
+/// (`IDEMPOTENT`: the ingest calls, deduplicated by transaction id; puts and sets that replace;
+/// deletes, ``revokeApiKey(keyID:options:)``, ``disableTenant(tenantID:options:)``), and
+/// ``health(service:options:)``. Never retried: ``createTenant(name:options:)``,
+/// ``registerApp(bundleID:displayName:appleAppID:options:)``,
+/// ``setSharedSecret(appID:sharedSecret:previousSecretOverlapSeconds:options:)`` (a repeat would end
+/// the previous secret's overlap), ``createApiKey(role:appIDs:description:options:)``, and the
+/// webhook calls that create, test or replay.
 ///
 /// ```swift
 /// let client = SubstatusClient(transport: transport, apiKey: readKey)
@@ -120,19 +115,19 @@ public struct SubstatusClient: Sendable {
   /// var request = Substatus_V1_ListProductsRequest()
   /// request.appID = app
   /// request.subscriptionGroupID = "pro"
-  /// let page = try await client.service(Substatus_V1_AdminService.Client.self, idempotency: .idempotent)
-  ///   .listProducts(request)
+  /// let page = try await client.service(Substatus_V1_AdminService.Client.self).listProducts(request)
   /// ```
   ///
   /// - Parameters:
   ///   - type: The generated client type, such as `Substatus_V1_StatusService.Client`.
-  ///   - idempotency: Whether `UNAVAILABLE` may be retried; `.nonIdempotent` unless you know better.
+  ///   - idempotency: Whether `UNAVAILABLE` may be retried: by default as each RPC declares
+  ///     (``Idempotency/declared``).
   ///   - authenticated: Whether to send the API key.
   ///   - options: Deadline (per call, retries included), metadata and retry overrides.
   /// - Returns: The client. Its calls throw `RPCError` with the server's status, and
   ///   `DEADLINE_EXCEEDED` once the timeout passes.
   public func service<Client: RPCServiceClient>(
-    _ type: Client.Type, idempotency: Idempotency = .nonIdempotent, authenticated: Bool = true,
+    _ type: Client.Type, idempotency: Idempotency = .declared, authenticated: Bool = true,
     options: SubstatusCallOptions = SubstatusCallOptions()
   ) -> Client {
     Client(transport: SubstatusCallTransport(
@@ -146,14 +141,14 @@ public struct SubstatusClient: Sendable {
   /// var request = Substatus_V1_ListProductsRequest()
   /// request.appID = app
   /// request.subscriptionGroupID = "pro"
-  /// let page = try await client.call(
-  ///   Substatus_V1_AdminService.listProducts, request, idempotency: .idempotent)
+  /// let page = try await client.call(Substatus_V1_AdminService.listProducts, request)
   /// ```
   ///
   /// - Parameters:
   ///   - method: The method's descriptor, such as `Substatus_V1_StatusService.getStatus`.
   ///   - request: The request message.
-  ///   - idempotency: Whether `UNAVAILABLE` may be retried.
+  ///   - idempotency: Whether `UNAVAILABLE` may be retried: by default as the RPC declares
+  ///     (`method.idempotencyLevel`).
   ///   - authenticated: Whether to send the API key.
   ///   - options: Deadline, metadata and retry overrides.
   /// - Returns: The decoded response.
@@ -161,7 +156,7 @@ public struct SubstatusClient: Sendable {
   ///   `INTERNAL` for a response that does not decode.
   public func call<Request: ProtobufMessage, Response: ProtobufMessage>(
     _ method: ProtoMethodDescriptor<Request, Response>, _ request: Request,
-    idempotency: Idempotency, authenticated: Bool = true,
+    idempotency: Idempotency = .declared, authenticated: Bool = true,
     options: SubstatusCallOptions = SubstatusCallOptions()
   ) async throws(RPCError) -> Response {
     let transport = SubstatusCallTransport(
@@ -172,8 +167,8 @@ public struct SubstatusClient: Sendable {
 
 /// The transport under the generated clients of a ``SubstatusClient``: adds the API key and the
 /// call's metadata, keeps one deadline over all attempts of a call, and retries `UNAVAILABLE`
-/// failures of idempotent calls with the client's backoff (a server-streaming call only until its
-/// response headers arrive: once messages flow, the call is not repeated).
+/// failures of idempotent calls (``Idempotency``) with the client's backoff (a server-streaming
+/// call only until its response headers arrive: once messages flow, the call is not repeated).
 struct SubstatusCallTransport: ClientTransport {
   let client: SubstatusClient
   let idempotency: Idempotency
@@ -199,6 +194,16 @@ struct SubstatusCallTransport: ClientTransport {
     }
   }
 
+  /// Whether a failed call of `method` (a full path) may be repeated: as `idempotency` says, or,
+  /// for ``Idempotency/declared``, when the RPC declares `NO_SIDE_EFFECTS` or `IDEMPOTENT`.
+  static func retries(_ method: String, _ idempotency: Idempotency) -> Bool {
+    switch idempotency {
+    case .idempotent: true
+    case .nonIdempotent: false
+    case .declared: ProtoMethodOptions.idempotencyLevels[method]?.isIdempotent ?? false
+    }
+  }
+
   /// Runs the attempts of one call with the policy's metadata, deadline and retries
   /// (`defaultTimeout`: whether the client's ``SubstatusClient/defaultTimeout`` applies).
   private func withPolicy<Result>(
@@ -211,7 +216,7 @@ struct SubstatusCallTransport: ClientTransport {
       metadata.removeAll(forKey: "authorization")
       metadata.addString("Bearer \(apiKey)", forKey: "authorization")
     }
-    let policy = idempotency == .idempotent ? (options.retryPolicy ?? client.retryPolicy) : .none
+    let policy = Self.retries(method, idempotency) ? (options.retryPolicy ?? client.retryPolicy) : .none
     let clock = client.clock
     let timeout = [options.timeout ?? (defaultTimeout ? client.defaultTimeout : nil), callOptions.timeout]
       .compactMap { $0 }.min()

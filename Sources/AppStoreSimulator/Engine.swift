@@ -126,7 +126,17 @@ struct SimulatorState: Sendable {
   var transactions: [String: Transaction] = [:]
   /// Transaction ids per `bundle \0 user`, in creation order.
   var transactionsByReceipt: [String: [String]] = [:]
-  var subscriptions: [String: Subscription] = [:]
+  var subscriptions: [String: Subscription] = [:] {
+    // Any change may move a subscription's next event (SE-0268: without `oldValue` this does not
+    // copy the dictionary on an in-place change).
+    didSet { earliestEventMs = nil }
+  }
+  /// The earliest ``nextEvent(_:)`` of all subscriptions (`Int64.max`: none) as ``advance(to:)``
+  /// last found it, while `subscriptions` has not changed since; `nil`: unknown. Lets the
+  /// `advance` every control call starts and ends with skip its scan of every subscription when
+  /// nothing is due (the realtime requests of a performance test, thousands of them, change
+  /// nothing).
+  private(set) var earliestEventMs: Int64?
   /// `bundle \0 user \0 group` → original transaction id of the user's own subscription.
   var ownSubscriptionIndex: [String: String] = [:]
   /// Organizer's original transaction id → members' original transaction ids.
@@ -867,12 +877,19 @@ struct SimulatorState: Sendable {
   /// before `target`, each at its own instant, then moves the clock to `target` if it is later.
   mutating func advance(to target: Int64) {
     while true {
+      if let earliest = earliestEventMs, earliest > target { break }
       var due: (String, Int64)?
+      var earliest = Int64.max
       for (id, subscription) in subscriptions {
-        guard let at = nextEvent(subscription), at <= target else { continue }
+        guard let at = nextEvent(subscription) else { continue }
+        earliest = min(earliest, at)
+        guard at <= target else { continue }
         if due == nil || at < due!.1 || (at == due!.1 && id < due!.0) { due = (id, at) }
       }
-      guard let (id, at) = due, var subscription = subscriptions[id] else { break }
+      guard let (id, at) = due, var subscription = subscriptions[id] else {
+        earliestEventMs = earliest
+        break
+      }
       process(&subscription, at: at)
     }
     if target > clock.now() { clock.set(target) }

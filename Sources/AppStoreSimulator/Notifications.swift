@@ -292,6 +292,19 @@ final class NotificationDispatcher: Sendable {
     var nextID = 1
     var workerRunning = false
     var stopped = false
+    /// How many deliveries are `pending` (with an attempt scheduled or under way): with none,
+    /// ``pump()`` and ``drain(timeout:)``, which every control call reaches, need not look at
+    /// the deliveries kept (thousands after a seeded run).
+    var pendingCount = 0
+
+    /// Whether an attempt is due at `now`.
+    func hasDue(at now: Int64) -> Bool {
+      // By index: a `Delivery` is never copied (its strings and arrays would be retained).
+      pendingCount > 0
+        && deliveries.indices.contains {
+          deliveries[$0].state == .pending && (deliveries[$0].nextAttemptMs ?? .max) <= now
+        }
+    }
   }
 
   private let state = Mutex(State())
@@ -321,7 +334,7 @@ final class NotificationDispatcher: Sendable {
         nextAttemptMs: dropped ? nil : atMs,
         retryDelaysMs: retryDelaysMs)
       delivery.v2 = v2
-      if dropped { delivery.state = .dropped }
+      if dropped { delivery.state = .dropped } else { state.pendingCount += 1 }
       state.deliveries.append(delivery)
       state.nextID += 1
     }
@@ -333,11 +346,7 @@ final class NotificationDispatcher: Sendable {
   func pump() {
     let now = clock()
     let start = state.withLock { state -> Bool in
-      guard !state.workerRunning, !state.stopped,
-        state.deliveries.contains(where: {
-          $0.state == .pending && ($0.nextAttemptMs ?? .max) <= now
-        })
-      else { return false }
+      guard !state.workerRunning, !state.stopped, state.hasDue(at: now) else { return false }
       state.workerRunning = true
       return true
     }
@@ -352,10 +361,7 @@ final class NotificationDispatcher: Sendable {
     while clockNow.now < deadline {
       pump()
       let now = clock()
-      let busy = state.withLock { state in
-        state.workerRunning
-          || state.deliveries.contains { $0.state == .pending && ($0.nextAttemptMs ?? .max) <= now }
-      }
+      let busy = state.withLock { state in state.workerRunning || state.hasDue(at: now) }
       if !busy { return true }
       try? await Task.sleep(for: .milliseconds(5))
     }
@@ -396,6 +402,7 @@ final class NotificationDispatcher: Sendable {
         } else {
           delivery.state = .failed
         }
+        if delivery.state != .pending { state.pendingCount -= 1 }
         state.deliveries[index] = delivery
       }
     }

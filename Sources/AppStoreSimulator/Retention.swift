@@ -2,6 +2,7 @@ import AppStoreSignedData
 import Foundation
 import OutboundHTTP
 import SubstatusJSON
+import Synchronization
 
 /// Apple's side of the Retention Messaging API: the signed realtime request the App Store sends to
 /// the developer's "Get Retention Message" endpoint when a subscriber views the subscription's
@@ -170,7 +171,7 @@ enum RetentionMessaging {
     guard let key = context.keys.first(where: { $0.keyID == kid }) else {
       return ["\(prefix): kid '\(kid)' is not an In-App Purchase key of '\(context.bundleID)'"]
     }
-    guard let publicKey = try? ES256PublicKey(pem: key.publicKeyPEM),
+    guard let publicKey = parsedPublicKey(key.publicKeyPEM),
       publicKey.isValidSignature(jws.signature, for: jws.signingInput)
     else { return ["\(prefix): the signature does not verify with key '\(kid)'"] }
     guard let claims = try? JSONValue(parsing: jws.payload), claims.objectValue != nil else {
@@ -203,6 +204,24 @@ enum RetentionMessaging {
       }
     }
     return problems
+  }
+
+  /// Public keys of In-App Purchase keys, parsed, by their PEM text: parsing one (OpenSSL's
+  /// decoder) costs several times the signature check, and a performance test checks thousands of
+  /// signatures by the same key.
+  private static let parsedPublicKeys = Mutex<[String: ES256PublicKey]>([:])
+  /// The most keys ``parsedPublicKeys`` keeps (all are dropped past it).
+  static let maxParsedPublicKeys = 64
+
+  /// The public key of `pem`, parsed once; `nil` when it does not parse.
+  static func parsedPublicKey(_ pem: String) -> ES256PublicKey? {
+    if let hit = parsedPublicKeys.withLock({ $0[pem] }) { return hit }
+    guard let key = try? ES256PublicKey(pem: pem) else { return nil }
+    parsedPublicKeys.withLock { keys in
+      if keys.count >= maxParsedPublicKeys { keys.removeAll() }
+      keys[pem] = key
+    }
+    return key
   }
 
   /// The value at `percentile` (0...100) of `sorted` (ascending), by the nearest-rank method.

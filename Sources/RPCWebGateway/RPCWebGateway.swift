@@ -2,6 +2,7 @@ public import HTTPServer
 public import RPCCore
 import RPCWebProtocols
 public import SubstatusClock
+import SubstatusWire
 import Synchronization
 
 /// Connect and gRPC-Web calls on the HTTP/1.1 listener: `POST /package.Service/Method` becomes an
@@ -24,6 +25,9 @@ import Synchronization
 /// - A body over the limit (``bodyLimit(for:)``, installed as the listener's body limit) answers
 ///   `RESOURCE_EXHAUSTED` as the protocol says, before the body is read.
 /// - `OPTIONS` preflights and the CORS fields of answers follow ``Configuration/corsAllowedOrigins``.
+/// - Connect's GET form of a unary call (`GET /pkg.Service/Method?encoding=json&message=...`,
+///   ``ConnectGetRequest``) is served for the methods ``Configuration/allowsGET`` names (those that
+///   declare `NO_SIDE_EFFECTS`); a GET of any other method is 405 with `allow: POST`.
 ///
 /// ```swift
 /// let gateway = RPCWebGateway(router: router, interceptors: service.interceptors())
@@ -47,6 +51,9 @@ public struct RPCWebGateway: Sendable {
     public var maxPendingResponseBytes = 4 << 20
     /// The clock of call deadlines (a manual clock in tests).
     public var clock: any ServiceClock = SystemClock()
+    /// Whether a method (its path) may be called with Connect's GET form: by default the methods
+    /// whose `rpc` declares `idempotency_level = NO_SIDE_EFFECTS` (`ProtoMethodOptions`).
+    public var allowsGET: @Sendable (String) -> Bool = { ProtoMethodOptions.idempotencyLevels[$0] == .noSideEffects }
 
     /// The defaults.
     public init() {}
@@ -108,16 +115,31 @@ public struct RPCWebGateway: Sendable {
       return HTTPResponse.error(status: 404, message: "no route for \(request.path)")
     }
     let format: CallFormat
-    switch CallFormat.classify(method: request.method, contentType: request.headers["content-type"]) {
-    case .success(let classified): format = classified
-    case .failure(let rejection): return Self.response(rejection, extraFields: cors.responseFields(origin: origin))
+    var fields = request.headers.map { HTTPField($0.name, $0.value) }
+    var body = request.body
+    if request.method == "GET" {
+      // Connect's GET form: the message and its encoding in the query.
+      guard configuration.allowsGET(request.path) else {
+        return Self.response(
+          ConnectGetRequest.notAllowed(forSideEffects: request.path), extraFields: cors.responseFields(origin: origin))
+      }
+      switch ConnectGetRequest.parse(queryItems: request.queryItems) {
+      case .success(let get):
+        format = get.format
+        body = get.message
+        fields.removeAll { $0.name == "content-encoding" }
+        if let compression = get.compression { fields.append(HTTPField("content-encoding", compression)) }
+      case .failure(let rejection): return Self.response(rejection, extraFields: cors.responseFields(origin: origin))
+      }
+    } else {
+      switch CallFormat.classify(method: request.method, contentType: request.headers["content-type"]) {
+      case .success(let classified): format = classified
+      case .failure(let rejection): return Self.response(rejection, extraFields: cors.responseFields(origin: origin))
+      }
     }
     let corsFields = cors.responseFields(origin: origin)
     let head: RequestHead
-    switch RequestHead.parse(
-      request.headers.map { HTTPField($0.name, $0.value) }, format: format,
-      supportedCompression: CompressionAlgorithm.supported)
-    {
+    switch RequestHead.parse(fields, format: format, supportedCompression: CompressionAlgorithm.supported) {
     case .success(let parsed): head = parsed
     case .failure(let refusal):
       var refusing = ResponseEncoder(
@@ -131,7 +153,7 @@ public struct RPCWebGateway: Sendable {
     do throws(RPCError) {
       var deframer = RequestDeframer(
         format: format, maxMessageSize: configuration.maxReceiveMessageSize, compression: head.compression)
-      try deframer.append(request.body)
+      try deframer.append(body)
       try deframer.finish()
       while let message = try deframer.next() { messages.append(message) }
     } catch {

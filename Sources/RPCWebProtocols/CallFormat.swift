@@ -110,7 +110,7 @@ public struct CallFormat: Sendable, Hashable {
   /// be `utf-8` when present.
   ///
   /// - Parameters:
-  ///   - method: The HTTP method; RPCs are `POST` (Connect's GET form is not served).
+  ///   - method: The HTTP method; RPCs are `POST` (Connect's GET form is read by ``ConnectGetRequest``).
   ///   - contentType: The `content-type` field, `nil` when absent.
   /// - Returns: The format, or a 405 (method) or 415 (media type) rejection whose message names
   ///   what was received.

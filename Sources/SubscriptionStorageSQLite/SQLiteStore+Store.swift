@@ -873,7 +873,8 @@ extension SQLiteStore: Store {
   public func users(
     appId: String, environment: Environment, originalTransactionId: String
   ) async throws(StoreError) -> [String] {
-    try await readers.read { db throws(StoreError) in
+    // A short indexed read on the hot path (Apple's notifications and retention requests): inline.
+    try await readInline { db throws(StoreError) in
       try db.all(
         HotQueries.usersByOriginalTransaction,
         [.text(originalTransactionId), .text(appId), .text(environment.rawValue)]

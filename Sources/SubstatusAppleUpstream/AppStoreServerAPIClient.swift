@@ -69,9 +69,9 @@ public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
   public var description: String { message }
 
   /// Apple's error codes that mean "no such transaction (or app) here".
-  package static let notFoundCodes: Set<Int64> = [4_040_010, 4_040_005, 4_040_003, 4_040_001]
+  static let notFoundCodes: Set<Int64> = [4_040_010, 4_040_005, 4_040_003, 4_040_001]
   /// Apple's `…Retryable` error codes (and the general internal error).
-  package static let retryableCodes: Set<Int64> = [4_040_002, 4_040_004, 4_040_006, 5_000_001, 4_290_000]
+  static let retryableCodes: Set<Int64> = [4_040_002, 4_040_004, 4_040_006, 5_000_001, 4_290_000]
 }
 
 /// One page of Get Transaction History v2 (`HistoryResponse`).

@@ -32,7 +32,7 @@ extension IngestPath {
   }
 
   /// One Set App Account Token call for `transfer`, counted by outcome.
-  package func writeBackAppAccountToken(_ transfer: OwnershipTransfer) async {
+  func writeBackAppAccountToken(_ transfer: OwnershipTransfer) async {
     guard isUUID(transfer.newUserId) else {
       metrics.appAccountTokenWrite(outcome: "not_uuid")
       return

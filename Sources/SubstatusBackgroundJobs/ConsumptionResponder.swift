@@ -57,7 +57,7 @@ public final class ConsumptionMetrics: MetricsSource, Sendable {
 /// periodic pass (real time).
 public final class ConsumptionResponder: Sendable {
   /// Apple's time to answer a refund request: 12 hours from the notification's `signedDate`.
-  package static let consumptionAnswerWindowMs: Int64 = 12 * 3_600_000
+  static let consumptionAnswerWindowMs: Int64 = 12 * 3_600_000
 
   /// How the responder works.
   public struct Configuration: Sendable {
@@ -93,7 +93,7 @@ public final class ConsumptionResponder: Sendable {
   }
 
   /// The service whose store, clock and Server API client are used.
-  package let service: any IngestPath
+  let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   private let passTimer: PeriodicJobTimer

@@ -81,7 +81,7 @@ public final class EventTransitionScheduler: Sendable {
   }
 
   /// The service whose store and signal are used.
-  package let service: any IngestPath
+  let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   /// The periodic pass, on real time (the environment's wire clock).

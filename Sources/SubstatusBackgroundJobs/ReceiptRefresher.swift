@@ -206,7 +206,7 @@ public final class ReceiptRefresher: Sendable {
   }
 
   /// The service whose store, clients, caches and metrics are used.
-  package let service: any IngestPath
+  let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
 

@@ -81,7 +81,7 @@ public final class ServerAPIReconciler: Sendable {
   }
 
   /// The service whose store, clients and caches are used.
-  package let service: any IngestPath
+  let service: any IngestPath
   /// The settings.
   public let configuration: Configuration
   /// This instance's name in the claims.

@@ -1,5 +1,6 @@
-// The one wrapper of libcrypto's SHA-256, secure random bytes and constant-time comparison, for
-// every module that needs them (the stores, App Store signed data, webhook signing, the service).
+// The one wrapper of libcrypto's SHA-256, HMAC-SHA256 (HMAC.swift), secure random bytes and
+// constant-time comparison, for every module that needs them (the stores, App Store signed data,
+// webhook signing, the service).
 // Everything goes through OpenSSL libcrypto (EVP API); nothing here is hand-written crypto.
 import CCrypto
 
@@ -25,7 +26,7 @@ public enum SHA256 {
 
   /// SHA-256 fetched once: `EVP_sha256()` makes every digest fetch it from the provider again,
   /// which costs as much as hashing an event id's key.
-  private static let algorithm = FetchedDigest("SHA256")
+  static let algorithm = FetchedDigest("SHA256")
 
   /// The SHA-256 digest of the UTF-8 bytes of `string`.
   public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
@@ -33,7 +34,7 @@ public enum SHA256 {
 
 /// A digest algorithm fetched once from libcrypto's default provider (`EVP_MD_fetch`); a fetched
 /// algorithm is immutable and may be used from any thread, and is kept for the process's life.
-private final class FetchedDigest: @unchecked Sendable {
+final class FetchedDigest: @unchecked Sendable {
   let md: OpaquePointer
 
   init(_ name: String) {

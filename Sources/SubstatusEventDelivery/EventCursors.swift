@@ -2,6 +2,7 @@ import CCrypto
 import Foundation
 import RPCCore
 import SubscriptionStorage
+import SubstatusCrypto
 import SubstatusServiceCore
 import Synchronization
 
@@ -37,7 +38,7 @@ public final class EventCursors: Sendable {
   /// Cursors under the keyring's keys (the current key's for new cursors).
   public init(keyring: MasterKeyring) {
     serverKeys = ([keyring.current] + keyring.previous).map {
-      WebhookSigning.hmacSHA256(key: $0.derivationKey, message: Array("substatus event cursors v1".utf8))
+      HMACSHA256.authenticate(key: $0.derivationKey, message: Array("substatus event cursors v1".utf8))
     }
   }
 
@@ -49,7 +50,7 @@ public final class EventCursors: Sendable {
 
   private func keys(of appId: String) -> [[UInt8]] {
     if let cached = appKeys.withLock({ $0[appId] }) { return cached }
-    let derived = serverKeys.map { WebhookSigning.hmacSHA256(key: $0, message: Array(appId.utf8)) }
+    let derived = serverKeys.map { HMACSHA256.authenticate(key: $0, message: Array(appId.utf8)) }
     appKeys.withLock { cache in
       if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
       cache[appId] = derived

@@ -562,7 +562,7 @@ public final class WebhookDispatcher: MetricsSource, Sendable {
 
   /// The delivery's state after a failed or successful attempt: DELIVERED on 2xx; else PENDING
   /// after a backoff, the last retry at the end of the retry window, then FAILED.
-  package func nextState(after attempt: DeliveryAttemptRecord, of delivery: DeliveryRecord)
+  func nextState(after attempt: DeliveryAttemptRecord, of delivery: DeliveryRecord)
     -> (DeliveryState, Int64?)
   {
     if let status = attempt.httpStatus, (200..<300).contains(status) { return (.delivered, nil) }

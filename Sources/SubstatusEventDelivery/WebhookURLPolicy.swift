@@ -97,7 +97,7 @@ public struct WebhookIPAddress: Sendable, Hashable, CustomStringConvertible {
 
 /// One entry of IANA's special-purpose address registries (or of the multicast and IPv6 address
 /// space registries): a prefix, and why it is refused, `nil` when it is globally reachable.
-package struct SpecialAddressBlock: Sendable {
+struct SpecialAddressBlock: Sendable {
   package let prefix: [UInt8]
   package let length: Int
   package let kind: String?
@@ -299,7 +299,7 @@ public struct WebhookURLPolicy: Sendable, Hashable {
 
   /// The IPv4 address of the older numeric host forms that resolvers still accept (`127.1`,
   /// `0x7f.0.0.1`, `2130706433`), as `inet_aton` reads them; `nil` for a name.
-  package static func numericIPv4(_ host: String) -> WebhookIPAddress? {
+  static func numericIPv4(_ host: String) -> WebhookIPAddress? {
     guard let last = host.split(separator: ".").last, last.first?.isNumber == true else { return nil }
     var address = in_addr()
     guard inet_aton(host, &address) != 0 else { return nil }

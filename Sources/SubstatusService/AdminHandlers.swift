@@ -22,7 +22,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       appleAppId: request.appleAppID == 0 ? nil : request.appleAppID, displayName: request.displayName,
       createdMs: environment.now())
     do {
-      try await store.createApp(app)
+      try await catalogStore.createApp(app)
     } catch {
       if error.code == .alreadyExists {
         throw RPCError(code: .alreadyExists, message: "an app with bundle id \(ErrorText.quoted(request.bundleID)) is already registered")
@@ -38,7 +38,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
   public func getApp(_ request: Substatus_V1_GetAppRequest, _ context: ServerContext) async throws -> Substatus_V1_GetAppResponse {
     let cached = try await app(request.appID, context)
     var wire = cached.app.wire
-    if let secrets = try? await store.sharedSecrets(appId: request.appID) {
+    if let secrets = try? await catalogStore.sharedSecrets(appId: request.appID) {
       wire.sharedSecretFingerprint = secrets.current.fingerprint
       if let previous = secrets.valid(at: environment.now()).dropFirst().first {
         wire.previousSharedSecretFingerprint = previous.fingerprint
@@ -53,7 +53,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
   public func listApps(_ request: Substatus_V1_ListAppsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListAppsResponse {
     let (p, tenant) = try tenantID(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
-    let result = try await stored { () throws(StoreError) in try await store.listApps(tenantId: tenant, page: page) }
+    let result = try await stored { () throws(StoreError) in try await catalogStore.listApps(tenantId: tenant, page: page) }
     var response = Substatus_V1_ListAppsResponse()
     response.apps = result.items.filter { p.mayAccess(appId: $0.appId) }.map(\.wire)
     response.nextPageToken = PageToken.encode(result.nextCursor)
@@ -70,13 +70,13 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     }
     let now = environment.now()
     let fingerprint = try await stored { () throws(StoreError) in
-      try await store.setSharedSecret(appId: request.appID, secret: request.sharedSecret, atMs: now, previousValidUntilMs: now + overlap * 1000)
+      try await catalogStore.setSharedSecret(appId: request.appID, secret: request.sharedSecret, atMs: now, previousValidUntilMs: now + overlap * 1000)
     }
     invalidateApp(request.appID)
     await audit(context, tenant: cached.app.tenantId, action: "SetSharedSecret", resource: "apps/\(request.appID)", details: fingerprint)
     var response = Substatus_V1_SetSharedSecretResponse()
     response.fingerprint = fingerprint
-    if let secrets = try? await store.sharedSecrets(appId: request.appID), let previous = secrets.valid(at: now).dropFirst().first {
+    if let secrets = try? await catalogStore.sharedSecrets(appId: request.appID), let previous = secrets.valid(at: now).dropFirst().first {
       response.previousFingerprint = previous.fingerprint
       response.previousValidUntilMs = secrets.previousValidUntilMs ?? 0
     }
@@ -98,7 +98,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       }
       products.append(product)
     }
-    try await stored { () throws(StoreError) in try await store.putProducts(appId: request.appID, products: products) }
+    try await stored { () throws(StoreError) in try await catalogStore.putProducts(appId: request.appID, products: products) }
     invalidateApp(request.appID)
     await audit(context, tenant: cached.app.tenantId, action: "PutProducts", resource: "apps/\(request.appID)/products", details: "\(products.count) products")
     var response = Substatus_V1_PutProductsResponse()
@@ -110,7 +110,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     _ = try await app(request.appID, context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     // Catalogs are small: read the whole one fresh and page by position.
-    let all = try await stored { () throws(StoreError) in try await store.products(appId: request.appID) }
+    let all = try await stored { () throws(StoreError) in try await catalogStore.products(appId: request.appID) }
       .filter { request.subscriptionGroupID.isEmpty || $0.subscriptionGroupId == request.subscriptionGroupID }
     let start = try page.cursor.map { cursor throws(RPCError) -> Int in
       guard let n = Int(cursor), n >= 0, n <= all.count else { throw invalidArgument("page_token", "out of range") }
@@ -126,7 +126,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
   public func setPolicy(_ request: Substatus_V1_SetPolicyRequest, _ context: ServerContext) async throws -> Substatus_V1_SetPolicyResponse {
     let cached = try await app(request.appID, context)
     let policy = try cached.app.policy.updated(with: request.policy ?? Substatus_V1_EligibilityPolicy(), mask: request.updateMask)
-    let updated = try await stored { () throws(StoreError) in try await store.setPolicy(appId: request.appID, policy: policy) }
+    let updated = try await stored { () throws(StoreError) in try await catalogStore.setPolicy(appId: request.appID, policy: policy) }
     invalidateApp(request.appID)
     await audit(context, tenant: cached.app.tenantId, action: "SetPolicy", resource: "apps/\(request.appID)/policy")
     var response = Substatus_V1_SetPolicyResponse()
@@ -159,11 +159,11 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       }
     }
     var updated = try await stored { () throws(StoreError) in
-      try await store.updateApp(appId: request.appID, appleAppId: appleAppId, displayName: displayName)
+      try await catalogStore.updateApp(appId: request.appID, appleAppId: appleAppId, displayName: displayName)
     }
     if let smallBusinessProgram {
       updated = try await stored { () throws(StoreError) in
-        try await store.setSmallBusinessProgram(appId: request.appID, smallBusinessProgram)
+        try await catalogStore.setSmallBusinessProgram(appId: request.appID, smallBusinessProgram)
       }
     }
     invalidateApp(request.appID)
@@ -206,7 +206,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
   public func listApiKeys(_ request: Substatus_V1_ListApiKeysRequest, _ context: ServerContext) async throws -> Substatus_V1_ListApiKeysResponse {
     let (p, tenant) = try tenantID(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
-    let result = try await stored { () throws(StoreError) in try await store.listApiKeys(tenantId: tenant, page: page) }
+    let result = try await stored { () throws(StoreError) in try await tenantStore.listApiKeys(tenantId: tenant, page: page) }
     var response = Substatus_V1_ListApiKeysResponse()
     // A scoped key sees only the keys within its scope (a page may then hold fewer than asked).
     response.apiKeys = result.items.filter { (request.showRevoked || !$0.isRevoked) && p.mayManage(keyScopedTo: $0.appIds) }.map(\.wire)
@@ -225,7 +225,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
       }
     }
     let record = try await stored { () throws(StoreError) in
-      try await store.revokeApiKey(tenantId: tenant, keyId: request.keyID, atMs: environment.now())
+      try await tenantStore.revokeApiKey(tenantId: tenant, keyId: request.keyID, atMs: environment.now())
     }
     keys.withLock { $0 = $0.filter { $0.value.record.keyId != request.keyID } }
     await audit(context, tenant: tenant, action: "RevokeApiKey", resource: "keys/\(request.keyID)")
@@ -254,7 +254,7 @@ extension SubstatusService: Substatus_V1_AdminService.ServiceProtocol {
     var cursor: String? = nil
     repeat {
       let page = try await stored { () throws(StoreError) in
-        try await store.listApiKeys(tenantId: tenant, page: PageRequest(size: limits.maxPageSize, cursor: cursor))
+        try await tenantStore.listApiKeys(tenantId: tenant, page: PageRequest(size: limits.maxPageSize, cursor: cursor))
       }
       if let found = page.items.first(where: { $0.keyId == keyId }) { return found }
       cursor = page.nextCursor

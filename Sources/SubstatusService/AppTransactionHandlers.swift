@@ -54,7 +54,6 @@ extension SubstatusService {
       throw invalidArgument("signed_app_transaction", error.description)
     }
     try requireTransactionID(appTransaction.appTransactionId, "signed_app_transaction")
-    let accounts: any AppAccountStore = store
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: request.userID)
     var link = AppAccountLink(
       user: user, appTransactionId: appTransaction.appTransactionId,
@@ -62,7 +61,7 @@ extension SubstatusService {
       originalApplicationVersion: appTransaction.originalApplicationVersion, linkedMs: self.environment.now())
     // The link is stored first: should Apple not answer now, a retry (or the next submission)
     // finds it, and the account is known even without a key.
-    try await stored { () throws(StoreError) in try await accounts.saveAppAccount(link) }
+    try await stored { () throws(StoreError) in try await appAccountStore.saveAppAccount(link) }
     var synced: HistorySyncResult?
     if cached.app.inAppPurchaseKey != nil {
       let result = try await syncHistory(
@@ -73,7 +72,7 @@ extension SubstatusService {
       // longer Apple's word.
       if result.refused.isEmpty {
         link.historyVerifiedMs = self.environment.now()
-        try await stored { () throws(StoreError) in try await accounts.saveAppAccount(link) }
+        try await stored { () throws(StoreError) in try await appAccountStore.saveAppAccount(link) }
       }
       synced = result
     }
@@ -81,7 +80,7 @@ extension SubstatusService {
     if let synced {
       evaluation = synced.evaluation
     } else {
-      let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
+      let history = try await owning(try await stored { () throws(StoreError) in try await purchaseStore.history(of: user) }, cached)
       evaluation = evaluate(history, cached, at: self.environment.now())
     }
     var response = Substatus_V1_SubmitAppTransactionResponse()
@@ -112,10 +111,9 @@ extension SubstatusService {
   ) async throws(RPCError) -> [String: EligibilityAnswers] {
     let candidates = evaluations.compactMap { $0.value.hasNewCustomerAnswer ? $0.key : nil }
     guard !candidates.isEmpty else { return evaluations }
-    let accounts: any AppAccountStore = store
     let appId = cached.app.appId
     let links = try await stored { () throws(StoreError) in
-      try await accounts.appAccounts(appId: appId, environment: environment, userIds: candidates)
+      try await appAccountStore.appAccounts(appId: appId, environment: environment, userIds: candidates)
     }
     let verified = links.compactMap { $0.value.historyVerifiedMs != nil ? $0.key : nil }
     let disowned = try await disownedGroups(of: verified, environment: environment, cached, at: time)
@@ -135,14 +133,14 @@ extension SubstatusService {
     guard cached.app.ownershipTracked, !userIds.isEmpty else { return [:] }
     let appId = cached.app.appId
     let gaps = try await stored { () throws(StoreError) in
-      try await store.ownershipGaps(appId: appId, environment: environment, userIds: userIds)
+      try await purchaseStore.ownershipGaps(appId: appId, environment: environment, userIds: userIds)
     }
     var out: [String: Set<String>] = [:]
     for (userId, userGaps) in gaps {
       let lost = OwnershipGap.disowned(by: userGaps, at: time)
       if lost.isEmpty { continue }
       let history = try await stored { () throws(StoreError) in
-        try await store.history(of: UserKey(appId: appId, environment: environment, userId: userId))
+        try await purchaseStore.history(of: UserKey(appId: appId, environment: environment, userId: userId))
       }
       var groups = Set<String>()
       for t in history.transactions where lost.contains(t.originalTransactionId) {

@@ -16,7 +16,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     guard request.receiptData.utf8.count <= 4 << 20 else { throw invalidArgument("receipt_data", "larger than 4 MiB") }
     // The modern path: an app with an In-App Purchase key syncs from the App Store Server API.
     if let synced = try await submitReceiptThroughServerAPI(request, cached) { return synced }
-    let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: request.appID) }
+    let secrets = try await stored { () throws(StoreError) in try await catalogStore.sharedSecrets(appId: request.appID) }
     guard let secret = secrets?.current.secret else {
       throw RPCError(code: .failedPrecondition, message: "app \(ErrorText.quoted(request.appID)) has no shared secret: set one with SetSharedSecret")
     }
@@ -124,7 +124,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
     let environment = response.environment ?? .production
     let user = UserKey(appId: cached.app.appId, environment: environment, userId: userId)
     let summary = try await stored { () throws(StoreError) in
-      try await store.ingest([
+      try await purchaseStore.ingest([
         UserPurchases(
           user: user, transactions: response.transactions, renewalInfos: response.pendingRenewalInfo,
           renewalInfoSnapshot: response.renewalInfoSnapshot, submittedMs: submission ? self.environment.now() : nil,
@@ -140,7 +140,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
       environment: environment, received: response.transactions.count, written: summary.transactionsWritten,
       evaluation: nil, refused: summary.refused.map(\.originalTransactionId))
     if summary.erasedMeanwhile.contains(user) { return result }
-    let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
+    let history = try await owning(try await stored { () throws(StoreError) in try await purchaseStore.history(of: user) }, cached)
     result.evaluation = evaluate(history, cached, at: self.environment.now())
     return result
   }
@@ -240,7 +240,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
   func ingestWithOutcomes(_ batch: [UserPurchases]) async throws(RPCError) -> ItemOutcomes {
     var outcomes = ItemOutcomes()
     for purchases in batch {
-      let history = try await stored { () throws(StoreError) in try await store.history(of: purchases.user) }
+      let history = try await stored { () throws(StoreError) in try await purchaseStore.history(of: purchases.user) }
       let existing = Dictionary(history.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
       for t in purchases.transactions {
         outcomes.transactions[t.transactionId] = existing[t.transactionId].map { !t.supersedes($0) || t.saysSame(as: $0) ? .unchanged : .updated } ?? .created
@@ -251,7 +251,7 @@ extension SubstatusService: Substatus_V1_IngestService.ServiceProtocol {
           existingRenewals[r.originalTransactionId].map { !r.supersedes($0) || r.saysSame(as: $0) ? .unchanged : .updated } ?? .created
       }
     }
-    let summary = try await stored { () throws(StoreError) in try await store.ingest(batch, atMs: self.environment.now()) }
+    let summary = try await stored { () throws(StoreError) in try await purchaseStore.ingest(batch, atMs: self.environment.now()) }
     metrics.ingested(summary.transactionsWritten)
     writeBackAppAccountTokens(summary.transfers)
     for purchases in batch { metrics.received(purchases.transactions) }
@@ -370,7 +370,7 @@ extension SubstatusService {
     }
     let history = try await owning(
       try await stored { () throws(StoreError) in
-        try await store.history(of: UserKey(appId: appID, environment: environment, userId: userID))
+        try await purchaseStore.history(of: UserKey(appId: appID, environment: environment, userId: userID))
       }, cached
     ).owned(at: time)
     return UserEvaluation(environment: environment, app: cached, history: history, evaluation: evaluate(history, cached, at: time))
@@ -427,14 +427,14 @@ extension SubstatusService {
     try reserveWorkingSet(WorkingSetEstimate.transactionPage(pageSize: page.limit, firstPage: page.cursor == nil), context)
     var response = Substatus_V1_GetTransactionHistoryResponse()
     do {
-      let result = try await stored { () throws(StoreError) in try await store.transactions(of: user, page: page) }
+      let result = try await stored { () throws(StoreError) in try await purchaseStore.transactions(of: user, page: page) }
       response.transactions = result.items.map(\.wire)
       response.nextPageToken = PageToken.encode(result.nextCursor)
     }
     if page.cursor == nil {
       // The renewal infos come with the first page, read alone: a page of a long history never
       // decodes the whole of it.
-      response.renewalInfos = try await stored { () throws(StoreError) in try await store.renewalInfos(of: user) }.map(\.wire)
+      response.renewalInfos = try await stored { () throws(StoreError) in try await purchaseStore.renewalInfos(of: user) }.map(\.wire)
     }
     return response
   }
@@ -453,11 +453,11 @@ extension SubstatusService: Substatus_V1_ReportService.ServiceProtocol {
     var cursor: String? = nil
     repeat {
       let page = try await stored { () throws(StoreError) in
-        try await store.listUsers(appId: request.appID, environment: environment, page: PageRequest(size: 500, cursor: cursor))
+        try await purchaseStore.listUsers(appId: request.appID, environment: environment, page: PageRequest(size: 500, cursor: cursor))
       }
       let histories = try await owning(
         try await stored { () throws(StoreError) in
-          try await store.histories(appId: request.appID, environment: environment, userIds: page.items)
+          try await purchaseStore.histories(appId: request.appID, environment: environment, userIds: page.items)
         }, cached)
       for h in histories {
         let evaluation = evaluate(h, cached, at: time)
@@ -519,6 +519,6 @@ extension SubstatusService {
       receiptData: response.latestReceipt.flatMap { $0.isEmpty ? nil : $0 } ?? submitted,
       lastVerifiedMs: evaluation.time,
       nextDueMs: limits.receiptRefresh.nextDue(evaluation, response), failureCount: 0)
-    try await stored { () throws(StoreError) in try await store.saveReceipt(receipt) }
+    try await stored { () throws(StoreError) in try await receiptStore.saveReceipt(receipt) }
   }
 }

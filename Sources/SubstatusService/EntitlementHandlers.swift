@@ -21,7 +21,7 @@ extension SubstatusService {
     }
     // Checked against the catalog as stored now (not the cached one); the store checks again in
     // the commit that writes them.
-    let catalog = Set(try await stored { () throws(StoreError) in try await store.products(appId: request.appID) }.map(\.productId))
+    let catalog = Set(try await stored { () throws(StoreError) in try await catalogStore.products(appId: request.appID) }.map(\.productId))
     var violations: [(field: String, description: String)] = []
     var seen = Set<String>()
     var definitions: [EntitlementDefinition] = []
@@ -55,7 +55,7 @@ extension SubstatusService {
       definitions.append(EntitlementDefinition(entitlementId: wire.entitlementID, displayName: wire.displayName, productIds: wire.productIDs))
     }
     guard violations.isEmpty else { throw invalidArguments(violations) }
-    try await stored { () throws(StoreError) in try await store.putEntitlements(appId: request.appID, entitlements: definitions) }
+    try await stored { () throws(StoreError) in try await catalogStore.putEntitlements(appId: request.appID, entitlements: definitions) }
     invalidateApp(request.appID)
     await audit(
       context, tenant: cached.app.tenantId, action: "PutEntitlements", resource: "apps/\(request.appID)/entitlements",
@@ -69,7 +69,7 @@ extension SubstatusService {
     _ = try await app(request.appID, context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
     // Definitions are few: read them all fresh and page by position, as ListProducts does.
-    let all = try await stored { () throws(StoreError) in try await store.entitlements(appId: request.appID) }
+    let all = try await stored { () throws(StoreError) in try await catalogStore.entitlements(appId: request.appID) }
     let start = try page.cursor.map { cursor throws(RPCError) -> Int in
       guard let n = Int(cursor), n >= 0, n <= all.count else { throw invalidArgument("page_token", "out of range") }
       return n
@@ -89,7 +89,7 @@ extension SubstatusService {
     }
     for (i, id) in request.entitlementIDs.enumerated() { try requireID(id, "entitlement_ids[\(i)]", limits: limits) }
     let deleted = try await stored { () throws(StoreError) in
-      try await store.deleteEntitlements(appId: request.appID, entitlementIds: request.entitlementIDs)
+      try await catalogStore.deleteEntitlements(appId: request.appID, entitlementIds: request.entitlementIDs)
     }
     invalidateApp(request.appID)
     await audit(

@@ -26,7 +26,7 @@ extension SubstatusService {
     }
     for (i, id) in request.productIDs.enumerated() { try requireID(id, "product_ids[\(i)]", limits: limits) }
     let deleted = try await stored { () throws(StoreError) in
-      try await store.deleteProducts(appId: request.appID, productIds: request.productIDs)
+      try await catalogStore.deleteProducts(appId: request.appID, productIds: request.productIDs)
     }
     invalidateApp(request.appID)
     await audit(
@@ -65,12 +65,12 @@ extension SubstatusService {
     var userIds = [request.userID]
     for environment in SubscriptionDomain.Environment.allCases {
       let history = try await stored { () throws(StoreError) in
-        try await store.history(of: UserKey(appId: request.appID, environment: environment, userId: request.userID))
+        try await purchaseStore.history(of: UserKey(appId: request.appID, environment: environment, userId: request.userID))
       }
       for otid in Set(history.transactions.map(\.originalTransactionId)) {
         let unclaimed = Self.unclaimedUserID(originalTransactionId: otid)
         let holders = try await stored { () throws(StoreError) in
-          try await store.users(appId: request.appID, environment: environment, originalTransactionId: otid)
+          try await purchaseStore.users(appId: request.appID, environment: environment, originalTransactionId: otid)
         }
         if holders.contains(unclaimed) && holders.allSatisfy({ $0 == request.userID || $0 == unclaimed }) {
           userIds.append(unclaimed)
@@ -78,7 +78,7 @@ extension SubstatusService {
       }
     }
     let erased = try await stored { () throws(StoreError) in
-      try await store.deleteUsers(appId: request.appID, userIds: userIds)
+      try await erasureStore.deleteUsers(appId: request.appID, userIds: userIds)
     }
     // The WatchEvents window of the app held copies of the erased events: gone too (other
     // instances find out by the count of their next read, EventFeed).

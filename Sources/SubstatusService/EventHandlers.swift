@@ -25,9 +25,9 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     let after = try eventCursors.decode(request.sinceCursor, appId: request.appID)
     // The log's end before the read: when the read returns fewer than asked, every event up to it
     // was scanned, so the next cursor may skip the events of other users, types and apps.
-    let end = try await stored { () throws(StoreError) in try await store.lastEventSequence() }
+    let end = try await stored { () throws(StoreError) in try await eventLogStore.lastEventSequence() }
     let batch = try await stored { () throws(StoreError) in
-      try await store.events(appId: request.appID, query: query, afterSequence: after, limit: limit)
+      try await eventLogStore.events(appId: request.appID, query: query, afterSequence: after, limit: limit)
     }
     var response = Substatus_V1_ListEventsResponse()
     response.events = batch.map { $0.wire(eventCursors) }
@@ -45,7 +45,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     let query = try eventQuery(userID: request.userID, types: request.types, environment: request.environment)
     var after =
       request.sinceCursor.isEmpty
-      ? try await stored { () throws(StoreError) in try await store.lastEventSequence() }
+      ? try await stored { () throws(StoreError) in try await eventLogStore.lastEventSequence() }
       : try eventCursors.decode(request.sinceCursor, appId: request.appID)
     eventMetrics.watcherStarted()
     defer { eventMetrics.watcherEnded() }
@@ -67,7 +67,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       let shared = try await stored { () throws(StoreError) in
         try await eventFeed.read(
           appId: request.appID, query: query, after: after, limit: Self.eventBatch, seen: seen, signal: eventSignal,
-          store: store, first: first)
+          store: eventLogStore, first: first)
       }
       first = false
       if let shared {
@@ -83,7 +83,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
         continue
       }
       let batch = try await stored { () throws(StoreError) in
-        try await store.events(appId: request.appID, query: query, afterSequence: after, limit: Self.eventBatch)
+        try await eventLogStore.events(appId: request.appID, query: query, afterSequence: after, limit: Self.eventBatch)
       }
       for logged in batch {
         var message = Substatus_V1_WatchEventsResponse()
@@ -100,7 +100,6 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_CreateWebhookResponse
   {
     let app = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
     do { _ = try webhookURLPolicy.check(request.url) } catch { throw invalidArgument("url", error.reason) }
     guard request.eventTypes.count <= 32 else { throw invalidArgument("event_types", "at most 32 types") }
     let types = try SubscriptionEventType.set(wire: request.eventTypes, field: "event_types")
@@ -113,7 +112,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     // RESOURCE_EXHAUSTED at a cap (README "Limits"): the quota code, as for other per-tenant
     // limits; nothing is created, and deleting a webhook makes room.
     do {
-      try await hooks.createWebhook(webhook, signingSecret: secret, limits: limits.webhooks)
+      try await webhookStore.createWebhook(webhook, signingSecret: secret, limits: limits.webhooks)
     } catch {
       if error.code == .resourceExhausted {
         eventMetrics.webhookCreateRefused(cap: error.message.contains("per-app") ? "app" : "tenant")
@@ -135,9 +134,8 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_TestWebhookResponse
   {
     _ = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
-    let webhooks = try await stored { () throws(StoreError) in try await hooks.webhooks(appId: request.appID) }
+    let webhooks = try await stored { () throws(StoreError) in try await webhookStore.webhooks(appId: request.appID) }
     guard webhooks.contains(where: { $0.webhookId == request.webhookID }) else {
       throw RPCError(code: .notFound, message: "webhook \(ErrorText.quoted(request.webhookID)) not found")
     }
@@ -157,8 +155,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ListWebhooksResponse
   {
     _ = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
-    let webhooks = try await stored { () throws(StoreError) in try await hooks.webhooks(appId: request.appID) }
+    let webhooks = try await stored { () throws(StoreError) in try await webhookStore.webhooks(appId: request.appID) }
     var response = Substatus_V1_ListWebhooksResponse()
     response.webhooks = webhooks.map(\.wire)
     return response
@@ -168,10 +165,9 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_DeleteWebhookResponse
   {
     let app = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
     try await stored { () throws(StoreError) in
-      try await hooks.deleteWebhook(appId: request.appID, webhookId: request.webhookID)
+      try await webhookStore.deleteWebhook(appId: request.appID, webhookId: request.webhookID)
     }
     await audit(
       context, tenant: app.app.tenantId, action: "DeleteWebhook",
@@ -183,7 +179,6 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ListDeliveriesResponse
   {
     _ = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
     try requireID(request.webhookID, "webhook_id", limits: limits)
     guard (0...1000).contains(request.pageSize) else {
       throw invalidArgument("page_size", "must be 1 to 1000 (0: 100)")
@@ -192,7 +187,7 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
       size: request.pageSize == 0 ? Self.eventBatch : Int(request.pageSize),
       cursor: try PageToken.decode(request.pageToken))
     let result = try await stored { () throws(StoreError) in
-      try await hooks.deliveries(
+      try await webhookStore.deliveries(
         appId: request.appID, webhookId: request.webhookID, failedOnly: request.failedOnly, page: page)
     }
     var response = Substatus_V1_ListDeliveriesResponse()
@@ -205,12 +200,11 @@ extension SubstatusService: Substatus_V1_EventService.ServiceProtocol {
     -> Substatus_V1_ReplayEventsResponse
   {
     let app = try await app(request.appID, context)
-    let hooks: any WebhookStore = store
     if !request.webhookID.isEmpty { try requireID(request.webhookID, "webhook_id", limits: limits) }
     let after = try eventCursors.decode(request.sinceCursor, appId: request.appID)
     let webhook = request.webhookID.isEmpty ? nil : request.webhookID
     let created = try await stored { () throws(StoreError) in
-      try await hooks.replay(appId: request.appID, webhookId: webhook, afterSequence: after, atMs: environment.now())
+      try await webhookStore.replay(appId: request.appID, webhookId: webhook, afterSequence: after, atMs: environment.now())
     }
     await audit(
       context, tenant: app.app.tenantId, action: "ReplayEvents",

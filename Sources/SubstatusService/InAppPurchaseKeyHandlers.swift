@@ -22,7 +22,7 @@ extension SubstatusService {
       keyId: request.keyID, issuerId: request.issuerID, privateKeyPEM: request.privateKeyPem,
       publicKeyPEM: publicKey.pem, publicKeyFingerprint: InAppPurchaseKeyValidation.fingerprint(publicKey),
       setMs: environment.now())
-    try await stored { () throws(StoreError) in try await store.setInAppPurchaseKey(appId: request.appID, key: key) }
+    try await stored { () throws(StoreError) in try await catalogStore.setInAppPurchaseKey(appId: request.appID, key: key) }
     invalidateApp(request.appID)
     await audit(
       context, tenant: cached.app.tenantId, action: "SetInAppPurchaseKey", resource: "apps/\(request.appID)",
@@ -35,18 +35,59 @@ extension SubstatusService {
   }
 
   /// The app's In-App Purchase key, parsed for signing; FAILED_PRECONDITION when none is set.
-  func signingKey(_ appId: String) async throws(RPCError) -> (InAppPurchaseKey, ES256PrivateKey) {
-    guard let key = try await stored({ () throws(StoreError) in try await store.inAppPurchaseKey(appId: appId) }) else {
+  /// Parsing a `.p8` costs more than the ES256 signature it makes (OpenSSL's decoder), so the
+  /// parsed key is kept per app while the app's cached record (``loadApp(_:)``) names the same key
+  /// (id, issuer, public key fingerprint and time set): a key set on this instance is used at once,
+  /// one set on another instance once this instance's app cache has read it (within
+  /// `cacheTTLMilliseconds`), as for the catalog and policy.
+  func signingKey(_ cached: CachedApp) async throws(RPCError) -> (InAppPurchaseKey, ES256PrivateKey) {
+    let appId = cached.app.appId
+    if let info = cached.app.inAppPurchaseKey, let hit = signingKeys.withLock({ $0[appId] }),
+      hit.identity == CachedSigningKey.Identity(info)
+    {
+      return (hit.key, hit.privateKey)
+    }
+    guard let key = try await stored({ () throws(StoreError) in try await catalogStore.inAppPurchaseKey(appId: appId) }) else {
       throw RPCError(
         code: .failedPrecondition,
         message: "app \(ErrorText.quoted(appId)) has no In-App Purchase key: set one with AdminService.SetInAppPurchaseKey")
     }
+    let privateKey: ES256PrivateKey
     do {
-      return (key, try ES256PrivateKey(pkcs8PEM: key.privateKeyPEM))
+      privateKey = try ES256PrivateKey(pkcs8PEM: key.privateKeyPEM)
     } catch {
       // It parsed when it was set; the store handed back something else.
       throw RPCError(code: .internal, message: "the stored In-App Purchase key of app \(ErrorText.quoted(appId)) does not parse")
     }
+    signingKeys.withLock { $0[appId] = CachedSigningKey(key: key, privateKey: privateKey) }
+    return (key, privateKey)
+  }
+}
+
+/// An app's In-App Purchase key parsed for signing (``SubstatusService/signingKey(_:)``).
+struct CachedSigningKey: Sendable {
+  /// What names a key: an app record whose key info has another identity has another key.
+  struct Identity: Hashable, Sendable {
+    var keyId: String
+    var issuerId: String
+    var publicKeyFingerprint: String
+    var setMs: Int64
+
+    init(_ info: InAppPurchaseKeyInfo) {
+      (keyId, issuerId, publicKeyFingerprint, setMs) = (info.keyId, info.issuerId, info.publicKeyFingerprint, info.setMs)
+    }
+
+    init(_ key: InAppPurchaseKey) {
+      (keyId, issuerId, publicKeyFingerprint, setMs) = (key.keyId, key.issuerId, key.publicKeyFingerprint, key.setMs)
+    }
+  }
+
+  var identity: Identity
+  var key: InAppPurchaseKey
+  var privateKey: ES256PrivateKey
+
+  init(key: InAppPurchaseKey, privateKey: ES256PrivateKey) {
+    (identity, self.key, self.privateKey) = (Identity(key), key, privateKey)
   }
 }
 

@@ -119,18 +119,18 @@ extension SubstatusService {
       throw RPCError(code: .unauthenticated, message: "malformed authorization: expected \"Bearer <key>\"")
     }
     let hash = SHA256.hash(Array(key.utf8))
-    guard let record = try await stored({ () throws(StoreError) in try await store.apiKey(hash: hash) }) else {
+    guard let record = try await stored({ () throws(StoreError) in try await tenantStore.apiKey(hash: hash) }) else {
       throw RPCError(code: .unauthenticated, message: "unknown API key")
     }
     var disabled = false
     if let tenant = record.tenantId {
-      disabled = (try? await store.tenant(id: tenant))?.disabled ?? true
+      disabled = (try? await tenantStore.tenant(id: tenant))?.disabled ?? true
     }
     keys.withLock {
       if $0.count > 10_000 { $0.removeAll() }
       $0[header] = CachedKey(record: record, tenantDisabled: disabled, fetchedMs: now)
     }
-    if !record.isRevoked { _ = try? await store.touchApiKey(keyId: record.keyId, atMs: now) }
+    if !record.isRevoked { _ = try? await tenantStore.touchApiKey(keyId: record.keyId, atMs: now) }
     return (record, disabled)
   }
 }

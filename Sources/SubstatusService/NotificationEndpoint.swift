@@ -53,7 +53,7 @@ extension SubstatusService {
     router.add("GET", "/readyz") { _ in
       if isDraining() { return HTTPResponse.json(["status": .string("draining")], status: 503) }
       do {
-        _ = try await self.store.listTenants(page: PageRequest(size: 1))
+        _ = try await self.tenantStore.listTenants(page: PageRequest(size: 1))
         return HTTPResponse.json(["status": .string("ready")])
       } catch {
         return HTTPResponse.json(["status": .string("store unavailable")], status: 503)
@@ -85,7 +85,7 @@ extension SubstatusService {
     }
     // Authenticate by the shared secret, current or previous during its overlap.
     let now = environment.now()
-    let secrets = try await stored { () throws(StoreError) in try await store.sharedSecrets(appId: appID) }
+    let secrets = try await stored { () throws(StoreError) in try await catalogStore.sharedSecrets(appId: appID) }
     let presented = Array((notification.password ?? "").utf8)
     let valid = secrets?.valid(at: now) ?? []
     var matched = false
@@ -141,7 +141,7 @@ extension SubstatusService {
     }
     func route(_ otid: String) async throws(RPCError) -> [String] {
       let users = try await stored { () throws(StoreError) in
-        try await store.users(appId: appID, environment: environment, originalTransactionId: otid)
+        try await purchaseStore.users(appId: appID, environment: environment, originalTransactionId: otid)
       }
       found.formUnion(users)
       return users.isEmpty
@@ -178,7 +178,7 @@ extension SubstatusService {
     async throws(RPCError) -> IngestSummary?
   {
     guard var written = try await stored({ () throws(StoreError) in
-      try await store.applyNotification(appId: appID, notificationId: id, receivedMs: receivedMs, updates: updates)
+      try await purchaseStore.applyNotification(appId: appID, notificationId: id, receivedMs: receivedMs, updates: updates)
     }) else { return nil }
     if written.erasedMeanwhile.isEmpty { return written }
     let erased = Set(written.erasedMeanwhile)
@@ -196,7 +196,7 @@ extension SubstatusService {
       }
     }
     let kept = try await stored { () throws(StoreError) in
-      try await store.ingest(unclaimed.keys.sorted().map { unclaimed[$0]! }, atMs: receivedMs)
+      try await purchaseStore.ingest(unclaimed.keys.sorted().map { unclaimed[$0]! }, atMs: receivedMs)
     }
     written.transactionsWritten += kept.transactionsWritten
     written.renewalInfosWritten += kept.renewalInfosWritten
@@ -228,7 +228,7 @@ extension SubstatusService {
       transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
       requestedMs: notification.signedDate ?? now, receivedMs: now,
       reason: notification.data?.consumptionRequestReason)
-    let recorded = try await stored { () throws(StoreError) in try await store.recordConsumptionRequest(request) }
+    let recorded = try await stored { () throws(StoreError) in try await consumptionRequestStore.recordConsumptionRequest(request) }
     if recorded {
       consumptionMetrics.count("recorded")
       consumptionSignal.signal()

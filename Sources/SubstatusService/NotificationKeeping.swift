@@ -83,7 +83,7 @@ extension SubstatusService {
     case .rescinded:
       if let account = appTransaction?.appTransactionId {
         userIds = try await stored { () throws(StoreError) in
-          try await store.users(appId: appID, environment: environment, appTransactionId: account)
+          try await notificationLogStore.users(appId: appID, environment: environment, appTransactionId: account)
         }
       }
       if cached.app.policy.eraseOnRescindConsent {
@@ -101,7 +101,7 @@ extension SubstatusService {
       appId: appID, environment: environment, notificationUUID: notification.notificationUUID,
       notificationType: notification.rawNotificationType, subtype: notification.rawSubtype,
       signedDateMs: notification.signedDate, receivedMs: receivedMs, signedPayload: signedPayload)
-    let result = try await stored { () throws(StoreError) in try await store.keepNotification(kept, events: events) }
+    let result = try await stored { () throws(StoreError) in try await notificationLogStore.keepNotification(kept, events: events) }
     if result.isNew, notification.notificationType == nil {
       notificationTypeMetrics.unknownType(notification.rawNotificationType)
     }
@@ -111,7 +111,7 @@ extension SubstatusService {
         "rescind consent erased users",
         [("app_id", .string(appID)), ("users", .integer(erased.count)), ("environment", .string(environment.rawValue))])
       for user in erased {
-        _ = try? await store.appendAudit(
+        _ = try? await auditStore.appendAudit(
           AuditEntry(
             tenantId: cached.app.tenantId, atMs: receivedMs, actorKeyId: "apple:RESCIND_CONSENT", action: "DeleteUser",
             resource: "apps/\(appID)/users/\(Self.userIDHash(user))",

@@ -121,11 +121,11 @@ extension SubstatusService {
     let nonce = try self.nonce(given)
     if !transactionID.isEmpty { try requireID(transactionID, "transaction_id", limits: limits) }
     let environment = try SubscriptionDomain.Environment(wire: wire)
-    let (key, privateKey) = try await signingKey(cached.app.appId)
+    let (key, privateKey) = try await signingKey(cached)
     let now = self.environment.now()
     let history = try await owning(
       try await stored { () throws(StoreError) in
-        try await store.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
+        try await purchaseStore.history(of: UserKey(appId: cached.app.appId, environment: environment, userId: userID))
       }, cached
     ).owned(at: now)
     let answers = try await verifyingNewCustomers(

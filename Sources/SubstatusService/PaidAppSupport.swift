@@ -19,9 +19,8 @@ extension SubstatusService {
       let index = named.firstIndex(where: { $0.entitlementID == paid.entitlementId }),
       !named[index].active
     else { return named }
-    let accounts: any AppAccountStore = store
     let user = UserKey(appId: app.app.appId, environment: environment, userId: userId)
-    guard let link = try await stored({ () throws(StoreError) in try await accounts.appAccount(of: user) }),
+    guard let link = try await stored({ () throws(StoreError) in try await appAccountStore.appAccount(of: user) }),
       paid.grants(originalPurchaseDate: link.originalPurchaseDate, originalApplicationVersion: link.originalApplicationVersion),
       (link.originalPurchaseDate ?? .min) <= time
     else { return named }

@@ -17,7 +17,7 @@ extension SubstatusService {
   func owning(_ histories: [UserHistory], _ cached: CachedApp) async throws(RPCError) -> [UserHistory] {
     guard cached.app.ownershipTracked, let first = histories.first else { return histories }
     let gaps = try await stored { () throws(StoreError) in
-      try await store.ownershipGaps(
+      try await purchaseStore.ownershipGaps(
         appId: first.user.appId, environment: first.user.environment, userIds: histories.map(\.user.userId))
     }
     if gaps.isEmpty { return histories }

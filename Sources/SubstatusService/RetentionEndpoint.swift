@@ -50,13 +50,13 @@ extension SubstatusService {
     } catch {
       return rejectedNotification(error, appID: appID)
     }
-    guard let rules = try await storedRetentionRules(appId: appID) else {
+    guard let rules = try await cachedRetentionRules(appId: appID) else {
       metrics.notification(outcome: "retention_no_rules")
       throw HTTPError(status: 404, message: "app \(ErrorText.quoted(appID)) has no retention rules")
     }
     let now = self.environment.now()
     let users = try await stored { () throws(StoreError) in
-      try await store.users(appId: appID, environment: environment, originalTransactionId: request.originalTransactionId)
+      try await purchaseStore.users(appId: appID, environment: environment, originalTransactionId: request.originalTransactionId)
     }
     var userId = Self.unclaimedUserID(originalTransactionId: request.originalTransactionId)
     var decision = rules.ruleSet.defaultDecision
@@ -111,7 +111,7 @@ extension SubstatusService {
     let key: InAppPurchaseKey
     let privateKey: ES256PrivateKey
     do {
-      (key, privateKey) = try await signingKey(cached.app.appId)
+      (key, privateKey) = try await signingKey(cached)
     } catch where error.code == .failedPrecondition {
       log.info("retention promotional offer without an In-App Purchase key: answered the default message", [
         ("app_id", .string(cached.app.appId))

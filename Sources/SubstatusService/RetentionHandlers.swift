@@ -24,8 +24,9 @@ extension SubstatusService {
     wire.updatedMs = environment.now()
     let payload = wire.serializedBytes()
     try await stored { () throws(StoreError) in
-      try await store.putRetentionRules(appId: request.appID, rules: StoredRetentionRules(payload: payload, updatedMs: wire.updatedMs))
+      try await retentionRuleStore.putRetentionRules(appId: request.appID, rules: StoredRetentionRules(payload: payload, updatedMs: wire.updatedMs))
     }
+    invalidateRetentionRules(request.appID)
     await audit(
       context, tenant: cached.app.tenantId, action: "PutRetentionRules", resource: "apps/\(request.appID)/retention-rules",
       details: "\(wire.rules.count) rules")
@@ -62,14 +63,53 @@ extension SubstatusService {
   }
 
   /// An app's stored rules, decoded: the wire form (as stored, with `updated_ms`) and the domain's.
-  struct DecodedRetentionRules {
+  struct DecodedRetentionRules: Sendable {
     var wire: Substatus_V1_RetentionRules
     var ruleSet: RetentionRuleSet
   }
 
-  /// The app's rules; `nil` when none were put.
+  /// The retention endpoint's decoded rules per app (``cachedRetentionRules(appId:)``).
+  struct RetentionRuleCache: Sendable {
+    struct Entry: Sendable {
+      /// `nil`: the app had no rules.
+      var rules: DecodedRetentionRules?
+      var fetchedMs: Int64
+    }
+    var entries: [String: Entry] = [:]
+    /// Counts invalidations: a read that saw one happen meanwhile does not fill the cache.
+    var generation: UInt64 = 0
+  }
+
+  /// The app's rules for the retention endpoint; `nil` when none were put. Read and decoded once
+  /// per `cacheTTLMilliseconds` per app, as ``loadApp(_:)`` keeps apps: PutRetentionRules on this
+  /// instance drops the entry at once (``invalidateRetentionRules(_:)``), a put on another instance
+  /// sharing the store is seen within the TTL. The admin RPCs read the store itself.
+  func cachedRetentionRules(appId: String) async throws(RPCError) -> DecodedRetentionRules? {
+    let now = environment.now()
+    let (hit, generation) = retentionRuleCache.withLock { cache in
+      (cache.entries[appId].flatMap { now - $0.fetchedMs < limits.cacheTTLMilliseconds && $0.fetchedMs <= now ? $0 : nil },
+       cache.generation)
+    }
+    if let hit { return hit.rules }
+    let rules = try await storedRetentionRules(appId: appId)
+    retentionRuleCache.withLock { cache in
+      // An invalidation while the store was read may have dropped newer rules than these: keep none.
+      if cache.generation == generation { cache.entries[appId] = RetentionRuleCache.Entry(rules: rules, fetchedMs: now) }
+    }
+    return rules
+  }
+
+  /// Drops an app's cached retention rules (after this instance changed them).
+  func invalidateRetentionRules(_ appId: String) {
+    retentionRuleCache.withLock { cache in
+      cache.entries[appId] = nil
+      cache.generation &+= 1
+    }
+  }
+
+  /// The app's rules as stored; `nil` when none were put.
   func storedRetentionRules(appId: String) async throws(RPCError) -> DecodedRetentionRules? {
-    guard let row = try await stored({ () throws(StoreError) in try await store.retentionRules(appId: appId) }) else {
+    guard let row = try await stored({ () throws(StoreError) in try await retentionRuleStore.retentionRules(appId: appId) }) else {
       return nil
     }
     do {

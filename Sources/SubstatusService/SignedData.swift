@@ -177,7 +177,7 @@ extension SubstatusService {
         ("reasons", .string(batch.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: ","))),
       ])
     }
-    let history = try await owning(try await stored { () throws(StoreError) in try await store.history(of: user) }, cached)
+    let history = try await owning(try await stored { () throws(StoreError) in try await purchaseStore.history(of: user) }, cached)
     let evaluation = evaluate(history, cached, at: self.environment.now())
     var response = Substatus_V1_SubmitSignedTransactionsResponse()
     response.userID = request.userID

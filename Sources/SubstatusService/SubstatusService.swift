@@ -21,8 +21,38 @@ import SubstatusMetrics
 /// let server = RPCServer(transport: transport, router: router, interceptors: service.interceptors())
 /// ```
 public final class SubstatusService: Sendable {
-  /// Where state lives.
+  /// Where state lives: the whole store, which the background jobs reach through ``IngestPath``.
+  /// The handlers use the roles below instead (docs/architecture.md "Stores").
   public let store: any Store
+
+  // The store by role, one per aggregate: a handler names the roles it touches (the table in
+  // docs/architecture.md "Stores" lists them per handler file).
+  /// API keys and tenants: authentication, TenantService, the key handlers.
+  let tenantStore: any TenantStore
+  /// The audit log.
+  let auditStore: any AuditStore
+  /// Apps, products, entitlements, policies, secrets and keys.
+  let catalogStore: any CatalogStore
+  /// Users' transactions, renewal infos, summaries and ownership.
+  let purchaseStore: any PurchaseStore
+  /// Receipts kept for the background refresh (SubmitReceipt saves them).
+  let receiptStore: any ReceiptStore
+  /// The event log (ListEvents, WatchEvents, trends).
+  let eventLogStore: any EventLogStore
+  /// Webhooks and their deliveries.
+  let webhookStore: any WebhookStore
+  /// App users' Apple Account links (rule 24).
+  let appAccountStore: any AppAccountStore
+  /// Server API sync states.
+  let serverAPISyncStore: any ServerAPISyncStore
+  /// Erasure of users.
+  let erasureStore: any ErasureStore
+  /// Kept notifications.
+  let notificationLogStore: any NotificationLogStore
+  /// Retention Messaging rules.
+  let retentionRuleStore: any RetentionRuleStore
+  /// Apple's refund requests (rule 27).
+  let consumptionRequestStore: any ConsumptionRequestStore
   /// Time and randomness.
   public let environment: ServiceEnvironment
   /// Size and rate limits.
@@ -66,6 +96,11 @@ public final class SubstatusService: Sendable {
   public let workingSetBudget: WorkingSetBudget
   /// Server API token signers per app id (replaced when the app's key changes).
   let serverAPIAuthorizers = Mutex<[String: InAppPurchaseKeyAuthorizer]>([:])
+  /// In-App Purchase keys parsed for signing, per app id (replaced when the app's key changes;
+  /// ``signingKey(_:)``).
+  let signingKeys = Mutex<[String: CachedSigningKey]>([:])
+  /// Decoded retention rules per app id, as the app cache keeps apps (``cachedRetentionRules(appId:)``).
+  let retentionRuleCache = Mutex(RetentionRuleCache())
   /// The Server API syncs V2 REFUND and REVOKE notifications trigger, one at a time per user.
   package let revocationSyncs = RevocationSyncScheduler()
   /// Wakes the ``ConsumptionResponder`` when a refund request is recorded (rule 27).
@@ -91,6 +126,19 @@ public final class SubstatusService: Sendable {
     self.eventCursors = eventCursors ?? webhookDispatcher?.cursors ?? EventCursors()
     self.eventFeed = EventFeed(cursors: self.eventCursors)
     self.store = store
+    self.tenantStore = store
+    self.auditStore = store
+    self.catalogStore = store
+    self.purchaseStore = store
+    self.receiptStore = store
+    self.eventLogStore = store
+    self.webhookStore = store
+    self.appAccountStore = store
+    self.serverAPISyncStore = store
+    self.erasureStore = store
+    self.notificationLogStore = store
+    self.retentionRuleStore = store
+    self.consumptionRequestStore = store
     self.environment = environment
     self.limits = limits
     self.verifyReceipt = verifyReceipt
@@ -191,9 +239,9 @@ public final class SubstatusService: Sendable {
     let now = environment.now()
     if let hit = apps.withLock({ $0[appId] }), now - hit.fetchedMs < limits.cacheTTLMilliseconds { return hit }
     do {
-      let record = try await store.app(id: appId)
-      let products = try await store.products(appId: appId)
-      let entitlements = try await store.entitlements(appId: appId)
+      let record = try await catalogStore.app(id: appId)
+      let products = try await catalogStore.products(appId: appId)
+      let entitlements = try await catalogStore.entitlements(appId: appId)
       let entry = CachedApp(app: record, catalog: Catalog(products: products), entitlements: entitlements, fetchedMs: now)
       apps.withLock { $0[appId] = entry }
       return entry
@@ -203,11 +251,14 @@ public final class SubstatusService: Sendable {
     }
   }
 
-  func invalidateApp(_ appId: String) { _ = apps.withLock { $0.removeValue(forKey: appId) } }
+  func invalidateApp(_ appId: String) {
+    _ = apps.withLock { $0.removeValue(forKey: appId) }
+    invalidateRetentionRules(appId)
+  }
 
   func audit(_ context: ServerContext, tenant: String?, action: String, resource: String, details: String = "") async {
     guard let p = context[PrincipalKey.self] else { return }
-    _ = try? await store.appendAudit(
+    _ = try? await auditStore.appendAudit(
       AuditEntry(tenantId: tenant, atMs: environment.now(), actorKeyId: p.keyId, action: action, resource: resource, details: details))
   }
 
@@ -245,7 +296,7 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
     if let problem = DisplayText.problem(in: name) { throw invalidArgument("name", problem) }
     let now = environment.now()
     let tenant = TenantRecord(tenantId: Identifiers.make("tn", environment), name: name, createdMs: now)
-    try await stored { () throws(StoreError) in try await store.createTenant(tenant) }
+    try await stored { () throws(StoreError) in try await tenantStore.createTenant(tenant) }
     let (key, record) = try await newKey(tenant: tenant.tenantId, role: .admin, appIds: [], description: "first admin key", now: now)
     await audit(context, tenant: tenant.tenantId, action: "CreateTenant", resource: "tenants/\(tenant.tenantId)")
     var response = Substatus_V1_CreateTenantResponse()
@@ -258,7 +309,7 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
   public func listTenants(_ request: Substatus_V1_ListTenantsRequest, _ context: ServerContext) async throws -> Substatus_V1_ListTenantsResponse {
     try requireOperator(context)
     let page = try PageToken.page(size: request.pageSize, token: request.pageToken, limits: limits)
-    let result = try await stored { () throws(StoreError) in try await store.listTenants(page: page) }
+    let result = try await stored { () throws(StoreError) in try await tenantStore.listTenants(page: page) }
     var response = Substatus_V1_ListTenantsResponse()
     response.tenants = result.items.map(\.wire)
     response.nextPageToken = PageToken.encode(result.nextCursor)
@@ -268,7 +319,7 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
   public func disableTenant(_ request: Substatus_V1_DisableTenantRequest, _ context: ServerContext) async throws -> Substatus_V1_DisableTenantResponse {
     try requireOperator(context)
     try requireID(request.tenantID, "tenant_id", limits: limits)
-    let tenant = try await stored { () throws(StoreError) in try await store.setTenantDisabled(id: request.tenantID, disabled: true) }
+    let tenant = try await stored { () throws(StoreError) in try await tenantStore.setTenantDisabled(id: request.tenantID, disabled: true) }
     keys.withLock { $0 = $0.filter { $0.value.record.tenantId != request.tenantID } }
     await audit(context, tenant: tenant.tenantId, action: "DisableTenant", resource: "tenants/\(tenant.tenantId)")
     var response = Substatus_V1_DisableTenantResponse()
@@ -288,7 +339,7 @@ extension SubstatusService: Substatus_V1_TenantService.ServiceProtocol {
     let record = ApiKeyRecord(
       keyId: Identifiers.make("key", environment), tenantId: tenant, role: role, appIds: appIds,
       description: description, keyHash: SHA256.hash(key), displayPrefix: Identifiers.displayPrefix(key), createdMs: now)
-    try await stored { () throws(StoreError) in try await store.createApiKey(record) }
+    try await stored { () throws(StoreError) in try await tenantStore.createApiKey(record) }
     return (key, record)
   }
 }
@@ -354,7 +405,7 @@ extension SubstatusService {
   /// returns it (the only time it is visible; only its hash is stored). Returns `nil` otherwise.
   /// - Throws: `RPCError` when the store fails.
   public func bootstrapOperatorKey() async throws(RPCError) -> String? {
-    let existing = try await stored { () throws(StoreError) in try await store.listApiKeys(tenantId: nil, page: PageRequest(size: 1)) }
+    let existing = try await stored { () throws(StoreError) in try await tenantStore.listApiKeys(tenantId: nil, page: PageRequest(size: 1)) }
     guard existing.items.isEmpty else { return nil }
     let (key, _) = try await newKey(tenant: nil, role: .operator, appIds: [], description: "operator key (first start)", now: environment.now())
     return key

@@ -139,7 +139,7 @@ extension SubstatusService {
   ) async throws(RPCError) -> [String: Answer] {
     let appId = cached.app.appId
     let rows = try await stored { () throws(StoreError) in
-      try await store.summaries(appId: appId, environment: environment, userIds: userIds)
+      try await purchaseStore.summaries(appId: appId, environment: environment, userIds: userIds)
     }
     var out: [String: Answer] = [:]
     out.reserveCapacity(userIds.count)
@@ -180,7 +180,7 @@ extension SubstatusService {
       let userIds = Array(missing[start..<min(start + slice, missing.count)])
       histories += try await owning(
         try await stored { () throws(StoreError) in
-          try await store.histories(appId: appId, environment: environment, userIds: userIds)
+          try await purchaseStore.histories(appId: appId, environment: environment, userIds: userIds)
         }, cached)
     }
     var rewrites: [SummaryRewrite] = []
@@ -206,7 +206,7 @@ extension SubstatusService {
     }
     if !rewrites.isEmpty {
       // A failed rewrite costs a later fallback, never an answer.
-      let written = (try? await store.rewriteSummaries(appId: appId, environment: environment, rewrites)) ?? 0
+      let written = (try? await purchaseStore.rewriteSummaries(appId: appId, environment: environment, rewrites)) ?? 0
       summaryMetrics.rewrote(stored: written, refused: rewrites.count - written)
     }
     return out

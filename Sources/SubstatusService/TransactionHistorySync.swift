@@ -124,7 +124,7 @@ extension SubstatusService {
     {
       return hit
     }
-    guard let key = try await stored({ () throws(StoreError) in try await store.inAppPurchaseKey(appId: appId) }) else {
+    guard let key = try await stored({ () throws(StoreError) in try await catalogStore.inAppPurchaseKey(appId: appId) }) else {
       throw RPCError(
         code: .failedPrecondition,
         message: "app \(ErrorText.quoted(appId)) has no In-App Purchase key: set one with SetInAppPurchaseKey")
@@ -184,13 +184,13 @@ extension SubstatusService {
     var lastNotFound: AppStoreServerAPIError?
     for env in candidates {
       let user = UserKey(appId: appId, environment: env, userId: userId)
-      let state = try await stored { () throws(StoreError) in try await store.transactionHistorySync(of: user) }
+      let state = try await stored { () throws(StoreError) in try await serverAPISyncStore.transactionHistorySync(of: user) }
       let id: String
       if let transactionId {
         id = transactionId
       } else if let known = state?.transactionId {
         id = known
-      } else if let latest = try await stored({ () throws(StoreError) in try await store.history(of: user) })
+      } else if let latest = try await stored({ () throws(StoreError) in try await purchaseStore.history(of: user) })
         .transactions.max(by: { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) })
       {
         id = latest.transactionId
@@ -261,7 +261,7 @@ extension SubstatusService {
     let now = environment.now()
     if !outcomes.erasedMeanwhile.isEmpty { throw RPCError(code: .notFound, message: "the user was erased during the sync") }
     try await stored { () throws(StoreError) in
-      try await store.saveTransactionHistorySync(
+      try await serverAPISyncStore.saveTransactionHistorySync(
         TransactionHistorySyncState(user: user, transactionId: transactionId, revision: history.revision, lastSyncMs: now))
     }
     // Apple signs every answer anew: a newer copy that says the same is `.unchanged`, not counted.
@@ -325,7 +325,7 @@ extension SubstatusService {
   }
 
   private static func storedHistory(_ service: SubstatusService, _ user: UserKey) async throws(RPCError) -> UserHistory {
-    try await stored { () throws(StoreError) in try await service.store.history(of: user) }
+    try await stored { () throws(StoreError) in try await service.purchaseStore.history(of: user) }
   }
 }
 

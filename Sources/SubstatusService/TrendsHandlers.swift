@@ -23,7 +23,7 @@ extension SubstatusService {
     var after: Int64 = 0
     while true {
       let page = try await stored { () throws(StoreError) in
-        try await store.events(appId: appId, query: query, afterSequence: after, limit: Self.trendsPageSize)
+        try await eventLogStore.events(appId: appId, query: query, afterSequence: after, limit: Self.trendsPageSize)
       }
       for logged in page { body(logged.event) }
       guard let last = page.last else { break }

@@ -43,7 +43,7 @@ package enum DisplayText {
 
   /// The embeddings, overrides and isolates of the Unicode bidirectional algorithm (UAX #9):
   /// LRE, RLE, PDF, LRO, RLO and LRI, RLI, FSI, PDI.
-  package static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+  static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
     (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
   }
 }

@@ -68,7 +68,7 @@ public struct LogSink: Sendable {
 /// Appends lines to a buffer and writes it to a file descriptor in batches.
 // @unchecked: the timer source is configured once in init and never touched again; the buffer is
 // in a Mutex.
-package final class BufferedLineWriter: @unchecked Sendable {
+final class BufferedLineWriter: @unchecked Sendable {
   private let fd: Int32
   private let buffer = Mutex<[UInt8]>([])
   private let timer: any DispatchSourceTimer

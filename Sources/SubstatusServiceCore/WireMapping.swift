@@ -66,7 +66,7 @@ extension Product {
 
   /// The most offer ids of one kind per product: App Store Connect's limit of win-back offers per
   /// subscription, far above its promotional-offer limit.
-  package static let maxOfferIds = 350
+  static let maxOfferIds = 350
 
   /// Identifiers of the catalog hold no control character (README "Request limits and whole
   /// strings"), as ``requireID`` checks the others.
@@ -267,7 +267,7 @@ extension SubscriptionDomain.Transaction {
   }
 
   /// A byte of an App Store id: `0-9`, `A-Z`, `a-z`.
-  package static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+  static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
     (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
   }
 

@@ -79,6 +79,7 @@ private func testRouter(_ probe: Probe) -> RPCRouter {
     try await waitForever()
     return []
   }
+  router.registerUnaryBytes(method: "/test.v1.Echo/Read") { request, _ in request }
   return router
 }
 
@@ -91,11 +92,13 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
 
 /// A gateway on a real HTTP/1.1 listener, as substatusd installs it.
 private func withGateway(
-  clock: any ServiceClock = SystemClock(), _ body: (HTTPServer, Probe) async throws -> Void
+  clock: any ServiceClock = SystemClock(), allowsGET: (@Sendable (String) -> Bool)? = nil,
+  _ body: (HTTPServer, Probe) async throws -> Void
 ) async throws {
   let probe = Probe()
   var configuration = RPCWebGateway.Configuration()
   configuration.clock = clock
+  if let allowsGET { configuration.allowsGET = allowsGET }
   let gateway = RPCWebGateway(router: testRouter(probe), interceptors: [], configuration: configuration)
   var routes = HTTPRouter()
   routes.add("GET", "/healthz") { _ in .text("ok") }
@@ -295,6 +298,51 @@ struct RPCWebGatewayTests {
       let (_, wrongMethod) = try await URLSession.shared.data(for: get)
       #expect((wrongMethod as? HTTPURLResponse)?.statusCode == 405)
     }
+  }
+
+  /// GETs `path?query` and answers (status, content-type, allow, body).
+  func get(_ server: HTTPServer, _ pathAndQuery: String) async throws -> (Int, String?, String?, String) {
+    let (data, response) = try await URLSession.shared.data(from: URL(string: "http://\(server.address)\(pathAndQuery)")!)
+    let http = try #require(response as? HTTPURLResponse)
+    return (
+      http.statusCode, http.value(forHTTPHeaderField: "content-type"), http.value(forHTTPHeaderField: "allow"),
+      String(decoding: data, as: UTF8.self)
+    )
+  }
+
+  @Test("Connect's GET form calls a method that allows it; others are 405, a bad query 400 or 415")
+  func connectGet() async throws {
+    try await withGateway(allowsGET: { $0 == "/test.v1.Echo/Read" }) { server, _ in
+      // {"a":"b c"} in URL-safe base64 without padding, as connect clients send it.
+      let encoded = "eyJhIjoiYiBjIn0"
+      let viaBase64 = try await get(server, "/test.v1.Echo/Read?connect=v1&encoding=json&base64=1&message=\(encoded)")
+      #expect(viaBase64.0 == 200)
+      #expect(viaBase64.1 == "application/json")
+      #expect(viaBase64.3 == #"{"a":"b c"}"#)
+      let plain = try await get(server, "/test.v1.Echo/Read?encoding=json&message=%7B%22a%22%3A%22b%20c%22%7D")
+      #expect(plain.0 == 200 && plain.3 == #"{"a":"b c"}"#)
+      let proto = try await get(server, "/test.v1.Echo/Read?encoding=proto&base64=1&message=CgF4")
+      #expect(proto.0 == 200 && proto.1 == "application/proto" && Array(proto.3.utf8) == [0x0a, 0x01, 0x78])
+      // A method with side effects: 405, POST allowed.
+      let refused = try await get(server, "/test.v1.Stream/Sleep?encoding=json&message=%7B%7D")
+      #expect(refused.0 == 405 && refused.2 == "POST")
+      #expect(refused.3.contains("NO_SIDE_EFFECTS"))
+      #expect(try await get(server, "/test.v1.Echo/Read?message=%7B%7D").0 == 400)
+      #expect(try await get(server, "/test.v1.Echo/Read?encoding=json").0 == 400)
+      #expect(try await get(server, "/test.v1.Echo/Read?encoding=json&base64=1&message=*").0 == 400)
+      #expect(try await get(server, "/test.v1.Echo/Read?connect=v2&encoding=json&message=%7B%7D").0 == 400)
+      #expect(try await get(server, "/test.v1.Echo/Read?encoding=xml&message=%7B%7D").0 == 415)
+    }
+  }
+
+  @Test("by default only methods that declare NO_SIDE_EFFECTS allow GET")
+  func connectGetDefault() {
+    let allows = RPCWebGateway.Configuration().allowsGET
+    #expect(allows("/substatus.v1.StatusService/GetStatus"))
+    #expect(allows("/substatus.v1.AdminService/GetCallerApiKey"))
+    #expect(!allows("/substatus.v1.IngestService/SubmitReceipt"))  // IDEMPOTENT, not safe
+    #expect(!allows("/substatus.v1.TenantService/CreateTenant"))
+    #expect(!allows("/test.v1.Echo/Read"))
   }
 
   @Test(arguments: ["/a.B/C", "/pkg.v1.Service/Method"])

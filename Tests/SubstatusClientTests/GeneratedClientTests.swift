@@ -42,21 +42,78 @@ struct GeneratedClientTests {
     #expect(log.all.allSatisfy { $0.metadata.firstString(forKey: "x-request-id") == "r-1" })
   }
 
-  @Test("a generated unary method is not retried unless idempotent")
+  @Test("a generated unary method is not retried when its RPC declares no idempotency, or when told")
   func nonIdempotentByDefault() async throws {
     let log = CallLog()
     var router = RPCRouter()
+    router.fake(Substatus_V1_AdminService.createApiKey, log: log) { _, _ in
+      throw RPCError(code: .unavailable, message: "try again")
+    }
     router.fake(Substatus_V1_AdminService.getApp, log: log) { _, _ in
       throw RPCError(code: .unavailable, message: "try again")
     }
-    let error = await #expect(throws: RPCError.self) {
-      try await withFakeServer(router) { transport in
-        _ = try await SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
-          .service(Substatus_V1_AdminService.Client.self).getApp(Substatus_V1_GetAppRequest())
+    #expect(Substatus_V1_AdminService.createApiKey.idempotencyLevel == .idempotencyUnknown)
+    try await withFakeServer(router) { transport in
+      let client = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
+      let declared = await #expect(throws: RPCError.self) {
+        _ = try await client.service(Substatus_V1_AdminService.Client.self).createApiKey(Substatus_V1_CreateApiKeyRequest())
+      }
+      #expect(declared?.code == .unavailable)
+      #expect(log.count == 1)
+      // GetApp declares NO_SIDE_EFFECTS, but the caller says otherwise.
+      let told = await #expect(throws: RPCError.self) {
+        _ = try await client.service(Substatus_V1_AdminService.Client.self, idempotency: .nonIdempotent)
+          .getApp(Substatus_V1_GetAppRequest())
+      }
+      #expect(told?.code == .unavailable)
+      #expect(log.count == 2)
+    }
+  }
+
+  @Test(
+    "by default a generated method is retried as its RPC declares (NO_SIDE_EFFECTS or IDEMPOTENT)",
+    arguments: [("GetApp", true), ("RevokeApiKey", true), ("RegisterApp", false), ("SetSharedSecret", false)])
+  func retriedAsDeclared(method: String, retried: Bool) async throws {
+    let log = CallLog()
+    var router = RPCRouter()
+    router.fake(Substatus_V1_AdminService.getApp, log: log) { _, count in
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      return Substatus_V1_GetAppResponse()
+    }
+    router.fake(Substatus_V1_AdminService.revokeApiKey, log: log) { _, count in
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      return Substatus_V1_RevokeApiKeyResponse()
+    }
+    router.fake(Substatus_V1_AdminService.registerApp, log: log) { _, count in
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      return Substatus_V1_RegisterAppResponse()
+    }
+    router.fake(Substatus_V1_AdminService.setSharedSecret, log: log) { _, count in
+      if count == 1 { throw RPCError(code: .unavailable, message: "try again") }
+      return Substatus_V1_SetSharedSecretResponse()
+    }
+    let outcome: Result<Void, RPCError> = try await withFakeServer(router) { transport in
+      let admin = SubstatusClient(transport: transport, apiKey: "k", retryPolicy: quick)
+        .service(Substatus_V1_AdminService.Client.self)
+      do throws(RPCError) {
+        switch method {
+        case "GetApp": _ = try await admin.getApp(Substatus_V1_GetAppRequest())
+        case "RevokeApiKey": _ = try await admin.revokeApiKey(Substatus_V1_RevokeApiKeyRequest())
+        case "RegisterApp": _ = try await admin.registerApp(Substatus_V1_RegisterAppRequest())
+        default: _ = try await admin.setSharedSecret(Substatus_V1_SetSharedSecretRequest())
+        }
+        return .success(())
+      } catch {
+        return .failure(error)
       }
     }
-    #expect(error?.code == .unavailable)
-    #expect(log.count == 1)
+    if retried {
+      #expect(log.count == 2)
+      #expect((try? outcome.get()) != nil)
+    } else {
+      #expect(log.count == 1)
+      if case .failure(let error) = outcome { #expect(error.code == .unavailable) } else { Issue.record("succeeded") }
+    }
   }
 
   @Test("a generated server-streaming method streams with the key, retried before its headers")

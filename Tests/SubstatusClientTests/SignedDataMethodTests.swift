@@ -92,16 +92,17 @@ struct SignedDataMethodTests {
     #expect(testCase.requestMatches(calls[0].request))
   }
 
-  @Test("setting the key is never retried; signing is retried after UNAVAILABLE")
+  @Test("setting the key and signing are retried after UNAVAILABLE, as their RPCs declare (IDEMPOTENT, NO_SIDE_EFFECTS)")
   func retries() async throws {
     let log = CallLog()
     var router = RPCRouter()
     router.fake(Substatus_V1_AdminService.setInAppPurchaseKey, log: log) { _, _ in
       throw RPCError(code: .unavailable, message: "try again")
     }
-    // `count` numbers the calls of both methods: the key's one call, then two failed signings.
+    // `count` numbers the calls of both methods: the key's four attempts (the policy's maximum),
+    // then two failed signings.
     router.fake(Substatus_V1_EligibilityService.signIntroductoryOfferEligibility, log: log) { _, count in
-      if count <= 3 { throw RPCError(code: .unavailable, message: "try again (\(count))") }
+      if count <= 6 { throw RPCError(code: .unavailable, message: "try again (\(count))") }
       return message { $0.compactJws = "a.b.c" }
     }
     let policy = RetryPolicy(
@@ -113,10 +114,10 @@ struct SignedDataMethodTests {
         _ = try await client.setInAppPurchaseKey(appID: "a", issuerID: "i", keyID: "k", privateKeyPEM: "p")
       }
       #expect(error?.code == .unavailable)
-      #expect(log.count == 1)
+      #expect(log.count == 4)
       let signed = try await client.signIntroductoryOfferEligibility(appID: "a", userID: "u", productID: "p")
       #expect(signed.compactJws == "a.b.c")
-      #expect(log.count == 4)
+      #expect(log.count == 7)
     }
   }
 }
