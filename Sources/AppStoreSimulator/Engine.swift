@@ -551,9 +551,14 @@ struct SimulatorState: Sendable {
   /// Upgrade (immediate; the current transaction is marked `is_upgraded` and cancelled),
   /// crossgrade of the same duration (immediate), downgrade or crossgrade of another duration
   /// (at the next renewal, through `auto_renew_product_id`).
-  mutating func changeProduct(bundleID: String, userID: String, productID: String) throws(SimError)
-    -> [String]
-  {
+  /// - Parameter appAccountToken: the token of the change's purchase options: it applies to the
+  ///   upcoming renewal, so the subscription (its renewal info, its next transactions) carries it
+  ///   while the current transaction keeps its own, as Apple's `JWSRenewalInfoDecodedPayload`
+  ///   `appAccountToken` documents
+  ///   (https://developer.apple.com/documentation/appstoreserverapi/jwsrenewalinfodecodedpayload).
+  mutating func changeProduct(
+    bundleID: String, userID: String, productID: String, appAccountToken: String? = nil
+  ) throws(SimError) -> [String] {
     let app = try app(bundleID)
     _ = try user(userID)
     let target = try product(app, productID)
@@ -583,6 +588,10 @@ struct SimulatorState: Sendable {
     }
     guard subscription.autoRenewProductID != productID else {
       throw .conflict("the subscription in group '\(groupID)' already renews to '\(productID)'")
+    }
+    if let appAccountToken {
+      subscription.appAccountToken = appAccountToken
+      subscriptions[subscription.originalTransactionID]?.appAccountToken = appAccountToken
     }
     let immediate =
       target.level < current.level

@@ -658,9 +658,15 @@ extension AppStoreSimulator {
       let (bundleID, userID) = (
         request.pathParameters["bundle_id"]!, request.pathParameters["user_id"]!
       )
-      let productID = try JSONBody(request).string("product_id")
+      let body = try JSONBody(request)
+      let productID = try body.string("product_id")
+      let token = try body.optionalString("app_account_token")
+      if let token, UUID(uuidString: token) == nil {
+        throw HTTPError.badRequest("field 'app_account_token' must be a UUID")
+      }
       return try operation(bundleID: bundleID, userID: userID) { state throws(SimError) in
-        try state.changeProduct(bundleID: bundleID, userID: userID, productID: productID)
+        try state.changeProduct(
+          bundleID: bundleID, userID: userID, productID: productID, appAccountToken: token?.lowercased())
       }
     }
     for (path, enabled) in [("/cancel-auto-renew", false), ("/enable-auto-renew", true)] {

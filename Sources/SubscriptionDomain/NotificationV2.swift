@@ -314,6 +314,7 @@ extension RenewalInfo {
     eligibleWinBackOfferIds = try e.strings("eligibleWinBackOfferIds")
     signedDate = try e.int64("signedDate")
     appTransactionId = try e.string("appTransactionId")
+    appAccountToken = try e.string("appAccountToken")
     // App Store Server API 1.21 (rule 22):
     // https://developer.apple.com/documentation/appstoreserverapi/renewalbillingplantype,
     // https://developer.apple.com/documentation/appstoreserverapi/renewalcommitmentinfo.

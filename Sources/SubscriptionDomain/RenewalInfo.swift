@@ -51,6 +51,11 @@ public struct RenewalInfo: Sendable, Hashable, Codable {
   /// `commitmentInfo` (`RenewalCommitmentInfo`, API 1.21): what follows the current 12-month
   /// commitment; `nil` outside a commitment.
   public var commitment: RenewalCommitmentInfo?
+  /// Apple's `appAccountToken` of the renewal info: the token "that applies to the upcoming renewal
+  /// transaction", given in the purchase options of the purchase or of a plan change
+  /// (https://developer.apple.com/documentation/appstoreserverapi/jwsrenewalinfodecodedpayload);
+  /// rule 26 reads it where the transaction carries none. `nil` when Apple sent none.
+  public var appAccountToken: String?
 
   /// Creates a renewal info; every field but the identifiers is optional.
   public init(

@@ -13,7 +13,8 @@
 // format 3 appends Apple's `price` and `currency`; format 1 and 2 payloads read with both unknown.
 // Transaction format 4 appends Apple's `appTransactionId` (the Apple Account, docs/architecture.md
 // rule 24), `billingPlanType` and `commitmentInfo` (rule 22); renewal-info format 3 `appTransactionId`,
-// `renewalBillingPlanType` and `commitmentInfo`. Older payloads read without them.
+// `renewalBillingPlanType` and `commitmentInfo`; renewal-info format 4 its `appAccountToken`
+// (rule 26). Older payloads read without them.
 // Small, rarely read values (policy, products, key scopes) use JSON through Codable.
 import Foundation
 import SubscriptionDomain
@@ -23,7 +24,7 @@ package enum PayloadCodec {
   /// Format byte of the binary transaction layout written now.
   package static let transactionFormat: UInt8 = 4
   /// Format byte of the binary renewal-info layout written now.
-  package static let renewalInfoFormat: UInt8 = 3
+  package static let renewalInfoFormat: UInt8 = 4
   /// The first format, without `asOfDate` (read, never written).
   static let formatWithoutAsOfDate: UInt8 = 1
   /// The transaction format with `asOfDate` but without `price` and `currency` (read, never written).
@@ -34,10 +35,13 @@ package enum PayloadCodec {
   /// The renewal-info format with `asOfDate` but without `appTransactionId` and the billing plan
   /// (read, never written).
   static let renewalInfoFormatWithoutAppTransactionId: UInt8 = 2
+  /// The renewal-info format with `appTransactionId` and the billing plan but without
+  /// `appAccountToken` (read, never written).
+  static let renewalInfoFormatWithoutAppAccountToken: UInt8 = 3
   /// Stored properties the transaction layout covers (checked against the type by a test).
   package static let transactionFieldCount = 31
   /// Stored properties the renewal-info layout covers.
-  package static let renewalInfoFieldCount = 19
+  package static let renewalInfoFieldCount = 20
 
   package static func encode(_ t: Transaction) -> [UInt8] {
     var w = BinaryWriter()
@@ -155,6 +159,7 @@ package enum PayloadCodec {
     w.string(i.appTransactionId)
     w.interned(i.rawRenewalBillingPlanType)
     w.renewalCommitment(i.commitment)
+    w.string(i.appAccountToken)
     return w.bytes
   }
 
@@ -164,7 +169,9 @@ package enum PayloadCodec {
   {
     var r = BinaryReader(bytes)
     let format = try r.byte()
-    guard format == renewalInfoFormat || format == renewalInfoFormatWithoutAppTransactionId || format == formatWithoutAsOfDate
+    guard
+      format == renewalInfoFormat || format == renewalInfoFormatWithoutAppAccountToken
+        || format == renewalInfoFormatWithoutAppTransactionId || format == formatWithoutAsOfDate
     else {
       throw StoreError(.corrupt, "stored renewal info has an unknown format")
     }
@@ -189,11 +196,12 @@ package enum PayloadCodec {
     i.eligibleWinBackOfferIds = ids
     i.signedDate = try r.optionalInt()
     if format >= renewalInfoFormatWithoutAppTransactionId { i.asOfDate = try r.optionalInt() }
-    if format >= renewalInfoFormat {
+    if format >= renewalInfoFormatWithoutAppAccountToken {
       i.appTransactionId = try r.optionalString()
       i.rawRenewalBillingPlanType = try r.interned()
       i.commitment = try r.renewalCommitment()
     }
+    if format >= renewalInfoFormat { i.appAccountToken = try r.optionalString() }
     guard r.isAtEnd else { throw StoreError(.corrupt, "stored renewal info has trailing bytes") }
     return i
   }

@@ -56,10 +56,12 @@ package protocol IngestPath: Sendable {
   func ingestVerified(_ response: VerifyReceiptResponse, for userId: String, in cached: CachedApp, submission: Bool)
     async throws(RPCError) -> VerifiedIngest
   /// Brings a user's stored history up to date from the App Store Server API, as
-  /// SyncTransactionHistory does (`submission` false: the app's purchase sharing changes no owner).
+  /// SyncTransactionHistory does (`submission` false: the app's purchase sharing changes no owner;
+  /// `creatingUser`: the user may be created, the reconciler's first holder of an original
+  /// transaction no user holds, rule 26; otherwise only a user still stored is written).
   func syncHistory(
     _ cached: CachedApp, userId: String, transactionId: String?, environment: SubscriptionDomain.Environment?,
-    fullResync: Bool, submission: Bool
+    fullResync: Bool, submission: Bool, creatingUser: Bool
   ) async throws(RPCError) -> HistorySyncResult
   /// The signer of an app's Server API calls; FAILED_PRECONDITION when the app has no key.
   func serverAPIAuthorizer(_ cached: CachedApp) async throws(RPCError) -> Authorizer

@@ -115,7 +115,7 @@ extension IngestPath {
       do {
         let result = try await syncHistory(
           cached, userId: key.userId, transactionId: transactionId, environment: key.environment,
-          fullResync: false, submission: false)
+          fullResync: false, submission: false, creatingUser: false)
         metrics.revocationSync(outcome: "succeeded")
         log.info(
           "revocation sync",

@@ -262,7 +262,7 @@ public final class ServerAPIReconciler: Sendable {
           for user in users.isEmpty ? [first] : users where !synced.contains(user) {
             _ = try await service.syncHistory(
               cached, userId: user, transactionId: transaction.originalTransactionId, environment: environment,
-              fullResync: false, submission: false)
+              fullResync: false, submission: false, creatingUser: users.isEmpty)
             synced.insert(user)
             summary.usersSynced += 1
           }

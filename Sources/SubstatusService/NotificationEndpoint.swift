@@ -133,6 +133,12 @@ extension SubstatusService {
     var found = Set<String>()
     var tokens: [String: String] = [:]
     for t in transactions { if let token = t.appAccountToken { tokens[t.originalTransactionId] = token } }
+    // Where the transactions carry none, the renewal info's: the token of the upcoming renewal,
+    // given in the purchase options of a plan change (rule 26; Apple's
+    // https://developer.apple.com/documentation/appstoreserverapi/jwsrenewalinfodecodedpayload).
+    for r in renewalInfos where tokens[r.originalTransactionId] == nil {
+      if let token = r.appAccountToken { tokens[r.originalTransactionId] = token }
+    }
     func route(_ otid: String) async throws(RPCError) -> [String] {
       let users = try await stored { () throws(StoreError) in
         try await purchaseStore.users(appId: appID, environment: environment, originalTransactionId: otid)

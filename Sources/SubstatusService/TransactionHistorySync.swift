@@ -170,9 +170,13 @@ extension SubstatusService {
   ///   - submission: the user asked for it (SyncTransactionHistory, SubmitReceipt's modern path):
   ///     the app's purchase sharing applies; `false` for the reconciliation and revocation syncs,
   ///     which change no owner.
+  ///   - creatingUser: a background sync may create the user: the reconciler's first holder of an
+  ///     original transaction no user holds (rule 26), as a notification would. Otherwise a
+  ///     background sync writes only to a user already stored (never bringing back one erased
+  ///     meanwhile).
   package func syncHistory(
     _ cached: CachedApp, userId: String, transactionId: String?, environment: SubscriptionDomain.Environment?,
-    fullResync: Bool, submission: Bool
+    fullResync: Bool, submission: Bool, creatingUser: Bool = false
   ) async throws(RPCError) -> HistorySyncResult {
     let appId = cached.app.appId
     let authorizer = try await serverAPIAuthorizer(cached)
@@ -198,7 +202,8 @@ extension SubstatusService {
       let revision = fullResync ? nil : state?.revision
       do {
         return try await sync(
-          cached, user: user, transactionId: id, revision: revision, authorizer: authorizer, submission: submission)
+          cached, user: user, transactionId: id, revision: revision, authorizer: authorizer, submission: submission,
+          creatingUser: creatingUser)
       } catch let error as AppStoreServerAPIError where error.code == .notFound {
         lastNotFound = error
         continue
@@ -220,7 +225,7 @@ extension SubstatusService {
   /// store).
   private func sync(
     _ cached: CachedApp, user: UserKey, transactionId: String, revision: String?,
-    authorizer: InAppPurchaseKeyAuthorizer, submission: Bool
+    authorizer: InAppPurchaseKeyAuthorizer, submission: Bool, creatingUser: Bool
   ) async throws -> HistorySyncResult {
     let started = environment.clock.monotonicNow
     let (history, statuses) = try await fetch(user: user, transactionId: transactionId, revision: revision, authorizer: authorizer)
@@ -249,8 +254,9 @@ extension SubstatusService {
       UserPurchases(
         user: user, transactions: transactions, renewalInfos: renewalInfos, renewalInfoSnapshot: snapshot,
         submittedMs: submission ? environment.now() : nil,
-        // A background sync (reconciler, revocations) must not bring back a user erased meanwhile.
-        onlyIfStored: !submission)
+        // A background sync (reconciler, revocations) must not bring back a user erased meanwhile,
+        // unless it is the first holder of what it brings.
+        onlyIfStored: !submission && !creatingUser)
     ])
     let now = environment.now()
     if !outcomes.erasedMeanwhile.isEmpty { throw RPCError(code: .notFound, message: "the user was erased during the sync") }

@@ -660,7 +660,7 @@ struct PayloadCodecTests {
     #expect(try roundTrip(t) == t)
 
     var r = Fixture.renewal("1", signed: 7, retry: false)
-    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(3)
+    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(4)
     #expect(try PayloadCodec.decodeRenewalInfo(Array(renewalFormatTwo), originalTransactionId: "1") == r)
     r.renewalBillingPlanType = .monthly
     r.commitment = RenewalCommitmentInfo(
@@ -680,6 +680,7 @@ struct PayloadCodecTests {
     r.rawExpirationIntent = 2
     r.rawPriceConsentStatus = 1
     r.rawOfferType = 3
+    r.appAccountToken = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
     #expect(
       try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
   }
@@ -689,7 +690,8 @@ struct PayloadCodecTests {
     // Format 1 is format 2 without the trailing asOfDate (here absent: one presence byte); a
     // transaction's format 2 is format 3 without price and currency (absent: two presence bytes),
     // format 3 is format 4 without appTransactionId, the billing plan and the commitment (absent:
-    // three more presence bytes); a renewal info's format 2 is format 3 without the same three.
+    // three more presence bytes); a renewal info's format 2 is format 3 without the same three,
+    // format 3 is format 4 without appAccountToken (one more).
     func formatOne(_ bytes: [UInt8], trailing: Int) -> [UInt8] { [1] + bytes.dropFirst().dropLast(trailing) }
     let t = Fixture.transaction("1", purchase: 10, expires: 20, signed: 15, revoked: 12)
     #expect(
@@ -698,7 +700,7 @@ struct PayloadCodecTests {
         purchaseDate: 10) == t)
     let r = Fixture.renewal("1", signed: 7, retry: true)
     #expect(
-      try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r), trailing: 4), originalTransactionId: "1") == r)
+      try PayloadCodec.decodeRenewalInfo(formatOne(PayloadCodec.encode(r), trailing: 5), originalTransactionId: "1") == r)
     // A format-1 payload with a trailing byte is corrupt, as before.
     #expect(throws: StoreError.self) {
       try PayloadCodec.decodeRenewalInfo([1] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
@@ -753,10 +755,26 @@ struct PayloadCodecTests {
     }
     var r = Fixture.renewal("1", signed: 7, retry: true)
     r.asOfDate = 3
-    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(3)
+    let renewalFormatTwo = [2] + PayloadCodec.encode(r).dropFirst().dropLast(4)
     #expect(try PayloadCodec.decodeRenewalInfo(renewalFormatTwo, originalTransactionId: "1") == r)
     r.appTransactionId = "704289572311810221"
     #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
+  }
+
+  @Test("renewal infos written before appAccountToken (format 3) read it as unknown; format 4 keeps it")
+  func renewalBeforeAppAccountToken() throws {
+    var r = Fixture.renewal("1", signed: 7, retry: false)
+    r.appTransactionId = "704289572311810221"
+    // The previous release's bytes: today's without the trailing appAccountToken (absent: one byte).
+    let formatThree = [3] + PayloadCodec.encode(r).dropFirst().dropLast(1)
+    let decoded = try PayloadCodec.decodeRenewalInfo(formatThree, originalTransactionId: "1")
+    #expect(decoded == r && decoded.appAccountToken == nil)
+    r.appAccountToken = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+    #expect(try PayloadCodec.decodeRenewalInfo(PayloadCodec.encode(r), originalTransactionId: "1") == r)
+    // A format-3 payload carrying a token is corrupt (trailing bytes).
+    #expect(throws: StoreError.self) {
+      try PayloadCodec.decodeRenewalInfo([3] + PayloadCodec.encode(r).dropFirst(), originalTransactionId: "1")
+    }
   }
 
   @Test("truncated or foreign bytes are corrupt, never a crash")

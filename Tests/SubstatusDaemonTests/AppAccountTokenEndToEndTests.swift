@@ -8,8 +8,8 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// Rule 26 (docs/architecture.md "Domain rules"), with appstore-sim, substatusd and the `substatus`
-/// CLI as processes: a purchase made outside the app reaches, through Apple's V2 notification
+/// Rule 26 (docs/architecture.md "Domain rules"), with appstore-sim, substatusd (on SQLite and on
+/// PostgreSQL) and the `substatus` CLI as processes: a purchase made outside the app reaches, through Apple's V2 notification
 /// alone, the app user its `appAccountToken` names when the app's policy says so (and not
 /// otherwise); a purchase sharing TRANSFER writes the new owner's token back to the simulator with
 /// Set App Account Token.
@@ -35,7 +35,8 @@ import Testing
     }
   }
 
-  @Test func aPurchaseMadeOutsideTheAppReachesTheUserItsTokenNamesAndATransferWritesTheTokenBack() async throws {
+  @Test(arguments: TestStore.userLevel)
+  func aPurchaseMadeOutsideTheAppReachesTheUserItsTokenNamesAndATransferWritesTheTokenBack(store: TestStore) async throws {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
@@ -43,6 +44,7 @@ import Testing
     let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
     defer { sim.stop() }
     let daemon = try await RunningDaemon(
+      store: try await store.make(),
       extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0", "--reconcile-interval", "0"])
     defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
@@ -235,6 +237,142 @@ import Testing
     #expect(written, "the simulator's transactions still carry \(carried)")
     #expect(try await Self.tokenWrites(second, "ok") == 1)
     let (exitStatus, _) = await second.stop()
+    #expect(exitStatus == 0)
+  }
+}
+
+extension AppAccountTokenEndToEndTests {
+  /// The world of the routing tests below: appstore-sim, a substatusd on `store` (its reconciler
+  /// every half second when `reconciling`), an app registered with the CLI under
+  /// `--app-account-token-is-user-id true`, selling `pro.monthly` and the lower `pro.basic.monthly`
+  /// (a downgrade takes effect at renewal), linked to the simulator's Server API; the simulated
+  /// clock at substatusd's (real) now.
+  struct Routing {
+    let sim: RunningSimulator
+    let daemon: RunningDaemon
+    let client: DaemonClient
+    let admin: String
+    let app: String
+    let bundle: String
+    let scratch: URL
+
+    init(store: TestStore, reconciling: Bool, bundle: String, appleAppID: Int64) async throws {
+      self.bundle = bundle
+      scratch = FileManager.default.temporaryDirectory.appendingPathComponent("token-routing-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+      let rootPath = scratch.appendingPathComponent("root.pem").path
+      sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
+      daemon = try await RunningDaemon(
+        store: try await store.make(),
+        extraArguments: sim.serverAPIArguments(rootCA: rootPath) + [
+          "--refresh-interval", "0", "--reconcile-interval", reconciling ? "0.5" : "0",
+        ])
+      client = try DaemonClient(daemon)
+      (admin, app) = try await client.makeApp(operatorKey: daemon.operatorKey, bundleID: bundle, appleAppID: appleAppID)
+      try await client.linkServerAPI(
+        of: sim, daemon: daemon, admin: admin, appID: app, bundleID: bundle, appleAppID: appleAppID,
+        keyID: "ROUTING\(appleAppID % 1000)")
+      var patch = URLRequest(url: try #require(URL(string: "http://\(sim.address)/control/apps/\(bundle)")))
+      patch.httpMethod = "PATCH"
+      patch.httpBody = try JSONSerialization.data(withJSONObject: [
+        "products": [
+          ["product_id": "pro.basic.monthly", "type": "auto_renewable", "subscription_group_id": "pro", "duration": "P1M", "level": 2]
+        ]
+      ])
+      let (_, patched) = try await URLSession.shared.data(for: patch)
+      try #require((patched as? HTTPURLResponse)?.statusCode == 200)
+      _ = try await cli(["app", "set-policy", app, "--app-account-token-is-user-id", "true"])
+      _ = try await sim.post("/control/clock/set", ["now_ms": Int64(Date().timeIntervalSince1970 * 1000) - 1_000])
+      _ = try await sim.post("/control/users", ["user_id": "carol", "environment": "production"])
+    }
+
+    func stop() {
+      client.transport.close()
+      daemon.abandon()
+      sim.stop()
+      try? FileManager.default.removeItem(at: scratch)
+    }
+
+    /// `substatus ARGS --addr … --key ADMIN`; what it printed.
+    func cli(_ arguments: [String]) async throws -> String {
+      let (code, out, err) = try await run(
+        try builtExecutable("substatus"), arguments + ["--addr", daemon.grpc, "--key", admin, "--timeout", "10"])
+      #expect(code == 0, "substatus \(arguments.joined(separator: " ")): \(err)")
+      return out
+    }
+
+    /// The group `pro`'s state for `user`, from `substatus status APP USER --json`.
+    func state(_ user: String) async throws -> Substatus_V1_SubscriptionState {
+      let response = try Substatus_V1_GetStatusResponse(jsonString: try await cli(["status", app, user, "--json"]))
+      return response.groups.first { $0.subscriptionGroupID == "pro" }?.state ?? .unspecified
+    }
+
+    /// Drops the simulator's next notification of the app: substatusd never hears of it directly.
+    func dropNextNotification() async throws {
+      _ = try await sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+      _ = try await sim.post("/control/notifications/drop", ["bundle_id": bundle, "count": 1])
+    }
+
+    /// carol's original transaction id at the simulated App Store.
+    func carolsOriginalTransaction() async throws -> String {
+      let signed = try await sim.get("/control/apps/\(bundle)/users/carol/signed-transactions")
+      let jws = try #require(signed["signed_transactions"]?.arrayValue?.first?.stringValue)
+      let parts = jws.split(separator: ".")
+      var text = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+      while text.count % 4 != 0 { text += "=" }
+      let payload = try JSONValue(parsing: Array(try #require(Data(base64Encoded: text))))
+      return try #require(payload["originalTransactionId"]?.stringValue)
+    }
+  }
+
+  /// Rule 26 through the Server API alone: carol buys with her token, Apple's notification never
+  /// arrives, and substatusd's reconciler finds it in the Notification History and syncs the
+  /// purchase to the app user her token names (not to the unclaimed pseudo-user).
+  @Test(arguments: TestStore.userLevel)
+  func aPurchaseSeenFirstByTheReconcilerReachesTheUserItsTokenNames(store: TestStore) async throws {
+    let world = try await Routing(store: store, reconciling: true, bundle: "com.example.token.reconcile", appleAppID: 6_400_000_263)
+    defer { world.stop() }
+    let token = UUID().uuidString
+    try await world.dropNextNotification()
+    _ = try await world.sim.post(
+      "/control/apps/\(world.bundle)/users/carol/purchase", ["product_id": "pro.monthly", "app_account_token": token])
+    _ = try await world.sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+    var state = Substatus_V1_SubscriptionState.unspecified
+    let reached = try await waitUntil(timeout: .seconds(30), every: .milliseconds(200)) {
+      state = try await world.state(token.lowercased())
+      return state == .active
+    }
+    #expect(reached, "the token's user is \(state); substatusd's reconciler: \(world.daemon.log.split(separator: "\n").filter { $0.contains("reconcile") }.suffix(5))")
+    let pseudoUser = "apple:" + (try await world.carolsOriginalTransaction())
+    #expect(try await world.state(pseudoUser) == .neverSubscribed)
+    let (exitStatus, _) = await world.daemon.stop()
+    #expect(exitStatus == 0)
+  }
+
+  /// Rule 26 with the token in the renewal info only: carol subscribed without a token (that
+  /// notification never arrived), then downgraded from inside the app with her token in the
+  /// purchase options. Apple's DID_CHANGE_RENEWAL_PREF carries her current transaction (no token)
+  /// and the renewal info (the token of the upcoming renewal): the purchase reaches the token's user.
+  @Test(arguments: TestStore.userLevel)
+  func aTokenInTheRenewalInfoOnlyNamesTheUser(store: TestStore) async throws {
+    let world = try await Routing(store: store, reconciling: false, bundle: "com.example.token.renewal", appleAppID: 6_400_000_264)
+    defer { world.stop() }
+    let token = UUID().uuidString
+    try await world.dropNextNotification()
+    _ = try await world.sim.post("/control/apps/\(world.bundle)/users/carol/purchase", ["product_id": "pro.monthly"])
+    _ = try await world.sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+    _ = try await world.sim.post(
+      "/control/apps/\(world.bundle)/users/carol/change-product", ["product_id": "pro.basic.monthly", "app_account_token": token])
+    _ = try await world.sim.post("/control/notifications/drain", ["timeout_ms": 10_000])
+    // The transaction Apple signs still carries no token.
+    #expect(try await Self.tokens(world.sim, bundle: world.bundle, user: "carol") == [""])
+    #expect(try await world.state(token.lowercased()) == .active)
+    let pseudoUser = "apple:" + (try await world.carolsOriginalTransaction())
+    #expect(try await world.state(pseudoUser) == .neverSubscribed)
+    let history = try Substatus_V1_GetTransactionHistoryResponse(
+      jsonString: try await world.cli(["history", world.app, token.lowercased(), "--json"]))
+    #expect(history.transactions.count == 1, "\(history)")
+    let (exitStatus, _) = await world.daemon.stop()
     #expect(exitStatus == 0)
   }
 }

@@ -3,23 +3,26 @@ import Foundation
 import RPCCore
 import RPCHTTP2Transport
 import SubstatusDaemon
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
-/// The Apple Account behind an app user (docs/architecture.md rule 24), with substatusd and
-/// appstore-sim as processes: the device's signed AppTransaction (from the simulator's app
+/// The Apple Account behind an app user (docs/architecture.md rule 24), with substatusd (on SQLite
+/// and on PostgreSQL) and appstore-sim as processes: the device's signed AppTransaction (from the simulator's app
 /// download) is submitted; substatusd verifies it, links the account and fetches its whole history
 /// from the simulator's App Store Server API by `appTransactionId`, so a purchase made elsewhere
 /// reaches the user, and an intro offer the account never used is NEW_CUSTOMER_VERIFIED.
 @Suite(.serialized) struct AppTransactionEndToEndTests {
-  @Test func submittedAppTransactionLinksTheAccountAndVerifiesNewCustomers() async throws {
+  @Test(arguments: TestStore.userLevel)
+  func submittedAppTransactionLinksTheAccountAndVerifiesNewCustomers(store: TestStore) async throws {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("apptx-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
     let rootPath = scratch.appendingPathComponent("root.pem").path
     let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootPath])
     defer { sim.stop() }
-    let daemon = try await RunningDaemon(extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0"])
+    let daemon = try await RunningDaemon(
+      store: try await store.make(), extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--refresh-interval", "0"])
     defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }

@@ -1,5 +1,6 @@
 import Foundation
 import SubstatusJSON
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 #endif
 
 /// Issue 33's rules as a user meets them: the App Store simulator (V2, signed), a real substatusd
-/// following its clock, and the answers read with the `substatus` CLI.
+/// following its clock (on SQLite and on PostgreSQL), and the answers read with the `substatus` CLI.
 @Suite(.serialized) struct Apple2026EndToEndTests {
   /// `substatus ARGS --json` against the rig's daemon with its admin key; the JSON it printed.
   static func cli(_ rig: LifecycleRig, _ arguments: [String]) async throws -> String {
@@ -32,8 +33,10 @@ import Testing
   /// says billing retry in a grace period, auto-renew on. At a past `--as-of` on a paid day the
   /// answer is ACTIVE without a billing issue, and today's renewal info's grace date and auto-renew
   /// status are not reported for that day; today the grace period is.
-  @Test func aPaidDayIsActiveWhileTodaysRenewalInfoSaysBillingRetry() async throws {
-    let rig = try await LifecycleRig(graceDays: 16)
+  @Test(arguments: TestStore.userLevel) func aPaidDayIsActiveWhileTodaysRenewalInfoSaysBillingRetry(store: TestStore)
+    async throws
+  {
+    let rig = try await LifecycleRig(graceDays: 16, store: store)
     defer { rig.stop() }
     let day = LifecycleRig.day
     let start = LifecycleRig.start
@@ -73,8 +76,10 @@ import Testing
   /// transaction covering that month; status reports the plan and billing period k of 12; the
   /// customer cancelling in month 2 turns off only the commitment's renewal: billing continues
   /// (auto-renew of the next period stays on) and month 3 is still paid.
-  @Test func aTwelveMonthCommitmentIsReportedAndCancellingKeepsBilling() async throws {
-    let rig = try await LifecycleRig()
+  @Test(arguments: TestStore.userLevel) func aTwelveMonthCommitmentIsReportedAndCancellingKeepsBilling(store: TestStore)
+    async throws
+  {
+    let rig = try await LifecycleRig(store: store)
     defer { rig.stop() }
     let day = LifecycleRig.day
     // The simulator's app also sells pro.yearly on the monthly plan (8.99 a month); substatusd's

@@ -1,5 +1,6 @@
 import Foundation
 import SubstatusJSON
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
@@ -9,10 +10,10 @@ import Testing
 
 /// Commitment events (rule 22, docs/architecture.md "Events"): a one-year subscription on Apple's
 /// monthly plan with a 12-month commitment, run by the App Store simulator for two commitments
-/// against a real substatusd; the log read with the `substatus` CLI.
+/// against a real substatusd on SQLite and on PostgreSQL; the log read with the `substatus` CLI.
 @Suite(.serialized) struct CommitmentEventsEndToEndTests {
-  @Test func aCommitmentStartsRenewsIntoANewOneAndEnds() async throws {
-    let rig = try await LifecycleRig()
+  @Test(arguments: TestStore.userLevel) func aCommitmentStartsRenewsIntoANewOneAndEnds(store: TestStore) async throws {
+    let rig = try await LifecycleRig(store: store)
     defer { rig.stop() }
     var patch = URLRequest(url: try #require(URL(string: "http://\(rig.sim.address)/control/apps/\(LifecycleRig.bundleID)")))
     patch.httpMethod = "PATCH"

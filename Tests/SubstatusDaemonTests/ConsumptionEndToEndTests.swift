@@ -10,13 +10,14 @@ import Testing
 #endif
 
 /// Rule 27 as a user meets it: `appstore-sim` (V2 notifications, its App Store Server API) and a
-/// real substatusd holding the app's In-App Purchase key; the consumption policy set with the CLI
+/// real substatusd (on SQLite and on PostgreSQL) holding the app's In-App Purchase key; the consumption policy set with the CLI
 /// (`substatus app set-policy --consumption-policy FILE.json`). A customer's refund request
 /// (CONSUMPTION_REQUEST) is answered with Send Consumption Information, whose body the simulator
 /// checks as Apple documents and records; a CONSUMPTION_REQUEST about an ASSIGNED transaction is
-/// not answered. Both outcomes are events and counted in `/metrics`.
+/// not answered. Both outcomes are events and counted in `/metrics`. The assignment itself
+/// entitles like a purchase and is reported apart (rule 23).
 @Suite(.serialized) struct ConsumptionEndToEndTests {
-  @Test func aRefundRequestIsAnsweredAndAnAssignedOneIsNot() async throws {
+  @Test(arguments: TestStore.userLevel) func aRefundRequestIsAnsweredAndAnAssignedOneIsNot(store: TestStore) async throws {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("consumption-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
@@ -29,6 +30,7 @@ import Testing
     ])
     defer { sim.stop() }
     let daemon = try await RunningDaemon(
+      store: try await store.make(),
       extraArguments: sim.serverAPIArguments(rootCA: rootPath) + ["--reconcile-interval", "0", "--refresh-interval", "0"])
     defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
@@ -110,6 +112,21 @@ import Testing
     // The assigned transaction was never answered.
     let answers = try await sim.get("/control/consumption-answers?bundle_id=\(bundle)")["answers"]?.arrayValue ?? []
     #expect(answers.count == 1)
+
+    // Rule 23: the assignment entitles like a purchase, reported as ASSIGNED (`substatus status`)
+    // and counted apart from purchases and Family Sharing (`substatus report`).
+    let olgaOriginal = try #require(
+      ((assigned["transactions"] as? [[String: Any]])?.first)?["original_transaction_id"] as? String)
+    let (statusCode, statusOut, statusErr) = try await run(
+      substatus, ["status", appID, "apple:" + olgaOriginal, "--json"] + common)
+    #expect(statusCode == 0, "\(statusErr)")
+    let olga = try Substatus_V1_GetStatusResponse(jsonString: statusOut).groups.first { $0.subscriptionGroupID == "pro" }
+    #expect(olga?.state == .active && olga?.ownership == .assigned, "\(statusOut)")
+    let (reportCode, reportOut, reportErr) = try await run(substatus, ["report", appID, "--json"] + common)
+    #expect(reportCode == 0, "\(reportErr)")
+    let report = try #require(try Substatus_V1_GetReportResponse(jsonString: reportOut).report, "\(reportOut)")
+    #expect(report.assignedBeneficiaries == 1 && report.familySharedBeneficiaries == 0, "\(reportOut)")
+    #expect(report.active == 2, "ann's purchase and olga's assignment: \(reportOut)")
 
     var request = URLRequest(url: try #require(URL(string: "http://\(daemon.http)/metrics")))
     request.httpMethod = "GET"

@@ -22,16 +22,20 @@ final class RunningDaemon: Sendable {
   let grpc: String
   let http: String
   let operatorKey: String
+  /// Its store (SQLite in its data directory unless a test gave another).
+  let store: DaemonStore
 
-  /// Starts substatusd; with `openFilesLimit`, under that RLIMIT_NOFILE (soft and hard, set by
+  /// Starts substatusd on `store` (its flags and environment are added); with `openFilesLimit`, under that RLIMIT_NOFILE (soft and hard, set by
   /// `prlimit`, which then runs substatusd in its place). Its output goes to files in its
   /// directory (a pipe nobody reads fills up under load). With `reusing`, a restart on the
   /// directory (data, keys) of an earlier run (after ``kill()``). `environment` is added to the
   /// test process's own.
   init(
-    extraArguments: [String] = [], openFilesLimit: Int? = nil, reusing: URL? = nil,
+    store: DaemonStore = .sqlite, extraArguments: [String] = [], openFilesLimit: Int? = nil, reusing: URL? = nil,
     environment: [String: String] = [:]
   ) async throws {
+    self.store = store
+    let environment = environment.merging(store.environment) { $1 }
     directory = reusing ?? FileManager.default.temporaryDirectory.appendingPathComponent("substatusd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let ready = directory.appendingPathComponent("ready.json")
@@ -40,7 +44,7 @@ final class RunningDaemon: Sendable {
     let arguments = [
       "--data-dir", directory.appendingPathComponent("data").path, "--grpc-listen", "127.0.0.1:0",
       "--http-listen", "127.0.0.1:0", "--ready-file", ready.path, "--operator-key-file", keyFile,
-    ] + extraArguments
+    ] + store.arguments + extraArguments
     if let openFilesLimit {
       child = try ChildProcess(
         "/usr/bin/prlimit",
@@ -63,6 +67,12 @@ final class RunningDaemon: Sendable {
   var isRunning: Bool { child.isRunning }
   /// Everything it wrote to stderr so far.
   var log: String { child.standardError }
+
+  /// Runs `query` on its store with the store's own client (`sqlite3` on the file, read while it
+  /// runs: WAL; `psql` on the PostgreSQL database); the rows, columns joined by `|`.
+  func sql(_ query: String) async throws -> [String] {
+    try await store.query(query, dataDirectory: directory.appendingPathComponent("data"))
+  }
 
   /// Sends SIGKILL without waiting, for a test's `defer` (which cannot wait); the data directory
   /// stays.

@@ -38,13 +38,16 @@ final class LifecycleRig: @unchecked Sendable {
 
   /// substatusd's flags (a restart passes the same).
   let daemonArguments: [String]
+  /// substatusd's store (a restart opens the same).
+  let store: DaemonStore
 
   /// Starts the three processes; the simulator's app sells `pro.monthly` (level 2, 9.99 USD, a
   /// one-week free trial, family shareable) and `pro.plus.monthly` (level 1, 14.99 USD) in group
   /// `pro`, with a `graceDays` billing grace period. With `relayingNotifications`, the simulator
   /// posts notifications to ``relay``, whose URL a restart does not change (the simulator retries
-  /// a notification at the URL it first tried).
-  init(graceDays: Int = 3, relayingNotifications: Bool = false) async throws {
+  /// a notification at the URL it first tried). substatusd runs on `store`: SQLite in its data
+  /// directory, or a fresh PostgreSQL database.
+  init(graceDays: Int = 3, relayingNotifications: Bool = false, store: TestStore = .sqlite) async throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycle-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
@@ -54,7 +57,8 @@ final class LifecycleRig: @unchecked Sendable {
       "--refresh-interval", "0", "--reconcile-interval", "0",
     ]
     let arguments = daemonArguments
-    daemon = try await RunningDaemon(extraArguments: arguments)
+    self.store = try await store.make()
+    daemon = try await RunningDaemon(store: self.store, extraArguments: arguments)
     client = try DaemonClient(daemon)
     receiver = try await EventReceiver()
     relay = relayingNotifications ? try await EventReceiver(script: "notification_relay.py") : nil
@@ -125,7 +129,7 @@ final class LifecycleRig: @unchecked Sendable {
   func killAndRestart() async throws {
     await daemon.kill()
     let (arguments, directory) = (daemonArguments, daemon.directory)
-    daemon = try await RunningDaemon(extraArguments: arguments, reusing: directory)
+    daemon = try await RunningDaemon(store: store, extraArguments: arguments, reusing: directory)
     client.transport.close()
     client = try DaemonClient(daemon)
     if let relay {

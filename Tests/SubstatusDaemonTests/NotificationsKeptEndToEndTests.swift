@@ -1,5 +1,6 @@
 import Foundation
 import SubstatusJSON
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
@@ -8,8 +9,9 @@ import Testing
 #endif
 
 /// Rule 25 (docs/architecture.md "Domain rules"): every V2 notification is kept. The App Store
-/// simulator signs and sends each type to a real substatusd (SQLite); the answers, the kept rows,
-/// `/metrics` and the events read with the `substatus` CLI say what happened to each.
+/// simulator signs and sends each type to a real substatusd, on SQLite and on PostgreSQL; the
+/// answers, the kept rows (read with `sqlite3` or `psql`), `/metrics` and the events read with the
+/// `substatus` CLI say what happened to each.
 @Suite(.serialized) struct NotificationsKeptEndToEndTests {
   /// `substatus events list APP --type TYPES [--user USER] --json`.
   static func events(_ rig: LifecycleRig, types: String, user: String? = nil) async throws -> [Substatus_V1_Event] {
@@ -18,12 +20,10 @@ import Testing
     return try Substatus_V1_ListEventsResponse(jsonString: out).events
   }
 
-  /// `sqlite3` on substatusd's database (read while it runs: WAL).
+  /// `query` on substatusd's database with its store's client (`sqlite3`, read while it runs:
+  /// WAL; or `psql`).
   static func sql(_ rig: LifecycleRig, _ query: String) async throws -> [String] {
-    let database = rig.daemon.directory.appendingPathComponent("data/substatus.sqlite").path
-    let (status, out, err) = try await runProcess("/usr/bin/sqlite3", [database, query])
-    #expect(status == 0, "\(err)")
-    return out.split(separator: "\n").map(String.init)
+    try await rig.daemon.sql(query)
   }
 
   /// Every delivery of the simulator was answered 200.
@@ -40,8 +40,8 @@ import Testing
   /// are verified, kept (once per notificationUUID), answered 200 and logged as APPLE_NOTIFICATION
   /// events with their type and subtype (the token's without a user); the unknown type is counted
   /// in /metrics; a notification delivered again is answered and changes nothing.
-  @Test func everyTypeIsKeptAnsweredAndLogged() async throws {
-    let rig = try await LifecycleRig()
+  @Test(arguments: TestStore.userLevel) func everyTypeIsKeptAnsweredAndLogged(store: TestStore) async throws {
+    let rig = try await LifecycleRig(store: store)
     defer { rig.stop() }
     try await rig.addUser("ann")
     try await rig.act("ann", "purchase", ["product_id": "pro.plus.monthly"])
@@ -53,7 +53,7 @@ import Testing
     let delivered = try await Self.expectAllAnswered200(rig)
     #expect(delivered.count == 4)
 
-    let kept = try await Self.sql(rig, "SELECT notification_type || '/' || ifnull(subtype, '') FROM kept_notifications ORDER BY sequence")
+    let kept = try await Self.sql(rig, "SELECT notification_type || '/' || coalesce(subtype, '') FROM kept_notifications ORDER BY sequence")
     #expect(kept == ["SUBSCRIBED/INITIAL_BUY", "FUTURE_TYPE/SOMETHING_NEW", "METADATA_UPDATE/", "EXTERNAL_PURCHASE_TOKEN/CREATED"], "\(kept)")
     let uuids = try await Self.sql(rig, "SELECT notification_uuid FROM kept_notifications ORDER BY sequence")
     #expect(Set(uuids) == Set(delivered.compactMap { $0["notification_uuid"]?.stringValue }))
@@ -91,8 +91,8 @@ extension NotificationsKeptEndToEndTests {
   /// RENEWAL_EXTENDED (the simulator's Extend a Subscription Renewal Date) moves the period's end:
   /// status answers the new expiry, the subscription is still active past the old one with no
   /// renewal or expiry logged, and SUBSCRIPTION_EXTENDED says when and which transaction.
-  @Test func oneTimeChargeIsAPurchaseAndRenewalExtendedExtendsThePeriod() async throws {
-    let rig = try await LifecycleRig()
+  @Test(arguments: TestStore.userLevel) func oneTimeChargeIsAPurchaseAndRenewalExtendedExtendsThePeriod(store: TestStore) async throws {
+    let rig = try await LifecycleRig(store: store)
     defer { rig.stop() }
     let day = LifecycleRig.day
     var patch = URLRequest(url: try #require(URL(string: "http://\(rig.sim.address)/control/apps/\(LifecycleRig.bundleID)")))
@@ -140,8 +140,8 @@ extension NotificationsKeptEndToEndTests {
   /// linked to its Apple Account (two devices of one account here), logs CONSENT_RESCINDED for
   /// each, and, with `app set-policy --erase-on-rescind-consent true`, erases them as `user delete`
   /// does first. Without the policy their data stays; another account's users are untouched.
-  @Test func rescindConsentFindsTheAccountsUsersAndErasesThemUnderThePolicy() async throws {
-    let rig = try await LifecycleRig()
+  @Test(arguments: TestStore.userLevel) func rescindConsentFindsTheAccountsUsersAndErasesThemUnderThePolicy(store: TestStore) async throws {
+    let rig = try await LifecycleRig(store: store)
     defer { rig.stop() }
     let (start, day) = (LifecycleRig.start, LifecycleRig.day)
     func link(_ customer: String, as users: [String]) async throws {

@@ -1,20 +1,24 @@
 import Foundation
 import SubstatusJSON
+import SubstatusProcessTestKit
 import SubstatusWire
 import Testing
 
-/// Purchase sharing with the App Store simulator (V2) and substatusd, both real processes: one
+/// Purchase sharing with the App Store simulator (V2) and substatusd (on SQLite and on PostgreSQL),
+/// both real processes: one
 /// customer's StoreKit 2 purchase submitted by two accounts of the app under TRANSFER; Apple's
 /// signed REFUND notification then reaches the current owner only.
 @Suite(.serialized) struct PurchaseSharingSimulatorTests {
-  @Test func aTransferredSubscriptionsNotificationReachesOnlyItsCurrentOwner() async throws {
+  @Test(arguments: TestStore.userLevel) func aTransferredSubscriptionsNotificationReachesOnlyItsCurrentOwner(store: TestStore)
+    async throws
+  {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-sharing-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let rootFile = directory.appendingPathComponent("sim-root.pem").path
     let sim = try await RunningSimulator(extraArguments: ["--root-ca-out", rootFile])
     defer { sim.stop() }
-    let daemon = try await RunningDaemon(extraArguments: ["--apple-root-ca", rootFile])
+    let daemon = try await RunningDaemon(store: try await store.make(), extraArguments: ["--apple-root-ca", rootFile])
     defer { daemon.abandon() }
     let client = try DaemonClient(daemon)
     defer { client.transport.close() }

@@ -27,8 +27,12 @@ public final class ServerProcess: Sendable {
   /// ready file.
   /// - Parameters:
   ///   - extraArguments: More flags, such as `--verify-receipt-production-url`.
+  ///   - environment: Variables added to this process's environment (such as
+  ///     `SUBSTATUS_MASTER_KEY` for `--store postgres://…`).
   ///   - timeout: How long to wait for the ready file.
-  public init(extraArguments: [String] = [], timeout: Duration = .seconds(30)) async throws {
+  public init(
+    extraArguments: [String] = [], environment: [String: String] = [:], timeout: Duration = .seconds(30)
+  ) async throws {
     let fileManager = FileManager.default
     directory = fileManager.temporaryDirectory.appendingPathComponent(
       "substatus-e2e-\(UUID().uuidString)")
@@ -41,7 +45,7 @@ public final class ServerProcess: Sendable {
         "--data-dir", directory.appendingPathComponent("data").path,
         "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
         "--ready-file", ready.path, "--operator-key-file", keyFile.path,
-      ] + extraArguments, directory: directory)
+      ] + extraArguments, environment: environment, directory: directory)
     let addresses: [String: String]
     do { addresses = try await child.readyFile(ready, timeout: timeout) } catch {
       await child.stop()
