@@ -114,7 +114,21 @@ public final class ChildProcess: Sendable {
   }
 
   /// How it ended, or `nil` while it runs.
-  public var exited: Exit? { ending.value.withLock { $0 } }
+  ///
+  /// Foundation's termination handler is the usual source. Under load on Linux it sometimes never
+  /// runs: the child has ended and stays a zombie that Foundation does not reap (seen in the daemon
+  /// suites: a CLI that had answered was waited on until its 300-s bound). So the kernel is asked
+  /// too, without reaping (`WNOWAIT`: Foundation may still reap it and run its handler).
+  public var exited: Exit? {
+    if let exit = ending.value.withLock({ $0 }) { return exit }
+    var info = siginfo_t()
+    guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 else { return nil }
+    let child = info._sifields._sigchld
+    guard child.si_pid == pid else { return nil }  // still running
+    let exit = Exit(status: child.si_status, signaled: info.si_code != Int32(CLD_EXITED))
+    ending.value.withLock { if $0 == nil { $0 = exit } }
+    return exit
+  }
   /// Whether it still runs.
   public var isRunning: Bool { exited == nil }
 
